@@ -1,0 +1,52 @@
+# Outpost — every entry point a developer or CI needs.
+#   make test             build, run every test, and check the generated code is current
+#   make demo             the end-to-end demo (today: the contract compiler on the sample contracts)
+#   make codegen          regenerate Sources/Contracts from contracts/
+#   make check-generated  fail if Sources/Contracts differs from what contracts/ generate
+#   make bench            the performance figures recorded in docs/PERFORMANCE.md
+
+SWIFT      ?= swift
+CONTRACTS  ?= contracts
+GENERATED  ?= Sources/Contracts
+BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
+CONTRACTC  := $(BIN)/contractc
+
+.PHONY: all build contractc codegen check-generated test demo bench clean
+
+all: build
+
+build:
+	$(SWIFT) build
+
+contractc:
+	@$(SWIFT) build --product contractc
+
+codegen: contractc
+	$(CONTRACTC) generate --contracts $(CONTRACTS) --output $(GENERATED)
+
+# Regenerates into a temporary folder and diffs it with the committed code.
+check-generated: contractc
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(CONTRACTC) generate --contracts $(CONTRACTS) --output "$$tmp" > /dev/null || exit 1; \
+	if diff -ru --exclude='.*' $(GENERATED) "$$tmp"; then \
+		echo "check-generated: $(GENERATED) matches $(CONTRACTS)/"; \
+	else \
+		echo ""; \
+		echo "error: $(GENERATED) is out of date with $(CONTRACTS)/ (diff above)."; \
+		echo "help: run 'make codegen' and commit both the contracts and $(GENERATED)."; \
+		exit 1; \
+	fi
+
+test: check-generated
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+demo:
+	@scripts/demo.sh
+
+bench:
+	$(SWIFT) build -c release --product outpost-bench --product contractc
+	$$($(SWIFT) build -c release --show-bin-path)/outpost-bench
+
+clean:
+	rm -rf .build

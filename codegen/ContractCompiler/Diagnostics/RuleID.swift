@@ -1,0 +1,72 @@
+/// The stable identifier of a diagnostic rule. Identifiers never change once published:
+/// CI scripts, allowances and `contractc explain` refer to them.
+public struct RuleID: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: RuleID, rhs: RuleID) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+extension RuleID {
+    // Input files
+    public static let yamlSyntax = RuleID("YAML_SYNTAX")
+    public static let yamlUnsupported = RuleID("YAML_UNSUPPORTED")
+    public static let fileUnreadable = RuleID("FILE_UNREADABLE")
+    public static let fileTooLarge = RuleID("FILE_TOO_LARGE")
+    public static let emptyFile = RuleID("EMPTY_FILE")
+    public static let nestingTooDeep = RuleID("NESTING_TOO_DEEP")
+    public static let missingManifest = RuleID("MISSING_MANIFEST")
+    public static let notAContract = RuleID("NOT_A_CONTRACT")
+
+    // Structure
+    public static let unexpectedNode = RuleID("UNEXPECTED_NODE")
+    public static let unknownKey = RuleID("UNKNOWN_KEY")
+    public static let missingKey = RuleID("MISSING_KEY")
+    public static let duplicateKey = RuleID("DUPLICATE_KEY")
+    public static let invalidValue = RuleID("INVALID_VALUE")
+
+    // Names
+    public static let invalidIdentifier = RuleID("INVALID_IDENTIFIER")
+    public static let reservedWord = RuleID("RESERVED_WORD")
+    public static let reservedName = RuleID("RESERVED_NAME")
+    public static let shadowsSwiftType = RuleID("SHADOWS_SWIFT_TYPE")
+    public static let duplicateContract = RuleID("DUPLICATE_CONTRACT")
+    public static let duplicateTable = RuleID("DUPLICATE_TABLE")
+    public static let duplicateField = RuleID("DUPLICATE_FIELD")
+    public static let duplicateIndex = RuleID("DUPLICATE_INDEX")
+
+    // Types and values
+    public static let unknownType = RuleID("UNKNOWN_TYPE")
+    public static let enumWithoutValues = RuleID("ENUM_WITHOUT_VALUES")
+    public static let duplicateEnumValue = RuleID("DUPLICATE_ENUM_VALUE")
+    public static let invalidEnumFallback = RuleID("INVALID_ENUM_FALLBACK")
+    public static let defaultTypeMismatch = RuleID("DEFAULT_TYPE_MISMATCH")
+    public static let unknownReference = RuleID("UNKNOWN_REFERENCE")
+    public static let maxLengthNotApplicable = RuleID("MAX_LENGTH_NOT_APPLICABLE")
+
+    // Keys and versions
+    public static let missingPrimaryKey = RuleID("MISSING_PRIMARY_KEY")
+    public static let multiplePrimaryKeys = RuleID("MULTIPLE_PRIMARY_KEYS")
+    public static let invalidPrimaryKey = RuleID("INVALID_PRIMARY_KEY")
+    public static let invalidVersionField = RuleID("INVALID_VERSION_FIELD")
+    public static let multipleVersionFields = RuleID("MULTIPLE_VERSION_FIELDS")
+    public static let oldestSupportedAboveVersion = RuleID("OLDEST_SUPPORTED_ABOVE_VERSION")
+    public static let sinceAboveVersion = RuleID("SINCE_ABOVE_VERSION")
+    public static let invalidRename = RuleID("INVALID_RENAME")
+    public static let encryptedNotAllowed = RuleID("ENCRYPTED_NOT_ALLOWED")
+    public static let localFieldNeedsDefault = RuleID("LOCAL_FIELD_NEEDS_DEFAULT")
+    public static let unknownIndexField = RuleID("UNKNOWN_INDEX_FIELD")
+    public static let unknownForeignKey = RuleID("UNKNOWN_FOREIGN_KEY")
+
+    // Sync
+    public static let unknownScope = RuleID("UNKNOWN_SCOPE")
+    public static let policyDirectionMismatch = RuleID("POLICY_DIRECTION_MISMATCH")
+    public static let eventPolicy = RuleID("EVENT_POLICY")
+    public static let envelopeFieldShadowed = RuleID("ENVELOPE_FIELD_SHADOWED")
+    public static let deprecatedWithoutReason = RuleID("DEPRECATED_WITHOUT_REASON")
+    public static let missingSummary = RuleID("MISSING_SUMMARY")
+}

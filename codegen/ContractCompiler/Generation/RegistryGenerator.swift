@@ -1,0 +1,243 @@
+/// Renders the contract registry: a descriptor per contract, the scopes, and lists of every
+/// entity, event and generated type, which client and server read instead of hard-coding names.
+struct RegistryGenerator {
+    let set: ContractSet
+    let mapping: TypeMapping
+
+    init(set: ContractSet) {
+        self.set = set
+        self.mapping = TypeMapping(set: set)
+    }
+
+    func render() -> String {
+        var w = CodeWriter()
+        w.line("/// Every contract of the project, as data.")
+        w.line("///")
+        w.line("/// Client and server look tables, scopes, policies and versions up here instead of")
+        w.line("/// hard-coding them, so a contract change reaches both through `make codegen`.")
+        w.block("public enum ContractRegistry") { w in
+            w.line("/// The sync scopes of the manifest.")
+            w.line("public static let scopes: [ScopeDescriptor] = [")
+            w.indent { w in
+                for scope in set.manifest.scopes.sorted(by: { $0.name < $1.name }) {
+                    w.line(
+                        "ScopeDescriptor(name: \(SwiftLiteral.string(scope.name)), keyTemplate: \(SwiftLiteral.string(scope.key)), access: .\(scope.access == .read ? "read" : "readWrite")),"
+                    )
+                }
+            }
+            w.line("]")
+            w.line()
+            w.line("/// Every entity, by name.")
+            w.line("public static let entities: [EntityDescriptor] = [")
+            w.indent { w in
+                for contract in set.entities { w.line("\(DTOGenerator.descriptorName(contract)),") }
+            }
+            w.line("]")
+            w.line()
+            w.line("/// Every event, by name.")
+            w.line("public static let events: [EventDescriptor] = [")
+            w.indent { w in
+                for contract in set.events { w.line("\(DTOGenerator.descriptorName(contract)),") }
+            }
+            w.line("]")
+            w.line()
+            w.line("/// The generated type of every entity, in the order of ``entities``.")
+            w.line("public static let entityTypes: [any ContractEntity.Type] = [")
+            w.indent { w in
+                for contract in set.entities { w.line("\(contract.swiftName).self,") }
+            }
+            w.line("]")
+            w.line()
+            w.line("/// The generated type of every event, in the order of ``events``.")
+            w.line("public static let eventTypes: [any ContractEvent.Type] = [")
+            w.indent { w in
+                for contract in set.events { w.line("\(contract.swiftName).self,") }
+            }
+            w.line("]")
+            w.line()
+            w.block("public static func scope(named name: String) -> ScopeDescriptor?") { w in
+                w.line("scopes.first { $0.name == name }")
+            }
+            w.line()
+            w.block("public static func entity(named name: String) -> EntityDescriptor?") { w in
+                w.line("entities.first { $0.name == name }")
+            }
+            w.line()
+            w.block("public static func event(named name: String) -> EventDescriptor?") { w in
+                w.line("events.first { $0.name == name }")
+            }
+            for contract in set.contracts {
+                w.line()
+                renderDescriptor(contract, into: &w)
+            }
+        }
+        return w.text
+    }
+
+    private func renderDescriptor(_ contract: Contract, into w: inout CodeWriter) {
+        let name = DTOGenerator.descriptorName(contract)
+        w.line("/// `\(contract.name)` version \(contract.version), from `\(contract.sourcePath)`.")
+        if contract.kind == .entity {
+            w.line("public static let \(name) = EntityDescriptor(")
+            w.indent { w in
+                w.line("name: \(SwiftLiteral.string(contract.name)),")
+                w.line("swiftName: \(SwiftLiteral.string(contract.swiftName)),")
+                w.line("summary: \(SwiftLiteral.string(contract.summary)),")
+                w.line("table: \(SwiftLiteral.string(contract.table)),")
+                w.line("scope: \(SwiftLiteral.string(contract.scope)),")
+                w.line("direction: .\(contract.sync.direction.rawValue),")
+                w.line("conflict: .\(Names.camelCase(contract.sync.conflict.rawValue)),")
+                w.line("tombstones: \(contract.sync.tombstones),")
+                w.line("retentionSeconds: \(contract.sync.retentionSeconds.map(String.init) ?? "nil"),")
+                w.line("priority: .\(contract.sync.priority.rawValue),")
+                w.line("currentVersion: \(contract.version),")
+                w.line("oldestSupported: \(contract.oldestSupported),")
+                w.line("primaryKey: \(SwiftLiteral.string(contract.primaryKey?.name ?? "id")),")
+                w.line("versionField: \(contract.versionField.map { SwiftLiteral.string($0.name) } ?? "nil"),")
+                renderFieldList("fields", contract.fields, trailingComma: true, into: &w)
+                renderFieldList("localFields", contract.localFields, trailingComma: true, into: &w)
+                if contract.relations.isEmpty {
+                    w.line("relations: [],")
+                } else {
+                    w.line("relations: [")
+                    w.indent { w in
+                        for relation in contract.relations {
+                            w.line(
+                                "RelationDescriptor(name: \(SwiftLiteral.string(relation.name)), kind: .\(relation.kind == .hasMany ? "hasMany" : "belongsTo"), target: \(SwiftLiteral.string(relation.target)), foreignKey: \(SwiftLiteral.string(relation.foreignKey))),"
+                            )
+                        }
+                    }
+                    w.line("],")
+                }
+                if contract.indexes.isEmpty {
+                    w.line("indexes: []")
+                } else {
+                    w.line("indexes: [")
+                    w.indent { w in
+                        for index in contract.indexes {
+                            let indexName = TableSchema.indexName(table: contract.table, columns: index.fields, unique: index.isUnique)
+                            w.line(
+                                "IndexDescriptor(name: \(SwiftLiteral.string(indexName)), fields: [\(index.fields.map(SwiftLiteral.string).joined(separator: ", "))], isUnique: \(index.isUnique)),"
+                            )
+                        }
+                    }
+                    w.line("]")
+                }
+            }
+            w.line(")")
+        } else {
+            w.line("public static let \(name) = EventDescriptor(")
+            w.indent { w in
+                w.line("name: \(SwiftLiteral.string(contract.name)),")
+                w.line("swiftName: \(SwiftLiteral.string(contract.swiftName)),")
+                w.line("summary: \(SwiftLiteral.string(contract.summary)),")
+                w.line("table: \(SwiftLiteral.string(contract.table)),")
+                w.line("scope: \(SwiftLiteral.string(contract.scope)),")
+                w.line("direction: .\(contract.sync.direction.rawValue),")
+                w.line("currentVersion: \(contract.version),")
+                w.line("oldestSupported: \(contract.oldestSupported),")
+                w.line("appliesTo: \(contract.appliesTo.map(SwiftLiteral.string) ?? "nil"),")
+                renderFieldList("fields", contract.fields, trailingComma: false, into: &w)
+            }
+            w.line(")")
+        }
+    }
+
+    private func renderFieldList(_ label: String, _ fields: [Field], trailingComma: Bool, into w: inout CodeWriter) {
+        let comma = trailingComma ? "," : ""
+        if fields.isEmpty {
+            w.line("\(label): []" + comma)
+            return
+        }
+        w.line("\(label): [")
+        w.indent { w in
+            for field in fields {
+                var arguments = ["name: \(SwiftLiteral.string(field.name))", "kind: \(kindExpression(field.type.type))"]
+                if field.type.isOptional { arguments.append("isOptional: true") }
+                if let value = mapping.wireDefaultExpression(field) { arguments.append("defaultValue: \(value)") }
+                if field.since != 1 { arguments.append("since: \(field.since)") }
+                if let rename = field.renamedFrom {
+                    arguments.append("renamedFrom: \(SwiftLiteral.string(rename.name))")
+                    arguments.append("renamedInVersion: \(rename.version)")
+                }
+                if let reason = field.deprecated { arguments.append("deprecation: \(SwiftLiteral.string(reason))") }
+                if field.isEncrypted { arguments.append("isEncrypted: true") }
+                if let maxLength = field.maxLength { arguments.append("maxLength: \(maxLength)") }
+                if field.isPrimaryKey { arguments.append("isPrimaryKey: true") }
+                if field.isVersionField { arguments.append("isVersionField: true") }
+                if field.isLocal { arguments.append("isLocal: true") }
+                w.line("FieldDescriptor(\(arguments.joined(separator: ", "))),")
+            }
+        }
+        w.line("]" + comma)
+    }
+
+    private func kindExpression(_ type: FieldType) -> String {
+        switch type {
+        case .enumeration(let values, let fallback):
+            return ".enumeration(values: [\(values.map(SwiftLiteral.string).joined(separator: ", "))], fallback: \(fallback.map(SwiftLiteral.string) ?? "nil"))"
+        case .list(let element): return ".list(\(kindExpression(element)))"
+        case .ref(let target): return ".ref(\(SwiftLiteral.string(target)))"
+        default: return "." + type.spelling
+        }
+    }
+}
+
+/// Renders `CURRENT_<NAME>_SCHEMA` and `OLDEST_SUPPORTED_<NAME>_SCHEMA` for every contract.
+struct SchemaVersionsGenerator {
+    let set: ContractSet
+
+    func render() -> String {
+        var w = CodeWriter()
+        for (index, contract) in set.contracts.enumerated() {
+            if index > 0 { w.line() }
+            let constant = Names.screamingSnakeCase(contract.name)
+            w.line("/// The `\(contract.name)` schema version this build reads and writes.")
+            w.line("public let CURRENT_\(constant)_SCHEMA = \(contract.version)")
+            w.line("/// The oldest `\(contract.name)` schema version still supported; older rows are purged and re-fetched.")
+            w.line("public let OLDEST_SUPPORTED_\(constant)_SCHEMA = \(contract.oldestSupported)")
+        }
+        return w.text
+    }
+}
+
+/// Renders the client or server migrations as plain SQL in Swift literals.
+struct MigrationsGenerator {
+    let set: ContractSet
+
+    func render(side: StorageSide) -> String {
+        let steps = MigrationPlanner(set: set).migrations(side: side)
+        var w = CodeWriter()
+        w.block("extension ContractRegistry") { w in
+            w.line("/// The \(side.rawValue)'s SQLite migrations, in the order they must run.")
+            w.line("///")
+            w.line("/// Identifiers never change once released; register them with a migrator as they are.")
+            w.line("public static let \(side.rawValue)Migrations: [ContractMigration] = [")
+            w.indent { w in
+                for step in steps {
+                    w.line("ContractMigration(")
+                    w.indent { w in
+                        w.line("identifier: \(SwiftLiteral.string(step.identifier)),")
+                        w.line("contract: \(SwiftLiteral.string(step.contract)),")
+                        w.line("version: \(step.version),")
+                        w.line("statements: [")
+                        w.indent { w in
+                            for statement in step.statements {
+                                let literal = SwiftLiteral.rawMultiline(statement, indent: "")
+                                let lines = literal.split(separator: "\n", omittingEmptySubsequences: false)
+                                for (index, line) in lines.enumerated() {
+                                    w.line(String(line) + (index == lines.count - 1 ? "," : ""))
+                                }
+                            }
+                        }
+                        w.line("],")
+                        w.line("checksum: \(SwiftLiteral.string(step.checksum))")
+                    }
+                    w.line("),")
+                }
+            }
+            w.line("]")
+        }
+        return w.text
+    }
+}

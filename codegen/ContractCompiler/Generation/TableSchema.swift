@@ -1,0 +1,209 @@
+import Crypto
+import Foundation
+
+/// A table as the migrations create it: the structure migrations are derived from.
+package struct TableSchema: Hashable, Sendable {
+    package struct Column: Hashable, Sendable {
+        package var name: String
+        package var sqlType: String
+        package var isNotNull: Bool
+        package var defaultSQL: String?
+
+        package var definition: String {
+            var text = TypeMapping.quoted(name) + " " + sqlType
+            if isNotNull { text += " NOT NULL" }
+            if let defaultSQL { text += " DEFAULT " + defaultSQL }
+            return text
+        }
+    }
+
+    package struct IndexSchema: Hashable, Sendable {
+        package var name: String
+        package var columns: [String]
+        package var isUnique: Bool
+
+        package var createStatement: String {
+            "CREATE \(isUnique ? "UNIQUE " : "")INDEX \(TypeMapping.quoted(name)) ON {table} ("
+                + columns.map(TypeMapping.quoted).joined(separator: ", ") + ")"
+        }
+    }
+
+    package var name: String
+    package var columns: [Column]
+    package var primaryKey: [String]
+    package var indexes: [IndexSchema]
+
+    package var createStatements: [String] {
+        var body = columns.map { "    " + $0.definition }
+        body.append("    PRIMARY KEY (" + primaryKey.map(TypeMapping.quoted).joined(separator: ", ") + ")")
+        var statements = ["CREATE TABLE \(TypeMapping.quoted(name)) (\n" + body.joined(separator: ",\n") + "\n)"]
+        statements += indexes.map { $0.createStatement.replacingOccurrences(of: "{table}", with: TypeMapping.quoted(name)) }
+        return statements
+    }
+
+    /// An index name that stays within PostgreSQL's 63 characters, stable for the same inputs.
+    package static func indexName(table: String, columns: [String], unique: Bool) -> String {
+        let suffix = unique ? "_key" : "_idx"
+        let base = table + "_" + columns.map { $0.hasPrefix("_") ? String($0.dropFirst()) : $0 }.joined(separator: "_")
+        if base.count + suffix.count <= Names.maximumIdentifierLength { return base + suffix }
+        let digest = SHA256.hash(data: Data((base + suffix).utf8)).prefix(4).map { String(format: "%02x", $0) }.joined()
+        return String(base.prefix(Names.maximumIdentifierLength - suffix.count - 9)) + "_" + digest + suffix
+    }
+}
+
+/// Which side a table lives on.
+package enum StorageSide: String, Sendable, CaseIterable {
+    case client
+    case server
+}
+
+/// Builds the tables of a contract, client side and server side.
+package struct SchemaBuilder {
+    let mapping: TypeMapping
+
+    package init(set: ContractSet) {
+        self.mapping = TypeMapping(set: set)
+    }
+
+    package func table(for contract: Contract, side: StorageSide) -> TableSchema {
+        switch (contract.kind, side) {
+        case (.entity, .client): return clientEntityTable(contract)
+        case (.entity, .server): return serverEntityTable(contract)
+        case (.event, .client): return clientEventTable(contract)
+        case (.event, .server): return serverEventTable(contract)
+        }
+    }
+
+    private func column(_ field: Field, side: StorageSide) -> TableSchema.Column {
+        let encrypted = side == .client && field.isEncrypted
+        return TableSchema.Column(
+            name: field.name, sqlType: encrypted ? "BLOB" : mapping.sqlType(field.type.type),
+            isNotNull: !field.type.isOptional, defaultSQL: mapping.sqlDefault(field, encryptedColumn: encrypted)
+        )
+    }
+
+    private func contractIndexes(_ contract: Contract, tenantPrefix: Bool) -> [TableSchema.IndexSchema] {
+        contract.indexes.map { index in
+            // Server rows of every tenant share a table; unique means unique within a tenant.
+            let columns = (tenantPrefix && index.isUnique ? ["_tenant_id"] : []) + index.fields
+            return TableSchema.IndexSchema(
+                name: TableSchema.indexName(table: contract.table, columns: index.fields, unique: index.isUnique),
+                columns: columns, isUnique: index.isUnique
+            )
+        }
+    }
+
+    private func clientEntityTable(_ contract: Contract) -> TableSchema {
+        var columns = contract.fields.map { column($0, side: .client) }
+        columns += contract.localFields.map { column($0, side: .client) }
+        columns += [
+            .init(name: "_schema_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
+            .init(name: "_server_version", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil),
+            .init(name: "_synced_at", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil),
+        ]
+        return TableSchema(
+            name: contract.table, columns: columns, primaryKey: [contract.primaryKey?.name ?? "id"],
+            indexes: contractIndexes(contract, tenantPrefix: false)
+        )
+    }
+
+    private func serverEntityTable(_ contract: Contract) -> TableSchema {
+        var columns: [TableSchema.Column] = [.init(name: "_tenant_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil)]
+        columns += contract.fields.map { column($0, side: .server) }
+        columns += [
+            .init(name: "_scope_key", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
+            .init(name: "_seq", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
+            .init(name: "_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: "1"),
+            .init(name: "_schema_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
+            .init(name: "_hlc", sqlType: "TEXT", isNotNull: false, defaultSQL: nil),
+            .init(name: "_field_clocks", sqlType: "TEXT", isNotNull: false, defaultSQL: nil),
+            .init(name: "_deleted", sqlType: "INTEGER", isNotNull: true, defaultSQL: "0"),
+            .init(name: "_updated_at", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
+            .init(name: "_updated_by", sqlType: "TEXT", isNotNull: false, defaultSQL: nil),
+        ]
+        let scopeIndex = TableSchema.IndexSchema(
+            name: TableSchema.indexName(table: contract.table, columns: ["_scope", "_seq"], unique: false),
+            columns: ["_tenant_id", "_scope_key", "_seq"], isUnique: false
+        )
+        return TableSchema(
+            name: contract.table, columns: columns, primaryKey: ["_tenant_id", contract.primaryKey?.name ?? "id"],
+            indexes: [scopeIndex] + contractIndexes(contract, tenantPrefix: true)
+        )
+    }
+
+    private func envelopeColumns() -> [TableSchema.Column] {
+        [
+            .init(name: "event_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
+            .init(name: "schema_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
+            .init(name: "user_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
+            .init(name: "device_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
+            .init(name: "occurred_at", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
+            .init(name: "recorded_at", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil),
+            .init(name: "hash", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
+        ]
+    }
+
+    private func clientEventTable(_ contract: Contract) -> TableSchema {
+        var columns = envelopeColumns()
+        columns += contract.fields.map { column($0, side: .client) }
+        columns += [.init(name: "_synced_at", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil)]
+        let occurred = TableSchema.IndexSchema(
+            name: TableSchema.indexName(table: contract.table, columns: ["occurred_at"], unique: false),
+            columns: ["occurred_at"], isUnique: false
+        )
+        return TableSchema(name: contract.table, columns: columns, primaryKey: ["event_id"], indexes: [occurred])
+    }
+
+    private func serverEventTable(_ contract: Contract) -> TableSchema {
+        var columns: [TableSchema.Column] = [.init(name: "_tenant_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil)]
+        columns += envelopeColumns()
+        columns += contract.fields.map { column($0, side: .server) }
+        columns += [
+            .init(name: "_scope_key", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
+            .init(name: "_seq", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
+        ]
+        let scopeIndex = TableSchema.IndexSchema(
+            name: TableSchema.indexName(table: contract.table, columns: ["_scope", "_seq"], unique: false),
+            columns: ["_tenant_id", "_scope_key", "_seq"], isUnique: false
+        )
+        return TableSchema(
+            name: contract.table, columns: columns, primaryKey: ["_tenant_id", "event_id"], indexes: [scopeIndex]
+        )
+    }
+}
+
+/// One migration step: an identifier that never changes once released, and its SQL.
+package struct MigrationStep: Hashable, Sendable {
+    package var identifier: String
+    package var contract: String
+    package var version: Int
+    package var statements: [String]
+
+    /// SHA-256 of the statements, for the lock to catch any edit of a released migration.
+    package var checksum: String {
+        let text = statements.joined(separator: ";\n")
+        return SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// Derives the migrations of every contract for one side.
+package struct MigrationPlanner {
+    let builder: SchemaBuilder
+    let set: ContractSet
+
+    package init(set: ContractSet) {
+        self.set = set
+        self.builder = SchemaBuilder(set: set)
+    }
+
+    /// The ordered migrations of one side: per contract (by name), its create step.
+    package func migrations(side: StorageSide) -> [MigrationStep] {
+        set.contracts.map { contract in
+            let table = builder.table(for: contract, side: side)
+            return MigrationStep(
+                identifier: "\(contract.table).v\(contract.version).create", contract: contract.name,
+                version: contract.version, statements: table.createStatements
+            )
+        }
+    }
+}

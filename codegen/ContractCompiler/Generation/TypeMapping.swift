@@ -1,0 +1,213 @@
+import Foundation
+
+/// How contract types become Swift types, Swift default expressions, SQLite columns and SQL literals.
+/// The one place that knows these mappings; DTO, registry and migration generators all ask here.
+struct TypeMapping {
+    let set: ContractSet
+
+    /// The Swift type of a field, without optionality (`[String]`, `Unit.LearnerLevel` is `LearnerLevel`).
+    func swiftType(_ field: Field) -> String {
+        swiftType(field.type.type, enumName: enumTypeName(field))
+    }
+
+    func swiftOptionalType(_ field: Field) -> String {
+        swiftType(field) + (field.type.isOptional ? "?" : "")
+    }
+
+    private func swiftType(_ type: FieldType, enumName: String) -> String {
+        switch type {
+        case .id, .string: return "String"
+        case .int: return "Int64"
+        case .double: return "Double"
+        case .bool: return "Bool"
+        case .timestamp: return "Timestamp"
+        case .date: return "CalendarDate"
+        case .uuid: return "UUID"
+        case .json: return "JSONValue"
+        case .bytes: return "Data"
+        case .enumeration: return enumName
+        case .list(let element): return "[" + swiftType(element, enumName: enumName) + "]"
+        case .ref(let target): return refKeyType(target).map { swiftType($0, enumName: enumName) } ?? "String"
+        }
+    }
+
+    /// The type of the referenced entity's primary key.
+    func refKeyType(_ target: String) -> FieldType? {
+        set.contract(named: target)?.primaryKey?.type.type
+    }
+
+    /// The nested enum type generated for an enum field: `learner_level` → `LearnerLevel`.
+    func enumTypeName(_ field: Field) -> String { Names.upperCamelCase(field.name) }
+
+    /// A Swift expression for the field's default value.
+    func swiftDefault(_ field: Field) -> String? {
+        guard let value = field.defaultValue else { return nil }
+        return swiftExpression(value, type: field.type.type)
+    }
+
+    private func swiftExpression(_ value: DefaultValue, type: FieldType) -> String {
+        if case .null = value { return "nil" }
+        switch type {
+        case .json:
+            return jsonExpression(value)
+        case .list(let element):
+            guard case .list(let items) = value else { return "[]" }
+            return "[" + items.map { swiftExpression($0, type: element) }.joined(separator: ", ") + "]"
+        case .enumeration:
+            guard case .string(let text) = value else { return "nil" }
+            return "." + Self.enumCaseName(text)
+        case .timestamp:
+            guard case .int(let millis) = value else { return "nil" }
+            return "Timestamp(millisecondsSince1970: \(millis))"
+        case .date:
+            guard case .string(let text) = value else { return "nil" }
+            let parts = text.split(separator: "-").map { String(Int($0) ?? 0) }
+            return "CalendarDate(year: \(parts[0]), month: \(parts[1]), day: \(parts[2]))"
+        case .uuid:
+            guard case .string(let text) = value else { return "nil" }
+            return "UUID(uuidString: \(SwiftLiteral.string(text)))!"
+        case .bytes:
+            guard case .string(let text) = value else { return "nil" }
+            return "Data(base64Encoded: \(SwiftLiteral.string(text)))!"
+        case .ref(let target):
+            return swiftExpression(value, type: refKeyType(target) ?? .string)
+        default:
+            return scalarExpression(value)
+        }
+    }
+
+    private func scalarExpression(_ value: DefaultValue) -> String {
+        switch value {
+        case .null: return "nil"
+        case .bool(let flag): return flag ? "true" : "false"
+        case .int(let number): return String(number)
+        case .double(let number): return SwiftLiteral.double(number)
+        case .string(let text): return SwiftLiteral.string(text)
+        case .list(let items): return "[" + items.map(scalarExpression).joined(separator: ", ") + "]"
+        case .object: return "nil"
+        }
+    }
+
+    /// A `JSONValue` expression.
+    func jsonExpression(_ value: DefaultValue) -> String {
+        switch value {
+        case .null: return ".null"
+        case .bool(let flag): return ".bool(\(flag))"
+        case .int(let number): return ".int(\(number))"
+        case .double(let number): return ".double(\(SwiftLiteral.double(number)))"
+        case .string(let text): return ".string(\(SwiftLiteral.string(text)))"
+        case .list(let items): return ".array([" + items.map(jsonExpression).joined(separator: ", ") + "])"
+        case .object(let members):
+            if members.isEmpty { return ".object([:])" }
+            return ".object([" + members.keys.sorted().map { SwiftLiteral.string($0) + ": " + jsonExpression(members[$0]!) }
+                .joined(separator: ", ") + "])"
+        }
+    }
+
+    /// The default as it appears on the wire, as a `JSONValue` expression (for the registry).
+    func wireDefaultExpression(_ field: Field) -> String? {
+        guard let value = field.defaultValue else { return nil }
+        return jsonExpression(wireValue(value, type: field.type.type))
+    }
+
+    private func wireValue(_ value: DefaultValue, type: FieldType) -> DefaultValue {
+        switch (type, value) {
+        case (.timestamp, .int(let millis)): return .string(Self.iso8601(millis))
+        case (.list(let element), .list(let items)): return .list(items.map { wireValue($0, type: element) })
+        default: return value
+        }
+    }
+
+    // MARK: SQLite
+
+    /// The SQLite column type of a field on the client (encrypted fields hold sealed bytes).
+    func clientSQLType(_ field: Field) -> String {
+        field.isEncrypted ? "BLOB" : sqlType(field.type.type)
+    }
+
+    func sqlType(_ type: FieldType) -> String {
+        switch type {
+        case .id, .string, .date, .uuid, .enumeration, .json, .list: return "TEXT"
+        case .int, .bool, .timestamp: return "INTEGER"
+        case .double: return "REAL"
+        case .bytes: return "BLOB"
+        case .ref(let target): return refKeyType(target).map(sqlType) ?? "TEXT"
+        }
+    }
+
+    /// The SQL literal for the field's default, or `nil` when it has none (or it cannot be stored, as when encrypted).
+    func sqlDefault(_ field: Field, encryptedColumn: Bool) -> String? {
+        guard let value = field.defaultValue, !encryptedColumn else { return nil }
+        if case .null = value { return nil }
+        return sqlLiteral(value, type: field.type.type)
+    }
+
+    private func sqlLiteral(_ value: DefaultValue, type: FieldType) -> String {
+        switch type {
+        case .json, .list:
+            return Self.sqlString(DefaultParser.canonicalJSONText(wireValue(value, type: type)))
+        case .bytes:
+            guard case .string(let base64) = value, let data = Data(base64Encoded: base64) else { return "NULL" }
+            return "X'" + data.map { String(format: "%02X", $0) }.joined() + "'"
+        case .ref(let target):
+            return sqlLiteral(value, type: refKeyType(target) ?? .string)
+        default:
+            switch value {
+            case .null: return "NULL"
+            case .bool(let flag): return flag ? "1" : "0"
+            case .int(let number): return String(number)
+            case .double(let number): return "\(number)"
+            case .string(let text): return Self.sqlString(text)
+            case .list, .object: return Self.sqlString(DefaultParser.canonicalJSONText(value))
+            }
+        }
+    }
+
+    static func sqlString(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+
+    static func quoted(_ identifier: String) -> String { "\"" + identifier + "\"" }
+
+    /// Swift enum case name for an enum value: `in_progress` → `inProgress`, keywords in backticks.
+    static func enumCaseName(_ value: String) -> String {
+        let name = Names.camelCase(value)
+        return Names.swiftKeywords.contains(name) ? "`\(name)`" : name
+    }
+
+    static func iso8601(_ millis: Int64) -> String {
+        let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
+        let fraction = millis - seconds * 1000
+        var days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let doe = days - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        return String(
+            format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", year, month, day, secondOfDay / 3600,
+            secondOfDay / 60 % 60, secondOfDay % 60, fraction
+        )
+    }
+}
+
+extension DefaultParser {
+    /// Canonical JSON text of a structured default: sorted keys, no spaces.
+    static func canonicalJSONText(_ value: DefaultValue) -> String {
+        switch value {
+        case .null: return "null"
+        case .bool(let flag): return flag ? "true" : "false"
+        case .int(let number): return String(number)
+        case .double(let number): return "\(number)"
+        case .string(let text): return quote(text)
+        case .list(let items): return "[" + items.map(canonicalJSONText).joined(separator: ",") + "]"
+        case .object(let members):
+            return "{" + members.keys.sorted().map { quote($0) + ":" + canonicalJSONText(members[$0]!) }.joined(separator: ",") + "}"
+        }
+    }
+}

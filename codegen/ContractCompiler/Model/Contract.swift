@@ -1,0 +1,340 @@
+/// The project manifest, `contracts/contracts.yaml`: scopes and compatibility defaults.
+public struct Manifest: Hashable, Sendable {
+    public var file: String
+    public var scopes: [Scope]
+    public var compatibility: CompatibilityDefaults
+
+    public init(file: String, scopes: [Scope], compatibility: CompatibilityDefaults) {
+        self.file = file
+        self.scopes = scopes
+        self.compatibility = compatibility
+    }
+
+    public func scope(named name: String) -> Scope? { scopes.first { $0.name == name } }
+}
+
+/// A sync scope: the partition of data a device subscribes to, and who may read and write it.
+public struct Scope: Hashable, Sendable {
+    /// Who may use a scope, from a device's point of view.
+    public enum Access: String, Hashable, Sendable, CaseIterable {
+        /// Devices read; only the server (and admins) write.
+        case read
+        /// Devices read and write.
+        case readWrite = "read_write"
+    }
+
+    public var name: String
+    /// The key template, for example `progress:user:{user_id}`.
+    public var key: String
+    public var access: Access
+    public var doc: String?
+    public var location: SourceLocation
+
+    public init(name: String, key: String, access: Access, doc: String?, location: SourceLocation) {
+        self.name = name
+        self.key = key
+        self.access = access
+        self.doc = doc
+        self.location = location
+    }
+
+    /// The placeholders of the key template, in order (`user_id` for `progress:user:{user_id}`).
+    public var placeholders: [String] {
+        var names: [String] = []
+        var current: String?
+        for character in key {
+            if character == "{" {
+                current = ""
+            } else if character == "}", let name = current {
+                names.append(name)
+                current = nil
+            } else if current != nil {
+                current!.append(character)
+            }
+        }
+        return names
+    }
+}
+
+/// How a new version of a contract must relate to the versions devices still run.
+public enum CompatibilityMode: String, Hashable, Sendable, CaseIterable {
+    /// The new schema reads data written with every supported older schema.
+    case backward
+    /// Every supported older schema reads data written with the new one.
+    case forward
+    /// Both.
+    case full
+    /// No check.
+    case none
+}
+
+public struct CompatibilityDefaults: Hashable, Sendable {
+    public var entities: CompatibilityMode
+    public var events: CompatibilityMode
+
+    public init(entities: CompatibilityMode, events: CompatibilityMode) {
+        self.entities = entities
+        self.events = events
+    }
+}
+
+/// Which way rows of a contract travel.
+public enum SyncDirection: String, Hashable, Sendable, CaseIterable {
+    case down
+    case up
+    case both
+}
+
+/// How the server resolves concurrent writes to the same row.
+public enum ConflictPolicy: String, Hashable, Sendable, CaseIterable {
+    case appendOnly = "append_only"
+    case serverAuthoritative = "server_authoritative"
+    case lastWriterWins = "last_writer_wins"
+    case versionCheck = "version_check"
+    case fieldMerge = "field_merge"
+}
+
+/// What a device caches first when space is short.
+public enum SyncPriority: String, Hashable, Sendable, CaseIterable {
+    case critical
+    case high
+    case normal
+    case low
+}
+
+/// The `sync:` block of a contract.
+public struct SyncPolicy: Hashable, Sendable {
+    public var direction: SyncDirection
+    public var conflict: ConflictPolicy
+    public var tombstones: Bool
+    /// How long a device keeps synced rows, in seconds; `nil` keeps them until deleted.
+    public var retentionSeconds: Int?
+    public var priority: SyncPriority
+    public var location: SourceLocation
+
+    public init(
+        direction: SyncDirection, conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?,
+        priority: SyncPriority, location: SourceLocation
+    ) {
+        self.direction = direction
+        self.conflict = conflict
+        self.tombstones = tombstones
+        self.retentionSeconds = retentionSeconds
+        self.priority = priority
+        self.location = location
+    }
+}
+
+/// A literal default value, already checked against the field's type.
+public indirect enum DefaultValue: Hashable, Sendable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case list([DefaultValue])
+    /// A JSON object (only in defaults of `json` fields); keys are rendered sorted.
+    case object([String: DefaultValue])
+}
+
+/// A field rename: the field was called `name` before `version`.
+public struct Rename: Hashable, Sendable {
+    public var name: String
+    public var version: Int
+    public var location: SourceLocation
+
+    public init(name: String, version: Int, location: SourceLocation) {
+        self.name = name
+        self.version = version
+        self.location = location
+    }
+}
+
+/// One field of a contract (or a client-only `local` field of an entity).
+public struct Field: Hashable, Sendable {
+    public var name: String
+    public var type: TypeReference
+    public var defaultValue: DefaultValue?
+    /// The contract version that added the field (1 when not given).
+    public var since: Int
+    public var renamedFrom: Rename?
+    /// Why the field is deprecated; `nil` when it is not.
+    public var deprecated: String?
+    public var isEncrypted: Bool
+    public var maxLength: Int?
+    public var isPrimaryKey: Bool
+    public var isVersionField: Bool
+    public var isLocal: Bool
+    public var doc: String?
+    /// Where the field's name is written.
+    public var location: SourceLocation
+    /// Where the field's type is written.
+    public var typeLocation: SourceLocation
+    public var defaultLocation: SourceLocation?
+    public var sinceLocation: SourceLocation?
+
+    public init(
+        name: String, type: TypeReference, defaultValue: DefaultValue? = nil, since: Int = 1,
+        renamedFrom: Rename? = nil, deprecated: String? = nil, isEncrypted: Bool = false, maxLength: Int? = nil,
+        isPrimaryKey: Bool = false, isVersionField: Bool = false, isLocal: Bool = false, doc: String? = nil,
+        location: SourceLocation, typeLocation: SourceLocation? = nil, defaultLocation: SourceLocation? = nil,
+        sinceLocation: SourceLocation? = nil
+    ) {
+        self.name = name
+        self.type = type
+        self.defaultValue = defaultValue
+        self.since = since
+        self.renamedFrom = renamedFrom
+        self.deprecated = deprecated
+        self.isEncrypted = isEncrypted
+        self.maxLength = maxLength
+        self.isPrimaryKey = isPrimaryKey
+        self.isVersionField = isVersionField
+        self.isLocal = isLocal
+        self.doc = doc
+        self.location = location
+        self.typeLocation = typeLocation ?? location
+        self.defaultLocation = defaultLocation
+        self.sinceLocation = sinceLocation
+    }
+}
+
+/// A named relation from one entity to another.
+public struct Relation: Hashable, Sendable {
+    public enum Kind: String, Hashable, Sendable {
+        /// The target's `foreign_key` field holds this entity's primary key.
+        case hasMany = "has_many"
+        /// This entity's `foreign_key` field holds the target's primary key.
+        case belongsTo = "belongs_to"
+    }
+
+    public var name: String
+    public var kind: Kind
+    public var target: String
+    public var foreignKey: String
+    public var location: SourceLocation
+    public var targetLocation: SourceLocation
+    public var foreignKeyLocation: SourceLocation
+
+    public init(
+        name: String, kind: Kind, target: String, foreignKey: String, location: SourceLocation,
+        targetLocation: SourceLocation, foreignKeyLocation: SourceLocation
+    ) {
+        self.name = name
+        self.kind = kind
+        self.target = target
+        self.foreignKey = foreignKey
+        self.location = location
+        self.targetLocation = targetLocation
+        self.foreignKeyLocation = foreignKeyLocation
+    }
+}
+
+/// An index on an entity's table (client and server).
+public struct Index: Hashable, Sendable {
+    public var fields: [String]
+    public var isUnique: Bool
+    public var location: SourceLocation
+
+    public init(fields: [String], isUnique: Bool, location: SourceLocation) {
+        self.fields = fields
+        self.isUnique = isUnique
+        self.location = location
+    }
+}
+
+/// An entity (a row that syncs) or an event (an immutable fact a device records).
+public struct Contract: Hashable, Sendable {
+    public enum Kind: String, Hashable, Sendable {
+        case entity
+        case event
+    }
+
+    public var kind: Kind
+    public var name: String
+    /// The Swift type name; the contract name unless `swift_name` overrides it.
+    public var swiftName: String
+    public var summary: String
+    public var doc: String?
+    public var version: Int
+    public var oldestSupported: Int
+    public var table: String
+    public var scope: String
+    public var sync: SyncPolicy
+    public var fields: [Field]
+    public var localFields: [Field]
+    public var relations: [Relation]
+    public var indexes: [Index]
+    public var appliesTo: String?
+    /// A per-contract override of the manifest's compatibility mode.
+    public var compatibility: CompatibilityMode?
+    public var file: String
+    /// The file's path relative to the contracts folder's parent (`contracts/entities/unit.yaml`),
+    /// the same on every machine; generated files name it.
+    public var sourcePath: String
+    /// Where the contract's name is written.
+    public var location: SourceLocation
+    public var versionLocation: SourceLocation
+    public var oldestSupportedLocation: SourceLocation?
+    public var scopeLocation: SourceLocation
+    public var appliesToLocation: SourceLocation?
+    public var tableLocation: SourceLocation
+
+    public init(
+        kind: Kind, name: String, swiftName: String, summary: String, doc: String?, version: Int,
+        oldestSupported: Int, table: String, scope: String, sync: SyncPolicy, fields: [Field],
+        localFields: [Field], relations: [Relation], indexes: [Index], appliesTo: String?,
+        compatibility: CompatibilityMode?, file: String, location: SourceLocation, versionLocation: SourceLocation,
+        oldestSupportedLocation: SourceLocation?, scopeLocation: SourceLocation, appliesToLocation: SourceLocation?,
+        tableLocation: SourceLocation
+    ) {
+        self.kind = kind
+        self.name = name
+        self.swiftName = swiftName
+        self.summary = summary
+        self.doc = doc
+        self.version = version
+        self.oldestSupported = oldestSupported
+        self.table = table
+        self.scope = scope
+        self.sync = sync
+        self.fields = fields
+        self.localFields = localFields
+        self.relations = relations
+        self.indexes = indexes
+        self.appliesTo = appliesTo
+        self.compatibility = compatibility
+        self.file = file
+        self.sourcePath = file
+        self.location = location
+        self.versionLocation = versionLocation
+        self.oldestSupportedLocation = oldestSupportedLocation
+        self.scopeLocation = scopeLocation
+        self.appliesToLocation = appliesToLocation
+        self.tableLocation = tableLocation
+    }
+
+    public var primaryKey: Field? { fields.first { $0.isPrimaryKey } }
+    public var versionField: Field? { fields.first { $0.isVersionField } }
+    public func field(named name: String) -> Field? { fields.first { $0.name == name } }
+
+    /// The compatibility mode in force: the contract's own, else the manifest's default for its kind.
+    public func effectiveCompatibility(_ defaults: CompatibilityDefaults) -> CompatibilityMode {
+        compatibility ?? (kind == .entity ? defaults.entities : defaults.events)
+    }
+}
+
+/// Everything the compiler read: the manifest and every contract, sorted by name.
+public struct ContractSet: Hashable, Sendable {
+    public var manifest: Manifest
+    public var contracts: [Contract]
+
+    public init(manifest: Manifest, contracts: [Contract]) {
+        self.manifest = manifest
+        self.contracts = contracts.sorted { $0.name < $1.name }
+    }
+
+    public var entities: [Contract] { contracts.filter { $0.kind == .entity } }
+    public var events: [Contract] { contracts.filter { $0.kind == .event } }
+    public func contract(named name: String) -> Contract? { contracts.first { $0.name == name } }
+}

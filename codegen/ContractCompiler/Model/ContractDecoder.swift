@@ -1,0 +1,615 @@
+import Foundation
+
+/// Turns parsed YAML into the contract model, reporting every problem it can see in one file.
+/// Problems that need other files (references, scopes, duplicate names) are the validator's.
+struct ContractDecoder {
+    static let entityKeys = [
+        "entity", "summary", "doc", "version", "oldest_supported", "table", "scope", "sync", "fields", "local",
+        "relations", "indexes", "compatibility", "swift_name",
+    ]
+    static let eventKeys = [
+        "event", "summary", "doc", "version", "oldest_supported", "table", "scope", "sync", "applies_to", "fields",
+        "compatibility", "swift_name",
+    ]
+    static let fieldKeys = [
+        "type", "values", "fallback", "default", "since", "renamed_from", "deprecated", "encrypted", "max_length",
+        "primary_key", "version_field", "doc",
+    ]
+    static let localFieldKeys = ["type", "values", "fallback", "default", "encrypted", "max_length", "doc"]
+    static let syncKeys = ["direction", "conflict", "tombstones", "retention", "priority"]
+
+    var diagnostics = DiagnosticCollector()
+
+    // MARK: Manifest
+
+    mutating func decodeManifest(_ root: YAMLNode, file: String) -> Manifest? {
+        guard let reader = MappingReader(root, context: "manifest", diagnostics: &diagnostics) else { return nil }
+        reader.rejectUnknownKeys(known: ["scopes", "compatibility", "doc"], diagnostics: &diagnostics)
+        var scopes: [Scope] = []
+        if let scopesNode = reader.require(
+            "scopes", help: "declare the sync scopes, for example `scopes: { user: { key: \"progress:user:{user_id}\" } }`",
+            diagnostics: &diagnostics
+        ), let scopesReader = MappingReader(scopesNode, context: "scopes", diagnostics: &diagnostics) {
+            for entry in scopesReader.entries {
+                guard let name = entry.key.scalar else { continue }
+                if !Names.isSnakeCase(name) {
+                    diagnostics.error(
+                        .invalidIdentifier, "scope name '\(name)' is not lower snake case", at: entry.key.location,
+                        help: "rename it to '\(Names.suggestedSnakeCase(name))'"
+                    )
+                }
+                guard let scopeReader = MappingReader(entry.value, context: "scope '\(name)'", diagnostics: &diagnostics)
+                else { continue }
+                scopeReader.rejectUnknownKeys(known: ["key", "access", "doc"], diagnostics: &diagnostics)
+                let key = scopeReader.require(
+                    "key", help: "give the scope key template, for example `key: \"ops:team:{team_id}\"`",
+                    diagnostics: &diagnostics
+                ).flatMap { ScalarReader.string($0, "a scope key", diagnostics: &diagnostics) }
+                let access = scopeReader.value("access").flatMap {
+                    ScalarReader.oneOf($0, "the scope's access", Scope.Access.self, diagnostics: &diagnostics)
+                } ?? .readWrite
+                let doc = scopeReader.value("doc").flatMap { ScalarReader.string($0, "doc", diagnostics: &diagnostics) }
+                if let key {
+                    let scope = Scope(name: name, key: key, access: access, doc: doc, location: entry.key.location)
+                    for placeholder in scope.placeholders where !["user_id", "team_id", "device_id", "tenant_id"].contains(placeholder) {
+                        diagnostics.error(
+                            .invalidValue, "scope key placeholder '{\(placeholder)}' is not known", at: entry.value.location,
+                            help: "placeholders come from the device token: {tenant_id}, {user_id}, {team_id} or {device_id}"
+                        )
+                    }
+                    scopes.append(scope)
+                }
+            }
+        }
+        var compatibility = CompatibilityDefaults(entities: .full, events: .backward)
+        if let compatibilityNode = reader.value("compatibility"),
+            let compatibilityReader = MappingReader(compatibilityNode, context: "compatibility block", diagnostics: &diagnostics)
+        {
+            compatibilityReader.rejectUnknownKeys(known: ["entities", "events"], diagnostics: &diagnostics)
+            if let node = compatibilityReader.value("entities"),
+                let mode = ScalarReader.oneOf(node, "the entities' compatibility", CompatibilityMode.self, diagnostics: &diagnostics)
+            {
+                compatibility.entities = mode
+            }
+            if let node = compatibilityReader.value("events"),
+                let mode = ScalarReader.oneOf(node, "the events' compatibility", CompatibilityMode.self, diagnostics: &diagnostics)
+            {
+                compatibility.events = mode
+            }
+        }
+        return Manifest(file: file, scopes: scopes, compatibility: compatibility)
+    }
+
+    // MARK: Contracts
+
+    mutating func decodeContract(_ root: YAMLNode, file: String) -> Contract? {
+        guard let mapping = root.mapping else {
+            diagnostics.error(
+                .notAContract, "a contract file must be a mapping, found \(root.kindDescription)", at: root.location,
+                help: "start the file with `entity: Name` or `event: Name`"
+            )
+            return nil
+        }
+        let hasEntity = mapping.contains { $0.key.scalar == "entity" }
+        let hasEvent = mapping.contains { $0.key.scalar == "event" }
+        if hasEntity == hasEvent {
+            diagnostics.error(
+                .notAContract,
+                hasEntity ? "a contract is either an entity or an event, not both" : "this file declares neither an entity nor an event",
+                at: root.location, help: "start the file with `entity: Name` or `event: Name`"
+            )
+            return nil
+        }
+        let kind: Contract.Kind = hasEntity ? .entity : .event
+        guard let reader = MappingReader(root, context: kind.rawValue, diagnostics: &diagnostics) else { return nil }
+        reader.rejectUnknownKeys(
+            known: kind == .entity ? Self.entityKeys : Self.eventKeys,
+            misplaced: kind == .entity
+                ? ["applies_to": "only events have `applies_to`; an entity is what events apply to"]
+                : [
+                    "local": "events have no client-only columns; put local state on an entity",
+                    "relations": "events refer to entities with `ref<Entity>` fields",
+                    "indexes": "events are looked up by id; index the entity they apply to",
+                ],
+            diagnostics: &diagnostics
+        )
+
+        let nameNode = reader.value(kind.rawValue)!
+        let name = ScalarReader.string(nameNode, "the contract name", diagnostics: &diagnostics) ?? ""
+        if !name.isEmpty, !Names.isUpperCamelCase(name) {
+            diagnostics.error(
+                .invalidIdentifier, "contract name '\(name)' is not upper camel case", at: nameNode.location,
+                help: "rename it to '\(Names.suggestedTypeName(name))'"
+            )
+        }
+        var swiftName = name
+        if let node = reader.value("swift_name"), let text = ScalarReader.string(node, "swift_name", diagnostics: &diagnostics) {
+            if Names.isUpperCamelCase(text) {
+                swiftName = text
+            } else {
+                diagnostics.error(
+                    .invalidIdentifier, "swift_name '\(text)' is not an upper camel case Swift type name",
+                    at: node.location, help: "write it as '\(Names.suggestedTypeName(text))'"
+                )
+            }
+        }
+        if Names.shadowedTypeNames.contains(swiftName) || Names.swiftKeywords.contains(swiftName) {
+            diagnostics.error(
+                .shadowsSwiftType,
+                "the generated type '\(swiftName)' would shadow Swift's own '\(swiftName)' in every file that imports Contracts",
+                at: reader.value("swift_name")?.location ?? nameNode.location,
+                help: "keep the contract name and add `swift_name: \(name)Record` (any name that is not taken)"
+            )
+        }
+
+        let summary: String
+        if let node = reader.value("summary"), let text = ScalarReader.string(node, "summary", diagnostics: &diagnostics) {
+            summary = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        } else {
+            summary = ""
+            if reader.value("summary") == nil {
+                diagnostics.warning(
+                    .missingSummary, "\(kind.rawValue) '\(name)' has no summary", at: nameNode.location,
+                    help: "add `summary:` with one sentence; it becomes the generated type's doc comment"
+                )
+            }
+        }
+        let doc = reader.value("doc").flatMap { ScalarReader.string($0, "doc", diagnostics: &diagnostics) }
+
+        let versionNode = reader.require(
+            "version", help: "add `version: 1` for a new contract", diagnostics: &diagnostics
+        )
+        let version = versionNode.flatMap { ScalarReader.int($0, "version", diagnostics: &diagnostics) } ?? 1
+        let oldestNode = reader.value("oldest_supported")
+        let oldestSupported = oldestNode.flatMap {
+            ScalarReader.int($0, "oldest_supported", diagnostics: &diagnostics)
+        } ?? 1
+
+        let table: String
+        let tableNode = reader.value("table")
+        if let tableNode {
+            table = ScalarReader.string(tableNode, "the table name", diagnostics: &diagnostics) ?? ""
+        } else if kind == .event {
+            table = Names.snakeCase(name) + "_events"
+        } else {
+            _ = reader.require(
+                "table", help: "name the SQLite table, for example `table: \(Names.snakeCase(name))s`",
+                diagnostics: &diagnostics
+            )
+            table = ""
+        }
+
+        let scopeNode = reader.require(
+            "scope", help: "name one of the scopes declared in contracts/contracts.yaml, for example `scope: user`",
+            diagnostics: &diagnostics
+        )
+        let scope = scopeNode.flatMap { ScalarReader.string($0, "the scope", diagnostics: &diagnostics) } ?? ""
+
+        let sync = decodeSync(reader.value("sync"), kind: kind, at: reader.keyLocation("sync") ?? nameNode.location)
+
+        var fields: [Field] = []
+        if let fieldsNode = reader.require(
+            "fields", help: "list the fields, for example `fields: { id: { type: id, primary_key: true } }`",
+            diagnostics: &diagnostics
+        ) {
+            fields = decodeFields(fieldsNode, local: false)
+        }
+        var localFields: [Field] = []
+        if kind == .entity, let localNode = reader.value("local"), !localNode.isNull {
+            localFields = decodeFields(localNode, local: true)
+        }
+        let relations = kind == .entity ? decodeRelations(reader.value("relations")) : []
+        let indexes = kind == .entity ? decodeIndexes(reader.value("indexes")) : []
+
+        var appliesTo: String?
+        if kind == .event, let node = reader.value("applies_to"), !node.isNull {
+            appliesTo = ScalarReader.string(node, "applies_to", diagnostics: &diagnostics)
+        }
+        let compatibility = reader.value("compatibility").flatMap {
+            ScalarReader.oneOf($0, "the contract's compatibility", CompatibilityMode.self, diagnostics: &diagnostics)
+        }
+
+        return Contract(
+            kind: kind, name: name, swiftName: swiftName, summary: summary, doc: doc, version: version,
+            oldestSupported: oldestSupported, table: table, scope: scope, sync: sync, fields: fields,
+            localFields: localFields, relations: relations, indexes: indexes, appliesTo: appliesTo,
+            compatibility: compatibility, file: file, location: nameNode.location,
+            versionLocation: versionNode?.location ?? nameNode.location, oldestSupportedLocation: oldestNode?.location,
+            scopeLocation: scopeNode?.location ?? nameNode.location, appliesToLocation: reader.value("applies_to")?.location,
+            tableLocation: tableNode?.location ?? nameNode.location
+        )
+    }
+
+    // MARK: Sync
+
+    private mutating func decodeSync(_ node: YAMLNode?, kind: Contract.Kind, at location: SourceLocation) -> SyncPolicy {
+        var policy = SyncPolicy(
+            direction: kind == .event ? .up : .both, conflict: kind == .event ? .appendOnly : .lastWriterWins,
+            tombstones: kind == .entity, retentionSeconds: nil, priority: .normal, location: location
+        )
+        guard let node, let reader = MappingReader(node, context: "sync block", diagnostics: &diagnostics) else {
+            return policy
+        }
+        reader.rejectUnknownKeys(known: Self.syncKeys, diagnostics: &diagnostics)
+        if kind == .entity {
+            if reader.value("direction") == nil {
+                diagnostics.error(
+                    .missingKey, "the sync block is missing the required key 'direction'", at: node.location,
+                    help: "say which way rows travel: `direction: down`, `up` or `both`"
+                )
+            }
+            if reader.value("conflict") == nil {
+                diagnostics.error(
+                    .missingKey, "the sync block is missing the required key 'conflict'", at: node.location,
+                    help: "choose a policy: append_only, server_authoritative, last_writer_wins, version_check or field_merge"
+                )
+            }
+        }
+        if let value = reader.value("direction"),
+            let direction = ScalarReader.oneOf(value, "direction", SyncDirection.self, diagnostics: &diagnostics)
+        {
+            policy.direction = direction
+        }
+        if let value = reader.value("conflict"),
+            let conflict = ScalarReader.oneOf(value, "the conflict policy", ConflictPolicy.self, diagnostics: &diagnostics)
+        {
+            policy.conflict = conflict
+        }
+        if let value = reader.value("tombstones"),
+            let tombstones = ScalarReader.bool(value, "tombstones", diagnostics: &diagnostics)
+        {
+            policy.tombstones = tombstones
+        }
+        if let value = reader.value("priority"),
+            let priority = ScalarReader.oneOf(value, "priority", SyncPriority.self, diagnostics: &diagnostics)
+        {
+            policy.priority = priority
+        }
+        if let value = reader.value("retention") {
+            policy.retentionSeconds = decodeDuration(value)
+        }
+        policy.location = node.location
+        return policy
+    }
+
+    /// `30d`, `12h`, `90m`, `45s`, `2w`, or `forever` (nil).
+    private mutating func decodeDuration(_ node: YAMLNode) -> Int? {
+        let help = "write a duration such as `30d`, `12h`, `2w`, or `forever`"
+        guard let text = node.scalar, !node.isNull else {
+            diagnostics.error(.invalidValue, "retention must be a duration", at: node.location, help: help)
+            return nil
+        }
+        if text == "forever" { return nil }
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
+        guard let unit = text.last, let seconds = units[unit], let amount = Int(text.dropLast()), amount > 0,
+            amount <= 36_500 * 86_400 / seconds
+        else {
+            diagnostics.error(.invalidValue, "retention '\(text)' is not a duration", at: node.location, help: help)
+            return nil
+        }
+        return amount * seconds
+    }
+
+    // MARK: Fields
+
+    private mutating func decodeFields(_ node: YAMLNode, local: Bool) -> [Field] {
+        let context = local ? "local fields" : "fields"
+        guard let reader = MappingReader(node, context: context, diagnostics: &diagnostics) else { return [] }
+        if reader.entries.isEmpty, !local {
+            diagnostics.error(
+                .missingKey, "a contract needs at least one field", at: node.location,
+                help: "add fields, for example `id: { type: id, primary_key: true }`"
+            )
+        }
+        var fields: [Field] = []
+        for entry in reader.entries {
+            guard let name = entry.key.scalar else { continue }
+            if let field = decodeField(name: name, nameLocation: entry.key.location, entry.value, local: local) {
+                fields.append(field)
+            }
+        }
+        return fields
+    }
+
+    private mutating func decodeField(
+        name: String, nameLocation: SourceLocation, _ node: YAMLNode, local: Bool
+    ) -> Field? {
+        var field = Field(name: name, type: TypeReference(.string), isLocal: local, location: nameLocation)
+        // Shorthand: `title: string?`
+        if case .scalar = node.content, !node.isNull {
+            guard let type = decodeType(node.scalar!, at: node.location, values: nil, fallback: nil) else { return nil }
+            if case .enumeration = type.type {
+                diagnostics.error(
+                    .enumWithoutValues, "enum field '\(name)' has no values", at: node.location,
+                    help: "write `\(name): { type: enum, values: [first, second] }`"
+                )
+                return nil
+            }
+            field.type = type
+            field.typeLocation = node.location
+            return field
+        }
+        let context = local ? "local field '\(name)'" : "field '\(name)'"
+        guard let reader = MappingReader(node, context: context, diagnostics: &diagnostics) else { return nil }
+        reader.rejectUnknownKeys(
+            known: local ? Self.localFieldKeys : Self.fieldKeys,
+            misplaced: local
+                ? Dictionary(uniqueKeysWithValues: ["since", "renamed_from", "deprecated", "primary_key", "version_field"].map {
+                    ($0, "local fields live on the device only; `\($0)` applies to synced fields")
+                })
+                : [:],
+            diagnostics: &diagnostics
+        )
+        guard let typeNode = reader.require(
+            "type", help: "add `type:` (one of \(TypeParser.knownSpellings.joined(separator: ", ")))",
+            diagnostics: &diagnostics
+        ), let typeText = ScalarReader.string(typeNode, "type", diagnostics: &diagnostics)
+        else { return nil }
+
+        guard let type = decodeType(typeText, at: typeNode.location, values: reader.value("values"), fallback: reader.value("fallback"))
+        else { return nil }
+        field.type = type
+        field.typeLocation = typeNode.location
+        if reader.value("values") != nil, !type.type.isEnumeration {
+            diagnostics.error(
+                .unknownKey, "`values` only applies to enum fields", at: reader.keyLocation("values")!,
+                help: "make the field `type: enum`, or remove `values`"
+            )
+        }
+        if reader.value("fallback") != nil, !type.type.isEnumeration {
+            diagnostics.error(
+                .unknownKey, "`fallback` only applies to enum fields", at: reader.keyLocation("fallback")!,
+                help: "make the field `type: enum`, or remove `fallback`"
+            )
+        }
+
+        if let node = reader.value("default") {
+            field.defaultLocation = node.location
+            field.defaultValue = DefaultParser.parse(node, for: type, fieldName: name, diagnostics: &diagnostics)
+        }
+        if let node = reader.value("since") {
+            field.since = ScalarReader.int(node, "since", diagnostics: &diagnostics) ?? 1
+            field.sinceLocation = node.location
+        }
+        if let node = reader.value("renamed_from") {
+            field.renamedFrom = decodeRename(node, fieldName: name)
+        }
+        if let node = reader.value("deprecated") {
+            if case .scalar(let text, let style) = node.content, style != .plain || (text != "true" && text != "false") {
+                let reason = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                if reason.isEmpty {
+                    diagnostics.error(
+                        .deprecatedWithoutReason, "field '\(name)' is deprecated without a reason", at: node.location,
+                        help: "write why and what to use instead: `deprecated: \"use full_name\"`"
+                    )
+                }
+                field.deprecated = reason.isEmpty ? "deprecated" : reason
+            } else {
+                diagnostics.error(
+                    .deprecatedWithoutReason, "`deprecated` takes the reason, not a flag", at: node.location,
+                    help: "write why and what to use instead: `deprecated: \"use full_name\"`"
+                )
+                field.deprecated = "deprecated"
+            }
+        }
+        if let node = reader.value("encrypted") {
+            field.isEncrypted = ScalarReader.bool(node, "encrypted", diagnostics: &diagnostics) ?? false
+        }
+        if let node = reader.value("max_length") {
+            field.maxLength = ScalarReader.int(node, "max_length", range: 1...(1 << 30), diagnostics: &diagnostics)
+            if !type.type.acceptsMaxLength {
+                diagnostics.error(
+                    .maxLengthNotApplicable, "`max_length` does not apply to a \(type.type.spelling) field",
+                    at: reader.keyLocation("max_length")!,
+                    help: "`max_length` limits id, string, bytes and list fields; remove it here"
+                )
+            }
+        }
+        if let node = reader.value("primary_key") {
+            field.isPrimaryKey = ScalarReader.bool(node, "primary_key", diagnostics: &diagnostics) ?? false
+        }
+        if let node = reader.value("version_field") {
+            field.isVersionField = ScalarReader.bool(node, "version_field", diagnostics: &diagnostics) ?? false
+        }
+        if let node = reader.value("doc") {
+            field.doc = ScalarReader.string(node, "doc", diagnostics: &diagnostics)
+        }
+        return field
+    }
+
+    private mutating func decodeRename(_ node: YAMLNode, fieldName: String) -> Rename? {
+        let help = "write `renamed_from: { name: old_name, version: N }`, N being the first version with the new name"
+        guard let reader = MappingReader(node, context: "renamed_from of '\(fieldName)'", diagnostics: &diagnostics) else {
+            return nil
+        }
+        reader.rejectUnknownKeys(known: ["name", "version"], diagnostics: &diagnostics)
+        let name = reader.require("name", help: help, diagnostics: &diagnostics).flatMap {
+            ScalarReader.string($0, "the old name", diagnostics: &diagnostics)
+        }
+        let version = reader.require("version", help: help, diagnostics: &diagnostics).flatMap {
+            ScalarReader.int($0, "the rename's version", range: 2...Int(Int32.max), diagnostics: &diagnostics)
+        }
+        guard let name, let version else { return nil }
+        return Rename(name: name, version: version, location: node.location)
+    }
+
+    private mutating func decodeType(
+        _ text: String, at location: SourceLocation, values: YAMLNode?, fallback: YAMLNode?
+    ) -> TypeReference? {
+        switch TypeParser.parse(text) {
+        case .success(var reference):
+            if case .enumeration = reference.type {
+                reference.type = decodeEnum(values: values, fallback: fallback, at: location)
+            } else if case .list(.enumeration) = reference.type {
+                reference.type = .list(decodeEnum(values: values, fallback: fallback, at: location))
+            }
+            return reference
+        case .failure(.unknown(let name)):
+            let guess = Names.closest(to: name, among: FieldType.scalarNames)
+            diagnostics.error(
+                .unknownType, "unknown type '\(name)'", at: location,
+                help: guess.map { "did you mean '\($0)'?" }
+                    ?? "use one of \(TypeParser.knownSpellings.joined(separator: ", ")), with `?` for optional"
+            )
+        case .failure(.nestedList):
+            diagnostics.error(
+                .unknownType, "lists of lists are not supported", at: location,
+                help: "use `json` for nested structures, or a list of scalars"
+            )
+        case .failure(.listOfNonScalar(let element)):
+            diagnostics.error(
+                .unknownType, "a list cannot hold \(element) values", at: location,
+                help: "lists hold scalars (id, string, int, double, bool, timestamp, date, uuid, enum, ref); use `json` instead"
+            )
+        case .failure(.malformed):
+            diagnostics.error(
+                .unknownType, "'\(text)' is not a type", at: location,
+                help: "write a type such as `string`, `int?`, `list<string>` or `ref<Unit>`"
+            )
+        }
+        return nil
+    }
+
+    private mutating func decodeEnum(values: YAMLNode?, fallback: YAMLNode?, at location: SourceLocation) -> FieldType {
+        var cases: [String] = []
+        if let values, let items = values.sequence {
+            var seen: [String: SourceLocation] = [:]
+            for item in items {
+                guard let value = ScalarReader.string(item, "an enum value", diagnostics: &diagnostics) else { continue }
+                if !Names.isSnakeCase(value) {
+                    diagnostics.error(
+                        .invalidIdentifier, "enum value '\(value)' is not lower snake case", at: item.location,
+                        help: "write it as '\(Names.suggestedSnakeCase(value))'"
+                    )
+                }
+                if let first = seen[value] {
+                    diagnostics.error(
+                        .duplicateEnumValue, "enum value '\(value)' is listed twice", at: item.location,
+                        help: "remove the second '\(value)'", notes: [.init("first listed here", at: first)]
+                    )
+                    continue
+                }
+                seen[value] = item.location
+                cases.append(value)
+            }
+        } else if let values {
+            diagnostics.error(
+                .enumWithoutValues, "enum `values` must be a list, found \(values.kindDescription)", at: values.location,
+                help: "write `values: [first, second]`"
+            )
+        }
+        if cases.isEmpty, values?.sequence != nil || values == nil {
+            diagnostics.error(
+                .enumWithoutValues, "enum has no values", at: values?.location ?? location,
+                help: "list the values: `values: [first, second]`"
+            )
+        }
+        var fallbackValue: String?
+        if let fallback, let text = ScalarReader.string(fallback, "fallback", diagnostics: &diagnostics) {
+            if cases.contains(text) {
+                fallbackValue = text
+            } else {
+                diagnostics.error(
+                    .invalidEnumFallback, "fallback '\(text)' is not one of the enum's values", at: fallback.location,
+                    help: "add '\(text)' to `values`, or name one of: \(cases.joined(separator: ", "))"
+                )
+            }
+        }
+        return .enumeration(values: cases, fallback: fallbackValue)
+    }
+
+    // MARK: Relations and indexes
+
+    private mutating func decodeRelations(_ node: YAMLNode?) -> [Relation] {
+        guard let node, !node.isNull,
+            let reader = MappingReader(node, context: "relations", diagnostics: &diagnostics)
+        else { return [] }
+        var relations: [Relation] = []
+        for entry in reader.entries {
+            guard let name = entry.key.scalar,
+                let relationReader = MappingReader(entry.value, context: "relation '\(name)'", diagnostics: &diagnostics)
+            else { continue }
+            relationReader.rejectUnknownKeys(known: ["has_many", "belongs_to", "foreign_key", "doc"], diagnostics: &diagnostics)
+            let kinds: [Relation.Kind] = [.hasMany, .belongsTo].filter { relationReader.value($0.rawValue) != nil }
+            guard kinds.count == 1, let kind = kinds.first else {
+                diagnostics.error(
+                    kinds.isEmpty ? .missingKey : .invalidValue,
+                    kinds.isEmpty ? "relation '\(name)' names no target" : "relation '\(name)' is both has_many and belongs_to",
+                    at: entry.key.location,
+                    help: "write `\(name): { has_many: Entity, foreign_key: field }` or `{ belongs_to: Entity, foreign_key: field }`"
+                )
+                continue
+            }
+            let targetNode = relationReader.value(kind.rawValue)!
+            guard let target = ScalarReader.string(targetNode, "the relation's target", diagnostics: &diagnostics),
+                let keyNode = relationReader.require(
+                    "foreign_key", help: "name the field that holds the key: `foreign_key: unit_id`", diagnostics: &diagnostics
+                ),
+                let foreignKey = ScalarReader.string(keyNode, "foreign_key", diagnostics: &diagnostics)
+            else { continue }
+            if !Names.isSnakeCase(name) {
+                diagnostics.error(
+                    .invalidIdentifier, "relation name '\(name)' is not lower snake case", at: entry.key.location,
+                    help: "rename it to '\(Names.suggestedSnakeCase(name))'"
+                )
+            }
+            relations.append(
+                Relation(
+                    name: name, kind: kind, target: target, foreignKey: foreignKey, location: entry.key.location,
+                    targetLocation: targetNode.location, foreignKeyLocation: keyNode.location
+                )
+            )
+        }
+        return relations
+    }
+
+    private mutating func decodeIndexes(_ node: YAMLNode?) -> [Index] {
+        guard let node, !node.isNull else { return [] }
+        guard let items = node.sequence else {
+            diagnostics.error(
+                .unexpectedNode, "expected a list of indexes, found \(node.kindDescription)", at: node.location,
+                help: "write `indexes: [[updated_at], { fields: [unit_id, position], unique: true }]`"
+            )
+            return []
+        }
+        var indexes: [Index] = []
+        for item in items {
+            var fieldsNode = item
+            var unique = false
+            if item.mapping != nil {
+                guard let reader = MappingReader(item, context: "index", diagnostics: &diagnostics) else { continue }
+                reader.rejectUnknownKeys(known: ["fields", "unique"], diagnostics: &diagnostics)
+                guard let fields = reader.require(
+                    "fields", help: "list the indexed fields: `fields: [unit_id, position]`", diagnostics: &diagnostics
+                ) else { continue }
+                fieldsNode = fields
+                unique = reader.value("unique").flatMap { ScalarReader.bool($0, "unique", diagnostics: &diagnostics) } ?? false
+            }
+            let names: [String]
+            if let sequence = fieldsNode.sequence {
+                names = sequence.compactMap { ScalarReader.string($0, "an indexed field", diagnostics: &diagnostics) }
+            } else if let single = fieldsNode.scalar, !fieldsNode.isNull {
+                names = [single]
+            } else {
+                names = []
+            }
+            if names.isEmpty {
+                diagnostics.error(
+                    .missingKey, "index lists no fields", at: item.location, help: "write the fields: `[updated_at]`"
+                )
+                continue
+            }
+            indexes.append(Index(fields: names, isUnique: unique, location: item.location))
+        }
+        return indexes
+    }
+}
+
+extension FieldType {
+    var isEnumeration: Bool {
+        switch self {
+        case .enumeration, .list(.enumeration): return true
+        default: return false
+        }
+    }
+}

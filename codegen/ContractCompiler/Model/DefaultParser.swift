@@ -1,0 +1,201 @@
+import Foundation
+
+/// Checks a `default:` against the field's type and turns it into a ``DefaultValue``.
+enum DefaultParser {
+    static func parse(
+        _ node: YAMLNode, for type: TypeReference, fieldName: String, diagnostics: inout DiagnosticCollector
+    ) -> DefaultValue? {
+        if node.isNull {
+            if type.isOptional { return .null }
+            diagnostics.error(
+                .defaultTypeMismatch, "default of '\(fieldName)' is null but the field is not optional",
+                at: node.location, help: "make the type `\(type.type.spelling)?`, or give a \(type.type.spelling) default"
+            )
+            return nil
+        }
+        if let value = value(node, type.type) { return value }
+        let shown = node.scalar.map { "'\($0)'" } ?? node.kindDescription
+        diagnostics.error(
+            .defaultTypeMismatch, "default \(shown) of '\(fieldName)' is not a \(type.type.spelling)", at: node.location,
+            help: example(for: type.type)
+        )
+        return nil
+    }
+
+    private static func value(_ node: YAMLNode, _ type: FieldType) -> DefaultValue? {
+        switch type {
+        case .json:
+            return jsonValue(node)
+        case .list(let element):
+            guard let items = node.sequence else { return nil }
+            var values: [DefaultValue] = []
+            for item in items {
+                guard let value = value(item, element) else { return nil }
+                values.append(value)
+            }
+            return .list(values)
+        default:
+            break
+        }
+        guard case .scalar(let text, let style) = node.content else { return nil }
+        switch type {
+        case .bool:
+            guard style == .plain else { return nil }
+            return text == "true" ? .bool(true) : text == "false" ? .bool(false) : nil
+        case .int:
+            guard style == .plain, let value = Int64(text) else { return nil }
+            return .int(value)
+        case .double:
+            guard style == .plain, let value = Double(text), value.isFinite else { return nil }
+            return .double(value)
+        case .string, .id, .ref:
+            return .string(text)
+        case .enumeration(let values, _):
+            return values.contains(text) ? .string(text) : nil
+        case .timestamp:
+            return Timestamps.milliseconds(fromISO8601: text).map { .int($0) }
+        case .date:
+            return Timestamps.isCalendarDate(text) ? .string(text) : nil
+        case .uuid:
+            return UUID(uuidString: text).map { .string($0.uuidString.lowercased()) }
+        case .bytes:
+            return Data(base64Encoded: text) != nil ? .string(text) : nil
+        case .json, .list:
+            return nil
+        }
+    }
+
+    private static func example(for type: FieldType) -> String {
+        switch type {
+        case .bool: return "write `true` or `false` without quotes"
+        case .int: return "write a whole number without quotes, for example `0`"
+        case .double: return "write a number without quotes, for example `0.5`"
+        case .timestamp: return "write an ISO-8601 UTC time such as \"2026-01-31T08:00:00.000Z\""
+        case .date: return "write a date such as \"2026-01-31\""
+        case .uuid: return "write a UUID such as \"6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b\""
+        case .bytes: return "write base64 text"
+        case .enumeration(let values, _): return "use one of the enum's values: \(values.joined(separator: ", "))"
+        case .list(let element): return "write a list of \(element.spelling) values, for example `[]`"
+        default: return "write a \(type.spelling) value"
+        }
+    }
+
+    /// YAML to a JSON value, plain scalars typed as YAML 1.2's core schema does.
+    static func jsonValue(_ node: YAMLNode) -> DefaultValue {
+        switch node.content {
+        case .scalar(let text, let style):
+            if style == .plain {
+                if node.isNull { return .null }
+                if text == "true" || text == "false" { return .bool(text == "true") }
+                if let int = Int64(text) { return .int(int) }
+                if let double = Double(text), double.isFinite, text.first != "." { return .double(double) }
+            }
+            return .string(text)
+        case .sequence(let items):
+            return .list(items.map(jsonValue))
+        case .mapping(let entries):
+            var object: [String: DefaultValue] = [:]
+            for entry in entries {
+                if let key = entry.key.scalar, object[key] == nil { object[key] = jsonValue(entry.value) }
+            }
+            return .object(object)
+        }
+    }
+
+    /// YAML to canonical JSON text: sorted keys, no spaces, plain scalars typed as YAML 1.2 core does.
+    static func canonicalJSON(_ node: YAMLNode) -> String {
+        switch node.content {
+        case .scalar(let text, let style):
+            if style == .plain {
+                if node.isNull { return "null" }
+                if text == "true" || text == "false" { return text }
+                if let int = Int64(text) { return String(int) }
+                if let double = Double(text), double.isFinite, text.first != "." { return String(double) }
+            }
+            return quote(text)
+        case .sequence(let items):
+            return "[" + items.map(canonicalJSON).joined(separator: ",") + "]"
+        case .mapping(let entries):
+            let pairs = entries.compactMap { entry in entry.key.scalar.map { ($0, canonicalJSON(entry.value)) } }
+            var seen = Set<String>()
+            let unique = pairs.filter { seen.insert($0.0).inserted }
+            return "{" + unique.sorted { $0.0 < $1.0 }.map { quote($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
+        }
+    }
+
+    static func quote(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    result += String(format: "\\u%04x", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+}
+
+/// Timestamp and date parsing without locale or time-zone surprises.
+enum Timestamps {
+    /// Milliseconds since 1970 for `YYYY-MM-DDTHH:MM:SS[.fff]Z`.
+    static func milliseconds(fromISO8601 text: String) -> Int64? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            guard range.upperBound <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[range] {
+                guard (48...57).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            return value
+        }
+        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
+            bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            isValidDate(year: year, month: month, day: day), hour < 24, minute < 60, second < 60
+        else { return nil }
+        var millis = 0
+        if bytes.count > 20 {
+            guard bytes[19] == UInt8(ascii: "."), bytes.count == 24, let fraction = number(20..<23) else { return nil }
+            millis = fraction
+        }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        return Int64(((days * 24 + hour) * 60 + minute) * 60 + second) * 1000 + Int64(millis)
+    }
+
+    static func isCalendarDate(_ text: String) -> Bool {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])
+        else { return false }
+        return isValidDate(year: year, month: month, day: day)
+    }
+
+    private static func isValidDate(year: Int, month: Int, day: Int) -> Bool {
+        guard (1...12).contains(month), day >= 1 else { return false }
+        let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        return day <= lengths[month - 1]
+    }
+
+    /// Days since 1970-01-01 (Howard Hinnant's algorithm).
+    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+}

@@ -1,0 +1,446 @@
+/// Rules that look at one contract as a whole, or at several contracts together.
+/// Runs after decoding; adds diagnostics and never stops at the first problem.
+struct ContractValidator {
+    let set: ContractSet
+    var diagnostics = DiagnosticCollector()
+    /// Off when the manifest could not be read, so a broken manifest does not also flag every scope.
+    var checkScopes = true
+
+    init(_ set: ContractSet) {
+        self.set = set
+    }
+
+    mutating func run() {
+        checkUniqueNames()
+        for contract in set.contracts {
+            checkContract(contract)
+        }
+    }
+
+    // MARK: Names across contracts
+
+    private mutating func checkUniqueNames() {
+        var byName: [String: Contract] = [:]
+        var bySwiftName: [String: Contract] = [:]
+        var byTable: [String: Contract] = [:]
+        for contract in set.contracts.sorted(by: { ($0.file, $0.location) < ($1.file, $1.location) }) {
+            if let first = byName[contract.name] {
+                diagnostics.error(
+                    .duplicateContract, "contract '\(contract.name)' is declared twice", at: contract.location,
+                    help: "rename one of them, or delete the copy",
+                    notes: [.init("first declared here", at: first.location)]
+                )
+            } else {
+                byName[contract.name] = contract
+                if let first = bySwiftName[contract.swiftName] {
+                    diagnostics.error(
+                        .duplicateContract, "contracts '\(first.name)' and '\(contract.name)' generate the same Swift type '\(contract.swiftName)'",
+                        at: contract.location, help: "give one of them a different `swift_name`",
+                        notes: [.init("'\(first.name)' declared here", at: first.location)]
+                    )
+                } else {
+                    bySwiftName[contract.swiftName] = contract
+                }
+            }
+            guard !contract.table.isEmpty else { continue }
+            if let first = byTable[contract.table], first.name != contract.name {
+                diagnostics.error(
+                    .duplicateTable, "table '\(contract.table)' is used by '\(first.name)' and '\(contract.name)'",
+                    at: contract.tableLocation, help: "give each contract a table of its own",
+                    notes: [.init("'\(first.name)' uses it here", at: first.tableLocation)]
+                )
+            } else {
+                byTable[contract.table] = contract
+            }
+        }
+    }
+
+    // MARK: One contract
+
+    private mutating func checkContract(_ contract: Contract) {
+        checkTable(contract)
+        checkVersions(contract)
+        checkScopeAndPolicy(contract)
+        checkFields(contract)
+        checkKeys(contract)
+        checkReferences(contract)
+        checkRelations(contract)
+        checkIndexes(contract)
+    }
+
+    private mutating func checkTable(_ contract: Contract) {
+        let table = contract.table
+        guard !table.isEmpty else { return }
+        if !Names.isSnakeCase(table) {
+            diagnostics.error(
+                .invalidIdentifier, "table name '\(table)' is not lower snake case", at: contract.tableLocation,
+                help: "rename it to '\(Names.suggestedSnakeCase(table))'"
+            )
+        } else if Names.sqlKeywords.contains(table) {
+            diagnostics.error(
+                .reservedWord, "table name '\(table)' is an SQL keyword", at: contract.tableLocation,
+                help: "choose another name, for example '\(table)_records'"
+            )
+        } else if table.hasPrefix("sqlite_") || table.hasPrefix("pg_") || Names.reservedTables.contains(table) {
+            diagnostics.error(
+                .reservedName, "table name '\(table)' is reserved for the sync engine's own tables",
+                at: contract.tableLocation, help: "choose another name, for example '\(Names.snakeCase(contract.name))_records'"
+            )
+        } else if table.count > Names.maximumIdentifierLength - 8 {
+            diagnostics.error(
+                .invalidIdentifier, "table name '\(table)' is longer than \(Names.maximumIdentifierLength - 8) characters",
+                at: contract.tableLocation, help: "shorten it; generated index names add to it and PostgreSQL cuts names at 63"
+            )
+        }
+    }
+
+    private mutating func checkVersions(_ contract: Contract) {
+        if contract.oldestSupported > contract.version {
+            diagnostics.error(
+                .oldestSupportedAboveVersion,
+                "oldest_supported \(contract.oldestSupported) is above the current version \(contract.version)",
+                at: contract.oldestSupportedLocation ?? contract.versionLocation,
+                help: "oldest_supported names a version that exists: lower it to at most \(contract.version)"
+            )
+        }
+        for field in contract.fields where field.since > contract.version {
+            diagnostics.error(
+                .sinceAboveVersion, "field '\(field.name)' is added in version \(field.since), after the current version \(contract.version)",
+                at: field.sinceLocation ?? field.location,
+                help: "bump the contract to `version: \(field.since)`, or set `since: \(contract.version)`"
+            )
+        }
+    }
+
+    private mutating func checkScopeAndPolicy(_ contract: Contract) {
+        let sync = contract.sync
+        let scope = set.manifest.scope(named: contract.scope)
+        if checkScopes, !contract.scope.isEmpty, scope == nil {
+            let guess = Names.closest(to: contract.scope, among: set.manifest.scopes.map(\.name))
+            diagnostics.error(
+                .unknownScope, "scope '\(contract.scope)' is not declared in \(set.manifest.file)", at: contract.scopeLocation,
+                help: guess.map { "did you mean '\($0)'?" }
+                    ?? "declare it under `scopes:` in \(set.manifest.file), or use one of: \(set.manifest.scopes.map(\.name).joined(separator: ", "))"
+            )
+        }
+        if contract.kind == .event {
+            if sync.conflict != .appendOnly {
+                diagnostics.error(
+                    .eventPolicy, "events are immutable facts; their conflict policy is append_only, not \(sync.conflict.rawValue)",
+                    at: sync.location, help: "remove `conflict` from the event's sync block, or model the state as an entity"
+                )
+            }
+            if sync.direction == .down {
+                diagnostics.error(
+                    .eventPolicy, "events are recorded on devices, so their direction is `up` or `both`, not `down`",
+                    at: sync.location, help: "use `direction: up` (or `both` when other devices read them)"
+                )
+            }
+        } else {
+            switch (sync.direction, sync.conflict) {
+            case (.down, .serverAuthoritative):
+                break
+            case (.up, _), (.both, _):
+                if sync.conflict == .serverAuthoritative {
+                    diagnostics.error(
+                        .policyDirectionMismatch,
+                        "`server_authoritative` means devices never push, but direction `\(sync.direction.rawValue)` lets them",
+                        at: sync.location,
+                        help: "use `direction: down`, or pick a policy devices can write with (last_writer_wins, version_check, field_merge, append_only)"
+                    )
+                }
+            case (.down, let policy):
+                diagnostics.error(
+                    .policyDirectionMismatch,
+                    "`\(policy.rawValue)` resolves pushes from devices, but direction `down` never receives any",
+                    at: sync.location, help: "use `conflict: server_authoritative` for a down-only entity, or `direction: both`"
+                )
+            }
+        }
+        if let scope, scope.access == .read, sync.direction != .down {
+            diagnostics.error(
+                .policyDirectionMismatch,
+                "scope '\(scope.name)' is read-only for devices, but direction `\(sync.direction.rawValue)` lets them write",
+                at: contract.scopeLocation,
+                help: "use `direction: down` with `conflict: server_authoritative`, or a scope with `access: read_write`"
+            )
+        }
+    }
+
+    // MARK: Fields
+
+    private mutating func checkFields(_ contract: Contract) {
+        var seen: [String: Field] = [:]
+        for field in contract.fields + contract.localFields {
+            checkFieldName(field)
+            if let first = seen[field.name] {
+                diagnostics.error(
+                    .duplicateField, "field '\(field.name)' is declared twice in '\(contract.name)'", at: field.location,
+                    help: field.isLocal != first.isLocal
+                        ? "a local field cannot share a name with a synced field; rename one"
+                        : "rename or remove one of them",
+                    notes: [.init("first declared here", at: first.location)]
+                )
+            } else {
+                seen[field.name] = field
+            }
+            if contract.kind == .event, Names.envelopeFields.contains(field.name) {
+                diagnostics.error(
+                    .envelopeFieldShadowed, "field '\(field.name)' is already part of every event's envelope",
+                    at: field.location,
+                    help: "remove it (the envelope carries \(Names.envelopeFields.joined(separator: ", "))) or rename it"
+                )
+            }
+            if field.isLocal, !field.type.isOptional, field.defaultValue == nil {
+                diagnostics.error(
+                    .localFieldNeedsDefault,
+                    "local field '\(field.name)' is required but has no default; rows arriving from the server cannot fill it",
+                    at: field.location, help: "add a `default:`, or make the type `\(field.type.type.spelling)?`"
+                )
+            }
+            if let rename = field.renamedFrom {
+                checkRename(rename, of: field, in: contract, names: Set(contract.fields.map(\.name)))
+            }
+        }
+    }
+
+    private mutating func checkFieldName(_ field: Field) {
+        let name = field.name
+        if name.hasPrefix("_") {
+            diagnostics.error(
+                .reservedName, "field name '\(name)' starts with an underscore; those names are kept for sync metadata",
+                at: field.location, help: "rename it to '\(Names.suggestedSnakeCase(name))'"
+            )
+        } else if !Names.isSnakeCase(name) {
+            diagnostics.error(
+                .invalidIdentifier, "field name '\(name)' is not lower snake case", at: field.location,
+                help: "rename it to '\(Names.suggestedSnakeCase(name))'"
+            )
+        } else if Names.sqlKeywords.contains(name) {
+            diagnostics.error(
+                .reservedWord, "field name '\(name)' is an SQL keyword", at: field.location,
+                help: "choose a more specific name, for example '\(name)_value' or 'sort_\(name)'"
+            )
+        } else if Names.swiftKeywords.contains(Names.camelCase(name)) {
+            diagnostics.error(
+                .reservedWord, "field name '\(name)' is a Swift keyword", at: field.location,
+                help: "choose a more specific name, for example '\(name)_value'"
+            )
+        } else if name.count > Names.maximumIdentifierLength {
+            diagnostics.error(
+                .invalidIdentifier, "field name '\(name)' is longer than \(Names.maximumIdentifierLength) characters",
+                at: field.location, help: "shorten it; PostgreSQL cuts identifiers at 63 characters"
+            )
+        }
+    }
+
+    private mutating func checkRename(_ rename: Rename, of field: Field, in contract: Contract, names: Set<String>) {
+        if !Names.isSnakeCase(rename.name) {
+            diagnostics.error(
+                .invalidRename, "renamed_from '\(rename.name)' is not a valid field name", at: rename.location,
+                help: "write the field's previous name exactly as it was"
+            )
+        } else if rename.name == field.name || names.contains(rename.name) {
+            diagnostics.error(
+                .invalidRename, "renamed_from '\(rename.name)' names a field that exists in this version", at: rename.location,
+                help: "a rename moves a field to a new name; remove `renamed_from` or fix the old name"
+            )
+        }
+        if rename.version > contract.version {
+            diagnostics.error(
+                .invalidRename, "the rename takes effect in version \(rename.version), after the current version \(contract.version)",
+                at: rename.location, help: "bump the contract to `version: \(rename.version)` or fix the rename's version"
+            )
+        } else if rename.version <= field.since {
+            diagnostics.error(
+                .invalidRename, "field '\(field.name)' is added in version \(field.since), so it cannot be renamed in version \(rename.version)",
+                at: rename.location, help: "a renamed field existed under its old name before; check `since` and the rename's version"
+            )
+        }
+    }
+
+    // MARK: Keys
+
+    private mutating func checkKeys(_ contract: Contract) {
+        let primaryKeys = contract.fields.filter(\.isPrimaryKey)
+        let versionFields = contract.fields.filter(\.isVersionField)
+        if contract.kind == .event {
+            for field in primaryKeys {
+                diagnostics.error(
+                    .invalidPrimaryKey, "events are identified by their envelope's event_id; '\(field.name)' cannot be a primary key",
+                    at: field.location, help: "remove `primary_key` from '\(field.name)'"
+                )
+            }
+            for field in versionFields {
+                diagnostics.error(
+                    .invalidVersionField, "events are immutable; '\(field.name)' cannot be a version field",
+                    at: field.location, help: "remove `version_field` from '\(field.name)'"
+                )
+            }
+            return
+        }
+        if primaryKeys.isEmpty {
+            diagnostics.error(
+                .missingPrimaryKey, "entity '\(contract.name)' has no primary key", at: contract.location,
+                help: "mark one field `primary_key: true`, for example `id: { type: id, primary_key: true }`"
+            )
+        } else if primaryKeys.count > 1 {
+            for field in primaryKeys.dropFirst() {
+                diagnostics.error(
+                    .multiplePrimaryKeys, "entity '\(contract.name)' has more than one primary key", at: field.location,
+                    help: "keep `primary_key: true` on one field; use a unique index for the others",
+                    notes: [.init("first primary key here", at: primaryKeys[0].location)]
+                )
+            }
+        }
+        for field in primaryKeys {
+            switch field.type.type {
+            case .id, .uuid, .string, .int: break
+            default:
+                diagnostics.error(
+                    .invalidPrimaryKey, "primary key '\(field.name)' is a \(field.type.type.spelling); keys are id, uuid, string or int",
+                    at: field.typeLocation, help: "use `type: id` (a ULID or other text id made on the device)"
+                )
+            }
+            if field.type.isOptional {
+                diagnostics.error(
+                    .invalidPrimaryKey, "primary key '\(field.name)' cannot be optional", at: field.typeLocation,
+                    help: "remove the `?` from its type"
+                )
+            }
+            if field.isEncrypted {
+                diagnostics.error(
+                    .encryptedNotAllowed, "primary key '\(field.name)' cannot be encrypted: rows are looked up by it",
+                    at: field.location, help: "remove `encrypted: true` from the key; encrypt the sensitive fields instead"
+                )
+            }
+        }
+        for field in versionFields.dropFirst() {
+            diagnostics.error(
+                .multipleVersionFields, "entity '\(contract.name)' has more than one version field", at: field.location,
+                help: "keep `version_field: true` on one field",
+                notes: [.init("first version field here", at: versionFields[0].location)]
+            )
+        }
+        for field in versionFields {
+            if field.type.type != .timestamp && field.type.type != .int {
+                diagnostics.error(
+                    .invalidVersionField, "version field '\(field.name)' is a \(field.type.type.spelling); it must be a timestamp or an int",
+                    at: field.typeLocation, help: "use `type: timestamp` (for example updated_at) or `type: int`"
+                )
+            } else if field.type.isOptional {
+                diagnostics.error(
+                    .invalidVersionField, "version field '\(field.name)' cannot be optional", at: field.typeLocation,
+                    help: "remove the `?`; every row has a version"
+                )
+            }
+            if field.isEncrypted {
+                diagnostics.error(
+                    .encryptedNotAllowed, "version field '\(field.name)' cannot be encrypted: rows are ordered by it",
+                    at: field.location, help: "remove `encrypted: true`"
+                )
+            }
+        }
+    }
+
+    // MARK: References
+
+    private mutating func checkReferences(_ contract: Contract) {
+        for field in contract.fields + contract.localFields {
+            var target: String?
+            if case .ref(let name) = field.type.type { target = name }
+            if case .list(.ref(let name)) = field.type.type { target = name }
+            guard let target else { continue }
+            checkEntityExists(target, at: field.typeLocation, what: "ref<\(target)>")
+        }
+        if let appliesTo = contract.appliesTo {
+            checkEntityExists(appliesTo, at: contract.appliesToLocation ?? contract.location, what: "applies_to")
+        }
+    }
+
+    @discardableResult
+    private mutating func checkEntityExists(_ name: String, at location: SourceLocation, what: String) -> Contract? {
+        if let target = set.contract(named: name) {
+            if target.kind == .entity { return target }
+            diagnostics.error(
+                .unknownReference, "\(what) names the event '\(name)'; only entities can be referenced", at: location,
+                help: "refer to the entity the event applies to"
+            )
+            return nil
+        }
+        let guess = Names.closest(to: name, among: set.entities.map(\.name))
+        diagnostics.error(
+            .unknownReference, "\(what) names '\(name)', which is not a contract", at: location,
+            help: guess.map { "did you mean '\($0)'?" } ?? "add contracts/entities/\(Names.snakeCase(name)).yaml, or fix the name"
+        )
+        return nil
+    }
+
+    private mutating func checkRelations(_ contract: Contract) {
+        var seen: [String: SourceLocation] = [:]
+        for relation in contract.relations {
+            if let first = seen[relation.name] {
+                diagnostics.error(
+                    .duplicateField, "relation '\(relation.name)' is declared twice", at: relation.location,
+                    help: "rename one of them", notes: [.init("first declared here", at: first)]
+                )
+            }
+            seen[relation.name] = relation.location
+            guard let target = checkEntityExists(relation.target, at: relation.targetLocation, what: relation.kind.rawValue)
+            else { continue }
+            let holder = relation.kind == .hasMany ? target : contract
+            guard let key = holder.field(named: relation.foreignKey) else {
+                diagnostics.error(
+                    .unknownForeignKey, "foreign_key '\(relation.foreignKey)' is not a field of '\(holder.name)'",
+                    at: relation.foreignKeyLocation,
+                    help: Names.closest(to: relation.foreignKey, among: holder.fields.map(\.name)).map { "did you mean '\($0)'?" }
+                        ?? "add the field to '\(holder.name)' (for example `\(relation.foreignKey): ref<\(relation.kind == .hasMany ? contract.name : target.name)>`)"
+                )
+                continue
+            }
+            if key.isEncrypted {
+                diagnostics.error(
+                    .encryptedNotAllowed, "foreign key '\(key.name)' cannot be encrypted: related rows are joined on it",
+                    at: relation.foreignKeyLocation, help: "remove `encrypted: true` from '\(holder.name).\(key.name)'"
+                )
+            }
+        }
+    }
+
+    private mutating func checkIndexes(_ contract: Contract) {
+        let allFields = contract.fields + contract.localFields
+        var seen: [[String]: SourceLocation] = [:]
+        for index in contract.indexes {
+            for name in index.fields {
+                guard let field = allFields.first(where: { $0.name == name }) else {
+                    diagnostics.error(
+                        .unknownIndexField, "index names '\(name)', which is not a field of '\(contract.name)'",
+                        at: index.location,
+                        help: Names.closest(to: name, among: allFields.map(\.name)).map { "did you mean '\($0)'?" }
+                            ?? "index fields of this entity only"
+                    )
+                    continue
+                }
+                if field.isEncrypted {
+                    diagnostics.error(
+                        .encryptedNotAllowed, "index on '\(name)', which is encrypted; ciphertext cannot be searched",
+                        at: index.location, help: "remove the index, or store the field unencrypted"
+                    )
+                } else if !field.type.type.isIndexable {
+                    diagnostics.error(
+                        .unknownIndexField, "'\(name)' is a \(field.type.type.spelling) field and cannot be indexed",
+                        at: index.location, help: "index scalar fields only"
+                    )
+                }
+            }
+            if let first = seen[index.fields] {
+                diagnostics.error(
+                    .duplicateIndex, "index on [\(index.fields.joined(separator: ", "))] is declared twice", at: index.location,
+                    help: "remove one of them", notes: [.init("first declared here", at: first)]
+                )
+            } else {
+                seen[index.fields] = index.location
+            }
+        }
+    }
+}
