@@ -60,7 +60,8 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
         if bytes[index] == 90 || bytes[index] == 122 {
             index += 1
         } else if bytes[index] == 43 || bytes[index] == 45, let hours = digits(index + 1, 2),
-            index + 3 < bytes.count, bytes[index + 3] == 58, let minutes = digits(index + 4, 2)
+            index + 3 < bytes.count, bytes[index + 3] == 58, let minutes = digits(index + 4, 2),
+            hours < 24, minutes < 60
         {
             offsetSeconds = (hours * 3600 + minutes * 60) * (bytes[index] == 43 ? 1 : -1)
             index += 6
@@ -75,11 +76,15 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
 
     /// `2026-01-31T08:00:00.000Z`, always UTC with three fraction digits.
     public var iso8601: String {
-        let millis = millisecondsSince1970
-        let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
-        let fraction = Int(millis - seconds * 1000)
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let secondOfDay = Int(seconds - days * 86_400)
+        // Floor division that cannot overflow, so every Int64 formats (far dates included).
+        func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+            let (quotient, remainder) = value.quotientAndRemainder(dividingBy: divisor)
+            return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)
+        }
+        let (seconds, fraction64) = floorDivision(millisecondsSince1970, 1000)
+        let (days, secondOfDay64) = floorDivision(seconds, 86_400)
+        let fraction = Int(fraction64)
+        let secondOfDay = Int(secondOfDay64)
         let date = CalendarDate(daysSince1970: Int(days))
         func pad(_ value: Int, _ width: Int) -> String {
             let text = String(value)
@@ -125,14 +130,21 @@ public struct CalendarDate: Hashable, Comparable, Sendable, Codable, CustomStrin
         self.day = day
     }
 
-    /// Parses `YYYY-MM-DD`; `nil` for anything else or a day that does not exist.
+    /// Parses `YYYY-MM-DD` (ASCII digits only); `nil` for anything else or a day that does not exist.
     public init?(_ text: String) {
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
-            Self.isValid(year: year, month: month, day: day)
-        else { return nil }
-        self.init(year: year, month: month, day: day)
+        let bytes = Array(text.utf8)
+        guard bytes.count == 10, bytes[4] == 45, bytes[7] == 45 else { return nil }
+        var values: [Int] = []
+        for range in [0..<4, 5..<7, 8..<10] {
+            var value = 0
+            for byte in bytes[range] {
+                guard (48...57).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            values.append(value)
+        }
+        guard Self.isValid(year: values[0], month: values[1], day: values[2]) else { return nil }
+        self.init(year: values[0], month: values[1], day: values[2])
     }
 
     static func isValid(year: Int, month: Int, day: Int) -> Bool {
@@ -234,6 +246,80 @@ public enum JSONValue: Hashable, Sendable, Codable {
     }
 }
 
+/// One JSON text per value, the same on every platform: object keys sorted by their UTF-8
+/// bytes, no insignificant whitespace, integers in decimal, other numbers in Swift's shortest
+/// round-trip form, `/` and non-ASCII characters unescaped.
+///
+/// `JSONEncoder`'s `.sortedKeys` is not enough: its order differs between Apple platforms and
+/// Linux, so a hash computed on a device would not match the server's.
+public enum CanonicalJSON {
+    /// The canonical JSON text of any `Encodable` value.
+    public static func encode<Value: Encodable>(_ value: Value) throws -> Data {
+        let tree = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+        return Data(text(tree).utf8)
+    }
+
+    /// The canonical JSON text of a JSON value.
+    public static func text(_ value: JSONValue) -> String {
+        var output = ""
+        write(value, into: &output)
+        return output
+    }
+
+    private static func write(_ value: JSONValue, into output: inout String) {
+        switch value {
+        case .null: output += "null"
+        case .bool(let flag): output += flag ? "true" : "false"
+        case .int(let number): output += String(number)
+        case .double(let number):
+            if number == number.rounded(), abs(number) < 9.0e15 {
+                output += String(Int64(number))
+            } else {
+                output += number.description
+            }
+        case .string(let text): writeString(text, into: &output)
+        case .array(let items):
+            output += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { output += "," }
+                write(item, into: &output)
+            }
+            output += "]"
+        case .object(let members):
+            output += "{"
+            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            for (index, key) in keys.enumerated() {
+                if index > 0 { output += "," }
+                writeString(key, into: &output)
+                output += ":"
+                write(members[key]!, into: &output)
+            }
+            output += "}"
+        }
+    }
+
+    private static func writeString(_ text: String, into output: inout String) {
+        output += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    output.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        output += "\""
+    }
+}
+
 // MARK: - Contracts
 
 /// A generated entity: a row that syncs between devices and the server.
@@ -287,11 +373,9 @@ public struct EventEnvelope<Payload: ContractEvent>: Codable, Sendable, Hashable
         self.hash = try Self.hash(of: payload)
     }
 
-    /// The payload as canonical JSON: keys sorted, no insignificant whitespace.
+    /// The payload as canonical JSON (see ``CanonicalJSON``).
     public static func canonicalPayload(_ payload: Payload) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(payload)
+        try CanonicalJSON.encode(payload)
     }
 
     /// The lowercase hex SHA-256 of the canonical payload.
@@ -528,7 +612,8 @@ public struct ScopeDescriptor: Hashable, Sendable {
                 result.append(character)
             }
         }
-        return result
+        // An unclosed `{` is a malformed template, not text.
+        return placeholder == nil ? result : nil
     }
 }
 

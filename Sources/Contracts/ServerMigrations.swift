@@ -69,13 +69,13 @@ extension ContractRegistry {
                 CREATE INDEX "assessments_scope_seq_idx" ON "assessments" ("_tenant_id", "_scope_key", "_seq")
                 """#,
                 #"""
-                CREATE INDEX "assessments_unit_id_idx" ON "assessments" ("unit_id")
+                CREATE INDEX "assessments_unit_id_idx" ON "assessments" ("_tenant_id", "unit_id")
                 """#,
                 #"""
-                CREATE INDEX "assessments_updated_at_idx" ON "assessments" ("updated_at")
+                CREATE INDEX "assessments_updated_at_idx" ON "assessments" ("_tenant_id", "updated_at")
                 """#,
             ],
-            checksum: "b32f992c26927de03d5648a6cd721414fc70f5e1a99a1e76e02ee38d5cf77ae0"
+            checksum: "1e8c81e84b1fa7a4302a9c05e6385df401e6f3d4d192e1b13deaea8f752cffe7"
         ),
         ContractMigration(
             identifier: "assessment_responses.v1.create",
@@ -148,10 +148,10 @@ extension ContractRegistry {
                 CREATE INDEX "content_assets_scope_seq_idx" ON "content_assets" ("_tenant_id", "_scope_key", "_seq")
                 """#,
                 #"""
-                CREATE INDEX "content_assets_lesson_id_idx" ON "content_assets" ("lesson_id")
+                CREATE INDEX "content_assets_lesson_id_idx" ON "content_assets" ("_tenant_id", "lesson_id")
                 """#,
             ],
-            checksum: "9a27cde85bbabb3d6bc48cf7297d68932c61fdd006ac8d2467037ec59dbe603e"
+            checksum: "1a1e31ff267649aa018084ce22e6acd3cfc9d9ab64970788403e70a5652c6724"
         ),
         ContractMigration(
             identifier: "attempts.v1.create",
@@ -188,13 +188,13 @@ extension ContractRegistry {
                 CREATE INDEX "attempts_scope_seq_idx" ON "attempts" ("_tenant_id", "_scope_key", "_seq")
                 """#,
                 #"""
-                CREATE INDEX "attempts_assessment_id_idx" ON "attempts" ("assessment_id")
+                CREATE INDEX "attempts_assessment_id_idx" ON "attempts" ("_tenant_id", "assessment_id")
                 """#,
                 #"""
-                CREATE INDEX "attempts_updated_at_idx" ON "attempts" ("updated_at")
+                CREATE INDEX "attempts_updated_at_idx" ON "attempts" ("_tenant_id", "updated_at")
                 """#,
             ],
-            checksum: "8d5f97254b6911ff8801496c22a4fe915159ab3da0bb6703de16b075757037e4"
+            checksum: "dc829f03be5d599df053fdde0d06329c022be175f5a092808ed7196d0f63bc18"
         ),
         ContractMigration(
             identifier: "attempt_submitted_events.v1.create",
@@ -294,13 +294,13 @@ extension ContractRegistry {
                 CREATE INDEX "completion_records_scope_seq_idx" ON "completion_records" ("_tenant_id", "_scope_key", "_seq")
                 """#,
                 #"""
-                CREATE INDEX "completion_records_unit_id_idx" ON "completion_records" ("unit_id")
+                CREATE INDEX "completion_records_unit_id_idx" ON "completion_records" ("_tenant_id", "unit_id")
                 """#,
                 #"""
-                CREATE INDEX "completion_records_completed_on_idx" ON "completion_records" ("completed_on")
+                CREATE INDEX "completion_records_completed_on_idx" ON "completion_records" ("_tenant_id", "completed_on")
                 """#,
             ],
-            checksum: "6ebab54d4e866529555ab0357bee10f5b2369c8b55480ab1cc4dc6047c4b03ab"
+            checksum: "933a93afc1bbe567899e5ef288fdac09b32220eec65564dc2d81c894625ccfa5"
         ),
         ContractMigration(
             identifier: "incidents.v1.create",
@@ -343,16 +343,16 @@ extension ContractRegistry {
                 CREATE INDEX "incidents_scope_seq_idx" ON "incidents" ("_tenant_id", "_scope_key", "_seq")
                 """#,
                 #"""
-                CREATE INDEX "incidents_state_priority_idx" ON "incidents" ("state", "priority")
+                CREATE INDEX "incidents_state_priority_idx" ON "incidents" ("_tenant_id", "state", "priority")
                 """#,
                 #"""
-                CREATE INDEX "incidents_service_asset_id_idx" ON "incidents" ("service_asset_id")
+                CREATE INDEX "incidents_service_asset_id_idx" ON "incidents" ("_tenant_id", "service_asset_id")
                 """#,
                 #"""
                 CREATE UNIQUE INDEX "incidents_number_key" ON "incidents" ("_tenant_id", "number")
                 """#,
             ],
-            checksum: "f82af999062310821797448d2ec6cfa008d258abba644bd8ba695b8a28c1563f"
+            checksum: "b8bd2d8654e5aea24647c36893bd085e02c407e16baeee147a66834f8f3423b7"
         ),
         ContractMigration(
             identifier: "issue_logged_events.v1.create",
@@ -426,10 +426,10 @@ extension ContractRegistry {
                 CREATE UNIQUE INDEX "lessons_unit_id_sort_index_key" ON "lessons" ("_tenant_id", "unit_id", "sort_index")
                 """#,
                 #"""
-                CREATE INDEX "lessons_updated_at_idx" ON "lessons" ("updated_at")
+                CREATE INDEX "lessons_updated_at_idx" ON "lessons" ("_tenant_id", "updated_at")
                 """#,
             ],
-            checksum: "3515ea316dd7627ddc2f33e11232a905facc84cf2226cc4149525bb6bb1d1cc2"
+            checksum: "56dac194f857884ba3502a6bb6fc9bc85f982cb182964ac460b62016303bb2cb"
         ),
         ContractMigration(
             identifier: "lesson_progressed_events.v2.create",
@@ -504,10 +504,10 @@ extension ContractRegistry {
                 CREATE UNIQUE INDEX "service_assets_asset_tag_key" ON "service_assets" ("_tenant_id", "asset_tag")
                 """#,
                 #"""
-                CREATE INDEX "service_assets_status_idx" ON "service_assets" ("status")
+                CREATE INDEX "service_assets_status_idx" ON "service_assets" ("_tenant_id", "status")
                 """#,
             ],
-            checksum: "a5983ddcb36c085e740d27ebad260bb5b2c0da920dc5d99da7cf7fbc248453db"
+            checksum: "c3f7f185c4c4bc207817ff1a401e5a9e4e0f7275cee15c3633dd43576f143a44"
         ),
         ContractMigration(
             identifier: "statements.v1.create",
@@ -542,13 +542,13 @@ extension ContractRegistry {
                 CREATE INDEX "statements_scope_seq_idx" ON "statements" ("_tenant_id", "_scope_key", "_seq")
                 """#,
                 #"""
-                CREATE INDEX "statements_attempt_id_idx" ON "statements" ("attempt_id")
+                CREATE INDEX "statements_attempt_id_idx" ON "statements" ("_tenant_id", "attempt_id")
                 """#,
                 #"""
-                CREATE INDEX "statements_stated_at_idx" ON "statements" ("stated_at")
+                CREATE INDEX "statements_stated_at_idx" ON "statements" ("_tenant_id", "stated_at")
                 """#,
             ],
-            checksum: "1f9e4ad90399883127a81cfc1692167bade3cb4fe275d458f5b29e67d26300b7"
+            checksum: "a5e82da2007002e5e3070ff9f6fc0f189754643235136d51434417bbd67d6646"
         ),
         ContractMigration(
             identifier: "tasks.v1.create",
@@ -591,16 +591,16 @@ extension ContractRegistry {
                 CREATE INDEX "tasks_scope_seq_idx" ON "tasks" ("_tenant_id", "_scope_key", "_seq")
                 """#,
                 #"""
-                CREATE INDEX "tasks_assignee_id_sort_index_idx" ON "tasks" ("assignee_id", "sort_index")
+                CREATE INDEX "tasks_assignee_id_sort_index_idx" ON "tasks" ("_tenant_id", "assignee_id", "sort_index")
                 """#,
                 #"""
-                CREATE INDEX "tasks_status_idx" ON "tasks" ("status")
+                CREATE INDEX "tasks_status_idx" ON "tasks" ("_tenant_id", "status")
                 """#,
                 #"""
-                CREATE INDEX "tasks_due_on_idx" ON "tasks" ("due_on")
+                CREATE INDEX "tasks_due_on_idx" ON "tasks" ("_tenant_id", "due_on")
                 """#,
             ],
-            checksum: "9296a969a1c5679e695dab5c8c2f717c4049344ed7d55a8a1d88b8dd1812e831"
+            checksum: "f0013cbd6e31c43c612d3c32f51dbb8e2ce3c5ac878f408fee4f6fff355ddf46"
         ),
         ContractMigration(
             identifier: "task_started_events.v1.create",
@@ -696,13 +696,13 @@ extension ContractRegistry {
                 CREATE INDEX "units_scope_seq_idx" ON "units" ("_tenant_id", "_scope_key", "_seq")
                 """#,
                 #"""
-                CREATE INDEX "units_updated_at_idx" ON "units" ("updated_at")
+                CREATE INDEX "units_updated_at_idx" ON "units" ("_tenant_id", "updated_at")
                 """#,
                 #"""
-                CREATE INDEX "units_sort_index_idx" ON "units" ("sort_index")
+                CREATE INDEX "units_sort_index_idx" ON "units" ("_tenant_id", "sort_index")
                 """#,
             ],
-            checksum: "29546fcdf4a83467ef7531adc12b57a7297b09ff8ebf964d9179fa7ecaa43edd"
+            checksum: "313d73ec801afeec58fbc6773a7c07c1e1dd41b84c8444110bf17ed146e37ff8"
         ),
     ]
 }

@@ -6,9 +6,12 @@
 public struct Assessment: ContractEntity {
     /// Primary key.
     public var id: String
+
     public var unitId: String?
+
     /// At most 200 characters.
     public var title: String
+
     /// At most 4000 characters.
     public var instructions: String?
 

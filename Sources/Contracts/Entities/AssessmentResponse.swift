@@ -6,11 +6,11 @@ public import Foundation
 ///
 /// Keeps an unfinished attempt in step between a learner's devices. Every final answer is also recorded as an AnswerRecorded event, which the server folds into the Attempt.
 ///
-///
 /// - Remark: Generated from entity `AssessmentResponse` version 1 (`contracts/entities/assessment_response.yaml`).
 public struct AssessmentResponse: ContractEntity {
     /// Primary key.
     public var id: UUID
+
     public var assessmentId: String
     public var attemptId: String
     public var questionId: String
@@ -21,6 +21,7 @@ public struct AssessmentResponse: ContractEntity {
     public var timeSpentMs: Int64
     public var flaggedForReview: Bool
     public var answeredAt: Timestamp?
+
     /// Version field.
     public var updatedAt: Timestamp
 
@@ -74,7 +75,7 @@ public struct AssessmentResponse: ContractEntity {
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
+        try container.encode(id.uuidString.lowercased(), forKey: .id)
         try container.encode(assessmentId, forKey: .assessmentId)
         try container.encode(attemptId, forKey: .attemptId)
         try container.encode(questionId, forKey: .questionId)

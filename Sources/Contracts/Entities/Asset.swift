@@ -4,11 +4,11 @@
 ///
 /// The file itself is served by the asset route and verified against `checksum` after download. The table is not called `assets`: that name belongs to the client's own download bookkeeping.
 ///
-///
 /// - Remark: Generated from entity `Asset` version 1 (`contracts/entities/asset.yaml`).
 public struct Asset: ContractEntity {
     /// Primary key.
     public var id: String
+
     public var lessonId: String
     public var assetKind: AssetKind
 
@@ -30,6 +30,7 @@ public struct Asset: ContractEntity {
     public var storageKey: String
 
     public var durationMs: Int64?
+
     /// Version field.
     public var updatedAt: Timestamp
 

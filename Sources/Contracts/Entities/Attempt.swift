@@ -8,6 +8,7 @@
 public struct Attempt: ContractEntity {
     /// Primary key.
     public var id: String
+
     public var assessmentId: String
     public var enrollmentId: String?
     public var state: State
@@ -17,6 +18,7 @@ public struct Attempt: ContractEntity {
     public var answeredCount: Int64
     public var startedAt: Timestamp
     public var endedAt: Timestamp?
+
     /// Version field.
     public var updatedAt: Timestamp
 

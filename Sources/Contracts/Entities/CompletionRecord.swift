@@ -6,6 +6,7 @@
 public struct CompletionRecord: ContractEntity {
     /// Primary key.
     public var id: String
+
     public var unitId: String
     public var lessonId: String?
     public var attemptId: String?

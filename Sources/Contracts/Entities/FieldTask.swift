@@ -4,16 +4,18 @@
 ///
 /// A push carries the revision it was based on; a stale revision comes back conflicted with the server's row so the technician can resubmit, discard or merge.
 ///
-///
 /// - Remark: Generated from entity `Task` version 1 (`contracts/entities/task.yaml`).
 public struct FieldTask: ContractEntity {
     /// Primary key.
     public var id: String
+
     public var routeId: String?
     public var serviceAssetId: String?
     public var assigneeId: String?
+
     /// At most 160 characters.
     public var title: String
+
     public var taskKind: TaskKind
     public var status: Status
 

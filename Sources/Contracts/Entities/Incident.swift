@@ -4,7 +4,6 @@
 ///
 /// Two technicians may edit the same incident offline; edits to different fields merge, and an edit to the same field falls back to the later writer. Both are audited.
 ///
-///
 /// - Remark: Generated from entity `Incident` version 1 (`contracts/entities/incident.yaml`).
 public struct Incident: ContractEntity {
     /// Primary key.
@@ -17,12 +16,15 @@ public struct Incident: ContractEntity {
 
     /// At most 160 characters.
     public var shortDescription: String
+
     /// At most 8000 characters.
     public var description: String?
+
     public var state: State
     public var priority: Priority
     public var assigneeId: String?
     public var serviceAssetId: String?
+
     /// At most 120 characters.
     public var reporterName: String?
 
@@ -37,6 +39,7 @@ public struct Incident: ContractEntity {
     public var openedAt: Timestamp
     public var dueOn: CalendarDate?
     public var resolvedAt: Timestamp?
+
     /// Version field.
     public var updatedAt: Timestamp
 
@@ -114,6 +117,7 @@ public struct Incident: ContractEntity {
     /// Client-only columns of `incidents`: never on the wire, never on the server.
     public struct LocalState: Codable, Sendable, Hashable {
         public var lastViewedAt: Timestamp?
+
         /// Encrypted at rest on the device. At most 4000 characters.
         public var draftNote: String?
 

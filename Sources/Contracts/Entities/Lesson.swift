@@ -6,7 +6,9 @@
 public struct Lesson: ContractEntity {
     /// Primary key.
     public var id: String
+
     public var unitId: String
+
     /// At most 200 characters.
     public var title: String
 
@@ -20,10 +22,12 @@ public struct Lesson: ContractEntity {
 
     /// Called `length_seconds` before version 2.
     public var durationSeconds: Int64?
+
     /// At most 2048 characters.
     ///
     /// - Warning: Deprecated: use the lesson's content assets (Asset.lesson_id) instead
     public var audioUrl: String?
+
     /// Version field.
     public var updatedAt: Timestamp
 

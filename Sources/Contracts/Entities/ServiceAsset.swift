@@ -14,8 +14,10 @@ public struct ServiceAsset: ContractEntity {
 
     /// At most 120 characters.
     public var displayName: String
+
     public var category: Category
     public var status: Status
+
     /// At most 80 characters.
     public var serialNumber: String?
 

@@ -18,6 +18,7 @@ public struct Statement: ContractEntity {
     public var score: Double?
     public var success: Bool?
     public var durationMs: Int64?
+
     /// Encrypted at rest on the device.
     public var result: JSONValue?
 

@@ -6,10 +6,13 @@
 public struct Unit: ContractEntity {
     /// Primary key.
     public var id: String
+
     /// At most 200 characters.
     public var title: String
+
     /// Since version 2. At most 4000 characters.
     public var description: String?
+
     public var learnerLevel: LearnerLevel
 
     /// Listed for every learner, not only for those enrolled in a course.
@@ -20,8 +23,10 @@ public struct Unit: ContractEntity {
 
     /// Since version 3.
     public var estimatedMinutes: Int64?
+
     /// At most 20 items.
     public var tags: [String]
+
     /// Version field.
     public var updatedAt: Timestamp
 

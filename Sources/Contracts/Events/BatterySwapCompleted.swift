@@ -6,8 +6,10 @@
 public struct BatterySwapCompleted: ContractEvent {
     public var serviceAssetId: String
     public var taskId: String?
+
     /// At most 80 characters.
     public var removedBatterySerial: String
+
     /// At most 80 characters.
     public var installedBatterySerial: String
 

@@ -10,6 +10,7 @@ public struct IssueLogged: ContractEvent {
     public var taskId: String?
     public var category: Category
     public var severity: Severity
+
     /// At most 2000 characters.
     public var description: String
 

@@ -19,6 +19,7 @@ public struct LessonProgressed: ContractEvent {
     public var positionMs: Int64
 
     public var completed: Bool
+
     /// Since version 2.
     public var offlineMinutes: Int64?
 
@@ -66,7 +67,7 @@ public struct LessonProgressed: ContractEvent {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(lessonId, forKey: .lessonId)
         try container.encode(unitId, forKey: .unitId)
-        try container.encode(sessionId, forKey: .sessionId)
+        try container.encode(sessionId.uuidString.lowercased(), forKey: .sessionId)
         try container.encode(progress, forKey: .progress)
         try container.encode(positionMs, forKey: .positionMs)
         try container.encode(completed, forKey: .completed)

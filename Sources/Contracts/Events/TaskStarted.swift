@@ -7,6 +7,7 @@ public struct TaskStarted: ContractEvent {
     public var taskId: String
     public var latitude: Double?
     public var longitude: Double?
+
     /// At most 500 characters.
     public var note: String?
 

@@ -61,6 +61,8 @@ extension RuleID {
     public static let localFieldNeedsDefault = RuleID("LOCAL_FIELD_NEEDS_DEFAULT")
     public static let unknownIndexField = RuleID("UNKNOWN_INDEX_FIELD")
     public static let unknownForeignKey = RuleID("UNKNOWN_FOREIGN_KEY")
+    public static let foreignKeyTypeMismatch = RuleID("FOREIGN_KEY_TYPE_MISMATCH")
+    public static let generatedNameClash = RuleID("GENERATED_NAME_CLASH")
 
     // Sync
     public static let unknownScope = RuleID("UNKNOWN_SCOPE")

@@ -53,6 +53,20 @@ struct DTOGenerator {
         return writer.text
     }
 
+    /// The value to encode for a field. UUIDs go on the wire in lowercase, the canonical form
+    /// (Foundation's `UUID` would encode uppercase), so ids compare equal on every platform.
+    private func wireExpression(_ name: String, _ field: Field) -> String {
+        var type = field.type.type
+        if case .ref(let target) = type, let key = mapping.refKeyType(target) { type = key }
+        if case .list(.ref(let target)) = type, let key = mapping.refKeyType(target) { type = .list(key) }
+        let optional = field.type.isOptional ? "?" : ""
+        switch type {
+        case .uuid: return "\(name)\(optional).uuidString.lowercased()"
+        case .list(.uuid): return "\(name)\(optional).map { $0.uuidString.lowercased() }"
+        default: return name
+        }
+    }
+
     /// Whether the DTO's public API names a Foundation type (`UUID`, `Data`).
     private func usesFoundation(_ contract: Contract) -> Bool {
         func needs(_ type: FieldType) -> Bool {
@@ -84,7 +98,7 @@ struct DTOGenerator {
 
     private func renderProperties(_ fields: [Field], into w: inout CodeWriter) {
         for (offset, field) in fields.enumerated() {
-            if offset > 0, field.doc != nil || fields[offset - 1].doc != nil { w.line() }
+            if offset > 0, fieldDoc(field) != nil || fieldDoc(fields[offset - 1]) != nil { w.line() }
             w.doc(fieldDoc(field))
             w.line("public var \(Names.camelCase(field.name)): \(mapping.swiftOptionalType(field))")
         }
@@ -207,7 +221,7 @@ struct DTOGenerator {
             for field in fields {
                 let name = Names.camelCase(field.name)
                 let call = field.type.isOptional ? "encodeIfPresent" : "encode"
-                w.line("try container.\(call)(\(name), forKey: .\(name))")
+                w.line("try container.\(call)(\(wireExpression(name, field)), forKey: .\(name))")
             }
         }
     }

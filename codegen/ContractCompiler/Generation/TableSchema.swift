@@ -83,9 +83,12 @@ package struct SchemaBuilder {
     }
 
     private func contractIndexes(_ contract: Contract, tenantPrefix: Bool) -> [TableSchema.IndexSchema] {
-        contract.indexes.map { index in
-            // Server rows of every tenant share a table; unique means unique within a tenant.
-            let columns = (tenantPrefix && index.isUnique ? ["_tenant_id"] : []) + index.fields
+        // Local fields exist on the device only, so indexes that use them exist there only.
+        let localNames = Set(contract.localFields.map(\.name))
+        return contract.indexes.filter { !tenantPrefix || localNames.isDisjoint(with: $0.fields) }.map { index in
+            // Server rows of every tenant share a table: every lookup is within one tenant, and
+            // unique means unique within a tenant.
+            let columns = (tenantPrefix ? ["_tenant_id"] : []) + index.fields
             return TableSchema.IndexSchema(
                 name: TableSchema.indexName(table: contract.table, columns: index.fields, unique: index.isUnique),
                 columns: columns, isUnique: index.isUnique

@@ -166,6 +166,9 @@ public struct Field: Hashable, Sendable {
     public var isVersionField: Bool
     public var isLocal: Bool
     public var doc: String?
+    /// `false` when the written type could not be read; the field is kept (so one typo does
+    /// not also report a missing primary key) but type-based rules skip it.
+    public var hasValidType: Bool = true
     /// Where the field's name is written.
     public var location: SourceLocation
     /// Where the field's type is written.

@@ -155,6 +155,7 @@ struct ContractDecoder {
             }
         }
         let doc = reader.value("doc").flatMap { ScalarReader.string($0, "doc", diagnostics: &diagnostics) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
 
         let versionNode = reader.require(
             "version", help: "add `version: 1` for a new contract", diagnostics: &diagnostics
@@ -227,10 +228,24 @@ struct ContractDecoder {
             direction: kind == .event ? .up : .both, conflict: kind == .event ? .appendOnly : .lastWriterWins,
             tombstones: kind == .entity, retentionSeconds: nil, priority: .normal, location: location
         )
-        guard let node, let reader = MappingReader(node, context: "sync block", diagnostics: &diagnostics) else {
+        guard let node else {
+            if kind == .entity {
+                diagnostics.error(
+                    .missingKey, "the entity is missing the required key 'sync'", at: location,
+                    help: "say how rows sync, for example `sync: { direction: both, conflict: last_writer_wins }`"
+                )
+            }
             return policy
         }
-        reader.rejectUnknownKeys(known: Self.syncKeys, diagnostics: &diagnostics)
+        guard let reader = MappingReader(node, context: "sync block", diagnostics: &diagnostics) else {
+            return policy
+        }
+        let eventOnlyHelp = "events are immutable and kept until the server folds them; only `direction` (and `conflict: append_only`) apply"
+        reader.rejectUnknownKeys(
+            known: kind == .entity ? Self.syncKeys : ["direction", "conflict"],
+            misplaced: kind == .entity ? [:] : ["tombstones": eventOnlyHelp, "retention": eventOnlyHelp, "priority": eventOnlyHelp],
+            diagnostics: &diagnostics
+        )
         if kind == .entity {
             if reader.value("direction") == nil {
                 diagnostics.error(
@@ -317,7 +332,11 @@ struct ContractDecoder {
         var field = Field(name: name, type: TypeReference(.string), isLocal: local, location: nameLocation)
         // Shorthand: `title: string?`
         if case .scalar = node.content, !node.isNull {
-            guard let type = decodeType(node.scalar!, at: node.location, values: nil, fallback: nil) else { return nil }
+            guard let type = decodeType(node.scalar!, at: node.location, values: nil, fallback: nil) else {
+                field.hasValidType = false
+                field.typeLocation = node.location
+                return field
+            }
             if case .enumeration = type.type {
                 diagnostics.error(
                     .enumWithoutValues, "enum field '\(name)' has no values", at: node.location,
@@ -347,7 +366,13 @@ struct ContractDecoder {
         else { return nil }
 
         guard let type = decodeType(typeText, at: typeNode.location, values: reader.value("values"), fallback: reader.value("fallback"))
-        else { return nil }
+        else {
+            field.hasValidType = false
+            field.typeLocation = typeNode.location
+            field.isPrimaryKey = reader.value("primary_key").flatMap { ScalarReader.bool($0, "primary_key", diagnostics: &diagnostics) } ?? false
+            field.isVersionField = reader.value("version_field").flatMap { ScalarReader.bool($0, "version_field", diagnostics: &diagnostics) } ?? false
+            return field
+        }
         field.type = type
         field.typeLocation = typeNode.location
         if reader.value("values") != nil, !type.type.isEnumeration {
@@ -399,7 +424,7 @@ struct ContractDecoder {
             field.maxLength = ScalarReader.int(node, "max_length", range: 1...(1 << 30), diagnostics: &diagnostics)
             if !type.type.acceptsMaxLength {
                 diagnostics.error(
-                    .maxLengthNotApplicable, "`max_length` does not apply to a \(type.type.spelling) field",
+                    .maxLengthNotApplicable, "`max_length` does not apply to type `\(type.type.spelling)`",
                     at: reader.keyLocation("max_length")!,
                     help: "`max_length` limits id, string, bytes and list fields; remove it here"
                 )
@@ -412,7 +437,8 @@ struct ContractDecoder {
             field.isVersionField = ScalarReader.bool(node, "version_field", diagnostics: &diagnostics) ?? false
         }
         if let node = reader.value("doc") {
-            field.doc = ScalarReader.string(node, "doc", diagnostics: &diagnostics)
+            field.doc = ScalarReader.string(node, "doc", diagnostics: &diagnostics)?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
         }
         return field
     }

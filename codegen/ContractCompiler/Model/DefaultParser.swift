@@ -16,7 +16,7 @@ enum DefaultParser {
         if let value = value(node, type.type) { return value }
         let shown = node.scalar.map { "'\($0)'" } ?? node.kindDescription
         diagnostics.error(
-            .defaultTypeMismatch, "default \(shown) of '\(fieldName)' is not a \(type.type.spelling)", at: node.location,
+            .defaultTypeMismatch, "default \(shown) of '\(fieldName)' does not match its type `\(type.type.spelling)`", at: node.location,
             help: example(for: type.type)
         )
         return nil

@@ -62,6 +62,7 @@ struct ContractValidator {
         checkVersions(contract)
         checkScopeAndPolicy(contract)
         checkFields(contract)
+        checkGeneratedNames(contract)
         checkKeys(contract)
         checkReferences(contract)
         checkRelations(contract)
@@ -191,7 +192,7 @@ struct ContractValidator {
                     help: "remove it (the envelope carries \(Names.envelopeFields.joined(separator: ", "))) or rename it"
                 )
             }
-            if field.isLocal, !field.type.isOptional, field.defaultValue == nil {
+            if field.isLocal, field.hasValidType, !field.type.isOptional, field.defaultValue == nil {
                 diagnostics.error(
                     .localFieldNeedsDefault,
                     "local field '\(field.name)' is required but has no default; rows arriving from the server cannot fill it",
@@ -201,6 +202,46 @@ struct ContractValidator {
             if let rename = field.renamedFrom {
                 checkRename(rename, of: field, in: contract, names: Set(contract.fields.map(\.name)))
             }
+        }
+    }
+
+    /// Members every generated type has; a field must not generate the same Swift name.
+    static let generatedMemberNames: Set<String> = ["contractPrimaryKey", "descriptor", "hashValue", "init", "encode"]
+    /// Nested types every generated type may have; an enum field must not generate the same name.
+    static let generatedNestedTypes: Set<String> = ["CodingKeys", "LocalState", "Envelope"]
+
+    private mutating func checkGeneratedNames(_ contract: Contract) {
+        var properties: [String: Field] = [:]
+        var nestedTypes: [String: Field] = [:]
+        for field in contract.fields + contract.localFields {
+            let property = Names.camelCase(field.name)
+            if let first = properties[property], first.name != field.name {
+                diagnostics.error(
+                    .generatedNameClash, "fields '\(first.name)' and '\(field.name)' both become the Swift property '\(property)'",
+                    at: field.location, help: "rename one of them", notes: [.init("'\(first.name)' declared here", at: first.location)]
+                )
+            }
+            properties[property] = properties[property] ?? field
+            if Self.generatedMemberNames.contains(property) {
+                diagnostics.error(
+                    .generatedNameClash, "field '\(field.name)' becomes '\(property)', which every generated type already has",
+                    at: field.location, help: "choose another name, for example '\(field.name)_value'"
+                )
+            }
+            guard field.type.type.isEnumeration else { continue }
+            let typeName = Names.upperCamelCase(field.name)
+            if Self.generatedNestedTypes.contains(typeName) || typeName == contract.swiftName {
+                diagnostics.error(
+                    .generatedNameClash, "enum field '\(field.name)' would generate the nested type '\(typeName)', which is taken",
+                    at: field.location, help: "rename the field"
+                )
+            } else if let first = nestedTypes[typeName], first.name != field.name {
+                diagnostics.error(
+                    .generatedNameClash, "enum fields '\(first.name)' and '\(field.name)' both generate the type '\(typeName)'",
+                    at: field.location, help: "rename one of them"
+                )
+            }
+            nestedTypes[typeName] = nestedTypes[typeName] ?? field
         }
     }
 
@@ -219,7 +260,7 @@ struct ContractValidator {
         } else if Names.sqlKeywords.contains(name) {
             diagnostics.error(
                 .reservedWord, "field name '\(name)' is an SQL keyword", at: field.location,
-                help: "choose a more specific name, for example '\(name)_value' or 'sort_\(name)'"
+                help: "choose a more specific name, for example '\(name)_value'"
             )
         } else if Names.swiftKeywords.contains(Names.camelCase(name)) {
             diagnostics.error(
@@ -293,12 +334,12 @@ struct ContractValidator {
                 )
             }
         }
-        for field in primaryKeys {
+        for field in primaryKeys where field.hasValidType {
             switch field.type.type {
             case .id, .uuid, .string, .int: break
             default:
                 diagnostics.error(
-                    .invalidPrimaryKey, "primary key '\(field.name)' is a \(field.type.type.spelling); keys are id, uuid, string or int",
+                    .invalidPrimaryKey, "primary key '\(field.name)' has type `\(field.type.type.spelling)`; keys are id, uuid, string or int",
                     at: field.typeLocation, help: "use `type: id` (a ULID or other text id made on the device)"
                 )
             }
@@ -322,10 +363,10 @@ struct ContractValidator {
                 notes: [.init("first version field here", at: versionFields[0].location)]
             )
         }
-        for field in versionFields {
+        for field in versionFields where field.hasValidType {
             if field.type.type != .timestamp && field.type.type != .int {
                 diagnostics.error(
-                    .invalidVersionField, "version field '\(field.name)' is a \(field.type.type.spelling); it must be a timestamp or an int",
+                    .invalidVersionField, "version field '\(field.name)' has type `\(field.type.type.spelling)`; it must be a timestamp or an int",
                     at: field.typeLocation, help: "use `type: timestamp` (for example updated_at) or `type: int`"
                 )
             } else if field.type.isOptional {
@@ -398,6 +439,15 @@ struct ContractValidator {
                 )
                 continue
             }
+            let owner = relation.kind == .hasMany ? contract : target
+            if key.hasValidType, let ownerKey = owner.primaryKey, ownerKey.hasValidType, !Self.canHold(key.type.type, keyOf: owner, keyType: ownerKey.type.type) {
+                diagnostics.error(
+                    .foreignKeyTypeMismatch,
+                    "foreign key '\(holder.name).\(key.name)' has type `\(key.type.type.spelling)`, but it must hold the primary key of '\(owner.name)' (\(ownerKey.type.type.spelling))",
+                    at: relation.foreignKeyLocation,
+                    help: "declare it as `\(key.name): ref<\(owner.name)>`"
+                )
+            }
             if key.isEncrypted {
                 diagnostics.error(
                     .encryptedNotAllowed, "foreign key '\(key.name)' cannot be encrypted: related rows are joined on it",
@@ -405,6 +455,15 @@ struct ContractValidator {
                 )
             }
         }
+    }
+
+    /// Whether a field of type `type` can hold the primary key of `owner`.
+    private static func canHold(_ type: FieldType, keyOf owner: Contract, keyType: FieldType) -> Bool {
+        if case .ref(let target) = type { return target == owner.name }
+        if type == keyType { return true }
+        // Text ids and strings are interchangeable on the wire and in SQLite.
+        let textual: Set<FieldType> = [.id, .string]
+        return textual.contains(type) && textual.contains(keyType)
     }
 
     private mutating func checkIndexes(_ contract: Contract) {
@@ -421,6 +480,7 @@ struct ContractValidator {
                     )
                     continue
                 }
+                if !field.hasValidType { continue }
                 if field.isEncrypted {
                     diagnostics.error(
                         .encryptedNotAllowed, "index on '\(name)', which is encrypted; ciphertext cannot be searched",
@@ -428,7 +488,7 @@ struct ContractValidator {
                     )
                 } else if !field.type.type.isIndexable {
                     diagnostics.error(
-                        .unknownIndexField, "'\(name)' is a \(field.type.type.spelling) field and cannot be indexed",
+                        .unknownIndexField, "'\(name)' has type `\(field.type.type.spelling)` and cannot be indexed",
                         at: index.location, help: "index scalar fields only"
                     )
                 }

@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+
+/// Runs the real `contractc` binary, as CI and schema authors do.
+@Suite("contractc command line")
+struct CommandLineTests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// `contractc` is built next to the test bundle by `swift build --build-tests`.
+    static func binary() throws -> URL {
+        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = folder.appendingPathComponent("contractc")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            folder = folder.deletingLastPathComponent()
+        }
+        throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "contractc next to \(CommandLine.arguments[0]); run `swift build --build-tests`"])
+    }
+
+    static func run(_ arguments: [String], in directory: URL) throws -> Run {
+        let process = Process()
+        process.executableURL = try binary()
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self)
+        )
+    }
+
+    @Test("generate on broken contracts prints one located diagnostic per problem and exits 1", arguments: Fixtures.cases("invalid"))
+    func brokenContracts(_ name: String) throws {
+        let folder = Fixtures.root.appendingPathComponent("invalid/\(name)")
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("contractc-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let run = try Self.run(["generate", "--output", output.path], in: folder)
+        #expect(run.status == 1)
+        let expected = try String(contentsOf: folder.appendingPathComponent("expected.stderr"), encoding: .utf8)
+        #expect(run.stderr == expected)
+        #expect(!FileManager.default.fileExists(atPath: output.path), "nothing may be written when the contracts have errors")
+    }
+
+    @Test("validate succeeds on valid contracts and writes nothing")
+    func validate() throws {
+        let folder = Fixtures.root.appendingPathComponent("valid/every-type")
+        let run = try Self.run(["validate"], in: folder)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "3 contracts are valid.\n")
+        #expect(run.stderr.isEmpty)
+    }
+
+    @Test("generate --check fails on an out-of-date folder and names the fix")
+    func check() throws {
+        let folder = Fixtures.root.appendingPathComponent("valid/every-type")
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("contractc-check-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let stale = try Self.run(["generate", "--check", "--output", output.path], in: folder)
+        #expect(stale.status == 1)
+        #expect(stale.stderr.contains("help: run `make codegen`"))
+        let generate = try Self.run(["generate", "--output", output.path], in: folder)
+        #expect(generate.status == 0)
+        let again = try Self.run(["generate", "--output", output.path], in: folder)
+        #expect(again.stdout.contains("is up to date"))
+        let fresh = try Self.run(["generate", "--check", "--output", output.path], in: folder)
+        #expect(fresh.status == 0)
+    }
+
+    @Test("machine formats: json and github annotations")
+    func formats() throws {
+        let folder = Fixtures.root.appendingPathComponent("invalid/missing-manifest")
+        let json = try Self.run(["validate", "--format", "json"], in: folder)
+        #expect(json.status == 1)
+        let parsed = try JSONSerialization.jsonObject(with: Data(json.stderr.utf8)) as? [String: Any]
+        #expect(parsed?["errors"] as? Int == 1)
+        let github = try Self.run(["validate", "--format", "github"], in: folder)
+        #expect(github.stderr.hasPrefix("::error file=contracts/contracts.yaml,line=1,col=1,title=MISSING_MANIFEST::"))
+    }
+
+    @Test("a missing contracts folder and a bad flag are clear errors")
+    func misuse() throws {
+        let missing = try Self.run(["validate", "--contracts", "no-such-folder"], in: FileManager.default.temporaryDirectory)
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("contracts folder 'no-such-folder' does not exist"))
+        let badFlag = try Self.run(["validate", "--format", "xml"], in: FileManager.default.temporaryDirectory)
+        #expect(badFlag.status != 0 && badFlag.status != 1 || badFlag.stderr.contains("format"))
+    }
+}
