@@ -3,6 +3,8 @@
 #   make demo             the end-to-end demo (today: the contract compiler on the sample contracts)
 #   make codegen          regenerate Sources/Contracts from contracts/
 #   make check-generated  fail if Sources/Contracts differs from what contracts/ generate
+#   make compat           fail if a contract change would break a device in the field (contractc check)
+#   make lock             record the current contract versions as released (contractc lock)
 #   make bench            the performance figures recorded in docs/PERFORMANCE.md
 
 SWIFT      ?= swift
@@ -11,7 +13,7 @@ GENERATED  ?= Sources/Contracts
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated test demo bench clean
+.PHONY: all build contractc codegen check-generated compat lock test demo bench clean
 
 all: build
 
@@ -37,7 +39,14 @@ check-generated: contractc
 		exit 1; \
 	fi
 
-test: check-generated
+# Compatibility with every released version still supported (contracts/contracts.lock).
+compat: contractc
+	$(CONTRACTC) check --contracts $(CONTRACTS)
+
+lock: contractc
+	$(CONTRACTC) lock --contracts $(CONTRACTS)
+
+test: check-generated compat
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 

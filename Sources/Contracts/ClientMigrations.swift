@@ -188,9 +188,9 @@ extension ContractRegistry {
             checksum: "60abebb22bda01462b2a320f54f96f09fa847cb498ddd8342430dcf12364b8bd"
         ),
         ContractMigration(
-            identifier: "battery_swap_completed_events.v2.create",
+            identifier: "battery_swap_completed_events.v1.create",
             contract: "BatterySwapCompleted",
-            version: 2,
+            version: 1,
             statements: [
                 #"""
                 CREATE TABLE "battery_swap_completed_events" (
@@ -208,7 +208,6 @@ extension ContractRegistry {
                     "charge_before" REAL NOT NULL,
                     "charge_after" REAL NOT NULL,
                     "duration_seconds" INTEGER NOT NULL,
-                    "swap_station_id" TEXT,
                     "_synced_at" INTEGER,
                     PRIMARY KEY ("event_id")
                 )
@@ -217,7 +216,18 @@ extension ContractRegistry {
                 CREATE INDEX "battery_swap_completed_events_occurred_at_idx" ON "battery_swap_completed_events" ("occurred_at")
                 """#,
             ],
-            checksum: "9e5d7c70faf8b0c5b96118adfe4f7bf25719c300cd589be7fb58e7280ff6ab99"
+            checksum: "5ade791e71ae9834b1e606f695a84d60ce52a6de259a471eda51ced177f5d7e8"
+        ),
+        ContractMigration(
+            identifier: "battery_swap_completed_events.v2.migrate",
+            contract: "BatterySwapCompleted",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "battery_swap_completed_events" ADD COLUMN "swap_station_id" TEXT
+                """#,
+            ],
+            checksum: "cf749b142a1064e2ca5e3ca04e8538b14d32f617dc29183dff4b677deb5c3536"
         ),
         ContractMigration(
             identifier: "completion_records.v1.create",
@@ -329,9 +339,9 @@ extension ContractRegistry {
             checksum: "c614b97d6e05ed70b85e079c135808fe03e225309a3bdb9cc78371d5caa4d289"
         ),
         ContractMigration(
-            identifier: "lessons.v2.create",
+            identifier: "lessons.v1.create",
             contract: "Lesson",
-            version: 2,
+            version: 1,
             statements: [
                 #"""
                 CREATE TABLE "lessons" (
@@ -341,7 +351,7 @@ extension ContractRegistry {
                     "sort_index" INTEGER NOT NULL,
                     "lesson_kind" TEXT NOT NULL,
                     "body" TEXT NOT NULL DEFAULT '{}',
-                    "duration_seconds" INTEGER,
+                    "length_seconds" INTEGER,
                     "audio_url" TEXT,
                     "updated_at" INTEGER NOT NULL,
                     "_schema_version" INTEGER NOT NULL,
@@ -357,12 +367,23 @@ extension ContractRegistry {
                 CREATE INDEX "lessons_updated_at_idx" ON "lessons" ("updated_at")
                 """#,
             ],
-            checksum: "df49645603ba1b99b7e5c5c9c1fcc8469a50bbd216a5c869e9a459394e52ff1a"
+            checksum: "5aa1bd00640619c100b29401ed0e0a371d6107ce9abf18be8c56135465abb5a1"
         ),
         ContractMigration(
-            identifier: "lesson_progressed_events.v2.create",
-            contract: "LessonProgressed",
+            identifier: "lessons.v2.migrate",
+            contract: "Lesson",
             version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "lessons" RENAME COLUMN "length_seconds" TO "duration_seconds"
+                """#,
+            ],
+            checksum: "b57021544bc9ec009268a9e0cf2abda2f0264c1109e15d2b4537586a813a1298"
+        ),
+        ContractMigration(
+            identifier: "lesson_progressed_events.v1.create",
+            contract: "LessonProgressed",
+            version: 1,
             statements: [
                 #"""
                 CREATE TABLE "lesson_progressed_events" (
@@ -379,7 +400,6 @@ extension ContractRegistry {
                     "progress" REAL NOT NULL,
                     "position_ms" INTEGER NOT NULL DEFAULT 0,
                     "completed" INTEGER NOT NULL DEFAULT 0,
-                    "offline_minutes" INTEGER,
                     "_synced_at" INTEGER,
                     PRIMARY KEY ("event_id")
                 )
@@ -388,7 +408,18 @@ extension ContractRegistry {
                 CREATE INDEX "lesson_progressed_events_occurred_at_idx" ON "lesson_progressed_events" ("occurred_at")
                 """#,
             ],
-            checksum: "ed810c05a88954c4f591612e36e6230c0a19518910971932456bb0559d321cab"
+            checksum: "3db4da7492e5e6176c93670b02df18bdaf939a0a9e10516b83b4d576ec21b55f"
+        ),
+        ContractMigration(
+            identifier: "lesson_progressed_events.v2.migrate",
+            contract: "LessonProgressed",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "lesson_progressed_events" ADD COLUMN "offline_minutes" INTEGER
+                """#,
+            ],
+            checksum: "a65d107900fdbed0a4f250de5fa42c029041e7cd8691096d591d7b493a679e0c"
         ),
         ContractMigration(
             identifier: "service_assets.v1.create",
@@ -556,19 +587,17 @@ extension ContractRegistry {
             checksum: "ec4e4c171383d2d1fb6c5a593cc27f7c3326688d558a31e449f163360a9ff651"
         ),
         ContractMigration(
-            identifier: "units.v3.create",
+            identifier: "units.v1.create",
             contract: "Unit",
-            version: 3,
+            version: 1,
             statements: [
                 #"""
                 CREATE TABLE "units" (
                     "id" TEXT NOT NULL,
                     "title" TEXT NOT NULL,
-                    "description" TEXT,
                     "learner_level" TEXT NOT NULL,
                     "is_global" INTEGER NOT NULL DEFAULT 0,
-                    "sort_index" INTEGER NOT NULL DEFAULT 0,
-                    "estimated_minutes" INTEGER,
+                    "position" INTEGER NOT NULL DEFAULT 0,
                     "tags" TEXT NOT NULL DEFAULT '[]',
                     "updated_at" INTEGER NOT NULL,
                     "download_status" TEXT NOT NULL DEFAULT 'none',
@@ -584,10 +613,41 @@ extension ContractRegistry {
                 CREATE INDEX "units_updated_at_idx" ON "units" ("updated_at")
                 """#,
                 #"""
+                CREATE INDEX "units_position_idx" ON "units" ("position")
+                """#,
+            ],
+            checksum: "833bafd6eded6c6288091020659541de5c4267fb7a6a73d44937344e039f0b28"
+        ),
+        ContractMigration(
+            identifier: "units.v2.migrate",
+            contract: "Unit",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "units" ADD COLUMN "description" TEXT
+                """#,
+            ],
+            checksum: "3a39f1f8039205de77a17f88a2888d2e4c5b5156f4bce6345d083bdee8225051"
+        ),
+        ContractMigration(
+            identifier: "units.v3.migrate",
+            contract: "Unit",
+            version: 3,
+            statements: [
+                #"""
+                DROP INDEX "units_position_idx"
+                """#,
+                #"""
+                ALTER TABLE "units" RENAME COLUMN "position" TO "sort_index"
+                """#,
+                #"""
+                ALTER TABLE "units" ADD COLUMN "estimated_minutes" INTEGER
+                """#,
+                #"""
                 CREATE INDEX "units_sort_index_idx" ON "units" ("sort_index")
                 """#,
             ],
-            checksum: "43320660e7ee77a7b59d7528a932faba824dbf2edad1d94c2926250133892bf9"
+            checksum: "d5b766af8186ba69b5ce7d93075ddf727eaa5ca4de8c6b7c08fde312ec69b491"
         ),
     ]
 }

@@ -644,7 +644,7 @@ public enum ContractRegistry {
             FieldDescriptor(name: "description", kind: .string, isOptional: true, since: 2, maxLength: 4000),
             FieldDescriptor(name: "learner_level", kind: .enumeration(values: ["beginner", "intermediate", "advanced"], fallback: nil)),
             FieldDescriptor(name: "is_global", kind: .bool, defaultValue: .bool(false)),
-            FieldDescriptor(name: "sort_index", kind: .int, defaultValue: .int(0)),
+            FieldDescriptor(name: "sort_index", kind: .int, defaultValue: .int(0), renamedFrom: "position", renamedInVersion: 3),
             FieldDescriptor(name: "estimated_minutes", kind: .int, isOptional: true, since: 3),
             FieldDescriptor(name: "tags", kind: .list(.string), defaultValue: .array([]), maxLength: 20),
             FieldDescriptor(name: "updated_at", kind: .timestamp, isVersionField: true),

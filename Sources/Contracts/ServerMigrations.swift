@@ -228,9 +228,9 @@ extension ContractRegistry {
             checksum: "717a4f707ca47de3a331e53469af54ec8e269924ffb592a5b48aaa85a2677f8e"
         ),
         ContractMigration(
-            identifier: "battery_swap_completed_events.v2.create",
+            identifier: "battery_swap_completed_events.v1.create",
             contract: "BatterySwapCompleted",
-            version: 2,
+            version: 1,
             statements: [
                 #"""
                 CREATE TABLE "battery_swap_completed_events" (
@@ -249,7 +249,6 @@ extension ContractRegistry {
                     "charge_before" REAL NOT NULL,
                     "charge_after" REAL NOT NULL,
                     "duration_seconds" INTEGER NOT NULL,
-                    "swap_station_id" TEXT,
                     "_scope_key" TEXT NOT NULL,
                     "_seq" INTEGER NOT NULL,
                     PRIMARY KEY ("_tenant_id", "event_id")
@@ -259,7 +258,18 @@ extension ContractRegistry {
                 CREATE INDEX "battery_swap_completed_events_scope_seq_idx" ON "battery_swap_completed_events" ("_tenant_id", "_scope_key", "_seq")
                 """#,
             ],
-            checksum: "8dd56fbf9ae463fc5ca0449540e5ef70e5761039ce0598269f4be09749b52cc9"
+            checksum: "5bf85343499a182e33342cd1eaa3388f332fa7ac26f86b67d0fe4b3a8b7586b6"
+        ),
+        ContractMigration(
+            identifier: "battery_swap_completed_events.v2.migrate",
+            contract: "BatterySwapCompleted",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "battery_swap_completed_events" ADD COLUMN "swap_station_id" TEXT
+                """#,
+            ],
+            checksum: "cf749b142a1064e2ca5e3ca04e8538b14d32f617dc29183dff4b677deb5c3536"
         ),
         ContractMigration(
             identifier: "completion_records.v1.create",
@@ -391,9 +401,9 @@ extension ContractRegistry {
             checksum: "7616933ba2008d86d217f27ef4316306a60dd8ed3b6910df2905236844fd5bec"
         ),
         ContractMigration(
-            identifier: "lessons.v2.create",
+            identifier: "lessons.v1.create",
             contract: "Lesson",
-            version: 2,
+            version: 1,
             statements: [
                 #"""
                 CREATE TABLE "lessons" (
@@ -404,7 +414,7 @@ extension ContractRegistry {
                     "sort_index" INTEGER NOT NULL,
                     "lesson_kind" TEXT NOT NULL,
                     "body" TEXT NOT NULL DEFAULT '{}',
-                    "duration_seconds" INTEGER,
+                    "length_seconds" INTEGER,
                     "audio_url" TEXT,
                     "updated_at" INTEGER NOT NULL,
                     "_scope_key" TEXT NOT NULL,
@@ -429,12 +439,23 @@ extension ContractRegistry {
                 CREATE INDEX "lessons_updated_at_idx" ON "lessons" ("_tenant_id", "updated_at")
                 """#,
             ],
-            checksum: "56dac194f857884ba3502a6bb6fc9bc85f982cb182964ac460b62016303bb2cb"
+            checksum: "936c5e4213443be898256e8d75af8aebc6f7d11b73a746c653a9b7c043a58506"
         ),
         ContractMigration(
-            identifier: "lesson_progressed_events.v2.create",
-            contract: "LessonProgressed",
+            identifier: "lessons.v2.migrate",
+            contract: "Lesson",
             version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "lessons" RENAME COLUMN "length_seconds" TO "duration_seconds"
+                """#,
+            ],
+            checksum: "b57021544bc9ec009268a9e0cf2abda2f0264c1109e15d2b4537586a813a1298"
+        ),
+        ContractMigration(
+            identifier: "lesson_progressed_events.v1.create",
+            contract: "LessonProgressed",
+            version: 1,
             statements: [
                 #"""
                 CREATE TABLE "lesson_progressed_events" (
@@ -452,7 +473,6 @@ extension ContractRegistry {
                     "progress" REAL NOT NULL,
                     "position_ms" INTEGER NOT NULL DEFAULT 0,
                     "completed" INTEGER NOT NULL DEFAULT 0,
-                    "offline_minutes" INTEGER,
                     "_scope_key" TEXT NOT NULL,
                     "_seq" INTEGER NOT NULL,
                     PRIMARY KEY ("_tenant_id", "event_id")
@@ -462,7 +482,18 @@ extension ContractRegistry {
                 CREATE INDEX "lesson_progressed_events_scope_seq_idx" ON "lesson_progressed_events" ("_tenant_id", "_scope_key", "_seq")
                 """#,
             ],
-            checksum: "0b0527a67209be50e1f348d474f24ae4ac6a71ac63d286a1645d3dae66f1a7b5"
+            checksum: "754169456498146f48d48cc23089a95ab4022ade11f4d22023ca1f1b2c18c0b2"
+        ),
+        ContractMigration(
+            identifier: "lesson_progressed_events.v2.migrate",
+            contract: "LessonProgressed",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "lesson_progressed_events" ADD COLUMN "offline_minutes" INTEGER
+                """#,
+            ],
+            checksum: "a65d107900fdbed0a4f250de5fa42c029041e7cd8691096d591d7b493a679e0c"
         ),
         ContractMigration(
             identifier: "service_assets.v1.create",
@@ -664,20 +695,18 @@ extension ContractRegistry {
             checksum: "10174b35d31b57df1795cb5fcc07782df2ff4d1ba6ecb5c57dce7576f45dd921"
         ),
         ContractMigration(
-            identifier: "units.v3.create",
+            identifier: "units.v1.create",
             contract: "Unit",
-            version: 3,
+            version: 1,
             statements: [
                 #"""
                 CREATE TABLE "units" (
                     "_tenant_id" TEXT NOT NULL,
                     "id" TEXT NOT NULL,
                     "title" TEXT NOT NULL,
-                    "description" TEXT,
                     "learner_level" TEXT NOT NULL,
                     "is_global" INTEGER NOT NULL DEFAULT 0,
-                    "sort_index" INTEGER NOT NULL DEFAULT 0,
-                    "estimated_minutes" INTEGER,
+                    "position" INTEGER NOT NULL DEFAULT 0,
                     "tags" TEXT NOT NULL DEFAULT '[]',
                     "updated_at" INTEGER NOT NULL,
                     "_scope_key" TEXT NOT NULL,
@@ -699,10 +728,41 @@ extension ContractRegistry {
                 CREATE INDEX "units_updated_at_idx" ON "units" ("_tenant_id", "updated_at")
                 """#,
                 #"""
+                CREATE INDEX "units_position_idx" ON "units" ("_tenant_id", "position")
+                """#,
+            ],
+            checksum: "01d452debcef385b4970a054d8bf7b02e3e8a05192c1048bc999104f68cdc8d1"
+        ),
+        ContractMigration(
+            identifier: "units.v2.migrate",
+            contract: "Unit",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "units" ADD COLUMN "description" TEXT
+                """#,
+            ],
+            checksum: "3a39f1f8039205de77a17f88a2888d2e4c5b5156f4bce6345d083bdee8225051"
+        ),
+        ContractMigration(
+            identifier: "units.v3.migrate",
+            contract: "Unit",
+            version: 3,
+            statements: [
+                #"""
+                DROP INDEX "units_position_idx"
+                """#,
+                #"""
+                ALTER TABLE "units" RENAME COLUMN "position" TO "sort_index"
+                """#,
+                #"""
+                ALTER TABLE "units" ADD COLUMN "estimated_minutes" INTEGER
+                """#,
+                #"""
                 CREATE INDEX "units_sort_index_idx" ON "units" ("_tenant_id", "sort_index")
                 """#,
             ],
-            checksum: "313d73ec801afeec58fbc6773a7c07c1e1dd41b84c8444110bf17ed146e37ff8"
+            checksum: "d838e9cea8427eb9708417b4cd4f2d6dd2880ef8786298a3aee63264bdd6d27e"
         ),
     ]
 }

@@ -49,8 +49,14 @@ struct GoldenFixtureTests {
         let result = ContractCompiler.load(directory: repository.appendingPathComponent("contracts").path)
         #expect(result.diagnostics.diagnostics.isEmpty, "\(result.diagnostics.renderedReport())")
         let set = try #require(result.contracts)
+        var diagnostics = DiagnosticCollector()
+        let history = ContractCompiler.history(
+            lockPath: repository.appendingPathComponent("contracts/contracts.lock").path, diagnostics: &diagnostics
+        )
+        #expect(diagnostics.diagnostics.isEmpty, "\(diagnostics.renderedReport())")
+        #expect(history["Unit"]?.map(\.version) == [1, 2, 3], "the sample history locks Unit at versions 1, 2 and 3")
         let stale = ContractCompiler.differences(
-            ContractCompiler.generate(set), in: repository.appendingPathComponent("Sources/Contracts").path
+            ContractCompiler.generate(set, history: history), in: repository.appendingPathComponent("Sources/Contracts").path
         )
         #expect(stale.isEmpty, "Sources/Contracts is out of date: \(stale); run `make codegen`")
     }

@@ -11,7 +11,7 @@ struct Contractc: ParsableCommand {
             Exit codes: 0 success (warnings allowed), 1 the contracts have errors or the generated \
             code is out of date, 2 bad command-line usage or an output folder that cannot be written.
             """,
-        subcommands: [Validate.self, Generate.self],
+        subcommands: [Validate.self, Generate.self, Check.self, Lock.self, Explain.self],
         defaultSubcommand: nil
     )
 }
@@ -24,6 +24,22 @@ struct ContractOptions: ParsableArguments {
     var formatOption: FormatOption = .text
 
     var format: DiagnosticFormat { formatOption.format }
+
+    @Option(name: .long, help: ArgumentHelp("The date allowances are checked against (YYYY-MM-DD); today in UTC by default.", visibility: .hidden))
+    var today: String?
+
+    func load() -> ContractCompiler.LoadResult {
+        ContractCompiler.load(directory: contracts, today: today)
+    }
+}
+
+struct LockOption: ParsableArguments {
+    @Option(name: .long, help: "The lock file (default: contracts.lock in the contracts folder).")
+    var lock: String?
+
+    func path(contracts: String) -> String {
+        lock ?? ContractCompiler.defaultLockPath(contracts: contracts)
+    }
 }
 
 enum FormatOption: String, ExpressibleByArgument, CaseIterable {
@@ -47,7 +63,7 @@ struct Validate: ParsableCommand {
     @OptionGroup var options: ContractOptions
 
     func run() throws {
-        let result = ContractCompiler.load(directory: options.contracts)
+        let result = options.load()
         report(result.diagnostics, format: options.format)
         if result.diagnostics.hasErrors || result.contracts == nil { throw ExitCode(1) }
         if options.format == .text {
@@ -62,6 +78,7 @@ struct Generate: ParsableCommand {
     )
 
     @OptionGroup var options: ContractOptions
+    @OptionGroup var lockOption: LockOption
 
     @Option(name: .long, help: "The folder to generate into; the generator owns it.")
     var output: String = "Sources/Contracts"
@@ -70,10 +87,11 @@ struct Generate: ParsableCommand {
     var check = false
 
     func run() throws {
-        let result = ContractCompiler.load(directory: options.contracts)
+        var result = options.load()
+        let history = ContractCompiler.history(lockPath: lockOption.path(contracts: options.contracts), diagnostics: &result.diagnostics)
         report(result.diagnostics, format: options.format)
         guard let set = result.contracts, !result.diagnostics.hasErrors else { throw ExitCode(1) }
-        let files = ContractCompiler.generate(set)
+        let files = ContractCompiler.generate(set, history: history)
         if check {
             let stale = ContractCompiler.differences(files, in: output)
             if stale.isEmpty {
@@ -100,5 +118,145 @@ struct Generate: ParsableCommand {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode(2)
         }
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check that the contracts stay compatible with every released version still supported.",
+        discussion: "Compares with contracts.lock (default) or with the contracts at a git revision (--against)."
+    )
+
+    @OptionGroup var options: ContractOptions
+    @OptionGroup var lockOption: LockOption
+
+    @Option(name: .long, help: "Compare with the contracts folder at this git revision instead of the lock.")
+    var against: String?
+
+    func run() throws {
+        let loaded = options.load()
+        guard let set = loaded.contracts, !loaded.diagnostics.hasErrors else {
+            report(loaded.diagnostics, format: options.format)
+            throw ExitCode(1)
+        }
+        var result: ContractCompiler.CheckResult
+        var baseline: String
+        if let against {
+            let previous = try GitRevision.contracts(at: against, folder: options.contracts)
+            defer { try? FileManager.default.removeItem(atPath: previous.temporaryRoot) }
+            let previousLoad = ContractCompiler.load(directory: previous.folder, today: options.today)
+            guard let previousSet = previousLoad.contracts else {
+                FileHandle.standardError.write(Data("error: the contracts at \(against) cannot be read\n".utf8))
+                throw ExitCode(1)
+            }
+            result = ContractCompiler.check(set, against: previousSet)
+            baseline = "the contracts at \(against)"
+        } else {
+            let path = lockOption.path(contracts: options.contracts)
+            result = ContractCompiler.check(set, lockPath: path)
+            baseline = path
+        }
+        result.diagnostics.append(contentsOf: loaded.diagnostics)
+        report(result.diagnostics, format: options.format)
+        if options.format == .text {
+            for line in result.allowancesInForce { print("allowed: \(line)") }
+        }
+        if result.diagnostics.hasErrors { throw ExitCode(1) }
+        if options.format == .text {
+            print("\(set.contracts.count) contracts are compatible with \(baseline) (\(result.releasedContracts) with released versions).")
+        }
+    }
+}
+
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Record the current version of every contract as released, with its migrations' checksums.",
+        discussion: "Refuses when `contractc check` finds an error: a released version is never overwritten."
+    )
+
+    @OptionGroup var options: ContractOptions
+    @OptionGroup var lockOption: LockOption
+
+    func run() throws {
+        let loaded = options.load()
+        guard let set = loaded.contracts, !loaded.diagnostics.hasErrors else {
+            report(loaded.diagnostics, format: options.format)
+            throw ExitCode(1)
+        }
+        let path = lockOption.path(contracts: options.contracts)
+        let (summary, diagnostics) = ContractCompiler.lock(set, lockPath: path)
+        report(diagnostics, format: options.format)
+        guard let summary else { throw ExitCode(1) }
+        if summary.newVersions.isEmpty {
+            print(summary.wrote ? "Updated \(path); no new contract versions." : "\(path) is up to date.")
+        } else {
+            print("Locked in \(path): \(summary.newVersions.joined(separator: ", ")).")
+        }
+    }
+}
+
+struct Explain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Explain a rule: why it exists, when it applies, and how to fix a violation."
+    )
+
+    @Argument(help: "A rule id, for example FIELD_REMOVED. Without one, list every rule.")
+    var rule: String?
+
+    func run() throws {
+        guard let rule else {
+            for id in RuleCatalog.allRules {
+                print("\(id.rawValue.padding(toLength: 32, withPad: " ", startingAt: 0)) \(RuleCatalog.explanation(for: id)!.title)")
+            }
+            return
+        }
+        let id = RuleID(rule.uppercased())
+        guard let explanation = RuleCatalog.explanation(for: id) else {
+            let guess = Names.closest(to: id.rawValue, among: RuleCatalog.allRules.map(\.rawValue))
+            FileHandle.standardError.write(Data("error: unknown rule '\(rule)'\(guess.map { "; did you mean \($0)?" } ?? "")\nhelp: `contractc explain` lists every rule\n".utf8))
+            throw ExitCode(1)
+        }
+        print(explanation.rendered)
+    }
+}
+
+/// Extracts a contracts folder as it is at a git revision, for `check --against`.
+enum GitRevision {
+    struct Extracted {
+        var temporaryRoot: String
+        var folder: String
+    }
+
+    static func contracts(at revision: String, folder: String) throws -> Extracted {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("contractc-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let prefix = try git(["rev-parse", "--show-prefix"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let path = (prefix + folder).replacingOccurrences(of: "//", with: "/")
+        let archive = root + "/contracts.tar"
+        _ = try git(["archive", "--format=tar", "--output", archive, revision, "--", path])
+        _ = try run("/usr/bin/env", ["tar", "-xf", archive, "-C", root])
+        return Extracted(temporaryRoot: root, folder: root + "/" + path)
+    }
+
+    private static func git(_ arguments: [String]) throws -> String {
+        try run("/usr/bin/env", ["git"] + arguments)
+    }
+
+    private static func run(_ executable: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let message = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            FileHandle.standardError.write(Data("error: `\(arguments.joined(separator: " "))` failed: \(String(decoding: message, as: UTF8.self))".utf8))
+            throw ExitCode(2)
+        }
+        return String(decoding: data, as: UTF8.self)
     }
 }

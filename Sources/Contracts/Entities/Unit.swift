@@ -19,6 +19,8 @@ public struct Unit: ContractEntity {
     public var isGlobal: Bool
 
     /// Position of the unit in the catalogue.
+    ///
+    /// Called `position` before version 3.
     public var sortIndex: Int64
 
     /// Since version 3.

@@ -204,9 +204,10 @@ struct SchemaVersionsGenerator {
 /// Renders the client or server migrations as plain SQL in Swift literals.
 struct MigrationsGenerator {
     let set: ContractSet
+    var history: [String: [Contract]] = [:]
 
     func render(side: StorageSide) -> String {
-        let steps = MigrationPlanner(set: set).migrations(side: side)
+        let steps = MigrationPlanner(set: set, history: history).migrations(side: side)
         var w = CodeWriter()
         w.block("extension ContractRegistry") { w in
             w.line("/// The \(side.rawValue)'s SQLite migrations, in the order they must run.")

@@ -189,24 +189,162 @@ package struct MigrationStep: Hashable, Sendable {
     }
 }
 
-/// Derives the migrations of every contract for one side.
+/// Derives the migrations of every contract for one side, from its released history.
+///
+/// A contract's first known version creates its table (`<table>.v<N>.create`); each later version
+/// migrates from the one before (`<table>.v<N>.migrate`) with `RENAME COLUMN`, `DROP COLUMN` and
+/// `ADD COLUMN`, or SQLite's table rebuild when a column's type, nullability or default changes.
+/// Each step must run in one transaction (GRDB's migrator does), so a rebuild is all or nothing.
 package struct MigrationPlanner {
     let builder: SchemaBuilder
     let set: ContractSet
+    /// Released versions per contract, ascending (from the lock).
+    let history: [String: [Contract]]
 
-    package init(set: ContractSet) {
+    package init(set: ContractSet, history: [String: [Contract]] = [:]) {
         self.set = set
+        self.history = history
         self.builder = SchemaBuilder(set: set)
     }
 
-    /// The ordered migrations of one side: per contract (by name), its create step.
+    /// The versions a contract's migrations walk through: released ones, then the current one.
+    package func chain(for contract: Contract) -> [Contract] {
+        var versions = (history[contract.name] ?? []).filter { $0.version < contract.version }
+        versions.append(contract)
+        return versions
+    }
+
+    /// The ordered migrations of one side: per contract (by name), its create step and then each
+    /// version step.
     package func migrations(side: StorageSide) -> [MigrationStep] {
-        set.contracts.map { contract in
-            let table = builder.table(for: contract, side: side)
-            return MigrationStep(
-                identifier: "\(contract.table).v\(contract.version).create", contract: contract.name,
-                version: contract.version, statements: table.createStatements
-            )
+        set.contracts.flatMap { contract -> [MigrationStep] in
+            let versions = chain(for: contract)
+            var steps: [MigrationStep] = []
+            let first = versions[0]
+            steps.append(MigrationStep(
+                identifier: "\(first.table).v\(first.version).create", contract: contract.name, version: first.version,
+                statements: builder.table(for: first, side: side).createStatements
+            ))
+            for (previous, next) in zip(versions, versions.dropFirst()) {
+                let statements = Self.statements(
+                    from: builder.table(for: previous, side: side), to: builder.table(for: next, side: side),
+                    renames: renames(from: previous, to: next, side: side)
+                )
+                guard !statements.isEmpty else { continue }
+                steps.append(MigrationStep(
+                    identifier: "\(next.table).v\(next.version).migrate", contract: contract.name, version: next.version,
+                    statements: statements
+                ))
+            }
+            return steps
         }
+    }
+
+    /// Column renames (old name → new name) that happen between two versions.
+    private func renames(from previous: Contract, to next: Contract, side: StorageSide) -> [String: String] {
+        var renames: [String: String] = [:]
+        let previousNames = Set(previous.fields.map(\.name))
+        for field in next.fields {
+            guard let rename = field.renamedFrom, rename.version > previous.version, rename.version <= next.version,
+                previousNames.contains(rename.name), !previousNames.contains(field.name)
+            else { continue }
+            renames[rename.name] = field.name
+        }
+        return renames
+    }
+
+    /// The SQL that turns table `old` into table `new`.
+    package static func statements(from old: TableSchema, to new: TableSchema, renames: [String: String]) -> [String] {
+        var statements: [String] = []
+        let quoted = TypeMapping.quoted
+        if old.name != new.name {
+            statements.append("ALTER TABLE \(quoted(old.name)) RENAME TO \(quoted(new.name))")
+        }
+        // The old columns under their new names.
+        let renamedOld = old.columns.map { column -> TableSchema.Column in
+            var column = column
+            column.name = renames[column.name] ?? column.name
+            return column
+        }
+        let oldByName = Dictionary(uniqueKeysWithValues: renamedOld.map { ($0.name, $0) })
+        let newByName = Dictionary(uniqueKeysWithValues: new.columns.map { ($0.name, $0) })
+        let added = new.columns.filter { oldByName[$0.name] == nil }
+        let dropped = renamedOld.filter { newByName[$0.name] == nil }
+        let changed = new.columns.filter { column in oldByName[column.name].map { $0 != column } ?? false }
+        let renamedPrimaryKey = old.primaryKey.map { renames[$0] ?? $0 }
+        let needsRebuild = !changed.isEmpty || renamedPrimaryKey != new.primaryKey
+            || added.contains { $0.isNotNull && $0.defaultSQL == nil }
+            || dropped.contains { renamedPrimaryKey.contains($0.name) }
+
+        let oldIndexes = Dictionary(uniqueKeysWithValues: old.indexes.map { ($0.name, $0) })
+        let newIndexes = Dictionary(uniqueKeysWithValues: new.indexes.map { ($0.name, $0) })
+
+        if needsRebuild {
+            let temporary = "_outpost_new_" + new.name
+            var staged = new
+            staged.name = temporary
+            staged.indexes = []
+            statements += staged.createStatements
+            var targets: [String] = []
+            var sources: [String] = []
+            let reverse = Dictionary(uniqueKeysWithValues: renames.map { ($1, $0) })
+            for column in new.columns {
+                if let previous = oldByName[column.name] {
+                    let source = quoted(reverse[column.name] ?? column.name)
+                    targets.append(quoted(column.name))
+                    if column.isNotNull && !previous.isNotNull {
+                        sources.append("COALESCE(\(source), \(column.defaultSQL ?? zeroValue(column.sqlType)))")
+                    } else {
+                        sources.append(source)
+                    }
+                } else if column.isNotNull && column.defaultSQL == nil {
+                    targets.append(quoted(column.name))
+                    sources.append(zeroValue(column.sqlType))
+                }
+            }
+            statements.append(
+                "INSERT INTO \(quoted(temporary)) (\(targets.joined(separator: ", ")))\nSELECT \(sources.joined(separator: ", ")) FROM \(quoted(new.name))"
+            )
+            statements.append("DROP TABLE \(quoted(new.name))")
+            statements.append("ALTER TABLE \(quoted(temporary)) RENAME TO \(quoted(new.name))")
+            statements += new.indexes.map { $0.createStatement.replacingOccurrences(of: "{table}", with: quoted(new.name)) }
+            return statements
+        }
+
+        for index in old.indexes where newIndexes[index.name] != index.renamed(renames) {
+            statements.append("DROP INDEX \(quoted(index.name))")
+        }
+        for (from, to) in renames.sorted(by: { $0.key < $1.key }) {
+            statements.append("ALTER TABLE \(quoted(new.name)) RENAME COLUMN \(quoted(from)) TO \(quoted(to))")
+        }
+        for column in dropped {
+            statements.append("ALTER TABLE \(quoted(new.name)) DROP COLUMN \(quoted(column.name))")
+        }
+        for column in added {
+            statements.append("ALTER TABLE \(quoted(new.name)) ADD COLUMN \(column.definition)")
+        }
+        for index in new.indexes where oldIndexes[index.name]?.renamed(renames) != index {
+            statements.append(index.createStatement.replacingOccurrences(of: "{table}", with: quoted(new.name)))
+        }
+        return statements
+    }
+
+    /// A value of the column's type for rows written before a required column existed
+    /// (only reachable when compatibility checks are off or allowed).
+    private static func zeroValue(_ sqlType: String) -> String {
+        switch sqlType {
+        case "INTEGER", "REAL": return "0"
+        case "BLOB": return "X''"
+        default: return "''"
+        }
+    }
+}
+
+extension TableSchema.IndexSchema {
+    /// The index with renamed columns, to tell a renamed column's index from a changed one.
+    func renamed(_ renames: [String: String]) -> TableSchema.IndexSchema {
+        var copy = self
+        copy.columns = columns.map { renames[$0] ?? $0 }
+        return copy
     }
 }

@@ -150,6 +150,26 @@ public struct Rename: Hashable, Sendable {
     }
 }
 
+/// A documented exception to one compatibility rule, written in the contract on the exact
+/// field or contract it concerns: `allow: [{ rule: FIELD_REMOVED, reason: "...", until: 2026-12-31 }]`.
+public struct Allowance: Hashable, Sendable {
+    public var rule: RuleID
+    public var reason: String
+    /// The last day the allowance holds, `YYYY-MM-DD`.
+    public var until: String
+    /// For a contract-level allowance, the (removed) field it is about, if any.
+    public var field: String?
+    public var location: SourceLocation
+
+    public init(rule: RuleID, reason: String, until: String, field: String?, location: SourceLocation) {
+        self.rule = rule
+        self.reason = reason
+        self.until = until
+        self.field = field
+        self.location = location
+    }
+}
+
 /// One field of a contract (or a client-only `local` field of an entity).
 public struct Field: Hashable, Sendable {
     public var name: String
@@ -166,6 +186,8 @@ public struct Field: Hashable, Sendable {
     public var isVersionField: Bool
     public var isLocal: Bool
     public var doc: String?
+    /// Compatibility exceptions for this field.
+    public var allowances: [Allowance] = []
     /// `false` when the written type could not be read; the field is kept (so one typo does
     /// not also report a missing primary key) but type-based rules skip it.
     public var hasValidType: Bool = true
@@ -271,6 +293,8 @@ public struct Contract: Hashable, Sendable {
     public var appliesTo: String?
     /// A per-contract override of the manifest's compatibility mode.
     public var compatibility: CompatibilityMode?
+    /// Compatibility exceptions for the contract as a whole (or for removed fields).
+    public var allowances: [Allowance] = []
     public var file: String
     /// The file's path relative to the contracts folder's parent (`contracts/entities/unit.yaml`),
     /// the same on every machine; generated files name it.

@@ -5,15 +5,15 @@ import Foundation
 struct ContractDecoder {
     static let entityKeys = [
         "entity", "summary", "doc", "version", "oldest_supported", "table", "scope", "sync", "fields", "local",
-        "relations", "indexes", "compatibility", "swift_name",
+        "relations", "indexes", "compatibility", "swift_name", "allow",
     ]
     static let eventKeys = [
         "event", "summary", "doc", "version", "oldest_supported", "table", "scope", "sync", "applies_to", "fields",
-        "compatibility", "swift_name",
+        "compatibility", "swift_name", "allow",
     ]
     static let fieldKeys = [
         "type", "values", "fallback", "default", "since", "renamed_from", "deprecated", "encrypted", "max_length",
-        "primary_key", "version_field", "doc",
+        "primary_key", "version_field", "doc", "allow",
     ]
     static let localFieldKeys = ["type", "values", "fallback", "default", "encrypted", "max_length", "doc"]
     static let syncKeys = ["direction", "conflict", "tombstones", "retention", "priority"]
@@ -210,7 +210,7 @@ struct ContractDecoder {
             ScalarReader.oneOf($0, "the contract's compatibility", CompatibilityMode.self, diagnostics: &diagnostics)
         }
 
-        return Contract(
+        var contract = Contract(
             kind: kind, name: name, swiftName: swiftName, summary: summary, doc: doc, version: version,
             oldestSupported: oldestSupported, table: table, scope: scope, sync: sync, fields: fields,
             localFields: localFields, relations: relations, indexes: indexes, appliesTo: appliesTo,
@@ -219,6 +219,58 @@ struct ContractDecoder {
             scopeLocation: scopeNode?.location ?? nameNode.location, appliesToLocation: reader.value("applies_to")?.location,
             tableLocation: tableNode?.location ?? nameNode.location
         )
+        if let node = reader.value("allow") {
+            contract.allowances = decodeAllowances(node, contractLevel: true)
+        }
+        return contract
+    }
+
+    // MARK: Allowances
+
+    /// `allow: [{ rule: RULE_ID, reason: "...", until: YYYY-MM-DD }]`. Whether the rule exists and
+    /// the date is still ahead is the validator's question; here only the shape is checked.
+    private mutating func decodeAllowances(_ node: YAMLNode, contractLevel: Bool) -> [Allowance] {
+        let example = "write `allow: [{ rule: FIELD_REMOVED, reason: \"why this is safe\", until: 2026-12-31 }]`"
+        guard let items = node.sequence else {
+            diagnostics.error(
+                .invalidAllowance, "`allow` must be a list of allowances, found \(node.kindDescription)", at: node.location,
+                help: example
+            )
+            return []
+        }
+        var allowances: [Allowance] = []
+        for item in items {
+            guard let reader = MappingReader(item, context: "allowance", diagnostics: &diagnostics) else { continue }
+            reader.rejectUnknownKeys(
+                known: contractLevel ? ["rule", "reason", "until", "field"] : ["rule", "reason", "until"],
+                misplaced: contractLevel ? [:] : ["field": "an allowance on a field applies to that field; remove `field`"],
+                diagnostics: &diagnostics
+            )
+            let rule = reader.require("rule", help: example, diagnostics: &diagnostics).flatMap {
+                ScalarReader.string($0, "the allowance's rule", diagnostics: &diagnostics)
+            }
+            let reasonNode = reader.value("reason")
+            let reason = reasonNode.flatMap { $0.isNull ? nil : $0.scalar }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            if reason.isEmpty {
+                diagnostics.error(
+                    .invalidAllowance, "an allowance needs a reason", at: reasonNode?.location ?? item.location,
+                    help: "say why breaking this rule is safe here: `reason: \"no device below version 3 reads this field\"`"
+                )
+            }
+            let until = reader.require(
+                "until", help: "give the last day the allowance holds, for example `until: 2026-12-31`", diagnostics: &diagnostics
+            ).flatMap { ScalarReader.string($0, "until", diagnostics: &diagnostics) }
+            if let until, !Timestamps.isCalendarDate(until) {
+                diagnostics.error(
+                    .invalidAllowance, "until '\(until)' is not a date", at: reader.value("until")!.location,
+                    help: "write the date as YYYY-MM-DD"
+                )
+            }
+            let field = reader.value("field").flatMap { ScalarReader.string($0, "field", diagnostics: &diagnostics) }
+            guard let rule, let until, !reason.isEmpty, Timestamps.isCalendarDate(until) else { continue }
+            allowances.append(Allowance(rule: RuleID(rule), reason: reason, until: until, field: field, location: item.location))
+        }
+        return allowances
     }
 
     // MARK: Sync
@@ -435,6 +487,9 @@ struct ContractDecoder {
         }
         if let node = reader.value("version_field") {
             field.isVersionField = ScalarReader.bool(node, "version_field", diagnostics: &diagnostics) ?? false
+        }
+        if let node = reader.value("allow") {
+            field.allowances = decodeAllowances(node, contractLevel: false)
         }
         if let node = reader.value("doc") {
             field.doc = ScalarReader.string(node, "doc", diagnostics: &diagnostics)?

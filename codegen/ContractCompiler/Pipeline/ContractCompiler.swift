@@ -22,7 +22,8 @@ public enum ContractCompiler {
     }
 
     /// Reads, decodes and validates every contract of `directory`, collecting every problem.
-    public static func load(directory: String) -> LoadResult {
+    /// - Parameter today: the date allowances are checked against (`YYYY-MM-DD`); today in UTC by default.
+    public static func load(directory: String, today: String? = nil) -> LoadResult {
         var diagnostics = DiagnosticCollector()
         let loader = ContractLoader()
         let sources = loader.sources(in: directory, diagnostics: &diagnostics)
@@ -59,13 +60,16 @@ public enum ContractCompiler {
         )
         var validator = ContractValidator(set)
         validator.checkScopes = haveManifest
+        if let today { validator.today = today }
         validator.run()
         diagnostics.append(contentsOf: validator.diagnostics)
         return LoadResult(contracts: set, diagnostics: diagnostics)
     }
 
     /// Renders every generated file for a valid contract set. Same input, byte-identical output.
-    public static func generate(_ set: ContractSet) -> [GeneratedFile] {
+    /// - Parameter history: released versions per contract (from the lock), so migrations walk
+    ///   from each released version to the next.
+    public static func generate(_ set: ContractSet, history: [String: [Contract]] = [:]) -> [GeneratedFile] {
         let dto = DTOGenerator(set: set)
         let contractCount = "\(set.contracts.count) contract\(set.contracts.count == 1 ? "" : "s")"
         let folder = set.contracts.first.map { String($0.sourcePath.prefix { $0 != "/" }) } ?? "contracts"
@@ -77,8 +81,8 @@ public enum ContractCompiler {
         add("ContractSupport.swift", source: "its built-in support template", SupportTemplate.text.hasSuffix("\n") ? SupportTemplate.text : SupportTemplate.text + "\n")
         add("ContractRegistry.swift", source: "\(folder)/ (\(contractCount))", RegistryGenerator(set: set).render())
         add("SchemaVersions.swift", source: "\(folder)/ (\(contractCount))", SchemaVersionsGenerator(set: set).render())
-        add("ClientMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set).render(side: .client))
-        add("ServerMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set).render(side: .server))
+        add("ClientMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set, history: history).render(side: .client))
+        add("ServerMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set, history: history).render(side: .server))
         for contract in set.contracts {
             let folder = contract.kind == .entity ? "Entities" : "Events"
             add("\(folder)/\(contract.swiftName).swift", source: contract.sourcePath, dto.render(contract))

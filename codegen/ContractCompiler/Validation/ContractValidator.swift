@@ -1,3 +1,5 @@
+import Foundation
+
 /// Rules that look at one contract as a whole, or at several contracts together.
 /// Runs after decoding; adds diagnostics and never stops at the first problem.
 struct ContractValidator {
@@ -5,6 +7,12 @@ struct ContractValidator {
     var diagnostics = DiagnosticCollector()
     /// Off when the manifest could not be read, so a broken manifest does not also flag every scope.
     var checkScopes = true
+    /// Today's date (`YYYY-MM-DD`, UTC) for allowance expiry.
+    var today: String = ContractValidator.currentDate()
+
+    static func currentDate() -> String {
+        TypeMapping.iso8601(Int64(Date().timeIntervalSince1970 * 1000)).prefix(10).description
+    }
 
     init(_ set: ContractSet) {
         self.set = set
@@ -67,6 +75,27 @@ struct ContractValidator {
         checkReferences(contract)
         checkRelations(contract)
         checkIndexes(contract)
+        checkAllowances(contract)
+    }
+
+    private mutating func checkAllowances(_ contract: Contract) {
+        let all = contract.allowances + (contract.fields + contract.localFields).flatMap(\.allowances)
+        for allowance in all {
+            if !RuleCatalog.allowableRules.contains(allowance.rule) {
+                let guess = Names.closest(to: allowance.rule.rawValue, among: RuleCatalog.allowableRules.map(\.rawValue))
+                diagnostics.error(
+                    .invalidAllowance, "'\(allowance.rule.rawValue)' is not a compatibility rule an allowance can name",
+                    at: allowance.location,
+                    help: guess.map { "did you mean '\($0)'?" } ?? "allowances name the rules of `contractc check`; see `contractc explain`"
+                )
+            } else if allowance.until < today {
+                diagnostics.error(
+                    .allowanceExpired, "the allowance for \(allowance.rule.rawValue) expired on \(allowance.until)",
+                    at: allowance.location,
+                    help: "fix the change so the rule passes and remove the allowance, or review it and extend `until`"
+                )
+            }
+        }
     }
 
     private mutating func checkTable(_ contract: Contract) {

@@ -1,0 +1,127 @@
+import Foundation
+
+extension ContractCompiler {
+    /// What `contractc check` found.
+    public struct CheckResult: Sendable {
+        public var diagnostics: DiagnosticCollector
+        /// Allowances that excused a finding, for the report.
+        public var allowancesInForce: [String]
+        /// How many contracts have released versions to compare with.
+        public var releasedContracts: Int
+    }
+
+    /// The default lock path for a contracts folder.
+    public static func defaultLockPath(contracts directory: String) -> String {
+        ContractLoader.join(directory, "contracts.lock")
+    }
+
+    /// The released history recorded in a lock (empty when there is no lock file yet).
+    public static func history(lockPath: String, diagnostics: inout DiagnosticCollector) -> [String: [Contract]] {
+        LockFile.read(path: lockPath, diagnostics: &diagnostics)?.history ?? [:]
+    }
+
+    /// Checks the contracts against the lock: released versions unchanged, new versions
+    /// compatible with every supported released version, released migrations unchanged.
+    public static func check(_ set: ContractSet, lockPath: String) -> CheckResult {
+        var diagnostics = DiagnosticCollector()
+        guard let lock = LockFile.read(path: lockPath, diagnostics: &diagnostics) else {
+            return CheckResult(diagnostics: diagnostics, allowancesInForce: [], releasedContracts: 0)
+        }
+        var checker = CompatibilityChecker(set: set, lock: lock)
+        checker.run()
+        diagnostics.append(contentsOf: checker.diagnostics)
+        checkReleasedMigrations(set, lock: lock, diagnostics: &diagnostics)
+        return CheckResult(
+            diagnostics: diagnostics, allowancesInForce: describe(checker.applied), releasedContracts: lock.contracts.count
+        )
+    }
+
+    /// Checks the contracts against the contracts of another folder (for example a git revision's).
+    public static func check(_ set: ContractSet, against previous: ContractSet) -> CheckResult {
+        var checker = CompatibilityChecker(set: set, previous: previous)
+        checker.run()
+        return CheckResult(
+            diagnostics: checker.diagnostics, allowancesInForce: describe(checker.applied),
+            releasedContracts: previous.contracts.count
+        )
+    }
+
+    private static func describe(_ applied: [CompatibilityChecker.AppliedAllowance]) -> [String] {
+        applied.map { item in
+            let target = item.field.map { "\(item.contract).\($0)" } ?? item.contract
+            return "\(item.allowance.location): \(item.allowance.rule.rawValue) allowed on \(target) until \(item.allowance.until): \(item.allowance.reason)"
+        }
+    }
+
+    private static func checkReleasedMigrations(_ set: ContractSet, lock: LockFile, diagnostics: inout DiagnosticCollector) {
+        let planner = MigrationPlanner(set: set, history: lock.history)
+        for side in StorageSide.allCases {
+            let generated = Dictionary(uniqueKeysWithValues: planner.migrations(side: side).map { ($0.identifier, $0.checksum) })
+            for record in lock.migrations[side] ?? [] {
+                let contractName = lock.contracts.first { _, entries in
+                    entries.contains { record.identifier.hasPrefix($0.contract.table + ".") }
+                }?.key
+                // A deleted contract is reported as such; its migrations are not generated any more.
+                if let contractName, set.contract(named: contractName) == nil { continue }
+                guard let checksum = generated[record.identifier] else {
+                    diagnostics.error(
+                        .releasedMigrationModified, "released \(side.rawValue) migration '\(record.identifier)' is no longer generated",
+                        at: record.location ?? .startOf(lock.path),
+                        help: "undo the change that removed it; released migrations stay in the history (see `contractc explain RELEASED_MIGRATION_MODIFIED`)"
+                    )
+                    continue
+                }
+                if checksum != record.checksum {
+                    diagnostics.error(
+                        .releasedMigrationModified, "released \(side.rawValue) migration '\(record.identifier)' would change",
+                        at: record.location ?? .startOf(lock.path),
+                        help: "undo the change to the generator or the released contract; express changes as a new version (see `contractc explain RELEASED_MIGRATION_MODIFIED`)"
+                    )
+                }
+            }
+        }
+    }
+
+    /// What `contractc lock` recorded.
+    public struct LockSummary: Sendable {
+        public var newVersions: [String]
+        public var wrote: Bool
+    }
+
+    /// Records every current version that is not yet in the lock, and the checksums of every
+    /// migration up to them. Refuses (returns diagnostics) when `check` finds any error, so a
+    /// released version is never overwritten and an incompatible one never released.
+    public static func lock(_ set: ContractSet, lockPath: String) -> (summary: LockSummary?, diagnostics: DiagnosticCollector) {
+        let result = check(set, lockPath: lockPath)
+        var diagnostics = result.diagnostics
+        guard !diagnostics.hasErrors, var lock = LockFile.read(path: lockPath, diagnostics: &diagnostics) else {
+            return (nil, diagnostics)
+        }
+        var added: [String] = []
+        for contract in set.contracts {
+            var entries = lock.contracts[contract.name] ?? []
+            guard !entries.contains(where: { $0.version == contract.version }) else { continue }
+            entries.append(
+                LockFile.Entry(version: contract.version, checksum: ContractSnapshot.checksum(contract), contract: contract, location: contract.location)
+            )
+            lock.contracts[contract.name] = entries.sorted { $0.version < $1.version }
+            added.append("\(contract.name) v\(contract.version)")
+        }
+        let planner = MigrationPlanner(set: set, history: lock.history)
+        for side in StorageSide.allCases {
+            lock.migrations[side] = planner.migrations(side: side).map {
+                LockFile.MigrationRecord(identifier: $0.identifier, checksum: $0.checksum, location: nil)
+            }
+        }
+        let text = lock.rendered()
+        let current = FileManager.default.contents(atPath: lockPath).map { String(decoding: $0, as: UTF8.self) }
+        guard current != text else { return (LockSummary(newVersions: [], wrote: false), diagnostics) }
+        do {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: lockPath), options: .atomic)
+        } catch {
+            diagnostics.error(.lockUnreadable, "cannot write \(lockPath): \(error)", at: .startOf(lockPath), help: "check the folder's permissions")
+            return (nil, diagnostics)
+        }
+        return (LockSummary(newVersions: added, wrote: true), diagnostics)
+    }
+}
