@@ -92,6 +92,14 @@ public enum ContractRegistry {
             FieldDescriptor(name: "question_id", kind: .id),
             FieldDescriptor(name: "answer", kind: .json),
             FieldDescriptor(name: "time_spent_ms", kind: .int),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "attempt_id", currentName: "attempt_id"),
+                KnownField(wireName: "question_id", currentName: "question_id"),
+                KnownField(wireName: "answer", currentName: "answer"),
+                KnownField(wireName: "time_spent_ms", currentName: "time_spent_ms"),
+            ],
         ]
     )
 
@@ -133,6 +141,20 @@ public enum ContractRegistry {
         indexes: [
             IndexDescriptor(name: "assessments_unit_id_idx", fields: ["unit_id"], isUnique: false),
             IndexDescriptor(name: "assessments_updated_at_idx", fields: ["updated_at"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "instructions", currentName: "instructions"),
+                KnownField(wireName: "questions", currentName: "questions"),
+                KnownField(wireName: "question_count", currentName: "question_count"),
+                KnownField(wireName: "pass_score", currentName: "pass_score"),
+                KnownField(wireName: "time_limit_seconds", currentName: "time_limit_seconds"),
+                KnownField(wireName: "available_until", currentName: "available_until"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -167,6 +189,19 @@ public enum ContractRegistry {
         relations: [],
         indexes: [
             IndexDescriptor(name: "assessment_responses_attempt_id_question_id_key", fields: ["attempt_id", "question_id"], isUnique: true),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "assessment_id", currentName: "assessment_id"),
+                KnownField(wireName: "attempt_id", currentName: "attempt_id"),
+                KnownField(wireName: "question_id", currentName: "question_id"),
+                KnownField(wireName: "answer", currentName: "answer"),
+                KnownField(wireName: "time_spent_ms", currentName: "time_spent_ms"),
+                KnownField(wireName: "flagged_for_review", currentName: "flagged_for_review"),
+                KnownField(wireName: "answered_at", currentName: "answered_at"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -203,6 +238,19 @@ public enum ContractRegistry {
         ],
         indexes: [
             IndexDescriptor(name: "content_assets_lesson_id_idx", fields: ["lesson_id"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "lesson_id", currentName: "lesson_id"),
+                KnownField(wireName: "asset_kind", currentName: "asset_kind"),
+                KnownField(wireName: "content_type", currentName: "content_type"),
+                KnownField(wireName: "size_bytes", currentName: "size_bytes"),
+                KnownField(wireName: "checksum", currentName: "checksum"),
+                KnownField(wireName: "storage_key", currentName: "storage_key"),
+                KnownField(wireName: "duration_ms", currentName: "duration_ms"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -243,6 +291,21 @@ public enum ContractRegistry {
         indexes: [
             IndexDescriptor(name: "attempts_assessment_id_idx", fields: ["assessment_id"], isUnique: false),
             IndexDescriptor(name: "attempts_updated_at_idx", fields: ["updated_at"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "assessment_id", currentName: "assessment_id"),
+                KnownField(wireName: "enrollment_id", currentName: "enrollment_id"),
+                KnownField(wireName: "state", currentName: "state"),
+                KnownField(wireName: "outcome", currentName: "outcome"),
+                KnownField(wireName: "score", currentName: "score"),
+                KnownField(wireName: "max_score", currentName: "max_score"),
+                KnownField(wireName: "answered_count", currentName: "answered_count"),
+                KnownField(wireName: "started_at", currentName: "started_at"),
+                KnownField(wireName: "ended_at", currentName: "ended_at"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -263,6 +326,15 @@ public enum ContractRegistry {
             FieldDescriptor(name: "answered_count", kind: .int),
             FieldDescriptor(name: "total_time_ms", kind: .int, defaultValue: .int(0)),
             FieldDescriptor(name: "submitted_offline", kind: .bool, defaultValue: .bool(false)),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "attempt_id", currentName: "attempt_id"),
+                KnownField(wireName: "assessment_id", currentName: "assessment_id"),
+                KnownField(wireName: "answered_count", currentName: "answered_count"),
+                KnownField(wireName: "total_time_ms", currentName: "total_time_ms"),
+                KnownField(wireName: "submitted_offline", currentName: "submitted_offline"),
+            ],
         ]
     )
 
@@ -286,6 +358,27 @@ public enum ContractRegistry {
             FieldDescriptor(name: "charge_after", kind: .double),
             FieldDescriptor(name: "duration_seconds", kind: .int),
             FieldDescriptor(name: "swap_station_id", kind: .id, isOptional: true, since: 2),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
+                KnownField(wireName: "task_id", currentName: "task_id"),
+                KnownField(wireName: "removed_battery_serial", currentName: "removed_battery_serial"),
+                KnownField(wireName: "installed_battery_serial", currentName: "installed_battery_serial"),
+                KnownField(wireName: "charge_before", currentName: "charge_before"),
+                KnownField(wireName: "charge_after", currentName: "charge_after"),
+                KnownField(wireName: "duration_seconds", currentName: "duration_seconds"),
+            ],
+            2: [
+                KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
+                KnownField(wireName: "task_id", currentName: "task_id"),
+                KnownField(wireName: "removed_battery_serial", currentName: "removed_battery_serial"),
+                KnownField(wireName: "installed_battery_serial", currentName: "installed_battery_serial"),
+                KnownField(wireName: "charge_before", currentName: "charge_before"),
+                KnownField(wireName: "charge_after", currentName: "charge_after"),
+                KnownField(wireName: "duration_seconds", currentName: "duration_seconds"),
+                KnownField(wireName: "swap_station_id", currentName: "swap_station_id"),
+            ],
         ]
     )
 
@@ -323,6 +416,19 @@ public enum ContractRegistry {
         indexes: [
             IndexDescriptor(name: "completion_records_unit_id_idx", fields: ["unit_id"], isUnique: false),
             IndexDescriptor(name: "completion_records_completed_on_idx", fields: ["completed_on"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "lesson_id", currentName: "lesson_id"),
+                KnownField(wireName: "attempt_id", currentName: "attempt_id"),
+                KnownField(wireName: "passed", currentName: "passed"),
+                KnownField(wireName: "score", currentName: "score"),
+                KnownField(wireName: "completed_at", currentName: "completed_at"),
+                KnownField(wireName: "completed_on", currentName: "completed_on"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -372,6 +478,27 @@ public enum ContractRegistry {
             IndexDescriptor(name: "incidents_state_priority_idx", fields: ["state", "priority"], isUnique: false),
             IndexDescriptor(name: "incidents_service_asset_id_idx", fields: ["service_asset_id"], isUnique: false),
             IndexDescriptor(name: "incidents_number_key", fields: ["number"], isUnique: true),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "number", currentName: "number"),
+                KnownField(wireName: "short_description", currentName: "short_description"),
+                KnownField(wireName: "description", currentName: "description"),
+                KnownField(wireName: "state", currentName: "state"),
+                KnownField(wireName: "priority", currentName: "priority"),
+                KnownField(wireName: "assignee_id", currentName: "assignee_id"),
+                KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
+                KnownField(wireName: "reporter_name", currentName: "reporter_name"),
+                KnownField(wireName: "reporter_notes", currentName: "reporter_notes"),
+                KnownField(wireName: "latitude", currentName: "latitude"),
+                KnownField(wireName: "longitude", currentName: "longitude"),
+                KnownField(wireName: "tags", currentName: "tags"),
+                KnownField(wireName: "opened_at", currentName: "opened_at"),
+                KnownField(wireName: "due_on", currentName: "due_on"),
+                KnownField(wireName: "resolved_at", currentName: "resolved_at"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -397,6 +524,20 @@ public enum ContractRegistry {
             FieldDescriptor(name: "latitude", kind: .double, isOptional: true),
             FieldDescriptor(name: "longitude", kind: .double, isOptional: true),
             FieldDescriptor(name: "observed_on", kind: .date),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
+                KnownField(wireName: "task_id", currentName: "task_id"),
+                KnownField(wireName: "category", currentName: "category"),
+                KnownField(wireName: "severity", currentName: "severity"),
+                KnownField(wireName: "description", currentName: "description"),
+                KnownField(wireName: "photo", currentName: "photo"),
+                KnownField(wireName: "tags", currentName: "tags"),
+                KnownField(wireName: "latitude", currentName: "latitude"),
+                KnownField(wireName: "longitude", currentName: "longitude"),
+                KnownField(wireName: "observed_on", currentName: "observed_on"),
+            ],
         ]
     )
 
@@ -435,6 +576,30 @@ public enum ContractRegistry {
         indexes: [
             IndexDescriptor(name: "lessons_unit_id_sort_index_key", fields: ["unit_id", "sort_index"], isUnique: true),
             IndexDescriptor(name: "lessons_updated_at_idx", fields: ["updated_at"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "sort_index", currentName: "sort_index"),
+                KnownField(wireName: "lesson_kind", currentName: "lesson_kind"),
+                KnownField(wireName: "body", currentName: "body"),
+                KnownField(wireName: "length_seconds", currentName: "duration_seconds"),
+                KnownField(wireName: "audio_url", currentName: "audio_url"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "sort_index", currentName: "sort_index"),
+                KnownField(wireName: "lesson_kind", currentName: "lesson_kind"),
+                KnownField(wireName: "body", currentName: "body"),
+                KnownField(wireName: "duration_seconds", currentName: "duration_seconds"),
+                KnownField(wireName: "audio_url", currentName: "audio_url"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -457,6 +622,25 @@ public enum ContractRegistry {
             FieldDescriptor(name: "position_ms", kind: .int, defaultValue: .int(0)),
             FieldDescriptor(name: "completed", kind: .bool, defaultValue: .bool(false)),
             FieldDescriptor(name: "offline_minutes", kind: .int, isOptional: true, since: 2),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "lesson_id", currentName: "lesson_id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "session_id", currentName: "session_id"),
+                KnownField(wireName: "progress", currentName: "progress"),
+                KnownField(wireName: "position_ms", currentName: "position_ms"),
+                KnownField(wireName: "completed", currentName: "completed"),
+            ],
+            2: [
+                KnownField(wireName: "lesson_id", currentName: "lesson_id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "session_id", currentName: "session_id"),
+                KnownField(wireName: "progress", currentName: "progress"),
+                KnownField(wireName: "position_ms", currentName: "position_ms"),
+                KnownField(wireName: "completed", currentName: "completed"),
+                KnownField(wireName: "offline_minutes", currentName: "offline_minutes"),
+            ],
         ]
     )
 
@@ -499,6 +683,23 @@ public enum ContractRegistry {
         indexes: [
             IndexDescriptor(name: "service_assets_asset_tag_key", fields: ["asset_tag"], isUnique: true),
             IndexDescriptor(name: "service_assets_status_idx", fields: ["status"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "asset_tag", currentName: "asset_tag"),
+                KnownField(wireName: "display_name", currentName: "display_name"),
+                KnownField(wireName: "category", currentName: "category"),
+                KnownField(wireName: "status", currentName: "status"),
+                KnownField(wireName: "serial_number", currentName: "serial_number"),
+                KnownField(wireName: "battery_level", currentName: "battery_level"),
+                KnownField(wireName: "latitude", currentName: "latitude"),
+                KnownField(wireName: "longitude", currentName: "longitude"),
+                KnownField(wireName: "last_seen_at", currentName: "last_seen_at"),
+                KnownField(wireName: "installed_on", currentName: "installed_on"),
+                KnownField(wireName: "attributes", currentName: "attributes"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -534,6 +735,19 @@ public enum ContractRegistry {
         indexes: [
             IndexDescriptor(name: "statements_attempt_id_idx", fields: ["attempt_id"], isUnique: false),
             IndexDescriptor(name: "statements_stated_at_idx", fields: ["stated_at"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "verb", currentName: "verb"),
+                KnownField(wireName: "object_id", currentName: "object_id"),
+                KnownField(wireName: "attempt_id", currentName: "attempt_id"),
+                KnownField(wireName: "score", currentName: "score"),
+                KnownField(wireName: "success", currentName: "success"),
+                KnownField(wireName: "duration_ms", currentName: "duration_ms"),
+                KnownField(wireName: "result", currentName: "result"),
+                KnownField(wireName: "stated_at", currentName: "stated_at"),
+            ],
         ]
     )
 
@@ -580,6 +794,27 @@ public enum ContractRegistry {
             IndexDescriptor(name: "tasks_assignee_id_sort_index_idx", fields: ["assignee_id", "sort_index"], isUnique: false),
             IndexDescriptor(name: "tasks_status_idx", fields: ["status"], isUnique: false),
             IndexDescriptor(name: "tasks_due_on_idx", fields: ["due_on"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "route_id", currentName: "route_id"),
+                KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
+                KnownField(wireName: "assignee_id", currentName: "assignee_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "task_kind", currentName: "task_kind"),
+                KnownField(wireName: "status", currentName: "status"),
+                KnownField(wireName: "sort_index", currentName: "sort_index"),
+                KnownField(wireName: "notes", currentName: "notes"),
+                KnownField(wireName: "checklist", currentName: "checklist"),
+                KnownField(wireName: "estimated_minutes", currentName: "estimated_minutes"),
+                KnownField(wireName: "latitude", currentName: "latitude"),
+                KnownField(wireName: "longitude", currentName: "longitude"),
+                KnownField(wireName: "due_on", currentName: "due_on"),
+                KnownField(wireName: "started_at", currentName: "started_at"),
+                KnownField(wireName: "completed_at", currentName: "completed_at"),
+                KnownField(wireName: "revision", currentName: "revision"),
+            ],
         ]
     )
 
@@ -599,6 +834,14 @@ public enum ContractRegistry {
             FieldDescriptor(name: "latitude", kind: .double, isOptional: true),
             FieldDescriptor(name: "longitude", kind: .double, isOptional: true),
             FieldDescriptor(name: "note", kind: .string, isOptional: true, maxLength: 500),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "task_id", currentName: "task_id"),
+                KnownField(wireName: "latitude", currentName: "latitude"),
+                KnownField(wireName: "longitude", currentName: "longitude"),
+                KnownField(wireName: "note", currentName: "note"),
+            ],
         ]
     )
 
@@ -619,6 +862,15 @@ public enum ContractRegistry {
             FieldDescriptor(name: "to_status", kind: .enumeration(values: ["assigned", "en_route", "in_progress", "blocked", "completed", "cancelled"], fallback: "blocked")),
             FieldDescriptor(name: "base_revision", kind: .int),
             FieldDescriptor(name: "reason", kind: .string, isOptional: true, maxLength: 500),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "task_id", currentName: "task_id"),
+                KnownField(wireName: "from_status", currentName: "from_status"),
+                KnownField(wireName: "to_status", currentName: "to_status"),
+                KnownField(wireName: "base_revision", currentName: "base_revision"),
+                KnownField(wireName: "reason", currentName: "reason"),
+            ],
         ]
     )
 
@@ -660,6 +912,29 @@ public enum ContractRegistry {
         indexes: [
             IndexDescriptor(name: "units_updated_at_idx", fields: ["updated_at"], isUnique: false),
             IndexDescriptor(name: "units_sort_index_idx", fields: ["sort_index"], isUnique: false),
+        ],
+        knownFieldsByVersion: [
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "description", currentName: "description"),
+                KnownField(wireName: "learner_level", currentName: "learner_level"),
+                KnownField(wireName: "is_global", currentName: "is_global"),
+                KnownField(wireName: "position", currentName: "sort_index"),
+                KnownField(wireName: "tags", currentName: "tags"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+            3: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "description", currentName: "description"),
+                KnownField(wireName: "learner_level", currentName: "learner_level"),
+                KnownField(wireName: "is_global", currentName: "is_global"),
+                KnownField(wireName: "sort_index", currentName: "sort_index"),
+                KnownField(wireName: "estimated_minutes", currentName: "estimated_minutes"),
+                KnownField(wireName: "tags", currentName: "tags"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 }

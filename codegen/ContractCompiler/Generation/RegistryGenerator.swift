@@ -3,10 +3,47 @@
 struct RegistryGenerator {
     let set: ContractSet
     let mapping: TypeMapping
+    let history: [String: [Contract]]
 
-    init(set: ContractSet) {
+    init(set: ContractSet, history: [String: [Contract]] = [:]) {
         self.set = set
         self.mapping = TypeMapping(set: set)
+        self.history = history
+    }
+
+    /// The fields a device at each supported version knows: released versions as the lock
+    /// records them, other versions derived from `since` and `renamed_from`.
+    func knownFields(_ contract: Contract) -> [(version: Int, fields: [(wire: String, current: String?)])] {
+        func oldName(_ field: Field, at version: Int) -> String {
+            if let rename = field.renamedFrom, version < rename.version { return rename.name }
+            return field.name
+        }
+        return (contract.oldestSupported...contract.version).map { version in
+            if version < contract.version, let released = history[contract.name]?.first(where: { $0.version == version }) {
+                let fields = released.fields.map { old -> (String, String?) in
+                    (old.name, contract.fields.first { oldName($0, at: version) == old.name }?.name)
+                }
+                return (version, fields)
+            }
+            let fields = contract.fields.filter { $0.since <= version }.map { (oldName($0, at: version), Optional($0.name)) }
+            return (version, fields)
+        }
+    }
+
+    private func renderKnownFields(_ contract: Contract, trailingComma: Bool, into w: inout CodeWriter) {
+        w.line("knownFieldsByVersion: [")
+        w.indent { w in
+            for (version, fields) in knownFields(contract) {
+                w.line("\(version): [")
+                w.indent { w in
+                    for field in fields {
+                        w.line("KnownField(wireName: \(SwiftLiteral.string(field.wire)), currentName: \(field.current.map(SwiftLiteral.string) ?? "nil")),")
+                    }
+                }
+                w.line("],")
+            }
+        }
+        w.line("]" + (trailingComma ? "," : ""))
     }
 
     func render() -> String {
@@ -110,7 +147,7 @@ struct RegistryGenerator {
                     w.line("],")
                 }
                 if contract.indexes.isEmpty {
-                    w.line("indexes: []")
+                    w.line("indexes: [],")
                 } else {
                     w.line("indexes: [")
                     w.indent { w in
@@ -121,8 +158,9 @@ struct RegistryGenerator {
                             )
                         }
                     }
-                    w.line("]")
+                    w.line("],")
                 }
+                renderKnownFields(contract, trailingComma: false, into: &w)
             }
             w.line(")")
         } else {
@@ -137,7 +175,8 @@ struct RegistryGenerator {
                 w.line("currentVersion: \(contract.version),")
                 w.line("oldestSupported: \(contract.oldestSupported),")
                 w.line("appliesTo: \(contract.appliesTo.map(SwiftLiteral.string) ?? "nil"),")
-                renderFieldList("fields", contract.fields, trailingComma: false, into: &w)
+                renderFieldList("fields", contract.fields, trailingComma: true, into: &w)
+                renderKnownFields(contract, trailingComma: false, into: &w)
             }
             w.line(")")
         }

@@ -619,6 +619,29 @@ public struct ScopeDescriptor: Hashable, Sendable {
     }
 }
 
+/// Whether a device running a given schema version of a contract can sync it.
+public enum SchemaSupport: String, Hashable, Sendable {
+    /// Below `oldest_supported`: the server answers 426 and the device must update; its cached
+    /// rows of that version are purged and fetched again.
+    case tooOld
+    case supported
+    /// Above the version this build knows: written by a newer build.
+    case tooNew
+}
+
+/// A field as a device at some schema version knows it.
+public struct KnownField: Hashable, Sendable {
+    /// The key that version uses on the wire (the old name before a rename).
+    public var wireName: String
+    /// The field's name in the current version, or `nil` when it no longer exists.
+    public var currentName: String?
+
+    public init(wireName: String, currentName: String?) {
+        self.wireName = wireName
+        self.currentName = currentName
+    }
+}
+
 /// Everything client and server need to know about an entity, read instead of hard-coded.
 public struct EntityDescriptor: Hashable, Sendable {
     public var name: String
@@ -642,13 +665,18 @@ public struct EntityDescriptor: Hashable, Sendable {
     public var localFields: [FieldDescriptor]
     public var relations: [RelationDescriptor]
     public var indexes: [IndexDescriptor]
+    /// For every supported schema version, the fields a device at that version knows, from the
+    /// contract's released history: what the server sends an older device, under which names.
+    public var knownFieldsByVersion: [Int: [KnownField]]
 
     public init(
         name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
         conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?, priority: SyncPriority, currentVersion: Int,
         oldestSupported: Int, primaryKey: String, versionField: String?, fields: [FieldDescriptor],
-        localFields: [FieldDescriptor], relations: [RelationDescriptor], indexes: [IndexDescriptor]
+        localFields: [FieldDescriptor], relations: [RelationDescriptor], indexes: [IndexDescriptor],
+        knownFieldsByVersion: [Int: [KnownField]] = [:]
     ) {
+        self.knownFieldsByVersion = knownFieldsByVersion
         self.name = name
         self.swiftName = swiftName
         self.summary = summary
@@ -672,6 +700,16 @@ public struct EntityDescriptor: Hashable, Sendable {
     public func field(named name: String) -> FieldDescriptor? {
         fields.first { $0.name == name } ?? localFields.first { $0.name == name }
     }
+
+    /// Whether a device at `version` can sync this entity.
+    public func support(forSchemaVersion version: Int) -> SchemaSupport {
+        version < oldestSupported ? .tooOld : version > currentVersion ? .tooNew : .supported
+    }
+
+    /// The fields a device at `version` knows, or `nil` when that version is not supported.
+    public func knownFields(forSchemaVersion version: Int) -> [KnownField]? {
+        support(forSchemaVersion: version) == .supported ? knownFieldsByVersion[version] : nil
+    }
 }
 
 /// Everything client and server need to know about an event.
@@ -687,11 +725,16 @@ public struct EventDescriptor: Hashable, Sendable {
     /// The entity the server folds this event into, if any.
     public var appliesTo: String?
     public var fields: [FieldDescriptor]
+    /// For every supported schema version, the fields a device at that version sends, and the
+    /// current field each one maps to.
+    public var knownFieldsByVersion: [Int: [KnownField]]
 
     public init(
         name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
-        currentVersion: Int, oldestSupported: Int, appliesTo: String?, fields: [FieldDescriptor]
+        currentVersion: Int, oldestSupported: Int, appliesTo: String?, fields: [FieldDescriptor],
+        knownFieldsByVersion: [Int: [KnownField]] = [:]
     ) {
+        self.knownFieldsByVersion = knownFieldsByVersion
         self.name = name
         self.swiftName = swiftName
         self.summary = summary
@@ -705,6 +748,16 @@ public struct EventDescriptor: Hashable, Sendable {
     }
 
     public func field(named name: String) -> FieldDescriptor? { fields.first { $0.name == name } }
+
+    /// Whether a device at `version` can send this event.
+    public func support(forSchemaVersion version: Int) -> SchemaSupport {
+        version < oldestSupported ? .tooOld : version > currentVersion ? .tooNew : .supported
+    }
+
+    /// The fields a device at `version` sends, or `nil` when that version is not supported.
+    public func knownFields(forSchemaVersion version: Int) -> [KnownField]? {
+        support(forSchemaVersion: version) == .supported ? knownFieldsByVersion[version] : nil
+    }
 }
 
 /// One generated migration: an identifier that never changes once released, and plain SQL.

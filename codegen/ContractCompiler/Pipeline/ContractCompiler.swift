@@ -79,7 +79,7 @@ public enum ContractCompiler {
             files.append(GeneratedFile(path: path, contents: header + body))
         }
         add("ContractSupport.swift", source: "its built-in support template", SupportTemplate.text.hasSuffix("\n") ? SupportTemplate.text : SupportTemplate.text + "\n")
-        add("ContractRegistry.swift", source: "\(folder)/ (\(contractCount))", RegistryGenerator(set: set).render())
+        add("ContractRegistry.swift", source: "\(folder)/ (\(contractCount))", RegistryGenerator(set: set, history: history).render())
         add("SchemaVersions.swift", source: "\(folder)/ (\(contractCount))", SchemaVersionsGenerator(set: set).render())
         add("ClientMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set, history: history).render(side: .client))
         add("ServerMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set, history: history).render(side: .server))

@@ -88,6 +88,58 @@ public enum ContractRegistry {
         indexes: [
             IndexDescriptor(name: "books_shelf_id_idx", fields: ["shelf_id"], isUnique: false),
             IndexDescriptor(name: "books_title_pages_key", fields: ["title", "pages"], isUnique: true),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "shelf_id", currentName: "shelf_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "pages", currentName: "pages"),
+                KnownField(wireName: "is_read", currentName: "is_read"),
+                KnownField(wireName: "read_at", currentName: "read_at"),
+                KnownField(wireName: "published_on", currentName: "published_on"),
+                KnownField(wireName: "isbn_uuid", currentName: "isbn_uuid"),
+                KnownField(wireName: "metadata", currentName: "metadata"),
+                KnownField(wireName: "cover", currentName: "cover"),
+                KnownField(wireName: "genre", currentName: "genre"),
+                KnownField(wireName: "tags", currentName: "tags"),
+                KnownField(wireName: "nickname", currentName: "nickname"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "shelf_id", currentName: "shelf_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "pages", currentName: "pages"),
+                KnownField(wireName: "rating", currentName: "rating"),
+                KnownField(wireName: "is_read", currentName: "is_read"),
+                KnownField(wireName: "read_at", currentName: "read_at"),
+                KnownField(wireName: "published_on", currentName: "published_on"),
+                KnownField(wireName: "isbn_uuid", currentName: "isbn_uuid"),
+                KnownField(wireName: "metadata", currentName: "metadata"),
+                KnownField(wireName: "cover", currentName: "cover"),
+                KnownField(wireName: "genre", currentName: "genre"),
+                KnownField(wireName: "tags", currentName: "tags"),
+                KnownField(wireName: "nickname", currentName: "nickname"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+            3: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "shelf_id", currentName: "shelf_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "pages", currentName: "pages"),
+                KnownField(wireName: "rating", currentName: "rating"),
+                KnownField(wireName: "is_read", currentName: "is_read"),
+                KnownField(wireName: "read_at", currentName: "read_at"),
+                KnownField(wireName: "published_on", currentName: "published_on"),
+                KnownField(wireName: "isbn_uuid", currentName: "isbn_uuid"),
+                KnownField(wireName: "metadata", currentName: "metadata"),
+                KnownField(wireName: "cover", currentName: "cover"),
+                KnownField(wireName: "genre", currentName: "genre"),
+                KnownField(wireName: "tags", currentName: "tags"),
+                KnownField(wireName: "nickname", currentName: "nickname"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
@@ -106,6 +158,13 @@ public enum ContractRegistry {
             FieldDescriptor(name: "book_id", kind: .ref("Book")),
             FieldDescriptor(name: "page", kind: .int),
             FieldDescriptor(name: "moods", kind: .list(.enumeration(values: ["happy", "sad"], fallback: nil))),
+        ],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "book_id", currentName: "book_id"),
+                KnownField(wireName: "page", currentName: "page"),
+                KnownField(wireName: "moods", currentName: "moods"),
+            ],
         ]
     )
 
@@ -134,6 +193,18 @@ public enum ContractRegistry {
         relations: [
             RelationDescriptor(name: "books", kind: .hasMany, target: "Book", foreignKey: "shelf_id"),
         ],
-        indexes: []
+        indexes: [],
+        knownFieldsByVersion: [
+            1: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "name", currentName: "label"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "label", currentName: "label"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+        ]
     )
 }
