@@ -29,6 +29,20 @@ awk '/identifier: "units\./,/"""#,/' "$work/Contracts/ClientMigrations.swift" | 
 bold "The committed Sources/Contracts matches contracts/"
 "$contractc" generate --check
 
+bold "Compatibility with every released version still in the field (contracts/contracts.lock)"
+"$contractc" check
+echo "Unit's client migrations, derived from its released versions in the lock:"
+grep -o '"units\.v[0-9]*\.[a-z]*"' "$work/Contracts/ClientMigrations.swift" | sed 's/^/  /'
+
+bold "A breaking change is caught: changing a released field's type in a copy of contracts/"
+cp -R contracts "$work/changed"
+sed -i 's/^  title: { type: string, max_length: 200 }/  title: { type: int }/; s/^version: 3/version: 4/' "$work/changed/entities/unit.yaml"
+check_status=0
+(cd "$work" && "$contractc" check --contracts changed) > "$work/check.txt" 2>&1 || check_status=$?
+cat "$work/check.txt"
+echo "contractc check exited with status $check_status."
+[ "$check_status" -eq 1 ]
+
 bold "A folder of broken contracts: every problem, located, with a fix"
 cp -R Tests/ContractCompilerTests/Fixtures/invalid/every-rule/contracts "$work/broken"
 status=0
