@@ -54,7 +54,8 @@ demo:
 	@scripts/demo.sh
 
 bench:
-	$(SWIFT) build -c release --product outpost-bench --product contractc
+	$(SWIFT) build -c release --product contractc
+	$(SWIFT) build -c release --product outpost-bench
 	$$($(SWIFT) build -c release --show-bin-path)/outpost-bench
 
 clean:

@@ -8,8 +8,9 @@ struct Contractc: ParsableCommand {
         commandName: "contractc",
         abstract: "The Outpost contract compiler: YAML contracts in, Swift DTOs and SQLite migrations out.",
         discussion: """
-            Exit codes: 0 success (warnings allowed), 1 the contracts have errors or the generated \
-            code is out of date, 2 bad command-line usage or an output folder that cannot be written.
+            Exit codes: 0 success (warnings allowed); 1 the contracts have errors, break compatibility, \
+            or the generated code is out of date; 2 an output folder that cannot be written or a git \
+            command that failed; 64 bad command-line usage.
             """,
         subcommands: [Validate.self, Generate.self, Check.self, Lock.self, Explain.self],
         defaultSubcommand: nil

@@ -20,6 +20,8 @@ package struct CompatibilityChecker {
     let released: [String: [(version: Int, contract: Contract, location: SourceLocation)]]
     package private(set) var diagnostics = DiagnosticCollector()
     package private(set) var applied: [AppliedAllowance] = []
+    /// Contracts whose released version changed or went down; their migrations differ as a consequence.
+    package private(set) var contractsWithVersionErrors: Set<String> = []
 
     package init(set: ContractSet, lock: LockFile) {
         self.set = set
@@ -34,7 +36,8 @@ package struct CompatibilityChecker {
 
     package mutating func run() {
         for name in released.keys.sorted() where set.contract(named: name) == nil {
-            let latest = released[name]!.last!
+            // A contract whose every entry was unreadable has been reported as LOCK_UNREADABLE.
+            guard let latest = released[name]?.last else { continue }
             diagnostics.error(
                 .contractDeleted, "contract '\(name)' was released (version \(latest.version)) and is gone from the contracts",
                 at: latest.location,
@@ -54,6 +57,7 @@ package struct CompatibilityChecker {
         latest: (version: Int, contract: Contract, location: SourceLocation)
     ) {
         if contract.version < latest.version {
+            contractsWithVersionErrors.insert(contract.name)
             report(.versionDecreased, "version \(contract.version) is below the released version \(latest.version)",
                 at: contract.versionLocation, in: contract, field: nil,
                 help: "set `version: \(latest.version + 1)` for a new version",
@@ -62,6 +66,7 @@ package struct CompatibilityChecker {
         }
         if let same = history.first(where: { $0.version == contract.version }) {
             if ContractSnapshot.text(contract) != ContractSnapshot.text(same.contract) {
+                contractsWithVersionErrors.insert(contract.name)
                 report(.versionNotBumped, "\(contract.kind.rawValue) '\(contract.name)' changed, but version \(contract.version) is already released",
                     at: contract.versionLocation, in: contract, field: nil,
                     help: "bump to `version: \(latest.version + 1)`; a released version never changes",
@@ -119,19 +124,17 @@ package struct CompatibilityChecker {
     private mutating func checkHistory(_ contract: Contract, history: [Contract]) {
         let latest = history.last!
         for field in contract.fields {
-            // The first released version that has the field, under its name at that time.
-            let firstSeen = history.first { old in old.field(named: oldName(of: field, at: old.version)) != nil }
-            if let firstSeen {
-                let earliestKnown = history.first!.version
-                // A field present since the first released version may have an earlier `since`.
-                let consistent = firstSeen.version == earliestKnown ? field.since <= firstSeen.version : field.since == firstSeen.version
-                if !consistent {
-                    report(.sinceRewritten, "field '\(field.name)' says `since: \(field.since)`, but it first appears in version \(firstSeen.version)",
+            let nameInLatest = oldName(of: field, at: latest.version)
+            if let released = latest.field(named: nameInLatest) {
+                if field.since != released.since {
+                    report(.sinceRewritten, "field '\(field.name)' says `since: \(field.since)`, but version \(latest.version) released it with `since: \(released.since)`",
                         at: field.sinceLocation ?? field.location, in: contract, field: field.name,
-                        help: "write `since: \(firstSeen.version)`",
-                        notes: [.init("version \(firstSeen.version) has it here", at: firstSeen.field(named: oldName(of: field, at: firstSeen.version))?.location)])
+                        help: "write `since: \(released.since)`; `since` never changes once released",
+                        notes: [.init("version \(latest.version) has it here", at: released.location)])
                 }
-            } else if field.since <= latest.version {
+            } else if !history.contains(where: { $0.field(named: oldName(of: field, at: $0.version)) != nil }),
+                field.since <= latest.version
+            {
                 report(.sinceRewritten, "field '\(field.name)' is new after version \(latest.version), but says `since: \(field.since)`",
                     at: field.sinceLocation ?? field.location, in: contract, field: field.name,
                     help: "write `since: \(contract.version)`: devices on earlier versions do not know the field")
@@ -176,7 +179,9 @@ package struct CompatibilityChecker {
             matched.insert(previous.name)
             let note = Diagnostic.Note("\(against) has it here", at: previous.location)
             compareTypes(previous, field, in: new, against: against, note: note, backward: backward, forward: forward, seen: &seen)
-            if backward, previous.defaultValue != field.defaultValue, previous.defaultValue != nil {
+            // After an incompatible type change, a different default or length is a consequence, not news.
+            if Self.wireRelation(from: previous.type.type, to: field.type.type) == .incompatible { continue }
+            if backward, let oldDefault = previous.defaultValue, !Self.sameValue(oldDefault, field.defaultValue) {
                 once(&seen, .defaultChanged, field.name) {
                     report(.defaultChanged,
                         field.defaultValue == nil
@@ -198,11 +203,19 @@ package struct CompatibilityChecker {
         for previous in old.fields where !matched.contains(previous.name) {
             // Removal is safe once the field was deprecated in a version no supported device is below.
             let deprecatedIn = released[new.name]?.first { $0.contract.field(named: previous.name)?.deprecated != nil }?.version
-            if let deprecatedIn, deprecatedIn <= new.oldestSupported { continue }
+            let windowPassed = deprecatedIn.map { $0 <= new.oldestSupported } ?? false
+            // Even then, a version that requires the field without a default cannot decode rows without it.
+            let tolerated = previous.type.isOptional || previous.defaultValue != nil
+            if windowPassed && tolerated { continue }
             once(&seen, .fieldRemoved, previous.name) {
-                let help = deprecatedIn.map {
-                    "the field is deprecated since version \($0); raise `oldest_supported` to \($0) or more before removing it"
-                } ?? "deprecate it first (`deprecated: \"reason\"`), release, raise `oldest_supported` past that version, then remove it"
+                let help: String
+                if windowPassed {
+                    help = "\(against) requires the field and has no default for it; give it a `default` in a released version at or above oldest_supported first"
+                } else if let deprecatedIn {
+                    help = "the field is deprecated since version \(deprecatedIn); raise `oldest_supported` to \(deprecatedIn) or more before removing it"
+                } else {
+                    help = "deprecate it first (`deprecated: \"reason\"`), release, raise `oldest_supported` past that version, then remove it"
+                }
                 report(.fieldRemoved, "field '\(previous.name)' was removed, but \(against) still reads it",
                     at: new.location, in: new, field: previous.name, removed: true, help: help,
                     notes: [.init("\(against) has it here", at: previous.location)])
@@ -297,6 +310,16 @@ package struct CompatibilityChecker {
             if old == new { return .same }
             if text(old) && text(new) { return .same }
             return .incompatible
+        }
+    }
+
+    /// Defaults compare by value: `0` (int) and `0.0` (after an int → double promotion) are the same.
+    static func sameValue(_ old: DefaultValue, _ new: DefaultValue?) -> Bool {
+        guard let new else { return false }
+        switch (old, new) {
+        case (.int(let a), .double(let b)), (.double(let b), .int(let a)): return Double(a) == b
+        case (.list(let a), .list(let b)): return a.count == b.count && zip(a, b).allSatisfy { sameValue($0, $1) }
+        default: return old == new
         }
     }
 

@@ -184,10 +184,10 @@ public enum RuleCatalog {
             rationale: "An older schema reading the new value cannot decode it, unless that older schema already named a `fallback`.",
             fix: "Add a `fallback` in a version first and raise oldest_supported to it before adding values, or set the contract's compatibility to backward if old devices never read it."),
         RuleExplanation(rule: .fieldRemoved, title: "a field was removed", scope: .forward,
-            rationale: "Older schemas still read the field; removing a required field without a default breaks them. Removal is allowed once the field was deprecated in a version at or below oldest_supported, so no supported device relies on it.",
-            fix: "Deprecate the field first (`deprecated: \"reason\"`), ship, raise oldest_supported past that version, then remove it."),
+            rationale: "Older schemas still read the field. Removal is allowed once the field was deprecated in a version at or below oldest_supported (so no supported device relies on it) and every supported version can decode a row without it (the field is optional there or has a default).",
+            fix: "Deprecate the field first (`deprecated: \"reason\"`; give it a default if it is required), ship, raise oldest_supported past that version, then remove it."),
         RuleExplanation(rule: .fieldTypeChanged, title: "a field's type changed", scope: .both,
-            rationale: "Both sides must decode each other's values. Safe: int → double for backward only (old ints read as doubles), T → T? for backward only (the new schema accepts old values). Everything else breaks both ways.",
+            rationale: "Both sides must decode each other's values. id, string and ref<…> are the same text on the wire. Widenings are safe backward only: int → double, enum → string, T → T? (which is also safe forward when the older version gives the field a default). Narrowings (double → int, string → enum) are safe forward only. Any other change breaks both ways.",
             fix: "Keep the type; add a new field with the new type and deprecate the old one."),
     ]
 }

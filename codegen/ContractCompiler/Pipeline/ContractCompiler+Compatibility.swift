@@ -30,7 +30,7 @@ extension ContractCompiler {
         var checker = CompatibilityChecker(set: set, lock: lock)
         checker.run()
         diagnostics.append(contentsOf: checker.diagnostics)
-        checkReleasedMigrations(set, lock: lock, diagnostics: &diagnostics)
+        checkReleasedMigrations(set, lock: lock, skipping: checker.contractsWithVersionErrors, diagnostics: &diagnostics)
         return CheckResult(
             diagnostics: diagnostics, allowancesInForce: describe(checker.applied), releasedContracts: lock.contracts.count
         )
@@ -53,7 +53,9 @@ extension ContractCompiler {
         }
     }
 
-    private static func checkReleasedMigrations(_ set: ContractSet, lock: LockFile, diagnostics: inout DiagnosticCollector) {
+    private static func checkReleasedMigrations(
+        _ set: ContractSet, lock: LockFile, skipping: Set<String>, diagnostics: inout DiagnosticCollector
+    ) {
         let planner = MigrationPlanner(set: set, history: lock.history)
         for side in StorageSide.allCases {
             let generated = Dictionary(uniqueKeysWithValues: planner.migrations(side: side).map { ($0.identifier, $0.checksum) })
@@ -61,8 +63,9 @@ extension ContractCompiler {
                 let contractName = lock.contracts.first { _, entries in
                     entries.contains { record.identifier.hasPrefix($0.contract.table + ".") }
                 }?.key
-                // A deleted contract is reported as such; its migrations are not generated any more.
-                if let contractName, set.contract(named: contractName) == nil { continue }
+                // A deleted contract, or one whose released version changed, is reported as such;
+                // its migrations differ as a consequence.
+                if let contractName, set.contract(named: contractName) == nil || skipping.contains(contractName) { continue }
                 guard let checksum = generated[record.identifier] else {
                     diagnostics.error(
                         .releasedMigrationModified, "released \(side.rawValue) migration '\(record.identifier)' is no longer generated",

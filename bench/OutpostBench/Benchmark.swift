@@ -1,0 +1,67 @@
+/// One named benchmark of `outpost-bench`. Each quality bar of DESIGN §8 becomes one of these;
+/// add a new one to ``Benchmarks/all`` and it can be run alone with `outpost-bench NAME`.
+struct Benchmark: Sendable {
+    /// The name on the command line, lower case (`codegen`, later `sync`, `storage`, ...).
+    let name: String
+    /// One line for `outpost-bench --list` and the summary table.
+    let summary: String
+    /// Runs the benchmark. Throwing means the benchmark could not be measured at all (bad setup,
+    /// invalid input); a measured figure that misses its bar is a failed ``BenchmarkResult/Check``.
+    let run: @Sendable () throws -> BenchmarkResult
+}
+
+/// What a benchmark measured and whether its bars hold.
+struct BenchmarkResult: Sendable {
+    /// One row of the measurement table.
+    struct Row: Sendable {
+        var measurement: String
+        var median: String
+        var min: String
+        var note: String
+
+        init(_ measurement: String, median: String, min: String = "", note: String = "") {
+            self.measurement = measurement
+            self.median = median
+            self.min = min
+            self.note = note
+        }
+    }
+
+    /// A bar or an invariant, with the figure it was judged on.
+    struct Check: Sendable {
+        var name: String
+        var passed: Bool
+        var detail: String
+    }
+
+    /// Facts about the input (counts, sizes), printed before the table.
+    var facts: [(String, String)] = []
+    var rows: [Row] = []
+    var checks: [Check] = []
+
+    var passed: Bool { checks.allSatisfy(\.passed) }
+
+    mutating func fact(_ label: String, _ value: String) { facts.append((label, value)) }
+
+    mutating func check(_ name: String, _ passed: Bool, _ detail: String) {
+        checks.append(Check(name: name, passed: passed, detail: detail))
+    }
+}
+
+/// A benchmark that could not produce figures; the message says why and what to do.
+struct BenchmarkError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// Every benchmark `outpost-bench` knows, in the order they run by default.
+enum Benchmarks {
+    static let all: [Benchmark] = [
+        CodegenBenchmark.benchmark,
+        // Later (DESIGN §8): pull apply vs raw SQLite upsert, initial sync over loopback,
+        // push ingestion, local reads, gzip on pull pages.
+    ]
+}

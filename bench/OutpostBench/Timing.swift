@@ -1,0 +1,76 @@
+/// Wall-clock timing and the statistics the benchmarks report.
+enum Timing {
+    /// Runs `body` once and returns its result with the elapsed wall-clock seconds.
+    static func measure<T>(_ body: () throws -> T) rethrows -> (value: T, seconds: Double) {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let value = try body()
+        return (value, seconds(clock.now - start))
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let parts = duration.components
+        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+    }
+}
+
+/// The samples of one repeated measurement, in seconds.
+struct Samples: Sendable {
+    private(set) var values: [Double] = []
+
+    mutating func append(_ seconds: Double) { values.append(seconds) }
+
+    var count: Int { values.count }
+
+    var median: Double {
+        precondition(!values.isEmpty, "median of no samples")
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
+    var min: Double {
+        precondition(!values.isEmpty, "min of no samples")
+        return values.min()!
+    }
+
+    var max: Double {
+        precondition(!values.isEmpty, "max of no samples")
+        return values.max()!
+    }
+}
+
+/// Number formatting for the tables (fixed, locale-independent).
+enum Format {
+    /// `0.2314` → `231.4 ms`, `0.0004` → `0.40 ms`, `1.5` → `1.500 s`.
+    static func duration(_ seconds: Double) -> String {
+        if seconds >= 1 { return fixed(seconds, 3) + " s" }
+        let millis = seconds * 1000
+        return fixed(millis, millis < 10 ? 2 : 1) + " ms"
+    }
+
+    /// `12.3456, 1` → `12.3`.
+    static func fixed(_ value: Double, _ decimals: Int) -> String {
+        var scale = 1.0
+        for _ in 0..<decimals { scale *= 10 }
+        let rounded = (abs(value) * scale).rounded()
+        let whole = Int(rounded / scale)
+        let fraction = Int(rounded - Double(whole) * scale)
+        var text = (value < 0 && rounded > 0 ? "-" : "") + String(whole)
+        if decimals > 0 {
+            let digits = String(fraction)
+            text += "." + String(repeating: "0", count: decimals - digits.count) + digits
+        }
+        return text
+    }
+
+    /// `123456` → `123.5 KiB`.
+    static func bytes(_ count: Int) -> String {
+        if count < 1024 { return "\(count) B" }
+        if count < 1024 * 1024 { return fixed(Double(count) / 1024, 1) + " KiB" }
+        return fixed(Double(count) / 1024 / 1024, 2) + " MiB"
+    }
+
+    /// `3.21` → `3.2×`.
+    static func ratio(_ value: Double) -> String { fixed(value, value < 10 ? 2 : 1) + "×" }
+}
