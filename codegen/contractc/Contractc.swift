@@ -50,8 +50,9 @@ enum FormatOption: String, ExpressibleByArgument, CaseIterable {
 }
 
 /// Prints diagnostics to standard error and says whether the run may go on.
-func report(_ diagnostics: DiagnosticCollector, format: DiagnosticFormat) {
-    let text = format.render(diagnostics)
+func report(_ diagnostics: DiagnosticCollector, format: DiagnosticFormat, rewriting prefix: (from: String, to: String)? = nil) {
+    var text = format.render(diagnostics)
+    if let prefix { text = text.replacingOccurrences(of: prefix.from, with: prefix.to) }
     guard !text.isEmpty else { return }
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }
@@ -142,9 +143,12 @@ struct Check: ParsableCommand {
         }
         var result: ContractCompiler.CheckResult
         var baseline: String
+        var rewrite: (from: String, to: String)?
         if let against {
             let previous = try GitRevision.contracts(at: against, folder: options.contracts)
             defer { try? FileManager.default.removeItem(atPath: previous.temporaryRoot) }
+            // Locations in the other revision read as `REV:path`, as git writes them.
+            rewrite = (previous.temporaryRoot + "/", against + ":")
             let previousLoad = ContractCompiler.load(directory: previous.folder, today: options.today)
             guard let previousSet = previousLoad.contracts else {
                 FileHandle.standardError.write(Data("error: the contracts at \(against) cannot be read\n".utf8))
@@ -158,7 +162,7 @@ struct Check: ParsableCommand {
             baseline = path
         }
         result.diagnostics.append(contentsOf: loaded.diagnostics)
-        report(result.diagnostics, format: options.format)
+        report(result.diagnostics, format: options.format, rewriting: rewrite)
         if options.format == .text {
             for line in result.allowancesInForce { print("allowed: \(line)") }
         }
