@@ -12,12 +12,16 @@ let package = Package(
     products: [
         .library(name: "ContractCompiler", targets: ["ContractCompiler"]),
         .library(name: "Contracts", targets: ["Contracts"]),
+        .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
+        .library(name: "SyncServer", targets: ["SyncServer"]),
+        .executable(name: "sync-server", targets: ["sync-server"]),
         .executable(name: "contractc", targets: ["contractc"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         // MARK: Contract compiler (depends on nothing of the runtime)
@@ -54,6 +58,36 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        .target(
+            name: "SyncProtocol",
+            dependencies: ["Contracts"],
+            path: "Sources/SyncProtocol",
+            swiftSettings: strictSwift
+        ),
+
+        // MARK: Server
+        .target(
+            name: "SyncServer",
+            dependencies: [
+                "Contracts", "SyncProtocol",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "server/SyncServer",
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "sync-server",
+            dependencies: [
+                "SyncServer", "Contracts", "SyncProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            path: "server/sync-server",
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Benchmarks
         .executableTarget(
             name: "outpost-bench",
@@ -68,6 +102,22 @@ let package = Package(
             dependencies: ["ContractCompiler"],
             path: "Tests/ContractCompilerTests",
             exclude: ["Fixtures"],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "SyncProtocolTests",
+            dependencies: ["SyncProtocol", "Contracts"],
+            path: "Tests/SyncProtocolTests",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "SyncServerTests",
+            dependencies: [
+                "SyncServer", "SyncProtocol", "Contracts",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Tests/SyncServerTests",
             swiftSettings: strictSwift
         ),
         .testTarget(

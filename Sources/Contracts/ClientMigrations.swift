@@ -201,6 +201,7 @@ extension ContractRegistry {
                     "occurred_at" INTEGER NOT NULL,
                     "recorded_at" INTEGER,
                     "hash" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "service_asset_id" TEXT NOT NULL,
                     "task_id" TEXT,
                     "removed_battery_serial" TEXT NOT NULL,
@@ -216,7 +217,7 @@ extension ContractRegistry {
                 CREATE INDEX "battery_swap_completed_events_occurred_at_idx" ON "battery_swap_completed_events" ("occurred_at")
                 """#,
             ],
-            checksum: "5ade791e71ae9834b1e606f695a84d60ce52a6de259a471eda51ced177f5d7e8"
+            checksum: "a6a8f863857f23f68f81bea274785944f384fa1e840984c21a89c39daed2c9a1"
         ),
         ContractMigration(
             identifier: "battery_swap_completed_events.v2.migrate",
@@ -268,6 +269,7 @@ extension ContractRegistry {
                 #"""
                 CREATE TABLE "incidents" (
                     "id" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "number" TEXT NOT NULL,
                     "short_description" TEXT NOT NULL,
                     "description" TEXT,
@@ -302,7 +304,7 @@ extension ContractRegistry {
                 CREATE UNIQUE INDEX "incidents_number_key" ON "incidents" ("number")
                 """#,
             ],
-            checksum: "8ecd210ee7686bb6aab59acabe0beb1db4ce14a1aa17423c811103d47123cd36"
+            checksum: "6ed5ffad77dd06ea647fa3fe1a96459af8305691f5126fe40c7ddb4b7c59a979"
         ),
         ContractMigration(
             identifier: "issue_logged_events.v1.create",
@@ -318,6 +320,7 @@ extension ContractRegistry {
                     "occurred_at" INTEGER NOT NULL,
                     "recorded_at" INTEGER,
                     "hash" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "service_asset_id" TEXT NOT NULL,
                     "task_id" TEXT,
                     "category" TEXT NOT NULL,
@@ -336,7 +339,7 @@ extension ContractRegistry {
                 CREATE INDEX "issue_logged_events_occurred_at_idx" ON "issue_logged_events" ("occurred_at")
                 """#,
             ],
-            checksum: "c614b97d6e05ed70b85e079c135808fe03e225309a3bdb9cc78371d5caa4d289"
+            checksum: "32c023b16d2cd2cfad630394fbd26c8fb800c488b77f6af3a792f1bd7fb091f1"
         ),
         ContractMigration(
             identifier: "lessons.v1.create",
@@ -429,6 +432,7 @@ extension ContractRegistry {
                 #"""
                 CREATE TABLE "service_assets" (
                     "id" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "asset_tag" TEXT NOT NULL,
                     "display_name" TEXT NOT NULL,
                     "category" TEXT NOT NULL,
@@ -454,7 +458,7 @@ extension ContractRegistry {
                 CREATE INDEX "service_assets_status_idx" ON "service_assets" ("status")
                 """#,
             ],
-            checksum: "3b69e1d29d97b105b9ea69d1511f2d60d105f0d43b827029dc577757fa67e29d"
+            checksum: "64f092959cbaff3591114cd8a6404cbca51d471c59575c64a20a6b4fd7f40f60"
         ),
         ContractMigration(
             identifier: "statements.v1.create",
@@ -495,6 +499,7 @@ extension ContractRegistry {
                 #"""
                 CREATE TABLE "tasks" (
                     "id" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "route_id" TEXT,
                     "service_asset_id" TEXT,
                     "assignee_id" TEXT,
@@ -527,7 +532,7 @@ extension ContractRegistry {
                 CREATE INDEX "tasks_due_on_idx" ON "tasks" ("due_on")
                 """#,
             ],
-            checksum: "61eed94487e69c0f5054de3b9f4cf9afb39a094cc60e8aa7efa664186a577af7"
+            checksum: "701705ee2be6c34891fda3ccf567d5eed489484bb2fd31d95843f4b1639c4115"
         ),
         ContractMigration(
             identifier: "task_started_events.v1.create",
@@ -543,6 +548,7 @@ extension ContractRegistry {
                     "occurred_at" INTEGER NOT NULL,
                     "recorded_at" INTEGER,
                     "hash" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "task_id" TEXT NOT NULL,
                     "latitude" REAL,
                     "longitude" REAL,
@@ -555,7 +561,7 @@ extension ContractRegistry {
                 CREATE INDEX "task_started_events_occurred_at_idx" ON "task_started_events" ("occurred_at")
                 """#,
             ],
-            checksum: "277694f8b76650121fdfa522f8b890bf88f8c03cdd0f35f44c6ba1b9aaa9a999"
+            checksum: "10755b2c3a8f47e041c1ecdb62f6b8dd1dadf34ddfc3ca450ab9ffc4f553e055"
         ),
         ContractMigration(
             identifier: "task_status_changed_events.v1.create",
@@ -571,6 +577,7 @@ extension ContractRegistry {
                     "occurred_at" INTEGER NOT NULL,
                     "recorded_at" INTEGER,
                     "hash" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "task_id" TEXT NOT NULL,
                     "from_status" TEXT NOT NULL,
                     "to_status" TEXT NOT NULL,
@@ -584,7 +591,7 @@ extension ContractRegistry {
                 CREATE INDEX "task_status_changed_events_occurred_at_idx" ON "task_status_changed_events" ("occurred_at")
                 """#,
             ],
-            checksum: "ec4e4c171383d2d1fb6c5a593cc27f7c3326688d558a31e449f163360a9ff651"
+            checksum: "48f9161b9f854bb37665aec23ca5fe3e6134b8563dfa9e3d337cbcb9d75d2aac"
         ),
         ContractMigration(
             identifier: "units.v1.create",

@@ -350,6 +350,7 @@ public enum ContractRegistry {
         oldestSupported: 1,
         appliesTo: "ServiceAsset",
         fields: [
+            FieldDescriptor(name: "team_id", kind: .id),
             FieldDescriptor(name: "service_asset_id", kind: .ref("ServiceAsset")),
             FieldDescriptor(name: "task_id", kind: .ref("Task"), isOptional: true),
             FieldDescriptor(name: "removed_battery_serial", kind: .string, maxLength: 80),
@@ -361,6 +362,7 @@ public enum ContractRegistry {
         ],
         knownFieldsByVersion: [
             1: [
+                KnownField(wireName: "team_id", currentName: "team_id"),
                 KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
                 KnownField(wireName: "task_id", currentName: "task_id"),
                 KnownField(wireName: "removed_battery_serial", currentName: "removed_battery_serial"),
@@ -370,6 +372,7 @@ public enum ContractRegistry {
                 KnownField(wireName: "duration_seconds", currentName: "duration_seconds"),
             ],
             2: [
+                KnownField(wireName: "team_id", currentName: "team_id"),
                 KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
                 KnownField(wireName: "task_id", currentName: "task_id"),
                 KnownField(wireName: "removed_battery_serial", currentName: "removed_battery_serial"),
@@ -450,6 +453,7 @@ public enum ContractRegistry {
         versionField: "updated_at",
         fields: [
             FieldDescriptor(name: "id", kind: .id, isPrimaryKey: true),
+            FieldDescriptor(name: "team_id", kind: .id),
             FieldDescriptor(name: "number", kind: .string, maxLength: 40),
             FieldDescriptor(name: "short_description", kind: .string, maxLength: 160),
             FieldDescriptor(name: "description", kind: .string, isOptional: true, maxLength: 8000),
@@ -482,6 +486,7 @@ public enum ContractRegistry {
         knownFieldsByVersion: [
             1: [
                 KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "team_id", currentName: "team_id"),
                 KnownField(wireName: "number", currentName: "number"),
                 KnownField(wireName: "short_description", currentName: "short_description"),
                 KnownField(wireName: "description", currentName: "description"),
@@ -514,6 +519,7 @@ public enum ContractRegistry {
         oldestSupported: 1,
         appliesTo: "ServiceAsset",
         fields: [
+            FieldDescriptor(name: "team_id", kind: .id),
             FieldDescriptor(name: "service_asset_id", kind: .ref("ServiceAsset")),
             FieldDescriptor(name: "task_id", kind: .ref("Task"), isOptional: true),
             FieldDescriptor(name: "category", kind: .enumeration(values: ["damage", "vandalism", "low_battery", "missing", "safety", "other"], fallback: "other")),
@@ -527,6 +533,7 @@ public enum ContractRegistry {
         ],
         knownFieldsByVersion: [
             1: [
+                KnownField(wireName: "team_id", currentName: "team_id"),
                 KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
                 KnownField(wireName: "task_id", currentName: "task_id"),
                 KnownField(wireName: "category", currentName: "category"),
@@ -662,6 +669,7 @@ public enum ContractRegistry {
         versionField: "updated_at",
         fields: [
             FieldDescriptor(name: "id", kind: .id, isPrimaryKey: true),
+            FieldDescriptor(name: "team_id", kind: .id),
             FieldDescriptor(name: "asset_tag", kind: .string, maxLength: 40),
             FieldDescriptor(name: "display_name", kind: .string, maxLength: 120),
             FieldDescriptor(name: "category", kind: .enumeration(values: ["vehicle", "battery", "charger", "tool", "other"], fallback: "other")),
@@ -687,6 +695,7 @@ public enum ContractRegistry {
         knownFieldsByVersion: [
             1: [
                 KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "team_id", currentName: "team_id"),
                 KnownField(wireName: "asset_tag", currentName: "asset_tag"),
                 KnownField(wireName: "display_name", currentName: "display_name"),
                 KnownField(wireName: "category", currentName: "category"),
@@ -769,6 +778,7 @@ public enum ContractRegistry {
         versionField: "revision",
         fields: [
             FieldDescriptor(name: "id", kind: .id, isPrimaryKey: true),
+            FieldDescriptor(name: "team_id", kind: .id),
             FieldDescriptor(name: "route_id", kind: .id, isOptional: true),
             FieldDescriptor(name: "service_asset_id", kind: .ref("ServiceAsset"), isOptional: true),
             FieldDescriptor(name: "assignee_id", kind: .id, isOptional: true),
@@ -798,6 +808,7 @@ public enum ContractRegistry {
         knownFieldsByVersion: [
             1: [
                 KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "team_id", currentName: "team_id"),
                 KnownField(wireName: "route_id", currentName: "route_id"),
                 KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
                 KnownField(wireName: "assignee_id", currentName: "assignee_id"),
@@ -830,6 +841,7 @@ public enum ContractRegistry {
         oldestSupported: 1,
         appliesTo: "Task",
         fields: [
+            FieldDescriptor(name: "team_id", kind: .id),
             FieldDescriptor(name: "task_id", kind: .ref("Task")),
             FieldDescriptor(name: "latitude", kind: .double, isOptional: true),
             FieldDescriptor(name: "longitude", kind: .double, isOptional: true),
@@ -837,6 +849,7 @@ public enum ContractRegistry {
         ],
         knownFieldsByVersion: [
             1: [
+                KnownField(wireName: "team_id", currentName: "team_id"),
                 KnownField(wireName: "task_id", currentName: "task_id"),
                 KnownField(wireName: "latitude", currentName: "latitude"),
                 KnownField(wireName: "longitude", currentName: "longitude"),
@@ -857,6 +870,7 @@ public enum ContractRegistry {
         oldestSupported: 1,
         appliesTo: "Task",
         fields: [
+            FieldDescriptor(name: "team_id", kind: .id),
             FieldDescriptor(name: "task_id", kind: .ref("Task")),
             FieldDescriptor(name: "from_status", kind: .enumeration(values: ["assigned", "en_route", "in_progress", "blocked", "completed", "cancelled"], fallback: "blocked")),
             FieldDescriptor(name: "to_status", kind: .enumeration(values: ["assigned", "en_route", "in_progress", "blocked", "completed", "cancelled"], fallback: "blocked")),
@@ -865,6 +879,7 @@ public enum ContractRegistry {
         ],
         knownFieldsByVersion: [
             1: [
+                KnownField(wireName: "team_id", currentName: "team_id"),
                 KnownField(wireName: "task_id", currentName: "task_id"),
                 KnownField(wireName: "from_status", currentName: "from_status"),
                 KnownField(wireName: "to_status", currentName: "to_status"),

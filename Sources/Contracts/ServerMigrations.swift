@@ -242,6 +242,7 @@ extension ContractRegistry {
                     "occurred_at" INTEGER NOT NULL,
                     "recorded_at" INTEGER,
                     "hash" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "service_asset_id" TEXT NOT NULL,
                     "task_id" TEXT,
                     "removed_battery_serial" TEXT NOT NULL,
@@ -258,7 +259,7 @@ extension ContractRegistry {
                 CREATE INDEX "battery_swap_completed_events_scope_seq_idx" ON "battery_swap_completed_events" ("_tenant_id", "_scope_key", "_seq")
                 """#,
             ],
-            checksum: "5bf85343499a182e33342cd1eaa3388f332fa7ac26f86b67d0fe4b3a8b7586b6"
+            checksum: "dab30cc2bfd4db9f896ef705d58719a1d53b343580364ad2c69069757ab0437a"
         ),
         ContractMigration(
             identifier: "battery_swap_completed_events.v2.migrate",
@@ -321,6 +322,7 @@ extension ContractRegistry {
                 CREATE TABLE "incidents" (
                     "_tenant_id" TEXT NOT NULL,
                     "id" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "number" TEXT NOT NULL,
                     "short_description" TEXT NOT NULL,
                     "description" TEXT,
@@ -362,7 +364,7 @@ extension ContractRegistry {
                 CREATE UNIQUE INDEX "incidents_number_key" ON "incidents" ("_tenant_id", "number")
                 """#,
             ],
-            checksum: "b8bd2d8654e5aea24647c36893bd085e02c407e16baeee147a66834f8f3423b7"
+            checksum: "5639533f773029bb66999491f9b01d9c12c995c056a8a0f9a446bf3a6376d507"
         ),
         ContractMigration(
             identifier: "issue_logged_events.v1.create",
@@ -379,6 +381,7 @@ extension ContractRegistry {
                     "occurred_at" INTEGER NOT NULL,
                     "recorded_at" INTEGER,
                     "hash" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "service_asset_id" TEXT NOT NULL,
                     "task_id" TEXT,
                     "category" TEXT NOT NULL,
@@ -398,7 +401,7 @@ extension ContractRegistry {
                 CREATE INDEX "issue_logged_events_scope_seq_idx" ON "issue_logged_events" ("_tenant_id", "_scope_key", "_seq")
                 """#,
             ],
-            checksum: "7616933ba2008d86d217f27ef4316306a60dd8ed3b6910df2905236844fd5bec"
+            checksum: "6aea5fb0f436346999b2c772cac331547c1e52322e36cc75d28fe9caf193fde0"
         ),
         ContractMigration(
             identifier: "lessons.v1.create",
@@ -504,6 +507,7 @@ extension ContractRegistry {
                 CREATE TABLE "service_assets" (
                     "_tenant_id" TEXT NOT NULL,
                     "id" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "asset_tag" TEXT NOT NULL,
                     "display_name" TEXT NOT NULL,
                     "category" TEXT NOT NULL,
@@ -538,7 +542,7 @@ extension ContractRegistry {
                 CREATE INDEX "service_assets_status_idx" ON "service_assets" ("_tenant_id", "status")
                 """#,
             ],
-            checksum: "c3f7f185c4c4bc207817ff1a401e5a9e4e0f7275cee15c3633dd43576f143a44"
+            checksum: "e673e37aacb56ca865843669f36f14da872daafa5d1ee830c79a6e61f2a49533"
         ),
         ContractMigration(
             identifier: "statements.v1.create",
@@ -590,6 +594,7 @@ extension ContractRegistry {
                 CREATE TABLE "tasks" (
                     "_tenant_id" TEXT NOT NULL,
                     "id" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "route_id" TEXT,
                     "service_asset_id" TEXT,
                     "assignee_id" TEXT,
@@ -631,7 +636,7 @@ extension ContractRegistry {
                 CREATE INDEX "tasks_due_on_idx" ON "tasks" ("_tenant_id", "due_on")
                 """#,
             ],
-            checksum: "f0013cbd6e31c43c612d3c32f51dbb8e2ce3c5ac878f408fee4f6fff355ddf46"
+            checksum: "a8f1afc83ac03b8d5d04b8331e0aa0cea92411438d4e569463615913694f03bd"
         ),
         ContractMigration(
             identifier: "task_started_events.v1.create",
@@ -648,6 +653,7 @@ extension ContractRegistry {
                     "occurred_at" INTEGER NOT NULL,
                     "recorded_at" INTEGER,
                     "hash" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "task_id" TEXT NOT NULL,
                     "latitude" REAL,
                     "longitude" REAL,
@@ -661,7 +667,7 @@ extension ContractRegistry {
                 CREATE INDEX "task_started_events_scope_seq_idx" ON "task_started_events" ("_tenant_id", "_scope_key", "_seq")
                 """#,
             ],
-            checksum: "14eedd3004e177b5bec105b7e58195026278865500e778162b4f43db8e89f640"
+            checksum: "938f8a268e3588590e85e8cbbb4fc20dd5d90a2af1c636ae2066f1dbdd3ce022"
         ),
         ContractMigration(
             identifier: "task_status_changed_events.v1.create",
@@ -678,6 +684,7 @@ extension ContractRegistry {
                     "occurred_at" INTEGER NOT NULL,
                     "recorded_at" INTEGER,
                     "hash" TEXT NOT NULL,
+                    "team_id" TEXT NOT NULL,
                     "task_id" TEXT NOT NULL,
                     "from_status" TEXT NOT NULL,
                     "to_status" TEXT NOT NULL,
@@ -692,7 +699,7 @@ extension ContractRegistry {
                 CREATE INDEX "task_status_changed_events_scope_seq_idx" ON "task_status_changed_events" ("_tenant_id", "_scope_key", "_seq")
                 """#,
             ],
-            checksum: "10174b35d31b57df1795cb5fcc07782df2ff4d1ba6ecb5c57dce7576f45dd921"
+            checksum: "9524f3d1e4b68e1dcd9e5d89ff328b33581ed92c95354e048dbe3bc95ffc9369"
         ),
         ContractMigration(
             identifier: "units.v1.create",

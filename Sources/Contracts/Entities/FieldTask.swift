@@ -9,6 +9,9 @@ public struct FieldTask: ContractEntity {
     /// Primary key.
     public var id: String
 
+    /// The team whose scope holds the row; fills {team_id} in the scope key.
+    public var teamId: String
+
     public var routeId: String?
     public var serviceAssetId: String?
     public var assigneeId: String?
@@ -42,6 +45,7 @@ public struct FieldTask: ContractEntity {
 
     public init(
         id: String,
+        teamId: String,
         routeId: String? = nil,
         serviceAssetId: String? = nil,
         assigneeId: String? = nil,
@@ -60,6 +64,7 @@ public struct FieldTask: ContractEntity {
         revision: Int64
     ) {
         self.id = id
+        self.teamId = teamId
         self.routeId = routeId
         self.serviceAssetId = serviceAssetId
         self.assigneeId = assigneeId
@@ -106,6 +111,7 @@ public struct FieldTask: ContractEntity {
 
     enum CodingKeys: String, CodingKey {
         case id
+        case teamId = "team_id"
         case routeId = "route_id"
         case serviceAssetId = "service_asset_id"
         case assigneeId = "assignee_id"
@@ -128,6 +134,7 @@ public struct FieldTask: ContractEntity {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(String.self, forKey: .id)
+        teamId = try container.decode(String.self, forKey: .teamId)
         routeId = try container.decodeIfPresent(String.self, forKey: .routeId)
         serviceAssetId = try container.decodeIfPresent(String.self, forKey: .serviceAssetId)
         assigneeId = try container.decodeIfPresent(String.self, forKey: .assigneeId)
@@ -149,6 +156,7 @@ public struct FieldTask: ContractEntity {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
+        try container.encode(teamId, forKey: .teamId)
         try container.encodeIfPresent(routeId, forKey: .routeId)
         try container.encodeIfPresent(serviceAssetId, forKey: .serviceAssetId)
         try container.encodeIfPresent(assigneeId, forKey: .assigneeId)

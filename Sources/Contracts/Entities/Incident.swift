@@ -9,6 +9,9 @@ public struct Incident: ContractEntity {
     /// Primary key.
     public var id: String
 
+    /// The team whose scope holds the row; fills {team_id} in the scope key.
+    public var teamId: String
+
     /// The human-readable reference, for example INC0012345.
     ///
     /// At most 40 characters.
@@ -45,6 +48,7 @@ public struct Incident: ContractEntity {
 
     public init(
         id: String,
+        teamId: String,
         number: String,
         shortDescription: String,
         description: String? = nil,
@@ -63,6 +67,7 @@ public struct Incident: ContractEntity {
         updatedAt: Timestamp
     ) {
         self.id = id
+        self.teamId = teamId
         self.number = number
         self.shortDescription = shortDescription
         self.description = description
@@ -150,6 +155,7 @@ public struct Incident: ContractEntity {
 
     enum CodingKeys: String, CodingKey {
         case id
+        case teamId = "team_id"
         case number
         case shortDescription = "short_description"
         case description
@@ -172,6 +178,7 @@ public struct Incident: ContractEntity {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(String.self, forKey: .id)
+        teamId = try container.decode(String.self, forKey: .teamId)
         number = try container.decode(String.self, forKey: .number)
         shortDescription = try container.decode(String.self, forKey: .shortDescription)
         description = try container.decodeIfPresent(String.self, forKey: .description)
@@ -193,6 +200,7 @@ public struct Incident: ContractEntity {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
+        try container.encode(teamId, forKey: .teamId)
         try container.encode(number, forKey: .number)
         try container.encode(shortDescription, forKey: .shortDescription)
         try container.encodeIfPresent(description, forKey: .description)

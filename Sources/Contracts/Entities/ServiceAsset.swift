@@ -7,6 +7,9 @@ public struct ServiceAsset: ContractEntity {
     /// Primary key.
     public var id: String
 
+    /// The team whose scope holds the row; fills {team_id} in the scope key.
+    public var teamId: String
+
     /// The label printed on the equipment.
     ///
     /// At most 40 characters.
@@ -37,6 +40,7 @@ public struct ServiceAsset: ContractEntity {
 
     public init(
         id: String,
+        teamId: String,
         assetTag: String,
         displayName: String,
         category: Category,
@@ -51,6 +55,7 @@ public struct ServiceAsset: ContractEntity {
         updatedAt: Timestamp
     ) {
         self.id = id
+        self.teamId = teamId
         self.assetTag = assetTag
         self.displayName = displayName
         self.category = category
@@ -91,6 +96,7 @@ public struct ServiceAsset: ContractEntity {
 
     enum CodingKeys: String, CodingKey {
         case id
+        case teamId = "team_id"
         case assetTag = "asset_tag"
         case displayName = "display_name"
         case category
@@ -109,6 +115,7 @@ public struct ServiceAsset: ContractEntity {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(String.self, forKey: .id)
+        teamId = try container.decode(String.self, forKey: .teamId)
         assetTag = try container.decode(String.self, forKey: .assetTag)
         displayName = try container.decode(String.self, forKey: .displayName)
         category = try container.decode(Category.self, forKey: .category)
@@ -126,6 +133,7 @@ public struct ServiceAsset: ContractEntity {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
+        try container.encode(teamId, forKey: .teamId)
         try container.encode(assetTag, forKey: .assetTag)
         try container.encode(displayName, forKey: .displayName)
         try container.encode(category, forKey: .category)

@@ -4,6 +4,9 @@
 ///
 /// - Remark: Generated from event `BatterySwapCompleted` version 2 (`contracts/events/battery_swap_completed.yaml`).
 public struct BatterySwapCompleted: ContractEvent {
+    /// The team whose scope holds the row; fills {team_id} in the scope key.
+    public var teamId: String
+
     public var serviceAssetId: String
     public var taskId: String?
 
@@ -27,6 +30,7 @@ public struct BatterySwapCompleted: ContractEvent {
     public var swapStationId: String?
 
     public init(
+        teamId: String,
         serviceAssetId: String,
         taskId: String? = nil,
         removedBatterySerial: String,
@@ -36,6 +40,7 @@ public struct BatterySwapCompleted: ContractEvent {
         durationSeconds: Int64,
         swapStationId: String? = nil
     ) {
+        self.teamId = teamId
         self.serviceAssetId = serviceAssetId
         self.taskId = taskId
         self.removedBatterySerial = removedBatterySerial
@@ -47,6 +52,7 @@ public struct BatterySwapCompleted: ContractEvent {
     }
 
     enum CodingKeys: String, CodingKey {
+        case teamId = "team_id"
         case serviceAssetId = "service_asset_id"
         case taskId = "task_id"
         case removedBatterySerial = "removed_battery_serial"
@@ -60,6 +66,7 @@ public struct BatterySwapCompleted: ContractEvent {
     /// Decodes the wire form; a missing key with a default in the contract takes the default.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        teamId = try container.decode(String.self, forKey: .teamId)
         serviceAssetId = try container.decode(String.self, forKey: .serviceAssetId)
         taskId = try container.decodeIfPresent(String.self, forKey: .taskId)
         removedBatterySerial = try container.decode(String.self, forKey: .removedBatterySerial)
@@ -72,6 +79,7 @@ public struct BatterySwapCompleted: ContractEvent {
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(teamId, forKey: .teamId)
         try container.encode(serviceAssetId, forKey: .serviceAssetId)
         try container.encodeIfPresent(taskId, forKey: .taskId)
         try container.encode(removedBatterySerial, forKey: .removedBatterySerial)

@@ -6,6 +6,9 @@ public import Foundation
 ///
 /// - Remark: Generated from event `IssueLogged` version 1 (`contracts/events/issue_logged.yaml`).
 public struct IssueLogged: ContractEvent {
+    /// The team whose scope holds the row; fills {team_id} in the scope key.
+    public var teamId: String
+
     public var serviceAssetId: String
     public var taskId: String?
     public var category: Category
@@ -25,6 +28,7 @@ public struct IssueLogged: ContractEvent {
     public var observedOn: CalendarDate
 
     public init(
+        teamId: String,
         serviceAssetId: String,
         taskId: String? = nil,
         category: Category,
@@ -36,6 +40,7 @@ public struct IssueLogged: ContractEvent {
         longitude: Double? = nil,
         observedOn: CalendarDate
     ) {
+        self.teamId = teamId
         self.serviceAssetId = serviceAssetId
         self.taskId = taskId
         self.category = category
@@ -74,6 +79,7 @@ public struct IssueLogged: ContractEvent {
     }
 
     enum CodingKeys: String, CodingKey {
+        case teamId = "team_id"
         case serviceAssetId = "service_asset_id"
         case taskId = "task_id"
         case category
@@ -89,6 +95,7 @@ public struct IssueLogged: ContractEvent {
     /// Decodes the wire form; a missing key with a default in the contract takes the default.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        teamId = try container.decode(String.self, forKey: .teamId)
         serviceAssetId = try container.decode(String.self, forKey: .serviceAssetId)
         taskId = try container.decodeIfPresent(String.self, forKey: .taskId)
         category = try container.decode(Category.self, forKey: .category)
@@ -103,6 +110,7 @@ public struct IssueLogged: ContractEvent {
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(teamId, forKey: .teamId)
         try container.encode(serviceAssetId, forKey: .serviceAssetId)
         try container.encodeIfPresent(taskId, forKey: .taskId)
         try container.encode(category, forKey: .category)

@@ -4,6 +4,9 @@
 ///
 /// - Remark: Generated from event `TaskStarted` version 1 (`contracts/events/task_started.yaml`).
 public struct TaskStarted: ContractEvent {
+    /// The team whose scope holds the row; fills {team_id} in the scope key.
+    public var teamId: String
+
     public var taskId: String
     public var latitude: Double?
     public var longitude: Double?
@@ -12,11 +15,13 @@ public struct TaskStarted: ContractEvent {
     public var note: String?
 
     public init(
+        teamId: String,
         taskId: String,
         latitude: Double? = nil,
         longitude: Double? = nil,
         note: String? = nil
     ) {
+        self.teamId = teamId
         self.taskId = taskId
         self.latitude = latitude
         self.longitude = longitude
@@ -24,6 +29,7 @@ public struct TaskStarted: ContractEvent {
     }
 
     enum CodingKeys: String, CodingKey {
+        case teamId = "team_id"
         case taskId = "task_id"
         case latitude
         case longitude
@@ -33,6 +39,7 @@ public struct TaskStarted: ContractEvent {
     /// Decodes the wire form; a missing key with a default in the contract takes the default.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        teamId = try container.decode(String.self, forKey: .teamId)
         taskId = try container.decode(String.self, forKey: .taskId)
         latitude = try container.decodeIfPresent(Double.self, forKey: .latitude)
         longitude = try container.decodeIfPresent(Double.self, forKey: .longitude)
@@ -41,6 +48,7 @@ public struct TaskStarted: ContractEvent {
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(teamId, forKey: .teamId)
         try container.encode(taskId, forKey: .taskId)
         try container.encodeIfPresent(latitude, forKey: .latitude)
         try container.encodeIfPresent(longitude, forKey: .longitude)

@@ -6,6 +6,9 @@
 ///
 /// - Remark: Generated from event `TaskStatusChanged` version 1 (`contracts/events/task_status_changed.yaml`).
 public struct TaskStatusChanged: ContractEvent {
+    /// The team whose scope holds the row; fills {team_id} in the scope key.
+    public var teamId: String
+
     public var taskId: String
     public var fromStatus: FromStatus
     public var toStatus: ToStatus
@@ -17,12 +20,14 @@ public struct TaskStatusChanged: ContractEvent {
     public var reason: String?
 
     public init(
+        teamId: String,
         taskId: String,
         fromStatus: FromStatus,
         toStatus: ToStatus,
         baseRevision: Int64,
         reason: String? = nil
     ) {
+        self.teamId = teamId
         self.taskId = taskId
         self.fromStatus = fromStatus
         self.toStatus = toStatus
@@ -65,6 +70,7 @@ public struct TaskStatusChanged: ContractEvent {
     }
 
     enum CodingKeys: String, CodingKey {
+        case teamId = "team_id"
         case taskId = "task_id"
         case fromStatus = "from_status"
         case toStatus = "to_status"
@@ -75,6 +81,7 @@ public struct TaskStatusChanged: ContractEvent {
     /// Decodes the wire form; a missing key with a default in the contract takes the default.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        teamId = try container.decode(String.self, forKey: .teamId)
         taskId = try container.decode(String.self, forKey: .taskId)
         fromStatus = try container.decode(FromStatus.self, forKey: .fromStatus)
         toStatus = try container.decode(ToStatus.self, forKey: .toStatus)
@@ -84,6 +91,7 @@ public struct TaskStatusChanged: ContractEvent {
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(teamId, forKey: .teamId)
         try container.encode(taskId, forKey: .taskId)
         try container.encode(fromStatus, forKey: .fromStatus)
         try container.encode(toStatus, forKey: .toStatus)

@@ -111,6 +111,7 @@ public enum RuleCatalog {
         validation(.missingSummary, "a contract without a summary (warning)", "The summary becomes the generated type's documentation.", "Add `summary:` with one sentence."),
         // MARK: Sync
         validation(.unknownScope, "a scope the manifest does not declare", "Scopes decide who may read and write rows.", "Declare it in contracts.yaml or fix the name."),
+        validation(.scopeKeyFieldMissing, "a scope key placeholder the contract does not carry", "A row's scope key is built from the device token ({tenant_id}, {user_id}, {device_id}) and from the row's own fields for any other placeholder ({team_id}); without the field the server cannot tell which scope a row belongs to.", "Add the field (for example `team_id: id`) to the contract."),
         validation(.policyDirectionMismatch, "a conflict policy that makes no sense for the direction", "`down` means devices never push, which is exactly `server_authoritative`; a read-only scope allows only `down`.", "Match the policy to the direction."),
         validation(.eventPolicy, "an event that is not append-only and device-recorded", "Events are immutable facts recorded on devices.", "Use `direction: up` or `both` and no other conflict policy."),
         validation(.envelopeFieldShadowed, "an event field named like an envelope field", "Every event's envelope already carries it.", "Rename or remove the field."),

@@ -66,6 +66,7 @@ extension RuleID {
 
     // Sync
     public static let unknownScope = RuleID("UNKNOWN_SCOPE")
+    public static let scopeKeyFieldMissing = RuleID("SCOPE_KEY_FIELD_MISSING")
     public static let policyDirectionMismatch = RuleID("POLICY_DIRECTION_MISMATCH")
     public static let eventPolicy = RuleID("EVENT_POLICY")
     public static let envelopeFieldShadowed = RuleID("ENVELOPE_FIELD_SHADOWED")

@@ -153,6 +153,21 @@ struct ContractValidator {
                     ?? "declare it under `scopes:` in \(set.manifest.file), or use one of: \(set.manifest.scopes.map(\.name).joined(separator: ", "))"
             )
         }
+        if let scope {
+            // Placeholders the token does not fill come from the row itself.
+            for placeholder in scope.placeholders where !["tenant_id", "user_id", "device_id"].contains(placeholder) {
+                let field = contract.field(named: placeholder)
+                let usable = field.map { !$0.type.isOptional && !$0.isEncrypted && [.id, .string, .uuid].contains($0.type.type) } ?? false
+                if !usable {
+                    diagnostics.error(
+                        .scopeKeyFieldMissing,
+                        "scope '\(scope.name)' keys rows by {\(placeholder)}, but '\(contract.name)' has no required, unencrypted id field '\(placeholder)'",
+                        at: field?.location ?? contract.scopeLocation,
+                        help: "add `\(placeholder): id` to the fields; the server files each row under its \(placeholder)"
+                    )
+                }
+            }
+        }
         if contract.kind == .event {
             if sync.conflict != .appendOnly {
                 diagnostics.error(

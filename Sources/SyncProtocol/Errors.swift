@@ -1,0 +1,80 @@
+public import Contracts
+
+/// A stable, machine-readable error code. Codes never change once published; messages may.
+public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    // Whole requests
+    /// 400: the body or a parameter is not what the route takes.
+    public static let malformedRequest = ErrorCode("malformed_request")
+    /// 401: no token, or a token that is invalid or expired.
+    public static let unauthorized = ErrorCode("unauthorized")
+    /// 403: the token does not grant this scope or route.
+    public static let forbidden = ErrorCode("forbidden")
+    /// 404
+    public static let notFound = ErrorCode("not_found")
+    /// 409: the push does not continue where the server is; `details.last_seq` says where.
+    public static let sequenceGap = ErrorCode("sequence_gap")
+    /// 413
+    public static let payloadTooLarge = ErrorCode("payload_too_large")
+    /// 416
+    public static let rangeNotSatisfiable = ErrorCode("range_not_satisfiable")
+    /// 422: an unknown contract, or a request the contracts refuse.
+    public static let unknownEntity = ErrorCode("unknown_entity")
+    /// 426: the device's schema is older than the oldest supported; `details` lists versions.
+    public static let schemaTooOld = ErrorCode("schema_too_old")
+    /// 429: over the rate; retry after `Retry-After` seconds.
+    public static let rateLimited = ErrorCode("rate_limited")
+    /// 500: the server failed; nothing was written.
+    public static let internalError = ErrorCode("internal_error")
+
+    // Per mutation (inside a valid push)
+    /// The payload does not match the contract (types, enums, lengths, required fields).
+    public static let invalidPayload = ErrorCode("invalid_payload")
+    /// The contract's direction or policy does not let devices write it.
+    public static let notWritable = ErrorCode("not_writable")
+    /// The operation needs something the policy requires (`base_version`, `hlc`, `base`).
+    public static let missingPolicyData = ErrorCode("missing_policy_data")
+    /// The row is not there to update, patch or delete.
+    public static let rowNotFound = ErrorCode("row_not_found")
+    /// An event whose `hash` does not match its payload.
+    public static let hashMismatch = ErrorCode("hash_mismatch")
+    /// A reducer refused the event (for example a transition a task cannot make).
+    public static let invalidTransition = ErrorCode("invalid_transition")
+}
+
+/// An error: a stable code, a human message, and details where they help.
+public struct ErrorDetail: Codable, Sendable, Hashable, Error {
+    public var code: ErrorCode
+    public var message: String
+    public var details: JSONValue?
+
+    public init(code: ErrorCode, message: String, details: JSONValue? = nil) {
+        self.code = code
+        self.message = message
+        self.details = details
+    }
+}
+
+/// Every error response: `{"error": {"code": …, "message": …}}`.
+public struct ErrorBody: Codable, Sendable, Hashable {
+    public var error: ErrorDetail
+
+    public init(_ error: ErrorDetail) {
+        self.error = error
+    }
+}

@@ -1,0 +1,29 @@
+import Foundation
+
+/// HTTP header and parameter names of the protocol, in one place for client and server.
+public enum ProtocolHeaders {
+    /// The device's schema versions on a pull: `Unit=3,Lesson=2`.
+    public static let schema = "X-Outpost-Schema"
+    /// The device's client id on a pull, so the answer can say `last_seq`.
+    public static let clientID = "X-Outpost-Client"
+}
+
+/// `X-Outpost-Schema` text: `Name=version` pairs separated by commas.
+public enum SchemaHeader {
+    public static func encode(_ versions: [String: Int]) -> String {
+        versions.keys.sorted().map { "\($0)=\(versions[$0]!)" }.joined(separator: ",")
+    }
+
+    /// `nil` when the text is malformed.
+    public static func decode(_ text: String) -> [String: Int]? {
+        var versions: [String: Int] = [:]
+        for part in text.split(separator: ",") {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, let version = Int(pair[1].trimmingCharacters(in: .whitespaces)), version > 0 else {
+                return nil
+            }
+            versions[pair[0].trimmingCharacters(in: .whitespaces)] = version
+        }
+        return versions
+    }
+}

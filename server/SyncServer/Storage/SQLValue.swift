@@ -1,0 +1,151 @@
+public import Contracts
+public import Foundation
+
+/// A value as storage holds it: the five SQLite storage classes, which PostgreSQL maps too.
+public enum SQLValue: Hashable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob(Data)
+
+    public var isNull: Bool { self == .null }
+}
+
+/// A row of a contract table: column name → value, including the sync metadata columns.
+public struct StoredRow: Hashable, Sendable {
+    public var columns: [String: SQLValue]
+
+    public init(_ columns: [String: SQLValue] = [:]) {
+        self.columns = columns
+    }
+
+    public subscript(_ column: String) -> SQLValue {
+        get { columns[column] ?? .null }
+        set { columns[column] = newValue }
+    }
+
+    public func integer(_ column: String) -> Int64? {
+        if case .integer(let value) = self[column] { return value }
+        return nil
+    }
+
+    public func text(_ column: String) -> String? {
+        if case .text(let value) = self[column] { return value }
+        return nil
+    }
+}
+
+/// Why a wire value does not fit a field.
+public struct FieldValueError: Error, Hashable, Sendable {
+    public var field: String
+    public var message: String
+}
+
+/// Converts between a field's wire form (JSON) and its column value, following the field's
+/// contract type. The one place that knows how each type is stored; every storage uses it.
+public enum RowCodec {
+    /// The column value for a field's wire value; throws when the value does not fit the type.
+    public static func columnValue(_ value: JSONValue, for field: FieldDescriptor) throws(FieldValueError) -> SQLValue {
+        if case .null = value {
+            guard field.isOptional else { throw FieldValueError(field: field.name, message: "'\(field.name)' is required") }
+            return .null
+        }
+        return try columnValue(value, kind: field.kind, field: field)
+    }
+
+    private static func columnValue(_ value: JSONValue, kind: FieldKind, field: FieldDescriptor) throws(FieldValueError) -> SQLValue {
+        func fail(_ expected: String) -> FieldValueError {
+            FieldValueError(field: field.name, message: "'\(field.name)' must be \(expected)")
+        }
+        switch kind {
+        case .id, .string:
+            guard case .string(let text) = value else { throw fail("text") }
+            if let limit = field.maxLength, text.count > limit {
+                throw FieldValueError(field: field.name, message: "'\(field.name)' is longer than \(limit) characters")
+            }
+            return .text(text)
+        case .int:
+            guard case .int(let number) = value else { throw fail("a whole number") }
+            return .integer(number)
+        case .double:
+            switch value {
+            case .int(let number): return .real(Double(number))
+            case .double(let number): return .real(number)
+            default: throw fail("a number")
+            }
+        case .bool:
+            guard case .bool(let flag) = value else { throw fail("true or false") }
+            return .integer(flag ? 1 : 0)
+        case .timestamp:
+            guard case .string(let text) = value, let timestamp = Timestamp(iso8601: text) else {
+                throw fail("an ISO-8601 timestamp such as 2026-01-31T08:00:00.000Z")
+            }
+            return .integer(timestamp.millisecondsSince1970)
+        case .date:
+            guard case .string(let text) = value, let date = CalendarDate(text) else { throw fail("a date such as 2026-01-31") }
+            return .text(date.description)
+        case .uuid:
+            guard case .string(let text) = value, let uuid = UUID(uuidString: text) else { throw fail("a UUID") }
+            return .text(uuid.uuidString.lowercased())
+        case .json:
+            return .text(CanonicalJSON.text(value))
+        case .bytes:
+            guard case .string(let text) = value, let data = Data(base64Encoded: text) else { throw fail("base64 text") }
+            if let limit = field.maxLength, data.count > limit {
+                throw FieldValueError(field: field.name, message: "'\(field.name)' is longer than \(limit) bytes")
+            }
+            return .blob(data)
+        case .enumeration(let values, let fallback):
+            guard case .string(let text) = value else { throw fail("one of \(values.joined(separator: ", "))") }
+            if values.contains(text) { return .text(text) }
+            if let fallback { return .text(fallback) }
+            throw fail("one of \(values.joined(separator: ", "))")
+        case .list(let element):
+            guard case .array(let items) = value else { throw fail("a list") }
+            if let limit = field.maxLength, items.count > limit {
+                throw FieldValueError(field: field.name, message: "'\(field.name)' has more than \(limit) items")
+            }
+            var normalized: [JSONValue] = []
+            for item in items {
+                let stored = try columnValue(item, kind: element, field: field)
+                normalized.append(wireValue(stored, kind: element))
+            }
+            return .text(CanonicalJSON.text(.array(normalized)))
+        case .ref(let target):
+            let keyKind = ContractRegistry.entity(named: target).flatMap { entity in
+                entity.fields.first { $0.name == entity.primaryKey }?.kind
+            } ?? .id
+            return try columnValue(value, kind: keyKind, field: field)
+        }
+    }
+
+    /// The wire value of a stored column.
+    public static func wireValue(_ value: SQLValue, for field: FieldDescriptor) -> JSONValue {
+        if value.isNull { return .null }
+        return wireValue(value, kind: field.kind)
+    }
+
+    static func wireValue(_ value: SQLValue, kind: FieldKind) -> JSONValue {
+        switch (kind, value) {
+        case (_, .null): return .null
+        case (.int, .integer(let number)): return .int(number)
+        case (.double, .real(let number)): return .double(number)
+        case (.double, .integer(let number)): return .double(Double(number))
+        case (.bool, .integer(let number)): return .bool(number != 0)
+        case (.timestamp, .integer(let millis)): return .string(Timestamp(millisecondsSince1970: millis).iso8601)
+        case (.json, .text(let text)), (.list, .text(let text)):
+            return (try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))) ?? .null
+        case (.bytes, .blob(let data)): return .string(data.base64EncodedString())
+        case (.ref(let target), _):
+            let keyKind = ContractRegistry.entity(named: target).flatMap { entity in
+                entity.fields.first { $0.name == entity.primaryKey }?.kind
+            } ?? .id
+            return wireValue(value, kind: keyKind)
+        case (_, .text(let text)): return .string(text)
+        case (_, .integer(let number)): return .int(number)
+        case (_, .real(let number)): return .double(number)
+        case (_, .blob(let data)): return .string(data.base64EncodedString())
+        }
+    }
+}

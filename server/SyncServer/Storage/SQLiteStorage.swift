@@ -1,0 +1,248 @@
+import Contracts
+public import Foundation
+import GRDB
+
+/// The embedded default: one SQLite database (WAL) in the data folder, through GRDB.
+public final class SQLiteStorage: SyncStorage {
+    private let pool: DatabasePool
+
+    /// Opens (creating if needed) `server.sqlite` in `directory` and runs the server's own
+    /// migrations and the generated contract migrations.
+    public init(directory: URL) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        pool = try DatabasePool(path: directory.appendingPathComponent("server.sqlite").path, configuration: configuration)
+        try Self.migrator().migrate(pool)
+    }
+
+    /// The server's tables, then every generated server migration, in order.
+    static func migrator() -> DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("server.v1.sync_tables") { db in
+            for statement in ServerTables.statements {
+                try db.execute(sql: statement)
+            }
+        }
+        for migration in ContractRegistry.serverMigrations {
+            migrator.registerMigration(migration.identifier) { db in
+                for statement in migration.statements {
+                    try db.execute(sql: statement)
+                }
+            }
+        }
+        return migrator
+    }
+
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+        try await pool.write { db in try body(SQLiteTransaction(db: db)) }
+    }
+
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) throws -> T) async throws -> T {
+        try await pool.read { db in try body(SQLiteTransaction(db: db)) }
+    }
+}
+
+/// The server's own tables (not contracts): clients, stored push results, scope sequences and
+/// the audit log. Their names are reserved in the contract compiler.
+enum ServerTables {
+    static let statements = [
+        """
+        CREATE TABLE "clients" (
+            "tenant" TEXT NOT NULL,
+            "client_id" TEXT NOT NULL,
+            "last_seq" INTEGER NOT NULL,
+            "updated_at" INTEGER NOT NULL,
+            PRIMARY KEY ("tenant", "client_id")
+        )
+        """,
+        """
+        CREATE TABLE "push_results" (
+            "tenant" TEXT NOT NULL,
+            "client_id" TEXT NOT NULL,
+            "seq" INTEGER NOT NULL,
+            "client_mutation_id" TEXT NOT NULL,
+            "result" TEXT NOT NULL,
+            PRIMARY KEY ("tenant", "client_id", "seq")
+        )
+        """,
+        """
+        CREATE TABLE "scope_sequences" (
+            "tenant" TEXT NOT NULL,
+            "scope_key" TEXT NOT NULL,
+            "last_seq" INTEGER NOT NULL,
+            PRIMARY KEY ("tenant", "scope_key")
+        )
+        """,
+        """
+        CREATE TABLE "audit_log" (
+            "id" INTEGER PRIMARY KEY,
+            "tenant" TEXT NOT NULL,
+            "recorded_at" INTEGER NOT NULL,
+            "user_id" TEXT NOT NULL,
+            "device_id" TEXT NOT NULL,
+            "entity" TEXT NOT NULL,
+            "row_id" TEXT NOT NULL,
+            "operation" TEXT NOT NULL,
+            "outcome" TEXT NOT NULL,
+            "detail" TEXT NOT NULL,
+            "previous_hash" TEXT NOT NULL,
+            "hash" TEXT NOT NULL
+        )
+        """,
+    ]
+}
+
+/// GRDB-backed reader and transaction. Table and column names come from the contract
+/// registry and are quoted; values are always bound, never interpolated.
+struct SQLiteTransaction: StorageTransaction {
+    let db: Database
+
+    private static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+
+    private static func databaseValue(_ value: SQLValue) -> DatabaseValue {
+        switch value {
+        case .null: return .null
+        case .integer(let number): return number.databaseValue
+        case .real(let number): return number.databaseValue
+        case .text(let text): return text.databaseValue
+        case .blob(let data): return data.databaseValue
+        }
+    }
+
+    private static func sqlValue(_ value: DatabaseValue) -> SQLValue {
+        switch value.storage {
+        case .null: return .null
+        case .int64(let number): return .integer(number)
+        case .double(let number): return .real(number)
+        case .string(let text): return .text(text)
+        case .blob(let data): return .blob(data)
+        }
+    }
+
+    private static func storedRow(_ row: Row) -> StoredRow {
+        var stored = StoredRow()
+        for (column, value) in row {
+            stored.columns[column] = sqlValue(value)
+        }
+        return stored
+    }
+
+    func row(in table: ContractTable, tenant: String, id: String) throws -> StoredRow? {
+        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) = ?"
+        return try Row.fetchOne(db, sql: sql, arguments: [tenant, id]).map(Self.storedRow)
+    }
+
+    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> [(table: ContractTable, row: StoredRow)] {
+        var merged: [(table: ContractTable, row: StoredRow)] = []
+        for table in tables {
+            let sql = """
+                SELECT * FROM \(Self.quoted(table.name))
+                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? ORDER BY "_seq" LIMIT ?
+                """
+            let rows = try Row.fetchAll(db, sql: sql, arguments: [tenant, scopeKey, after, limit])
+            merged += rows.map { (table, Self.storedRow($0)) }
+        }
+        merged.sort { ($0.row.integer("_seq") ?? 0) < ($1.row.integer("_seq") ?? 0) }
+        return Array(merged.prefix(limit))
+    }
+
+    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) throws -> [StoredRow] {
+        var clauses = ["\"_tenant_id\" = ?"]
+        var arguments: [DatabaseValue] = [tenant.databaseValue]
+        for column in conditions.keys.sorted() {
+            clauses.append("\(Self.quoted(column)) IS ?")
+            arguments.append(Self.databaseValue(conditions[column]!))
+        }
+        arguments.append(limit.databaseValue)
+        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) ORDER BY \(Self.quoted(table.primaryKey)) LIMIT ?"
+        return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map(Self.storedRow)
+    }
+
+    func lastSequence(tenant: String, clientID: String) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT last_seq FROM clients WHERE tenant = ? AND client_id = ?", arguments: [tenant, clientID]) ?? 0
+    }
+
+    func pushResult(tenant: String, clientID: String, seq: Int64) throws -> String? {
+        try String.fetchOne(
+            db, sql: "SELECT result FROM push_results WHERE tenant = ? AND client_id = ? AND seq = ?",
+            arguments: [tenant, clientID, seq]
+        )
+    }
+
+    func scopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
+        try Int64.fetchOne(
+            db, sql: "SELECT last_seq FROM scope_sequences WHERE tenant = ? AND scope_key = ?", arguments: [tenant, scopeKey]
+        ) ?? 0
+    }
+
+    func auditEntries(after afterID: Int64, limit: Int) throws -> [AuditEntry] {
+        try Row.fetchAll(db, sql: "SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?", arguments: [afterID, limit]).map { row in
+            AuditEntry(
+                id: row["id"], tenant: row["tenant"], recordedAt: row["recorded_at"], userID: row["user_id"],
+                deviceID: row["device_id"], entity: row["entity"], rowID: row["row_id"], operation: row["operation"],
+                outcome: row["outcome"], detail: row["detail"], previousHash: row["previous_hash"], hash: row["hash"]
+            )
+        }
+    }
+
+    func nextScopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
+        try db.execute(
+            sql: """
+                INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, 1)
+                ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = last_seq + 1
+                """,
+            arguments: [tenant, scopeKey]
+        )
+        return try scopeSequence(tenant: tenant, scopeKey: scopeKey)
+    }
+
+    func upsert(_ row: StoredRow, in table: ContractTable) throws {
+        let columns = row.columns.keys.sorted()
+        let sql = "INSERT OR REPLACE INTO \(Self.quoted(table.name)) (\(columns.map(Self.quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        try db.execute(sql: sql, arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
+    }
+
+    func insertIfAbsent(_ row: StoredRow, in table: ContractTable) throws -> Bool {
+        let columns = row.columns.keys.sorted()
+        let sql = "INSERT OR IGNORE INTO \(Self.quoted(table.name)) (\(columns.map(Self.quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        try db.execute(sql: sql, arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
+        return db.changesCount > 0
+    }
+
+    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) throws {
+        try db.execute(
+            sql: "INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result) VALUES (?, ?, ?, ?, ?)",
+            arguments: [tenant, clientID, seq, clientMutationID, result]
+        )
+        try db.execute(
+            sql: """
+                INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
+                """,
+            arguments: [tenant, clientID, seq, Int64(Date().timeIntervalSince1970 * 1000)]
+        )
+    }
+
+    func appendAudit(_ entry: AuditEntry) throws -> AuditEntry {
+        let last = try Row.fetchOne(db, sql: "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1")
+        var stored = entry
+        stored.id = (last?["id"] as Int64? ?? 0) + 1
+        stored.previousHash = last?["hash"] ?? AuditChain.genesis
+        stored.hash = AuditChain.hash(of: stored, previousHash: stored.previousHash)
+        try db.execute(
+            sql: """
+                INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                stored.id, stored.tenant, stored.recordedAt, stored.userID, stored.deviceID, stored.entity, stored.rowID,
+                stored.operation, stored.outcome, stored.detail, stored.previousHash, stored.hash,
+            ]
+        )
+        return stored
+    }
+}
