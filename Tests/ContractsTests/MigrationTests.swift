@@ -36,7 +36,7 @@ struct MigrationTests {
         }
     }
 
-    @Test("Every contract's migrations reach its current version, in order", arguments: Side.allCases)
+    @Test("Every contract's migrations are in version order and none is past its current version", arguments: Side.allCases)
     func migrationsReachTheCurrentVersion(_ side: Side) throws {
         let migrations = side.migrations
         for name in AllContracts.names {
@@ -44,7 +44,10 @@ struct MigrationTests {
             let current = try #require(ContractSQL.currentVersion(of: name))
             #expect(!versions.isEmpty, "\(side): no migration for \(name)")
             #expect(versions == versions.sorted(), "\(side): migrations of \(name) out of version order")
-            #expect(versions.last == current, "\(side): migrations of \(name) end at v\(versions.last ?? 0), not v\(current)")
+            // A version that leaves the table as it was (an enum value added, a doc changed) has no
+            // step, so the last step may be older than the current version. That the steps reach
+            // the current schema is checked by MigrationHistoryTests (migrated = created fresh).
+            #expect((versions.last ?? 0) <= current, "\(side): migrations of \(name) end at v\(versions.last ?? 0), after v\(current)")
             #expect(versions.allSatisfy { $0 >= 1 && $0 <= current }, "\(side): \(name) migration versions \(versions)")
         }
         let unknown = Set(migrations.map(\.contract)).subtracting(AllContracts.names)
