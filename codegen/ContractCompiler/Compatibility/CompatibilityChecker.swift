@@ -139,7 +139,15 @@ package struct CompatibilityChecker {
                     at: field.sinceLocation ?? field.location, in: contract, field: field.name,
                     help: "write `since: \(contract.version)`: devices on earlier versions do not know the field")
             }
-            if let rename = field.renamedFrom {
+            if let rename = field.renamedFrom,
+                let stale = history.first(where: { $0.version >= rename.version && $0.field(named: rename.name) != nil && $0.field(named: field.name) == nil })
+            {
+                report(.renamedFromUnknown,
+                    "renamed_from says '\(rename.name)' became '\(field.name)' in version \(rename.version), but version \(stale.version) was released with '\(rename.name)'",
+                    at: rename.location, in: contract, field: field.name,
+                    help: "date the rename at the version that introduces the new name: `version: \(contract.version)`",
+                    notes: [.init("version \(stale.version) released here", at: stale.location)])
+            } else if let rename = field.renamedFrom {
                 let before = history.filter { $0.version < rename.version }
                 if let previous = before.last, previous.field(named: rename.name) == nil {
                     report(.renamedFromUnknown,
@@ -228,8 +236,18 @@ package struct CompatibilityChecker {
         forward: Bool, seen: inout Set<String>
     ) {
         let (oldType, newType) = (old.type.type, new.type.type)
+        // Optional → required breaks reading old data whatever else changed (old rows may lack it).
+        if old.type.isOptional && !new.type.isOptional && new.defaultValue == nil {
+            if backward {
+                once(&seen, .optionalMadeRequired, new.name) {
+                    report(.optionalMadeRequired, "field '\(new.name)' is required now but optional in \(against), whose data may leave it out",
+                        at: new.typeLocation, in: contract, field: new.name,
+                        help: "keep it optional, or give it a `default`", notes: [note])
+                }
+            }
+        }
         var backwardBreaks = false, forwardBreaks = false
-        var detail = "\(old.type.spelling) in \(against) to \(new.type.spelling)"
+        let detail = "\(old.type.spelling) in \(against) to \(new.type.spelling)"
         switch Self.wireRelation(from: oldType, to: newType) {
         case .same: break
         case .widened: forwardBreaks = true
@@ -258,19 +276,7 @@ package struct CompatibilityChecker {
                     }
                 }
             }
-            // Optionality.
-            if old.type.isOptional && !new.type.isOptional && new.defaultValue == nil {
-                backwardBreaks = true
-                detail = "optional in \(against), required now"
-                if backward {
-                    once(&seen, .optionalMadeRequired, new.name) {
-                        report(.optionalMadeRequired, "field '\(new.name)' is required now but optional in \(against), whose data may leave it out",
-                            at: new.typeLocation, in: contract, field: new.name,
-                            help: "keep it optional, or give it a `default`", notes: [note])
-                    }
-                }
-                return
-            }
+            // Optionality (optional → required is reported above).
             if !old.type.isOptional && new.type.isOptional && old.defaultValue == nil {
                 forwardBreaks = true
             }
@@ -306,6 +312,9 @@ package struct CompatibilityChecker {
         case (.double, .int): return .narrowed
         case (.enumeration, _) where text(new): return .widened
         case (_, .enumeration) where text(old): return .narrowed
+        // Dates, UUIDs and timestamps are text on the wire: any text reads them, not the reverse.
+        case (.date, _) where text(new), (.uuid, _) where text(new), (.timestamp, _) where text(new): return .widened
+        case (_, .date) where text(old), (_, .uuid) where text(old), (_, .timestamp) where text(old): return .narrowed
         default:
             if old == new { return .same }
             if text(old) && text(new) { return .same }
@@ -355,6 +364,8 @@ package struct CompatibilityChecker {
         if let field, !removed, let declared = (contract.fields + contract.localFields).first(where: { $0.name == field }) {
             return declared.allowances.first { $0.rule == rule }
         }
-        return contract.allowances.first { $0.rule == rule && ($0.field == nil || $0.field == field) }
+        // A contract-level allowance names the removed field it excuses; without `field` it
+        // excuses only findings about the contract itself.
+        return contract.allowances.first { $0.rule == rule && $0.field == field }
     }
 }
