@@ -14,15 +14,18 @@ public enum SchemaHeader {
         versions.keys.sorted().map { "\($0)=\(versions[$0]!)" }.joined(separator: ",")
     }
 
-    /// `nil` when the text is malformed.
+    /// `nil` when the text is malformed: an empty name, a version that is not a positive
+    /// number, or a contract named twice.
     public static func decode(_ text: String) -> [String: Int]? {
         var versions: [String: Int] = [:]
         for part in text.split(separator: ",") {
-            let pair = part.split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, let version = Int(pair[1].trimmingCharacters(in: .whitespaces)), version > 0 else {
-                return nil
-            }
-            versions[pair[0].trimmingCharacters(in: .whitespaces)] = version
+            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard pair.count == 2 else { return nil }
+            let name = pair[0].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, versions[name] == nil,
+                let version = Int(pair[1].trimmingCharacters(in: .whitespaces)), version > 0
+            else { return nil }
+            versions[name] = version
         }
         return versions
     }

@@ -18,9 +18,10 @@ public struct HybridLogicalClock: Hashable, Sendable, Comparable, CustomStringCo
 
     public init?(_ text: String) {
         let parts = text.split(separator: "-", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].count == 15, parts[1].count == 5,
-            let milliseconds = Int64(parts[0]), let counter = Int(parts[1]), milliseconds >= 0, counter >= 0,
-            !parts[2].isEmpty
+        // Digits only: `Int("+1")` would accept a sign, and two texts would name one clock.
+        func digits(_ part: Substring) -> Bool { part.utf8.allSatisfy { (48...57).contains($0) } }
+        guard parts.count == 3, parts[0].count == 15, parts[1].count == 5, digits(parts[0]), digits(parts[1]),
+            let milliseconds = Int64(parts[0]), let counter = Int(parts[1]), !parts[2].isEmpty
         else { return nil }
         self.init(milliseconds: milliseconds, counter: counter, node: String(parts[2]))
     }
@@ -35,12 +36,22 @@ public struct HybridLogicalClock: Hashable, Sendable, Comparable, CustomStringCo
         (lhs.milliseconds, lhs.counter, lhs.node) < (rhs.milliseconds, rhs.counter, rhs.node)
     }
 
+    /// The largest counter the five-digit wire form holds; past it the clock moves to the next millisecond.
+    public static let maximumCounter = 99_999
+
+    /// A reading with the counter kept within five digits (carrying into the milliseconds).
+    private static func normalized(milliseconds: Int64, counter: Int, node: String) -> HybridLogicalClock {
+        counter > maximumCounter
+            ? HybridLogicalClock(milliseconds: milliseconds + 1, counter: 0, node: node)
+            : HybridLogicalClock(milliseconds: milliseconds, counter: counter, node: node)
+    }
+
     /// The next reading for a local event at wall time `now`.
     public func tick(now: Timestamp) -> HybridLogicalClock {
         if now.millisecondsSince1970 > milliseconds {
             return HybridLogicalClock(milliseconds: now.millisecondsSince1970, counter: 0, node: node)
         }
-        return HybridLogicalClock(milliseconds: milliseconds, counter: counter + 1, node: node)
+        return Self.normalized(milliseconds: milliseconds, counter: counter + 1, node: node)
     }
 
     /// The reading after receiving `remote` at wall time `now`.
@@ -57,6 +68,6 @@ public struct HybridLogicalClock: Hashable, Sendable, Comparable, CustomStringCo
         } else {
             counter = 0
         }
-        return HybridLogicalClock(milliseconds: top, counter: counter, node: node)
+        return Self.normalized(milliseconds: top, counter: counter, node: node)
     }
 }

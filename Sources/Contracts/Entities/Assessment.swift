@@ -99,6 +99,50 @@ public struct Assessment: ContractEntity {
         }
     }
 
+    /// One field of `Assessment` set to a new value, for a patch:
+    /// `[.unitId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case unitId(String?)
+        case title(String)
+        case instructions(String?)
+        case questions(JSONValue)
+        case questionCount(Int64)
+        case passScore(Double)
+        case timeLimitSeconds(Int64?)
+        case availableUntil(CalendarDate?)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .unitId: return "unit_id"
+            case .title: return "title"
+            case .instructions: return "instructions"
+            case .questions: return "questions"
+            case .questionCount: return "question_count"
+            case .passScore: return "pass_score"
+            case .timeLimitSeconds: return "time_limit_seconds"
+            case .availableUntil: return "available_until"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .unitId(let value): return try JSONValue(encoding: value)
+            case .title(let value): return try JSONValue(encoding: value)
+            case .instructions(let value): return try JSONValue(encoding: value)
+            case .questions(let value): return try JSONValue(encoding: value)
+            case .questionCount(let value): return try JSONValue(encoding: value)
+            case .passScore(let value): return try JSONValue(encoding: value)
+            case .timeLimitSeconds(let value): return try JSONValue(encoding: value)
+            case .availableUntil(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case unitId = "unit_id"

@@ -47,6 +47,47 @@ public struct AssessmentResponse: ContractEntity {
         self.updatedAt = updatedAt
     }
 
+    /// One field of `AssessmentResponse` set to a new value, for a patch:
+    /// `[.assessmentId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case assessmentId(String)
+        case attemptId(String)
+        case questionId(String)
+        case answer(JSONValue?)
+        case timeSpentMs(Int64)
+        case flaggedForReview(Bool)
+        case answeredAt(Timestamp?)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .assessmentId: return "assessment_id"
+            case .attemptId: return "attempt_id"
+            case .questionId: return "question_id"
+            case .answer: return "answer"
+            case .timeSpentMs: return "time_spent_ms"
+            case .flaggedForReview: return "flagged_for_review"
+            case .answeredAt: return "answered_at"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .assessmentId(let value): return try JSONValue(encoding: value)
+            case .attemptId(let value): return try JSONValue(encoding: value)
+            case .questionId(let value): return try JSONValue(encoding: value)
+            case .answer(let value): return try JSONValue(encoding: value)
+            case .timeSpentMs(let value): return try JSONValue(encoding: value)
+            case .flaggedForReview(let value): return try JSONValue(encoding: value)
+            case .answeredAt(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case assessmentId = "assessment_id"

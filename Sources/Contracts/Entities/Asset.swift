@@ -71,6 +71,47 @@ public struct Asset: ContractEntity {
         }
     }
 
+    /// One field of `Asset` set to a new value, for a patch:
+    /// `[.lessonId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case lessonId(String)
+        case assetKind(AssetKind)
+        case contentType(String)
+        case sizeBytes(Int64)
+        case checksum(String)
+        case storageKey(String)
+        case durationMs(Int64?)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .lessonId: return "lesson_id"
+            case .assetKind: return "asset_kind"
+            case .contentType: return "content_type"
+            case .sizeBytes: return "size_bytes"
+            case .checksum: return "checksum"
+            case .storageKey: return "storage_key"
+            case .durationMs: return "duration_ms"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .lessonId(let value): return try JSONValue(encoding: value)
+            case .assetKind(let value): return try JSONValue(encoding: value)
+            case .contentType(let value): return try JSONValue(encoding: value)
+            case .sizeBytes(let value): return try JSONValue(encoding: value)
+            case .checksum(let value): return try JSONValue(encoding: value)
+            case .storageKey(let value): return try JSONValue(encoding: value)
+            case .durationMs(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case lessonId = "lesson_id"

@@ -69,6 +69,53 @@ public struct Attempt: ContractEntity {
         case incomplete
     }
 
+    /// One field of `Attempt` set to a new value, for a patch:
+    /// `[.assessmentId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case assessmentId(String)
+        case enrollmentId(String?)
+        case state(State)
+        case outcome(Outcome?)
+        case score(Double)
+        case maxScore(Double?)
+        case answeredCount(Int64)
+        case startedAt(Timestamp)
+        case endedAt(Timestamp?)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .assessmentId: return "assessment_id"
+            case .enrollmentId: return "enrollment_id"
+            case .state: return "state"
+            case .outcome: return "outcome"
+            case .score: return "score"
+            case .maxScore: return "max_score"
+            case .answeredCount: return "answered_count"
+            case .startedAt: return "started_at"
+            case .endedAt: return "ended_at"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .assessmentId(let value): return try JSONValue(encoding: value)
+            case .enrollmentId(let value): return try JSONValue(encoding: value)
+            case .state(let value): return try JSONValue(encoding: value)
+            case .outcome(let value): return try JSONValue(encoding: value)
+            case .score(let value): return try JSONValue(encoding: value)
+            case .maxScore(let value): return try JSONValue(encoding: value)
+            case .answeredCount(let value): return try JSONValue(encoding: value)
+            case .startedAt(let value): return try JSONValue(encoding: value)
+            case .endedAt(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case assessmentId = "assessment_id"

@@ -42,6 +42,47 @@ public struct CompletionRecord: ContractEntity {
         self.updatedAt = updatedAt
     }
 
+    /// One field of `CompletionRecord` set to a new value, for a patch:
+    /// `[.unitId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case unitId(String)
+        case lessonId(String?)
+        case attemptId(String?)
+        case passed(Bool)
+        case score(Double?)
+        case completedAt(Timestamp)
+        case completedOn(CalendarDate)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .unitId: return "unit_id"
+            case .lessonId: return "lesson_id"
+            case .attemptId: return "attempt_id"
+            case .passed: return "passed"
+            case .score: return "score"
+            case .completedAt: return "completed_at"
+            case .completedOn: return "completed_on"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .unitId(let value): return try JSONValue(encoding: value)
+            case .lessonId(let value): return try JSONValue(encoding: value)
+            case .attemptId(let value): return try JSONValue(encoding: value)
+            case .passed(let value): return try JSONValue(encoding: value)
+            case .score(let value): return try JSONValue(encoding: value)
+            case .completedAt(let value): return try JSONValue(encoding: value)
+            case .completedOn(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case unitId = "unit_id"

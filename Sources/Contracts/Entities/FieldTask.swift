@@ -109,6 +109,74 @@ public struct FieldTask: ContractEntity {
         }
     }
 
+    /// One field of `FieldTask` set to a new value, for a patch:
+    /// `[.teamId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case teamId(String)
+        case routeId(String?)
+        case serviceAssetId(String?)
+        case assigneeId(String?)
+        case title(String)
+        case taskKind(TaskKind)
+        case status(Status)
+        case sortIndex(Int64)
+        case notes(String?)
+        case checklist([String])
+        case estimatedMinutes(Int64)
+        case latitude(Double?)
+        case longitude(Double?)
+        case dueOn(CalendarDate?)
+        case startedAt(Timestamp?)
+        case completedAt(Timestamp?)
+        case revision(Int64)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .teamId: return "team_id"
+            case .routeId: return "route_id"
+            case .serviceAssetId: return "service_asset_id"
+            case .assigneeId: return "assignee_id"
+            case .title: return "title"
+            case .taskKind: return "task_kind"
+            case .status: return "status"
+            case .sortIndex: return "sort_index"
+            case .notes: return "notes"
+            case .checklist: return "checklist"
+            case .estimatedMinutes: return "estimated_minutes"
+            case .latitude: return "latitude"
+            case .longitude: return "longitude"
+            case .dueOn: return "due_on"
+            case .startedAt: return "started_at"
+            case .completedAt: return "completed_at"
+            case .revision: return "revision"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .teamId(let value): return try JSONValue(encoding: value)
+            case .routeId(let value): return try JSONValue(encoding: value)
+            case .serviceAssetId(let value): return try JSONValue(encoding: value)
+            case .assigneeId(let value): return try JSONValue(encoding: value)
+            case .title(let value): return try JSONValue(encoding: value)
+            case .taskKind(let value): return try JSONValue(encoding: value)
+            case .status(let value): return try JSONValue(encoding: value)
+            case .sortIndex(let value): return try JSONValue(encoding: value)
+            case .notes(let value): return try JSONValue(encoding: value)
+            case .checklist(let value): return try JSONValue(encoding: value)
+            case .estimatedMinutes(let value): return try JSONValue(encoding: value)
+            case .latitude(let value): return try JSONValue(encoding: value)
+            case .longitude(let value): return try JSONValue(encoding: value)
+            case .dueOn(let value): return try JSONValue(encoding: value)
+            case .startedAt(let value): return try JSONValue(encoding: value)
+            case .completedAt(let value): return try JSONValue(encoding: value)
+            case .revision(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case teamId = "team_id"

@@ -153,6 +153,74 @@ public struct Incident: ContractEntity {
         }
     }
 
+    /// One field of `Incident` set to a new value, for a patch:
+    /// `[.teamId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case teamId(String)
+        case number(String)
+        case shortDescription(String)
+        case description(String?)
+        case state(State)
+        case priority(Priority)
+        case assigneeId(String?)
+        case serviceAssetId(String?)
+        case reporterName(String?)
+        case reporterNotes(String?)
+        case latitude(Double?)
+        case longitude(Double?)
+        case tags([String])
+        case openedAt(Timestamp)
+        case dueOn(CalendarDate?)
+        case resolvedAt(Timestamp?)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .teamId: return "team_id"
+            case .number: return "number"
+            case .shortDescription: return "short_description"
+            case .description: return "description"
+            case .state: return "state"
+            case .priority: return "priority"
+            case .assigneeId: return "assignee_id"
+            case .serviceAssetId: return "service_asset_id"
+            case .reporterName: return "reporter_name"
+            case .reporterNotes: return "reporter_notes"
+            case .latitude: return "latitude"
+            case .longitude: return "longitude"
+            case .tags: return "tags"
+            case .openedAt: return "opened_at"
+            case .dueOn: return "due_on"
+            case .resolvedAt: return "resolved_at"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .teamId(let value): return try JSONValue(encoding: value)
+            case .number(let value): return try JSONValue(encoding: value)
+            case .shortDescription(let value): return try JSONValue(encoding: value)
+            case .description(let value): return try JSONValue(encoding: value)
+            case .state(let value): return try JSONValue(encoding: value)
+            case .priority(let value): return try JSONValue(encoding: value)
+            case .assigneeId(let value): return try JSONValue(encoding: value)
+            case .serviceAssetId(let value): return try JSONValue(encoding: value)
+            case .reporterName(let value): return try JSONValue(encoding: value)
+            case .reporterNotes(let value): return try JSONValue(encoding: value)
+            case .latitude(let value): return try JSONValue(encoding: value)
+            case .longitude(let value): return try JSONValue(encoding: value)
+            case .tags(let value): return try JSONValue(encoding: value)
+            case .openedAt(let value): return try JSONValue(encoding: value)
+            case .dueOn(let value): return try JSONValue(encoding: value)
+            case .resolvedAt(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case teamId = "team_id"

@@ -69,6 +69,47 @@ public struct Lesson: ContractEntity {
         }
     }
 
+    /// One field of `Lesson` set to a new value, for a patch:
+    /// `[.unitId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case unitId(String)
+        case title(String)
+        case sortIndex(Int64)
+        case lessonKind(LessonKind)
+        case body(JSONValue)
+        case durationSeconds(Int64?)
+        case audioUrl(String?)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .unitId: return "unit_id"
+            case .title: return "title"
+            case .sortIndex: return "sort_index"
+            case .lessonKind: return "lesson_kind"
+            case .body: return "body"
+            case .durationSeconds: return "duration_seconds"
+            case .audioUrl: return "audio_url"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .unitId(let value): return try JSONValue(encoding: value)
+            case .title(let value): return try JSONValue(encoding: value)
+            case .sortIndex(let value): return try JSONValue(encoding: value)
+            case .lessonKind(let value): return try JSONValue(encoding: value)
+            case .body(let value): return try JSONValue(encoding: value)
+            case .durationSeconds(let value): return try JSONValue(encoding: value)
+            case .audioUrl(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case unitId = "unit_id"

@@ -94,6 +94,62 @@ public struct ServiceAsset: ContractEntity {
         case retired
     }
 
+    /// One field of `ServiceAsset` set to a new value, for a patch:
+    /// `[.teamId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case teamId(String)
+        case assetTag(String)
+        case displayName(String)
+        case category(Category)
+        case status(Status)
+        case serialNumber(String?)
+        case batteryLevel(Double?)
+        case latitude(Double?)
+        case longitude(Double?)
+        case lastSeenAt(Timestamp?)
+        case installedOn(CalendarDate?)
+        case attributes(JSONValue)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .teamId: return "team_id"
+            case .assetTag: return "asset_tag"
+            case .displayName: return "display_name"
+            case .category: return "category"
+            case .status: return "status"
+            case .serialNumber: return "serial_number"
+            case .batteryLevel: return "battery_level"
+            case .latitude: return "latitude"
+            case .longitude: return "longitude"
+            case .lastSeenAt: return "last_seen_at"
+            case .installedOn: return "installed_on"
+            case .attributes: return "attributes"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .teamId(let value): return try JSONValue(encoding: value)
+            case .assetTag(let value): return try JSONValue(encoding: value)
+            case .displayName(let value): return try JSONValue(encoding: value)
+            case .category(let value): return try JSONValue(encoding: value)
+            case .status(let value): return try JSONValue(encoding: value)
+            case .serialNumber(let value): return try JSONValue(encoding: value)
+            case .batteryLevel(let value): return try JSONValue(encoding: value)
+            case .latitude(let value): return try JSONValue(encoding: value)
+            case .longitude(let value): return try JSONValue(encoding: value)
+            case .lastSeenAt(let value): return try JSONValue(encoding: value)
+            case .installedOn(let value): return try JSONValue(encoding: value)
+            case .attributes(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case teamId = "team_id"

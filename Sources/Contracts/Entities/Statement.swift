@@ -65,6 +65,47 @@ public struct Statement: ContractEntity {
         }
     }
 
+    /// One field of `Statement` set to a new value, for a patch:
+    /// `[.verb(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case verb(Verb)
+        case objectId(String)
+        case attemptId(String?)
+        case score(Double?)
+        case success(Bool?)
+        case durationMs(Int64?)
+        case result(JSONValue?)
+        case statedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .verb: return "verb"
+            case .objectId: return "object_id"
+            case .attemptId: return "attempt_id"
+            case .score: return "score"
+            case .success: return "success"
+            case .durationMs: return "duration_ms"
+            case .result: return "result"
+            case .statedAt: return "stated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .verb(let value): return try JSONValue(encoding: value)
+            case .objectId(let value): return try JSONValue(encoding: value)
+            case .attemptId(let value): return try JSONValue(encoding: value)
+            case .score(let value): return try JSONValue(encoding: value)
+            case .success(let value): return try JSONValue(encoding: value)
+            case .durationMs(let value): return try JSONValue(encoding: value)
+            case .result(let value): return try JSONValue(encoding: value)
+            case .statedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case verb

@@ -108,6 +108,47 @@ public struct Unit: ContractEntity {
         }
     }
 
+    /// One field of `Unit` set to a new value, for a patch:
+    /// `[.title(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case title(String)
+        case description(String?)
+        case learnerLevel(LearnerLevel)
+        case isGlobal(Bool)
+        case sortIndex(Int64)
+        case estimatedMinutes(Int64?)
+        case tags([String])
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .title: return "title"
+            case .description: return "description"
+            case .learnerLevel: return "learner_level"
+            case .isGlobal: return "is_global"
+            case .sortIndex: return "sort_index"
+            case .estimatedMinutes: return "estimated_minutes"
+            case .tags: return "tags"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .title(let value): return try JSONValue(encoding: value)
+            case .description(let value): return try JSONValue(encoding: value)
+            case .learnerLevel(let value): return try JSONValue(encoding: value)
+            case .isGlobal(let value): return try JSONValue(encoding: value)
+            case .sortIndex(let value): return try JSONValue(encoding: value)
+            case .estimatedMinutes(let value): return try JSONValue(encoding: value)
+            case .tags(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case title

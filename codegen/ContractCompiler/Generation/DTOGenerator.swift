@@ -34,6 +34,10 @@ struct DTOGenerator {
                 w.line()
                 renderLocalState(contract, into: &w)
             }
+            if contract.kind == .entity {
+                w.line()
+                renderChanges(contract, into: &w)
+            }
             w.line()
             renderCodable(contract.fields, into: &w)
             w.line()
@@ -177,6 +181,48 @@ struct DTOGenerator {
                         w.line("self = Self(rawValue: raw) ?? .\(TypeMapping.enumCaseName(fallback))")
                     }
                 }
+            }
+        }
+    }
+
+    /// `Change`: one field set to a typed value, so a patch is built from the contract's own
+    /// types and never by hand (`[.title("New title"), .description(nil)]`).
+    private func renderChanges(_ contract: Contract, into w: inout CodeWriter) {
+        let fields = contract.fields.filter { !$0.isPrimaryKey }
+        w.line("/// One field of `\(contract.swiftName)` set to a new value, for a patch:")
+        if let example = fields.first {
+            w.line("/// `[.\(Names.camelCase(example.name))(…)]`. The primary key is not a change.")
+        }
+        guard !fields.isEmpty else {
+            w.line("public enum Change: Sendable, Hashable {")
+            w.indent { w in
+                w.line("public var fieldName: String { switch self {} }")
+                w.line("public func wireValue() throws -> JSONValue { switch self {} }")
+            }
+            w.line("}")
+            return
+        }
+        w.block("public enum Change: Sendable, Hashable") { w in
+            for field in fields {
+                w.line("case \(Names.camelCase(field.name))(\(mapping.swiftOptionalType(field)))")
+            }
+            w.line()
+            w.line("/// The field's wire name.")
+            w.block("public var fieldName: String") { w in
+                w.line("switch self {")
+                for field in fields {
+                    w.line("case .\(Names.camelCase(field.name)): return \(SwiftLiteral.string(field.name))")
+                }
+                w.line("}")
+            }
+            w.line()
+            w.line("/// The new value as it goes on the wire.")
+            w.block("public func wireValue() throws -> JSONValue") { w in
+                w.line("switch self {")
+                for field in fields {
+                    w.line("case .\(Names.camelCase(field.name))(let value): return try JSONValue(encoding: \(wireExpression("value", field)))")
+                }
+                w.line("}")
             }
         }
     }

@@ -250,9 +250,11 @@ struct ContractValidator {
     }
 
     /// Members every generated type has; a field must not generate the same Swift name.
-    static let generatedMemberNames: Set<String> = ["contractPrimaryKey", "descriptor", "hashValue", "init", "encode"]
+    static let generatedMemberNames: Set<String> = [
+        "contractPrimaryKey", "descriptor", "hashValue", "init", "encode", "fieldName", "wireValue",
+    ]
     /// Nested types every generated type may have; an enum field must not generate the same name.
-    static let generatedNestedTypes: Set<String> = ["CodingKeys", "LocalState", "Envelope"]
+    static let generatedNestedTypes: Set<String> = ["CodingKeys", "LocalState", "Envelope", "Change"]
 
     private mutating func checkGeneratedNames(_ contract: Contract) {
         var properties: [String: Field] = [:]

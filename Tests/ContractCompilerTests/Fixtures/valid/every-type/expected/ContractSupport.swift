@@ -232,6 +232,11 @@ public enum JSONValue: Hashable, Sendable, Codable {
         }
     }
 
+    /// The JSON form of any `Encodable` value (a field value, a DTO).
+    public init<Value: Encodable>(encoding value: Value) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+    }
+
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {

@@ -123,6 +123,65 @@ public struct Book: ContractEntity {
         }
     }
 
+    /// One field of `Book` set to a new value, for a patch:
+    /// `[.shelfId(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case shelfId(String)
+        case title(String)
+        case pages(Int64)
+        case rating(Double?)
+        case isRead(Bool)
+        case readAt(Timestamp?)
+        case publishedOn(CalendarDate)
+        case isbnUuid(UUID)
+        case metadata(JSONValue)
+        case cover(Data?)
+        case genre(Genre)
+        case tags([String])
+        case nickname(String?)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .shelfId: return "shelf_id"
+            case .title: return "title"
+            case .pages: return "pages"
+            case .rating: return "rating"
+            case .isRead: return "is_read"
+            case .readAt: return "read_at"
+            case .publishedOn: return "published_on"
+            case .isbnUuid: return "isbn_uuid"
+            case .metadata: return "metadata"
+            case .cover: return "cover"
+            case .genre: return "genre"
+            case .tags: return "tags"
+            case .nickname: return "nickname"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .shelfId(let value): return try JSONValue(encoding: value)
+            case .title(let value): return try JSONValue(encoding: value)
+            case .pages(let value): return try JSONValue(encoding: value)
+            case .rating(let value): return try JSONValue(encoding: value)
+            case .isRead(let value): return try JSONValue(encoding: value)
+            case .readAt(let value): return try JSONValue(encoding: value)
+            case .publishedOn(let value): return try JSONValue(encoding: value)
+            case .isbnUuid(let value): return try JSONValue(encoding: value.uuidString.lowercased())
+            case .metadata(let value): return try JSONValue(encoding: value)
+            case .cover(let value): return try JSONValue(encoding: value)
+            case .genre(let value): return try JSONValue(encoding: value)
+            case .tags(let value): return try JSONValue(encoding: value)
+            case .nickname(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case shelfId = "shelf_id"

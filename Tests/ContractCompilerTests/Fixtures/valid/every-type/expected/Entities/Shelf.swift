@@ -23,6 +23,29 @@ public struct Shelf: ContractEntity {
         self.updatedAt = updatedAt
     }
 
+    /// One field of `Shelf` set to a new value, for a patch:
+    /// `[.label(…)]`. The primary key is not a change.
+    public enum Change: Sendable, Hashable {
+        case label(String)
+        case updatedAt(Timestamp)
+
+        /// The field's wire name.
+        public var fieldName: String {
+            switch self {
+            case .label: return "label"
+            case .updatedAt: return "updated_at"
+            }
+        }
+
+        /// The new value as it goes on the wire.
+        public func wireValue() throws -> JSONValue {
+            switch self {
+            case .label(let value): return try JSONValue(encoding: value)
+            case .updatedAt(let value): return try JSONValue(encoding: value)
+            }
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
         case id
         case label
