@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "ContractCompiler", targets: ["ContractCompiler"]),
         .library(name: "Contracts", targets: ["Contracts"]),
         .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
+        .library(name: "SyncClient", targets: ["SyncClient"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .executable(name: "sync-server", targets: ["sync-server"]),
         .executable(name: "contractc", targets: ["contractc"]),
@@ -20,6 +21,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
@@ -65,13 +67,31 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
-        // MARK: Server
+        // MARK: Client
         .target(
-            name: "SyncServer",
+            name: "SyncClient",
             dependencies: [
                 "Contracts", "SyncProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "client/SyncClient",
+            swiftSettings: strictSwift
+        ),
+
+        // MARK: Server
+        .systemLibrary(
+            name: "CZlib",
+            path: "server/CZlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        .target(
+            name: "SyncServer",
+            dependencies: [
+                "Contracts", "SyncProtocol", "CZlib",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "server/SyncServer",
@@ -91,12 +111,24 @@ let package = Package(
         // MARK: Benchmarks
         .executableTarget(
             name: "outpost-bench",
-            dependencies: ["ContractCompiler"],
+            dependencies: [
+                "ContractCompiler", "SyncServer", "SyncProtocol", "Contracts", "CZlib",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             path: "bench/OutpostBench",
             swiftSettings: strictSwift
         ),
 
         // MARK: Tests
+        .testTarget(
+            name: "SyncClientTests",
+            dependencies: [
+                "SyncClient", "SyncProtocol", "Contracts",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Tests/SyncClientTests",
+            swiftSettings: strictSwift
+        ),
         .testTarget(
             name: "ContractCompilerTests",
             dependencies: ["ContractCompiler"],
@@ -113,7 +145,7 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer", "SyncProtocol", "Contracts",
+                "SyncServer", "SyncProtocol", "Contracts", "CZlib",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

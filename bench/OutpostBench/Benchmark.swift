@@ -61,7 +61,9 @@ struct BenchmarkError: Error, CustomStringConvertible {
 enum Benchmarks {
     static let all: [Benchmark] = [
         CodegenBenchmark.benchmark,
+        PushIngestionBenchmark.benchmark,
+        PullCompressionBenchmark.benchmark,
         // Later (DESIGN §8): pull apply vs raw SQLite upsert, initial sync over loopback,
-        // push ingestion, local reads, gzip on pull pages.
+        // local reads.
     ]
 }

@@ -135,7 +135,7 @@ public enum RowCodec {
         case (.bool, .integer(let number)): return .bool(number != 0)
         case (.timestamp, .integer(let millis)): return .string(Timestamp(millisecondsSince1970: millis).iso8601)
         case (.json, .text(let text)), (.list, .text(let text)):
-            return (try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))) ?? .null
+            return StoredJSON.parse(text) ?? .null
         case (.bytes, .blob(let data)): return .string(data.base64EncodedString())
         case (.ref(let target), _):
             let keyKind = ContractRegistry.entity(named: target).flatMap { entity in

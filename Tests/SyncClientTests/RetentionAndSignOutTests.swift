@@ -1,0 +1,124 @@
+import Contracts
+import Foundation
+import SyncClient
+import SyncProtocol
+import Testing
+
+@Suite("Retention")
+struct RetentionTests {
+    @Test("7 days of unsynced writes → sync needed; 14 days → read-only until a sync succeeds")
+    func thresholds() throws {
+        let test = try TestStore()
+        let store = test.store
+        try store.applyServerChanges(Samples.everything)
+        #expect(try store.retentionState() == .ok)
+        try store.patch(FieldTask.self, id: "task-1", [.notes("day 0")])
+        test.clock.advance(by: 7 * 86_400 - 1)
+        #expect(try store.retentionState() == .ok)
+        test.clock.advance(by: 1)
+        #expect(try store.retentionState() == .syncNeeded(since: TestStore.start))
+        try store.patch(FieldTask.self, id: "task-1", [.notes("day 7")])  // still writable
+        test.clock.advance(by: 7 * 86_400)
+        #expect(try store.retentionState() == .readOnly(since: TestStore.start))
+        #expect(throws: OfflineStoreError.readOnlyUntilSync(since: TestStore.start)) {
+            try store.patch(FieldTask.self, id: "task-1", [.notes("day 14")])
+        }
+        #expect(throws: OfflineStoreError.readOnlyUntilSync(since: TestStore.start)) {
+            try store.record(TaskStarted(teamId: "team-1", taskId: "task-1"))
+        }
+        #expect(try store.fetch(FieldTask.self, id: "task-1")?.notes == "day 7")  // reads go on
+        try store.setLocalState(Incident.self, id: "inc-low", Incident.LocalState(draftNote: "local only"))  // never synced: allowed
+        #expect(try store.outboxEntries().count == 2)  // nothing discarded
+
+        // The engine syncs: the push succeeds and it records the success.
+        let batch = try store.pendingMutations()
+        try store.markResults(batch.map { MutationResult(seq: $0.seq, clientMutationId: $0.clientMutationId, status: .applied) })
+        try store.recordSyncSuccess()
+        #expect(try store.retentionState() == .ok)
+        #expect(try store.lastSyncSuccess() == test.clock.now())
+        try store.patch(FieldTask.self, id: "task-1", [.notes("day 14, synced")])
+    }
+
+    @Test("a success while writes are still waiting restarts their clock")
+    func successRestartsTheClock() throws {
+        let test = try TestStore()
+        try test.store.applyServerChanges(Samples.everything)
+        try test.store.patch(FieldTask.self, id: "task-1", [.notes("a")])
+        test.clock.advance(by: 15 * 86_400)
+        #expect(try test.store.retentionState() == .readOnly(since: TestStore.start))
+        try test.store.recordSyncSuccess()
+        #expect(try test.store.retentionState() == .ok)
+        test.clock.advance(by: 8 * 86_400)
+        #expect(try test.store.retentionState() == .syncNeeded(since: TestStore.start.addingTimeInterval(15 * 86_400)))
+    }
+
+    @Test("the thresholds are configurable")
+    func custom() throws {
+        let test = try TestStore(retention: RetentionPolicy(syncNeededAfter: 60, readOnlyAfter: 120))
+        try test.store.applyServerChanges(Samples.everything)
+        try test.store.patch(FieldTask.self, id: "task-1", [.notes("a")])
+        test.clock.advance(by: 120)
+        #expect(throws: OfflineStoreError.readOnlyUntilSync(since: TestStore.start)) {
+            try test.store.patch(FieldTask.self, id: "task-1", [.notes("b")])
+        }
+    }
+}
+
+@Suite("Signing out")
+struct SignOutTests {
+    @Test("refuses while writes are pending, changing nothing")
+    func refuses() throws {
+        let test = try TestStore()
+        try test.store.applyServerChanges(Samples.everything)
+        try test.store.patch(FieldTask.self, id: "task-1", [.notes("unsynced")])
+        #expect(throws: OfflineStoreError.pendingWrites(count: 1)) { try test.store.signOut() }
+        #expect(try test.store.fetch(FieldTask.self, id: "task-1")?.notes == "unsynced")
+        #expect(FileManager.default.fileExists(atPath: test.directory.databaseURL.path))
+        // A failed write is unsynced too.
+        let batch = try test.store.pendingMutations()
+        try test.store.markResults([MutationResult(seq: 1, clientMutationId: batch[0].clientMutationId, status: .rejected)])
+        #expect(throws: OfflineStoreError.pendingWrites(count: 1)) { try test.store.signOut() }
+    }
+
+    @Test("forced, it wipes the database files and the asset folder; the store is closed")
+    func forced() throws {
+        let test = try TestStore()
+        try test.store.applyServerChanges(Samples.everything)
+        try test.store.patch(FieldTask.self, id: "task-1", [.notes("unsynced")])
+        try FileManager.default.createDirectory(at: test.store.assetsDirectory, withIntermediateDirectories: true)
+        try Data([1, 2, 3]).write(to: test.store.assetsDirectory.appendingPathComponent("asset-1.mp3"))
+        try test.store.signOut(force: true)
+        for suffix in ["", "-wal", "-shm"] {
+            #expect(!FileManager.default.fileExists(atPath: test.directory.databaseURL.path + suffix))
+        }
+        #expect(!FileManager.default.fileExists(atPath: test.store.assetsDirectory.path))
+        #expect(throws: OfflineStoreError.signedOut) { try test.store.units() }
+        #expect(throws: OfflineStoreError.signedOut) { try test.store.signOut(force: true) }
+        // A new store starts empty, with a new client id.
+        test.clock.advance(by: 1)
+        let fresh = try TestStore(directory: test.directory, clock: test.clock, keys: test.keys)
+        #expect(try fresh.store.units().isEmpty)
+        #expect(fresh.store.identity.clientId != test.store.identity.clientId)
+    }
+
+    @Test("with nothing pending it needs no force")
+    func clean() throws {
+        let test = try TestStore()
+        try test.store.applyServerChanges(Samples.everything)
+        try test.store.signOut()
+        #expect(!FileManager.default.fileExists(atPath: test.directory.databaseURL.path))
+    }
+}
+
+@Suite("Generated entities")
+struct EntityCapabilityTests {
+    @Test("every generated entity has typed changes, and every entity with local fields a local state")
+    func conformances() {
+        for type in ContractRegistry.entityTypes {
+            #expect(type is any PatchableEntity.Type, "\(type) needs `extension \(type): PatchableEntity {}` in EntityCapabilities.swift")
+            if !type.descriptor.localFields.isEmpty {
+                #expect(type is any LocalStateEntity.Type, "\(type) needs `extension \(type): LocalStateEntity {}` in EntityCapabilities.swift")
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import SyncServer
+
+/// Runs the real `sync-server` binary, as an operator does.
+@Suite("sync-server command line")
+struct CLITests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// `sync-server` is built next to the test bundle by `swift build --build-tests`.
+    static func binary() throws -> URL {
+        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = folder.appendingPathComponent("sync-server")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            folder = folder.deletingLastPathComponent()
+        }
+        throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "sync-server next to \(CommandLine.arguments[0]); run `swift build --build-tests`"])
+    }
+
+    static func run(_ arguments: [String], environment extra: [String: String] = [:]) throws -> Run {
+        let process = Process()
+        process.executableURL = try binary()
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment[TokenKey.environmentVariable] = nil
+        environment.merge(extra) { $1 }
+        process.environment = environment
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self)
+        )
+    }
+
+    static func temporaryFolder() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("sync-cli-\(UUID().uuidString)")
+    }
+
+    @Test("token prints a token the server's key verifies, with every claim asked for")
+    func token() throws {
+        let folder = Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try Self.run([
+            "token", "--data", folder.path, "--tenant", "acme", "--user", "u-7", "--device", "tablet-3", "--team", "team-1", "--team", "team-2",
+            "--admin", "--ttl", "600",
+        ])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("created a new token key"))
+        let token = run.stdout.trimmingCharacters(in: .newlines)
+        #expect(run.stdout == token + "\n")
+        let signer = try TokenKey.signer(secretFile: nil, dataDirectory: folder, environment: [:])
+        let now = Int64(Date().timeIntervalSince1970)
+        let identity = try signer.verify(token, now: now)
+        #expect(identity.tenant == "acme" && identity.userID == "u-7" && identity.deviceID == "tablet-3")
+        #expect(identity.teams == ["team-1", "team-2"] && identity.isAdmin)
+        #expect((now + 590)...(now + 610) ~= identity.expiresAt)
+
+        // The environment variable signs when no folder or file is given.
+        let secret = String(repeating: "k", count: 32)
+        let fromEnvironment = try Self.run(["token", "--tenant", "t", "--user", "u", "--device", "d"], environment: [TokenKey.environmentVariable: secret])
+        #expect(fromEnvironment.status == 0)
+        #expect(throws: Never.self) {
+            try TokenSigner(secret: Data(secret.utf8)).verify(fromEnvironment.stdout.trimmingCharacters(in: .newlines), now: now)
+        }
+    }
+
+    @Test("misuse exits 64 with a message; a failure to do the work exits 2")
+    func misuse() throws {
+        let noKey = try Self.run(["token", "--tenant", "t", "--user", "u", "--device", "d"])
+        #expect(noKey.status == 64)
+        #expect(noKey.stderr.contains("give --data DIR"))
+        let badTTL = try Self.run(["token", "--tenant", "t", "--user", "u", "--device", "d", "--data", "/tmp", "--ttl", "0"])
+        #expect(badTTL.status == 64)
+        #expect(badTTL.stderr.contains("--ttl must be a positive number"))
+        let unknown = try Self.run(["serve", "--data", "/tmp", "--colour"])
+        #expect(unknown.status == 64)
+        let missingFile = try Self.run(["token", "--tenant", "t", "--user", "u", "--device", "d", "--secret-file", "/no/such/key"])
+        #expect(missingFile.status == 2)
+        #expect(missingFile.stderr == "error: cannot read the token key file /no/such/key\n")
+        let noData = try Self.run(["audit", "verify", "--data", Self.temporaryFolder().path])
+        #expect(noData.status == 2)
+        #expect(noData.stderr.contains("no server database"))
+
+        let help = try Self.run(["--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("Exit codes:"))
+    }
+
+    @Test("audit verify: intact after seeding (exit 0), then names the first edited entry (exit 1)")
+    func auditVerify() async throws {
+        let folder = Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try SQLiteStorage(directory: folder)
+        _ = try await SampleContent.seed(
+            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+        )
+        let entries = try await storage.read { try $0.auditEntries(after: 0, limit: 10_000).count }
+        #expect(entries > 3)
+
+        let intact = try Self.run(["audit", "verify", "--data", folder.path])
+        #expect(intact.status == 0, "\(intact.stderr)")
+        #expect(intact.stdout == "audit log intact: \(entries) entries\n")
+
+        let database = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
+        try await database.write { db in try db.execute(sql: "UPDATE audit_log SET outcome = 'tampered' WHERE id = 3") }
+        let broken = try Self.run(["audit", "verify", "--data", folder.path])
+        #expect(broken.status == 1)
+        #expect(broken.stdout == "audit log broken at entry 3: its content does not match its hash\n")
+    }
+}

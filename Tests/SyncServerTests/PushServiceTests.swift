@@ -1,0 +1,228 @@
+import Contracts
+import Foundation
+import SyncProtocol
+import Testing
+
+@testable import SyncServer
+
+@Suite("Push: exactly once, sequencing, whole-request refusals")
+struct PushServiceTests {
+    @Test("the same push sent 3 times gives the same results and one effect, audited once")
+    func exactlyOnce() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        let mutations = [
+            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
+            h.mutation(2, "Task", .update, "task-1", h.taskPayload("task-1", title: "Swap battery, bay 2"), baseVersion: 1),
+            h.mutation(3, "Statement", .create, "st-1", h.statementPayload("st-1")),
+        ]
+        let first = try await h.push(mutations)
+        let second = try await h.push(mutations)
+        let third = try await h.push(mutations)
+        #expect(first.results.map(\.status) == [.applied, .applied, .applied])
+        #expect(second == first)
+        #expect(third == first)
+        #expect(first.lastSeq == 3)
+
+        let task = try #require(try await h.row(FieldTask.descriptor, "task-1"))
+        #expect(task.integer("_version") == 2)
+        #expect(task.text("title") == "Swap battery, bay 2")
+        #expect(task.integer("revision") == 2)  // the int version field follows _version
+        let sequence = try await h.storage.read { try $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
+        #expect(sequence == 2)
+        let audit = try await h.audit()
+        #expect(audit.count == 3)
+        #expect(audit.map(\.outcome) == ["applied", "applied", "applied"])
+    }
+
+    @Test("a resend overlapping done and new seqs replays the done ones and applies the rest")
+    func overlappingResend() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        let one = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
+        let two = h.mutation(2, "Statement", .create, "st-2", h.statementPayload("st-2"))
+        let three = h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3"))
+        let first = try await h.push([one, two])
+        let second = try await h.push([two, three])
+        #expect(second.results[0] == first.results[1])
+        #expect(second.results[1].status == .applied)
+        #expect(second.lastSeq == 3)
+        #expect(try await h.audit().count == 3)
+    }
+
+    @Test("a gap is refused with 409 and the last seq done, and writes nothing")
+    func gap() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        try await h.push([h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))])
+        let error = try #require(await h.refusal([h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3"))]))
+        #expect(error.status == 409)
+        #expect(error.detail.code == .sequenceGap)
+        #expect(error.detail.details == .object(["last_seq": .int(1)]))
+        #expect(try await h.row(Statement.descriptor, "st-3") == nil)
+        #expect(try await h.audit().count == 1)
+    }
+
+    @Test("malformed pushes are refused with 400 before anything is written")
+    func malformed() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        let statement = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
+        let emptyClient = await h.refusal([statement], client: " ")
+        #expect(emptyClient?.status == 400)
+        #expect(emptyClient?.detail.code == .malformedRequest)
+
+        let skipping = await h.refusal([statement, h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3"))])
+        #expect(skipping?.status == 400)
+
+        let zero = await h.refusal([h.mutation(0, "Statement", .create, "st-0", h.statementPayload("st-0"))])
+        #expect(zero?.status == 400)
+
+        let tooMany = (1...1001).map { h.mutation(Int64($0), "Statement", .create, "st-\($0)", h.statementPayload("st-\($0)")) }
+        let large = await h.refusal(tooMany)
+        #expect(large?.status == 400)
+        #expect(large?.detail.message.contains("1000") == true)
+
+        #expect(try await h.audit().isEmpty)
+        #expect(try await h.storage.read { try $0.lastSequence(tenant: PushHarness.tenant, clientID: "alice-phone") } == 0)
+    }
+
+    @Test("an empty push answers the last seq done")
+    func emptyPush() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        try await h.push([h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))])
+        let response = try await h.push([])
+        #expect(response.results.isEmpty)
+        #expect(response.lastSeq == 1)
+    }
+
+    @Test("a rejected mutation in the middle is done: the ones after it apply, and it is not retried")
+    func rejectedInTheMiddle() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        let mutations = [
+            h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1")),
+            h.mutation(2, "Statement", .create, "st-2", ["id": .string("st-2"), "verb": .int(3)]),
+            h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3")),
+        ]
+        let response = try await h.push(mutations)
+        #expect(response.results.map(\.status) == [.applied, .rejected, .applied])
+        #expect(response.results[1].error?.code == .invalidPayload)
+        #expect(response.lastSeq == 3)
+
+        let again = try await h.push(mutations)
+        #expect(again == response)
+        #expect(try await h.row(Statement.descriptor, "st-2") == nil)
+        #expect(try await h.audit().map(\.outcome) == ["applied", "rejected", "applied"])
+    }
+
+    @Test("426 for a schema below the oldest supported, 422 for an unknown contract name")
+    func schemaVersions() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        let statement = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
+        let old = try #require(await h.refusal([statement], schema: ["Unit": 1, "Statement": 1]))
+        #expect(old.status == 426)
+        #expect(old.detail.code == .schemaTooOld)
+        #expect(old.detail.details == .object(["entity": .string("Unit"), "oldest_supported": .int(2), "current": .int(3)]))
+
+        let unknown = try #require(await h.refusal([statement], schema: ["Spaceship": 1]))
+        #expect(unknown.status == 422)
+        #expect(unknown.detail.code == .unknownEntity)
+
+        #expect(try await h.push([statement], schema: ["Unit": 2, "Statement": 1]).results.first?.status == .applied)
+    }
+
+    @Test("the audit chain verifies after pushes with every outcome")
+    func auditChain() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        try await h.push([
+            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
+            h.mutation(2, "Task", .update, "task-1", h.taskPayload("task-1"), baseVersion: 7),
+            h.mutation(3, "Unit", .create, "unit-1", ["id": .string("unit-1")]),
+            h.mutation(4, "Statement", .create, "st-1", h.statementPayload("st-1")),
+            h.mutation(5, "Statement", .create, "st-1", h.statementPayload("st-1")),
+        ])
+        let audit = try await h.audit()
+        #expect(audit.map(\.outcome) == ["applied", "conflicted", "rejected", "applied", "duplicate"])
+        #expect(try await AuditChain.verify(h.storage) == .intact(entries: 5))
+
+        // The detail is canonical JSON naming the mutation, not copying its payload.
+        let detail = try JSONDecoder().decode(JSONValue.self, from: Data(audit[0].detail.utf8))
+        #expect(CanonicalJSON.text(detail) == audit[0].detail)
+        guard case .object(let fields) = detail else { Issue.record("detail is not an object"); return }
+        #expect(fields["client_id"] == .string("alice-phone"))
+        #expect(fields["seq"] == .int(1))
+        #expect(fields["policy"] == .string("version_check"))
+        #expect(fields["payload_sha256"] != nil)
+        #expect(fields["payload"] == nil)
+    }
+
+    @Test("a transaction that fails half way leaves nothing written, and the resend applies once")
+    func crashHalfWay() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        let mutations = [
+            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
+            h.mutation(2, "Statement", .create, "st-1", h.statementPayload("st-1")),
+            h.mutation(3, "Statement", .create, "st-2", h.statementPayload("st-2")),
+        ]
+        for failAfter in [0, 1, 4, 7, 11] {
+            let failing = PushService(storage: PushFailingStorage(base: h.storage, failAfter: failAfter), clock: PushFixedClock())
+            do {
+                _ = try await failing.push(PushRequest(clientId: "alice-phone", schema: [:], mutations: mutations), identity: PushHarness.alice)
+                Issue.record("the push should have failed after \(failAfter) writes")
+            } catch {
+                #expect(error.status == 500)
+                #expect(error.detail.code == .internalError)
+            }
+            #expect(try await h.row(FieldTask.descriptor, "task-1") == nil)
+            #expect(try await h.row(Statement.descriptor, "st-1") == nil)
+            #expect(try await h.audit().isEmpty)
+            #expect(try await h.storage.read { try $0.lastSequence(tenant: PushHarness.tenant, clientID: "alice-phone") } == 0)
+            #expect(try await h.storage.read { try $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") } == 0)
+        }
+
+        let response = try await h.push(mutations)
+        #expect(response.results.map(\.status) == [.applied, .applied, .applied])
+        #expect(try await h.push(mutations) == response)
+        #expect(try await h.row(FieldTask.descriptor, "task-1")?.integer("_version") == 1)
+        #expect(try await h.audit().count == 3)
+        #expect(try await AuditChain.verify(h.storage) == .intact(entries: 3))
+    }
+
+    @Test("a stored result is the canonical JSON of MutationResult's Codable form, and reads back equal")
+    func storedResultShape() throws {
+        let results = [
+            MutationResult(seq: 1, clientMutationId: "a", status: .applied, serverVersion: 2),
+            MutationResult(
+                seq: 2, clientMutationId: "b", status: .conflicted, serverVersion: 3,
+                serverRow: .object(["x": .double(1.5), "y": .null, "z": .array([.int(1), .string("é/\"")])]), resolution: "lost"
+            ),
+            MutationResult(
+                seq: 3, clientMutationId: "c", status: .rejected,
+                error: ErrorDetail(code: .invalidPayload, message: "bad", details: .object(["fields": .object(["a": .string("b")])]))
+            ),
+            MutationResult(seq: 4, clientMutationId: "d", status: .duplicate, error: ErrorDetail(code: .rowNotFound, message: "gone")),
+        ]
+        for result in results {
+            let text = CanonicalJSON.text(PushSession.json(result))
+            #expect(text == String(decoding: try CanonicalJSON.encode(result), as: UTF8.self))
+            #expect(try JSONDecoder().decode(MutationResult.self, from: Data(text.utf8)) == result)
+        }
+    }
+
+    @Test("clients are sequenced separately, and tenants never see each other's rows")
+    func clientsAndTenants() async throws {
+        let h = try PushHarness()
+        defer { h.remove() }
+        try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1"))], as: PushHarness.alice)
+        try await h.push([h.mutation(1, "Task", .create, "task-2", h.taskPayload("task-2"))], as: PushHarness.bob)
+        let other = DeviceIdentity(tenant: "t2", userID: "alice", deviceID: "alice-phone", teams: ["red"], expiresAt: .max)
+        let response = try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1", title: "Other tenant"))], as: other)
+        #expect(response.results.first?.status == .applied)
+        #expect(try await h.row(FieldTask.descriptor, "task-1")?.text("title") == "Swap battery")
+    }
+}

@@ -1,0 +1,210 @@
+import Contracts
+import Foundation
+import SyncProtocol
+import Testing
+
+@testable import SyncServer
+
+/// A server clock that always reads the same time.
+struct PushFixedClock: ServerClock {
+    var time = Timestamp(millisecondsSince1970: 1_767_225_600_000)  // 2026-01-01T00:00:00Z
+    func now() -> Timestamp { time }
+}
+
+/// A push service on a real SQLite storage in a temporary folder.
+struct PushHarness {
+    let folder: URL
+    let storage: SQLiteStorage
+    let service: PushService
+
+    static let tenant = "t1"
+    static let alice = DeviceIdentity(tenant: tenant, userID: "alice", deviceID: "alice-phone", teams: ["red"], expiresAt: .max)
+    static let aliceTablet = DeviceIdentity(tenant: tenant, userID: "alice", deviceID: "alice-tablet", teams: ["red"], expiresAt: .max)
+    static let bob = DeviceIdentity(tenant: tenant, userID: "bob", deviceID: "bob-phone", teams: ["red", "blue"], expiresAt: .max)
+    static let admin = DeviceIdentity(tenant: tenant, userID: "admin", deviceID: "console", isAdmin: true, expiresAt: .max)
+
+    init() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("push-\(UUID().uuidString)")
+        storage = try SQLiteStorage(directory: folder)
+        service = PushService(storage: storage, clock: PushFixedClock())
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: folder) }
+
+    /// Pushes and returns the response, failing the test on a whole-request refusal.
+    @discardableResult
+    func push(
+        _ mutations: [Mutation], as identity: DeviceIdentity = alice, client: String? = nil, schema: [String: Int] = [:]
+    ) async throws -> PushResponse {
+        try await service.push(PushRequest(clientId: client ?? identity.deviceID, schema: schema, mutations: mutations), identity: identity)
+    }
+
+    /// The whole-request refusal of a push.
+    func refusal(
+        _ mutations: [Mutation], as identity: DeviceIdentity = alice, client: String? = nil, schema: [String: Int] = [:]
+    ) async -> ServiceError? {
+        do {
+            _ = try await service.push(PushRequest(clientId: client ?? identity.deviceID, schema: schema, mutations: mutations), identity: identity)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    func row(_ entity: EntityDescriptor, _ id: String) async throws -> StoredRow? {
+        try await storage.read { reader in try reader.row(in: ContractTable(entity), tenant: Self.tenant, id: id) }
+    }
+
+    func eventRow(_ event: EventDescriptor, _ id: String) async throws -> StoredRow? {
+        try await storage.read { reader in try reader.row(in: ContractTable(event), tenant: Self.tenant, id: id) }
+    }
+
+    func value<Value: ContractEntity>(_ type: Value.Type, _ id: String) async throws -> Value? {
+        guard let row = try await row(Value.descriptor, id) else { return nil }
+        return try ReducerContext.decode(Value.self, row: row)
+    }
+
+    func audit() async throws -> [AuditEntry] {
+        try await storage.read { reader in try reader.auditEntries(after: 0, limit: 100_000) }
+    }
+
+    /// Stores a row the way the server does (as content would be published), bypassing push.
+    func seed<Value: ContractEntity>(_ value: Value) async throws {
+        try await storage.write { transaction in
+            let context = ReducerContext(writer: PushWriter(transaction: transaction, identity: Self.admin, now: PushFixedClock().now()))
+            let scopeKey = try context.scopeKey(for: value, fallback: "content:global")
+            _ = try context.store(value, previous: nil, scopeKey: scopeKey, summary: [:])
+        }
+    }
+}
+
+// MARK: - Mutations
+
+extension PushHarness {
+    func hlc(_ milliseconds: Int64, _ node: String, counter: Int = 0) -> String {
+        HybridLogicalClock(milliseconds: milliseconds, counter: counter, node: node).description
+    }
+
+    func mutation(
+        _ seq: Int64, _ entity: String, _ op: MutationOperation, _ id: String, _ payload: [String: JSONValue]? = nil,
+        baseVersion: Int64? = nil, hlc: String? = nil, base: [String: JSONValue]? = nil
+    ) -> Mutation {
+        Mutation(
+            seq: seq, clientMutationId: "cm-\(entity)-\(id)-\(seq)", entity: entity, op: op, id: id, payload: payload.map(JSONValue.object),
+            baseVersion: baseVersion, hlc: hlc, base: base
+        )
+    }
+
+    /// An event mutation whose payload and hash come from the generated type, as a device makes them.
+    func eventMutation<Event: ContractEvent>(
+        _ seq: Int64, id: String, _ event: Event, at time: Timestamp = Timestamp(millisecondsSince1970: 1_767_225_000_000)
+    ) throws -> Mutation {
+        let payload = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(event))
+        return Mutation(
+            seq: seq, clientMutationId: "cm-event-\(id)-\(seq)", entity: Event.descriptor.name, op: .event, id: id, payload: payload,
+            occurredAt: time, hash: try EventEnvelope<Event>.hash(of: event)
+        )
+    }
+
+    /// A valid `Task` (version_check, team scope) row.
+    func taskPayload(_ id: String, team: String = "red", title: String = "Swap battery", status: String = "assigned") -> [String: JSONValue] {
+        ["id": .string(id), "team_id": .string(team), "title": .string(title), "task_kind": .string("battery_swap"), "status": .string(status)]
+    }
+
+    /// A valid `Incident` (field_merge, team scope) row.
+    func incidentPayload(_ id: String, number: String = "INC0001") -> [String: JSONValue] {
+        [
+            "id": .string(id), "team_id": .string("red"), "number": .string(number), "short_description": .string("Flat tyre"),
+            "state": .string("new"), "opened_at": .string("2026-01-01T08:00:00.000Z"),
+        ]
+    }
+
+    /// A valid `ServiceAsset` (last_writer_wins, team scope) row.
+    func assetPayload(_ id: String, name: String = "Van 7", tag: String = "VAN-7") -> [String: JSONValue] {
+        [
+            "id": .string(id), "team_id": .string("red"), "asset_tag": .string(tag), "display_name": .string(name),
+            "category": .string("vehicle"),
+        ]
+    }
+
+    /// A valid `Statement` (append_only, user scope) row.
+    func statementPayload(_ id: String, verb: String = "experienced", object: String = "lesson-1", attempt: String? = nil, score: Double? = nil)
+        -> [String: JSONValue]
+    {
+        var payload: [String: JSONValue] = [
+            "id": .string(id), "verb": .string(verb), "object_id": .string(object), "stated_at": .string("2026-01-01T07:00:00.000Z"),
+        ]
+        if let attempt { payload["attempt_id"] = .string(attempt) }
+        if let score { payload["score"] = .double(score) }
+        return payload
+    }
+}
+
+// MARK: - A storage that fails half way
+
+/// Wraps a storage so that every write transaction throws after `failAfter` writes, as a
+/// crash between apply and commit would: nothing of the transaction may survive.
+struct PushFailingStorage: SyncStorage {
+    let base: SQLiteStorage
+    let failAfter: Int
+
+    struct Crash: Error {}
+
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+        let failAfter = failAfter
+        return try await base.write { transaction in try body(FailingTransaction(base: transaction, budget: Budget(left: failAfter))) }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) throws -> T) async throws -> T {
+        try await base.read(body)
+    }
+
+    final class Budget {
+        var left: Int
+        init(left: Int) { self.left = left }
+        func spend() throws {
+            guard left > 0 else { throw Crash() }
+            left -= 1
+        }
+    }
+
+    struct FailingTransaction: StorageTransaction {
+        let base: any StorageTransaction
+        let budget: Budget
+
+        func row(in table: ContractTable, tenant: String, id: String) throws -> StoredRow? { try base.row(in: table, tenant: tenant, id: id) }
+        func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> [(table: ContractTable, row: StoredRow)] {
+            try base.changes(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
+        }
+        func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) throws -> [StoredRow] {
+            try base.rows(in: table, tenant: tenant, where: conditions, limit: limit)
+        }
+        func lastSequence(tenant: String, clientID: String) throws -> Int64 { try base.lastSequence(tenant: tenant, clientID: clientID) }
+        func pushResult(tenant: String, clientID: String, seq: Int64) throws -> String? {
+            try base.pushResult(tenant: tenant, clientID: clientID, seq: seq)
+        }
+        func scopeSequence(tenant: String, scopeKey: String) throws -> Int64 { try base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
+        func auditEntries(after afterID: Int64, limit: Int) throws -> [AuditEntry] { try base.auditEntries(after: afterID, limit: limit) }
+
+        func nextScopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
+            try budget.spend()
+            return try base.nextScopeSequence(tenant: tenant, scopeKey: scopeKey)
+        }
+        func upsert(_ row: StoredRow, in table: ContractTable) throws {
+            try budget.spend()
+            try base.upsert(row, in: table)
+        }
+        func insertIfAbsent(_ row: StoredRow, in table: ContractTable) throws -> Bool {
+            try budget.spend()
+            return try base.insertIfAbsent(row, in: table)
+        }
+        func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) throws {
+            try budget.spend()
+            try base.recordPushResult(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result)
+        }
+        func appendAudit(_ entry: AuditEntry) throws -> AuditEntry {
+            try budget.spend()
+            return try base.appendAudit(entry)
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import Contracts
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import SyncProtocol
+import Testing
+
+@testable import SyncServer
+
+/// A server on a real SQLite database in a temporary folder, driven in process through
+/// HummingbirdTesting's `.router` client. The folder goes with the harness.
+final class RouteHarness: Sendable {
+    static let secret = Data(repeating: 7, count: 32)
+
+    let folder: URL
+    let storage: SQLiteStorage
+    let assets: AssetStore
+    let signer: TokenSigner
+    let metrics: ServerMetrics
+    let configuration: ServerConfiguration
+    let rateLimiter: RateLimiter?
+
+    init(configuration: ServerConfiguration = ServerConfiguration(rateLimit: nil), rateLimiter: RateLimiter? = nil) throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-routes-\(UUID().uuidString)")
+        storage = try SQLiteStorage(directory: folder)
+        assets = AssetStore(directory: DataDirectory(folder).assets)
+        signer = try TokenSigner(secret: Self.secret)
+        metrics = ServerMetrics()
+        self.configuration = configuration
+        self.rateLimiter = rateLimiter
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    /// Runs `body` against the router.
+    func test<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
+        let environment = ServerEnvironment(
+            storage: storage, assets: assets, signer: signer, metrics: metrics, rateLimiter: rateLimiter
+        )
+        return try await buildApplication(configuration: configuration, environment: environment).test(.router, body)
+    }
+
+    func token(
+        tenant: String = "acme", user: String = "u-1", device: String = "d-1", teams: [String] = ["team-1"], admin: Bool = false,
+        expiresIn: Int64 = 3600
+    ) -> String {
+        signer.sign(
+            DeviceIdentity(
+                tenant: tenant, userID: user, deviceID: device, teams: teams, isAdmin: admin,
+                expiresAt: Int64(Date().timeIntervalSince1970) + expiresIn
+            )
+        )
+    }
+
+    /// `Authorization: Bearer <token>` plus `extra`.
+    func headers(_ token: String? = nil, _ extra: HTTPFields = [:]) -> HTTPFields {
+        var headers = extra
+        headers[.authorization] = "Bearer \(token ?? self.token())"
+        return headers
+    }
+
+    /// Seeds the sample content into tenant `acme`, team `team-1`.
+    func seed() async throws {
+        _ = try await SampleContent.seed(storage: storage, assets: assets, tenant: "acme", team: "team-1", clock: SystemClock())
+    }
+}
+
+extension TestResponse {
+    var text: String { String(buffer: body) }
+    var data: Data { Data(body.readableBytesView) }
+
+    /// The `{"error": {...}}` body of an error response.
+    func errorBody() throws -> ErrorDetail {
+        try JSONDecoder().decode(ErrorBody.self, from: data).error
+    }
+}
+
+extension ByteBuffer {
+    init(json value: some Encodable) throws {
+        self.init(bytes: try JSONEncoder().encode(value))
+    }
+}
+
+/// Mutations of `AssessmentResponse` (user scope, last writer wins): rows a device may push.
+enum SampleMutations {
+    static func answer(seq: Int64, id: String = "9b2f3c1e-0000-4000-8000-000000000001", questionID: String = "q-1") -> Mutation {
+        Mutation(
+            seq: seq, clientMutationId: String(format: "01J00000000000000000000%03d", seq), entity: "AssessmentResponse", op: .create,
+            id: id,
+            payload: .object([
+                "id": .string(id), "assessment_id": .string("assessment-1"), "attempt_id": .string("attempt-1"),
+                "question_id": .string(questionID), "answer": .string("B"), "time_spent_ms": .int(1200),
+                "flagged_for_review": .bool(false), "updated_at": .string("2026-01-31T08:00:00.000Z"),
+            ]),
+            hlc: HybridLogicalClock(milliseconds: 1_769_846_400_000, counter: Int(seq), node: "d-1").description
+        )
+    }
+
+    static func push(_ mutations: [Mutation], client: String = "client-1", schema: [String: Int] = ["AssessmentResponse": 1]) -> PushRequest {
+        PushRequest(clientId: client, schema: schema, mutations: mutations)
+    }
+}

@@ -1,0 +1,281 @@
+public import Contracts
+public import Foundation
+import GRDB
+public import SyncProtocol
+
+/// A write the server answered `conflicted`, with both rows (stored sealed).
+public struct ConflictRecord: Hashable, Sendable, Identifiable {
+    public var id: Int64
+    /// The outbox entry that conflicted.
+    public var seq: Int64
+    public var clientMutationId: String
+    public var entity: String
+    public var rowId: String
+    public var op: MutationOperation
+    /// The device's row when the answer came (`nil` when the device deleted it).
+    public var localRow: [String: JSONValue]?
+    /// The server's row (`nil` when the server deleted it).
+    public var serverRow: [String: JSONValue]?
+    /// The server's version of its row.
+    public var serverVersion: Int64?
+    /// How the server described the outcome (`lost`, `deleted`, or none).
+    public var serverResolution: String?
+    /// How it was resolved; `nil` while open.
+    public var resolution: ConflictResolution?
+    public var detectedAt: Date
+    public var resolvedAt: Date?
+
+    /// The device's row as its generated type.
+    public func local<E: ContractEntity>(as type: E.Type) throws(OfflineStoreError) -> E? {
+        try Self.decode(E.self, localRow, id: rowId)
+    }
+
+    /// The server's row as its generated type.
+    public func server<E: ContractEntity>(as type: E.Type) throws(OfflineStoreError) -> E? {
+        try Self.decode(E.self, serverRow, id: rowId)
+    }
+
+    private static func decode<E: ContractEntity>(_ type: E.Type, _ row: [String: JSONValue]?, id: String) throws(OfflineStoreError) -> E? {
+        guard let row else { return nil }
+        do {
+            return try WireCoding.decode(E.self, from: row)
+        } catch {
+            throw .unreadableRow(contract: E.descriptor.name, id: id, reason: error.reason)
+        }
+    }
+}
+
+/// How a conflict was resolved.
+public enum ConflictResolution: String, Hashable, Sendable {
+    /// The device's row was submitted again, based on the server's version.
+    case keepMine = "keep_mine"
+    /// The server's row replaced the device's.
+    case takeTheirs = "take_theirs"
+    /// A merged row was written and submitted.
+    case merged
+}
+
+/// What to do with a conflict (see ``OfflineStore/resolveConflict(_:merged:)`` for a merge).
+public enum ConflictChoice: Hashable, Sendable {
+    /// Submit the device's row again, based on the server's version ("submit anyway").
+    case keepMine
+    /// Replace the device's row with the server's ("discard mine").
+    case takeTheirs
+}
+
+extension OfflineStore {
+    /// Conflicts, oldest first: the open ones, or all.
+    public func conflicts(includeResolved: Bool = false) throws(OfflineStoreError) -> [ConflictRecord] {
+        try read { db in
+            let sql = #"SELECT * FROM "conflicts""# + (includeResolved ? "" : #" WHERE "resolution" IS NULL"#) + #" ORDER BY "id""#
+            return try Row.fetchAll(db, sql: sql).map { row throws(OfflineStoreError) in try conflictRecord(row) }
+        }
+    }
+
+    /// One conflict.
+    public func conflict(id: Int64) throws(OfflineStoreError) -> ConflictRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: #"SELECT * FROM "conflicts" WHERE "id" = ?"#, arguments: [id]).map { row throws(OfflineStoreError) in
+                try conflictRecord(row)
+            }
+        }
+    }
+
+    /// Resolves an open conflict by keeping the device's row (queued again, based on the
+    /// server's version; returns the new entry) or taking the server's (returns `nil`).
+    @discardableResult
+    public func resolveConflict(_ id: Int64, with choice: ConflictChoice) throws(OfflineStoreError) -> QueuedWrite? {
+        switch choice {
+        case .keepMine:
+            return try writeChange { db, now in
+                let (conflict, entity) = try openConflict(db, id: id)
+                let queued = try resubmit(db, entity, conflict: conflict, now: now)
+                try close(db, conflict, .keepMine, now: now)
+                return queued
+            }
+        case .takeTheirs:
+            let now = now().millisecondsSince1970
+            try write { db in
+                let (conflict, entity) = try openConflict(db, id: id)
+                try close(db, conflict, .takeTheirs, now: now)
+                if let serverRow = conflict.serverRow {
+                    try storeServerRow(
+                        db, entity, wire: serverRow, schemaVersion: entity.currentVersion, serverVersion: conflict.serverVersion,
+                        now: now
+                    )
+                } else {
+                    try db.execute(
+                        sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                        arguments: [conflict.rowId]
+                    )
+                }
+            }
+            return nil
+        }
+    }
+
+    /// Resolves an open conflict with a merged row: stored locally and queued, based on the
+    /// server's version.
+    @discardableResult
+    public func resolveConflict<E: ContractEntity>(_ id: Int64, merged value: E) throws(OfflineStoreError) -> QueuedWrite? {
+        let entity = E.descriptor
+        let wire = try Self.wireObject(value, contract: entity.name)
+        return try writeChange { db, now in
+            let (conflict, _) = try openConflict(db, id: id)
+            guard conflict.entity == entity.name, conflict.rowId == value.contractPrimaryKey else {
+                throw OfflineStoreError.invalidResolution(
+                    reason: "conflict \(id) is about \(conflict.entity) '\(conflict.rowId)', not \(entity.name) '\(value.contractPrimaryKey)'"
+                )
+            }
+            let (columns, _) = try encode(entity, id: conflict.rowId, wire: wire, missing: .defaults)
+            if try rowExists(db, entity, id: conflict.rowId) {
+                try db.execute(
+                    sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET "
+                        + columns.map { "\($0.name.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")
+                        + " WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                    arguments: StatementArguments(columns.map(\.value) + [conflict.rowId.databaseValue])
+                )
+            } else {
+                let names = columns.map(\.name) + ["_schema_version"]
+                try db.execute(
+                    sql: "INSERT INTO \(entity.table.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                        + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))",
+                    arguments: StatementArguments(columns.map(\.value) + [entity.currentVersion.databaseValue])
+                )
+            }
+            let queued = try resubmit(db, entity, conflict: conflict, now: now)
+            try close(db, conflict, .merged, now: now)
+            return queued
+        }
+    }
+
+    // MARK: - Internals
+
+    func conflictRecord(_ row: Row) throws(OfflineStoreError) -> ConflictRecord {
+        let id: Int64 = row["id"]
+        let clientMutationId: String = row["client_mutation_id"]
+        func open(_ column: String) throws(OfflineStoreError) -> [String: JSONValue]? {
+            guard let sealed: Data = row[column] else { return nil }
+            guard let plaintext = try? crypto.openRecord(sealed, context: Self.conflictContext(clientMutationId, column)),
+                case .object(let object)? = ColumnCodec.parseJSON(plaintext)
+            else { throw .unsealFailed(table: "conflicts", column: column, id: String(id)) }
+            return object
+        }
+        return ConflictRecord(
+            id: id, seq: row["outbox_seq"], clientMutationId: clientMutationId, entity: row["entity"], rowId: row["row_id"],
+            op: MutationOperation(rawValue: row["op"]) ?? .update, localRow: try open("local_row"), serverRow: try open("server_row"),
+            serverVersion: row["server_version"], serverResolution: row["server_resolution"],
+            resolution: (row["resolution"] as String?).flatMap(ConflictResolution.init(rawValue:)),
+            detectedAt: Timestamp(millisecondsSince1970: row["detected_at"]).date,
+            resolvedAt: (row["resolved_at"] as Int64?).map { Timestamp(millisecondsSince1970: $0).date }
+        )
+    }
+
+    static func conflictContext(_ clientMutationId: String, _ column: String) -> String {
+        "conflict\u{0}\(clientMutationId)\u{0}\(column)"
+    }
+
+    /// Records a `conflicted` answer and sets the entry's status. Returns whether the policy
+    /// settled it at once (a last-writer-wins or field-merge loss: the server's row is taken).
+    func recordConflict(_ db: Database, _ record: OutboxRecord, result: MutationResult, now: Int64) throws -> Bool {
+        let entity = ContractRegistry.entity(named: record.entity)
+        var localRow: [String: JSONValue]?
+        if let entity, let row = try fetchRow(db, entity, id: record.rowId) {
+            localRow = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: record.rowId)
+        }
+        var serverRow: [String: JSONValue]?
+        if case .object(let object)? = result.serverRow { serverRow = object }
+        func seal(_ row: [String: JSONValue]?, _ column: String) throws -> Data? {
+            guard let row else { return nil }
+            return try crypto.sealRecord(
+                Data(CanonicalJSON.text(.object(row)).utf8), context: Self.conflictContext(record.clientMutationId, column)
+            )
+        }
+        let settles = entity.map { [.lastWriterWins, .fieldMerge].contains($0.conflict) } == true
+            && result.resolution == "lost" && serverRow != nil
+        try db.execute(
+            sql: """
+                INSERT INTO "conflicts" ("outbox_seq", "client_mutation_id", "entity", "row_id", "op", "local_row", "server_row",
+                    "server_version", "server_resolution", "resolution", "detected_at", "resolved_at")
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                record.seq, record.clientMutationId, record.entity, record.rowId, record.op.rawValue,
+                try seal(localRow, "local_row"), try seal(serverRow, "server_row"), result.serverVersion, result.resolution,
+                settles ? ConflictResolution.takeTheirs.rawValue : nil, now, settles ? now : nil,
+            ]
+        )
+        try setStatus(db, record.seq, settles ? .done : .conflicted, error: nil, now: now)
+        if settles, let entity, let serverRow {
+            try storeServerRow(
+                db, entity, wire: serverRow, schemaVersion: entity.currentVersion, serverVersion: result.serverVersion, now: now
+            )
+        }
+        return settles
+    }
+
+    private func openConflict(_ db: Database, id: Int64) throws -> (ConflictRecord, EntityDescriptor) {
+        guard let row = try Row.fetchOne(db, sql: #"SELECT * FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#, arguments: [id])
+        else { throw OfflineStoreError.conflictNotFound(id: id) }
+        let conflict = try conflictRecord(row)
+        guard let entity = ContractRegistry.entity(named: conflict.entity) else {
+            throw OfflineStoreError.unknownContract(conflict.entity)
+        }
+        return (conflict, entity)
+    }
+
+    /// Marks a conflict resolved and its outbox entry done.
+    private func close(_ db: Database, _ conflict: ConflictRecord, _ resolution: ConflictResolution, now: Int64) throws {
+        try db.execute(
+            sql: #"UPDATE "conflicts" SET "resolution" = ?, "resolved_at" = ? WHERE "id" = ?"#,
+            arguments: [resolution.rawValue, now, conflict.id]
+        )
+        try db.execute(
+            sql: #"UPDATE "outbox" SET "status" = 'done', "updated_at" = ? WHERE "seq" = ? AND "status" = 'conflicted'"#,
+            arguments: [now, conflict.seq]
+        )
+    }
+
+    /// Queues the device's current row again, based on the server's version of the conflict.
+    private func resubmit(_ db: Database, _ entity: EntityDescriptor, conflict: ConflictRecord, now: Int64) throws -> QueuedWrite {
+        let id = conflict.rowId
+        guard let row = try fetchRow(db, entity, id: id) else {
+            // Mine is deleted: delete theirs.
+            let clock = try tickIfNeeded(db, entity, .delete, now: now)
+            return try appendOutbox(
+                db, entity: entity.name, op: .delete, rowId: id, content: OutboxContent(payload: nil, base: conflict.serverRow),
+                baseVersion: conflict.serverVersion, hlc: clock, occurredAt: nil, hash: nil, schemaVersion: entity.currentVersion,
+                now: now
+            )
+        }
+        let mine = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
+        try db.execute(
+            sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \"_server_version\" = ? WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: [conflict.serverVersion, id]
+        )
+        let op: MutationOperation
+        // A whole row leaves out null fields, as the generated types encode it; a patch names them.
+        var payload = mine.filter { $0.value != .null }
+        var base: [String: JSONValue]?
+        if let theirs = conflict.serverRow {
+            let changed = mine.filter { $0.key != entity.primaryKey && theirs[$0.key] != $0.value }
+            base = theirs.filter { changed[$0.key] != nil }
+            if entity.conflict == .fieldMerge {
+                op = .patch
+                payload = changed
+                payload[entity.primaryKey] = mine[entity.primaryKey]
+            } else {
+                op = .update
+            }
+        } else {
+            // Theirs is deleted: create mine again.
+            op = .create
+        }
+        let clock = try tickIfNeeded(db, entity, op, now: now)
+        return try appendOutbox(
+            db, entity: entity.name, op: op, rowId: id, content: OutboxContent(payload: .object(payload), base: base),
+            baseVersion: op == .create ? nil : conflict.serverVersion, hlc: clock, occurredAt: nil, hash: nil,
+            schemaVersion: entity.currentVersion, now: now
+        )
+    }
+}

@@ -1,0 +1,128 @@
+public import Contracts
+
+/// A unit with its lessons, their content assets and the device's records of those files.
+public struct UnitDetail: Hashable, Sendable {
+    public var unit: Unit
+    /// Download status and access times.
+    public var local: Unit.LocalState
+    /// In `sort_index` order.
+    public var lessons: [LessonDetail]
+
+    /// Every asset of every lesson.
+    public var assets: [Asset] { lessons.flatMap(\.assets) }
+    /// Bytes of every asset of the unit.
+    public var totalBytes: Int64 { assets.reduce(0) { $0 + $1.sizeBytes } }
+    /// Bytes of the assets on the device.
+    public var downloadedBytes: Int64 {
+        lessons.reduce(0) { total, lesson in
+            total + lesson.downloads.values.filter { $0.status == .downloaded }.reduce(0) { $0 + $1.sizeBytes }
+        }
+    }
+
+    public init(unit: Unit, local: Unit.LocalState, lessons: [LessonDetail]) {
+        self.unit = unit
+        self.local = local
+        self.lessons = lessons
+    }
+}
+
+/// A lesson with its content assets.
+public struct LessonDetail: Hashable, Sendable {
+    public var lesson: Lesson
+    /// The `Asset` contract rows of the lesson, by id.
+    public var assets: [Asset]
+    /// The device's records of those files (``AssetRecord``), by asset id; missing for an asset
+    /// the device has no record of yet.
+    public var downloads: [String: AssetRecord]
+
+    public init(lesson: Lesson, assets: [Asset], downloads: [String: AssetRecord]) {
+        self.lesson = lesson
+        self.assets = assets
+        self.downloads = downloads
+    }
+}
+
+/// A unit as a list shows it.
+public struct UnitSummary: Hashable, Sendable {
+    public var unit: Unit
+    public var local: Unit.LocalState
+    public var lessonCount: Int
+
+    public init(unit: Unit, local: Unit.LocalState, lessonCount: Int) {
+        self.unit = unit
+        self.local = local
+        self.lessonCount = lessonCount
+    }
+}
+
+/// The queries of the sample apps (issue 5): the learning app's units and attempts, the
+/// field-ops app's tasks and incidents. Tables and relations come from the contract registry;
+/// filters use the generated `Change` types, so a renamed field fails to compile.
+extension StoreReader {
+    /// Every cached unit, in catalogue order (`sort_index`, then title).
+    public func units() throws(OfflineStoreError) -> [Unit] {
+        try all(Unit.self, orderBy: [.ascending("sort_index"), .ascending("title")])
+    }
+
+    /// Every cached unit with its local state and number of cached lessons, in catalogue order.
+    public func unitSummaries() throws(OfflineStoreError) -> [UnitSummary] {
+        let units = try units()
+        let foreignKey = try Self.foreignKey(from: Unit.descriptor, to: Lesson.descriptor)
+        let lessons = try all(Lesson.self, where: RowFilter(.oneOf(field: foreignKey, values: units.map { .string($0.id) })))
+        let counts = Dictionary(grouping: lessons, by: \.unitId).mapValues(\.count)
+        var summaries: [UnitSummary] = []
+        for unit in units {
+            let local = try localState(Unit.self, id: unit.id) ?? Unit.LocalState()
+            summaries.append(UnitSummary(unit: unit, local: local, lessonCount: counts[unit.id] ?? 0))
+        }
+        return summaries
+    }
+
+    /// A unit with its lessons (in `sort_index` order), their assets and the device's records
+    /// of the asset files; `nil` when the unit is not cached.
+    public func unitDetail(id: String) throws(OfflineStoreError) -> UnitDetail? {
+        guard let unit = try fetch(Unit.self, id: id) else { return nil }
+        let local = try localState(Unit.self, id: id) ?? Unit.LocalState()
+        let lessons = try children(Lesson.self, of: unit, orderBy: [.ascending("sort_index")])
+        let assets = try children(Asset.self, ofKeys: lessons.map(\.id), parent: Lesson.descriptor, orderBy: [])
+        let records = try assetRecords(ids: assets.map(\.id))
+        let assetsByLesson = Dictionary(grouping: assets, by: \.lessonId)
+        return UnitDetail(
+            unit: unit, local: local,
+            lessons: lessons.map { lesson in
+                let assets = assetsByLesson[lesson.id] ?? []
+                var downloads: [String: AssetRecord] = [:]
+                for asset in assets { downloads[asset.id] = records[asset.id] }
+                return LessonDetail(lesson: lesson, assets: assets, downloads: downloads)
+            }
+        )
+    }
+
+    /// The signed-in learner's attempts (the `user` scope holds only theirs), newest first,
+    /// optionally of one assessment.
+    public func attempts(assessmentId: String? = nil) throws(OfflineStoreError) -> [Attempt] {
+        try all(
+            Attempt.self, where: assessmentId.map { RowFilter.equals(.assessmentId($0)) },
+            orderBy: [.descending("started_at")]
+        )
+    }
+
+    /// A team's tasks in route order (`sort_index`, then due date), optionally only one
+    /// assignee's and only some statuses.
+    public func tasks(
+        teamId: String, assigneeId: String? = nil, statuses: [FieldTask.Status]? = nil
+    ) throws(OfflineStoreError) -> [FieldTask] {
+        var filter = RowFilter<FieldTask>.equals(.teamId(teamId))
+        if let assigneeId { filter = filter && .equals(.assigneeId(assigneeId)) }
+        if let statuses { filter = filter && .oneOf(statuses.map { .status($0) }) }
+        return try all(FieldTask.self, where: filter, orderBy: [.ascending("sort_index"), .ascending("due_on")])
+    }
+
+    /// A team's incidents by priority (the contract's order: critical first), then newest
+    /// first, optionally only some states.
+    public func incidents(teamId: String, states: [Incident.State]? = nil) throws(OfflineStoreError) -> [Incident] {
+        var filter = RowFilter<Incident>.equals(.teamId(teamId))
+        if let states { filter = filter && .oneOf(states.map { .state($0) }) }
+        return try all(Incident.self, where: filter, orderBy: [.declaredOrder("priority"), .descending("opened_at")])
+    }
+}

@@ -1,0 +1,163 @@
+public import Contracts
+public import SyncProtocol
+
+/// The outcome of a read that may go to the server when nothing is cached.
+public enum ReadResult<Value: Sendable>: Sendable {
+    /// From SQLite; no network involved.
+    case cached(Value)
+    /// Nothing was cached: fetched once from the server, stored, then read from SQLite.
+    case fetched(Value)
+    /// Nothing is cached and the device is offline: show "not available offline".
+    case offline
+    /// Nothing is cached and the server could not provide it (see the reason).
+    case unavailable(RemoteFetchFailure)
+
+    /// The value, cached or fetched.
+    public var value: Value? {
+        switch self {
+        case .cached(let value), .fetched(let value): return value
+        case .offline, .unavailable: return nil
+        }
+    }
+}
+
+extension ReadResult: Equatable where Value: Equatable {}
+extension ReadResult: Hashable where Value: Hashable {}
+
+/// Why a ``RemoteFetcher`` could not fetch.
+public enum RemoteFetchFailure: Error, Hashable, Sendable {
+    /// No connection (or the server is unreachable).
+    case offline
+    /// The server has no such row.
+    case notFound
+    /// The server refused or failed (its error body).
+    case server(ErrorDetail)
+    /// The answer could not be used (malformed, or rows that do not fit their contracts).
+    case invalidResponse(String)
+}
+
+/// What a read-through wants from the server: one row (optionally with related rows, by
+/// relation names of the contracts, dotted for nested ones) or every row of a contract the
+/// device may read.
+public struct RemoteFetchRequest: Hashable, Sendable {
+    /// The contract name (`Unit`).
+    public var contract: String
+    /// One row's primary key, or `nil` for every row.
+    public var id: String?
+    /// Relations to include: `["lessons", "lessons.assets"]`.
+    public var including: [String]
+
+    public init(contract: String, id: String?, including: [String] = []) {
+        self.contract = contract
+        self.id = id
+        self.including = including
+    }
+
+    /// One row of `E`, with related rows.
+    public static func row<E: ContractEntity>(_ type: E.Type, id: String, including: [String] = []) -> Self {
+        Self(contract: E.descriptor.name, id: id, including: including)
+    }
+
+    /// Every row of `E` the device may read.
+    public static func all<E: ContractEntity>(_ type: E.Type, including: [String] = []) -> Self {
+        Self(contract: E.descriptor.name, id: nil, including: including)
+    }
+}
+
+/// Fetches rows from the server for a read-through. The sync engine implements it over its
+/// transport (for units, `GET /api/v1/content/units/sync`; otherwise a pull of the scope).
+///
+/// Throw ``RemoteFetchFailure/offline`` when there is no connection; any other error becomes
+/// ``ReadResult/unavailable(_:)``.
+public protocol RemoteFetcher: Sendable {
+    /// The rows the request names, as server changes (wire rows by contract name).
+    func fetch(_ request: RemoteFetchRequest) async throws -> ServerChanges
+}
+
+extension OfflineStore {
+    /// Reads from SQLite; when nothing is cached (`isCached` says false), fetches once with
+    /// `fetcher`, stores the rows (one transaction) and reads again.
+    ///
+    /// ```swift
+    /// switch try await store.readThrough(.row(Unit.self, id: id, including: ["lessons", "lessons.assets"]),
+    ///                                    from: engine, read: { try $0.unitDetail(id: id) }, isCached: { $0 != nil }) {
+    /// case .cached(let detail?), .fetched(let detail?): show(detail)
+    /// case .offline: showNotAvailableOffline()
+    /// default: showUnavailable()
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``OfflineStoreError`` when SQLite fails; a failed fetch is a result, not an error.
+    public func readThrough<Value: Sendable>(
+        _ request: RemoteFetchRequest, from fetcher: any RemoteFetcher,
+        read body: (StoreReader) throws(OfflineStoreError) -> Value, isCached: (Value) -> Bool
+    ) async throws(OfflineStoreError) -> ReadResult<Value> {
+        let local = try read(body)
+        if isCached(local) { return .cached(local) }
+        let changes: ServerChanges
+        do {
+            changes = try await fetcher.fetch(request)
+        } catch let failure as RemoteFetchFailure {
+            return failure == .offline ? .offline : .unavailable(failure)
+        } catch {
+            return .unavailable(.invalidResponse(String(describing: error)))
+        }
+        do {
+            try applyServerChanges(changes)
+        } catch .invalidValue(let contract, let field, let reason) {
+            return .unavailable(.invalidResponse("\(contract).\(field): \(reason)"))
+        }
+        let fetched = try read(body)
+        return isCached(fetched) ? .fetched(fetched) : .unavailable(.notFound)
+    }
+
+    /// One row, from SQLite or else fetched once.
+    public func fetch<E: ContractEntity>(
+        _ type: E.Type, id: String, from fetcher: any RemoteFetcher
+    ) async throws(OfflineStoreError) -> ReadResult<E> {
+        let result = try await readThrough(
+            .row(E.self, id: id), from: fetcher, read: { reader throws(OfflineStoreError) in try reader.fetch(E.self, id: id) },
+            isCached: { $0 != nil }
+        )
+        return unwrap(result)
+    }
+
+    /// A unit with its lessons and assets, from SQLite or else fetched once.
+    public func unitDetail(id: String, from fetcher: any RemoteFetcher) async throws(OfflineStoreError) -> ReadResult<UnitDetail> {
+        let including = Self.hasManyPaths(of: Unit.descriptor, depth: 2)
+        let result = try await readThrough(
+            .row(Unit.self, id: id, including: including), from: fetcher,
+            read: { reader throws(OfflineStoreError) in try reader.unitDetail(id: id) }, isCached: { $0 != nil }
+        )
+        return unwrap(result)
+    }
+
+    /// The unit list, from SQLite or else (when no unit is cached) fetched once.
+    public func units(from fetcher: any RemoteFetcher) async throws(OfflineStoreError) -> ReadResult<[Unit]> {
+        try await readThrough(
+            .all(Unit.self), from: fetcher, read: { reader throws(OfflineStoreError) in try reader.units() },
+            isCached: { !$0.isEmpty }
+        )
+    }
+}
+
+extension OfflineStore {
+    /// The `has_many` relation paths of an entity, nested up to `depth` (`lessons`, `lessons.assets`).
+    static func hasManyPaths(of entity: EntityDescriptor, depth: Int) -> [String] {
+        guard depth > 0 else { return [] }
+        return entity.relations.filter { $0.kind == .hasMany }.flatMap { relation -> [String] in
+            let nested = ContractRegistry.entity(named: relation.target).map { hasManyPaths(of: $0, depth: depth - 1) } ?? []
+            return [relation.name] + nested.map { relation.name + "." + $0 }
+        }
+    }
+}
+
+/// `ReadResult<T?>` → `ReadResult<T>` (a `nil` value is neither cached nor fetched).
+private func unwrap<T: Sendable>(_ result: ReadResult<T?>) -> ReadResult<T> {
+    switch result {
+    case .cached(let value): return value.map { .cached($0) } ?? .unavailable(.notFound)
+    case .fetched(let value): return value.map { .fetched($0) } ?? .unavailable(.notFound)
+    case .offline: return .offline
+    case .unavailable(let failure): return .unavailable(failure)
+    }
+}

@@ -1,0 +1,69 @@
+#if canImport(Security)
+    public import Crypto
+    public import Foundation
+    import Security
+
+    /// Tenant keys in the keychain (a generic password per tenant, this device only, readable
+    /// after the first unlock so background syncs work).
+    ///
+    /// ```swift
+    /// let keys = KeychainKeyProvider(service: "com.example.app.outpost")
+    /// ```
+    ///
+    /// - Note: Compiled only where the `Security` framework exists (Apple platforms); elsewhere
+    ///   use ``FileKeyProvider``.
+    public struct KeychainKeyProvider: KeyProvider {
+        public let service: String
+        /// A keychain access group shared with app extensions, if any.
+        public let accessGroup: String?
+
+        public init(service: String = "outpost.tenant-keys", accessGroup: String? = nil) {
+            self.service = service
+            self.accessGroup = accessGroup
+        }
+
+        private func query(_ tenantId: String) -> [String: Any] {
+            var query: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecAttrService as String: service,
+                kSecAttrAccount as String: tenantId,
+            ]
+            if let accessGroup { query[kSecAttrAccessGroup as String] = accessGroup }
+            return query
+        }
+
+        public func key(forTenant tenantId: String) throws -> SymmetricKey {
+            var lookup = query(tenantId)
+            lookup[kSecReturnData as String] = true
+            lookup[kSecMatchLimit as String] = kSecMatchLimitOne
+            var item: CFTypeRef?
+            let status = SecItemCopyMatching(lookup as CFDictionary, &item)
+            if status == errSecSuccess, let data = item as? Data, data.count == 32 {
+                return SymmetricKey(data: data)
+            }
+            guard status == errSecItemNotFound else {
+                throw KeyProviderError("the keychain refused to read the key (OSStatus \(status))")
+            }
+            let key = SymmetricKey(size: .bits256)
+            var add = query(tenantId)
+            add[kSecValueData as String] = key.withUnsafeBytes { Data($0) }
+            add[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
+            let added = SecItemAdd(add as CFDictionary, nil)
+            if added == errSecDuplicateItem {
+                // Another thread or process added it first: read theirs.
+                return try self.key(forTenant: tenantId)
+            }
+            guard added == errSecSuccess else {
+                throw KeyProviderError("the keychain refused to store the key (OSStatus \(added))")
+            }
+            return key
+        }
+
+        public func deleteKey(forTenant tenantId: String) throws {
+            let status = SecItemDelete(query(tenantId) as CFDictionary)
+            guard status == errSecSuccess || status == errSecItemNotFound else {
+                throw KeyProviderError("the keychain refused to delete the key (OSStatus \(status))")
+            }
+        }
+    }
+#endif

@@ -1,0 +1,124 @@
+import Contracts
+import GRDB
+
+/// The client's own tables and the migrator that creates them before the generated contract
+/// tables.
+///
+/// Like the generated migrations, these are history: a released migration never changes; a
+/// change to these tables is a new migration appended to ``migrations``.
+enum ClientSchema {
+    /// The identifier of the first client migration.
+    static let syncTablesV1 = "client.v1.sync_tables"
+
+    /// The client's own migrations, in order.
+    static let migrations: [(identifier: String, statements: [String])] = [
+        (syncTablesV1, syncTablesV1Statements)
+    ]
+
+    static let syncTablesV1Statements = [
+        """
+        CREATE TABLE "outbox" (
+            "seq" INTEGER PRIMARY KEY,
+            "client_mutation_id" TEXT NOT NULL UNIQUE,
+            "entity" TEXT NOT NULL,
+            "op" TEXT NOT NULL CHECK ("op" IN ('create', 'update', 'patch', 'delete', 'event')),
+            "row_id" TEXT NOT NULL,
+            "payload" BLOB NOT NULL,
+            "hmac" BLOB NOT NULL,
+            "status" TEXT NOT NULL DEFAULT 'pending'
+                CHECK ("status" IN ('pending', 'sending', 'done', 'waiting', 'conflicted', 'failed', 'quarantined')),
+            "push_seq" INTEGER UNIQUE,
+            "attempts" INTEGER NOT NULL DEFAULT 0,
+            "next_attempt_at" INTEGER,
+            "last_error" TEXT,
+            "base_version" INTEGER,
+            "hlc" TEXT,
+            "occurred_at" INTEGER,
+            "hash" TEXT,
+            "schema_version" INTEGER NOT NULL,
+            "created_at" INTEGER NOT NULL,
+            "updated_at" INTEGER NOT NULL
+        )
+        """,
+        #"CREATE INDEX "outbox_status_seq_idx" ON "outbox" ("status", "seq")"#,
+        #"CREATE INDEX "outbox_entity_row_idx" ON "outbox" ("entity", "row_id")"#,
+        """
+        CREATE TABLE "conflicts" (
+            "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+            "outbox_seq" INTEGER NOT NULL,
+            "client_mutation_id" TEXT NOT NULL,
+            "entity" TEXT NOT NULL,
+            "row_id" TEXT NOT NULL,
+            "op" TEXT NOT NULL,
+            "local_row" BLOB,
+            "server_row" BLOB,
+            "server_version" INTEGER,
+            "server_resolution" TEXT,
+            "resolution" TEXT CHECK ("resolution" IN ('keep_mine', 'take_theirs', 'merged', 'discarded')),
+            "detected_at" INTEGER NOT NULL,
+            "resolved_at" INTEGER
+        )
+        """,
+        #"CREATE INDEX "conflicts_open_idx" ON "conflicts" ("resolution", "entity", "row_id")"#,
+        """
+        CREATE TABLE "sync_state" (
+            "scope_key" TEXT PRIMARY KEY NOT NULL,
+            "cursor" TEXT,
+            "last_pull_at" INTEGER,
+            "last_push_at" INTEGER,
+            "last_success_at" INTEGER,
+            "last_error" TEXT,
+            "last_error_at" INTEGER
+        )
+        """,
+        """
+        CREATE TABLE "assets" (
+            "asset_id" TEXT PRIMARY KEY NOT NULL,
+            "unit_id" TEXT,
+            "lesson_id" TEXT,
+            "remote_url" TEXT,
+            "content_type" TEXT,
+            "size_bytes" INTEGER NOT NULL DEFAULT 0,
+            "checksum" TEXT NOT NULL,
+            "local_path" TEXT,
+            "status" TEXT NOT NULL DEFAULT 'remote'
+                CHECK ("status" IN ('remote', 'queued', 'downloading', 'downloaded', 'failed')),
+            "downloaded_bytes" INTEGER NOT NULL DEFAULT 0,
+            "etag" TEXT,
+            "last_error" TEXT,
+            "downloaded_at" INTEGER,
+            "last_accessed_at" INTEGER,
+            "updated_at" INTEGER NOT NULL
+        )
+        """,
+        #"CREATE INDEX "assets_unit_id_idx" ON "assets" ("unit_id")"#,
+        #"CREATE INDEX "assets_lesson_id_idx" ON "assets" ("lesson_id")"#,
+        """
+        CREATE TABLE "metadata" (
+            "key" TEXT PRIMARY KEY NOT NULL,
+            "value" TEXT NOT NULL
+        )
+        """,
+    ]
+
+    /// Every migration this build knows: the client's own, then the generated contract ones.
+    static var migrationIdentifiers: [String] {
+        migrations.map(\.identifier) + ContractRegistry.clientMigrations.map(\.identifier)
+    }
+
+    /// The migrator of this build.
+    static func migrator() -> DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        for migration in migrations {
+            migrator.registerMigration(migration.identifier) { db in
+                for statement in migration.statements { try db.execute(sql: statement) }
+            }
+        }
+        for migration in ContractRegistry.clientMigrations {
+            migrator.registerMigration(migration.identifier) { db in
+                for statement in migration.statements { try db.execute(sql: statement) }
+            }
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,318 @@
+import Contracts
+import Crypto
+public import Foundation
+import GRDB
+import SyncProtocol
+
+/// The device's offline database: one SQLite file (GRDB `DatabasePool`, WAL) holding the
+/// generated contract tables and the client's own (`outbox`, `conflicts`, `sync_state`,
+/// `assets`, `metadata`).
+///
+/// Reads come from SQLite; writes change the local row and append to the outbox in one
+/// transaction. The sync engine drains the outbox (``nextPushRequest(limit:)``,
+/// ``applyPushResponse(_:)``) and applies server rows (``applyServerChanges(_:)``).
+///
+/// ```swift
+/// let store = try OfflineStore(OfflineStoreConfiguration(
+///     databaseURL: url, tenantId: "acme", userId: "u-1", keyProvider: FileKeyProvider(directory: keys)
+/// ))
+/// try store.patch(Incident.self, id: "inc-1", [.state(.inProgress)])
+/// let open = try store.incidents(teamId: "t-1")
+/// ```
+///
+/// Every method is synchronous and thread-safe (reads run concurrently, writes one at a time);
+/// call it from any thread or actor. Every failure is an ``OfflineStoreError``.
+public final class OfflineStore: Sendable {
+    /// What the store was opened with.
+    public let configuration: OfflineStoreConfiguration
+    /// Tenant, user, device and push client id.
+    public let identity: StoreIdentity
+
+    let pool: DatabasePool
+    let crypto: StoreCrypto
+    let codec: RowCodec
+    let ulids: ULIDGenerator
+    private let closed: Locked<Bool>
+
+    /// Opens (creating or migrating) the database of `configuration`.
+    ///
+    /// - Throws: ``OfflineStoreError/createdByNewerBuild(unknownMigrations:)`` (file untouched),
+    ///   ``OfflineStoreError/notADatabase(path:)``, ``OfflineStoreError/cannotOpen(path:reason:)``,
+    ///   ``OfflineStoreError/belongsToAnotherAccount(tenantId:userId:)``,
+    ///   ``OfflineStoreError/keyUnavailable(tenantId:reason:)``, ``OfflineStoreError/keyMismatch(tenantId:)``.
+    public init(_ configuration: OfflineStoreConfiguration) throws(OfflineStoreError) {
+        self.configuration = configuration
+        let url = configuration.databaseURL
+        let path = url.path
+        do {
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        } catch {
+            throw .cannotOpen(path: path, reason: error.localizedDescription)
+        }
+        if FileManager.default.fileExists(atPath: path) {
+            try Self.refuseNewerBuild(path: path)
+        }
+
+        let tenantKey: SymmetricKey
+        do {
+            tenantKey = try configuration.keyProvider.key(forTenant: configuration.tenantId)
+        } catch {
+            throw .keyUnavailable(tenantId: configuration.tenantId, reason: String(describing: error))
+        }
+        crypto = StoreCrypto(tenantKey: tenantKey)
+        codec = RowCodec(crypto: crypto)
+        ulids = ULIDGenerator(clock: configuration.clock, random: configuration.random)
+        closed = Locked(false)
+
+        var databaseConfiguration = Configuration()
+        databaseConfiguration.label = "OutpostOfflineStore"
+        databaseConfiguration.busyMode = .timeout(10)
+        do {
+            pool = try DatabasePool(path: path, configuration: databaseConfiguration)
+        } catch {
+            throw Self.openingError(error, path: path)
+        }
+
+        let migrator = ClientSchema.migrator()
+        do {
+            // Checked again here, for a database that became newer between the check and the open.
+            let unknown = try pool.read { db in try Self.unknownMigrations(db) }
+            guard unknown.isEmpty else {
+                try? pool.close()
+                throw OfflineStoreError.createdByNewerBuild(unknownMigrations: unknown)
+            }
+            try migrator.migrate(pool)
+        } catch {
+            throw Self.openingError(error, path: path)
+        }
+
+        let configured = configuration
+        let check = crypto.keyCheck
+        let ulids = self.ulids
+        let now = configuration.clock.timestamp().millisecondsSince1970
+        do {
+            identity = try pool.write { db in
+                try Self.prepareMetadata(db, configuration: configured, keyCheck: check, now: now, ulids: ulids)
+            }
+        } catch {
+            try? pool.close()
+            throw Self.map(error)
+        }
+    }
+
+    // MARK: Opening
+
+    /// Refuses a database that holds migrations this build does not know, reading it through a
+    /// read-only connection so that nothing is written to it.
+    private static func refuseNewerBuild(path: String) throws(OfflineStoreError) {
+        var readOnly = Configuration()
+        readOnly.readonly = true
+        // A read-only connection to a WAL database creates empty `-wal` and `-shm` files it
+        // cannot remove; remove the ones it created, so a refused file is left as it was found.
+        let sideFiles = [path + "-wal", path + "-shm"].filter { !FileManager.default.fileExists(atPath: $0) }
+        defer {
+            for file in sideFiles {
+                let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? nil
+                if file.hasSuffix("-shm") || size == 0 { try? FileManager.default.removeItem(atPath: file) }
+            }
+        }
+        let unknown: [String]
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            unknown = try queue.read { db in try unknownMigrations(db) }
+            try queue.close()
+        } catch {
+            throw openingError(error, path: path)
+        }
+        if !unknown.isEmpty { throw .createdByNewerBuild(unknownMigrations: unknown) }
+    }
+
+    /// Applied migrations this build does not know, in their identifiers' order.
+    static func unknownMigrations(_ db: Database) throws -> [String] {
+        guard try db.tableExists("grdb_migrations") else { return [] }
+        let known = Set(ClientSchema.migrationIdentifiers)
+        return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
+            .filter { !known.contains($0) }
+    }
+
+    private static func openingError(_ error: any Error, path: String) -> OfflineStoreError {
+        if let error = error as? OfflineStoreError { return error }
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_NOTADB, .SQLITE_CORRUPT: return .notADatabase(path: path)
+            case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY, .SQLITE_AUTH:
+                return .cannotOpen(path: path, reason: error.message ?? "\(error.resultCode)")
+            default: break
+            }
+        }
+        return map(error)
+    }
+
+    private static func prepareMetadata(
+        _ db: Database, configuration: OfflineStoreConfiguration, keyCheck: String, now: Int64, ulids: ULIDGenerator
+    ) throws -> StoreIdentity {
+        if let tenant = try Metadata.get(db, .tenantId) {
+            let user = try Metadata.get(db, .userId) ?? ""
+            guard tenant == configuration.tenantId, user == configuration.userId else {
+                throw OfflineStoreError.belongsToAnotherAccount(tenantId: tenant, userId: user)
+            }
+            guard try Metadata.get(db, .keyCheck) == keyCheck else {
+                throw OfflineStoreError.keyMismatch(tenantId: tenant)
+            }
+        } else {
+            try Metadata.set(db, .tenantId, configuration.tenantId)
+            try Metadata.set(db, .userId, configuration.userId)
+            try Metadata.set(db, .keyCheck, keyCheck)
+            try Metadata.set(db, .clientId, ulids.nextString())
+            try Metadata.set(db, .nextSeq, "1")
+            try Metadata.set(db, .lastPushSeq, "0")
+            try Metadata.set(db, .createdAt, String(now))
+        }
+        var deviceId = try Metadata.get(db, .deviceId)
+        if let given = configuration.deviceId, given != deviceId {
+            try Metadata.set(db, .deviceId, given)
+            deviceId = given
+        } else if deviceId == nil {
+            let made = ulids.nextString()
+            try Metadata.set(db, .deviceId, made)
+            deviceId = made
+        }
+        let clientId = try Metadata.get(db, .clientId) ?? ""
+        if try Metadata.get(db, .hlc) == nil {
+            try Metadata.set(db, .hlc, HybridLogicalClock(milliseconds: 0, counter: 0, node: clientId).description)
+        }
+        try Metadata.set(db, .schemaVersions, CanonicalJSON.text(.object(OfflineStore.schemaVersions.mapValues { .int(Int64($0)) })))
+        return StoreIdentity(
+            tenantId: configuration.tenantId, userId: configuration.userId, deviceId: deviceId ?? "", clientId: clientId
+        )
+    }
+
+    // MARK: Schema
+
+    /// The version of every contract this build reads and writes (`schema` of a push, the
+    /// `X-Outpost-Schema` header of a pull).
+    public static let schemaVersions: [String: Int] = {
+        var versions: [String: Int] = [:]
+        for entity in ContractRegistry.entities { versions[entity.name] = entity.currentVersion }
+        for event in ContractRegistry.events { versions[event.name] = event.currentVersion }
+        return versions
+    }()
+
+    /// The identifiers of the migrations this build applies, in order: the client's own
+    /// (`client.v1.sync_tables`, …) then ``Contracts/ContractRegistry/clientMigrations``.
+    public static var migrationIdentifiers: [String] { ClientSchema.migrationIdentifiers }
+
+    /// The migrations applied to the database, in the order they ran.
+    public func appliedMigrations() throws(OfflineStoreError) -> [String] {
+        try read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid") }
+    }
+
+    // MARK: Access
+
+    /// The store's folder of asset files.
+    public var assetsDirectory: URL { configuration.assetsDirectory }
+
+    func ensureOpen() throws(OfflineStoreError) {
+        if closed.withLock({ $0 }) { throw .signedOut }
+    }
+
+    /// Runs `body` against a snapshot.
+    func read<T>(_ body: (Database) throws -> T) throws(OfflineStoreError) -> T {
+        try ensureOpen()
+        do {
+            return try pool.read(body)
+        } catch {
+            throw Self.map(error)
+        }
+    }
+
+    /// Runs `body` in one write transaction: all or nothing.
+    func write<T>(_ body: (Database) throws -> T) throws(OfflineStoreError) -> T {
+        try ensureOpen()
+        do {
+            return try pool.write(body)
+        } catch {
+            throw Self.map(error)
+        }
+    }
+
+    /// The ``OfflineStoreError`` of any error thrown inside a transaction.
+    static func map(_ error: any Error) -> OfflineStoreError {
+        switch error {
+        case let error as OfflineStoreError: return error
+        case let error as DatabaseError:
+            return .database(code: error.extendedResultCode.rawValue, message: error.message ?? "\(error.resultCode)")
+        default: return .database(code: -1, message: String(describing: error))
+        }
+    }
+
+    /// Closes the database. Later calls throw ``OfflineStoreError/signedOut``.
+    public func close() throws(OfflineStoreError) {
+        guard beginClosing() else { return }
+        try closePool()
+    }
+
+    /// Stops new operations; `false` when the store was already closed.
+    func beginClosing() -> Bool {
+        closed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+    }
+
+    /// Lets operations run again after ``beginClosing()``.
+    func cancelClosing() {
+        closed.withLock { $0 = false }
+    }
+
+    func closePool() throws(OfflineStoreError) {
+        do {
+            try pool.close()
+        } catch {
+            throw Self.map(error)
+        }
+    }
+
+    func now() -> Timestamp { configuration.clock.timestamp() }
+}
+
+/// Keys of the `metadata` table.
+enum Metadata: String {
+    case tenantId = "tenant_id"
+    case userId = "user_id"
+    case deviceId = "device_id"
+    case clientId = "client_id"
+    case keyCheck = "key_check"
+    /// The `seq` the next outbox entry gets.
+    case nextSeq = "next_seq"
+    /// The last `seq` handed to the server (see `push_seq`).
+    case lastPushSeq = "last_push_seq"
+    /// The hybrid logical clock's last reading.
+    case hlc
+    /// This build's contract versions (canonical JSON).
+    case schemaVersions = "schema_versions"
+    case createdAt = "created_at"
+    case lastSyncSuccessAt = "last_sync_success_at"
+    case lastPushAt = "last_push_at"
+    case lastSyncError = "last_sync_error"
+    case lastSyncErrorAt = "last_sync_error_at"
+
+    static func get(_ db: Database, _ key: Metadata) throws -> String? {
+        try String.fetchOne(db, sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#, arguments: [key.rawValue])
+    }
+
+    static func set(_ db: Database, _ key: Metadata, _ value: String) throws {
+        try db.execute(
+            sql: #"INSERT INTO "metadata" ("key", "value") VALUES (?, ?) ON CONFLICT ("key") DO UPDATE SET "value" = excluded."value""#,
+            arguments: [key.rawValue, value]
+        )
+    }
+
+    static func remove(_ db: Database, _ key: Metadata) throws {
+        try db.execute(sql: #"DELETE FROM "metadata" WHERE "key" = ?"#, arguments: [key.rawValue])
+    }
+
+    static func integer(_ db: Database, _ key: Metadata) throws -> Int64? {
+        try get(db, key).flatMap { Int64($0) }
+    }
+}

@@ -1,0 +1,410 @@
+public import Contracts
+public import Foundation
+import GRDB
+public import SyncProtocol
+
+/// Rows from the server to apply in one transaction: a pull page (with its scope's cursor), or
+/// the answer of a one-off fetch.
+public struct ServerChanges: Sendable, Hashable {
+    /// Rows in wire form by contract name: entity rows, or event envelopes for events that travel
+    /// down (`type`, `event_id`, …, `payload`).
+    public var upserts: [String: [JSONValue]]
+    /// Primary keys of deleted rows by entity name.
+    public var deletes: [String: [String]]
+    /// The contract version each contract's rows are shaped for; the current version when absent.
+    public var schemaVersions: [String: Int]
+    /// The scope whose cursor advances with these changes, if any.
+    public var scopeKey: String?
+    /// The cursor to store for ``scopeKey`` in the same transaction.
+    public var cursor: String?
+
+    public init(
+        upserts: [String: [JSONValue]] = [:], deletes: [String: [String]] = [:], schemaVersions: [String: Int] = [:],
+        scopeKey: String? = nil, cursor: String? = nil
+    ) {
+        self.upserts = upserts
+        self.deletes = deletes
+        self.schemaVersions = schemaVersions
+        self.scopeKey = scopeKey
+        self.cursor = cursor
+    }
+
+    /// A pull page of a scope, with its cursor (rows shaped for this build's versions, as
+    /// requested with ``OfflineStore/schemaVersions``).
+    public init(pull page: PullResponse, scopeKey: String) {
+        self.init(upserts: page.upserts, deletes: page.deletes, scopeKey: scopeKey, cursor: page.cursor)
+    }
+}
+
+/// What ``OfflineStore/applyServerChanges(_:)`` did.
+public struct ServerChangesReport: Hashable, Sendable {
+    /// Rows written, by contract name.
+    public var upserted: [String: Int] = [:]
+    /// Rows deleted, by contract name.
+    public var deleted: [String: Int] = [:]
+    /// Rows the device still has unsynced writes for: stored with those writes replayed on top,
+    /// by contract name.
+    public var rebased: [String: Int] = [:]
+    /// Contract names this build does not know (a newer server); their rows were skipped.
+    public var unknownContracts: [String] = []
+
+    public init() {}
+}
+
+/// A scope's sync bookkeeping (a row of `sync_state`).
+public struct ScopeSyncState: Hashable, Sendable {
+    public var scopeKey: String
+    /// The opaque cursor of the last page applied.
+    public var cursor: String?
+    public var lastPullAt: Date?
+    public var lastPushAt: Date?
+    public var lastSuccessAt: Date?
+    public var lastError: ErrorDetail?
+    public var lastErrorAt: Date?
+}
+
+extension OfflineStore {
+    /// Applies server rows in one transaction, with the scope's cursor when given: a crash
+    /// leaves either the page and its cursor, or neither.
+    ///
+    /// Entity rows replace the contract columns of the local copy (client-only columns are
+    /// kept) and record the server version (an `int` version field's value) and `_synced_at`.
+    /// A row the device still has unsynced writes for (pending, sending, waiting, conflicted or
+    /// failed) is stored with those writes replayed on top, so the user's edits stay visible and
+    /// the server's other changes arrive. Event envelopes are inserted once. Deletes remove rows.
+    ///
+    /// - Throws: ``OfflineStoreError/invalidValue(contract:field:reason:)`` for a row that does
+    ///   not fit its contract (nothing is applied then).
+    @discardableResult
+    public func applyServerChanges(_ changes: ServerChanges) throws(OfflineStoreError) -> ServerChangesReport {
+        let now = now().millisecondsSince1970
+        return try write { db in
+            var report = ServerChangesReport()
+            for name in changes.upserts.keys.sorted() {
+                let rows = changes.upserts[name] ?? []
+                if let entity = ContractRegistry.entity(named: name) {
+                    let version = changes.schemaVersions[name] ?? entity.currentVersion
+                    // Rows with unsynced writes, looked up once for the page (usually none).
+                    let unsynced = try String.fetchSet(
+                        db, sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN "# + Self.unsyncedStatusesSQL,
+                        arguments: [entity.name]
+                    )
+                    for row in rows {
+                        guard case .object(let wire) = row else {
+                            throw OfflineStoreError.invalidValue(contract: name, field: "*", reason: "a row must be a JSON object")
+                        }
+                        let rebased = try storeServerRow(
+                            db, entity, wire: wire, schemaVersion: version, serverVersion: nil, now: now,
+                            replay: unsynced.isEmpty ? .never : .ifQueued(unsynced)
+                        )
+                        report.upserted[name, default: 0] += 1
+                        if rebased { report.rebased[name, default: 0] += 1 }
+                    }
+                } else if let event = ContractRegistry.event(named: name) {
+                    for row in rows {
+                        guard case .object(let wire) = row else {
+                            throw OfflineStoreError.invalidValue(contract: name, field: "*", reason: "an event must be a JSON object")
+                        }
+                        try storeServerEvent(db, event, envelope: wire, now: now)
+                        report.upserted[name, default: 0] += 1
+                    }
+                } else {
+                    report.unknownContracts.append(name)
+                }
+            }
+            for name in changes.deletes.keys.sorted() {
+                guard let entity = ContractRegistry.entity(named: name) else {
+                    if !report.unknownContracts.contains(name) { report.unknownContracts.append(name) }
+                    continue
+                }
+                for id in changes.deletes[name] ?? [] {
+                    try db.execute(
+                        sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                        arguments: [id]
+                    )
+                    report.deleted[name, default: 0] += db.changesCount
+                }
+            }
+            if let scopeKey = changes.scopeKey {
+                try db.execute(
+                    sql: """
+                        INSERT INTO "sync_state" ("scope_key", "cursor", "last_pull_at") VALUES (?, ?, ?)
+                        ON CONFLICT ("scope_key") DO UPDATE SET "cursor" = COALESCE(excluded."cursor", "cursor"),
+                            "last_pull_at" = excluded."last_pull_at"
+                        """,
+                    arguments: [scopeKey, changes.cursor, now]
+                )
+            }
+            return report
+        }
+    }
+
+    /// Deletes cached rows stored under a schema version below their contract's
+    /// `oldest_supported` (`OLDEST_SUPPORTED_UNIT_SCHEMA`, …), so the next pull downloads them
+    /// again. Rows with unsynced writes are kept. Returns the number deleted per entity.
+    @discardableResult
+    public func purgeUnsupportedRows() throws(OfflineStoreError) -> [String: Int] {
+        try write { db in
+            var purged: [String: Int] = [:]
+            for entity in ContractRegistry.entities {
+                try db.execute(
+                    sql: """
+                        DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE "_schema_version" < ?
+                        AND \(entity.primaryKey.quotedDatabaseIdentifier) NOT IN (
+                            SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN \(Self.unsyncedStatusesSQL))
+                        """,
+                    arguments: [entity.oldestSupported, entity.name]
+                )
+                if db.changesCount > 0 { purged[entity.name] = db.changesCount }
+            }
+            return purged
+        }
+    }
+
+    /// Every scope's sync bookkeeping, by scope key.
+    public func syncStates() throws(OfflineStoreError) -> [ScopeSyncState] {
+        try read { db in
+            try Row.fetchAll(db, sql: #"SELECT * FROM "sync_state" ORDER BY "scope_key""#).map { row in
+                func date(_ column: String) -> Date? {
+                    (row[column] as Int64?).map { Timestamp(millisecondsSince1970: $0).date }
+                }
+                return ScopeSyncState(
+                    scopeKey: row["scope_key"], cursor: row["cursor"], lastPullAt: date("last_pull_at"),
+                    lastPushAt: date("last_push_at"), lastSuccessAt: date("last_success_at"),
+                    lastError: (row["last_error"] as String?).flatMap { try? JSONDecoder().decode(ErrorDetail.self, from: Data($0.utf8)) },
+                    lastErrorAt: date("last_error_at")
+                )
+            }
+        }
+    }
+
+    /// The stored cursor of a scope, `nil` before its first pull.
+    public func cursor(forScope scopeKey: String) throws(OfflineStoreError) -> String? {
+        try read { db in
+            try String.fetchOne(db, sql: #"SELECT "cursor" FROM "sync_state" WHERE "scope_key" = ?"#, arguments: [scopeKey])
+        }
+    }
+
+    /// Records the outcome of syncing a scope: success (error `nil`) or why it failed.
+    public func recordScopeSync(_ scopeKey: String, error: ErrorDetail? = nil, at date: Date? = nil) throws(OfflineStoreError) {
+        let at = (date.map { Timestamp($0) } ?? now()).millisecondsSince1970
+        try write { db in
+            if let error {
+                try db.execute(
+                    sql: """
+                        INSERT INTO "sync_state" ("scope_key", "last_error", "last_error_at") VALUES (?, ?, ?)
+                        ON CONFLICT ("scope_key") DO UPDATE SET "last_error" = excluded."last_error", "last_error_at" = excluded."last_error_at"
+                        """,
+                    arguments: [scopeKey, error.storedText, at]
+                )
+            } else {
+                try db.execute(
+                    sql: """
+                        INSERT INTO "sync_state" ("scope_key", "last_success_at") VALUES (?, ?)
+                        ON CONFLICT ("scope_key") DO UPDATE SET "last_success_at" = excluded."last_success_at",
+                            "last_error" = NULL, "last_error_at" = NULL
+                        """,
+                    arguments: [scopeKey, at]
+                )
+            }
+        }
+    }
+
+    /// Advances the device's hybrid logical clock past a clock seen from the server, so later
+    /// local writes order after it.
+    public func observeRemoteClock(_ remote: HybridLogicalClock) throws(OfflineStoreError) {
+        let now = now()
+        try write { db in
+            let stored = try Metadata.get(db, .hlc).flatMap(HybridLogicalClock.init)
+                ?? HybridLogicalClock(milliseconds: 0, counter: 0, node: identity.clientId)
+            try Metadata.set(db, .hlc, stored.receive(remote, now: now).description)
+        }
+    }
+
+    /// The scope key a stored row belongs to (`ops:team:t-1`): its contract's scope template
+    /// filled from the row's fields and the signed-in user; `nil` when the row is not stored or a
+    /// placeholder has no value.
+    public func scopeKey(contract: String, id: String) throws(OfflineStoreError) -> String? {
+        try read { db in try scopeKey(db, contract: contract, id: id) }
+    }
+
+    // MARK: - Internals
+
+    func scopeKey(_ db: Database, contract: String, id: String) throws -> String? {
+        let scopeName: String, table: String, primaryKey: String, fields: [FieldDescriptor]
+        if let entity = ContractRegistry.entity(named: contract) {
+            (scopeName, table, primaryKey, fields) = (entity.scope, entity.table, entity.primaryKey, entity.fields)
+        } else if let event = ContractRegistry.event(named: contract) {
+            (scopeName, table, primaryKey, fields) = (event.scope, event.table, "event_id", event.fields)
+        } else {
+            throw OfflineStoreError.unknownContract(contract)
+        }
+        guard let scope = ContractRegistry.scope(named: scopeName) else { return nil }
+        var values = ["user_id": identity.userId]
+        let placeholders = scope.keyTemplate.split(separator: "{").dropFirst().compactMap { $0.split(separator: "}").first.map(String.init) }
+        for name in placeholders where values[name] == nil {
+            guard let field = fields.first(where: { $0.name == name }), !field.isEncrypted else { return nil }
+            guard
+                let value = try DatabaseValue.fetchOne(
+                    db,
+                    sql: "SELECT \(name.quotedDatabaseIdentifier) FROM \(table.quotedDatabaseIdentifier) WHERE \(primaryKey.quotedDatabaseIdentifier) = ?",
+                    arguments: [id]
+                ), let text = ColumnCodec.keyText(ColumnCodec.wireValue(value, for: field), kind: field.kind)
+            else { return nil }
+            values[name] = text
+        }
+        return scope.key(values)
+    }
+
+    static let unsyncedStatusesSQL = "('pending', 'sending', 'waiting', 'conflicted', 'failed')"
+
+    /// Stores a server row (wire form of `schemaVersion`) and replays the device's unsynced
+    /// writes of that row on top. Returns whether writes were replayed.
+    /// Whether ``storeServerRow(_:_:wire:schemaVersion:serverVersion:now:replay:)`` looks for
+    /// unsynced writes to replay.
+    enum Replay {
+        case always
+        case never
+        /// Only for these row ids.
+        case ifQueued(Set<String>)
+    }
+
+    @discardableResult
+    func storeServerRow(
+        _ db: Database, _ entity: EntityDescriptor, wire shaped: [String: JSONValue], schemaVersion: Int, serverVersion: Int64?,
+        now: Int64, replay: Replay = .always
+    ) throws -> Bool {
+        let wire = Self.currentShape(shaped, entity: entity, version: schemaVersion)
+        guard let id = RowCodec.key(of: wire, entity: entity) else {
+            throw OfflineStoreError.invalidValue(contract: entity.name, field: entity.primaryKey, reason: "is missing")
+        }
+        let columns = try codec.columns(
+            contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .server, missing: .defaults
+        )
+        let version = serverVersion ?? Self.serverVersion(of: wire, entity: entity)
+        let names = columns.map(\.name) + ["_schema_version", "_server_version", "_synced_at"]
+        let values = columns.map(\.value) + [schemaVersion.databaseValue, version.databaseValue, now.databaseValue]
+        let updates = names.filter { $0 != entity.primaryKey }.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
+        // The same text for every row of a contract: compiled once per connection.
+        let statement = try db.cachedStatement(
+            sql: "INSERT INTO \(entity.table.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) "
+                + "ON CONFLICT (\(entity.primaryKey.quotedDatabaseIdentifier)) DO UPDATE SET \(updates.joined(separator: ", "))"
+        )
+        try statement.execute(arguments: StatementArguments(values))
+        switch replay {
+        case .never: return false
+        case .ifQueued(let ids) where !ids.contains(id): return false
+        case .always, .ifQueued: return try replayUnsyncedWrites(db, entity, id: id)
+        }
+    }
+
+    /// Re-applies the device's unsynced writes of a row over what is stored, in `seq` order.
+    func replayUnsyncedWrites(_ db: Database, _ entity: EntityDescriptor, id: String) throws -> Bool {
+        let rows = try Row.fetchAll(
+            db,
+            sql: #"SELECT * FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "status" IN "# + Self.unsyncedStatusesSQL
+                + #" ORDER BY "seq""#,
+            arguments: [entity.name, id]
+        )
+        guard !rows.isEmpty else { return false }
+        for row in rows {
+            guard let record = OutboxRecord(row: row), let content = try openVerified(db, record) else { continue }
+            switch record.op {
+            case .delete:
+                try db.execute(
+                    sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                    arguments: [id]
+                )
+            case .create, .update, .patch:
+                guard case .object(let payload)? = content.payload else { continue }
+                try overwrite(db, entity, id: id, wire: payload.filter { $0.key != entity.primaryKey })
+            case .event:
+                continue
+            }
+        }
+        return true
+    }
+
+    /// Sets contract fields of an existing row from wire values (checked as server values: they
+    /// were checked when written).
+    func overwrite(_ db: Database, _ entity: EntityDescriptor, id: String, wire: [String: JSONValue]) throws {
+        let columns = try codec.columns(
+            contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .server, missing: .skip
+        )
+        guard !columns.isEmpty else { return }
+        try db.execute(
+            sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET "
+                + columns.map { "\($0.name.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")
+                + " WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: StatementArguments(columns.map(\.value) + [id.databaseValue])
+        )
+    }
+
+    /// A row in the shape of an older contract version, in the current shape: old field names
+    /// renamed, fields that version does not know left out (they take their defaults).
+    static func currentShape(_ wire: [String: JSONValue], entity: EntityDescriptor, version: Int) -> [String: JSONValue] {
+        guard version != entity.currentVersion, let known = entity.knownFieldsByVersion[version] else { return wire }
+        var shaped: [String: JSONValue] = [:]
+        for field in known {
+            guard let current = field.currentName, let value = wire[field.wireName] else { continue }
+            shaped[current] = value
+        }
+        return shaped
+    }
+
+    /// The server version a wire row carries: its `int` version field (the server stamps it with
+    /// the row's version). Rows of contracts with another kind of version field carry none;
+    /// their version arrives with push results.
+    static func serverVersion(of wire: [String: JSONValue], entity: EntityDescriptor) -> Int64? {
+        guard let name = entity.versionField, let field = entity.field(named: name), field.kind == .int,
+            case .int(let version)? = wire[name]
+        else { return nil }
+        return version
+    }
+
+    /// Inserts an event envelope from the server once; a known one gets its `recorded_at`.
+    func storeServerEvent(_ db: Database, _ event: EventDescriptor, envelope: [String: JSONValue], now: Int64) throws {
+        guard case .string(let eventId)? = envelope["event_id"] else {
+            throw OfflineStoreError.invalidValue(contract: event.name, field: "event_id", reason: "is missing")
+        }
+        let version: Int = {
+            if case .int(let number)? = envelope["schema_version"] { return Int(number) }
+            return event.currentVersion
+        }()
+        func text(_ key: String) -> String? {
+            if case .string(let value)? = envelope[key] { return value }
+            return nil
+        }
+        func millis(_ key: String) -> Int64? { text(key).flatMap(Timestamp.init(iso8601:))?.millisecondsSince1970 }
+        guard case .object(var payload)? = envelope["payload"] else {
+            throw OfflineStoreError.invalidValue(contract: event.name, field: "payload", reason: "is missing")
+        }
+        if version != event.currentVersion, let known = event.knownFieldsByVersion[version] {
+            var shaped: [String: JSONValue] = [:]
+            for field in known {
+                guard let current = field.currentName, let value = payload[field.wireName] else { continue }
+                shaped[current] = value
+            }
+            payload = shaped
+        }
+        let columns = try codec.columns(
+            contract: event.name, table: event.table, id: eventId, fields: event.fields, wire: payload, mode: .server,
+            missing: .defaults
+        )
+        let envelopeColumns: [(name: String, value: DatabaseValue)] = [
+            ("event_id", eventId.databaseValue), ("schema_version", version.databaseValue),
+            ("user_id", (text("user_id") ?? "").databaseValue), ("device_id", (text("device_id") ?? "").databaseValue),
+            ("occurred_at", (millis("occurred_at") ?? now).databaseValue), ("recorded_at", millis("recorded_at").databaseValue),
+            ("hash", (text("hash") ?? "").databaseValue), ("_synced_at", now.databaseValue),
+        ]
+        let all = envelopeColumns + columns
+        try db.execute(
+            sql: "INSERT INTO \(event.table.quotedDatabaseIdentifier) (\(all.map(\.name.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                + "VALUES (\(Array(repeating: "?", count: all.count).joined(separator: ", "))) "
+                + #"ON CONFLICT ("event_id") DO UPDATE SET "recorded_at" = COALESCE(excluded."recorded_at", "recorded_at"), "#
+                + #""_synced_at" = excluded."_synced_at""#,
+            arguments: StatementArguments(all.map(\.value))
+        )
+    }
+}

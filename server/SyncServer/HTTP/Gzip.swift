@@ -1,0 +1,78 @@
+import CZlib
+import Foundation
+
+/// gzip (RFC 1952) through the system zlib: responses to devices that send
+/// `Accept-Encoding: gzip`, and request bodies sent with `Content-Encoding: gzip`.
+enum Gzip {
+    /// Window bits 15 plus 16: zlib writes and reads the gzip wrapper (header and CRC-32).
+    private static let gzipWindowBits: Int32 = 15 + 16
+
+    /// The gzip member holding `data`.
+    static func compress(_ data: Data, level: Int32 = Z_DEFAULT_COMPRESSION) -> Data {
+        var stream = z_stream()
+        guard deflateInit2_(
+            &stream, level, Z_DEFLATED, gzipWindowBits, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)
+        ) == Z_OK else {
+            preconditionFailure("zlib refused deflateInit2 with valid parameters")
+        }
+        defer { deflateEnd(&stream) }
+        // deflateBound is enough for a single Z_FINISH call; add room for the gzip wrapper.
+        var output = Data(count: Int(deflateBound(&stream, uLong(data.count))) + 32)
+        let produced: Int = data.withUnsafeBytes { input in
+            output.withUnsafeMutableBytes { out in
+                stream.next_in = UnsafeMutablePointer(mutating: input.bindMemory(to: Bytef.self).baseAddress)
+                stream.avail_in = uInt(input.count)
+                stream.next_out = out.bindMemory(to: Bytef.self).baseAddress
+                stream.avail_out = uInt(out.count)
+                let status = deflate(&stream, Z_FINISH)
+                precondition(status == Z_STREAM_END, "deflate into a deflateBound buffer must finish (status \(status))")
+                return out.count - Int(stream.avail_out)
+            }
+        }
+        output.count = produced
+        return output
+    }
+
+    enum InflateFailure: Error {
+        case invalid
+        case tooLarge
+    }
+
+    /// The data of a gzip body, refusing more than `limit` bytes once inflated (a small body
+    /// must not expand into gigabytes).
+    static func decompress(_ data: Data, limit: Int) throws(InflateFailure) -> Data {
+        var stream = z_stream()
+        guard inflateInit2_(&stream, gzipWindowBits, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            throw .invalid
+        }
+        defer { inflateEnd(&stream) }
+        var output = Data()
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        let result: Result<Void, InflateFailure> = data.withUnsafeBytes { input in
+            stream.next_in = UnsafeMutablePointer(mutating: input.bindMemory(to: Bytef.self).baseAddress)
+            stream.avail_in = uInt(input.count)
+            while true {
+                let (status, produced) = chunk.withUnsafeMutableBytes { out in
+                    stream.next_out = out.bindMemory(to: Bytef.self).baseAddress
+                    stream.avail_out = uInt(out.count)
+                    let status = inflate(&stream, Z_NO_FLUSH)
+                    return (status, out.count - Int(stream.avail_out))
+                }
+                output.append(contentsOf: chunk[0..<produced])
+                if output.count > limit { return .failure(.tooLarge) }
+                switch status {
+                case Z_STREAM_END:
+                    return stream.avail_in == 0 ? .success(()) : .failure(.invalid)
+                case Z_OK:
+                    continue
+                case Z_BUF_ERROR where produced > 0:
+                    continue
+                default:
+                    return .failure(.invalid)
+                }
+            }
+        }
+        try result.get()
+        return output
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Hummingbird
+
+extension Request {
+    /// The whole body, refusing one over `limit` bytes with 413 before reading it when the
+    /// client announces its length, and as soon as it passes the limit otherwise. A body sent
+    /// with `Content-Encoding: gzip` is inflated, and the limit holds for the inflated bytes.
+    func collectBody(limit: Int) async throws -> Data {
+        if let length = headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            throw Self.tooLarge(limit)
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await body.collect(upTo: limit)
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            // NIO's "too many bytes", which Hummingbird maps to 413.
+            throw Self.tooLarge(limit)
+        }
+        let data = Data(buffer.readableBytesView)
+        switch headers[.contentEncoding]?.trimmingCharacters(in: .whitespaces).lowercased() {
+        case nil, "", "identity":
+            return data
+        case "gzip", "x-gzip":
+            do {
+                return try Gzip.decompress(data, limit: limit)
+            } catch .tooLarge {
+                throw Self.tooLarge(limit)
+            } catch {
+                throw ServiceError.malformed("the body is not valid gzip")
+            }
+        case let other?:
+            throw ServiceError.malformed("Content-Encoding `\(other)` is not supported; send the body as is or gzip")
+        }
+    }
+
+    /// The body decoded as JSON `type`; malformed JSON is a 400 `malformed_request`.
+    func decodeJSON<Value: Decodable>(_ type: Value.Type, limit: Int) async throws -> Value {
+        let data = try await collectBody(limit: limit)
+        do {
+            return try JSONCoding.decoder().decode(type, from: data)
+        } catch let error as DecodingError {
+            throw ServiceError.malformed(ErrorMiddleware.describe(error))
+        }
+    }
+
+    /// Whether the client takes gzip (`Accept-Encoding` names `gzip` or `*` with a non-zero q).
+    var acceptsGzip: Bool {
+        for field in headers[values: .acceptEncoding] {
+            for item in field.split(separator: ",") {
+                let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+                guard let coding = parts.first, coding == "gzip" || coding == "x-gzip" || coding == "*" else { continue }
+                let quality = parts.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+                if quality > 0 { return true }
+            }
+        }
+        return false
+    }
+
+    /// A query parameter, percent-decoded; `nil` when absent.
+    func query(_ name: String) -> String? {
+        uri.queryParameters[Substring(name)].map(String.init)
+    }
+
+    private static func tooLarge(_ limit: Int) -> ServiceError {
+        ServiceError(status: 413, .payloadTooLarge, "the request body is over this route's limit of \(limit) bytes")
+    }
+}
+
+extension Response {
+    /// A JSON response, keys sorted; gzip-compressed when `compressible` and the client takes
+    /// gzip (then `Content-Encoding: gzip`; `Vary: Accept-Encoding` either way).
+    static func json(
+        _ value: some Encodable, status: HTTPResponse.Status = .ok, request: Request, compressible: Bool = false
+    ) throws -> Response {
+        var body = try JSONCoding.encoder.encode(value)
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if compressible {
+            headers[.vary] = "Accept-Encoding"
+            if request.acceptsGzip {
+                body = Gzip.compress(body)
+                headers[.contentEncoding] = "gzip"
+            }
+        }
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}

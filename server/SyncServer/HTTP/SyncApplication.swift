@@ -1,0 +1,262 @@
+import Contracts
+import Foundation
+public import Hummingbird
+import SyncProtocol
+
+/// One route the server answers: a method and a path template (`/assets/{id}`).
+public struct RouteDescription: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var method: String
+    public var path: String
+
+    public init(method: String, path: String) {
+        self.method = method
+        self.path = path
+    }
+
+    public var description: String { "\(method) \(path)" }
+
+    public static func < (lhs: RouteDescription, rhs: RouteDescription) -> Bool {
+        (lhs.path, lhs.method) < (rhs.path, rhs.method)
+    }
+}
+
+/// The server's router and the list of routes it registered (the OpenAPI test compares that
+/// list with `docs/openapi.yaml`, so the two cannot drift).
+public struct SyncRouter {
+    public let router: Router<SyncRequestContext>
+    public let routes: [RouteDescription]
+}
+
+/// What the routes call: storage, services and the token signer.
+public struct ServerEnvironment: Sendable {
+    public var storage: any SyncStorage
+    public var assets: AssetStore
+    public var signer: TokenSigner
+    public var metrics: ServerMetrics
+    public var clock: any ServerClock
+    /// `nil` builds one from ``ServerConfiguration/rateLimit``.
+    public var rateLimiter: RateLimiter?
+
+    public init(
+        storage: any SyncStorage, assets: AssetStore, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
+        clock: any ServerClock = SystemClock(), rateLimiter: RateLimiter? = nil
+    ) {
+        self.storage = storage
+        self.assets = assets
+        self.signer = signer
+        self.metrics = metrics
+        self.clock = clock
+        self.rateLimiter = rateLimiter
+    }
+}
+
+/// The router of a sync server: every route of `docs/openapi.yaml`.
+///
+/// Middleware order: metrics (outermost, sees every final status), errors (the one place
+/// errors become JSON), then, for everything but `/health` and `/metrics`, authentication and
+/// the per-device rate limit; admin routes also require an admin token.
+public func buildRouter(configuration: ServerConfiguration, environment: ServerEnvironment) -> SyncRouter {
+    let router = Router(context: SyncRequestContext.self)
+    router.add(middleware: MetricsMiddleware(metrics: environment.metrics))
+    router.add(middleware: ErrorMiddleware())
+    let routes = SyncRoutes(configuration: configuration, environment: environment)
+    let table = RouteTable()
+
+    table.add(.get, "/health", on: router, use: routes.health)
+    table.add(.get, "/metrics", on: router, use: routes.metrics)
+
+    let authenticated = router.group()
+    authenticated.add(middleware: AuthenticationMiddleware(signer: environment.signer, clock: environment.clock))
+    if let limiter = environment.rateLimiter ?? configuration.rateLimit.map({ RateLimiter($0) }) {
+        authenticated.add(middleware: RateLimitMiddleware(limiter: limiter))
+    }
+    table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
+    table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
+    table.add(.get, "/api/v1/content/units/sync", on: authenticated, use: routes.unitsSync)
+    table.add(.get, "/assets/{id}", on: authenticated, use: routes.asset)
+    table.add(.head, "/assets/{id}", on: authenticated, use: routes.asset)
+
+    let admin = authenticated.group()
+    admin.add(middleware: AdminOnlyMiddleware())
+    table.add(.post, "/admin/v1/content/{entity}", on: admin, use: routes.publish)
+    table.add(.delete, "/admin/v1/content/{entity}/{id}", on: admin, use: routes.deleteContent)
+    table.add(.put, "/admin/v1/assets/{id}", on: admin, use: routes.uploadAsset)
+
+    return SyncRouter(router: router, routes: table.routes)
+}
+
+/// The sync server as a Hummingbird application, ready for `runService()` or `test(.router)`.
+public func buildApplication(
+    configuration: ServerConfiguration, environment: ServerEnvironment,
+    onServerRunning: @escaping @Sendable (_ port: Int?) async -> Void = { _ in }
+) -> some ApplicationProtocol {
+    Application(
+        router: buildRouter(configuration: configuration, environment: environment).router,
+        configuration: ApplicationConfiguration(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "outpost-sync-server"
+        ),
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port) }
+    )
+}
+
+/// The sync server with the default metrics, system clock and rate limiter of `configuration`.
+public func buildApplication(
+    configuration: ServerConfiguration, storage: any SyncStorage, assets: AssetStore, signer: TokenSigner
+) -> some ApplicationProtocol {
+    buildApplication(configuration: configuration, environment: ServerEnvironment(storage: storage, assets: assets, signer: signer))
+}
+
+/// Registers routes and remembers them.
+private final class RouteTable {
+    private(set) var routes: [RouteDescription] = []
+
+    func add(
+        _ method: HTTPRequest.Method, _ path: String, on group: some RouterMethods<SyncRequestContext>,
+        use handler: @escaping @Sendable (Request, SyncRequestContext) async throws -> Response
+    ) {
+        group.on(RouterPath(path), method: method, use: handler)
+        routes.append(RouteDescription(method: method.rawValue, path: path))
+    }
+}
+
+/// The route handlers. Each reads and checks its input, calls one service, and answers; errors
+/// are thrown to ``ErrorMiddleware``.
+struct SyncRoutes: Sendable {
+    let configuration: ServerConfiguration
+    let environment: ServerEnvironment
+    let pushService: PushService
+    let pullService: PullService
+    let contentService: ContentService
+    let fileIO = FileIO()
+
+    init(configuration: ServerConfiguration, environment: ServerEnvironment) {
+        self.configuration = configuration
+        self.environment = environment
+        pushService = PushService(storage: environment.storage, clock: environment.clock)
+        pullService = PullService(storage: environment.storage)
+        contentService = ContentService(storage: environment.storage, assets: environment.assets, clock: environment.clock)
+    }
+
+    // MARK: Operations
+
+    @Sendable func health(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        do {
+            _ = try await environment.storage.read { reader in try reader.lastSequence(tenant: "", clientID: "") }
+        } catch {
+            context.logger.error("health: storage unreachable: \(String(reflecting: error))")
+            throw ServiceError(status: 503, .internalError, "storage is unreachable")
+        }
+        return try .json(["status": "ok"], request: request)
+    }
+
+    @Sendable func metrics(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        Response(
+            status: .ok, headers: [.contentType: MetricsRegistry.contentType],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: environment.metrics.registry.exposition()))
+        )
+    }
+
+    // MARK: Sync
+
+    @Sendable func push(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let body = try await request.decodeJSON(PushRequest.self, limit: configuration.maximumBodyBytes)
+        let response = try await pushService.push(body, identity: identity)
+        environment.metrics.record(response)
+        return try .json(response, request: request)
+    }
+
+    @Sendable func pull(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        guard let scope = request.query("scope"), !scope.isEmpty else {
+            throw ServiceError.malformed("the `scope` query parameter is required (a scope name like `user`, or a scope key)")
+        }
+        let response = try await pullService.pull(
+            scope: scope, cursor: request.query("cursor").flatMap { $0.isEmpty ? nil : $0 }, limit: try limit(request),
+            schema: try schema(request), clientID: request.headers[.outpostClient], identity: identity
+        )
+        environment.metrics.record(response)
+        return try .json(response, request: request, compressible: true)
+    }
+
+    // MARK: Content
+
+    @Sendable func unitsSync(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let includeDeleted: Bool
+        switch request.query("include_deleted")?.lowercased() {
+        case nil, "", "false", "0": includeDeleted = false
+        case "true", "1": includeDeleted = true
+        case let other?: throw ServiceError.malformed("`include_deleted` must be true or false, not `\(other)`")
+        }
+        let response = try await contentService.unitsSync(
+            since: request.query("since").flatMap { $0.isEmpty ? nil : $0 }, limit: try limit(request),
+            includeDeleted: includeDeleted, schema: try schema(request), identity: identity,
+            assetBaseURL: assetBaseURL(request)
+        )
+        return try .json(response, request: request, compressible: true)
+    }
+
+    @Sendable func asset(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let file = try await contentService.asset(id: try parameter("id", context), identity: identity)
+        return try await AssetResponse.make(file, request: request, context: context, fileIO: fileIO)
+    }
+
+    // MARK: Admin
+
+    @Sendable func publish(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let entity = try parameter("entity", context)
+        let row = try await request.decodeJSON(JSONValue.self, limit: configuration.maximumBodyBytes)
+        guard case .object = row else { throw ServiceError.malformed("the body must be a JSON object: the row to publish") }
+        let published = try await contentService.publish(entity: entity, row: row, identity: identity)
+        return try .json(published, request: request)
+    }
+
+    @Sendable func deleteContent(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        try await contentService.delete(entity: try parameter("entity", context), id: try parameter("id", context), identity: identity)
+        return Response(status: .noContent)
+    }
+
+    @Sendable func uploadAsset(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let id = try parameter("id", context)
+        let contentType = request.headers[.contentType].flatMap { $0.isEmpty ? nil : $0 } ?? "application/octet-stream"
+        let data = try await request.collectBody(limit: configuration.maximumAssetBytes)
+        let metadata = try await contentService.uploadAsset(id: id, data: data, contentType: contentType, identity: identity)
+        return try .json(metadata, request: request)
+    }
+
+    // MARK: Input
+
+    /// `X-Outpost-Schema: Unit=3,Lesson=2`; absent means "the current versions".
+    private func schema(_ request: Request) throws(ServiceError) -> [String: Int] {
+        guard let text = request.headers[.outpostSchema], !text.trimmingCharacters(in: .whitespaces).isEmpty else { return [:] }
+        guard let versions = SchemaHeader.decode(text) else {
+            throw .malformed("\(ProtocolHeaders.schema) must be `Name=version` pairs separated by commas, like `Unit=3,Lesson=2`")
+        }
+        return versions
+    }
+
+    private func limit(_ request: Request) throws(ServiceError) -> Int? {
+        guard let text = request.query("limit"), !text.isEmpty else { return nil }
+        guard let value = Int(text), value > 0 else { throw .malformed("`limit` must be a positive integer, not `\(text)`") }
+        return value
+    }
+
+    private func parameter(_ name: String, _ context: SyncRequestContext) throws(ServiceError) -> String {
+        guard let value = context.parameters.get(name), !value.isEmpty else { throw .malformed("the path needs `\(name)`") }
+        return value
+    }
+
+    /// Where devices download assets: the configured public URL, or this request's host.
+    private func assetBaseURL(_ request: Request) -> String {
+        if let base = configuration.publicBaseURL {
+            return base.hasSuffix("/") ? String(base.dropLast()) : base
+        }
+        let authority = request.head.authority ?? "\(configuration.host):\(configuration.port)"
+        return "\(request.head.scheme ?? "http")://\(authority)"
+    }
+}

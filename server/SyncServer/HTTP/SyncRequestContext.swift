@@ -1,0 +1,20 @@
+public import Hummingbird
+
+/// The per-request context of the server's router: Hummingbird's core storage plus the
+/// identity the bearer token proved (set by ``AuthenticationMiddleware``).
+public struct SyncRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// `nil` until authenticated; routes behind authentication always see a value.
+    public var identity: DeviceIdentity?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        identity = nil
+    }
+
+    /// The authenticated identity; only routes registered behind ``AuthenticationMiddleware`` call it.
+    func requireIdentity() throws(ServiceError) -> DeviceIdentity {
+        guard let identity else { throw .unauthorized("this route needs Authorization: Bearer <token>") }
+        return identity
+    }
+}

@@ -1,0 +1,139 @@
+public import Contracts
+import Foundation
+
+/// Who is calling, as a verified token says.
+public struct DeviceIdentity: Hashable, Sendable, Codable {
+    public var tenant: String
+    public var userID: String
+    public var deviceID: String
+    /// The teams whose `team` scope the device may read and write.
+    public var teams: [String]
+    /// Admin tokens publish and delete content; they are not devices.
+    public var isAdmin: Bool
+    /// Seconds since 1970.
+    public var expiresAt: Int64
+
+    public init(tenant: String, userID: String, deviceID: String, teams: [String] = [], isAdmin: Bool = false, expiresAt: Int64) {
+        self.tenant = tenant
+        self.userID = userID
+        self.deviceID = deviceID
+        self.teams = teams
+        self.isAdmin = isAdmin
+        self.expiresAt = expiresAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case tenant = "tnt"
+        case userID = "usr"
+        case deviceID = "dev"
+        case teams = "tms"
+        case isAdmin = "adm"
+        case expiresAt = "exp"
+    }
+}
+
+/// Which scope key a row belongs to, and whether an identity may read or write it.
+///
+/// A scope key template's placeholders are filled from the token (`{tenant_id}`, `{user_id}`,
+/// `{device_id}`) and, for any other placeholder (`{team_id}`), from the row's field of that
+/// name, which the contract compiler guarantees exists (SCOPE_KEY_FIELD_MISSING).
+public enum ScopeAccess {
+    /// The values a token fills.
+    static func tokenValues(_ identity: DeviceIdentity) -> [String: String] {
+        ["tenant_id": identity.tenant, "user_id": identity.userID, "device_id": identity.deviceID]
+    }
+
+    /// The scope key of a row of a contract in `scope`, from its wire payload.
+    public static func key(for scope: ScopeDescriptor, row: [String: JSONValue], identity: DeviceIdentity) -> String? {
+        var values = tokenValues(identity)
+        for (name, value) in row {
+            if values[name] == nil, case .string(let text) = value { values[name] = text }
+        }
+        return scope.key(values)
+    }
+
+    /// Every scope key the identity may read in `scope`.
+    public static func readableKeys(in scope: ScopeDescriptor, identity: DeviceIdentity) -> [String] {
+        let placeholders = Self.placeholders(scope.keyTemplate)
+        var values = tokenValues(identity)
+        if placeholders.contains("team_id") {
+            return identity.teams.sorted().compactMap { team in
+                values["team_id"] = team
+                return scope.key(values)
+            }
+        }
+        return scope.key(values).map { [$0] } ?? []
+    }
+
+    /// Whether the identity may read rows filed under `key` in `scope`.
+    public static func canRead(_ key: String, in scope: ScopeDescriptor, identity: DeviceIdentity) -> Bool {
+        identity.isAdmin || readableKeys(in: scope, identity: identity).contains(key)
+    }
+
+    /// Whether the identity may write rows filed under `key`: devices never write read-only scopes.
+    public static func canWrite(_ key: String, in scope: ScopeDescriptor, identity: DeviceIdentity) -> Bool {
+        if identity.isAdmin { return true }
+        return scope.access == .readWrite && readableKeys(in: scope, identity: identity).contains(key)
+    }
+
+    /// The scope a pull names: a scope name (`user`, when the token fills its key) or a full key
+    /// (`ops:team:t-1`). Returns the scope and the key, or `nil` when it matches none.
+    public static func resolve(_ requested: String, identity: DeviceIdentity) -> (scope: ScopeDescriptor, key: String)? {
+        if let scope = ContractRegistry.scope(named: requested) {
+            let keys = readableKeys(in: scope, identity: identity)
+            return keys.count == 1 ? (scope, keys[0]) : nil
+        }
+        for scope in ContractRegistry.scopes where matches(requested, template: scope.keyTemplate) {
+            return (scope, requested)
+        }
+        return nil
+    }
+
+    private static func placeholders(_ template: String) -> [String] {
+        var names: [String] = []
+        var current: String?
+        for character in template {
+            if character == "{" {
+                current = ""
+            } else if character == "}", let name = current {
+                names.append(name)
+                current = nil
+            } else if current != nil {
+                current!.append(character)
+            }
+        }
+        return names
+    }
+
+    /// Whether `key` has the shape of `template` (literal parts equal, placeholders non-empty).
+    static func matches(_ key: String, template: String) -> Bool {
+        var pattern = "^"
+        var literal = ""
+        var inPlaceholder = false
+        for character in template {
+            if character == "{" {
+                pattern += NSRegularExpression.escapedPattern(for: literal)
+                literal = ""
+                inPlaceholder = true
+            } else if character == "}" && inPlaceholder {
+                pattern += "[^:]+"
+                inPlaceholder = false
+            } else if !inPlaceholder {
+                literal.append(character)
+            }
+        }
+        pattern += NSRegularExpression.escapedPattern(for: literal) + "$"
+        return key.range(of: pattern, options: .regularExpression) != nil
+    }
+}
+
+/// The server's clock, injectable so tests are deterministic.
+public protocol ServerClock: Sendable {
+    func now() -> Timestamp
+}
+
+/// The system clock.
+public struct SystemClock: ServerClock {
+    public init() {}
+    public func now() -> Timestamp { Timestamp(Date()) }
+}

@@ -1,0 +1,185 @@
+import Contracts
+import SyncProtocol
+
+/// What the validator needs to know about a contract, entity or event alike.
+struct PayloadContract: Sendable {
+    var name: String
+    var fields: [FieldDescriptor]
+    var currentVersion: Int
+    var knownFieldsByVersion: [Int: [KnownField]]
+    /// The primary-key field of an entity; `nil` for an event (its id travels in the envelope).
+    var primaryKey: String?
+    /// The field the server stamps on every write (`updated_at`, `revision`); devices may leave it out.
+    var versionField: String?
+
+    init(_ entity: EntityDescriptor) {
+        name = entity.name
+        fields = entity.fields
+        currentVersion = entity.currentVersion
+        knownFieldsByVersion = entity.knownFieldsByVersion
+        primaryKey = entity.primaryKey
+        versionField = entity.versionField
+    }
+
+    init(_ event: EventDescriptor) {
+        name = event.name
+        fields = event.fields
+        currentVersion = event.currentVersion
+        knownFieldsByVersion = event.knownFieldsByVersion
+        primaryKey = nil
+        versionField = nil
+    }
+
+    func field(named name: String) -> FieldDescriptor? { fields.first { $0.name == name } }
+}
+
+/// A payload that fits its contract, in the contract's current version.
+struct ValidatedPayload: Hashable, Sendable {
+    /// Current field names → normalized wire values (what the columns read back as).
+    var wire: [String: JSONValue]
+    /// Current field names → column values.
+    var columns: [String: SQLValue]
+    /// Fields sent by a device newer than this server, which it does not know and left out.
+    var ignoredFields: [String]
+}
+
+/// Checks a device's payload against a contract before anything is written: the field names
+/// of the device's schema version (mapped to the current names), types, enum values, lengths
+/// and required fields. Every problem is reported, not only the first.
+///
+/// Names: a device at an older version sends the names that version knew (`length_seconds`
+/// for `Lesson` version 1); they are mapped to the current names with the contract's
+/// ``EntityDescriptor/knownFieldsByVersion``. A field added after the device's version takes
+/// its contract default (or null when optional). A field the device's version does not know
+/// is refused as unknown, except from a device *newer* than this server: the contracts are
+/// forward compatible, so such a field is left out and reported in
+/// ``ValidatedPayload/ignoredFields``.
+enum PayloadValidator {
+    /// Whether a payload is a whole row (create, update, event) or only changed fields (patch).
+    enum Mode: Sendable {
+        case whole
+        case partial
+    }
+
+    /// Validates `payload` for a device at `schemaVersion`; `rowID` is the mutation's id, which
+    /// fills the primary key when the payload leaves it out and must match it otherwise.
+    static func validate(
+        _ payload: JSONValue?, contract: PayloadContract, schemaVersion: Int, mode: Mode, rowID: String?
+    ) throws(ErrorDetail) -> ValidatedPayload {
+        guard case .object(let sent)? = payload else {
+            throw invalid(contract, ["payload": "the payload must be a JSON object of \(contract.name)'s fields"])
+        }
+        var problems: [String: String] = [:]
+        let (renamed, ignored) = currentNames(sent, contract: contract, schemaVersion: schemaVersion, problems: &problems)
+
+        var wire: [String: JSONValue] = [:]
+        var columns: [String: SQLValue] = [:]
+        for field in contract.fields {
+            var value = renamed[field.name]
+            if field.name == contract.primaryKey, let rowID {
+                if value == nil { value = .string(rowID) }
+            }
+            if value == nil {
+                if mode == .partial { continue }
+                if field.name == contract.versionField { continue }  // stamped by the server
+                if let defaultValue = field.defaultValue {
+                    value = defaultValue
+                } else if field.isOptional {
+                    value = .null
+                } else {
+                    problems[field.name] = "'\(field.name)' is required"
+                    continue
+                }
+            }
+            guard let value else { continue }
+            do {
+                let column = try RowCodec.columnValue(value, for: field)
+                columns[field.name] = column
+                wire[field.name] = RowCodec.wireValue(column, for: field)
+            } catch {
+                problems[field.name] = error.message
+            }
+        }
+        if let key = contract.primaryKey, let rowID, problems[key] == nil, let column = columns[key] {
+            let normalizedID = try? normalizedRowID(rowID, contract: contract)
+            if let normalizedID, column != .text(normalizedID) {
+                problems[key] = "'\(key)' in the payload (\(CanonicalJSON.text(wire[key] ?? .null))) differs from the mutation's id '\(rowID)'"
+            }
+        }
+        if !problems.isEmpty { throw invalid(contract, problems) }
+        return ValidatedPayload(wire: wire, columns: columns, ignoredFields: ignored)
+    }
+
+    /// The wire names a device at `schemaVersion` uses, mapped to current names. Unknown names
+    /// land in `problems` (or in the ignored list for a device newer than the contract).
+    static func currentNames(
+        _ sent: [String: JSONValue], contract: PayloadContract, schemaVersion: Int, problems: inout [String: String]
+    ) -> (renamed: [String: JSONValue], ignored: [String]) {
+        let isNewer = schemaVersion > contract.currentVersion
+        let known =
+            contract.knownFieldsByVersion[min(schemaVersion, contract.currentVersion)]
+            ?? contract.fields.map { KnownField(wireName: $0.name, currentName: $0.name) }
+        var byWireName: [String: KnownField] = [:]
+        for field in known { byWireName[field.wireName] = field }
+
+        var renamed: [String: JSONValue] = [:]
+        var ignored: [String] = []
+        for key in sent.keys.sorted() {
+            guard let knownField = byWireName[key] else {
+                if isNewer {
+                    ignored.append(key)
+                } else {
+                    problems[key] = "'\(key)' is not a field of \(contract.name) version \(schemaVersion)"
+                }
+                continue
+            }
+            // A field the device's version knew but the contract has since removed: nothing to store.
+            guard let current = knownField.currentName, contract.field(named: current) != nil else { continue }
+            renamed[current] = sent[key]
+        }
+        return (renamed, ignored)
+    }
+
+    /// A mutation id as its primary-key column holds it (UUIDs lowercased).
+    static func normalizedRowID(_ id: String, contract: PayloadContract) throws(ErrorDetail) -> String {
+        guard !id.isEmpty else { throw invalid(contract, ["id": "the mutation's id is empty"]) }
+        guard let key = contract.primaryKey, let field = contract.field(named: key) else { return id }
+        let value: JSONValue
+        if case .int = field.kind, let number = Int64(id) { value = .int(number) } else { value = .string(id) }
+        do {
+            switch try RowCodec.columnValue(value, for: field) {
+            case .text(let text): return text
+            case .integer(let number): return String(number)
+            default: return id
+            }
+        } catch {
+            throw invalid(contract, ["id": "the mutation's id is not a valid '\(key)': \(error.message)"])
+        }
+    }
+
+    /// The column values of a `field_merge` patch's base (the values before the edit), by current
+    /// name. A base value that does not fit its field is left out: it cannot equal a stored value.
+    static func baseColumns(_ base: [String: JSONValue], contract: PayloadContract, schemaVersion: Int) -> [String: SQLValue] {
+        var ignoredProblems: [String: String] = [:]
+        let (renamed, _) = currentNames(base, contract: contract, schemaVersion: schemaVersion, problems: &ignoredProblems)
+        var columns: [String: SQLValue] = [:]
+        for (name, value) in renamed {
+            guard let field = contract.field(named: name) else { continue }
+            if let column = try? RowCodec.columnValue(value, for: field) { columns[name] = column }
+        }
+        return columns
+    }
+
+    /// An `invalid_payload` refusal listing every problem: `details.fields` maps each field to
+    /// what is wrong with it.
+    static func invalid(_ contract: PayloadContract, _ problems: [String: String]) -> ErrorDetail {
+        let names = problems.keys.sorted()
+        let summary = names.prefix(3).map { problems[$0]! }.joined(separator: "; ")
+        let more = names.count > 3 ? " (and \(names.count - 3) more)" : ""
+        return ErrorDetail(
+            code: .invalidPayload,
+            message: "\(contract.name): \(summary)\(more)",
+            details: .object(["fields": .object(problems.mapValues(JSONValue.string))])
+        )
+    }
+}

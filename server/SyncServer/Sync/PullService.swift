@@ -1,0 +1,176 @@
+import Contracts
+public import SyncProtocol
+
+/// `GET /sync/v1/pull`: one page of the changes in a scope after a cursor.
+///
+/// Every contract row carries its scope key and the scope's Lamport sequence number at its last
+/// write (`_scope_key`, `_seq`). A page is the rows of the scope with `_seq` above the cursor, in
+/// `_seq` order: each row once, in its latest state (a table holds one row per id), tombstones
+/// as `deletes`. The cursor of the page is the `_seq` of its last row, so the next page starts
+/// exactly after it and no row is skipped or repeated.
+///
+/// ```swift
+/// let pull = PullService(storage: storage)
+/// var page = try await pull.pull(scope: "user", cursor: nil, limit: 500, schema: ["Unit": 3], clientID: "c-1", identity: identity)
+/// while page.hasMore { page = try await pull.pull(scope: "user", cursor: page.cursor, …) }
+/// ```
+public struct PullService: Sendable {
+    let storage: any SyncStorage
+    let defaultLimit: Int
+    let maximumLimit: Int
+
+    public init(storage: any SyncStorage, defaultLimit: Int = 500, maximumLimit: Int = 1000) {
+        self.storage = storage
+        self.maximumLimit = max(1, maximumLimit)
+        self.defaultLimit = min(max(1, defaultLimit), self.maximumLimit)
+    }
+
+    /// What a scope delivers to devices: its entities that travel down (`down`, `both`) and its
+    /// events that travel both ways. `up` contracts are never pulled.
+    struct PulledContracts: Sendable {
+        var entities: [String: EntityDescriptor] = [:]
+        var events: [String: EventDescriptor] = [:]
+        /// The primary-key field of each entity table, for the ids of deletes.
+        var primaryKeys: [String: FieldDescriptor] = [:]
+        var tables: [ContractTable] = []
+
+        init(scope: String) {
+            for entity in ContractRegistry.entities where entity.scope == scope && entity.direction != .up {
+                entities[entity.table] = entity
+                primaryKeys[entity.table] = entity.field(named: entity.primaryKey) ?? FieldDescriptor(name: entity.primaryKey, kind: .id)
+                tables.append(ContractTable(entity))
+            }
+            for event in ContractRegistry.events where event.scope == scope && event.direction != .up {
+                events[event.table] = event
+                tables.append(ContractTable(event))
+            }
+        }
+    }
+
+    /// One page of changes.
+    ///
+    /// - Parameters:
+    ///   - scope: a scope name the token fills (`user`, `content`, or `team` when the token
+    ///     grants exactly one team) or a full key (`ops:team:t-1`).
+    ///   - cursor: the `cursor` of the previous page; `nil` to start from the beginning.
+    ///   - limit: rows at most; `nil` for the default, clamped to the maximum.
+    ///   - schema: the device's schema version per contract; rows are shaped for it.
+    ///   - clientID: the device's push client id, for `last_seq`; `nil` answers 0.
+    /// - Throws: ``ServiceError``: 400 for a malformed cursor, a cursor of another scope, a
+    ///   limit below 1 or a scope name that is ambiguous for the token; 403 when the token does
+    ///   not grant the scope; 404 for an unknown scope; 426 when `schema` names a version below
+    ///   a contract's oldest supported one.
+    public func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity
+    ) async throws(ServiceError) -> PullResponse {
+        try RowShaping.requireSupported(schema)
+        let (descriptor, key) = try Self.resolve(scope, identity: identity)
+        guard ScopeAccess.canRead(key, in: descriptor, identity: identity) else {
+            throw .forbidden("this token does not grant the scope '\(key)'")
+        }
+        let after = try Self.sequence(of: cursor, scopeKey: key)
+        let pageSize = try pageSize(limit)
+        let contracts = PulledContracts(scope: descriptor.name)
+        let tenant = identity.tenant
+
+        let (changes, lastSeq) = try await ServiceError.catchingStorageFailures {
+            try await storage.read { reader in
+                let changes = try reader.changes(
+                    in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1
+                )
+                let lastSeq = try clientID.map { try reader.lastSequence(tenant: tenant, clientID: $0) } ?? 0
+                return (changes, lastSeq)
+            }
+        }
+
+        let page = changes.prefix(pageSize)
+        var entityPlans: [String: RowShaping.Plan] = [:]
+        var eventPlans: [String: (version: Int, plan: RowShaping.Plan)] = [:]
+        for (table, entity) in contracts.entities {
+            let version = RowShaping.schemaVersion(of: entity.name, current: entity.currentVersion, in: schema)
+            entityPlans[table] = RowShaping.Plan(entity, version: version)
+        }
+        for (table, event) in contracts.events {
+            let version = RowShaping.schemaVersion(of: event.name, current: event.currentVersion, in: schema)
+            eventPlans[table] = (version, RowShaping.Plan(event, version: version))
+        }
+        var upserts: [String: [JSONValue]] = [:]
+        var deletes: [String: [String]] = [:]
+        for (table, row) in page {
+            if let entity = contracts.entities[table.name], let plan = entityPlans[table.name] {
+                if row.integer("_deleted") == 1 {
+                    if case .string(let id) = RowCodec.wireValue(row[entity.primaryKey], for: contracts.primaryKeys[table.name]!) {
+                        deletes[entity.name, default: []].append(id)
+                    }
+                } else {
+                    upserts[entity.name, default: []].append(.object(plan.shape(row)))
+                }
+            } else if let event = contracts.events[table.name], let shaping = eventPlans[table.name] {
+                upserts[event.name, default: []].append(
+                    .object(RowShaping.wireEvent(row, event: event, version: shaping.version, plan: shaping.plan))
+                )
+            }
+        }
+        let next = page.last?.row.integer("_seq") ?? after
+        return PullResponse(
+            cursor: SyncCursor(scopeKey: key, sequence: next).encoded, hasMore: changes.count > pageSize,
+            upserts: upserts, deletes: deletes, lastSeq: lastSeq
+        )
+    }
+
+    /// The page size for a requested limit: the default when absent, at most the maximum.
+    func pageSize(_ limit: Int?) throws(ServiceError) -> Int {
+        guard let limit else { return defaultLimit }
+        guard limit >= 1 else { throw .malformed("limit must be at least 1") }
+        return min(limit, maximumLimit)
+    }
+
+    /// The scope and key a request names.
+    static func resolve(_ requested: String, identity: DeviceIdentity) throws(ServiceError) -> (ScopeDescriptor, String) {
+        if let scope = ContractRegistry.scope(named: requested) {
+            let keys = ScopeAccess.readableKeys(in: scope, identity: identity)
+            if keys.isEmpty {
+                throw .forbidden("this token grants no '\(requested)' scope; name a key such as \(scope.keyTemplate)")
+            }
+            if keys.count > 1 {
+                throw .malformed("'\(requested)' names \(keys.count) scopes for this token; ask for one of \(keys.joined(separator: ", "))")
+            }
+        }
+        guard let resolved = ScopeAccess.resolve(requested, identity: identity) else {
+            let known = ContractRegistry.scopes.map { "\($0.name) (\($0.keyTemplate))" }.joined(separator: ", ")
+            throw .notFound("unknown scope '\(requested)'; the scopes are \(known)")
+        }
+        return resolved
+    }
+
+    /// The sequence a cursor stands for; 0 without one.
+    static func sequence(of cursor: String?, scopeKey: String) throws(ServiceError) -> Int64 {
+        guard let cursor, !cursor.isEmpty else { return 0 }
+        let decoded: SyncCursor
+        do {
+            decoded = try SyncCursor(encoded: cursor)
+        } catch .unsupportedVersion(let version) {
+            throw .malformed("the cursor has format version \(version), which this server does not read; pull again without a cursor")
+        } catch {
+            throw .malformed("the cursor is not one this server issued")
+        }
+        guard decoded.scopeKey == scopeKey else {
+            throw .malformed("the cursor belongs to the scope '\(decoded.scopeKey)', not '\(scopeKey)'")
+        }
+        return decoded.sequence
+    }
+}
+
+extension ServiceError {
+    /// Runs storage work; a failure of storage becomes a 500 that leaks nothing, and a
+    /// ``ServiceError`` thrown inside a transaction passes through unchanged.
+    static func catchingStorageFailures<T>(_ work: () async throws -> T) async throws(ServiceError) -> T {
+        do {
+            return try await work()
+        } catch let error as ServiceError {
+            throw error
+        } catch {
+            throw ServiceError(status: 500, .internalError, "the server could not read or write its storage")
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import Contracts
+import SyncProtocol
+
+/// Applies one `create`, `update`, `patch` or `delete` of an entity, inside a push.
+///
+/// Order: the policy's requirements (direction, policy, `hlc`/`base_version`/`base`), the row
+/// id, the stored row and its scope, the payload against the contract, the new row's scope
+/// (the identity must be allowed to write it, and a row never moves to another scope), the
+/// policy's decision, unique indexes, and the reducers' verdict — all before the first write.
+/// Every refusal is thrown as an ``ErrorDetail`` and becomes a `rejected` result.
+struct PushEntityApplier {
+    let session: PushSession
+    let mutation: Mutation
+    let entity: EntityDescriptor
+
+    private var identity: DeviceIdentity { session.identity }
+    private var transaction: any StorageTransaction { session.transaction }
+
+    func apply() throws -> PushSession.Outcome {
+        if mutation.op == .event {
+            throw ErrorDetail(
+                code: .invalidPayload, message: "\(entity.name) is an entity: push it with create, update, patch or delete, not event"
+            )
+        }
+        if let problem = ConflictResolution.requirements(of: entity, operation: mutation.op, mutation: mutation) { throw problem }
+
+        let contract = PayloadContract(entity)
+        let version = session.schemaVersion(of: entity.name, current: entity.currentVersion)
+        let id = try PayloadValidator.normalizedRowID(mutation.id, contract: contract)
+        let table = ContractTable(entity)
+        let existing = try transaction.row(in: table, tenant: identity.tenant, id: id)
+        guard let scope = ContractRegistry.scope(named: entity.scope) else {
+            throw ErrorDetail(code: .notWritable, message: "\(entity.name) names scope '\(entity.scope)', which the server does not have")
+        }
+        if let existing, let key = existing.text("_scope_key"), !ScopeAccess.canWrite(key, in: scope, identity: identity) {
+            throw ErrorDetail(code: .notWritable, message: "\(entity.name) '\(id)' is in a scope this device may not write")
+        }
+
+        // The payload, and the row it leaves, in the current version's names.
+        var changes: [String: SQLValue] = [:]
+        var wireRow: [String: JSONValue]
+        var ignored: [String] = []
+        switch mutation.op {
+        case .create, .update:
+            if mutation.op == .update, existing == nil { throw rowNotFound(id) }
+            let payload = try PayloadValidator.validate(mutation.payload, contract: contract, schemaVersion: version, mode: .whole, rowID: id)
+            changes = payload.columns
+            wireRow = payload.wire
+            ignored = payload.ignoredFields
+        case .patch:
+            guard let existing else { throw rowNotFound(id) }
+            let payload = try PayloadValidator.validate(mutation.payload, contract: contract, schemaVersion: version, mode: .partial, rowID: id)
+            changes = payload.columns.filter { $0.key != entity.versionField && $0.key != entity.primaryKey }
+            ignored = payload.ignoredFields
+            wireRow = RowShaping.currentWireRow(existing, entity: entity)
+            for (name, value) in payload.wire { wireRow[name] = value }
+        case .delete, .event:
+            guard let existing else { throw rowNotFound(id) }
+            wireRow = RowShaping.currentWireRow(existing, entity: entity)
+        }
+
+        guard let scopeKey = ScopeAccess.key(for: scope, row: wireRow, identity: identity) else {
+            throw ErrorDetail(
+                code: .invalidPayload, message: "\(entity.name) '\(id)' lacks the fields that make its scope key (\(scope.keyTemplate))"
+            )
+        }
+        guard ScopeAccess.canWrite(scopeKey, in: scope, identity: identity) else {
+            throw ErrorDetail(code: .notWritable, message: "this device may not write \(entity.name) rows in \(scopeKey)")
+        }
+        if let existing, let key = existing.text("_scope_key"), key != scopeKey {
+            throw ErrorDetail(code: .notWritable, message: "\(entity.name) '\(id)' is in \(key); a row cannot move to another scope")
+        }
+
+        let decision = ConflictResolution.decide(
+            ConflictResolution.Input(
+                entity: entity, operation: mutation.op, existing: existing, changes: changes,
+                base: mutation.base.map { PayloadValidator.baseColumns($0, contract: contract, schemaVersion: version) },
+                baseVersion: mutation.baseVersion, hlc: mutation.hlc.flatMap(HybridLogicalClock.init)
+            )
+        )
+        var detail: [String: JSONValue] = ["policy": .string(entity.conflict.rawValue), "schema_version": .int(Int64(version))]
+        if !ignored.isEmpty { detail["ignored_fields"] = .array(ignored.map(JSONValue.string)) }
+
+        switch decision {
+        case .duplicate(let message):
+            detail["reason"] = .string(message)
+            return PushSession.Outcome(result: result(.duplicate, version: existing?.integer("_version")), detail: detail)
+        case .conflicted(let resolution):
+            let shown = existing.flatMap { ConflictResolution.isDeleted($0) ? nil : JSONValue.object(RowShaping.wireRow($0, entity: entity, version: version)) }
+            return PushSession.Outcome(
+                result: result(.conflicted, version: existing?.integer("_version"), row: shown, resolution: resolution), detail: detail
+            )
+        case .write(let write):
+            if !write.deleted, let problem = try session.writer.uniquenessProblem(write.columns, id: id, entity: entity) {
+                throw problem
+            }
+            let context = ReducerContext(writer: session.writer)
+            let fact = Reducers.folds(entity.name) && mutation.op == .create ? fact(id: id, columns: write.columns, scopeKey: scopeKey) : nil
+            if let fact {
+                switch try Reducers.verdict(for: fact, in: context) {
+                case .proceed: break
+                case .duplicate(let message):
+                    detail["reason"] = .string(message)
+                    return PushSession.Outcome(result: result(.duplicate, version: existing?.integer("_version")), detail: detail)
+                case .conflicted(let target, let row):
+                    return PushSession.Outcome(result: targetConflict(target, row), detail: detail)
+                case .rejected(let error):
+                    throw error
+                }
+            }
+            let stored = try session.writer.write(
+                PushWriter.RowWrite(
+                    entity: entity, id: id, columns: write.columns, scopeKey: scopeKey, previous: existing, schemaVersion: version,
+                    hlc: write.hlc, fieldClocks: write.fieldClocks, deleted: write.deleted, updatedBy: identity.deviceID
+                )
+            )
+            if !write.appliedFields.isEmpty || !write.keptFields.isEmpty {
+                detail["applied_fields"] = .array(write.appliedFields.map(JSONValue.string))
+                detail["kept_fields"] = .array(write.keptFields.map(JSONValue.string))
+            }
+            if write.deleted { detail["tombstone"] = .bool(true) }
+            let effects = try fact.map { try Reducers.fold($0, in: context) } ?? []
+            let shown: JSONValue? =
+                write.resolution == ConflictResolution.merged ? .object(RowShaping.wireRow(stored, entity: entity, version: version)) : nil
+            return PushSession.Outcome(
+                result: result(.applied, version: stored.integer("_version"), row: shown, resolution: write.resolution), detail: detail,
+                effects: effects
+            )
+        }
+    }
+
+    private func fact(id: String, columns: [String: SQLValue], scopeKey: String) -> ReducerFact {
+        var payload: [String: JSONValue] = [:]
+        for field in entity.fields { payload[field.name] = RowCodec.wireValue(columns[field.name] ?? .null, for: field) }
+        return ReducerFact(contract: entity.name, id: id, payload: payload, occurredAt: session.writer.now, scopeKey: scopeKey)
+    }
+
+    private func targetConflict(_ target: EntityDescriptor, _ row: StoredRow) -> MutationResult {
+        let version = session.schemaVersion(of: target.name, current: target.currentVersion)
+        return result(.conflicted, version: row.integer("_version"), row: .object(RowShaping.wireRow(row, entity: target, version: version)))
+    }
+
+    private func result(
+        _ status: MutationStatus, version: Int64?, row: JSONValue? = nil, resolution: String? = nil
+    ) -> MutationResult {
+        MutationResult(
+            seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: status, serverVersion: version, serverRow: row,
+            resolution: resolution
+        )
+    }
+
+    private func rowNotFound(_ id: String) -> ErrorDetail {
+        ErrorDetail(code: .rowNotFound, message: "\(entity.name) '\(id)' does not exist; \(mutation.op.rawValue) needs an existing row")
+    }
+}

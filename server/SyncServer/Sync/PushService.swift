@@ -1,0 +1,221 @@
+import Contracts
+import Foundation
+public import SyncProtocol
+
+/// Applies devices' pushes (`POST /sync/v1/push`, DESIGN §5): exactly once, in `seq` order,
+/// every mutation validated against its contract before anything is written, conflicts
+/// settled by the contract's policy (see ``ConflictResolution``), events folded by the
+/// reducers, and every outcome audited.
+///
+/// One push is one storage write transaction. Inside it, for each mutation in `seq` order:
+/// a `seq` already done is answered from its stored result; otherwise the mutation is applied
+/// (or refused), its result recorded as done, and its audit entry appended, all together. A
+/// mutation refused for good (`rejected`) is still done, so it never blocks the ones behind it.
+/// When the transaction fails nothing of the push is written, and a resend applies it once.
+///
+/// ```swift
+/// let service = PushService(storage: storage)
+/// let response = try await service.push(request, identity: identity)
+/// for result in response.results where result.status == .conflicted { … }
+/// ```
+public struct PushService: Sendable {
+    /// The most mutations one push may carry.
+    public static let maximumMutations = 1000
+
+    let storage: any SyncStorage
+    let clock: any ServerClock
+
+    public init(storage: any SyncStorage, clock: any ServerClock = SystemClock()) {
+        self.storage = storage
+        self.clock = clock
+    }
+
+    /// Applies a push exactly once. Whole-request refusals throw ServiceError:
+    /// 400 malformed (empty client_id, seqs not consecutive within the request, more than 1000 mutations),
+    /// 409 .sequenceGap with details {"last_seq": N} when the first new seq is beyond last_seq+1,
+    /// 426 .schemaTooOld with details {"entity": name, "oldest_supported": n, "current": m} when request.schema names a version below a contract's oldest_supported (unknown contract names in schema: 422 unknownEntity).
+    ///
+    /// Refusals write nothing. A storage failure is a 500 (`internal_error`) and writes nothing either.
+    public func push(_ request: PushRequest, identity: DeviceIdentity) async throws(ServiceError) -> PushResponse {
+        try Self.checkShape(request)
+        try Self.checkSchema(request.schema)
+        let now = clock.now()
+        do {
+            return try await storage.write { transaction in
+                try PushSession(
+                    writer: PushWriter(transaction: transaction, identity: identity, now: now), clientID: request.clientId,
+                    schema: request.schema
+                ).run(request.mutations)
+            }
+        } catch let error as ServiceError {
+            throw error
+        } catch {
+            throw ServiceError(status: 500, .internalError, "the push could not be stored; nothing of it was written, send it again")
+        }
+    }
+
+    /// 400 for a request whose shape is wrong, before storage is touched.
+    static func checkShape(_ request: PushRequest) throws(ServiceError) {
+        guard !request.clientId.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw .malformed("client_id must not be empty")
+        }
+        guard request.mutations.count <= maximumMutations else {
+            throw .malformed("a push carries at most \(maximumMutations) mutations; this one has \(request.mutations.count), split it")
+        }
+        guard let first = request.mutations.first else { return }
+        guard first.seq >= 1 else { throw .malformed("seq starts at 1; the first mutation has seq \(first.seq)") }
+        for (offset, mutation) in request.mutations.enumerated() {
+            guard mutation.seq == first.seq + Int64(offset) else {
+                throw .malformed(
+                    "seqs must be consecutive within a push: mutation \(offset) has seq \(mutation.seq), expected \(first.seq + Int64(offset))"
+                )
+            }
+            guard !mutation.clientMutationId.isEmpty else {
+                throw .malformed("mutation with seq \(mutation.seq) has an empty client_mutation_id")
+            }
+        }
+    }
+
+    /// 422 for a contract name the server does not know; 426 for a version below the oldest supported.
+    static func checkSchema(_ schema: [String: Int]) throws(ServiceError) {
+        for name in schema.keys.sorted()
+        where ContractRegistry.entity(named: name) == nil && ContractRegistry.event(named: name) == nil {
+            throw .unknownEntity(name)
+        }
+        try RowShaping.requireSupported(schema)
+    }
+}
+
+/// One push inside its transaction.
+struct PushSession {
+    let writer: PushWriter
+    let clientID: String
+    let schema: [String: Int]
+
+    var transaction: any StorageTransaction { writer.transaction }
+    var identity: DeviceIdentity { writer.identity }
+
+    func run(_ mutations: [Mutation]) throws -> PushResponse {
+        let last = try transaction.lastSequence(tenant: identity.tenant, clientID: clientID)
+        guard let first = mutations.first else { return PushResponse(results: [], lastSeq: last) }
+        if first.seq > last + 1 {
+            throw ServiceError(
+                status: 409, .sequenceGap,
+                "the push starts at seq \(first.seq) but the last seq done is \(last); send from seq \(last + 1)",
+                details: .object(["last_seq": .int(last)])
+            )
+        }
+        var results: [MutationResult] = []
+        results.reserveCapacity(mutations.count)
+        for mutation in mutations {
+            if mutation.seq <= last {
+                results.append(try storedResult(of: mutation))
+                continue
+            }
+            let outcome = try apply(mutation)
+            let text = CanonicalJSON.text(Self.json(outcome.result))
+            try transaction.recordPushResult(
+                tenant: identity.tenant, clientID: clientID, seq: mutation.seq, clientMutationID: mutation.clientMutationId, result: text
+            )
+            try audit(mutation, outcome)
+            results.append(outcome.result)
+        }
+        return PushResponse(results: results, lastSeq: max(last, mutations.last!.seq))
+    }
+
+    /// A result as JSON, exactly as `MutationResult`'s `Codable` conformance writes it (absent
+    /// optionals left out), built directly: the stored result is made for every mutation, and
+    /// going through `JSONEncoder` and back would cost more than the rest of the bookkeeping.
+    static func json(_ result: MutationResult) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "seq": .int(result.seq), "client_mutation_id": .string(result.clientMutationId), "status": .string(result.status.rawValue),
+        ]
+        if let version = result.serverVersion { object["server_version"] = .int(version) }
+        if let row = result.serverRow { object["server_row"] = row }
+        if let resolution = result.resolution { object["resolution"] = .string(resolution) }
+        if let error = result.error {
+            var detail: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
+            if let details = error.details { detail["details"] = details }
+            object["error"] = .object(detail)
+        }
+        return .object(object)
+    }
+
+    /// The result stored when the mutation was done, exactly as it was answered then.
+    private func storedResult(of mutation: Mutation) throws -> MutationResult {
+        guard let text = try transaction.pushResult(tenant: identity.tenant, clientID: clientID, seq: mutation.seq) else {
+            // Done, but its result is no longer kept: it cannot be applied again.
+            return MutationResult(seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: .duplicate)
+        }
+        return try JSONDecoder().decode(MutationResult.self, from: Data(text.utf8))
+    }
+
+    // MARK: - One mutation
+
+    /// How one mutation went: its result, and what the audit log records.
+    struct Outcome {
+        var result: MutationResult
+        var detail: [String: JSONValue] = [:]
+        var effects: [ReducerEffect] = []
+    }
+
+    func apply(_ mutation: Mutation) throws -> Outcome {
+        do {
+            if let entity = ContractRegistry.entity(named: mutation.entity) {
+                return try PushEntityApplier(session: self, mutation: mutation, entity: entity).apply()
+            }
+            if let event = ContractRegistry.event(named: mutation.entity) {
+                return try PushEventApplier(session: self, mutation: mutation, event: event).apply()
+            }
+            throw ErrorDetail(code: .unknownEntity, message: "'\(mutation.entity)' is not a contract of this server")
+        } catch let refusal as ErrorDetail {
+            return Outcome(result: rejected(mutation, refusal))
+        } catch is DecodingError {
+            // A validated payload its generated type cannot read: refuse it rather than fail the push.
+            return Outcome(
+                result: rejected(mutation, ErrorDetail(code: .invalidPayload, message: "\(mutation.entity): the payload does not decode as the contract's type"))
+            )
+        }
+    }
+
+    func rejected(_ mutation: Mutation, _ error: ErrorDetail) -> MutationResult {
+        MutationResult(seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: .rejected, error: error)
+    }
+
+    /// The schema version the device runs for a contract (the current one when it did not say).
+    func schemaVersion(of name: String, current: Int) -> Int { schema[name] ?? current }
+
+    /// The mutation's audit entry, then one per row the reducers wrote.
+    private func audit(_ mutation: Mutation, _ outcome: Outcome) throws {
+        let result = outcome.result
+        var detail = outcome.detail
+        detail["client_id"] = .string(clientID)
+        detail["seq"] = .int(mutation.seq)
+        detail["client_mutation_id"] = .string(mutation.clientMutationId)
+        detail["status"] = .string(result.status.rawValue)
+        if let payload = mutation.payload {
+            detail["payload_sha256"] = .string(PushWriter.sha256(payload))
+            if case .object(let fields) = payload { detail["fields"] = .array(fields.keys.sorted().map(JSONValue.string)) }
+        }
+        if let version = result.serverVersion { detail["server_version"] = .int(version) }
+        if let resolution = result.resolution { detail["resolution"] = .string(resolution) }
+        if let error = result.error {
+            detail["error"] = .object(["code": .string(error.code.rawValue), "message": .string(error.message)])
+        }
+        if let hlc = mutation.hlc { detail["hlc"] = .string(hlc) }
+        if let base = mutation.baseVersion { detail["base_version"] = .int(base) }
+        let outcomeName = result.resolution == ConflictResolution.merged ? ConflictResolution.merged : result.status.rawValue
+        try writer.audit(
+            entity: mutation.entity, rowID: mutation.id, operation: mutation.op.rawValue, outcome: outcomeName, detail: detail
+        )
+        for effect in outcome.effects {
+            var effectDetail = effect.summary
+            effectDetail["source"] = .string(mutation.entity)
+            effectDetail["source_id"] = .string(mutation.id)
+            effectDetail["client_id"] = .string(clientID)
+            effectDetail["seq"] = .int(mutation.seq)
+            effectDetail["server_version"] = .int(effect.version)
+            try writer.audit(entity: effect.entity, rowID: effect.rowID, operation: "fold", outcome: "applied", detail: effectDetail)
+        }
+    }
+}

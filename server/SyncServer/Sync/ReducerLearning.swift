@@ -1,0 +1,251 @@
+import Contracts
+import SyncProtocol
+
+/// Folds a learner's facts into the server-authoritative `Attempt` and `CompletionRecord`.
+///
+/// **Attempt.** Recomputed from every stored fact of the attempt in the learner's scope each
+/// time one arrives, so the order facts arrive in and replays do not matter:
+///
+/// - Facts: `AnswerRecorded` and `AttemptSubmitted` events and `Statement` rows whose
+///   `attempt_id` is the attempt.
+/// - `assessment_id`: from a submission, the stored attempt, an `attempted` statement's
+///   `object_id`, or the learner's `AssessmentResponse` rows. Until one of them names the
+///   assessment the facts are stored but no attempt row exists.
+/// - `answered_count`: the questions answered (the latest answer per question counts), or the
+///   count a submission or the `answered` statements report, whichever is larger.
+/// - `score` / `max_score`: when the assessment's `questions` carry an answer key
+///   (`[{"id": "q1", "correct": <answer>, "points": 1}]`, `points` defaulting to 1), the latest
+///   answer to each question is graded against it. Otherwise the latest statement with a
+///   score gives a scaled score (0 to 1, as xAPI's `result.score.scaled`, `max_score` 1); or,
+///   failing that, `answered` statements with `success` count one point each out of the
+///   assessment's `question_count`.
+/// - Submission: an `AttemptSubmitted` event, or a statement with verb `passed`, `failed` or
+///   `completed`. The outcome is the statement's verdict (`passed`/`failed`, or its `success`),
+///   else `score / max_score` against the assessment's `pass_score`, else `incomplete`.
+///   A submitted attempt with a final outcome is `closed` (it changes no more); one with an
+///   `incomplete` outcome stays `submitted` until a statement settles it.
+/// - Refusals: an answer to an attempt that is no longer `open` is `rejected`
+///   (`invalid_transition`: a late answer does not count); a second submission is a
+///   `duplicate`; a fact about another learner's attempt is `rejected` (`not_writable`).
+///
+/// **CompletionRecord.** One per closed attempt (`attempt:<attempt id>`, `passed` from the
+/// outcome, `score` as a share of `max_score`) when the assessment belongs to a unit; one per
+/// learner and lesson (`lesson:<user id>:<lesson id>`) on the first `LessonProgressed` with
+/// `completed` (or `progress` ≥ 1) or `Statement` `completed`/`passed` about a lesson. The first
+/// completion stands; `completed_on` is the UTC day of the device's time.
+struct LearningReducer: Reducer {
+    var sources: Set<String> {
+        [AnswerRecorded.descriptor.name, AttemptSubmitted.descriptor.name, LessonProgressed.descriptor.name, Statement.descriptor.name]
+    }
+
+    func verdict(for fact: ReducerFact, in context: ReducerContext) throws -> ReducerVerdict {
+        switch fact.contract {
+        case AnswerRecorded.descriptor.name:
+            let answer = try fact.decode(AnswerRecorded.self)
+            guard let (attempt, row) = try context.entity(Attempt.self, id: answer.attemptId) else { return .proceed }
+            if row.text("_scope_key") != fact.scopeKey { return .rejected(Self.foreign(answer.attemptId)) }
+            if attempt.state != .open {
+                return .rejected(
+                    ErrorDetail(
+                        code: .invalidTransition,
+                        message: "attempt '\(attempt.id)' was already submitted; the answer to '\(answer.questionId)' does not count"
+                    )
+                )
+            }
+        case AttemptSubmitted.descriptor.name:
+            let submission = try fact.decode(AttemptSubmitted.self)
+            guard let (attempt, row) = try context.entity(Attempt.self, id: submission.attemptId) else { return .proceed }
+            if row.text("_scope_key") != fact.scopeKey { return .rejected(Self.foreign(submission.attemptId)) }
+            if attempt.state != .open { return .duplicate("attempt '\(attempt.id)' was already submitted") }
+        default:
+            break
+        }
+        return .proceed
+    }
+
+    func fold(_ fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect] {
+        switch fact.contract {
+        case AnswerRecorded.descriptor.name:
+            return try refoldAttempt(try fact.decode(AnswerRecorded.self).attemptId, fact: fact, in: context)
+        case AttemptSubmitted.descriptor.name:
+            return try refoldAttempt(try fact.decode(AttemptSubmitted.self).attemptId, fact: fact, in: context)
+        case Statement.descriptor.name:
+            let statement = try fact.decode(Statement.self)
+            if let attemptID = statement.attemptId { return try refoldAttempt(attemptID, fact: fact, in: context) }
+            guard statement.verb == .completed || statement.verb == .passed,
+                let (lesson, _) = try context.entity(Lesson.self, id: statement.objectId)
+            else { return [] }
+            return try completeLesson(lesson.id, unitID: lesson.unitId, at: statement.statedAt, score: statement.score, fact: fact, in: context)
+        case LessonProgressed.descriptor.name:
+            let progress = try fact.decode(LessonProgressed.self)
+            guard progress.completed || progress.progress >= 1 else { return [] }
+            return try completeLesson(progress.lessonId, unitID: progress.unitId, at: fact.occurredAt, score: nil, fact: fact, in: context)
+        default:
+            return []
+        }
+    }
+
+    private static func foreign(_ attemptID: String) -> ErrorDetail {
+        ErrorDetail(code: .notWritable, message: "attempt '\(attemptID)' belongs to another learner")
+    }
+
+    // MARK: - Attempt
+
+    private func refoldAttempt(_ attemptID: String, fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect] {
+        let stored = try context.entity(Attempt.self, id: attemptID)
+        if let stored, stored.row.text("_scope_key") != fact.scopeKey || stored.value.state == .closed { return [] }
+
+        let conditions: [String: SQLValue] = ["attempt_id": .text(attemptID), "_scope_key": .text(fact.scopeKey)]
+        let answers = try context.events(AnswerRecorded.self, where: conditions)
+        let submissions = try context.events(AttemptSubmitted.self, where: conditions).sorted { $0.occurredAt < $1.occurredAt }
+        let statements = try context.entities(Statement.self, where: conditions).map(\.value).sorted {
+            ($0.statedAt, $0.id) < ($1.statedAt, $1.id)
+        }
+
+        var assessmentID = submissions.first?.value.assessmentId ?? stored?.value.assessmentId
+            ?? statements.first { $0.verb == .attempted }?.objectId
+        if assessmentID == nil {
+            assessmentID = try context.entities(AssessmentResponse.self, where: conditions, limit: 1).first?.value.assessmentId
+        }
+        guard let assessmentID else { return [] }
+        let assessment = try context.entity(Assessment.self, id: assessmentID)?.value
+
+        // The latest answer per question.
+        var latest: [String: (answer: JSONValue, at: Int64, id: String)] = [:]
+        for answer in answers {
+            let question = answer.value.questionId
+            if let current = latest[question], (current.at, current.id) > (answer.occurredAt, answer.eventID) { continue }
+            latest[question] = (answer.value.answer, answer.occurredAt, answer.eventID)
+        }
+        let answeredStatements = statements.filter { $0.verb == .answered }
+        let answeredCount = max(
+            Int64(latest.count), submissions.map(\.value.answeredCount).max() ?? 0, Int64(Set(answeredStatements.map(\.objectId)).count)
+        )
+
+        // Score.
+        var score = 0.0
+        var maxScore: Double?
+        let key = AssessmentAnswerKey(assessment?.questions ?? .null)
+        if !key.entries.isEmpty {
+            maxScore = key.total
+            for (question, answer) in latest {
+                guard let entry = key.entries[question] else { continue }
+                if CanonicalJSON.text(entry.correct) == CanonicalJSON.text(answer.answer) { score += entry.points }
+            }
+        } else if let scored = statements.last(where: { $0.score != nil && Self.terminalVerbs.contains($0.verb) })
+            ?? statements.last(where: { $0.score != nil })
+        {
+            score = scored.score ?? 0
+            maxScore = 1
+        } else if answeredStatements.contains(where: { $0.success != nil }) {
+            var successes: [String: Bool] = [:]
+            for statement in answeredStatements { if let success = statement.success { successes[statement.objectId] = success } }
+            score = Double(successes.values.filter { $0 }.count)
+            maxScore = Double(max(assessment?.questionCount ?? 0, Int64(successes.count)))
+        }
+
+        // Submission and outcome.
+        let terminal = statements.last { Self.terminalVerbs.contains($0.verb) }
+        let submittedAt = submissions.first.map { Timestamp(millisecondsSince1970: $0.occurredAt) } ?? terminal?.statedAt
+        var outcome: Attempt.Outcome?
+        if submittedAt != nil {
+            if terminal?.verb == .passed {
+                outcome = .passed
+            } else if terminal?.verb == .failed {
+                outcome = .failed
+            } else if let success = terminal?.success {
+                outcome = success ? .passed : .failed
+            } else if let maxScore, maxScore > 0, let assessment {
+                outcome = score / maxScore >= assessment.passScore ? .passed : .failed
+            } else {
+                outcome = .incomplete
+            }
+        }
+        let state: Attempt.State = submittedAt == nil ? .open : outcome == .incomplete ? .submitted : .closed
+
+        let times =
+            answers.map { Timestamp(millisecondsSince1970: $0.occurredAt) }
+            + submissions.map { Timestamp(millisecondsSince1970: $0.occurredAt) } + statements.map(\.statedAt)
+        let attempt = Attempt(
+            id: attemptID, assessmentId: assessmentID, enrollmentId: stored?.value.enrollmentId, state: state, outcome: outcome,
+            score: score, maxScore: maxScore, answeredCount: answeredCount,
+            startedAt: stored?.value.startedAt ?? times.min() ?? fact.occurredAt, endedAt: submittedAt, updatedAt: context.now
+        )
+        let previous = try context.transaction.row(in: ContractTable(Attempt.descriptor), tenant: context.identity.tenant, id: attemptID)
+        var effects: [ReducerEffect] = []
+        let summary: [String: JSONValue] = [
+            "state": .string(state.rawValue), "outcome": outcome.map { .string($0.rawValue) } ?? .null, "score": .double(score),
+            "answered_count": .int(answeredCount),
+        ]
+        if let effect = try context.store(attempt, previous: previous, scopeKey: fact.scopeKey, summary: summary) {
+            effects.append(effect)
+        }
+
+        if state == .closed, let outcome, let endedAt = submittedAt, let unitID = assessment?.unitId {
+            let id = "attempt:\(attemptID)"
+            let existing = try context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
+            if existing == nil || existing.map(ConflictResolution.isDeleted) == true {
+                let share = maxScore.flatMap { $0 > 0 ? score / $0 : nil }
+                let record = CompletionRecord(
+                    id: id, unitId: unitID, lessonId: nil, attemptId: attemptID, passed: outcome == .passed, score: share,
+                    completedAt: endedAt, completedOn: Reducers.utcDay(endedAt), updatedAt: context.now
+                )
+                let scopeKey = try context.scopeKey(for: record, fallback: fact.scopeKey)
+                let recordSummary: [String: JSONValue] = ["passed": .bool(outcome == .passed), "attempt_id": .string(attemptID)]
+                if let effect = try context.store(record, previous: existing, scopeKey: scopeKey, summary: recordSummary) {
+                    effects.append(effect)
+                }
+            }
+        }
+        return effects
+    }
+
+    private static let terminalVerbs: Set<Statement.Verb> = [.passed, .failed, .completed]
+
+    // MARK: - Lessons
+
+    private func completeLesson(
+        _ lessonID: String, unitID: String, at time: Timestamp, score: Double?, fact: ReducerFact, in context: ReducerContext
+    ) throws -> [ReducerEffect] {
+        let id = "lesson:\(context.identity.userID):\(lessonID)"
+        let existing = try context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
+        if let existing, !ConflictResolution.isDeleted(existing) { return [] }  // the first completion stands
+        let record = CompletionRecord(
+            id: id, unitId: unitID, lessonId: lessonID, attemptId: nil, passed: true, score: score, completedAt: time,
+            completedOn: Reducers.utcDay(time), updatedAt: context.now
+        )
+        let scopeKey = try context.scopeKey(for: record, fallback: fact.scopeKey)
+        let summary: [String: JSONValue] = ["lesson_id": .string(lessonID), "unit_id": .string(unitID)]
+        return try context.store(record, previous: existing, scopeKey: scopeKey, summary: summary).map { [$0] } ?? []
+    }
+}
+
+/// The answer key in an assessment's `questions`: an array (or `{"questions": [...]}`) of
+/// objects with `id`, `correct` (the right answer, any JSON) and optional `points` (default 1).
+/// Questions without `correct` are not graded.
+struct AssessmentAnswerKey: Sendable {
+    var entries: [String: (correct: JSONValue, points: Double)] = [:]
+    var total: Double = 0
+
+    init(_ questions: JSONValue) {
+        var items: [JSONValue] = []
+        if case .array(let list) = questions {
+            items = list
+        } else if case .object(let object) = questions, case .array(let list)? = object["questions"] {
+            items = list
+        }
+        for item in items {
+            guard case .object(let question) = item, case .string(let id)? = question["id"], let correct = question["correct"] else {
+                continue
+            }
+            var points = 1.0
+            switch question["points"] {
+            case .int(let value)?: points = Double(value)
+            case .double(let value)?: points = value
+            default: break
+            }
+            entries[id] = (correct, points)
+            total += points
+        }
+    }
+}

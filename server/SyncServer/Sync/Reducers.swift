@@ -1,0 +1,189 @@
+import Contracts
+import Foundation
+import SyncProtocol
+
+/// A fact the reducers fold into server-authoritative entities: an event, or a row of an
+/// append-only entity (a `Statement`), already validated and in its contract's current shape.
+struct ReducerFact: Sendable {
+    /// The contract name (`TaskStatusChanged`, `Statement`).
+    var contract: String
+    /// The event id, or the row's primary key.
+    var id: String
+    /// Current field names → wire values, defaults filled.
+    var payload: [String: JSONValue]
+    var occurredAt: Timestamp
+    /// The scope key the fact is filed under; a reducer only touches rows of the same scope.
+    var scopeKey: String
+
+    /// The payload as its generated type.
+    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+        try JSONDecoder().decode(Value.self, from: JSONEncoder().encode(JSONValue.object(payload)))
+    }
+}
+
+/// What a reducer says about a fact before anything is written.
+enum ReducerVerdict: Sendable {
+    /// Store the fact and fold it.
+    case proceed
+    /// Nothing to do: the target already reflects it (a second completion of a completed task).
+    case duplicate(String)
+    /// The target moved on since the device saw it; the device gets the target's row.
+    case conflicted(entity: EntityDescriptor, row: StoredRow)
+    /// The fact cannot apply (an impossible transition).
+    case rejected(ErrorDetail)
+}
+
+/// A row a reducer wrote, for the response's audit trail.
+struct ReducerEffect: Hashable, Sendable {
+    var entity: String
+    var rowID: String
+    var version: Int64
+    /// What changed, for the audit detail.
+    var summary: [String: JSONValue]
+}
+
+/// Folds facts of some contracts into server-authoritative rows.
+///
+/// A reducer is asked twice: ``verdict(for:in:)`` before anything of the mutation is written
+/// (it may refuse), then ``fold(_:in:)`` after the fact is stored, in the same transaction.
+/// Reducers are typed against the generated DTOs; they name contracts through their types'
+/// descriptors (`TaskStarted.descriptor.name`), never as string literals.
+protocol Reducer: Sendable {
+    /// The contracts whose facts this reducer folds.
+    var sources: Set<String> { get }
+    func verdict(for fact: ReducerFact, in context: ReducerContext) throws -> ReducerVerdict
+    func fold(_ fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect]
+}
+
+/// The reducers of the server, and how a push consults them.
+enum Reducers {
+    static let all: [any Reducer] = [LearningReducer(), FieldTaskReducer(), ServiceAssetReducer()]
+
+    /// The reducers of each source contract, in the order of ``all``.
+    static let bySource: [String: [any Reducer]] = {
+        var index: [String: [any Reducer]] = [:]
+        for reducer in all {
+            for source in reducer.sources { index[source, default: []].append(reducer) }
+        }
+        return index
+    }()
+
+    /// Whether any reducer folds facts of `contract`.
+    static func folds(_ contract: String) -> Bool { bySource[contract] != nil }
+
+    /// The first verdict that is not `proceed`, or `proceed`.
+    static func verdict(for fact: ReducerFact, in context: ReducerContext) throws -> ReducerVerdict {
+        for reducer in bySource[fact.contract] ?? [] {
+            let verdict = try reducer.verdict(for: fact, in: context)
+            if case .proceed = verdict { continue }
+            return verdict
+        }
+        return .proceed
+    }
+
+    /// Runs every reducer of the fact's contract; returns the rows they wrote.
+    static func fold(_ fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect] {
+        var effects: [ReducerEffect] = []
+        for reducer in bySource[fact.contract] ?? [] {
+            effects += try reducer.fold(fact, in: context)
+        }
+        return effects
+    }
+}
+
+/// Typed access to storage for reducers, inside the push's transaction.
+struct ReducerContext {
+    let writer: PushWriter
+
+    var transaction: any StorageTransaction { writer.transaction }
+    var identity: DeviceIdentity { writer.identity }
+    var now: Timestamp { writer.now }
+
+    /// A stored entity row with its generated value; `nil` when absent or deleted.
+    func entity<Value: ContractEntity>(_ type: Value.Type, id: String) throws -> (value: Value, row: StoredRow)? {
+        guard let row = try transaction.row(in: ContractTable(Value.descriptor), tenant: identity.tenant, id: id),
+            !ConflictResolution.isDeleted(row)
+        else { return nil }
+        return (try Self.decode(Value.self, row: row), row)
+    }
+
+    /// Live entity rows matching equality conditions (at most `limit`).
+    func entities<Value: ContractEntity>(
+        _ type: Value.Type, where conditions: [String: SQLValue], limit: Int = 10_000
+    ) throws -> [(value: Value, row: StoredRow)] {
+        try transaction.rows(in: ContractTable(Value.descriptor), tenant: identity.tenant, where: conditions, limit: limit)
+            .filter { !ConflictResolution.isDeleted($0) }
+            .map { (try Self.decode(Value.self, row: $0), $0) }
+    }
+
+    /// Stored events matching equality conditions, with their ids and device times.
+    func events<Value: ContractEvent>(
+        _ type: Value.Type, where conditions: [String: SQLValue], limit: Int = 10_000
+    ) throws -> [(value: Value, eventID: String, occurredAt: Int64)] {
+        let descriptor = Value.descriptor
+        return try transaction.rows(
+            in: ContractTable(descriptor), tenant: identity.tenant, where: conditions, limit: limit
+        ).map { row in
+            var wire: [String: JSONValue] = [:]
+            for field in descriptor.fields { wire[field.name] = RowCodec.wireValue(row[field.name], for: field) }
+            let value = try JSONDecoder().decode(Value.self, from: JSONEncoder().encode(JSONValue.object(wire)))
+            return (value, row.text("event_id") ?? "", row.integer("occurred_at") ?? 0)
+        }
+    }
+
+    /// Stores a value computed by a reducer: a new scope sequence, `_version` + 1, `_updated_by`
+    /// `server`; the row's clocks (`_hlc`, `_field_clocks`) stay as they were. Returns `nil`
+    /// without writing when nothing but the version field would change.
+    func store<Value: ContractEntity>(
+        _ value: Value, previous: StoredRow?, scopeKey: String, summary: [String: JSONValue]
+    ) throws -> ReducerEffect? {
+        let entity = Value.descriptor
+        let columns = try Self.columns(of: value)
+        if let previous, !ConflictResolution.isDeleted(previous),
+            entity.fields.allSatisfy({ $0.isVersionField || previous[$0.name] == columns[$0.name] })
+        {
+            return nil
+        }
+        let row = try writer.write(
+            PushWriter.RowWrite(
+                entity: entity, id: value.contractPrimaryKey, columns: columns, scopeKey: scopeKey, previous: previous,
+                schemaVersion: entity.currentVersion, hlc: previous?.text("_hlc"), fieldClocks: previous?.text("_field_clocks"),
+                updatedBy: Self.serverWriter
+            )
+        )
+        return ReducerEffect(entity: entity.name, rowID: value.contractPrimaryKey, version: row.integer("_version") ?? 0, summary: summary)
+    }
+
+    /// The scope key a new row of `Value` takes: its scope's key filled from the token and the row.
+    func scopeKey<Value: ContractEntity>(for value: Value, fallback: String) throws -> String {
+        guard let scope = ContractRegistry.scope(named: Value.descriptor.scope) else { return fallback }
+        let wire = try JSONDecoder().decode([String: JSONValue].self, from: JSONEncoder().encode(value))
+        return ScopeAccess.key(for: scope, row: wire, identity: identity) ?? fallback
+    }
+
+    /// `_updated_by` of rows the server computed.
+    static let serverWriter = "server"
+
+    static func decode<Value: ContractEntity>(_ type: Value.Type, row: StoredRow) throws -> Value {
+        let wire = RowShaping.currentWireRow(row, entity: Value.descriptor)
+        return try JSONDecoder().decode(Value.self, from: JSONEncoder().encode(JSONValue.object(wire)))
+    }
+
+    static func columns<Value: ContractEntity>(of value: Value) throws -> [String: SQLValue] {
+        let wire = try JSONDecoder().decode([String: JSONValue].self, from: JSONEncoder().encode(value))
+        var columns: [String: SQLValue] = [:]
+        for field in Value.descriptor.fields {
+            columns[field.name] = try RowCodec.columnValue(wire[field.name] ?? .null, for: field)
+        }
+        return columns
+    }
+}
+
+extension Reducers {
+    /// The UTC calendar day of a timestamp.
+    static func utcDay(_ timestamp: Timestamp) -> CalendarDate {
+        let millis = timestamp.millisecondsSince1970
+        let days = millis >= 0 ? millis / 86_400_000 : (millis - 86_399_999) / 86_400_000
+        return CalendarDate(daysSince1970: Int(days))
+    }
+}

@@ -1,0 +1,25 @@
+public import Contracts
+public import SyncProtocol
+
+/// A refusal of a whole request, with the HTTP status it maps to and a stable error code.
+/// Services throw it; the HTTP layer turns it into `{"error": {...}}` in one place.
+public struct ServiceError: Error, Hashable, Sendable {
+    public var status: Int
+    public var detail: ErrorDetail
+    /// Seconds, for 429.
+    public var retryAfter: Int?
+
+    public init(status: Int, _ code: ErrorCode, _ message: String, details: Contracts.JSONValue? = nil, retryAfter: Int? = nil) {
+        self.status = status
+        self.detail = ErrorDetail(code: code, message: message, details: details)
+        self.retryAfter = retryAfter
+    }
+
+    public static func malformed(_ message: String) -> ServiceError { ServiceError(status: 400, .malformedRequest, message) }
+    public static func unauthorized(_ message: String) -> ServiceError { ServiceError(status: 401, .unauthorized, message) }
+    public static func forbidden(_ message: String) -> ServiceError { ServiceError(status: 403, .forbidden, message) }
+    public static func notFound(_ message: String) -> ServiceError { ServiceError(status: 404, .notFound, message) }
+    public static func unknownEntity(_ name: String) -> ServiceError {
+        ServiceError(status: 422, .unknownEntity, "'\(name)' is not a contract of this server")
+    }
+}

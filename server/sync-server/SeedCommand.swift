@@ -1,0 +1,35 @@
+import ArgumentParser
+import Foundation
+import SyncServer
+
+struct SeedCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "seed",
+        abstract: "Load the sample content (units, lessons, asset files, an assessment, team tasks).",
+        discussion: "Idempotent: rows already stored as the sample has them are left alone. Run it with the server stopped or running."
+    )
+
+    @OptionGroup var data: DataOptions
+
+    @Option(help: "The tenant to load the sample into.")
+    var tenant = "demo"
+
+    @Option(help: "The team whose scope gets the field-service sample.")
+    var team = "team-1"
+
+    func validate() throws {
+        if tenant.isEmpty || team.isEmpty { throw ValidationError("--tenant and --team must not be empty") }
+    }
+
+    func run() async throws {
+        let storage = try data.openStorage()
+        do {
+            let summary = try await SampleContent.seed(
+                storage: storage, assets: AssetStore(directory: data.directory.assets), tenant: tenant, team: team, clock: SystemClock()
+            )
+            say(summary.description)
+        } catch {
+            throw fail("seeding failed: \(error)")
+        }
+    }
+}

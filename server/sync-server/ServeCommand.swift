@@ -1,0 +1,92 @@
+import ArgumentParser
+import Foundation
+import SyncServer
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the sync server until SIGINT or SIGTERM.",
+        discussion: """
+            Opens (or creates) the SQLite database in DIR and applies the server migrations, then serves
+            the routes of docs/openapi.yaml. On SIGINT or SIGTERM it stops accepting connections, lets
+            requests in flight finish, and exits 0.
+
+            Tokens are checked with the key of --secret-file, else of $\(TokenKey.environmentVariable), else
+            of DIR/\(TokenKey.fileName) (created with 32 random bytes on first use). Set LOG_LEVEL (trace,
+            debug, info, notice, warning, error) to change how much is logged.
+            """
+    )
+
+    @OptionGroup var data: DataOptions
+
+    @Option(help: "The address to listen on; 0.0.0.0 serves every interface.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The port to listen on; 0 picks a free one (printed at start).")
+    var port = 8080
+
+    @Option(name: .customLong("secret-file"), help: ArgumentHelp("A file holding the token signing key (at least 32 bytes).", valueName: "FILE"))
+    var secretFile: String?
+
+    @Option(name: .customLong("max-body-bytes"), help: "The largest request body (after gzip inflation), except asset uploads.")
+    var maximumBodyBytes = ServerConfiguration().maximumBodyBytes
+
+    @Option(name: .customLong("max-asset-bytes"), help: "The largest asset upload.")
+    var maximumAssetBytes = ServerConfiguration().maximumAssetBytes
+
+    @Option(name: .customLong("rate"), help: "Requests per second per device; 0 turns the rate limit off.")
+    var requestsPerSecond = ServerConfiguration.RateLimit().requestsPerSecond
+
+    @Option(help: "Requests a device may send at once before the rate applies.")
+    var burst = ServerConfiguration.RateLimit().burst
+
+    @Option(name: .customLong("public-url"), help: ArgumentHelp("The URL devices reach the server at, for asset download links (default: the request's Host).", valueName: "URL"))
+    var publicURL: String?
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535, not \(port)") }
+        guard maximumBodyBytes > 0, maximumAssetBytes > 0 else { throw ValidationError("--max-body-bytes and --max-asset-bytes must be positive") }
+        guard requestsPerSecond >= 0, burst > 0 else { throw ValidationError("--rate must be 0 or more and --burst at least 1") }
+        if let publicURL, URL(string: publicURL)?.scheme == nil {
+            throw ValidationError("--public-url must be an absolute URL like https://sync.example.com, not \(publicURL)")
+        }
+    }
+
+    func run() async throws {
+        let directory = data.directory
+        let signer: TokenSigner
+        do {
+            signer = try TokenKey.signer(secretFile: secretFile.map { URL(fileURLWithPath: $0) }, dataDirectory: directory.url)
+        } catch {
+            throw fail(error.description)
+        }
+        let storage = try data.openStorage()
+        let configuration = ServerConfiguration(
+            host: host, port: port, maximumBodyBytes: maximumBodyBytes, maximumAssetBytes: maximumAssetBytes,
+            rateLimit: requestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: requestsPerSecond, burst: burst) : nil,
+            publicBaseURL: publicURL
+        )
+        let environment = ServerEnvironment(storage: storage, assets: AssetStore(directory: directory.assets), signer: signer)
+        let host = self.host
+        let started = StartFlag()
+        let app = buildApplication(configuration: configuration, environment: environment) { boundPort in
+            started.set()
+            say("sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path))")
+        }
+        do {
+            try await app.runService()
+        } catch {
+            throw fail(started.isSet ? "the server stopped: \(error)" : "cannot listen on \(host):\(port): \(error)")
+        }
+        say("sync-server stopped")
+    }
+}
+
+/// Whether the server got as far as listening, to tell a bind failure from a later one.
+private final class StartFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
+}
