@@ -7,7 +7,8 @@ public struct PullResponse: Codable, Sendable, Hashable {
     public var cursor: String
     public var hasMore: Bool
     /// Rows written since the cursor, latest state only, per contract name, shaped for the
-    /// device's schema version.
+    /// device's schema version. Entity rows also carry `_server_version` (the row's server
+    /// version, sent back as `base_version` under `version_check`).
     public var upserts: [String: [JSONValue]]
     /// Primary keys of rows deleted since the cursor, per contract name.
     public var deletes: [String: [String]]

@@ -157,7 +157,7 @@ struct ContentServiceTests {
             Issue.record("units, lessons and assets must be arrays")
             return
         }
-        #expect(units[0].pullKeys == ContractRegistry.unit.fields.map(\.name).reduce(into: Set(["schema_version", "lessons"])) { $0.insert($1) })
+        #expect(units[0].pullKeys == ContractRegistry.unit.fields.map(\.name).reduce(into: Set(["schema_version", "lessons", "_server_version"])) { $0.insert($1) })
         #expect(lessons[0].pullKeys.isSuperset(of: ["id", "unit_id", "sort_index", "schema_version", "assets"]))
         #expect(assets[0].pullKeys == ["id", "lesson_id", "type", "content_type", "size_bytes", "checksum", "updated_at", "download_url"])
         // It reads back as the same value, and a unit decodes as the generated DTO.

@@ -212,13 +212,14 @@ struct PullServiceTests {
 
         let current = try await harness.pull.pull(scope: "content", cursor: nil, limit: nil, schema: ["Unit": 3], clientID: nil, identity: device)
         let v3 = try #require(current.upserts["Unit"]?.first)
-        #expect(v3.pullKeys == ["id", "title", "description", "learner_level", "is_global", "sort_index", "estimated_minutes", "tags", "updated_at"])
+        #expect(v3.pullKeys == ["id", "title", "description", "learner_level", "is_global", "sort_index", "estimated_minutes", "tags", "updated_at", "_server_version"])
+        #expect(v3.pullMember("_server_version") == .int(1), "a pulled row carries the server version a device sends back as base_version")
         #expect(v3.pullMember("sort_index") == .int(4))
         #expect(v3.pullMember("estimated_minutes") == .int(30))
 
         let old = try await harness.pull.pull(scope: "content", cursor: nil, limit: nil, schema: ["Unit": 2, "Lesson": 1], clientID: nil, identity: device)
         let v2 = try #require(old.upserts["Unit"]?.first)
-        #expect(v2.pullKeys == ["id", "title", "description", "learner_level", "is_global", "position", "tags", "updated_at"])
+        #expect(v2.pullKeys == ["id", "title", "description", "learner_level", "is_global", "position", "tags", "updated_at", "_server_version"])
         #expect(v2.pullMember("position") == .int(4))
         #expect(v2.pullMember("sort_index") == nil && v2.pullMember("estimated_minutes") == nil)
         let lessonV1 = try #require(old.upserts["Lesson"]?.first)

@@ -1,60 +1,46 @@
 import Contracts
 import SyncProtocol
 
-/// Applies one `create`, `update`, `patch` or `delete` of an entity, inside a push.
+/// Applies one `create`, `update`, `patch` or `delete` of an entity, inside a push, once
+/// ``PreparedMutation`` has checked what needs no storage (the policy's requirements, the id,
+/// the payload against the contract).
 ///
-/// Order: the policy's requirements (direction, policy, `hlc`/`base_version`/`base`), the row
-/// id, the stored row and its scope, the payload against the contract, the new row's scope
-/// (the identity must be allowed to write it, and a row never moves to another scope), the
-/// policy's decision, unique indexes, and the reducers' verdict — all before the first write.
-/// Every refusal is thrown as an ``ErrorDetail`` and becomes a `rejected` result.
+/// Order: the stored row and its scope, the new row's scope (the identity must be allowed to
+/// write it, and a row never moves to another scope), the policy's decision, unique indexes,
+/// and the reducers' verdict — all before the first write. Every refusal is thrown as an
+/// ``ErrorDetail`` and becomes a `rejected` result.
 struct PushEntityApplier {
     let session: PushSession
     let mutation: Mutation
-    let entity: EntityDescriptor
+    let prepared: PreparedMutation.Entity
 
+    private var entity: EntityDescriptor { prepared.entity }
     private var identity: DeviceIdentity { session.identity }
     private var transaction: any StorageTransaction { session.transaction }
 
     func apply() throws -> PushSession.Outcome {
-        if mutation.op == .event {
-            throw ErrorDetail(
-                code: .invalidPayload, message: "\(entity.name) is an entity: push it with create, update, patch or delete, not event"
-            )
-        }
-        if let problem = ConflictResolution.requirements(of: entity, operation: mutation.op, mutation: mutation) { throw problem }
-
-        let contract = PayloadContract(entity)
-        let version = session.schemaVersion(of: entity.name, current: entity.currentVersion)
-        let id = try PayloadValidator.normalizedRowID(mutation.id, contract: contract)
-        let table = ContractTable(entity)
-        let existing = try transaction.row(in: table, tenant: identity.tenant, id: id)
-        guard let scope = ContractRegistry.scope(named: entity.scope) else {
-            throw ErrorDetail(code: .notWritable, message: "\(entity.name) names scope '\(entity.scope)', which the server does not have")
-        }
+        let id = prepared.id
+        let scope = prepared.scope
+        let version = prepared.schemaVersion
+        let existing = try transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: id)
         if let existing, let key = existing.text("_scope_key"), !ScopeAccess.canWrite(key, in: scope, identity: identity) {
             throw ErrorDetail(code: .notWritable, message: "\(entity.name) '\(id)' is in a scope this device may not write")
         }
 
-        // The payload, and the row it leaves, in the current version's names.
+        // The changes, and the row they leave, in the current version's names.
         var changes: [String: SQLValue] = [:]
         var wireRow: [String: JSONValue]
-        var ignored: [String] = []
-        switch mutation.op {
-        case .create, .update:
+        switch (mutation.op, prepared.payload) {
+        case (.create, let payload?), (.update, let payload?):
             if mutation.op == .update, existing == nil { throw rowNotFound(id) }
-            let payload = try PayloadValidator.validate(mutation.payload, contract: contract, schemaVersion: version, mode: .whole, rowID: id)
             changes = payload.columns
             wireRow = payload.wire
-            ignored = payload.ignoredFields
-        case .patch:
+        case (.patch, let payload?):
             guard let existing else { throw rowNotFound(id) }
-            let payload = try PayloadValidator.validate(mutation.payload, contract: contract, schemaVersion: version, mode: .partial, rowID: id)
             changes = payload.columns.filter { $0.key != entity.versionField && $0.key != entity.primaryKey }
-            ignored = payload.ignoredFields
             wireRow = RowShaping.currentWireRow(existing, entity: entity)
             for (name, value) in payload.wire { wireRow[name] = value }
-        case .delete, .event:
+        default:
             guard let existing else { throw rowNotFound(id) }
             wireRow = RowShaping.currentWireRow(existing, entity: entity)
         }
@@ -74,12 +60,14 @@ struct PushEntityApplier {
         let decision = ConflictResolution.decide(
             ConflictResolution.Input(
                 entity: entity, operation: mutation.op, existing: existing, changes: changes,
-                base: mutation.base.map { PayloadValidator.baseColumns($0, contract: contract, schemaVersion: version) },
+                base: prepared.base,
                 baseVersion: mutation.baseVersion, hlc: mutation.hlc.flatMap(HybridLogicalClock.init)
             )
         )
         var detail: [String: JSONValue] = ["policy": .string(entity.conflict.rawValue), "schema_version": .int(Int64(version))]
-        if !ignored.isEmpty { detail["ignored_fields"] = .array(ignored.map(JSONValue.string)) }
+        if let ignored = prepared.payload?.ignoredFields, !ignored.isEmpty {
+            detail["ignored_fields"] = .array(ignored.map(JSONValue.string))
+        }
 
         switch decision {
         case .duplicate(let message):

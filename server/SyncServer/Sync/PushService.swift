@@ -39,13 +39,15 @@ public struct PushService: Sendable {
     public func push(_ request: PushRequest, identity: DeviceIdentity) async throws(ServiceError) -> PushResponse {
         try Self.checkShape(request)
         try Self.checkSchema(request.schema)
+        // Everything that needs no storage happens here, outside the write lock.
+        let prepared = request.mutations.map { PreparedMutation.prepare($0, schema: request.schema, identity: identity) }
         let now = clock.now()
         do {
             return try await storage.write { transaction in
                 try PushSession(
                     writer: PushWriter(transaction: transaction, identity: identity, now: now), clientID: request.clientId,
                     schema: request.schema
-                ).run(request.mutations)
+                ).run(request.mutations, prepared: prepared)
             }
         } catch let error as ServiceError {
             throw error
@@ -95,7 +97,7 @@ struct PushSession {
     var transaction: any StorageTransaction { writer.transaction }
     var identity: DeviceIdentity { writer.identity }
 
-    func run(_ mutations: [Mutation]) throws -> PushResponse {
+    func run(_ mutations: [Mutation], prepared: [PreparedMutation]) throws -> PushResponse {
         let last = try transaction.lastSequence(tenant: identity.tenant, clientID: clientID)
         guard let first = mutations.first else { return PushResponse(results: [], lastSeq: last) }
         if first.seq > last + 1 {
@@ -107,12 +109,13 @@ struct PushSession {
         }
         var results: [MutationResult] = []
         results.reserveCapacity(mutations.count)
-        for mutation in mutations {
+        for (mutation, preparation) in zip(mutations, prepared) {
             if mutation.seq <= last {
                 results.append(try storedResult(of: mutation))
                 continue
             }
-            let outcome = try apply(mutation)
+            var outcome = try apply(mutation, preparation)
+            outcome.payloadHash = preparation.payloadHash
             let text = CanonicalJSON.text(Self.json(outcome.result))
             try transaction.recordPushResult(
                 tenant: identity.tenant, clientID: clientID, seq: mutation.seq, clientMutationID: mutation.clientMutationId, result: text
@@ -157,17 +160,19 @@ struct PushSession {
         var result: MutationResult
         var detail: [String: JSONValue] = [:]
         var effects: [ReducerEffect] = []
+        var payloadHash: String?
     }
 
-    func apply(_ mutation: Mutation) throws -> Outcome {
+    func apply(_ mutation: Mutation, _ prepared: PreparedMutation) throws -> Outcome {
         do {
-            if let entity = ContractRegistry.entity(named: mutation.entity) {
-                return try PushEntityApplier(session: self, mutation: mutation, entity: entity).apply()
+            switch prepared.target {
+            case .failure(let refusal):
+                throw refusal
+            case .success(.entity(let entity)):
+                return try PushEntityApplier(session: self, mutation: mutation, prepared: entity).apply()
+            case .success(.event(let event)):
+                return try PushEventApplier(session: self, mutation: mutation, prepared: event).apply()
             }
-            if let event = ContractRegistry.event(named: mutation.entity) {
-                return try PushEventApplier(session: self, mutation: mutation, event: event).apply()
-            }
-            throw ErrorDetail(code: .unknownEntity, message: "'\(mutation.entity)' is not a contract of this server")
         } catch let refusal as ErrorDetail {
             return Outcome(result: rejected(mutation, refusal))
         } catch is DecodingError {
@@ -194,7 +199,7 @@ struct PushSession {
         detail["client_mutation_id"] = .string(mutation.clientMutationId)
         detail["status"] = .string(result.status.rawValue)
         if let payload = mutation.payload {
-            detail["payload_sha256"] = .string(PushWriter.sha256(payload))
+            if let hash = outcome.payloadHash { detail["payload_sha256"] = .string(hash) }
             if case .object(let fields) = payload { detail["fields"] = .array(fields.keys.sorted().map(JSONValue.string)) }
         }
         if let version = result.serverVersion { detail["server_version"] = .int(version) }

@@ -70,6 +70,12 @@ struct LearningReducer: Reducer {
         case AttemptSubmitted.descriptor.name:
             return try refoldAttempt(try fact.decode(AttemptSubmitted.self).attemptId, fact: fact, in: context)
         case Statement.descriptor.name:
+            // Most statements (experienced, progressed, …) name no attempt and complete nothing:
+            // leave them without decoding, which is most of the cost of ingesting them.
+            let verb = fact.payload["verb"]
+            let namesAttempt = fact.payload["attempt_id"].map { $0 != .null } ?? false
+            guard namesAttempt || verb == .string(Statement.Verb.completed.rawValue) || verb == .string(Statement.Verb.passed.rawValue)
+            else { return [] }
             let statement = try fact.decode(Statement.self)
             if let attemptID = statement.attemptId { return try refoldAttempt(attemptID, fact: fact, in: context) }
             guard statement.verb == .completed || statement.verb == .passed,

@@ -90,8 +90,16 @@ public enum RowShaping {
             for (wireName, field) in fields {
                 wire[wireName] = RowCodec.wireValue(row[field.name], for: field)
             }
+            // Entity rows carry the server's row version (`_version`), which a device sends back as
+            // `base_version` under `version_check`. Contract fields never start with `_`.
+            if let version = row.integer("_version") {
+                wire[Self.serverVersionKey] = .int(version)
+            }
             return wire
         }
+
+        /// The key of the server's row version in a pulled entity row.
+        public static let serverVersionKey = "_server_version"
     }
 
     /// An entity row in the wire form of schema `version` of its contract.

@@ -1,0 +1,148 @@
+import Contracts
+import Foundation
+import SyncProtocol
+
+/// What can be known about a mutation without storage: its contract, the policy's requirements,
+/// the payload validated against the contract, an event's scope and hash. Worked out for every
+/// mutation of a push *before* the push takes the storage's write lock, so concurrent pushes
+/// spend only the storage-dependent part of their work one at a time.
+///
+/// A refusal found here is not an answer yet: it becomes the mutation's `rejected` result only
+/// when its `seq` is new (a `seq` already done is answered from its stored result).
+struct PreparedMutation: Sendable {
+    var target: Result<Target, ErrorDetail>
+    /// SHA-256 of the payload's canonical JSON, for the audit detail (and an event's hash check).
+    var payloadHash: String?
+
+    enum Target: Sendable {
+        case entity(Entity)
+        case event(Event)
+    }
+
+    struct Entity: Sendable {
+        var entity: EntityDescriptor
+        var contract: PayloadContract
+        var scope: ScopeDescriptor
+        var schemaVersion: Int
+        /// The mutation's id as the primary-key column holds it.
+        var id: String
+        /// Whole row (create, update) or changed fields (patch); `nil` for a delete.
+        var payload: ValidatedPayload?
+        /// `field_merge`: the base values in column form.
+        var base: [String: SQLValue]?
+    }
+
+    struct Event: Sendable {
+        var event: EventDescriptor
+        var schemaVersion: Int
+        var payload: ValidatedPayload
+        var scopeKey: String
+        /// The hash as sent, lowercased, once it has matched the payload.
+        var hash: String
+        var occurredAt: Timestamp
+    }
+
+    static func prepare(_ mutation: Mutation, schema: [String: Int], identity: DeviceIdentity) -> PreparedMutation {
+        let payloadHash = mutation.payload.map(PushWriter.sha256)
+        do throws(ErrorDetail) {
+            if let entity = ContractRegistry.entity(named: mutation.entity) {
+                let version = schema[entity.name] ?? entity.currentVersion
+                return PreparedMutation(target: .success(.entity(try prepareEntity(mutation, entity, version))), payloadHash: payloadHash)
+            }
+            if let event = ContractRegistry.event(named: mutation.entity) {
+                let version = schema[event.name] ?? event.currentVersion
+                let prepared = try prepareEvent(mutation, event, version, identity: identity, payloadHash: payloadHash)
+                return PreparedMutation(target: .success(.event(prepared)), payloadHash: payloadHash)
+            }
+            throw ErrorDetail(code: .unknownEntity, message: "'\(mutation.entity)' is not a contract of this server")
+        } catch {
+            return PreparedMutation(target: .failure(error), payloadHash: payloadHash)
+        }
+    }
+
+    /// Direction, policy requirements, the id, and the payload against the contract.
+    private static func prepareEntity(_ mutation: Mutation, _ entity: EntityDescriptor, _ version: Int) throws(ErrorDetail) -> Entity {
+        if mutation.op == .event {
+            throw ErrorDetail(
+                code: .invalidPayload, message: "\(entity.name) is an entity: push it with create, update, patch or delete, not event"
+            )
+        }
+        if let problem = ConflictResolution.requirements(of: entity, operation: mutation.op, mutation: mutation) { throw problem }
+        guard let scope = ContractRegistry.scope(named: entity.scope) else {
+            throw ErrorDetail(code: .notWritable, message: "\(entity.name) names scope '\(entity.scope)', which the server does not have")
+        }
+        let contract = PayloadContract(entity)
+        let id = try PayloadValidator.normalizedRowID(mutation.id, contract: contract)
+        var payload: ValidatedPayload?
+        switch mutation.op {
+        case .create, .update:
+            payload = try PayloadValidator.validate(mutation.payload, contract: contract, schemaVersion: version, mode: .whole, rowID: id)
+        case .patch:
+            payload = try PayloadValidator.validate(mutation.payload, contract: contract, schemaVersion: version, mode: .partial, rowID: id)
+        case .delete, .event:
+            payload = nil
+        }
+        return Entity(
+            entity: entity, contract: contract, scope: scope, schemaVersion: version, id: id, payload: payload,
+            base: mutation.base.map { PayloadValidator.baseColumns($0, contract: contract, schemaVersion: version) }
+        )
+    }
+
+    /// Direction, envelope data, the payload against the contract, the scope the identity may
+    /// write, and the hash.
+    ///
+    /// The `hash` must be the lowercase hex SHA-256 of the payload's canonical JSON
+    /// (``CanonicalJSON``), as ``EventEnvelope/hash(of:)`` computes it on the device. The payload
+    /// as sent is hashed; for a device on the current version, the hash of the payload as the
+    /// generated type encodes it (defaults filled, nulls left out) is accepted too.
+    private static func prepareEvent(
+        _ mutation: Mutation, _ event: EventDescriptor, _ version: Int, identity: DeviceIdentity, payloadHash: String?
+    ) throws(ErrorDetail) -> Event {
+        if event.direction == .down {
+            throw ErrorDetail(code: .notWritable, message: "\(event.name) travels from the server to devices only (direction down)")
+        }
+        guard mutation.op == .event else {
+            throw ErrorDetail(code: .invalidPayload, message: "\(event.name) is an event: push it with op event, not \(mutation.op.rawValue)")
+        }
+        guard !mutation.id.isEmpty else { throw ErrorDetail(code: .invalidPayload, message: "an event needs its event_id in id") }
+        guard let hash = mutation.hash?.lowercased() else {
+            throw ErrorDetail(code: .missingPolicyData, message: "an event needs hash, the SHA-256 of its canonical payload")
+        }
+        guard let occurredAt = mutation.occurredAt else {
+            throw ErrorDetail(code: .missingPolicyData, message: "an event needs occurred_at, when it happened by the device's clock")
+        }
+        let payload = try PayloadValidator.validate(
+            mutation.payload, contract: PayloadContract(event), schemaVersion: version, mode: .whole, rowID: nil
+        )
+        guard let scope = ContractRegistry.scope(named: event.scope),
+            let scopeKey = ScopeAccess.key(for: scope, row: payload.wire, identity: identity)
+        else {
+            throw ErrorDetail(code: .invalidPayload, message: "\(event.name) lacks the fields that make its scope key")
+        }
+        guard ScopeAccess.canWrite(scopeKey, in: scope, identity: identity) else {
+            throw ErrorDetail(code: .notWritable, message: "this device may not write \(event.name) events in \(scopeKey)")
+        }
+        let computed = payloadHash ?? PushWriter.sha256(.null)
+        if hash != computed, hash != (version == event.currentVersion ? typedHash(mutation.payload, event) : nil) {
+            throw ErrorDetail(
+                code: .hashMismatch,
+                message: "hash \(hash) does not match the payload: the SHA-256 of its canonical JSON is \(computed)",
+                details: .object(["expected": .string(computed)])
+            )
+        }
+        return Event(event: event, schemaVersion: version, payload: payload, scopeKey: scopeKey, hash: hash, occurredAt: occurredAt)
+    }
+
+    /// The hash of the payload as the contract's generated type encodes it, or `nil` when it does not decode.
+    private static func typedHash(_ payload: JSONValue?, _ event: EventDescriptor) -> String? {
+        guard let payload, let data = try? JSONEncoder().encode(payload),
+            let type = ContractRegistry.eventTypes.first(where: { $0.descriptor.name == event.name })
+        else { return nil }
+        return hash(type, data)
+    }
+
+    private static func hash<Value: ContractEvent>(_ type: Value.Type, _ data: Data) -> String? {
+        guard let value = try? JSONDecoder().decode(Value.self, from: data) else { return nil }
+        return try? EventEnvelope<Value>.hash(of: value)
+    }
+}
