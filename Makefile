@@ -6,6 +6,7 @@
 #   make compat           fail if a contract change would break a device in the field (contractc check)
 #   make lock             record the current contract versions as released (contractc lock)
 #   make bench            the performance figures recorded in docs/PERFORMANCE.md
+#   make server           sync-server on a seeded data folder (DATA=…, PORT=…)
 
 SWIFT      ?= swift
 CONTRACTS  ?= contracts
@@ -13,7 +14,7 @@ GENERATED  ?= Sources/Contracts
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo bench clean
+.PHONY: all build contractc codegen check-generated compat lock test demo bench server clean
 
 all: build
 
@@ -57,6 +58,13 @@ bench:
 	$(SWIFT) build -c release --product contractc
 	$(SWIFT) build -c release --product outpost-bench
 	$$($(SWIFT) build -c release --show-bin-path)/outpost-bench
+
+DATA ?= .outpost-data
+PORT ?= 8080
+server:
+	$(SWIFT) build --product sync-server
+	$(BIN)/sync-server seed --data $(DATA)
+	$(BIN)/sync-server serve --data $(DATA) --port $(PORT)
 
 clean:
 	rm -rf .build
