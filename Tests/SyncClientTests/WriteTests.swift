@@ -85,6 +85,17 @@ struct WriteTests {
         #expect(mutation.base == ["description": .null, "reporter_notes": .string("secret notes of inc-crit")])
     }
 
+    @Test("the server version pulled with a row is the base of the next write")
+    func pulledServerVersion() throws {
+        var row = try #require({ if case .object(let o) = Samples.wire(Samples.incidents[0]) { return o } else { return nil } }())
+        row["_server_version"] = .int(41)
+        try store.applyServerChanges(ServerChanges(upserts: ["Incident": [.object(row)]]))
+        #expect(try store.syncInfo(Incident.self, id: "inc-low")?.serverVersion == 41)
+        #expect(try store.fetch(Incident.self, id: "inc-low") == Samples.incidents[0])
+        try store.patch(Incident.self, id: "inc-low", [.state(.onHold)])
+        #expect(try store.onlyPendingMutation()?.baseVersion == 41)
+    }
+
     @Test("patch (version_check): base version and base values, no clock")
     func patchVersionCheck() throws {
         try store.patch(FieldTask.self, id: "task-2", [.status(.inProgress)])

@@ -68,7 +68,7 @@ extension OfflineStore {
     /// leaves either the page and its cursor, or neither.
     ///
     /// Entity rows replace the contract columns of the local copy (client-only columns are
-    /// kept) and record the server version (an `int` version field's value) and `_synced_at`.
+    /// kept) and record the server version (the row's `_server_version`) and `_synced_at`.
     /// A row the device still has unsynced writes for (pending, sending, waiting, conflicted or
     /// failed) is stored with those writes replayed on top, so the user's edits stay visible and
     /// the server's other changes arrive. Event envelopes are inserted once. Deletes remove rows.
@@ -281,7 +281,7 @@ extension OfflineStore {
         let columns = try codec.columns(
             contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .server, missing: .defaults
         )
-        let version = serverVersion ?? Self.serverVersion(of: wire, entity: entity)
+        let version = serverVersion ?? Self.serverVersion(of: shaped, entity: entity)
         let names = columns.map(\.name) + ["_schema_version", "_server_version", "_synced_at"]
         let values = columns.map(\.value) + [schemaVersion.databaseValue, version.databaseValue, now.databaseValue]
         let updates = names.filter { $0 != entity.primaryKey }.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
@@ -353,10 +353,14 @@ extension OfflineStore {
         return shaped
     }
 
-    /// The server version a wire row carries: its `int` version field (the server stamps it with
-    /// the row's version). Rows of contracts with another kind of version field carry none;
-    /// their version arrives with push results.
+    /// The key of the server's row version in a pulled entity row (contract fields never start
+    /// with `_`).
+    static let serverVersionKey = "_server_version"
+
+    /// The server version a wire row carries: its `_server_version`, or else its `int` version
+    /// field (which the server stamps with the row's version).
     static func serverVersion(of wire: [String: JSONValue], entity: EntityDescriptor) -> Int64? {
+        if case .int(let version)? = wire[serverVersionKey] { return version }
         guard let name = entity.versionField, let field = entity.field(named: name), field.kind == .int,
             case .int(let version)? = wire[name]
         else { return nil }

@@ -38,11 +38,11 @@ public final class SQLiteStorage: SyncStorage {
     }
 
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
-        try await pool.write { db in try body(SQLiteTransaction(db: db)) }
+        try await pool.write { db in try body(SQLiteTransaction(db: db, auditTail: AuditTail())) }
     }
 
     public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) throws -> T) async throws -> T {
-        try await pool.read { db in try body(SQLiteTransaction(db: db)) }
+        try await pool.read { db in try body(SQLiteTransaction(db: db, auditTail: AuditTail())) }
     }
 }
 
@@ -96,12 +96,26 @@ enum ServerTables {
     ]
 }
 
+/// The audit chain's last entry, read once per transaction and then carried in memory.
+final class AuditTail {
+    var loaded = false
+    var id: Int64 = 0
+    var hash = AuditChain.genesis
+}
+
 /// GRDB-backed reader and transaction. Table and column names come from the contract
-/// registry and are quoted; values are always bound, never interpolated.
+/// registry (validated snake_case identifiers) and are quoted; values are always bound, never
+/// interpolated. Statements are prepared once per connection and reused (`cachedStatement`):
+/// compiling SQL was most of a push's cost.
 struct SQLiteTransaction: StorageTransaction {
     let db: Database
+    let auditTail: AuditTail
 
-    private static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+    private static func quoted(_ name: String) -> String { "\"" + name + "\"" }
+
+    private func statement(_ sql: String) throws -> GRDB.Statement {
+        try db.cachedStatement(sql: sql)
+    }
 
     private static func databaseValue(_ value: SQLValue) -> DatabaseValue {
         switch value {
@@ -133,7 +147,7 @@ struct SQLiteTransaction: StorageTransaction {
 
     func row(in table: ContractTable, tenant: String, id: String) throws -> StoredRow? {
         let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) = ?"
-        return try Row.fetchOne(db, sql: sql, arguments: [tenant, id]).map(Self.storedRow)
+        return try Row.fetchOne(statement(sql), arguments: [tenant, id]).map(Self.storedRow)
     }
 
     func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> [(table: ContractTable, row: StoredRow)] {
@@ -143,7 +157,7 @@ struct SQLiteTransaction: StorageTransaction {
                 SELECT * FROM \(Self.quoted(table.name))
                 WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? ORDER BY "_seq" LIMIT ?
                 """
-            let rows = try Row.fetchAll(db, sql: sql, arguments: [tenant, scopeKey, after, limit])
+            let rows = try Row.fetchAll(statement(sql), arguments: [tenant, scopeKey, after, limit])
             merged += rows.map { (table, Self.storedRow($0)) }
         }
         merged.sort { ($0.row.integer("_seq") ?? 0) < ($1.row.integer("_seq") ?? 0) }
@@ -159,28 +173,28 @@ struct SQLiteTransaction: StorageTransaction {
         }
         arguments.append(limit.databaseValue)
         let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) ORDER BY \(Self.quoted(table.primaryKey)) LIMIT ?"
-        return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map(Self.storedRow)
+        return try Row.fetchAll(statement(sql), arguments: StatementArguments(arguments)).map(Self.storedRow)
     }
 
     func lastSequence(tenant: String, clientID: String) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT last_seq FROM clients WHERE tenant = ? AND client_id = ?", arguments: [tenant, clientID]) ?? 0
+        try Int64.fetchOne(statement("SELECT last_seq FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]) ?? 0
     }
 
     func pushResult(tenant: String, clientID: String, seq: Int64) throws -> String? {
         try String.fetchOne(
-            db, sql: "SELECT result FROM push_results WHERE tenant = ? AND client_id = ? AND seq = ?",
+            statement("SELECT result FROM push_results WHERE tenant = ? AND client_id = ? AND seq = ?"),
             arguments: [tenant, clientID, seq]
         )
     }
 
     func scopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
         try Int64.fetchOne(
-            db, sql: "SELECT last_seq FROM scope_sequences WHERE tenant = ? AND scope_key = ?", arguments: [tenant, scopeKey]
+            statement("SELECT last_seq FROM scope_sequences WHERE tenant = ? AND scope_key = ?"), arguments: [tenant, scopeKey]
         ) ?? 0
     }
 
     func auditEntries(after afterID: Int64, limit: Int) throws -> [AuditEntry] {
-        try Row.fetchAll(db, sql: "SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?", arguments: [afterID, limit]).map { row in
+        try Row.fetchAll(statement("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit]).map { row in
             AuditEntry(
                 id: row["id"], tenant: row["tenant"], recordedAt: row["recorded_at"], userID: row["user_id"],
                 deviceID: row["device_id"], entity: row["entity"], rowID: row["row_id"], operation: row["operation"],
@@ -190,59 +204,64 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func nextScopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
-        try db.execute(
-            sql: """
+        let next = try Int64.fetchOne(
+            statement("""
                 INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, 1)
                 ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = last_seq + 1
-                """,
+                RETURNING last_seq
+                """),
             arguments: [tenant, scopeKey]
         )
-        return try scopeSequence(tenant: tenant, scopeKey: scopeKey)
+        guard let next else { throw DatabaseError(resultCode: .SQLITE_ERROR, message: "scope sequence not returned") }
+        return next
     }
 
     func upsert(_ row: StoredRow, in table: ContractTable) throws {
         let columns = row.columns.keys.sorted()
         let sql = "INSERT OR REPLACE INTO \(Self.quoted(table.name)) (\(columns.map(Self.quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
-        try db.execute(sql: sql, arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
+        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
     }
 
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) throws -> Bool {
         let columns = row.columns.keys.sorted()
         let sql = "INSERT OR IGNORE INTO \(Self.quoted(table.name)) (\(columns.map(Self.quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
-        try db.execute(sql: sql, arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
+        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
         return db.changesCount > 0
     }
 
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) throws {
-        try db.execute(
-            sql: "INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result) VALUES (?, ?, ?, ?, ?)",
-            arguments: [tenant, clientID, seq, clientMutationID, result]
-        )
-        try db.execute(
-            sql: """
-                INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
-                ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
-                """,
-            arguments: [tenant, clientID, seq, Int64(Date().timeIntervalSince1970 * 1000)]
-        )
+        try statement("INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [tenant, clientID, seq, clientMutationID, result])
+        try statement("""
+            INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
+            """).execute(arguments: [tenant, clientID, seq, Int64(Date().timeIntervalSince1970 * 1000)])
     }
 
     func appendAudit(_ entry: AuditEntry) throws -> AuditEntry {
-        let last = try Row.fetchOne(db, sql: "SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1")
+        if !auditTail.loaded {
+            // Read inside the write transaction, so no other writer can append in between.
+            if let last = try Row.fetchOne(statement("SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1")) {
+                auditTail.id = last["id"]
+                auditTail.hash = last["hash"]
+            }
+            auditTail.loaded = true
+        }
         var stored = entry
-        stored.id = (last?["id"] as Int64? ?? 0) + 1
-        stored.previousHash = last?["hash"] ?? AuditChain.genesis
+        stored.id = auditTail.id + 1
+        stored.previousHash = auditTail.hash
         stored.hash = AuditChain.hash(of: stored, previousHash: stored.previousHash)
-        try db.execute(
-            sql: """
-                INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
+        try statement("""
+            INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(
             arguments: [
                 stored.id, stored.tenant, stored.recordedAt, stored.userID, stored.deviceID, stored.entity, stored.rowID,
                 stored.operation, stored.outcome, stored.detail, stored.previousHash, stored.hash,
             ]
         )
+        auditTail.id = stored.id
+        auditTail.hash = stored.hash
         return stored
     }
 }

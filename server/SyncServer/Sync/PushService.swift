@@ -12,6 +12,13 @@ public import SyncProtocol
 /// (or refused), its result recorded as done, and its audit entry appended, all together. A
 /// mutation refused for good (`rejected`) is still done, so it never blocks the ones behind it.
 /// When the transaction fails nothing of the push is written, and a resend applies it once.
+/// A `seq` already done is answered with what was answered then, whatever the resent mutation
+/// holds (the answer carries the original `client_mutation_id`, so a device that reused a
+/// `client_id` can tell).
+///
+/// What needs no storage (the contract, the policy's requirements, the payload against the
+/// contract, an event's scope and hash; see ``PreparedMutation``) is checked before the write
+/// transaction starts, so concurrent pushes queue only for the storage-dependent part.
 ///
 /// ```swift
 /// let service = PushService(storage: storage)
