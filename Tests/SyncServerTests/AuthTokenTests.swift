@@ -61,7 +61,7 @@ struct AuthTokenTests {
         }
     }
 
-    @Test("DIR/token.key is created once, 32 random bytes, mode 0600, and reused")
+    @Test("DIR/token.key is created once, 32 random bytes as hex, mode 0600, and reused")
     func keyFile() throws {
         let folder = Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -69,7 +69,9 @@ struct AuthTokenTests {
         let file = folder.appendingPathComponent("token.key")
         let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
-        #expect(try Data(contentsOf: file).count == 32)
+        let text = String(decoding: try Data(contentsOf: file), as: UTF8.self)
+        #expect(text.count == 65 && text.hasSuffix("\n"), "64 hex characters and a newline")
+        #expect(text.dropLast().allSatisfy { $0.isHexDigit })
         let second = try TokenKey.signer(secretFile: nil, dataDirectory: folder, environment: [:])
         #expect(try second.verify(first.sign(Self.identity), now: 0) == Self.identity)
 

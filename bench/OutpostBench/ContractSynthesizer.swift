@@ -334,6 +334,7 @@ private struct SynthesisRun {
         if keyType == "string" { key.add("max_length", "64") }
         if rng.chance(15) { key.add("doc", quoted("Made on the device; the same id twice is the same row.")) }
         plan.fields.append(key)
+        if let field = scopeKeyField(scope: plan.scope) { plan.fields.append(field) }
 
         let fieldTarget = rng.int(in: 8...20)
         let versionByRevision = rng.chance(20)
@@ -531,10 +532,23 @@ private struct SynthesisRun {
     }
 
     /// Versions: fields added later (`since`), one renamed field, the odd deprecation.
+    /// The field a scope key's row placeholder needs: `team` rows are filed under their
+    /// `{team_id}`, so a team-scoped contract must carry a required, unencrypted `team_id: id`
+    /// (the compiler's SCOPE_KEY_FIELD_MISSING). The other scopes' keys are filled from the token.
+    private func scopeKeyField(scope: String) -> FieldPlan? {
+        guard scope == "team" else { return nil }
+        var field = FieldPlan(Self.teamKeyField, "id", .id)
+        field.add("doc", quoted("The team whose scope holds the row; fills {team_id} in the scope key."))
+        return field
+    }
+
+    private static let teamKeyField = "team_id"
+
     private mutating func addEvolution(_ plan: inout ContractPlan) {
         let candidates = plan.fields.indices.filter { index in
             let field = plan.fields[index]
-            return !field.attributes.contains { ["primary_key", "version_field"].contains($0.0) }
+            // The scope key's field stays as it is in every version: rows are filed by it.
+            return field.name != Self.teamKeyField && !field.attributes.contains { ["primary_key", "version_field"].contains($0.0) }
         }
         var renamed = false
         for index in candidates {
@@ -668,6 +682,7 @@ private struct SynthesisRun {
         }
 
         plan.fields.append(refField(to: entity.name, in: plan, listChance: 0, optionalChance: 0))
+        if let field = scopeKeyField(scope: plan.scope) { plan.fields.append(field) }
         let others = entities.filter { $0.name != entity.name && [plan.scope, "content", "tenant"].contains($0.scope) }
         if !others.isEmpty, rng.chance(40) {
             plan.fields.append(refField(to: rng.pick(others).name, in: plan, listChance: 15))

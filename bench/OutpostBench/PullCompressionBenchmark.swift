@@ -36,7 +36,7 @@ enum PullCompressionBenchmark {
 
     static let benchmark = Benchmark(
         name: "pull-compression",
-        summary: "gzip of pull pages of \(pageSize) rows as the server sends them over HTTP (bar: at least 70 % smaller)",
+        summary: "gzip of pull pages of \(Format.grouped(pageSize)) rows as the server sends them over HTTP (bar: at least 70 % smaller)",
         run: { try run() }
     )
 
@@ -174,7 +174,7 @@ enum PullCompressionBenchmark {
             }
             rows.append(.init(
                 "  for scale: PullService.pull of the page", median: Format.duration(page.pull.median), min: Format.duration(page.pull.min),
-                note: "read + shape \(pageSize) rows"
+                note: "read + shape \(Format.grouped(pageSize)) rows"
             ))
             rows.append(.init(
                 "  for scale: JSONEncoder of the PullResponse", median: Format.duration(page.encode.median), min: Format.duration(page.encode.min),

@@ -85,15 +85,19 @@ enum PushIngestionBenchmark {
         result.fact("runs", "\(runs) timed after 1 warm-up; wall clock from the first push sent to the last answer")
 
         // 1. The bar: PushService, fresh database each run.
-        var push = Samples()
+        var push = Samples(), pushCPU = Samples()
         var lastRun: (storage: SQLiteStorage, folder: URL, responses: [[PushResponse]])?
         for run in 0...runs {
             let folder = try workspace.folder("push-\(run)")
             let storage = try SQLiteStorage(directory: folder)
             sync()
             let service = PushService(storage: storage)
+            let cpu = Timing.processCPUSeconds()
             let timed = try Timing.measure { try runBlocking { try await pushAll(devices, service: service) } }
-            if run > 0 { push.append(timed.seconds) }
+            if run > 0 {
+                push.append(timed.seconds)
+                pushCPU.append(Timing.processCPUSeconds() - cpu)
+            }
             if run == runs {
                 lastRun = (storage, folder, timed.value)
             } else {
@@ -158,6 +162,10 @@ enum PushIngestionBenchmark {
             .init(
                 "  per push of \(batchSize)", median: Format.duration(push.median / Double(deviceCount * pushesPerDevice)),
                 min: Format.duration(push.min / Double(deviceCount * pushesPerDevice)), note: "one transaction each"
+            ),
+            .init(
+                "  CPU time of the process (all threads)", median: Format.duration(pushCPU.median), min: Format.duration(pushCPU.min),
+                note: "\(Format.fixed(pushCPU.median / push.median, 2)) cores busy on average (median CPU / median wall)"
             ),
             .init(
                 "baseline: raw GRDB insert of the same rows", median: Format.duration(raw.median), min: Format.duration(raw.min),

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Wall-clock timing and the statistics the benchmarks report.
 enum Timing {
     /// Runs `body` once and returns its result with the elapsed wall-clock seconds.
@@ -11,6 +13,18 @@ enum Timing {
     static func seconds(_ duration: Duration) -> Double {
         let parts = duration.components
         return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+    }
+
+    /// User plus system CPU time of this process so far, every thread, in seconds.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        #if canImport(Glibc)
+            getrusage(RUSAGE_SELF.rawValue, &usage)
+        #else
+            getrusage(RUSAGE_SELF, &usage)
+        #endif
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 }
 
@@ -73,4 +87,21 @@ enum Format {
 
     /// `3.21` → `3.2×`.
     static func ratio(_ value: Double) -> String { fixed(value, value < 10 ? 2 : 1) + "×" }
+
+    /// `23456.7` → `23 457/s`.
+    static func rate(_ perSecond: Double) -> String { grouped(Int(perSecond.rounded())) + "/s" }
+
+    /// `40000` → `40 000`.
+    static func grouped(_ number: Int) -> String {
+        let digits = Array(String(abs(number)))
+        var text = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { text.append(" ") }
+            text.append(digit)
+        }
+        return (number < 0 ? "-" : "") + text
+    }
+
+    /// `0.7312` → `73.1 %`.
+    static func percent(_ share: Double) -> String { fixed(share * 100, 1) + " %" }
 }

@@ -48,7 +48,7 @@ public enum TokenKey {
         return data[data.startIndex..<end]
     }
 
-    /// Writes 32 random bytes to `file` with mode 0600, unless it exists. `O_EXCL` makes two
+    /// Writes 32 random bytes (as hex) to `file` with mode 0600, unless it exists. `O_EXCL` makes two
     /// processes starting together agree on one key.
     static func createIfMissing(_ file: URL) throws(TokenKeyError) {
         if FileManager.default.fileExists(atPath: file.path) { return }
@@ -63,7 +63,11 @@ public enum TokenKey {
             throw .uncreatable(path: file.path, reason: String(cString: strerror(errno)))
         }
         defer { close(descriptor) }
-        let secret = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
+        // Written as 64 hex characters and a newline: a raw key could end in a newline byte,
+        // which `readSecret` (rightly, for keys written with `echo`) does not count.
+        let random = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
+        let hex = random.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+        let secret = Data((hex + "\n").utf8)
         let written = secret.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         guard written == secret.count else {
             unlink(file.path)

@@ -1,4 +1,4 @@
-public import SyncProtocol
+import SyncProtocol
 
 /// The server's metrics, served on `GET /metrics`.
 ///

@@ -38,7 +38,13 @@ public final class SQLiteStorage: SyncStorage {
     }
 
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
-        try await pool.write { db in try body(SQLiteTransaction(db: db, auditTail: AuditTail())) }
+        try await pool.write { db in
+            let transaction = SQLiteTransaction(db: db, auditTail: AuditTail())
+            let result = try body(transaction)
+            // Counters kept in memory during the transaction are written once, before it commits.
+            try transaction.flushCounters()
+            return result
+        }
     }
 
     public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) throws -> T) async throws -> T {
@@ -96,11 +102,42 @@ enum ServerTables {
     ]
 }
 
-/// The audit chain's last entry, read once per transaction and then carried in memory.
+/// State one write transaction carries in memory instead of re-reading and re-writing it per
+/// mutation: the audit chain's last entry, scope sequences and clients' last `seq`. All of it is
+/// read inside the transaction (the single writer), so no other writer can change it meanwhile,
+/// and the counters are written back before the transaction commits.
 final class AuditTail {
     var loaded = false
     var id: Int64 = 0
     var hash = AuditChain.genesis
+    /// Scope sequences touched in this transaction: (tenant, scope key) → last value handed out.
+    var scopeSequences: [ScopeKey: Int64] = [:]
+    /// Clients whose last `seq` moved in this transaction.
+    var clientSequences: [ScopeKey: Int64] = [:]
+
+    struct ScopeKey: Hashable {
+        var tenant: String
+        var key: String
+    }
+}
+
+/// `INSERT … (columns) VALUES (?, …)` texts per verb, table and column list, built once per process.
+private let insertSQLCache = InsertSQLCache()
+
+private final class InsertSQLCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var texts: [[String]: String] = [:]
+
+    func sql(_ verb: String, table: String, columns: [String]) -> String {
+        let key = [verb, table] + columns
+        lock.lock()
+        defer { lock.unlock() }
+        if let text = texts[key] { return text }
+        let text = "\(verb) INTO \"\(table)\" (" + columns.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES ("
+            + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        texts[key] = text
+        return text
+    }
 }
 
 /// GRDB-backed reader and transaction. Table and column names come from the contract
@@ -177,7 +214,8 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func lastSequence(tenant: String, clientID: String) throws -> Int64 {
-        try Int64.fetchOne(statement("SELECT last_seq FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]) ?? 0
+        if let pending = auditTail.clientSequences[.init(tenant: tenant, key: clientID)] { return pending }
+        return try Int64.fetchOne(statement("SELECT last_seq FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]) ?? 0
     }
 
     func pushResult(tenant: String, clientID: String, seq: Int64) throws -> String? {
@@ -188,7 +226,8 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func scopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
-        try Int64.fetchOne(
+        if let pending = auditTail.scopeSequences[.init(tenant: tenant, key: scopeKey)] { return pending }
+        return try Int64.fetchOne(
             statement("SELECT last_seq FROM scope_sequences WHERE tenant = ? AND scope_key = ?"), arguments: [tenant, scopeKey]
         ) ?? 0
     }
@@ -204,27 +243,40 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func nextScopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
-        let next = try Int64.fetchOne(
-            statement("""
-                INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, 1)
-                ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = last_seq + 1
-                RETURNING last_seq
-                """),
-            arguments: [tenant, scopeKey]
-        )
-        guard let next else { throw DatabaseError(resultCode: .SQLITE_ERROR, message: "scope sequence not returned") }
+        let key = AuditTail.ScopeKey(tenant: tenant, key: scopeKey)
+        let next = try scopeSequence(tenant: tenant, scopeKey: scopeKey) + 1
+        auditTail.scopeSequences[key] = next
         return next
+    }
+
+    /// Writes the counters kept in memory; called once at the end of a write transaction.
+    func flushCounters() throws {
+        for (key, value) in auditTail.scopeSequences {
+            try statement("""
+                INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, ?)
+                ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = excluded.last_seq
+                """).execute(arguments: [key.tenant, key.key, value])
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        for (key, value) in auditTail.clientSequences {
+            try statement("""
+                INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
+                """).execute(arguments: [key.tenant, key.key, value, now])
+        }
+        auditTail.scopeSequences.removeAll()
+        auditTail.clientSequences.removeAll()
     }
 
     func upsert(_ row: StoredRow, in table: ContractTable) throws {
         let columns = row.columns.keys.sorted()
-        let sql = "INSERT OR REPLACE INTO \(Self.quoted(table.name)) (\(columns.map(Self.quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        let sql = insertSQLCache.sql("INSERT OR REPLACE", table: table.name, columns: columns)
         try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
     }
 
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) throws -> Bool {
         let columns = row.columns.keys.sorted()
-        let sql = "INSERT OR IGNORE INTO \(Self.quoted(table.name)) (\(columns.map(Self.quoted).joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        let sql = insertSQLCache.sql("INSERT OR IGNORE", table: table.name, columns: columns)
         try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
         return db.changesCount > 0
     }
@@ -232,10 +284,7 @@ struct SQLiteTransaction: StorageTransaction {
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) throws {
         try statement("INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [tenant, clientID, seq, clientMutationID, result])
-        try statement("""
-            INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
-            ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
-            """).execute(arguments: [tenant, clientID, seq, Int64(Date().timeIntervalSince1970 * 1000)])
+        auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = seq
     }
 
     func appendAudit(_ entry: AuditEntry) throws -> AuditEntry {
