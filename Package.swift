@@ -123,8 +123,9 @@ let package = Package(
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
-                "SyncClient", "SyncProtocol", "Contracts",
+                "SyncClient", "SyncProtocol", "Contracts", "SyncServer",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             path: "Tests/SyncClientTests",
             swiftSettings: strictSwift

@@ -1,0 +1,66 @@
+public import Foundation
+public import SyncProtocol
+
+/// Whether the server can be reached, as far as the engine knows.
+public enum Connectivity: Hashable, Sendable {
+    case unknown, online, offline
+}
+
+/// What the engine is doing.
+public enum SyncPhase: Hashable, Sendable {
+    case idle
+    case pushing
+    case pulling(scope: String)
+    case reconciling
+    /// The last sync failed with a retryable error; the next attempt is due at `until`.
+    case waitingToRetry(until: Date)
+}
+
+/// Progress of the current phase: `done` of `total` items (mutations or pulled rows).
+public struct SyncProgress: Hashable, Sendable {
+    public var done: Int
+    public var total: Int
+    public var currentEntity: String?
+
+    public init(done: Int = 0, total: Int = 0, currentEntity: String? = nil) {
+        self.done = done
+        self.total = total
+        self.currentEntity = currentEntity
+    }
+}
+
+/// A contract this build is too old for (426): its writes are not pushed until the app updates.
+public struct UpdateRequired: Hashable, Sendable {
+    public var entity: String?
+    public var oldestSupported: Int?
+    public var current: Int?
+}
+
+/// A snapshot of everything a sync UI shows.
+public struct SyncStatus: Hashable, Sendable {
+    public var connectivity: Connectivity = .unknown
+    public var phase: SyncPhase = .idle
+    public var progress = SyncProgress()
+    /// Outbox entries still to send (`pending`, `sending`, `waiting`).
+    public var pending = 0
+    /// Outbox entries the server rejected (`failed`), retryable or discardable.
+    public var failed = 0
+    /// Unresolved conflicts.
+    public var conflicts = 0
+    public var lastSuccess: Date?
+    public var lastError: ErrorDetail?
+    public var retention: RetentionState = .ok
+    /// When each subscribed scope was last pulled ("cached 3 h ago"); `nil` never.
+    public var freshness: [String: Date?] = [:]
+    /// Set after a 426: the app must be updated.
+    public var updateRequired: UpdateRequired?
+
+    public init() {}
+}
+
+/// What one `syncNow()` did.
+public enum SyncResult: Hashable, Sendable {
+    case succeeded(pushed: Int, pulled: Int)
+    case failed(TransportError, retryAt: Date?)
+    case storeFailed(String)
+}

@@ -1,0 +1,49 @@
+import Contracts
+public import Foundation
+public import SyncProtocol
+
+/// How the sync engine talks to the server. `URLSessionTransport` is the real one; tests can
+/// substitute a failing or scripted transport.
+public protocol SyncTransport: Sendable {
+    /// `POST /sync/v1/push`.
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse
+    /// `GET /sync/v1/pull`, one page.
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
+        -> PullResponse
+    /// `GET /health`: whether the server answers at all.
+    func health() async -> Bool
+}
+
+/// Why a request did not produce a decoded answer.
+public enum TransportError: Error, Sendable, Hashable {
+    /// The request never got an HTTP answer (offline, DNS, timeout, connection reset).
+    case network(String)
+    /// An HTTP error answer, with the server's `{"error": …}` body when it sent one and
+    /// `Retry-After` in seconds when present.
+    case http(status: Int, body: ErrorBody?, retryAfter: TimeInterval?)
+    /// A 2xx answer that did not decode.
+    case decoding(String)
+    /// 426: the device's schema for `entity` is below what the server still supports.
+    case updateRequired(entity: String?, oldestSupported: Int?, current: Int?)
+
+    /// The HTTP status, when there was one.
+    public var status: Int? {
+        switch self {
+        case .http(let status, _, _): status
+        case .updateRequired: 426
+        case .network, .decoding: nil
+        }
+    }
+
+    /// The error as the store records it.
+    public var detail: ErrorDetail {
+        switch self {
+        case .network(let message): ErrorDetail(code: ErrorCode("network"), message: message)
+        case .http(let status, let body, _):
+            body?.error ?? ErrorDetail(code: ErrorCode("http_\(status)"), message: "HTTP \(status)")
+        case .decoding(let message): ErrorDetail(code: ErrorCode("decoding"), message: message)
+        case .updateRequired(let entity, _, _):
+            ErrorDetail(code: .schemaTooOld, message: "update required for \(entity ?? "a contract")")
+        }
+    }
+}

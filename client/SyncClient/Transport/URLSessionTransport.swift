@@ -1,0 +1,129 @@
+import Contracts
+public import Foundation
+public import SyncProtocol
+
+#if canImport(FoundationNetworking)
+    public import FoundationNetworking
+#endif
+
+/// `SyncTransport` over URLSession: JSON bodies, gzip accepted, a timeout per request and the
+/// device token as `Authorization: Bearer`.
+public final class URLSessionTransport: SyncTransport {
+    public let baseURL: URL
+    private let token: @Sendable () -> String
+    private let session: URLSession
+    private let timeout: TimeInterval
+
+    /// - Parameters:
+    ///   - baseURL: the server, e.g. `https://sync.example.com`.
+    ///   - timeout: seconds per request.
+    ///   - token: the current device token (read for every request, so a refreshed token is used).
+    public init(baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, token: @escaping @Sendable () -> String) {
+        self.baseURL = baseURL
+        self.timeout = timeout
+        self.token = token
+        if let session {
+            self.session = session
+        } else {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.timeoutIntervalForRequest = timeout
+            configuration.timeoutIntervalForResource = timeout * 4
+            configuration.httpAdditionalHeaders = ["Accept-Encoding": "gzip"]
+            self.session = URLSession(configuration: configuration)
+        }
+    }
+
+    public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        var urlRequest = makeRequest(path: "sync/v1/push", query: [])
+        urlRequest.httpMethod = "POST"
+        urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        urlRequest.setValue(SchemaHeader.encode(request.schema), forHTTPHeaderField: ProtocolHeaders.schema)
+        urlRequest.setValue(request.clientId, forHTTPHeaderField: ProtocolHeaders.clientID)
+        do {
+            urlRequest.httpBody = try JSONEncoder().encode(request)
+        } catch {
+            throw .decoding("encoding the push: \(error)")
+        }
+        return try await send(urlRequest, as: PushResponse.self)
+    }
+
+    public func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
+        -> PullResponse
+    {
+        var query = [URLQueryItem(name: "scope", value: scope)]
+        if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
+        if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
+        var urlRequest = makeRequest(path: "sync/v1/pull", query: query)
+        urlRequest.httpMethod = "GET"
+        urlRequest.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)
+        urlRequest.setValue(clientID, forHTTPHeaderField: ProtocolHeaders.clientID)
+        return try await send(urlRequest, as: PullResponse.self)
+    }
+
+    public func health() async -> Bool {
+        var request = makeRequest(path: "health", query: [])
+        request.httpMethod = "GET"
+        request.timeoutInterval = min(timeout, 10)
+        guard let (_, response) = try? await session.data(for: request), let http = response as? HTTPURLResponse else {
+            return false
+        }
+        return (200..<300).contains(http.statusCode)
+    }
+
+    // MARK: - Internals
+
+    private func makeRequest(path: String, query: [URLQueryItem]) -> URLRequest {
+        var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+        if !query.isEmpty { components.queryItems = query }
+        var request = URLRequest(url: components.url!, timeoutInterval: timeout)
+        request.setValue("Bearer \(token())", forHTTPHeaderField: "Authorization")
+        request.setValue("gzip", forHTTPHeaderField: "Accept-Encoding")
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        return request
+    }
+
+    private func send<T: Decodable>(_ request: URLRequest, as type: T.Type) async throws(TransportError) -> T {
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: request)
+        } catch {
+            throw .network(String(describing: error))
+        }
+        guard let http = response as? HTTPURLResponse else { throw .network("not an HTTP response") }
+        guard (200..<300).contains(http.statusCode) else {
+            throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch {
+            throw .decoding(String(describing: error))
+        }
+    }
+
+    /// The typed error for an HTTP error answer.
+    static func error(status: Int, data: Data, retryAfter: String?) -> TransportError {
+        let body = try? JSONDecoder().decode(ErrorBody.self, from: data)
+        if status == 426 {
+            var entity: String?, oldest: Int?, current: Int?
+            if case .object(let details)? = body?.error.details {
+                if case .string(let name)? = details["entity"] { entity = name }
+                if case .int(let value)? = details["oldest_supported"] { oldest = Int(value) }
+                if case .int(let value)? = details["current"] { current = Int(value) }
+            }
+            return .updateRequired(entity: entity, oldestSupported: oldest, current: current)
+        }
+        return .http(status: status, body: body, retryAfter: retryAfter.flatMap(parseRetryAfter))
+    }
+
+    /// `Retry-After` as seconds (delta-seconds or an HTTP date).
+    static func parseRetryAfter(_ text: String) -> TimeInterval? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(trimmed) { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: trimmed).map { max(0, $0.timeIntervalSinceNow) }
+    }
+}
