@@ -53,5 +53,35 @@ tail -n 1 "$work/diagnostics.txt"
 echo "contractc exited with status $status (1 = the contracts have errors)."
 [ "$status" -eq 1 ]
 
+bold "The reference server on an embedded SQLite, in a temporary folder, on a free loopback port"
+swift build --product sync-server 2>&1 | tail -n 1
+server="$(swift build --show-bin-path)/sync-server"
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+data="$work/server-data"
+"$server" seed --data "$data"
+"$server" serve --data "$data" --port "$port" > "$work/server.log" 2>&1 &
+server_pid=$!
+trap 'kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$port/health" > /dev/null && break; sleep 0.2; done
+curl -sf "http://127.0.0.1:$port/health"; echo
+
+token="$("$server" token --data "$data" --tenant demo --user learner-1 --device phone-1 --team team-1 2>/dev/null)"
+auth=(-H "Authorization: Bearer $token")
+echo "A device pulls the content scope (units and lessons, shaped for its schema):"
+curl -sf "${auth[@]}" -H "X-Outpost-Schema: Unit=3,Lesson=2" "http://127.0.0.1:$port/sync/v1/pull?scope=content&limit=3" \
+    | python3 -c 'import json, sys; page = json.load(sys.stdin); print("  " + ", ".join(f"{name}: {len(rows)}" for name, rows in sorted(page["upserts"].items())) + f"; has_more={page['"'"'has_more'"'"']}")'
+
+echo "It pushes a learning record, then resends the same push (as after a lost answer): the second answer is the stored one, applied once:"
+body='{"client_id":"phone-1","schema":{"Statement":1},"mutations":[{"seq":1,"client_mutation_id":"01JDEMO0000000000000000001","entity":"Statement","op":"create","id":"st-1","payload":{"id":"st-1","verb":"completed","object_id":"lesson-battery-safety","stated_at":"2026-11-22T08:00:00.000Z"}}]}'
+for attempt in 1 2; do
+    curl -sf "${auth[@]}" -H "Content-Type: application/json" -d "$body" "http://127.0.0.1:$port/sync/v1/push" \
+        | python3 -c 'import json, sys; r = json.load(sys.stdin); print(f"  attempt '"$attempt"': " + ", ".join(f"seq {x['"'"'seq'"'"']} {x['"'"'status'"'"']}" for x in r["results"]) + f", last_seq {r['"'"'last_seq'"'"']}")'
+done
+echo "Pulling another user's scope is refused:"
+curl -s "${auth[@]}" "http://127.0.0.1:$port/sync/v1/pull?scope=progress:user:someone-else" | sed 's/^/  /'; echo
+
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
+"$server" audit verify --data "$data"
+
 bold "Done"
-echo "The sync server and client library build on this generated code; their demo joins this one as they land."
+echo "The devices' story (offline learner and field operative with sync-device) joins this demo with the client's command-line device."
