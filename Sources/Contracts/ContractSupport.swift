@@ -604,6 +604,23 @@ public struct ScopeDescriptor: Hashable, Sendable {
         self.access = access
     }
 
+    /// The placeholder names of the key template, in order (`user_id` for `progress:user:{user_id}`).
+    public var placeholders: [String] {
+        var names: [String] = []
+        var current: String?
+        for character in keyTemplate {
+            if character == "{" {
+                current = ""
+            } else if character == "}", let name = current {
+                names.append(name)
+                current = nil
+            } else if current != nil {
+                current!.append(character)
+            }
+        }
+        return names
+    }
+
     /// The key with its placeholders filled (`{user_id}` → `values["user_id"]`); `nil` if one is missing.
     public func key(_ values: [String: String]) -> String? {
         var result = ""

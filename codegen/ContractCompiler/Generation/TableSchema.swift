@@ -184,8 +184,7 @@ package struct MigrationStep: Hashable, Sendable {
 
     /// SHA-256 of the statements, for the lock to catch any edit of a released migration.
     package var checksum: String {
-        let text = statements.joined(separator: ";\n")
-        return SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+        ContractSnapshot.sha256Hex(statements.joined(separator: ";\n"))
     }
 }
 

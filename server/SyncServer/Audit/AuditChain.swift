@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 
 /// The audit log's hash chain: each entry's hash covers its content and the previous entry's
@@ -13,20 +12,7 @@ public enum AuditChain {
             previousHash, String(entry.id), entry.tenant, String(entry.recordedAt), entry.userID, entry.deviceID,
             entry.entity, entry.rowID, entry.operation, entry.outcome, entry.detail,
         ].joined(separator: "\n")
-        return hex(SHA256.hash(data: Data(text.utf8)))
-    }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    /// Lowercase hex without `String(format:)`, which was a tenth of a push's cost.
-    static func hex(_ digest: some Sequence<UInt8>) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64)
-        for byte in digest {
-            bytes.append(hexDigits[Int(byte >> 4)])
-            bytes.append(hexDigits[Int(byte & 0x0F)])
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        return Hex.sha256(Data(text.utf8))
     }
 
     /// The result of verifying a log.

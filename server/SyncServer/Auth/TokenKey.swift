@@ -66,7 +66,7 @@ public enum TokenKey {
         // Written as 64 hex characters and a newline: a raw key could end in a newline byte,
         // which `readSecret` (rightly, for keys written with `echo`) does not count.
         let random = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
-        let hex = random.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+        let hex = Hex.string(random)
         let secret = Data((hex + "\n").utf8)
         let written = secret.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         guard written == secret.count else {

@@ -1,4 +1,3 @@
-import Crypto
 public import Foundation
 
 /// The asset files, stored by content: each file is named by the lower-case hex SHA-256 of its
@@ -34,10 +33,7 @@ public struct AssetStore: Sendable {
 
     /// Lower-case hex SHA-256 of `data`.
     public static func checksum(of data: Data) -> String {
-        SHA256.hash(data: data).map { byte in
-            let text = String(byte, radix: 16)
-            return byte < 16 ? "0" + text : text
-        }.joined()
+        Hex.sha256(data)
     }
 
     /// Whether `text` is 64 lower-case hex digits (so it can never name a path elsewhere).

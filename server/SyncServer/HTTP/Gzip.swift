@@ -1,14 +1,14 @@
 import CZlib
-import Foundation
+package import Foundation
 
 /// gzip (RFC 1952) through the system zlib: responses to devices that send
 /// `Accept-Encoding: gzip`, and request bodies sent with `Content-Encoding: gzip`.
-enum Gzip {
+package enum Gzip {
     /// Window bits 15 plus 16: zlib writes and reads the gzip wrapper (header and CRC-32).
     private static let gzipWindowBits: Int32 = 15 + 16
 
     /// The gzip member holding `data`.
-    static func compress(_ data: Data, level: Int32 = Z_DEFAULT_COMPRESSION) -> Data {
+    package static func compress(_ data: Data, level: Int32 = Z_DEFAULT_COMPRESSION) -> Data {
         var stream = z_stream()
         guard deflateInit2_(
             &stream, level, Z_DEFLATED, gzipWindowBits, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)
@@ -33,14 +33,14 @@ enum Gzip {
         return output
     }
 
-    enum InflateFailure: Error {
+    package enum InflateFailure: Error {
         case invalid
         case tooLarge
     }
 
     /// The data of a gzip body, refusing more than `limit` bytes once inflated (a small body
     /// must not expand into gigabytes).
-    static func decompress(_ data: Data, limit: Int) throws(InflateFailure) -> Data {
+    package static func decompress(_ data: Data, limit: Int) throws(InflateFailure) -> Data {
         var stream = z_stream()
         guard inflateInit2_(&stream, gzipWindowBits, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             throw .invalid

@@ -54,7 +54,7 @@ public enum ScopeAccess {
 
     /// Every scope key the identity may read in `scope`.
     public static func readableKeys(in scope: ScopeDescriptor, identity: DeviceIdentity) -> [String] {
-        let placeholders = Self.placeholders(scope.keyTemplate)
+        let placeholders = scope.placeholders
         var values = tokenValues(identity)
         if placeholders.contains("team_id") {
             return identity.teams.sorted().compactMap { team in
@@ -87,22 +87,6 @@ public enum ScopeAccess {
             return (scope, requested)
         }
         return nil
-    }
-
-    private static func placeholders(_ template: String) -> [String] {
-        var names: [String] = []
-        var current: String?
-        for character in template {
-            if character == "{" {
-                current = ""
-            } else if character == "}", let name = current {
-                names.append(name)
-                current = nil
-            } else if current != nil {
-                current!.append(character)
-            }
-        }
-        return names
     }
 
     /// Whether `key` has the shape of `template` (literal parts equal, placeholders non-empty).

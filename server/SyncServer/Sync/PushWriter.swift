@@ -1,5 +1,4 @@
 import Contracts
-import Crypto
 import Foundation
 import SyncProtocol
 
@@ -99,9 +98,6 @@ struct PushWriter {
     }
 
     static func sha256(_ data: Data) -> String {
-        SHA256.hash(data: data).map { byte in
-            let text = String(byte, radix: 16)
-            return byte < 16 ? "0" + text : text
-        }.joined()
+        Hex.sha256(data)
     }
 }
