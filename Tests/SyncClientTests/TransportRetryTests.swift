@@ -38,14 +38,14 @@ import Testing
         for status in [400, 401, 403, 404, 422] {
             #expect(policy.delay(attempt: 1, after: .http(status: status, body: nil, retryAfter: nil)) == nil)
         }
-        #expect(policy.delay(attempt: 1, after: .updateRequired(entity: "unit", oldestSupported: 2, current: 3)) == nil)
+        #expect(policy.delay(attempt: 1, after: .updateRequired(UpdateRequired(entity: "unit", oldestSupported: 2, current: 3), lastSeq: nil)) == nil)
         #expect(policy.delay(attempt: 1, after: .decoding("bad")) == nil)
     }
 
     @Test func errorMapping() {
-        let body = Data(#"{"error":{"code":"schema_too_old","message":"old","details":{"entity":"unit","oldest_supported":2,"current":3}}}"#.utf8)
+        let body = Data(#"{"error":{"code":"schema_too_old","message":"old","details":{"entity":"unit","oldest_supported":2,"current":3,"last_seq":4}}}"#.utf8)
         #expect(URLSessionTransport.error(status: 426, data: body, retryAfter: nil)
-            == .updateRequired(entity: "unit", oldestSupported: 2, current: 3))
+            == .updateRequired(UpdateRequired(entity: "unit", oldestSupported: 2, current: 3), lastSeq: 4))
         guard case .http(429, let parsed?, 7) = URLSessionTransport.error(
             status: 429, data: Data(#"{"error":{"code":"rate_limited","message":"slow"}}"#.utf8), retryAfter: "7")
         else { Issue.record("429 not mapped"); return }

@@ -125,13 +125,21 @@ struct PushServiceTests {
         let old = try #require(await h.refusal([statement], schema: ["Unit": 1, "Statement": 1]))
         #expect(old.status == 426)
         #expect(old.detail.code == .schemaTooOld)
-        #expect(old.detail.details == .object(["entity": .string("Unit"), "oldest_supported": .int(2), "current": .int(3)]))
+        #expect(
+            old.detail.details
+                == .object(["entity": .string("Unit"), "oldest_supported": .int(2), "current": .int(3), "last_seq": .int(0)])
+        )
 
         let unknown = try #require(await h.refusal([statement], schema: ["Spaceship": 1]))
         #expect(unknown.status == 422)
         #expect(unknown.detail.code == .unknownEntity)
 
         #expect(try await h.push([statement], schema: ["Unit": 2, "Statement": 1]).results.first?.status == .applied)
+        // The refusal names the last seq the server took, so the device renumbers only what it never took.
+        let second = h.mutation(2, "Statement", .create, "st-2", h.statementPayload("st-2"))
+        let later = try #require(await h.refusal([second], schema: ["Unit": 1, "Statement": 1]))
+        guard case .object(let details)? = later.detail.details else { Issue.record("no details"); return }
+        #expect(details["last_seq"] == .int(1))
     }
 
     @Test("the audit chain verifies after pushes with every outcome")

@@ -182,7 +182,9 @@ struct RouteErrorTests {
             #expect(push.status == .upgradeRequired)
             let error = try push.errorBody()
             #expect(error.code == .schemaTooOld)
-            #expect(error.details == .object(["entity": .string("Unit"), "oldest_supported": .int(2), "current": .int(3)]))
+            #expect(
+                error.details == .object(["entity": .string("Unit"), "oldest_supported": .int(2), "current": .int(3), "last_seq": .int(0)])
+            )
 
             for uri in ["/sync/v1/pull?scope=content", "/api/v1/content/units/sync"] {
                 let response = try await client.execute(uri: uri, method: .get, headers: harness.headers(nil, [.outpostSchema: "Unit=1"]))

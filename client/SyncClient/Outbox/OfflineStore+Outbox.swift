@@ -80,6 +80,7 @@ extension OfflineStore {
                 db, sql: #"SELECT * FROM "outbox" WHERE "status" IN ('pending', 'sending', 'waiting') ORDER BY "seq""#
             )
             var lastPushSeq = try Metadata.integer(db, .lastPushSeq) ?? 0
+            let held = try Self.heldContractNames(db)
             var mutations: [Mutation] = []
             var versionChecked: Set<String> = []
             for row in rows {
@@ -89,6 +90,12 @@ extension OfflineStore {
                     continue
                 }
                 if record.status == .waiting, let next = record.nextAttemptAt, next > now { break }
+                if held.contains(record.entity) {
+                    // Held until the app is updated. An entry already numbered may have reached
+                    // the server, so nothing after it can go first.
+                    if record.pushSeq != nil { break }
+                    continue
+                }
                 guard let content = try openVerified(db, record, now: now) else { continue }
                 if let entity = ContractRegistry.entity(named: record.entity), entity.conflict == .versionCheck {
                     let key = record.entity + "\u{0}" + record.rowId
@@ -128,7 +135,7 @@ extension OfflineStore {
     public func nextPushRequest(limit: Int = 100) throws(OfflineStoreError) -> PushRequest? {
         let mutations = try pendingMutations(limit: limit)
         guard !mutations.isEmpty else { return nil }
-        return PushRequest(clientId: identity.clientId, schema: Self.schemaVersions, mutations: mutations)
+        return PushRequest(clientId: identity.clientId, schema: try requestSchemaVersions(), mutations: mutations)
     }
 
     /// Applies a push response: see ``markResults(_:)``.

@@ -181,6 +181,7 @@ public final class OfflineStore: Sendable {
         if try Metadata.get(db, .hlc) == nil {
             try Metadata.set(db, .hlc, HybridLogicalClock(milliseconds: 0, counter: 0, node: clientId).description)
         }
+        try liftSatisfiedHolds(db)
         try Metadata.set(db, .schemaVersions, CanonicalJSON.text(.object(OfflineStore.schemaVersions.mapValues { .int(Int64($0)) })))
         return StoreIdentity(
             tenantId: configuration.tenantId, userId: configuration.userId, deviceId: deviceId ?? "", clientId: clientId
@@ -296,6 +297,8 @@ enum Metadata: String {
     case lastPushAt = "last_push_at"
     case lastSyncError = "last_sync_error"
     case lastSyncErrorAt = "last_sync_error_at"
+    /// Contracts held after a 426 (JSON array of `UpdateRequired`).
+    case updateRequired = "update_required"
 
     static func get(_ db: Database, _ key: Metadata) throws -> String? {
         try String.fetchOne(db, sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#, arguments: [key.rawValue])

@@ -47,6 +47,9 @@ public struct ServerChangesReport: Hashable, Sendable {
     public var rebased: [String: Int] = [:]
     /// Contract names this build does not know (a newer server); their rows were skipped.
     public var unknownContracts: [String] = []
+    /// Rows of contracts held until the app is updated (a 426), skipped, by contract name;
+    /// they are pulled again once the update lifts the hold.
+    public var heldForUpdate: [String: Int] = [:]
 
     public init() {}
 }
@@ -80,8 +83,13 @@ extension OfflineStore {
         let now = now().millisecondsSince1970
         return try write { db in
             var report = ServerChangesReport()
+            let held = try Self.heldContractNames(db)
             for name in changes.upserts.keys.sorted() {
                 let rows = changes.upserts[name] ?? []
+                if held.contains(name) {
+                    report.heldForUpdate[name, default: 0] += rows.count
+                    continue
+                }
                 if let entity = ContractRegistry.entity(named: name) {
                     let version = changes.schemaVersions[name] ?? entity.currentVersion
                     // Rows with unsynced writes, looked up once for the page (usually none).
@@ -113,6 +121,10 @@ extension OfflineStore {
                 }
             }
             for name in changes.deletes.keys.sorted() {
+                if held.contains(name) {
+                    report.heldForUpdate[name, default: 0] += changes.deletes[name]?.count ?? 0
+                    continue
+                }
                 guard let entity = ContractRegistry.entity(named: name) else {
                     if !report.unknownContracts.contains(name) { report.unknownContracts.append(name) }
                     continue

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import SyncProtocol
 import Contracts
 
@@ -12,16 +12,22 @@ public struct SyncEngineConfiguration: Sendable {
     public var retry: RetryPolicy
     /// Whether a retryable failure schedules the next attempt by itself.
     public var retriesAutomatically: Bool
+    /// Seconds between syncs while online, once ``SyncEngine/start(connectivity:)`` ran (15 min).
+    public var periodicInterval: TimeInterval
+    /// How the engine waits for the periodic timer and retries (real time unless a test injects one).
+    public var sleeper: any Sleeper
 
     public init(
         scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, retry: RetryPolicy = RetryPolicy(),
-        retriesAutomatically: Bool = true
+        retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60, sleeper: any Sleeper = TaskSleeper()
     ) {
         self.scopes = scopes
         self.pushBatchSize = pushBatchSize
         self.pullPageSize = pullPageSize
         self.retry = retry
         self.retriesAutomatically = retriesAutomatically
+        self.periodicInterval = periodicInterval
+        self.sleeper = sleeper
     }
 }
 
@@ -30,6 +36,11 @@ public struct SyncEngineConfiguration: Sendable {
 /// `syncNow()` pushes oldest first in batches, then pulls every scope page by page (each page
 /// and its cursor in one transaction), then purges rows below the oldest supported schema and
 /// records the success. A trigger while a sync runs coalesces into one more sync after it.
+///
+/// Triggers: ``syncNow()``, ``appDidBecomeActive()``, and after ``start(connectivity:)`` the
+/// connectivity coming back and a timer every ``SyncEngineConfiguration/periodicInterval``
+/// while online. A 426 for one contract holds that contract (``OfflineStore/holdForUpdate(_:serverLastSeq:)``)
+/// and the sync goes on with the others.
 public actor SyncEngine {
     public let store: OfflineStore
     private let transport: any SyncTransport
@@ -38,7 +49,14 @@ public actor SyncEngine {
     private var current: Task<SyncResult, Never>?
     private var queued: Task<SyncResult, Never>?
     private var retryTask: Task<Void, Never>?
+    private var monitorTask: Task<Void, Never>?
+    private var timerTask: Task<Void, Never>?
     private var failures = 0
+    /// Triggers waiting for the one sync queued behind the running one (observable by tests).
+    package private(set) var coalescedTriggers = 0
+    /// What the connectivity monitor said last (`nil`: no monitor). A sync that succeeds while
+    /// it says offline (a request that slipped through as the network went) leaves it offline.
+    private var monitorSaysOnline: Bool?
     private var snapshot = SyncStatus()
     private var continuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
 
@@ -83,6 +101,7 @@ public actor SyncEngine {
         if let conflicts = try? store.conflicts() { snapshot.conflicts = conflicts.count }
         if let retention = try? store.retentionState() { snapshot.retention = retention }
         if let last = try? store.lastSyncSuccess() { snapshot.lastSuccess = last }
+        if let held = try? store.updateRequirements() { snapshot.updateRequired = held }
         if let states = try? store.syncStates() {
             let byKey = Dictionary(states.map { ($0.scopeKey, $0.lastPullAt) }, uniquingKeysWith: { a, _ in a })
             for scope in configuration.scopes { snapshot.freshness[scope] = byKey[scope] ?? nil }
@@ -94,8 +113,12 @@ public actor SyncEngine {
     /// Syncs now; when a sync is running, one more runs after it (all triggers meanwhile share it).
     @discardableResult
     public func syncNow() async -> SyncResult {
-        if let queued { return await queued.value }
+        if let queued {
+            coalescedTriggers += 1
+            return await queued.value
+        }
         if let current {
+            coalescedTriggers += 1
             let task = Task { [current] in
                 _ = await current.value
                 return await self.runQueued()
@@ -111,8 +134,46 @@ public actor SyncEngine {
     /// The app came to the foreground.
     public func appDidBecomeActive() async { await syncNow() }
 
+    /// Starts following `monitor` (a sync each time the server becomes reachable) and the
+    /// periodic timer (a sync every ``SyncEngineConfiguration/periodicInterval`` while online).
+    /// Calling it again replaces the monitor.
+    public func start(connectivity monitor: any ConnectivityMonitor) {
+        stop()
+        monitorTask = Task { [weak self] in
+            for await online in monitor.connectivityUpdates() {
+                guard let self else { return }
+                await self.connectivityChanged(online: online)
+            }
+        }
+        let sleeper = configuration.sleeper
+        let interval = configuration.periodicInterval
+        timerTask = Task { [weak self] in
+            while true {
+                do { try await sleeper.sleep(for: interval) } catch { return }
+                guard let self else { return }
+                await self.periodicTick()
+            }
+        }
+    }
+
+    /// Stops the monitor, the timer and any scheduled retry. A sync already running finishes.
+    public func stop() {
+        monitorTask?.cancel()
+        monitorTask = nil
+        monitorSaysOnline = nil
+        timerTask?.cancel()
+        timerTask = nil
+        retryTask?.cancel()
+        retryTask = nil
+    }
+
+    private func periodicTick() async {
+        if snapshot.connectivity == .online { await syncNow() }
+    }
+
     /// Connectivity changed (from a ``ConnectivityMonitor``); going online syncs.
     public func connectivityChanged(online: Bool) async {
+        monitorSaysOnline = online
         let was = snapshot.connectivity
         snapshot.connectivity = online ? .online : .offline
         publish()
@@ -122,6 +183,7 @@ public actor SyncEngine {
     private func runQueued() async -> SyncResult {
         current = queued
         queued = nil
+        coalescedTriggers = 0
         return await run()
     }
 
@@ -145,7 +207,7 @@ public actor SyncEngine {
             try store.recordSyncSuccess()
             failures = 0
             snapshot.phase = .idle
-            snapshot.connectivity = .online
+            if monitorSaysOnline != false { snapshot.connectivity = .online }
             snapshot.lastError = nil
             snapshot.progress = SyncProgress()
             refreshCounts()
@@ -171,9 +233,10 @@ public actor SyncEngine {
         let detail = error.detail
         try? store.recordSyncFailure(detail)
         snapshot.lastError = detail
-        if case .network = error { snapshot.connectivity = .offline } else { snapshot.connectivity = .online }
-        if case .updateRequired(let entity, let oldest, let current) = error {
-            snapshot.updateRequired = UpdateRequired(entity: entity, oldestSupported: oldest, current: current)
+        if case .network = error {
+            snapshot.connectivity = .offline
+        } else if monitorSaysOnline != false {
+            snapshot.connectivity = .online
         }
         var retryAt: Date?
         if let delay = configuration.retry.delay(attempt: failures, after: error) {
@@ -190,8 +253,9 @@ public actor SyncEngine {
 
     private func scheduleRetry(after delay: TimeInterval) {
         retryTask?.cancel()
+        let sleeper = configuration.sleeper
         retryTask = Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(max(0, delay) * 1_000_000_000))
+            do { try await sleeper.sleep(for: delay) } catch { return }
             guard !Task.isCancelled else { return }
             await self?.syncNow()
         }
@@ -206,6 +270,7 @@ public actor SyncEngine {
         publish()
         var pushed = 0
         var gapRetries = 0
+        var holds = 0
         while true {
             let request: PushRequest
             do {
@@ -231,6 +296,11 @@ public actor SyncEngine {
                     do { try store.resetPushSequence(serverLastSeq: lastSeq) } catch { throw .store(error) }
                     continue
                 }
+                // Hold that contract and push the others; its entries wait for the app update.
+                if holds < request.schema.count, try holdIfUpdateRequired(error, sentSchema: request.schema) {
+                    holds += 1
+                    continue
+                }
                 // Not delivered: the batch waits (due now, so a manual trigger sends it at once;
                 // the engine's retry schedule spaces automatic attempts).
                 do {
@@ -248,6 +318,17 @@ public actor SyncEngine {
         return pushed
     }
 
+    /// After a 426 naming a contract the request carried: holds it (see
+    /// ``OfflineStore/holdForUpdate(_:serverLastSeq:)``) and says the request may be made again.
+    private func holdIfUpdateRequired(_ error: TransportError, sentSchema: [String: Int]) throws(EngineFailure) -> Bool {
+        guard case .updateRequired(let requirement, let lastSeq) = error, let entity = requirement.entity, sentSchema[entity] != nil
+        else { return false }
+        do { try store.holdForUpdate(requirement, serverLastSeq: lastSeq) } catch { throw .store(error) }
+        refreshCounts()
+        publish()
+        return true
+    }
+
     // MARK: Pull
 
     private func pullAll() async throws(EngineFailure) -> Int {
@@ -259,16 +340,26 @@ public actor SyncEngine {
             publish()
             var cursor: String?
             do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
+            var holds = 0
             while true {
                 let page: PullResponse
                 do {
+                    let schema: [String: Int]
+                    do { schema = try store.requestSchemaVersions() } catch { throw EngineFailure.store(error) }
                     page = try await transport.pull(
-                        scope: scope, cursor: cursor, limit: configuration.pullPageSize, schema: OfflineStore.schemaVersions,
-                        clientID: clientID
+                        scope: scope, cursor: cursor, limit: configuration.pullPageSize, schema: schema, clientID: clientID
                     )
-                } catch {
+                } catch let error as TransportError {
+                    if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
+                        holds += 1
+                        continue
+                    }
                     try? store.recordScopeSync(scope, error: error.detail)
                     throw .transport(error)
+                } catch let error as EngineFailure {
+                    throw error
+                } catch {
+                    throw .transport(.network(String(describing: error)))
                 }
                 do {
                     try store.applyServerChanges(ServerChanges(pull: page, scopeKey: scope))

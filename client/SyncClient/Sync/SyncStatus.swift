@@ -29,11 +29,28 @@ public struct SyncProgress: Hashable, Sendable {
     }
 }
 
-/// A contract this build is too old for (426): its writes are not pushed until the app updates.
-public struct UpdateRequired: Hashable, Sendable {
+/// A contract this build is too old for (426): the server no longer accepts or serves this
+/// build's version of it. Its writes stay in the outbox, unsent, and its rows are not pulled
+/// until the app is updated; every other contract keeps syncing.
+public struct UpdateRequired: Hashable, Sendable, Codable {
+    /// The contract (`nil` when the server did not name it: then nothing can be pushed).
     public var entity: String?
+    /// The oldest version the server still supports.
     public var oldestSupported: Int?
+    /// The server's current version.
     public var current: Int?
+
+    public init(entity: String? = nil, oldestSupported: Int? = nil, current: Int? = nil) {
+        self.entity = entity
+        self.oldestSupported = oldestSupported
+        self.current = current
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case entity
+        case oldestSupported = "oldest_supported"
+        case current
+    }
 }
 
 /// A snapshot of everything a sync UI shows.
@@ -52,8 +69,8 @@ public struct SyncStatus: Hashable, Sendable {
     public var retention: RetentionState = .ok
     /// When each subscribed scope was last pulled ("cached 3 h ago"); `nil` never.
     public var freshness: [String: Date?] = [:]
-    /// Set after a 426: the app must be updated.
-    public var updateRequired: UpdateRequired?
+    /// Contracts the server refused with a 426 (by name): the app must be updated for them.
+    public var updateRequired: [UpdateRequired] = []
 
     public init() {}
 }

@@ -23,8 +23,10 @@ public enum TransportError: Error, Sendable, Hashable {
     case http(status: Int, body: ErrorBody?, retryAfter: TimeInterval?)
     /// A 2xx answer that did not decode.
     case decoding(String)
-    /// 426: the device's schema for `entity` is below what the server still supports.
-    case updateRequired(entity: String?, oldestSupported: Int?, current: Int?)
+    /// 426: the device's schema for a contract is below what the server still supports.
+    /// `lastSeq` is the last push seq the server applied for this device, when it said (a
+    /// refused push's seqs above it were not taken).
+    case updateRequired(UpdateRequired, lastSeq: Int64?)
 
     /// The HTTP status, when there was one.
     public var status: Int? {
@@ -42,8 +44,8 @@ public enum TransportError: Error, Sendable, Hashable {
         case .http(let status, let body, _):
             body?.error ?? ErrorDetail(code: ErrorCode("http_\(status)"), message: "HTTP \(status)")
         case .decoding(let message): ErrorDetail(code: ErrorCode("decoding"), message: message)
-        case .updateRequired(let entity, _, _):
-            ErrorDetail(code: .schemaTooOld, message: "update required for \(entity ?? "a contract")")
+        case .updateRequired(let requirement, _):
+            ErrorDetail(code: .schemaTooOld, message: "update required for \(requirement.entity ?? "a contract")")
         }
     }
 }

@@ -105,13 +105,15 @@ public final class URLSessionTransport: SyncTransport {
     static func error(status: Int, data: Data, retryAfter: String?) -> TransportError {
         let body = try? JSONDecoder().decode(ErrorBody.self, from: data)
         if status == 426 {
-            var entity: String?, oldest: Int?, current: Int?
+            var requirement = UpdateRequired()
+            var lastSeq: Int64?
             if case .object(let details)? = body?.error.details {
-                if case .string(let name)? = details["entity"] { entity = name }
-                if case .int(let value)? = details["oldest_supported"] { oldest = Int(value) }
-                if case .int(let value)? = details["current"] { current = Int(value) }
+                if case .string(let name)? = details["entity"] { requirement.entity = name }
+                if case .int(let value)? = details["oldest_supported"] { requirement.oldestSupported = Int(value) }
+                if case .int(let value)? = details["current"] { requirement.current = Int(value) }
+                if case .int(let value)? = details["last_seq"] { lastSeq = value }
             }
-            return .updateRequired(entity: entity, oldestSupported: oldest, current: current)
+            return .updateRequired(requirement, lastSeq: lastSeq)
         }
         return .http(status: status, body: body, retryAfter: retryAfter.flatMap(parseRetryAfter))
     }

@@ -40,12 +40,16 @@ public struct PushService: Sendable {
     /// Applies a push exactly once. Whole-request refusals throw ServiceError:
     /// 400 malformed (empty client_id, seqs not consecutive within the request, more than 1000 mutations),
     /// 409 .sequenceGap with details {"last_seq": N} when the first new seq is beyond last_seq+1,
-    /// 426 .schemaTooOld with details {"entity": name, "oldest_supported": n, "current": m} when request.schema names a version below a contract's oldest_supported (unknown contract names in schema: 422 unknownEntity).
+    /// 426 .schemaTooOld with details {"entity": name, "oldest_supported": n, "current": m, "last_seq": l} when request.schema names a version below a contract's oldest_supported (unknown contract names in schema: 422 unknownEntity).
     ///
     /// Refusals write nothing. A storage failure is a 500 (`internal_error`) and writes nothing either.
     public func push(_ request: PushRequest, identity: DeviceIdentity) async throws(ServiceError) -> PushResponse {
         try Self.checkShape(request)
-        try Self.checkSchema(request.schema)
+        do {
+            try Self.checkSchema(request.schema)
+        } catch where error.status == 426 {
+            throw await withLastSequence(error, tenant: identity.tenant, clientID: request.clientId)
+        }
         // Everything that needs no storage happens here, outside the write lock.
         let prepared = request.mutations.map { PreparedMutation.prepare($0, schema: request.schema, identity: identity) }
         let now = clock.now()
@@ -83,6 +87,19 @@ public struct PushService: Sendable {
                 throw .malformed("mutation with seq \(mutation.seq) has an empty client_mutation_id")
             }
         }
+    }
+
+    /// A 426 names the client's last applied seq too (`last_seq`), so the device knows which
+    /// of the refused seqs the server never took and may number them again without the
+    /// contract it must update.
+    private func withLastSequence(_ refusal: ServiceError, tenant: String, clientID: String) async -> ServiceError {
+        guard case .object(var details)? = refusal.detail.details,
+            let last = try? await storage.read({ reader in try reader.lastSequence(tenant: tenant, clientID: clientID) })
+        else { return refusal }
+        details["last_seq"] = .int(last)
+        var refusal = refusal
+        refusal.detail.details = .object(details)
+        return refusal
     }
 
     /// 422 for a contract name the server does not know; 426 for a version below the oldest supported.

@@ -1,0 +1,71 @@
+import Contracts
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import SyncClient
+import SyncProtocol
+import SyncServer
+import Testing
+
+/// The real sync server on a loopback port, for the duration of `body`.
+struct LiveServer: Sendable {
+    static let secret = Data(repeating: 7, count: 32)
+
+    let url: URL
+    let signer: TokenSigner
+    let storage: SQLiteStorage
+
+    /// A device token for `device` of user `user` in tenant `acme`, member of `team-1`.
+    func token(_ device: String, user: String = "u-1") -> String {
+        signer.sign(
+            DeviceIdentity(
+                tenant: "acme", userID: user, deviceID: device, teams: ["team-1"], isAdmin: false,
+                expiresAt: Int64(Date().timeIntervalSince1970) + 3600
+            )
+        )
+    }
+
+    /// A transport for `device` talking to this server.
+    func transport(_ device: String, user: String = "u-1") -> URLSessionTransport {
+        let token = token(device, user: user)
+        return URLSessionTransport(baseURL: url, timeout: 10) { token }
+    }
+
+    /// Starts a server on a fresh SQLite folder, runs `body`, stops it and removes the folder.
+    static func run(_ body: @Sendable (LiveServer) async throws -> Void) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-server-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try SQLiteStorage(directory: folder)
+        let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
+        let signer = try TokenSigner(secret: secret)
+        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer)
+        let app = buildApplication(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment)
+        try await app.test(.live) { client in
+            try await body(LiveServer(url: URL(string: "http://127.0.0.1:\(client.port!)")!, signer: signer, storage: storage))
+        }
+    }
+}
+
+/// A device's store on a real SQLite file (user `u-1` of tenant `acme`), with its own clock.
+func makeDeviceStore(_ directory: TemporaryDirectory, device: String, clock: any DeviceClock = SystemClock()) throws -> OfflineStore {
+    try OfflineStore(
+        OfflineStoreConfiguration(
+            databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: device,
+            keyProvider: FileKeyProvider(directory: directory.keysURL), clock: clock
+        )
+    )
+}
+
+/// Waits (polling, up to `seconds`) until `condition` holds; records an issue when it never does.
+func eventually(
+    _ what: String, within seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: @Sendable () async throws -> Bool
+) async rethrows {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return }
+        try? await Task.sleep(nanoseconds: 5_000_000)
+    }
+    if try await condition() { return }
+    Issue.record("timed out waiting until \(what)", sourceLocation: sourceLocation)
+}
