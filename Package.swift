@@ -112,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SyncProtocol", "Contracts", "CZlib",
+                "ContractCompiler", "SyncServer", "SyncClient", "SyncProtocol", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "bench/OutpostBench",

@@ -63,7 +63,8 @@ enum Benchmarks {
         CodegenBenchmark.benchmark,
         PushIngestionBenchmark.benchmark,
         PullCompressionBenchmark.benchmark,
-        // Later (DESIGN §8): pull apply vs raw SQLite upsert, initial sync over loopback,
-        // local reads.
+        ClientApplyBenchmark.benchmark,
+        ClientReadBenchmark.benchmark,
+        // Later (DESIGN §8): initial sync over loopback.
     ]
 }

@@ -52,6 +52,14 @@ struct Samples: Sendable {
         precondition(!values.isEmpty, "max of no samples")
         return values.max()!
     }
+
+    /// The value below which `share` of the samples fall (nearest rank; 0.99 = p99).
+    func percentile(_ share: Double) -> Double {
+        precondition(!values.isEmpty, "percentile of no samples")
+        let sorted = values.sorted()
+        let rank = Int((share * Double(sorted.count)).rounded(.up))
+        return sorted[Swift.min(Swift.max(rank, 1), sorted.count) - 1]
+    }
 }
 
 /// Number formatting for the tables (fixed, locale-independent).

@@ -1,4 +1,5 @@
 import Contracts
+import SyncProtocol
 import Foundation
 import GRDB
 
@@ -132,7 +133,7 @@ enum ColumnCodec {
         case (.double, .int64(let number)): return .double(Double(number))
         case (.bool, .int64(let number)): return .bool(number != 0)
         case (.timestamp, .int64(let millis)): return .string(Timestamp(millisecondsSince1970: millis).iso8601)
-        case (.json, .string(let text)), (.list, .string(let text)): return parseJSON(Data(text.utf8)) ?? .null
+        case (.json, .string(let text)), (.list, .string(let text)): return StoredJSON.parse(text) ?? .null
         case (.bytes, .blob(let data)): return .string(data.base64EncodedString())
         case (.ref(let target), _): return wireValue(value, kind: primaryKeyKind(of: target))
         case (_, .string(let text)): return .string(text)
@@ -151,14 +152,7 @@ enum ColumnCodec {
 
     /// Parses any JSON text, fragments included.
     static func parseJSON(_ data: Data) -> JSONValue? {
-        // Wrapped in an array: top-level fragments (`"text"`, `3`) decode on every platform.
-        var wrapped = Data("[".utf8)
-        wrapped.append(data)
-        wrapped.append(contentsOf: Array("]".utf8))
-        guard case .array(let items)? = try? JSONDecoder().decode(JSONValue.self, from: wrapped), items.count == 1 else {
-            return nil
-        }
-        return items[0]
+        StoredJSON.parse(String(decoding: data, as: UTF8.self))
     }
 
     /// The text form of a primary key (ids as they are, UUIDs lowercased, integers in decimal),

@@ -24,7 +24,7 @@ enum WireCoding {
     /// A generated type from its wire object.
     static func decode<Value: Decodable>(_ type: Value.Type, from fields: [String: JSONValue]) throws(Failure) -> Value {
         do {
-            return try JSONDecoder().decode(Value.self, from: JSONEncoder().encode(JSONValue.object(fields)))
+            return try JSONValueDecoder.decode(Value.self, from: .object(fields))
         } catch let DecodingError.keyNotFound(key, _) {
             throw Failure(reason: "'\(key.stringValue)' is missing")
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {

@@ -294,15 +294,9 @@ extension OfflineStore {
             contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .server, missing: .defaults
         )
         let version = serverVersion ?? Self.serverVersion(of: shaped, entity: entity)
-        let names = columns.map(\.name) + ["_schema_version", "_server_version", "_synced_at"]
-        let values = columns.map(\.value) + [schemaVersion.databaseValue, version.databaseValue, now.databaseValue]
-        let updates = names.filter { $0 != entity.primaryKey }.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
-        // The same text for every row of a contract: compiled once per connection.
-        let statement = try db.cachedStatement(
-            sql: "INSERT INTO \(entity.table.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
-                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) "
-                + "ON CONFLICT (\(entity.primaryKey.quotedDatabaseIdentifier)) DO UPDATE SET \(updates.joined(separator: ", "))"
-        )
+        var values = columns.map(\.value)
+        values.append(contentsOf: [schemaVersion.databaseValue, version.databaseValue, now.databaseValue])
+        let statement = try db.cachedStatement(sql: Self.serverUpsertSQL(entity))
         try statement.execute(arguments: StatementArguments(values))
         switch replay {
         case .never: return false
@@ -310,6 +304,22 @@ extension OfflineStore {
         case .always, .ifQueued: return try replayUnsyncedWrites(db, entity, id: id)
         }
     }
+
+    /// `INSERT … ON CONFLICT DO UPDATE` of every contract field (in the contract's order, as
+    /// ``RowCodec/columns(contract:table:id:fields:wire:mode:missing:)`` gives them with missing
+    /// fields defaulted) and the sync columns; the text is made once per contract, not per row.
+    static func serverUpsertSQL(_ entity: EntityDescriptor) -> String {
+        if let made = upsertSQLByTable.withLock({ $0[entity.table] }) { return made }
+        let names = entity.fields.map(\.name) + ["_schema_version", "_server_version", "_synced_at"]
+        let updates = names.filter { $0 != entity.primaryKey }.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
+        let sql = "INSERT INTO \(entity.table.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+            + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) "
+            + "ON CONFLICT (\(entity.primaryKey.quotedDatabaseIdentifier)) DO UPDATE SET \(updates.joined(separator: ", "))"
+        upsertSQLByTable.withLock { $0[entity.table] = sql }
+        return sql
+    }
+
+    private static let upsertSQLByTable = Locked<[String: String]>([:])
 
     /// Re-applies the device's unsynced writes of a row over what is stored, in `seq` order.
     func replayUnsyncedWrites(_ db: Database, _ entity: EntityDescriptor, id: String) throws -> Bool {

@@ -1,5 +1,6 @@
 public import Contracts
 public import Foundation
+import SyncProtocol
 
 /// A value as storage holds it: the five SQLite storage classes, which PostgreSQL maps too.
 public enum SQLValue: Hashable, Sendable {

@@ -2,10 +2,10 @@ import Contracts
 import Foundation
 import Testing
 
-@testable import SyncServer
+import SyncProtocol
 
-@Suite("Reading stored JSON columns for pull")
-struct PullStoredJSONTests {
+@Suite("Reading stored JSON columns (pull rows and device reads)")
+struct StoredJSONTests {
     static let documents: [JSONValue] = [
         .null, .bool(true), .bool(false), .int(0), .int(-7), .int(Int64.max), .int(Int64.min), .double(0.7), .double(-1.5e-9),
         .double(1e+300), .string(""), .string("plain"), .string("quote \" backslash \\ slash / newline \n tab \t"),
@@ -37,14 +37,5 @@ struct PullStoredJSONTests {
     ])
     func refuses(_ text: String) {
         #expect(StoredJSON.parse(text) == nil)
-    }
-
-    @Test("list and json columns go through it to the wire")
-    func columns() throws {
-        let tags = try #require(ContractRegistry.unit.field(named: "tags"))
-        #expect(RowCodec.wireValue(.text(#"["a","b"]"#), for: tags) == .array([.string("a"), .string("b")]))
-        let body = try #require(ContractRegistry.lesson.field(named: "body"))
-        #expect(RowCodec.wireValue(.text(#"{"k":[1,{"x":null}]}"#), for: body) == .object(["k": .array([.int(1), .object(["x": .null])])]))
-        #expect(RowCodec.wireValue(.text("not json"), for: body) == .null)
     }
 }

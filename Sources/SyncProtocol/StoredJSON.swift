@@ -1,0 +1,217 @@
+package import Contracts
+
+/// Reads the JSON text of `json` and `list` columns (canonical JSON, see ``CanonicalJSON``)
+/// back into a ``JSONValue``: for every row a server pull sends and every typed read on a
+/// device. It reads what `JSONDecoder` reads, into the same values.
+///
+/// `JSONDecoder` through `JSONValue`'s `Decodable` conformance tries each type in turn and
+/// pays for a thrown error at every miss, which made these columns the most expensive part of
+/// a pull page and of a device's reads. This reads the bytes once. Whole numbers that fit in 64 bits are `.int`, other
+/// numbers `.double`; anything that is not one whole JSON value is `nil`.
+package enum StoredJSON {
+    package static func parse(_ text: String) -> JSONValue? {
+        var text = text
+        return text.withUTF8 { buffer in
+            var parser = Parser(bytes: buffer)
+            guard let value = parser.value(depth: 0) else { return nil }
+            parser.skipWhitespace()
+            return parser.index == buffer.count ? value : nil
+        }
+    }
+
+    private struct Parser {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+
+        init(bytes: UnsafeBufferPointer<UInt8>) {
+            self.bytes = bytes
+        }
+
+        mutating func skipWhitespace() {
+            while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
+                index += 1
+            }
+        }
+
+        mutating func literal(_ word: StaticString, _ value: JSONValue) -> JSONValue? {
+            let count = word.utf8CodeUnitCount
+            guard index + count <= bytes.count else { return nil }
+            for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] {
+                return nil
+            }
+            index += count
+            return value
+        }
+
+        mutating func value(depth: Int) -> JSONValue? {
+            skipWhitespace()
+            guard index < bytes.count, depth < 512 else { return nil }
+            switch bytes[index] {
+            case UInt8(ascii: "{"):
+                index += 1
+                var members: [String: JSONValue] = [:]
+                skipWhitespace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+                    index += 1
+                    return .object(members)
+                }
+                while true {
+                    skipWhitespace()
+                    guard let key = string() else { return nil }
+                    skipWhitespace()
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+                    index += 1
+                    guard let member = value(depth: depth + 1) else { return nil }
+                    members[key] = member
+                    skipWhitespace()
+                    guard index < bytes.count else { return nil }
+                    if bytes[index] == UInt8(ascii: ",") {
+                        index += 1
+                    } else if bytes[index] == UInt8(ascii: "}") {
+                        index += 1
+                        return .object(members)
+                    } else {
+                        return nil
+                    }
+                }
+            case UInt8(ascii: "["):
+                index += 1
+                var items: [JSONValue] = []
+                skipWhitespace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+                    index += 1
+                    return .array(items)
+                }
+                while true {
+                    guard let item = value(depth: depth + 1) else { return nil }
+                    items.append(item)
+                    skipWhitespace()
+                    guard index < bytes.count else { return nil }
+                    if bytes[index] == UInt8(ascii: ",") {
+                        index += 1
+                    } else if bytes[index] == UInt8(ascii: "]") {
+                        index += 1
+                        return .array(items)
+                    } else {
+                        return nil
+                    }
+                }
+            case UInt8(ascii: "\""): return string().map(JSONValue.string)
+            case UInt8(ascii: "t"): return literal("true", .bool(true))
+            case UInt8(ascii: "f"): return literal("false", .bool(false))
+            case UInt8(ascii: "n"): return literal("null", .null)
+            default: return number()
+            }
+        }
+
+        mutating func number() -> JSONValue? {
+            let start = index
+            var integral = true
+            if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let digitsStart = index
+            while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+            guard index > digitsStart else { return nil }
+            if bytes[digitsStart] == 48, index - digitsStart > 1 { return nil }  // no leading zeros
+            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+                integral = false
+                index += 1
+                let fraction = index
+                while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+                guard index > fraction else { return nil }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                integral = false
+                index += 1
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                let exponent = index
+                while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+                guard index > exponent else { return nil }
+            }
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            if integral, let number = Int64(text) { return .int(number) }
+            guard let number = Double(text) else { return nil }
+            // Like JSONDecoder: a whole number written with a fraction or exponent (`1E3`, `0.0`) is an int.
+            if number == number.rounded(), abs(number) < 9.2e18 { return .int(Int64(number)) }
+            return .double(number)
+        }
+
+        mutating func string() -> String? {
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            index += 1
+            let start = index
+            // The common case: no escapes, copied in one go.
+            while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20 {
+                index += 1
+            }
+            guard index < bytes.count else { return nil }
+            if bytes[index] == UInt8(ascii: "\"") {
+                defer { index += 1 }
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            }
+            var scalars = String.UnicodeScalarView()
+            var utf8 = Array(bytes[start..<index])
+            func flush() {
+                scalars.append(contentsOf: String(decoding: utf8, as: UTF8.self).unicodeScalars)
+                utf8.removeAll(keepingCapacity: true)
+            }
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    index += 1
+                    flush()
+                    return String(scalars)
+                }
+                guard byte >= 0x20 else { return nil }
+                if byte != UInt8(ascii: "\\") {
+                    utf8.append(byte)
+                    index += 1
+                    continue
+                }
+                guard index + 1 < bytes.count else { return nil }
+                let escape = bytes[index + 1]
+                index += 2
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(escape)
+                case UInt8(ascii: "b"): utf8.append(0x08)
+                case UInt8(ascii: "f"): utf8.append(0x0C)
+                case UInt8(ascii: "n"): utf8.append(0x0A)
+                case UInt8(ascii: "r"): utf8.append(0x0D)
+                case UInt8(ascii: "t"): utf8.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard var code = hex4() else { return nil }
+                    if (0xD800...0xDBFF).contains(code) {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                            return nil
+                        }
+                        index += 2
+                        guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { return nil }
+                    flush()
+                    scalars.append(scalar)
+                default: return nil
+                }
+            }
+            return nil
+        }
+
+        mutating func hex4() -> UInt32? {
+            guard index + 4 <= bytes.count else { return nil }
+            var code: UInt32 = 0
+            for _ in 0..<4 {
+                let byte = bytes[index]
+                let digit: UInt32
+                switch byte {
+                case 48...57: digit = UInt32(byte - 48)
+                case 65...70: digit = UInt32(byte - 55)
+                case 97...102: digit = UInt32(byte - 87)
+                default: return nil
+                }
+                code = code << 4 | digit
+                index += 1
+            }
+            return code
+        }
+    }
+}

@@ -1,0 +1,189 @@
+import Contracts
+import Foundation
+import SyncClient
+import SyncProtocol
+import Testing
+
+/// The code of `docs/client.md`. Every `// snippet: NAME` … `// end snippet` region below is
+/// copied verbatim into the guide under `<!-- snippet: NAME -->`; ``guideMatchesTheseTests()``
+/// fails when the two differ, so the guide's examples are always code that ran.
+@Suite struct ClientGuideTests {
+    @Test func anAppsDayOffline() async throws {
+        try await LiveServer.run { server in
+            let folder = try TemporaryDirectory()
+            let serverURL = server.url
+            let deviceToken = server.token("phone-1")
+            let otherDevice = try makeDeviceStore(try TemporaryDirectory(), device: "tablet-1")
+            let otherEngine = SyncEngine(store: otherDevice, transport: server.transport("tablet-1"), configuration: .init(scopes: ["team"]))
+            // The team's task list, made on another device.
+            try otherDevice.create(FieldTask(id: "task-1", teamId: "team-1", title: "Inspect pump 7", taskKind: .inspection, revision: 0))
+            guard case .succeeded = await otherEngine.syncNow() else { Issue.record("tablet sync"); return }
+
+            // snippet: open
+            let store = try OfflineStore(
+                OfflineStoreConfiguration(
+                    databaseURL: folder.url.appendingPathComponent("outpost.sqlite"),
+                    tenantId: "acme", userId: "u-1", deviceId: "phone-1",
+                    // KeychainKeyProvider() on Apple platforms.
+                    keyProvider: FileKeyProvider(directory: folder.url.appendingPathComponent("keys"))
+                )
+            )
+            // end snippet
+
+            // snippet: engine
+            let transport = URLSessionTransport(baseURL: serverURL) { deviceToken }
+            let engine = SyncEngine(
+                store: store, transport: transport,
+                configuration: SyncEngineConfiguration(scopes: ["user", "team", "content"])
+            )
+            // Syncs when the server becomes reachable and every 15 minutes while it is.
+            await engine.start(connectivity: SystemConnectivityMonitor.make(transport: transport))
+            // end snippet
+            defer { Task { await engine.stop() } }
+
+            // snippet: status
+            let statusUpdates = Task { () -> SyncStatus? in
+                for await status in await engine.status {
+                    // Drive the UI: status.connectivity, status.phase, status.progress,
+                    // status.pending / failed / conflicts, status.freshness["team"], ...
+                    if status.pending == 0, status.lastSuccess != nil { return status }
+                }
+                return nil
+            }
+            // end snippet
+
+            // snippet: write
+            try store.create(
+                Incident(
+                    id: "inc-7", teamId: "team-1", number: "INC-7", shortDescription: "Pump 7 leaking", state: .new,
+                    priority: .high, openedAt: Timestamp(Date()), updatedAt: Timestamp(Date())
+                )
+            )
+            try store.patch(Incident.self, id: "inc-7", [.state(.inProgress), .assigneeId("u-1")])
+            try store.record(TaskStarted(teamId: "team-1", taskId: "task-1"))
+            // end snippet
+
+            // snippet: read
+            let urgent = try store.all(
+                Incident.self, where: .equals(.teamId("team-1")) && .oneOf([.priority(.critical), .priority(.high)]),
+                orderBy: [.descending("opened_at")]
+            )
+            // end snippet
+            #expect(urgent.map(\.id) == ["inc-7"])
+
+            // snippet: sync
+            switch await engine.syncNow() {
+            case .succeeded(let pushed, let pulled):
+                print("pushed \(pushed), pulled \(pulled)")
+            case .failed(let error, let retryAt):
+                print("not synced (\(error.detail.message)); next attempt \(retryAt.map { "\($0)" } ?? "when triggered")")
+            case .storeFailed(let reason):
+                print("the local store failed: \(reason)")
+            }
+            // end snippet
+            let synced = try #require(await statusUpdates.value)
+            let refused = try store.outboxEntries(statuses: [.failed]).map { "\($0.entity): \($0.lastError?.message ?? "")" }
+            #expect(synced.failed == 0, "\(refused)")
+            #expect(synced.lastError == nil)
+
+            // The tablet changes the incident's state meanwhile; the phone's change of the same field is later.
+            guard case .succeeded = await otherEngine.syncNow() else { Issue.record("tablet sync"); return }
+            try otherDevice.patch(Incident.self, id: "inc-7", [.state(.onHold)])
+            try store.patch(Incident.self, id: "inc-7", [.priority(.critical)])
+
+            // snippet: observe
+            let teamIncidents = store.observeAll(Incident.self, where: .equals(.teamId("team-1")))
+            for try await incidents in teamIncidents {
+                // Yields the cached rows at once, then again after every change (a sync included).
+                if incidents.contains(where: { $0.state == .onHold && $0.priority == .critical }) { break }
+                await engine.syncNow()
+                await otherEngine.syncNow()
+            }
+            // end snippet
+
+            // snippet: conflicts
+            for conflict in try store.conflicts() {
+                // conflict.localRow and conflict.serverRow hold both versions for the UI.
+                try store.resolveConflict(conflict.id, with: .keepMine)  // or .takeTheirs, or resolveConflict(_:merged:)
+            }
+            for entry in try store.outboxEntries(statuses: [.failed]) {
+                // Refused by the server for good (entry.lastError says why): retry or give up.
+                try store.discardFailed(seq: entry.seq)  // or retryFailed(seq:)
+            }
+            // end snippet
+
+            // snippet: update-required
+            for requirement in await engine.currentStatus.updateRequired {
+                print("update the app to keep syncing \(requirement.entity ?? "data")")
+            }
+            // end snippet
+
+            await engine.stop()
+            // snippet: sign-out
+            do {
+                try store.signOut()
+            } catch OfflineStoreError.pendingWrites(let count) {
+                print("\(count) changes are not on the server yet; sync first or sign out with force: true")
+            }
+            // end snippet
+            #expect(!FileManager.default.fileExists(atPath: folder.url.appendingPathComponent("outpost.sqlite").path))
+        }
+    }
+
+    /// The guide's code blocks are the snippets above, character for character.
+    @Test func guideMatchesTheseTests() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let guide = try String(contentsOf: root.appendingPathComponent("docs/client.md"), encoding: .utf8)
+        let tests = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
+        let snippets = Self.snippets(in: tests)
+        #expect(snippets.count >= 9)
+        let blocks = Self.guideBlocks(in: guide)
+        #expect(Set(blocks.keys) == Set(snippets.keys), "docs/client.md must show every snippet of ClientGuideTests, and only those")
+        for (name, code) in snippets {
+            #expect(blocks[name] == code, "docs/client.md's '\(name)' block differs from ClientGuideTests.swift")
+        }
+    }
+
+    /// `// snippet: NAME` regions, dedented.
+    static func snippets(in source: String) -> [String: String] {
+        var result: [String: String] = [:]
+        var current: (name: String, lines: [Substring])?
+        for line in source.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.hasPrefix("// snippet: ") {
+                current = (String(trimmed.dropFirst("// snippet: ".count)), [])
+            } else if trimmed == "// end snippet", let finished = current {
+                let indent = finished.lines.filter { !$0.allSatisfy(\.isWhitespace) }.map { $0.prefix { $0 == " " }.count }.min() ?? 0
+                result[finished.name] = finished.lines.map { String($0.dropFirst(min(indent, $0.count))) }.joined(separator: "\n")
+                current = nil
+            } else if current != nil {
+                current?.lines.append(line)
+            }
+        }
+        return result
+    }
+
+    /// The ```swift blocks that follow `<!-- snippet: NAME -->` in the guide.
+    static func guideBlocks(in guide: String) -> [String: String] {
+        var result: [String: String] = [:]
+        let lines = guide.split(separator: "\n", omittingEmptySubsequences: false)
+        var index = 0
+        while index < lines.count {
+            let line = lines[index].trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("<!-- snippet: "), line.hasSuffix(" -->"),
+                index + 1 < lines.count, lines[index + 1].trimmingCharacters(in: .whitespaces) == "```swift"
+            {
+                let name = String(line.dropFirst("<!-- snippet: ".count).dropLast(" -->".count))
+                var body: [Substring] = []
+                index += 2
+                while index < lines.count, lines[index].trimmingCharacters(in: .whitespaces) != "```" {
+                    body.append(lines[index])
+                    index += 1
+                }
+                result[name] = body.joined(separator: "\n")
+            }
+            index += 1
+        }
+        return result
+    }
+}
