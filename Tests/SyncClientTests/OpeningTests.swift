@@ -12,7 +12,10 @@ struct OpeningTests {
         let test = try TestStore()
         #expect(try test.store.appliedMigrations() == OfflineStore.migrationIdentifiers)
         #expect(OfflineStore.migrationIdentifiers.first == "client.v1.sync_tables")
-        #expect(Array(OfflineStore.migrationIdentifiers.dropFirst()) == ContractRegistry.clientMigrations.map(\.identifier))
+        #expect(
+            Array(OfflineStore.migrationIdentifiers.dropFirst(ClientSchema.migrations.count))
+                == ContractRegistry.clientMigrations.map(\.identifier)
+        )
         let (tables, mode) = try test.raw { db in
             (try String.fetchSet(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"),
              try String.fetchOne(db, sql: "PRAGMA journal_mode"))

@@ -71,6 +71,19 @@ public struct AssetRecord: Hashable, Sendable, Identifiable {
         updatedAt = Timestamp(millisecondsSince1970: row["updated_at"])
     }
 
+    /// Inserts or replaces the record.
+    func save(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO "assets" ("asset_id", "unit_id", "lesson_id", "remote_url", "content_type",
+                    "size_bytes", "checksum", "local_path", "status", "downloaded_bytes", "etag", "last_error",
+                    "downloaded_at", "last_accessed_at", "updated_at")
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: arguments
+        )
+    }
+
     var arguments: StatementArguments {
         [
             id, unitId, lessonId, remoteURL, contentType, sizeBytes, checksum, localPath, status.rawValue, downloadedBytes, etag,
@@ -138,17 +151,7 @@ extension OfflineStore {
 
     /// Inserts or replaces the record of an asset file.
     public func saveAssetRecord(_ record: AssetRecord) throws(OfflineStoreError) {
-        try write { db in
-            try db.execute(
-                sql: """
-                    INSERT OR REPLACE INTO "assets" ("asset_id", "unit_id", "lesson_id", "remote_url", "content_type",
-                        "size_bytes", "checksum", "local_path", "status", "downloaded_bytes", "etag", "last_error",
-                        "downloaded_at", "last_accessed_at", "updated_at")
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: record.arguments
-            )
-        }
+        try write { db in try record.save(db) }
     }
 
     /// Forgets the record of an asset file (the file itself is the caller's to delete).

@@ -10,9 +10,13 @@ enum ClientSchema {
     /// The identifier of the first client migration.
     static let syncTablesV1 = "client.v1.sync_tables"
 
+    /// The migration that adds the per-unit cache bookkeeping (``unitCacheV2Statements``).
+    static let unitCacheV2 = "client.v2.unit_cache"
+
     /// The client's own migrations, in order.
     static let migrations: [(identifier: String, statements: [String])] = [
-        (syncTablesV1, syncTablesV1Statements)
+        (syncTablesV1, syncTablesV1Statements),
+        (unitCacheV2, unitCacheV2Statements),
     ]
 
     static let syncTablesV1Statements = [
@@ -99,6 +103,24 @@ enum ClientSchema {
             "value" TEXT NOT NULL
         )
         """,
+    ]
+
+    /// One row per unit the device downloaded (or began to): what cache management and the
+    /// eviction order need. A table of its own rather than columns of `units`, so it never
+    /// touches a generated table and outlives a unit row the server deleted (its files are then
+    /// still found and freed). Sizes are not stored: they are summed from `assets`, so they
+    /// cannot drift from the files.
+    static let unitCacheV2Statements = [
+        """
+        CREATE TABLE "unit_cache" (
+            "unit_id" TEXT PRIMARY KEY NOT NULL,
+            "added_at" INTEGER NOT NULL,
+            "downloaded_at" INTEGER,
+            "last_opened_at" INTEGER,
+            "completed_at" INTEGER,
+            "expires_at" INTEGER
+        )
+        """
     ]
 
     /// Every migration this build knows: the client's own, then the generated contract ones.

@@ -10,9 +10,10 @@ public import SyncProtocol
 /// device token as `Authorization: Bearer`.
 public final class URLSessionTransport: SyncTransport {
     public let baseURL: URL
-    private let token: @Sendable () -> String
-    private let session: URLSession
-    private let timeout: TimeInterval
+    // Internal, not private: the asset routes (URLSessionTransport+Assets.swift) share them.
+    let token: @Sendable () -> String
+    let session: URLSession
+    let timeout: TimeInterval
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `https://sync.example.com`.
@@ -72,7 +73,7 @@ public final class URLSessionTransport: SyncTransport {
 
     // MARK: - Internals
 
-    private func makeRequest(path: String, query: [URLQueryItem]) -> URLRequest {
+    func makeRequest(path: String, query: [URLQueryItem]) -> URLRequest {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query }
         var request = URLRequest(url: components.url!, timeoutInterval: timeout)
@@ -82,7 +83,7 @@ public final class URLSessionTransport: SyncTransport {
         return request
     }
 
-    private func send<T: Decodable>(_ request: URLRequest, as type: T.Type) async throws(TransportError) -> T {
+    func send<T: Decodable>(_ request: URLRequest, as type: T.Type) async throws(TransportError) -> T {
         let data: Data
         let response: URLResponse
         do {

@@ -1,0 +1,85 @@
+public import Foundation
+
+/// Where a unit's offline copy stands.
+public enum UnitCacheStatus: String, Hashable, Sendable, CaseIterable {
+    /// Every file of the unit is on the device, verified.
+    case downloaded
+    /// Some files (or parts of them) are on the device: an interrupted or failed download, or
+    /// files added to the unit since it was downloaded.
+    case partial
+    /// No file of the unit is on the device.
+    case notDownloaded = "not_downloaded"
+    /// Its expiry date passed, or the server deleted the unit while its files were still on the
+    /// device: evicted first.
+    case expired
+}
+
+/// A unit as cache management lists it: its offline state, size and use.
+public struct CachedUnit: Hashable, Sendable, Identifiable {
+    public var id: String
+    /// The unit's title; `nil` when its row is no longer on the device (deleted on the server)
+    /// while its files still are.
+    public var title: String?
+    public var status: UnitCacheStatus
+    /// Bytes of its asset files on the device, partial downloads included. Only the files
+    /// count: the unit's rows in SQLite are a few kilobytes at most.
+    public var bytesOnDisk: Int64
+    /// Bytes of all its files once downloaded, from their metadata.
+    public var bytesTotal: Int64
+    /// Its asset files, and how many of them are on the device, verified.
+    public var fileCount: Int
+    public var downloadedFileCount: Int
+    /// When the device began keeping it (its first download or opening); `nil` for a unit only
+    /// listed in the catalogue.
+    public var addedAt: Date?
+    /// When its last download finished.
+    public var downloadedAt: Date?
+    /// When the app last opened it (``OfflineStore/markUnitOpened(id:)``).
+    public var lastOpenedAt: Date?
+    /// Whether the learner completed it: marked by the app (``OfflineStore/markUnitCompleted(id:completed:)``),
+    /// or a `CompletionRecord` of the whole unit (no lesson) is on the device.
+    public var isCompleted: Bool
+    /// When its offline copy expires (``OfflineStore/setUnitExpiry(id:expiresAt:)``, or the
+    /// `Unit` contract's `retention` counted from the download).
+    public var expiresAt: Date?
+    /// Writes not yet on the server involve it (its rows, or rows that refer to them such as
+    /// progress events): it is never evicted.
+    public var hasUnsyncedWrites: Bool
+}
+
+/// The storage the offline store uses, for a settings screen.
+public struct CacheTotals: Hashable, Sendable {
+    /// Units listed by ``OfflineStore/cachedUnits()``, and those of them fully downloaded.
+    public var units: Int
+    public var downloadedUnits: Int
+    /// Bytes of every asset file on the device, partial downloads included.
+    public var bytesOnDisk: Int64
+    /// Of those, bytes of partial downloads.
+    public var partialBytes: Int64
+    /// Asset files on the device, verified.
+    public var files: Int
+    /// Bytes of the SQLite database (with its `-wal` and `-shm` files).
+    public var databaseBytes: Int64
+}
+
+/// How many bytes of asset files the device keeps, and the ages of DESIGN §6's eviction
+/// order: expired units first, then completed ones not opened for ``completedUnopenedAge``,
+/// then never-opened ones older than ``neverOpenedAge``, then the least recently used. Units
+/// with unsynced writes are never evicted.
+public struct CacheBudget: Hashable, Sendable {
+    /// The most bytes of asset files to keep.
+    public var maxBytes: Int64
+    /// A completed unit not opened for this long goes right after expired ones (7 days).
+    public var completedUnopenedAge: TimeInterval
+    /// A unit never opened, downloaded this long ago, goes next (3 days).
+    public var neverOpenedAge: TimeInterval
+
+    public init(maxBytes: Int64, completedUnopenedAge: TimeInterval = 7 * 86_400, neverOpenedAge: TimeInterval = 3 * 86_400) {
+        self.maxBytes = maxBytes
+        self.completedUnopenedAge = completedUnopenedAge
+        self.neverOpenedAge = neverOpenedAge
+    }
+
+    /// 500 MB (500 000 000 bytes, as storage settings count them).
+    public static let standard = CacheBudget(maxBytes: 500_000_000)
+}

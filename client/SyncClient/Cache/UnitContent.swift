@@ -1,0 +1,71 @@
+import Contracts
+import Foundation
+import GRDB
+
+/// The rows a unit owns on the device, in the tables the registry names: the unit, its lessons
+/// (by `unit_id`), their `Asset` rows (by `lesson_id`), and the download records (`assets`) of
+/// those files.
+enum UnitContent {
+    static let unitTable = Contracts.Unit.descriptor.table.quotedDatabaseIdentifier
+    static let lessonTable = Lesson.descriptor.table.quotedDatabaseIdentifier
+    static let assetTable = Asset.descriptor.table.quotedDatabaseIdentifier
+    static let completionTable = CompletionRecord.descriptor.table.quotedDatabaseIdentifier
+
+    /// The ids of the unit's lessons.
+    static func lessonIds(_ db: Database, unitId: String) throws -> [String] {
+        try String.fetchAll(db, sql: "SELECT \"id\" FROM \(lessonTable) WHERE \"unit_id\" = ? ORDER BY \"id\"", arguments: [unitId])
+    }
+
+    /// The ids of the `Asset` rows of the unit's lessons.
+    static func assetIds(_ db: Database, unitId: String) throws -> [String] {
+        try String.fetchAll(
+            db,
+            sql: "SELECT \"id\" FROM \(assetTable) WHERE \"lesson_id\" IN (SELECT \"id\" FROM \(lessonTable) WHERE \"unit_id\" = ?) ORDER BY \"id\"",
+            arguments: [unitId]
+        )
+    }
+
+    /// The ids of the unit's download records: by `unit_id`, or by one of its `Asset` rows.
+    static func recordIds(_ db: Database, unitId: String) throws -> [String] {
+        try String.fetchAll(
+            db,
+            sql: """
+                SELECT "asset_id" FROM "assets" WHERE "unit_id" = ? OR "asset_id" IN (
+                    SELECT "id" FROM \(assetTable) WHERE "lesson_id" IN (SELECT "id" FROM \(lessonTable) WHERE "unit_id" = ?))
+                ORDER BY "asset_id"
+                """,
+            arguments: [unitId, unitId]
+        )
+    }
+
+    /// Deletes download records; returns their files (final and partial) in `directory`.
+    static func deleteRecords(_ db: Database, ids: [String], directory: URL) throws -> [URL] {
+        guard !ids.isEmpty else { return [] }
+        try db.execute(
+            sql: #"DELETE FROM "assets" WHERE "asset_id" IN ("# + placeholders(ids.count) + ")", arguments: StatementArguments(ids)
+        )
+        return ids.flatMap { id in
+            let files = AssetFiles.urls(assetId: id, in: directory)
+            return [files.final, files.partial]
+        }
+    }
+
+    /// Forgets the pull cursor of the scope of units, lessons and assets (stored under the
+    /// scope's name or its key, as the app subscribed), so that the next pull lists the
+    /// catalogue again, deleted units included.
+    static func forgetContentCursors(_ db: Database) throws {
+        var keys: Set<String> = []
+        for entity in [Contracts.Unit.descriptor, Lesson.descriptor, Asset.descriptor] {
+            keys.insert(entity.scope)
+            if let key = ContractRegistry.scope(named: entity.scope)?.key([:]) { keys.insert(key) }
+        }
+        try db.execute(
+            sql: #"UPDATE "sync_state" SET "cursor" = NULL WHERE "scope_key" IN ("# + placeholders(keys.count) + ")",
+            arguments: StatementArguments(keys.sorted())
+        )
+    }
+
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
+    }
+}

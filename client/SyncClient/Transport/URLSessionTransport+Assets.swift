@@ -1,0 +1,90 @@
+public import Foundation
+public import SyncProtocol
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The asset routes over URLSession.
+///
+/// Files come as byte ranges, each fetched with `download(for:)`: the body goes to a temporary
+/// file, never into memory (whatever its size, even when a changed file comes back whole), and
+/// the call exists both on Apple platforms and in Linux's FoundationNetworking, where
+/// `bytes(for:)` does not. Download tasks cannot be resumed on Linux (no resume data), so
+/// ``AssetDownloader`` asks for ranges of a bounded size and records each one it appends:
+/// an interruption loses at most one range.
+extension URLSessionTransport: AssetTransport {
+    public func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
+        var query: [URLQueryItem] = []
+        if let since { query.append(URLQueryItem(name: "since", value: since)) }
+        if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
+        var request = makeRequest(path: "api/v1/content/units/sync", query: query)
+        request.httpMethod = "GET"
+        request.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)
+        return try await send(request, as: UnitsSyncResponse.self)
+    }
+
+    public func assetURL(id: String) -> URL {
+        // Percent-encoded as the server encodes its download URLs: a `/` in an id stays in the segment.
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        let segment = id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
+        let base = baseURL.appendingPathComponent("assets").absoluteString
+        return URL(string: base + "/" + segment) ?? baseURL.appendingPathComponent("assets").appendingPathComponent(id)
+    }
+
+    public func downloadAssetRange(_ range: AssetRangeRequest) async throws(TransportError) -> AssetRangeResponse {
+        var request = URLRequest(url: range.url, timeoutInterval: timeout)
+        request.httpMethod = "GET"
+        // The device token goes only to this server, not to a CDN a download URL may name.
+        if Self.sameOrigin(range.url, baseURL) { request.setValue("Bearer \(token())", forHTTPHeaderField: "Authorization") }
+        // Ranges count the stored bytes: never ask for a compressed form.
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        if let header = range.rangeHeader {
+            request.setValue(header, forHTTPHeaderField: "Range")
+            if let etag = range.ifRange { request.setValue(etag, forHTTPHeaderField: "If-Range") }
+        }
+        let body: URL
+        let response: URLResponse
+        do {
+            (body, response) = try await session.download(for: request)
+        } catch {
+            throw .network(String(describing: error))
+        }
+        var keepsBody = false
+        defer { if !keepsBody { try? FileManager.default.removeItem(at: body) } }
+        guard let http = response as? HTTPURLResponse else { throw .network("not an HTTP response") }
+        let length = ((try? FileManager.default.attributesOfItem(atPath: body.path)[.size]) as? NSNumber)?.int64Value ?? 0
+        let etag = http.value(forHTTPHeaderField: "ETag")
+        switch http.statusCode {
+        case 200:
+            keepsBody = true
+            return AssetRangeResponse(bodyFile: body, offset: 0, length: length, totalSize: length, etag: etag, isWholeFile: true)
+        case 206:
+            guard let contentRange = http.value(forHTTPHeaderField: "Content-Range").flatMap(Self.parseContentRange) else {
+                throw .decoding("a 206 answer without a usable Content-Range")
+            }
+            keepsBody = true
+            return AssetRangeResponse(
+                bodyFile: body, offset: contentRange.first, length: length, totalSize: contentRange.total, etag: etag, isWholeFile: false
+            )
+        default:
+            let data = (try? Data(contentsOf: body)) ?? Data()
+            throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
+        }
+    }
+
+    /// `bytes first-last/total` (total may be `*`).
+    static func parseContentRange(_ text: String) -> (first: Int64, total: Int64?)? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = trimmed.dropFirst("bytes ".count)
+        let parts = spec.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2, let dash = parts[0].firstIndex(of: "-"), let first = Int64(parts[0][..<dash]) else { return nil }
+        return (first, Int64(parts[1]))
+    }
+
+    static func sameOrigin(_ url: URL, _ base: URL) -> Bool {
+        url.scheme == base.scheme && url.host == base.host && url.port == base.port
+    }
+}
