@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "SyncClient", targets: ["SyncClient"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .executable(name: "sync-server", targets: ["sync-server"]),
+        .executable(name: "sync-device", targets: ["sync-device"]),
         .executable(name: "contractc", targets: ["contractc"]),
     ],
     dependencies: [
@@ -76,6 +77,16 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "client/SyncClient",
+            swiftSettings: strictSwift
+        ),
+
+        .executableTarget(
+            name: "sync-device",
+            dependencies: [
+                "SyncClient", "Contracts", "SyncProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "client/sync-device",
             swiftSettings: strictSwift
         ),
 
