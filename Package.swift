@@ -142,6 +142,14 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "SyncServer", "SyncProtocol", "Contracts",
+            ],
+            path: "Tests/EndToEndTests",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "ContractCompilerTests",
             dependencies: ["ContractCompiler"],
             path: "Tests/ContractCompilerTests",
