@@ -42,8 +42,8 @@ struct ResolveCommand: DeviceCommand {
         case mine, theirs
     }
 
-    @Argument(help: "The conflict's id (`sync-device conflicts` lists them).")
-    var id: Int64
+    @Argument(help: "The conflict's id (`sync-device conflicts` lists them), or the id of the row in conflict.")
+    var conflict: String
 
     @Argument(help: "mine or theirs.")
     var choice: Choice
@@ -52,9 +52,8 @@ struct ResolveCommand: DeviceCommand {
 
     func execute() async throws {
         let session = try device.session()
-        guard let conflict = try session.store.conflict(id: id), conflict.resolution == nil else {
-            throw DeviceFailure.notFound("no open conflict \(id)", hint: "`sync-device conflicts` lists the open ones")
-        }
+        let conflict = try openConflict(in: session.store)
+        let id = conflict.id
         switch choice {
         case .mine:
             let queued = try session.store.resolveConflict(id, with: .keepMine)
@@ -66,6 +65,22 @@ struct ResolveCommand: DeviceCommand {
             try session.store.resolveConflict(id, with: .takeTheirs)
             Console.say("conflict \(id): took the server's \(conflict.entity) \(conflict.rowId); nothing to send")
         }
+    }
+
+    /// The open conflict named by its id, or by the id of its row when that row has exactly one.
+    private func openConflict(in store: OfflineStore) throws -> ConflictRecord {
+        let open = try store.conflicts()
+        let matches = Int64(conflict).map { id in open.filter { $0.id == id } } ?? open.filter { $0.rowId == conflict }
+        guard let match = matches.first else {
+            throw DeviceFailure.notFound("no open conflict \(conflict)", hint: "`sync-device conflicts` lists the open ones")
+        }
+        guard matches.count == 1 else {
+            throw DeviceFailure.usage(
+                "row \(conflict) has \(matches.count) open conflicts",
+                hint: "name one by its id: " + matches.map { String($0.id) }.joined(separator: ", ")
+            )
+        }
+        return match
     }
 }
 

@@ -56,7 +56,7 @@ struct DeviceSession {
     /// "queued; 3 changes wait for a sync" — what a write tells the user.
     func queuedNote() throws(OfflineStoreError) -> String {
         let waiting = try store.outboxCounts().unsent
-        let network = home.isOffline ? " (the device is offline; they are sent when it is back)" : ""
+        let network = home.isOffline ? " (offline: sent when the network is back)" : ""
         return "queued; \(Wording.count(waiting, "change")) \(waiting == 1 ? "waits" : "wait") for a sync" + network
     }
 }
