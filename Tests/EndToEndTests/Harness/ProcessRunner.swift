@@ -37,8 +37,9 @@ final class ChildProcess: @unchecked Sendable {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-output-\(UUID().uuidString)")
         outputURL = scratch.appendingPathExtension("out")
         errorURL = scratch.appendingPathExtension("err")
-        FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errorURL.path, contents: nil)
+        for file in [outputURL, errorURL] where !FileManager.default.createFile(atPath: file.path, contents: nil) {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file.path])
+        }
         process.executableURL = executable
         process.arguments = arguments
         var merged = ProcessInfo.processInfo.environment

@@ -77,6 +77,9 @@ struct LoginCommand: DeviceCommand {
         Console.say("logged in to \(url.absoluteString) as user '\(user)' of tenant '\(tenant)' (device '\(deviceID)')")
         Console.say("syncs: " + profile.scopes.joined(separator: ", "))
         Console.say("home: \(home.url.path)")
+        if !(await URLSessionTransport(baseURL: url, timeout: 5) { token }.health()) {
+            Console.note("note: \(url.absoluteString) does not answer right now; the device works offline and syncs once it does")
+        }
     }
 
     /// Every scope of the manifest whose key the identity fills: `content:global`,

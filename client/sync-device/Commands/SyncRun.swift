@@ -68,7 +68,7 @@ enum ProgressBar {
             for await status in await engine.status {
                 if Task.isCancelled { break }
                 switch status.phase {
-                case .pushing:
+                case .pushing where status.progress.total > 0:
                     let total = max(status.progress.total, 1)
                     let filled = min(24, status.progress.done * 24 / total)
                     let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: 24 - filled)
@@ -78,7 +78,7 @@ enum ProgressBar {
                     Console.redraw("pulling \(scope): \(status.progress.done) rows")
                 case .reconciling:
                     Console.redraw("reconciling")
-                case .idle, .waitingToRetry:
+                case .idle, .pushing, .waitingToRetry:
                     break
                 }
             }
