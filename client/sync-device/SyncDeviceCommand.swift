@@ -27,8 +27,8 @@ struct SyncDeviceCommand: AsyncParsableCommand {
                   changes at logout, no attempt in progress)
               3   the network or the server failed (offline, unreachable,
                   refused)
-              4   sync finished, but conflicts or refused changes wait for
-                  you (`sync-device conflicts`, `sync-device outbox`)
+              4   sync finished, but conflicts, refused or quarantined
+                  changes wait for you (`sync-device conflicts`, `outbox`)
               5   writes are paused: changes older than 14 days have not
                   reached the server; sync first
               6   no such unit, lesson, assessment, question, row, conflict

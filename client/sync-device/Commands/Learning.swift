@@ -82,11 +82,11 @@ struct AttemptBook {
     /// The attempt this device is taking at an assessment: started here, not submitted, and not
     /// closed by the server.
     func open(assessmentId: String) throws(OfflineStoreError) -> Started? {
-        try started(assessmentId: assessmentId).last { started in
-            guard started.submitted == nil else { return false }
-            let scored = try? store.fetch(Attempt.self, id: started.attemptId)
-            return scored.map { $0.state == .open } ?? true
+        for started in try started(assessmentId: assessmentId).reversed() where started.submitted == nil {
+            let scored = try store.fetch(Attempt.self, id: started.attemptId)
+            if scored.map({ $0.state == .open }) ?? true { return started }
         }
+        return nil
     }
 }
 

@@ -9,7 +9,7 @@ struct SyncCommand: DeviceCommand {
         discussion: """
             Pushes oldest first, then pulls each scope page by page (each page with its cursor in one \
             transaction). A progress bar is drawn on standard error when it is a terminal. Exits 4 when \
-            the sync finished but conflicts or refused changes wait, 3 when the server was not reached \
+            the sync finished but conflicts, refused or quarantined changes wait, 3 when the server was not reached \
             (the changes stay queued).
             """
     )

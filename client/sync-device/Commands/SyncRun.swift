@@ -38,6 +38,8 @@ struct SyncRun {
         try await run { engine in
             await engine.connectivityChanged(online: true)
             guard let error = await engine.currentStatus.lastError else { return .succeeded }
+            // The engine reports its own store's failures under the code `store`.
+            if error.code == ErrorCode("store") { return .storeFailed(error.message) }
             return .failed(error, network: error.code == ErrorCode("network"))
         }
     }
@@ -103,11 +105,11 @@ struct SyncReport {
     var merged: [DeviceNetwork.Outcome] { outcomes.filter { $0.result.status == .applied && $0.result.resolution == "merged" } }
     var pulledTotal: Int { pulled.values.reduce(0, +) }
 
-    /// 0, or 4 when conflicts or refused changes wait, 3 when the server was not reached, 1 when
-    /// the store failed.
+    /// 0, or 4 when conflicts, refused or quarantined changes wait, 3 when the server was not
+    /// reached, 1 when the store failed.
     var exitCode: ExitCode {
         switch ending {
-        case .succeeded: return openConflicts > 0 || failed > 0 ? DeviceExit.needsAttention : .success
+        case .succeeded: return openConflicts > 0 || failed > 0 || quarantined > 0 ? DeviceExit.needsAttention : .success
         case .failed: return DeviceExit.network
         case .storeFailed: return DeviceExit.failure
         }
