@@ -9,16 +9,12 @@ struct TasksCommand: DeviceCommand {
         abstract: "The team's tasks in route order; `*` marks a task with changes not on the server yet."
     )
 
-    @Option(help: "The team (default: the device's only team).")
-    var team: String?
-
-    @OptionGroup var device: DeviceOptions
-    @OptionGroup var output: OutputOptions
+    @OptionGroup var list: TeamListOptions
 
     func execute() async throws {
-        let session = try device.session()
-        let tasks = try session.store.tasks(teamId: session.profile.team(team))
-        try TeamRows(session: session, json: output.json).show(
+        let (session, team) = try list.session()
+        let tasks = try session.store.tasks(teamId: team)
+        try TeamRows(session: session, json: list.output.json).show(
             tasks, listKey: "tasks", rowKey: "task", none: "no tasks on this device (sync to download the team's tasks)"
         ) { task in
             ["\(task.id)  \(task.status.rawValue)  \(task.title)  (revision \(task.revision))"]
@@ -88,21 +84,31 @@ struct IncidentsCommand: DeviceCommand {
         abstract: "The team's incidents, most urgent first; `*` marks changes not on the server yet."
     )
 
+    @OptionGroup var list: TeamListOptions
+
+    func execute() async throws {
+        let (session, team) = try list.session()
+        let incidents = try session.store.incidents(teamId: team)
+        try TeamRows(session: session, json: list.output.json).show(
+            incidents, listKey: "incidents", rowKey: "incident", none: "no incidents on this device"
+        ) { incident in
+            ["\(incident.id)  \(incident.number)  \(incident.priority.rawValue)  \(incident.state.rawValue)  \(incident.shortDescription)"]
+                + (incident.description.map { [$0] } ?? [])
+        }
+    }
+}
+
+/// The options of a list of a team's rows: which team, which device, text or JSON.
+struct TeamListOptions: ParsableArguments {
     @Option(help: "The team (default: the device's only team).")
     var team: String?
 
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
 
-    func execute() async throws {
+    func session() throws(DeviceFailure) -> (DeviceSession, team: String) {
         let session = try device.session()
-        let incidents = try session.store.incidents(teamId: session.profile.team(team))
-        try TeamRows(session: session, json: output.json).show(
-            incidents, listKey: "incidents", rowKey: "incident", none: "no incidents on this device"
-        ) { incident in
-            ["\(incident.id)  \(incident.number)  \(incident.priority.rawValue)  \(incident.state.rawValue)  \(incident.shortDescription)"]
-                + (incident.description.map { [$0] } ?? [])
-        }
+        return (session, try session.profile.team(team))
     }
 }
 
