@@ -1,6 +1,7 @@
 # Outpost — every entry point a developer or CI needs.
-#   make test             build, run every test, and check the generated code is current
-#   make demo             the end-to-end demo (today: the contract compiler on the sample contracts)
+#   make test             build (executables included), run every test (end-to-end ones too),
+#                         and check the generated code is current
+#   make demo             a server and sync-device devices through the learner and field-ops stories
 #   make codegen          regenerate Sources/Contracts from contracts/
 #   make check-generated  fail if Sources/Contracts differs from what contracts/ generate
 #   make compat           fail if a contract change would break a device in the field (contractc check)

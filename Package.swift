@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "SyncClient", targets: ["SyncClient"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .executable(name: "sync-server", targets: ["sync-server"]),
+        .executable(name: "sync-device", targets: ["sync-device"]),
         .executable(name: "contractc", targets: ["contractc"]),
     ],
     dependencies: [
@@ -79,6 +80,16 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        .executableTarget(
+            name: "sync-device",
+            dependencies: [
+                "SyncClient", "Contracts", "SyncProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "client/sync-device",
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Server
         .systemLibrary(
             name: "CZlib",
@@ -128,6 +139,14 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             path: "Tests/SyncClientTests",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "SyncServer", "SyncProtocol", "Contracts",
+            ],
+            path: "Tests/EndToEndTests",
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -1,94 +1,170 @@
 #!/usr/bin/env bash
-# make demo: the contract compiler end to end on the project's own contracts.
+# make demo: Outpost's main job on one machine. A sync server on an embedded SQLite, and
+# command-line devices that keep working offline: a learner takes an assessment without a
+# network, two field operatives edit the same records offline and their conflicts are resolved,
+# the audit log verifies. Then, briefly, the contract compiler that all of it is generated from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then
+    bold=$'\033[1m' dim=$'\033[2m' cyan=$'\033[36m' plain=$'\033[0m'
+else
+    bold="" dim="" cyan="" plain=""
+fi
+step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
+note() { printf '%s%s%s\n' "$dim" "$*" "$plain"; }
 
-bold "Building contractc"
-swift build --product contractc 2>&1 | tail -n 1
-contractc="$(swift build --show-bin-path)/contractc"
+# ---------------------------------------------------------------------------------------------
+step "Building sync-server, sync-device and contractc"
+for product in sync-server sync-device contractc; do
+    swift build --product "$product" 2>&1 | tail -n 1
+done
+bin="$(swift build --show-bin-path)"
+started=$SECONDS
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
-bold "Validating contracts/ ($(find contracts -name '*.yaml' ! -name contracts.yaml | wc -l | tr -d ' ') contracts)"
-"$contractc" validate
-
-bold "Generating Swift and SQL into a scratch copy of Sources/Contracts"
-"$contractc" generate --output "$work/Contracts"
-find "$work/Contracts" -name '*.swift' | sed "s|$work/||" | sort | sed 's/^/  /'
-
-bold "Generating again: nothing changes"
-"$contractc" generate --output "$work/Contracts"
-
-bold "What the committed code says about Unit"
-grep -h "UNIT_SCHEMA" "$work/Contracts/SchemaVersions.swift"
-awk '/identifier: "units\./,/"""#,/' "$work/Contracts/ClientMigrations.swift" | sed -n '1,22p' | sed 's/^ \{8\}//'
-
-bold "The committed Sources/Contracts matches contracts/"
-"$contractc" generate --check
-
-bold "Compatibility with every released version still in the field (contracts/contracts.lock)"
-"$contractc" check
-echo "Unit's client migrations, derived from its released versions in the lock:"
-grep -o '"units\.v[0-9]*\.[a-z]*"' "$work/Contracts/ClientMigrations.swift" | sed 's/^/  /'
-
-bold "A breaking change is caught: changing a released field's type in a copy of contracts/"
-cp -R contracts "$work/changed"
-sed -i 's/^  title: { type: string, max_length: 200 }/  title: { type: int }/; s/^version: 3/version: 4/' "$work/changed/entities/unit.yaml"
-check_status=0
-(cd "$work" && "$contractc" check --contracts changed) > "$work/check.txt" 2>&1 || check_status=$?
-cat "$work/check.txt"
-echo "contractc check exited with status $check_status."
-[ "$check_status" -eq 1 ]
-
-bold "A folder of broken contracts: every problem, located, with a fix"
-cp -R Tests/ContractCompilerTests/Fixtures/invalid/every-rule/contracts "$work/broken"
-status=0
-(cd "$work" && "$contractc" validate --contracts broken) > "$work/diagnostics.txt" 2>&1 || status=$?
-head -n 24 "$work/diagnostics.txt"
-echo "…"
-tail -n 1 "$work/diagnostics.txt"
-echo "contractc exited with status $status (1 = the contracts have errors)."
-[ "$status" -eq 1 ]
-
-bold "The reference server on an embedded SQLite, in a temporary folder, on a free loopback port"
-swift build --product sync-server 2>&1 | tail -n 1
-server="$(swift build --show-bin-path)/sync-server"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-data="$work/server-data"
-"$server" seed --data "$data"
-"$server" serve --data "$data" --port "$port" > "$work/server.log" 2>&1 &
-server_pid=$!
+server_pid=""
 stop_server() {
-    if kill -0 "$server_pid" 2>/dev/null; then
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
         kill "$server_pid"
         # A process stopped by a signal has a non-zero status; that is the expected outcome here.
         wait "$server_pid" 2>/dev/null || :
     fi
+    server_pid=""
 }
 trap 'stop_server; rm -rf "$work"' EXIT
-for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$port/health" > /dev/null && break; sleep 0.2; done
-curl -sf "http://127.0.0.1:$port/health"; echo
+trap 'exit 130' INT TERM
 
-token="$("$server" token --data "$data" --tenant demo --user learner-1 --device phone-1 --team team-1 2>/dev/null)"
-auth=(-H "Authorization: Bearer $token")
-echo "A device pulls the content scope (units and lessons, shaped for its schema):"
-curl -sf "${auth[@]}" -H "X-Outpost-Schema: Unit=3,Lesson=2" "http://127.0.0.1:$port/sync/v1/pull?scope=content&limit=3" \
-    | python3 -c 'import json, sys; page = json.load(sys.stdin); print("  " + ", ".join(f"{name}: {len(rows)}" for name, rows in sorted(page["upserts"].items())) + f"; has_more={page['"'"'has_more'"'"']}")'
+# Runs `sync-device ARGS --home $work/NAME`, shown as the user would type it, and fails the demo
+# unless it exits with the expected status (0 unless `expect N` came just before).
+expected=0
+expect() { expected=$1; }
+# The arguments as typed: quoted when they hold spaces, tokens shortened.
+shown() {
+    local argument out=()
+    for argument in "$@"; do
+        if [ "${#argument}" -gt 40 ]; then argument="${argument:0:16}…"; fi
+        case "$argument" in *" "*) argument="\"$argument\"" ;; esac
+        out+=("$argument")
+    done
+    echo "${out[*]}"
+}
+on() {
+    local name=$1 status=0
+    shift
+    printf '%s%s$ sync-device %s%s\n' "$cyan" "$name" "$(shown "$@")" "$plain"
+    # With pipefail, the pipeline's status is sync-device's (sed does not fail).
+    "$bin/sync-device" "$@" --home "$work/$name" | sed 's/^/  /' || status=$?
+    if [ "$status" -ne "$expected" ]; then
+        echo "demo: \`sync-device $*\` on $name exited $status, expected $expected" >&2
+        exit 1
+    fi
+    if [ "$expected" -ne 0 ]; then note "  (exit $status, as documented in sync-device --help)"; fi
+    expected=0
+}
 
-echo "It pushes a learning record, then resends the same push (as after a lost answer): the second answer is the stored one, applied once:"
-body='{"client_id":"phone-1","schema":{"Statement":1},"mutations":[{"seq":1,"client_mutation_id":"01JDEMO0000000000000000001","entity":"Statement","op":"create","id":"st-1","payload":{"id":"st-1","verb":"completed","object_id":"lesson-battery-safety","stated_at":"2026-11-22T08:00:00.000Z"}}]}'
-for attempt in 1 2; do
-    curl -sf "${auth[@]}" -H "Content-Type: application/json" -d "$body" "http://127.0.0.1:$port/sync/v1/push" \
-        | python3 -c 'import json, sys; r = json.load(sys.stdin); print(f"  attempt '"$attempt"': " + ", ".join(f"seq {x['"'"'seq'"'"']} {x['"'"'status'"'"']}" for x in r["results"]) + f", last_seq {r['"'"'last_seq'"'"']}")'
+# ---------------------------------------------------------------------------------------------
+step "The server: sync-server on an embedded SQLite in a temporary folder, on a free loopback port"
+data="$work/server"
+"$bin/sync-server" seed --data "$data"
+"$bin/sync-server" serve --data "$data" --port 0 --rate 0 > "$work/server.log" 2>&1 &
+server_pid=$!
+server=""
+for _ in $(seq 1 100); do
+    server="$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$work/server.log" | sed 's/listening on //' || :)"
+    [ -n "$server" ] && curl -sf "$server/health" > /dev/null && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log"; exit 1; }
+    sleep 0.1
 done
-echo "Pulling another user's scope is refused:"
-curl -s "${auth[@]}" "http://127.0.0.1:$port/sync/v1/pull?scope=progress:user:someone-else" | sed 's/^/  /'; echo
+[ -n "$server" ] || { echo "demo: the server did not start" >&2; cat "$work/server.log"; exit 1; }
+echo "sync-server is serving $server (pid $server_pid)"
+token() { "$bin/sync-server" token --data "$data" --tenant demo "$@" 2> /dev/null; }
+phone_token="$(token --user learner-1 --device phone)"
+ana_token="$(token --user op-ana --device tablet-a --team team-1)"
+ben_token="$(token --user op-ben --device tablet-b --team team-1)"
+note "Device tokens issued for learner-1 (phone), op-ana (tablet-a) and op-ben (tablet-b), both of team-1."
 
+# ---------------------------------------------------------------------------------------------
+step "Story 1: a learner takes an assessment on the train, without a network"
+on phone login --server "$server" --token "$phone_token"
+note "Online, the phone syncs: it pulls the content scope (units, lessons, the assessment) and the learner's own scope."
+on phone sync
+on phone units
+note "The train enters a tunnel."
+on phone offline on
+on phone open lesson-battery-safety
+on phone open assessment-battery-basics
+on phone answer assessment-battery-basics q1 0
+on phone answer assessment-battery-basics q2 "Below 20 %"
+on phone answer assessment-battery-basics q3 1
+on phone submit assessment-battery-basics
+on phone attempts
+note "Syncing without a network fails softly: everything stays queued."
+expect 3
+on phone sync
+on phone status
+note "Out of the tunnel: the network returns and the device syncs by itself; the server scores the attempt."
+on phone offline off
+on phone attempts
+
+# ---------------------------------------------------------------------------------------------
+step "Story 2: two field operatives work on the same task list without a signal"
+on tablet-a login --server "$server" --token "$ana_token"
+on tablet-b login --server "$server" --token "$ben_token"
+on tablet-a sync
+on tablet-b sync
+on tablet-a tasks
+on tablet-a incidents
+note "Both lose the network in the underground car park."
+on tablet-a offline on
+on tablet-b offline on
+note "Ana completes the battery swap, starts the brake inspection and updates the incident…"
+on tablet-a task complete team-1-task-swap-017
+on tablet-a task start team-1-task-inspect-017
+on tablet-a edit incident team-1-incident-0001 --field state=in_progress --field "description=Pack swapped, the scooter runs again"
+note "…while Ben adds a note to the same swap task, starts the same inspection and escalates the same incident."
+on tablet-b edit task team-1-task-swap-017 --field "notes=Bring a spare latch"
+on tablet-b task start team-1-task-inspect-017
+on tablet-b edit incident team-1-incident-0001 --field priority=high --field state=on_hold
+note "Ben gets a signal first: all of his changes apply."
+on tablet-b offline off
+note "Then Ana. Tasks use version_check: her two task changes were based on revisions Ben moved on, so they"
+note "come back as conflicts for her to resolve. Incidents use field_merge: her description merges with Ben's"
+note "priority, and for the state both changed, Ben's later edit wins (last writer per field)."
+expect 4
+on tablet-a offline off
+note "Ana keeps her completion of the swap (sent again on top of Ben's note) and takes Ben's inspection start."
+on tablet-a resolve team-1-task-swap-017 mine
+on tablet-a resolve team-1-task-inspect-017 theirs
+on tablet-a sync
+on tablet-b sync
+note "Both tablets now show the same tasks and incident."
+on tablet-a tasks
+on tablet-b tasks
+on tablet-a incidents
+on tablet-b incidents
+
+# ---------------------------------------------------------------------------------------------
+step "The audit log: every change and its outcome, in a hash chain"
 stop_server
-"$server" audit verify --data "$data"
+"$bin/sync-server" audit verify --data "$data"
 
-bold "Done"
-echo "The devices' story (offline learner and field operative with sync-device) joins this demo with the client's command-line device."
+# ---------------------------------------------------------------------------------------------
+step "Where it all comes from: the contracts in contracts/, compiled by contractc"
+contractc="$bin/contractc"
+echo "$(find contracts -name '*.yaml' ! -name contracts.yaml | wc -l | tr -d ' ') contracts; the committed Sources/Contracts is what they generate:"
+"$contractc" validate
+"$contractc" generate --check
+echo "Compatibility with every released version still in the field (contracts/contracts.lock):"
+"$contractc" check
+echo "A breaking change is caught (a released field's type changed, in a copy of contracts/):"
+cp -R contracts "$work/changed"
+sed -i.orig 's/^  title: { type: string, max_length: 200 }/  title: { type: int }/; s/^version: 3/version: 4/' "$work/changed/entities/unit.yaml"
+check_status=0
+(cd "$work" && "$contractc" check --contracts changed) > "$work/check.txt" 2>&1 || check_status=$?
+head -n 6 "$work/check.txt" | sed 's/^/  /'
+[ "$check_status" -eq 1 ] || { echo "demo: contractc check exited $check_status on a breaking change, expected 1" >&2; exit 1; }
+note "  (contractc check exited 1)"
+
+step "Done in $((SECONDS - started)) s after the build; the server is stopped and its folder removed"
+echo "Next: sync-device --help, docs/server.md, docs/contracts.md, and \`make test\` (the same stories as assertions)."

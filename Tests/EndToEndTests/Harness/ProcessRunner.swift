@@ -1,0 +1,94 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What a finished command printed and how it exited.
+struct CommandResult: CustomStringConvertible {
+    var arguments: [String]
+    var status: Int32
+    var stdout: String
+    var stderr: String
+
+    var description: String {
+        "`\(arguments.joined(separator: " "))` exited \(status)\n--- stdout\n\(stdout)--- stderr\n\(stderr)"
+    }
+
+    /// Standard output as JSON.
+    func json() throws -> JSON {
+        try JSON(parsing: stdout, context: description)
+    }
+}
+
+/// A child process whose output goes to files (so a full pipe never blocks it), which can be
+/// waited for with a deadline or killed at any moment.
+final class ChildProcess: @unchecked Sendable {
+    let arguments: [String]
+    private let process = Process()
+    private let outputURL: URL
+    private let errorURL: URL
+
+    /// Starts `executable` with `arguments`; `environment` is added to this process's own.
+    init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:], removing: [String] = []) throws {
+        self.arguments = [executable.lastPathComponent] + arguments
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-output-\(UUID().uuidString)")
+        outputURL = scratch.appendingPathExtension("out")
+        errorURL = scratch.appendingPathExtension("err")
+        for file in [outputURL, errorURL] where !FileManager.default.createFile(atPath: file.path, contents: nil) {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file.path])
+        }
+        process.executableURL = executable
+        process.arguments = arguments
+        var merged = ProcessInfo.processInfo.environment
+        for name in removing { merged[name] = nil }
+        merged.merge(environment) { $1 }
+        process.environment = merged
+        process.standardOutput = try FileHandle(forWritingTo: outputURL)
+        process.standardError = try FileHandle(forWritingTo: errorURL)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: outputURL)
+        try? FileManager.default.removeItem(at: errorURL)
+    }
+
+    var isRunning: Bool { process.isRunning }
+    var pid: Int32 { process.processIdentifier }
+
+    /// What it printed so far.
+    var stdout: String { (try? String(contentsOf: outputURL, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOf: errorURL, encoding: .utf8)) ?? "" }
+
+    /// Sends a signal (SIGTERM to stop, SIGKILL to crash it).
+    func signal(_ signal: Int32) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        var arguments: [String]
+        var seconds: Double
+        var description: String { "`\(arguments.joined(separator: " "))` did not finish within \(seconds) s; killed" }
+    }
+
+    /// Waits until it exits; kills it and throws after `timeout` seconds.
+    @discardableResult
+    func wait(timeout: Double = 60) throws -> CommandResult {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning {
+            if Date() > deadline {
+                signal(SIGKILL)
+                process.waitUntilExit()
+                throw TimedOut(arguments: arguments, seconds: timeout)
+            }
+            usleep(10_000)
+        }
+        process.waitUntilExit()
+        return CommandResult(arguments: arguments, status: process.terminationStatus, stdout: stdout, stderr: stderr)
+    }
+}

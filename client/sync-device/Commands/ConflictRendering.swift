@@ -1,0 +1,68 @@
+import Contracts
+import SyncClient
+
+/// How a conflict is shown: by `conflicts`, and by `sync` for the ones it opened.
+enum ConflictRendering {
+    /// The fields whose values differ between the device's row and the server's (the primary key
+    /// and the version field left out: one never differs, the other always does).
+    static func differences(_ conflict: ConflictRecord) -> [(field: String, mine: JSONValue?, theirs: JSONValue?)] {
+        let entity = ContractRegistry.entity(named: conflict.entity)
+        let mine = conflict.localRow ?? [:]
+        let theirs = conflict.serverRow ?? [:]
+        // Contract fields only: the server's row also carries sync metadata such as `_server_version`.
+        let fields = entity?.fields.filter { !$0.isPrimaryKey && !$0.isVersionField }.map(\.name)
+        let names = (fields.map(Set.init) ?? Set(mine.keys).union(theirs.keys)).filter { !$0.hasPrefix("_") }.sorted()
+        return names.compactMap { name in
+            let (left, right) = (mine[name] ?? .null, theirs[name] ?? .null)
+            return left == right ? nil : (name, mine[name], theirs[name])
+        }
+    }
+
+    /// Why the server did not take the change, in words.
+    static func reason(_ conflict: ConflictRecord) -> String {
+        let policy = ContractRegistry.entity(named: conflict.entity)?.conflict
+        switch (conflict.serverResolution, policy) {
+        case ("deleted"?, _): return "deleted on the server"
+        case ("lost"?, _): return "another device's later edit stands (last writer wins)"
+        case (_, .versionCheck?):
+            return "changed on the server since this device read it" + (conflict.serverVersion.map { " (now version \($0))" } ?? "")
+        default: return "the server's row moved on"
+        }
+    }
+
+    static func lines(_ conflict: ConflictRecord) -> [String] {
+        var lines = ["conflict \(conflict.id)  \(conflict.entity) \(conflict.rowId) (\(conflict.op.rawValue)): \(reason(conflict))"]
+        for difference in differences(conflict) {
+            lines.append("    \(difference.field): mine \(Wording.value(difference.mine)), theirs \(Wording.value(difference.theirs))")
+        }
+        if let resolution = conflict.resolution {
+            let how: String
+            switch resolution {
+            case .takeTheirs: how = "the server's row was taken"
+            case .keepMine: how = "this device's row was sent again"
+            case .merged: how = "a merged row was sent"
+            }
+            lines.append("    resolved: " + how)
+        } else {
+            lines.append("    resolve with: sync-device resolve \(conflict.id) mine|theirs")
+        }
+        return lines
+    }
+
+    static func json(_ conflict: ConflictRecord) -> JSONValue {
+        var differences: [String: JSONValue] = [:]
+        for difference in self.differences(conflict) {
+            differences[difference.field] = .object(["mine": difference.mine ?? .null, "theirs": difference.theirs ?? .null])
+        }
+        return .object([
+            "id": .int(conflict.id), "seq": .int(conflict.seq), "entity": .string(conflict.entity), "row_id": .string(conflict.rowId),
+            "op": .string(conflict.op.rawValue), "reason": .string(reason(conflict)),
+            "server_version": conflict.serverVersion.map(JSONValue.int) ?? .null,
+            "server_resolution": conflict.serverResolution.map(JSONValue.string) ?? .null,
+            "resolution": conflict.resolution.map { .string($0.rawValue) } ?? .null,
+            "detected_at": .string(conflict.detectedAt.iso8601), "resolved_at": conflict.resolvedAt.json,
+            "mine": conflict.localRow.map(JSONValue.object) ?? .null, "theirs": conflict.serverRow.map(JSONValue.object) ?? .null,
+            "differences": .object(differences),
+        ])
+    }
+}

@@ -1,0 +1,128 @@
+import ArgumentParser
+import Contracts
+import Foundation
+import SyncClient
+
+struct OpenCommand: DeviceCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "open",
+        abstract: "Open a lesson (and record the learner's progress) or an assessment (its questions).",
+        discussion: """
+            A lesson shows its content and files and records a LessonProgressed event (read to the end \
+            unless --progress says otherwise); a read-only device still shows it, then exits 5. An \
+            assessment shows its questions and the learner's attempts; `answer` answers them.
+            """
+    )
+
+    @Argument(help: "A lesson id or an assessment id.")
+    var id: String
+
+    @Option(help: "How far the learner got, from 0 to 1 (1 completes the lesson).")
+    var progress = 1.0
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        guard (0...1).contains(progress) else { throw ValidationError("--progress must be between 0 and 1, not \(progress)") }
+    }
+
+    func execute() async throws {
+        let session = try device.session()
+        let content = LearningContent(session: session)
+        if let assessment = try session.store.fetch(Assessment.self, id: id) {
+            try openAssessment(assessment, session: session)
+            return
+        }
+        switch try await session.store.fetch(Lesson.self, id: id, from: content.fetcher) {
+        case .cached(let lesson), .fetched(let lesson):
+            try openLesson(lesson, session: session)
+        case .offline, .unavailable:
+            // The read-through pulled the content scope already: an assessment is cached by now if it exists.
+            guard let assessment = try session.store.fetch(Assessment.self, id: id) else {
+                throw content.notFound("lesson or assessment", id)
+            }
+            try openAssessment(assessment, session: session)
+        }
+    }
+
+    private func openLesson(_ lesson: Lesson, session: DeviceSession) throws {
+        let store = session.store
+        let detail = try store.unitDetail(id: lesson.unitId)
+        let files = detail?.lessons.first { $0.lesson.id == lesson.id }
+        let now = Timestamp(session.clock.now())
+        if var local = try store.localState(Unit.self, id: lesson.unitId) {
+            local.lastAccessedAt = now
+            try store.setLocalState(Unit.self, id: lesson.unitId, local)
+        }
+        // Shown first: a read-only device still opens lessons.
+        if output.json {
+            Console.json(
+                .object([
+                    "lesson": .object(Wire.object(lesson)), "unit_title": detail.map { .string($0.unit.title) } ?? .null,
+                    "assets": .array(
+                        (files?.assets ?? []).map { asset in
+                            .object([
+                                "asset": .object(Wire.object(asset)),
+                                "status": .string(files?.downloads[asset.id]?.status.rawValue ?? AssetStatus.remote.rawValue),
+                            ])
+                        }),
+                ]))
+        } else {
+            Console.say(
+                "\(detail?.unit.title ?? lesson.unitId) › \(lesson.sortIndex + 1). \(lesson.title)  (\(lesson.lessonKind.rawValue)"
+                    + (lesson.durationSeconds.map { ", \(($0 + 59) / 60) min" } ?? "") + ")"
+            )
+            Console.say("  \(CanonicalJSON.text(lesson.body))")
+            for asset in files?.assets ?? [] {
+                let status = files?.downloads[asset.id]?.status ?? .remote
+                Console.say(
+                    "  file \(asset.id)  \(asset.contentType)  \(Wording.bytes(asset.sizeBytes))  "
+                        + (status == .downloaded ? "on the device" : "not on the device")
+                )
+            }
+        }
+        let recorded = try store.record(
+            LessonProgressed(lessonId: lesson.id, unitId: lesson.unitId, sessionId: UUID(), progress: progress, completed: progress >= 1)
+        )
+        if !output.json {
+            let done = progress >= 1 ? "read to the end" : "\(Int(progress * 100)) % read"
+            Console.say("recorded: \(done) (LessonProgressed \(recorded.eventId)); \(try session.queuedNote())")
+        }
+    }
+
+    private func openAssessment(_ assessment: Assessment, session: DeviceSession) throws {
+        let questions = AssessmentQuestion.all(of: assessment)
+        let open = try AttemptBook(store: session.store).open(assessmentId: assessment.id)
+        let scored = try session.store.attempts(assessmentId: assessment.id)
+        if output.json {
+            Console.json(
+                .object([
+                    "assessment": .object(Wire.object(assessment).filter { $0.key != "questions" }),
+                    "questions": .array(
+                        questions.map { question in
+                            .object([
+                                "id": .string(question.id), "prompt": .string(question.prompt),
+                                "choices": .array(question.choices.map(JSONValue.string)),
+                                "answer": open?.answers[question.id].map { $0.payload.answer } ?? .null,
+                            ])
+                        }),
+                    "open_attempt": open.map { .string($0.attemptId) } ?? .null,
+                    "attempts": .array(scored.map { .object(Wire.object($0)) }),
+                ]))
+            return
+        }
+        Console.say(
+            "\(assessment.title)  (\(Wording.count(questions.count, "question")), pass at \(Int((assessment.passScore * 100).rounded())) %)"
+        )
+        if let instructions = assessment.instructions { Console.say("  \(instructions)") }
+        for question in questions {
+            let answered = open?.answers[question.id].map { "  [answered: \(Wording.value($0.payload.answer))]" } ?? ""
+            Console.say("  \(question.id). \(question.prompt)\(answered)")
+            for (index, choice) in question.choices.enumerated() { Console.say("      \(index)) \(choice)") }
+        }
+        if let open { Console.say("attempt \(open.attemptId) in progress: \(open.answers.count) of \(questions.count) answered") }
+        for attempt in scored { Console.say(AttemptsCommand.line(attempt, title: nil)) }
+        Console.say("answer with: sync-device answer \(assessment.id) QUESTION CHOICE")
+    }
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+import SyncClient
+
+struct SyncCommand: DeviceCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Push the queued changes, pull every scope, and say what happened.",
+        discussion: """
+            Pushes oldest first, then pulls each scope page by page (each page with its cursor in one \
+            transaction). A progress bar is drawn on standard error when it is a terminal. Exits 4 when \
+            the sync finished but conflicts, refused or quarantined changes wait, 3 when the server was not reached \
+            (the changes stay queued).
+            """
+    )
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    func execute() async throws {
+        let session = try device.session()
+        let report = try await SyncRun(session: session).syncNow()
+        if output.json { Console.json(report.json) } else { report.lines.forEach { Console.say($0) } }
+        if report.exitCode != .success { throw report.exitCode }
+    }
+}
+
+struct OfflineCommand: DeviceCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "offline",
+        abstract: "Switch the device's network off or on (a simulated loss of network).",
+        discussion: """
+            `offline on`: every request fails as without a network, from this and every later command, \
+            until `offline off`; writes keep working and wait in the queue. `offline off`: the network \
+            returns and, as in an app, the sync engine syncs by itself (unless --no-sync); the exit code is \
+            then the sync's.
+            """
+    )
+
+    enum Switch: String, ExpressibleByArgument, CaseIterable {
+        case on, off
+    }
+
+    @Argument(help: "on: no network; off: the network is back.")
+    var state: Switch
+
+    @Flag(help: "With `off`: only switch the network on, without syncing.")
+    var noSync = false
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    func execute() async throws {
+        let session = try device.session()
+        switch state {
+        case .on:
+            try session.home.setOffline(true)
+            let waiting = try session.store.outboxCounts().unsent
+            Console.say("offline: the network is switched off; changes are kept and queued (\(Wording.count(waiting, "change")) waiting)")
+        case .off:
+            try session.home.setOffline(false)
+            guard !noSync else {
+                Console.say("online: the network is back")
+                return
+            }
+            if !output.json { Console.say("online: the network is back; syncing") }
+            let report = try await SyncRun(session: session).connectivityReturned()
+            if output.json { Console.json(report.json) } else { report.lines.forEach { Console.say($0) } }
+            if report.exitCode != .success { throw report.exitCode }
+        }
+    }
+}

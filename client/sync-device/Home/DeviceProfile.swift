@@ -1,0 +1,76 @@
+import Foundation
+
+/// What `login` stores in the home folder (`device.json`): the server, the token, and who the
+/// device is.
+struct DeviceProfile: Codable, Equatable {
+    var server: URL
+    var token: String
+    var tenant: String
+    var user: String
+    var device: String
+    /// The teams the token lets the device read and write.
+    var teams: [String]
+    /// The scope keys every sync pulls (`content:global`, `progress:user:u-1`, `ops:team:team-1`).
+    var scopes: [String]
+    var loggedInAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case server, token, tenant, user, device, teams, scopes
+        case loggedInAt = "logged_in_at"
+    }
+
+    /// The team a field-service command works in: the only one, or the one asked for.
+    func team(_ requested: String?) throws(DeviceFailure) -> String {
+        if let requested {
+            guard teams.contains(requested) else {
+                throw .usage("the device is not in team '\(requested)'", hint: "its teams: \(teams.joined(separator: ", "))")
+            }
+            return requested
+        }
+        switch teams.count {
+        case 1: return teams[0]
+        case 0: throw .badState("the device's token names no team", hint: "log in with a token issued with --team")
+        default: throw .usage("the device is in several teams (\(teams.joined(separator: ", "))); pass --team")
+        }
+    }
+}
+
+/// The claims of a device token, read without verifying it (only the server can): who the
+/// token says the device is, so `login` needs no other flags.
+///
+/// The reference server's tokens are `base64url(JSON claims).base64url(signature)` with the
+/// claims `tnt` (tenant), `usr` (user), `dev` (device), `tms` (teams) and `exp` (expiry).
+struct TokenClaims: Decodable, Equatable {
+    var tenant: String
+    var user: String
+    var device: String
+    var teams: [String]
+    var expiresAt: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case tenant = "tnt"
+        case user = "usr"
+        case device = "dev"
+        case teams = "tms"
+        case expiresAt = "exp"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        tenant = try container.decode(String.self, forKey: .tenant)
+        user = try container.decode(String.self, forKey: .user)
+        device = try container.decode(String.self, forKey: .device)
+        teams = try container.decodeIfPresent([String].self, forKey: .teams) ?? []
+        expiresAt = try container.decodeIfPresent(Int64.self, forKey: .expiresAt).map { Date(timeIntervalSince1970: TimeInterval($0)) }
+    }
+
+    /// The claims of `token`, or `nil` when it is not shaped like the reference server's tokens.
+    static func read(_ token: String) -> TokenClaims? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return nil }
+        var base64 = parts[0].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64) else { return nil }
+        return try? JSONDecoder().decode(TokenClaims.self, from: data)
+    }
+}

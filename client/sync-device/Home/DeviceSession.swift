@@ -1,0 +1,62 @@
+import Contracts
+import Foundation
+import SyncClient
+
+/// A logged-in device: its login, its open store and its network.
+struct DeviceSession {
+    let home: DeviceHome
+    let profile: DeviceProfile
+    let clock: ShiftedClock
+    let store: OfflineStore
+    let network: DeviceNetwork
+
+    init(home: DeviceHome, clock: ShiftedClock) throws(DeviceFailure) {
+        self.home = home
+        self.clock = clock
+        profile = try home.profile()
+        store = try Self.openStore(home: home, profile: profile, clock: clock)
+        let token = profile.token
+        network = DeviceNetwork(
+            server: URLSessionTransport(baseURL: profile.server, timeout: 20) { token }, home: home
+        )
+    }
+
+    /// Opens (creating or migrating) the device's store.
+    static func openStore(home: DeviceHome, profile: DeviceProfile, clock: ShiftedClock) throws(DeviceFailure) -> OfflineStore {
+        do {
+            return try OfflineStore(
+                OfflineStoreConfiguration(
+                    databaseURL: home.databaseURL, tenantId: profile.tenant, userId: profile.user, deviceId: profile.device,
+                    keyProvider: FileKeyProvider(directory: home.keysURL), assetsDirectory: home.assetsURL, clock: clock
+                )
+            )
+        } catch {
+            throw DeviceFailure(error)
+        }
+    }
+
+    /// A sync engine over the device's network, pulling the login's scopes. It never retries on
+    /// its own: a command runs once and says what happened.
+    func engine() -> SyncEngine {
+        SyncEngine(
+            store: store, transport: network,
+            configuration: SyncEngineConfiguration(scopes: profile.scopes, retriesAutomatically: false)
+        )
+    }
+
+    /// Changes not yet on the server, by contract and row (`Task\u{0}task-1`).
+    func unsyncedRows() throws(OfflineStoreError) -> [String: Int] {
+        var rows: [String: Int] = [:]
+        for entry in try store.outboxEntries(statuses: OutboxStatus.unsynced) {
+            rows[entry.entity + "\u{0}" + entry.rowId, default: 0] += 1
+        }
+        return rows
+    }
+
+    /// "queued; 3 changes wait for a sync" — what a write tells the user.
+    func queuedNote() throws(OfflineStoreError) -> String {
+        let waiting = try store.outboxCounts().unsent
+        let network = home.isOffline ? " (offline: sent when the network is back)" : ""
+        return "queued; \(Wording.count(waiting, "change")) \(waiting == 1 ? "waits" : "wait") for a sync" + network
+    }
+}

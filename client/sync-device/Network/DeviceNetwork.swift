@@ -1,0 +1,96 @@
+import Contracts
+import Foundation
+import SyncClient
+import SyncProtocol
+
+/// The device's transport: the server over URLSession, except while the home folder's offline
+/// flag is set (`offline on`), when every request fails with a network error exactly as a lost
+/// connection does. It also keeps what the server answered, for the sync summary.
+final class DeviceNetwork: SyncTransport, @unchecked Sendable {
+    /// A pushed mutation and the server's answer to it.
+    struct Outcome {
+        var mutation: Mutation
+        var result: MutationResult
+    }
+
+    private let server: any SyncTransport
+    private let home: DeviceHome
+    private let lock = NSLock()
+    private var outcomes: [Outcome] = []
+    private var pulled: [String: Int] = [:]
+
+    init(server: any SyncTransport, home: DeviceHome) {
+        self.server = server
+        self.home = home
+    }
+
+    /// Whether the network is switched off right now.
+    var isSwitchedOff: Bool { home.isOffline }
+
+    /// Every push answer received so far, in order.
+    var pushOutcomes: [Outcome] { lock.withLock { outcomes } }
+
+    /// Rows (upserts and deletes) pulled so far, by contract name.
+    var pulledRows: [String: Int] { lock.withLock { pulled } }
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        try requireNetwork()
+        let response = try await server.push(request)
+        let byID = Dictionary(request.mutations.map { ($0.clientMutationId, $0) }, uniquingKeysWith: { first, _ in first })
+        lock.withLock {
+            for result in response.results {
+                if let mutation = byID[result.clientMutationId] { outcomes.append(Outcome(mutation: mutation, result: result)) }
+            }
+        }
+        return response
+    }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String
+    ) async throws(TransportError)
+        -> PullResponse
+    {
+        try requireNetwork()
+        let page = try await server.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+        lock.withLock {
+            for (contract, rows) in page.upserts { pulled[contract, default: 0] += rows.count }
+            for (contract, ids) in page.deletes { pulled[contract, default: 0] += ids.count }
+        }
+        return page
+    }
+
+    func health() async -> Bool {
+        guard !isSwitchedOff else { return false }
+        return await server.health()
+    }
+
+    private func requireNetwork() throws(TransportError) {
+        if isSwitchedOff { throw .network("the network is switched off (sync-device offline on)") }
+    }
+}
+
+extension TransportError {
+    /// One line for a person: what failed, without the transport's internals.
+    var summary: String {
+        switch self {
+        case .network(let message): return "the server cannot be reached: \(message)"
+        case .http(let status, let body, _):
+            return "the server refused the request (HTTP \(status))" + (body.map { ": \($0.error.message)" } ?? "")
+        case .decoding(let message): return "the server's answer could not be read: \(message)"
+        case .updateRequired(let entity, _, _):
+            return "this device is too old for the server (\(entity ?? "a contract")): update sync-device"
+        }
+    }
+
+    /// The device failure of a transport error (exit code 3).
+    var failure: DeviceFailure {
+        switch self {
+        case .network:
+            return .network(summary, hint: "check the server address and the network (`sync-device status`); changes stay queued")
+        case .http(401, _, _):
+            return .network(summary, hint: "the token was refused; log in again with a new token")
+        default:
+            return .network(summary)
+        }
+    }
+}

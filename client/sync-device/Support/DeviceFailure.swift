@@ -1,0 +1,86 @@
+import ArgumentParser
+import Foundation
+import SyncClient
+
+/// The exit codes of every command, as `sync-device --help` lists them.
+enum DeviceExit {
+    /// The device itself failed: its database or its files.
+    static let failure = ExitCode(1)
+    /// Not logged in, or the home folder is in a state that does not allow the command.
+    static let badState = ExitCode(2)
+    /// The network or the server failed: offline, unreachable, or the request was refused.
+    static let network = ExitCode(3)
+    /// A sync finished, but conflicts or refused writes wait for the user.
+    static let needsAttention = ExitCode(4)
+    /// Writes are paused until a sync succeeds (unsynced changes older than 14 days).
+    static let readOnly = ExitCode(5)
+    /// No such unit, lesson, assessment, question, row, conflict or queued change.
+    static let notFound = ExitCode(6)
+    /// An unknown flag or field, or a value that does not fit (ArgumentParser's own code).
+    static let usage = ExitCode.validationFailure
+}
+
+/// A failure a command reports as `error: …` (and `help: …`) on standard error, with its exit
+/// code.
+struct DeviceFailure: Error {
+    var message: String
+    var hint: String?
+    var exitCode: ExitCode
+
+    init(message: String, hint: String? = nil, exitCode: ExitCode) {
+        self.message = message
+        self.hint = hint
+        self.exitCode = exitCode
+    }
+
+    static func usage(_ message: String, hint: String? = nil) -> Self { Self(message: message, hint: hint, exitCode: DeviceExit.usage) }
+    static func badState(_ message: String, hint: String? = nil) -> Self {
+        Self(message: message, hint: hint, exitCode: DeviceExit.badState)
+    }
+    static func network(_ message: String, hint: String? = nil) -> Self { Self(message: message, hint: hint, exitCode: DeviceExit.network) }
+    static func notFound(_ message: String, hint: String? = nil) -> Self {
+        Self(message: message, hint: hint, exitCode: DeviceExit.notFound)
+    }
+    static func failure(_ message: String, hint: String? = nil) -> Self { Self(message: message, hint: hint, exitCode: DeviceExit.failure) }
+
+    /// The failure of a store error: which exit code, and what to do about it.
+    init(_ error: OfflineStoreError) {
+        message = error.description
+        switch error {
+        case .createdByNewerBuild, .belongsToAnotherAccount, .keyUnavailable, .keyMismatch, .signedOut, .pendingWrites,
+            .invalidOutboxState, .invalidResolution, .rowAlreadyExists:
+            exitCode = DeviceExit.badState
+        case .unknownContract, .unknownField, .fieldNotQueryable, .invalidValue, .notWritable:
+            exitCode = DeviceExit.usage
+        case .rowNotFound, .outboxEntryNotFound, .conflictNotFound:
+            exitCode = DeviceExit.notFound
+        case .readOnlyUntilSync:
+            exitCode = DeviceExit.readOnly
+            hint = "run `sync-device sync` once the network is back; nothing you recorded is lost"
+        case .notADatabase, .cannotOpen, .unreadableRow, .unsealFailed, .database, .fileSystem:
+            exitCode = DeviceExit.failure
+        }
+        if case .pendingWrites = error { hint = "run `sync-device sync`, or `sync-device logout --force` to discard them" }
+    }
+}
+
+/// A command that reports its failures the same way as every other: a message on standard error
+/// and the documented exit code.
+protocol DeviceCommand: AsyncParsableCommand {
+    func execute() async throws
+}
+
+extension DeviceCommand {
+    func run() async throws {
+        do {
+            try await execute()
+        } catch let failure as DeviceFailure {
+            Console.fail(failure)
+            throw failure.exitCode
+        } catch let error as OfflineStoreError {
+            let failure = DeviceFailure(error)
+            Console.fail(failure)
+            throw failure.exitCode
+        }
+    }
+}

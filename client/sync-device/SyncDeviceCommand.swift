@@ -1,0 +1,49 @@
+import ArgumentParser
+
+@main
+struct SyncDeviceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync-device",
+        abstract: "A command-line device built on the SyncClient library: one --home folder is one device.",
+        discussion: """
+            Every command works on the device in --home DIR (or $OUTPOST_HOME).
+            Reads come from the device's SQLite store; writes are stored and
+            queued at once, online or not, and reach the server on `sync`.
+            Read commands take --json.
+
+            Quick start:
+              sync-device login --home ./tablet --server URL --token TOKEN
+              sync-device sync --home ./tablet
+              sync-device tasks --home ./tablet
+              sync-device offline on --home ./tablet   # no network
+              sync-device task complete TASK_ID --home ./tablet
+              sync-device offline off --home ./tablet  # back: it syncs
+
+            Exit codes:
+              0   success
+              1   the device failed (its database or files)
+              2   not logged in, or the home folder's state does not allow
+                  it (another user, a newer build's database, unsynced
+                  changes at logout, no attempt in progress)
+              3   the network or the server failed (offline, unreachable,
+                  refused)
+              4   sync finished, but conflicts, refused or quarantined
+                  changes wait for you (`sync-device conflicts`, `outbox`)
+              5   writes are paused: changes older than 14 days have not
+                  reached the server; sync first
+              6   no such unit, lesson, assessment, question, row, conflict
+                  or queued change
+              64  usage: an unknown command, flag or field, or a value that
+                  does not fit its type
+
+            Not here yet: `download UNIT` and `cache list|delete|clear`
+            arrive with the library's asset downloader and cache management.
+            """,
+        subcommands: [
+            LoginCommand.self, LogoutCommand.self, StatusCommand.self, SyncCommand.self, OfflineCommand.self,
+            UnitsCommand.self, OpenCommand.self, AnswerCommand.self, SubmitCommand.self, AttemptsCommand.self,
+            TasksCommand.self, TaskCommand.self, IncidentsCommand.self, EditCommand.self, EventCommand.self,
+            ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self,
+        ]
+    )
+}
