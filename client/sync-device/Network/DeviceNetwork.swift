@@ -77,8 +77,8 @@ extension TransportError {
         case .http(let status, let body, _):
             return "the server refused the request (HTTP \(status))" + (body.map { ": \($0.error.message)" } ?? "")
         case .decoding(let message): return "the server's answer could not be read: \(message)"
-        case .updateRequired(let entity, _, _):
-            return "this device is too old for the server (\(entity ?? "a contract")): update sync-device"
+        case .updateRequired(let requirement, _):
+            return "this device is too old for the server (\(requirement.entity ?? "a contract")): update sync-device"
         }
     }
 
