@@ -57,6 +57,7 @@ demo:
 
 bench:
 	$(SWIFT) build -c release --product contractc
+	$(SWIFT) build -c release --product sync-server
 	$(SWIFT) build -c release --product outpost-bench
 	$$($(SWIFT) build -c release --show-bin-path)/outpost-bench
 

@@ -65,6 +65,6 @@ enum Benchmarks {
         PullCompressionBenchmark.benchmark,
         ClientApplyBenchmark.benchmark,
         ClientReadBenchmark.benchmark,
-        // Later (DESIGN §8): initial sync over loopback.
+        InitialSyncBenchmark.benchmark,
     ]
 }
