@@ -113,12 +113,18 @@ public enum RowCodec {
                 normalized.append(wireValue(stored, kind: element))
             }
             return .text(CanonicalJSON.text(.array(normalized)))
-        case .ref(let target):
-            let keyKind = ContractRegistry.entity(named: target).flatMap { entity in
-                entity.fields.first { $0.name == entity.primaryKey }?.kind
-            } ?? .id
-            return try columnValue(value, kind: keyKind, field: field)
+        case .ref:
+            return try columnValue(value, kind: columnKind(kind), field: field)
         }
+    }
+
+    /// The kind a field's column holds: its own, or for a `ref` the kind of its target's
+    /// primary key (`id` when the target is unknown).
+    static func columnKind(_ kind: FieldKind) -> FieldKind {
+        guard case .ref(let target) = kind else { return kind }
+        return ContractRegistry.entity(named: target).flatMap { entity in
+            entity.fields.first { $0.name == entity.primaryKey }?.kind
+        } ?? .id
     }
 
     /// The wire value of a stored column.
@@ -138,11 +144,8 @@ public enum RowCodec {
         case (.json, .text(let text)), (.list, .text(let text)):
             return StoredJSON.parse(text) ?? .null
         case (.bytes, .blob(let data)): return .string(data.base64EncodedString())
-        case (.ref(let target), _):
-            let keyKind = ContractRegistry.entity(named: target).flatMap { entity in
-                entity.fields.first { $0.name == entity.primaryKey }?.kind
-            } ?? .id
-            return wireValue(value, kind: keyKind)
+        case (.ref, _):
+            return wireValue(value, kind: columnKind(kind))
         case (_, .text(let text)): return .string(text)
         case (_, .integer(let number)): return .int(number)
         case (_, .real(let number)): return .double(number)

@@ -62,6 +62,10 @@ public enum RowShaping {
     /// has since removed has no column any more and is left out.
     public struct Plan: Sendable {
         let fields: [(wireName: String, field: FieldDescriptor)]
+        /// What ``write(_:into:)`` writes, in key order: each member's `"key":` bytes and its
+        /// field with the kind its column is read as (a `ref` as its target's key); no field for
+        /// the server's row version.
+        let members: [(key: [UInt8], field: FieldDescriptor?, kind: FieldKind)]
 
         init(fields: [FieldDescriptor], known: [KnownField]) {
             var byName: [String: FieldDescriptor] = [:]
@@ -71,6 +75,11 @@ public enum RowShaping {
             self.fields = known.compactMap { knownField in
                 knownField.currentName.flatMap { byName[$0] }.map { (knownField.wireName, $0) }
             }
+            var members: [String: (field: FieldDescriptor?, kind: FieldKind)] = [Self.serverVersionKey: (nil, .int)]
+            for (wireName, field) in self.fields {
+                members[wireName] = (field, RowCodec.columnKind(field.kind))
+            }
+            self.members = JSONBytes.sorted(members.keys).map { (JSONBytes.key($0), members[$0]!.field, members[$0]!.kind) }
         }
 
         /// The plan for schema `version` of an entity.
@@ -96,6 +105,28 @@ public enum RowShaping {
                 wire[Self.serverVersionKey] = .int(version)
             }
             return wire
+        }
+
+        /// ``shape(_:)`` written as a JSON object, keys sorted, without building it first.
+        func write(_ row: StoredRow, into json: inout JSONBytes) {
+            json.append(0x7B)
+            var first = true
+            for (key, field, kind) in members {
+                guard let field else {
+                    guard let version = row.integer("_version") else { continue }
+                    json.member(key, first: &first)
+                    json.int(version)
+                    continue
+                }
+                json.member(key, first: &first)
+                let stored = row[field.name]
+                if case .timestamp = kind, case .integer(let millis) = stored {
+                    json.timestamp(millis)
+                } else {
+                    json.value(RowCodec.wireValue(stored, kind: kind))
+                }
+            }
+            json.append(0x7D)
         }
 
         /// The key of the server's row version in a pulled entity row.
