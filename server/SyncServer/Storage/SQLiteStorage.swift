@@ -175,7 +175,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     private static func storedRow(_ row: Row) -> StoredRow {
-        var stored = StoredRow()
+        var stored = StoredRow(Dictionary(minimumCapacity: row.count))
         for (column, value) in row {
             stored.columns[column] = sqlValue(value)
         }
@@ -188,17 +188,36 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> [(table: ContractTable, row: StoredRow)] {
-        var merged: [(table: ContractTable, row: StoredRow)] = []
+        let last = try lastSequenceOfChanges(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
+        var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
         for table in tables {
             let sql = """
                 SELECT * FROM \(Self.quoted(table.name))
-                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? ORDER BY "_seq" LIMIT ?
+                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? AND "_seq" <= ? ORDER BY "_seq" LIMIT ?
                 """
-            let rows = try Row.fetchAll(statement(sql), arguments: [tenant, scopeKey, after, limit])
-            merged += rows.map { (table, Self.storedRow($0)) }
+            let rows = try Row.fetchAll(statement(sql), arguments: [tenant, scopeKey, after, last, limit])
+            merged += rows.map { (($0["_seq"] as Int64?) ?? 0, table, Self.storedRow($0)) }
         }
-        merged.sort { ($0.row.integer("_seq") ?? 0) < ($1.row.integer("_seq") ?? 0) }
-        return Array(merged.prefix(limit))
+        merged.sort { $0.sequence < $1.sequence }
+        return merged.prefix(limit).map { ($0.table, $0.row) }
+    }
+
+    /// The `_seq` of the last row a page of `limit` changes holds, across the tables: read from
+    /// their `(_tenant_id, _scope_key, _seq)` indexes alone, it bounds each table's query, so no
+    /// table reads whole rows the page then leaves out. `Int64.max` when the tables hold fewer.
+    private func lastSequenceOfChanges(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> Int64 {
+        guard tables.count > 1 else { return .max }
+        let candidates = tables.map { table in
+            """
+            SELECT "_seq" FROM (SELECT "_seq" FROM \(Self.quoted(table.name))
+                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? ORDER BY "_seq" LIMIT ?)
+            """
+        }
+        let sql = "SELECT \"_seq\" FROM (" + candidates.joined(separator: " UNION ALL ") + ") ORDER BY \"_seq\" LIMIT 1 OFFSET ?"
+        var arguments: [DatabaseValue] = []
+        for _ in tables { arguments += [tenant.databaseValue, scopeKey.databaseValue, after.databaseValue, limit.databaseValue] }
+        arguments.append((limit - 1).databaseValue)
+        return try Int64.fetchOne(statement(sql), arguments: StatementArguments(arguments)) ?? .max
     }
 
     func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) throws -> [StoredRow] {
