@@ -1,8 +1,10 @@
 package import Contracts
+package import Foundation
 
 /// Reads the JSON text of `json` and `list` columns (canonical JSON, see ``CanonicalJSON``)
 /// back into a ``JSONValue``: for every row a server pull sends and every typed read on a
-/// device. It reads what `JSONDecoder` reads, into the same values.
+/// device, and whole pull pages as a device receives them (``PullResponse/init(json:)``). It
+/// reads what `JSONDecoder` reads, into the same values.
 ///
 /// `JSONDecoder` through `JSONValue`'s `Decodable` conformance tries each type in turn and
 /// pays for a thrown error at every miss, which made these columns the most expensive part of
@@ -11,12 +13,19 @@ package import Contracts
 package enum StoredJSON {
     package static func parse(_ text: String) -> JSONValue? {
         var text = text
-        return text.withUTF8 { buffer in
-            var parser = Parser(bytes: buffer)
-            guard let value = parser.value(depth: 0) else { return nil }
-            parser.skipWhitespace()
-            return parser.index == buffer.count ? value : nil
-        }
+        return text.withUTF8(parse)
+    }
+
+    /// The JSON value of UTF-8 bytes, such as a response body.
+    package static func parse(_ data: Data) -> JSONValue? {
+        data.withUnsafeBytes { raw in parse(raw.bindMemory(to: UInt8.self)) }
+    }
+
+    private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> JSONValue? {
+        var parser = Parser(bytes: buffer)
+        guard let value = parser.value(depth: 0) else { return nil }
+        parser.skipWhitespace()
+        return parser.index == buffer.count ? value : nil
     }
 
     private struct Parser {

@@ -58,7 +58,12 @@ public final class URLSessionTransport: SyncTransport {
         urlRequest.httpMethod = "GET"
         urlRequest.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)
         urlRequest.setValue(clientID, forHTTPHeaderField: ProtocolHeaders.clientID)
-        return try await send(urlRequest, as: PullResponse.self)
+        let data = try await body(of: urlRequest)
+        do {
+            return try PullResponse(json: data)
+        } catch {
+            throw .decoding("a pull page: \(error)")
+        }
     }
 
     public func health() async -> Bool {
@@ -84,6 +89,16 @@ public final class URLSessionTransport: SyncTransport {
     }
 
     func send<T: Decodable>(_ request: URLRequest, as type: T.Type) async throws(TransportError) -> T {
+        let data = try await body(of: request)
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch {
+            throw .decoding(String(describing: error))
+        }
+    }
+
+    /// The body of a 2xx answer; any other status is its typed error.
+    func body(of request: URLRequest) async throws(TransportError) -> Data {
         let data: Data
         let response: URLResponse
         do {
@@ -95,11 +110,7 @@ public final class URLSessionTransport: SyncTransport {
         guard (200..<300).contains(http.statusCode) else {
             throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
         }
-        do {
-            return try JSONDecoder().decode(T.self, from: data)
-        } catch {
-            throw .decoding(String(describing: error))
-        }
+        return data
     }
 
     /// The typed error for an HTTP error answer.
