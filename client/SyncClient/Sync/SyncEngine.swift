@@ -331,9 +331,11 @@ public actor SyncEngine {
 
     // MARK: Pull
 
+    /// Pulls every scope page by page. Each page is applied with its cursor in one
+    /// transaction, in order; the next page is already asked for (with this page's cursor)
+    /// while this one is stored, so the server's work and the device's overlap.
     private func pullAll() async throws(EngineFailure) -> Int {
         var pulled = 0
-        let clientID = store.identity.clientId
         for scope in configuration.scopes {
             snapshot.phase = .pulling(scope: scope)
             snapshot.progress = SyncProgress(done: 0, total: 0, currentEntity: nil)
@@ -341,29 +343,39 @@ public actor SyncEngine {
             var cursor: String?
             do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
             var holds = 0
+            var prefetched: Task<Result<PullResponse, EngineFailure>, Never>?
             while true {
+                let fetched: Result<PullResponse, EngineFailure>
+                if let next = prefetched {
+                    fetched = await next.value
+                    prefetched = nil
+                } else {
+                    fetched = await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: cursor, limit: configuration.pullPageSize)
+                }
                 let page: PullResponse
-                do {
-                    let schema: [String: Int]
-                    do { schema = try store.requestSchemaVersions() } catch { throw EngineFailure.store(error) }
-                    page = try await transport.pull(
-                        scope: scope, cursor: cursor, limit: configuration.pullPageSize, schema: schema, clientID: clientID
-                    )
-                } catch let error as TransportError {
+                switch fetched {
+                case .success(let value):
+                    page = value
+                case .failure(.transport(let error)):
                     if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
                         holds += 1
                         continue
                     }
                     try? store.recordScopeSync(scope, error: error.detail)
                     throw .transport(error)
-                } catch let error as EngineFailure {
-                    throw error
-                } catch {
-                    throw .transport(.network(String(describing: error)))
+                case .failure(let failure):
+                    throw failure
+                }
+                if page.hasMore {
+                    // Detached: a task inheriting this actor would wait for the apply below to start.
+                    prefetched = Task.detached { [store, transport, next = page.cursor, limit = configuration.pullPageSize] in
+                        await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: next, limit: limit)
+                    }
                 }
                 do {
                     try store.applyServerChanges(ServerChanges(pull: page, scopeKey: scope))
                 } catch {
+                    prefetched?.cancel()
                     throw .store(error)
                 }
                 let rows = page.upserts.values.reduce(0) { $0 + $1.count } + page.deletes.values.reduce(0) { $0 + $1.count }
@@ -377,6 +389,20 @@ public actor SyncEngine {
             do { try store.recordScopeSync(scope) } catch { throw .store(error) }
         }
         return pulled
+    }
+
+    /// One page of a scope after `cursor`, asked for with the schema versions this build sends
+    /// (contracts held for an update left out).
+    private static func fetchPage(
+        store: OfflineStore, transport: any SyncTransport, scope: String, cursor: String?, limit: Int?
+    ) async -> Result<PullResponse, EngineFailure> {
+        let schema: [String: Int]
+        do { schema = try store.requestSchemaVersions() } catch { return .failure(.store(error)) }
+        do {
+            return .success(try await transport.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: store.identity.clientId))
+        } catch {
+            return .failure(.transport(error))
+        }
     }
 }
 
