@@ -52,13 +52,15 @@ package enum StoredJSON {
             return value
         }
 
-        mutating func value(depth: Int) -> JSONValue? {
+        /// `capacity`: how many members an object is likely to have (its previous sibling's
+        /// count: the rows of a page share their keys), so it is not grown again and again.
+        mutating func value(depth: Int, capacity: Int = 0) -> JSONValue? {
             skipWhitespace()
             guard index < bytes.count, depth < 512 else { return nil }
             switch bytes[index] {
             case UInt8(ascii: "{"):
                 index += 1
-                var members: [String: JSONValue] = [:]
+                var members: [String: JSONValue] = Dictionary(minimumCapacity: capacity)
                 skipWhitespace()
                 if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
                     index += 1
@@ -91,8 +93,10 @@ package enum StoredJSON {
                     index += 1
                     return .array(items)
                 }
+                var capacity = 0
                 while true {
-                    guard let item = value(depth: depth + 1) else { return nil }
+                    guard let item = value(depth: depth + 1, capacity: capacity) else { return nil }
+                    if case .object(let members) = item { capacity = members.count }
                     items.append(item)
                     skipWhitespace()
                     guard index < bytes.count else { return nil }

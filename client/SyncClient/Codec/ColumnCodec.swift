@@ -145,10 +145,14 @@ enum ColumnCodec {
 
     /// The kind of an entity's primary key (`id` when the entity is unknown).
     static func primaryKeyKind(of entity: String) -> FieldKind {
-        ContractRegistry.entity(named: entity).flatMap { entity in
-            entity.fields.first { $0.name == entity.primaryKey }?.kind
-        } ?? .id
+        primaryKeyKinds[entity] ?? .id
     }
+
+    /// Every entity's primary-key kind, by name: `ref` fields look theirs up for every row.
+    private static let primaryKeyKinds = Dictionary(
+        ContractRegistry.entities.map { entity in (entity.name, entity.fields.first { $0.name == entity.primaryKey }?.kind ?? .id) },
+        uniquingKeysWith: { first, _ in first }
+    )
 
     /// A UUID's text in the stored form (lowercase, hyphenated), or `nil` when it is not a UUID.
     /// Text already in that form (what servers send) is taken as it is, without parsing it into
