@@ -195,8 +195,18 @@ struct SQLiteTransaction: StorageTransaction {
                 SELECT * FROM \(Self.quoted(table.name))
                 WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? AND "_seq" <= ? ORDER BY "_seq" LIMIT ?
                 """
-            let rows = try Row.fetchAll(statement(sql), arguments: [tenant, scopeKey, after, last, limit])
-            merged += rows.map { (($0["_seq"] as Int64?) ?? 0, table, Self.storedRow($0)) }
+            // Each row read straight from the statement as it steps (no copied GRDB row in
+            // between), column by index, with the column names read once per table.
+            let select = try statement(sql)
+            let names = select.columnNames
+            let rows = try Row.fetchCursor(select, arguments: [tenant, scopeKey, after, last, limit])
+            while try rows.next() != nil {
+                var stored = StoredRow(Dictionary(minimumCapacity: names.count))
+                for index in names.indices {
+                    stored.columns[names[index]] = Self.sqlValue(DatabaseValue(sqliteStatement: select.sqliteStatement, index: CInt(index)))
+                }
+                merged.append((stored.integer("_seq") ?? 0, table, stored))
+            }
         }
         merged.sort { $0.sequence < $1.sequence }
         return merged.prefix(limit).map { ($0.table, $0.row) }

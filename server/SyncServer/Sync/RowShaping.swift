@@ -63,9 +63,9 @@ public enum RowShaping {
     public struct Plan: Sendable {
         let fields: [(wireName: String, field: FieldDescriptor)]
         /// What ``write(_:into:)`` writes, in key order: each member's `"key":` bytes and its
-        /// field with the kind its column is read as (a `ref` as its target's key); no field for
-        /// the server's row version.
-        let members: [(key: [UInt8], field: FieldDescriptor?, kind: FieldKind)]
+        /// field's column with the kind the column is read as (a `ref` as its target's key); no
+        /// column for the server's row version.
+        let members: [(key: [UInt8], column: String?, kind: FieldKind)]
 
         init(fields: [FieldDescriptor], known: [KnownField]) {
             var byName: [String: FieldDescriptor] = [:]
@@ -75,11 +75,11 @@ public enum RowShaping {
             self.fields = known.compactMap { knownField in
                 knownField.currentName.flatMap { byName[$0] }.map { (knownField.wireName, $0) }
             }
-            var members: [String: (field: FieldDescriptor?, kind: FieldKind)] = [Self.serverVersionKey: (nil, .int)]
+            var members: [String: (column: String?, kind: FieldKind)] = [Self.serverVersionKey: (nil, .int)]
             for (wireName, field) in self.fields {
-                members[wireName] = (field, RowCodec.columnKind(field.kind))
+                members[wireName] = (field.name, RowCodec.columnKind(field.kind))
             }
-            self.members = JSONBytes.sorted(members.keys).map { (JSONBytes.key($0), members[$0]!.field, members[$0]!.kind) }
+            self.members = JSONBytes.sorted(members.keys).map { (JSONBytes.key($0), members[$0]!.column, members[$0]!.kind) }
         }
 
         /// The plan for schema `version` of an entity.
@@ -111,15 +111,15 @@ public enum RowShaping {
         func write(_ row: StoredRow, into json: inout JSONBytes) {
             json.append(0x7B)
             var first = true
-            for (key, field, kind) in members {
-                guard let field else {
+            for (key, column, kind) in members {
+                guard let column else {
                     guard let version = row.integer("_version") else { continue }
                     json.member(key, first: &first)
                     json.int(version)
                     continue
                 }
                 json.member(key, first: &first)
-                let stored = row[field.name]
+                let stored = row[column]
                 if case .timestamp = kind, case .integer(let millis) = stored {
                     json.timestamp(millis)
                 } else {
