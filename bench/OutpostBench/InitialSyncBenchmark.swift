@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import GRDB
+import SyncClient
 import SyncProtocol
 import SyncServer
 
@@ -18,12 +19,18 @@ import SyncServer
 ///
 /// Baselines in the same run, on the same server and rows:
 ///
-/// - **download only**: the same pages fetched with plain HTTP GETs (gzip, a new connection
+/// - **server alone**: the same pages fetched with plain HTTP GETs (gzip, a new connection
 ///   each, inflated, the cursor picked out) and nothing decoded or stored: what the server and
 ///   loopback cost;
+/// - **device alone**: the same device process syncing the same pages, recorded as the server
+///   sent them and served from files (``RecordedPages``: inflated and read exactly as
+///   `URLSessionTransport` does): what the device costs with no server and no network. With
+///   the next page asked for while one is stored, the sync approaches the larger of the two
+///   instead of their sum;
 /// - **raw SQLite upsert**: the rows exactly as the device stored them, upserted with raw GRDB
 ///   into the same tables of another fresh store (one cached statement per table, one
-///   transaction per 1 000): what storing costs at the least.
+///   transaction per 1 000, committed as the device commits pulled pages): what storing costs
+///   at the least.
 ///
 /// After every run the device's database is checked: each contract table holds exactly the
 /// scope's live rows (the same ids as the server, by a digest), and the scope's cursor is stored.
@@ -57,6 +64,8 @@ enum InitialSyncBenchmark {
         var syncCPU = Samples()
         var serverCPU = Samples()
         var process = Samples()
+        var alone = Samples()
+        var aloneCPU = Samples()
         var download = Samples()
         var downloadBytes = 0
         var downloadPages = 0
@@ -105,28 +114,33 @@ enum InitialSyncBenchmark {
             }
             let url = URL(string: "http://127.0.0.1:\(port)")!
 
+            // The pages as the server sends them, recorded for the device-alone baseline (untimed).
+            let recorded = try workspace.folder("pages-\(rows)")
+            let download = try downloadOnly(port: port, token: token, recordInto: recorded)
+            (size.downloadBytes, size.downloadPages) = (download.bytes, download.pages)
+            if download.rows != rows {
+                size.problems.append("the plain GETs counted \(download.rows) rows, not \(rows)")
+            }
+
             for run in 0..<runs(rows) {
-                // Download only, then the device, alternating, so load on the machine hits both alike.
-                let download = try Timing.measure { try downloadOnly(port: port, token: token) }
-                size.download.append(download.seconds)
-                size.downloadBytes = download.value.bytes
-                size.downloadPages = download.value.pages
-                if download.value.rows != rows {
-                    size.problems.append("the plain GETs counted \(download.value.rows) rows, not \(rows)")
-                }
+                // Each measurement in turn, run after run, so load on the machine hits all alike.
+                size.download.append(try Timing.measure { try downloadOnly(port: port, token: token) }.seconds)
+
+                let alone = try workspace.folder("alone-\(rows)-\(run)")
+                let aloneReport = try runDevice(
+                    executables.bench, ["--pages", recorded.path], folder: alone, logs: workspace.url, name: "alone-\(rows)-\(run)"
+                ).report
+                size.alone.append(aloneReport.syncSeconds)
+                size.aloneCPU.append(aloneReport.syncCPUSeconds)
+                workspace.remove(alone)
 
                 let folder = try workspace.folder("device-\(rows)-\(run)")
                 let serverCPU = ProcessMemory.cpuSeconds(pid: server.pid) ?? 0
-                let device = try ChildProcess(
-                    executables.bench,
-                    [InitialSyncDevice.command, "--server", url.absoluteString, "--token", token, "--folder", folder.path, "--page-size", "\(pageSize)"],
-                    logs: workspace.url, name: "device-\(rows)-\(run)"
+                let (report, processSeconds) = try runDevice(
+                    executables.bench, ["--server", url.absoluteString, "--token", token], folder: folder, logs: workspace.url,
+                    name: "device-\(rows)-\(run)"
                 )
-                let processSeconds = try device.waitForSuccess()
                 size.serverCPU.append((ProcessMemory.cpuSeconds(pid: server.pid) ?? 0) - serverCPU)
-                guard let reportLine = device.output.split(separator: "\n").last,
-                    let report = try? JSONDecoder().decode(InitialSyncDevice.Report.self, from: Data(reportLine.utf8))
-                else { throw BenchmarkError("the device printed no report: \(device.output.suffix(500)) \(device.errors.suffix(500))") }
                 size.sync.append(report.syncSeconds)
                 size.syncCPU.append(report.syncCPUSeconds)
                 size.process.append(processSeconds)
@@ -143,6 +157,7 @@ enum InitialSyncBenchmark {
             size.serverPeakKiB = ProcessMemory.status("VmHWM", pid: server.pid)
             server.stop()
             workspace.remove(data)
+            workspace.remove(recorded)
             measured.append(size)
         }
 
@@ -151,13 +166,34 @@ enum InitialSyncBenchmark {
         return result
     }
 
+    /// Runs `outpost-bench initial-sync-device` (with `source`: a server or recorded pages) into
+    /// `folder`; its report and the process's wall time from launch to exit.
+    static func runDevice(
+        _ bench: URL, _ source: [String], folder: URL, logs: URL, name: String
+    ) throws -> (report: InitialSyncDevice.Report, processSeconds: Double) {
+        let device = try ChildProcess(
+            bench, [InitialSyncDevice.command] + source + ["--folder", folder.path, "--page-size", "\(pageSize)"], logs: logs, name: name
+        )
+        let seconds = try device.waitForSuccess()
+        guard let line = device.output.split(separator: "\n").last,
+            let report = try? JSONDecoder().decode(InitialSyncDevice.Report.self, from: Data(line.utf8))
+        else { throw BenchmarkError("the device printed no report: \(device.output.suffix(500)) \(device.errors.suffix(500))") }
+        return (report, seconds)
+    }
+
     // MARK: Baselines
 
     /// Every page of the scope with plain HTTP GETs, as the device asks for them (gzip), with
-    /// nothing decoded: the body inflated and the cursor and `has_more` picked out of it.
-    static func downloadOnly(port: Int, token: String) throws -> (pages: Int, rows: Int, bytes: Int) {
+    /// nothing decoded: the body inflated and the cursor and `has_more` picked out of it. With
+    /// `recordInto`, each gzip body is also written there for ``RecordedPages`` (not timed apart:
+    /// record on a run whose time is not kept).
+    static func downloadOnly(port: Int, token: String, recordInto folder: URL? = nil) throws -> (pages: Int, rows: Int, bytes: Int) {
         var cursor: String?
         var pages = 0, rows = 0, bytes = 0
+        var cursors = ""
+        defer {
+            if let folder { try? Data(cursors.utf8).write(to: folder.appendingPathComponent(RecordedPages.cursorsFile)) }
+        }
         while true {
             var path = "/sync/v1/pull?scope=user&limit=\(pageSize)"
             if let cursor { path += "&cursor=\(cursor)" }
@@ -167,7 +203,12 @@ enum InitialSyncBenchmark {
             guard response.status == 200 else {
                 throw BenchmarkError("GET \(path) answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))")
             }
-            let body = response.headers["content-encoding"] == "gzip" ? try Gzip.decompress(response.body, limit: 1 << 30) : response.body
+            guard response.headers["content-encoding"] == "gzip" else { throw BenchmarkError("GET \(path) did not answer gzip") }
+            let body = try Gzip.decompress(response.body, limit: 1 << 30)
+            if let folder {
+                try response.body.write(to: folder.appendingPathComponent(RecordedPages.pageFile(pages)))
+                cursors += (cursor ?? "") + "\n"
+            }
             bytes += response.body.count
             pages += 1
             let page = TopLevelFields(body)
@@ -182,12 +223,18 @@ enum InitialSyncBenchmark {
     }
 
     /// Upserts the rows the device stored in `synced` into a fresh store in `folder` with raw
-    /// GRDB (one cached statement per table, one transaction per page of rows); returns the
-    /// seconds spent writing (reading the rows back is not counted).
+    /// GRDB (one cached statement per table, one transaction per page of rows, committed as the
+    /// device commits pulled pages: `synchronous = NORMAL`, the same checkpoint interval);
+    /// returns the seconds spent writing (reading the rows back is not counted).
     static func rawUpsert(from synced: URL, into folder: URL) throws -> Double {
         try ClientStoreBenchmarks.openStore(folder, tenantId: InitialSyncSeed.tenant).close()
         let source = try DatabaseQueue(path: synced.appendingPathComponent("store.sqlite").path)
-        let target = try DatabasePool(path: folder.appendingPathComponent("store.sqlite").path)
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(OfflineStore.refetchableCheckpointPages)")
+        }
+        let target = try DatabasePool(path: folder.appendingPathComponent("store.sqlite").path, configuration: configuration)
         defer {
             try? source.close()
             try? target.close()
@@ -305,12 +352,21 @@ enum InitialSyncBenchmark {
                 note: "opens the store, syncs, checks nothing"
             ))
             rows.append(.init(
-                "  baseline: download only (plain GETs, gzip, no decode/apply)", median: Format.duration(size.download.median),
-                min: Format.duration(size.download.min), note: "sync is \(Format.ratio(size.sync.median / size.download.median)) this"
+                "  baseline: device alone (the same pages from files)", median: Format.duration(size.alone.median),
+                min: Format.duration(size.alone.min), note: "no server, no HTTP; device CPU \(Format.duration(size.aloneCPU.median))"
+            ))
+            rows.append(.init(
+                "  baseline: server alone (plain GETs, no decode/apply)", median: Format.duration(size.download.median),
+                min: Format.duration(size.download.min), note: "the same pages, gzip, one connection each"
+            ))
+            let serial = size.alone.median + size.download.median
+            rows.append(.init(
+                "  overlap: sync / (device alone + server alone)", median: Format.ratio(size.sync.median / serial),
+                note: "1.00× one after the other; \(Format.ratio(max(size.alone.median, size.download.median) / serial)) if fully overlapped"
             ))
             rows.append(.init(
                 "  baseline: raw SQLite upsert of the same rows", median: Format.duration(size.raw.median), min: Format.duration(size.raw.min),
-                note: "sync is \(Format.ratio(size.sync.median / size.raw.median)) this; 1 tx per \(Format.grouped(pageSize))"
+                note: "sync is \(Format.ratio(size.sync.median / size.raw.median)) this; 1 tx per \(Format.grouped(pageSize)), committed as the device does"
             ))
             rows.append(.init(
                 "  device peak memory (VmHWM)", median: mebibytes(size.worstPeakKiB), min: mebibytes(size.peakKiB.min() ?? 0),
@@ -333,7 +389,8 @@ enum InitialSyncBenchmark {
             result.check(
                 "bar: initial sync of \(Format.grouped(barRows)) rows", median < barSeconds,
                 "median \(Format.duration(median)) " + (median < barSeconds ? "<" : ">=") + " \(Format.duration(barSeconds))"
-                    + " (\(Format.ratio(median / bar.download.median)) download only, \(Format.ratio(median / bar.raw.median)) raw SQLite upsert)"
+                    + " (device alone \(Format.duration(bar.alone.median)), server alone \(Format.duration(bar.download.median)), "
+                    + "raw SQLite upsert \(Format.duration(bar.raw.median)))"
             )
         } else {
             result.check("bar: initial sync of \(Format.grouped(barRows)) rows", false, "not measured (\(sizesVariable) leaves it out)")

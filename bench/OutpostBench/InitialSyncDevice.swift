@@ -1,5 +1,7 @@
 import Foundation
 import SyncClient
+import SyncProtocol
+import SyncServer
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -11,6 +13,7 @@ import SyncClient
 /// ``Report``) and exits 0, or prints the problem on standard error and exits 1.
 ///
 ///     outpost-bench initial-sync-device --server URL --token TOKEN --folder DIR --page-size 1000
+///     outpost-bench initial-sync-device --pages DIR --folder DIR --page-size 1000   (recorded pages, no server)
 ///
 /// Not a benchmark of its own (`--list` does not show it): only `initial-sync` starts it.
 enum InitialSyncDevice {
@@ -43,15 +46,21 @@ enum InitialSyncDevice {
             options[String(arguments[index].dropFirst(2))] = arguments[index + 1]
             index += 2
         }
-        guard index == arguments.count, let server = options["server"].flatMap(URL.init(string:)), let token = options["token"],
-            let folder = options["folder"], let pageSize = options["page-size"].flatMap(Int.init)
-        else {
-            Console.error("usage: outpost-bench \(command) --server URL --token TOKEN --folder DIR --page-size N")
+        let transport: (any SyncTransport)?
+        if let server = options["server"].flatMap(URL.init(string:)), let token = options["token"] {
+            transport = URLSessionTransport(baseURL: server, timeout: 120) { token }
+        } else if let pages = options["pages"] {
+            transport = try? RecordedPages(folder: URL(fileURLWithPath: pages, isDirectory: true))
+        } else {
+            transport = nil
+        }
+        guard index == arguments.count, let transport, let folder = options["folder"], let pageSize = options["page-size"].flatMap(Int.init) else {
+            Console.error("usage: outpost-bench \(command) (--server URL --token TOKEN | --pages DIR) --folder DIR --page-size N")
             return 2
         }
         do {
             let report = try runBlocking {
-                try await sync(server: server, token: token, folder: URL(fileURLWithPath: folder, isDirectory: true), pageSize: pageSize)
+                try await sync(transport: transport, folder: URL(fileURLWithPath: folder, isDirectory: true), pageSize: pageSize)
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
@@ -63,10 +72,9 @@ enum InitialSyncDevice {
         }
     }
 
-    static func sync(server: URL, token: String, folder: URL, pageSize: Int) async throws -> Report {
+    static func sync(transport: any SyncTransport, folder: URL, pageSize: Int) async throws -> Report {
         let opened = try Timing.measure { try ClientStoreBenchmarks.openStore(folder, tenantId: InitialSyncSeed.tenant) }
         let store = opened.value
-        let transport = URLSessionTransport(baseURL: server, timeout: 120) { token }
         let engine = SyncEngine(
             store: store, transport: transport,
             configuration: SyncEngineConfiguration(scopes: ["user"], pullPageSize: pageSize, retriesAutomatically: false)
@@ -88,6 +96,45 @@ enum InitialSyncDevice {
             maxRSSKiB: ProcessMemory.maxRSSKiB()
         )
     }
+}
+
+/// Pull pages recorded from the server (``InitialSyncBenchmark/downloadOnly(port:token:recordInto:)``),
+/// served from files as `URLSessionTransport` serves them from HTTP: the gzip body inflated
+/// and read with `PullResponse(json:)`. The device's own cost, with no server and no network.
+struct RecordedPages: SyncTransport {
+    let folder: URL
+    /// The page answering each cursor (`""` for the first).
+    let pageForCursor: [String: Int]
+
+    init(folder: URL) throws {
+        self.folder = folder
+        let cursors = try String(contentsOf: folder.appendingPathComponent(Self.cursorsFile), encoding: .utf8)
+        var pages: [String: Int] = [:]
+        for (index, cursor) in cursors.split(separator: "\n", omittingEmptySubsequences: false).dropLast().enumerated() {
+            pages[String(cursor)] = index
+        }
+        pageForCursor = pages
+    }
+
+    static let cursorsFile = "cursors.txt"
+
+    static func pageFile(_ index: Int) -> String { "page-\(index).gz" }
+
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> PullResponse {
+        guard let index = pageForCursor[cursor ?? ""] else { throw .http(status: 404, body: nil, retryAfter: nil) }
+        do {
+            let body = try Data(contentsOf: folder.appendingPathComponent(Self.pageFile(index)))
+            return try PullResponse(json: Gzip.decompress(body, limit: 1 << 30))
+        } catch {
+            throw .decoding("recorded page \(index): \(error)")
+        }
+    }
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        PushResponse(results: [], lastSeq: 0)
+    }
+
+    func health() async -> Bool { true }
 }
 
 /// This process's memory figures from `/proc/self/status` and `getrusage`.

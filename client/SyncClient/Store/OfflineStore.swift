@@ -274,7 +274,7 @@ public final class OfflineStore: Sendable {
 
     /// How many pages (4 KiB each) the write-ahead log may hold before a commit of
     /// ``writeRefetchable(_:)`` copies it into the database.
-    static let refetchableCheckpointPages = 8_000
+    package static let refetchableCheckpointPages = 8_000
 
     /// The ``OfflineStoreError`` of any error thrown inside a transaction.
     static func map(_ error: any Error) -> OfflineStoreError {
