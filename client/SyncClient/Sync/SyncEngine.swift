@@ -9,6 +9,11 @@ public struct SyncEngineConfiguration: Sendable {
     public var pushBatchSize: Int
     /// Rows per pull page (`nil`: the server's default).
     public var pullPageSize: Int?
+    /// Pulled rows committed together: pages are stored in one transaction (with the last
+    /// page's cursor) until they hold this many rows or the scope's last page came. The same
+    /// number of rows may wait, fetched ahead, while a commit runs. Fewer, larger commits
+    /// write each database page once per commit instead of once per pulled page.
+    public var pullCommitRows: Int
     public var retry: RetryPolicy
     /// Whether a retryable failure schedules the next attempt by itself.
     public var retriesAutomatically: Bool
@@ -18,12 +23,14 @@ public struct SyncEngineConfiguration: Sendable {
     public var sleeper: any Sleeper
 
     public init(
-        scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, retry: RetryPolicy = RetryPolicy(),
-        retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60, sleeper: any Sleeper = TaskSleeper()
+        scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, pullCommitRows: Int = 5_000,
+        retry: RetryPolicy = RetryPolicy(), retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60,
+        sleeper: any Sleeper = TaskSleeper()
     ) {
         self.scopes = scopes
         self.pushBatchSize = pushBatchSize
         self.pullPageSize = pullPageSize
+        self.pullCommitRows = pullCommitRows
         self.retry = retry
         self.retriesAutomatically = retriesAutomatically
         self.periodicInterval = periodicInterval
@@ -331,9 +338,10 @@ public actor SyncEngine {
 
     // MARK: Pull
 
-    /// Pulls every scope page by page. Each page is applied with its cursor in one
-    /// transaction, in order; the next page is already asked for (with this page's cursor)
-    /// while this one is stored, so the server's work and the device's overlap.
+    /// Pulls every scope page by page, in order. A ``PullPipeline`` fetches the pages ahead
+    /// while the engine stores those already here, so the server's work, the network and the
+    /// device's work overlap; pages are committed together with the last one's cursor, up to
+    /// ``SyncEngineConfiguration/pullCommitRows`` rows per transaction.
     private func pullAll() async throws(EngineFailure) -> Int {
         var pulled = 0
         for scope in configuration.scopes {
@@ -343,48 +351,55 @@ public actor SyncEngine {
             var cursor: String?
             do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
             var holds = 0
-            var prefetched: Task<Result<PullResponse, EngineFailure>, Never>?
-            while true {
-                let fetched: Result<PullResponse, EngineFailure>
-                if let next = prefetched {
-                    fetched = await next.value
-                    prefetched = nil
-                } else {
-                    fetched = await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: cursor, limit: configuration.pullPageSize)
+            scope: while true {
+                let pipeline = PullPipeline(after: cursor, aheadRows: configuration.pullCommitRows) {
+                    [store, transport, limit = configuration.pullPageSize] cursor in
+                    await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: cursor, limit: limit)
                 }
-                let page: PullResponse
-                switch fetched {
-                case .success(let value):
-                    page = value
-                case .failure(.transport(let error)):
-                    if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
-                        holds += 1
-                        continue
+                defer { pipeline.close() }
+                var batch: [PullResponse] = []
+                var batchRows = 0
+                while true {
+                    let item = await pipeline.next()
+                    var failure: EngineFailure?
+                    switch item {
+                    case .page(let page):
+                        batch.append(page)
+                        batchRows += page.rowCount
+                        if batchRows < configuration.pullCommitRows && page.hasMore { continue }
+                    case .failure(let error):
+                        failure = error
+                    case .closed:
+                        failure = .transport(.network("the pull stopped before its last page"))
                     }
-                    try? store.recordScopeSync(scope, error: error.detail)
-                    throw .transport(error)
-                case .failure(let failure):
+                    // The pages received before a failure are good: stored first.
+                    if !batch.isEmpty {
+                        do {
+                            _ = try store.applyServerChanges(pages: batch.map { ServerChanges(pull: $0, scopeKey: scope) })
+                        } catch {
+                            throw .store(error)
+                        }
+                        pulled += batchRows
+                        snapshot.progress.done += batchRows
+                        snapshot.progress.total = snapshot.progress.done
+                        publish()
+                        cursor = batch[batch.count - 1].cursor
+                        let finished = !batch[batch.count - 1].hasMore
+                        batch.removeAll(keepingCapacity: true)
+                        batchRows = 0
+                        if finished { break scope }
+                    }
+                    guard let failure else { continue }
+                    if case .transport(let error) = failure {
+                        if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
+                            // Asked again from the last cursor stored, without the held contract.
+                            holds += 1
+                            continue scope
+                        }
+                        try? store.recordScopeSync(scope, error: error.detail)
+                    }
                     throw failure
                 }
-                if page.hasMore {
-                    // Detached: a task inheriting this actor would wait for the apply below to start.
-                    prefetched = Task.detached { [store, transport, next = page.cursor, limit = configuration.pullPageSize] in
-                        await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: next, limit: limit)
-                    }
-                }
-                do {
-                    try store.applyServerChanges(ServerChanges(pull: page, scopeKey: scope))
-                } catch {
-                    prefetched?.cancel()
-                    throw .store(error)
-                }
-                let rows = page.upserts.values.reduce(0) { $0 + $1.count } + page.deletes.values.reduce(0) { $0 + $1.count }
-                pulled += rows
-                snapshot.progress.done += rows
-                snapshot.progress.total = snapshot.progress.done
-                publish()
-                cursor = page.cursor
-                if !page.hasMore { break }
             }
             do { try store.recordScopeSync(scope) } catch { throw .store(error) }
         }
