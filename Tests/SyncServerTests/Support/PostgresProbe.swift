@@ -29,10 +29,11 @@ final class PostgresProbe: Sendable {
         running.cancel()
     }
 
-    /// Backends of this database waiting for a lock.
+    /// Sessions of the storages on this schema (not of other tests) waiting for a lock.
     func backendsWaitingForLocks() async throws -> Int {
+        let name = try StorageKind.postgresConfiguration(schema: schema).applicationName
         let rows = try await client.query(
-            "SELECT count(*)::BIGINT FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            "SELECT count(*)::BIGINT FROM pg_stat_activity WHERE application_name = \(name) AND wait_event_type = 'Lock'"
         ).collect()
         return Int(try rows.first?.decode(Int64.self) ?? 0)
     }

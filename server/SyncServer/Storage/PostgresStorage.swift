@@ -91,6 +91,9 @@ public final class PostgresStorage: SyncStorage {
             }
         }
 
+        /// `application_name` of the connections: `outpost-sync-server`, with the schema when one is given.
+        public var applicationName: String { "outpost-sync-server" + (schema.map { ":" + $0 } ?? "") }
+
         /// A PostgreSQL URL the server cannot use.
         public struct URLError: Error, CustomStringConvertible {
             public var description: String
@@ -128,8 +131,10 @@ public final class PostgresStorage: SyncStorage {
             database: configuration.database, tls: try Self.tls(configuration.tls)
         )
         clientConfiguration.options.maximumConnections = configuration.maximumConnections
+        // The application name tells the server's sessions apart in pg_stat_activity.
+        clientConfiguration.options.additionalStartupParameters = [("application_name", configuration.applicationName)]
         if let schema = configuration.schema {
-            clientConfiguration.options.additionalStartupParameters = [("search_path", schema)]
+            clientConfiguration.options.additionalStartupParameters.append(("search_path", schema))
         }
         var logger = Logger(label: "outpost.postgres")
         logger.logLevel = .error
