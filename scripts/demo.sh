@@ -53,7 +53,9 @@ tail -n 1 "$work/diagnostics.txt"
 echo "contractc exited with status $status (1 = the contracts have errors)."
 [ "$status" -eq 1 ]
 
-bold "The reference server on an embedded SQLite, in a temporary folder, on a free loopback port"
+# sync-server stores in PostgreSQL when OUTPOST_POSTGRES_URL is set (make demo-postgres).
+storage="an embedded SQLite"; [ -n "${OUTPOST_POSTGRES_URL:-}" ] && storage="PostgreSQL (OUTPOST_POSTGRES_URL)"
+bold "The reference server on $storage, in a temporary folder, on a free loopback port"
 swift build --product sync-server 2>&1 | tail -n 1
 server="$(swift build --show-bin-path)/sync-server"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
