@@ -64,7 +64,10 @@ on() {
 }
 
 # ---------------------------------------------------------------------------------------------
-step "The server: sync-server on an embedded SQLite in a temporary folder, on a free loopback port"
+# sync-server stores in PostgreSQL when OUTPOST_POSTGRES_URL is set (make demo-postgres).
+storage="an embedded SQLite in a temporary folder"
+[ -n "${OUTPOST_POSTGRES_URL:-}" ] && storage="PostgreSQL (OUTPOST_POSTGRES_URL)"
+step "The server: sync-server on $storage, on a free loopback port"
 data="$work/server"
 "$bin/sync-server" seed --data "$data"
 "$bin/sync-server" serve --data "$data" --port 0 --rate 0 > "$work/server.log" 2>&1 &

@@ -309,6 +309,20 @@ struct MigrationHistoryTests {
     }
 }
 
+extension MigrationHistoryTests {
+    @Test("Every released PostgreSQL server migration in contracts.lock is generated with its locked checksum")
+    func releasedPostgresMigrationsMatchTheLock() throws {
+        let locked = try LockedMigrations.read()["server_postgres"] ?? [:]
+        try #require(!locked.isEmpty, "contracts.lock lists no server_postgres migrations")
+        let generated = Dictionary(
+            ContractRegistry.serverPostgresMigrations.map { ($0.identifier, $0.checksum) }, uniquingKeysWith: { first, _ in first }
+        )
+        for (identifier, checksum) in locked.sorted(by: { $0.key < $1.key }) {
+            #expect(generated[identifier] == checksum, "server_postgres \(identifier): a released migration changed or is gone")
+        }
+    }
+}
+
 /// The `migrations:` section of `contracts/contracts.lock`: side → identifier → checksum.
 enum LockedMigrations {
     static func read() throws -> [String: [String: String]] {
@@ -325,8 +339,8 @@ enum LockedMigrations {
                 continue
             }
             guard inMigrations else { continue }
-            if trimmed == "client:" || trimmed == "server:" {
-                side = String(trimmed.dropLast())
+            if trimmed.hasSuffix(":"), !trimmed.hasPrefix("-") {
+                side = String(trimmed.dropLast())  // client, server, server_postgres
             } else if let side, trimmed.hasPrefix("- {"),
                 let identifier = value(of: "id", in: trimmed), let checksum = value(of: "checksum", in: trimmed)
             {

@@ -127,7 +127,7 @@ enum PushIngestionBenchmark {
                 try runBlocking {
                     for batch in stored {
                         try await storage.write { transaction in
-                            for row in batch { try transaction.upsert(row, in: table) }
+                            for row in batch { try await transaction.upsert(row, in: table) }
                         }
                     }
                 }

@@ -11,6 +11,10 @@ struct ServeCommand: AsyncParsableCommand {
             the routes of docs/openapi.yaml. On SIGINT or SIGTERM it stops accepting connections, lets
             requests in flight finish, and exits 0.
 
+            With --postgres URL (or $\(PostgresStorage.environmentVariable)) everything is stored in that
+            PostgreSQL database instead, and several processes may serve the same database behind a load
+            balancer (docs/scaling.md); give them the same token key and a shared DIR for assets.
+
             Tokens are checked with the key of --secret-file, else of $\(TokenKey.environmentVariable), else
             of DIR/\(TokenKey.fileName) (created with 32 random bytes on first use). Set LOG_LEVEL (trace,
             debug, info, notice, warning, error) to change how much is logged.
@@ -60,7 +64,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw fail(error.description)
         }
-        let storage = try data.openStorage()
+        let storage = try await data.openStorage()
         let configuration = ServerConfiguration(
             host: host, port: port, maximumBodyBytes: maximumBodyBytes, maximumAssetBytes: maximumAssetBytes,
             rateLimit: requestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: requestsPerSecond, burst: burst) : nil,
@@ -69,13 +73,16 @@ struct ServeCommand: AsyncParsableCommand {
         let environment = ServerEnvironment(storage: storage, assets: AssetStore(directory: directory.assets), signer: signer)
         let host = self.host
         let started = StartFlag()
+        let storageDescription = data.storageDescription
         let app = buildApplication(configuration: configuration, environment: environment) { boundPort in
             started.set()
-            say("sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path))")
+            say("sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))")
         }
         do {
             try await app.runService()
+            await data.close(storage)
         } catch {
+            await data.close(storage)
             throw fail(started.isSet ? "the server stopped: \(error)" : "cannot listen on \(host):\(port): \(error)")
         }
         say("sync-server stopped")

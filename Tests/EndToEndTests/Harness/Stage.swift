@@ -49,7 +49,7 @@ final class Stage {
     func serverRow(_ entity: EntityDescriptor, id: String) async throws -> [String: JSONValue]? {
         let storage = try storage()
         return try await storage.read { reader in
-            try reader.row(in: ContractTable(entity), tenant: Self.tenant, id: id).map { row in
+            try await reader.row(in: ContractTable(entity), tenant: Self.tenant, id: id).map { row in
                 var wire: [String: JSONValue] = [:]
                 for field in entity.fields { wire[field.name] = RowCodec.wireValue(row.columns[field.name] ?? .null, for: field) }
                 return wire
@@ -72,11 +72,11 @@ final class Stage {
         #expect(sent.count == entries.count, "\(device.name): a change never got a wire seq", sourceLocation: sourceLocation)
         let storage = try storage()
         let tenant = Self.tenant
+        let seqs = sent.map(\.0)
         let ledger = try await storage.read { reader in
-            (
-                last: try reader.lastSequence(tenant: tenant, clientID: clientID),
-                results: try sent.map { seq, _ in try reader.pushResult(tenant: tenant, clientID: clientID, seq: seq) }
-            )
+            var results: [String?] = []
+            for seq in seqs { results.append(try await reader.pushResult(tenant: tenant, clientID: clientID, seq: seq)) }
+            return (last: try await reader.lastSequence(tenant: tenant, clientID: clientID), results: results)
         }
         #expect(ledger.last == sent.map(\.0).max(), "\(device.name): the server's last seq", sourceLocation: sourceLocation)
         for ((seq, entry), stored) in zip(sent, ledger.results) {
@@ -86,7 +86,7 @@ final class Stage {
             if entry["op"].string == "event", let name = entry["entity"].string, let event = ContractRegistry.event(named: name),
                 let id = entry["row_id"].string
             {
-                let stored = try await storage.read { reader in try reader.row(in: ContractTable(event), tenant: tenant, id: id) != nil }
+                let stored = try await storage.read { reader in try await reader.row(in: ContractTable(event), tenant: tenant, id: id) != nil }
                 #expect(stored, "\(device.name): event \(name) \(id) is not on the server", sourceLocation: sourceLocation)
             }
         }

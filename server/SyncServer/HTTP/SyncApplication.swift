@@ -141,7 +141,7 @@ struct SyncRoutes: Sendable {
 
     @Sendable func health(_ request: Request, context: SyncRequestContext) async throws -> Response {
         do {
-            _ = try await environment.storage.read { reader in try reader.lastSequence(tenant: "", clientID: "") }
+            _ = try await environment.storage.read { reader in try await reader.lastSequence(tenant: "", clientID: "") }
         } catch {
             context.logger.error("health: storage unreachable: \(String(reflecting: error))")
             throw ServiceError(status: 503, .internalError, "storage is unreachable")
