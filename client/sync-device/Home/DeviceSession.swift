@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import SyncClient
+import SyncProtocol
 
 /// A logged-in device: its login, its open store and its network.
 struct DeviceSession {
@@ -21,15 +22,20 @@ struct DeviceSession {
         )
     }
 
-    /// Opens (creating or migrating) the device's store.
+    /// Opens (creating or migrating) the device's store, with the crash tests' pauses of
+    /// `OUTPOST_FAULT_DELAY_MS` when set (docs/sync-device.md).
     static func openStore(home: DeviceHome, profile: DeviceProfile, clock: ShiftedClock) throws(DeviceFailure) -> OfflineStore {
+        var configuration = OfflineStoreConfiguration(
+            databaseURL: home.databaseURL, tenantId: profile.tenant, userId: profile.user, deviceId: profile.device,
+            keyProvider: FileKeyProvider(directory: home.keysURL), assetsDirectory: home.assetsURL, clock: clock
+        )
         do {
-            return try OfflineStore(
-                OfflineStoreConfiguration(
-                    databaseURL: home.databaseURL, tenantId: profile.tenant, userId: profile.user, deviceId: profile.device,
-                    keyProvider: FileKeyProvider(directory: home.keysURL), assetsDirectory: home.assetsURL, clock: clock
-                )
-            )
+            configuration.faultPauses = try FaultPauses.fromEnvironment()
+        } catch {
+            throw .usage(error.description)
+        }
+        do {
+            return try OfflineStore(configuration)
         } catch {
             throw DeviceFailure(error)
         }
