@@ -43,11 +43,15 @@ struct DeviceSession {
 
     /// A sync engine over the device's network, pulling the login's scopes. It never retries on
     /// its own: a command runs once and says what happened.
-    func engine() -> SyncEngine {
-        SyncEngine(
-            store: store, transport: network,
-            configuration: SyncEngineConfiguration(scopes: profile.scopes, retriesAutomatically: false)
-        )
+    func engine(pushBatchSize: Int? = nil, pullPageSize: Int? = nil) -> SyncEngine {
+        var configuration = SyncEngineConfiguration(scopes: profile.scopes, pullPageSize: pullPageSize, retriesAutomatically: false)
+        if let pushBatchSize { configuration.pushBatchSize = pushBatchSize }
+        return SyncEngine(store: store, transport: network, configuration: configuration)
+    }
+
+    /// The downloader of unit files and assets, over the device's network.
+    func downloader() -> AssetDownloader {
+        AssetDownloader(store: store, transport: network)
     }
 
     /// Changes not yet on the server, by contract and row (`Task\u{0}task-1`).
