@@ -2,6 +2,9 @@
 #   make test             build (executables included), run every test (end-to-end ones too),
 #                         and check the generated code is current
 #   make demo             a server and sync-device devices through the learner and field-ops stories
+#   make soak             the crash suite (real processes killed with kill -9) with SOAK_ITERATIONS
+#                         kills per crash point instead of make test's few (OUTPOST_CRASH_SEED=N
+#                         for another seed); prints where the kills landed
 #   make codegen          regenerate Sources/Contracts from contracts/
 #   make check-generated  fail if Sources/Contracts differs from what contracts/ generate
 #   make compat           fail if a contract change would break a device in the field (contractc check)
@@ -15,7 +18,7 @@ GENERATED  ?= Sources/Contracts
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo bench server clean
+.PHONY: all build contractc codegen check-generated compat lock test demo soak bench server clean
 
 all: build
 
@@ -54,6 +57,11 @@ test: check-generated compat
 
 demo:
 	@scripts/demo.sh
+
+SOAK_ITERATIONS ?= 100
+soak:
+	$(SWIFT) build --build-tests
+	OUTPOST_SOAK_ITERATIONS=$(SOAK_ITERATIONS) $(SWIFT) test --skip-build --filter CrashTests
 
 bench:
 	$(SWIFT) build -c release --product contractc
