@@ -4,6 +4,9 @@
 #                         and check the generated code is current
 #   make demo             a server on SQLite and sync-device devices through the learner and field-ops stories
 #   make demo-postgres    the same demo with the server on a throwaway PostgreSQL
+#   make soak             the crash suite (real processes killed with kill -9) with SOAK_ITERATIONS
+#                         kills per crash point instead of make test's few (OUTPOST_CRASH_SEED=N
+#                         for another seed); prints where the kills landed
 #   make codegen          regenerate Sources/Contracts from contracts/
 #   make check-generated  fail if Sources/Contracts differs from what contracts/ generate
 #   make compat           fail if a contract change would break a device in the field (contractc check)
@@ -17,7 +20,7 @@ GENERATED  ?= Sources/Contracts
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres bench server clean
+.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak bench server clean
 
 all: build
 
@@ -62,6 +65,11 @@ demo:
 # scripts/demo.sh with the server on a throwaway PostgreSQL (OUTPOST_POSTGRES_URL).
 demo-postgres:
 	@scripts/with-postgres.sh --fast -- sh -c 'OUTPOST_POSTGRES_URL="$$OUTPOST_TEST_POSTGRES_URL" scripts/demo.sh'
+
+SOAK_ITERATIONS ?= 100
+soak:
+	$(SWIFT) build --build-tests
+	OUTPOST_SOAK_ITERATIONS=$(SOAK_ITERATIONS) $(SWIFT) test --skip-build --filter CrashTests
 
 bench:
 	$(SWIFT) build -c release --product contractc

@@ -146,7 +146,8 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "SyncServer", "SyncProtocol", "Contracts",
+                "SyncServer", "SyncClient", "SyncProtocol", "Contracts",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/EndToEndTests",
             swiftSettings: strictSwift

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncProtocol
 import SyncServer
 
 struct ServeCommand: AsyncParsableCommand {
@@ -18,6 +19,10 @@ struct ServeCommand: AsyncParsableCommand {
             Tokens are checked with the key of --secret-file, else of $\(TokenKey.environmentVariable), else
             of DIR/\(TokenKey.fileName) (created with 32 random bytes on first use). Set LOG_LEVEL (trace,
             debug, info, notice, warning, error) to change how much is logged.
+
+            For crash tests only: \(FaultPauses.environmentVariable)=push-before-answer:MS makes every push
+            pause MS milliseconds after it is committed and before it is answered, announced on
+            standard error, so a test can kill the server exactly there.
             """
     )
 
@@ -70,7 +75,12 @@ struct ServeCommand: AsyncParsableCommand {
             rateLimit: requestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: requestsPerSecond, burst: burst) : nil,
             publicBaseURL: publicURL
         )
-        let environment = ServerEnvironment(storage: storage, assets: AssetStore(directory: directory.assets), signer: signer)
+        var environment = ServerEnvironment(storage: storage, assets: AssetStore(directory: directory.assets), signer: signer)
+        do {
+            environment.faultPauses = try FaultPauses.fromEnvironment()
+        } catch {
+            throw fail(error.description)
+        }
         let host = self.host
         let started = StartFlag()
         let storageDescription = data.storageDescription

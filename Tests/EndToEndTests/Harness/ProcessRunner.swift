@@ -70,6 +70,18 @@ final class ChildProcess: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, signal) }
     }
 
+    /// Waits until standard error holds `text` (a fault pause announcing itself): `true` once
+    /// it does, `false` when the process exited first.
+    func waitForError(containing text: String, timeout: Double = 60) throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !stderr.contains(text) {
+            guard process.isRunning else { return stderr.contains(text) }
+            guard Date() < deadline else { throw TimedOut(arguments: arguments, seconds: timeout) }
+            usleep(2_000)
+        }
+        return true
+    }
+
     struct TimedOut: Error, CustomStringConvertible {
         var arguments: [String]
         var seconds: Double
