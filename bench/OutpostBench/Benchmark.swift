@@ -63,6 +63,7 @@ enum Benchmarks {
         CodegenBenchmark.benchmark,
         PushIngestionBenchmark.benchmark,
         PullCompressionBenchmark.benchmark,
+        PostgresBenchmark.benchmark,
         // Later (DESIGN §8): pull apply vs raw SQLite upsert, initial sync over loopback,
         // local reads.
     ]

@@ -24,11 +24,17 @@ final class PostgresTransaction: StorageTransaction {
     private var scopes: [Key: Int64] = [:]
     private var movedScopes: Set<Key> = []
     private var pushResults: [PushResultRow] = []
+    private var pendingResults: [PendingResultKey: String] = [:]
     private var audit: [AuditEntry] = []
 
     private struct Key: Hashable {
         var tenant: String
         var name: String
+    }
+
+    private struct PendingResultKey: Hashable {
+        var client: Key
+        var seq: Int64
     }
 
     private struct PushResultRow {
@@ -127,9 +133,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
-        if let pending = pushResults.first(where: { $0.tenant == tenant && $0.clientID == clientID && $0.seq == seq }) {
-            return pending.result
-        }
+        if let pending = pendingResults[PendingResultKey(client: Key(tenant: tenant, name: clientID), seq: seq)] { return pending }
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(clientID)
@@ -238,6 +242,7 @@ final class PostgresTransaction: StorageTransaction {
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
         pushResults.append(PushResultRow(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result))
         let key = Key(tenant: tenant, name: clientID)
+        pendingResults[PendingResultKey(client: key, seq: seq)] = result
         clients[key] = seq
         movedClients.insert(key)
     }
