@@ -192,15 +192,7 @@ enum PostgresBenchmark {
     // MARK: Several processes
 
     static func locateServer() throws -> URL {
-        let executable = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
-        let candidate = executable.deletingLastPathComponent().appendingPathComponent("sync-server")
-        guard FileManager.default.isExecutableFile(atPath: candidate.path) else {
-            throw BenchmarkError(
-                "sync-server is not next to outpost-bench (looked for \(candidate.path)); "
-                    + "build it in the same configuration: `swift build -c release --product sync-server`"
-            )
-        }
-        return candidate
+        try siblingExecutable("sync-server")
     }
 
     /// Starts `processes` servers on a fresh schema, lets every device push at once, and returns
