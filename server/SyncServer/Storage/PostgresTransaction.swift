@@ -11,7 +11,10 @@ import PostgresNIO
 /// and then reads the committed value) and held to the commit; the audit chain's head row is
 /// locked last, just before the commit, so the chain's critical section is a few statements long.
 /// Counters moved under a lock, stored push results and audit entries are kept in memory and
-/// written by ``finish()`` in a few statements.
+/// written by ``finish()`` in a few statements. Upserted rows are kept too (a read of the same
+/// row is answered from them) and sent in multi-row statements before any query that could see
+/// them, and at the end: a push of 500 creates is then one round trip per read instead of two
+/// per mutation.
 final class PostgresTransaction: StorageTransaction {
     private let connection: PostgresConnection
     private let catalog: PostgresCatalog
@@ -24,11 +27,26 @@ final class PostgresTransaction: StorageTransaction {
     private var scopes: [Key: Int64] = [:]
     private var movedScopes: Set<Key> = []
     private var pushResults: [PushResultRow] = []
+    private var pendingResults: [PendingResultKey: String] = [:]
     private var audit: [AuditEntry] = []
+    /// Upserted rows not sent yet: the newest version per row, in the order first written.
+    private var unsentRows: [RowKey: StoredRow] = [:]
+    private var unsentOrder: [RowKey] = []
+
+    private struct RowKey: Hashable {
+        var table: ContractTable
+        var tenant: String
+        var id: String
+    }
 
     private struct Key: Hashable {
         var tenant: String
         var name: String
+    }
+
+    private struct PendingResultKey: Hashable {
+        var client: Key
+        var seq: Int64
     }
 
     private struct PushResultRow {
@@ -71,6 +89,7 @@ final class PostgresTransaction: StorageTransaction {
     // MARK: - StorageReader
 
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
+        if let unsent = unsentRows[RowKey(table: table, tenant: tenant, id: id)] { return unsent }
         let columns = try catalog.columns(of: table.name)
         var bindings = PostgresBindings()
         bindings.append(tenant)
@@ -80,6 +99,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
+        try await sendRows()
         var merged: [(table: ContractTable, row: StoredRow)] = []
         for table in tables {
             var bindings = PostgresBindings()
@@ -98,6 +118,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow] {
+        try await sendRows()
         let columns = try catalog.columns(of: table.name)
         var bindings = PostgresBindings()
         bindings.append(tenant)
@@ -127,9 +148,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
-        if let pending = pushResults.first(where: { $0.tenant == tenant && $0.clientID == clientID && $0.seq == seq }) {
-            return pending.result
-        }
+        if let pending = pendingResults[PendingResultKey(client: Key(tenant: tenant, name: clientID), seq: seq)] { return pending }
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(clientID)
@@ -212,32 +231,68 @@ final class PostgresTransaction: StorageTransaction {
     // MARK: - Writes
 
     func upsert(_ row: StoredRow, in table: ContractTable) async throws {
-        let (sql, bindings) = try insert(row, in: table, conflict: .updateInSameScope)
-        if try await run(sql, bindings).isEmpty { throw PostgresStorageError.rowInAnotherScope(table: table.name) }
+        guard let id = row.text(table.primaryKey), let tenant = row.text("_tenant_id") else {
+            throw PostgresStorageError.unsupportedValue("a row of '\(table.name)' without its tenant or primary key")
+        }
+        let key = RowKey(table: table, tenant: tenant, id: id)
+        if unsentRows.updateValue(row, forKey: key) == nil { unsentOrder.append(key) }
     }
 
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
-        let (sql, bindings) = try insert(row, in: table, conflict: .doNothing)
+        try await sendRows()
+        let (sql, bindings) = try insert([row], in: table, replacing: false)
         return try await !run(sql, bindings).isEmpty
     }
 
-    private enum Conflict {
-        case doNothing
-        /// Replace the stored row, unless it is in another scope (then no row comes back).
-        case updateInSameScope
+    /// Sends the unsent rows, table by table, in statements of at most a few thousand values.
+    private func sendRows() async throws {
+        guard !unsentOrder.isEmpty else { return }
+        let order = unsentOrder, rows = unsentRows
+        unsentOrder = []
+        unsentRows = [:]
+        var batch: [StoredRow] = []
+        var batchTable: ContractTable?
+        var batchColumns: [String] = []
+        func send() async throws {
+            guard let table = batchTable, !batch.isEmpty else { return }
+            let (sql, bindings) = try insert(batch, in: table, replacing: true)
+            // Each row comes back unless the id is stored in another scope.
+            if try await run(sql, bindings).count != batch.count { throw PostgresStorageError.rowInAnotherScope(table: table.name) }
+            batch = []
+        }
+        for key in order {
+            let row = rows[key]!
+            let columns = row.columns.keys.sorted()
+            if key.table != batchTable || columns != batchColumns || (batch.count + 1) * columns.count > 30_000 {
+                try await send()
+                batchTable = key.table
+                batchColumns = columns
+            }
+            batch.append(row)
+        }
+        try await send()
     }
 
-    private func insert(_ row: StoredRow, in table: ContractTable, conflict: Conflict) throws -> (String, PostgresBindings) {
+    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns.
+    private func insert(_ rows: [StoredRow], in table: ContractTable, replacing: Bool) throws -> (String, PostgresBindings) {
         let columns = try catalog.columns(of: table.name)
-        let names = row.columns.keys.sorted()
-        var bindings = PostgresBindings(capacity: names.count)
-        for name in names { try PostgresValues.bind(row.columns[name]!, as: columns.type(of: name), into: &bindings) }
-        return (catalog.insertSQL(table: table, columns: names, replacing: conflict == .updateInSameScope), bindings)
+        let names = rows[0].columns.keys.sorted()
+        var bindings = PostgresBindings(capacity: names.count * rows.count)
+        var tuples: [String] = []
+        tuples.reserveCapacity(rows.count)
+        for row in rows {
+            let first = bindings.count + 1
+            for name in names { try PostgresValues.bind(row[name], as: columns.type(of: name), into: &bindings) }
+            tuples.append("(" + (first..<(first + names.count)).map { "$\($0)" }.joined(separator: ", ") + ")")
+        }
+        let (head, tail) = catalog.insertClauses(table: table, columns: names, replacing: replacing)
+        return (head + tuples.joined(separator: ", ") + tail, bindings)
     }
 
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
         pushResults.append(PushResultRow(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result))
         let key = Key(tenant: tenant, name: clientID)
+        pendingResults[PendingResultKey(client: key, seq: seq)] = result
         clients[key] = seq
         movedClients.insert(key)
     }
@@ -249,6 +304,7 @@ final class PostgresTransaction: StorageTransaction {
     /// Writes what was kept in memory: moved counters, stored results, and the audit entries,
     /// chained under the head's lock. Called once, just before the commit.
     func finish() async throws {
+        try await sendRows()
         for key in movedScopes.sorted(by: { ($0.tenant, $0.name) < ($1.tenant, $1.name) }) {
             var bindings = PostgresBindings()
             bindings.append(key.tenant)
@@ -341,7 +397,7 @@ final class PostgresCatalog: Sendable {
     }
 
     private let tables: [String: Columns]
-    private let insertTexts = Locked<[[String]: String]>([:])
+    private let insertTexts = Locked<[[String]: (String, String)]>([:])
 
     init(tables: [String: [String: PostgresDataType]]) {
         self.tables = tables.reduce(into: [:]) { $0[$1.key] = Columns(table: $1.key, types: $1.value) }
@@ -352,22 +408,23 @@ final class PostgresCatalog: Sendable {
         return columns
     }
 
-    /// `INSERT … VALUES ($1, …)` with the conflict clause, built once per table and column list.
-    func insertSQL(table: ContractTable, columns: [String], replacing: Bool) -> String {
+    /// The text before and after the `VALUES` tuples of an insert: `INSERT INTO t (…) VALUES `
+    /// and the conflict clause (replace the row unless it is in another scope, or do nothing),
+    /// built once per table and column list.
+    func insertClauses(table: ContractTable, columns: [String], replacing: Bool) -> (String, String) {
         let key = [table.name, replacing ? "replace" : "ignore"] + columns
-        if let text = insertTexts.withLock({ $0[key] }) { return text }
+        if let clauses = insertTexts.withLock({ $0[key] }) { return clauses }
         let quoted = columns.map { "\"\($0)\"" }
-        var text = "INSERT INTO \"\(table.name)\" (" + quoted.joined(separator: ", ") + ") VALUES ("
-            + (1...columns.count).map { "$\($0)" }.joined(separator: ", ") + ") "
-            + "ON CONFLICT (\"_tenant_id\", \"\(table.primaryKey)\") "
+        let head = "INSERT INTO \"\(table.name)\" (" + quoted.joined(separator: ", ") + ") VALUES "
+        var tail = " ON CONFLICT (\"_tenant_id\", \"\(table.primaryKey)\") "
         if replacing {
             let updates = quoted.filter { $0 != "\"_tenant_id\"" && $0 != "\"\(table.primaryKey)\"" }.map { "\($0) = EXCLUDED.\($0)" }
-            text += "DO UPDATE SET " + updates.joined(separator: ", ")
+            tail += "DO UPDATE SET " + updates.joined(separator: ", ")
                 + " WHERE \"\(table.name)\".\"_scope_key\" = EXCLUDED.\"_scope_key\" RETURNING 1"
         } else {
-            text += "DO NOTHING RETURNING 1"
+            tail += "DO NOTHING RETURNING 1"
         }
-        insertTexts.withLock { $0[key] = text }
-        return text
+        insertTexts.withLock { $0[key] = (head, tail) }
+        return (head, tail)
     }
 }

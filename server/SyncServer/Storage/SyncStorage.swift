@@ -129,8 +129,9 @@ public protocol StorageTransaction: StorageReader {
     /// Increments and returns the scope's Lamport sequence (taking the scope's lock if needed).
     func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64
 
-    /// Inserts or replaces a row (all its columns, sync metadata included). A row never moves to
-    /// another scope: replacing a row of another `_scope_key` fails the transaction.
+    /// Inserts or replaces a row (all its columns, sync metadata included). The logic never moves
+    /// a row to another scope; should a concurrent transaction have stored the same id in another
+    /// scope meanwhile, PostgreSQL fails the attempt (and runs the transaction again).
     func upsert(_ row: StoredRow, in table: ContractTable) async throws
 
     /// Inserts an event row; returns `false` when the event id is already stored (a duplicate).

@@ -5,8 +5,8 @@ import SyncProtocol
 /// ``PreparedMutation`` has checked what needs no storage (the policy's requirements, the id,
 /// the payload against the contract).
 ///
-/// Order: the scope's lock (see ``lockScope()``), the stored row and its scope, the new row's scope (the identity must be allowed to
-/// write it, and a row never moves to another scope), the policy's decision, unique indexes,
+/// Order: the scope's lock (see ``lockScope()``), the stored row and its scope, the new row's
+/// scope (the identity must be allowed to write it, and a row never moves to another scope), the policy's decision, unique indexes,
 /// and the reducers' verdict — all before the first write. Every refusal is thrown as an
 /// ``ErrorDetail`` and becomes a `rejected` result.
 struct PushEntityApplier {
@@ -22,7 +22,7 @@ struct PushEntityApplier {
         let id = prepared.id
         let scope = prepared.scope
         let version = prepared.schemaVersion
-        try await lockScope()
+        let payloadScopeKey = try await lockScope()
         let existing = try await transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: id)
         if let existing, let key = existing.text("_scope_key"), !ScopeAccess.canWrite(key, in: scope, identity: identity) {
             throw ErrorDetail(code: .notWritable, message: "\(entity.name) '\(id)' is in a scope this device may not write")
@@ -46,7 +46,7 @@ struct PushEntityApplier {
             wireRow = RowShaping.currentWireRow(existing, entity: entity)
         }
 
-        guard let scopeKey = ScopeAccess.key(for: scope, row: wireRow, identity: identity) else {
+        guard let scopeKey = payloadScopeKey ?? ScopeAccess.key(for: scope, row: wireRow, identity: identity) else {
             throw ErrorDetail(
                 code: .invalidPayload, message: "\(entity.name) '\(id)' lacks the fields that make its scope key (\(scope.keyTemplate))"
             )
@@ -122,16 +122,18 @@ struct PushEntityApplier {
     /// transaction changes it until this one ends: a create or update names its scope in the
     /// payload; a patch or delete lives where the stored row is (rows never change scope, so the
     /// key read before the lock stays right). Without a key there is nothing to lock: the
-    /// mutation is refused further on.
-    private func lockScope() async throws {
-        let key: String?
+    /// mutation is refused further on. Returns the key a create or update names (the new row's).
+    private func lockScope() async throws -> String? {
         switch (mutation.op, prepared.payload) {
         case (.create, let payload?), (.update, let payload?):
-            key = ScopeAccess.key(for: prepared.scope, row: payload.wire, identity: identity)
+            let key = ScopeAccess.key(for: prepared.scope, row: payload.wire, identity: identity)
+            if let key { try await transaction.lockScope(tenant: identity.tenant, scopeKey: key) }
+            return key
         default:
-            key = try await transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: prepared.id)?.text("_scope_key")
+            let stored = try await transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: prepared.id)
+            if let key = stored?.text("_scope_key") { try await transaction.lockScope(tenant: identity.tenant, scopeKey: key) }
+            return nil
         }
-        if let key { try await transaction.lockScope(tenant: identity.tenant, scopeKey: key) }
     }
 
     private func fact(id: String, columns: [String: SQLValue], scopeKey: String) -> ReducerFact {
