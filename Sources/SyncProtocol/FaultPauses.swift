@@ -3,6 +3,8 @@ import Foundation
 /// A point where a process can be made to pause, so that an end-to-end crash test can
 /// `kill -9` it exactly there.
 package enum FaultPoint: String, CaseIterable, Sendable {
+    /// The server: a push is received and read, nothing of it applied yet.
+    case pushBeforeApply = "push-before-apply"
     /// The server: a push is applied and committed, its answer not yet sent.
     case pushBeforeAnswer = "push-before-answer"
     /// A device: a pulled page's rows are written in its transaction, its cursor not yet, and

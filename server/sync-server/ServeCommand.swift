@@ -21,8 +21,9 @@ struct ServeCommand: AsyncParsableCommand {
             debug, info, notice, warning, error) to change how much is logged.
 
             For crash tests only: \(FaultPauses.environmentVariable)=push-before-answer:MS makes every push
-            pause MS milliseconds after it is committed and before it is answered, announced on
-            standard error, so a test can kill the server exactly there.
+            pause MS milliseconds after it is committed and before it is answered (push-before-apply:
+            after it is read, before anything of it is applied), announced on standard error, so a
+            test can kill the server exactly there.
             """
     )
 

@@ -93,7 +93,6 @@ final class OutboxWatch {
     /// What the outbox holds at one moment.
     struct Counts {
         var sending: Int
-        var unsent: Int
         var done: Int
     }
 
@@ -107,20 +106,8 @@ final class OutboxWatch {
         try database.read { db in
             Counts(
                 sending: try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "outbox" WHERE "status" = 'sending'"#) ?? 0,
-                unsent: try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "outbox" WHERE "status" IN ('pending', 'sending', 'waiting')"#) ?? 0,
                 done: try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "outbox" WHERE "status" = 'done'"#) ?? 0
             )
         }
-    }
-
-    /// Polls until `condition` holds (`true`) or `process` exits first (`false`).
-    func wait(while process: ChildProcess, timeout: Double = 60, until condition: (Counts) -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning {
-            if try condition(counts()) { return true }
-            guard Date() < deadline else { throw Device.Unexpected(description: "the outbox never reached the awaited state") }
-            usleep(500)
-        }
-        return false
     }
 }

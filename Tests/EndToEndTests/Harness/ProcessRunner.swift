@@ -70,16 +70,22 @@ final class ChildProcess: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, signal) }
     }
 
-    /// Waits until standard error holds `text` (a fault pause announcing itself): `true` once
-    /// it does, `false` when the process exited first.
-    func waitForError(containing text: String, timeout: Double = 60) throws -> Bool {
+    /// Polls `condition` until it holds (`true`), or the process exited without it holding
+    /// (`false`); throws after `timeout` seconds.
+    func poll(timeout: Double = 60, until condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
-        while !stderr.contains(text) {
-            guard process.isRunning else { return stderr.contains(text) }
+        while true {
+            let running = process.isRunning
+            if try condition() { return true }
+            guard running else { return false }
             guard Date() < deadline else { throw TimedOut(arguments: arguments, seconds: timeout) }
-            usleep(2_000)
+            usleep(500)
         }
-        return true
+    }
+
+    /// Waits until standard error holds `text` (a fault pause announcing itself).
+    func waitForError(containing text: String, timeout: Double = 60) throws -> Bool {
+        try poll(timeout: timeout) { stderr.contains(text) }
     }
 
     struct TimedOut: Error, CustomStringConvertible {

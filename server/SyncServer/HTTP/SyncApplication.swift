@@ -164,6 +164,7 @@ struct SyncRoutes: Sendable {
     @Sendable func push(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let body = try await request.decodeJSON(PushRequest.self, limit: configuration.maximumBodyBytes)
+        await environment.faultPauses.pause(at: .pushBeforeApply)
         let response = try await pushService.push(body, identity: identity)
         await environment.faultPauses.pause(at: .pushBeforeAnswer)
         environment.metrics.record(response)
