@@ -193,6 +193,9 @@ struct CrashTests {
                 } else {
                     tally.record("before the large file's first range")
                 }
+                // Nothing runs any more: the device must not show the unit as downloading.
+                let listed = try phone.json(["units"])["units"].array.first { $0["unit"]["id"].string == unit }
+                #expect(listed?["local"]["download_status"].string != "downloading", "\(String(describing: listed))")
             }
 
             // Restarted, the download completes, and every file hashes to its server checksum.
