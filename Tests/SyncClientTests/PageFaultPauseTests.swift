@@ -15,7 +15,7 @@ struct PageFaultPauseTests {
         var configuration = TestStore.configuration(
             directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
         )
-        configuration.faultPauses = FaultPauses(pauses: [.pullApply: FaultPauses.Pause(milliseconds: 1500)])
+        configuration.faultPauses = FaultPauses(pauses: [.pullApply: FaultPauses.Pause(milliseconds: 4000)])
         let store = try OfflineStore(configuration)
         let page = ServerChanges(upserts: ["Unit": [Samples.wire(Samples.units[0])]], scopeKey: "content", cursor: "cursor-1")
         let applying = Task.detached { try store.applyServerChanges(page) }
@@ -32,7 +32,8 @@ struct PageFaultPauseTests {
                 )
             }
         }
-        // The page's write transaction is open once another writer is refused.
+        // The page's write transaction is open once another writer is refused (the pause is long
+        // enough for this probe to start on a loaded machine).
         var open = false
         let deadline = Date().addingTimeInterval(10)
         while !open, Date() < deadline {
