@@ -1,12 +1,17 @@
 # Outpost — every entry point a developer or CI needs.
-#   make test             build (executables included), run every test (end-to-end ones too),
+#   make test             build (executables included), run every test (end-to-end ones too, and the
+#                         storage suite on a throwaway PostgreSQL 15, scripts/with-postgres.sh),
 #                         and check the generated code is current
-#   make demo             a server and sync-device devices through the learner and field-ops stories
+#   make demo             a server on SQLite and sync-device devices through the learner and field-ops stories
+#   make demo-postgres    the same demo with the server on a throwaway PostgreSQL
+#   make soak             the crash suite (real processes killed with kill -9) with SOAK_ITERATIONS
+#                         kills per crash point instead of make test's few (OUTPOST_CRASH_SEED=N
+#                         for another seed); prints where the kills landed
 #   make codegen          regenerate Sources/Contracts from contracts/
 #   make check-generated  fail if Sources/Contracts differs from what contracts/ generate
 #   make compat           fail if a contract change would break a device in the field (contractc check)
 #   make lock             record the current contract versions as released (contractc lock)
-#   make bench            the performance figures recorded in docs/PERFORMANCE.md
+#   make bench            the performance figures recorded in docs/PERFORMANCE.md (starts its own PostgreSQL)
 #   make server           sync-server on a seeded data folder (DATA=…, PORT=…)
 
 SWIFT      ?= swift
@@ -15,7 +20,7 @@ GENERATED  ?= Sources/Contracts
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo bench server clean
+.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak bench server clean
 
 all: build
 
@@ -48,18 +53,29 @@ compat: contractc
 lock: contractc
 	$(CONTRACTC) lock --contracts $(CONTRACTS)
 
+# The storage conformance suite and the multi-process tests need a PostgreSQL: the script starts
+# one for the run (OUTPOST_TEST_POSTGRES_URL) and stops it afterwards, pass or fail.
 test: check-generated compat
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
 
 demo:
 	@scripts/demo.sh
+
+# scripts/demo.sh with the server on a throwaway PostgreSQL (OUTPOST_POSTGRES_URL).
+demo-postgres:
+	@scripts/with-postgres.sh --fast -- sh -c 'OUTPOST_POSTGRES_URL="$$OUTPOST_TEST_POSTGRES_URL" scripts/demo.sh'
+
+SOAK_ITERATIONS ?= 100
+soak:
+	$(SWIFT) build --build-tests
+	OUTPOST_SOAK_ITERATIONS=$(SOAK_ITERATIONS) $(SWIFT) test --skip-build --filter CrashTests
 
 bench:
 	$(SWIFT) build -c release --product contractc
 	$(SWIFT) build -c release --product sync-server
 	$(SWIFT) build -c release --product outpost-bench
-	$$($(SWIFT) build -c release --show-bin-path)/outpost-bench
+	scripts/with-postgres.sh -- $$($(SWIFT) build -c release --show-bin-path)/outpost-bench
 
 DATA ?= .outpost-data
 PORT ?= 8080

@@ -36,7 +36,8 @@ trap 'stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # Runs `sync-device ARGS --home $work/NAME`, shown as the user would type it, and fails the demo
-# unless it exits with the expected status (0 unless `expect N` came just before).
+# unless it exits with the expected status (0 unless `expect N` came just before); its output
+# is kept in $work/last-output for checks.
 expected=0
 expect() { expected=$1; }
 # The arguments as typed: quoted when they hold spaces, tokens shortened.
@@ -54,7 +55,7 @@ on() {
     shift
     printf '%s%s$ sync-device %s%s\n' "$cyan" "$name" "$(shown "$@")" "$plain"
     # With pipefail, the pipeline's status is sync-device's (sed does not fail).
-    "$bin/sync-device" "$@" --home "$work/$name" | sed 's/^/  /' || status=$?
+    "$bin/sync-device" "$@" --home "$work/$name" | tee "$work/last-output" | sed 's/^/  /' || status=$?
     if [ "$status" -ne "$expected" ]; then
         echo "demo: \`sync-device $*\` on $name exited $status, expected $expected" >&2
         exit 1
@@ -64,7 +65,10 @@ on() {
 }
 
 # ---------------------------------------------------------------------------------------------
-step "The server: sync-server on an embedded SQLite in a temporary folder, on a free loopback port"
+# sync-server stores in PostgreSQL when OUTPOST_POSTGRES_URL is set (make demo-postgres).
+storage="an embedded SQLite in a temporary folder"
+[ -n "${OUTPOST_POSTGRES_URL:-}" ] && storage="PostgreSQL (OUTPOST_POSTGRES_URL)"
+step "The server: sync-server on $storage, on a free loopback port"
 data="$work/server"
 "$bin/sync-server" seed --data "$data"
 "$bin/sync-server" serve --data "$data" --port 0 --rate 0 > "$work/server.log" 2>&1 &
@@ -85,13 +89,19 @@ ben_token="$(token --user op-ben --device tablet-b --team team-1)"
 note "Device tokens issued for learner-1 (phone), op-ana (tablet-a) and op-ben (tablet-b), both of team-1."
 
 # ---------------------------------------------------------------------------------------------
-step "Story 1: a learner takes an assessment on the train, without a network"
+step "Story 1: a learner downloads a unit and takes its assessment on the train, without a network"
 on phone login --server "$server" --token "$phone_token"
 note "Online, the phone syncs: it pulls the content scope (units, lessons, the assessment) and the learner's own scope."
 on phone sync
 on phone units
+note "Before the trip, the learner downloads the battery unit: its lessons and every file, each verified by SHA-256."
+on phone download unit-battery-basics
+on phone cache list
 note "The train enters a tunnel."
 on phone offline on
+note "The lesson's files come from the device (file://), checked against their checksums; nothing needs the network."
+on phone open lesson-battery-anatomy
+grep -q ' file:///' "$work/last-output" || { echo "demo: the downloaded lesson's files did not resolve to file:// paths" >&2; exit 1; }
 on phone open lesson-battery-safety
 on phone open assessment-battery-basics
 on phone answer assessment-battery-basics q1 0
@@ -103,6 +113,9 @@ note "Syncing without a network fails softly: everything stays queued."
 expect 3
 on phone sync
 on phone status
+note "A unit not downloaded is not available offline (exit 3, nothing lost)."
+expect 3
+on phone download unit-field-reporting
 note "Out of the tunnel: the network returns and the device syncs by itself; the server scores the attempt."
 on phone offline off
 on phone attempts

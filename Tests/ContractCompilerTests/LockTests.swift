@@ -207,6 +207,7 @@ struct LockTests {
         let migrationFindings = result.diagnostics.diagnostics.filter { $0.rule == .releasedMigrationModified }
         #expect(Set(migrationFindings.map(\.message)) == [
             "released client migration 'items.v1.create' would change", "released server migration 'items.v1.create' would change",
+            "released server_postgres migration 'items.v1.create' would change",
         ], "\(workspace.readable(result.diagnostics))")
         #expect(Set(rules(result)) == [.primaryKeyChanged, .fieldTypeChanged, .releasedMigrationModified])
     }
@@ -267,13 +268,19 @@ struct LockTests {
         ])
         let server = try step(workspace, "items.v2.migrate", side: .server)
         #expect(server.statements == client.statements)
+        let postgres = try step(workspace, "items.v2.migrate", side: .serverPostgres)
+        #expect(postgres.statements == [
+            #"ALTER TABLE "items" ADD COLUMN "c" BIGINT"#,
+            #"ALTER TABLE "items" ADD COLUMN "d" BIGINT NOT NULL DEFAULT 3"#,
+        ])
 
         var diagnostics = DiagnosticCollector()
         let lock = try #require(LockFile.read(path: workspace.lockPath, diagnostics: &diagnostics))
+        let steps: [StorageSide: MigrationStep] = [.client: client, .server: server, .serverPostgres: postgres]
         for side in StorageSide.allCases {
             let records = lock.migrations[side] ?? []
             #expect(records.map(\.identifier) == ["items.v1.create", "items.v2.migrate"])
-            #expect(records.last?.checksum == (side == .client ? client : server).checksum)
+            #expect(records.last?.checksum == steps[side]?.checksum)
         }
     }
 
@@ -302,6 +309,26 @@ struct LockTests {
         #expect(server.first?.hasPrefix("CREATE TABLE \"_outpost_new_items\" (\n") == true)
         #expect(server.contains(#"DROP TABLE "items""#) && server.contains(#"ALTER TABLE "_outpost_new_items" RENAME TO "items""#))
         #expect(server.filter { $0.hasPrefix("CREATE INDEX") }.count == 2, "the scope index and the contract's index: \(server)")
+    }
+
+    @Test("a type change in PostgreSQL: the column is altered in place, its values converted, its index kept")
+    func postgresTypeChange() throws {
+        let indexes = ["indexes:", "  - [b]"]
+        let workspace = try released(ContractText(version: 1, fields: ["a: int", "b: string", "c: int?"], mode: "full", extra: indexes))
+        defer { workspace.remove() }
+        try workspace.write(ContractText(
+            version: 2, fields: ["a: string", "b: string", "c: { type: int, default: 5 }", "e: { type: bool, since: 2 }"], oldest: 2, mode: "full",
+            extra: indexes
+        ))
+        try workspace.lock()
+        #expect(try step(workspace, "items.v2.migrate", side: .serverPostgres).statements == [
+            #"ALTER TABLE "items" ADD COLUMN "e" BOOLEAN NOT NULL DEFAULT false"#,
+            #"ALTER TABLE "items" ALTER COLUMN "e" DROP DEFAULT"#,
+            #"ALTER TABLE "items" ALTER COLUMN "a" TYPE TEXT USING "a"::TEXT"#,
+            #"ALTER TABLE "items" ALTER COLUMN "c" SET DEFAULT 5"#,
+            #"UPDATE "items" SET "c" = 5 WHERE "c" IS NULL"#,
+            #"ALTER TABLE "items" ALTER COLUMN "c" SET NOT NULL"#,
+        ])
     }
 
     @Test("a rename: RENAME COLUMN; a removal: DROP COLUMN")

@@ -296,9 +296,18 @@ struct MigrationHistoryTests {
 
     @Test("Every released migration in contracts.lock is generated with its locked checksum", arguments: Side.allCases)
     func releasedMigrationsMatchTheLock(_ side: Side) throws {
-        let locked = try LockedMigrations.read()[side.rawValue] ?? [:]
+        try Self.expectLocked(side.rawValue, side.migrations)
+    }
+
+    @Test("Every released PostgreSQL migration in contracts.lock is generated with its locked checksum")
+    func releasedPostgresMigrationsMatchTheLock() throws {
+        try Self.expectLocked("server_postgres", ContractRegistry.serverPostgresMigrations)
+    }
+
+    private static func expectLocked(_ side: String, _ migrations: [ContractMigration]) throws {
+        let locked = try LockedMigrations.read()[side] ?? [:]
         try #require(!locked.isEmpty, "contracts.lock lists no \(side) migrations")
-        let generated = Dictionary(side.migrations.map { ($0.identifier, $0.checksum) }, uniquingKeysWith: { first, _ in first })
+        let generated = Dictionary(migrations.map { ($0.identifier, $0.checksum) }, uniquingKeysWith: { first, _ in first })
         for (identifier, checksum) in locked.sorted(by: { $0.key < $1.key }) {
             guard let actual = generated[identifier] else {
                 Issue.record("\(side): released migration \(identifier) is no longer generated")
@@ -309,7 +318,8 @@ struct MigrationHistoryTests {
     }
 }
 
-/// The `migrations:` section of `contracts/contracts.lock`: side → identifier → checksum.
+/// The `migrations:` section of `contracts/contracts.lock`: set (`client`, `server`,
+/// `server_postgres`) → identifier → checksum.
 enum LockedMigrations {
     static func read() throws -> [String: [String: String]] {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -325,8 +335,8 @@ enum LockedMigrations {
                 continue
             }
             guard inMigrations else { continue }
-            if trimmed == "client:" || trimmed == "server:" {
-                side = String(trimmed.dropLast())
+            if !trimmed.hasPrefix("-"), trimmed.hasSuffix(":") {
+                side = String(trimmed.dropLast())  // client, server, server_postgres
             } else if let side, trimmed.hasPrefix("- {"),
                 let identifier = value(of: "id", in: trimmed), let checksum = value(of: "checksum", in: trimmed)
             {

@@ -22,11 +22,11 @@ struct AssetDownloadTests {
     func withOneAsset(
         _ data: Data, _ body: @Sendable (TestStore, ScriptedAssetTransport, AssetDownloader) async throws -> Void
     ) async throws {
-        try await LiveContentServer.run { server in
+        try await LiveServer.run { server in
             try await server.publishUnit("unit-1", lessons: [[("asset-1", data)]])
             let test = try TestStore()
             try test.store.storeAssetRow(unitId: "unit-1", lessonId: "unit-1-lesson-0", assetId: "asset-1", data: data)
-            let transport = ScriptedAssetTransport(server.transport())
+            let transport = ScriptedAssetTransport(server.transport("device-1"))
             try await body(test, transport, downloader(test, transport))
         }
     }
@@ -124,11 +124,11 @@ struct AssetDownloadTests {
 
     @Test("a file changed on the server between two attempts is downloaded again from the start")
     func changedFileRestarts() async throws {
-        try await LiveContentServer.run { server in
+        try await LiveServer.run { server in
             let first = sampleBytes(100_000), second = sampleBytes(60_000, seed: 5)
             try await server.publishUnit("unit-1", lessons: [[("asset-1", first)]])
             let test = try TestStore()
-            let transport = ScriptedAssetTransport(server.transport())
+            let transport = ScriptedAssetTransport(server.transport("device-1"))
             let downloader = downloader(test, transport)
 
             transport.dropConnection(afterRanges: 2)
@@ -158,13 +158,13 @@ struct AssetDownloadTests {
 
     @Test("a download that does not hash to the checksum is deleted and reported")
     func checksumMismatchDeletesTheFile() async throws {
-        try await LiveContentServer.run { server in
+        try await LiveServer.run { server in
             let stale = sampleBytes(30_000), served = sampleBytes(30_000, seed: 9)
             try await server.publishUnit("unit-1", lessons: [[("asset-1", served)]])
             let test = try TestStore()
             // The device's metadata names other bytes than the server's file.
             try test.store.storeAssetRow(unitId: "unit-1", lessonId: "unit-1-lesson-0", assetId: "asset-1", data: stale)
-            let downloader = downloader(test, server.transport())
+            let downloader = downloader(test, server.transport("device-1"))
             await #expect(
                 throws: AssetError.checksumMismatch(
                     id: "asset-1", expected: AssetStore.checksum(of: stale), actual: AssetStore.checksum(of: served)
@@ -180,12 +180,12 @@ struct AssetDownloadTests {
 
     @Test("downloadUnit stores the unit, its lessons and assets, and reports progress up to the total")
     func downloadUnitWithProgress() async throws {
-        try await LiveContentServer.run { server in
+        try await LiveServer.run { server in
             let files = [("audio-a", sampleBytes(40_000)), ("image-b", sampleBytes(500, seed: 1)), ("audio-c", sampleBytes(20_000, seed: 2))]
             try await server.publishUnit("unit-0", lessons: [[("other", sampleBytes(10))]])
             try await server.publishUnit("unit-2", lessons: [[files[0], files[1]], [files[2]]])
             let test = try TestStore()
-            let transport = ScriptedAssetTransport(server.transport())
+            let transport = ScriptedAssetTransport(server.transport("device-1"))
             let downloader = downloader(test, transport, pageSize: 1)
 
             var events: [DownloadProgress] = []

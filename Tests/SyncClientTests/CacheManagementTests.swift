@@ -188,6 +188,25 @@ struct CacheManagementTests {
         #expect(try store.cachedUnits().map { "\($0.id) \($0.bytesOnDisk)" } == ["unit-v 1000"])
     }
 
+    @Test("a unit left downloading by a process that ended is failed when the store opens again, and resumes")
+    func interruptedDownloadIsFailedOnOpen() async throws {
+        _ = try await downloadUnit("unit-done", day: 0)
+        server.addUnit("unit-cut", fileSizes: [5_000])
+        let cut = try #require(try await server.unitsSync(since: nil, limit: nil, schema: [:]).units.first { $0.id == "unit-cut" })
+        // What a kill right after the download began leaves: the unit marked downloading.
+        _ = try store.storeUnitForDownload(cut)
+        #expect(try store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .downloading)
+
+        let reopened = try test.reopen()
+        #expect(try reopened.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .failed)
+        #expect(try reopened.store.localState(Unit.self, id: "unit-done")?.downloadStatus == .downloaded)
+        let downloader = AssetDownloader(
+            store: reopened.store, transport: server, configuration: AssetDownloaderConfiguration(rangeSize: 1_024)
+        )
+        _ = try await downloader.downloadUnit(id: "unit-cut") { _ in }
+        #expect(try reopened.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .downloaded)
+    }
+
     @Test("a database from before the cache bookkeeping gets it on open")
     func migratesOlderDatabase() throws {
         let directory = try TemporaryDirectory()

@@ -130,13 +130,59 @@ import Testing
         }
     }
 
+    @Test func aLearnerTakesAUnitOffline() async throws {
+        try await LiveServer.run { server in
+            let folder = try TemporaryDirectory()
+            let store = try makeDeviceStore(folder, device: "phone-1")
+            let transport = server.transport("phone-1")
+            let audio = sampleBytes(300_000)
+            try await server.publishUnit("unit-1", lessons: [[("asset-1", audio)], [("asset-2", sampleBytes(1_000, seed: 2))]])
+
+            // snippet: download
+            let downloader = AssetDownloader(
+                store: store, transport: transport,
+                configuration: AssetDownloaderConfiguration(cacheBudget: CacheBudget(maxBytes: 500_000_000))
+            )
+            for try await progress in downloader.downloadUnit(id: "unit-1") {
+                print("\(progress.filesDone)/\(progress.filesTotal) files, \(Int(progress.fraction * 100)) %")
+            }
+            // end snippet
+
+            let offline = AssetDownloader(store: store, transport: URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:1")!) { "" })
+            var played: URL?
+            try store.markUnitOpened(id: "unit-1")
+            // snippet: resolve
+            do {
+                // A file:// URL once the file is on the device and its SHA-256 matches.
+                let file = try await offline.resolveAsset(id: "asset-1")
+                played = file
+            } catch AssetError.notAvailableOffline {
+                print("not available offline")
+            }
+            // end snippet
+            #expect(try Data(contentsOf: try #require(played)) == audio)
+
+            // snippet: cache
+            for unit in try store.cachedUnits() {
+                print("\(unit.title ?? unit.id): \(unit.status), \(unit.bytesOnDisk) bytes, opened \(unit.lastOpenedAt.map { "\($0)" } ?? "never")")
+            }
+            let totals = try store.cacheTotals()
+            print("\(totals.downloadedUnits) units, \(totals.bytesOnDisk) bytes of files")
+            try store.deleteCachedUnit(id: "unit-1")  // rows and files; clearCache() removes every unit
+            // end snippet
+            #expect(totals.downloadedUnits == 1)
+            #expect(totals.bytesOnDisk == Int64(audio.count + 1_000))
+            #expect(try store.cachedUnits().isEmpty)
+        }
+    }
+
     /// The guide's code blocks are the snippets above, character for character.
     @Test func guideMatchesTheseTests() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let guide = try String(contentsOf: root.appendingPathComponent("docs/client.md"), encoding: .utf8)
         let tests = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
         let snippets = Self.snippets(in: tests)
-        #expect(snippets.count >= 9)
+        #expect(snippets.count >= 12)
         let blocks = Self.guideBlocks(in: guide)
         #expect(Set(blocks.keys) == Set(snippets.keys), "docs/client.md must show every snippet of ClientGuideTests, and only those")
         for (name, code) in snippets {

@@ -30,6 +30,7 @@ struct CLITests {
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment[TokenKey.environmentVariable] = nil
+        environment[PostgresStorage.environmentVariable] = nil
         environment.merge(extra) { $1 }
         process.environment = environment
         let out = Pipe(), err = Pipe()
@@ -106,7 +107,7 @@ struct CLITests {
         _ = try await SampleContent.seed(
             storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
         )
-        let entries = try await storage.read { try $0.auditEntries(after: 0, limit: 10_000).count }
+        let entries = try await storage.read { try await $0.auditEntries(after: 0, limit: 10_000).count }
         #expect(entries > 3)
 
         let intact = try Self.run(["audit", "verify", "--data", folder.path])

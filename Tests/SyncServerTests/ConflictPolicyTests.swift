@@ -10,9 +10,9 @@ import Testing
 struct ConflictPolicyTests {
     // MARK: append_only
 
-    @Test("append_only: the same id again is a duplicate, never a conflict; changes are refused")
-    func appendOnly() async throws {
-        let h = try PushHarness()
+    @Test("append_only: the same id again is a duplicate, never a conflict; changes are refused", arguments: StorageKind.allCases)
+    func appendOnly(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let phone = try await h.push([h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1", verb: "experienced"))])
         // Alice's tablet sends the same statement id, even with other content.
@@ -33,9 +33,9 @@ struct ConflictPolicyTests {
 
     // MARK: last_writer_wins
 
-    @Test("last_writer_wins: the later clock wins whichever arrives first; the loser is told with the row that stands")
-    func lastWriterWins() async throws {
-        let h = try PushHarness()
+    @Test("last_writer_wins: the later clock wins whichever arrives first; the loser is told with the row that stands", arguments: StorageKind.allCases)
+    func lastWriterWins(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "ServiceAsset", .create, "van-7", h.assetPayload("van-7"), hlc: h.hlc(1000, "alice"))])
 
@@ -68,9 +68,9 @@ struct ConflictPolicyTests {
         #expect(stored.text("_hlc") == h.hlc(3000, "alice"))
     }
 
-    @Test("last_writer_wins: same millisecond and counter, the node id breaks the tie; the same clock twice is a duplicate")
-    func lastWriterWinsTieBreak() async throws {
-        let h = try PushHarness()
+    @Test("last_writer_wins: same millisecond and counter, the node id breaks the tie; the same clock twice is a duplicate", arguments: StorageKind.allCases)
+    func lastWriterWinsTieBreak(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "ServiceAsset", .create, "van-7", h.assetPayload("van-7"), hlc: h.hlc(1000, "alice"))])
         let bob = try await h.push(
@@ -86,9 +86,9 @@ struct ConflictPolicyTests {
         #expect(try await h.row(ServiceAsset.descriptor, "van-7")?.text("display_name") == "B")
     }
 
-    @Test("last_writer_wins needs hlc")
-    func lastWriterWinsNeedsClock() async throws {
-        let h = try PushHarness()
+    @Test("last_writer_wins needs hlc", arguments: StorageKind.allCases)
+    func lastWriterWinsNeedsClock(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let response = try await h.push([
             h.mutation(1, "ServiceAsset", .create, "van-7", h.assetPayload("van-7")),
@@ -97,9 +97,9 @@ struct ConflictPolicyTests {
         #expect(response.results.map(\.error?.code) == [.missingPolicyData, .invalidPayload])
     }
 
-    @Test("last_writer_wins: a delete is a tombstone, and a later write brings the row back")
-    func lastWriterWinsDelete() async throws {
-        let h = try PushHarness()
+    @Test("last_writer_wins: a delete is a tombstone, and a later write brings the row back", arguments: StorageKind.allCases)
+    func lastWriterWinsDelete(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([
             h.mutation(1, "ServiceAsset", .create, "van-7", h.assetPayload("van-7"), hlc: h.hlc(1000, "alice")),
@@ -123,9 +123,9 @@ struct ConflictPolicyTests {
 
     // MARK: version_check
 
-    @Test("version_check: of two edits on the same base the second is conflicted with the server row; resubmitting on it applies")
-    func versionCheck() async throws {
-        let h = try PushHarness()
+    @Test("version_check: of two edits on the same base the second is conflicted with the server row; resubmitting on it applies", arguments: StorageKind.allCases)
+    func versionCheck(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1"))])
         let bob = try await h.push(
@@ -151,9 +151,9 @@ struct ConflictPolicyTests {
         #expect(stored.integer("revision") == 3)
     }
 
-    @Test("version_check: base_version is required; a create of an existing id is conflicted; row_not_found for missing rows")
-    func versionCheckRequirements() async throws {
-        let h = try PushHarness()
+    @Test("version_check: base_version is required; a create of an existing id is conflicted; row_not_found for missing rows", arguments: StorageKind.allCases)
+    func versionCheckRequirements(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let response = try await h.push([
             h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
@@ -166,9 +166,9 @@ struct ConflictPolicyTests {
         #expect(response.results.map(\.error?.code) == [nil, .missingPolicyData, nil, .rowNotFound, .rowNotFound])
     }
 
-    @Test("version_check: a delete writes a tombstone with a new scope sequence; later edits see it deleted")
-    func tombstones() async throws {
-        let h = try PushHarness()
+    @Test("version_check: a delete writes a tombstone with a new scope sequence; later edits see it deleted", arguments: StorageKind.allCases)
+    func tombstones(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1"))])
         let before = try #require(try await h.row(FieldTask.descriptor, "task-1"))
@@ -193,9 +193,9 @@ struct ConflictPolicyTests {
 
     // MARK: field_merge
 
-    @Test("field_merge: edits to different fields merge")
-    func fieldMergeDifferentFields() async throws {
-        let h = try PushHarness()
+    @Test("field_merge: edits to different fields merge", arguments: StorageKind.allCases)
+    func fieldMergeDifferentFields(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Incident", .create, "inc-1", h.incidentPayload("inc-1"), hlc: h.hlc(1000, "alice"))])
         let bob = try await h.push(
@@ -220,9 +220,9 @@ struct ConflictPolicyTests {
         #expect(clocks["state"] == h.hlc(1500, "alice"))
     }
 
-    @Test("field_merge: the same field falls back to last writer wins; a partly kept edit is merged and audited")
-    func fieldMergeSameField() async throws {
-        let h = try PushHarness()
+    @Test("field_merge: the same field falls back to last writer wins; a partly kept edit is merged and audited", arguments: StorageKind.allCases)
+    func fieldMergeSameField(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Incident", .create, "inc-1", h.incidentPayload("inc-1"), hlc: h.hlc(1000, "alice"))])
         // Bob (later clock) sets the state first.
@@ -265,9 +265,9 @@ struct ConflictPolicyTests {
         #expect(mergeEntry.detail.contains("\"applied_fields\":[\"description\"]"))
     }
 
-    @Test("field_merge: a patch needs base and hlc")
-    func fieldMergeRequirements() async throws {
-        let h = try PushHarness()
+    @Test("field_merge: a patch needs base and hlc", arguments: StorageKind.allCases)
+    func fieldMergeRequirements(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Incident", .create, "inc-1", h.incidentPayload("inc-1"), hlc: h.hlc(1000, "alice"))])
         let response = try await h.push([

@@ -19,9 +19,9 @@ struct ContentServiceTests {
         )
     }
 
-    @Test("units come whole: lessons by sort_index, each with its asset metadata and download URL")
-    func unitsWithLessonsAndAssets() async throws {
-        let harness = try PullHarness()
+    @Test("units come whole: lessons by sort_index, each with its asset metadata and download URL", arguments: StorageKind.allCases)
+    func unitsWithLessonsAndAssets(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
 
@@ -52,9 +52,9 @@ struct ContentServiceTests {
         #expect(again.nextSince == page.nextSince)
     }
 
-    @Test("a changed lesson or asset brings its unit back whole; deleted units come as tombstones when asked")
-    func changesAndTombstones() async throws {
-        let harness = try PullHarness()
+    @Test("a changed lesson or asset brings its unit back whole; deleted units come as tombstones when asked", arguments: StorageKind.allCases)
+    func changesAndTombstones(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let start = try await sync(harness)
@@ -93,9 +93,9 @@ struct ContentServiceTests {
         #expect(await pullErrorStatus { _ = try await harness.content.asset(id: "asset-reporting-notes", identity: device) } == 404)
     }
 
-    @Test("limit bounds the units of a page; next_since continues without skipping")
-    func paging() async throws {
-        let harness = try PullHarness()
+    @Test("limit bounds the units of a page; next_since continues without skipping", arguments: StorageKind.allCases)
+    func paging(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         for index in 0..<7 {
             try await harness.publish("Unit", PullHarness.unit("u-\(index)", sortIndex: Int64(index)))
@@ -123,9 +123,9 @@ struct ContentServiceTests {
         #expect(clamped.units.count == 7)
     }
 
-    @Test("units and lessons are shaped for the device; a too-old Unit schema gets 426")
-    func shaping() async throws {
-        let harness = try PullHarness()
+    @Test("units and lessons are shaped for the device; a too-old Unit schema gets 426", arguments: StorageKind.allCases)
+    func shaping(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         try await harness.publish("Unit", PullHarness.unit("u-1", sortIndex: 5, minutes: 12))
         try await harness.publish("Lesson", PullHarness.lesson("l-1", unit: "u-1", index: 0, seconds: 45))
@@ -142,9 +142,9 @@ struct ContentServiceTests {
         #expect(error?.detail.code == .schemaTooOld)
     }
 
-    @Test("the response is snake_case JSON with fields, schema_version and nested lists side by side")
-    func wireShape() async throws {
-        let harness = try PullHarness()
+    @Test("the response is snake_case JSON with fields, schema_version and nested lists side by side", arguments: StorageKind.allCases)
+    func wireShape(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let page = try await sync(harness)
@@ -166,9 +166,9 @@ struct ContentServiceTests {
         #expect(unit.id == "unit-battery-basics")
     }
 
-    @Test("asset lookup: the live asset's file; 404 when unknown, deleted or not uploaded")
-    func assetLookup() async throws {
-        let harness = try PullHarness()
+    @Test("asset lookup: the live asset's file; 404 when unknown, deleted or not uploaded", arguments: StorageKind.allCases)
+    func assetLookup(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let file = try await harness.content.asset(id: "asset-battery-safety-notes", identity: device)
@@ -202,9 +202,9 @@ struct ContentServiceTests {
         } == 404)
     }
 
-    @Test("admin publish and delete: versioned, sequenced, audited; devices get 403")
-    func adminOperations() async throws {
-        let harness = try PullHarness()
+    @Test("admin publish and delete: versioned, sequenced, audited; devices get 403", arguments: StorageKind.allCases)
+    func adminOperations(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         let created = try await harness.publish("Unit", PullHarness.unit("u-1", title: "One"))
         #expect(created.pullMember("title") == .string("One"))
@@ -214,7 +214,7 @@ struct ContentServiceTests {
         // Republishing the same content changes nothing.
         try await harness.publish("Unit", PullHarness.unit("u-1", title: "One, revised"))
         let stored = try #require(try await harness.storage.read { reader in
-            try reader.row(in: ContractTable(ContractRegistry.unit), tenant: PullHarness.tenant, id: "u-1")
+            try await reader.row(in: ContractTable(ContractRegistry.unit), tenant: PullHarness.tenant, id: "u-1")
         })
         #expect(stored.integer("_version") == 2)
         #expect(stored.integer("_seq") == 2)
@@ -224,7 +224,7 @@ struct ContentServiceTests {
         #expect(await pullErrorStatus { try await harness.content.delete(entity: "Unit", id: "u-1", identity: PullHarness.admin) } == 404)
         #expect(await pullErrorStatus { try await harness.content.delete(entity: "Unit", id: "absent", identity: PullHarness.admin) } == 404)
 
-        let entries = try await harness.storage.read { reader in try reader.auditEntries(after: 0, limit: 100) }
+        let entries = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 100) }
         #expect(entries.map(\.outcome) == ["published", "published", "deleted"])
         #expect(entries.allSatisfy { $0.entity == "Unit" && $0.rowID == "u-1" && $0.userID == "editor" })
         #expect(try await AuditChain.verify(harness.storage) == .intact(entries: 3))
@@ -235,13 +235,13 @@ struct ContentServiceTests {
         #expect(await pullErrorStatus {
             _ = try await harness.content.uploadAsset(id: "a-1", data: Data(), contentType: "image/png", identity: device)
         } == 403)
-        let after = try await harness.storage.read { reader in try reader.auditEntries(after: 0, limit: 100) }
+        let after = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 100) }
         #expect(after.count == 3)
     }
 
-    @Test("publishing validates against the contract and only in read-only scopes")
-    func publishValidation() async throws {
-        let harness = try PullHarness()
+    @Test("publishing validates against the contract and only in read-only scopes", arguments: StorageKind.allCases)
+    func publishValidation(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         func refusal(_ entity: String, _ row: JSONValue) async -> ServiceError? {
             await pullError { try await harness.publish(entity, row) }
@@ -277,7 +277,7 @@ struct ContentServiceTests {
         try await harness.content.delete(entity: "Lesson", id: "l-1", identity: PullHarness.admin)
         try await harness.publish("Lesson", PullHarness.lesson("l-2", unit: "u-1", index: 1))
 
-        let rows = try await harness.storage.read { reader in try reader.auditEntries(after: 0, limit: 100) }
+        let rows = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 100) }
         #expect(rows.map(\.outcome) == ["published", "published", "deleted", "published"])
     }
 }

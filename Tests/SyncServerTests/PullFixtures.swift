@@ -22,10 +22,10 @@ final class PullTestClock: ServerClock, @unchecked Sendable {
     }
 }
 
-/// A real SQLite storage and an asset store in a temporary folder, with the services on top.
+/// A fresh storage of a kind and an asset store in a temporary folder, with the services on top.
 struct PullHarness {
     let folder: URL
-    let storage: SQLiteStorage
+    let storage: any SyncStorage
     let assets: AssetStore
     let clock = PullTestClock()
     let pull: PullService
@@ -34,9 +34,9 @@ struct PullHarness {
     static let tenant = "acme"
     static let admin = DeviceIdentity(tenant: tenant, userID: "editor", deviceID: "console", isAdmin: true, expiresAt: 4_000_000_000)
 
-    init(defaultLimit: Int = 500, maximumLimit: Int = 1000) throws {
+    init(_ kind: StorageKind, defaultLimit: Int = 500, maximumLimit: Int = 1000) async throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-pull-\(UUID().uuidString)")
-        storage = try SQLiteStorage(directory: folder.appendingPathComponent("db"))
+        storage = try await kind.makeStorage(in: folder.appendingPathComponent("db"))
         assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         pull = PullService(storage: storage, defaultLimit: defaultLimit, maximumLimit: maximumLimit)
         content = ContentService(storage: storage, assets: assets, clock: clock)
@@ -93,18 +93,18 @@ struct PullHarness {
                 let value = fields[field.name] ?? field.defaultValue ?? .null
                 row[field.name] = try RowCodec.columnValue(value, for: field)
             }
-            let existing = try transaction.row(in: ContractTable(entity), tenant: tenant, id: fields[entity.primaryKey].flatMap {
+            let existing = try await transaction.row(in: ContractTable(entity), tenant: tenant, id: fields[entity.primaryKey].flatMap {
                 if case .string(let id) = $0 { return id } else { return nil }
             } ?? "")
             row["_tenant_id"] = .text(tenant)
             row["_scope_key"] = .text(scopeKey)
-            row["_seq"] = .integer(try transaction.nextScopeSequence(tenant: tenant, scopeKey: scopeKey))
+            row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: tenant, scopeKey: scopeKey))
             row["_version"] = .integer((existing?.integer("_version") ?? 0) + 1)
             row["_schema_version"] = .integer(Int64(entity.currentVersion))
             row["_deleted"] = .integer(deleted ? 1 : 0)
             row["_updated_at"] = .integer(1_769_846_400_000)
             row["_updated_by"] = .text("test")
-            try transaction.upsert(row, in: ContractTable(entity))
+            try await transaction.upsert(row, in: ContractTable(entity))
         }
     }
 }
@@ -124,8 +124,8 @@ extension PullHarness {
             row["recorded_at"] = .integer(1_769_846_401_000)
             row["hash"] = .text(String(repeating: "a", count: 64))
             row["_scope_key"] = .text(scopeKey)
-            row["_seq"] = .integer(try transaction.nextScopeSequence(tenant: PullHarness.tenant, scopeKey: scopeKey))
-            _ = try transaction.insertIfAbsent(row, in: ContractTable(event))
+            row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: PullHarness.tenant, scopeKey: scopeKey))
+            _ = try await transaction.insertIfAbsent(row, in: ContractTable(event))
         }
     }
 }

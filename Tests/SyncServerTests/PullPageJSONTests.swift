@@ -16,7 +16,7 @@ struct PullPageJSONTests {
     /// escaping, whole and fractional doubles, dates, timestamps, UUIDs, nulls, tombstones,
     /// and team events.
     static func seeded() async throws -> PullHarness {
-        let harness = try PullHarness()
+        let harness = try await PullHarness(.sqlite)
         try await harness.publish("Unit", PullHarness.unit("u-1", title: "Fractions \"½\" / ünïcødé 🚲", sortIndex: 4, minutes: nil))
         try await harness.publish("Lesson", .object([
             "id": .string("l-1"), "unit_id": .string("u-1"), "title": .string("Tab\tnew\nline \\ back"), "sort_index": .int(0),

@@ -9,9 +9,9 @@ import Testing
 struct PullServiceTests {
     let device = PullHarness.device()
 
-    @Test("pages are bounded by limit; over many pages every row comes exactly once, in sequence order")
-    func paging() async throws {
-        let harness = try PullHarness()
+    @Test("pages are bounded by limit; over many pages every row comes exactly once, in sequence order", arguments: StorageKind.allCases)
+    func paging(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         for index in 0..<30 {
             try await harness.publish("Unit", PullHarness.unit(String(format: "u-%02d", index), sortIndex: Int64(index)))
@@ -35,9 +35,9 @@ struct PullServiceTests {
         #expect(empty.cursor == pages.last!.cursor)
     }
 
-    @Test("rows written while a device pages through are not skipped")
-    func writesBetweenPages() async throws {
-        let harness = try PullHarness()
+    @Test("rows written while a device pages through are not skipped", arguments: StorageKind.allCases)
+    func writesBetweenPages(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         for index in 0..<10 {
             try await harness.publish("Unit", PullHarness.unit("u-\(index)"))
@@ -64,9 +64,9 @@ struct PullServiceTests {
         #expect(seen.count == 13)
     }
 
-    @Test("default limit, clamping above the maximum, and limits below 1 refused")
-    func limits() async throws {
-        let harness = try PullHarness(defaultLimit: 4, maximumLimit: 6)
+    @Test("default limit, clamping above the maximum, and limits below 1 refused", arguments: StorageKind.allCases)
+    func limits(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind, defaultLimit: 4, maximumLimit: 6)
         defer { harness.remove() }
         for index in 0..<10 {
             try await harness.publish("Unit", PullHarness.unit("u-\(index)"))
@@ -85,9 +85,9 @@ struct PullServiceTests {
         }
     }
 
-    @Test("a row written several times comes once, in its latest state")
-    func latestStateOnly() async throws {
-        let harness = try PullHarness()
+    @Test("a row written several times comes once, in its latest state", arguments: StorageKind.allCases)
+    func latestStateOnly(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         for title in ["First", "Second", "Third"] {
             try await harness.publish("Unit", PullHarness.unit("u-1", title: title))
@@ -99,14 +99,14 @@ struct PullServiceTests {
         #expect(units.first?.pullMember("title") == .string("Third"))
         #expect(try SyncCursor(encoded: page.cursor).sequence == 4)
 
-        let stored = try await harness.storage.read { reader in try reader.row(in: ContractTable(ContractRegistry.unit), tenant: PullHarness.tenant, id: "u-1") }
+        let stored = try await harness.storage.read { reader in try await reader.row(in: ContractTable(ContractRegistry.unit), tenant: PullHarness.tenant, id: "u-1") }
         #expect(stored?.integer("_version") == 3)
         #expect(stored?.integer("_seq") == 3)
     }
 
-    @Test("deleted rows come as deletes, not upserts; a unit's lessons are deleted with it")
-    func tombstones() async throws {
-        let harness = try PullHarness()
+    @Test("deleted rows come as deletes, not upserts; a unit's lessons are deleted with it", arguments: StorageKind.allCases)
+    func tombstones(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         try await harness.publish("Unit", PullHarness.unit("u-1"))
         try await harness.publish("Unit", PullHarness.unit("u-2"))
@@ -132,9 +132,9 @@ struct PullServiceTests {
         #expect(again.deletes.isEmpty)
     }
 
-    @Test("each device reads only its own user scope, its own teams, its own tenant")
-    func scopeIsolation() async throws {
-        let harness = try PullHarness()
+    @Test("each device reads only its own user scope, its own teams, its own tenant", arguments: StorageKind.allCases)
+    func scopeIsolation(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         let attempt = ContractRegistry.attempt
         func attemptRow(_ id: String) -> [String: JSONValue] {
@@ -168,9 +168,9 @@ struct PullServiceTests {
         #expect(theirTeam.upserts.isEmpty)
     }
 
-    @Test("foreign scopes are forbidden; unknown scopes, bad cursors and ambiguous names are refused")
-    func refusals() async throws {
-        let harness = try PullHarness()
+    @Test("foreign scopes are forbidden; unknown scopes, bad cursors and ambiguous names are refused", arguments: StorageKind.allCases)
+    func refusals(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         try await harness.publish("Unit", PullHarness.unit("u-1"))
         let pull = harness.pull
@@ -203,9 +203,9 @@ struct PullServiceTests {
         #expect(await status("progress:user:u-2", as: PullHarness.admin) == nil)
     }
 
-    @Test("rows are shaped for the device's schema version: Unit 2 gets position and no estimated_minutes")
-    func shaping() async throws {
-        let harness = try PullHarness()
+    @Test("rows are shaped for the device's schema version: Unit 2 gets position and no estimated_minutes", arguments: StorageKind.allCases)
+    func shaping(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         try await harness.publish("Unit", PullHarness.unit("u-1", sortIndex: 4, minutes: 30))
         try await harness.publish("Lesson", PullHarness.lesson("l-1", unit: "u-1", index: 0, seconds: 90))
@@ -236,9 +236,9 @@ struct PullServiceTests {
         #expect(newer.upserts["Unit"]?.first == v3)
     }
 
-    @Test("a schema version below the oldest supported is refused with 426 and the versions")
-    func schemaTooOld() async throws {
-        let harness = try PullHarness()
+    @Test("a schema version below the oldest supported is refused with 426 and the versions", arguments: StorageKind.allCases)
+    func schemaTooOld(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         let error = await pullError {
             _ = try await harness.pull.pull(scope: "content", cursor: nil, limit: nil, schema: ["Unit": 1, "Lesson": 1], clientID: nil, identity: device)
@@ -253,9 +253,9 @@ struct PullServiceTests {
         #expect(status == nil)
     }
 
-    @Test("events that travel both ways are pulled as envelope and payload; device-to-server contracts never are")
-    func events() async throws {
-        let harness = try PullHarness()
+    @Test("events that travel both ways are pulled as envelope and payload; device-to-server contracts never are", arguments: StorageKind.allCases)
+    func events(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         let scopeKey = "ops:team:t-1"
         let issue = ContractRegistry.issueLogged, started = ContractRegistry.taskStarted
@@ -292,13 +292,13 @@ struct PullServiceTests {
         #expect(user.upserts.isEmpty && user.deletes.isEmpty)
     }
 
-    @Test("last_seq is the client's last push done, 0 without a client id")
-    func lastSeq() async throws {
-        let harness = try PullHarness()
+    @Test("last_seq is the client's last push done, 0 without a client id", arguments: StorageKind.allCases)
+    func lastSeq(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         try await harness.storage.write { transaction in
             for seq in 1...3 {
-                try transaction.recordPushResult(tenant: PullHarness.tenant, clientID: "c-1", seq: Int64(seq), clientMutationID: "m-\(seq)", result: "{}")
+                try await transaction.recordPushResult(tenant: PullHarness.tenant, clientID: "c-1", seq: Int64(seq), clientMutationID: "m-\(seq)", result: "{}")
             }
         }
         let with = try await harness.pull.pull(scope: "user", cursor: nil, limit: nil, schema: [:], clientID: "c-1", identity: device)
@@ -313,9 +313,9 @@ struct PullServiceTests {
         #expect(elsewhere.lastSeq == 0)
     }
 
-    @Test("the response has the protocol's JSON shape")
-    func wireShape() async throws {
-        let harness = try PullHarness()
+    @Test("the response has the protocol's JSON shape", arguments: StorageKind.allCases)
+    func wireShape(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         try await harness.publish("Unit", PullHarness.unit("u-1"))
         let page = try await harness.pull.pull(scope: "content", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: device)

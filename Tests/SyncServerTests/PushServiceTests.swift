@@ -7,9 +7,9 @@ import Testing
 
 @Suite("Push: exactly once, sequencing, whole-request refusals")
 struct PushServiceTests {
-    @Test("the same push sent 3 times gives the same results and one effect, audited once")
-    func exactlyOnce() async throws {
-        let h = try PushHarness()
+    @Test("the same push sent 3 times gives the same results and one effect, audited once", arguments: StorageKind.allCases)
+    func exactlyOnce(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let mutations = [
             h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
@@ -28,16 +28,16 @@ struct PushServiceTests {
         #expect(task.integer("_version") == 2)
         #expect(task.text("title") == "Swap battery, bay 2")
         #expect(task.integer("revision") == 2)  // the int version field follows _version
-        let sequence = try await h.storage.read { try $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
+        let sequence = try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
         #expect(sequence == 2)
         let audit = try await h.audit()
         #expect(audit.count == 3)
         #expect(audit.map(\.outcome) == ["applied", "applied", "applied"])
     }
 
-    @Test("a resend overlapping done and new seqs replays the done ones and applies the rest")
-    func overlappingResend() async throws {
-        let h = try PushHarness()
+    @Test("a resend overlapping done and new seqs replays the done ones and applies the rest", arguments: StorageKind.allCases)
+    func overlappingResend(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let one = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
         let two = h.mutation(2, "Statement", .create, "st-2", h.statementPayload("st-2"))
@@ -50,9 +50,9 @@ struct PushServiceTests {
         #expect(try await h.audit().count == 3)
     }
 
-    @Test("a gap is refused with 409 and the last seq done, and writes nothing")
-    func gap() async throws {
-        let h = try PushHarness()
+    @Test("a gap is refused with 409 and the last seq done, and writes nothing", arguments: StorageKind.allCases)
+    func gap(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))])
         let error = try #require(await h.refusal([h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3"))]))
@@ -63,9 +63,9 @@ struct PushServiceTests {
         #expect(try await h.audit().count == 1)
     }
 
-    @Test("malformed pushes are refused with 400 before anything is written")
-    func malformed() async throws {
-        let h = try PushHarness()
+    @Test("malformed pushes are refused with 400 before anything is written", arguments: StorageKind.allCases)
+    func malformed(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let statement = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
         let emptyClient = await h.refusal([statement], client: " ")
@@ -84,12 +84,12 @@ struct PushServiceTests {
         #expect(large?.detail.message.contains("1000") == true)
 
         #expect(try await h.audit().isEmpty)
-        #expect(try await h.storage.read { try $0.lastSequence(tenant: PushHarness.tenant, clientID: "alice-phone") } == 0)
+        #expect(try await h.storage.read { try await $0.lastSequence(tenant: PushHarness.tenant, clientID: "alice-phone") } == 0)
     }
 
-    @Test("an empty push answers the last seq done")
-    func emptyPush() async throws {
-        let h = try PushHarness()
+    @Test("an empty push answers the last seq done", arguments: StorageKind.allCases)
+    func emptyPush(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))])
         let response = try await h.push([])
@@ -97,9 +97,9 @@ struct PushServiceTests {
         #expect(response.lastSeq == 1)
     }
 
-    @Test("a rejected mutation in the middle is done: the ones after it apply, and it is not retried")
-    func rejectedInTheMiddle() async throws {
-        let h = try PushHarness()
+    @Test("a rejected mutation in the middle is done: the ones after it apply, and it is not retried", arguments: StorageKind.allCases)
+    func rejectedInTheMiddle(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let mutations = [
             h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1")),
@@ -117,9 +117,9 @@ struct PushServiceTests {
         #expect(try await h.audit().map(\.outcome) == ["applied", "rejected", "applied"])
     }
 
-    @Test("426 for a schema below the oldest supported, 422 for an unknown contract name")
-    func schemaVersions() async throws {
-        let h = try PushHarness()
+    @Test("426 for a schema below the oldest supported, 422 for an unknown contract name", arguments: StorageKind.allCases)
+    func schemaVersions(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let statement = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
         let old = try #require(await h.refusal([statement], schema: ["Unit": 1, "Statement": 1]))
@@ -142,9 +142,9 @@ struct PushServiceTests {
         #expect(details["last_seq"] == .int(1))
     }
 
-    @Test("the audit chain verifies after pushes with every outcome")
-    func auditChain() async throws {
-        let h = try PushHarness()
+    @Test("the audit chain verifies after pushes with every outcome", arguments: StorageKind.allCases)
+    func auditChain(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([
             h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
@@ -168,9 +168,9 @@ struct PushServiceTests {
         #expect(fields["payload"] == nil)
     }
 
-    @Test("a transaction that fails half way leaves nothing written, and the resend applies once")
-    func crashHalfWay() async throws {
-        let h = try PushHarness()
+    @Test("a transaction that fails half way leaves nothing written, and the resend applies once", arguments: StorageKind.allCases)
+    func crashHalfWay(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let mutations = [
             h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
@@ -189,8 +189,8 @@ struct PushServiceTests {
             #expect(try await h.row(FieldTask.descriptor, "task-1") == nil)
             #expect(try await h.row(Statement.descriptor, "st-1") == nil)
             #expect(try await h.audit().isEmpty)
-            #expect(try await h.storage.read { try $0.lastSequence(tenant: PushHarness.tenant, clientID: "alice-phone") } == 0)
-            #expect(try await h.storage.read { try $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") } == 0)
+            #expect(try await h.storage.read { try await $0.lastSequence(tenant: PushHarness.tenant, clientID: "alice-phone") } == 0)
+            #expect(try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") } == 0)
         }
 
         let response = try await h.push(mutations)
@@ -222,9 +222,9 @@ struct PushServiceTests {
         }
     }
 
-    @Test("clients are sequenced separately, and tenants never see each other's rows")
-    func clientsAndTenants() async throws {
-        let h = try PushHarness()
+    @Test("clients are sequenced separately, and tenants never see each other's rows", arguments: StorageKind.allCases)
+    func clientsAndTenants(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1"))], as: PushHarness.alice)
         try await h.push([h.mutation(1, "Task", .create, "task-2", h.taskPayload("task-2"))], as: PushHarness.bob)

@@ -11,10 +11,11 @@ struct PushFixedClock: ServerClock {
     func now() -> Timestamp { time }
 }
 
-/// A push service on a real SQLite storage in a temporary folder.
+/// A push service on a fresh storage of a kind (SQLite in a temporary folder, or a PostgreSQL
+/// schema of its own).
 struct PushHarness {
     let folder: URL
-    let storage: SQLiteStorage
+    let storage: any SyncStorage
     let service: PushService
 
     static let tenant = "t1"
@@ -23,9 +24,9 @@ struct PushHarness {
     static let bob = DeviceIdentity(tenant: tenant, userID: "bob", deviceID: "bob-phone", teams: ["red", "blue"], expiresAt: .max)
     static let admin = DeviceIdentity(tenant: tenant, userID: "admin", deviceID: "console", isAdmin: true, expiresAt: .max)
 
-    init() throws {
+    init(_ kind: StorageKind) async throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("push-\(UUID().uuidString)")
-        storage = try SQLiteStorage(directory: folder)
+        storage = try await kind.makeStorage(in: folder)
         service = PushService(storage: storage, clock: PushFixedClock())
     }
 
@@ -52,11 +53,11 @@ struct PushHarness {
     }
 
     func row(_ entity: EntityDescriptor, _ id: String) async throws -> StoredRow? {
-        try await storage.read { reader in try reader.row(in: ContractTable(entity), tenant: Self.tenant, id: id) }
+        try await storage.read { reader in try await reader.row(in: ContractTable(entity), tenant: Self.tenant, id: id) }
     }
 
     func eventRow(_ event: EventDescriptor, _ id: String) async throws -> StoredRow? {
-        try await storage.read { reader in try reader.row(in: ContractTable(event), tenant: Self.tenant, id: id) }
+        try await storage.read { reader in try await reader.row(in: ContractTable(event), tenant: Self.tenant, id: id) }
     }
 
     func value<Value: ContractEntity>(_ type: Value.Type, _ id: String) async throws -> Value? {
@@ -65,7 +66,7 @@ struct PushHarness {
     }
 
     func audit() async throws -> [AuditEntry] {
-        try await storage.read { reader in try reader.auditEntries(after: 0, limit: 100_000) }
+        try await storage.read { reader in try await reader.auditEntries(after: 0, limit: 100_000) }
     }
 
     /// Stores a row the way the server does (as content would be published), bypassing push.
@@ -73,7 +74,7 @@ struct PushHarness {
         try await storage.write { transaction in
             let context = ReducerContext(writer: PushWriter(transaction: transaction, identity: Self.admin, now: PushFixedClock().now()))
             let scopeKey = try context.scopeKey(for: value, fallback: "content:global")
-            _ = try context.store(value, previous: nil, scopeKey: scopeKey, summary: [:])
+            _ = try await context.store(value, previous: nil, scopeKey: scopeKey, summary: [:])
         }
     }
 }
@@ -145,17 +146,17 @@ extension PushHarness {
 /// Wraps a storage so that every write transaction throws after `failAfter` writes, as a
 /// crash between apply and commit would: nothing of the transaction may survive.
 struct PushFailingStorage: SyncStorage {
-    let base: SQLiteStorage
+    let base: any SyncStorage
     let failAfter: Int
 
     struct Crash: Error {}
 
-    func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
         let failAfter = failAfter
-        return try await base.write { transaction in try body(FailingTransaction(base: transaction, budget: Budget(left: failAfter))) }
+        return try await base.write { transaction in try await body(FailingTransaction(base: transaction, budget: Budget(left: failAfter))) }
     }
 
-    func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
         try await base.read(body)
     }
 
@@ -172,39 +173,43 @@ struct PushFailingStorage: SyncStorage {
         let base: any StorageTransaction
         let budget: Budget
 
-        func row(in table: ContractTable, tenant: String, id: String) throws -> StoredRow? { try base.row(in: table, tenant: tenant, id: id) }
-        func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> [(table: ContractTable, row: StoredRow)] {
-            try base.changes(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
+        func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
+            try await base.row(in: table, tenant: tenant, id: id)
         }
-        func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) throws -> [StoredRow] {
-            try base.rows(in: table, tenant: tenant, where: conditions, limit: limit)
+        func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
+            try await base.changes(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
         }
-        func lastSequence(tenant: String, clientID: String) throws -> Int64 { try base.lastSequence(tenant: tenant, clientID: clientID) }
-        func pushResult(tenant: String, clientID: String, seq: Int64) throws -> String? {
-            try base.pushResult(tenant: tenant, clientID: clientID, seq: seq)
+        func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow] {
+            try await base.rows(in: table, tenant: tenant, where: conditions, limit: limit)
         }
-        func scopeSequence(tenant: String, scopeKey: String) throws -> Int64 { try base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
-        func auditEntries(after afterID: Int64, limit: Int) throws -> [AuditEntry] { try base.auditEntries(after: afterID, limit: limit) }
+        func lastSequence(tenant: String, clientID: String) async throws -> Int64 { try await base.lastSequence(tenant: tenant, clientID: clientID) }
+        func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
+            try await base.pushResult(tenant: tenant, clientID: clientID, seq: seq)
+        }
+        func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 { try await base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
+        func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] { try await base.auditEntries(after: afterID, limit: limit) }
+        func lockClient(tenant: String, clientID: String) async throws -> Int64 { try await base.lockClient(tenant: tenant, clientID: clientID) }
+        func lockScope(tenant: String, scopeKey: String) async throws { try await base.lockScope(tenant: tenant, scopeKey: scopeKey) }
 
-        func nextScopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
+        func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
             try budget.spend()
-            return try base.nextScopeSequence(tenant: tenant, scopeKey: scopeKey)
+            return try await base.nextScopeSequence(tenant: tenant, scopeKey: scopeKey)
         }
-        func upsert(_ row: StoredRow, in table: ContractTable) throws {
+        func upsert(_ row: StoredRow, in table: ContractTable) async throws {
             try budget.spend()
-            try base.upsert(row, in: table)
+            try await base.upsert(row, in: table)
         }
-        func insertIfAbsent(_ row: StoredRow, in table: ContractTable) throws -> Bool {
+        func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
             try budget.spend()
-            return try base.insertIfAbsent(row, in: table)
+            return try await base.insertIfAbsent(row, in: table)
         }
-        func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) throws {
+        func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
             try budget.spend()
-            try base.recordPushResult(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result)
+            try await base.recordPushResult(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result)
         }
-        func appendAudit(_ entry: AuditEntry) throws -> AuditEntry {
+        func appendAudit(_ entry: AuditEntry) async throws {
             try budget.spend()
-            return try base.appendAudit(entry)
+            try await base.appendAudit(entry)
         }
     }
 }

@@ -19,7 +19,7 @@ struct PushValidationTests {
 
     @Test(
         "each kind of invalid payload is rejected as invalid_payload, naming the field, and nothing is written",
-        arguments: [
+        arguments: StorageKind.allCases, [
             ("type", "title", JSONValue.int(42), "must be text"),
             ("enum", "task_kind", .string("teleport"), "must be one of"),
             ("length", "title", .string(String(repeating: "x", count: 161)), "longer than 160"),
@@ -29,8 +29,9 @@ struct PushValidationTests {
             ("date", "due_on", .string("2026-02-30"), "must be a date"),
         ]
     )
-    func invalidPayload(kind: String, field: String, value: JSONValue, message: String) async throws {
-        let h = try PushHarness()
+    func invalidPayload(_ storage: StorageKind, _ example: (kind: String, field: String, value: JSONValue, message: String)) async throws {
+        let (kind, field, value, message) = example
+        let h = try await PushHarness(storage)
         defer { h.remove() }
         var payload = h.taskPayload("task-1")
         payload[field] = value
@@ -46,36 +47,36 @@ struct PushValidationTests {
         #expect(try await h.row(FieldTask.descriptor, "task-1") == nil)
     }
 
-    @Test("a missing required field is reported; every problem is listed, not only the first")
-    func everyProblem() async throws {
-        let h = try PushHarness()
+    @Test("a missing required field is reported; every problem is listed, not only the first", arguments: StorageKind.allCases)
+    func everyProblem(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let result = try await createTask(["id": .string("task-1"), "team_id": .string("red"), "estimated_minutes": .string("ten")], in: h)
         #expect(result.error?.code == .invalidPayload)
         #expect(Set(problems(result).keys) == ["title", "task_kind", "estimated_minutes"])
     }
 
-    @Test("an id in the payload that differs from the mutation's is refused")
-    func idMismatch() async throws {
-        let h = try PushHarness()
+    @Test("an id in the payload that differs from the mutation's is refused", arguments: StorageKind.allCases)
+    func idMismatch(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let result = try await createTask(h.taskPayload("task-2"), in: h)
         #expect(result.error?.code == .invalidPayload)
         #expect(problems(result)["id"] != nil)
     }
 
-    @Test("an unknown entity is rejected per mutation as unknown_entity")
-    func unknownEntity() async throws {
-        let h = try PushHarness()
+    @Test("an unknown entity is rejected per mutation as unknown_entity", arguments: StorageKind.allCases)
+    func unknownEntity(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let result = try #require(try await h.push([h.mutation(1, "Spaceship", .create, "s-1", ["id": .string("s-1")])]).results.first)
         #expect(result.status == .rejected)
         #expect(result.error?.code == .unknownEntity)
     }
 
-    @Test("entities travelling down, and server-authoritative ones, are not writable by devices")
-    func notWritable() async throws {
-        let h = try PushHarness()
+    @Test("entities travelling down, and server-authoritative ones, are not writable by devices", arguments: StorageKind.allCases)
+    func notWritable(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let unit: [String: JSONValue] = [
             "id": .string("unit-1"), "title": .string("Unit"), "learner_level": .string("beginner"),
@@ -96,9 +97,9 @@ struct PushValidationTests {
         #expect(refusal?.code == .notWritable)
     }
 
-    @Test("events and entities must use their own operations")
-    func operationsMatchContracts() async throws {
-        let h = try PushHarness()
+    @Test("events and entities must use their own operations", arguments: StorageKind.allCases)
+    func operationsMatchContracts(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let response = try await h.push([
             h.mutation(1, "Task", .event, "task-1", h.taskPayload("task-1")),
@@ -107,9 +108,9 @@ struct PushValidationTests {
         #expect(response.results.map(\.error?.code) == [.invalidPayload, .invalidPayload])
     }
 
-    @Test("a device writes only the scopes its token grants, and a row never moves scope")
-    func scopes() async throws {
-        let h = try PushHarness()
+    @Test("a device writes only the scopes its token grants, and a row never moves scope", arguments: StorageKind.allCases)
+    func scopes(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         // Alice is in team red only.
         let blue = try await h.push([h.mutation(1, "Task", .create, "task-b", h.taskPayload("task-b", team: "blue"))])
@@ -128,17 +129,17 @@ struct PushValidationTests {
         #expect(try await h.row(FieldTask.descriptor, "task-b")?.text("_scope_key") == "ops:team:blue")
     }
 
-    @Test("user-scope rows are filed under the caller's user")
-    func userScope() async throws {
-        let h = try PushHarness()
+    @Test("user-scope rows are filed under the caller's user", arguments: StorageKind.allCases)
+    func userScope(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))], as: PushHarness.bob)
         #expect(try await h.row(Statement.descriptor, "st-1")?.text("_scope_key") == "progress:user:bob")
     }
 
-    @Test("rows carry the sync metadata: scope sequence, version, schema version, clock and writer")
-    func metadata() async throws {
-        let h = try PushHarness()
+    @Test("rows carry the sync metadata: scope sequence, version, schema version, clock and writer", arguments: StorageKind.allCases)
+    func metadata(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([
             h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1")),
@@ -154,9 +155,9 @@ struct PushValidationTests {
         #expect(row.text("_tenant_id") == PushHarness.tenant)
     }
 
-    @Test("a value another row holds in a unique index is refused, and the other row survives")
-    func uniqueIndex() async throws {
-        let h = try PushHarness()
+    @Test("a value another row holds in a unique index is refused, and the other row survives", arguments: StorageKind.allCases)
+    func uniqueIndex(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let response = try await h.push([
             h.mutation(1, "Incident", .create, "inc-1", h.incidentPayload("inc-1", number: "INC1"), hlc: h.hlc(1000, "a")),
@@ -201,9 +202,9 @@ struct PushValidationTests {
         #expect(unitRow.columns["estimated_minutes"] == .null)
     }
 
-    @Test("an event from a device on an older version is stored with the fields added since at their defaults")
-    func oldEventVersion() async throws {
-        let h = try PushHarness()
+    @Test("an event from a device on an older version is stored with the fields added since at their defaults", arguments: StorageKind.allCases)
+    func oldEventVersion(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         // LessonProgressed version 1 had no offline_minutes.
         let payload: JSONValue = .object([
@@ -233,9 +234,9 @@ struct PushValidationTests {
         #expect(refused.results.first?.error?.code == .invalidPayload)
     }
 
-    @Test("a device newer than the server: fields the server does not know are left out, not refused")
-    func newerDevice() async throws {
-        let h = try PushHarness()
+    @Test("a device newer than the server: fields the server does not know are left out, not refused", arguments: StorageKind.allCases)
+    func newerDevice(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         var payload = h.taskPayload("task-1")
         payload["priority_colour"] = .string("amber")

@@ -26,9 +26,9 @@ struct ReducerTests {
 
     // MARK: - Events
 
-    @Test("an event is stored with its envelope; the same event_id again is a duplicate")
-    func eventStoredOnce() async throws {
-        let h = try PushHarness()
+    @Test("an event is stored with its envelope; the same event_id again is a duplicate", arguments: StorageKind.allCases)
+    func eventStoredOnce(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let event = try h.eventMutation(
             1, id: "01JEV0000000000000000000001", LessonProgressed(lessonId: "lesson-1", unitId: Self.unit, sessionId: UUID(), progress: 0.4)
@@ -47,9 +47,9 @@ struct ReducerTests {
         #expect(row.integer("_seq") == 1)
     }
 
-    @Test("a hash that does not match the payload, or a replayed event_id with other content, is hash_mismatch")
-    func hashMismatch() async throws {
-        let h = try PushHarness()
+    @Test("a hash that does not match the payload, or a replayed event_id with other content, is hash_mismatch", arguments: StorageKind.allCases)
+    func hashMismatch(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         var tampered = try h.eventMutation(1, id: "ev-1", LessonProgressed(lessonId: "lesson-1", unitId: Self.unit, sessionId: UUID(), progress: 0.4))
         tampered.payload = try JSONDecoder().decode(
@@ -66,9 +66,9 @@ struct ReducerTests {
         #expect(try await h.eventRow(LessonProgressed.descriptor, "ev-1") == nil)
     }
 
-    @Test("a team event needs a team the token grants")
-    func eventScope() async throws {
-        let h = try PushHarness()
+    @Test("a team event needs a team the token grants", arguments: StorageKind.allCases)
+    func eventScope(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let event = try h.eventMutation(1, id: "ev-1", TaskStarted(teamId: "blue", taskId: "task-1"))
         let response = try await h.push([event])
@@ -77,9 +77,9 @@ struct ReducerTests {
 
     // MARK: - Attempt and CompletionRecord
 
-    @Test("answers and a submission fold into the attempt's outcome and a completion record")
-    func attemptOutcome() async throws {
-        let h = try PushHarness()
+    @Test("answers and a submission fold into the attempt's outcome and a completion record", arguments: StorageKind.allCases)
+    func attemptOutcome(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await seedAssessment(h)
         let response = try await h.push([
@@ -129,9 +129,9 @@ struct ReducerTests {
         if case .intact = try await AuditChain.verify(h.storage) {} else { Issue.record("the audit chain is broken") }
     }
 
-    @Test("a failing score fails; a late answer is rejected; a second submission is a duplicate")
-    func attemptRefusals() async throws {
-        let h = try PushHarness()
+    @Test("a failing score fails; a late answer is rejected; a second submission is a duplicate", arguments: StorageKind.allCases)
+    func attemptRefusals(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await seedAssessment(h)
         let response = try await h.push([
@@ -149,9 +149,9 @@ struct ReducerTests {
         #expect(try await h.eventRow(AnswerRecorded.descriptor, "ev-3") == nil)
     }
 
-    @Test("another learner's attempt is not theirs to answer")
-    func foreignAttempt() async throws {
-        let h = try PushHarness()
+    @Test("another learner's attempt is not theirs to answer", arguments: StorageKind.allCases)
+    func foreignAttempt(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await seedAssessment(h)
         try await h.push([try h.eventMutation(1, id: "ev-1", AttemptSubmitted(attemptId: "att-1", assessmentId: "quiz-1", answeredCount: 0))])
@@ -162,9 +162,9 @@ struct ReducerTests {
         #expect(bob.results.first?.error?.code == .notWritable)
     }
 
-    @Test("statements fold into the attempt: attempted names the assessment, passed settles it")
-    func statements() async throws {
-        let h = try PushHarness()
+    @Test("statements fold into the attempt: attempted names the assessment, passed settles it", arguments: StorageKind.allCases)
+    func statements(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.seed(Assessment(id: "quiz-2", unitId: Self.unit, title: "Open quiz", questions: .array([]), questionCount: 5, updatedAt: Self.t0))
         let response = try await h.push([
@@ -181,9 +181,9 @@ struct ReducerTests {
         #expect(try await h.value(CompletionRecord.self, "attempt:att-2")?.passed == true)
     }
 
-    @Test("a completed lesson becomes one completion record; the first completion stands")
-    func lessonCompletion() async throws {
-        let h = try PushHarness()
+    @Test("a completed lesson becomes one completion record; the first completion stands", arguments: StorageKind.allCases)
+    func lessonCompletion(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         let session = UUID()
         let response = try await h.push([
@@ -211,9 +211,9 @@ struct ReducerTests {
 
     // MARK: - Task
 
-    @Test("task events fold into the task's status; a second completion is a duplicate, not an error")
-    func taskStatus() async throws {
-        let h = try PushHarness()
+    @Test("task events fold into the task's status; a second completion is a duplicate, not an error", arguments: StorageKind.allCases)
+    func taskStatus(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1"))])
         let response = try await h.push([
@@ -250,9 +250,9 @@ struct ReducerTests {
         #expect(try await h.eventRow(TaskStatusChanged.descriptor, "ev-3") == nil)
     }
 
-    @Test("an impossible transition is rejected; a task that moved on answers conflicted with its row")
-    func taskTransitions() async throws {
-        let h = try PushHarness()
+    @Test("an impossible transition is rejected; a task that moved on answers conflicted with its row", arguments: StorageKind.allCases)
+    func taskTransitions(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1"))])
         let response = try await h.push([
@@ -273,18 +273,18 @@ struct ReducerTests {
         #expect(try await h.value(FieldTask.self, "task-1")?.status == .assigned)
     }
 
-    @Test("a task of another team cannot be moved by an event filed under this team")
-    func taskOfAnotherTeam() async throws {
-        let h = try PushHarness()
+    @Test("a task of another team cannot be moved by an event filed under this team", arguments: StorageKind.allCases)
+    func taskOfAnotherTeam(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Task", .create, "task-b", h.taskPayload("task-b", team: "blue"))], as: PushHarness.bob)
         let response = try await h.push([try h.eventMutation(1, id: "ev-1", TaskStarted(teamId: "red", taskId: "task-b"))])
         #expect(response.results.first?.error?.code == .rowNotFound)
     }
 
-    @Test("a battery swap completes its task and updates the vehicle")
-    func batterySwap() async throws {
-        let h = try PushHarness()
+    @Test("a battery swap completes its task and updates the vehicle", arguments: StorageKind.allCases)
+    func batterySwap(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         var van = h.assetPayload("van-7")
         van["status"] = .string("needs_service")
@@ -310,9 +310,9 @@ struct ReducerTests {
         #expect(try await h.row(ServiceAsset.descriptor, "van-7")?.text("_hlc") == h.hlc(1000, "alice"))
     }
 
-    @Test("an event from an older schema (BatterySwapCompleted v1) folds like a current one")
-    func oldBatterySwap() async throws {
-        let h = try PushHarness()
+    @Test("an event from an older schema (BatterySwapCompleted v1) folds like a current one", arguments: StorageKind.allCases)
+    func oldBatterySwap(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
         defer { h.remove() }
         try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1", status: "in_progress"))])
         let payload: JSONValue = .object([

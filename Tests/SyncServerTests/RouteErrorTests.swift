@@ -14,7 +14,9 @@ struct RouteErrorTests {
     /// Whether anything was written: the audit log and the client's sequence.
     static func nothingWritten(_ harness: RouteHarness, client: String = "client-1") async throws -> Bool {
         try await harness.storage.read { reader in
-            try reader.auditEntries(after: 0, limit: 1).isEmpty && reader.lastSequence(tenant: "acme", clientID: client) == 0
+            let noAudit = try await reader.auditEntries(after: 0, limit: 1).isEmpty
+            let lastSeq = try await reader.lastSequence(tenant: "acme", clientID: client)
+            return noAudit && lastSeq == 0
         }
     }
 

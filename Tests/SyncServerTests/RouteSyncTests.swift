@@ -34,7 +34,7 @@ struct RouteSyncTests {
                 let response = try await client.execute(uri: "/sync/v1/push", method: .post, headers: harness.headers(), body: ByteBuffer(bytes: body))
                 #expect(response.status == .ok, "\(response.text)")
                 answers.append(response.data)
-                auditCounts.append(try await harness.storage.read { try $0.auditEntries(after: 0, limit: 100).count })
+                auditCounts.append(try await harness.storage.read { try await $0.auditEntries(after: 0, limit: 100).count })
             }
             #expect(answers[1] == answers[0])
             #expect(answers[2] == answers[0])
@@ -45,8 +45,8 @@ struct RouteSyncTests {
             // One effect: two rows, one scope sequence step per row, no audit entry for the replays.
             let (rows, sequence) = try await harness.storage.read { reader in
                 (
-                    try reader.rows(in: table, tenant: "acme", where: [:], limit: 10).count,
-                    try reader.scopeSequence(tenant: "acme", scopeKey: "progress:user:u-1")
+                    try await reader.rows(in: table, tenant: "acme", where: [:], limit: 10).count,
+                    try await reader.scopeSequence(tenant: "acme", scopeKey: "progress:user:u-1")
                 )
             }
             #expect(rows == 2)

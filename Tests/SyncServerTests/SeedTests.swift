@@ -7,9 +7,9 @@ import Testing
 
 @Suite("Sample content seed")
 struct SeedTests {
-    @Test("seeding loads units, lessons, real files, an assessment and a team's field work")
-    func seeds() async throws {
-        let harness = try PullHarness()
+    @Test("seeding loads units, lessons, real files, an assessment and a team's field work", arguments: StorageKind.allCases)
+    func seeds(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         let summary = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
         #expect(summary.rows == [
@@ -35,13 +35,13 @@ struct SeedTests {
         #expect(team.flatMap { $0.upserts["Task"] ?? [] }.count == 3)
     }
 
-    @Test("the asset files are real and their SHA-256 and size match the Asset rows")
-    func assetFiles() async throws {
-        let harness = try PullHarness()
+    @Test("the asset files are real and their SHA-256 and size match the Asset rows", arguments: StorageKind.allCases)
+    func assetFiles(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
         let rows = try await harness.storage.read { reader in
-            try reader.rows(in: ContractTable(ContractRegistry.asset), tenant: "acme", where: [:], limit: 100)
+            try await reader.rows(in: ContractTable(ContractRegistry.asset), tenant: "acme", where: [:], limit: 100)
         }
         #expect(rows.count == 5)
         var signatures: [String: Data] = [:]
@@ -72,17 +72,17 @@ struct SeedTests {
         #expect(wav[36..<40] == Data("data".utf8))
     }
 
-    @Test("seeding twice changes nothing: no new sequence numbers, audit entries or files")
-    func idempotent() async throws {
-        let harness = try PullHarness()
+    @Test("seeding twice changes nothing: no new sequence numbers, audit entries or files", arguments: StorageKind.allCases)
+    func idempotent(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
         defer { harness.remove() }
         let first = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
         func snapshot() async throws -> (content: Int64, team: Int64, audit: Int, files: [String]) {
             let (content, team, audit) = try await harness.storage.read { reader in
                 (
-                    try reader.scopeSequence(tenant: "acme", scopeKey: "content:global"),
-                    try reader.scopeSequence(tenant: "acme", scopeKey: "ops:team:t-1"),
-                    try reader.auditEntries(after: 0, limit: 1000).count
+                    try await reader.scopeSequence(tenant: "acme", scopeKey: "content:global"),
+                    try await reader.scopeSequence(tenant: "acme", scopeKey: "ops:team:t-1"),
+                    try await reader.auditEntries(after: 0, limit: 1000).count
                 )
             }
             let files = FileManager.default.enumerator(atPath: harness.assets.directory.path)?.allObjects.compactMap { $0 as? String }.sorted() ?? []
@@ -101,7 +101,7 @@ struct SeedTests {
         // Another team in the same tenant gets its own field work; content is shared and unchanged.
         let other = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-2", clock: harness.clock)
         #expect(other.written == 6)
-        let content = try await harness.storage.read { reader in try reader.scopeSequence(tenant: "acme", scopeKey: "content:global") }
+        let content = try await harness.storage.read { reader in try await reader.scopeSequence(tenant: "acme", scopeKey: "content:global") }
         #expect(content == before.content)
     }
 

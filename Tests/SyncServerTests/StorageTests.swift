@@ -4,16 +4,99 @@ import Testing
 
 @testable import SyncServer
 
-@Suite("SQLite storage")
+@Suite("Conformance: storage")
 struct StorageTests {
-    @Test("opening applies the server tables and every generated server migration")
-    func opens() async throws {
+    @Test("opening applies the server tables and every generated server migration, once", arguments: StorageKind.allCases)
+    func opens(_ kind: StorageKind) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-storage-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder)
-        let sequence = try await storage.write { transaction in try transaction.nextScopeSequence(tenant: "t", scopeKey: "k") }
+        let schema = StorageKind.uniqueSchema()
+        let storage = try await kind.makeSharedStorages(1, in: folder, schema: schema)[0]
+        let sequence = try await storage.write { transaction in try await transaction.nextScopeSequence(tenant: "t", scopeKey: "k") }
         #expect(sequence == 1)
-        // Reopening migrates nothing twice.
-        _ = try SQLiteStorage(directory: folder)
+        // Opening again (another process) migrates nothing twice and sees the same data.
+        let again = try await kind.makeSharedStorages(1, in: folder, schema: schema)[0]
+        #expect(try await again.read { try await $0.scopeSequence(tenant: "t", scopeKey: "k") } == 1)
+    }
+
+    @Test("every column type reads back as it was written: text, numbers, flags, timestamps, dates, UUIDs, JSON, lists, bytes", arguments: StorageKind.allCases)
+    func valuesRoundTrip(_ kind: StorageKind) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-storage-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try await kind.makeStorage(in: folder)
+        let response = ContractRegistry.entity(named: "AssessmentResponse")!, issue = ContractRegistry.event(named: "IssueLogged")!
+        func columns(_ contract: [FieldDescriptor], _ wire: [String: JSONValue]) throws -> StoredRow {
+            var row = StoredRow()
+            for field in contract { row[field.name] = try RowCodec.columnValue(wire[field.name] ?? .null, for: field) }
+            return row
+        }
+        var entity = try columns(response.fields, [
+            "id": .string("6F1C2A8E-4B5D-4E7F-9A0B-1C2D3E4F5A6B"), "assessment_id": .string("as-1"), "attempt_id": .string("at-1"),
+            "question_id": .string("q-1"),
+            "answer": .object(["choice": .array([.int(2), .double(0.25), .string("naïve ✓"), .null, .bool(true)]), "a": .object([:])]),
+            "time_spent_ms": .int(Int64.max), "flagged_for_review": .bool(true), "answered_at": .string("1969-12-31T23:59:59.999Z"),
+            "updated_at": .string("2026-01-31T08:00:00.123Z"),
+        ])
+        entity["_tenant_id"] = .text("t"); entity["_scope_key"] = .text("progress:user:u"); entity["_seq"] = .integer(1)
+        entity["_version"] = .integer(1); entity["_schema_version"] = .integer(1); entity["_hlc"] = .null
+        entity["_field_clocks"] = .text("{\"answer\":\"x\"}"); entity["_deleted"] = .integer(0)
+        entity["_updated_at"] = .integer(946_684_799_999); entity["_updated_by"] = .text("d")
+        var event = try columns(issue.fields, [
+            "team_id": .string("red"), "service_asset_id": .string("sa-1"), "category": .string("damage"), "severity": .string("high"),
+            "description": .string("Cracked mirror"), "photo": .string(Data([0, 1, 2, 253, 254, 255]).base64EncodedString()),
+            "tags": .array([.string("mirror"), .string("")]), "latitude": .double(-33.865143), "longitude": .int(151),
+            "observed_on": .string("1999-12-31"),
+        ])
+        for (name, value) in [
+            ("_tenant_id", SQLValue.text("t")), ("event_id", .text("01J0000000000000000000ISSU")), ("schema_version", .integer(1)),
+            ("user_id", .text("u")), ("device_id", .text("d")), ("occurred_at", .integer(-1)), ("recorded_at", .null),
+            ("hash", .text(String(repeating: "a", count: 64))), ("_scope_key", .text("ops:team:red")), ("_seq", .integer(2)),
+        ] { event[name] = value }
+        let (entityRow, eventRow) = (entity, event)
+        try await storage.write { transaction in
+            try await transaction.upsert(entityRow, in: ContractTable(response))
+            #expect(try await transaction.insertIfAbsent(eventRow, in: ContractTable(issue)))
+        }
+        let (readEntity, readEvent) = try await storage.read { reader in
+            (
+                try await reader.row(in: ContractTable(response), tenant: "t", id: "6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b"),
+                try await reader.row(in: ContractTable(issue), tenant: "t", id: "01J0000000000000000000ISSU")
+            )
+        }
+        #expect(readEntity == entityRow)
+        #expect(readEvent == eventRow)
+        let found = try await storage.read { reader in
+            try await reader.rows(in: ContractTable(response), tenant: "t", where: ["flagged_for_review": .integer(1), "answer": .text("{\"x\":1}"), "answered_at": .null], limit: 5)
+        }
+        #expect(found.isEmpty)
+        let flagged = try await storage.read { reader in
+            try await reader.rows(in: ContractTable(response), tenant: "t", where: ["flagged_for_review": .integer(1), "_hlc": .null], limit: 5)
+        }
+        #expect(flagged.count == 1)
+    }
+
+    @Test("a PostgreSQL URL is read with its options, and a bad one is refused with a reason")
+    func postgresURL() throws {
+        let configuration = try PostgresStorage.Configuration(
+            url: "postgresql://sync:s3cret@db.internal:6543/outpost?sslmode=require&schema=sync_a&max_connections=7"
+        )
+        #expect(configuration.host == "db.internal" && configuration.port == 6543)
+        #expect(configuration.username == "sync" && configuration.password == "s3cret" && configuration.database == "outpost")
+        #expect(configuration.tls == .require && configuration.schema == "sync_a" && configuration.maximumConnections == 7)
+        let plain = try PostgresStorage.Configuration(url: "postgres://outpost@127.0.0.1/outpost")
+        #expect(plain.port == 5432 && plain.tls == .disable && plain.schema == nil && plain.password == nil)
+        for (url, reason) in [
+            ("mysql://u@h/db", "is not a PostgreSQL URL"), ("postgres://h/db", "names no user"), ("postgres://u@h", "names no database"),
+            ("postgres://u@h/db?sslmode=maybe", "sslmode must be"), ("postgres://u@h/db?colour=red", "unknown PostgreSQL URL parameter"),
+            ("postgres://u@h/db?schema=Bad-Name", "schema must be"),
+        ] {
+            #expect(throws: PostgresStorage.Configuration.URLError.self, "\(url)") { try PostgresStorage.Configuration(url: url) }
+            do {
+                _ = try PostgresStorage.Configuration(url: url)
+            } catch {
+                #expect(error.description.contains(reason), "\(url): \(error.description)")
+            }
+        }
+        #expect(!PostgresStorage.Configuration.redacted("postgres://u:hunter2@h/db").contains("hunter2"))
     }
 }

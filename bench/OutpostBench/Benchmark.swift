@@ -1,3 +1,5 @@
+import Foundation
+
 /// One named benchmark of `outpost-bench`. Each quality bar of DESIGN §8 becomes one of these;
 /// add a new one to ``Benchmarks/all`` and it can be run alone with `outpost-bench NAME`.
 struct Benchmark: Sendable {
@@ -63,8 +65,23 @@ enum Benchmarks {
         CodegenBenchmark.benchmark,
         PushIngestionBenchmark.benchmark,
         PullCompressionBenchmark.benchmark,
+        PostgresBenchmark.benchmark,
         ClientApplyBenchmark.benchmark,
         ClientReadBenchmark.benchmark,
         InitialSyncBenchmark.benchmark,
     ]
+}
+
+/// An executable built next to `outpost-bench` (the same `--show-bin-path` folder), so both come
+/// from the same configuration.
+func siblingExecutable(_ name: String) throws -> URL {
+    let executable = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
+    let candidate = executable.deletingLastPathComponent().appendingPathComponent(name)
+    guard FileManager.default.isExecutableFile(atPath: candidate.path) else {
+        throw BenchmarkError(
+            "\(name) is not next to outpost-bench (looked for \(candidate.path)); "
+                + "build it in the same configuration: `swift build -c release --product \(name)`"
+        )
+    }
+    return candidate
 }

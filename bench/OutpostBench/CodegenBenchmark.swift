@@ -240,16 +240,7 @@ enum CodegenBenchmark {
 
     /// `contractc` sits next to this binary in the build folder (`swift build --show-bin-path`).
     private static func locateContractc() throws -> URL {
-        let executable = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0]))
-            .resolvingSymlinksInPath()
-        let candidate = executable.deletingLastPathComponent().appendingPathComponent("contractc")
-        guard FileManager.default.isExecutableFile(atPath: candidate.path) else {
-            throw BenchmarkError(
-                "contractc is not next to outpost-bench (looked for \(candidate.path)); "
-                    + "build it in the same configuration: `swift build -c release --product contractc`"
-            )
-        }
-        return candidate
+        try siblingExecutable("contractc")
     }
 
     /// One `contractc generate` into a folder that does not exist yet; the wall time of the process.

@@ -60,8 +60,8 @@ enum InitialSyncSeed {
                 try await storage.write { transaction in
                     for (table, row) in rows {
                         var stored = row
-                        stored["_seq"] = .integer(try transaction.nextScopeSequence(tenant: tenant, scopeKey: key))
-                        try transaction.upsert(stored, in: table)
+                        stored["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: tenant, scopeKey: key))
+                        try await transaction.upsert(stored, in: table)
                     }
                 }
             }

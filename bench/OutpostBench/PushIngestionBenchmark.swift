@@ -127,7 +127,7 @@ enum PushIngestionBenchmark {
                 try runBlocking {
                     for batch in stored {
                         try await storage.write { transaction in
-                            for row in batch { try transaction.upsert(row, in: table) }
+                            for row in batch { try await transaction.upsert(row, in: table) }
                         }
                     }
                 }
@@ -210,8 +210,9 @@ enum PushIngestionBenchmark {
 
     // MARK: The workload
 
-    /// Four learners, each with one device, each pushing its statements in order.
-    static func makeDevices() -> [Device] {
+    /// Four learners (or `count`), each with one device, each pushing its statements in order
+    /// (`pushes` pushes of ``batchSize``).
+    static func makeDevices(count: Int = deviceCount, pushes: Int = pushesPerDevice) -> [Device] {
         var ids = ULIDMaker(seed: seed)
         let start = Timestamp(iso8601: "2026-02-02T08:00:00.000Z")!.millisecondsSince1970
         let lessons = (0..<200).map { _ in "lesson-" + ids.make(milliseconds: start - 86_400_000 * 30) }
@@ -222,7 +223,7 @@ enum PushIngestionBenchmark {
             "Switch the vehicle off", "Below 20 %", "Reported as a safety issue", "Check the pack for swelling before the latch",
             "The rear brake pad is worn", "Log the fault and leave the scooter out of service",
         ]
-        return (0..<deviceCount).map { index in
+        return (0..<count).map { index in
             let identity = DeviceIdentity(
                 tenant: tenant, userID: "learner-\(index + 1)", deviceID: "phone-\(index + 1)", expiresAt: 4_102_444_800
             )
@@ -230,7 +231,7 @@ enum PushIngestionBenchmark {
             var clock = start + Int64(index) * 7_919
             var requests: [PushRequest] = []
             var seq: Int64 = 0
-            for _ in 0..<pushesPerDevice {
+            for _ in 0..<pushes {
                 var mutations: [Mutation] = []
                 mutations.reserveCapacity(batchSize)
                 for _ in 0..<batchSize {

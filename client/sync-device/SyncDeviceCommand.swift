@@ -15,6 +15,7 @@ struct SyncDeviceCommand: AsyncParsableCommand {
               sync-device login --home ./tablet --server URL --token TOKEN
               sync-device sync --home ./tablet
               sync-device tasks --home ./tablet
+              sync-device download UNIT --home ./tablet  # for offline use
               sync-device offline on --home ./tablet   # no network
               sync-device task complete TASK_ID --home ./tablet
               sync-device offline off --home ./tablet  # back: it syncs
@@ -26,7 +27,7 @@ struct SyncDeviceCommand: AsyncParsableCommand {
                   it (another user, a newer build's database, unsynced
                   changes at logout, no attempt in progress)
               3   the network or the server failed (offline, unreachable,
-                  refused)
+                  refused, or a downloaded file did not match its checksum)
               4   sync finished, but conflicts, refused or quarantined
                   changes wait for you (`sync-device conflicts`, `outbox`)
               5   writes are paused: changes older than 14 days have not
@@ -35,13 +36,10 @@ struct SyncDeviceCommand: AsyncParsableCommand {
                   or queued change
               64  usage: an unknown command, flag or field, or a value that
                   does not fit its type
-
-            Not here yet: `download UNIT` and `cache list|delete|clear`
-            arrive with the library's asset downloader and cache management.
             """,
         subcommands: [
             LoginCommand.self, LogoutCommand.self, StatusCommand.self, SyncCommand.self, OfflineCommand.self,
-            UnitsCommand.self, OpenCommand.self, AnswerCommand.self, SubmitCommand.self, AttemptsCommand.self,
+            UnitsCommand.self, DownloadCommand.self, CacheCommand.self, OpenCommand.self, AnswerCommand.self, SubmitCommand.self, AttemptsCommand.self,
             TasksCommand.self, TaskCommand.self, IncidentsCommand.self, EditCommand.self, EventCommand.self,
             ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self,
         ]

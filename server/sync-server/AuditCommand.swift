@@ -21,14 +21,16 @@ struct AuditCommand: AsyncParsableCommand {
         @OptionGroup var data: DataOptions
 
         func run() async throws {
-            guard data.directory.hasDatabase else {
+            guard data.postgres != nil || data.directory.hasDatabase else {
                 throw fail("no server database in \(data.directory.url.path); give the folder `serve --data` uses")
             }
-            let storage = try data.openStorage()
+            let storage = try await data.openStorage()
             let verification: AuditChain.Verification
             do {
                 verification = try await AuditChain.verify(storage)
+                await data.close(storage)
             } catch {
+                await data.close(storage)
                 throw fail("cannot read the audit log: \(error)")
             }
             switch verification {

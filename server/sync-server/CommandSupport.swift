@@ -21,10 +21,26 @@ func fail(_ message: String) -> ExitCode {
     return Exit.failure
 }
 
-/// The data folder flag shared by `serve`, `seed` and `audit verify`.
+/// The data folder and storage flags shared by `serve`, `seed` and `audit verify`.
 struct DataOptions: ParsableArguments {
     @Option(name: .customLong("data"), help: ArgumentHelp("The server's data folder (SQLite database, assets, token.key).", valueName: "DIR"))
     var path: String
+
+    @Option(
+        name: .customLong("postgres"),
+        help: ArgumentHelp(
+            "Store everything in this PostgreSQL database instead of the data folder's SQLite (postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=require]); default $\(PostgresStorage.environmentVariable). Assets and token.key stay in --data.",
+            valueName: "URL"
+        )
+    )
+    var postgresURL: String?
+
+    /// The PostgreSQL URL of the flag, else of the environment; `nil` for the embedded SQLite.
+    var postgres: String? {
+        if let postgresURL { return postgresURL }
+        let environment = ProcessInfo.processInfo.environment[PostgresStorage.environmentVariable] ?? ""
+        return environment.isEmpty ? nil : environment
+    }
 
     var directory: DataDirectory {
         DataDirectory(URL(fileURLWithPath: (path as NSString).expandingTildeInPath, isDirectory: true).standardizedFileURL)
@@ -32,14 +48,38 @@ struct DataOptions: ParsableArguments {
 
     func validate() throws {
         if path.isEmpty { throw ValidationError("--data needs a folder") }
+        if let postgres {
+            do {
+                _ = try PostgresStorage.Configuration(url: postgres)
+            } catch {
+                throw ValidationError("--postgres: \(error.description)")
+            }
+        }
     }
 
-    /// Opens (creating if needed) the SQLite storage, or fails with exit code 2.
-    func openStorage() throws -> SQLiteStorage {
+    /// Where the storage is, for messages (never with a password).
+    var storageDescription: String {
+        guard let postgres, let configuration = try? PostgresStorage.Configuration(url: postgres) else {
+            return "SQLite in \(directory.url.path)"
+        }
+        return "PostgreSQL \(configuration.host):\(configuration.port)/\(configuration.database)"
+    }
+
+    /// Opens (creating and migrating if needed) the PostgreSQL storage when a URL is given, else
+    /// the SQLite storage of the data folder; fails with exit code 2.
+    func openStorage() async throws -> any SyncStorage {
         do {
+            if let postgres {
+                return try await PostgresStorage(configuration: PostgresStorage.Configuration(url: postgres))
+            }
             return try SQLiteStorage(directory: directory.database)
         } catch {
-            throw fail("cannot open the server database in \(directory.url.path): \(error)")
+            throw fail("cannot open the server database (\(storageDescription)): \(error)")
         }
+    }
+
+    /// Lets go of the storage's connections.
+    func close(_ storage: any SyncStorage) async {
+        if let postgres = storage as? PostgresStorage { await postgres.close() }
     }
 }

@@ -22,13 +22,15 @@ struct SeedCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let storage = try data.openStorage()
+        let storage = try await data.openStorage()
         do {
             let summary = try await SampleContent.seed(
                 storage: storage, assets: AssetStore(directory: data.directory.assets), tenant: tenant, team: team, clock: SystemClock()
             )
+            await data.close(storage)
             say(summary.description)
         } catch {
+            await data.close(storage)
             throw fail("seeding failed: \(error)")
         }
     }

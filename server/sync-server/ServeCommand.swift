@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncProtocol
 import SyncServer
 
 struct ServeCommand: AsyncParsableCommand {
@@ -11,9 +12,18 @@ struct ServeCommand: AsyncParsableCommand {
             the routes of docs/openapi.yaml. On SIGINT or SIGTERM it stops accepting connections, lets
             requests in flight finish, and exits 0.
 
+            With --postgres URL (or $\(PostgresStorage.environmentVariable)) everything is stored in that
+            PostgreSQL database instead, and several processes may serve the same database behind a load
+            balancer (docs/scaling.md); give them the same token key and a shared DIR for assets.
+
             Tokens are checked with the key of --secret-file, else of $\(TokenKey.environmentVariable), else
             of DIR/\(TokenKey.fileName) (created with 32 random bytes on first use). Set LOG_LEVEL (trace,
             debug, info, notice, warning, error) to change how much is logged.
+
+            For crash tests only: \(FaultPauses.environmentVariable)=push-before-answer:MS makes every push
+            pause MS milliseconds after it is committed and before it is answered (push-before-apply:
+            after it is read, before anything of it is applied), announced on standard error, so a
+            test can kill the server exactly there.
             """
     )
 
@@ -60,22 +70,30 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw fail(error.description)
         }
-        let storage = try data.openStorage()
+        let storage = try await data.openStorage()
         let configuration = ServerConfiguration(
             host: host, port: port, maximumBodyBytes: maximumBodyBytes, maximumAssetBytes: maximumAssetBytes,
             rateLimit: requestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: requestsPerSecond, burst: burst) : nil,
             publicBaseURL: publicURL
         )
-        let environment = ServerEnvironment(storage: storage, assets: AssetStore(directory: directory.assets), signer: signer)
+        var environment = ServerEnvironment(storage: storage, assets: AssetStore(directory: directory.assets), signer: signer)
+        do {
+            environment.faultPauses = try FaultPauses.fromEnvironment()
+        } catch {
+            throw fail(error.description)
+        }
         let host = self.host
         let started = StartFlag()
+        let storageDescription = data.storageDescription
         let app = buildApplication(configuration: configuration, environment: environment) { boundPort in
             started.set()
-            say("sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path))")
+            say("sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))")
         }
         do {
             try await app.runService()
+            await data.close(storage)
         } catch {
+            await data.close(storage)
             throw fail(started.isSet ? "the server stopped: \(error)" : "cannot listen on \(host):\(port): \(error)")
         }
         say("sync-server stopped")

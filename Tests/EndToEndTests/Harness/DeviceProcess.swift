@@ -32,12 +32,21 @@ struct Device {
         try run(arguments + ["--json"], now: now).json()
     }
 
-    /// Starts a command without waiting, to kill it at a chosen moment.
-    func start(_ arguments: [String], now: String? = nil) throws -> ChildProcess {
-        let environment = now.map { ["OUTPOST_DEVICE_NOW": $0] } ?? [:]
+    /// Starts a command without waiting, to kill it at a chosen moment; `environment` adds
+    /// variables (`OUTPOST_FAULT_DELAY_MS`).
+    func start(_ arguments: [String], now: String? = nil, environment: [String: String] = [:]) throws -> ChildProcess {
+        var environment = environment
+        if let now { environment["OUTPOST_DEVICE_NOW"] = now }
         return try ChildProcess(
-            binary, arguments + ["--home", home.path], environment: environment, removing: ["OUTPOST_DEVICE_NOW", "OUTPOST_HOME"]
+            binary, arguments + ["--home", home.path], environment: environment,
+            removing: ["OUTPOST_DEVICE_NOW", "OUTPOST_HOME", "OUTPOST_FAULT_DELAY_MS"]
         )
+    }
+
+    /// The login `device.json` holds: token, tenant, user, device, scopes.
+    func profile() throws -> JSON {
+        let text = try String(contentsOf: home.appendingPathComponent("device.json"), encoding: .utf8)
+        return try JSON(parsing: text, context: "\(name)'s device.json")
     }
 
     struct Unexpected: Error, CustomStringConvertible {

@@ -70,6 +70,24 @@ final class ChildProcess: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, signal) }
     }
 
+    /// Polls `condition` until it holds (`true`), or the process exited without it holding
+    /// (`false`); throws after `timeout` seconds.
+    func poll(timeout: Double = 60, until condition: () throws -> Bool) throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let running = process.isRunning
+            if try condition() { return true }
+            guard running else { return false }
+            guard Date() < deadline else { throw TimedOut(arguments: arguments, seconds: timeout) }
+            usleep(500)
+        }
+    }
+
+    /// Waits until standard error holds `text` (a fault pause announcing itself).
+    func waitForError(containing text: String, timeout: Double = 60) throws -> Bool {
+        try poll(timeout: timeout) { stderr.contains(text) }
+    }
+
     struct TimedOut: Error, CustomStringConvertible {
         var arguments: [String]
         var seconds: Double

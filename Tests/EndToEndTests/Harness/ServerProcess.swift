@@ -60,11 +60,13 @@ final class ServerProcess: @unchecked Sendable {
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// Starts serving and waits until `/health` answers.
-    func start(timeout: Double = 30) throws {
+    /// Starts serving and waits until `/health` answers; `environment` adds variables
+    /// (`OUTPOST_FAULT_DELAY_MS`).
+    func start(environment: [String: String] = [:], timeout: Double = 30) throws {
         guard child == nil || child?.isRunning == false else { return }
         let process = try ChildProcess(
-            binary, ["serve", "--data", data.path, "--port", String(port ?? 0), "--rate", "0"], removing: ["OUTPOST_TOKEN_SECRET"]
+            binary, ["serve", "--data", data.path, "--port", String(port ?? 0), "--rate", "0"], environment: environment,
+            removing: ["OUTPOST_TOKEN_SECRET", "OUTPOST_FAULT_DELAY_MS"]
         )
         child = process
         let deadline = Date().addingTimeInterval(timeout)
@@ -120,6 +122,12 @@ final class ServerProcess: @unchecked Sendable {
         guard let child, child.isRunning else { return }
         child.signal(SIGKILL)
         try child.wait(timeout: 30)
+    }
+
+    /// Waits until the running server's standard error holds `text`; `false` when it exited first.
+    func waitForError(containing text: String, timeout: Double = 60) throws -> Bool {
+        guard let child else { throw Failure(description: "the server was never started") }
+        return try child.waitForError(containing: text, timeout: timeout)
     }
 
     /// The server's output so far (for failure messages).

@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import SyncProtocol
+import SyncClient
 import SyncServer
 import Testing
 
@@ -14,6 +15,7 @@ import Testing
 final class Stage {
     static let tenant = "demo"
     static let team = "team-1"
+    static let teamScope = "ops:team:team-1"
 
     let folder: URL
     let server: ServerProcess
@@ -40,6 +42,81 @@ final class Stage {
         return device
     }
 
+    /// An admin token (publishes content, uploads asset files).
+    func adminToken() throws -> String {
+        let result = try server.command(["token", "--data", server.data.path, "--tenant", Self.tenant, "--user", "admin", "--device", "e2e", "--admin"])
+        guard result.status == 0 else { throw ServerProcess.Failure(description: "no admin token: \(result)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The test's HTTP client of the running server.
+    func client() throws -> ServerClient {
+        ServerClient(base: try server.url)
+    }
+
+    /// Publishes an asset file of `megabytes` of seeded random bytes on a lesson (its `Asset`
+    /// row, then the file); returns its id and checksum.
+    func publishLargeAsset(id: String, lesson: String, megabytes: Int, seed: UInt64) async throws -> (id: String, checksum: String) {
+        let random = SeededRandomSource(seed: seed)
+        var data = Data(count: megabytes * 1024 * 1024)
+        data.withUnsafeMutableBytes { buffer in
+            let words = buffer.bindMemory(to: UInt64.self)
+            for index in words.indices { words[index] = random.next() }
+        }
+        let checksum = AssetStore.checksum(of: data)
+        let admin = try adminToken()
+        let client = try client()
+        try await client.publish(
+            "Asset",
+            [
+                "id": .string(id), "lesson_id": .string(lesson), "asset_kind": .string("video"), "content_type": .string("video/mp4"),
+                "size_bytes": .int(Int64(data.count)), "checksum": .string(checksum), "storage_key": .string(checksum),
+            ],
+            adminToken: admin
+        )
+        try await client.uploadAsset(id: id, data: data, contentType: "video/mp4", adminToken: admin)
+        return (id, checksum)
+    }
+
+    /// The token and push client id of a device, to pull as it would.
+    func credentials(of device: Device) throws -> (token: String, clientID: String, scopes: [String]) {
+        let profile = try device.profile()
+        let token = try #require(profile["token"].string)
+        let clientID = try DeviceInspector.read(device) { $0.store.identity.clientId }
+        return (token, clientID, profile["scopes"].array.compactMap(\.string))
+    }
+
+    /// What the running server holds in each of the device's scopes, by scope key.
+    func serverContents(for device: Device) async throws -> [String: ScopeContents] {
+        let (token, clientID, scopes) = try credentials(of: device)
+        var contents: [String: ScopeContents] = [:]
+        for scope in scopes {
+            contents[scope] = ScopeContents(pages: try await client().pullAll(scope: scope, limit: nil, token: token, clientID: clientID))
+        }
+        return contents
+    }
+
+    /// The device (not running) and the running server hold the same rows, field for field, in
+    /// every scope the device subscribes to.
+    func expectAgreement(_ device: Device, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let server = try await serverContents(for: device)
+        let onDevice = try DeviceInspector.read(device) { inspector in
+            try server.keys.sorted().map { ($0, try inspector.contents(ofScope: $0)) }
+        }
+        for (scope, rows) in onDevice {
+            let expected = server[scope] ?? ScopeContents(rows: [:])
+            #expect(rows.ids == expected.ids, "\(device.name), \(scope): ids differ", sourceLocation: sourceLocation)
+            for (contract, byID) in expected.rows {
+                for (id, row) in byID where rows.rows[contract]?[id] != nil && rows.rows[contract]?[id] != row {
+                    Issue.record(
+                        "\(device.name), \(scope): \(contract) \(id) differs: device \(rows.rows[contract]![id]!), server \(row)",
+                        sourceLocation: sourceLocation
+                    )
+                }
+            }
+        }
+    }
+
     /// The server's storage, for assertions once the server is stopped.
     func storage() throws -> SQLiteStorage {
         try SQLiteStorage(directory: server.data)
@@ -49,7 +126,7 @@ final class Stage {
     func serverRow(_ entity: EntityDescriptor, id: String) async throws -> [String: JSONValue]? {
         let storage = try storage()
         return try await storage.read { reader in
-            try reader.row(in: ContractTable(entity), tenant: Self.tenant, id: id).map { row in
+            try await reader.row(in: ContractTable(entity), tenant: Self.tenant, id: id).map { row in
                 var wire: [String: JSONValue] = [:]
                 for field in entity.fields { wire[field.name] = RowCodec.wireValue(row.columns[field.name] ?? .null, for: field) }
                 return wire
@@ -59,7 +136,9 @@ final class Stage {
 
     /// Every change `device` queued reached the server exactly once: the server recorded one
     /// answer for each wire `seq` the device used, for the same client mutation id, none beyond
-    /// the last; and each recorded event is stored once under its id.
+    /// the last; the audit log holds one entry per change (a resent change is answered from its
+    /// stored result, never applied or audited again); and each recorded event is stored under
+    /// its id.
     func expectEveryWriteOnceOnServer(_ device: Device, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let outbox = try device.json(["outbox", "--all"])
         let clientID = try #require(outbox["client_id"].string, sourceLocation: sourceLocation)
@@ -72,13 +151,18 @@ final class Stage {
         #expect(sent.count == entries.count, "\(device.name): a change never got a wire seq", sourceLocation: sourceLocation)
         let storage = try storage()
         let tenant = Self.tenant
+        let seqs = sent.map(\.0)
         let ledger = try await storage.read { reader in
-            (
-                last: try reader.lastSequence(tenant: tenant, clientID: clientID),
-                results: try sent.map { seq, _ in try reader.pushResult(tenant: tenant, clientID: clientID, seq: seq) }
-            )
+            var results: [String?] = []
+            for seq in seqs { results.append(try await reader.pushResult(tenant: tenant, clientID: clientID, seq: seq)) }
+            return (last: try await reader.lastSequence(tenant: tenant, clientID: clientID), results: results)
         }
         #expect(ledger.last == sent.map(\.0).max(), "\(device.name): the server's last seq", sourceLocation: sourceLocation)
+        let audited = try await auditedMutations(clientID: clientID)
+        for entry in entries {
+            let id = entry["client_mutation_id"].string ?? "?"
+            #expect(audited[id] == 1, "\(device.name): change \(id) audited \(audited[id] ?? 0) times", sourceLocation: sourceLocation)
+        }
         for ((seq, entry), stored) in zip(sent, ledger.results) {
             let text = try #require(stored, "\(device.name): no server answer for seq \(seq)", sourceLocation: sourceLocation)
             let result = try JSONDecoder().decode(MutationResult.self, from: Data(text.utf8))
@@ -86,10 +170,38 @@ final class Stage {
             if entry["op"].string == "event", let name = entry["entity"].string, let event = ContractRegistry.event(named: name),
                 let id = entry["row_id"].string
             {
-                let stored = try await storage.read { reader in try reader.row(in: ContractTable(event), tenant: tenant, id: id) != nil }
+                let stored = try await storage.read { reader in try await reader.row(in: ContractTable(event), tenant: tenant, id: id) != nil }
                 #expect(stored, "\(device.name): event \(name) \(id) is not on the server", sourceLocation: sourceLocation)
             }
         }
+    }
+
+    /// How many audit entries name each client mutation id of a client (on the stopped server).
+    func auditedMutations(clientID: String) async throws -> [String: Int] {
+        let storage = try storage()
+        var counts: [String: Int] = [:]
+        var after: Int64 = 0
+        while true {
+            let from = after
+            let page = try await storage.read { reader in try await reader.auditEntries(after: from, limit: 1000) }
+            guard let last = page.last else { return counts }
+            for entry in page {
+                guard case .object(let detail) = try JSONDecoder().decode(JSONValue.self, from: Data(entry.detail.utf8)),
+                    detail["client_id"] == .string(clientID), case .string(let mutation)? = detail["client_mutation_id"]
+                else { continue }
+                counts[mutation, default: 0] += 1
+            }
+            after = last.id
+        }
+    }
+
+    /// Stops the server, then checks that every change of `device` is on it exactly once and
+    /// that its audit chain verifies.
+    func stopAndExpectEveryWriteOnce(_ device: Device, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try server.stop()
+        try await expectEveryWriteOnceOnServer(device, sourceLocation: sourceLocation)
+        let audit = try verifyAudit()
+        #expect(audit.status == 0, "\(audit)", sourceLocation: sourceLocation)
     }
 
     /// `sync-server audit verify` on the stopped server's data.

@@ -14,6 +14,8 @@ struct LiveServer: Sendable {
     let url: URL
     let signer: TokenSigner
     let storage: SQLiteStorage
+    /// What an admin publishes with (see `LiveServer+Content.swift`).
+    let content: ContentService
 
     /// A device token for `device` of user `user` in tenant `acme`, member of `team-1`.
     func token(_ device: String, user: String = "u-1") -> String {
@@ -41,7 +43,12 @@ struct LiveServer: Sendable {
         let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer)
         let app = buildApplication(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment)
         try await app.test(.live) { client in
-            try await body(LiveServer(url: URL(string: "http://127.0.0.1:\(client.port!)")!, signer: signer, storage: storage))
+            try await body(
+                LiveServer(
+                    url: URL(string: "http://127.0.0.1:\(client.port!)")!, signer: signer, storage: storage,
+                    content: ContentService(storage: storage, assets: assets)
+                )
+            )
         }
     }
 }

@@ -149,6 +149,20 @@ extension OfflineStore {
         try write { db in try Self.noteUnitDownload(db, unitId: unitId, status: succeeded ? .downloaded : .failed, now: now) }
     }
 
+    /// Marks `failed` every unit still `queued` or `downloading` when the store opens: its
+    /// download was cut off with the process that ran it (killed, crashed, quit), and would
+    /// otherwise show as running forever. Failed is what an interrupted download is: its files
+    /// and partial files are kept, and the next ``AssetDownloader/downloadUnit(id:progress:)``
+    /// resumes them. (A second process opening the store while a first one downloads sees that
+    /// download as failed until it finishes.)
+    static func markInterruptedDownloads(_ db: Database) throws {
+        let unit = Contracts.Unit.DownloadStatus.self
+        try db.execute(
+            sql: "UPDATE \(UnitContent.unitTable) SET \"download_status\" = ? WHERE \"download_status\" IN (?, ?)",
+            arguments: [unit.failed.rawValue, unit.queued.rawValue, unit.downloading.rawValue]
+        )
+    }
+
     // MARK: - Internals
 
     /// Writes a unit's download state to its bookkeeping row and to the unit's local columns

@@ -129,16 +129,41 @@ private struct KeyedTree<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return TreeDecoder(value, codingPath: codingPath + [key])
     }
 
-    func decodeNil(forKey key: Key) throws -> Bool { try child(key).decodeNil() }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try child(key).decode(type) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try child(key).decode(type) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try child(key).decode(type) }
+    func decodeNil(forKey key: Key) throws -> Bool {
+        guard let value = object[key.stringValue] else { return try child(key).decodeNil() }
+        return value == .null
+    }
+
+    // The common field types are read in place; a child decoder (and its coding path) is made
+    // only to report an error or for nested types.
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        if case .bool(let bool)? = object[key.stringValue] { return bool }
+        return try child(key).decode(type)
+    }
+
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        if case .string(let string)? = object[key.stringValue] { return string }
+        return try child(key).decode(type)
+    }
+
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        switch object[key.stringValue] {
+        case .double(let double)?: return double
+        case .int(let int)?: return Double(int)
+        default: return try child(key).decode(type)
+        }
+    }
+
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try child(key).decode(type) }
     func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try child(key).decode(type) }
     func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try child(key).decode(type) }
     func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try child(key).decode(type) }
     func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try child(key).decode(type) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try child(key).decode(type) }
+
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+        if case .int(let int)? = object[key.stringValue] { return int }
+        return try child(key).decode(type)
+    }
     func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try child(key).decode(type) }
     func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try child(key).decode(type) }
     func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try child(key).decode(type) }

@@ -182,6 +182,7 @@ public final class OfflineStore: Sendable {
             try Metadata.set(db, .hlc, HybridLogicalClock(milliseconds: 0, counter: 0, node: clientId).description)
         }
         try liftSatisfiedHolds(db)
+        try markInterruptedDownloads(db)
         try Metadata.set(db, .schemaVersions, CanonicalJSON.text(.object(OfflineStore.schemaVersions.mapValues { .int(Int64($0)) })))
         return StoreIdentity(
             tenantId: configuration.tenantId, userId: configuration.userId, deviceId: deviceId ?? "", clientId: clientId

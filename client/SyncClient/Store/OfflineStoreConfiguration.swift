@@ -1,4 +1,5 @@
 public import Foundation
+package import SyncProtocol
 
 /// Everything ``OfflineStore`` needs to open.
 ///
@@ -31,6 +32,9 @@ public struct OfflineStoreConfiguration: Sendable {
     public var random: any RandomSource
     /// When unsynced writes raise "sync needed" and when the store goes read-only.
     public var retention: RetentionPolicy
+    /// Test-only pauses: ``SyncProtocol/FaultPoint/pullApply`` inside each pulled page's
+    /// transaction, set by sync-device for crash tests; none by default.
+    package var faultPauses = FaultPauses.none
 
     public init(
         databaseURL: URL, tenantId: String, userId: String, deviceId: String? = nil, keyProvider: any KeyProvider,

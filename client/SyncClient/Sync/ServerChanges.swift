@@ -155,6 +155,7 @@ extension OfflineStore {
             }
         }
         if let scopeKey = changes.scopeKey {
+            configuration.faultPauses.pause(at: .pullApply)
             try db.execute(
                 sql: """
                     INSERT INTO "sync_state" ("scope_key", "cursor", "last_pull_at") VALUES (?, ?, ?)

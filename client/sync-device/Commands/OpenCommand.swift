@@ -9,7 +9,8 @@ struct OpenCommand: DeviceCommand {
         abstract: "Open a lesson (and record the learner's progress) or an assessment (its questions).",
         discussion: """
             A lesson shows its content and files and records a LessonProgressed event (read to the end \
-            unless --progress says otherwise); a read-only device still shows it, then exits 5. An \
+            unless --progress says otherwise); a read-only device still shows it, then exits 5. The files of \
+            a downloaded unit are given as file:// URLs on the device, verified (`download UNIT`). An \
             assessment shows its questions and the learner's attempts; `answer` answers them.
             """
     )
@@ -36,7 +37,7 @@ struct OpenCommand: DeviceCommand {
         }
         switch try await session.store.fetch(Lesson.self, id: id, from: content.fetcher) {
         case .cached(let lesson), .fetched(let lesson):
-            try openLesson(lesson, session: session)
+            try await openLesson(lesson, session: session)
         case .offline, .unavailable:
             // The read-through pulled the content scope already: an assessment is cached by now if it exists.
             guard let assessment = try session.store.fetch(Assessment.self, id: id) else {
@@ -46,25 +47,24 @@ struct OpenCommand: DeviceCommand {
         }
     }
 
-    private func openLesson(_ lesson: Lesson, session: DeviceSession) throws {
+    private func openLesson(_ lesson: Lesson, session: DeviceSession) async throws {
         let store = session.store
         let detail = try store.unitDetail(id: lesson.unitId)
         let files = detail?.lessons.first { $0.lesson.id == lesson.id }
-        let now = Timestamp(session.clock.now())
-        if var local = try store.localState(Unit.self, id: lesson.unitId) {
-            local.lastAccessedAt = now
-            try store.setLocalState(Unit.self, id: lesson.unitId, local)
-        }
+        let assets = files?.assets ?? []
+        let local = try await localFiles(of: assets, downloads: files?.downloads ?? [:], session: session)
+        if detail != nil { try store.markUnitOpened(id: lesson.unitId) }
         // Shown first: a read-only device still opens lessons.
         if output.json {
             Console.json(
                 .object([
                     "lesson": .object(Wire.object(lesson)), "unit_title": detail.map { .string($0.unit.title) } ?? .null,
                     "assets": .array(
-                        (files?.assets ?? []).map { asset in
+                        assets.map { asset in
                             .object([
                                 "asset": .object(Wire.object(asset)),
                                 "status": .string(files?.downloads[asset.id]?.status.rawValue ?? AssetStatus.remote.rawValue),
+                                "file": local[asset.id].map { .string($0.absoluteString) } ?? .null,
                             ])
                         }),
                 ]))
@@ -74,12 +74,9 @@ struct OpenCommand: DeviceCommand {
                     + (lesson.durationSeconds.map { ", \(($0 + 59) / 60) min" } ?? "") + ")"
             )
             Console.say("  \(CanonicalJSON.text(lesson.body))")
-            for asset in files?.assets ?? [] {
-                let status = files?.downloads[asset.id]?.status ?? .remote
-                Console.say(
-                    "  file \(asset.id)  \(asset.contentType)  \(Wording.bytes(asset.sizeBytes))  "
-                        + (status == .downloaded ? "on the device" : "not on the device")
-                )
+            for asset in assets {
+                let place = local[asset.id]?.absoluteString ?? "not on the device (sync-device download \(lesson.unitId))"
+                Console.say("  file \(asset.id)  \(asset.contentType)  \(Wording.bytes(asset.sizeBytes))  \(place)")
             }
         }
         let recorded = try store.record(
@@ -89,6 +86,25 @@ struct OpenCommand: DeviceCommand {
             let done = progress >= 1 ? "read to the end" : "\(Int(progress * 100)) % read"
             Console.say("recorded: \(done) (LessonProgressed \(recorded.eventId)); \(try session.queuedNote())")
         }
+    }
+
+    /// The `file://` URLs of the lesson's downloaded files, each verified against its checksum
+    /// (``AssetDownloader/resolveAsset(id:progress:)``); files not downloaded are left to
+    /// `download`, so opening a lesson never starts a download on its own.
+    private func localFiles(
+        of assets: [Asset], downloads: [String: AssetRecord], session: DeviceSession
+    ) async throws -> [String: URL] {
+        let downloader = session.downloader()
+        var urls: [String: URL] = [:]
+        for asset in assets where downloads[asset.id]?.status == .downloaded {
+            do throws(AssetError) {
+                urls[asset.id] = try await downloader.resolveAsset(id: asset.id)
+            } catch .notAvailableOffline {
+                // Damaged on disk and no network to fetch it again: shown as not on the device.
+                continue
+            }
+        }
+        return urls
     }
 
     private func openAssessment(_ assessment: Assessment, session: DeviceSession) throws {

@@ -26,7 +26,7 @@ struct StatusCommand: DeviceCommand {
         let counts = try store.outboxCounts()
         let states = Dictionary(try store.syncStates().map { ($0.scopeKey, $0) }, uniquingKeysWith: { first, _ in first })
         let failure = try store.lastSyncFailure()
-        let storage = session.home.storageUsed()
+        let storage = try store.cacheTotals()
         let profile = session.profile
 
         let retention: (name: String, since: Date?) = {
@@ -64,10 +64,7 @@ struct StatusCommand: DeviceCommand {
                         ])
                     } ?? .null,
                     "freshness": .object(freshness),
-                    "storage": .object([
-                        "database_bytes": .int(storage.database), "assets_bytes": .int(storage.assets),
-                        "total_bytes": .int(storage.database + storage.assets),
-                    ]),
+                    "storage": CacheListCommand.json(storage),
                 ]))
             return
         }
@@ -96,9 +93,6 @@ struct StatusCommand: DeviceCommand {
             let freshness = states[scope]?.lastPullAt.map { "cached \(Wording.age(of: $0, now: now))" } ?? "never pulled"
             Console.say("  \(scope): \(freshness)")
         }
-        Console.say(
-            "storage: \(Wording.bytes(storage.database + storage.assets)) "
-                + "(database \(Wording.bytes(storage.database)), files \(Wording.bytes(storage.assets)))"
-        )
+        Console.say(CacheTotalsLine.text(storage))
     }
 }

@@ -14,12 +14,23 @@ struct SyncCommand: DeviceCommand {
             """
     )
 
+    @Option(help: "Changes per push request (default 100); smaller batches lose less to a broken connection.")
+    var batch: Int?
+
+    @Option(name: .customLong("page-size"), help: "Rows per pulled page (default: the server's).")
+    var pageSize: Int?
+
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
 
+    func validate() throws {
+        if let batch, batch < 1 { throw ValidationError("--batch must be at least 1, not \(batch)") }
+        if let pageSize, pageSize < 1 { throw ValidationError("--page-size must be at least 1, not \(pageSize)") }
+    }
+
     func execute() async throws {
         let session = try device.session()
-        let report = try await SyncRun(session: session).syncNow()
+        let report = try await SyncRun(session: session, pushBatchSize: batch, pullPageSize: pageSize).syncNow()
         if output.json { Console.json(report.json) } else { report.lines.forEach { Console.say($0) } }
         if report.exitCode != .success { throw report.exitCode }
     }

@@ -9,6 +9,9 @@ import SyncProtocol
 /// and refused.
 struct SyncRun {
     let session: DeviceSession
+    /// Changes per push request and rows per pulled page; `nil` for the engine's and server's defaults.
+    var pushBatchSize: Int? = nil
+    var pullPageSize: Int? = nil
 
     /// How the sync ended.
     enum Ending {
@@ -47,7 +50,7 @@ struct SyncRun {
     private func run(_ body: (SyncEngine) async -> Ending) async throws(OfflineStoreError) -> SyncReport {
         let store = session.store
         let known = Set(try store.conflicts(includeResolved: true).map(\.id))
-        let engine = session.engine()
+        let engine = session.engine(pushBatchSize: pushBatchSize, pullPageSize: pullPageSize)
         let progress = Console.standardErrorIsTerminal ? ProgressBar.follow(engine) : nil
         let ending = await body(engine)
         progress?.cancel()

@@ -6,7 +6,7 @@ import SyncClient
 struct UnitsCommand: DeviceCommand {
     static let configuration = CommandConfiguration(
         commandName: "units",
-        abstract: "The units of lessons on the device (fetched once when none is cached and the device is online)."
+        abstract: "The units of lessons on the device (fetched once when none is cached and the device is online), and which are downloaded."
     )
 
     @OptionGroup var device: DeviceOptions
@@ -39,9 +39,10 @@ struct UnitsCommand: DeviceCommand {
             let unit = summary.unit
             let minutes = unit.estimatedMinutes.map { ", \($0) min" } ?? ""
             let opened = summary.local.lastAccessedAt.map { ", opened \(Wording.age(of: $0.date, now: session.clock.now()))" } ?? ""
+            let offline = summary.local.downloadStatus == .none ? "" : ", \(summary.local.downloadStatus.rawValue)"
             Console.say(
                 "\(unit.id)  \(unit.title)  "
-                    + "(\(unit.learnerLevel.rawValue), \(Wording.count(summary.lessonCount, "lesson"))\(minutes)\(opened))"
+                    + "(\(unit.learnerLevel.rawValue), \(Wording.count(summary.lessonCount, "lesson"))\(minutes)\(opened)\(offline))"
             )
         }
     }

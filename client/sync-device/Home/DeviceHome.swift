@@ -87,22 +87,4 @@ struct DeviceHome {
             throw .failure("cannot change \(offlineFlagURL.path): \(error.localizedDescription)")
         }
     }
-
-    // MARK: Storage
-
-    /// Bytes on disk: the database with its WAL files, and the asset folder.
-    func storageUsed() -> (database: Int64, assets: Int64) {
-        let database = ["", "-wal", "-shm"].reduce(Int64(0)) { total, suffix in
-            total + Self.size(of: URL(fileURLWithPath: databaseURL.path + suffix))
-        }
-        var assets: Int64 = 0
-        if let files = FileManager.default.enumerator(at: assetsURL, includingPropertiesForKeys: [.fileSizeKey]) {
-            for case let file as URL in files { assets += Self.size(of: file) }
-        }
-        return (database, assets)
-    }
-
-    private static func size(of file: URL) -> Int64 {
-        ((try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? NSNumber)?.int64Value ?? 0
-    }
 }

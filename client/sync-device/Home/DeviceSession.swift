@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import SyncClient
+import SyncProtocol
 
 /// A logged-in device: its login, its open store and its network.
 struct DeviceSession {
@@ -21,15 +22,20 @@ struct DeviceSession {
         )
     }
 
-    /// Opens (creating or migrating) the device's store.
+    /// Opens (creating or migrating) the device's store, with the crash tests' pauses of
+    /// `OUTPOST_FAULT_DELAY_MS` when set (docs/sync-device.md).
     static func openStore(home: DeviceHome, profile: DeviceProfile, clock: ShiftedClock) throws(DeviceFailure) -> OfflineStore {
+        var configuration = OfflineStoreConfiguration(
+            databaseURL: home.databaseURL, tenantId: profile.tenant, userId: profile.user, deviceId: profile.device,
+            keyProvider: FileKeyProvider(directory: home.keysURL), assetsDirectory: home.assetsURL, clock: clock
+        )
         do {
-            return try OfflineStore(
-                OfflineStoreConfiguration(
-                    databaseURL: home.databaseURL, tenantId: profile.tenant, userId: profile.user, deviceId: profile.device,
-                    keyProvider: FileKeyProvider(directory: home.keysURL), assetsDirectory: home.assetsURL, clock: clock
-                )
-            )
+            configuration.faultPauses = try FaultPauses.fromEnvironment()
+        } catch {
+            throw .usage(error.description)
+        }
+        do {
+            return try OfflineStore(configuration)
         } catch {
             throw DeviceFailure(error)
         }
@@ -37,11 +43,15 @@ struct DeviceSession {
 
     /// A sync engine over the device's network, pulling the login's scopes. It never retries on
     /// its own: a command runs once and says what happened.
-    func engine() -> SyncEngine {
-        SyncEngine(
-            store: store, transport: network,
-            configuration: SyncEngineConfiguration(scopes: profile.scopes, retriesAutomatically: false)
-        )
+    func engine(pushBatchSize: Int? = nil, pullPageSize: Int? = nil) -> SyncEngine {
+        var configuration = SyncEngineConfiguration(scopes: profile.scopes, pullPageSize: pullPageSize, retriesAutomatically: false)
+        if let pushBatchSize { configuration.pushBatchSize = pushBatchSize }
+        return SyncEngine(store: store, transport: network, configuration: configuration)
+    }
+
+    /// The downloader of unit files and assets, over the device's network.
+    func downloader() -> AssetDownloader {
+        AssetDownloader(store: store, transport: network)
     }
 
     /// Changes not yet on the server, by contract and row (`Task\u{0}task-1`).

@@ -4,22 +4,23 @@ import SyncClient
 import SyncProtocol
 
 /// The device's transport: the server over URLSession, except while the home folder's offline
-/// flag is set (`offline on`), when every request fails with a network error exactly as a lost
-/// connection does. It also keeps what the server answered, for the sync summary.
-final class DeviceNetwork: SyncTransport, @unchecked Sendable {
+/// flag is set (`offline on`), when every request (syncs and downloads alike) fails with a
+/// network error exactly as a lost connection does. It also keeps what the server answered, for
+/// the sync summary.
+final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
     /// A pushed mutation and the server's answer to it.
     struct Outcome {
         var mutation: Mutation
         var result: MutationResult
     }
 
-    private let server: any SyncTransport
+    private let server: any SyncTransport & AssetTransport
     private let home: DeviceHome
     private let lock = NSLock()
     private var outcomes: [Outcome] = []
     private var pulled: [String: Int] = [:]
 
-    init(server: any SyncTransport, home: DeviceHome) {
+    init(server: any SyncTransport & AssetTransport, home: DeviceHome) {
         self.server = server
         self.home = home
     }
@@ -57,6 +58,18 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
             for (contract, ids) in page.deletes { pulled[contract, default: 0] += ids.count }
         }
         return page
+    }
+
+    func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
+        try requireNetwork()
+        return try await server.unitsSync(since: since, limit: limit, schema: schema)
+    }
+
+    func assetURL(id: String) -> URL { server.assetURL(id: id) }
+
+    func downloadAssetRange(_ request: AssetRangeRequest) async throws(TransportError) -> AssetRangeResponse {
+        try requireNetwork()
+        return try await server.downloadAssetRange(request)
     }
 
     func health() async -> Bool {

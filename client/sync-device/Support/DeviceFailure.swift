@@ -64,6 +64,36 @@ struct DeviceFailure: Error {
     }
 }
 
+extension DeviceFailure {
+    /// The failure of a download: which exit code, and what to do about it.
+    init(_ error: AssetError) {
+        let message = error.description
+        switch error {
+        case .notAvailableOffline:
+            self.init(
+                message: message,
+                hint: "download it while the device is online (`sync-device offline off`); what was downloaded is kept and resumed",
+                exitCode: DeviceExit.network
+            )
+        case .unknownUnit:
+            self.init(message: message, hint: "`sync-device units` lists the units", exitCode: DeviceExit.notFound)
+        case .unknownAsset:
+            self.init(message: message, hint: "`sync-device sync` fetches the content", exitCode: DeviceExit.notFound)
+        case .checksumMismatch:
+            self.init(
+                message: message, hint: "the server's file is not the one its metadata describes; sync, then download again",
+                exitCode: DeviceExit.network
+            )
+        case .http, .invalidResponse:
+            self.init(message: message, exitCode: DeviceExit.network)
+        case .cancelled:
+            self.init(message: message, exitCode: DeviceExit.failure)
+        case .store(let storeError):
+            self.init(storeError)
+        }
+    }
+}
+
 /// A command that reports its failures the same way as every other: a message on standard error
 /// and the documented exit code.
 protocol DeviceCommand: AsyncParsableCommand {
@@ -74,11 +104,14 @@ extension DeviceCommand {
     func run() async throws {
         do {
             try await execute()
-        } catch let failure as DeviceFailure {
-            Console.fail(failure)
-            throw failure.exitCode
-        } catch let error as OfflineStoreError {
-            let failure = DeviceFailure(error)
+        } catch {
+            let failure: DeviceFailure
+            switch error {
+            case let known as DeviceFailure: failure = known
+            case let store as OfflineStoreError: failure = DeviceFailure(store)
+            case let download as AssetError: failure = DeviceFailure(download)
+            default: throw error
+            }
             Console.fail(failure)
             throw failure.exitCode
         }

@@ -249,10 +249,13 @@ struct MigrationsGenerator {
         let steps = MigrationPlanner(set: set, history: history).migrations(side: side)
         var w = CodeWriter()
         w.block("extension ContractRegistry") { w in
-            w.line("/// The \(side.rawValue)'s SQLite migrations, in the order they must run.")
+            switch side {
+            case .client, .server: w.line("/// The \(side.rawValue)'s SQLite migrations, in the order they must run.")
+            case .serverPostgres: w.line("/// The server's migrations in PostgreSQL's dialect, in the order they must run.")
+            }
             w.line("///")
             w.line("/// Identifiers never change once released; register them with a migrator as they are.")
-            w.line("public static let \(side.rawValue)Migrations: [ContractMigration] = [")
+            w.line("public static let \(side.registryProperty): [ContractMigration] = [")
             w.indent { w in
                 for step in steps {
                     w.line("ContractMigration(")

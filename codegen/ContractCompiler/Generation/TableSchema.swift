@@ -51,10 +51,52 @@ package struct TableSchema: Hashable, Sendable {
     }
 }
 
-/// Which side a table lives on.
+/// Which set of migrations: the device's SQLite tables, the server's SQLite tables, or the
+/// server's tables in PostgreSQL's dialect. The raw value names the set in `contracts.lock`.
 package enum StorageSide: String, Sendable, CaseIterable {
     case client
     case server
+    case serverPostgres = "server_postgres"
+
+    /// Whether the tables are the server's (tenant and scope columns, sync metadata).
+    package var isServer: Bool { self != .client }
+
+    package var dialect: SQLDialect { self == .serverPostgres ? .postgres : .sqlite }
+
+    /// The registry property the generated migrations are published under.
+    var registryProperty: String {
+        switch self {
+        case .client: return "clientMigrations"
+        case .server: return "serverMigrations"
+        case .serverPostgres: return "serverPostgresMigrations"
+        }
+    }
+}
+
+/// The SQL dialect migrations are written in.
+package enum SQLDialect: Sendable {
+    case sqlite
+    case postgres
+}
+
+/// Column types the schema builder names itself (sync metadata, event envelopes), per dialect.
+enum MetadataColumnType {
+    case text
+    case integer
+    /// A yes/no flag: 0/1 in SQLite, a real boolean in PostgreSQL.
+    case flag
+    /// Milliseconds since 1970 in SQLite, `TIMESTAMPTZ` in PostgreSQL.
+    case timestamp
+
+    func sql(_ dialect: SQLDialect) -> String {
+        switch (self, dialect) {
+        case (.text, _): return "TEXT"
+        case (.integer, .sqlite), (.flag, .sqlite), (.timestamp, .sqlite): return "INTEGER"
+        case (.integer, .postgres): return "BIGINT"
+        case (.flag, .postgres): return "BOOLEAN"
+        case (.timestamp, .postgres): return "TIMESTAMPTZ"
+        }
+    }
 }
 
 /// Builds the tables of a contract, client side and server side.
@@ -66,20 +108,26 @@ package struct SchemaBuilder {
     }
 
     package func table(for contract: Contract, side: StorageSide) -> TableSchema {
-        switch (contract.kind, side) {
-        case (.entity, .client): return clientEntityTable(contract)
-        case (.entity, .server): return serverEntityTable(contract)
-        case (.event, .client): return clientEventTable(contract)
-        case (.event, .server): return serverEventTable(contract)
+        switch (contract.kind, side.isServer) {
+        case (.entity, false): return clientEntityTable(contract)
+        case (.entity, true): return serverEntityTable(contract, dialect: side.dialect)
+        case (.event, false): return clientEventTable(contract)
+        case (.event, true): return serverEventTable(contract, dialect: side.dialect)
         }
     }
 
     private func column(_ field: Field, side: StorageSide) -> TableSchema.Column {
         let encrypted = side == .client && field.isEncrypted
         return TableSchema.Column(
-            name: field.name, sqlType: encrypted ? "BLOB" : mapping.sqlType(field.type.type),
-            isNotNull: !field.type.isOptional, defaultSQL: mapping.sqlDefault(field, encryptedColumn: encrypted)
+            name: field.name, sqlType: encrypted ? "BLOB" : mapping.sqlType(field.type.type, dialect: side.dialect),
+            isNotNull: !field.type.isOptional, defaultSQL: mapping.sqlDefault(field, encryptedColumn: encrypted, dialect: side.dialect)
         )
+    }
+
+    private func metadata(_ name: String, _ type: MetadataColumnType, _ dialect: SQLDialect, notNull: Bool, default value: String? = nil)
+        -> TableSchema.Column
+    {
+        TableSchema.Column(name: name, sqlType: type.sql(dialect), isNotNull: notNull, defaultSQL: value)
     }
 
     private func contractIndexes(_ contract: Contract, tenantPrefix: Bool) -> [TableSchema.IndexSchema] {
@@ -110,19 +158,20 @@ package struct SchemaBuilder {
         )
     }
 
-    private func serverEntityTable(_ contract: Contract) -> TableSchema {
-        var columns: [TableSchema.Column] = [.init(name: "_tenant_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil)]
-        columns += contract.fields.map { column($0, side: .server) }
+    private func serverEntityTable(_ contract: Contract, dialect: SQLDialect) -> TableSchema {
+        let side: StorageSide = dialect == .postgres ? .serverPostgres : .server
+        var columns = [metadata("_tenant_id", .text, dialect, notNull: true)]
+        columns += contract.fields.map { column($0, side: side) }
         columns += [
-            .init(name: "_scope_key", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
-            .init(name: "_seq", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
-            .init(name: "_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: "1"),
-            .init(name: "_schema_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
-            .init(name: "_hlc", sqlType: "TEXT", isNotNull: false, defaultSQL: nil),
-            .init(name: "_field_clocks", sqlType: "TEXT", isNotNull: false, defaultSQL: nil),
-            .init(name: "_deleted", sqlType: "INTEGER", isNotNull: true, defaultSQL: "0"),
-            .init(name: "_updated_at", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
-            .init(name: "_updated_by", sqlType: "TEXT", isNotNull: false, defaultSQL: nil),
+            metadata("_scope_key", .text, dialect, notNull: true),
+            metadata("_seq", .integer, dialect, notNull: true),
+            metadata("_version", .integer, dialect, notNull: true, default: "1"),
+            metadata("_schema_version", .integer, dialect, notNull: true),
+            metadata("_hlc", .text, dialect, notNull: false),
+            metadata("_field_clocks", .text, dialect, notNull: false),
+            metadata("_deleted", .flag, dialect, notNull: true, default: dialect == .postgres ? "false" : "0"),
+            metadata("_updated_at", .timestamp, dialect, notNull: true),
+            metadata("_updated_by", .text, dialect, notNull: false),
         ]
         let scopeIndex = TableSchema.IndexSchema(
             name: TableSchema.indexName(table: contract.table, columns: ["_scope", "_seq"], unique: false),
@@ -134,20 +183,20 @@ package struct SchemaBuilder {
         )
     }
 
-    private func envelopeColumns() -> [TableSchema.Column] {
+    private func envelopeColumns(_ dialect: SQLDialect) -> [TableSchema.Column] {
         [
-            .init(name: "event_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
-            .init(name: "schema_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
-            .init(name: "user_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
-            .init(name: "device_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
-            .init(name: "occurred_at", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
-            .init(name: "recorded_at", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil),
-            .init(name: "hash", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
+            metadata("event_id", .text, dialect, notNull: true),
+            metadata("schema_version", .integer, dialect, notNull: true),
+            metadata("user_id", .text, dialect, notNull: true),
+            metadata("device_id", .text, dialect, notNull: true),
+            metadata("occurred_at", .timestamp, dialect, notNull: true),
+            metadata("recorded_at", .timestamp, dialect, notNull: false),
+            metadata("hash", .text, dialect, notNull: true),
         ]
     }
 
     private func clientEventTable(_ contract: Contract) -> TableSchema {
-        var columns = envelopeColumns()
+        var columns = envelopeColumns(.sqlite)
         columns += contract.fields.map { column($0, side: .client) }
         columns += [.init(name: "_synced_at", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil)]
         let occurred = TableSchema.IndexSchema(
@@ -157,13 +206,14 @@ package struct SchemaBuilder {
         return TableSchema(name: contract.table, columns: columns, primaryKey: ["event_id"], indexes: [occurred])
     }
 
-    private func serverEventTable(_ contract: Contract) -> TableSchema {
-        var columns: [TableSchema.Column] = [.init(name: "_tenant_id", sqlType: "TEXT", isNotNull: true, defaultSQL: nil)]
-        columns += envelopeColumns()
-        columns += contract.fields.map { column($0, side: .server) }
+    private func serverEventTable(_ contract: Contract, dialect: SQLDialect) -> TableSchema {
+        let side: StorageSide = dialect == .postgres ? .serverPostgres : .server
+        var columns = [metadata("_tenant_id", .text, dialect, notNull: true)]
+        columns += envelopeColumns(dialect)
+        columns += contract.fields.map { column($0, side: side) }
         columns += [
-            .init(name: "_scope_key", sqlType: "TEXT", isNotNull: true, defaultSQL: nil),
-            .init(name: "_seq", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
+            metadata("_scope_key", .text, dialect, notNull: true),
+            metadata("_seq", .integer, dialect, notNull: true),
         ]
         let scopeIndex = TableSchema.IndexSchema(
             name: TableSchema.indexName(table: contract.table, columns: ["_scope", "_seq"], unique: false),
@@ -193,7 +243,10 @@ package struct MigrationStep: Hashable, Sendable {
 /// A contract's first known version creates its table (`<table>.v<N>.create`); each later version
 /// migrates from the one before (`<table>.v<N>.migrate`) with `RENAME COLUMN`, `DROP COLUMN` and
 /// `ADD COLUMN`, or SQLite's table rebuild when a column's type, nullability or default changes.
-/// Each step must run in one transaction (GRDB's migrator does), so a rebuild is all or nothing.
+/// In PostgreSQL's dialect a changed column is altered in place (`ALTER COLUMN … TYPE … USING`,
+/// `SET`/`DROP NOT NULL`, `SET`/`DROP DEFAULT`), and only a changed primary key rebuilds the table.
+/// Each step must run in one transaction (GRDB's migrator and ``PostgresStorage`` do), so a
+/// rebuild is all or nothing.
 package struct MigrationPlanner {
     let builder: SchemaBuilder
     let set: ContractSet
@@ -227,7 +280,7 @@ package struct MigrationPlanner {
             for (previous, next) in zip(versions, versions.dropFirst()) {
                 let statements = Self.statements(
                     from: builder.table(for: previous, side: side), to: builder.table(for: next, side: side),
-                    renames: renames(from: previous, to: next, side: side)
+                    renames: renames(from: previous, to: next, side: side), dialect: side.dialect
                 )
                 guard !statements.isEmpty else { continue }
                 steps.append(MigrationStep(
@@ -253,7 +306,9 @@ package struct MigrationPlanner {
     }
 
     /// The SQL that turns table `old` into table `new`.
-    package static func statements(from old: TableSchema, to new: TableSchema, renames: [String: String]) -> [String] {
+    package static func statements(
+        from old: TableSchema, to new: TableSchema, renames: [String: String], dialect: SQLDialect = .sqlite
+    ) -> [String] {
         var statements: [String] = []
         let quoted = TypeMapping.quoted
         if old.name != new.name {
@@ -271,9 +326,12 @@ package struct MigrationPlanner {
         let dropped = renamedOld.filter { newByName[$0.name] == nil }
         let changed = new.columns.filter { column in oldByName[column.name].map { $0 != column } ?? false }
         let renamedPrimaryKey = old.primaryKey.map { renames[$0] ?? $0 }
-        let needsRebuild = !changed.isEmpty || renamedPrimaryKey != new.primaryKey
-            || added.contains { $0.isNotNull && $0.defaultSQL == nil }
-            || dropped.contains { renamedPrimaryKey.contains($0.name) }
+        let primaryKeyChanged = renamedPrimaryKey != new.primaryKey || dropped.contains { renamedPrimaryKey.contains($0.name) }
+        let needsRebuild: Bool
+        switch dialect {
+        case .sqlite: needsRebuild = primaryKeyChanged || !changed.isEmpty || added.contains { $0.isNotNull && $0.defaultSQL == nil }
+        case .postgres: needsRebuild = primaryKeyChanged
+        }
 
         let oldIndexes = Dictionary(uniqueKeysWithValues: old.indexes.map { ($0.name, $0) })
         let newIndexes = Dictionary(uniqueKeysWithValues: new.indexes.map { ($0.name, $0) })
@@ -291,10 +349,13 @@ package struct MigrationPlanner {
                 if let previous = oldByName[column.name] {
                     let source = quoted(reverse[column.name] ?? column.name)
                     targets.append(quoted(column.name))
+                    let converted =
+                        dialect == .postgres && previous.sqlType != column.sqlType
+                        ? conversion(source, from: previous.sqlType, to: column.sqlType) : source
                     if column.isNotNull && !previous.isNotNull {
-                        sources.append("COALESCE(\(source), \(column.defaultSQL ?? zeroValue(column.sqlType)))")
+                        sources.append("COALESCE(\(converted), \(column.defaultSQL ?? zeroValue(column.sqlType)))")
                     } else {
-                        sources.append(source)
+                        sources.append(converted)
                     }
                 } else if column.isNotNull && column.defaultSQL == nil {
                     targets.append(quoted(column.name))
@@ -320,7 +381,18 @@ package struct MigrationPlanner {
             statements.append("ALTER TABLE \(quoted(new.name)) DROP COLUMN \(quoted(column.name))")
         }
         for column in added {
-            statements.append("ALTER TABLE \(quoted(new.name)) ADD COLUMN \(column.definition)")
+            if column.isNotNull && column.defaultSQL == nil {
+                // PostgreSQL only: fill existing rows, then require the value from now on.
+                var filled = column
+                filled.defaultSQL = zeroValue(column.sqlType)
+                statements.append("ALTER TABLE \(quoted(new.name)) ADD COLUMN \(filled.definition)")
+                statements.append("ALTER TABLE \(quoted(new.name)) ALTER COLUMN \(quoted(column.name)) DROP DEFAULT")
+            } else {
+                statements.append("ALTER TABLE \(quoted(new.name)) ADD COLUMN \(column.definition)")
+            }
+        }
+        for column in changed {
+            statements += alterations(of: oldByName[column.name]!, to: column, table: new.name)
         }
         for index in new.indexes where oldIndexes[index.name]?.renamed(renames) != index {
             statements.append(index.createStatement.replacingOccurrences(of: "{table}", with: quoted(new.name)))
@@ -328,12 +400,56 @@ package struct MigrationPlanner {
         return statements
     }
 
+    /// PostgreSQL's in-place change of one column: its type (converting the stored values), its
+    /// default, and whether it may be null (existing nulls take the default first).
+    private static func alterations(of old: TableSchema.Column, to new: TableSchema.Column, table: String) -> [String] {
+        let alter = "ALTER TABLE \(TypeMapping.quoted(table)) ALTER COLUMN \(TypeMapping.quoted(new.name))"
+        var statements: [String] = []
+        let typeChanged = old.sqlType != new.sqlType
+        if typeChanged {
+            if old.defaultSQL != nil { statements.append("\(alter) DROP DEFAULT") }
+            statements.append("\(alter) TYPE \(new.sqlType) USING \(conversion(TypeMapping.quoted(new.name), from: old.sqlType, to: new.sqlType))")
+        }
+        if new.defaultSQL != old.defaultSQL || (typeChanged && new.defaultSQL != nil) {
+            statements.append(new.defaultSQL.map { "\(alter) SET DEFAULT \($0)" } ?? "\(alter) DROP DEFAULT")
+        }
+        if new.isNotNull && !old.isNotNull {
+            statements.append(
+                "UPDATE \(TypeMapping.quoted(table)) SET \(TypeMapping.quoted(new.name)) = \(new.defaultSQL ?? zeroValue(new.sqlType)) "
+                    + "WHERE \(TypeMapping.quoted(new.name)) IS NULL"
+            )
+            statements.append("\(alter) SET NOT NULL")
+        } else if !new.isNotNull && old.isNotNull {
+            statements.append("\(alter) DROP NOT NULL")
+        }
+        return statements
+    }
+
+    /// A PostgreSQL expression converting `source` from one column type to another: a cast where
+    /// one exists, milliseconds for timestamps stored as numbers, and through text otherwise.
+    /// SQLite stores any value in any column, so its rebuild copies values as they are.
+    private static func conversion(_ source: String, from old: String, to new: String) -> String {
+        switch (old, new) {
+        case ("BIGINT", "TIMESTAMPTZ"), ("DOUBLE PRECISION", "TIMESTAMPTZ"): return "to_timestamp(\(source) / 1000.0)"
+        case ("TIMESTAMPTZ", "BIGINT"): return "(extract(epoch FROM \(source)) * 1000)::BIGINT"
+        case ("BOOLEAN", "BIGINT"): return "\(source)::INTEGER::BIGINT"
+        case ("BIGINT", "BOOLEAN"): return "(\(source) <> 0)"
+        case ("BIGINT", "DOUBLE PRECISION"), ("DOUBLE PRECISION", "BIGINT"), (_, "TEXT"): return "\(source)::\(new)"
+        default: return "\(source)::TEXT::\(new)"
+        }
+    }
+
     /// A value of the column's type for rows written before a required column existed
     /// (only reachable when compatibility checks are off or allowed).
     private static func zeroValue(_ sqlType: String) -> String {
         switch sqlType {
-        case "INTEGER", "REAL": return "0"
+        case "INTEGER", "REAL", "BIGINT", "DOUBLE PRECISION": return "0"
         case "BLOB": return "X''"
+        case "BOOLEAN": return "false"
+        case "BYTEA": return "'\\x'"
+        case "JSONB": return "'null'"
+        case "TIMESTAMPTZ", "DATE": return "'epoch'"
+        case "UUID": return "'00000000-0000-0000-0000-000000000000'"
         default: return "''"
         }
     }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// How contract types become Swift types, Swift default expressions, SQLite columns and SQL literals.
+/// How contract types become Swift types, Swift default expressions, SQLite and PostgreSQL columns and SQL literals.
 /// The one place that knows these mappings; DTO, registry and migration generators all ask here.
 struct TypeMapping {
     let set: ContractSet
@@ -125,35 +125,56 @@ struct TypeMapping {
         field.isEncrypted ? "BLOB" : sqlType(field.type.type)
     }
 
-    func sqlType(_ type: FieldType) -> String {
-        switch type {
-        case .id, .string, .date, .uuid, .enumeration, .json, .list: return "TEXT"
-        case .int, .bool, .timestamp: return "INTEGER"
-        case .double: return "REAL"
-        case .bytes: return "BLOB"
-        case .ref(let target): return refKeyType(target).map(sqlType) ?? "TEXT"
+    func sqlType(_ type: FieldType, dialect: SQLDialect = .sqlite) -> String {
+        switch dialect {
+        case .sqlite:
+            switch type {
+            case .id, .string, .date, .uuid, .enumeration, .json, .list: return "TEXT"
+            case .int, .bool, .timestamp: return "INTEGER"
+            case .double: return "REAL"
+            case .bytes: return "BLOB"
+            case .ref(let target): return refKeyType(target).map { sqlType($0) } ?? "TEXT"
+            }
+        case .postgres:
+            switch type {
+            case .id, .string, .enumeration: return "TEXT"
+            case .int: return "BIGINT"
+            case .double: return "DOUBLE PRECISION"
+            case .bool: return "BOOLEAN"
+            case .timestamp: return "TIMESTAMPTZ"
+            case .date: return "DATE"
+            case .uuid: return "UUID"
+            case .json, .list: return "JSONB"
+            case .bytes: return "BYTEA"
+            case .ref(let target): return refKeyType(target).map { sqlType($0, dialect: .postgres) } ?? "TEXT"
+            }
         }
     }
 
     /// The SQL literal for the field's default, or `nil` when it has none (or it cannot be stored, as when encrypted).
-    func sqlDefault(_ field: Field, encryptedColumn: Bool) -> String? {
+    func sqlDefault(_ field: Field, encryptedColumn: Bool, dialect: SQLDialect = .sqlite) -> String? {
         guard let value = field.defaultValue, !encryptedColumn else { return nil }
         if case .null = value { return nil }
-        return sqlLiteral(value, type: field.type.type)
+        return sqlLiteral(value, type: field.type.type, dialect: dialect)
     }
 
-    private func sqlLiteral(_ value: DefaultValue, type: FieldType) -> String {
+    private func sqlLiteral(_ value: DefaultValue, type: FieldType, dialect: SQLDialect) -> String {
         switch type {
         case .json, .list:
             return Self.sqlString(DefaultParser.canonicalJSONText(wireValue(value, type: type)))
         case .bytes:
             guard case .string(let base64) = value, let data = Data(base64Encoded: base64) else { return "NULL" }
-            return "X'" + data.map { String(format: "%02X", $0) }.joined() + "'"
+            let hex = data.map { String(format: "%02X", $0) }.joined()
+            return dialect == .postgres ? "'\\x" + hex + "'" : "X'" + hex + "'"
         case .ref(let target):
-            return sqlLiteral(value, type: refKeyType(target) ?? .string)
+            return sqlLiteral(value, type: refKeyType(target) ?? .string, dialect: dialect)
+        case .timestamp where dialect == .postgres:
+            guard case .int(let millis) = value else { return "NULL" }
+            return Self.sqlString(Self.iso8601(millis))
         default:
             switch value {
             case .null: return "NULL"
+            case .bool(let flag) where dialect == .postgres: return flag ? "true" : "false"
             case .bool(let flag): return flag ? "1" : "0"
             case .int(let number): return String(number)
             case .double(let number): return "\(number)"

@@ -83,6 +83,10 @@ public enum ContractCompiler {
         add("SchemaVersions.swift", source: "\(folder)/ (\(contractCount))", SchemaVersionsGenerator(set: set).render())
         add("ClientMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set, history: history).render(side: .client))
         add("ServerMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set, history: history).render(side: .server))
+        add(
+            "ServerPostgresMigrations.swift", source: "\(folder)/ (\(contractCount))",
+            MigrationsGenerator(set: set, history: history).render(side: .serverPostgres)
+        )
         for contract in set.contracts {
             let folder = contract.kind == .entity ? "Entities" : "Events"
             add("\(folder)/\(contract.swiftName).swift", source: contract.sourcePath, dto.render(contract))

@@ -29,7 +29,7 @@ public enum AuditChain {
         var count = 0
         while true {
             let after = lastID
-            let page = try await storage.read { reader in try reader.auditEntries(after: after, limit: pageSize) }
+            let page = try await storage.read { reader in try await reader.auditEntries(after: after, limit: pageSize) }
             if page.isEmpty { return .intact(entries: count) }
             for entry in page {
                 if entry.previousHash != previous {

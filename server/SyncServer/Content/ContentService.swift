@@ -59,7 +59,7 @@ public struct ContentService: Sendable {
         }
         let tenant = identity.tenant
         let page = try await ServiceError.catchingStorageFailures {
-            try await storage.read { reader in try Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize) }
+            try await storage.read { reader in try await Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize) }
         }
 
         let unitVersion = RowShaping.schemaVersion(of: Self.unitContract.name, current: Self.unitContract.currentVersion, in: schema)
@@ -125,7 +125,7 @@ public struct ContentService: Sendable {
     /// last one whose unit it holds, so the next page misses none.
     private static func unitsPage(
         _ reader: any StorageReader, tenant: String, scopeKey: String, after: Int64, pageSize: Int
-    ) throws -> UnitsPage {
+    ) async throws -> UnitsPage {
         let unitTable = ContractTable(unitContract), lessonTable = ContractTable(lessonContract)
         let assetTable = ContractTable(assetContract)
         let batchSize = 500
@@ -135,15 +135,15 @@ public struct ContentService: Sendable {
         var sequence = after
         var hasMore = false
 
-        func unitID(of lessonID: String) throws -> String? {
+        func unitID(of lessonID: String) async throws -> String? {
             if let known = lessonUnits[lessonID] { return known }
-            let unit = try reader.row(in: lessonTable, tenant: tenant, id: lessonID)?.text("unit_id")
+            let unit = try await reader.row(in: lessonTable, tenant: tenant, id: lessonID)?.text("unit_id")
             lessonUnits[lessonID] = unit
             return unit
         }
 
         scan: while true {
-            let batch = try reader.changes(
+            let batch = try await reader.changes(
                 in: [unitTable, lessonTable, assetTable], tenant: tenant, scopeKey: scopeKey, after: sequence, limit: batchSize
             )
             for (table, row) in batch {
@@ -153,7 +153,7 @@ public struct ContentService: Sendable {
                 case lessonTable.name:
                     owner = row.text("unit_id")
                     if let lessonID = row.text(lessonContract.primaryKey) { lessonUnits[lessonID] = owner }
-                default: owner = try row.text("lesson_id").flatMap(unitID(of:))
+                default: owner = if let lessonID = row.text("lesson_id") { try await unitID(of: lessonID) } else { nil }
                 }
                 if let owner, !seen.contains(owner) {
                     if unitIDs.count == pageSize {
@@ -170,15 +170,15 @@ public struct ContentService: Sendable {
 
         var units: [UnitRows] = []
         for id in unitIDs {
-            guard let unit = try reader.row(in: unitTable, tenant: tenant, id: id) else { continue }
+            guard let unit = try await reader.row(in: unitTable, tenant: tenant, id: id) else { continue }
             var lessons: [LessonRows] = []
             if unit.integer("_deleted") == 0 {
-                let lessonRows = try reader.rows(
+                let lessonRows = try await reader.rows(
                     in: lessonTable, tenant: tenant, where: ["unit_id": unit[unitContract.primaryKey], "_deleted": .integer(0)],
                     limit: Int(Int32.max)
                 ).sorted { ($0.integer("sort_index") ?? 0, $0.text("id") ?? "") < ($1.integer("sort_index") ?? 0, $1.text("id") ?? "") }
                 for lesson in lessonRows {
-                    let assets = try reader.rows(
+                    let assets = try await reader.rows(
                         in: assetTable, tenant: tenant,
                         where: ["lesson_id": lesson[lessonContract.primaryKey], "_deleted": .integer(0)], limit: Int(Int32.max)
                     )
@@ -215,7 +215,7 @@ public struct ContentService: Sendable {
         let table = ContractTable(Self.assetContract)
         let tenant = identity.tenant
         let stored = try await ServiceError.catchingStorageFailures {
-            try await storage.read { reader in try reader.row(in: table, tenant: tenant, id: id) }
+            try await storage.read { reader in try await reader.row(in: table, tenant: tenant, id: id) }
         }
         guard let row = stored, row.integer("_deleted") == 0 else { throw .notFound("no asset '\(id)'") }
         guard let scope = ContractRegistry.scope(named: Self.assetContract.scope), let key = row.text("_scope_key"),
@@ -280,7 +280,7 @@ public struct ContentService: Sendable {
         let actor = actor(identity)
         let stored = try await ServiceError.catchingStorageFailures {
             try await storage.write { transaction in
-                try writer.put(columns, scopeKey: scopeKey, actor: actor, operation: "publish", in: transaction).row
+                try await writer.put(columns, scopeKey: scopeKey, actor: actor, operation: "publish", in: transaction).row
             }
         }
         return .object(RowShaping.currentWireRow(stored, entity: entity))
@@ -295,7 +295,7 @@ public struct ContentService: Sendable {
         let writer = ContentWriter(entity)
         let actor = actor(identity)
         let deleted = try await ServiceError.catchingStorageFailures {
-            try await storage.write { transaction in try writer.tombstone(id: id, actor: actor, in: transaction) != nil }
+            try await storage.write { transaction in try await writer.tombstone(id: id, actor: actor, in: transaction) != nil }
         }
         guard deleted else { throw .notFound("no \(name) '\(id)'") }
     }
@@ -323,8 +323,7 @@ public struct ContentService: Sendable {
         let actor = actor(identity)
         let stored = try await ServiceError.catchingStorageFailures {
             try await storage.write { transaction -> StoredRow in
-                guard let existing = try transaction.row(in: writer.table, tenant: actor.tenant, id: id),
-                    existing.integer("_deleted") == 0
+                guard let existing = try await writer.lockedRow(id: id, tenant: actor.tenant, in: transaction), existing.integer("_deleted") == 0
                 else { throw ServiceError.notFound("no asset '\(id)': publish its Asset row (lesson_id, asset_kind) first") }
                 var wire = RowShaping.currentWireRow(existing, entity: entity)
                 wire["size_bytes"] = .int(file.size)
@@ -334,7 +333,7 @@ public struct ContentService: Sendable {
                 if let versionField = entity.versionField { wire[versionField] = nil }
                 let columns = try writer.columns(wire)
                 let key = existing.text("_scope_key") ?? scope.keyTemplate
-                return try writer.put(columns, scopeKey: key, actor: actor, operation: "upload", in: transaction).row
+                return try await writer.put(columns, scopeKey: key, actor: actor, operation: "upload", in: transaction).row
             }
         }
         return .object(RowShaping.currentWireRow(stored, entity: entity))

@@ -68,8 +68,9 @@ struct ContentWriter {
     /// and whether it was written.
     func put(
         _ columns: Columns, scopeKey: String, actor: Actor, operation: String, in transaction: any StorageTransaction
-    ) throws -> (row: StoredRow, written: Bool) {
-        let existing = try transaction.row(in: table, tenant: actor.tenant, id: columns.id)
+    ) async throws -> (row: StoredRow, written: Bool) {
+        try await transaction.lockScope(tenant: actor.tenant, scopeKey: scopeKey)
+        let existing = try await transaction.row(in: table, tenant: actor.tenant, id: columns.id)
         if let existing, existing.integer("_deleted") == 0, existing["_scope_key"] == .text(scopeKey),
             entity.fields.allSatisfy({ field in
                 (columns.stampsVersionField && field.isVersionField) || existing[field.name] == columns.values[field.name]
@@ -77,22 +78,22 @@ struct ContentWriter {
         {
             return (existing, false)
         }
-        try requireUniqueKeysFree(columns, tenant: actor.tenant, in: transaction)
+        try await requireUniqueKeysFree(columns, tenant: actor.tenant, in: transaction)
         var row = StoredRow()
         for field in entity.fields {
             row[field.name] = columns.values[field.name] ?? .null
         }
         let version = (existing?.integer("_version") ?? 0) + 1
         stamp(&row, version: version, now: actor.now, when: columns.stampsVersionField)
-        return (try store(row, scopeKey: scopeKey, version: version, deleted: false, actor: actor, operation: operation,
+        return (try await store(row, scopeKey: scopeKey, version: version, deleted: false, actor: actor, operation: operation,
                           outcome: "published", in: transaction), true)
     }
 
     /// Tombstones a live row, and the live rows of its `has_many` relations in the same scope
     /// (a unit's lessons, a lesson's assets) so devices drop them too. Returns the rows deleted;
     /// `nil` when the row is absent or already deleted.
-    func tombstone(id: String, actor: Actor, in transaction: any StorageTransaction) throws -> [StoredRow]? {
-        guard let existing = try transaction.row(in: table, tenant: actor.tenant, id: id), existing.integer("_deleted") == 0,
+    func tombstone(id: String, actor: Actor, in transaction: any StorageTransaction) async throws -> [StoredRow]? {
+        guard let existing = try await lockedRow(id: id, tenant: actor.tenant, in: transaction), existing.integer("_deleted") == 0,
             case .text(let scopeKey) = existing["_scope_key"]
         else { return nil }
         var row = StoredRow()
@@ -101,21 +102,29 @@ struct ContentWriter {
         }
         let version = (existing.integer("_version") ?? 0) + 1
         stamp(&row, version: version, now: actor.now, when: true)
-        var deleted = [try store(row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: "delete",
+        var deleted = [try await store(row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: "delete",
                                  outcome: "deleted", in: transaction)]
         for relation in entity.relations where relation.kind == .hasMany {
             guard let child = ContractRegistry.entity(named: relation.target), child.scope == entity.scope else { continue }
             let childWriter = ContentWriter(child)
-            let children = try transaction.rows(
+            let children = try await transaction.rows(
                 in: childWriter.table, tenant: actor.tenant,
                 where: [relation.foreignKey: existing[entity.primaryKey], "_deleted": .integer(0)], limit: Int(Int32.max)
             )
             for childRow in children {
                 guard let childID = childRow.text(child.primaryKey) else { continue }
-                deleted += try childWriter.tombstone(id: childID, actor: actor, in: transaction) ?? []
+                deleted += try await childWriter.tombstone(id: childID, actor: actor, in: transaction) ?? []
             }
         }
         return deleted
+    }
+
+    /// The stored row, read again once its scope is locked so no other transaction changes it
+    /// meanwhile (a row never changes scope, so the key read before the lock stays right).
+    func lockedRow(id: String, tenant: String, in transaction: any StorageTransaction) async throws -> StoredRow? {
+        guard let key = try await transaction.row(in: table, tenant: tenant, id: id)?.text("_scope_key") else { return nil }
+        try await transaction.lockScope(tenant: tenant, scopeKey: key)
+        return try await transaction.row(in: table, tenant: tenant, id: id)
     }
 
     /// Sets the version field when the server owns it: now for a timestamp, the row's
@@ -132,13 +141,13 @@ struct ContentWriter {
     /// A write must not take a unique key (a lesson's place in its unit) held by another live
     /// row: storage replaces rows by primary key, and a unique collision would remove the other
     /// row without a tombstone.
-    private func requireUniqueKeysFree(_ columns: Columns, tenant: String, in transaction: any StorageTransaction) throws {
+    private func requireUniqueKeysFree(_ columns: Columns, tenant: String, in transaction: any StorageTransaction) async throws {
         for index in entity.indexes where index.isUnique {
             var conditions: [String: SQLValue] = ["_deleted": .integer(0)]
             for name in index.fields {
                 conditions[name] = columns.values[name] ?? .null
             }
-            let holders = try transaction.rows(in: table, tenant: tenant, where: conditions, limit: 2)
+            let holders = try await transaction.rows(in: table, tenant: tenant, where: conditions, limit: 2)
             if let holder = holders.first(where: { $0.text(entity.primaryKey) != columns.id }) {
                 let values = index.fields.map { "\($0) \(RowShaping.currentWireRow(holder, entity: entity)[$0].map(CanonicalJSON.text) ?? "null")" }
                 throw Self.invalid(
@@ -152,9 +161,9 @@ struct ContentWriter {
     private func store(
         _ fields: StoredRow, scopeKey: String, version: Int64, deleted: Bool, actor: Actor, operation: String, outcome: String,
         in transaction: any StorageTransaction
-    ) throws -> StoredRow {
+    ) async throws -> StoredRow {
         var row = fields
-        let sequence = try transaction.nextScopeSequence(tenant: actor.tenant, scopeKey: scopeKey)
+        let sequence = try await transaction.nextScopeSequence(tenant: actor.tenant, scopeKey: scopeKey)
         row["_tenant_id"] = .text(actor.tenant)
         row["_scope_key"] = .text(scopeKey)
         row["_seq"] = .integer(sequence)
@@ -165,12 +174,12 @@ struct ContentWriter {
         row["_deleted"] = .integer(deleted ? 1 : 0)
         row["_updated_at"] = .integer(actor.now.millisecondsSince1970)
         row["_updated_by"] = .text(actor.userID)
-        try transaction.upsert(row, in: table)
+        try await transaction.upsert(row, in: table)
         let detail: JSONValue = .object([
             "row": .object(RowShaping.currentWireRow(row, entity: entity)), "scope_key": .string(scopeKey),
             "seq": .int(sequence), "version": .int(version),
         ])
-        try transaction.appendAudit(AuditEntry(
+        try await transaction.appendAudit(AuditEntry(
             tenant: actor.tenant, recordedAt: actor.now.millisecondsSince1970, userID: actor.userID, deviceID: actor.deviceID,
             entity: entity.name, rowID: row.text(entity.primaryKey) ?? "", operation: operation, outcome: outcome,
             detail: CanonicalJSON.text(detail)

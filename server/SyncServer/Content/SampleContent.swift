@@ -91,7 +91,7 @@ public enum SampleContent {
         let batch = prepared
         let written = try await storage.write { transaction in
             var written = 0
-            for item in batch where try item.writer.put(item.columns, scopeKey: item.scopeKey, actor: actor, operation: "seed", in: transaction).written {
+            for item in batch where try await item.writer.put(item.columns, scopeKey: item.scopeKey, actor: actor, operation: "seed", in: transaction).written {
                 written += 1
             }
             return written

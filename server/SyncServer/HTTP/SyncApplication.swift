@@ -1,7 +1,7 @@
 import Contracts
 import Foundation
 public import Hummingbird
-import SyncProtocol
+package import SyncProtocol
 
 /// One route the server answers: a method and a path template (`/assets/{id}`).
 public struct RouteDescription: Hashable, Sendable, Comparable, CustomStringConvertible {
@@ -36,6 +36,9 @@ public struct ServerEnvironment: Sendable {
     public var clock: any ServerClock
     /// `nil` builds one from ``ServerConfiguration/rateLimit``.
     public var rateLimiter: RateLimiter?
+    /// Test-only pauses (`OUTPOST_FAULT_DELAY_MS`), for crash tests that kill the server at a
+    /// chosen point; none by default.
+    package var faultPauses = FaultPauses.none
 
     public init(
         storage: any SyncStorage, assets: AssetStore, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
@@ -141,7 +144,7 @@ struct SyncRoutes: Sendable {
 
     @Sendable func health(_ request: Request, context: SyncRequestContext) async throws -> Response {
         do {
-            _ = try await environment.storage.read { reader in try reader.lastSequence(tenant: "", clientID: "") }
+            _ = try await environment.storage.read { reader in try await reader.lastSequence(tenant: "", clientID: "") }
         } catch {
             context.logger.error("health: storage unreachable: \(String(reflecting: error))")
             throw ServiceError(status: 503, .internalError, "storage is unreachable")
@@ -161,7 +164,9 @@ struct SyncRoutes: Sendable {
     @Sendable func push(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let body = try await request.decodeJSON(PushRequest.self, limit: configuration.maximumBodyBytes)
+        await environment.faultPauses.pause(at: .pushBeforeApply)
         let response = try await pushService.push(body, identity: identity)
+        await environment.faultPauses.pause(at: .pushBeforeAnswer)
         environment.metrics.record(response)
         return try .json(response, request: request)
     }

@@ -37,18 +37,25 @@ public final class SQLiteStorage: SyncStorage {
         return migrator
     }
 
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+    /// One writer at a time (SQLite's own rule): every lock of ``StorageTransaction`` is held by
+    /// construction, so `lockClient` and `lockScope` take nothing more.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
         try await pool.write { db in
             let transaction = SQLiteTransaction(db: db, auditTail: AuditTail())
-            let result = try body(transaction)
+            let result = try ConnectionThreadExecutor.run { [transaction = UncheckedTransaction(transaction)] in
+                try await body(transaction.value)
+            }
             // Counters kept in memory during the transaction are written once, before it commits.
             try transaction.flushCounters()
             return result
         }
     }
 
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) throws -> T) async throws -> T {
-        try await pool.read { db in try body(SQLiteTransaction(db: db, auditTail: AuditTail())) }
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
+        try await pool.read { db in
+            let reader = UncheckedTransaction(SQLiteTransaction(db: db, auditTail: AuditTail()))
+            return try ConnectionThreadExecutor.run { try await body(reader.value) }
+        }
     }
 }
 
@@ -121,6 +128,13 @@ final class AuditTail {
     }
 }
 
+/// A transaction handed to the task that runs on its connection's thread
+/// (``ConnectionThreadExecutor``): it never leaves that thread, whatever `Sendable` says.
+private struct UncheckedTransaction: @unchecked Sendable {
+    let value: SQLiteTransaction
+    init(_ value: SQLiteTransaction) { self.value = value }
+}
+
 /// `INSERT … (columns) VALUES (?, …)` texts per verb, table and column list, built once per process.
 private let insertSQLCache = InsertSQLCache()
 
@@ -182,12 +196,12 @@ struct SQLiteTransaction: StorageTransaction {
         return stored
     }
 
-    func row(in table: ContractTable, tenant: String, id: String) throws -> StoredRow? {
+    func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
         let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) = ?"
         return try Row.fetchOne(statement(sql), arguments: [tenant, id]).map(Self.storedRow)
     }
 
-    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> [(table: ContractTable, row: StoredRow)] {
+    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
         let last = try lastSequenceOfChanges(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
         var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
         for table in tables {
@@ -230,7 +244,7 @@ struct SQLiteTransaction: StorageTransaction {
         return try Int64.fetchOne(statement(sql), arguments: StatementArguments(arguments)) ?? .max
     }
 
-    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) throws -> [StoredRow] {
+    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow] {
         var clauses = ["\"_tenant_id\" = ?"]
         var arguments: [DatabaseValue] = [tenant.databaseValue]
         for column in conditions.keys.sorted() {
@@ -242,26 +256,26 @@ struct SQLiteTransaction: StorageTransaction {
         return try Row.fetchAll(statement(sql), arguments: StatementArguments(arguments)).map(Self.storedRow)
     }
 
-    func lastSequence(tenant: String, clientID: String) throws -> Int64 {
+    func lastSequence(tenant: String, clientID: String) async throws -> Int64 {
         if let pending = auditTail.clientSequences[.init(tenant: tenant, key: clientID)] { return pending }
         return try Int64.fetchOne(statement("SELECT last_seq FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]) ?? 0
     }
 
-    func pushResult(tenant: String, clientID: String, seq: Int64) throws -> String? {
+    func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
         try String.fetchOne(
             statement("SELECT result FROM push_results WHERE tenant = ? AND client_id = ? AND seq = ?"),
             arguments: [tenant, clientID, seq]
         )
     }
 
-    func scopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
+    func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
         if let pending = auditTail.scopeSequences[.init(tenant: tenant, key: scopeKey)] { return pending }
         return try Int64.fetchOne(
             statement("SELECT last_seq FROM scope_sequences WHERE tenant = ? AND scope_key = ?"), arguments: [tenant, scopeKey]
         ) ?? 0
     }
 
-    func auditEntries(after afterID: Int64, limit: Int) throws -> [AuditEntry] {
+    func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
         try Row.fetchAll(statement("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit]).map { row in
             AuditEntry(
                 id: row["id"], tenant: row["tenant"], recordedAt: row["recorded_at"], userID: row["user_id"],
@@ -271,9 +285,15 @@ struct SQLiteTransaction: StorageTransaction {
         }
     }
 
-    func nextScopeSequence(tenant: String, scopeKey: String) throws -> Int64 {
+    func lockClient(tenant: String, clientID: String) async throws -> Int64 {
+        try await lastSequence(tenant: tenant, clientID: clientID)
+    }
+
+    func lockScope(tenant: String, scopeKey: String) async throws {}
+
+    func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
         let key = AuditTail.ScopeKey(tenant: tenant, key: scopeKey)
-        let next = try scopeSequence(tenant: tenant, scopeKey: scopeKey) + 1
+        let next = try await scopeSequence(tenant: tenant, scopeKey: scopeKey) + 1
         auditTail.scopeSequences[key] = next
         return next
     }
@@ -297,26 +317,26 @@ struct SQLiteTransaction: StorageTransaction {
         auditTail.clientSequences.removeAll()
     }
 
-    func upsert(_ row: StoredRow, in table: ContractTable) throws {
+    func upsert(_ row: StoredRow, in table: ContractTable) async throws {
         let columns = row.columns.keys.sorted()
         let sql = insertSQLCache.sql("INSERT OR REPLACE", table: table.name, columns: columns)
         try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
     }
 
-    func insertIfAbsent(_ row: StoredRow, in table: ContractTable) throws -> Bool {
+    func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
         let columns = row.columns.keys.sorted()
         let sql = insertSQLCache.sql("INSERT OR IGNORE", table: table.name, columns: columns)
         try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
         return db.changesCount > 0
     }
 
-    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) throws {
+    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
         try statement("INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [tenant, clientID, seq, clientMutationID, result])
         auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = seq
     }
 
-    func appendAudit(_ entry: AuditEntry) throws -> AuditEntry {
+    func appendAudit(_ entry: AuditEntry) async throws {
         if !auditTail.loaded {
             // Read inside the write transaction, so no other writer can append in between.
             if let last = try Row.fetchOne(statement("SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1")) {
@@ -340,6 +360,5 @@ struct SQLiteTransaction: StorageTransaction {
         )
         auditTail.id = stored.id
         auditTail.hash = stored.hash
-        return stored
     }
 }

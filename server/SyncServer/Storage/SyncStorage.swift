@@ -2,18 +2,34 @@ public import Contracts
 import Foundation
 
 /// Where the server keeps everything. The sync logic (push, conflict policies, reducers, pull,
-/// audit) is written against ``StorageReader`` and ``StorageTransaction`` only, so a second
-/// implementation (PostgreSQL) plugs in without touching routes or logic.
+/// audit) is written against ``StorageReader`` and ``StorageTransaction`` only, so the two
+/// implementations, ``SQLiteStorage`` (embedded, the default) and ``PostgresStorage`` (several
+/// server processes on one database), run the same logic and pass the same conformance suite.
 ///
-/// Transactions are synchronous closures: the logic reads and writes step by step inside one
-/// atomic unit, and an implementation decides how to run it (GRDB's writer queue for SQLite).
+/// Transactions are `async` closures: the logic reads and writes step by step inside one atomic
+/// unit, and each implementation runs it its own way without ever blocking an event loop:
+/// PostgreSQL sends each step over a pooled connection and suspends until it answers; SQLite
+/// runs the closure on the connection's own thread (GRDB's writer queue), where each step
+/// completes at once.
+///
+/// What a write transaction may rely on, whatever the implementation (see docs/scaling.md):
+/// - ``StorageTransaction/lockClient(tenant:clientID:)`` serializes the pushes of one client,
+///   so a `seq` is applied once however many processes receive it;
+/// - ``StorageTransaction/lockScope(tenant:scopeKey:)`` serializes the writes of one scope from
+///   the moment it returns to the commit, so what the logic read in that scope stays true, and
+///   the scope's sequence numbers become visible in the order they were handed out;
+/// - audit entries chain in commit order.
+///
+/// An implementation may run a write closure more than once (PostgreSQL does when the database
+/// reports a deadlock or a write conflict and rolls the attempt back): the closure must do nothing
+/// but storage work and pure computation.
 public protocol SyncStorage: Sendable {
     /// Runs `body` in one write transaction: everything it writes commits together, or nothing
-    /// does when it throws. Write transactions never interleave for the same rows.
-    func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T
+    /// does when it throws.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T
 
-    /// Runs `body` against a consistent snapshot.
-    func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) throws -> T) async throws -> T
+    /// Runs `body` against one consistent snapshot.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T
 }
 
 /// A table of a contract, as storage needs to address it.
@@ -76,43 +92,55 @@ public struct AuditEntry: Hashable, Sendable {
 /// Reads, inside a transaction or a snapshot.
 public protocol StorageReader {
     /// The row with this primary key in a tenant, tombstones included.
-    func row(in table: ContractTable, tenant: String, id: String) throws -> StoredRow?
+    func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow?
 
     /// Rows of the tables whose `_scope_key` is `scopeKey` and `_seq` is above `after`, in `_seq`
     /// order, at most `limit`; tombstones included.
-    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> [(table: ContractTable, row: StoredRow)]
+    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)]
 
-    /// Rows of one table in a tenant matching equality conditions on columns, in primary-key order.
-    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) throws -> [StoredRow]
+    /// Rows of one table in a tenant matching equality conditions on columns (`.null` matches
+    /// NULL), in primary-key order.
+    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow]
 
     /// The last `seq` done for a client (0 when it never pushed).
-    func lastSequence(tenant: String, clientID: String) throws -> Int64
+    func lastSequence(tenant: String, clientID: String) async throws -> Int64
 
     /// The stored result (canonical JSON) of a client's mutation.
-    func pushResult(tenant: String, clientID: String, seq: Int64) throws -> String?
+    func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String?
 
     /// The scope's current Lamport sequence (0 when nothing was written).
-    func scopeSequence(tenant: String, scopeKey: String) throws -> Int64
+    func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64
 
     /// Audit entries in order, starting after `afterID`, at most `limit`.
-    func auditEntries(after afterID: Int64, limit: Int) throws -> [AuditEntry]
+    func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry]
 }
 
 /// Writes, inside one transaction.
 public protocol StorageTransaction: StorageReader {
-    /// Increments and returns the scope's Lamport sequence.
-    func nextScopeSequence(tenant: String, scopeKey: String) throws -> Int64
+    /// Takes the client's push lock until the transaction ends and returns its last `seq` done
+    /// (0 when it never pushed). A second push of the same client, in this process or another,
+    /// waits here until this one commits or rolls back, then sees its `seq`s as done.
+    func lockClient(tenant: String, clientID: String) async throws -> Int64
 
-    /// Inserts or replaces a row (all its columns, sync metadata included).
-    func upsert(_ row: StoredRow, in table: ContractTable) throws
+    /// Takes the scope's write lock until the transaction ends. Taken before reading the rows a
+    /// decision rests on: no other transaction writes the scope until this one ends.
+    func lockScope(tenant: String, scopeKey: String) async throws
+
+    /// Increments and returns the scope's Lamport sequence (taking the scope's lock if needed).
+    func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64
+
+    /// Inserts or replaces a row (all its columns, sync metadata included). The logic never moves
+    /// a row to another scope; should a concurrent transaction have stored the same id in another
+    /// scope meanwhile, PostgreSQL fails the attempt (and runs the transaction again).
+    func upsert(_ row: StoredRow, in table: ContractTable) async throws
 
     /// Inserts an event row; returns `false` when the event id is already stored (a duplicate).
-    func insertIfAbsent(_ row: StoredRow, in table: ContractTable) throws -> Bool
+    func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool
 
     /// Records a client's mutation as done with its result, and moves the client's last `seq`.
-    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) throws
+    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws
 
-    /// Appends to the audit log, chaining the hash; returns the entry as stored.
-    @discardableResult
-    func appendAudit(_ entry: AuditEntry) throws -> AuditEntry
+    /// Appends to the audit log. The entry's id and hashes are assigned when it is chained: at
+    /// once, or just before the transaction commits, in commit order.
+    func appendAudit(_ entry: AuditEntry) async throws
 }

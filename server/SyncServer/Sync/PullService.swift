@@ -83,10 +83,10 @@ public struct PullService: Sendable {
 
         let (changes, lastSeq) = try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
-                let changes = try reader.changes(
+                let changes = try await reader.changes(
                     in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1
                 )
-                let lastSeq = try clientID.map { try reader.lastSequence(tenant: tenant, clientID: $0) } ?? 0
+                let lastSeq = if let clientID { try await reader.lastSequence(tenant: tenant, clientID: clientID) } else { Int64(0) }
                 return (changes, lastSeq)
             }
         }

@@ -5,8 +5,8 @@ import SyncProtocol
 /// ``PreparedMutation`` has checked what needs no storage (the policy's requirements, the id,
 /// the payload against the contract).
 ///
-/// Order: the stored row and its scope, the new row's scope (the identity must be allowed to
-/// write it, and a row never moves to another scope), the policy's decision, unique indexes,
+/// Order: the scope's lock (see ``lockScope()``), the stored row and its scope, the new row's
+/// scope (the identity must be allowed to write it, and a row never moves to another scope), the policy's decision, unique indexes,
 /// and the reducers' verdict — all before the first write. Every refusal is thrown as an
 /// ``ErrorDetail`` and becomes a `rejected` result.
 struct PushEntityApplier {
@@ -18,11 +18,12 @@ struct PushEntityApplier {
     private var identity: DeviceIdentity { session.identity }
     private var transaction: any StorageTransaction { session.transaction }
 
-    func apply() throws -> PushSession.Outcome {
+    func apply() async throws -> PushSession.Outcome {
         let id = prepared.id
         let scope = prepared.scope
         let version = prepared.schemaVersion
-        let existing = try transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: id)
+        let payloadScopeKey = try await lockScope()
+        let existing = try await transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: id)
         if let existing, let key = existing.text("_scope_key"), !ScopeAccess.canWrite(key, in: scope, identity: identity) {
             throw ErrorDetail(code: .notWritable, message: "\(entity.name) '\(id)' is in a scope this device may not write")
         }
@@ -45,7 +46,7 @@ struct PushEntityApplier {
             wireRow = RowShaping.currentWireRow(existing, entity: entity)
         }
 
-        guard let scopeKey = ScopeAccess.key(for: scope, row: wireRow, identity: identity) else {
+        guard let scopeKey = payloadScopeKey ?? ScopeAccess.key(for: scope, row: wireRow, identity: identity) else {
             throw ErrorDetail(
                 code: .invalidPayload, message: "\(entity.name) '\(id)' lacks the fields that make its scope key (\(scope.keyTemplate))"
             )
@@ -79,13 +80,13 @@ struct PushEntityApplier {
                 result: result(.conflicted, version: existing?.integer("_version"), row: shown, resolution: resolution), detail: detail
             )
         case .write(let write):
-            if !write.deleted, let problem = try session.writer.uniquenessProblem(write.columns, id: id, entity: entity) {
+            if !write.deleted, let problem = try await session.writer.uniquenessProblem(write.columns, id: id, entity: entity) {
                 throw problem
             }
             let context = ReducerContext(writer: session.writer)
             let fact = Reducers.folds(entity.name) && mutation.op == .create ? fact(id: id, columns: write.columns, scopeKey: scopeKey) : nil
             if let fact {
-                switch try Reducers.verdict(for: fact, in: context) {
+                switch try await Reducers.verdict(for: fact, in: context) {
                 case .proceed: break
                 case .duplicate(let message):
                     detail["reason"] = .string(message)
@@ -96,7 +97,7 @@ struct PushEntityApplier {
                     throw error
                 }
             }
-            let stored = try session.writer.write(
+            let stored = try await session.writer.write(
                 PushWriter.RowWrite(
                     entity: entity, id: id, columns: write.columns, scopeKey: scopeKey, previous: existing, schemaVersion: version,
                     hlc: write.hlc, fieldClocks: write.fieldClocks, deleted: write.deleted, updatedBy: identity.deviceID
@@ -107,13 +108,31 @@ struct PushEntityApplier {
                 detail["kept_fields"] = .array(write.keptFields.map(JSONValue.string))
             }
             if write.deleted { detail["tombstone"] = .bool(true) }
-            let effects = try fact.map { try Reducers.fold($0, in: context) } ?? []
+            let effects = if let fact { try await Reducers.fold(fact, in: context) } else { [ReducerEffect]() }
             let shown: JSONValue? =
                 write.resolution == ConflictResolution.merged ? .object(RowShaping.wireRow(stored, entity: entity, version: version)) : nil
             return PushSession.Outcome(
                 result: result(.applied, version: stored.integer("_version"), row: shown, resolution: write.resolution), detail: detail,
                 effects: effects
             )
+        }
+    }
+
+    /// Locks the scope the mutation's decision rests on before the row is read, so no other
+    /// transaction changes it until this one ends: a create or update names its scope in the
+    /// payload; a patch or delete lives where the stored row is (rows never change scope, so the
+    /// key read before the lock stays right). Without a key there is nothing to lock: the
+    /// mutation is refused further on. Returns the key a create or update names (the new row's).
+    private func lockScope() async throws -> String? {
+        switch (mutation.op, prepared.payload) {
+        case (.create, let payload?), (.update, let payload?):
+            let key = ScopeAccess.key(for: prepared.scope, row: payload.wire, identity: identity)
+            if let key { try await transaction.lockScope(tenant: identity.tenant, scopeKey: key) }
+            return key
+        default:
+            let stored = try await transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: prepared.id)
+            if let key = stored?.text("_scope_key") { try await transaction.lockScope(tenant: identity.tenant, scopeKey: key) }
+            return nil
         }
     }
 

@@ -17,7 +17,7 @@ struct PushEventApplier {
     private var identity: DeviceIdentity { session.identity }
     private var transaction: any StorageTransaction { session.transaction }
 
-    func apply() throws -> PushSession.Outcome {
+    func apply() async throws -> PushSession.Outcome {
         let payload = prepared.payload
         let version = prepared.schemaVersion
         let hash = prepared.hash
@@ -29,7 +29,9 @@ struct PushEventApplier {
         if !payload.ignoredFields.isEmpty { detail["ignored_fields"] = .array(payload.ignoredFields.map(JSONValue.string)) }
 
         let table = ContractTable(event)
-        if let stored = try transaction.row(in: table, tenant: identity.tenant, id: mutation.id) {
+        // Everything below reads and writes this scope only: lock it before the first read.
+        try await transaction.lockScope(tenant: identity.tenant, scopeKey: scopeKey)
+        if let stored = try await transaction.row(in: table, tenant: identity.tenant, id: mutation.id) {
             guard stored.text("hash") == hash else {
                 throw ErrorDetail(
                     code: .hashMismatch, message: "event '\(mutation.id)' is already recorded with other content (hash \(stored.text("hash") ?? "?"))"
@@ -41,7 +43,7 @@ struct PushEventApplier {
 
         let context = ReducerContext(writer: session.writer)
         let fact = ReducerFact(contract: event.name, id: mutation.id, payload: payload.wire, occurredAt: occurredAt, scopeKey: scopeKey)
-        switch try Reducers.verdict(for: fact, in: context) {
+        switch try await Reducers.verdict(for: fact, in: context) {
         case .proceed:
             break
         case .duplicate(let message):
@@ -65,12 +67,12 @@ struct PushEventApplier {
         row["recorded_at"] = .integer(session.writer.now.millisecondsSince1970)
         row["hash"] = .text(hash)
         row["_scope_key"] = .text(scopeKey)
-        row["_seq"] = .integer(try transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: scopeKey))
-        guard try transaction.insertIfAbsent(row, in: table) else {
+        row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: scopeKey))
+        guard try await transaction.insertIfAbsent(row, in: table) else {
             detail["reason"] = .string("event '\(mutation.id)' is already recorded")
             return PushSession.Outcome(result: result(.duplicate), detail: detail)
         }
-        let effects = try Reducers.fold(fact, in: context)
+        let effects = try await Reducers.fold(fact, in: context)
         return PushSession.Outcome(result: result(.applied), detail: detail, effects: effects)
     }
 

@@ -55,7 +55,7 @@ public struct PushService: Sendable {
         let now = clock.now()
         do {
             return try await storage.write { transaction in
-                try PushSession(
+                try await PushSession(
                     writer: PushWriter(transaction: transaction, identity: identity, now: now), clientID: request.clientId,
                     schema: request.schema
                 ).run(request.mutations, prepared: prepared)
@@ -94,7 +94,7 @@ public struct PushService: Sendable {
     /// contract it must update.
     private func withLastSequence(_ refusal: ServiceError, tenant: String, clientID: String) async -> ServiceError {
         guard case .object(var details)? = refusal.detail.details,
-            let last = try? await storage.read({ reader in try reader.lastSequence(tenant: tenant, clientID: clientID) })
+            let last = try? await storage.read({ reader in try await reader.lastSequence(tenant: tenant, clientID: clientID) })
         else { return refusal }
         details["last_seq"] = .int(last)
         var refusal = refusal
@@ -121,8 +121,9 @@ struct PushSession {
     var transaction: any StorageTransaction { writer.transaction }
     var identity: DeviceIdentity { writer.identity }
 
-    func run(_ mutations: [Mutation], prepared: [PreparedMutation]) throws -> PushResponse {
-        let last = try transaction.lastSequence(tenant: identity.tenant, clientID: clientID)
+    func run(_ mutations: [Mutation], prepared: [PreparedMutation]) async throws -> PushResponse {
+        // Held to the commit: a resend of this push to another process waits here, then sees it done.
+        let last = try await transaction.lockClient(tenant: identity.tenant, clientID: clientID)
         guard let first = mutations.first else { return PushResponse(results: [], lastSeq: last) }
         if first.seq > last + 1 {
             throw ServiceError(
@@ -135,16 +136,16 @@ struct PushSession {
         results.reserveCapacity(mutations.count)
         for (mutation, preparation) in zip(mutations, prepared) {
             if mutation.seq <= last {
-                results.append(try storedResult(of: mutation))
+                results.append(try await storedResult(of: mutation))
                 continue
             }
-            var outcome = try apply(mutation, preparation)
+            var outcome = try await apply(mutation, preparation)
             outcome.payloadHash = preparation.payloadHash
             let text = CanonicalJSON.text(Self.json(outcome.result))
-            try transaction.recordPushResult(
+            try await transaction.recordPushResult(
                 tenant: identity.tenant, clientID: clientID, seq: mutation.seq, clientMutationID: mutation.clientMutationId, result: text
             )
-            try audit(mutation, outcome)
+            try await audit(mutation, outcome)
             results.append(outcome.result)
         }
         return PushResponse(results: results, lastSeq: max(last, mutations.last!.seq))
@@ -169,8 +170,8 @@ struct PushSession {
     }
 
     /// The result stored when the mutation was done, exactly as it was answered then.
-    private func storedResult(of mutation: Mutation) throws -> MutationResult {
-        guard let text = try transaction.pushResult(tenant: identity.tenant, clientID: clientID, seq: mutation.seq) else {
+    private func storedResult(of mutation: Mutation) async throws -> MutationResult {
+        guard let text = try await transaction.pushResult(tenant: identity.tenant, clientID: clientID, seq: mutation.seq) else {
             // Done, but its result is no longer kept: it cannot be applied again.
             return MutationResult(seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: .duplicate)
         }
@@ -187,15 +188,15 @@ struct PushSession {
         var payloadHash: String?
     }
 
-    func apply(_ mutation: Mutation, _ prepared: PreparedMutation) throws -> Outcome {
+    func apply(_ mutation: Mutation, _ prepared: PreparedMutation) async throws -> Outcome {
         do {
             switch prepared.target {
             case .failure(let refusal):
                 throw refusal
             case .success(.entity(let entity)):
-                return try PushEntityApplier(session: self, mutation: mutation, prepared: entity).apply()
+                return try await PushEntityApplier(session: self, mutation: mutation, prepared: entity).apply()
             case .success(.event(let event)):
-                return try PushEventApplier(session: self, mutation: mutation, prepared: event).apply()
+                return try await PushEventApplier(session: self, mutation: mutation, prepared: event).apply()
             }
         } catch let refusal as ErrorDetail {
             return Outcome(result: rejected(mutation, refusal))
@@ -215,7 +216,7 @@ struct PushSession {
     func schemaVersion(of name: String, current: Int) -> Int { schema[name] ?? current }
 
     /// The mutation's audit entry, then one per row the reducers wrote.
-    private func audit(_ mutation: Mutation, _ outcome: Outcome) throws {
+    private func audit(_ mutation: Mutation, _ outcome: Outcome) async throws {
         let result = outcome.result
         var detail = outcome.detail
         detail["client_id"] = .string(clientID)
@@ -234,7 +235,7 @@ struct PushSession {
         if let hlc = mutation.hlc { detail["hlc"] = .string(hlc) }
         if let base = mutation.baseVersion { detail["base_version"] = .int(base) }
         let outcomeName = result.resolution == ConflictResolution.merged ? ConflictResolution.merged : result.status.rawValue
-        try writer.audit(
+        try await writer.audit(
             entity: mutation.entity, rowID: mutation.id, operation: mutation.op.rawValue, outcome: outcomeName, detail: detail
         )
         for effect in outcome.effects {
@@ -244,7 +245,7 @@ struct PushSession {
             effectDetail["client_id"] = .string(clientID)
             effectDetail["seq"] = .int(mutation.seq)
             effectDetail["server_version"] = .int(effect.version)
-            try writer.audit(entity: effect.entity, rowID: effect.rowID, operation: "fold", outcome: "applied", detail: effectDetail)
+            try await writer.audit(entity: effect.entity, rowID: effect.rowID, operation: "fold", outcome: "applied", detail: effectDetail)
         }
     }
 }

@@ -29,7 +29,7 @@ struct PushWriter {
 
     /// Stores the row and returns it as stored.
     @discardableResult
-    func write(_ write: RowWrite) throws -> StoredRow {
+    func write(_ write: RowWrite) async throws -> StoredRow {
         let entity = write.entity
         var row = StoredRow()
         for field in entity.fields { row[field.name] = write.columns[field.name] ?? .null }
@@ -44,7 +44,7 @@ struct PushWriter {
         }
         row["_tenant_id"] = .text(identity.tenant)
         row["_scope_key"] = .text(write.scopeKey)
-        row["_seq"] = .integer(try transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey))
+        row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey))
         row["_version"] = .integer(version)
         row["_schema_version"] = .integer(Int64(write.schemaVersion))
         row["_hlc"] = write.hlc.map(SQLValue.text) ?? .null
@@ -52,20 +52,20 @@ struct PushWriter {
         row["_deleted"] = .integer(write.deleted ? 1 : 0)
         row["_updated_at"] = .integer(now.millisecondsSince1970)
         row["_updated_by"] = .text(write.updatedBy)
-        try transaction.upsert(row, in: ContractTable(entity))
+        try await transaction.upsert(row, in: ContractTable(entity))
         return row
     }
 
     /// Refuses a row that would take a value another row already holds in a unique index.
     /// (Checked before writing: the database would otherwise fail the whole push, or, with
     /// `INSERT OR REPLACE`, silently drop the other row.)
-    func uniquenessProblem(_ columns: [String: SQLValue], id: String, entity: EntityDescriptor) throws -> ErrorDetail? {
+    func uniquenessProblem(_ columns: [String: SQLValue], id: String, entity: EntityDescriptor) async throws -> ErrorDetail? {
         for index in entity.indexes where index.isUnique {
             var conditions: [String: SQLValue] = [:]
             for field in index.fields { conditions[field] = columns[field] ?? .null }
             // NULLs never collide in a unique index.
             if conditions.values.contains(.null) { continue }
-            let clashing = try transaction.rows(in: ContractTable(entity), tenant: identity.tenant, where: conditions, limit: 2)
+            let clashing = try await transaction.rows(in: ContractTable(entity), tenant: identity.tenant, where: conditions, limit: 2)
             if let other = clashing.first(where: { $0.text(entity.primaryKey) != id }) {
                 let values = index.fields.map { field in
                     "\(field) = \(CanonicalJSON.text(RowCodec.wireValue(columns[field] ?? .null, for: entity.field(named: field)!)))"
@@ -81,8 +81,8 @@ struct PushWriter {
     }
 
     /// Appends an audit entry whose detail is the canonical JSON of `detail`.
-    func audit(entity: String, rowID: String, operation: String, outcome: String, detail: [String: JSONValue]) throws {
-        try transaction.appendAudit(
+    func audit(entity: String, rowID: String, operation: String, outcome: String, detail: [String: JSONValue]) async throws {
+        try await transaction.appendAudit(
             AuditEntry(
                 tenant: identity.tenant, recordedAt: now.millisecondsSince1970, userID: identity.userID,
                 deviceID: identity.deviceID, entity: entity, rowID: rowID, operation: operation, outcome: outcome,

@@ -69,9 +69,9 @@ struct FieldTaskReducer: Reducer {
         }
     }
 
-    func verdict(for fact: ReducerFact, in context: ReducerContext) throws -> ReducerVerdict {
+    func verdict(for fact: ReducerFact, in context: ReducerContext) async throws -> ReducerVerdict {
         guard let request = try request(for: fact) else { return .proceed }
-        guard let (task, row) = try context.entity(FieldTask.self, id: request.taskID), row.text("_scope_key") == fact.scopeKey else {
+        guard let (task, row) = try await context.entity(FieldTask.self, id: request.taskID), row.text("_scope_key") == fact.scopeKey else {
             return .rejected(ErrorDetail(code: .rowNotFound, message: "task '\(request.taskID)' is not a task of this team"))
         }
         let current = task.status
@@ -95,8 +95,8 @@ struct FieldTaskReducer: Reducer {
         return .proceed
     }
 
-    func fold(_ fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect] {
-        guard let request = try request(for: fact), let (stored, row) = try context.entity(FieldTask.self, id: request.taskID) else {
+    func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect] {
+        guard let request = try request(for: fact), let (stored, row) = try await context.entity(FieldTask.self, id: request.taskID) else {
             return []
         }
         var task = stored
@@ -106,7 +106,7 @@ struct FieldTaskReducer: Reducer {
         if request.to == .completed { task.completedAt = fact.occurredAt }
         let summary: [String: JSONValue] = ["from_status": .string(from.rawValue), "status": .string(request.to.rawValue)]
         let scopeKey = row.text("_scope_key") ?? fact.scopeKey
-        return try context.store(task, previous: row, scopeKey: scopeKey, summary: summary).map { [$0] } ?? []
+        return try await context.store(task, previous: row, scopeKey: scopeKey, summary: summary).map { [$0] } ?? []
     }
 }
 
@@ -122,9 +122,9 @@ struct FieldTaskReducer: Reducer {
 struct ServiceAssetReducer: Reducer {
     var sources: Set<String> { [BatterySwapCompleted.descriptor.name, IssueLogged.descriptor.name] }
 
-    func verdict(for fact: ReducerFact, in context: ReducerContext) throws -> ReducerVerdict { .proceed }
+    func verdict(for fact: ReducerFact, in context: ReducerContext) async throws -> ReducerVerdict { .proceed }
 
-    func fold(_ fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect] {
+    func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect] {
         let assetID: String
         var change: (inout ServiceAsset) -> Void
         switch fact.contract {
@@ -145,7 +145,7 @@ struct ServiceAssetReducer: Reducer {
         default:
             return []
         }
-        guard let (stored, row) = try context.entity(ServiceAsset.self, id: assetID), row.text("_scope_key") == fact.scopeKey else {
+        guard let (stored, row) = try await context.entity(ServiceAsset.self, id: assetID), row.text("_scope_key") == fact.scopeKey else {
             return []
         }
         var asset = stored
@@ -154,6 +154,6 @@ struct ServiceAssetReducer: Reducer {
         let summary: [String: JSONValue] = [
             "status": .string(asset.status.rawValue), "battery_level": asset.batteryLevel.map(JSONValue.double) ?? .null,
         ]
-        return try context.store(asset, previous: row, scopeKey: fact.scopeKey, summary: summary).map { [$0] } ?? []
+        return try await context.store(asset, previous: row, scopeKey: fact.scopeKey, summary: summary).map { [$0] } ?? []
     }
 }

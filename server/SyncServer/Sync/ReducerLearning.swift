@@ -38,11 +38,11 @@ struct LearningReducer: Reducer {
         [AnswerRecorded.descriptor.name, AttemptSubmitted.descriptor.name, LessonProgressed.descriptor.name, Statement.descriptor.name]
     }
 
-    func verdict(for fact: ReducerFact, in context: ReducerContext) throws -> ReducerVerdict {
+    func verdict(for fact: ReducerFact, in context: ReducerContext) async throws -> ReducerVerdict {
         switch fact.contract {
         case AnswerRecorded.descriptor.name:
             let answer = try fact.decode(AnswerRecorded.self)
-            guard let (attempt, row) = try context.entity(Attempt.self, id: answer.attemptId) else { return .proceed }
+            guard let (attempt, row) = try await context.entity(Attempt.self, id: answer.attemptId) else { return .proceed }
             if row.text("_scope_key") != fact.scopeKey { return .rejected(Self.foreign(answer.attemptId)) }
             if attempt.state != .open {
                 return .rejected(
@@ -54,7 +54,7 @@ struct LearningReducer: Reducer {
             }
         case AttemptSubmitted.descriptor.name:
             let submission = try fact.decode(AttemptSubmitted.self)
-            guard let (attempt, row) = try context.entity(Attempt.self, id: submission.attemptId) else { return .proceed }
+            guard let (attempt, row) = try await context.entity(Attempt.self, id: submission.attemptId) else { return .proceed }
             if row.text("_scope_key") != fact.scopeKey { return .rejected(Self.foreign(submission.attemptId)) }
             if attempt.state != .open { return .duplicate("attempt '\(attempt.id)' was already submitted") }
         default:
@@ -63,12 +63,12 @@ struct LearningReducer: Reducer {
         return .proceed
     }
 
-    func fold(_ fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect] {
+    func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect] {
         switch fact.contract {
         case AnswerRecorded.descriptor.name:
-            return try refoldAttempt(try fact.decode(AnswerRecorded.self).attemptId, fact: fact, in: context)
+            return try await refoldAttempt(try fact.decode(AnswerRecorded.self).attemptId, fact: fact, in: context)
         case AttemptSubmitted.descriptor.name:
-            return try refoldAttempt(try fact.decode(AttemptSubmitted.self).attemptId, fact: fact, in: context)
+            return try await refoldAttempt(try fact.decode(AttemptSubmitted.self).attemptId, fact: fact, in: context)
         case Statement.descriptor.name:
             // Most statements (experienced, progressed, …) name no attempt and complete nothing:
             // leave them without decoding, which is most of the cost of ingesting them.
@@ -77,15 +77,15 @@ struct LearningReducer: Reducer {
             guard namesAttempt || verb == .string(Statement.Verb.completed.rawValue) || verb == .string(Statement.Verb.passed.rawValue)
             else { return [] }
             let statement = try fact.decode(Statement.self)
-            if let attemptID = statement.attemptId { return try refoldAttempt(attemptID, fact: fact, in: context) }
+            if let attemptID = statement.attemptId { return try await refoldAttempt(attemptID, fact: fact, in: context) }
             guard statement.verb == .completed || statement.verb == .passed,
-                let (lesson, _) = try context.entity(Lesson.self, id: statement.objectId)
+                let (lesson, _) = try await context.entity(Lesson.self, id: statement.objectId)
             else { return [] }
-            return try completeLesson(lesson.id, unitID: lesson.unitId, at: statement.statedAt, score: statement.score, fact: fact, in: context)
+            return try await completeLesson(lesson.id, unitID: lesson.unitId, at: statement.statedAt, score: statement.score, fact: fact, in: context)
         case LessonProgressed.descriptor.name:
             let progress = try fact.decode(LessonProgressed.self)
             guard progress.completed || progress.progress >= 1 else { return [] }
-            return try completeLesson(progress.lessonId, unitID: progress.unitId, at: fact.occurredAt, score: nil, fact: fact, in: context)
+            return try await completeLesson(progress.lessonId, unitID: progress.unitId, at: fact.occurredAt, score: nil, fact: fact, in: context)
         default:
             return []
         }
@@ -97,24 +97,24 @@ struct LearningReducer: Reducer {
 
     // MARK: - Attempt
 
-    private func refoldAttempt(_ attemptID: String, fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect] {
-        let stored = try context.entity(Attempt.self, id: attemptID)
+    private func refoldAttempt(_ attemptID: String, fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect] {
+        let stored = try await context.entity(Attempt.self, id: attemptID)
         if let stored, stored.row.text("_scope_key") != fact.scopeKey || stored.value.state == .closed { return [] }
 
         let conditions: [String: SQLValue] = ["attempt_id": .text(attemptID), "_scope_key": .text(fact.scopeKey)]
-        let answers = try context.events(AnswerRecorded.self, where: conditions)
-        let submissions = try context.events(AttemptSubmitted.self, where: conditions).sorted { $0.occurredAt < $1.occurredAt }
-        let statements = try context.entities(Statement.self, where: conditions).map(\.value).sorted {
+        let answers = try await context.events(AnswerRecorded.self, where: conditions)
+        let submissions = try await context.events(AttemptSubmitted.self, where: conditions).sorted { $0.occurredAt < $1.occurredAt }
+        let statements = try await context.entities(Statement.self, where: conditions).map(\.value).sorted {
             ($0.statedAt, $0.id) < ($1.statedAt, $1.id)
         }
 
         var assessmentID = submissions.first?.value.assessmentId ?? stored?.value.assessmentId
             ?? statements.first { $0.verb == .attempted }?.objectId
         if assessmentID == nil {
-            assessmentID = try context.entities(AssessmentResponse.self, where: conditions, limit: 1).first?.value.assessmentId
+            assessmentID = try await context.entities(AssessmentResponse.self, where: conditions, limit: 1).first?.value.assessmentId
         }
         guard let assessmentID else { return [] }
-        let assessment = try context.entity(Assessment.self, id: assessmentID)?.value
+        let assessment = try await context.entity(Assessment.self, id: assessmentID)?.value
 
         // The latest answer per question.
         var latest: [String: (answer: JSONValue, at: Int64, id: String)] = [:]
@@ -177,19 +177,19 @@ struct LearningReducer: Reducer {
             score: score, maxScore: maxScore, answeredCount: answeredCount,
             startedAt: stored?.value.startedAt ?? times.min() ?? fact.occurredAt, endedAt: submittedAt, updatedAt: context.now
         )
-        let previous = try context.transaction.row(in: ContractTable(Attempt.descriptor), tenant: context.identity.tenant, id: attemptID)
+        let previous = try await context.transaction.row(in: ContractTable(Attempt.descriptor), tenant: context.identity.tenant, id: attemptID)
         var effects: [ReducerEffect] = []
         let summary: [String: JSONValue] = [
             "state": .string(state.rawValue), "outcome": outcome.map { .string($0.rawValue) } ?? .null, "score": .double(score),
             "answered_count": .int(answeredCount),
         ]
-        if let effect = try context.store(attempt, previous: previous, scopeKey: fact.scopeKey, summary: summary) {
+        if let effect = try await context.store(attempt, previous: previous, scopeKey: fact.scopeKey, summary: summary) {
             effects.append(effect)
         }
 
         if state == .closed, let outcome, let endedAt = submittedAt, let unitID = assessment?.unitId {
             let id = "attempt:\(attemptID)"
-            let existing = try context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
+            let existing = try await context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
             if existing == nil || existing.map(ConflictResolution.isDeleted) == true {
                 let share = maxScore.flatMap { $0 > 0 ? score / $0 : nil }
                 let record = CompletionRecord(
@@ -198,7 +198,7 @@ struct LearningReducer: Reducer {
                 )
                 let scopeKey = try context.scopeKey(for: record, fallback: fact.scopeKey)
                 let recordSummary: [String: JSONValue] = ["passed": .bool(outcome == .passed), "attempt_id": .string(attemptID)]
-                if let effect = try context.store(record, previous: existing, scopeKey: scopeKey, summary: recordSummary) {
+                if let effect = try await context.store(record, previous: existing, scopeKey: scopeKey, summary: recordSummary) {
                     effects.append(effect)
                 }
             }
@@ -212,9 +212,9 @@ struct LearningReducer: Reducer {
 
     private func completeLesson(
         _ lessonID: String, unitID: String, at time: Timestamp, score: Double?, fact: ReducerFact, in context: ReducerContext
-    ) throws -> [ReducerEffect] {
+    ) async throws -> [ReducerEffect] {
         let id = "lesson:\(context.identity.userID):\(lessonID)"
-        let existing = try context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
+        let existing = try await context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
         if let existing, !ConflictResolution.isDeleted(existing) { return [] }  // the first completion stands
         let record = CompletionRecord(
             id: id, unitId: unitID, lessonId: lessonID, attemptId: nil, passed: true, score: score, completedAt: time,
@@ -222,7 +222,7 @@ struct LearningReducer: Reducer {
         )
         let scopeKey = try context.scopeKey(for: record, fallback: fact.scopeKey)
         let summary: [String: JSONValue] = ["lesson_id": .string(lessonID), "unit_id": .string(unitID)]
-        return try context.store(record, previous: existing, scopeKey: scopeKey, summary: summary).map { [$0] } ?? []
+        return try await context.store(record, previous: existing, scopeKey: scopeKey, summary: summary).map { [$0] } ?? []
     }
 }
 

@@ -51,8 +51,8 @@ struct ReducerEffect: Hashable, Sendable {
 protocol Reducer: Sendable {
     /// The contracts whose facts this reducer folds.
     var sources: Set<String> { get }
-    func verdict(for fact: ReducerFact, in context: ReducerContext) throws -> ReducerVerdict
-    func fold(_ fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect]
+    func verdict(for fact: ReducerFact, in context: ReducerContext) async throws -> ReducerVerdict
+    func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect]
 }
 
 /// The reducers of the server, and how a push consults them.
@@ -72,9 +72,9 @@ enum Reducers {
     static func folds(_ contract: String) -> Bool { bySource[contract] != nil }
 
     /// The first verdict that is not `proceed`, or `proceed`.
-    static func verdict(for fact: ReducerFact, in context: ReducerContext) throws -> ReducerVerdict {
+    static func verdict(for fact: ReducerFact, in context: ReducerContext) async throws -> ReducerVerdict {
         for reducer in bySource[fact.contract] ?? [] {
-            let verdict = try reducer.verdict(for: fact, in: context)
+            let verdict = try await reducer.verdict(for: fact, in: context)
             if case .proceed = verdict { continue }
             return verdict
         }
@@ -82,10 +82,10 @@ enum Reducers {
     }
 
     /// Runs every reducer of the fact's contract; returns the rows they wrote.
-    static func fold(_ fact: ReducerFact, in context: ReducerContext) throws -> [ReducerEffect] {
+    static func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect] {
         var effects: [ReducerEffect] = []
         for reducer in bySource[fact.contract] ?? [] {
-            effects += try reducer.fold(fact, in: context)
+            effects += try await reducer.fold(fact, in: context)
         }
         return effects
     }
@@ -100,8 +100,8 @@ struct ReducerContext {
     var now: Timestamp { writer.now }
 
     /// A stored entity row with its generated value; `nil` when absent or deleted.
-    func entity<Value: ContractEntity>(_ type: Value.Type, id: String) throws -> (value: Value, row: StoredRow)? {
-        guard let row = try transaction.row(in: ContractTable(Value.descriptor), tenant: identity.tenant, id: id),
+    func entity<Value: ContractEntity>(_ type: Value.Type, id: String) async throws -> (value: Value, row: StoredRow)? {
+        guard let row = try await transaction.row(in: ContractTable(Value.descriptor), tenant: identity.tenant, id: id),
             !ConflictResolution.isDeleted(row)
         else { return nil }
         return (try Self.decode(Value.self, row: row), row)
@@ -110,8 +110,8 @@ struct ReducerContext {
     /// Live entity rows matching equality conditions (at most `limit`).
     func entities<Value: ContractEntity>(
         _ type: Value.Type, where conditions: [String: SQLValue], limit: Int = 10_000
-    ) throws -> [(value: Value, row: StoredRow)] {
-        try transaction.rows(in: ContractTable(Value.descriptor), tenant: identity.tenant, where: conditions, limit: limit)
+    ) async throws -> [(value: Value, row: StoredRow)] {
+        try await transaction.rows(in: ContractTable(Value.descriptor), tenant: identity.tenant, where: conditions, limit: limit)
             .filter { !ConflictResolution.isDeleted($0) }
             .map { (try Self.decode(Value.self, row: $0), $0) }
     }
@@ -119,9 +119,9 @@ struct ReducerContext {
     /// Stored events matching equality conditions, with their ids and device times.
     func events<Value: ContractEvent>(
         _ type: Value.Type, where conditions: [String: SQLValue], limit: Int = 10_000
-    ) throws -> [(value: Value, eventID: String, occurredAt: Int64)] {
+    ) async throws -> [(value: Value, eventID: String, occurredAt: Int64)] {
         let descriptor = Value.descriptor
-        return try transaction.rows(
+        return try await transaction.rows(
             in: ContractTable(descriptor), tenant: identity.tenant, where: conditions, limit: limit
         ).map { row in
             var wire: [String: JSONValue] = [:]
@@ -136,7 +136,7 @@ struct ReducerContext {
     /// without writing when nothing but the version field would change.
     func store<Value: ContractEntity>(
         _ value: Value, previous: StoredRow?, scopeKey: String, summary: [String: JSONValue]
-    ) throws -> ReducerEffect? {
+    ) async throws -> ReducerEffect? {
         let entity = Value.descriptor
         let columns = try Self.columns(of: value)
         if let previous, !ConflictResolution.isDeleted(previous),
@@ -144,7 +144,7 @@ struct ReducerContext {
         {
             return nil
         }
-        let row = try writer.write(
+        let row = try await writer.write(
             PushWriter.RowWrite(
                 entity: entity, id: value.contractPrimaryKey, columns: columns, scopeKey: scopeKey, previous: previous,
                 schemaVersion: entity.currentVersion, hlc: previous?.text("_hlc"), fieldClocks: previous?.text("_field_clocks"),

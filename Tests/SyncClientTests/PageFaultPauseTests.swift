@@ -1,0 +1,57 @@
+import Contracts
+import Foundation
+import GRDB
+import SyncClient
+import SyncProtocol
+import Testing
+
+/// The crash tests kill a device at `pull-apply` to prove a page and its cursor commit together;
+/// that only proves something if the pause is inside the page's transaction.
+@Suite("The pull-apply pause of the crash tests")
+struct PageFaultPauseTests {
+    @Test("while paused, neither the page's rows nor its cursor are visible to another connection")
+    func pauseHoldsThePageUncommitted() async throws {
+        let directory = try TemporaryDirectory()
+        var configuration = TestStore.configuration(
+            directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
+        )
+        configuration.faultPauses = FaultPauses(pauses: [.pullApply: FaultPauses.Pause(milliseconds: 4000)])
+        let store = try OfflineStore(configuration)
+        let page = ServerChanges(upserts: ["Unit": [Samples.wire(Samples.units[0])]], scopeKey: "content", cursor: "cursor-1")
+        let applying = Task.detached { try store.applyServerChanges(page) }
+
+        var observer = Configuration()
+        observer.busyMode = .immediateError
+        let queue = try DatabaseQueue(path: directory.databaseURL.path, configuration: observer)
+        defer { try? queue.close() }
+        func visible() throws -> (units: Int, cursor: String?) {
+            try queue.read { db in
+                (
+                    try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "units""#) ?? 0,
+                    try String.fetchOne(db, sql: #"SELECT "cursor" FROM "sync_state" WHERE "scope_key" = 'content'"#)
+                )
+            }
+        }
+        // The page's write transaction is open once another writer is refused (the pause is long
+        // enough for this probe to start on a loaded machine).
+        var open = false
+        let deadline = Date().addingTimeInterval(10)
+        while !open, Date() < deadline {
+            do {
+                try queue.inTransaction(.immediate) { _ in .rollback }
+                try await Task.sleep(for: .milliseconds(5))
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                open = true
+            }
+        }
+        try #require(open, "the page's transaction was never seen open")
+        let during = try visible()
+        #expect(during.units == 0)
+        #expect(during.cursor == nil)
+
+        _ = try await applying.value
+        let after = try visible()
+        #expect(after.units == 1)
+        #expect(after.cursor == "cursor-1")
+    }
+}

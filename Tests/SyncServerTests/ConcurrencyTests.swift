@@ -1,0 +1,131 @@
+import Contracts
+import Foundation
+import SyncProtocol
+import Testing
+
+@testable import SyncServer
+
+/// Two storages on one database, as two server processes open it (for SQLite, two connection
+/// pools on one file): what one process does while the other's transaction is still open.
+@Suite("Conformance: two processes on one database")
+struct ConcurrencyTests {
+    static let devices = (
+        phone: DeviceIdentity(tenant: PushHarness.tenant, userID: "alice", deviceID: "alice-phone", teams: ["red"], expiresAt: .max),
+        tablet: DeviceIdentity(tenant: PushHarness.tenant, userID: "bob", deviceID: "bob-tablet", teams: ["red"], expiresAt: .max)
+    )
+
+    static func taskCreates(_ ids: ClosedRange<Int>, prefix: String, harness h: PushHarness) -> [Mutation] {
+        ids.map { index in
+            h.mutation(Int64(index - ids.lowerBound + 1), "Task", .create, "\(prefix)-\(index)", h.taskPayload("\(prefix)-\(index)"))
+        }
+    }
+
+    /// Two "processes" on one fresh database: the first's write transactions stop before their
+    /// commit until `release` opens (`reached` opens when one got there).
+    struct TwoProcesses {
+        let kind: StorageKind
+        let storages: [any SyncStorage]
+        let probe: PostgresProbe?
+        let reached = Gate(), release = Gate()
+
+        init(_ kind: StorageKind, folder: URL) async throws {
+            let schema = StorageKind.uniqueSchema()
+            self.kind = kind
+            storages = try await kind.makeSharedStorages(2, in: folder.appendingPathComponent("shared"), schema: schema)
+            probe = kind == .postgres ? try PostgresProbe(schema: schema) : nil
+        }
+
+        var heldPush: PushService {
+            PushService(storage: GatedStorage(base: storages[0], reached: reached, release: release), clock: PushFixedClock())
+        }
+        var otherPush: PushService { PushService(storage: storages[1], clock: PushFixedClock()) }
+
+        /// Waits until the second process is blocked behind the first (PostgreSQL: its backend
+        /// waits for a lock; SQLite: the database is locked, so it simply has not finished yet).
+        func waitUntilBlocked(_ comment: Comment) async throws {
+            switch kind {
+            case .sqlite: try await Task.sleep(for: .milliseconds(300))
+            case .postgres: try await probe!.waitForLockWaiters(1, comment)
+            }
+        }
+    }
+
+    @Test("a push resent to a second process while the first still works on it is applied once", arguments: StorageKind.allCases)
+    func resendWhileInFlight(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
+        defer { h.remove() }
+        let processes = try await TwoProcesses(kind, folder: h.folder)
+        let storages = processes.storages
+        let first = processes.heldPush, second = processes.otherPush
+        let request = PushRequest(clientId: "alice-phone", schema: [:], mutations: Self.taskCreates(1...40, prefix: "task", harness: h))
+
+        // The first process has applied everything but not committed when the resend arrives.
+        let firstAnswer = Task { try await first.push(request, identity: Self.devices.phone) }
+        await processes.reached.wait()
+        let secondAnswer = Task { try await second.push(request, identity: Self.devices.phone) }
+        try await processes.waitUntilBlocked("the resend waits for the first push")
+        processes.release.open()
+        let one = try await firstAnswer.value
+        let two = try await secondAnswer.value
+
+        #expect(one.results.map(\.status) == Array(repeating: .applied, count: 40))
+        #expect(two == one, "the resend is answered from the stored results")
+        let audit = try await storages[1].read { try await $0.auditEntries(after: 0, limit: 1000) }
+        #expect(audit.count == 40)
+        #expect(try await AuditChain.verify(storages[1]) == .intact(entries: 40))
+        let sequence = try await storages[1].read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
+        #expect(sequence == 40)
+        let versions = try await storages[1].read { reader in
+            try await reader.rows(in: ContractTable(FieldTask.descriptor), tenant: PushHarness.tenant, where: [:], limit: 100).map { $0.integer("_version") }
+        }
+        #expect(versions == Array(repeating: 1, count: 40))
+    }
+
+    @Test(
+        "a pull never skips a row that commits after a row with a higher sequence was read",
+        arguments: StorageKind.allCases
+    )
+    func cursorUnderConcurrentCommits(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
+        defer { h.remove() }
+        let processes = try await TwoProcesses(kind, folder: h.folder)
+        let slow = processes.heldPush, fast = processes.otherPush
+        let pull = PullService(storage: processes.storages[1])
+        let slowPush = PushRequest(clientId: "alice-phone", schema: [:], mutations: Self.taskCreates(1...3, prefix: "slow", harness: h))
+        let fastPush = PushRequest(clientId: "bob-tablet", schema: [:], mutations: Self.taskCreates(1...3, prefix: "fast", harness: h))
+
+        // Connection 1 takes the scope's sequence numbers 1…3 and holds its transaction open;
+        // connection 2 pushes into the same scope meanwhile, and a device pulls.
+        let slowAnswer = Task { try await slow.push(slowPush, identity: Self.devices.phone) }
+        await processes.reached.wait()
+        let fastAnswer = Task { try await fast.push(fastPush, identity: Self.devices.tablet) }
+        try await processes.waitUntilBlocked("the second writer of the scope waits for the first")
+        var seen: [String] = []
+        let during = try await pull.pull(
+            scope: "team", cursor: nil, limit: 100, schema: [:], clientID: nil, identity: Self.devices.tablet
+        )
+        seen += during.upserts["Task"]?.compactMap { $0.objectValue?["id"]?.stringValue } ?? []
+        #expect(seen.isEmpty, "nothing of the scope is committed yet, so nothing may be read: \(seen)")
+
+        processes.release.open()
+        _ = try await slowAnswer.value
+        _ = try await fastAnswer.value
+        let after = try await pull.pull(
+            scope: "team", cursor: during.cursor, limit: 100, schema: [:], clientID: nil, identity: Self.devices.tablet
+        )
+        seen += after.upserts["Task"]?.compactMap { $0.objectValue?["id"]?.stringValue } ?? []
+        #expect(seen == ["slow-1", "slow-2", "slow-3", "fast-1", "fast-2", "fast-3"], "in sequence order, none skipped")
+    }
+}
+
+extension JSONValue {
+    var objectValue: [String: JSONValue]? {
+        if case .object(let members) = self { return members }
+        return nil
+    }
+
+    var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+}

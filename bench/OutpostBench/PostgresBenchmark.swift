@@ -1,0 +1,323 @@
+import Contracts
+import Foundation
+import SyncProtocol
+import SyncServer
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The server on PostgreSQL beside SQLite (issue 7), in the same run:
+///
+/// 1. **Push ingestion in process**: the `push-ingestion` workload, shortened (4 devices × 5
+///    pushes of 500 Statement creates, each device its own user scope), through ``PushService``
+///    on a fresh ``SQLiteStorage`` and on a fresh ``PostgresStorage`` schema.
+/// 2. **Pull throughput in process**: one device's 10 000 `Task` creates (one team scope), then a
+///    device pulls the whole scope in pages of 500 through ``PullService``, on both storages.
+/// 3. **Several processes**: 1, 2 and 3 real `sync-server` processes (the release binary next to
+///    `outpost-bench`) on one PostgreSQL, 12 devices pushing 5 × 200 Statement creates over
+///    loopback HTTP at once, each push to the next process round the ring.
+///
+/// PostgreSQL is the one `make bench` starts (scripts/with-postgres.sh, PostgreSQL's default
+/// durability: `fsync` and `synchronous_commit` on), named by `OUTPOST_TEST_POSTGRES_URL`.
+/// There is no bar: the figures are recorded in docs/PERFORMANCE.md; the checks are the
+/// invariants (everything stored once).
+enum PostgresBenchmark {
+    static let runs = 3
+    static let pullRows = 10_000
+    static let pullPage = 500
+    static let httpDevices = 12
+    static let httpPushes = 5
+    static let httpBatch = 200
+
+    static let benchmark = Benchmark(
+        name: "postgres",
+        summary: "push ingestion and pull throughput on PostgreSQL beside SQLite; ingestion by 1, 2 and 3 sync-server processes on one PostgreSQL",
+        run: { try run() }
+    )
+
+    static func run() throws -> BenchmarkResult {
+        var result = BenchmarkResult()
+        guard let url = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"], !url.isEmpty else {
+            throw BenchmarkError(
+                "no PostgreSQL: OUTPOST_TEST_POSTGRES_URL is not set. Run `make bench` (it starts one), or "
+                    + "`scripts/with-postgres.sh -- $(swift build -c release --show-bin-path)/outpost-bench postgres`"
+            )
+        }
+        let base = try PostgresStorage.Configuration(url: url)
+        let workspace = try TemporaryFolder("postgres")
+        defer { workspace.remove() }
+        #if DEBUG
+            result.fact("build", "DEBUG — these figures are not representative; run `make bench` (release)")
+        #endif
+        result.fact("PostgreSQL", "\(base.host):\(base.port)/\(base.database), a fresh schema per run (scripts/with-postgres.sh: PostgreSQL 15, fsync on)")
+        result.fact("SQLite", "SQLiteStorage (WAL, synchronous NORMAL), a fresh database per run in \(workspace.url.path)")
+
+        // 1. Ingestion in process.
+        let devices = PushIngestionBenchmark.makeDevices(count: 4, pushes: 5)
+        let mutations = devices.reduce(0) { $0 + $1.requests.reduce(0) { $0 + $1.mutations.count } }
+        result.fact("ingestion", "4 devices × 5 pushes × 500 Statement creates = \(Format.grouped(mutations)) mutations, at once; \(runs) runs each")
+        var ingestion: [Kind: Samples] = [:]
+        for kind in Kind.allCases {
+            for run in 0..<runs {
+                let storage = try open(kind, base: base, folder: workspace.folder("push-\(kind)-\(run)"))
+                let service = PushService(storage: storage)
+                let timed = try Timing.measure { try runBlocking { try await PushIngestionBenchmark.pushAll(devices, service: service) } }
+                ingestion[kind, default: Samples()].append(timed.seconds)
+                let applied = timed.value.joined().flatMap(\.results).filter { $0.status == .applied }.count
+                if applied != mutations { throw BenchmarkError("\(kind): \(applied) of \(mutations) mutations applied") }
+                try close(storage)
+            }
+        }
+
+        // 2. Pull throughput in process.
+        result.fact("pull", "\(Format.grouped(pullRows)) Task rows in one team scope, pulled from the start in pages of \(pullPage); \(runs) runs each")
+        var pulls: [Kind: Samples] = [:]
+        for kind in Kind.allCases {
+            let storage = try open(kind, base: base, folder: workspace.folder("pull-\(kind)"))
+            try runBlocking { try await seedTasks(storage) }
+            let service = PullService(storage: storage, defaultLimit: pullPage, maximumLimit: pullPage)
+            for _ in 0..<runs {
+                let timed = try Timing.measure { try runBlocking { try await pullAll(service) } }
+                if timed.value != pullRows { throw BenchmarkError("\(kind): pulled \(timed.value) of \(pullRows) rows") }
+                pulls[kind, default: Samples()].append(timed.seconds)
+            }
+            try close(storage)
+        }
+
+        // 3. Several processes on one PostgreSQL, over HTTP.
+        let server = try locateServer()
+        let httpTotal = httpDevices * httpPushes * httpBatch
+        result.fact(
+            "processes",
+            "\(httpDevices) devices × \(httpPushes) pushes × \(httpBatch) Statement creates = \(Format.grouped(httpTotal)) mutations over loopback HTTP, "
+                + "push n of device d to process (d + n) mod k; \(server.path)"
+        )
+        var scaling: [Int: Samples] = [:]
+        for processes in 1...3 {
+            for run in 0..<2 {
+                let seconds = try runBlocking {
+                    try await ingestOverHTTP(processes: processes, server: server, base: base, folder: try workspace.folder("http-\(processes)-\(run)"))
+                }
+                scaling[processes, default: Samples()].append(seconds)
+            }
+        }
+
+        let sqlite = ingestion[.sqlite]!, postgres = ingestion[.postgres]!
+        let total = Double(mutations)
+        result.rows = [
+            .init("ingestion, SQLite (PushService in process)", median: Format.rate(total / sqlite.median), min: Format.rate(total / sqlite.min),
+                  note: "mutations/s; \(Format.duration(sqlite.median)) for \(Format.grouped(mutations))"),
+            .init("ingestion, PostgreSQL (PushService in process)", median: Format.rate(total / postgres.median), min: Format.rate(total / postgres.min),
+                  note: "mutations/s; \(Format.duration(postgres.median)); \(Format.ratio(postgres.median / sqlite.median)) SQLite's time"),
+            .init("pull, SQLite (PullService in process)", median: Format.rate(Double(pullRows) / pulls[.sqlite]!.median),
+                  min: Format.rate(Double(pullRows) / pulls[.sqlite]!.min), note: "rows/s, shaped as JSON values, pages of \(pullPage)"),
+            .init("pull, PostgreSQL (PullService in process)", median: Format.rate(Double(pullRows) / pulls[.postgres]!.median),
+                  min: Format.rate(Double(pullRows) / pulls[.postgres]!.min),
+                  note: "rows/s; \(Format.ratio(pulls[.postgres]!.median / pulls[.sqlite]!.median)) SQLite's time"),
+        ]
+        for processes in 1...3 {
+            let samples = scaling[processes]!
+            result.rows.append(.init(
+                "ingestion over HTTP, \(processes) sync-server process\(processes == 1 ? "" : "es"), one PostgreSQL",
+                median: Format.rate(Double(httpTotal) / samples.median), min: Format.rate(Double(httpTotal) / samples.min),
+                note: "mutations/s; \(Format.ratio(scaling[1]!.median / samples.median)) the rate of 1 process"
+            ))
+        }
+        result.check("exactly once", true, "every run: every mutation applied once (counted in the answers, and in PostgreSQL for the HTTP runs)")
+        return result
+    }
+
+    enum Kind: String, CaseIterable, CustomStringConvertible {
+        case sqlite
+        case postgres
+        var description: String { rawValue }
+    }
+
+    static func open(_ kind: Kind, base: PostgresStorage.Configuration, folder: URL) throws -> any SyncStorage {
+        switch kind {
+        case .sqlite: return try SQLiteStorage(directory: folder)
+        case .postgres:
+            var configuration = base
+            configuration.schema = schemaName()
+            configuration.maximumConnections = 8
+            let fresh = configuration
+            return try runBlocking { try await PostgresStorage(configuration: fresh) }
+        }
+    }
+
+    static func close(_ storage: any SyncStorage) throws {
+        guard let postgres = storage as? PostgresStorage else { return }
+        try runBlocking { await postgres.close() }
+    }
+
+    static func schemaName() -> String {
+        "bench_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+    }
+
+    static let teamDevice = DeviceIdentity(tenant: "bench-tenant", userID: "dispatcher", deviceID: "tablet-1", teams: ["north"], expiresAt: 4_102_444_800)
+
+    /// 10 000 `Task` creates in the team scope, in pushes of 500.
+    static func seedTasks(_ storage: any SyncStorage) async throws {
+        let service = PushService(storage: storage)
+        for push in 0..<(pullRows / 500) {
+            let mutations = (0..<500).map { index -> Mutation in
+                let seq = Int64(push * 500 + index + 1)
+                let id = "task-\(seq)"
+                return Mutation(
+                    seq: seq, clientMutationId: "cm-\(id)", entity: "Task", op: .create, id: id,
+                    payload: .object([
+                        "id": .string(id), "team_id": .string("north"), "title": .string("Swap the battery of scooter \(seq)"),
+                        "task_kind": .string("battery_swap"), "status": .string("assigned"), "estimated_minutes": .int(Int64(10 + seq % 50)),
+                        "checklist": .array([.string("helmet"), .string("gloves"), .string("charged pack")]),
+                    ])
+                )
+            }
+            _ = try await service.push(PushRequest(clientId: "tablet-1", schema: [:], mutations: mutations), identity: teamDevice)
+        }
+    }
+
+    /// Every page of the team scope from the start; the rows pulled.
+    static func pullAll(_ service: PullService) async throws -> Int {
+        var cursor: String?
+        var rows = 0
+        while true {
+            let page = try await service.pull(scope: "team", cursor: cursor, limit: pullPage, schema: [:], clientID: nil, identity: teamDevice)
+            rows += page.upserts.values.reduce(0) { $0 + $1.count }
+            cursor = page.cursor
+            if !page.hasMore { return rows }
+        }
+    }
+
+    // MARK: Several processes
+
+    static func locateServer() throws -> URL {
+        try siblingExecutable("sync-server")
+    }
+
+    /// Starts `processes` servers on a fresh schema, lets every device push at once, and returns
+    /// the wall time from the first push sent to the last answer.
+    static func ingestOverHTTP(processes: Int, server: URL, base: PostgresStorage.Configuration, folder: URL) async throws -> Double {
+        let secret = Data((0..<32).map { UInt8($0) })
+        let secretFile = folder.appendingPathComponent("token.secret")
+        try secret.write(to: secretFile)
+        let signer = try TokenSigner(secret: secret)
+        let schema = schemaName()
+        var url = URLComponents()
+        url.scheme = "postgres"
+        url.user = base.username
+        url.password = base.password
+        url.host = base.host
+        url.port = base.port
+        url.path = "/" + base.database
+        url.queryItems = [URLQueryItem(name: "schema", value: schema), URLQueryItem(name: "max_connections", value: "8")]
+        let postgresURL = url.string!
+
+        var servers: [Process] = []
+        defer {
+            for process in servers where process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+        }
+        var ports: [Int] = []
+        for _ in 0..<processes {
+            let (process, port) = try startServer(server, arguments: [
+                "serve", "--data", folder.appendingPathComponent("data").path, "--postgres", postgresURL, "--port", "0",
+                "--secret-file", secretFile.path, "--rate", "0",
+            ])
+            servers.append(process)
+            ports.append(port)
+        }
+
+        // Bodies and tokens are made before the clock starts.
+        let devices = PushIngestionBenchmark.makeDevices(count: httpDevices, pushes: (httpPushes * httpBatch + 499) / 500)
+        let encoder = JSONEncoder()
+        var plans: [(token: String, bodies: [Data])] = []
+        for device in devices {
+            let token = signer.sign(DeviceIdentity(
+                tenant: device.identity.tenant, userID: device.identity.userID, deviceID: device.identity.deviceID,
+                expiresAt: Int64(Date().timeIntervalSince1970) + 3600
+            ))
+            let statements = device.requests.flatMap(\.mutations).prefix(httpPushes * httpBatch)
+            let bodies = try stride(from: 0, to: statements.count, by: httpBatch).map { start in
+                try encoder.encode(PushRequest(
+                    clientId: device.clientID, schema: [:], mutations: Array(statements.dropFirst(start).prefix(httpBatch))
+                ))
+            }
+            plans.append((token, bodies))
+        }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 64
+        configuration.timeoutIntervalForRequest = 300
+        let session = URLSession(configuration: configuration)
+        let portList = ports
+
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, plan) in plans.enumerated() {
+                group.addTask {
+                    for (push, body) in plan.bodies.enumerated() {
+                        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(portList[(index + push) % portList.count])/sync/v1/push")!)
+                        request.httpMethod = "POST"
+                        request.httpBody = body
+                        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+                        request.setValue("Bearer \(plan.token)", forHTTPHeaderField: "Authorization")
+                        let (data, response) = try await session.data(for: request)
+                        guard (response as? HTTPURLResponse)?.statusCode == 200 else {
+                            throw BenchmarkError("push answered \((response as? HTTPURLResponse)?.statusCode ?? 0): \(String(decoding: data, as: UTF8.self))")
+                        }
+                        let answer = try JSONDecoder().decode(PushResponse.self, from: data)
+                        guard answer.results.allSatisfy({ $0.status == .applied }) else { throw BenchmarkError("a push was not applied whole") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let seconds = Timing.seconds(ContinuousClock.now - start)
+
+        // Every mutation stored once: each client's last seq and each user's scope sequence.
+        var check = base
+        check.schema = schema
+        let storage = try await PostgresStorage(configuration: check)
+        let perDevice = Int64(httpPushes * httpBatch)
+        for device in devices {
+            let (last, sequence) = try await storage.read { reader in
+                (
+                    try await reader.lastSequence(tenant: device.identity.tenant, clientID: device.clientID),
+                    try await reader.scopeSequence(tenant: device.identity.tenant, scopeKey: "progress:user:\(device.identity.userID)")
+                )
+            }
+            guard last == perDevice, sequence == perDevice else {
+                throw BenchmarkError("\(processes) processes: \(device.clientID) has last_seq \(last) and scope sequence \(sequence), not \(perDevice)")
+            }
+        }
+        await storage.close()
+        return seconds
+    }
+
+    /// Starts a server process and reads the port it printed.
+    static func startServer(_ executable: URL, arguments: [String]) throws -> (Process, Int) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["OUTPOST_POSTGRES_URL"] = nil
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var text = ""
+        while !(text.contains("sync-server listening on") && text.hasSuffix("\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw BenchmarkError("sync-server did not start: \(text)") }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        output.fileHandleForReading.readabilityHandler = { _ = $0.availableData }
+        guard let range = text.range(of: #"127\.0\.0\.1:[0-9]+"#, options: .regularExpression),
+            let port = Int(text[range].split(separator: ":").last ?? "")
+        else { throw BenchmarkError("sync-server said: \(text)") }
+        return (process, port)
+    }
+}

@@ -1,0 +1,360 @@
+import Contracts
+import Foundation
+import PostgresNIO
+
+/// The storage for several server processes on one PostgreSQL database (postgres-nio).
+///
+/// Every process opens the same database; the first to start applies the server's own tables
+/// and the generated PostgreSQL migrations (``ContractRegistry/serverPostgresMigrations``), the
+/// others wait for it and find them applied. Write transactions run in `READ COMMITTED` with
+/// explicit row locks (client, scope, audit head; see ``PostgresTransaction`` and
+/// docs/scaling.md); a transaction that meets a deadlock, a serialization failure or a
+/// concurrent insert of the same key is rolled back and run again, up to
+/// ``Configuration/maximumAttempts`` times. Reads run in one `REPEATABLE READ` snapshot.
+///
+/// ```swift
+/// let storage = try await PostgresStorage(configuration: .init(url: "postgres://outpost@127.0.0.1:5432/outpost"))
+/// defer { Task { await storage.close() } }
+/// let push = PushService(storage: storage)
+/// ```
+public final class PostgresStorage: SyncStorage {
+    /// Where the database is and how to use it.
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: Int
+        public var username: String
+        public var password: String?
+        public var database: String
+        /// `disable` (the default, for a database on the same host or a private network),
+        /// `prefer`, or `require` (TLS with the certificate verified).
+        public var tls: TLSMode
+        /// The schema the tables live in (created if missing); `nil` for the server's default
+        /// (`public`). Tests give each storage its own.
+        public var schema: String?
+        /// Connections this process keeps to the database at most.
+        public var maximumConnections: Int
+        /// How many times a write transaction runs before a conflict is reported as a failure.
+        public var maximumAttempts: Int
+
+        public enum TLSMode: String, Sendable {
+            case disable
+            case prefer
+            case require
+        }
+
+        public init(
+            host: String, port: Int = 5432, username: String, password: String? = nil, database: String, tls: TLSMode = .disable,
+            schema: String? = nil, maximumConnections: Int = 10, maximumAttempts: Int = 8
+        ) {
+            self.host = host
+            self.port = port
+            self.username = username
+            self.password = password
+            self.database = database
+            self.tls = tls
+            self.schema = schema
+            self.maximumConnections = maximumConnections
+            self.maximumAttempts = maximumAttempts
+        }
+
+        /// Reads a URL such as `postgres://user:password@host:5432/database?sslmode=disable`
+        /// (`postgresql://` too). Query items: `sslmode` (`disable`, `prefer`, `require`),
+        /// `schema`, `max_connections`.
+        public init(url text: String) throws(URLError) {
+            guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+                let host = components.host, !host.isEmpty
+            else {
+                throw URLError("'\(Self.redacted(text))' is not a PostgreSQL URL such as postgres://user@127.0.0.1:5432/outpost")
+            }
+            let database = String(components.path.drop { $0 == "/" })
+            guard let user = components.user, !user.isEmpty else { throw URLError("the PostgreSQL URL names no user (postgres://USER@host/db)") }
+            guard !database.isEmpty else { throw URLError("the PostgreSQL URL names no database (postgres://user@host/DATABASE)") }
+            self.init(host: host, port: components.port ?? 5432, username: user, password: components.password, database: database)
+            for item in components.queryItems ?? [] {
+                switch item.name {
+                case "sslmode":
+                    guard let mode = TLSMode(rawValue: item.value ?? "") else {
+                        throw URLError("sslmode must be disable, prefer or require, not '\(item.value ?? "")'")
+                    }
+                    tls = mode
+                case "schema":
+                    schema = item.value
+                case "max_connections":
+                    guard let count = item.value.flatMap(Int.init), count > 0 else { throw URLError("max_connections must be a positive number") }
+                    maximumConnections = count
+                default:
+                    throw URLError("unknown PostgreSQL URL parameter '\(item.name)' (known: sslmode, schema, max_connections)")
+                }
+            }
+            if let schema, !Self.isIdentifier(schema) {
+                throw URLError("schema must be a lowercase identifier (letters, digits, _), not '\(schema)'")
+            }
+        }
+
+        /// `application_name` of the connections: `outpost-sync-server`, with the schema when one is given.
+        public var applicationName: String { "outpost-sync-server" + (schema.map { ":" + $0 } ?? "") }
+
+        /// A PostgreSQL URL the server cannot use.
+        public struct URLError: Error, CustomStringConvertible {
+            public var description: String
+            init(_ description: String) { self.description = description }
+        }
+
+        static func isIdentifier(_ name: String) -> Bool {
+            guard let first = name.unicodeScalars.first, !name.isEmpty, name.count <= 63 else { return false }
+            let lower = CharacterSet.lowercaseLetters.union(CharacterSet(charactersIn: "_"))
+            return lower.contains(first) && name.unicodeScalars.allSatisfy { lower.contains($0) || CharacterSet.decimalDigits.contains($0) }
+        }
+
+        /// The URL with its password replaced, for messages.
+        static func redacted(_ text: String) -> String {
+            guard var components = URLComponents(string: text), components.password != nil else { return text }
+            components.password = "***"
+            return components.string ?? text
+        }
+    }
+
+    /// The environment variable `sync-server` reads a PostgreSQL URL from.
+    public static let environmentVariable = "OUTPOST_POSTGRES_URL"
+
+    private let client: PostgresClient
+    private let running: Task<Void, Never>
+    private let catalog: PostgresCatalog
+    private let logger: Logger
+    private let maximumAttempts: Int
+
+    /// Connects, applies the migrations the database lacks, and reads the column types.
+    /// Fails when the database cannot be reached or a released migration was changed.
+    public init(configuration: Configuration) async throws {
+        var clientConfiguration = PostgresClient.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username, password: configuration.password,
+            database: configuration.database, tls: try Self.tls(configuration.tls)
+        )
+        clientConfiguration.options.maximumConnections = configuration.maximumConnections
+        // The application name tells the server's sessions apart in pg_stat_activity.
+        clientConfiguration.options.additionalStartupParameters = [("application_name", configuration.applicationName)]
+        if let schema = configuration.schema {
+            clientConfiguration.options.additionalStartupParameters.append(("search_path", schema))
+        }
+        var logger = Logger(label: "outpost.postgres")
+        logger.logLevel = .error
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
+        let running = Task { await client.run() }
+        do {
+            try await PostgresMigrator(schema: configuration.schema, logger: logger).migrate(client)
+            catalog = try await Self.readCatalog(client, logger: logger)
+        } catch {
+            running.cancel()
+            await running.value
+            throw error
+        }
+        self.client = client
+        self.running = running
+        self.logger = logger
+        self.maximumAttempts = max(1, configuration.maximumAttempts)
+    }
+
+    /// Closes every connection and waits until they are closed. The storage cannot be used
+    /// afterwards. (Releasing the storage closes them too, without waiting.)
+    public func close() async {
+        running.cancel()
+        await running.value
+    }
+
+    deinit {
+        running.cancel()
+    }
+
+    private static func tls(_ mode: Configuration.TLSMode) throws -> PostgresClient.Configuration.TLS {
+        switch mode {
+        case .disable: return .disable
+        case .prefer: return .prefer(.makeClientConfiguration())
+        case .require: return .require(.makeClientConfiguration())
+        }
+    }
+
+    private static func readCatalog(_ client: PostgresClient, logger: Logger) async throws -> PostgresCatalog {
+        let rows = try await client.query("""
+            SELECT c.relname::TEXT, a.attname::TEXT, a.atttypid::BIGINT
+            FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = current_schema() AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+            """, logger: logger).collect()
+        var tables: [String: [String: PostgresDataType]] = [:]
+        for row in rows {
+            let (table, column, type) = try row.decode((String, String, Int64).self)
+            tables[table, default: [:]][column] = PostgresDataType(UInt32(type))
+        }
+        return PostgresCatalog(tables: tables)
+    }
+
+    // MARK: - SyncStorage
+
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await transaction("BEGIN ISOLATION LEVEL READ COMMITTED") { transaction in
+                    let result = try await body(transaction)
+                    try await transaction.finish()
+                    return result
+                }
+            } catch where Self.isTransient(error) {
+                guard attempt < maximumAttempts else { throw PostgresStorageError.tooManyConflicts(attempts: attempt) }
+                // Back off a little, with jitter, so the transactions that collided do not collide again.
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 << min(attempt, 5)))))
+                attempt += 1
+            }
+        }
+    }
+
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
+        // One snapshot for every statement: a page of changes read table by table must not see
+        // a commit between two of its statements.
+        try await transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { try await body($0) }
+    }
+
+    private func transaction<T: Sendable>(_ begin: PostgresQuery, _ body: (PostgresTransaction) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await connection.query(begin, logger: logger)
+            let transaction = PostgresTransaction(connection: connection, catalog: catalog, logger: logger)
+            do {
+                let result = try await body(transaction)
+                try await connection.query("COMMIT", logger: logger)
+                return result
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// Errors that say "run the transaction again": a deadlock (`40P01`) or serialization
+    /// failure (`40001`) the database chose this transaction to lose, a key a concurrent
+    /// transaction inserted first (`23505`), or a row another transaction put in another scope.
+    static func isTransient(_ error: any Error) -> Bool {
+        if case PostgresStorageError.rowInAnotherScope = error { return true }
+        guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
+        return ["40001", "40P01", "23505"].contains(state)
+    }
+}
+
+/// Applies the server's tables and the generated PostgreSQL migrations, each once, in order,
+/// all in one transaction under an advisory lock, so processes starting together do it once.
+struct PostgresMigrator {
+    let schema: String?
+    let logger: Logger
+
+    /// The advisory lock of one schema's migrations (`pg_advisory_xact_lock(hashtext(…))`).
+    var lockName: String { "outpost.migrations." + (schema ?? "default") }
+
+    struct Migration {
+        var identifier: String
+        var statements: [String]
+        var checksum: String
+    }
+
+    static var migrations: [Migration] {
+        [Migration(identifier: "server.v1.sync_tables", statements: PostgresServerTables.statements, checksum: Hex.sha256(Data(PostgresServerTables.statements.joined(separator: ";\n").utf8)))]
+            + ContractRegistry.serverPostgresMigrations.map { Migration(identifier: $0.identifier, statements: $0.statements, checksum: $0.checksum) }
+    }
+
+    func migrate(_ client: PostgresClient) async throws {
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
+                if let schema { try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger) }
+                try await connection.query("""
+                    CREATE TABLE IF NOT EXISTS outpost_migrations (
+                        identifier TEXT PRIMARY KEY,
+                        checksum TEXT NOT NULL,
+                        applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                    )
+                    """, logger: logger)
+                var applied: [String: String] = [:]
+                for try await (identifier, checksum) in try await connection.query(
+                    "SELECT identifier, checksum FROM outpost_migrations", logger: logger
+                ).decode((String, String).self) {
+                    applied[identifier] = checksum
+                }
+                for migration in Self.migrations {
+                    if let checksum = applied[migration.identifier] {
+                        guard checksum == migration.checksum else { throw PostgresStorageError.migrationChanged(migration.identifier) }
+                        continue
+                    }
+                    for statement in migration.statements {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    try await connection.query(
+                        "INSERT INTO outpost_migrations (identifier, checksum) VALUES (\(migration.identifier), \(migration.checksum))",
+                        logger: logger
+                    )
+                }
+                try await connection.query("COMMIT", logger: logger)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+}
+
+/// The server's own tables (not contracts) in PostgreSQL: clients, stored push results, scope
+/// sequences, the audit log and the head of its chain. No identity column or sequence: audit ids
+/// are numbered under the head's lock, so they are gap-free and in commit order, which a
+/// PostgreSQL sequence (non-transactional, handed out before commit) cannot promise.
+enum PostgresServerTables {
+    static let statements = [
+        """
+        CREATE TABLE "clients" (
+            "tenant" TEXT NOT NULL,
+            "client_id" TEXT NOT NULL,
+            "last_seq" BIGINT NOT NULL,
+            "updated_at" BIGINT NOT NULL,
+            PRIMARY KEY ("tenant", "client_id")
+        )
+        """,
+        """
+        CREATE TABLE "push_results" (
+            "tenant" TEXT NOT NULL,
+            "client_id" TEXT NOT NULL,
+            "seq" BIGINT NOT NULL,
+            "client_mutation_id" TEXT NOT NULL,
+            "result" TEXT NOT NULL,
+            PRIMARY KEY ("tenant", "client_id", "seq")
+        )
+        """,
+        """
+        CREATE TABLE "scope_sequences" (
+            "tenant" TEXT NOT NULL,
+            "scope_key" TEXT NOT NULL,
+            "last_seq" BIGINT NOT NULL,
+            PRIMARY KEY ("tenant", "scope_key")
+        )
+        """,
+        """
+        CREATE TABLE "audit_log" (
+            "id" BIGINT PRIMARY KEY,
+            "tenant" TEXT NOT NULL,
+            "recorded_at" BIGINT NOT NULL,
+            "user_id" TEXT NOT NULL,
+            "device_id" TEXT NOT NULL,
+            "entity" TEXT NOT NULL,
+            "row_id" TEXT NOT NULL,
+            "operation" TEXT NOT NULL,
+            "outcome" TEXT NOT NULL,
+            "detail" TEXT NOT NULL,
+            "previous_hash" TEXT NOT NULL,
+            "hash" TEXT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE "audit_head" (
+            "singleton" BOOLEAN PRIMARY KEY DEFAULT true CHECK ("singleton"),
+            "last_id" BIGINT NOT NULL,
+            "last_hash" TEXT NOT NULL
+        )
+        """,
+        "INSERT INTO \"audit_head\" (\"singleton\", \"last_id\", \"last_hash\") VALUES (true, 0, '\(AuditChain.genesis)')",
+    ]
+}

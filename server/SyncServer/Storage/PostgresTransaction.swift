@@ -1,0 +1,430 @@
+import Contracts
+import Foundation
+import PostgresNIO
+
+/// Reads and writes of one PostgreSQL transaction (or read-only snapshot) on one leased
+/// connection. Table and column names come from the contract registry and the catalog (validated
+/// snake_case identifiers) and are quoted; values are always bound, never interpolated.
+///
+/// Locks (docs/scaling.md): a client's row in `clients` and a scope's row in `scope_sequences` are
+/// row-locked (`INSERT … ON CONFLICT DO UPDATE … RETURNING`, which waits for a concurrent holder
+/// and then reads the committed value) and held to the commit; the audit chain's head row is
+/// locked last, just before the commit, so the chain's critical section is a few statements long.
+/// Counters moved under a lock, stored push results and audit entries are kept in memory and
+/// written by ``finish()`` in a few statements. Upserted rows are kept too (a read of the same
+/// row is answered from them) and sent in multi-row statements before any query that could see
+/// them, and at the end: a push of 500 creates is then one round trip per read instead of two
+/// per mutation.
+final class PostgresTransaction: StorageTransaction {
+    private let connection: PostgresConnection
+    private let catalog: PostgresCatalog
+    private let logger: Logger
+
+    /// Clients locked by this transaction → their last `seq` (moved by recorded results).
+    private var clients: [Key: Int64] = [:]
+    private var movedClients: Set<Key> = []
+    /// Scopes locked by this transaction → the last sequence number handed out.
+    private var scopes: [Key: Int64] = [:]
+    private var movedScopes: Set<Key> = []
+    private var pushResults: [PushResultRow] = []
+    private var pendingResults: [PendingResultKey: String] = [:]
+    private var audit: [AuditEntry] = []
+    /// Upserted rows not sent yet: the newest version per row, in the order first written.
+    private var unsentRows: [RowKey: StoredRow] = [:]
+    private var unsentOrder: [RowKey] = []
+
+    private struct RowKey: Hashable {
+        var table: ContractTable
+        var tenant: String
+        var id: String
+    }
+
+    private struct Key: Hashable {
+        var tenant: String
+        var name: String
+    }
+
+    private struct PendingResultKey: Hashable {
+        var client: Key
+        var seq: Int64
+    }
+
+    private struct PushResultRow {
+        var tenant: String
+        var clientID: String
+        var seq: Int64
+        var clientMutationID: String
+        var result: String
+    }
+
+    init(connection: PostgresConnection, catalog: PostgresCatalog, logger: Logger) {
+        self.connection = connection
+        self.catalog = catalog
+        self.logger = logger
+    }
+
+    // MARK: - Statements
+
+    @discardableResult
+    private func run(_ sql: String, _ bindings: PostgresBindings = PostgresBindings()) async throws -> [PostgresRow] {
+        try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger).collect()
+    }
+
+    private func storedRows(_ sql: String, _ bindings: PostgresBindings) async throws -> [StoredRow] {
+        try await run(sql, bindings).map { row in
+            var stored = StoredRow()
+            for cell in row { stored.columns[cell.columnName] = try PostgresValues.value(of: cell) }
+            return stored
+        }
+    }
+
+    private func integer(_ rows: [PostgresRow]) throws -> Int64? {
+        guard let cell = rows.first?.first else { return nil }
+        guard case .integer(let number) = try PostgresValues.value(of: cell) else { return nil }
+        return number
+    }
+
+    private static func quoted(_ name: String) -> String { "\"" + name + "\"" }
+
+    // MARK: - StorageReader
+
+    func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
+        if let unsent = unsentRows[RowKey(table: table, tenant: tenant, id: id)] { return unsent }
+        let columns = try catalog.columns(of: table.name)
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        try PostgresValues.bind(.text(id), as: columns.type(of: table.primaryKey), into: &bindings)
+        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = $1 AND \(Self.quoted(table.primaryKey)) = $2"
+        return try await storedRows(sql, bindings).first
+    }
+
+    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
+        try await sendRows()
+        var merged: [(table: ContractTable, row: StoredRow)] = []
+        for table in tables {
+            var bindings = PostgresBindings()
+            bindings.append(tenant)
+            bindings.append(scopeKey)
+            bindings.append(after)
+            bindings.append(Int64(limit))
+            let sql = """
+                SELECT * FROM \(Self.quoted(table.name))
+                WHERE "_tenant_id" = $1 AND "_scope_key" = $2 AND "_seq" > $3 ORDER BY "_seq" LIMIT $4
+                """
+            merged += try await storedRows(sql, bindings).map { (table, $0) }
+        }
+        merged.sort { ($0.row.integer("_seq") ?? 0) < ($1.row.integer("_seq") ?? 0) }
+        return Array(merged.prefix(limit))
+    }
+
+    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow] {
+        try await sendRows()
+        let columns = try catalog.columns(of: table.name)
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        var clauses = ["\"_tenant_id\" = $1"]
+        for column in conditions.keys.sorted() {
+            let value = conditions[column]!
+            if value.isNull {
+                // `= NULL` matches nothing, and `IS NOT DISTINCT FROM` cannot use an index.
+                clauses.append("\(Self.quoted(column)) IS NULL")
+            } else {
+                try PostgresValues.bind(value, as: columns.type(of: column), into: &bindings)
+                clauses.append("\(Self.quoted(column)) = $\(bindings.count)")
+            }
+        }
+        bindings.append(Int64(limit))
+        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) "
+            + "ORDER BY \(Self.quoted(table.primaryKey)) LIMIT $\(bindings.count)"
+        return try await storedRows(sql, bindings)
+    }
+
+    func lastSequence(tenant: String, clientID: String) async throws -> Int64 {
+        if let locked = clients[Key(tenant: tenant, name: clientID)] { return locked }
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(clientID)
+        return try integer(await run("SELECT last_seq FROM clients WHERE tenant = $1 AND client_id = $2", bindings)) ?? 0
+    }
+
+    func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
+        if let pending = pendingResults[PendingResultKey(client: Key(tenant: tenant, name: clientID), seq: seq)] { return pending }
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(clientID)
+        bindings.append(seq)
+        let rows = try await run("SELECT result FROM push_results WHERE tenant = $1 AND client_id = $2 AND seq = $3", bindings)
+        guard let cell = rows.first?.first, case .text(let text) = try PostgresValues.value(of: cell) else { return nil }
+        return text
+    }
+
+    func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+        if let locked = scopes[Key(tenant: tenant, name: scopeKey)] { return locked }
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(scopeKey)
+        return try integer(await run("SELECT last_seq FROM scope_sequences WHERE tenant = $1 AND scope_key = $2", bindings)) ?? 0
+    }
+
+    func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
+        var bindings = PostgresBindings()
+        bindings.append(afterID)
+        bindings.append(Int64(limit))
+        let sql = """
+            SELECT id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash
+            FROM audit_log WHERE id > $1 ORDER BY id LIMIT $2
+            """
+        return try await storedRows(sql, bindings).map { row in
+            AuditEntry(
+                id: row.integer("id") ?? 0, tenant: row.text("tenant") ?? "", recordedAt: row.integer("recorded_at") ?? 0,
+                userID: row.text("user_id") ?? "", deviceID: row.text("device_id") ?? "", entity: row.text("entity") ?? "",
+                rowID: row.text("row_id") ?? "", operation: row.text("operation") ?? "", outcome: row.text("outcome") ?? "",
+                detail: row.text("detail") ?? "", previousHash: row.text("previous_hash") ?? "", hash: row.text("hash") ?? ""
+            )
+        }
+    }
+
+    // MARK: - Locks and counters
+
+    func lockClient(tenant: String, clientID: String) async throws -> Int64 {
+        let key = Key(tenant: tenant, name: clientID)
+        if let locked = clients[key] { return locked }
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(clientID)
+        bindings.append(Self.nowMilliseconds())
+        // The no-op update takes the row lock; a concurrent holder is waited for, then its
+        // committed `last_seq` is what comes back.
+        let last = try integer(await run("""
+            INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES ($1, $2, 0, $3)
+            ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = clients.last_seq RETURNING last_seq
+            """, bindings)) ?? 0
+        clients[key] = last
+        return last
+    }
+
+    func lockScope(tenant: String, scopeKey: String) async throws {
+        _ = try await lockedScope(Key(tenant: tenant, name: scopeKey))
+    }
+
+    private func lockedScope(_ key: Key) async throws -> Int64 {
+        if let locked = scopes[key] { return locked }
+        var bindings = PostgresBindings()
+        bindings.append(key.tenant)
+        bindings.append(key.name)
+        let last = try integer(await run("""
+            INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES ($1, $2, 0)
+            ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = scope_sequences.last_seq RETURNING last_seq
+            """, bindings)) ?? 0
+        scopes[key] = last
+        return last
+    }
+
+    func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+        let key = Key(tenant: tenant, name: scopeKey)
+        let next = try await lockedScope(key) + 1
+        scopes[key] = next
+        movedScopes.insert(key)
+        return next
+    }
+
+    // MARK: - Writes
+
+    func upsert(_ row: StoredRow, in table: ContractTable) async throws {
+        guard let id = row.text(table.primaryKey), let tenant = row.text("_tenant_id") else {
+            throw PostgresStorageError.unsupportedValue("a row of '\(table.name)' without its tenant or primary key")
+        }
+        let key = RowKey(table: table, tenant: tenant, id: id)
+        if unsentRows.updateValue(row, forKey: key) == nil { unsentOrder.append(key) }
+    }
+
+    func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
+        try await sendRows()
+        let (sql, bindings) = try insert([row], in: table, replacing: false)
+        return try await !run(sql, bindings).isEmpty
+    }
+
+    /// Sends the unsent rows, table by table, in statements of at most a few thousand values.
+    private func sendRows() async throws {
+        guard !unsentOrder.isEmpty else { return }
+        let order = unsentOrder, rows = unsentRows
+        unsentOrder = []
+        unsentRows = [:]
+        var batch: [StoredRow] = []
+        var batchTable: ContractTable?
+        var batchColumns: [String] = []
+        func send() async throws {
+            guard let table = batchTable, !batch.isEmpty else { return }
+            let (sql, bindings) = try insert(batch, in: table, replacing: true)
+            // Each row comes back unless the id is stored in another scope.
+            if try await run(sql, bindings).count != batch.count { throw PostgresStorageError.rowInAnotherScope(table: table.name) }
+            batch = []
+        }
+        for key in order {
+            let row = rows[key]!
+            let columns = row.columns.keys.sorted()
+            if key.table != batchTable || columns != batchColumns || (batch.count + 1) * columns.count > 30_000 {
+                try await send()
+                batchTable = key.table
+                batchColumns = columns
+            }
+            batch.append(row)
+        }
+        try await send()
+    }
+
+    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns.
+    private func insert(_ rows: [StoredRow], in table: ContractTable, replacing: Bool) throws -> (String, PostgresBindings) {
+        let columns = try catalog.columns(of: table.name)
+        let names = rows[0].columns.keys.sorted()
+        var bindings = PostgresBindings(capacity: names.count * rows.count)
+        var tuples: [String] = []
+        tuples.reserveCapacity(rows.count)
+        for row in rows {
+            let first = bindings.count + 1
+            for name in names { try PostgresValues.bind(row[name], as: columns.type(of: name), into: &bindings) }
+            tuples.append("(" + (first..<(first + names.count)).map { "$\($0)" }.joined(separator: ", ") + ")")
+        }
+        let (head, tail) = catalog.insertClauses(table: table, columns: names, replacing: replacing)
+        return (head + tuples.joined(separator: ", ") + tail, bindings)
+    }
+
+    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
+        pushResults.append(PushResultRow(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result))
+        let key = Key(tenant: tenant, name: clientID)
+        pendingResults[PendingResultKey(client: key, seq: seq)] = result
+        clients[key] = seq
+        movedClients.insert(key)
+    }
+
+    func appendAudit(_ entry: AuditEntry) async throws {
+        audit.append(entry)
+    }
+
+    /// Writes what was kept in memory: moved counters, stored results, and the audit entries,
+    /// chained under the head's lock. Called once, just before the commit.
+    func finish() async throws {
+        try await sendRows()
+        for key in movedScopes.sorted(by: { ($0.tenant, $0.name) < ($1.tenant, $1.name) }) {
+            var bindings = PostgresBindings()
+            bindings.append(key.tenant)
+            bindings.append(key.name)
+            bindings.append(scopes[key]!)
+            try await run("UPDATE scope_sequences SET last_seq = $3 WHERE tenant = $1 AND scope_key = $2", bindings)
+        }
+        if !pushResults.isEmpty {
+            var bindings = PostgresBindings()
+            bindings.append(pushResults.map(\.tenant))
+            bindings.append(pushResults.map(\.clientID))
+            bindings.append(pushResults.map(\.seq))
+            bindings.append(pushResults.map(\.clientMutationID))
+            bindings.append(pushResults.map(\.result))
+            try await run("""
+                INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result)
+                SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[])
+                """, bindings)
+        }
+        for key in movedClients {
+            var bindings = PostgresBindings()
+            bindings.append(key.tenant)
+            bindings.append(key.name)
+            bindings.append(clients[key]!)
+            bindings.append(Self.nowMilliseconds())
+            try await run("""
+                INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES ($1, $2, $3, $4)
+                ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at
+                """, bindings)
+        }
+        if !audit.isEmpty { try await chainAudit() }
+    }
+
+    /// Takes the chain's head (held to the commit: the next transaction chains after this one),
+    /// numbers and hashes the entries, and writes them and the new head.
+    private func chainAudit() async throws {
+        let head = try await storedRows("SELECT last_id, last_hash FROM audit_head WHERE singleton FOR UPDATE", PostgresBindings())
+        var id = head.first?.integer("last_id") ?? 0
+        var hash = head.first?.text("last_hash") ?? AuditChain.genesis
+        var chained: [AuditEntry] = []
+        chained.reserveCapacity(audit.count)
+        for var entry in audit {
+            id += 1
+            entry.id = id
+            entry.previousHash = hash
+            entry.hash = AuditChain.hash(of: entry, previousHash: hash)
+            hash = entry.hash
+            chained.append(entry)
+        }
+        var bindings = PostgresBindings()
+        bindings.append(chained.map(\.id))
+        bindings.append(chained.map(\.tenant))
+        bindings.append(chained.map(\.recordedAt))
+        bindings.append(chained.map(\.userID))
+        bindings.append(chained.map(\.deviceID))
+        bindings.append(chained.map(\.entity))
+        bindings.append(chained.map(\.rowID))
+        bindings.append(chained.map(\.operation))
+        bindings.append(chained.map(\.outcome))
+        bindings.append(chained.map(\.detail))
+        bindings.append(chained.map(\.previousHash))
+        bindings.append(chained.map(\.hash))
+        try await run("""
+            INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
+            SELECT * FROM UNNEST($1::BIGINT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::TEXT[],
+                                 $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::TEXT[])
+            """, bindings)
+        var headBindings = PostgresBindings()
+        headBindings.append(id)
+        headBindings.append(hash)
+        try await run("UPDATE audit_head SET last_id = $1, last_hash = $2 WHERE singleton", headBindings)
+    }
+
+    private static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}
+
+/// Every table's column types, read from the database once after its migrations ran, and the
+/// `INSERT` texts built from them.
+final class PostgresCatalog: Sendable {
+    struct Columns: Sendable {
+        var table: String
+        var types: [String: PostgresDataType]
+
+        func type(of column: String) throws(PostgresStorageError) -> PostgresDataType {
+            guard let type = types[column] else {
+                throw .unsupportedValue("the table '\(table)' has no column '\(column)'")
+            }
+            return type
+        }
+    }
+
+    private let tables: [String: Columns]
+    private let insertTexts = Locked<[[String]: (String, String)]>([:])
+
+    init(tables: [String: [String: PostgresDataType]]) {
+        self.tables = tables.reduce(into: [:]) { $0[$1.key] = Columns(table: $1.key, types: $1.value) }
+    }
+
+    func columns(of table: String) throws(PostgresStorageError) -> Columns {
+        guard let columns = tables[table] else { throw .unknownTable(table) }
+        return columns
+    }
+
+    /// The text before and after the `VALUES` tuples of an insert: `INSERT INTO t (…) VALUES `
+    /// and the conflict clause (replace the row unless it is in another scope, or do nothing),
+    /// built once per table and column list.
+    func insertClauses(table: ContractTable, columns: [String], replacing: Bool) -> (String, String) {
+        let key = [table.name, replacing ? "replace" : "ignore"] + columns
+        if let clauses = insertTexts.withLock({ $0[key] }) { return clauses }
+        let quoted = columns.map { "\"\($0)\"" }
+        let head = "INSERT INTO \"\(table.name)\" (" + quoted.joined(separator: ", ") + ") VALUES "
+        var tail = " ON CONFLICT (\"_tenant_id\", \"\(table.primaryKey)\") "
+        if replacing {
+            let updates = quoted.filter { $0 != "\"_tenant_id\"" && $0 != "\"\(table.primaryKey)\"" }.map { "\($0) = EXCLUDED.\($0)" }
+            tail += "DO UPDATE SET " + updates.joined(separator: ", ")
+                + " WHERE \"\(table.name)\".\"_scope_key\" = EXCLUDED.\"_scope_key\" RETURNING 1"
+        } else {
+            tail += "DO NOTHING RETURNING 1"
+        }
+        insertTexts.withLock { $0[key] = (head, tail) }
+        return (head, tail)
+    }
+}
