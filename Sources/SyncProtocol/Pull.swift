@@ -123,3 +123,10 @@ extension PullResponse {
         self.init(cursor: cursor, hasMore: hasMore, upserts: upserts, deletes: deletes, lastSeq: lastSeq)
     }
 }
+
+extension PullResponse {
+    /// Rows the page carries: upserts and deletes.
+    public var rowCount: Int {
+        upserts.values.reduce(0) { $0 + $1.count } + deletes.values.reduce(0) { $0 + $1.count }
+    }
+}

@@ -136,10 +136,3 @@ final class PullPipeline: Sendable {
         }
     }
 }
-
-extension PullResponse {
-    /// Upserts and deletes.
-    var rowCount: Int {
-        upserts.values.reduce(0) { $0 + $1.count } + deletes.values.reduce(0) { $0 + $1.count }
-    }
-}

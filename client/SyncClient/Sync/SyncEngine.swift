@@ -374,15 +374,8 @@ public actor SyncEngine {
                     }
                     // The pages received before a failure are good: stored first.
                     if !batch.isEmpty {
-                        do {
-                            _ = try store.applyServerChanges(pages: batch.map { ServerChanges(pull: $0, scopeKey: scope) })
-                        } catch {
-                            throw .store(error)
-                        }
+                        try storePulled(batch, scope: scope)
                         pulled += batchRows
-                        snapshot.progress.done += batchRows
-                        snapshot.progress.total = snapshot.progress.done
-                        publish()
                         cursor = batch[batch.count - 1].cursor
                         let finished = !batch[batch.count - 1].hasMore
                         batch.removeAll(keepingCapacity: true)
@@ -404,6 +397,25 @@ public actor SyncEngine {
             do { try store.recordScopeSync(scope) } catch { throw .store(error) }
         }
         return pulled
+    }
+
+    /// Stores pulled pages of a scope in one transaction and counts them in the progress. When
+    /// the store refuses them, they are stored one page at a time, up to the page it refuses
+    /// (whose error is thrown): that page must not cost the good ones before it.
+    private func storePulled(_ pages: [PullResponse], scope: String) throws(EngineFailure) {
+        do {
+            _ = try store.applyServerChanges(pages: pages.map { ServerChanges(pull: $0, scopeKey: scope) })
+        } catch {
+            guard pages.count > 1 else { throw .store(error) }
+            for page in pages {
+                try storePulled([page], scope: scope)
+            }
+            return
+        }
+        let rows = pages.reduce(0) { $0 + $1.rowCount }
+        snapshot.progress.done += rows
+        snapshot.progress.total = snapshot.progress.done
+        publish()
     }
 
     /// One page of a scope after `cursor`, asked for with the schema versions this build sends

@@ -189,11 +189,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     private static func storedRow(_ row: Row) -> StoredRow {
-        var stored = StoredRow(Dictionary(minimumCapacity: row.count))
-        for (column, value) in row {
-            stored.columns[column] = sqlValue(value)
-        }
-        return stored
+        StoredRow(layout: StoredRow.Layout(Array(row.columnNames)), values: row.databaseValues.map(sqlValue))
     }
 
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
@@ -212,14 +208,16 @@ struct SQLiteTransaction: StorageTransaction {
             // Each row read straight from the statement as it steps (no copied GRDB row in
             // between), column by index, with the column names read once per table.
             let select = try statement(sql)
-            let names = select.columnNames
+            let layout = StoredRow.Layout(select.columnNames)
+            let sequence = layout.position(of: "_seq")
             let rows = try Row.fetchCursor(select, arguments: [tenant, scopeKey, after, last, limit])
             while try rows.next() != nil {
-                var stored = StoredRow(Dictionary(minimumCapacity: names.count))
-                for index in names.indices {
-                    stored.columns[names[index]] = Self.sqlValue(DatabaseValue(sqliteStatement: select.sqliteStatement, index: CInt(index)))
+                let values = layout.names.indices.map { index in
+                    Self.sqlValue(DatabaseValue(sqliteStatement: select.sqliteStatement, index: CInt(index)))
                 }
-                merged.append((stored.integer("_seq") ?? 0, table, stored))
+                var order: Int64 = 0
+                if let sequence, case .integer(let value) = values[sequence] { order = value }
+                merged.append((order, table, StoredRow(layout: layout, values: values)))
             }
         }
         merged.sort { $0.sequence < $1.sequence }
@@ -318,15 +316,15 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func upsert(_ row: StoredRow, in table: ContractTable) async throws {
-        let columns = row.columns.keys.sorted()
+        let columns = row.columnNames.sorted()
         let sql = insertSQLCache.sql("INSERT OR REPLACE", table: table.name, columns: columns)
-        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
+        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row[$0]) }))
     }
 
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
-        let columns = row.columns.keys.sorted()
+        let columns = row.columnNames.sorted()
         let sql = insertSQLCache.sql("INSERT OR IGNORE", table: table.name, columns: columns)
-        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
+        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row[$0]) }))
         return db.changesCount > 0
     }
 

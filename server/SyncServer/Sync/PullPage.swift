@@ -67,9 +67,16 @@ package struct PullPage: Sendable {
         json.append(Self.upsertsKey)
         json.object(upserts.keys) { name, json in
             let group = upserts[name]!
+            var layout: StoredRow.Layout?
+            var positions: [Int?] = []
             json.array(group.rows) { row, json in
                 switch group.shaping {
-                case .entity(let plan): plan.write(row, into: &json)
+                case .entity(let plan):
+                    if row.layout !== layout {
+                        layout = row.layout
+                        positions = plan.positions(in: row.layout)
+                    }
+                    plan.write(row, positions: positions, into: &json)
                 case .event(let event, let version, let plan):
                     json.value(.object(RowShaping.wireEvent(row, event: event, version: version, plan: plan)))
                 }

@@ -109,21 +109,33 @@ public enum RowShaping {
 
         /// ``shape(_:)`` written as a JSON object, keys sorted, without building it first.
         func write(_ row: StoredRow, into json: inout JSONBytes) {
+            write(row, positions: positions(in: row.layout), into: &json)
+        }
+
+        /// Where each of ``members``' columns sits in rows of `layout` (the server's row version
+        /// for the member without a column); found once for the many rows of a page.
+        func positions(in layout: StoredRow.Layout) -> [Int?] {
+            members.map { member in layout.position(of: member.column ?? "_version") }
+        }
+
+        /// ``write(_:into:)`` for a row whose layout's ``positions(in:)`` are known.
+        func write(_ row: StoredRow, positions: [Int?], into json: inout JSONBytes) {
             json.append(0x7B)
             var first = true
-            for (key, column, kind) in members {
-                guard let column else {
-                    guard let version = row.integer("_version") else { continue }
-                    json.member(key, first: &first)
+            for index in members.indices {
+                let member = members[index]
+                let stored = positions[index].map(row.value(at:)) ?? .null
+                guard member.column != nil else {
+                    guard case .integer(let version) = stored else { continue }
+                    json.member(member.key, first: &first)
                     json.int(version)
                     continue
                 }
-                json.member(key, first: &first)
-                let stored = row[column]
-                if case .timestamp = kind, case .integer(let millis) = stored {
+                json.member(member.key, first: &first)
+                if case .timestamp = member.kind, case .integer(let millis) = stored {
                     json.timestamp(millis)
                 } else {
-                    json.value(RowCodec.wireValue(stored, kind: kind))
+                    json.value(RowCodec.wireValue(stored, kind: member.kind))
                 }
             }
             json.append(0x7D)
