@@ -28,15 +28,63 @@ package enum StoredJSON {
         return parser.index == buffer.count ? value : nil
     }
 
-    private struct Parser {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var index = 0
+    /// Reads JSON values one after another from UTF-8 bytes; also what a reader of a document it
+    /// knows the shape of (a pull page) walks the document with, member by member.
+    package struct Parser {
+        package let bytes: UnsafeBufferPointer<UInt8>
+        package var index = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>) {
+        package init(bytes: UnsafeBufferPointer<UInt8>) {
             self.bytes = bytes
         }
 
-        mutating func skipWhitespace() {
+        /// Steps over `byte` (after whitespace); false when something else comes.
+        package mutating func consume(_ byte: UInt8) -> Bool {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == byte else { return false }
+            index += 1
+            return true
+        }
+
+        /// The bytes of a string without escapes, between its quotes, stepped over; `nil` (and
+        /// nothing stepped over) when the next value is not such a string.
+        package mutating func plainString() -> UnsafeBufferPointer<UInt8>? {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            var end = index + 1
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
+            guard end < bytes.count, bytes[end] == UInt8(ascii: "\"") else { return nil }
+            defer { index = end + 1 }
+            return UnsafeBufferPointer(rebasing: bytes[(index + 1)..<end])
+        }
+
+        /// Steps over one whole value without building it; false when it is not valid JSON.
+        package mutating func skipValue(depth: Int = 0) -> Bool {
+            skipWhitespace()
+            guard index < bytes.count, depth < 512 else { return false }
+            switch bytes[index] {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let close = bytes[index] == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                let isObject = close == UInt8(ascii: "}")
+                index += 1
+                if consume(close) { return true }
+                while true {
+                    if isObject {
+                        skipWhitespace()
+                        guard plainString() != nil || string() != nil, consume(UInt8(ascii: ":")) else { return false }
+                    }
+                    guard skipValue(depth: depth + 1) else { return false }
+                    if consume(UInt8(ascii: ",")) { continue }
+                    return consume(close)
+                }
+            case UInt8(ascii: "\""):
+                return plainString() != nil || string() != nil
+            default:
+                return value(depth: depth) != nil
+            }
+        }
+
+        package mutating func skipWhitespace() {
             while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
                 index += 1
             }
@@ -54,7 +102,7 @@ package enum StoredJSON {
 
         /// `capacity`: how many members an object is likely to have (its previous sibling's
         /// count: the rows of a page share their keys), so it is not grown again and again.
-        mutating func value(depth: Int, capacity: Int = 0) -> JSONValue? {
+        package mutating func value(depth: Int, capacity: Int = 0) -> JSONValue? {
             skipWhitespace()
             guard index < bytes.count, depth < 512 else { return nil }
             switch bytes[index] {
@@ -148,7 +196,7 @@ package enum StoredJSON {
             return .double(number)
         }
 
-        mutating func string() -> String? {
+        package mutating func string() -> String? {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
             index += 1
             let start = index

@@ -5,8 +5,9 @@ import SyncClient
 import SyncProtocol
 import Testing
 
-/// How the engine walks a scope's pages: each page with its cursor in one transaction, in
-/// order, the next page asked for while the current one is stored.
+/// How the engine walks a scope's pages: in order, committed together with the last one's
+/// cursor up to `pullCommitRows` rows per transaction, the next pages asked for while the
+/// current ones are stored, and never more than `pullCommitRows` rows fetched ahead.
 @Suite struct EnginePullPagesTests {
     static let pageCount = 3
     static let rowsPerPage = 4
@@ -31,6 +32,7 @@ import Testing
         private var asked: [String?] = []
         var failing: String?
         var invalidPage: Int?
+        var pageCount = EnginePullPagesTests.pageCount
         /// Called with each cursor asked for, before the page is served.
         var onPull: @Sendable (String?) -> Void = { _ in }
 
@@ -47,7 +49,7 @@ import Testing
             if let failing, cursor == failing { throw .network("connection reset") }
             let page = cursor.flatMap { Int($0.dropFirst()) }.map { $0 + 1 } ?? 1
             return PullResponse(
-                cursor: "c\(page)", hasMore: page < EnginePullPagesTests.pageCount,
+                cursor: "c\(page)", hasMore: page < pageCount,
                 upserts: ["Attempt": EnginePullPagesTests.rows(page: page, valid: page != invalidPage)], deletes: [:], lastSeq: 0
             )
         }
@@ -59,8 +61,10 @@ import Testing
         func health() async -> Bool { true }
     }
 
-    static func engine(_ store: OfflineStore, _ transport: PagedTransport) -> SyncEngine {
-        SyncEngine(store: store, transport: transport, configuration: SyncEngineConfiguration(scopes: ["user"], retriesAutomatically: false))
+    static func engine(_ store: OfflineStore, _ transport: PagedTransport, commitRows: Int? = nil) -> SyncEngine {
+        var configuration = SyncEngineConfiguration(scopes: ["user"], retriesAutomatically: false)
+        if let commitRows { configuration.pullCommitRows = commitRows }
+        return SyncEngine(store: store, transport: transport, configuration: configuration)
     }
 
     static func storedAttempts(_ test: TestStore) throws -> [String] {
@@ -75,6 +79,53 @@ import Testing
         #expect(transport.cursors == [nil, "c1", "c2"])
         #expect(try Self.storedAttempts(test).count == Self.pageCount * Self.rowsPerPage)
         #expect(try test.store.cursor(forScope: "user") == "c3")
+    }
+
+    @Test func pagesAreCommittedTogetherUpToTheCommitRows() async throws {
+        let test = try TestStore()
+        let transport = PagedTransport()
+        transport.pageCount = 5
+        let engine = Self.engine(test.store, transport, commitRows: 2 * Self.rowsPerPage)
+        let stream = await engine.status
+        let collector = Task {
+            var done: [Int] = []
+            for await status in stream {
+                if case .pulling = status.phase, status.progress.done > 0, done.last != status.progress.done { done.append(status.progress.done) }
+                if status.phase == .idle, status.lastSuccess != nil { break }
+            }
+            return done
+        }
+        #expect(await engine.syncNow() == .succeeded(pushed: 0, pulled: 5 * Self.rowsPerPage))
+        // Pages 1–2, 3–4, then the last page alone: one transaction (and one progress step) each.
+        #expect(await collector.value == [8, 16, 20])
+        #expect(try Self.storedAttempts(test).count == 5 * Self.rowsPerPage)
+        #expect(try test.store.cursor(forScope: "user") == "c5")
+    }
+
+    @Test func noMoreThanTheCommitRowsAreFetchedAheadOfASlowStore() async throws {
+        // Every page takes 40 ms to store; the transport answers at once.
+        let directory = try TemporaryDirectory()
+        var configuration = TestStore.configuration(
+            directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
+        )
+        configuration.faultPauses = FaultPauses(pauses: [.pullApply: .init(milliseconds: 40)])
+        let store = try OfflineStore(configuration)
+        let transport = PagedTransport()
+        transport.pageCount = 12
+        let ahead = LockedBox<[Int]>([])
+        transport.onPull = { cursor in
+            // Page k is asked for: how many pages past the last one stored?
+            let asked = cursor.flatMap { Int($0.dropFirst()) }.map { $0 + 1 } ?? 1
+            let stored = (try? store.cursor(forScope: "user"))?.flatMap { Int($0.dropFirst()) } ?? 0
+            ahead.mutate { $0.append(asked - stored) }
+        }
+        #expect(await Self.engine(store, transport, commitRows: Self.rowsPerPage).syncNow() == .succeeded(pushed: 0, pulled: 12 * Self.rowsPerPage))
+        #expect(try store.cursor(forScope: "user") == "c12")
+        // Page k is asked for while page k-1 is prepared, k-2 waits (4 rows ahead) and k-3 is
+        // being stored: never further than 4 pages past the last stored, and it does run ahead.
+        let distances = ahead.value
+        #expect((2...4).contains(distances.max() ?? 0), "pages asked for ahead of the store: \(distances)")
+        try store.close()
     }
 
     @Test func theNextPageIsAskedForWhileThisOneIsStored() async throws {
@@ -147,6 +198,8 @@ import Testing
         #expect(try Self.storedAttempts(test).count == Self.pageCount * Self.rowsPerPage)
     }
 
+    /// Pages 1–3 go to the store together; it refuses page 2's rows, so they are stored again one
+    /// at a time: page 1 stays, page 2 and everything after it does not.
     @Test func aPageTheStoreRefusesIsNotStoredAndNeitherIsItsCursor() async throws {
         let test = try TestStore()
         let transport = PagedTransport()

@@ -29,8 +29,8 @@ import SyncServer
 ///   instead of their sum;
 /// - **raw SQLite upsert**: the rows exactly as the device stored them, upserted with raw GRDB
 ///   into the same tables of another fresh store (one cached statement per table, one
-///   transaction per 1 000, committed as the device commits pulled pages): what storing costs
-///   at the least.
+///   transaction per ``commitRows`` rows, committed as the device commits pulled pages): what
+///   storing costs at the least.
 ///
 /// After every run the device's database is checked: each contract table holds exactly the
 /// scope's live rows (the same ids as the server, by a digest), and the scope's cursor is stored.
@@ -39,6 +39,8 @@ enum InitialSyncBenchmark {
     static let barRows = 100_000
     static let barSeconds = 2.0
     static let pageSize = 1_000
+    /// The rows the device commits per transaction (``SyncEngineConfiguration/pullCommitRows``).
+    static let commitRows = SyncEngineConfiguration(scopes: []).pullCommitRows
     static let seed: UInt64 = 0x696e_6974_2d73_796e
     /// Development runs: `OUTPOST_BENCH_INITIAL_SYNC_SIZES=10000,100000` (the checks that need
     /// a missing size fail).
@@ -223,8 +225,8 @@ enum InitialSyncBenchmark {
     }
 
     /// Upserts the rows the device stored in `synced` into a fresh store in `folder` with raw
-    /// GRDB (one cached statement per table, one transaction per page of rows, committed as the
-    /// device commits pulled pages: `synchronous = NORMAL`, the same checkpoint interval);
+    /// GRDB (one cached statement per table, one transaction per ``commitRows`` rows, committed
+    /// as the device commits pulled pages: `synchronous = NORMAL`, the same checkpoint interval);
     /// returns the seconds spent writing (reading the rows back is not counted).
     static func rawUpsert(from synced: URL, into folder: URL) throws -> Double {
         try ClientStoreBenchmarks.openStore(folder, tenantId: InitialSyncSeed.tenant).close()
@@ -246,7 +248,7 @@ enum InitialSyncBenchmark {
                 let batch = try source.read { db in
                     try Row.fetchAll(
                         db, sql: "SELECT rowid AS \"__rowid\", * FROM \(entity.table.quotedDatabaseIdentifier) WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                        arguments: [after, pageSize]
+                        arguments: [after, commitRows]
                     )
                 }
                 guard let last = batch.last else { break }
@@ -366,7 +368,7 @@ enum InitialSyncBenchmark {
             ))
             rows.append(.init(
                 "  baseline: raw SQLite upsert of the same rows", median: Format.duration(size.raw.median), min: Format.duration(size.raw.min),
-                note: "sync is \(Format.ratio(size.sync.median / size.raw.median)) this; 1 tx per \(Format.grouped(pageSize)), committed as the device does"
+                note: "sync is \(Format.ratio(size.sync.median / size.raw.median)) this; 1 tx per \(Format.grouped(commitRows)) rows, committed as the device does"
             ))
             rows.append(.init(
                 "  device peak memory (VmHWM)", median: mebibytes(size.worstPeakKiB), min: mebibytes(size.peakKiB.min() ?? 0),

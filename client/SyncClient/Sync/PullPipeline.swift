@@ -1,19 +1,44 @@
+import Foundation
 import SyncProtocol
 
 /// The pages of one scope, fetched by a task of their own ahead of the engine that stores
 /// them: while the engine commits some pages, the next ones are already being asked for,
-/// received and parsed. At most ``aheadRows`` rows (and always at least one page) wait in
-/// memory; a slow store holds the fetching back, so memory stays bounded whatever the size of
-/// the scope.
+/// received, parsed and prepared (``PreparedServerChanges``), and a page is prepared while the
+/// request for the one after it is out. At most ``aheadRows`` rows (and always at least one
+/// page) wait in memory; a slow store holds the fetching back, so memory stays bounded
+/// whatever the size of the scope.
 ///
 /// The fetching stops after the last page (`has_more` false), after the first failure (handed
 /// to the engine like a page), or when the engine ``close()``s the pipeline.
 final class PullPipeline: Sendable {
-    typealias Fetch = @Sendable (_ cursor: String?) async -> Result<PullResponse, EngineFailure>
+    typealias Fetch = @Sendable (_ cursor: String?) async -> Result<Fetched, EngineFailure>
+    typealias Prepare = @Sendable (Fetched) -> Result<Page, EngineFailure>
+
+    /// A page as the transport gave it: parsed, or its body with the cursor and `has_more`
+    /// peeked from it (``PullPageDecoder``).
+    enum Fetched: Sendable {
+        case response(PullResponse)
+        case body(Data, cursor: String, hasMore: Bool)
+
+        var next: String? {
+            switch self {
+            case .response(let response): response.hasMore ? response.cursor : nil
+            case .body(_, let cursor, let hasMore): hasMore ? cursor : nil
+            }
+        }
+    }
+
+    /// A page received and prepared.
+    struct Page: Sendable {
+        var cursor: String
+        var hasMore: Bool
+        var changes: PreparedServerChanges
+        var rowCount: Int
+    }
 
     /// What ``next()`` hands over.
     enum Item {
-        case page(PullResponse)
+        case page(Page)
         case failure(EngineFailure)
         /// Closed before the last page (by ``close()``).
         case closed
@@ -24,28 +49,35 @@ final class PullPipeline: Sendable {
     private let fetcher: Task<Void, Never>
 
     private struct State {
-        var waiting: [(result: Result<PullResponse, EngineFailure>, rows: Int)] = []
+        var waiting: [(result: Result<Page, EngineFailure>, rows: Int)] = []
         var waitingRows = 0
         var ended = false
         var closed = false
         var taker: CheckedContinuation<Item, Never>?
-        var putter: (result: Result<PullResponse, EngineFailure>, rows: Int, continuation: CheckedContinuation<Bool, Never>)?
+        var putter: (result: Result<Page, EngineFailure>, rows: Int, continuation: CheckedContinuation<Bool, Never>)?
     }
 
     /// Starts fetching the pages after `cursor`.
-    init(after cursor: String?, aheadRows: Int, fetch: @escaping Fetch) {
+    init(after cursor: String?, aheadRows: Int, fetch: @escaping Fetch, prepare: @escaping Prepare) {
         self.aheadRows = max(aheadRows, 1)
         let state = self.state
         let limit = self.aheadRows
         // Detached: nothing of the engine's actor is needed to fetch, and a page must not wait
         // for the engine's current commit to be asked for.
         fetcher = Task.detached {
-            var cursor = cursor
-            while true {
-                let result = await fetch(cursor)
-                guard await Self.put(result, into: state, limit: limit) else { return }
-                guard case .success(let page) = result, page.hasMore else { return }
-                cursor = page.cursor
+            var request: Task<Result<Fetched, EngineFailure>, Never>? = Task { await fetch(cursor) }
+            while let current = request {
+                let result = await current.value
+                request = nil
+                if case .success(let fetched) = result, let next = fetched.next {
+                    // The next page is asked for before this one is read and prepared.
+                    request = Task { await fetch(next) }
+                }
+                let page = result.flatMap(prepare)
+                guard await Self.put(page, into: state, limit: limit) else {
+                    request?.cancel()
+                    return
+                }
             }
         }
     }
@@ -103,7 +135,7 @@ final class PullPipeline: Sendable {
 
     /// Hands `result` to a waiting engine, or queues it; waits while ``aheadRows`` rows are
     /// already queued. False once closed: the fetching stops.
-    private static func put(_ result: Result<PullResponse, EngineFailure>, into state: Locked<State>, limit: Int) async -> Bool {
+    private static func put(_ result: Result<Page, EngineFailure>, into state: Locked<State>, limit: Int) async -> Bool {
         let rows = (try? result.get())?.rowCount ?? 0
         return await withCheckedContinuation { continuation in
             let resume = state.withLock { state -> (() -> Void) in
@@ -129,7 +161,7 @@ final class PullPipeline: Sendable {
         }
     }
 
-    private static func item(_ result: Result<PullResponse, EngineFailure>) -> Item {
+    private static func item(_ result: Result<Page, EngineFailure>) -> Item {
         switch result {
         case .success(let page): .page(page)
         case .failure(let failure): .failure(failure)

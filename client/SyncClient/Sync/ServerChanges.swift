@@ -82,15 +82,15 @@ extension OfflineStore {
     ///   not fit its contract (nothing is applied then).
     @discardableResult
     public func applyServerChanges(_ changes: ServerChanges) throws(OfflineStoreError) -> ServerChangesReport {
-        try applyServerChanges(pages: [changes])[0]
+        try applyServerChanges(pages: [prepare(changes)])[0]
     }
 
-    /// Applies several pulled pages, in order, in one transaction: each page exactly as
-    /// ``applyServerChanges(_:)`` would, the last cursor of a scope winning. A crash leaves all
-    /// of them or none. One commit for several pages writes each database page touched by
-    /// them once instead of once per pulled page (with random keys, most of an index). Returns
-    /// one report per page.
-    package func applyServerChanges(pages: [ServerChanges]) throws(OfflineStoreError) -> [ServerChangesReport] {
+    /// Applies several pulled pages, prepared beforehand (``prepare(_:)``), in order, in one
+    /// transaction: each page exactly as ``applyServerChanges(_:)`` would, the last cursor of a
+    /// scope winning. A crash leaves all of them or none. One commit for several pages writes
+    /// each database page touched by them once instead of once per pulled page (with random
+    /// keys, most of an index). Returns one report per page.
+    func applyServerChanges(pages: [PreparedServerChanges]) throws(OfflineStoreError) -> [ServerChangesReport] {
         let now = now().millisecondsSince1970
         return try writeRefetchable { db in
             let held = try Self.heldContractNames(db)
@@ -98,16 +98,15 @@ extension OfflineStore {
         }
     }
 
-    private func apply(_ changes: ServerChanges, held: Set<String>, now: Int64, _ db: Database) throws -> ServerChangesReport {
+    private func apply(_ changes: PreparedServerChanges, held: Set<String>, now: Int64, _ db: Database) throws -> ServerChangesReport {
         var report = ServerChangesReport()
-        for name in changes.upserts.keys.sorted() {
-            let rows = changes.upserts[name] ?? []
+        for (name, rows) in changes.upserts {
             if held.contains(name) {
                 report.heldForUpdate[name, default: 0] += rows.count
                 continue
             }
-            if let entity = ContractRegistry.entity(named: name) {
-                let version = changes.schemaVersions[name] ?? entity.currentVersion
+            switch rows {
+            case .entity(let entity, let rows):
                 // Rows with unsynced writes, looked up once for the page (usually none).
                 let unsynced = try String.fetchSet(
                     db, sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN "# + Self.unsyncedStatusesSQL,
@@ -115,26 +114,19 @@ extension OfflineStore {
                 )
                 let upsert = try db.cachedStatement(sql: Self.serverUpsertSQL(entity))
                 for row in rows {
-                    guard case .object(let wire) = row else {
-                        throw OfflineStoreError.invalidValue(contract: name, field: "*", reason: "a row must be a JSON object")
-                    }
-                    let rebased = try storeServerRow(
-                        db, entity, wire: wire, schemaVersion: version, serverVersion: nil, now: now,
-                        replay: unsynced.isEmpty ? .never : .ifQueued(unsynced), upsert: upsert
-                    )
-                    report.upserted[name, default: 0] += 1
+                    let rebased = try storePreparedRow(db, entity, row, now: now, replay: unsynced.isEmpty ? .never : .ifQueued(unsynced), upsert: upsert)
                     if rebased { report.rebased[name, default: 0] += 1 }
                 }
-            } else if let event = ContractRegistry.event(named: name) {
-                for row in rows {
-                    guard case .object(let wire) = row else {
-                        throw OfflineStoreError.invalidValue(contract: name, field: "*", reason: "an event must be a JSON object")
-                    }
-                    try storeServerEvent(db, event, envelope: wire, now: now)
-                    report.upserted[name, default: 0] += 1
+                report.upserted[name, default: 0] += rows.count
+            case .events(let event, let envelopes):
+                for envelope in envelopes {
+                    try storeServerEvent(db, event, envelope: envelope, now: now)
                 }
-            } else {
+                report.upserted[name, default: 0] += envelopes.count
+            case .unknown:
                 report.unknownContracts.append(name)
+            case .invalid(let error, _):
+                throw error
             }
         }
         for name in changes.deletes.keys.sorted() {
@@ -304,18 +296,20 @@ extension OfflineStore {
         _ db: Database, _ entity: EntityDescriptor, wire shaped: [String: JSONValue], schemaVersion: Int, serverVersion: Int64?,
         now: Int64, replay: Replay = .always, upsert: GRDB.Statement? = nil
     ) throws -> Bool {
-        let wire = Self.currentShape(shaped, entity: entity, version: schemaVersion)
-        guard let id = RowCodec.key(of: wire, entity: entity) else {
-            throw OfflineStoreError.invalidValue(contract: entity.name, field: entity.primaryKey, reason: "is missing")
-        }
-        let columns = try codec.columns(
-            contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .server, missing: .defaults
-        )
-        let version = serverVersion ?? Self.serverVersion(of: shaped, entity: entity)
+        let row = try prepareServerRow(entity, wire: shaped, schemaVersion: schemaVersion, serverVersion: serverVersion)
+        return try storePreparedRow(db, entity, row, now: now, replay: replay, upsert: upsert)
+    }
+
+    /// Stores a prepared server row (see ``prepareServerRow(_:wire:schemaVersion:serverVersion:)``)
+    /// and replays the device's unsynced writes of that row on top.
+    func storePreparedRow(
+        _ db: Database, _ entity: EntityDescriptor, _ row: PreparedServerRow, now: Int64, replay: Replay = .always,
+        upsert: GRDB.Statement? = nil
+    ) throws -> Bool {
         var values: [(any DatabaseValueConvertible)?] = []
-        values.reserveCapacity(columns.count + 3)
-        for column in columns { values.append(column.value) }
-        values.append(contentsOf: [schemaVersion, version, now] as [(any DatabaseValueConvertible)?])
+        values.reserveCapacity(row.values.count + 1)
+        for value in row.values { values.append(value) }
+        values.append(now)
         let statement = try upsert ?? db.cachedStatement(sql: Self.serverUpsertSQL(entity))
         // Optional existentials: GRDB's initializer for them maps with a closure; the one for a
         // sequence of `DatabaseValue` maps through a key path it builds again on every call (a
@@ -323,8 +317,8 @@ extension OfflineStore {
         try statement.execute(arguments: StatementArguments(values))
         switch replay {
         case .never: return false
-        case .ifQueued(let ids) where !ids.contains(id): return false
-        case .always, .ifQueued: return try replayUnsyncedWrites(db, entity, id: id)
+        case .ifQueued(let ids) where !ids.contains(row.id): return false
+        case .always, .ifQueued: return try replayUnsyncedWrites(db, entity, id: row.id)
         }
     }
 

@@ -40,9 +40,10 @@ public struct SyncEngineConfiguration: Sendable {
 
 /// Pushes the outbox and pulls the subscribed scopes, one sync at a time.
 ///
-/// `syncNow()` pushes oldest first in batches, then pulls every scope page by page (each page
-/// and its cursor in one transaction), then purges rows below the oldest supported schema and
-/// records the success. A trigger while a sync runs coalesces into one more sync after it.
+/// `syncNow()` pushes oldest first in batches, then pulls every scope page by page (pages
+/// committed with their cursor, up to ``SyncEngineConfiguration/pullCommitRows`` rows per
+/// transaction, while the next ones are fetched), then purges rows below the oldest supported
+/// schema and records the success. A trigger while a sync runs coalesces into one more sync after it.
 ///
 /// Triggers: ``syncNow()``, ``appDidBecomeActive()``, and after ``start(connectivity:)`` the
 /// connectivity coming back and a timer every ``SyncEngineConfiguration/periodicInterval``
@@ -352,12 +353,15 @@ public actor SyncEngine {
             do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
             var holds = 0
             scope: while true {
-                let pipeline = PullPipeline(after: cursor, aheadRows: configuration.pullCommitRows) {
-                    [store, transport, limit = configuration.pullPageSize] cursor in
-                    await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: cursor, limit: limit)
-                }
+                let pipeline = PullPipeline(
+                    after: cursor, aheadRows: configuration.pullCommitRows,
+                    fetch: { [store, transport, limit = configuration.pullPageSize] cursor in
+                        await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: cursor, limit: limit)
+                    },
+                    prepare: { [store] fetched in Self.prepare(fetched, scope: scope, store: store) }
+                )
                 defer { pipeline.close() }
-                var batch: [PullResponse] = []
+                var batch: [PullPipeline.Page] = []
                 var batchRows = 0
                 while true {
                     let item = await pipeline.next()
@@ -402,9 +406,9 @@ public actor SyncEngine {
     /// Stores pulled pages of a scope in one transaction and counts them in the progress. When
     /// the store refuses them, they are stored one page at a time, up to the page it refuses
     /// (whose error is thrown): that page must not cost the good ones before it.
-    private func storePulled(_ pages: [PullResponse], scope: String) throws(EngineFailure) {
+    private func storePulled(_ pages: [PullPipeline.Page], scope: String) throws(EngineFailure) {
         do {
-            _ = try store.applyServerChanges(pages: pages.map { ServerChanges(pull: $0, scopeKey: scope) })
+            _ = try store.applyServerChanges(pages: pages.map(\.changes))
         } catch {
             guard pages.count > 1 else { throw .store(error) }
             for page in pages {
@@ -419,16 +423,41 @@ public actor SyncEngine {
     }
 
     /// One page of a scope after `cursor`, asked for with the schema versions this build sends
-    /// (contracts held for an update left out).
+    /// (contracts held for an update left out): its body when the transport can give it (read
+    /// by ``PullPageDecoder``), else the parsed page.
     private static func fetchPage(
         store: OfflineStore, transport: any SyncTransport, scope: String, cursor: String?, limit: Int?
-    ) async -> Result<PullResponse, EngineFailure> {
+    ) async -> Result<PullPipeline.Fetched, EngineFailure> {
         let schema: [String: Int]
         do { schema = try store.requestSchemaVersions() } catch { return .failure(.store(error)) }
+        let clientID = store.identity.clientId
         do {
-            return .success(try await transport.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: store.identity.clientId))
+            guard let bodies = transport as? any PullBodyTransport else {
+                return .success(.response(try await transport.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)))
+            }
+            let body = try await bodies.pullBody(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+            guard let (next, hasMore) = PullPageDecoder.peek(body) else {
+                return .failure(.transport(.decoding("a pull page: the body is not a pull page")))
+            }
+            return .success(.body(body, cursor: next, hasMore: hasMore))
         } catch {
             return .failure(.transport(error))
+        }
+    }
+
+    /// A fetched page read and prepared for storing (``PreparedServerChanges``).
+    private static func prepare(_ fetched: PullPipeline.Fetched, scope: String, store: OfflineStore) -> Result<PullPipeline.Page, EngineFailure> {
+        switch fetched {
+        case .response(let response):
+            let changes = store.prepare(ServerChanges(pull: response, scopeKey: scope))
+            return .success(PullPipeline.Page(cursor: response.cursor, hasMore: response.hasMore, changes: changes, rowCount: changes.rowCount))
+        case .body(let body, _, _):
+            do {
+                let page = try PullPageDecoder.decode(body, scopeKey: scope, store: store)
+                return .success(PullPipeline.Page(cursor: page.cursor, hasMore: page.hasMore, changes: page.changes, rowCount: page.changes.rowCount))
+            } catch {
+                return .failure(.transport(.decoding("a pull page: \(error)")))
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ public import SyncProtocol
 
 /// `SyncTransport` over URLSession: JSON bodies, gzip accepted, a timeout per request and the
 /// device token as `Authorization: Bearer`.
-public final class URLSessionTransport: SyncTransport {
+public final class URLSessionTransport: SyncTransport, PullBodyTransport {
     public let baseURL: URL
     // Internal, not private: the asset routes (URLSessionTransport+Assets.swift) share them.
     let token: @Sendable () -> String
@@ -51,6 +51,17 @@ public final class URLSessionTransport: SyncTransport {
     public func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> PullResponse
     {
+        let data = try await pullBody(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+        do {
+            return try PullResponse(json: data)
+        } catch {
+            throw .decoding("a pull page: \(error)")
+        }
+    }
+
+    package func pullBody(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
+        -> Data
+    {
         var query = [URLQueryItem(name: "scope", value: scope)]
         if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
         if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
@@ -58,12 +69,7 @@ public final class URLSessionTransport: SyncTransport {
         urlRequest.httpMethod = "GET"
         urlRequest.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)
         urlRequest.setValue(clientID, forHTTPHeaderField: ProtocolHeaders.clientID)
-        let data = try await body(of: urlRequest)
-        do {
-            return try PullResponse(json: data)
-        } catch {
-            throw .decoding("a pull page: \(error)")
-        }
+        return try await body(of: urlRequest)
     }
 
     public func health() async -> Bool {
