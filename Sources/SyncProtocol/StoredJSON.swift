@@ -1,8 +1,10 @@
 package import Contracts
+package import Foundation
 
 /// Reads the JSON text of `json` and `list` columns (canonical JSON, see ``CanonicalJSON``)
 /// back into a ``JSONValue``: for every row a server pull sends and every typed read on a
-/// device. It reads what `JSONDecoder` reads, into the same values.
+/// device, and whole pull pages as a device receives them (``PullResponse/init(json:)``). It
+/// reads what `JSONDecoder` reads, into the same values.
 ///
 /// `JSONDecoder` through `JSONValue`'s `Decodable` conformance tries each type in turn and
 /// pays for a thrown error at every miss, which made these columns the most expensive part of
@@ -11,23 +13,78 @@ package import Contracts
 package enum StoredJSON {
     package static func parse(_ text: String) -> JSONValue? {
         var text = text
-        return text.withUTF8 { buffer in
-            var parser = Parser(bytes: buffer)
-            guard let value = parser.value(depth: 0) else { return nil }
-            parser.skipWhitespace()
-            return parser.index == buffer.count ? value : nil
-        }
+        return text.withUTF8(parse)
     }
 
-    private struct Parser {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var index = 0
+    /// The JSON value of UTF-8 bytes, such as a response body.
+    package static func parse(_ data: Data) -> JSONValue? {
+        data.withUnsafeBytes { raw in parse(raw.bindMemory(to: UInt8.self)) }
+    }
 
-        init(bytes: UnsafeBufferPointer<UInt8>) {
+    private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> JSONValue? {
+        var parser = Parser(bytes: buffer)
+        guard let value = parser.value(depth: 0) else { return nil }
+        parser.skipWhitespace()
+        return parser.index == buffer.count ? value : nil
+    }
+
+    /// Reads JSON values one after another from UTF-8 bytes; also what a reader of a document it
+    /// knows the shape of (a pull page) walks the document with, member by member.
+    package struct Parser {
+        package let bytes: UnsafeBufferPointer<UInt8>
+        package var index = 0
+
+        package init(bytes: UnsafeBufferPointer<UInt8>) {
             self.bytes = bytes
         }
 
-        mutating func skipWhitespace() {
+        /// Steps over `byte` (after whitespace); false when something else comes.
+        package mutating func consume(_ byte: UInt8) -> Bool {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == byte else { return false }
+            index += 1
+            return true
+        }
+
+        /// The bytes of a string without escapes, between its quotes, stepped over; `nil` (and
+        /// nothing stepped over) when the next value is not such a string.
+        package mutating func plainString() -> UnsafeBufferPointer<UInt8>? {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            var end = index + 1
+            while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
+            guard end < bytes.count, bytes[end] == UInt8(ascii: "\"") else { return nil }
+            defer { index = end + 1 }
+            return UnsafeBufferPointer(rebasing: bytes[(index + 1)..<end])
+        }
+
+        /// Steps over one whole value without building it; false when it is not valid JSON.
+        package mutating func skipValue(depth: Int = 0) -> Bool {
+            skipWhitespace()
+            guard index < bytes.count, depth < 512 else { return false }
+            switch bytes[index] {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let close = bytes[index] == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                let isObject = close == UInt8(ascii: "}")
+                index += 1
+                if consume(close) { return true }
+                while true {
+                    if isObject {
+                        skipWhitespace()
+                        guard plainString() != nil || string() != nil, consume(UInt8(ascii: ":")) else { return false }
+                    }
+                    guard skipValue(depth: depth + 1) else { return false }
+                    if consume(UInt8(ascii: ",")) { continue }
+                    return consume(close)
+                }
+            case UInt8(ascii: "\""):
+                return plainString() != nil || string() != nil
+            default:
+                return value(depth: depth) != nil
+            }
+        }
+
+        package mutating func skipWhitespace() {
             while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
                 index += 1
             }
@@ -43,13 +100,15 @@ package enum StoredJSON {
             return value
         }
 
-        mutating func value(depth: Int) -> JSONValue? {
+        /// `capacity`: how many members an object is likely to have (its previous sibling's
+        /// count: the rows of a page share their keys), so it is not grown again and again.
+        package mutating func value(depth: Int, capacity: Int = 0) -> JSONValue? {
             skipWhitespace()
             guard index < bytes.count, depth < 512 else { return nil }
             switch bytes[index] {
             case UInt8(ascii: "{"):
                 index += 1
-                var members: [String: JSONValue] = [:]
+                var members: [String: JSONValue] = Dictionary(minimumCapacity: capacity)
                 skipWhitespace()
                 if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
                     index += 1
@@ -82,8 +141,10 @@ package enum StoredJSON {
                     index += 1
                     return .array(items)
                 }
+                var capacity = 0
                 while true {
-                    guard let item = value(depth: depth + 1) else { return nil }
+                    guard let item = value(depth: depth + 1, capacity: capacity) else { return nil }
+                    if case .object(let members) = item { capacity = members.count }
                     items.append(item)
                     skipWhitespace()
                     guard index < bytes.count else { return nil }
@@ -135,7 +196,7 @@ package enum StoredJSON {
             return .double(number)
         }
 
-        mutating func string() -> String? {
+        package mutating func string() -> String? {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
             index += 1
             let start = index

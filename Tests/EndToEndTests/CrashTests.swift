@@ -116,8 +116,12 @@ struct CrashTests {
             // A scope at random, then one of its pages: every scope gets its share of kills.
             let scopeIndex = plan.int(0...(scopes.count - 1))
             let target = plan.pick(pages.indices.filter { pages[$0].scope == scopeIndex }) + 1
+            // Pages are committed in groups of at least `commitRows` rows (or up to a scope's last
+            // page); a kill inside one loses that whole group and nothing before it.
+            let commitRows = plan.int(1...8)
             let sync = try device.start(
-                ["sync", "--page-size", String(pageSize)], environment: [FaultPauses.environmentVariable: "pull-apply#\(target):60000"]
+                ["sync", "--page-size", String(pageSize), "--commit-rows", String(commitRows)],
+                environment: [FaultPauses.environmentVariable: "pull-apply#\(target):60000"]
             )
             let paused = try sync.waitForError(containing: "fault: pausing at pull-apply (\(target))")
             sync.signal(SIGKILL)
@@ -126,8 +130,8 @@ struct CrashTests {
             let scope = scopes[pages[target - 1].scope]
             tally.record("inside a page's transaction (\(try DeviceInspector.scope(ofKey: scope).name) scope)")
 
-            // Every page before the target is there whole, with its cursor; nothing of the target.
-            let committed = pages.prefix(target - 1)
+            // Every group before the target's is there whole, with its cursor; nothing of its group.
+            let committed = pages.prefix(Self.firstOfCommitGroup(containing: target - 1, pages, commitRows: commitRows))
             let after = try DeviceInspector.read(device) { inspector in
                 try scopes.map { (contents: try inspector.contents(ofScope: $0), cursor: try inspector.cursor(ofScope: $0)) }
             }
@@ -146,6 +150,22 @@ struct CrashTests {
         tally.report()
         #expect(tally.kills == plan.iterations)
         try await stage.stopAndExpectEveryWriteOnce(writer)
+    }
+
+    /// The index of the first page of the commit group holding page `index`: the engine takes a
+    /// scope's pages in order into one transaction until they hold `commitRows` rows or the
+    /// scope's last page came.
+    static func firstOfCommitGroup(containing index: Int, _ pages: [(scope: Int, page: PullResponse)], commitRows: Int) -> Int {
+        var first = 0
+        var rows = 0
+        for position in 0..<index {
+            rows += pages[position].page.rowCount
+            if rows >= commitRows || !pages[position].page.hasMore {
+                first = position + 1
+                rows = 0
+            }
+        }
+        return first
     }
 
     @Test("kill -9 of a device downloading a unit's files, at random moments")

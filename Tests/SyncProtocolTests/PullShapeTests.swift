@@ -64,6 +64,36 @@ struct PullShapeTests {
         #expect(throws: DecodingError.self) { try WireJSON.decode(PullResponse.self, from: literal) }
     }
 
+    @Test("A device reads a page in one pass (PullResponse(json:)) into what JSONDecoder reads")
+    func onePassReader() throws {
+        let expected = try WireJSON.decode(PullResponse.self, from: Self.pageJSON)
+        #expect(try PullResponse(json: Data(Self.pageJSON.utf8)) == expected)
+        #expect(try PullResponse(json: JSONEncoder().encode(Self.page)) == expected)
+        let empty = #"{"cursor": "c", "has_more": false, "upserts": {}, "deletes": {}, "last_seq": 0}"#
+        #expect(try PullResponse(json: Data(empty.utf8)) == PullResponse(cursor: "c", hasMore: false, upserts: [:], deletes: [:], lastSeq: 0))
+    }
+
+    @Test("The one-pass reader refuses what JSONDecoder refuses", arguments: [
+        ("has_more", JSONValue.string("true")), ("has_more", .int(1)), ("last_seq", .string("17")), ("last_seq", .double(1.5)),
+        ("upserts", .array([])), ("upserts", .object(["Unit": .object([:])])), ("deletes", .object(["Lesson": .array([.int(9)])])),
+        ("cursor", .int(42)),
+    ])
+    func onePassReaderRefuses(_ key: String, _ value: JSONValue) throws {
+        let literal = try WireJSON.replacing(key, with: value, in: Self.pageJSON)
+        #expect(throws: DecodingError.self) { try WireJSON.decode(PullResponse.self, from: literal) }
+        #expect(throws: PullResponse.JSONFailure.self) { try PullResponse(json: Data(literal.utf8)) }
+    }
+
+    @Test("The one-pass reader refuses a page without a required key, and what is not a page")
+    func onePassReaderRefusesMissing() throws {
+        for missing in ["cursor", "has_more", "upserts", "deletes", "last_seq"] {
+            let without = try WireJSON.removing(missing, from: Self.pageJSON)
+            #expect(throws: PullResponse.JSONFailure.self) { try PullResponse(json: Data(without.utf8)) }
+        }
+        #expect(throws: PullResponse.JSONFailure.self) { try PullResponse(json: Data("[]".utf8)) }
+        #expect(throws: PullResponse.JSONFailure.self) { try PullResponse(json: Data(Self.pageJSON.dropLast().utf8)) }
+    }
+
     @Test("The cursor in a page is the opaque text the server made, read back unchanged")
     func cursorIsOpaqueText() throws {
         let decoded = try WireJSON.decode(PullResponse.self, from: Self.pageJSON)

@@ -109,6 +109,27 @@ struct PullHarness {
     }
 }
 
+extension PullHarness {
+    /// Writes an event envelope recorded by user `u-2`'s device straight into storage, with the
+    /// scope's next sequence.
+    func storeEvent(_ event: EventDescriptor, id: String, scopeKey: String, payload: [String: SQLValue]) async throws {
+        try await storage.write { transaction in
+            var row = StoredRow(payload)
+            row["_tenant_id"] = .text(PullHarness.tenant)
+            row["event_id"] = .text(id)
+            row["schema_version"] = .integer(1)
+            row["user_id"] = .text("u-2")
+            row["device_id"] = .text("dev-u-2")
+            row["occurred_at"] = .integer(1_769_846_400_000)
+            row["recorded_at"] = .integer(1_769_846_401_000)
+            row["hash"] = .text(String(repeating: "a", count: 64))
+            row["_scope_key"] = .text(scopeKey)
+            row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: PullHarness.tenant, scopeKey: scopeKey))
+            _ = try await transaction.insertIfAbsent(row, in: ContractTable(event))
+        }
+    }
+}
+
 /// The HTTP status of the ``ServiceError`` a call throws; `nil` when it succeeds.
 func pullErrorStatus(_ work: () async throws -> Void) async -> Int? {
     do {

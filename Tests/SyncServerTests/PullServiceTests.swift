@@ -259,29 +259,13 @@ struct PullServiceTests {
         defer { harness.remove() }
         let scopeKey = "ops:team:t-1"
         let issue = ContractRegistry.issueLogged, started = ContractRegistry.taskStarted
-        try await harness.storage.write { transaction in
-            func envelope(_ event: EventDescriptor, id: String, payload: [String: SQLValue]) async throws -> StoredRow {
-                var row = StoredRow(payload)
-                row["_tenant_id"] = .text(PullHarness.tenant)
-                row["event_id"] = .text(id)
-                row["schema_version"] = .integer(1)
-                row["user_id"] = .text("u-2")
-                row["device_id"] = .text("dev-u-2")
-                row["occurred_at"] = .integer(1_769_846_400_000)
-                row["recorded_at"] = .integer(1_769_846_401_000)
-                row["hash"] = .text(String(repeating: "a", count: 64))
-                row["_scope_key"] = .text(scopeKey)
-                row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: PullHarness.tenant, scopeKey: scopeKey))
-                return row
-            }
-            _ = try await transaction.insertIfAbsent(await envelope(issue, id: "01J0000000000000000000ISSU", payload: [
-                "team_id": .text("t-1"), "service_asset_id": .text("sa-1"), "category": .text("damage"), "severity": .text("high"),
-                "description": .text("Cracked mirror"), "tags": .text("[\"mirror\"]"), "observed_on": .text("2026-01-30"),
-            ]), in: ContractTable(issue))
-            _ = try await transaction.insertIfAbsent(await envelope(started, id: "01J0000000000000000000STRT", payload: [
-                "team_id": .text("t-1"), "task_id": .text("task-1"),
-            ]), in: ContractTable(started))
-        }
+        try await harness.storeEvent(issue, id: "01J0000000000000000000ISSU", scopeKey: scopeKey, payload: [
+            "team_id": .text("t-1"), "service_asset_id": .text("sa-1"), "category": .text("damage"), "severity": .text("high"),
+            "description": .text("Cracked mirror"), "tags": .text("[\"mirror\"]"), "observed_on": .text("2026-01-30"),
+        ])
+        try await harness.storeEvent(started, id: "01J0000000000000000000STRT", scopeKey: scopeKey, payload: [
+            "team_id": .text("t-1"), "task_id": .text("task-1"),
+        ])
         let statement = ContractRegistry.statement
         try await harness.storeDirectly(statement, [
             "id": .string("st-1"), "verb": .string("completed"), "object_id": .string("l-1"), "stated_at": .string("2026-01-31T08:00:00.000Z"),

@@ -68,7 +68,7 @@ enum Benchmarks {
         PostgresBenchmark.benchmark,
         ClientApplyBenchmark.benchmark,
         ClientReadBenchmark.benchmark,
-        // Later (DESIGN §8): initial sync over loopback.
+        InitialSyncBenchmark.benchmark,
     ]
 }
 

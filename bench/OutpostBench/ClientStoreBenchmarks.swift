@@ -9,10 +9,10 @@ enum ClientStoreBenchmarks {
     static let seed: UInt64 = 0x636c_6965_6e74_2d62
 
     /// A device's store in `folder`, with its key material beside it.
-    static func openStore(_ folder: URL) throws -> OfflineStore {
+    static func openStore(_ folder: URL, tenantId: String = "bench") throws -> OfflineStore {
         try OfflineStore(
             OfflineStoreConfiguration(
-                databaseURL: folder.appendingPathComponent("store.sqlite"), tenantId: "bench", userId: "learner-1",
+                databaseURL: folder.appendingPathComponent("store.sqlite"), tenantId: tenantId, userId: "learner-1",
                 deviceId: "bench-device", keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true))
             )
         )
@@ -172,13 +172,19 @@ enum ClientApplyBenchmark {
         return result
     }
 
+    /// `INSERT … ON CONFLICT DO UPDATE` of every column (the first is the primary key): the
+    /// raw-SQLite baseline of the device benchmarks.
+    static func rawUpsertSQL(table: String, columns: [String]) -> String {
+        let quoted = columns.map(\.quotedDatabaseIdentifier)
+        return "INSERT INTO \(table.quotedDatabaseIdentifier) (\(quoted.joined(separator: ", "))) VALUES ("
+            + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ") ON CONFLICT DO UPDATE SET "
+            + quoted.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+    }
+
     /// Upserts every stored row again, table by table, 500 rows per transaction.
     static func rawUpsert(_ tables: [(table: String, columns: [String], values: [[DatabaseValue]])], into pool: DatabasePool) throws {
         for (table, columns, values) in tables {
-            let quoted = columns.map(\.quotedDatabaseIdentifier)
-            let sql = "INSERT INTO \(table.quotedDatabaseIdentifier) (\(quoted.joined(separator: ", "))) VALUES ("
-                + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ") ON CONFLICT DO UPDATE SET "
-                + quoted.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+            let sql = rawUpsertSQL(table: table, columns: columns)
             var start = 0
             while start < values.count {
                 let batch = values[start..<min(start + ClientApplyBenchmark.pageSize, values.count)]

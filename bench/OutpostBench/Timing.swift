@@ -17,14 +17,20 @@ enum Timing {
 
     /// User plus system CPU time of this process so far, every thread, in seconds.
     static func processCPUSeconds() -> Double {
+        let usage = resourceUsage()
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    }
+
+    /// `getrusage(RUSAGE_SELF)`: this process's resource usage so far.
+    static func resourceUsage() -> rusage {
         var usage = rusage()
         #if canImport(Glibc)
             getrusage(RUSAGE_SELF.rawValue, &usage)
         #else
             getrusage(RUSAGE_SELF, &usage)
         #endif
-        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
-        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+        return usage
     }
 }
 

@@ -2,5 +2,10 @@
 // `outpost-bench NAME...` runs only the named ones; `outpost-bench --list` names them.
 import Foundation
 
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == InitialSyncDevice.command {
+    // The device process `initial-sync` starts; not a benchmark.
+    exit(InitialSyncDevice.main(Array(arguments.dropFirst())))
+}
 let runner = Runner(benchmarks: Benchmarks.all)
-exit(runner.main(Array(CommandLine.arguments.dropFirst())).rawValue)
+exit(runner.main(arguments).rawValue)

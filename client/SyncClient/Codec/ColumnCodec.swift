@@ -84,8 +84,8 @@ enum ColumnCodec {
             }
             return date.description.databaseValue
         case .uuid:
-            guard case .string(let text) = value, let uuid = UUID(uuidString: text) else { throw Failure(reason: "must be a UUID") }
-            return uuid.uuidString.lowercased().databaseValue
+            guard case .string(let text) = value, let uuid = normalizedUUID(text) else { throw Failure(reason: "must be a UUID") }
+            return uuid.databaseValue
         case .json:
             return CanonicalJSON.text(value).databaseValue
         case .bytes:
@@ -145,9 +145,32 @@ enum ColumnCodec {
 
     /// The kind of an entity's primary key (`id` when the entity is unknown).
     static func primaryKeyKind(of entity: String) -> FieldKind {
-        ContractRegistry.entity(named: entity).flatMap { entity in
-            entity.fields.first { $0.name == entity.primaryKey }?.kind
-        } ?? .id
+        primaryKeyKinds[entity] ?? .id
+    }
+
+    /// Every entity's primary-key kind, by name: `ref` fields look theirs up for every row.
+    private static let primaryKeyKinds = Dictionary(
+        ContractRegistry.entities.map { entity in (entity.name, entity.fields.first { $0.name == entity.primaryKey }?.kind ?? .id) },
+        uniquingKeysWith: { first, _ in first }
+    )
+
+    /// A UUID's text in the stored form (lowercase, hyphenated), or `nil` when it is not a UUID.
+    /// Text already in that form (what servers send) is taken as it is, without parsing it into
+    /// a `UUID` and printing it again.
+    static func normalizedUUID(_ text: String) -> String? {
+        var text = text
+        let canonical = text.withUTF8 { bytes in
+            guard bytes.count == 36 else { return false }
+            for (index, byte) in bytes.enumerated() {
+                switch index {
+                case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
+                default: guard (0x30...0x39).contains(byte) || (0x61...0x66).contains(byte) else { return false }
+                }
+            }
+            return true
+        }
+        if canonical { return text }
+        return UUID(uuidString: text)?.uuidString.lowercased()
     }
 
     /// Parses any JSON text, fragments included.
@@ -159,7 +182,7 @@ enum ColumnCodec {
     /// the same as the generated `contractPrimaryKey`.
     static func keyText(_ value: JSONValue, kind: FieldKind) -> String? {
         switch (kind, value) {
-        case (.uuid, .string(let text)): return UUID(uuidString: text).map { $0.uuidString.lowercased() } ?? text
+        case (.uuid, .string(let text)): return normalizedUUID(text) ?? text
         case (.ref(let target), _): return keyText(value, kind: primaryKeyKind(of: target))
         case (_, .string(let text)): return text
         case (_, .int(let number)): return String(number)

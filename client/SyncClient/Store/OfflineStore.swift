@@ -238,6 +238,45 @@ public final class OfflineStore: Sendable {
         }
     }
 
+    /// Runs `body` in one write transaction like ``write(_:)``, but commits it without waiting
+    /// for the disk (`PRAGMA synchronous = NORMAL` for this commit only), for what the server
+    /// can send again: rows it sent, with the cursor that says they are here. The transaction
+    /// is as atomic as any and survives the app being killed; only a power loss or an OS crash
+    /// shortly after can roll it back, whole, and the device then asks for it again. Writes made
+    /// on the device (the outbox) never go through here.
+    ///
+    /// Its commit also leaves the write-ahead log to grow to ``refetchableCheckpointPages``
+    /// before copying it into the database (instead of SQLite's 1 000 pages): a long pull then
+    /// copies each database page once per few pages of rows, not once per page, and the next
+    /// ordinary write (the sync's own bookkeeping) checkpoints what is left.
+    func writeRefetchable<T>(_ body: (Database) throws -> T) throws(OfflineStoreError) -> T {
+        try ensureOpen()
+        do {
+            return try pool.writeWithoutTransaction { db in
+                let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? 2
+                let checkpoint = try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") ?? 1000
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.refetchableCheckpointPages)")
+                defer {
+                    try? db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+                    try? db.execute(sql: "PRAGMA wal_autocheckpoint = \(checkpoint)")
+                }
+                var result: T?
+                try db.inTransaction {
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
+        } catch {
+            throw Self.map(error)
+        }
+    }
+
+    /// How many pages (4 KiB each) the write-ahead log may hold before a commit of
+    /// ``writeRefetchable(_:)`` copies it into the database.
+    package static let refetchableCheckpointPages = 8_000
+
     /// The ``OfflineStoreError`` of any error thrown inside a transaction.
     static func map(_ error: any Error) -> OfflineStoreError {
         switch error {

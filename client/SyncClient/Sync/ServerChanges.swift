@@ -68,7 +68,9 @@ public struct ScopeSyncState: Hashable, Sendable {
 
 extension OfflineStore {
     /// Applies server rows in one transaction, with the scope's cursor when given: a crash
-    /// leaves either the page and its cursor, or neither.
+    /// leaves either the page and its cursor, or neither. The commit does not wait for the disk
+    /// (a power loss right after can undo the page and its cursor together, and the next pull
+    /// fetches them again); a killed app keeps it.
     ///
     /// Entity rows replace the contract columns of the local copy (client-only columns are
     /// kept) and record the server version (the row's `_server_version`) and `_synced_at`.
@@ -80,76 +82,82 @@ extension OfflineStore {
     ///   not fit its contract (nothing is applied then).
     @discardableResult
     public func applyServerChanges(_ changes: ServerChanges) throws(OfflineStoreError) -> ServerChangesReport {
+        try applyServerChanges(pages: [prepare(changes)])[0]
+    }
+
+    /// Applies several pulled pages, prepared beforehand (``prepare(_:)``), in order, in one
+    /// transaction: each page exactly as ``applyServerChanges(_:)`` would, the last cursor of a
+    /// scope winning. A crash leaves all of them or none. One commit for several pages writes
+    /// each database page touched by them once instead of once per pulled page (with random
+    /// keys, most of an index). Returns one report per page.
+    func applyServerChanges(pages: [PreparedServerChanges]) throws(OfflineStoreError) -> [ServerChangesReport] {
         let now = now().millisecondsSince1970
-        return try write { db in
-            var report = ServerChangesReport()
+        return try writeRefetchable { db in
             let held = try Self.heldContractNames(db)
-            for name in changes.upserts.keys.sorted() {
-                let rows = changes.upserts[name] ?? []
-                if held.contains(name) {
-                    report.heldForUpdate[name, default: 0] += rows.count
-                    continue
-                }
-                if let entity = ContractRegistry.entity(named: name) {
-                    let version = changes.schemaVersions[name] ?? entity.currentVersion
-                    // Rows with unsynced writes, looked up once for the page (usually none).
-                    let unsynced = try String.fetchSet(
-                        db, sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN "# + Self.unsyncedStatusesSQL,
-                        arguments: [entity.name]
-                    )
-                    for row in rows {
-                        guard case .object(let wire) = row else {
-                            throw OfflineStoreError.invalidValue(contract: name, field: "*", reason: "a row must be a JSON object")
-                        }
-                        let rebased = try storeServerRow(
-                            db, entity, wire: wire, schemaVersion: version, serverVersion: nil, now: now,
-                            replay: unsynced.isEmpty ? .never : .ifQueued(unsynced)
-                        )
-                        report.upserted[name, default: 0] += 1
-                        if rebased { report.rebased[name, default: 0] += 1 }
-                    }
-                } else if let event = ContractRegistry.event(named: name) {
-                    for row in rows {
-                        guard case .object(let wire) = row else {
-                            throw OfflineStoreError.invalidValue(contract: name, field: "*", reason: "an event must be a JSON object")
-                        }
-                        try storeServerEvent(db, event, envelope: wire, now: now)
-                        report.upserted[name, default: 0] += 1
-                    }
-                } else {
-                    report.unknownContracts.append(name)
-                }
-            }
-            for name in changes.deletes.keys.sorted() {
-                if held.contains(name) {
-                    report.heldForUpdate[name, default: 0] += changes.deletes[name]?.count ?? 0
-                    continue
-                }
-                guard let entity = ContractRegistry.entity(named: name) else {
-                    if !report.unknownContracts.contains(name) { report.unknownContracts.append(name) }
-                    continue
-                }
-                for id in changes.deletes[name] ?? [] {
-                    try db.execute(
-                        sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
-                        arguments: [id]
-                    )
-                    report.deleted[name, default: 0] += db.changesCount
-                }
-            }
-            if let scopeKey = changes.scopeKey {
-                configuration.faultPauses.pause(at: .pullApply)
-                try db.execute(
-                    sql: """
-                        INSERT INTO "sync_state" ("scope_key", "cursor", "last_pull_at") VALUES (?, ?, ?)
-                        ON CONFLICT ("scope_key") DO UPDATE SET "cursor" = COALESCE(excluded."cursor", "cursor"),
-                            "last_pull_at" = excluded."last_pull_at"
-                        """,
-                    arguments: [scopeKey, changes.cursor, now]
-                )
-            }
-            return report
+            return try pages.map { changes in try apply(changes, held: held, now: now, db) }
         }
+    }
+
+    private func apply(_ changes: PreparedServerChanges, held: Set<String>, now: Int64, _ db: Database) throws -> ServerChangesReport {
+        var report = ServerChangesReport()
+        for (name, rows) in changes.upserts {
+            if held.contains(name) {
+                report.heldForUpdate[name, default: 0] += rows.count
+                continue
+            }
+            switch rows {
+            case .entity(let entity, let rows):
+                // Rows with unsynced writes, looked up once for the page (usually none).
+                let unsynced = try String.fetchSet(
+                    db, sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN "# + Self.unsyncedStatusesSQL,
+                    arguments: [entity.name]
+                )
+                let upsert = try db.cachedStatement(sql: Self.serverUpsertSQL(entity))
+                for row in rows {
+                    let rebased = try storePreparedRow(db, entity, row, now: now, replay: unsynced.isEmpty ? .never : .ifQueued(unsynced), upsert: upsert)
+                    if rebased { report.rebased[name, default: 0] += 1 }
+                }
+                report.upserted[name, default: 0] += rows.count
+            case .events(let event, let envelopes):
+                for envelope in envelopes {
+                    try storeServerEvent(db, event, envelope: envelope, now: now)
+                }
+                report.upserted[name, default: 0] += envelopes.count
+            case .unknown:
+                report.unknownContracts.append(name)
+            case .invalid(let error, _):
+                throw error
+            }
+        }
+        for name in changes.deletes.keys.sorted() {
+            if held.contains(name) {
+                report.heldForUpdate[name, default: 0] += changes.deletes[name]?.count ?? 0
+                continue
+            }
+            guard let entity = ContractRegistry.entity(named: name) else {
+                if !report.unknownContracts.contains(name) { report.unknownContracts.append(name) }
+                continue
+            }
+            for id in changes.deletes[name] ?? [] {
+                try db.execute(
+                    sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                    arguments: [id]
+                )
+                report.deleted[name, default: 0] += db.changesCount
+            }
+        }
+        if let scopeKey = changes.scopeKey {
+            configuration.faultPauses.pause(at: .pullApply)
+            try db.execute(
+                sql: """
+                    INSERT INTO "sync_state" ("scope_key", "cursor", "last_pull_at") VALUES (?, ?, ?)
+                    ON CONFLICT ("scope_key") DO UPDATE SET "cursor" = COALESCE(excluded."cursor", "cursor"),
+                        "last_pull_at" = excluded."last_pull_at"
+                    """,
+                arguments: [scopeKey, changes.cursor, now]
+            )
+        }
+        return report
     }
 
     /// Deletes cached rows stored under a schema version below their contract's
@@ -271,10 +279,8 @@ extension OfflineStore {
 
     static let unsyncedStatusesSQL = "('pending', 'sending', 'waiting', 'conflicted', 'failed')"
 
-    /// Stores a server row (wire form of `schemaVersion`) and replays the device's unsynced
-    /// writes of that row on top. Returns whether writes were replayed.
-    /// Whether ``storeServerRow(_:_:wire:schemaVersion:serverVersion:now:replay:)`` looks for
-    /// unsynced writes to replay.
+    /// Whether ``storeServerRow(_:_:wire:schemaVersion:serverVersion:now:replay:upsert:)`` looks
+    /// for unsynced writes to replay.
     enum Replay {
         case always
         case never
@@ -282,27 +288,37 @@ extension OfflineStore {
         case ifQueued(Set<String>)
     }
 
+    /// Stores a server row (wire form of `schemaVersion`) and replays the device's unsynced
+    /// writes of that row on top. Returns whether writes were replayed. `upsert` is the
+    /// statement of ``serverUpsertSQL(_:)``, when the caller stores many rows of the entity.
     @discardableResult
     func storeServerRow(
         _ db: Database, _ entity: EntityDescriptor, wire shaped: [String: JSONValue], schemaVersion: Int, serverVersion: Int64?,
-        now: Int64, replay: Replay = .always
+        now: Int64, replay: Replay = .always, upsert: GRDB.Statement? = nil
     ) throws -> Bool {
-        let wire = Self.currentShape(shaped, entity: entity, version: schemaVersion)
-        guard let id = RowCodec.key(of: wire, entity: entity) else {
-            throw OfflineStoreError.invalidValue(contract: entity.name, field: entity.primaryKey, reason: "is missing")
-        }
-        let columns = try codec.columns(
-            contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .server, missing: .defaults
-        )
-        let version = serverVersion ?? Self.serverVersion(of: shaped, entity: entity)
-        var values = columns.map(\.value)
-        values.append(contentsOf: [schemaVersion.databaseValue, version.databaseValue, now.databaseValue])
-        let statement = try db.cachedStatement(sql: Self.serverUpsertSQL(entity))
+        let row = try prepareServerRow(entity, wire: shaped, schemaVersion: schemaVersion, serverVersion: serverVersion)
+        return try storePreparedRow(db, entity, row, now: now, replay: replay, upsert: upsert)
+    }
+
+    /// Stores a prepared server row (see ``prepareServerRow(_:wire:schemaVersion:serverVersion:)``)
+    /// and replays the device's unsynced writes of that row on top.
+    func storePreparedRow(
+        _ db: Database, _ entity: EntityDescriptor, _ row: PreparedServerRow, now: Int64, replay: Replay = .always,
+        upsert: GRDB.Statement? = nil
+    ) throws -> Bool {
+        var values: [(any DatabaseValueConvertible)?] = []
+        values.reserveCapacity(row.values.count + 1)
+        for value in row.values { values.append(value) }
+        values.append(now)
+        let statement = try upsert ?? db.cachedStatement(sql: Self.serverUpsertSQL(entity))
+        // Optional existentials: GRDB's initializer for them maps with a closure; the one for a
+        // sequence of `DatabaseValue` maps through a key path it builds again on every call (a
+        // tenth of a device's time on a pulled page).
         try statement.execute(arguments: StatementArguments(values))
         switch replay {
         case .never: return false
-        case .ifQueued(let ids) where !ids.contains(id): return false
-        case .always, .ifQueued: return try replayUnsyncedWrites(db, entity, id: id)
+        case .ifQueued(let ids) where !ids.contains(row.id): return false
+        case .always, .ifQueued: return try replayUnsyncedWrites(db, entity, id: row.id)
         }
     }
 
@@ -431,7 +447,7 @@ extension OfflineStore {
                 + "VALUES (\(Array(repeating: "?", count: all.count).joined(separator: ", "))) "
                 + #"ON CONFLICT ("event_id") DO UPDATE SET "recorded_at" = COALESCE(excluded."recorded_at", "recorded_at"), "#
                 + #""_synced_at" = excluded."_synced_at""#,
-            arguments: StatementArguments(all.map(\.value))
+            arguments: StatementArguments(all.map { $0.value as (any DatabaseValueConvertible)? })
         )
     }
 }

@@ -9,6 +9,11 @@ public struct SyncEngineConfiguration: Sendable {
     public var pushBatchSize: Int
     /// Rows per pull page (`nil`: the server's default).
     public var pullPageSize: Int?
+    /// Pulled rows committed together: pages are stored in one transaction (with the last
+    /// page's cursor) until they hold this many rows or the scope's last page came. The same
+    /// number of rows may wait, fetched ahead, while a commit runs. Fewer, larger commits
+    /// write each database page once per commit instead of once per pulled page.
+    public var pullCommitRows: Int
     public var retry: RetryPolicy
     /// Whether a retryable failure schedules the next attempt by itself.
     public var retriesAutomatically: Bool
@@ -18,12 +23,14 @@ public struct SyncEngineConfiguration: Sendable {
     public var sleeper: any Sleeper
 
     public init(
-        scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, retry: RetryPolicy = RetryPolicy(),
-        retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60, sleeper: any Sleeper = TaskSleeper()
+        scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, pullCommitRows: Int = 5_000,
+        retry: RetryPolicy = RetryPolicy(), retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60,
+        sleeper: any Sleeper = TaskSleeper()
     ) {
         self.scopes = scopes
         self.pushBatchSize = pushBatchSize
         self.pullPageSize = pullPageSize
+        self.pullCommitRows = pullCommitRows
         self.retry = retry
         self.retriesAutomatically = retriesAutomatically
         self.periodicInterval = periodicInterval
@@ -33,9 +40,10 @@ public struct SyncEngineConfiguration: Sendable {
 
 /// Pushes the outbox and pulls the subscribed scopes, one sync at a time.
 ///
-/// `syncNow()` pushes oldest first in batches, then pulls every scope page by page (each page
-/// and its cursor in one transaction), then purges rows below the oldest supported schema and
-/// records the success. A trigger while a sync runs coalesces into one more sync after it.
+/// `syncNow()` pushes oldest first in batches, then pulls every scope page by page (pages
+/// committed with their cursor, up to ``SyncEngineConfiguration/pullCommitRows`` rows per
+/// transaction, while the next ones are fetched), then purges rows below the oldest supported
+/// schema and records the success. A trigger while a sync runs coalesces into one more sync after it.
 ///
 /// Triggers: ``syncNow()``, ``appDidBecomeActive()``, and after ``start(connectivity:)`` the
 /// connectivity coming back and a timer every ``SyncEngineConfiguration/periodicInterval``
@@ -331,9 +339,12 @@ public actor SyncEngine {
 
     // MARK: Pull
 
+    /// Pulls every scope page by page, in order. A ``PullPipeline`` fetches the pages ahead
+    /// while the engine stores those already here, so the server's work, the network and the
+    /// device's work overlap; pages are committed together with the last one's cursor, up to
+    /// ``SyncEngineConfiguration/pullCommitRows`` rows per transaction.
     private func pullAll() async throws(EngineFailure) -> Int {
         var pulled = 0
-        let clientID = store.identity.clientId
         for scope in configuration.scopes {
             snapshot.phase = .pulling(scope: scope)
             snapshot.progress = SyncProgress(done: 0, total: 0, currentEntity: nil)
@@ -341,42 +352,113 @@ public actor SyncEngine {
             var cursor: String?
             do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
             var holds = 0
-            while true {
-                let page: PullResponse
-                do {
-                    let schema: [String: Int]
-                    do { schema = try store.requestSchemaVersions() } catch { throw EngineFailure.store(error) }
-                    page = try await transport.pull(
-                        scope: scope, cursor: cursor, limit: configuration.pullPageSize, schema: schema, clientID: clientID
-                    )
-                } catch let error as TransportError {
-                    if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
-                        holds += 1
-                        continue
+            scope: while true {
+                let pipeline = PullPipeline(
+                    after: cursor, aheadRows: configuration.pullCommitRows,
+                    fetch: { [store, transport, limit = configuration.pullPageSize] cursor in
+                        await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: cursor, limit: limit)
+                    },
+                    prepare: { [store] fetched in Self.prepare(fetched, scope: scope, store: store) }
+                )
+                defer { pipeline.close() }
+                var batch: [PullPipeline.Page] = []
+                var batchRows = 0
+                while true {
+                    let item = await pipeline.next()
+                    var failure: EngineFailure?
+                    switch item {
+                    case .page(let page):
+                        batch.append(page)
+                        batchRows += page.rowCount
+                        if batchRows < configuration.pullCommitRows && page.hasMore { continue }
+                    case .failure(let error):
+                        failure = error
+                    case .closed:
+                        failure = .transport(.network("the pull stopped before its last page"))
                     }
-                    try? store.recordScopeSync(scope, error: error.detail)
-                    throw .transport(error)
-                } catch let error as EngineFailure {
-                    throw error
-                } catch {
-                    throw .transport(.network(String(describing: error)))
+                    // The pages received before a failure are good: stored first.
+                    if !batch.isEmpty {
+                        try storePulled(batch, scope: scope)
+                        pulled += batchRows
+                        cursor = batch[batch.count - 1].cursor
+                        let finished = !batch[batch.count - 1].hasMore
+                        batch.removeAll(keepingCapacity: true)
+                        batchRows = 0
+                        if finished { break scope }
+                    }
+                    guard let failure else { continue }
+                    if case .transport(let error) = failure {
+                        if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
+                            // Asked again from the last cursor stored, without the held contract.
+                            holds += 1
+                            continue scope
+                        }
+                        try? store.recordScopeSync(scope, error: error.detail)
+                    }
+                    throw failure
                 }
-                do {
-                    try store.applyServerChanges(ServerChanges(pull: page, scopeKey: scope))
-                } catch {
-                    throw .store(error)
-                }
-                let rows = page.upserts.values.reduce(0) { $0 + $1.count } + page.deletes.values.reduce(0) { $0 + $1.count }
-                pulled += rows
-                snapshot.progress.done += rows
-                snapshot.progress.total = snapshot.progress.done
-                publish()
-                cursor = page.cursor
-                if !page.hasMore { break }
             }
             do { try store.recordScopeSync(scope) } catch { throw .store(error) }
         }
         return pulled
+    }
+
+    /// Stores pulled pages of a scope in one transaction and counts them in the progress. When
+    /// the store refuses them, they are stored one page at a time, up to the page it refuses
+    /// (whose error is thrown): that page must not cost the good ones before it.
+    private func storePulled(_ pages: [PullPipeline.Page], scope: String) throws(EngineFailure) {
+        do {
+            _ = try store.applyServerChanges(pages: pages.map(\.changes))
+        } catch {
+            guard pages.count > 1 else { throw .store(error) }
+            for page in pages {
+                try storePulled([page], scope: scope)
+            }
+            return
+        }
+        let rows = pages.reduce(0) { $0 + $1.rowCount }
+        snapshot.progress.done += rows
+        snapshot.progress.total = snapshot.progress.done
+        publish()
+    }
+
+    /// One page of a scope after `cursor`, asked for with the schema versions this build sends
+    /// (contracts held for an update left out): its body when the transport can give it (read
+    /// by ``PullPageDecoder``), else the parsed page.
+    private static func fetchPage(
+        store: OfflineStore, transport: any SyncTransport, scope: String, cursor: String?, limit: Int?
+    ) async -> Result<PullPipeline.Fetched, EngineFailure> {
+        let schema: [String: Int]
+        do { schema = try store.requestSchemaVersions() } catch { return .failure(.store(error)) }
+        let clientID = store.identity.clientId
+        do {
+            guard let bodies = transport as? any PullBodyTransport else {
+                return .success(.response(try await transport.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)))
+            }
+            let body = try await bodies.pullBody(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+            guard let (next, hasMore) = PullPageDecoder.peek(body) else {
+                return .failure(.transport(.decoding("a pull page: the body is not a pull page")))
+            }
+            return .success(.body(body, cursor: next, hasMore: hasMore))
+        } catch {
+            return .failure(.transport(error))
+        }
+    }
+
+    /// A fetched page read and prepared for storing (``PreparedServerChanges``).
+    private static func prepare(_ fetched: PullPipeline.Fetched, scope: String, store: OfflineStore) -> Result<PullPipeline.Page, EngineFailure> {
+        switch fetched {
+        case .response(let response):
+            let changes = store.prepare(ServerChanges(pull: response, scopeKey: scope))
+            return .success(PullPipeline.Page(cursor: response.cursor, hasMore: response.hasMore, changes: changes, rowCount: changes.rowCount))
+        case .body(let body, _, _):
+            do {
+                let page = try PullPageDecoder.decode(body, scopeKey: scope, store: store)
+                return .success(PullPipeline.Page(cursor: page.cursor, hasMore: page.hasMore, changes: page.changes, rowCount: page.changes.rowCount))
+            } catch {
+                return .failure(.transport(.decoding("a pull page: \(error)")))
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ public import SyncProtocol
 
 /// `SyncTransport` over URLSession: JSON bodies, gzip accepted, a timeout per request and the
 /// device token as `Authorization: Bearer`.
-public final class URLSessionTransport: SyncTransport {
+public final class URLSessionTransport: SyncTransport, PullBodyTransport {
     public let baseURL: URL
     // Internal, not private: the asset routes (URLSessionTransport+Assets.swift) share them.
     let token: @Sendable () -> String
@@ -51,6 +51,17 @@ public final class URLSessionTransport: SyncTransport {
     public func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> PullResponse
     {
+        let data = try await pullBody(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+        do {
+            return try PullResponse(json: data)
+        } catch {
+            throw .decoding("a pull page: \(error)")
+        }
+    }
+
+    package func pullBody(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
+        -> Data
+    {
         var query = [URLQueryItem(name: "scope", value: scope)]
         if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
         if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
@@ -58,7 +69,7 @@ public final class URLSessionTransport: SyncTransport {
         urlRequest.httpMethod = "GET"
         urlRequest.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)
         urlRequest.setValue(clientID, forHTTPHeaderField: ProtocolHeaders.clientID)
-        return try await send(urlRequest, as: PullResponse.self)
+        return try await body(of: urlRequest)
     }
 
     public func health() async -> Bool {
@@ -84,6 +95,16 @@ public final class URLSessionTransport: SyncTransport {
     }
 
     func send<T: Decodable>(_ request: URLRequest, as type: T.Type) async throws(TransportError) -> T {
+        let data = try await body(of: request)
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch {
+            throw .decoding(String(describing: error))
+        }
+    }
+
+    /// The body of a 2xx answer; any other status is its typed error.
+    func body(of request: URLRequest) async throws(TransportError) -> Data {
         let data: Data
         let response: URLResponse
         do {
@@ -95,11 +116,7 @@ public final class URLSessionTransport: SyncTransport {
         guard (200..<300).contains(http.statusCode) else {
             throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
         }
-        do {
-            return try JSONDecoder().decode(T.self, from: data)
-        } catch {
-            throw .decoding(String(describing: error))
-        }
+        return data
     }
 
     /// The typed error for an HTTP error answer.

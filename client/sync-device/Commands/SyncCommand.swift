@@ -7,8 +7,9 @@ struct SyncCommand: DeviceCommand {
         commandName: "sync",
         abstract: "Push the queued changes, pull every scope, and say what happened.",
         discussion: """
-            Pushes oldest first, then pulls each scope page by page (each page with its cursor in one \
-            transaction). A progress bar is drawn on standard error when it is a terminal. Exits 4 when \
+            Pushes oldest first, then pulls each scope page by page, fetching the next pages while \
+            it stores those received; pages are committed together with the last one's cursor, up to \
+            --commit-rows rows per transaction. A progress bar is drawn on standard error when it is a terminal. Exits 4 when \
             the sync finished but conflicts, refused or quarantined changes wait, 3 when the server was not reached \
             (the changes stay queued).
             """
@@ -20,17 +21,21 @@ struct SyncCommand: DeviceCommand {
     @Option(name: .customLong("page-size"), help: "Rows per pulled page (default: the server's).")
     var pageSize: Int?
 
+    @Option(name: .customLong("commit-rows"), help: "Pulled rows stored per transaction, with their cursor (default 5000).")
+    var commitRows: Int?
+
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
         if let batch, batch < 1 { throw ValidationError("--batch must be at least 1, not \(batch)") }
         if let pageSize, pageSize < 1 { throw ValidationError("--page-size must be at least 1, not \(pageSize)") }
+        if let commitRows, commitRows < 1 { throw ValidationError("--commit-rows must be at least 1, not \(commitRows)") }
     }
 
     func execute() async throws {
         let session = try device.session()
-        let report = try await SyncRun(session: session, pushBatchSize: batch, pullPageSize: pageSize).syncNow()
+        let report = try await SyncRun(session: session, pushBatchSize: batch, pullPageSize: pageSize, pullCommitRows: commitRows).syncNow()
         if output.json { Console.json(report.json) } else { report.lines.forEach { Console.say($0) } }
         if report.exitCode != .success { throw report.exitCode }
     }

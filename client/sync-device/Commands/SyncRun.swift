@@ -12,6 +12,7 @@ struct SyncRun {
     /// Changes per push request and rows per pulled page; `nil` for the engine's and server's defaults.
     var pushBatchSize: Int? = nil
     var pullPageSize: Int? = nil
+    var pullCommitRows: Int? = nil
 
     /// How the sync ended.
     enum Ending {
@@ -50,7 +51,7 @@ struct SyncRun {
     private func run(_ body: (SyncEngine) async -> Ending) async throws(OfflineStoreError) -> SyncReport {
         let store = session.store
         let known = Set(try store.conflicts(includeResolved: true).map(\.id))
-        let engine = session.engine(pushBatchSize: pushBatchSize, pullPageSize: pullPageSize)
+        let engine = session.engine(pushBatchSize: pushBatchSize, pullPageSize: pullPageSize, pullCommitRows: pullCommitRows)
         let progress = Console.standardErrorIsTerminal ? ProgressBar.follow(engine) : nil
         let ending = await body(engine)
         progress?.cancel()

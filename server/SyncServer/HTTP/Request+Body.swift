@@ -72,7 +72,12 @@ extension Response {
     static func json(
         _ value: some Encodable, status: HTTPResponse.Status = .ok, request: Request, compressible: Bool = false
     ) throws -> Response {
-        var body = try JSONCoding.encoder.encode(value)
+        json(encoded: try JSONCoding.encoder.encode(value), status: status, request: request, compressible: compressible)
+    }
+
+    /// A JSON response from its encoded body, compressed as in ``json(_:status:request:compressible:)``.
+    static func json(encoded body: Data, status: HTTPResponse.Status = .ok, request: Request, compressible: Bool = false) -> Response {
+        var body = body
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if compressible {
             headers[.vary] = "Accept-Encoding"

@@ -176,12 +176,12 @@ struct SyncRoutes: Sendable {
         guard let scope = request.query("scope"), !scope.isEmpty else {
             throw ServiceError.malformed("the `scope` query parameter is required (a scope name like `user`, or a scope key)")
         }
-        let response = try await pullService.pull(
+        let page = try await pullService.page(
             scope: scope, cursor: request.query("cursor").flatMap { $0.isEmpty ? nil : $0 }, limit: try limit(request),
             schema: try schema(request), clientID: request.headers[.outpostClient], identity: identity
         )
-        environment.metrics.record(response)
-        return try .json(response, request: request, compressible: true)
+        environment.metrics.recordPull(rows: page.rowCount)
+        return .json(encoded: Data(page.json()), request: request, compressible: true)
     }
 
     // MARK: Content

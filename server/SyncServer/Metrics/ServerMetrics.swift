@@ -39,9 +39,8 @@ public struct ServerMetrics: Sendable {
         }
     }
 
-    /// Counts the rows of a pull page.
-    func record(_ response: PullResponse) {
-        let rows = response.upserts.values.reduce(0) { $0 + $1.count } + response.deletes.values.reduce(0) { $0 + $1.count }
+    /// Counts the rows (upserts and deletes) of a pull page.
+    func recordPull(rows: Int) {
         pullRows.increment(by: Double(rows))
     }
 }

@@ -73,7 +73,7 @@ final class PostgresTransaction: StorageTransaction {
     private func storedRows(_ sql: String, _ bindings: PostgresBindings) async throws -> [StoredRow] {
         try await run(sql, bindings).map { row in
             var stored = StoredRow()
-            for cell in row { stored.columns[cell.columnName] = try PostgresValues.value(of: cell) }
+            for cell in row { stored[cell.columnName] = try PostgresValues.value(of: cell) }
             return stored
         }
     }
@@ -262,7 +262,7 @@ final class PostgresTransaction: StorageTransaction {
         }
         for key in order {
             let row = rows[key]!
-            let columns = row.columns.keys.sorted()
+            let columns = row.columnNames.sorted()
             if key.table != batchTable || columns != batchColumns || (batch.count + 1) * columns.count > 30_000 {
                 try await send()
                 batchTable = key.table
@@ -276,7 +276,7 @@ final class PostgresTransaction: StorageTransaction {
     /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns.
     private func insert(_ rows: [StoredRow], in table: ContractTable, replacing: Bool) throws -> (String, PostgresBindings) {
         let columns = try catalog.columns(of: table.name)
-        let names = rows[0].columns.keys.sorted()
+        let names = rows[0].columnNames.sorted()
         var bindings = PostgresBindings(capacity: names.count * rows.count)
         var tuples: [String] = []
         tuples.reserveCapacity(rows.count)

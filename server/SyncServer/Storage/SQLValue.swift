@@ -14,16 +14,90 @@ public enum SQLValue: Hashable, Sendable {
 }
 
 /// A row of a contract table: column name → value, including the sync metadata columns.
+///
+/// The values are kept by position, with the column names in a ``StoredRow/Layout`` that every
+/// row read by the same query shares: reading a page of rows does not hash each column name of
+/// each row into a dictionary of its own, and code that reads many rows of one layout (a pull
+/// page written as JSON) finds each column's position once, not once per row.
 public struct StoredRow: Hashable, Sendable {
-    public var columns: [String: SQLValue]
+    /// Column names by position, and each name's position.
+    ///
+    /// Immutable once shared: a row that gains a column copies its layout first unless it holds
+    /// the only reference (a row being built column by column).
+    package final class Layout: @unchecked Sendable {
+        package private(set) var names: [String]
+        private(set) var positions: [String: Int]
 
-    public init(_ columns: [String: SQLValue] = [:]) {
-        self.columns = columns
+        package init(_ names: [String]) {
+            self.names = names
+            var positions: [String: Int] = [:]
+            positions.reserveCapacity(names.count)
+            for (position, name) in names.enumerated() { positions[name] = position }
+            self.positions = positions
+        }
+
+        package func position(of column: String) -> Int? {
+            positions[column]
+        }
+
+        fileprivate func append(_ column: String) -> Int {
+            names.append(column)
+            positions[column] = names.count - 1
+            return names.count - 1
+        }
+
+        fileprivate func copy() -> Layout {
+            Layout(names)
+        }
     }
 
+    package private(set) var layout: Layout
+    private var values: [SQLValue]
+
+    public init(_ columns: [String: SQLValue] = [:]) {
+        let names = Array(columns.keys)
+        layout = Layout(names)
+        values = names.map { columns[$0]! }
+    }
+
+    /// A row read by a query whose columns `layout` names, `values` in the same order.
+    package init(layout: Layout, values: [SQLValue]) {
+        precondition(values.count == layout.names.count, "a stored row needs one value per column of its layout")
+        self.layout = layout
+        self.values = values
+    }
+
+    /// Every column with its value.
+    public var columns: [String: SQLValue] {
+        get {
+            var columns: [String: SQLValue] = [:]
+            columns.reserveCapacity(values.count)
+            for (position, name) in layout.names.enumerated() { columns[name] = values[position] }
+            return columns
+        }
+        set { self = StoredRow(newValue) }
+    }
+
+    /// The value of `column`; `.null` for a column the row does not have.
     public subscript(_ column: String) -> SQLValue {
-        get { columns[column] ?? .null }
-        set { columns[column] = newValue }
+        get { layout.position(of: column).map { values[$0] } ?? .null }
+        set {
+            if let position = layout.position(of: column) {
+                values[position] = newValue
+                return
+            }
+            if !isKnownUniquelyReferenced(&layout) { layout = layout.copy() }
+            _ = layout.append(column)
+            values.append(newValue)
+        }
+    }
+
+    /// The names of the row's columns, in its layout's order.
+    package var columnNames: [String] { layout.names }
+
+    /// The value at `position` of the row's ``layout``.
+    package func value(at position: Int) -> SQLValue {
+        values[position]
     }
 
     public func integer(_ column: String) -> Int64? {
@@ -34,6 +108,15 @@ public struct StoredRow: Hashable, Sendable {
     public func text(_ column: String) -> String? {
         if case .text(let value) = self[column] { return value }
         return nil
+    }
+
+    public static func == (left: StoredRow, right: StoredRow) -> Bool {
+        if left.layout === right.layout { return left.values == right.values }
+        return left.columns == right.columns
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(columns)
     }
 }
 
@@ -113,12 +196,18 @@ public enum RowCodec {
                 normalized.append(wireValue(stored, kind: element))
             }
             return .text(CanonicalJSON.text(.array(normalized)))
-        case .ref(let target):
-            let keyKind = ContractRegistry.entity(named: target).flatMap { entity in
-                entity.fields.first { $0.name == entity.primaryKey }?.kind
-            } ?? .id
-            return try columnValue(value, kind: keyKind, field: field)
+        case .ref:
+            return try columnValue(value, kind: columnKind(kind), field: field)
         }
+    }
+
+    /// The kind a field's column holds: its own, or for a `ref` the kind of its target's
+    /// primary key (`id` when the target is unknown).
+    static func columnKind(_ kind: FieldKind) -> FieldKind {
+        guard case .ref(let target) = kind else { return kind }
+        return ContractRegistry.entity(named: target).flatMap { entity in
+            entity.fields.first { $0.name == entity.primaryKey }?.kind
+        } ?? .id
     }
 
     /// The wire value of a stored column.
@@ -138,11 +227,8 @@ public enum RowCodec {
         case (.json, .text(let text)), (.list, .text(let text)):
             return StoredJSON.parse(text) ?? .null
         case (.bytes, .blob(let data)): return .string(data.base64EncodedString())
-        case (.ref(let target), _):
-            let keyKind = ContractRegistry.entity(named: target).flatMap { entity in
-                entity.fields.first { $0.name == entity.primaryKey }?.kind
-            } ?? .id
-            return wireValue(value, kind: keyKind)
+        case (.ref, _):
+            return wireValue(value, kind: columnKind(kind))
         case (_, .text(let text)): return .string(text)
         case (_, .integer(let number)): return .int(number)
         case (_, .real(let number)): return .double(number)

@@ -189,11 +189,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     private static func storedRow(_ row: Row) -> StoredRow {
-        var stored = StoredRow()
-        for (column, value) in row {
-            stored.columns[column] = sqlValue(value)
-        }
-        return stored
+        StoredRow(layout: StoredRow.Layout(Array(row.columnNames)), values: row.databaseValues.map(sqlValue))
     }
 
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
@@ -202,17 +198,48 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
-        var merged: [(table: ContractTable, row: StoredRow)] = []
+        let last = try lastSequenceOfChanges(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
+        var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
         for table in tables {
             let sql = """
                 SELECT * FROM \(Self.quoted(table.name))
-                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? ORDER BY "_seq" LIMIT ?
+                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? AND "_seq" <= ? ORDER BY "_seq" LIMIT ?
                 """
-            let rows = try Row.fetchAll(statement(sql), arguments: [tenant, scopeKey, after, limit])
-            merged += rows.map { (table, Self.storedRow($0)) }
+            // Each row read straight from the statement as it steps (no copied GRDB row in
+            // between), column by index, with the column names read once per table.
+            let select = try statement(sql)
+            let layout = StoredRow.Layout(select.columnNames)
+            let sequence = layout.position(of: "_seq")
+            let rows = try Row.fetchCursor(select, arguments: [tenant, scopeKey, after, last, limit])
+            while try rows.next() != nil {
+                let values = layout.names.indices.map { index in
+                    Self.sqlValue(DatabaseValue(sqliteStatement: select.sqliteStatement, index: CInt(index)))
+                }
+                var order: Int64 = 0
+                if let sequence, case .integer(let value) = values[sequence] { order = value }
+                merged.append((order, table, StoredRow(layout: layout, values: values)))
+            }
         }
-        merged.sort { ($0.row.integer("_seq") ?? 0) < ($1.row.integer("_seq") ?? 0) }
-        return Array(merged.prefix(limit))
+        merged.sort { $0.sequence < $1.sequence }
+        return merged.prefix(limit).map { ($0.table, $0.row) }
+    }
+
+    /// The `_seq` of the last row a page of `limit` changes holds, across the tables: read from
+    /// their `(_tenant_id, _scope_key, _seq)` indexes alone, it bounds each table's query, so no
+    /// table reads whole rows the page then leaves out. `Int64.max` when the tables hold fewer.
+    private func lastSequenceOfChanges(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> Int64 {
+        guard tables.count > 1 else { return .max }
+        let candidates = tables.map { table in
+            """
+            SELECT "_seq" FROM (SELECT "_seq" FROM \(Self.quoted(table.name))
+                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? ORDER BY "_seq" LIMIT ?)
+            """
+        }
+        let sql = "SELECT \"_seq\" FROM (" + candidates.joined(separator: " UNION ALL ") + ") ORDER BY \"_seq\" LIMIT 1 OFFSET ?"
+        var arguments: [DatabaseValue] = []
+        for _ in tables { arguments += [tenant.databaseValue, scopeKey.databaseValue, after.databaseValue, limit.databaseValue] }
+        arguments.append((limit - 1).databaseValue)
+        return try Int64.fetchOne(statement(sql), arguments: StatementArguments(arguments)) ?? .max
     }
 
     func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow] {
@@ -289,15 +316,15 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func upsert(_ row: StoredRow, in table: ContractTable) async throws {
-        let columns = row.columns.keys.sorted()
+        let columns = row.columnNames.sorted()
         let sql = insertSQLCache.sql("INSERT OR REPLACE", table: table.name, columns: columns)
-        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
+        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row[$0]) }))
     }
 
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
-        let columns = row.columns.keys.sorted()
+        let columns = row.columnNames.sorted()
         let sql = insertSQLCache.sql("INSERT OR IGNORE", table: table.name, columns: columns)
-        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row.columns[$0]!) }))
+        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row[$0]) }))
         return db.changesCount > 0
     }
 

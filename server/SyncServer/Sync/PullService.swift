@@ -63,6 +63,14 @@ public struct PullService: Sendable {
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity
     ) async throws(ServiceError) -> PullResponse {
+        try await page(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, identity: identity).response
+    }
+
+    /// The same page as ``pull(scope:cursor:limit:schema:clientID:identity:)``, its rows still as
+    /// storage holds them: the route writes it straight to JSON (``PullPage/json()``).
+    package func page(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity
+    ) async throws(ServiceError) -> PullPage {
         try RowShaping.requireSupported(schema)
         let (descriptor, key) = try Self.resolve(scope, identity: identity)
         guard ScopeAccess.canRead(key, in: descriptor, identity: identity) else {
@@ -83,39 +91,33 @@ public struct PullService: Sendable {
             }
         }
 
-        let page = changes.prefix(pageSize)
-        var entityPlans: [String: RowShaping.Plan] = [:]
-        var eventPlans: [String: (version: Int, plan: RowShaping.Plan)] = [:]
+        let rows = changes.prefix(pageSize)
+        var shapings: [String: PullPage.Shaping] = [:]
         for (table, entity) in contracts.entities {
             let version = RowShaping.schemaVersion(of: entity.name, current: entity.currentVersion, in: schema)
-            entityPlans[table] = RowShaping.Plan(entity, version: version)
+            shapings[table] = .entity(RowShaping.Plan(entity, version: version))
         }
         for (table, event) in contracts.events {
             let version = RowShaping.schemaVersion(of: event.name, current: event.currentVersion, in: schema)
-            eventPlans[table] = (version, RowShaping.Plan(event, version: version))
+            shapings[table] = .event(event, version: version, plan: RowShaping.Plan(event, version: version))
         }
-        var upserts: [String: [JSONValue]] = [:]
-        var deletes: [String: [String]] = [:]
-        for (table, row) in page {
-            if let entity = contracts.entities[table.name], let plan = entityPlans[table.name] {
+        let next = rows.last?.row.integer("_seq") ?? after
+        var page = PullPage(cursor: SyncCursor(scopeKey: key, sequence: next).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq)
+        for (table, row) in rows {
+            guard let shaping = shapings[table.name] else { continue }
+            if let entity = contracts.entities[table.name] {
                 if row.integer("_deleted") == 1 {
                     if case .string(let id) = RowCodec.wireValue(row[entity.primaryKey], for: contracts.primaryKeys[table.name]!) {
-                        deletes[entity.name, default: []].append(id)
+                        page.deletes[entity.name, default: []].append(id)
                     }
-                } else {
-                    upserts[entity.name, default: []].append(.object(plan.shape(row)))
+                    continue
                 }
-            } else if let event = contracts.events[table.name], let shaping = eventPlans[table.name] {
-                upserts[event.name, default: []].append(
-                    .object(RowShaping.wireEvent(row, event: event, version: shaping.version, plan: shaping.plan))
-                )
+                page.upserts[entity.name, default: PullPage.Upserts(shaping: shaping)].rows.append(row)
+            } else if let event = contracts.events[table.name] {
+                page.upserts[event.name, default: PullPage.Upserts(shaping: shaping)].rows.append(row)
             }
         }
-        let next = page.last?.row.integer("_seq") ?? after
-        return PullResponse(
-            cursor: SyncCursor(scopeKey: key, sequence: next).encoded, hasMore: changes.count > pageSize,
-            upserts: upserts, deletes: deletes, lastSeq: lastSeq
-        )
+        return page
     }
 
     /// The page size for a requested limit: the default when absent, at most the maximum.

@@ -62,6 +62,10 @@ public enum RowShaping {
     /// has since removed has no column any more and is left out.
     public struct Plan: Sendable {
         let fields: [(wireName: String, field: FieldDescriptor)]
+        /// What ``write(_:into:)`` writes, in key order: each member's `"key":` bytes and its
+        /// field's column with the kind the column is read as (a `ref` as its target's key); no
+        /// column for the server's row version.
+        let members: [(key: [UInt8], column: String?, kind: FieldKind)]
 
         init(fields: [FieldDescriptor], known: [KnownField]) {
             var byName: [String: FieldDescriptor] = [:]
@@ -71,6 +75,11 @@ public enum RowShaping {
             self.fields = known.compactMap { knownField in
                 knownField.currentName.flatMap { byName[$0] }.map { (knownField.wireName, $0) }
             }
+            var members: [String: (column: String?, kind: FieldKind)] = [Self.serverVersionKey: (nil, .int)]
+            for (wireName, field) in self.fields {
+                members[wireName] = (field.name, RowCodec.columnKind(field.kind))
+            }
+            self.members = JSONBytes.sorted(members.keys).map { (JSONBytes.key($0), members[$0]!.column, members[$0]!.kind) }
         }
 
         /// The plan for schema `version` of an entity.
@@ -96,6 +105,40 @@ public enum RowShaping {
                 wire[Self.serverVersionKey] = .int(version)
             }
             return wire
+        }
+
+        /// ``shape(_:)`` written as a JSON object, keys sorted, without building it first.
+        func write(_ row: StoredRow, into json: inout JSONBytes) {
+            write(row, positions: positions(in: row.layout), into: &json)
+        }
+
+        /// Where each of ``members``' columns sits in rows of `layout` (the server's row version
+        /// for the member without a column); found once for the many rows of a page.
+        func positions(in layout: StoredRow.Layout) -> [Int?] {
+            members.map { member in layout.position(of: member.column ?? "_version") }
+        }
+
+        /// ``write(_:into:)`` for a row whose layout's ``positions(in:)`` are known.
+        func write(_ row: StoredRow, positions: [Int?], into json: inout JSONBytes) {
+            json.append(0x7B)
+            var first = true
+            for index in members.indices {
+                let member = members[index]
+                let stored = positions[index].map(row.value(at:)) ?? .null
+                guard member.column != nil else {
+                    guard case .integer(let version) = stored else { continue }
+                    json.member(member.key, first: &first)
+                    json.int(version)
+                    continue
+                }
+                json.member(member.key, first: &first)
+                if case .timestamp = member.kind, case .integer(let millis) = stored {
+                    json.timestamp(millis)
+                } else {
+                    json.value(RowCodec.wireValue(stored, kind: member.kind))
+                }
+            }
+            json.append(0x7D)
         }
 
         /// The key of the server's row version in a pulled entity row.

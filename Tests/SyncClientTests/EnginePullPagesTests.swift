@@ -1,0 +1,217 @@
+import Contracts
+import Foundation
+import GRDB
+import SyncClient
+import SyncProtocol
+import Testing
+
+/// How the engine walks a scope's pages: in order, committed together with the last one's
+/// cursor up to `pullCommitRows` rows per transaction, the next pages asked for while the
+/// current ones are stored, and never more than `pullCommitRows` rows fetched ahead.
+@Suite struct EnginePullPagesTests {
+    static let pageCount = 3
+    static let rowsPerPage = 4
+
+    /// `Attempt` rows of page `page`, as the server sends them.
+    static func rows(page: Int, valid: Bool = true) -> [JSONValue] {
+        (0..<rowsPerPage).map { index in
+            var row: [String: JSONValue] = [
+                "id": .string("at-\(page)-\(index)"), "assessment_id": .string("a-1"), "state": .string("submitted"),
+                "score": .double(Double(index)), "answered_count": .int(4), "started_at": .string("2026-01-30T08:00:00.000Z"),
+                "updated_at": .string("2026-01-31T08:00:00.000Z"), "_server_version": .int(1),
+            ]
+            if !valid { row["started_at"] = .string("not a time") }
+            return .object(row)
+        }
+    }
+
+    /// Serves pages `c0` (no cursor) … of the `user` scope, recording every cursor asked for;
+    /// one cursor can be made to fail, one page to carry a row the store refuses.
+    final class PagedTransport: SyncTransport, @unchecked Sendable {
+        private let lock = NSLock()
+        private var asked: [String?] = []
+        var failing: String?
+        var invalidPage: Int?
+        var pageCount = EnginePullPagesTests.pageCount
+        /// Called with each cursor asked for, before the page is served.
+        var onPull: @Sendable (String?) -> Void = { _ in }
+
+        var cursors: [String?] { lock.withLock { asked } }
+
+        func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
+            -> PullResponse
+        {
+            let failing = lock.withLock {
+                asked.append(cursor)
+                return self.failing
+            }
+            onPull(cursor)
+            if let failing, cursor == failing { throw .network("connection reset") }
+            let page = cursor.flatMap { Int($0.dropFirst()) }.map { $0 + 1 } ?? 1
+            return PullResponse(
+                cursor: "c\(page)", hasMore: page < pageCount,
+                upserts: ["Attempt": EnginePullPagesTests.rows(page: page, valid: page != invalidPage)], deletes: [:], lastSeq: 0
+            )
+        }
+
+        func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+            PushResponse(results: [], lastSeq: 0)
+        }
+
+        func health() async -> Bool { true }
+    }
+
+    static func engine(_ store: OfflineStore, _ transport: PagedTransport, commitRows: Int? = nil) -> SyncEngine {
+        var configuration = SyncEngineConfiguration(scopes: ["user"], retriesAutomatically: false)
+        if let commitRows { configuration.pullCommitRows = commitRows }
+        return SyncEngine(store: store, transport: transport, configuration: configuration)
+    }
+
+    static func storedAttempts(_ test: TestStore) throws -> [String] {
+        try test.raw { db in try String.fetchAll(db, sql: #"SELECT "id" FROM "attempts" ORDER BY "id""#) }
+    }
+
+    @Test func everyPageIsStoredWithItsCursorInOrder() async throws {
+        let test = try TestStore()
+        let transport = PagedTransport()
+        let result = await Self.engine(test.store, transport).syncNow()
+        #expect(result == .succeeded(pushed: 0, pulled: Self.pageCount * Self.rowsPerPage))
+        #expect(transport.cursors == [nil, "c1", "c2"])
+        #expect(try Self.storedAttempts(test).count == Self.pageCount * Self.rowsPerPage)
+        #expect(try test.store.cursor(forScope: "user") == "c3")
+    }
+
+    @Test func pagesAreCommittedTogetherUpToTheCommitRows() async throws {
+        let test = try TestStore()
+        let transport = PagedTransport()
+        transport.pageCount = 5
+        let engine = Self.engine(test.store, transport, commitRows: 2 * Self.rowsPerPage)
+        let stream = await engine.status
+        let collector = Task {
+            var done: [Int] = []
+            for await status in stream {
+                if case .pulling = status.phase, status.progress.done > 0, done.last != status.progress.done { done.append(status.progress.done) }
+                if status.phase == .idle, status.lastSuccess != nil { break }
+            }
+            return done
+        }
+        #expect(await engine.syncNow() == .succeeded(pushed: 0, pulled: 5 * Self.rowsPerPage))
+        // Pages 1–2, 3–4, then the last page alone: one transaction (and one progress step) each.
+        #expect(await collector.value == [8, 16, 20])
+        #expect(try Self.storedAttempts(test).count == 5 * Self.rowsPerPage)
+        #expect(try test.store.cursor(forScope: "user") == "c5")
+    }
+
+    @Test func noMoreThanTheCommitRowsAreFetchedAheadOfASlowStore() async throws {
+        // Every page takes 40 ms to store; the transport answers at once.
+        let directory = try TemporaryDirectory()
+        var configuration = TestStore.configuration(
+            directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
+        )
+        configuration.faultPauses = FaultPauses(pauses: [.pullApply: .init(milliseconds: 40)])
+        let store = try OfflineStore(configuration)
+        let transport = PagedTransport()
+        transport.pageCount = 12
+        let ahead = LockedBox<[Int]>([])
+        transport.onPull = { cursor in
+            // Page k is asked for: how many pages past the last one stored?
+            let asked = cursor.flatMap { Int($0.dropFirst()) }.map { $0 + 1 } ?? 1
+            let stored = (try? store.cursor(forScope: "user"))?.flatMap { Int($0.dropFirst()) } ?? 0
+            ahead.mutate { $0.append(asked - stored) }
+        }
+        #expect(await Self.engine(store, transport, commitRows: Self.rowsPerPage).syncNow() == .succeeded(pushed: 0, pulled: 12 * Self.rowsPerPage))
+        #expect(try store.cursor(forScope: "user") == "c12")
+        // Page k is asked for while page k-1 is prepared, k-2 waits (4 rows ahead) and k-3 is
+        // being stored: never further than 4 pages past the last stored, and it does run ahead.
+        let distances = ahead.value
+        #expect((2...4).contains(distances.max() ?? 0), "pages asked for ahead of the store: \(distances)")
+        try store.close()
+    }
+
+    @Test func theNextPageIsAskedForWhileThisOneIsStored() async throws {
+        let test = try TestStore()
+        let transport = PagedTransport()
+        // Serving page 1 takes the database's write lock from another connection, so storing
+        // page 1 has to wait; only the request for page 2 releases it (or, failing that, 5 s).
+        let blocker = try WriteLock(path: test.directory.databaseURL.path)
+        transport.onPull = { cursor in
+            if cursor == nil { blocker.take() }
+            if cursor == "c1" { blocker.release() }
+        }
+        let timeout = Task {
+            try? await Task.sleep(for: .seconds(5))
+            return blocker.release()
+        }
+        let result = await Self.engine(test.store, transport).syncNow()
+        timeout.cancel()
+        #expect(await timeout.value == false, "page 2 was not asked for while page 1 waited to be stored")
+        #expect(result == .succeeded(pushed: 0, pulled: Self.pageCount * Self.rowsPerPage))
+        #expect(try test.store.cursor(forScope: "user") == "c3")
+    }
+
+    /// A write transaction held open on another connection.
+    final class WriteLock: @unchecked Sendable {
+        private let queue: DatabaseQueue
+        private let lock = NSLock()
+        private var held = false
+
+        init(path: String) throws {
+            var configuration = Configuration()
+            configuration.allowsUnsafeTransactions = true
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+        }
+
+        func take() {
+            lock.withLock {
+                guard !held else { return }
+                held = (try? queue.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") }) != nil
+            }
+        }
+
+        /// Ends the transaction; whether it was still held.
+        @discardableResult
+        func release() -> Bool {
+            lock.withLock {
+                guard held else { return false }
+                try? queue.writeWithoutTransaction { db in try db.execute(sql: "ROLLBACK") }
+                held = false
+                return true
+            }
+        }
+    }
+
+    @Test func aFailedPageLeavesTheOnesBeforeItAndTheNextSyncResumesThere() async throws {
+        let test = try TestStore()
+        let transport = PagedTransport()
+        transport.failing = "c2"
+        let engine = Self.engine(test.store, transport)
+        guard case .failed(.network(_), _) = await engine.syncNow() else {
+            Issue.record("the sync did not fail on page 3")
+            return
+        }
+        #expect(try Self.storedAttempts(test).count == 2 * Self.rowsPerPage)
+        #expect(try test.store.cursor(forScope: "user") == "c2")
+
+        transport.failing = nil
+        #expect(await engine.syncNow() == .succeeded(pushed: 0, pulled: Self.rowsPerPage))
+        #expect(transport.cursors == [nil, "c1", "c2", "c2"])
+        #expect(try Self.storedAttempts(test).count == Self.pageCount * Self.rowsPerPage)
+    }
+
+    /// Pages 1–3 go to the store together; it refuses page 2's rows, so they are stored again one
+    /// at a time: page 1 stays, page 2 and everything after it does not.
+    @Test func aPageTheStoreRefusesIsNotStoredAndNeitherIsItsCursor() async throws {
+        let test = try TestStore()
+        let transport = PagedTransport()
+        transport.invalidPage = 2
+        guard case .storeFailed = await Self.engine(test.store, transport).syncNow() else {
+            Issue.record("the sync did not fail on page 2")
+            return
+        }
+        #expect(try Self.storedAttempts(test) == Self.rows(page: 1).compactMap { row -> String? in
+            guard case .object(let fields) = row, case .string(let id)? = fields["id"] else { return nil }
+            return id
+        })
+        #expect(try test.store.cursor(forScope: "user") == "c1")
+    }
+}

@@ -1,0 +1,106 @@
+import Contracts
+import Foundation
+import GRDB
+import SyncProtocol
+import Testing
+
+@testable import SyncClient
+
+/// ``PullPageDecoder`` reads a page's bytes straight into column values; what it stores must be
+/// exactly what the parsed page (``PullResponse/init(json:)`` then ``OfflineStore/prepare(_:)``)
+/// stores, and it must refuse what that refuses.
+@Suite struct PullPageDecoderTests {
+    /// Rows in every way a server (or a newer one) may write them: keys in another order, an
+    /// escaped key, a key given twice, unknown keys, missing fields (defaults), explicit nulls,
+    /// an upper-case UUID, a JSON answer, with and without `_server_version`; a contract this
+    /// build does not know; deletes.
+    static let page = #"""
+        {"cursor":"c-7","deletes":{"Attempt":["at-gone"],"Unknown":["x"]},"has_more":true,"last_seq":12,
+         "upserts":{
+          "Attempt":[
+            {"_server_version":3,"answered_count":4,"assessment_id":"a-1","id":"at-1","score":2.5,"started_at":"2026-01-30T08:00:00.000Z","state":"submitted","updated_at":"2026-01-31T08:00:00.000Z"},
+            {"updated_at":"2026-01-31T09:00:00.000Z","id":"at-2","sta\u0074e":"open","assessment_id":"a-2","started_at":"2026-01-30T09:00:00.000Z","max_score":null,"future_field":{"a":[1,2]}},
+            {"id":"at-3","assessment_id":"a-1","state":"closed","state":"open","started_at":"2026-01-30T10:00:00.000Z","updated_at":"2026-01-31T10:00:00.000Z","outcome":"passed","ended_at":"2026-01-30T11:00:00.000Z"}
+          ],
+          "FutureThing":[{"id":"f-1"}],
+          "AssessmentResponse":[
+            {"_server_version":1,"answer":{"choices":[1,2],"text":"a \"quoted\" answer"},"answered_at":"2026-01-31T08:00:00.125Z","assessment_id":"a-1","attempt_id":"at-1","flagged_for_review":true,"id":"6F1C7E0A-2B3C-4D5E-8F90-A1B2C3D4E5F6","question_id":"q1","time_spent_ms":1234,"updated_at":"2026-01-31T08:00:01.000Z"}
+          ]}}
+        """#
+
+    static let tables = ["attempts", "assessment_responses"]
+
+    /// Every row of the tables, as text, in id order.
+    static func contents(_ test: TestStore) throws -> [String] {
+        try test.raw { db in
+            try tables.flatMap { table in
+                try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY id").map { "\(table): \($0)" }
+            }
+        }
+    }
+
+    @Test func aPageReadFromItsBytesIsStoredAsTheParsedPageIs() async throws {
+        let body = Data(Self.page.utf8)
+        let (decodedStore, parsedStore) = (try TestStore(), try TestStore())
+        for test in [decodedStore, parsedStore] {
+            // A row the page deletes.
+            _ = try test.store.applyServerChanges(ServerChanges(upserts: ["Attempt": [.object([
+                "id": .string("at-gone"), "assessment_id": .string("a-1"), "state": .string("open"),
+                "started_at": .string("2026-01-30T08:00:00.000Z"), "updated_at": .string("2026-01-30T08:00:00.000Z"),
+            ])]]))
+        }
+
+        let decoded = try PullPageDecoder.decode(body, scopeKey: "user", store: decodedStore.store)
+        #expect(decoded.cursor == "c-7")
+        #expect(decoded.hasMore)
+        #expect(decoded.changes.rowCount == 7)
+        let decodedReport = try decodedStore.store.applyServerChanges(pages: [decoded.changes])
+
+        let parsed = try PullResponse(json: body)
+        let parsedReport = try parsedStore.store.applyServerChanges(ServerChanges(pull: parsed, scopeKey: "user"))
+
+        #expect(decodedReport == [parsedReport])
+        #expect(parsedReport.upserted == ["Attempt": 3, "AssessmentResponse": 1])
+        #expect(parsedReport.deleted == ["Attempt": 1])
+        #expect(parsedReport.unknownContracts.sorted() == ["FutureThing", "Unknown"])
+        let stored = try Self.contents(decodedStore)
+        #expect(stored == (try Self.contents(parsedStore)))
+        #expect(stored.count == 4)
+        #expect(try decodedStore.store.cursor(forScope: "user") == "c-7")
+    }
+
+    @Test func aRowThatDoesNotFitRefusesThePageAsTheParsedPageDoes() async throws {
+        let body = Data(
+            #"{"cursor":"c-1","deletes":{},"has_more":false,"last_seq":1,"upserts":{"Attempt":[{"id":"at-1","assessment_id":"a-1","state":"open","started_at":"yesterday","updated_at":"2026-01-31T08:00:00.000Z"},7]}}"#
+                .utf8
+        )
+        let test = try TestStore()
+        let decoded = try PullPageDecoder.decode(body, scopeKey: "user", store: test.store)
+        var decodedError: OfflineStoreError?
+        do { _ = try test.store.applyServerChanges(pages: [decoded.changes]) } catch { decodedError = error }
+        let parsed = try PullResponse(json: body)
+        var parsedError: OfflineStoreError?
+        do { _ = try test.store.applyServerChanges(ServerChanges(pull: parsed, scopeKey: "user")) } catch { parsedError = error }
+        #expect(decodedError != nil)
+        #expect(decodedError == parsedError)
+        #expect(try test.store.cursor(forScope: "user") == nil)
+        #expect(try Self.contents(test).isEmpty)
+    }
+
+    @Test func aBodyThatIsNotAPullPageIsRefused() throws {
+        let test = try TestStore()
+        for text in [
+            "", "[]", #"{"cursor":"c"}"#, #"{"cursor":"c","deletes":{},"has_more":true,"last_seq":1,"upserts":{"Attempt":{}}}"#,
+            #"{"cursor":"c","deletes":{},"has_more":true,"last_seq":1,"upserts":{"Attempt":[{"id":"a"]}}"#,
+            #"{"cursor":"c","deletes":{},"has_more":true,"last_seq":1,"upserts":{}} trailing"#,
+        ] {
+            #expect(throws: PullPageDecoder.FormatError.self, "\(text)") {
+                try PullPageDecoder.decode(Data(text.utf8), scopeKey: "user", store: test.store)
+            }
+        }
+        #expect(PullPageDecoder.peek(Data("not json".utf8)) == nil)
+        let peeked = PullPageDecoder.peek(Data(Self.page.utf8))
+        #expect(peeked?.cursor == "c-7")
+        #expect(peeked?.hasMore == true)
+    }
+}
