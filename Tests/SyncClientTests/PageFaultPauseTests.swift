@@ -9,8 +9,10 @@ import Testing
 /// that only proves something if the pause is inside the page's transaction.
 @Suite("The pull-apply pause of the crash tests")
 struct PageFaultPauseTests {
+    // Synchronous, with the page applied on a thread of its own: nothing here waits for the
+    // concurrency pool, which end-to-end tests running beside this one may keep busy.
     @Test("while paused, neither the page's rows nor its cursor are visible to another connection")
-    func pauseHoldsThePageUncommitted() async throws {
+    func pauseHoldsThePageUncommitted() throws {
         let directory = try TemporaryDirectory()
         var configuration = TestStore.configuration(
             directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
@@ -18,7 +20,11 @@ struct PageFaultPauseTests {
         configuration.faultPauses = FaultPauses(pauses: [.pullApply: FaultPauses.Pause(milliseconds: 4000)])
         let store = try OfflineStore(configuration)
         let page = ServerChanges(upserts: ["Unit": [Samples.wire(Samples.units[0])]], scopeKey: "content", cursor: "cursor-1")
-        let applying = Task.detached { try store.applyServerChanges(page) }
+        let applied = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? store.applyServerChanges(page)
+            applied.signal()
+        }.start()
 
         var observer = Configuration()
         observer.busyMode = .immediateError
@@ -39,7 +45,7 @@ struct PageFaultPauseTests {
         while !open, Date() < deadline {
             do {
                 try queue.inTransaction(.immediate) { _ in .rollback }
-                try await Task.sleep(for: .milliseconds(5))
+                usleep(2_000)
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
                 open = true
             }
@@ -49,7 +55,7 @@ struct PageFaultPauseTests {
         #expect(during.units == 0)
         #expect(during.cursor == nil)
 
-        _ = try await applying.value
+        applied.wait()
         let after = try visible()
         #expect(after.units == 1)
         #expect(after.cursor == "cursor-1")
