@@ -89,10 +89,4 @@ struct RowCodec: Sendable {
         let stored: DatabaseValue = row[entity.primaryKey] ?? .null
         return ColumnCodec.keyText(ColumnCodec.wireValue(stored, kind: kind), kind: kind) ?? ""
     }
-
-    /// The primary key of a wire object as text, or `nil` when it is missing or not a key.
-    static func key(of wire: [String: JSONValue], entity: EntityDescriptor) -> String? {
-        guard let value = wire[entity.primaryKey] else { return nil }
-        return ColumnCodec.keyText(value, kind: entity.field(named: entity.primaryKey)?.kind ?? .id)
-    }
 }

@@ -87,23 +87,17 @@ extension OfflineStore {
         return .unknown(count: rows.count)
     }
 
-    /// A server row (wire form of `schemaVersion`) as the column values of its table.
+    /// A server row (wire form of `schemaVersion`) as the column values of its table: reshaped
+    /// to the current version, put in its ``RowSlots`` and prepared as ``PullPageDecoder`` does.
     func prepareServerRow(
         _ entity: EntityDescriptor, wire shaped: [String: JSONValue], schemaVersion: Int, serverVersion: Int64?
     ) throws -> PreparedServerRow {
         let wire = Self.currentShape(shaped, entity: entity, version: schemaVersion)
-        guard let id = RowCodec.key(of: wire, entity: entity) else {
-            throw OfflineStoreError.invalidValue(contract: entity.name, field: entity.primaryKey, reason: "is missing")
-        }
-        let columns = try codec.columns(
-            contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .server, missing: .defaults
+        let layout = RowSlots.of(entity)
+        let slots = entity.fields.map { wire[$0.name] } + [nil]
+        return try prepareServerRow(
+            entity, slots: slots, layout: layout, schemaVersion: schemaVersion,
+            serverVersion: serverVersion ?? Self.serverVersion(of: shaped, entity: entity)
         )
-        let version = serverVersion ?? Self.serverVersion(of: shaped, entity: entity)
-        var values: [DatabaseValue] = []
-        values.reserveCapacity(columns.count + 2)
-        for column in columns { values.append(column.value) }
-        values.append(schemaVersion.databaseValue)
-        values.append(version?.databaseValue ?? .null)
-        return PreparedServerRow(id: id, values: values)
     }
 }

@@ -176,7 +176,7 @@ enum PullPageDecoder {
             for index in slots.indices { slots[index] = nil }
             try readMembers(&parser, into: &slots, layout: layout)
             do {
-                rows.append(try store.prepareServerRow(entity, slots: slots, layout: layout))
+                rows.append(try store.prepareServerRow(entity, slots: slots, layout: layout, schemaVersion: entity.currentVersion))
             } catch {
                 refusal = OfflineStore.map(error)
             }
@@ -263,10 +263,12 @@ struct RowSlots: Sendable {
 }
 
 extension OfflineStore {
-    /// A row read into its ``RowSlots`` (wire form of the entity's current version) as the
-    /// column values of its table: what ``prepareServerRow(_:wire:schemaVersion:serverVersion:)``
-    /// makes of the same row as an object.
-    func prepareServerRow(_ entity: EntityDescriptor, slots: [JSONValue?], layout: RowSlots) throws -> PreparedServerRow {
+    /// A row read into its ``RowSlots`` (in the shape of the entity's current version) as the
+    /// column values of its table, stored as `schemaVersion`; the server version is
+    /// `serverVersion`, else the row's own (`_server_version`, or an `int` version field).
+    func prepareServerRow(
+        _ entity: EntityDescriptor, slots: [JSONValue?], layout: RowSlots, schemaVersion: Int, serverVersion: Int64? = nil
+    ) throws -> PreparedServerRow {
         guard layout.primaryKey >= 0, let key = slots[layout.primaryKey],
             let id = ColumnCodec.keyText(key, kind: entity.fields[layout.primaryKey].kind)
         else {
@@ -278,11 +280,11 @@ extension OfflineStore {
             let value = slots[index] ?? field.defaultValue ?? .null
             values.append(try codec.columnValue(value, for: field, contract: entity.name, table: entity.table, id: id, mode: .server))
         }
-        values.append(entity.currentVersion.databaseValue)
-        var version: Int64?
-        if case .int(let stamped)? = slots[layout.serverVersion] {
+        values.append(schemaVersion.databaseValue)
+        var version = serverVersion
+        if version == nil, case .int(let stamped)? = slots[layout.serverVersion] {
             version = stamped
-        } else if let field = layout.intVersionField, case .int(let stamped)? = slots[field] {
+        } else if version == nil, let field = layout.intVersionField, case .int(let stamped)? = slots[field] {
             version = stamped
         }
         values.append(version?.databaseValue ?? .null)

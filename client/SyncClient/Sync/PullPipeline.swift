@@ -33,7 +33,8 @@ final class PullPipeline: Sendable {
         var cursor: String
         var hasMore: Bool
         var changes: PreparedServerChanges
-        var rowCount: Int
+
+        var rowCount: Int { changes.rowCount }
     }
 
     /// What ``next()`` hands over.

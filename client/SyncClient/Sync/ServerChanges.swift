@@ -279,7 +279,7 @@ extension OfflineStore {
 
     static let unsyncedStatusesSQL = "('pending', 'sending', 'waiting', 'conflicted', 'failed')"
 
-    /// Whether ``storeServerRow(_:_:wire:schemaVersion:serverVersion:now:replay:upsert:)`` looks
+    /// Whether ``storePreparedRow(_:_:_:now:replay:upsert:)`` looks
     /// for unsynced writes to replay.
     enum Replay {
         case always
@@ -289,19 +289,18 @@ extension OfflineStore {
     }
 
     /// Stores a server row (wire form of `schemaVersion`) and replays the device's unsynced
-    /// writes of that row on top. Returns whether writes were replayed. `upsert` is the
-    /// statement of ``serverUpsertSQL(_:)``, when the caller stores many rows of the entity.
+    /// writes of that row on top. Returns whether writes were replayed.
     @discardableResult
     func storeServerRow(
-        _ db: Database, _ entity: EntityDescriptor, wire shaped: [String: JSONValue], schemaVersion: Int, serverVersion: Int64?,
-        now: Int64, replay: Replay = .always, upsert: GRDB.Statement? = nil
+        _ db: Database, _ entity: EntityDescriptor, wire shaped: [String: JSONValue], schemaVersion: Int, serverVersion: Int64?, now: Int64
     ) throws -> Bool {
         let row = try prepareServerRow(entity, wire: shaped, schemaVersion: schemaVersion, serverVersion: serverVersion)
-        return try storePreparedRow(db, entity, row, now: now, replay: replay, upsert: upsert)
+        return try storePreparedRow(db, entity, row, now: now)
     }
 
     /// Stores a prepared server row (see ``prepareServerRow(_:wire:schemaVersion:serverVersion:)``)
-    /// and replays the device's unsynced writes of that row on top.
+    /// and replays the device's unsynced writes of that row on top. `upsert` is the statement of
+    /// ``serverUpsertSQL(_:)``, when the caller stores many rows of the entity.
     func storePreparedRow(
         _ db: Database, _ entity: EntityDescriptor, _ row: PreparedServerRow, now: Int64, replay: Replay = .always,
         upsert: GRDB.Statement? = nil

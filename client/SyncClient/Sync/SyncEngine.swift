@@ -450,11 +450,11 @@ public actor SyncEngine {
         switch fetched {
         case .response(let response):
             let changes = store.prepare(ServerChanges(pull: response, scopeKey: scope))
-            return .success(PullPipeline.Page(cursor: response.cursor, hasMore: response.hasMore, changes: changes, rowCount: changes.rowCount))
+            return .success(PullPipeline.Page(cursor: response.cursor, hasMore: response.hasMore, changes: changes))
         case .body(let body, _, _):
             do {
                 let page = try PullPageDecoder.decode(body, scopeKey: scope, store: store)
-                return .success(PullPipeline.Page(cursor: page.cursor, hasMore: page.hasMore, changes: page.changes, rowCount: page.changes.rowCount))
+                return .success(PullPipeline.Page(cursor: page.cursor, hasMore: page.hasMore, changes: page.changes))
             } catch {
                 return .failure(.transport(.decoding("a pull page: \(error)")))
             }

@@ -62,7 +62,7 @@ public enum RowShaping {
     /// has since removed has no column any more and is left out.
     public struct Plan: Sendable {
         let fields: [(wireName: String, field: FieldDescriptor)]
-        /// What ``write(_:into:)`` writes, in key order: each member's `"key":` bytes and its
+        /// What ``write(_:positions:into:)`` writes, in key order: each member's `"key":` bytes and its
         /// field's column with the kind the column is read as (a `ref` as its target's key); no
         /// column for the server's row version.
         let members: [(key: [UInt8], column: String?, kind: FieldKind)]
@@ -107,18 +107,14 @@ public enum RowShaping {
             return wire
         }
 
-        /// ``shape(_:)`` written as a JSON object, keys sorted, without building it first.
-        func write(_ row: StoredRow, into json: inout JSONBytes) {
-            write(row, positions: positions(in: row.layout), into: &json)
-        }
-
         /// Where each of ``members``' columns sits in rows of `layout` (the server's row version
         /// for the member without a column); found once for the many rows of a page.
         func positions(in layout: StoredRow.Layout) -> [Int?] {
             members.map { member in layout.position(of: member.column ?? "_version") }
         }
 
-        /// ``write(_:into:)`` for a row whose layout's ``positions(in:)`` are known.
+        /// ``shape(_:)`` written as a JSON object, keys sorted, without building it first, for a
+        /// row whose layout's ``positions(in:)`` are known.
         func write(_ row: StoredRow, positions: [Int?], into json: inout JSONBytes) {
             json.append(0x7B)
             var first = true
