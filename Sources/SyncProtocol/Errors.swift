@@ -25,6 +25,12 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let unauthorized = ErrorCode("unauthorized")
     /// 403: the token does not grant this scope or route.
     public static let forbidden = ErrorCode("forbidden")
+    /// 400: the body's JSON nests deeper than the server reads.
+    public static let nestingTooDeep = ErrorCode("nesting_too_deep")
+    /// 400: a string in the request holds U+0000.
+    public static let nulCharacter = ErrorCode("nul_character")
+    /// 403: the `client_id` belongs to another device's push stream.
+    public static let clientNotOwned = ErrorCode("client_not_owned")
     /// 404
     public static let notFound = ErrorCode("not_found")
     /// 409: the push does not continue where the server is; `details.last_seq` says where.
@@ -53,6 +59,10 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let rowNotFound = ErrorCode("row_not_found")
     /// An event whose `hash` does not match its payload.
     public static let hashMismatch = ErrorCode("hash_mismatch")
+    /// The mutation uses a contract version newer than the server's.
+    public static let schemaTooNew = ErrorCode("schema_too_new")
+    /// The mutation's hybrid clock is further ahead of the server's clock than it allows.
+    public static let clockSkew = ErrorCode("clock_skew")
     /// A reducer refused the event (for example a transition a task cannot make).
     public static let invalidTransition = ErrorCode("invalid_transition")
 }

@@ -33,6 +33,12 @@ package enum StoredJSON {
     package struct Parser {
         package let bytes: UnsafeBufferPointer<UInt8>
         package var index = 0
+        /// Containers nested deeper than this are not read (the value is `nil`, ``tooDeep`` set).
+        package var maximumDepth = 512
+        /// Whether reading stopped at a container nested deeper than ``maximumDepth``.
+        package private(set) var tooDeep = false
+        /// Whether a string read so far held U+0000 (`\u0000`), which SQLite cuts text at.
+        package private(set) var sawNUL = false
 
         package init(bytes: UnsafeBufferPointer<UInt8>) {
             self.bytes = bytes
@@ -61,7 +67,11 @@ package enum StoredJSON {
         /// Steps over one whole value without building it; false when it is not valid JSON.
         package mutating func skipValue(depth: Int = 0) -> Bool {
             skipWhitespace()
-            guard index < bytes.count, depth < 512 else { return false }
+            guard index < bytes.count else { return false }
+            guard depth < maximumDepth else {
+                tooDeep = true
+                return false
+            }
             switch bytes[index] {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 let close = bytes[index] == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
@@ -104,7 +114,11 @@ package enum StoredJSON {
         /// count: the rows of a page share their keys), so it is not grown again and again.
         package mutating func value(depth: Int, capacity: Int = 0) -> JSONValue? {
             skipWhitespace()
-            guard index < bytes.count, depth < 512 else { return nil }
+            guard index < bytes.count else { return nil }
+            guard depth < maximumDepth else {
+                tooDeep = true
+                return nil
+            }
             switch bytes[index] {
             case UInt8(ascii: "{"):
                 index += 1
@@ -249,6 +263,7 @@ package enum StoredJSON {
                         code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
                     }
                     guard let scalar = Unicode.Scalar(code) else { return nil }
+                    if code == 0 { sawNUL = true }
                     flush()
                     scalars.append(scalar)
                 default: return nil

@@ -13,6 +13,9 @@ struct ErrorShapeTests {
         ("malformedRequest", .malformedRequest, "malformed_request"),
         ("unauthorized", .unauthorized, "unauthorized"),
         ("forbidden", .forbidden, "forbidden"),
+        ("nestingTooDeep", .nestingTooDeep, "nesting_too_deep"),
+        ("nulCharacter", .nulCharacter, "nul_character"),
+        ("clientNotOwned", .clientNotOwned, "client_not_owned"),
         ("notFound", .notFound, "not_found"),
         ("sequenceGap", .sequenceGap, "sequence_gap"),
         ("payloadTooLarge", .payloadTooLarge, "payload_too_large"),
@@ -26,6 +29,8 @@ struct ErrorShapeTests {
         ("missingPolicyData", .missingPolicyData, "missing_policy_data"),
         ("rowNotFound", .rowNotFound, "row_not_found"),
         ("hashMismatch", .hashMismatch, "hash_mismatch"),
+        ("schemaTooNew", .schemaTooNew, "schema_too_new"),
+        ("clockSkew", .clockSkew, "clock_skew"),
         ("invalidTransition", .invalidTransition, "invalid_transition"),
     ]
 

@@ -188,7 +188,12 @@ struct PushFailingStorage: SyncStorage {
         }
         func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 { try await base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
         func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] { try await base.auditEntries(after: afterID, limit: limit) }
-        func lockClient(tenant: String, clientID: String) async throws -> Int64 { try await base.lockClient(tenant: tenant, clientID: clientID) }
+        func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner? {
+            try await base.clientOwner(tenant: tenant, clientID: clientID)
+        }
+        func lockClient(tenant: String, clientID: String, owner: ClientOwner) async throws -> ClientLock {
+            try await base.lockClient(tenant: tenant, clientID: clientID, owner: owner)
+        }
         func lockScope(tenant: String, scopeKey: String) async throws { try await base.lockScope(tenant: tenant, scopeKey: scopeKey) }
 
         func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {

@@ -234,15 +234,20 @@ struct PushValidationTests {
         #expect(refused.results.first?.error?.code == .invalidPayload)
     }
 
-    @Test("a device newer than the server: fields the server does not know are left out, not refused", arguments: StorageKind.allCases)
+    @Test("a contract version newer than the server's: that mutation is rejected schema_too_new, nothing dropped silently", arguments: StorageKind.allCases)
     func newerDevice(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
         var payload = h.taskPayload("task-1")
         payload["priority_colour"] = .string("amber")
-        let response = try await h.push([h.mutation(1, "Task", .create, "task-1", payload)], schema: ["Task": 2])
-        #expect(response.results.first?.status == .applied)
+        let response = try await h.push(
+            [h.mutation(1, "Task", .create, "task-1", payload), h.mutation(2, "Task", .create, "task-2", h.taskPayload("task-2"))],
+            schema: ["Task": 2]
+        )
+        #expect(response.results.map(\.status) == [.rejected, .rejected])
+        #expect(response.results.first?.error?.code == .schemaTooNew)
+        #expect(response.results.first?.error?.details == .object(["entity": .string("Task"), "current": .int(1)]))
         let audit = try #require(try await h.audit().first)
-        #expect(audit.detail.contains("\"ignored_fields\":[\"priority_colour\"]"))
+        #expect(audit.detail.contains("schema_too_new"))
     }
 }

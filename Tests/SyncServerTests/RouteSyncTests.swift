@@ -60,7 +60,7 @@ struct RouteSyncTests {
             )
             #expect(gzipped.data == answers[0])
 
-            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            let metrics = try await client.execute(uri: "/metrics", method: .get, headers: harness.metricsHeaders).text
             #expect(metrics.contains(#"outpost_push_mutations_total{status="applied"} 8"#))
             #expect(metrics.contains(#"outpost_http_requests_total{route="/sync/v1/push",status="200"} 4"#))
         }
@@ -105,7 +105,7 @@ struct RouteSyncTests {
             #expect(synced.units.flatMap(\.lessons).flatMap(\.assets).allSatisfy { $0.downloadURL.hasPrefix("http://localhost/assets/") })
 
             let rows = page.upserts.values.reduce(0) { $0 + $1.count }
-            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            let metrics = try await client.execute(uri: "/metrics", method: .get, headers: harness.metricsHeaders).text
             #expect(metrics.contains("outpost_pull_rows_total \(rows * 3)\n"))
         }
     }
@@ -118,7 +118,7 @@ struct RouteSyncTests {
             _ = try await client.execute(uri: "/health", method: .get)
             _ = try await client.execute(uri: "/assets/some-id", method: .get)
             _ = try await client.execute(uri: "/no/such/route", method: .get)
-            let response = try await client.execute(uri: "/metrics", method: .get)
+            let response = try await client.execute(uri: "/metrics", method: .get, headers: harness.metricsHeaders)
             #expect(response.status == .ok)
             #expect(response.headers[.contentType] == "text/plain; version=0.0.4; charset=utf-8")
             let text = response.text

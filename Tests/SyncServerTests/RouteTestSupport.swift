@@ -20,7 +20,19 @@ final class RouteHarness: Sendable {
     let configuration: ServerConfiguration
     let rateLimiter: RateLimiter?
 
-    init(configuration: ServerConfiguration = ServerConfiguration(rateLimit: nil), rateLimiter: RateLimiter? = nil) throws {
+    /// The bearer token of `/metrics` in the default configuration.
+    static let metricsToken = "metrics-token-for-the-route-tests"
+
+    static var defaultConfiguration: ServerConfiguration {
+        var configuration = ServerConfiguration(rateLimit: nil)
+        configuration.metricsToken = metricsToken
+        return configuration
+    }
+
+    /// `Authorization` for `/metrics`.
+    var metricsHeaders: HTTPFields { [.authorization: "Bearer \(Self.metricsToken)"] }
+
+    init(configuration: ServerConfiguration = RouteHarness.defaultConfiguration, rateLimiter: RateLimiter? = nil) throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-routes-\(UUID().uuidString)")
         storage = try SQLiteStorage(directory: folder)
         assets = AssetStore(directory: DataDirectory(folder).assets)

@@ -53,7 +53,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("public-url"), help: ArgumentHelp("The URL devices reach the server at, for asset download links (default: the request's Host).", valueName: "URL"))
     var publicURL: String?
 
+    @Option(name: .customLong("max-clock-skew"), help: ArgumentHelp("How many seconds ahead of this server's clock a pushed hybrid clock may be; later ones are rejected with clock_skew.", valueName: "SECONDS"))
+    var maximumClockSkewSeconds = 300
+
+    @Option(name: .customLong("metrics-token-file"), help: ArgumentHelp("A file holding the bearer token /metrics requires (else OUTPOST_METRICS_TOKEN; with neither, /metrics is off).", valueName: "FILE"))
+    var metricsTokenFile: String?
+
     func validate() throws {
+        guard (0...(30 * 86_400)).contains(maximumClockSkewSeconds) else {
+            throw ValidationError("--max-clock-skew must be between 0 and 2592000 seconds (30 days), not \(maximumClockSkewSeconds)")
+        }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535, not \(port)") }
         guard maximumBodyBytes > 0, maximumAssetBytes > 0 else { throw ValidationError("--max-body-bytes and --max-asset-bytes must be positive") }
         guard requestsPerSecond >= 0, burst > 0 else { throw ValidationError("--rate must be 0 or more and --burst at least 1") }
@@ -71,11 +80,17 @@ struct ServeCommand: AsyncParsableCommand {
             throw fail(error.description)
         }
         let storage = try await data.openStorage()
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             host: host, port: port, maximumBodyBytes: maximumBodyBytes, maximumAssetBytes: maximumAssetBytes,
             rateLimit: requestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: requestsPerSecond, burst: burst) : nil,
             publicBaseURL: publicURL
         )
+        configuration.maximumClockSkew = .seconds(maximumClockSkewSeconds)
+        do {
+            configuration.metricsToken = try MetricsToken.load(file: metricsTokenFile.map { URL(fileURLWithPath: $0) })
+        } catch {
+            throw fail(error.description)
+        }
         var environment = ServerEnvironment(storage: storage, assets: AssetStore(directory: directory.assets), signer: signer)
         do {
             environment.faultPauses = try FaultPauses.fromEnvironment()

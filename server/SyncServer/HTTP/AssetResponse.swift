@@ -87,8 +87,11 @@ enum AssetResponse {
         guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return .whole }
         let first = spec[..<dash].trimmingCharacters(in: .whitespaces)
         let last = spec[spec.index(after: dash)...].trimmingCharacters(in: .whitespaces)
+        // A position past Int64 (`bytes=0-99999999999999999999`) is still a position: past any
+        // file's end, so it is clamped like any other, not taken for bad syntax.
         func number(_ text: String) -> Int64? {
-            text.isEmpty || !text.allSatisfy(\.isASCII) || !text.allSatisfy(\.isNumber) ? nil : Int64(text)
+            guard !text.isEmpty, text.utf8.allSatisfy({ (48...57).contains($0) }) else { return nil }
+            return Int64(text) ?? .max
         }
         if first.isEmpty {
             // The last n bytes.

@@ -1,5 +1,6 @@
 import Foundation
 public import Hummingbird
+import NIOHTTP1
 import SyncProtocol
 
 /// Turns every error into a response, in one place: a ``ServiceError`` into its status and
@@ -30,6 +31,10 @@ public struct ErrorMiddleware: RouterMiddleware {
             return render(error)
         case let error as DecodingError:
             return render(.malformed(describe(error)))
+        case let error as HTTPParserError:
+            // The request's bytes are not HTTP/1.1 the parser takes (a Transfer-Encoding other
+            // than chunked, a body cut short): the client's fault, never the server's.
+            return render(.malformed("the request is not valid HTTP/1.1 (\(error)); nothing was read"))
         case let error as any HTTPResponseError:
             return render(translate(error, request: request), headers: (error as? HTTPError)?.headers ?? [:])
         default:

@@ -48,24 +48,61 @@ public final class RateLimiter: Sendable {
         }
     }
 
+    /// The seconds to wait before `key` has a token again, or `nil` when it has one; takes nothing.
+    public func waitWithoutTaking(_ key: String) -> Int? {
+        let time = now()
+        let capacity = Double(max(limit.burst, 1))
+        let rate = max(limit.requestsPerSecond, 0.001)
+        return state.withLock { state in
+            guard let bucket = state.buckets[key] else { return nil }
+            let tokens = min(capacity, bucket.tokens + max(0, time - bucket.updated) * rate)
+            return tokens >= 1 ? nil : max(1, Int(((1 - tokens) / rate).rounded(.up)))
+        }
+    }
+
     public static func monotonicSeconds() -> Double {
         Double(DispatchTime.now().uptimeNanoseconds) / 1_000_000_000
     }
 }
 
-/// Applies a ``RateLimiter`` per authenticated device (tenant and device id).
+/// Applies a rate limit per authenticated device (tenant and device id).
 public struct RateLimitMiddleware: RouterMiddleware {
     public typealias Context = SyncRequestContext
 
-    let limiter: RateLimiter
+    /// Where the counts live.
+    public enum Limiter: Sendable {
+        /// In this process's memory: token buckets.
+        case local(RateLimiter)
+        /// In the storage every process shares (PostgreSQL): fixed windows.
+        case shared(SharedRateLimiter)
+
+        var limit: ServerConfiguration.RateLimit {
+            switch self {
+            case .local(let limiter): limiter.limit
+            case .shared(let limiter): limiter.limit
+            }
+        }
+    }
+
+    let limiter: Limiter
 
     public init(limiter: RateLimiter) {
+        self.limiter = .local(limiter)
+    }
+
+    public init(limiter: Limiter) {
         self.limiter = limiter
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let identity = try context.requireIdentity()
-        if let wait = limiter.acquire(identity.tenant + "\u{1F}" + identity.deviceID) {
+        let key = identity.tenant + "\u{1F}" + identity.deviceID
+        let wait: Int?
+        switch limiter {
+        case .local(let local): wait = local.acquire(key)
+        case .shared(let shared): wait = await shared.acquire(key)
+        }
+        if let wait {
             throw ServiceError(
                 status: 429, .rateLimited,
                 "device \(identity.deviceID) is over \(limiter.limit.requestsPerSecond) requests per second; retry after \(wait) s",

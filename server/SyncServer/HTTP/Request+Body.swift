@@ -1,5 +1,7 @@
+import Contracts
 import Foundation
 import Hummingbird
+import SyncProtocol
 
 extension Request {
     /// The whole body, refusing one over `limit` bytes with 413 before reading it when the
@@ -33,13 +35,29 @@ extension Request {
         }
     }
 
-    /// The body decoded as JSON `type`; malformed JSON is a 400 `malformed_request`.
-    func decodeJSON<Value: Decodable>(_ type: Value.Type, limit: Int) async throws -> Value {
+    /// The body as a JSON value, read in one pass (``BoundedJSON``): 400 `malformed_request`
+    /// when it is not JSON, `nesting_too_deep` past `maximumDepth` levels, `nul_character`
+    /// when a string holds U+0000.
+    func jsonBody(limit: Int, maximumDepth: Int) async throws -> JSONValue {
         let data = try await collectBody(limit: limit)
         do {
-            return try JSONCoding.decoder().decode(type, from: data)
-        } catch let error as DecodingError {
-            throw ServiceError.malformed(ErrorMiddleware.describe(error))
+            return try BoundedJSON.parse(data, maximumDepth: maximumDepth)
+        } catch .malformed {
+            throw ServiceError.malformed("the body is not valid JSON")
+        } catch .tooDeep(let depth) {
+            throw ServiceError(status: 400, .nestingTooDeep, "the body nests JSON deeper than \(depth) levels")
+        } catch .nulCharacter {
+            throw ServiceError(status: 400, .nulCharacter, "a string in the body holds U+0000, which no id or text may contain")
+        }
+    }
+
+    /// The body as a push (``jsonBody(limit:maximumDepth:)``, then its shape).
+    func pushBody(limit: Int, maximumDepth: Int) async throws -> PushRequest {
+        let json = try await jsonBody(limit: limit, maximumDepth: maximumDepth)
+        do {
+            return try PushRequest(json: json)
+        } catch {
+            throw ServiceError.malformed(error.message)
         }
     }
 

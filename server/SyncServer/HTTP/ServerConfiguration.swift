@@ -15,6 +15,33 @@ public struct ServerConfiguration: Sendable {
     /// The URL devices reach this server at, for asset download links (`https://sync.example.com`).
     /// `nil` uses the request's `Host` header.
     public var publicBaseURL: String?
+    /// How far ahead of the server's clock a pushed hybrid clock may be (5 minutes): a later
+    /// one is rejected with `clock_skew`, since it would win every later edit of its row.
+    public var maximumClockSkew: Duration = PushService.defaultMaximumClockSkew
+    /// How deep a request body's JSON may nest (64): deeper is a 400 `nesting_too_deep`.
+    public var maximumJSONDepth: Int = 64
+    /// Requests without a valid token per peer address (the open routes and 401s), or `nil`
+    /// for no limit: 10 a second, 100 at once.
+    public var peerLimit: RateLimit? = RateLimit(requestsPerSecond: 10, burst: 100)
+    /// The bearer token `/metrics` requires; `nil` keeps `/metrics` closed (404).
+    public var metricsToken: String?
+    /// How long a connection may take to send a request's headers (10 s), a request's body once
+    /// its headers arrived (120 s), and the next request's headers on a kept-alive connection
+    /// (60 s); a slower one is closed.
+    public var timeouts = Timeouts()
+
+    /// Deadlines of ``timeouts``.
+    public struct Timeouts: Sendable, Hashable {
+        public var headers: Duration
+        public var body: Duration
+        public var idle: Duration
+
+        public init(headers: Duration = .seconds(10), body: Duration = .seconds(120), idle: Duration = .seconds(60)) {
+            self.headers = headers
+            self.body = body
+            self.idle = idle
+        }
+    }
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maximumBodyBytes: Int = 5 * 1024 * 1024,

@@ -1,6 +1,8 @@
 import Contracts
 import Foundation
 public import Hummingbird
+import HummingbirdCore
+import NIOCore
 package import SyncProtocol
 
 /// One route the server answers: a method and a path template (`/assets/{id}`).
@@ -55,12 +57,17 @@ public struct ServerEnvironment: Sendable {
 
 /// The router of a sync server: every route of `docs/openapi.yaml`.
 ///
-/// Middleware order: metrics (outermost, sees every final status), errors (the one place
+/// Middleware order: security headers (outermost, on every response), metrics (sees every
+/// final status), the per-peer limit on requests without a valid token, errors (the one place
 /// errors become JSON), then, for everything but `/health` and `/metrics`, authentication and
 /// the per-device rate limit; admin routes also require an admin token.
 public func buildRouter(configuration: ServerConfiguration, environment: ServerEnvironment) -> SyncRouter {
     let router = Router(context: SyncRequestContext.self)
+    router.add(middleware: SecurityHeadersMiddleware())
     router.add(middleware: MetricsMiddleware(metrics: environment.metrics))
+    if let peerLimit = configuration.peerLimit {
+        router.add(middleware: PeerLimitMiddleware(limiter: RateLimiter(peerLimit)))
+    }
     router.add(middleware: ErrorMiddleware())
     let routes = SyncRoutes(configuration: configuration, environment: environment)
     let table = RouteTable()
@@ -70,8 +77,13 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
 
     let authenticated = router.group()
     authenticated.add(middleware: AuthenticationMiddleware(signer: environment.signer, clock: environment.clock))
-    if let limiter = environment.rateLimiter ?? configuration.rateLimit.map({ RateLimiter($0) }) {
+    if let limiter = environment.rateLimiter {
         authenticated.add(middleware: RateLimitMiddleware(limiter: limiter))
+    } else if let limit = configuration.rateLimit {
+        // On a storage several processes share, the limit is counted there, so it holds
+        // across processes; otherwise in this process's memory.
+        let shared = environment.storage.sharedRateWindows.map { SharedRateLimiter(limit: limit, windows: $0, clock: environment.clock) }
+        authenticated.add(middleware: RateLimitMiddleware(limiter: shared.map { .shared($0) } ?? .local(RateLimiter(limit))))
     }
     table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
     table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
@@ -95,6 +107,17 @@ public func buildApplication(
 ) -> some ApplicationProtocol {
     Application(
         router: buildRouter(configuration: configuration, environment: environment).router,
+        server: .http1(
+            configuration: HTTP1Channel.Configuration(
+                additionalChannelHandlers: [
+                    RequestDeadlineHandler(
+                        headers: TimeAmount(configuration.timeouts.headers), body: TimeAmount(configuration.timeouts.body),
+                        idle: TimeAmount(configuration.timeouts.idle)
+                    )
+                ],
+                idleTimeout: TimeAmount(configuration.timeouts.idle)
+            )
+        ),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "outpost-sync-server"
         ),
@@ -135,7 +158,7 @@ struct SyncRoutes: Sendable {
     init(configuration: ServerConfiguration, environment: ServerEnvironment) {
         self.configuration = configuration
         self.environment = environment
-        pushService = PushService(storage: environment.storage, clock: environment.clock)
+        pushService = PushService(storage: environment.storage, clock: environment.clock, maximumClockSkew: configuration.maximumClockSkew)
         pullService = PullService(storage: environment.storage)
         contentService = ContentService(storage: environment.storage, assets: environment.assets, clock: environment.clock)
     }
@@ -152,8 +175,19 @@ struct SyncRoutes: Sendable {
         return try .json(["status": "ok"], request: request)
     }
 
+    /// Behind its own token (``ServerConfiguration/metricsToken``), compared in constant time;
+    /// closed (404) when none is configured, so a server never shows its traffic by default.
     @Sendable func metrics(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        Response(
+        guard let expected = configuration.metricsToken else {
+            throw ServiceError.notFound("/metrics is off on this server: start it with a metrics token (--metrics-token-file)")
+        }
+        let sent = request.headers[.authorization].flatMap { header -> Substring? in
+            header.lowercased().hasPrefix("bearer ") ? header.dropFirst("bearer ".count) : nil
+        }
+        guard let sent, MetricsToken.matches(String(sent.trimmingCharacters(in: .whitespaces)), expected) else {
+            throw ServiceError.unauthorized("/metrics needs Authorization: Bearer <metrics token>")
+        }
+        return Response(
             status: .ok, headers: [.contentType: MetricsRegistry.contentType],
             body: ResponseBody(byteBuffer: ByteBuffer(string: environment.metrics.registry.exposition()))
         )
@@ -163,7 +197,7 @@ struct SyncRoutes: Sendable {
 
     @Sendable func push(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
-        let body = try await request.decodeJSON(PushRequest.self, limit: configuration.maximumBodyBytes)
+        let body = try await request.pushBody(limit: configuration.maximumBodyBytes, maximumDepth: configuration.maximumJSONDepth)
         await environment.faultPauses.pause(at: .pushBeforeApply)
         let response = try await pushService.push(body, identity: identity)
         await environment.faultPauses.pause(at: .pushBeforeAnswer)
@@ -213,7 +247,7 @@ struct SyncRoutes: Sendable {
     @Sendable func publish(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let entity = try parameter("entity", context)
-        let row = try await request.decodeJSON(JSONValue.self, limit: configuration.maximumBodyBytes)
+        let row = try await request.jsonBody(limit: configuration.maximumBodyBytes, maximumDepth: configuration.maximumJSONDepth)
         guard case .object = row else { throw ServiceError.malformed("the body must be a JSON object: the row to publish") }
         let published = try await contentService.publish(entity: entity, row: row, identity: identity)
         return try .json(published, request: request)

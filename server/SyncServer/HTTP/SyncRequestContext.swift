@@ -6,10 +6,13 @@ public struct SyncRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// `nil` until authenticated; routes behind authentication always see a value.
     public var identity: DeviceIdentity?
+    /// The connection's remote IP address (`nil` in the in-process test client).
+    public var peerAddress: String?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         identity = nil
+        peerAddress = source.channel.remoteAddress?.ipAddress
     }
 
     /// The authenticated identity; only routes registered behind ``AuthenticationMiddleware`` call it.

@@ -256,6 +256,9 @@ struct PostgresMigrator {
     static var migrations: [Migration] {
         [Migration(identifier: "server.v1.sync_tables", statements: PostgresServerTables.statements, checksum: Hex.sha256(Data(PostgresServerTables.statements.joined(separator: ";\n").utf8)))]
             + ContractRegistry.serverPostgresMigrations.map { Migration(identifier: $0.identifier, statements: $0.statements, checksum: $0.checksum) }
+            + ServerUpgrade.all.map {
+                Migration(identifier: $0.identifier, statements: $0.postgres, checksum: Hex.sha256(Data($0.postgres.joined(separator: ";\n").utf8)))
+            }
     }
 
     func migrate(_ client: PostgresClient) async throws {
@@ -357,4 +360,22 @@ enum PostgresServerTables {
         """,
         "INSERT INTO \"audit_head\" (\"singleton\", \"last_id\", \"last_hash\") VALUES (true, 0, '\(AuditChain.genesis)')",
     ]
+}
+
+// MARK: - Shared rate windows
+
+extension PostgresStorage: SharedRateWindows {
+    /// One statement outside any transaction, on the `rate_windows` table (unlogged: counts
+    /// are worth nothing after a crash): a key's row holds its current window and count.
+    public func increment(_ key: String, window: Int64) async throws -> Int64 {
+        let rows = try await client.query("""
+            INSERT INTO rate_windows (key, window_start, count) VALUES (\(key), \(window), 1)
+            ON CONFLICT (key) DO UPDATE SET
+                count = CASE WHEN rate_windows.window_start = excluded.window_start THEN rate_windows.count + 1 ELSE 1 END,
+                window_start = excluded.window_start
+            RETURNING count
+            """, logger: logger).collect()
+        guard let row = rows.first else { throw PostgresStorageError.unexpectedAnswer("rate_windows") }
+        return try row.decode(Int64.self)
+    }
 }

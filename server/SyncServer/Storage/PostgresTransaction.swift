@@ -147,6 +147,17 @@ final class PostgresTransaction: StorageTransaction {
         return try integer(await run("SELECT last_seq FROM clients WHERE tenant = $1 AND client_id = $2", bindings)) ?? 0
     }
 
+    func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner? {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(clientID)
+        let rows = try await run("SELECT user_id, device_id FROM clients WHERE tenant = $1 AND client_id = $2", bindings)
+        guard let row = rows.first.map(Array.init), row.count == 2, case .text(let userID) = try PostgresValues.value(of: row[0]),
+            case .text(let deviceID) = try PostgresValues.value(of: row[1])
+        else { return nil }
+        return ClientOwner(userID: userID, deviceID: deviceID)
+    }
+
     func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
         if let pending = pendingResults[PendingResultKey(client: Key(tenant: tenant, name: clientID), seq: seq)] { return pending }
         var bindings = PostgresBindings()
@@ -186,21 +197,34 @@ final class PostgresTransaction: StorageTransaction {
 
     // MARK: - Locks and counters
 
-    func lockClient(tenant: String, clientID: String) async throws -> Int64 {
+    func lockClient(tenant: String, clientID: String, owner: ClientOwner) async throws -> ClientLock {
         let key = Key(tenant: tenant, name: clientID)
-        if let locked = clients[key] { return locked }
+        // Locked earlier in this transaction, which checked the owner then.
+        if let locked = clients[key] { return .owned(lastSeq: locked) }
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(clientID)
         bindings.append(Self.nowMilliseconds())
-        // The no-op update takes the row lock; a concurrent holder is waited for, then its
-        // committed `last_seq` is what comes back.
-        let last = try integer(await run("""
-            INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES ($1, $2, 0, $3)
-            ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = clients.last_seq RETURNING last_seq
-            """, bindings)) ?? 0
+        bindings.append(owner.userID)
+        bindings.append(owner.deviceID)
+        // The update takes the row lock; a concurrent holder is waited for, then its committed
+        // `last_seq` is what comes back. A stream without an owner (recorded before owners were)
+        // is claimed by the caller; an owned one keeps its owner, which the caller compares.
+        let rows = try await run("""
+            INSERT INTO clients (tenant, client_id, last_seq, updated_at, user_id, device_id) VALUES ($1, $2, 0, $3, $4, $5)
+            ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = clients.last_seq,
+                user_id = COALESCE(clients.user_id, excluded.user_id),
+                device_id = CASE WHEN clients.user_id IS NULL THEN excluded.device_id ELSE clients.device_id END
+            RETURNING last_seq, user_id, device_id
+            """, bindings)
+        guard let row = rows.first.map(Array.init), row.count == 3 else { throw PostgresStorageError.unexpectedAnswer("clients") }
+        guard case .integer(let last) = try PostgresValues.value(of: row[0]),
+            case .text(let userID) = try PostgresValues.value(of: row[1]),
+            case .text(let deviceID) = try PostgresValues.value(of: row[2])
+        else { throw PostgresStorageError.unexpectedAnswer("clients") }
+        guard ClientOwner(userID: userID, deviceID: deviceID) == owner else { return .ownedByOther }
         clients[key] = last
-        return last
+        return .owned(lastSeq: last)
     }
 
     func lockScope(tenant: String, scopeKey: String) async throws {

@@ -179,6 +179,8 @@ enum PostgresStorageError: Error, CustomStringConvertible {
     case migrationChanged(String)
     /// The transaction kept failing on conflicts after every retry.
     case tooManyConflicts(attempts: Int)
+    /// A statement answered rows of another shape than it asks for.
+    case unexpectedAnswer(String)
 
     var description: String {
         switch self {
@@ -188,6 +190,7 @@ enum PostgresStorageError: Error, CustomStringConvertible {
         case .migrationChanged(let identifier):
             return "migration '\(identifier)' was applied to this database with other statements; released migrations never change"
         case .tooManyConflicts(let attempts): return "the transaction met a conflict on each of \(attempts) attempts"
+        case .unexpectedAnswer(let table): return "a statement on '\(table)' answered rows of an unexpected shape"
         }
     }
 }

@@ -130,6 +130,10 @@ public struct FieldValueError: Error, Hashable, Sendable {
 /// contract type. The one place that knows how each type is stored; every storage uses it.
 public enum RowCodec {
     /// The column value for a field's wire value; throws when the value does not fit the type.
+    /// The longest id (a field of type `id` or `ref`, a mutation's id), in UTF-8 bytes: every
+    /// device reading the row stores and indexes it.
+    public static let maximumIDBytes = 256
+
     public static func columnValue(_ value: JSONValue, for field: FieldDescriptor) throws(FieldValueError) -> SQLValue {
         if case .null = value {
             guard field.isOptional else { throw FieldValueError(field: field.name, message: "'\(field.name)' is required") }
@@ -147,6 +151,9 @@ public enum RowCodec {
             guard case .string(let text) = value else { throw fail("text") }
             if let limit = field.maxLength, text.count > limit {
                 throw FieldValueError(field: field.name, message: "'\(field.name)' is longer than \(limit) characters")
+            }
+            if case .id = kind, text.utf8.count > maximumIDBytes {
+                throw FieldValueError(field: field.name, message: "'\(field.name)' is longer than \(maximumIDBytes) bytes, the most an id may have")
             }
             return .text(text)
         case .int:
@@ -180,11 +187,12 @@ public enum RowCodec {
                 throw FieldValueError(field: field.name, message: "'\(field.name)' is longer than \(limit) bytes")
             }
             return .blob(data)
-        case .enumeration(let values, let fallback):
+        case .enumeration(let values, _):
             guard case .string(let text) = value else { throw fail("one of \(values.joined(separator: ", "))") }
-            if values.contains(text) { return .text(text) }
-            if let fallback { return .text(fallback) }
-            throw fail("one of \(values.joined(separator: ", "))")
+            // The contract's fallback is for reading a value this version does not know; a write
+            // of an unknown value is refused rather than stored as something it did not say.
+            guard values.contains(text) else { throw fail("one of \(values.joined(separator: ", "))") }
+            return .text(text)
         case .list(let element):
             guard case .array(let items) = value else { throw fail("a list") }
             if let limit = field.maxLength, items.count > limit {

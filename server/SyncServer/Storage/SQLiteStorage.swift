@@ -34,6 +34,13 @@ public final class SQLiteStorage: SyncStorage {
                 }
             }
         }
+        for upgrade in ServerUpgrade.all {
+            migrator.registerMigration(upgrade.identifier) { db in
+                for statement in upgrade.sqlite {
+                    try db.execute(sql: statement)
+                }
+            }
+        }
         return migrator
     }
 
@@ -283,8 +290,37 @@ struct SQLiteTransaction: StorageTransaction {
         }
     }
 
-    func lockClient(tenant: String, clientID: String) async throws -> Int64 {
-        try await lastSequence(tenant: tenant, clientID: clientID)
+    func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner? {
+        guard let row = try Row.fetchOne(
+            statement("SELECT user_id, device_id FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]
+        ), let userID: String = row["user_id"], let deviceID: String = row["device_id"] else { return nil }
+        return ClientOwner(userID: userID, deviceID: deviceID)
+    }
+
+    func lockClient(tenant: String, clientID: String, owner: ClientOwner) async throws -> ClientLock {
+        let key = AuditTail.ScopeKey(tenant: tenant, key: clientID)
+        if let pending = auditTail.clientSequences[key] {
+            // Locked earlier in this transaction, which checked the owner then.
+            return .owned(lastSeq: pending)
+        }
+        let row = try Row.fetchOne(
+            statement("SELECT last_seq, user_id, device_id FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]
+        )
+        guard let row else {
+            try statement("INSERT INTO clients (tenant, client_id, last_seq, updated_at, user_id, device_id) VALUES (?, ?, 0, ?, ?, ?)")
+                .execute(arguments: [tenant, clientID, Int64(Date().timeIntervalSince1970 * 1000), owner.userID, owner.deviceID])
+            return .owned(lastSeq: 0)
+        }
+        let lastSeq: Int64 = row["last_seq"]
+        switch (row["user_id"] as String?, row["device_id"] as String?) {
+        case (let userID?, let deviceID?):
+            return ClientOwner(userID: userID, deviceID: deviceID) == owner ? .owned(lastSeq: lastSeq) : .ownedByOther
+        default:
+            // A stream from before owners were recorded, with no audited push to tell whose it was.
+            try statement("UPDATE clients SET user_id = ?, device_id = ? WHERE tenant = ? AND client_id = ?")
+                .execute(arguments: [owner.userID, owner.deviceID, tenant, clientID])
+            return .owned(lastSeq: lastSeq)
+        }
     }
 
     func lockScope(tenant: String, scopeKey: String) async throws {}

@@ -13,7 +13,7 @@ import Foundation
 /// completes at once.
 ///
 /// What a write transaction may rely on, whatever the implementation (see docs/scaling.md):
-/// - ``StorageTransaction/lockClient(tenant:clientID:)`` serializes the pushes of one client,
+/// - ``StorageTransaction/lockClient(tenant:clientID:owner:)`` serializes the pushes of one client,
 ///   so a `seq` is applied once however many processes receive it;
 /// - ``StorageTransaction/lockScope(tenant:scopeKey:)`` serializes the writes of one scope from
 ///   the moment it returns to the commit, so what the logic read in that scope stays true, and
@@ -50,6 +50,25 @@ public struct ContractTable: Hashable, Sendable {
     public init(_ event: EventDescriptor) {
         self.init(name: event.table, primaryKey: "event_id")
     }
+}
+
+/// The identity a push stream (`client_id`) belongs to, within its tenant.
+public struct ClientOwner: Hashable, Sendable {
+    public var userID: String
+    public var deviceID: String
+
+    public init(userID: String, deviceID: String) {
+        self.userID = userID
+        self.deviceID = deviceID
+    }
+}
+
+/// What locking a client's push stream found.
+public enum ClientLock: Hashable, Sendable {
+    /// The stream is the caller's; `lastSeq` is its last `seq` done (0 when new).
+    case owned(lastSeq: Int64)
+    /// Another identity pushed with this `client_id` first: the caller may neither read nor move it.
+    case ownedByOther
 }
 
 /// One entry of the append-only audit log.
@@ -105,6 +124,10 @@ public protocol StorageReader {
     /// The last `seq` done for a client (0 when it never pushed).
     func lastSequence(tenant: String, clientID: String) async throws -> Int64
 
+    /// The identity a client's push stream belongs to (the first to push with it); `nil` when
+    /// no one pushed with it yet, or for a stream recorded before owners were (and never since).
+    func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner?
+
     /// The stored result (canonical JSON) of a client's mutation.
     func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String?
 
@@ -120,7 +143,11 @@ public protocol StorageTransaction: StorageReader {
     /// Takes the client's push lock until the transaction ends and returns its last `seq` done
     /// (0 when it never pushed). A second push of the same client, in this process or another,
     /// waits here until this one commits or rolls back, then sees its `seq`s as done.
-    func lockClient(tenant: String, clientID: String) async throws -> Int64
+    ///
+    /// The first identity to lock a client owns its stream from then on (a stream without an
+    /// owner is claimed by the identity locking it); a client owned by another identity is
+    /// ``ClientLock/ownedByOther``, and nothing is written for it.
+    func lockClient(tenant: String, clientID: String, owner: ClientOwner) async throws -> ClientLock
 
     /// Takes the scope's write lock until the transaction ends. Taken before reading the rows a
     /// decision rests on: no other transaction writes the scope until this one ends.

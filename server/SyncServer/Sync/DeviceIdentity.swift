@@ -22,6 +22,9 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
         self.expiresAt = expiresAt
     }
 
+    /// The owner a push stream of this identity records (see ``ClientOwner``).
+    public var clientOwner: ClientOwner { ClientOwner(userID: userID, deviceID: deviceID) }
+
     enum CodingKeys: String, CodingKey {
         case tenant = "tnt"
         case userID = "usr"

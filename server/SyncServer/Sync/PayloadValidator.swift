@@ -39,8 +39,6 @@ struct ValidatedPayload: Hashable, Sendable {
     var wire: [String: JSONValue]
     /// Current field names → column values.
     var columns: [String: SQLValue]
-    /// Fields sent by a device newer than this server, which it does not know and left out.
-    var ignoredFields: [String]
 }
 
 /// Checks a device's payload against a contract before anything is written: the field names
@@ -51,9 +49,8 @@ struct ValidatedPayload: Hashable, Sendable {
 /// for `Lesson` version 1); they are mapped to the current names with the contract's
 /// ``EntityDescriptor/knownFieldsByVersion``. A field added after the device's version takes
 /// its contract default (or null when optional). A field the device's version does not know
-/// is refused as unknown, except from a device *newer* than this server: the contracts are
-/// forward compatible, so such a field is left out and reported in
-/// ``ValidatedPayload/ignoredFields``.
+/// is refused as unknown. (A device *newer* than this server never gets here: its mutations
+/// are refused with `schema_too_new` before validation, see ``PreparedMutation``.)
 enum PayloadValidator {
     /// Whether a payload is a whole row (create, update, event) or only changed fields (patch).
     enum Mode: Sendable {
@@ -70,7 +67,7 @@ enum PayloadValidator {
             throw invalid(contract, ["payload": "the payload must be a JSON object of \(contract.name)'s fields"])
         }
         var problems: [String: String] = [:]
-        let (renamed, ignored) = currentNames(sent, contract: contract, schemaVersion: schemaVersion, problems: &problems)
+        let renamed = currentNames(sent, contract: contract, schemaVersion: schemaVersion, problems: &problems)
 
         var wire: [String: JSONValue] = [:]
         var columns: [String: SQLValue] = [:]
@@ -107,15 +104,14 @@ enum PayloadValidator {
             }
         }
         if !problems.isEmpty { throw invalid(contract, problems) }
-        return ValidatedPayload(wire: wire, columns: columns, ignoredFields: ignored)
+        return ValidatedPayload(wire: wire, columns: columns)
     }
 
     /// The wire names a device at `schemaVersion` uses, mapped to current names. Unknown names
-    /// land in `problems` (or in the ignored list for a device newer than the contract).
+    /// land in `problems`.
     static func currentNames(
         _ sent: [String: JSONValue], contract: PayloadContract, schemaVersion: Int, problems: inout [String: String]
-    ) -> (renamed: [String: JSONValue], ignored: [String]) {
-        let isNewer = schemaVersion > contract.currentVersion
+    ) -> [String: JSONValue] {
         let known =
             contract.knownFieldsByVersion[min(schemaVersion, contract.currentVersion)]
             ?? contract.fields.map { KnownField(wireName: $0.name, currentName: $0.name) }
@@ -123,21 +119,16 @@ enum PayloadValidator {
         for field in known { byWireName[field.wireName] = field }
 
         var renamed: [String: JSONValue] = [:]
-        var ignored: [String] = []
         for key in sent.keys.sorted() {
             guard let knownField = byWireName[key] else {
-                if isNewer {
-                    ignored.append(key)
-                } else {
-                    problems[key] = "'\(key)' is not a field of \(contract.name) version \(schemaVersion)"
-                }
+                problems[key] = "'\(key)' is not a field of \(contract.name) version \(schemaVersion)"
                 continue
             }
             // A field the device's version knew but the contract has since removed: nothing to store.
             guard let current = knownField.currentName, contract.field(named: current) != nil else { continue }
             renamed[current] = sent[key]
         }
-        return (renamed, ignored)
+        return renamed
     }
 
     /// A mutation id as its primary-key column holds it (UUIDs lowercased).
@@ -161,7 +152,7 @@ enum PayloadValidator {
     /// name. A base value that does not fit its field is left out: it cannot equal a stored value.
     static func baseColumns(_ base: [String: JSONValue], contract: PayloadContract, schemaVersion: Int) -> [String: SQLValue] {
         var ignoredProblems: [String: String] = [:]
-        let (renamed, _) = currentNames(base, contract: contract, schemaVersion: schemaVersion, problems: &ignoredProblems)
+        let renamed = currentNames(base, contract: contract, schemaVersion: schemaVersion, problems: &ignoredProblems)
         var columns: [String: SQLValue] = [:]
         for (name, value) in renamed {
             guard let field = contract.field(named: name) else { continue }

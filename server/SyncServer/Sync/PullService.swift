@@ -86,8 +86,12 @@ public struct PullService: Sendable {
                 let changes = try await reader.changes(
                     in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1
                 )
-                let lastSeq = if let clientID { try await reader.lastSequence(tenant: tenant, clientID: clientID) } else { Int64(0) }
-                return (changes, lastSeq)
+                guard let clientID else { return (changes, Int64(0)) }
+                // Only the stream's owner learns its last seq; a stream no one pushed with yet is at 0.
+                if let owner = try await reader.clientOwner(tenant: tenant, clientID: clientID), owner != identity.clientOwner {
+                    throw ServiceError.clientNotOwned()
+                }
+                return (changes, try await reader.lastSequence(tenant: tenant, clientID: clientID))
             }
         }
 

@@ -66,9 +66,6 @@ struct PushEntityApplier {
             )
         )
         var detail: [String: JSONValue] = ["policy": .string(entity.conflict.rawValue), "schema_version": .int(Int64(version))]
-        if let ignored = prepared.payload?.ignoredFields, !ignored.isEmpty {
-            detail["ignored_fields"] = .array(ignored.map(JSONValue.string))
-        }
 
         switch decision {
         case .duplicate(let message):

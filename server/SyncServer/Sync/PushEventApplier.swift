@@ -26,7 +26,6 @@ struct PushEventApplier {
         var detail: [String: JSONValue] = [
             "policy": .string("event"), "schema_version": .int(Int64(version)), "hash": .string(hash),
         ]
-        if !payload.ignoredFields.isEmpty { detail["ignored_fields"] = .array(payload.ignoredFields.map(JSONValue.string)) }
 
         let table = ContractTable(event)
         // Everything below reads and writes this scope only: lock it before the first read.

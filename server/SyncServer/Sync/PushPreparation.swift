@@ -42,15 +42,26 @@ struct PreparedMutation: Sendable {
         var occurredAt: Timestamp
     }
 
-    static func prepare(_ mutation: Mutation, schema: [String: Int], identity: DeviceIdentity) -> PreparedMutation {
+    /// - Parameter clockLimit: the latest hybrid clock the server takes (its own time plus the
+    ///   allowed skew, milliseconds since 1970); a later one would win every later edit.
+    static func prepare(_ mutation: Mutation, schema: [String: Int], identity: DeviceIdentity, clockLimit: Int64) -> PreparedMutation {
         let payloadHash = mutation.payload.map(PushWriter.sha256)
         do throws(ErrorDetail) {
+            if let text = mutation.hlc, let clock = HybridLogicalClock(text), clock.milliseconds > clockLimit {
+                throw ErrorDetail(
+                    code: .clockSkew,
+                    message: "hlc \(text) is ahead of the server's clock by more than it allows; set the device's clock right and edit again",
+                    details: .object(["latest_accepted_ms": .int(clockLimit)])
+                )
+            }
             if let entity = ContractRegistry.entity(named: mutation.entity) {
                 let version = schema[entity.name] ?? entity.currentVersion
+                try requireKnown(version, of: entity.name, current: entity.currentVersion)
                 return PreparedMutation(target: .success(.entity(try prepareEntity(mutation, entity, version))), payloadHash: payloadHash)
             }
             if let event = ContractRegistry.event(named: mutation.entity) {
                 let version = schema[event.name] ?? event.currentVersion
+                try requireKnown(version, of: event.name, current: event.currentVersion)
                 let prepared = try prepareEvent(mutation, event, version, identity: identity, payloadHash: payloadHash)
                 return PreparedMutation(target: .success(.event(prepared)), payloadHash: payloadHash)
             }
@@ -58,6 +69,17 @@ struct PreparedMutation: Sendable {
         } catch {
             return PreparedMutation(target: .failure(error), payloadHash: payloadHash)
         }
+    }
+
+    /// A payload of a version above the server's may carry fields it cannot read; refusing the
+    /// mutation is the one answer that neither drops them nor guesses.
+    private static func requireKnown(_ version: Int, of name: String, current: Int) throws(ErrorDetail) {
+        guard version > current else { return }
+        throw ErrorDetail(
+            code: .schemaTooNew,
+            message: "\(name) version \(version) is newer than this server's (\(current)); the server must be updated before it takes it",
+            details: .object(["entity": .string(name), "current": .int(Int64(current))])
+        )
     }
 
     /// Direction, policy requirements, the id, and the payload against the contract.

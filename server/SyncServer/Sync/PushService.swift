@@ -28,19 +28,34 @@ public import SyncProtocol
 public struct PushService: Sendable {
     /// The most mutations one push may carry.
     public static let maximumMutations = 1000
+    /// The largest `seq` a client stream reaches: 2^53, the largest integer every JSON reader
+    /// keeps exact, and far from where `Int64` arithmetic could overflow.
+    public static let maximumSequence: Int64 = 1 << 53
+    /// The longest `client_id`, `client_mutation_id`, contract name or `hlc`, in UTF-8 bytes.
+    public static let maximumNameBytes = 128
+
+    /// How far ahead of the server's clock a mutation's hybrid clock may be: 5 minutes.
+    public static let defaultMaximumClockSkew: Duration = .seconds(300)
 
     let storage: any SyncStorage
     let clock: any ServerClock
+    let maximumClockSkew: Duration
 
-    public init(storage: any SyncStorage, clock: any ServerClock = SystemClock()) {
+    /// - Parameter maximumClockSkew: a mutation whose `hlc` is further ahead of `clock` is
+    ///   rejected with `clock_skew` (nothing written; the mutations behind it go on).
+    public init(storage: any SyncStorage, clock: any ServerClock = SystemClock(), maximumClockSkew: Duration = defaultMaximumClockSkew) {
         self.storage = storage
         self.clock = clock
+        self.maximumClockSkew = maximumClockSkew
     }
 
     /// Applies a push exactly once. Whole-request refusals throw ServiceError:
-    /// 400 malformed (empty client_id, seqs not consecutive within the request, more than 1000 mutations),
+    /// 400 malformed (empty client_id, seqs not consecutive within the request or out of range, more than 1000 mutations),
+    /// 403 .clientNotOwned when another identity owns the client_id's stream,
     /// 409 .sequenceGap with details {"last_seq": N} when the first new seq is beyond last_seq+1,
-    /// 426 .schemaTooOld with details {"entity": name, "oldest_supported": n, "current": m, "last_seq": l} when request.schema names a version below a contract's oldest_supported (unknown contract names in schema: 422 unknownEntity).
+    /// 426 .schemaTooOld with details {"entity": name, "oldest_supported": n, "current": m, "last_seq": l} when request.schema names a version below a contract's oldest_supported.
+    /// Mutations of a contract the server does not know (`unknown_entity`) or at a version above
+    /// its own (`schema_too_new`) are rejected one by one; the others apply.
     ///
     /// Refusals write nothing. A storage failure is a 500 (`internal_error`) and writes nothing either.
     public func push(_ request: PushRequest, identity: DeviceIdentity) async throws(ServiceError) -> PushResponse {
@@ -48,11 +63,15 @@ public struct PushService: Sendable {
         do {
             try Self.checkSchema(request.schema)
         } catch where error.status == 426 {
-            throw await withLastSequence(error, tenant: identity.tenant, clientID: request.clientId)
+            throw await withLastSequence(error, identity: identity, clientID: request.clientId)
         }
         // Everything that needs no storage happens here, outside the write lock.
-        let prepared = request.mutations.map { PreparedMutation.prepare($0, schema: request.schema, identity: identity) }
         let now = clock.now()
+        let skew = maximumClockSkew.components
+        let clockLimit = now.millisecondsSince1970 + skew.seconds * 1000 + skew.attoseconds / 1_000_000_000_000_000
+        let prepared = request.mutations.map {
+            PreparedMutation.prepare($0, schema: request.schema, identity: identity, clockLimit: clockLimit)
+        }
         do {
             return try await storage.write { transaction in
                 try await PushSession(
@@ -72,11 +91,18 @@ public struct PushService: Sendable {
         guard !request.clientId.trimmingCharacters(in: .whitespaces).isEmpty else {
             throw .malformed("client_id must not be empty")
         }
+        guard request.clientId.utf8.count <= maximumNameBytes else {
+            throw .malformed("client_id is longer than \(maximumNameBytes) bytes")
+        }
         guard request.mutations.count <= maximumMutations else {
             throw .malformed("a push carries at most \(maximumMutations) mutations; this one has \(request.mutations.count), split it")
         }
         guard let first = request.mutations.first else { return }
         guard first.seq >= 1 else { throw .malformed("seq starts at 1; the first mutation has seq \(first.seq)") }
+        // Range-checked before any arithmetic: a seq near Int64.max would overflow `first + offset`.
+        guard first.seq <= maximumSequence - Int64(maximumMutations) else {
+            throw .malformed("seq \(first.seq) is beyond the largest seq this server takes (\(maximumSequence - Int64(maximumMutations)))")
+        }
         for (offset, mutation) in request.mutations.enumerated() {
             guard mutation.seq == first.seq + Int64(offset) else {
                 throw .malformed(
@@ -86,28 +112,40 @@ public struct PushService: Sendable {
             guard !mutation.clientMutationId.isEmpty else {
                 throw .malformed("mutation with seq \(mutation.seq) has an empty client_mutation_id")
             }
+            // Every id is stored, indexed and sent to every device that reads its row: bounded.
+            for (name, text) in [("client_mutation_id", mutation.clientMutationId), ("entity", mutation.entity), ("hlc", mutation.hlc ?? "")]
+            where text.utf8.count > maximumNameBytes {
+                throw .malformed("mutation with seq \(mutation.seq) has a \(name) longer than \(maximumNameBytes) bytes")
+            }
+            guard mutation.id.utf8.count <= RowCodec.maximumIDBytes else {
+                throw .malformed("mutation with seq \(mutation.seq) has an id longer than \(RowCodec.maximumIDBytes) bytes")
+            }
         }
     }
 
     /// A 426 names the client's last applied seq too (`last_seq`), so the device knows which
     /// of the refused seqs the server never took and may number them again without the
     /// contract it must update.
-    private func withLastSequence(_ refusal: ServiceError, tenant: String, clientID: String) async -> ServiceError {
-        guard case .object(var details)? = refusal.detail.details,
-            let last = try? await storage.read({ reader in try await reader.lastSequence(tenant: tenant, clientID: clientID) })
-        else { return refusal }
+    /// Only the stream's owner learns where it is: another identity naming the `client_id` gets
+    /// 403 `client_not_owned` instead.
+    private func withLastSequence(_ refusal: ServiceError, identity: DeviceIdentity, clientID: String) async -> ServiceError {
+        let tenant = identity.tenant
+        let read = try? await storage.read { reader in
+            (try await reader.clientOwner(tenant: tenant, clientID: clientID), try await reader.lastSequence(tenant: tenant, clientID: clientID))
+        }
+        guard let (owner, last) = read else { return refusal }
+        if let owner, owner != identity.clientOwner { return .clientNotOwned() }
+        guard case .object(var details)? = refusal.detail.details else { return refusal }
         details["last_seq"] = .int(last)
         var refusal = refusal
         refusal.detail.details = .object(details)
         return refusal
     }
 
-    /// 422 for a contract name the server does not know; 426 for a version below the oldest supported.
+    /// 426 for a version below the oldest supported. Contracts the server does not know, and
+    /// versions above its own, refuse only the mutations that use them (each with its own
+    /// result), so a device built with newer contracts still pushes everything else.
     static func checkSchema(_ schema: [String: Int]) throws(ServiceError) {
-        for name in schema.keys.sorted()
-        where ContractRegistry.entity(named: name) == nil && ContractRegistry.event(named: name) == nil {
-            throw .unknownEntity(name)
-        }
         try RowShaping.requireSupported(schema)
     }
 }
@@ -123,7 +161,8 @@ struct PushSession {
 
     func run(_ mutations: [Mutation], prepared: [PreparedMutation]) async throws -> PushResponse {
         // Held to the commit: a resend of this push to another process waits here, then sees it done.
-        let last = try await transaction.lockClient(tenant: identity.tenant, clientID: clientID)
+        guard case .owned(let last) = try await transaction.lockClient(tenant: identity.tenant, clientID: clientID, owner: identity.clientOwner)
+        else { throw ServiceError.clientNotOwned() }
         guard let first = mutations.first else { return PushResponse(results: [], lastSeq: last) }
         if first.seq > last + 1 {
             throw ServiceError(

@@ -19,6 +19,10 @@ public struct ServiceError: Error, Hashable, Sendable {
     public static func unauthorized(_ message: String) -> ServiceError { ServiceError(status: 401, .unauthorized, message) }
     public static func forbidden(_ message: String) -> ServiceError { ServiceError(status: 403, .forbidden, message) }
     public static func notFound(_ message: String) -> ServiceError { ServiceError(status: 404, .notFound, message) }
+    /// 403 for a `client_id` whose stream another identity owns; says nothing of that identity or stream.
+    public static func clientNotOwned() -> ServiceError {
+        ServiceError(status: 403, .clientNotOwned, "this client_id belongs to another device; use the client_id this device was given")
+    }
     public static func unknownEntity(_ name: String) -> ServiceError {
         ServiceError(status: 422, .unknownEntity, "'\(name)' is not a contract of this server")
     }

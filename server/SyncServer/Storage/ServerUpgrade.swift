@@ -1,0 +1,62 @@
+/// Changes to the server's own tables after their first release (`server.v1.sync_tables`), in
+/// order. Each runs once per database, after the generated contract migrations, in both storages;
+/// a released upgrade never changes (PostgreSQL records a checksum of its statements).
+struct ServerUpgrade {
+    let identifier: String
+    let sqlite: [String]
+    let postgres: [String]
+
+    static let all: [ServerUpgrade] = [clientOwners, rateWindows]
+
+    /// Rate-limit counters several processes share (PostgreSQL only; SQLite serves one process,
+    /// which counts in memory). Unlogged: a count is worth nothing after a crash.
+    static let rateWindows = ServerUpgrade(
+        identifier: "server.v2.rate_windows",
+        sqlite: [],
+        postgres: [
+            """
+            CREATE UNLOGGED TABLE "rate_windows" (
+                "key" TEXT PRIMARY KEY,
+                "window_start" BIGINT NOT NULL,
+                "count" BIGINT NOT NULL
+            )
+            """
+        ]
+    )
+
+    /// A push stream belongs to the identity that first pushed with it. Streams already there get
+    /// the identity of their first audited push (one pass over the log); a stream with none stays
+    /// without an owner until its next push claims it.
+    static let clientOwners = ServerUpgrade(
+        identifier: "server.v2.client_owners",
+        sqlite: [
+            "ALTER TABLE \"clients\" ADD COLUMN \"user_id\" TEXT",
+            "ALTER TABLE \"clients\" ADD COLUMN \"device_id\" TEXT",
+            """
+            CREATE TEMP TABLE "first_pushers" AS
+            SELECT "tenant", json_extract("detail", '$.client_id') AS "client_id", "user_id", "device_id", MIN("id") AS "first_id"
+            FROM "audit_log" WHERE json_valid("detail") AND json_extract("detail", '$.client_id') IS NOT NULL
+            GROUP BY "tenant", json_extract("detail", '$.client_id')
+            """,
+            """
+            UPDATE "clients" SET
+                "user_id" = (SELECT p."user_id" FROM "first_pushers" p WHERE p."tenant" = "clients"."tenant" AND p."client_id" = "clients"."client_id"),
+                "device_id" = (SELECT p."device_id" FROM "first_pushers" p WHERE p."tenant" = "clients"."tenant" AND p."client_id" = "clients"."client_id")
+            """,
+            "DROP TABLE \"first_pushers\"",
+        ],
+        postgres: [
+            "ALTER TABLE \"clients\" ADD COLUMN \"user_id\" TEXT",
+            "ALTER TABLE \"clients\" ADD COLUMN \"device_id\" TEXT",
+            """
+            UPDATE "clients" SET "user_id" = p."user_id", "device_id" = p."device_id"
+            FROM (
+                SELECT DISTINCT ON ("tenant", "detail"::jsonb ->> 'client_id') "tenant", "detail"::jsonb ->> 'client_id' AS "client_id", "user_id", "device_id"
+                FROM "audit_log" WHERE "detail"::jsonb ? 'client_id'
+                ORDER BY "tenant", "detail"::jsonb ->> 'client_id', "id"
+            ) p
+            WHERE p."tenant" = "clients"."tenant" AND p."client_id" = "clients"."client_id"
+            """,
+        ]
+    )
+}
