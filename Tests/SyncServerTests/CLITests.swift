@@ -30,6 +30,7 @@ struct CLITests {
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment[TokenKey.environmentVariable] = nil
+        environment[AuditKey.environmentVariable] = nil
         environment[PostgresStorage.environmentVariable] = nil
         environment.merge(extra) { $1 }
         process.environment = environment
@@ -118,6 +119,52 @@ struct CLITests {
         try await database.write { db in try db.execute(sql: "UPDATE audit_log SET outcome = 'tampered' WHERE id = 3") }
         let broken = try Self.run(["audit", "verify", "--data", folder.path])
         #expect(broken.status == 1)
-        #expect(broken.stdout == "audit log broken at entry 3: its content does not match its hash\n")
+        #expect(broken.stdout == "audit log broken at entry 3: its content does not match its seal\n")
+    }
+
+    @Test("audit verify exits 1 when the last audit row is deleted; export writes JSON lines and a checkpoint that catches a cut-back log")
+    func auditCutTailAndExport() async throws {
+        let folder = Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try SQLiteStorage(directory: folder)
+        _ = try await SampleContent.seed(
+            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+        )
+        let entries = try await storage.read { try await $0.auditEntries(after: 0, limit: 10_000).count }
+        let exportFile = folder.appendingPathComponent("audit.jsonl")
+        let export = try Self.run(["audit", "export", "--data", folder.path, "--out", exportFile.path])
+        #expect(export.status == 0, "\(export.stderr)")
+        let lines = try String(contentsOf: exportFile, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == entries + 1)
+        #expect(lines.last?.hasPrefix(#"{"checkpoint":{"#) == true)
+        #expect(try Self.run(["audit", "verify", "--data", folder.path, "--checkpoint", exportFile.path]).status == 0)
+
+        // Someone with the database but not the key keeps a copy of the head, lets the log grow,
+        // then cuts it back and puts the old head back: only a checkpoint from outside sees it.
+        let database = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
+        let oldHead = try await database.read { db -> (Int64, String, String) in
+            let row = try Row.fetchOne(db, sql: "SELECT last_id, last_hash, seal FROM audit_head")!
+            return (row["last_id"], row["last_hash"], row["seal"])
+        }
+        _ = try await SampleContent.seed(
+            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "other", team: "team-9", clock: SystemClock()
+        )
+        let laterExport = folder.appendingPathComponent("later.jsonl")
+        #expect(try Self.run(["audit", "export", "--data", folder.path, "--out", laterExport.path]).status == 0)
+        let lastID = oldHead.0
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM audit_log WHERE id > ?", arguments: [lastID])
+            try db.execute(sql: "UPDATE audit_head SET last_id = ?, last_hash = ?, seal = ?", arguments: [oldHead.0, oldHead.1, oldHead.2])
+        }
+        #expect(try Self.run(["audit", "verify", "--data", folder.path]).status == 0, "without a checkpoint the replayed head looks whole")
+        let caught = try Self.run(["audit", "verify", "--data", folder.path, "--checkpoint", laterExport.path])
+        #expect(caught.status == 1)
+        #expect(caught.stdout.contains("the log was cut back"), "\(caught.stdout)")
+
+        // The last row deleted: the sealed head still names it.
+        try await database.write { db in try db.execute(sql: "DELETE FROM audit_log WHERE id = (SELECT MAX(id) FROM audit_log)") }
+        let cut = try Self.run(["audit", "verify", "--data", folder.path])
+        #expect(cut.status == 1)
+        #expect(cut.stdout == "audit log broken at entry \(lastID): the log ends at entry \(lastID - 1) but its sealed head says \(lastID): entries were cut from its end\n")
     }
 }

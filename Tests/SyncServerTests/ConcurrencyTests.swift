@@ -72,7 +72,7 @@ struct ConcurrencyTests {
         #expect(two == one, "the resend is answered from the stored results")
         let audit = try await storages[1].read { try await $0.auditEntries(after: 0, limit: 1000) }
         #expect(audit.count == 40)
-        #expect(try await AuditChain.verify(storages[1]) == .intact(entries: 40))
+        #expect(try await AuditChain.verify(storages[1]) == .intact(entries: 40, keyedFrom: 1))
         let sequence = try await storages[1].read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
         #expect(sequence == 40)
         let versions = try await storages[1].read { reader in

@@ -227,7 +227,7 @@ struct ContentServiceTests {
         let entries = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 100) }
         #expect(entries.map(\.outcome) == ["published", "published", "deleted"])
         #expect(entries.allSatisfy { $0.entity == "Unit" && $0.rowID == "u-1" && $0.userID == "editor" })
-        #expect(try await AuditChain.verify(harness.storage) == .intact(entries: 3))
+        #expect(try await AuditChain.verify(harness.storage) == .intact(entries: 3, keyedFrom: 1))
 
         // Devices may do none of it.
         #expect(await pullErrorStatus { try await harness.publish("Unit", PullHarness.unit("u-2"), as: device) } == 403)

@@ -154,7 +154,7 @@ struct PushServiceTests {
         ])
         let audit = try await h.audit()
         #expect(audit.map(\.outcome) == ["applied", "conflicted", "rejected", "applied", "duplicate"])
-        #expect(try await AuditChain.verify(h.storage) == .intact(entries: 5))
+        #expect(try await AuditChain.verify(h.storage) == .intact(entries: 5, keyedFrom: 1))
 
         // The detail is canonical JSON naming the mutation, not copying its payload.
         let detail = try JSONDecoder().decode(JSONValue.self, from: Data(audit[0].detail.utf8))
@@ -197,7 +197,7 @@ struct PushServiceTests {
         #expect(try await h.push(mutations) == response)
         #expect(try await h.row(FieldTask.descriptor, "task-1")?.integer("_version") == 1)
         #expect(try await h.audit().count == 3)
-        #expect(try await AuditChain.verify(h.storage) == .intact(entries: 3))
+        #expect(try await AuditChain.verify(h.storage) == .intact(entries: 3, keyedFrom: 1))
     }
 
     @Test("a stored result is the canonical JSON of MutationResult's Codable form, and reads back equal")

@@ -148,6 +148,7 @@ extension PushHarness {
 struct PushFailingStorage: SyncStorage {
     let base: any SyncStorage
     let failAfter: Int
+    var auditKey: AuditKey { base.auditKey }
 
     struct Crash: Error {}
 
@@ -188,6 +189,7 @@ struct PushFailingStorage: SyncStorage {
         }
         func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 { try await base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
         func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] { try await base.auditEntries(after: afterID, limit: limit) }
+        func auditHead() async throws -> AuditHead? { try await base.auditHead() }
         func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner? {
             try await base.clientOwner(tenant: tenant, clientID: clientID)
         }

@@ -96,7 +96,7 @@ struct SeedTests {
         let after = try await snapshot()
         #expect(after.content == before.content && after.team == before.team && after.audit == before.audit)
         #expect(after.files == before.files)
-        #expect(try await AuditChain.verify(harness.storage) == .intact(entries: 19))
+        #expect(try await AuditChain.verify(harness.storage) == .intact(entries: 19, keyedFrom: 1))
 
         // Another team in the same tenant gets its own field work; content is shared and unchanged.
         let other = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-2", clock: harness.clock)

@@ -44,7 +44,7 @@ enum PostgresBenchmark {
                     + "`scripts/with-postgres.sh -- $(swift build -c release --show-bin-path)/outpost-bench postgres`"
             )
         }
-        let base = try PostgresStorage.Configuration(url: url)
+        let base = try Self.configuration(url: url)
         let workspace = try TemporaryFolder("postgres")
         defer { workspace.remove() }
         #if DEBUG
@@ -195,12 +195,23 @@ enum PostgresBenchmark {
         try siblingExecutable("sync-server")
     }
 
+    /// The database of `url`, sealed with the benchmark's audit key.
+    static func configuration(url: String) throws -> PostgresStorage.Configuration {
+        var configuration = try PostgresStorage.Configuration(url: url)
+        configuration.auditKey = try AuditKey(bytes: benchAuditKey)
+        return configuration
+    }
+
     /// Starts `processes` servers on a fresh schema, lets every device push at once, and returns
     /// the wall time from the first push sent to the last answer.
     static func ingestOverHTTP(processes: Int, server: URL, base: PostgresStorage.Configuration, folder: URL) async throws -> Double {
         let secret = Data((0..<32).map { UInt8($0) })
         let secretFile = folder.appendingPathComponent("token.secret")
         try secret.write(to: secretFile)
+        // The servers seal the audit log with the key of their data folder: the one the checks use.
+        let data = folder.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        try benchAuditKey.write(to: data.appendingPathComponent(AuditKey.fileName))
         let signer = try TokenSigner(secret: secret)
         let schema = schemaName()
         var url = URLComponents()
@@ -321,3 +332,6 @@ enum PostgresBenchmark {
         return (process, port)
     }
 }
+
+/// The audit key of every PostgreSQL schema the benchmark writes (in process and in its servers).
+private let benchAuditKey = Data((0..<32).map { UInt8(100 + $0) })

@@ -540,7 +540,7 @@ enum PushIngestionBenchmark {
         invariants.verifySeconds = verified.seconds
         invariants.auditEntries = after.auditCount
         switch verified.value {
-        case .intact(let entries):
+        case .intact(let entries, _):
             let expected = entries == mutationCount && after.auditByOutcome == ["applied": mutationCount]
             invariants.checks.append(.init(
                 name: "audit", passed: expected,

@@ -35,6 +35,21 @@ struct DataOptions: ParsableArguments {
     )
     var postgresURL: String?
 
+    @Option(
+        name: .customLong("audit-key-file"),
+        help: ArgumentHelp("A file holding the key the audit log is sealed with (at least 32 bytes); default $\(AuditKey.environmentVariable), else the data folder's audit.key.", valueName: "FILE")
+    )
+    var auditKeyFile: String?
+
+    /// The audit key: the file of the flag, else the environment, else `audit.key` in the data folder.
+    func auditKey() throws -> AuditKey {
+        do {
+            return try AuditKey.resolve(file: auditKeyFile.map { URL(fileURLWithPath: $0) }, dataDirectory: directory.url)
+        } catch {
+            throw fail(error.description)
+        }
+    }
+
     /// The PostgreSQL URL of the flag, else of the environment; `nil` for the embedded SQLite.
     var postgres: String? {
         if let postgresURL { return postgresURL }
@@ -68,11 +83,16 @@ struct DataOptions: ParsableArguments {
     /// Opens (creating and migrating if needed) the PostgreSQL storage when a URL is given, else
     /// the SQLite storage of the data folder; fails with exit code 2.
     func openStorage() async throws -> any SyncStorage {
+        let key = try auditKey()
         do {
             if let postgres {
-                return try await PostgresStorage(configuration: PostgresStorage.Configuration(url: postgres))
+                var configuration = try PostgresStorage.Configuration(url: postgres)
+                configuration.auditKey = key
+                return try await PostgresStorage(configuration: configuration)
             }
-            return try SQLiteStorage(directory: directory.database)
+            return try SQLiteStorage(directory: directory.database, auditKey: key)
+        } catch let error as AuditKeyError {
+            throw fail(error.description)
         } catch {
             throw fail("cannot open the server database (\(storageDescription)): \(error)")
         }

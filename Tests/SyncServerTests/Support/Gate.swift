@@ -43,6 +43,7 @@ struct GatedStorage: SyncStorage {
     /// Opened when the transaction's work is done (before it waits).
     let reached: Gate
     let release: Gate
+    var auditKey: AuditKey { base.auditKey }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
         let reached = reached, release = release

@@ -32,8 +32,12 @@ enum StorageKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         guard let url = ProcessInfo.processInfo.environment[postgresVariable], !url.isEmpty else { throw MissingPostgres() }
         var configuration = try PostgresStorage.Configuration(url: url)
         configuration.schema = schema
+        configuration.auditKey = testAuditKey
         return configuration
     }
+
+    /// The audit key of the test databases (every storage on one schema needs the same).
+    static let testAuditKey = try! AuditKey(bytes: Data(repeating: 5, count: 32))
 
     /// A schema name no other test uses.
     static func uniqueSchema() -> String {

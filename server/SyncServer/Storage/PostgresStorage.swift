@@ -35,6 +35,9 @@ public final class PostgresStorage: SyncStorage {
         public var maximumConnections: Int
         /// How many times a write transaction runs before a conflict is reported as a failure.
         public var maximumAttempts: Int
+        /// The key the audit log is sealed with; `nil` takes `OUTPOST_AUDIT_KEY` (and fails
+        /// without it). Every process on one database needs the same key.
+        public var auditKey: AuditKey?
 
         public enum TLSMode: String, Sendable {
             case disable
@@ -122,10 +125,12 @@ public final class PostgresStorage: SyncStorage {
     private let catalog: PostgresCatalog
     private let logger: Logger
     private let maximumAttempts: Int
+    public let auditKey: AuditKey
 
     /// Connects, applies the migrations the database lacks, and reads the column types.
     /// Fails when the database cannot be reached or a released migration was changed.
     public init(configuration: Configuration) async throws {
+        let key = try configuration.auditKey ?? AuditKey.resolve(file: nil, dataDirectory: nil)
         var clientConfiguration = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username, password: configuration.password,
             database: configuration.database, tls: try Self.tls(configuration.tls)
@@ -142,6 +147,7 @@ public final class PostgresStorage: SyncStorage {
         let running = Task { await client.run() }
         do {
             try await PostgresMigrator(schema: configuration.schema, logger: logger).migrate(client)
+            try await Self.claimAuditHead(client, key: key, logger: logger)
             catalog = try await Self.readCatalog(client, logger: logger)
         } catch {
             running.cancel()
@@ -152,6 +158,36 @@ public final class PostgresStorage: SyncStorage {
         self.running = running
         self.logger = logger
         self.maximumAttempts = max(1, configuration.maximumAttempts)
+        self.auditKey = key
+    }
+
+    /// Records the key's fingerprint and seals the head the first time a keyed storage opens the
+    /// log (under the head's row lock, so two processes starting together agree); refuses a key
+    /// of another fingerprint afterwards.
+    private static func claimAuditHead(_ client: PostgresClient, key: AuditKey, logger: Logger) async throws {
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                let rows = try await connection.query(
+                    "SELECT last_id, last_hash, keyed_from, key_fingerprint FROM audit_head WHERE singleton FOR UPDATE", logger: logger
+                ).collect()
+                if let row = rows.first {
+                    let (lastID, lastHash, keyedFrom, fingerprint) = try row.decode((Int64, String, Int64, String?).self)
+                    if let fingerprint {
+                        guard fingerprint == key.fingerprint else { throw AuditKeyError.mismatch(expected: fingerprint, actual: key.fingerprint) }
+                    } else {
+                        let seal = AuditChain.seal(lastID: lastID, lastHash: lastHash, keyedFrom: keyedFrom, key: key)
+                        try await connection.query(
+                            "UPDATE audit_head SET key_fingerprint = \(key.fingerprint), seal = \(seal) WHERE singleton", logger: logger
+                        )
+                    }
+                }
+                try await connection.query("COMMIT", logger: logger)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
     }
 
     /// Closes every connection and waits until they are closed. The storage cannot be used
@@ -216,7 +252,7 @@ public final class PostgresStorage: SyncStorage {
     private func transaction<T: Sendable>(_ begin: PostgresQuery, _ body: (PostgresTransaction) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             try await connection.query(begin, logger: logger)
-            let transaction = PostgresTransaction(connection: connection, catalog: catalog, logger: logger)
+            let transaction = PostgresTransaction(connection: connection, catalog: catalog, logger: logger, auditKey: auditKey)
             do {
                 let result = try await body(transaction)
                 try await connection.query("COMMIT", logger: logger)

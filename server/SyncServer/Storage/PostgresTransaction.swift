@@ -57,10 +57,13 @@ final class PostgresTransaction: StorageTransaction {
         var result: String
     }
 
-    init(connection: PostgresConnection, catalog: PostgresCatalog, logger: Logger) {
+    private let auditKey: AuditKey
+
+    init(connection: PostgresConnection, catalog: PostgresCatalog, logger: Logger, auditKey: AuditKey) {
         self.connection = connection
         self.catalog = catalog
         self.logger = logger
+        self.auditKey = auditKey
     }
 
     // MARK: - Statements
@@ -156,6 +159,16 @@ final class PostgresTransaction: StorageTransaction {
             case .text(let deviceID) = try PostgresValues.value(of: row[1])
         else { return nil }
         return ClientOwner(userID: userID, deviceID: deviceID)
+    }
+
+    func auditHead() async throws -> AuditHead? {
+        guard let row = try await storedRows(
+            "SELECT last_id, last_hash, keyed_from, key_fingerprint, seal FROM audit_head WHERE singleton", PostgresBindings()
+        ).first else { return nil }
+        return AuditHead(
+            lastID: row.integer("last_id") ?? 0, lastHash: row.text("last_hash") ?? AuditChain.genesis, keyedFrom: row.integer("keyed_from") ?? 1,
+            keyFingerprint: row.text("key_fingerprint"), seal: row.text("seal")
+        )
     }
 
     func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
@@ -365,16 +378,17 @@ final class PostgresTransaction: StorageTransaction {
     /// Takes the chain's head (held to the commit: the next transaction chains after this one),
     /// numbers and hashes the entries, and writes them and the new head.
     private func chainAudit() async throws {
-        let head = try await storedRows("SELECT last_id, last_hash FROM audit_head WHERE singleton FOR UPDATE", PostgresBindings())
+        let head = try await storedRows("SELECT last_id, last_hash, keyed_from FROM audit_head WHERE singleton FOR UPDATE", PostgresBindings())
         var id = head.first?.integer("last_id") ?? 0
         var hash = head.first?.text("last_hash") ?? AuditChain.genesis
+        let keyedFrom = head.first?.integer("keyed_from") ?? 1
         var chained: [AuditEntry] = []
         chained.reserveCapacity(audit.count)
         for var entry in audit {
             id += 1
             entry.id = id
             entry.previousHash = hash
-            entry.hash = AuditChain.hash(of: entry, previousHash: hash)
+            entry.hash = AuditChain.seal(of: entry, previousHash: hash, key: auditKey)
             hash = entry.hash
             chained.append(entry)
         }
@@ -399,7 +413,8 @@ final class PostgresTransaction: StorageTransaction {
         var headBindings = PostgresBindings()
         headBindings.append(id)
         headBindings.append(hash)
-        try await run("UPDATE audit_head SET last_id = $1, last_hash = $2 WHERE singleton", headBindings)
+        headBindings.append(AuditChain.seal(lastID: id, lastHash: hash, keyedFrom: keyedFrom, key: auditKey))
+        try await run("UPDATE audit_head SET last_id = $1, last_hash = $2, seal = $3 WHERE singleton", headBindings)
     }
 
     private static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }

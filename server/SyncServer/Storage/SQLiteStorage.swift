@@ -5,10 +5,15 @@ import GRDB
 /// The embedded default: one SQLite database (WAL) in the data folder, through GRDB.
 public final class SQLiteStorage: SyncStorage {
     private let pool: DatabasePool
+    public let auditKey: AuditKey
 
     /// Opens (creating if needed) `server.sqlite` in `directory` and runs the server's own
     /// migrations and the generated contract migrations.
-    public init(directory: URL) throws {
+    /// - Parameter auditKey: the key the audit log is sealed with; `nil` resolves it as
+    ///   ``AuditKey/resolve(file:dataDirectory:environment:)`` does for `directory`
+    ///   (`OUTPOST_AUDIT_KEY`, else `directory/audit.key`).
+    /// - Throws: ``AuditKeyError/mismatch(expected:actual:)`` when the log is sealed with another key.
+    public init(directory: URL, auditKey: AuditKey? = nil) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
@@ -16,7 +21,22 @@ public final class SQLiteStorage: SyncStorage {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         pool = try DatabasePool(path: directory.appendingPathComponent("server.sqlite").path, configuration: configuration)
+        let key = try auditKey ?? AuditKey.resolve(file: nil, dataDirectory: directory)
+        self.auditKey = key
         try Self.migrator().migrate(pool)
+        try pool.write { db in try Self.claimAuditHead(db, key: key) }
+    }
+
+    /// Records the key's fingerprint and seals the head the first time a keyed storage opens the
+    /// log; refuses a key of another fingerprint afterwards.
+    private static func claimAuditHead(_ db: Database, key: AuditKey) throws {
+        guard let head = try Row.fetchOne(db, sql: "SELECT last_id, last_hash, keyed_from, key_fingerprint FROM audit_head") else { return }
+        if let fingerprint: String = head["key_fingerprint"] {
+            guard fingerprint == key.fingerprint else { throw AuditKeyError.mismatch(expected: fingerprint, actual: key.fingerprint) }
+            return
+        }
+        let seal = AuditChain.seal(lastID: head["last_id"], lastHash: head["last_hash"], keyedFrom: head["keyed_from"], key: key)
+        try db.execute(sql: "UPDATE audit_head SET key_fingerprint = ?, seal = ?", arguments: [key.fingerprint, seal])
     }
 
     /// The server's tables, then every generated server migration, in order.
@@ -48,7 +68,7 @@ public final class SQLiteStorage: SyncStorage {
     /// construction, so `lockClient` and `lockScope` take nothing more.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
         try await pool.write { db in
-            let transaction = SQLiteTransaction(db: db, auditTail: AuditTail())
+            let transaction = SQLiteTransaction(db: db, auditTail: AuditTail(key: self.auditKey))
             let result = try ConnectionThreadExecutor.run { [transaction = UncheckedTransaction(transaction)] in
                 try await body(transaction.value)
             }
@@ -60,7 +80,7 @@ public final class SQLiteStorage: SyncStorage {
 
     public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
         try await pool.read { db in
-            let reader = UncheckedTransaction(SQLiteTransaction(db: db, auditTail: AuditTail()))
+            let reader = UncheckedTransaction(SQLiteTransaction(db: db, auditTail: AuditTail(key: self.auditKey)))
             return try ConnectionThreadExecutor.run { try await body(reader.value) }
         }
     }
@@ -121,9 +141,17 @@ enum ServerTables {
 /// read inside the transaction (the single writer), so no other writer can change it meanwhile,
 /// and the counters are written back before the transaction commits.
 final class AuditTail {
+    let key: AuditKey
     var loaded = false
+    /// Whether entries were appended, so the head must be written and sealed.
+    var moved = false
     var id: Int64 = 0
     var hash = AuditChain.genesis
+    var keyedFrom: Int64 = 1
+
+    init(key: AuditKey) {
+        self.key = key
+    }
     /// Scope sequences touched in this transaction: (tenant, scope key) → last value handed out.
     var scopeSequences: [ScopeKey: Int64] = [:]
     /// Clients whose last `seq` moved in this transaction.
@@ -349,6 +377,11 @@ struct SQLiteTransaction: StorageTransaction {
         }
         auditTail.scopeSequences.removeAll()
         auditTail.clientSequences.removeAll()
+        if auditTail.moved {
+            let seal = AuditChain.seal(lastID: auditTail.id, lastHash: auditTail.hash, keyedFrom: auditTail.keyedFrom, key: auditTail.key)
+            try statement("UPDATE audit_head SET last_id = ?, last_hash = ?, seal = ?").execute(arguments: [auditTail.id, auditTail.hash, seal])
+            auditTail.moved = false
+        }
     }
 
     func upsert(_ row: StoredRow, in table: ContractTable) async throws {
@@ -372,17 +405,20 @@ struct SQLiteTransaction: StorageTransaction {
 
     func appendAudit(_ entry: AuditEntry) async throws {
         if !auditTail.loaded {
-            // Read inside the write transaction, so no other writer can append in between.
-            if let last = try Row.fetchOne(statement("SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1")) {
-                auditTail.id = last["id"]
-                auditTail.hash = last["hash"]
+            // Read inside the write transaction, so no other writer can append in between. The
+            // head, not the last row, says where the chain ends: a row deleted behind the
+            // server's back stays a visible gap.
+            if let head = try Row.fetchOne(statement("SELECT last_id, last_hash, keyed_from FROM audit_head")) {
+                auditTail.id = head["last_id"]
+                auditTail.hash = head["last_hash"]
+                auditTail.keyedFrom = head["keyed_from"]
             }
             auditTail.loaded = true
         }
         var stored = entry
         stored.id = auditTail.id + 1
         stored.previousHash = auditTail.hash
-        stored.hash = AuditChain.hash(of: stored, previousHash: stored.previousHash)
+        stored.hash = AuditChain.seal(of: stored, previousHash: stored.previousHash, key: auditTail.key)
         try statement("""
             INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -394,5 +430,16 @@ struct SQLiteTransaction: StorageTransaction {
         )
         auditTail.id = stored.id
         auditTail.hash = stored.hash
+        auditTail.moved = true
+    }
+
+    func auditHead() async throws -> AuditHead? {
+        guard let row = try Row.fetchOne(statement("SELECT last_id, last_hash, keyed_from, key_fingerprint, seal FROM audit_head")) else {
+            return nil
+        }
+        return AuditHead(
+            lastID: row["last_id"], lastHash: row["last_hash"], keyedFrom: row["keyed_from"], keyFingerprint: row["key_fingerprint"],
+            seal: row["seal"]
+        )
     }
 }

@@ -6,7 +6,40 @@ struct ServerUpgrade {
     let sqlite: [String]
     let postgres: [String]
 
-    static let all: [ServerUpgrade] = [clientOwners, rateWindows]
+    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal]
+
+    /// The audit chain's sealed head (``AuditHead``): where it ends, where its keyed part starts
+    /// (entries already there keep their plain links), the key's fingerprint and the head's seal,
+    /// which the first storage opened with the audit key writes.
+    static let auditSeal = ServerUpgrade(
+        identifier: "server.v2.audit_seal",
+        sqlite: [
+            """
+            CREATE TABLE "audit_head" (
+                "singleton" INTEGER PRIMARY KEY CHECK ("singleton" = 1),
+                "last_id" INTEGER NOT NULL,
+                "last_hash" TEXT NOT NULL,
+                "keyed_from" INTEGER NOT NULL,
+                "key_fingerprint" TEXT,
+                "seal" TEXT
+            )
+            """,
+            """
+            INSERT INTO "audit_head" ("singleton", "last_id", "last_hash", "keyed_from")
+            SELECT 1, COALESCE(MAX("id"), 0),
+                COALESCE((SELECT "hash" FROM "audit_log" ORDER BY "id" DESC LIMIT 1), '\(AuditChain.genesis)'),
+                COALESCE(MAX("id"), 0) + 1
+            FROM "audit_log"
+            """,
+        ],
+        postgres: [
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"keyed_from\" BIGINT",
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"key_fingerprint\" TEXT",
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"seal\" TEXT",
+            "UPDATE \"audit_head\" SET \"keyed_from\" = \"last_id\" + 1",
+            "ALTER TABLE \"audit_head\" ALTER COLUMN \"keyed_from\" SET NOT NULL",
+        ]
+    )
 
     /// Rate-limit counters several processes share (PostgreSQL only; SQLite serves one process,
     /// which counts in memory). Unlogged: a count is worth nothing after a crash.

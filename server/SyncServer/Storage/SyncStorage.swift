@@ -30,6 +30,9 @@ public protocol SyncStorage: Sendable {
 
     /// Runs `body` against one consistent snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T
+
+    /// The key this storage seals the audit log with.
+    var auditKey: AuditKey { get }
 }
 
 /// A table of a contract, as storage needs to address it.
@@ -136,6 +139,9 @@ public protocol StorageReader {
 
     /// Audit entries in order, starting after `afterID`, at most `limit`.
     func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry]
+
+    /// The audit chain's head; `nil` only before the migrations ran.
+    func auditHead() async throws -> AuditHead?
 }
 
 /// Writes, inside one transaction.
@@ -167,7 +173,8 @@ public protocol StorageTransaction: StorageReader {
     /// Records a client's mutation as done with its result, and moves the client's last `seq`.
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws
 
-    /// Appends to the audit log. The entry's id and hashes are assigned when it is chained: at
-    /// once, or just before the transaction commits, in commit order.
+    /// Appends to the audit log. The entry's id and seals are assigned when it is chained (with
+    /// the storage's ``AuditKey``): at once, or just before the transaction commits, in commit
+    /// order; the chain's sealed head moves in the same transaction.
     func appendAudit(_ entry: AuditEntry) async throws
 }
