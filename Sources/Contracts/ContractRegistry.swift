@@ -103,7 +103,7 @@ public enum ContractRegistry {
         ]
     )
 
-    /// `Assessment` version 1, from `contracts/entities/assessment.yaml`.
+    /// `Assessment` version 2, from `contracts/entities/assessment.yaml`.
     public static let assessment = EntityDescriptor(
         name: "Assessment",
         swiftName: "Assessment",
@@ -115,7 +115,7 @@ public enum ContractRegistry {
         tombstones: true,
         retentionSeconds: 2592000,
         priority: .high,
-        currentVersion: 1,
+        currentVersion: 2,
         oldestSupported: 1,
         primaryKey: "id",
         versionField: "updated_at",
@@ -155,6 +155,21 @@ public enum ContractRegistry {
                 KnownField(wireName: "available_until", currentName: "available_until"),
                 KnownField(wireName: "updated_at", currentName: "updated_at"),
             ],
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "instructions", currentName: "instructions"),
+                KnownField(wireName: "questions", currentName: "questions"),
+                KnownField(wireName: "question_count", currentName: "question_count"),
+                KnownField(wireName: "pass_score", currentName: "pass_score"),
+                KnownField(wireName: "time_limit_seconds", currentName: "time_limit_seconds"),
+                KnownField(wireName: "available_until", currentName: "available_until"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+        ],
+        serverOnlyFields: [
+            FieldDescriptor(name: "answer_key", kind: .json, isOptional: true, since: 2),
         ]
     )
 

@@ -78,6 +78,17 @@ extension ContractRegistry {
             checksum: "1e8c81e84b1fa7a4302a9c05e6385df401e6f3d4d192e1b13deaea8f752cffe7"
         ),
         ContractMigration(
+            identifier: "assessments.v2.migrate",
+            contract: "Assessment",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "assessments" ADD COLUMN "answer_key" TEXT
+                """#,
+            ],
+            checksum: "9e8d59720a1ce9880b38172aa2cc0813d66e180f470c12a0d2067e14261337d7"
+        ),
+        ContractMigration(
             identifier: "assessment_responses.v1.create",
             contract: "AssessmentResponse",
             version: 1,

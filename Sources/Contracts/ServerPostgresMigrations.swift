@@ -78,6 +78,17 @@ extension ContractRegistry {
             checksum: "39ac782d1c5137ccddc558e576d9c3c2363bdfe70732cc2223b7be32f49446ee"
         ),
         ContractMigration(
+            identifier: "assessments.v2.migrate",
+            contract: "Assessment",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "assessments" ADD COLUMN "answer_key" JSONB
+                """#,
+            ],
+            checksum: "9cfde0f1443453e32b2d10a7b60ec733abeaed18d6978b19081c6f13c65a5ad0"
+        ),
+        ContractMigration(
             identifier: "assessment_responses.v1.create",
             contract: "AssessmentResponse",
             version: 1,

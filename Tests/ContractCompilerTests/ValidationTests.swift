@@ -43,10 +43,24 @@ struct ValidationTests {
             ("  id: { type: id, primary_key: true }\n  name: { type: string, deprecated: \"\" }", .deprecatedWithoutReason),
             ("  id: { type: id, primary_key: true }\n  class: string", .reservedWord),
             ("  id: { type: id, primary_key: true }\n  t: list<json>", .unknownType),
+            ("  id: { type: id, primary_key: true, server_only: true }", .serverOnlyNotAllowed),
+            ("  id: { type: id, primary_key: true }\n  at: { type: timestamp, version_field: true, server_only: true }", .serverOnlyNotAllowed),
+            ("  id: { type: id, primary_key: true }\n  k: { type: json?, server_only: true, encrypted: true }", .serverOnlyNotAllowed),
+            ("  id: { type: id, primary_key: true }\n  grade: { type: double, server_only: true }", .serverOnlyNotAllowed),
         ]
     )
     func rule(fields: String, expected: RuleID) throws {
         #expect(try rules(["thing.yaml": entity(fields)]).contains(expected))
+    }
+
+    @Test("server_only: allowed on an optional or defaulted field, refused on an index and on events")
+    func serverOnly() throws {
+        let fine = entity("  id: { type: id, primary_key: true }\n  grade: { type: double?, server_only: true }\n  answers: { type: json, server_only: true, default: {} }")
+        #expect(try rules(["thing.yaml": fine]).isEmpty)
+        let downOnly = entity("  id: { type: id, primary_key: true }\n  grade: { type: double, server_only: true }", sync: "{ direction: down, conflict: server_authoritative }")
+        #expect(try rules(["thing.yaml": downOnly]).isEmpty)
+        let indexed = entity("  id: { type: id, primary_key: true }\n  grade: { type: double?, server_only: true }", extra: "indexes:\n  - [grade]")
+        #expect(try rules(["thing.yaml": indexed]).contains(.serverOnlyNotAllowed))
     }
 
     @Test("a read-only scope allows only `down`")

@@ -70,6 +70,18 @@ struct PushHarness {
     }
 
     /// Stores a row the way the server does (as content would be published), bypassing push.
+    /// Stores an assessment with its server-only answer key (which its DTO does not carry).
+    func seed(_ assessment: Assessment, answerKey: JSONValue) async throws {
+        try await seed(assessment)
+        let tenant = Self.admin.tenant
+        try await storage.write { transaction in
+            let table = ContractTable(Assessment.descriptor)
+            guard var row = try await transaction.row(in: table, tenant: tenant, id: assessment.id) else { return }
+            row["answer_key"] = .text(CanonicalJSON.text(answerKey))
+            try await transaction.upsert(row, in: table)
+        }
+    }
+
     func seed<Value: ContractEntity>(_ value: Value) async throws {
         try await storage.write { transaction in
             let context = ReducerContext(writer: PushWriter(transaction: transaction, identity: Self.admin, now: PushFixedClock().now()))

@@ -12,15 +12,17 @@ struct ReducerTests {
 
     static func time(_ seconds: Int64) -> Timestamp { Timestamp(millisecondsSince1970: t0.millisecondsSince1970 + seconds * 1000) }
 
-    /// An assessment of three one-point questions with an answer key, passing at 60 %.
+    /// An assessment of three questions (four points) with a server-only answer key, passing at 60 %.
     private func seedAssessment(_ h: PushHarness) async throws {
-        let questions: JSONValue = .array([
+        let questions: JSONValue = .array(["q1", "q2", "q3"].map { .object(["id": .string($0)]) })
+        let answerKey: JSONValue = .array([
             .object(["id": .string("q1"), "correct": .string("b")]),
             .object(["id": .string("q2"), "correct": .int(42)]),
             .object(["id": .string("q3"), "correct": .array([.string("x"), .string("y")]), "points": .int(2)]),
         ])
         try await h.seed(
-            Assessment(id: "quiz-1", unitId: Self.unit, title: "Quiz", questions: questions, questionCount: 3, passScore: 0.6, updatedAt: Self.t0)
+            Assessment(id: "quiz-1", unitId: Self.unit, title: "Quiz", questions: questions, questionCount: 3, passScore: 0.6, updatedAt: Self.t0),
+            answerKey: answerKey
         )
     }
 
@@ -162,7 +164,25 @@ struct ReducerTests {
         #expect(bob.results.first?.error?.code == .notWritable)
     }
 
-    @Test("statements fold into the attempt: attempted names the assessment, passed settles it", arguments: StorageKind.allCases)
+    @Test("a device stating `passed` with a score, after wrong answers, gets `failed`: the server grades", arguments: StorageKind.allCases)
+    func selfGradedPassIsIgnored(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
+        defer { h.remove() }
+        try await seedAssessment(h)
+        let response = try await h.push([
+            try h.eventMutation(1, id: "ev-1", AnswerRecorded(attemptId: "att-9", questionId: "q1", answer: .string("a"), timeSpentMs: 1)),
+            h.mutation(2, "Statement", .create, "st-9", h.statementPayload("st-9", verb: "passed", object: "quiz-1", attempt: "att-9", score: 1.0)),
+            try h.eventMutation(3, id: "ev-3", AttemptSubmitted(attemptId: "att-9", assessmentId: "quiz-1", answeredCount: 3)),
+        ])
+        #expect(response.results.map(\.status) == [.applied, .applied, .applied])
+        let attempt = try #require(try await h.value(Attempt.self, "att-9"))
+        #expect(attempt.outcome == .failed)
+        #expect(attempt.score == 0)
+        #expect(attempt.maxScore == 4)
+        #expect(try await h.value(CompletionRecord.self, "attempt:att-9")?.passed == false)
+    }
+
+    @Test("statements fold into the attempt: attempted names the assessment; a device's own `passed` and score decide nothing", arguments: StorageKind.allCases)
     func statements(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
@@ -174,11 +194,12 @@ struct ReducerTests {
         #expect(response.results.map(\.status) == [.applied, .applied])
         let attempt = try #require(try await h.value(Attempt.self, "att-2"))
         #expect(attempt.assessmentId == "quiz-2")
-        #expect(attempt.state == .closed)
-        #expect(attempt.outcome == .passed)
-        #expect(attempt.score == 0.8)
-        #expect(attempt.maxScore == 1)
-        #expect(try await h.value(CompletionRecord.self, "attempt:att-2")?.passed == true)
+        // No answer key: submitted, and nothing graded it.
+        #expect(attempt.state == .submitted)
+        #expect(attempt.outcome == .incomplete)
+        #expect(attempt.score == 0)
+        #expect(attempt.maxScore == nil)
+        #expect(try await h.value(CompletionRecord.self, "attempt:att-2") == nil)
     }
 
     @Test("a completed lesson becomes one completion record; the first completion stands", arguments: StorageKind.allCases)

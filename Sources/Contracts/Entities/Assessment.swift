@@ -2,7 +2,7 @@
 
 /// A quiz or test a learner downloads and can take offline.
 ///
-/// - Remark: Generated from entity `Assessment` version 1 (`contracts/entities/assessment.yaml`).
+/// - Remark: Generated from entity `Assessment` version 2 (`contracts/entities/assessment.yaml`).
 public struct Assessment: ContractEntity {
     /// Primary key.
     public var id: String
@@ -15,7 +15,7 @@ public struct Assessment: ContractEntity {
     /// At most 4000 characters.
     public var instructions: String?
 
-    /// The questions and their choices, as the player renders them.
+    /// The questions and their choices, as the player renders them; never the answers.
     public var questions: JSONValue
 
     public var questionCount: Int64

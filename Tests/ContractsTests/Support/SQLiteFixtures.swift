@@ -111,7 +111,7 @@ enum ContractSQL {
     /// The fields that are columns of a contract's table on one side.
     static func fieldColumns(of name: String, side: Side) -> [FieldDescriptor] {
         if let entity = ContractRegistry.entity(named: name) {
-            return side == .client ? entity.fields + entity.localFields : entity.fields
+            return side == .client ? entity.fields + entity.localFields : entity.fields + entity.serverOnlyFields
         }
         return ContractRegistry.event(named: name)?.fields ?? []
     }

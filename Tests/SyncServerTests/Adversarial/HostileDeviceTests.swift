@@ -70,6 +70,31 @@ struct HostileDeviceTests {
         }
     }
 
+    // MARK: Server-only fields
+
+    @Test("no content answer carries the answer key: pull pages and the units route, as sent on the wire", arguments: StorageKind.allCases)
+    func answerKeysStayOnTheServer(_ kind: StorageKind) async throws {
+        let h = try await HostileHarness.make(kind)
+        _ = try await SampleContent.seed(storage: h.storage, assets: h.assets, tenant: HostileHarness.tenant, team: "team-1", clock: SystemClock())
+        let stored = try await h.storage.read { reader in
+            try await reader.row(in: ContractTable(Assessment.descriptor), tenant: HostileHarness.tenant, id: "assessment-battery-basics")
+        }
+        #expect(stored?.text("answer_key")?.contains("correct") == true, "the server keeps the key")
+        try await h.live { client in
+            let bodies = [
+                try await client.execute(uri: "/sync/v1/pull?scope=content&limit=1000", method: .get, headers: HostileHarness.headers(h.hostileToken)),
+                try await client.execute(uri: "/sync/v1/pull?scope=content&limit=1000", method: .get, headers: HostileHarness.headers(h.hostileToken, [.outpostSchema: "Assessment=1"])),
+                try await client.execute(uri: "/api/v1/content/units/sync?include_deleted=true", method: .get, headers: HostileHarness.headers(h.hostileToken)),
+            ]
+            for response in bodies {
+                #expect(response.status == .ok)
+                #expect(!response.bodyText.contains("answer_key"))
+                #expect(!response.bodyText.contains("correct"))
+            }
+            #expect(bodies[0].bodyText.contains("assessment-battery-basics"), "the assessment itself is there")
+        }
+    }
+
     // MARK: Clock bounds
 
     @Test("a hybrid clock far ahead of the server's is rejected clock_skew, nothing written, the queue moves on", arguments: StorageKind.allCases)

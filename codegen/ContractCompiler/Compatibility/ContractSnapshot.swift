@@ -80,6 +80,7 @@ package enum ContractSnapshot {
         if let rename = field.renamedFrom { parts.append("renamed_from: { name: \(rename.name), version: \(rename.version) }") }
         if let reason = field.deprecated { parts.append("deprecated: \(DefaultParser.quote(reason))") }
         if field.isEncrypted { parts.append("encrypted: true") }
+        if field.isServerOnly { parts.append("server_only: true") }
         if let maxLength = field.maxLength { parts.append("max_length: \(maxLength)") }
         if field.isPrimaryKey { parts.append("primary_key: true") }
         if field.isVersionField { parts.append("version_field: true") }

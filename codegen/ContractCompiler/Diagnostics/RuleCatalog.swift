@@ -105,6 +105,7 @@ public enum RuleCatalog {
         validation(.oldestSupportedAboveVersion, "oldest_supported above version", "The oldest supported version must exist.", "Lower oldest_supported."),
         validation(.sinceAboveVersion, "a field added after the current version", "`since` names the version that added the field.", "Bump the version or fix `since`."),
         validation(.invalidRename, "a rename that cannot be right", "`renamed_from` names the field's previous name and the version that introduced the new one.", "Fix the old name or the version."),
+        validation(.serverOnlyNotAllowed, "a server-only field devices would need", "A `server_only` field never reaches a device: a device cannot look its row up by it, order by it, join on it, or fill it in on a write.", "Remove `server_only` from keys, version fields, foreign keys, indexed fields and encrypted fields; on an event, or a required field of an entity devices write, make it optional or give it a default."),
         validation(.encryptedNotAllowed, "encryption on a field that is looked up", "Ciphertext cannot be searched, ordered or joined.", "Remove `encrypted` from keys, version fields, foreign keys and indexed fields."),
         validation(.localFieldNeedsDefault, "a required local field without a default", "Rows arriving from the server cannot fill client-only columns.", "Add a default or make it optional."),
         validation(.deprecatedWithoutReason, "deprecated without a reason", "Readers need to know what to use instead.", "Write `deprecated: \"use x instead\"`."),

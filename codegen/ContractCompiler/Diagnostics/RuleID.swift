@@ -58,6 +58,7 @@ extension RuleID {
     public static let sinceAboveVersion = RuleID("SINCE_ABOVE_VERSION")
     public static let invalidRename = RuleID("INVALID_RENAME")
     public static let encryptedNotAllowed = RuleID("ENCRYPTED_NOT_ALLOWED")
+    public static let serverOnlyNotAllowed = RuleID("SERVER_ONLY_NOT_ALLOWED")
     public static let localFieldNeedsDefault = RuleID("LOCAL_FIELD_NEEDS_DEFAULT")
     public static let unknownIndexField = RuleID("UNKNOWN_INDEX_FIELD")
     public static let unknownForeignKey = RuleID("UNKNOWN_FOREIGN_KEY")

@@ -26,10 +26,10 @@ struct DTOGenerator {
         writer.line("/// - Remark: Generated from \(contract.kind.rawValue) `\(contract.name)` version \(contract.version) (`\(contract.sourcePath)`).")
         let conformance = contract.kind == .entity ? "ContractEntity" : "ContractEvent"
         writer.block("public struct \(contract.swiftName): \(conformance)") { w in
-            renderProperties(contract.fields, into: &w)
+            renderProperties(contract.deviceFields, into: &w)
             w.line()
-            renderInitializer(contract.fields, into: &w)
-            renderEnums(contract.fields + contract.localFields, into: &w)
+            renderInitializer(contract.deviceFields, into: &w)
+            renderEnums(contract.deviceFields + contract.localFields, into: &w)
             if contract.kind == .entity, !contract.localFields.isEmpty {
                 w.line()
                 renderLocalState(contract, into: &w)
@@ -39,7 +39,7 @@ struct DTOGenerator {
                 renderChanges(contract, into: &w)
             }
             w.line()
-            renderCodable(contract.fields, into: &w)
+            renderCodable(contract.deviceFields, into: &w)
             w.line()
             if contract.kind == .entity {
                 w.line("public static var descriptor: EntityDescriptor { ContractRegistry.\(Self.descriptorName(contract)) }")
@@ -81,7 +81,7 @@ struct DTOGenerator {
             default: return false
             }
         }
-        return (contract.fields + contract.localFields).contains { needs($0.type.type) }
+        return (contract.deviceFields + contract.localFields).contains { needs($0.type.type) }
     }
 
     /// The registry property holding a contract's descriptor: `Unit` → `unit`.
@@ -188,7 +188,7 @@ struct DTOGenerator {
     /// `Change`: one field set to a typed value, so a patch is built from the contract's own
     /// types and never by hand (`[.title("New title"), .description(nil)]`).
     private func renderChanges(_ contract: Contract, into w: inout CodeWriter) {
-        let fields = contract.fields.filter { !$0.isPrimaryKey }
+        let fields = contract.deviceFields.filter { !$0.isPrimaryKey }
         w.line("/// One field of `\(contract.swiftName)` set to a new value, for a patch:")
         if let example = fields.first {
             w.line("/// `[.\(Names.camelCase(example.name))(…)]`. The primary key is not a change.")

@@ -20,12 +20,12 @@ struct RegistryGenerator {
         }
         return (contract.oldestSupported...contract.version).map { version in
             if version < contract.version, let released = history[contract.name]?.first(where: { $0.version == version }) {
-                let fields = released.fields.map { old -> (String, String?) in
-                    (old.name, contract.fields.first { oldName($0, at: version) == old.name }?.name)
+                let fields = released.deviceFields.map { old -> (String, String?) in
+                    (old.name, contract.deviceFields.first { oldName($0, at: version) == old.name }?.name)
                 }
                 return (version, fields)
             }
-            let fields = contract.fields.filter { $0.since <= version }.map { (oldName($0, at: version), Optional($0.name)) }
+            let fields = contract.deviceFields.filter { $0.since <= version }.map { (oldName($0, at: version), Optional($0.name)) }
             return (version, fields)
         }
     }
@@ -131,7 +131,7 @@ struct RegistryGenerator {
                 w.line("oldestSupported: \(contract.oldestSupported),")
                 w.line("primaryKey: \(SwiftLiteral.string(contract.primaryKey?.name ?? "id")),")
                 w.line("versionField: \(contract.versionField.map { SwiftLiteral.string($0.name) } ?? "nil"),")
-                renderFieldList("fields", contract.fields, trailingComma: true, into: &w)
+                renderFieldList("fields", contract.deviceFields, trailingComma: true, into: &w)
                 renderFieldList("localFields", contract.localFields, trailingComma: true, into: &w)
                 if contract.relations.isEmpty {
                     w.line("relations: [],")
@@ -160,7 +160,11 @@ struct RegistryGenerator {
                     }
                     w.line("],")
                 }
-                renderKnownFields(contract, trailingComma: false, into: &w)
+                let serverOnly = contract.serverOnlyFields
+                renderKnownFields(contract, trailingComma: !serverOnly.isEmpty, into: &w)
+                if !serverOnly.isEmpty {
+                    renderFieldList("serverOnlyFields", serverOnly, trailingComma: false, into: &w)
+                }
             }
             w.line(")")
         } else {

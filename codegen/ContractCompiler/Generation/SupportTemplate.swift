@@ -694,15 +694,19 @@ public struct EntityDescriptor: Hashable, Sendable {
     /// For every supported schema version, the fields a device at that version knows, from the
     /// contract's released history: what the server sends an older device, under which names.
     public var knownFieldsByVersion: [Int: [KnownField]]
+    /// Fields only the server holds (`server_only`): in its table, never in ``fields``, a DTO,
+    /// a device's table, a pull page or a content answer.
+    public var serverOnlyFields: [FieldDescriptor]
 
     public init(
         name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
         conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?, priority: SyncPriority, currentVersion: Int,
         oldestSupported: Int, primaryKey: String, versionField: String?, fields: [FieldDescriptor],
         localFields: [FieldDescriptor], relations: [RelationDescriptor], indexes: [IndexDescriptor],
-        knownFieldsByVersion: [Int: [KnownField]] = [:]
+        knownFieldsByVersion: [Int: [KnownField]] = [:], serverOnlyFields: [FieldDescriptor] = []
     ) {
         self.knownFieldsByVersion = knownFieldsByVersion
+        self.serverOnlyFields = serverOnlyFields
         self.name = name
         self.swiftName = swiftName
         self.summary = summary

@@ -145,7 +145,7 @@ package struct SchemaBuilder {
     }
 
     private func clientEntityTable(_ contract: Contract) -> TableSchema {
-        var columns = contract.fields.map { column($0, side: .client) }
+        var columns = contract.deviceFields.map { column($0, side: .client) }
         columns += contract.localFields.map { column($0, side: .client) }
         columns += [
             .init(name: "_schema_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
@@ -197,7 +197,7 @@ package struct SchemaBuilder {
 
     private func clientEventTable(_ contract: Contract) -> TableSchema {
         var columns = envelopeColumns(.sqlite)
-        columns += contract.fields.map { column($0, side: .client) }
+        columns += contract.deviceFields.map { column($0, side: .client) }
         columns += [.init(name: "_synced_at", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil)]
         let occurred = TableSchema.IndexSchema(
             name: TableSchema.indexName(table: contract.table, columns: ["occurred_at"], unique: false),

@@ -181,6 +181,9 @@ public struct Field: Hashable, Sendable {
     /// Why the field is deprecated; `nil` when it is not.
     public var deprecated: String?
     public var isEncrypted: Bool
+    /// Kept and computed by the server only: never in a DTO devices decode, a client table,
+    /// a pull page or a content route (answer keys, grades).
+    public var isServerOnly: Bool = false
     public var maxLength: Int?
     public var isPrimaryKey: Bool
     public var isVersionField: Bool
@@ -288,6 +291,10 @@ public struct Contract: Hashable, Sendable {
     public var sync: SyncPolicy
     public var fields: [Field]
     public var localFields: [Field]
+    /// The fields devices see: every synced field but the server-only ones.
+    public var deviceFields: [Field] { fields.filter { !$0.isServerOnly } }
+    /// The fields only the server holds (``Field/isServerOnly``).
+    public var serverOnlyFields: [Field] { fields.filter(\.isServerOnly) }
     public var relations: [Relation]
     public var indexes: [Index]
     public var appliesTo: String?

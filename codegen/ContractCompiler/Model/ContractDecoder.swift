@@ -13,7 +13,7 @@ struct ContractDecoder {
     ]
     static let fieldKeys = [
         "type", "values", "fallback", "default", "since", "renamed_from", "deprecated", "encrypted", "max_length",
-        "primary_key", "version_field", "doc", "allow",
+        "primary_key", "version_field", "server_only", "doc", "allow",
     ]
     static let localFieldKeys = ["type", "values", "fallback", "default", "encrypted", "max_length", "doc"]
     static let syncKeys = ["direction", "conflict", "tombstones", "retention", "priority"]
@@ -471,6 +471,9 @@ struct ContractDecoder {
         }
         if let node = reader.value("encrypted") {
             field.isEncrypted = ScalarReader.bool(node, "encrypted", diagnostics: &diagnostics) ?? false
+        }
+        if let node = reader.value("server_only") {
+            field.isServerOnly = ScalarReader.bool(node, "server_only", diagnostics: &diagnostics) ?? false
         }
         if let node = reader.value("max_length") {
             field.maxLength = ScalarReader.int(node, "max_length", range: 1...(1 << 30), diagnostics: &diagnostics)

@@ -75,7 +75,37 @@ struct ContractValidator {
         checkReferences(contract)
         checkRelations(contract)
         checkIndexes(contract)
+        checkServerOnly(contract)
         checkAllowances(contract)
+    }
+
+    /// A server-only field never reaches a device: nothing a device looks rows up by, orders or
+    /// joins on, and nothing it must fill in on a write.
+    private mutating func checkServerOnly(_ contract: Contract) {
+        let indexed = Set(contract.indexes.flatMap(\.fields))
+        let deviceWrites = contract.kind == .event || contract.sync.direction != .down
+        for field in contract.serverOnlyFields {
+            var problem: String?
+            if contract.kind == .event {
+                problem = "event field '\(field.name)' cannot be server_only: devices write events whole"
+            } else if field.isPrimaryKey {
+                problem = "primary key '\(field.name)' cannot be server_only: devices look rows up by it"
+            } else if field.isVersionField {
+                problem = "version field '\(field.name)' cannot be server_only: devices order rows by it"
+            } else if field.isEncrypted {
+                problem = "field '\(field.name)' cannot be both server_only and encrypted: devices never store it"
+            } else if indexed.contains(field.name) {
+                problem = "field '\(field.name)' is indexed and server_only; devices keep no such column to index"
+            } else if deviceWrites, !field.type.isOptional, field.defaultValue == nil {
+                problem = "required field '\(field.name)' is server_only, but devices write \(contract.name) and cannot fill it in"
+            }
+            if let problem {
+                diagnostics.error(
+                    .serverOnlyNotAllowed, problem, at: field.location,
+                    help: "remove `server_only: true`, or make the field optional (`?`) or give it a default"
+                )
+            }
+        }
     }
 
     private mutating func checkAllowances(_ contract: Contract) {

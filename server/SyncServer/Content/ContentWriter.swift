@@ -31,16 +31,20 @@ struct ContentWriter {
         var stampsVersionField: Bool
     }
 
+    /// Every field the server's table holds: what devices see, and the server-only ones (which
+    /// an admin publishes and the server reads, but no device is ever sent).
+    var storedFields: [FieldDescriptor] { entity.fields + entity.serverOnlyFields }
+
     /// The columns of a wire row in the contract's current version. Unknown fields are refused
     /// by name; an absent field takes its default, or null when optional.
     func columns(_ wire: [String: JSONValue]) throws(ServiceError) -> Columns {
-        let known = Set(entity.fields.map(\.name))
+        let known = Set(storedFields.map(\.name))
         if let unknown = wire.keys.sorted().first(where: { !known.contains($0) }) {
             throw Self.invalid("'\(unknown)' is not a field of \(entity.name) version \(entity.currentVersion)", field: unknown)
         }
         var values: [String: SQLValue] = [:]
         var stamps = false
-        for field in entity.fields {
+        for field in storedFields {
             var value = wire[field.name] ?? field.defaultValue
             if value == nil, field.isVersionField {
                 stamps = true
@@ -72,7 +76,7 @@ struct ContentWriter {
         try await transaction.lockScope(tenant: actor.tenant, scopeKey: scopeKey)
         let existing = try await transaction.row(in: table, tenant: actor.tenant, id: columns.id)
         if let existing, existing.integer("_deleted") == 0, existing["_scope_key"] == .text(scopeKey),
-            entity.fields.allSatisfy({ field in
+            storedFields.allSatisfy({ field in
                 (columns.stampsVersionField && field.isVersionField) || existing[field.name] == columns.values[field.name]
             })
         {
@@ -80,7 +84,7 @@ struct ContentWriter {
         }
         try await requireUniqueKeysFree(columns, tenant: actor.tenant, in: transaction)
         var row = StoredRow()
-        for field in entity.fields {
+        for field in storedFields {
             row[field.name] = columns.values[field.name] ?? .null
         }
         let version = (existing?.integer("_version") ?? 0) + 1
@@ -97,7 +101,7 @@ struct ContentWriter {
             case .text(let scopeKey) = existing["_scope_key"]
         else { return nil }
         var row = StoredRow()
-        for field in entity.fields {
+        for field in storedFields {
             row[field.name] = existing[field.name]
         }
         let version = (existing.integer("_version") ?? 0) + 1

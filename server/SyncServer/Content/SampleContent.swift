@@ -153,12 +153,14 @@ public enum SampleContent {
                 "instructions": text("Answer all three questions; you need 2 of 3 to pass."),
                 "questions": .array([
                     .object(["id": text("q1"), "prompt": text("What do you do before opening the battery bay?"),
-                             "choices": .array([text("Switch the vehicle off"), text("Start the motor"), text("Nothing")]), "correct": .int(0)]),
+                             "choices": .array([text("Switch the vehicle off"), text("Start the motor"), text("Nothing")])]),
                     .object(["id": text("q2"), "prompt": text("Which charge level means the battery must be swapped?"),
-                             "choices": .array([text("Below 20 %"), text("Below 80 %"), text("Only at 0 %")]), "correct": .int(0)]),
+                             "choices": .array([text("Below 20 %"), text("Below 80 %"), text("Only at 0 %")])]),
                     .object(["id": text("q3"), "prompt": text("A swollen battery is…"),
-                             "choices": .array([text("Reported as a safety issue"), text("Swapped as usual")]), "correct": .int(0)]),
+                             "choices": .array([text("Reported as a safety issue"), text("Swapped as usual")])]),
                 ]),
+                // Server-only: never in a pull page, a content answer or a device's table.
+                "answer_key": .array(["q1", "q2", "q3"].map { .object(["id": text($0), "correct": .int(0), "points": .int(1)]) }),
                 "question_count": .int(3), "pass_score": .double(0.66), "time_limit_seconds": .int(600),
             ]),
         ]

@@ -13,17 +13,16 @@ import SyncProtocol
 ///   assessment the facts are stored but no attempt row exists.
 /// - `answered_count`: the questions answered (the latest answer per question counts), or the
 ///   count a submission or the `answered` statements report, whichever is larger.
-/// - `score` / `max_score`: when the assessment's `questions` carry an answer key
-///   (`[{"id": "q1", "correct": <answer>, "points": 1}]`, `points` defaulting to 1), the latest
-///   answer to each question is graded against it. Otherwise the latest statement with a
-///   score gives a scaled score (0 to 1, as xAPI's `result.score.scaled`, `max_score` 1); or,
-///   failing that, `answered` statements with `success` count one point each out of the
-///   assessment's `question_count`.
+/// - `score` / `max_score`: computed by the server only. The assessment's `answer_key` (a
+///   `server_only` field devices never receive: `[{"id": "q1", "correct": <answer>, "points":
+///   1}]`, `points` defaulting to 1) grades the latest answer to each question, from the
+///   learner's `AnswerRecorded` events and `AssessmentResponse` rows. What a device says of its
+///   own result (a statement's `score`, `success`, or a `passed`/`failed` verb) is recorded and
+///   audited but never scores or decides anything.
 /// - Submission: an `AttemptSubmitted` event, or a statement with verb `passed`, `failed` or
-///   `completed`. The outcome is the statement's verdict (`passed`/`failed`, or its `success`),
-///   else `score / max_score` against the assessment's `pass_score`, else `incomplete`.
-///   A submitted attempt with a final outcome is `closed` (it changes no more); one with an
-///   `incomplete` outcome stays `submitted` until a statement settles it.
+///   `completed`. The outcome is `score / max_score` against the assessment's `pass_score`;
+///   `incomplete` when the assessment has no answer key. A submitted attempt with a final
+///   outcome is `closed` (it changes no more); an `incomplete` one stays `submitted`.
 /// - Refusals: an answer to an attempt that is no longer `open` is `rejected`
 ///   (`invalid_transition`: a late answer does not count); a second submission is a
 ///   `duplicate`; a fact about another learner's attempt is `rejected` (`not_writable`).
@@ -114,40 +113,38 @@ struct LearningReducer: Reducer {
             assessmentID = try await context.entities(AssessmentResponse.self, where: conditions, limit: 1).first?.value.assessmentId
         }
         guard let assessmentID else { return [] }
-        let assessment = try await context.entity(Assessment.self, id: assessmentID)?.value
+        let storedAssessment = try await context.entity(Assessment.self, id: assessmentID)
+        let assessment = storedAssessment?.value
+        // The answer key is server-only: read from the stored row, never from what devices see.
+        let key = AssessmentAnswerKey(storedAssessment?.row.text("answer_key").flatMap(StoredJSON.parse) ?? .null)
 
-        // The latest answer per question.
+        // The latest answer per question: events, and the learner's editable responses.
         var latest: [String: (answer: JSONValue, at: Int64, id: String)] = [:]
+        func consider(_ question: String, _ answer: JSONValue, at time: Int64, id: String) {
+            if let current = latest[question], (current.at, current.id) > (time, id) { return }
+            latest[question] = (answer, time, id)
+        }
         for answer in answers {
-            let question = answer.value.questionId
-            if let current = latest[question], (current.at, current.id) > (answer.occurredAt, answer.eventID) { continue }
-            latest[question] = (answer.value.answer, answer.occurredAt, answer.eventID)
+            consider(answer.value.questionId, answer.value.answer, at: answer.occurredAt, id: answer.eventID)
+        }
+        for response in try await context.entities(AssessmentResponse.self, where: conditions) {
+            guard let answer = response.value.answer, answer != .null else { continue }
+            consider(response.value.questionId, answer, at: response.value.updatedAt.millisecondsSince1970, id: response.value.id.uuidString.lowercased())
         }
         let answeredStatements = statements.filter { $0.verb == .answered }
         let answeredCount = max(
             Int64(latest.count), submissions.map(\.value.answeredCount).max() ?? 0, Int64(Set(answeredStatements.map(\.objectId)).count)
         )
 
-        // Score.
+        // Score: the server's answer key against the stored answers, nothing a device claims.
         var score = 0.0
         var maxScore: Double?
-        let key = AssessmentAnswerKey(assessment?.questions ?? .null)
         if !key.entries.isEmpty {
             maxScore = key.total
             for (question, answer) in latest {
                 guard let entry = key.entries[question] else { continue }
                 if CanonicalJSON.text(entry.correct) == CanonicalJSON.text(answer.answer) { score += entry.points }
             }
-        } else if let scored = statements.last(where: { $0.score != nil && Self.terminalVerbs.contains($0.verb) })
-            ?? statements.last(where: { $0.score != nil })
-        {
-            score = scored.score ?? 0
-            maxScore = 1
-        } else if answeredStatements.contains(where: { $0.success != nil }) {
-            var successes: [String: Bool] = [:]
-            for statement in answeredStatements { if let success = statement.success { successes[statement.objectId] = success } }
-            score = Double(successes.values.filter { $0 }.count)
-            maxScore = Double(max(assessment?.questionCount ?? 0, Int64(successes.count)))
         }
 
         // Submission and outcome.
@@ -155,13 +152,7 @@ struct LearningReducer: Reducer {
         let submittedAt = submissions.first.map { Timestamp(millisecondsSince1970: $0.occurredAt) } ?? terminal?.statedAt
         var outcome: Attempt.Outcome?
         if submittedAt != nil {
-            if terminal?.verb == .passed {
-                outcome = .passed
-            } else if terminal?.verb == .failed {
-                outcome = .failed
-            } else if let success = terminal?.success {
-                outcome = success ? .passed : .failed
-            } else if let maxScore, maxScore > 0, let assessment {
+            if let maxScore, maxScore > 0, let assessment {
                 outcome = score / maxScore >= assessment.passScore ? .passed : .failed
             } else {
                 outcome = .incomplete
@@ -226,8 +217,8 @@ struct LearningReducer: Reducer {
     }
 }
 
-/// The answer key in an assessment's `questions`: an array (or `{"questions": [...]}`) of
-/// objects with `id`, `correct` (the right answer, any JSON) and optional `points` (default 1).
+/// An assessment's server-only `answer_key`: an array (or `{"questions": [...]}`) of objects
+/// with `id`, `correct` (the right answer, any JSON) and optional `points` (default 1).
 /// Questions without `correct` are not graded.
 struct AssessmentAnswerKey: Sendable {
     var entries: [String: (correct: JSONValue, points: Double)] = [:]
