@@ -23,6 +23,24 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let malformedRequest = ErrorCode("malformed_request")
     /// 401: no token, or a token that is invalid or expired.
     public static let unauthorized = ErrorCode("unauthorized")
+    /// 401: no `Authorization: Bearer` token.
+    public static let tokenMissing = ErrorCode("token_missing")
+    /// 401: the token is not a JWT with the claims of a device identity.
+    public static let tokenMalformed = ErrorCode("token_malformed")
+    /// 401: an unsigned token (`alg: none`), or one signed with an algorithm its key does not use.
+    public static let tokenAlgorithmRefused = ErrorCode("token_algorithm_refused")
+    /// 401: the token's `kid` names no key the server accepts (retired, or never configured).
+    public static let tokenUnknownKey = ErrorCode("token_unknown_key")
+    /// 401: the token's signature does not hold.
+    public static let tokenInvalidSignature = ErrorCode("token_invalid_signature")
+    /// 401: the token's `aud` is not this server's audience.
+    public static let tokenWrongAudience = ErrorCode("token_wrong_audience")
+    /// 401: the token expired; ask for a new one.
+    public static let tokenExpired = ErrorCode("token_expired")
+    /// 401: the token is issued in the future.
+    public static let tokenNotYetValid = ErrorCode("token_not_yet_valid")
+    /// 401: the device or user was revoked after the token was issued.
+    public static let tokenRevoked = ErrorCode("token_revoked")
     /// 403: the token does not grant this scope or route.
     public static let forbidden = ErrorCode("forbidden")
     /// 400: the body's JSON nests deeper than the server reads.

@@ -50,8 +50,8 @@ struct CLITests {
         FileManager.default.temporaryDirectory.appendingPathComponent("sync-cli-\(UUID().uuidString)")
     }
 
-    @Test("token prints a token the server's key verifies, with every claim asked for")
-    func token() throws {
+    @Test("token prints a token the server's key verifies, with every claim asked for; --team records the membership")
+    func token() async throws {
         let folder = Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let run = try Self.run([
@@ -64,18 +64,21 @@ struct CLITests {
         #expect(run.stdout == token + "\n")
         let signer = try TokenKey.signer(secretFile: nil, dataDirectory: folder, environment: [:])
         let now = Int64(Date().timeIntervalSince1970)
-        let identity = try signer.verify(token, now: now)
+        let identity = try await signer.verify(token, now: now)
         #expect(identity.tenant == "acme" && identity.userID == "u-7" && identity.deviceID == "tablet-3")
         #expect(identity.teams == ["team-1", "team-2"] && identity.isAdmin)
         #expect((now + 590)...(now + 610) ~= identity.expiresAt)
+        // The membership is the server's, recorded in its database.
+        let storage = try SQLiteStorage(directory: folder)
+        #expect(try await storage.read { try await $0.identityState(tenant: "acme", userID: "u-7", deviceID: "tablet-3") }.teams == ["team-1", "team-2"])
 
         // The environment variable signs when no folder or file is given.
         let secret = String(repeating: "k", count: 32)
         let fromEnvironment = try Self.run(["token", "--tenant", "t", "--user", "u", "--device", "d"], environment: [TokenKey.environmentVariable: secret])
         #expect(fromEnvironment.status == 0)
-        #expect(throws: Never.self) {
-            try TokenSigner(secret: Data(secret.utf8)).verify(fromEnvironment.stdout.trimmingCharacters(in: .newlines), now: now)
-        }
+        let verified = try await TokenSigner(secret: Data(secret.utf8)).verify(fromEnvironment.stdout.trimmingCharacters(in: .newlines), now: now)
+        #expect(verified.userID == "u")
+        #expect((now + 3500)...(now + 3700) ~= verified.expiresAt, "device tokens last an hour by default")
     }
 
     @Test("misuse exits 64 with a message; a failure to do the work exits 2")
@@ -85,7 +88,11 @@ struct CLITests {
         #expect(noKey.stderr.contains("give --data DIR"))
         let badTTL = try Self.run(["token", "--tenant", "t", "--user", "u", "--device", "d", "--data", "/tmp", "--ttl", "0"])
         #expect(badTTL.status == 64)
-        #expect(badTTL.stderr.contains("--ttl must be a positive number"))
+        #expect(badTTL.stderr.contains("--ttl must be"))
+        // Once a crash (the expiry overflowed): every integer option is range-checked.
+        let hugeTTL = try Self.run(["token", "--tenant", "t", "--user", "u", "--device", "d", "--data", "/tmp", "--ttl", "9223372036854775807"])
+        #expect(hugeTTL.status == 64, "\(hugeTTL.stderr)")
+        #expect(hugeTTL.stderr.contains("--ttl must be"))
         let unknown = try Self.run(["serve", "--data", "/tmp", "--colour"])
         #expect(unknown.status == 64)
         let missingFile = try Self.run(["token", "--tenant", "t", "--user", "u", "--device", "d", "--secret-file", "/no/such/key"])

@@ -26,7 +26,7 @@ struct MultiProcessTests {
     func resendToAnotherProcess() async throws {
         let cluster = try ServerCluster(processes: 2)
         defer { cluster.stop() }
-        let token = cluster.token(user: "alice", device: "alice-phone")
+        let token = try await cluster.token(user: "alice", device: "alice-phone")
         let request = PushRequest(
             clientId: "alice-phone", schema: [:],
             mutations: (1...50).map { Self.create(Int64($0), "Task", "task-\($0)", Self.taskPayload("task-\($0)")) }
@@ -85,7 +85,7 @@ struct MultiProcessTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for device in 0..<devices {
                     group.addTask {
-                        let token = cluster.token(user: "user-\(device)", device: "device-\(device)")
+                        let token = try await cluster.token(user: "user-\(device)", device: "device-\(device)")
                         for push in 0..<pushesPerDevice {
                             let mutations = (0..<batch).map { index -> Mutation in
                                 let seq = Int64(push * batch + index + 1)
@@ -116,7 +116,7 @@ struct MultiProcessTests {
 
         // Meanwhile a device pulls the team scope page by page from any process, and keeps
         // its cursor across pages exactly as a device does.
-        let reader = cluster.token(user: "watcher", device: "watcher-tablet")
+        let reader = try await cluster.token(user: "watcher", device: "watcher-tablet")
         var cursor: String?
         var seen: [String] = []
         var page = 0

@@ -202,6 +202,16 @@ struct PushFailingStorage: SyncStorage {
         func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 { try await base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
         func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] { try await base.auditEntries(after: afterID, limit: limit) }
         func auditHead() async throws -> AuditHead? { try await base.auditHead() }
+        func identityState(tenant: String, userID: String, deviceID: String) async throws -> IdentityState {
+            try await base.identityState(tenant: tenant, userID: userID, deviceID: deviceID)
+        }
+        func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] { try await base.teamMemberships(tenant: tenant) }
+        func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws {
+            try await base.revoke(tenant: tenant, kind: kind, subject: subject, at: at)
+        }
+        func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws {
+            try await base.setTeamMembership(tenant: tenant, team: team, userID: userID, isMember: isMember)
+        }
         func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner? {
             try await base.clientOwner(tenant: tenant, clientID: clientID)
         }

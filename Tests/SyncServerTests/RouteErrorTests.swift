@@ -55,18 +55,19 @@ struct RouteErrorTests {
             DeviceIdentity(tenant: "acme", userID: "u-1", deviceID: "d-1", expiresAt: Int64(Date().timeIntervalSince1970) + 60)
         )
         let valid = harness.token()
-        let signature = valid.split(separator: ".")[1]
-        let tampered = valid.split(separator: ".")[0] + "." + (signature.first == "A" ? "B" : "A") + signature.dropFirst()
-        let cases: [(HTTPFields, String)] = [
-            ([:], "missing token"),
-            ([.authorization: "Basic dTpw"], "must be `Bearer <token>`"),
-            ([.authorization: "Bearer not-a-token"], "malformed"),
-            ([.authorization: "Bearer \(foreign)"], "signature does not match"),
-            ([.authorization: "Bearer \(tampered)"], "signature does not match"),
-            ([.authorization: "Bearer \(harness.token(expiresIn: -5))"], "expired"),
+        let parts = valid.split(separator: ".")
+        let flipped = (parts[2].first == "A" ? "B" : "A") + String(parts[2].dropFirst())
+        let tampered = "\(parts[0]).\(parts[1]).\(flipped)"
+        let cases: [(HTTPFields, String, ErrorCode)] = [
+            ([:], "missing token", .tokenMissing),
+            ([.authorization: "Basic dTpw"], "must be `Bearer <token>`", .tokenMalformed),
+            ([.authorization: "Bearer not-a-token"], "not a JWT", .tokenMalformed),
+            ([.authorization: "Bearer \(foreign)"], "is not one this server accepts", .tokenUnknownKey),
+            ([.authorization: "Bearer \(tampered)"], "signature does not match", .tokenInvalidSignature),
+            ([.authorization: "Bearer \(harness.token(expiresIn: -5))"], "expired", .tokenExpired),
         ]
         try await harness.test { client in
-            for (headers, message) in cases {
+            for (headers, message, code) in cases {
                 let response = try await client.execute(
                     uri: "/sync/v1/push", method: .post, headers: headers,
                     body: try ByteBuffer(json: SampleMutations.push([SampleMutations.answer(seq: 1)]))
@@ -74,7 +75,7 @@ struct RouteErrorTests {
                 #expect(response.status == .unauthorized, "\(headers)")
                 #expect(response.headers[.wwwAuthenticate] == "Bearer")
                 let error = try response.errorBody()
-                #expect(error.code == .unauthorized)
+                #expect(error.code == code)
                 #expect(error.message.contains(message), "\(error.message)")
             }
         }

@@ -1,5 +1,6 @@
 import Contracts
 import Foundation
+import GRDB
 import Hummingbird
 import HummingbirdTesting
 import SyncProtocol
@@ -54,11 +55,20 @@ final class RouteHarness: Sendable {
         return try await buildApplication(configuration: configuration, environment: environment).test(.router, body)
     }
 
+    /// A token; its teams are also recorded as the user's memberships on the server (which
+    /// authorizes team scopes by them, not by the token).
     func token(
         tenant: String = "acme", user: String = "u-1", device: String = "d-1", teams: [String] = ["team-1"], admin: Bool = false,
         expiresIn: Int64 = 3600
     ) -> String {
-        signer.sign(
+        if !teams.isEmpty, let queue = try? DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path) {
+            for team in teams {
+                try? queue.write { db in
+                    try db.execute(sql: "INSERT OR IGNORE INTO team_members (tenant, team_id, user_id) VALUES (?, ?, ?)", arguments: [tenant, team, user])
+                }
+            }
+        }
+        return signer.sign(
             DeviceIdentity(
                 tenant: tenant, userID: user, deviceID: device, teams: teams, isAdmin: admin,
                 expiresAt: Int64(Date().timeIntervalSince1970) + expiresIn

@@ -53,6 +53,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("public-url"), help: ArgumentHelp("The URL devices reach the server at, for asset download links (default: the request's Host).", valueName: "URL"))
     var publicURL: String?
 
+    @Option(name: .customLong("jwt-public-key"), help: ArgumentHelp("Also accept device tokens an identity provider signs: KID=FILE, a PEM public key (EC P-256 for ES256, Ed25519 for EdDSA, RSA for RS256); repeat for several.", valueName: "KID=FILE"))
+    var publicKeys: [String] = []
+
+    @Option(name: .customLong("jwks"), help: ArgumentHelp("Also accept device tokens signed by the keys of this JWKS file (each key with kid and alg).", valueName: "FILE"))
+    var jwksFile: String?
+
+    @Option(name: .customLong("token-audience"), help: "The audience (`aud`) tokens must name.")
+    var audience = TokenSigner.defaultAudience
+
     @Option(name: .customLong("max-clock-skew"), help: ArgumentHelp("How many seconds ahead of this server's clock a pushed hybrid clock may be; later ones are rejected with clock_skew.", valueName: "SECONDS"))
     var maximumClockSkewSeconds = 300
 
@@ -60,6 +69,9 @@ struct ServeCommand: AsyncParsableCommand {
     var metricsTokenFile: String?
 
     func validate() throws {
+        for entry in publicKeys where entry.split(separator: "=", maxSplits: 1).count != 2 {
+            throw ValidationError("--jwt-public-key takes KID=FILE, not \(entry)")
+        }
         guard (0...(30 * 86_400)).contains(maximumClockSkewSeconds) else {
             throw ValidationError("--max-clock-skew must be between 0 and 2592000 seconds (30 days), not \(maximumClockSkewSeconds)")
         }
@@ -73,10 +85,20 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let directory = data.directory
-        let signer: TokenSigner
+        var signer: TokenSigner
         do {
             signer = try TokenKey.signer(secretFile: secretFile.map { URL(fileURLWithPath: $0) }, dataDirectory: directory.url)
-        } catch {
+            signer.audience = audience
+            for entry in publicKeys {
+                let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+                guard let pem = try? String(contentsOfFile: parts[1], encoding: .utf8) else { throw fail("cannot read the public key file \(parts[1])") }
+                try await signer.addPublicKey(pem: pem, kid: parts[0])
+            }
+            if let jwksFile {
+                guard let json = try? String(contentsOfFile: jwksFile, encoding: .utf8) else { throw fail("cannot read the JWKS file \(jwksFile)") }
+                try await signer.addJWKS(json)
+            }
+        } catch let error as TokenKeyError {
             throw fail(error.description)
         }
         let storage = try await data.openStorage()

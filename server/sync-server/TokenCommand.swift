@@ -2,14 +2,16 @@ import ArgumentParser
 import Foundation
 import SyncServer
 
-struct TokenCommand: ParsableCommand {
+struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
         abstract: "Print a signed device (or admin) token.",
         discussion: """
-            The token is signed with the same key `serve` uses: --secret-file FILE, else \
-            $\(TokenKey.environmentVariable), else DIR/\(TokenKey.fileName) of --data DIR (created on first use). \
-            Send it as `Authorization: Bearer <token>`.
+            A JWT signed with the current key `serve` uses: --secret-file FILE, else \
+            $\(TokenKey.environmentVariable), else the keys of --data DIR (DIR/\(TokenKey.fileName), created on first use, \
+            and those of `keys rotate`). Send it as `Authorization: Bearer <token>`. With --data, each --team also \
+            records the user as a member of that team on the server: the server authorizes team scopes by the \
+            memberships it holds (`sync-server teams`), never by what a token says.
             """
     )
 
@@ -28,8 +30,14 @@ struct TokenCommand: ParsableCommand {
     @Flag(help: "An admin token: may publish and delete content and upload assets.")
     var admin = false
 
-    @Option(help: "Seconds until the token expires.")
-    var ttl: Int64 = 30 * 24 * 3600
+    @Option(help: "Seconds until the token expires (default one hour: devices ask their app for a new one; at most 366 days).")
+    var ttl: Int64 = 3600
+
+    @Option(help: "The audience the server expects (`aud`).")
+    var audience = TokenSigner.defaultAudience
+
+    /// The longest lifetime a token may be given.
+    static let maximumTTL: Int64 = 366 * 86_400
 
     @Option(name: .customLong("data"), help: ArgumentHelp("The server's data folder, whose token.key signs the token.", valueName: "DIR"))
     var data: String?
@@ -42,16 +50,18 @@ struct TokenCommand: ParsableCommand {
             throw ValidationError("\(flag) must not be empty")
         }
         if teams.contains(where: \.isEmpty) { throw ValidationError("--team must not be empty") }
-        guard ttl > 0 else { throw ValidationError("--ttl must be a positive number of seconds, not \(ttl)") }
+        guard (1...Self.maximumTTL).contains(ttl) else {
+            throw ValidationError("--ttl must be between 1 and \(Self.maximumTTL) seconds (366 days), not \(ttl)")
+        }
         if data != nil, secretFile != nil { throw ValidationError("give --data or --secret-file, not both") }
         if data == nil, secretFile == nil, (ProcessInfo.processInfo.environment[TokenKey.environmentVariable] ?? "").isEmpty {
             throw ValidationError("give --data DIR (the server's data folder) or --secret-file FILE, or set \(TokenKey.environmentVariable)")
         }
     }
 
-    func run() throws {
+    func run() async throws {
         let directory = data.map { DataDirectory(URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath, isDirectory: true)) }
-        let signer: TokenSigner
+        var signer: TokenSigner
         do {
             let keyExisted = directory.map { FileManager.default.fileExists(atPath: $0.tokenKey.path) } ?? true
             signer = try TokenKey.signer(secretFile: secretFile.map { URL(fileURLWithPath: $0) }, dataDirectory: directory?.url)
@@ -61,8 +71,27 @@ struct TokenCommand: ParsableCommand {
         } catch {
             throw fail(error.description)
         }
-        let expiresAt = Int64(Date().timeIntervalSince1970) + ttl
-        let identity = DeviceIdentity(tenant: tenant, userID: user, deviceID: device, teams: teams, isAdmin: admin, expiresAt: expiresAt)
-        say(signer.sign(identity))
+        signer.audience = audience
+        let now = Int64(Date().timeIntervalSince1970)
+        let identity = DeviceIdentity(tenant: tenant, userID: user, deviceID: device, teams: teams, isAdmin: admin, expiresAt: now + ttl)
+        if !teams.isEmpty, let directory { try await recordMemberships(directory) }
+        say(signer.sign(identity, issuedAt: now))
+    }
+
+    /// Adds the user to each --team in the server's database (the data folder's, or PostgreSQL's).
+    private func recordMemberships(_ directory: DataDirectory) async throws {
+        var options = try DataOptions.parse(["--data", directory.url.path])
+        options.auditKeyFile = nil
+        let storage = try await options.openStorage()
+        let (tenant, user, teams) = (tenant, user, teams)
+        do {
+            try await storage.write { transaction in
+                for team in teams { try await transaction.setTeamMembership(tenant: tenant, team: team, userID: user, isMember: true) }
+            }
+            await options.close(storage)
+        } catch {
+            await options.close(storage)
+            throw fail("cannot record the team memberships: \(error)")
+        }
     }
 }

@@ -124,8 +124,14 @@ struct ServerCluster {
         signer = try TokenSigner(secret: Self.secret)
     }
 
-    func token(user: String, device: String, teams: [String] = ["red"]) -> String {
-        signer.sign(DeviceIdentity(tenant: "acme", userID: user, deviceID: device, teams: teams, expiresAt: Int64(Date().timeIntervalSince1970) + 3600))
+    /// A token; its teams are recorded as memberships on the server first (which authorizes by them).
+    func token(user: String, device: String, teams: [String] = ["red"]) async throws -> String {
+        for team in teams {
+            _ = try await probe.client.query(
+                "INSERT INTO team_members (tenant, team_id, user_id) VALUES ('acme', \(team), \(user)) ON CONFLICT DO NOTHING"
+            ).collect()
+        }
+        return signer.sign(DeviceIdentity(tenant: "acme", userID: user, deviceID: device, teams: teams, expiresAt: Int64(Date().timeIntervalSince1970) + 3600))
     }
 
     func stop() {

@@ -38,8 +38,9 @@ struct DeviceProfile: Codable, Equatable {
 /// The claims of a device token, read without verifying it (only the server can): who the
 /// token says the device is, so `login` needs no other flags.
 ///
-/// The reference server's tokens are `base64url(JSON claims).base64url(signature)` with the
-/// claims `tnt` (tenant), `usr` (user), `dev` (device), `tms` (teams) and `exp` (expiry).
+/// The reference server's tokens are JWTs (`header.claims.signature`, base64url) with the
+/// claims `sub` (user), `tenant`, `device`, `teams` (which team scopes to ask for; the server
+/// decides by its own memberships) and `exp` (expiry).
 struct TokenClaims: Decodable, Equatable {
     var tenant: String
     var user: String
@@ -48,10 +49,10 @@ struct TokenClaims: Decodable, Equatable {
     var expiresAt: Date?
 
     enum CodingKeys: String, CodingKey {
-        case tenant = "tnt"
-        case user = "usr"
-        case device = "dev"
-        case teams = "tms"
+        case tenant
+        case user = "sub"
+        case device
+        case teams
         case expiresAt = "exp"
     }
 
@@ -67,8 +68,8 @@ struct TokenClaims: Decodable, Equatable {
     /// The claims of `token`, or `nil` when it is not shaped like the reference server's tokens.
     static func read(_ token: String) -> TokenClaims? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2 else { return nil }
-        var base64 = parts[0].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        guard parts.count == 3 else { return nil }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64) else { return nil }
         return try? JSONDecoder().decode(TokenClaims.self, from: data)

@@ -1,70 +1,285 @@
 import Crypto
 public import Foundation
+import JWTKit
+import SyncProtocol
 
-/// Signs and verifies device tokens.
+/// Signs and verifies device and admin tokens: JSON Web Tokens (RFC 7519) with a `kid`.
 ///
-/// A token is two base64url parts joined by a dot: the JSON of a ``DeviceIdentity`` (keys sorted,
-/// short names `tnt`, `usr`, `dev`, `tms`, `adm`, `exp`), and the HMAC-SHA256 of that first part
-/// under the server's secret key. Anyone holding the key can mint tokens, so it never leaves the
-/// server's data folder (see ``TokenKey``).
+/// - The server signs with its current HS256 key (a secret in the data folder, see
+///   ``TokenKey``); earlier keys stay accepted until retired, so keys rotate without logging
+///   anyone out.
+/// - An app's own identity provider can issue device tokens instead: its ES256, RS256 or EdDSA
+///   public keys (PEM files, or a JWKS file) are added with ``addPublicKey(pem:kid:)`` and
+///   ``addJWKS(_:)``.
+///
+/// Claims: `sub` (the user), `tenant`, `device`, `exp`, `iat`, `aud` (``audience``), `admin`
+/// for admin tokens, and `teams`, which only tells a device which team scopes to ask for: the
+/// server authorizes teams by the memberships it holds, never by the token.
+///
+/// Every refusal is a 401 with its own stable code: `token_missing`, `token_malformed`,
+/// `token_algorithm_refused` (`alg: none`, or an algorithm other than the key's),
+/// `token_unknown_key`, `token_invalid_signature`, `token_wrong_audience`, `token_expired`,
+/// `token_not_yet_valid` (issued in the future), and `token_revoked` (see
+/// ``AuthenticationMiddleware``).
 ///
 /// ```swift
 /// let signer = try TokenSigner(secret: keyBytes)
 /// let token = signer.sign(DeviceIdentity(tenant: "acme", userID: "u-1", deviceID: "d-1", expiresAt: tomorrow))
-/// let identity = try signer.verify(token, now: Int64(Date().timeIntervalSince1970))
+/// let identity = try await signer.verify(token, now: Int64(Date().timeIntervalSince1970))
 /// ```
 public struct TokenSigner: Sendable {
     /// Secrets shorter than this are refused: HMAC-SHA256 wants at least 256 bits of key.
     public static let minimumSecretBytes = 32
+    /// The audience tokens name unless the server is configured with another.
+    public static let defaultAudience = "outpost-sync"
+    /// How far in the future a token's `iat` may be (clocks differ a little).
+    public static let issuedAtLeeway: Int64 = 60
 
-    /// The key's bytes (`SymmetricKey` is not `Sendable`; one is made per use, which is cheap).
+    /// The kid and secret of the key new tokens are signed with.
+    public let keyID: String
     private let secret: Data
-    private var key: SymmetricKey { SymmetricKey(data: secret) }
+    /// Every key tokens are accepted from: kid → algorithm.
+    private var algorithms: [String: String]
+    /// The server's own HS256 keys by kid, checked here (an HMAC needs no more).
+    private var secrets: [String: Data]
+    /// The identity provider's public keys, checked by jwt-kit.
+    private let keys: JWTKeyCollection
+    /// The `aud` tokens must name.
+    public var audience: String
 
-    /// A signer with `secret` as its HMAC key.
+    /// A signer with `secret` as its HMAC key, named `keyID` (by default a name derived from the
+    /// secret, so the same secret always has the same kid).
     /// - Throws: ``TokenKeyError/tooShort(source:bytes:)`` when `secret` is shorter than
     ///   ``minimumSecretBytes``.
-    public init(secret: Data, source: String = "the secret") throws(TokenKeyError) {
+    public init(secret: Data, source: String = "the secret", keyID: String? = nil, audience: String = defaultAudience) throws(TokenKeyError) {
         guard secret.count >= Self.minimumSecretBytes else { throw .tooShort(source: source, bytes: secret.count) }
         self.secret = secret
+        self.keyID = keyID ?? Self.keyID(of: secret)
+        self.audience = audience
+        algorithms = [:]
+        secrets = [:]
+        keys = JWTKeyCollection()
+        addSecret(secret, keyID: self.keyID)
     }
 
-    /// The signed token of `identity`.
-    public func sign(_ identity: DeviceIdentity) -> String {
+    /// The kid of a secret that has no name of its own: `hs-` and 12 hex digits of its SHA-256.
+    public static func keyID(of secret: Data) -> String {
+        "hs-" + Hex.sha256(secret).prefix(12)
+    }
+
+    /// Also accepts tokens signed with `secret` (an earlier key, kept until it is retired).
+    public mutating func addSecret(_ secret: Data, keyID: String) {
+        algorithms[keyID] = "HS256"
+        secrets[keyID] = secret
+    }
+
+    /// Accepts tokens signed by the private half of a PEM public key: EC P-256 (ES256), Ed25519
+    /// (EdDSA) or RSA (RS256, 2048 bits or more).
+    public mutating func addPublicKey(pem: String, kid: String) async throws(TokenKeyError) {
+        let identifier = JWKIdentifier(string: kid)
+        if let key = try? ES256PublicKey(pem: pem) {
+            algorithms[kid] = "ES256"
+            await keys.add(ecdsa: key, kid: identifier)
+        } else if let key = try? EdDSA.PublicKey(pem: pem) {
+            algorithms[kid] = "EdDSA"
+            await keys.add(eddsa: key, kid: identifier)
+        } else if let key = try? Insecure.RSA.PublicKey(pem: pem) {
+            algorithms[kid] = "RS256"
+            await keys.add(rsa: key, digestAlgorithm: .sha256, kid: identifier)
+        } else {
+            throw .unusableKey(kid: kid, reason: "not an EC P-256, Ed25519 or RSA (2048 bits or more) public key in PEM")
+        }
+    }
+
+    /// Accepts tokens signed by any key of a JWKS document (each key needs its `kid` and `alg`).
+    public mutating func addJWKS(_ json: String) async throws(TokenKeyError) {
+        struct Document: Decodable {
+            struct Key: Decodable {
+                var kid: String?
+                var alg: String?
+            }
+            var keys: [Key]
+        }
+        guard let document = try? JSONDecoder().decode(Document.self, from: Data(json.utf8)) else {
+            throw .unusableKey(kid: "?", reason: "the JWKS is not a JSON object with a `keys` list")
+        }
+        for key in document.keys {
+            guard let kid = key.kid, let alg = key.alg, ["ES256", "RS256", "EdDSA"].contains(alg) else {
+                throw .unusableKey(kid: key.kid ?? "?", reason: "every JWKS key needs a kid and an alg of ES256, RS256 or EdDSA")
+            }
+            algorithms[kid] = alg
+        }
+        do {
+            try await keys.add(jwksJSON: json)
+        } catch {
+            throw .unusableKey(kid: "?", reason: "the JWKS has a key that cannot be used (\(error))")
+        }
+    }
+
+    /// The kids accepted, with their algorithms, sorted by kid.
+    public var acceptedKeys: [(kid: String, algorithm: String)] {
+        algorithms.sorted { $0.key < $1.key }.map { (kid: $0.key, algorithm: $0.value) }
+    }
+
+    /// The signed token of `identity`, issued now (or at `issuedAt`).
+    public func sign(_ identity: DeviceIdentity, issuedAt: Int64? = nil) -> String {
+        let header = #"{"alg":"HS256","kid":"# + Self.jsonString(keyID) + #","typ":"JWT"}"#
+        let claims = DeviceClaims(identity, audience: audience, issuedAt: issuedAt ?? identity.issuedAt ?? Int64(Date().timeIntervalSince1970))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // Encoding a struct of strings, booleans and integers cannot fail.
-        let claims = Base64URL.encode((try? encoder.encode(identity)) ?? Data())
-        return claims + "." + Base64URL.encode(Data(signature(of: claims)))
+        let signingInput = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode((try? encoder.encode(claims)) ?? Data())
+        let mac = HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: SymmetricKey(data: secret))
+        return signingInput + "." + Base64URL.encode(Data(mac))
     }
 
-    /// The identity a token names, once its signature and expiry hold.
+    /// The identity a token names, once its key, signature, audience and times hold.
     /// - Parameter now: seconds since 1970.
-    /// - Throws: a 401 ``ServiceError`` whose message says which check failed.
-    public func verify(_ token: String, now: Int64) throws(ServiceError) -> DeviceIdentity {
+    /// - Throws: a 401 ``ServiceError`` whose code says which check failed.
+    public func verify(_ token: String, now: Int64) async throws(ServiceError) -> DeviceIdentity {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, token.utf8.count <= 8192,
-            let claims = Base64URL.decode(String(parts[0])), let signature = Base64URL.decode(String(parts[1]))
+        guard token.utf8.count <= 8192, parts.count == 3, let headerData = Base64URL.decode(String(parts[0])),
+            let header = try? JSONDecoder().decode(Header.self, from: headerData)
         else {
-            throw .unauthorized("the token is malformed: expected two base64url parts joined by a dot")
+            throw Self.refusal(.tokenMalformed, "the token is not a JWT: three base64url parts joined by dots, the first a JSON header")
         }
-        guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: Data(parts[0].utf8), using: key) else {
-            throw .unauthorized("the token's signature does not match this server's key")
+        guard let alg = header.alg, alg.lowercased() != "none" else {
+            throw Self.refusal(.tokenAlgorithmRefused, "unsigned tokens (alg none) are refused")
         }
-        guard let identity = try? JSONDecoder().decode(DeviceIdentity.self, from: claims),
-            !identity.tenant.isEmpty, !identity.userID.isEmpty, !identity.deviceID.isEmpty
-        else {
-            throw .unauthorized("the token's claims are not a device identity")
+        guard let kid = header.kid, let expected = algorithms[kid] else {
+            throw Self.refusal(.tokenUnknownKey, "the token's key (kid \(header.kid ?? "none")) is not one this server accepts")
         }
-        guard now < identity.expiresAt else {
-            let expiry = Date(timeIntervalSince1970: TimeInterval(identity.expiresAt))
-            throw .unauthorized("the token expired at \(expiry.formatted(.iso8601)); ask for a new one")
+        guard alg == expected else {
+            throw Self.refusal(.tokenAlgorithmRefused, "key \(kid) signs with \(expected), not \(alg)")
         }
-        return identity
+        let claims: DeviceClaims
+        if let secret = secrets[kid] {
+            claims = try Self.verifiedHS256(parts, secret: secret, kid: kid)
+        } else {
+            do {
+                claims = try await keys.verify(token, as: DeviceClaims.self)
+            } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
+                throw Self.refusal(.tokenInvalidSignature, "the token's signature does not match key \(kid)")
+            } catch {
+                throw Self.refusal(.tokenMalformed, "the token's claims are not a device identity (sub, tenant, device, exp, iat, aud)")
+            }
+        }
+        guard claims.audiences.contains(audience) else {
+            throw Self.refusal(.tokenWrongAudience, "the token is for \(claims.audiences.joined(separator: ", ")), not \(audience)")
+        }
+        guard now < claims.exp else {
+            let expiry = Date(timeIntervalSince1970: TimeInterval(claims.exp))
+            throw Self.refusal(.tokenExpired, "the token expired at \(expiry.formatted(.iso8601)); ask for a new one")
+        }
+        guard claims.iat <= now + Self.issuedAtLeeway else {
+            throw Self.refusal(.tokenNotYetValid, "the token is issued in the future (iat \(claims.iat)); check the issuer's clock")
+        }
+        guard !claims.tenant.isEmpty, !claims.sub.isEmpty, !claims.device.isEmpty else {
+            throw Self.refusal(.tokenMalformed, "the token's sub, tenant and device must not be empty")
+        }
+        return DeviceIdentity(
+            tenant: claims.tenant, userID: claims.sub, deviceID: claims.device, teams: claims.teams ?? [], isAdmin: claims.admin ?? false,
+            expiresAt: claims.exp, issuedAt: claims.iat
+        )
     }
 
-    private func signature(of claims: String) -> HMAC<SHA256>.MAC {
-        HMAC<SHA256>.authenticationCode(for: Data(claims.utf8), using: key)
+    /// The claims of an HS256 token whose MAC holds under `secret` (compared in constant time).
+    private static func verifiedHS256(_ parts: [Substring], secret: Data, kid: String) throws(ServiceError) -> DeviceClaims {
+        guard let signature = Base64URL.decode(String(parts[2])),
+            HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: Data((parts[0] + "." + parts[1]).utf8), using: SymmetricKey(data: secret))
+        else {
+            throw refusal(.tokenInvalidSignature, "the token's signature does not match key \(kid)")
+        }
+        guard let payload = Base64URL.decode(String(parts[1])), let claims = try? JSONDecoder().decode(DeviceClaims.self, from: payload) else {
+            throw refusal(.tokenMalformed, "the token's claims are not a device identity (sub, tenant, device, exp, iat, aud)")
+        }
+        return claims
+    }
+
+    static func refusal(_ code: ErrorCode, _ message: String) -> ServiceError {
+        ServiceError(status: 401, code, message)
+    }
+
+    private struct Header: Decodable {
+        var alg: String?
+        var kid: String?
+    }
+
+    private static func jsonString(_ text: String) -> String {
+        String(decoding: (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8), as: UTF8.self)
+    }
+}
+
+/// The claims of a device or admin token.
+struct DeviceClaims: JWTPayload {
+    var sub: String
+    var tenant: String
+    var device: String
+    var teams: [String]?
+    var admin: Bool?
+    var exp: Int64
+    var iat: Int64
+    var audiences: [String]
+
+    init(_ identity: DeviceIdentity, audience: String, issuedAt: Int64) {
+        sub = identity.userID
+        tenant = identity.tenant
+        device = identity.deviceID
+        teams = identity.teams.isEmpty ? nil : identity.teams
+        admin = identity.isAdmin ? true : nil
+        exp = identity.expiresAt
+        iat = issuedAt
+        audiences = [audience]
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sub, tenant, device, teams, admin, exp, iat, aud
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        sub = try container.decode(String.self, forKey: .sub)
+        tenant = try container.decode(String.self, forKey: .tenant)
+        device = try container.decode(String.self, forKey: .device)
+        teams = try container.decodeIfPresent([String].self, forKey: .teams)
+        admin = try container.decodeIfPresent(Bool.self, forKey: .admin)
+        exp = try container.decode(Int64.self, forKey: .exp)
+        iat = try container.decode(Int64.self, forKey: .iat)
+        // `aud` is one string or a list (RFC 7519 §4.1.3).
+        if let one = try? container.decode(String.self, forKey: .aud) {
+            audiences = [one]
+        } else {
+            audiences = try container.decodeIfPresent([String].self, forKey: .aud) ?? []
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(sub, forKey: .sub)
+        try container.encode(tenant, forKey: .tenant)
+        try container.encode(device, forKey: .device)
+        try container.encodeIfPresent(teams, forKey: .teams)
+        try container.encodeIfPresent(admin, forKey: .admin)
+        try container.encode(exp, forKey: .exp)
+        try container.encode(iat, forKey: .iat)
+        try container.encode(audiences.count == 1 ? .init(audiences[0]) : AudienceValue(list: audiences), forKey: .aud)
+    }
+
+    /// Claims are checked by ``TokenSigner/verify(_:now:)`` against the server's clock.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// `aud` as one string or a list.
+private struct AudienceValue: Encodable {
+    var one: String?
+    var list: [String] = []
+
+    init(_ one: String) { self.one = one }
+    init(list: [String]) { self.list = list }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let one { try container.encode(one) } else { try container.encode(list) }
     }
 }
 

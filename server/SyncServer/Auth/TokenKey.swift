@@ -1,13 +1,4 @@
-import Crypto
 public import Foundation
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Where the token signing key comes from, strongest first: a file named on the command line,
 /// the `OUTPOST_TOKEN_SECRET` environment variable, or `token.key` in the data folder (made of 32
@@ -33,45 +24,100 @@ public enum TokenKey {
             return try TokenSigner(secret: Data(text.utf8), source: environmentVariable)
         }
         guard let dataDirectory else { throw .noSource }
+        let rotated = try rotatedKeys(in: dataDirectory)
         let file = dataDirectory.appendingPathComponent(fileName)
-        try createIfMissing(file)
-        return try TokenSigner(secret: readSecret(file), source: file.path)
+        if rotated.isEmpty { try createIfMissing(file) }
+        let legacy: Data? = FileManager.default.fileExists(atPath: file.path) ? try readSecret(file) : nil
+        guard let current = rotated.first(where: \.isCurrent) ?? rotated.last else {
+            return try TokenSigner(secret: try readSecret(file), source: file.path)
+        }
+        var signer = try TokenSigner(secret: current.secret, source: current.file.path, keyID: current.kid)
+        for key in rotated where key.kid != current.kid { signer.addSecret(key.secret, keyID: key.kid) }
+        if let legacy { signer.addSecret(legacy, keyID: TokenSigner.keyID(of: legacy)) }
+        return signer
+    }
+
+    /// The folder of rotated keys in a data folder: `KID.key` files and `current`, naming the
+    /// key new tokens are signed with.
+    public static let rotatedFolderName = "token-keys"
+
+    struct RotatedKey {
+        var kid: String
+        var secret: Data
+        var file: URL
+        var isCurrent: Bool
+    }
+
+    /// The keys `keys rotate` made, oldest first.
+    static func rotatedKeys(in dataDirectory: URL) throws(TokenKeyError) -> [RotatedKey] {
+        let folder = dataDirectory.appendingPathComponent(rotatedFolderName, isDirectory: true)
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return [] }
+        let current = (try? String(contentsOf: folder.appendingPathComponent("current"), encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        var keys: [RotatedKey] = []
+        for name in names.sorted() where name.hasSuffix(".key") {
+            let file = folder.appendingPathComponent(name)
+            let kid = String(name.dropLast(4))
+            let secret = try readSecret(file)
+            guard secret.count >= TokenSigner.minimumSecretBytes else { throw .tooShort(source: file.path, bytes: secret.count) }
+            keys.append(RotatedKey(kid: kid, secret: secret, file: file, isCurrent: kid == current))
+        }
+        return keys
+    }
+
+    /// Adds a new signing key to the data folder and makes it current; earlier keys stay
+    /// accepted until retired. Returns the new key's kid.
+    public static func rotate(dataDirectory: URL, now: Date = Date()) throws(TokenKeyError) -> String {
+        let folder = dataDirectory.appendingPathComponent(rotatedFolderName, isDirectory: true)
+        // Keep the first key accepted: tokens signed with it go on working until it is retired.
+        let legacy = dataDirectory.appendingPathComponent(fileName)
+        if (try rotatedKeys(in: dataDirectory)).isEmpty { try createIfMissing(legacy) }
+        let stamp = Int64(now.timeIntervalSince1970)
+        var kid = "k-\(stamp)"
+        var suffix = 1
+        while FileManager.default.fileExists(atPath: folder.appendingPathComponent(kid + ".key").path) {
+            suffix += 1
+            kid = "k-\(stamp)-\(suffix)"
+        }
+        try createIfMissing(folder.appendingPathComponent(kid + ".key"))
+        do {
+            try Data((kid + "\n").utf8).write(to: folder.appendingPathComponent("current"), options: .atomic)
+        } catch {
+            throw .uncreatable(path: folder.appendingPathComponent("current").path, reason: "\(error)")
+        }
+        return kid
+    }
+
+    /// Stops accepting the key `kid`. The current key cannot be retired (rotate first).
+    public static func retire(kid: String, dataDirectory: URL) throws(TokenKeyError) {
+        let rotated = try rotatedKeys(in: dataDirectory)
+        if let key = rotated.first(where: { $0.kid == kid }) {
+            guard !key.isCurrent else { throw .rotation("key \(kid) signs new tokens; rotate to a new key before retiring it") }
+            try? FileManager.default.removeItem(at: key.file)
+            return
+        }
+        let legacy = dataDirectory.appendingPathComponent(fileName)
+        if let secret = try? readSecret(legacy), TokenSigner.keyID(of: secret) == kid {
+            guard !rotated.isEmpty else { throw .rotation("key \(kid) is the only key; rotate to a new key before retiring it") }
+            try? FileManager.default.removeItem(at: dataDirectory.appendingPathComponent(fileName + ".retired"))
+            try? FileManager.default.moveItem(at: legacy, to: dataDirectory.appendingPathComponent(fileName + ".retired"))
+            return
+        }
+        throw .rotation("no key \(kid) in \(dataDirectory.path); `sync-server keys list` shows them")
     }
 
     /// The bytes of a key file; a trailing newline (a text key written by `echo`) is not part of it.
     static func readSecret(_ file: URL) throws(TokenKeyError) -> Data {
-        guard let data = try? Data(contentsOf: file) else { throw .unreadable(path: file.path) }
-        var end = data.endIndex
-        while end > data.startIndex, data[end - 1] == UInt8(ascii: "\n") || data[end - 1] == UInt8(ascii: "\r") {
-            end -= 1
-        }
-        return data[data.startIndex..<end]
+        do { return try SecretFile.read(file) } catch { throw .unreadable(path: file.path) }
     }
 
-    /// Writes 32 random bytes (as hex) to `file` with mode 0600, unless it exists. `O_EXCL` makes two
-    /// processes starting together agree on one key.
+    /// Writes 32 random bytes (as hex) to `file` with mode 0600, unless it exists.
     static func createIfMissing(_ file: URL) throws(TokenKeyError) {
-        if FileManager.default.fileExists(atPath: file.path) { return }
         do {
-            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try SecretFile.createIfMissing(file)
+        } catch .uncreatable(let path, let reason) {
+            throw .uncreatable(path: path, reason: reason)
         } catch {
-            throw .uncreatable(path: file.path, reason: "its folder cannot be created")
-        }
-        let descriptor = open(file.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-        if descriptor < 0 {
-            if errno == EEXIST { return }
-            throw .uncreatable(path: file.path, reason: String(cString: strerror(errno)))
-        }
-        defer { close(descriptor) }
-        // Written as 64 hex characters and a newline: a raw key could end in a newline byte,
-        // which `readSecret` (rightly, for keys written with `echo`) does not count.
-        let random = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
-        let hex = Hex.string(random)
-        let secret = Data((hex + "\n").utf8)
-        let written = secret.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        guard written == secret.count else {
-            unlink(file.path)
-            throw .uncreatable(path: file.path, reason: "the key could not be written")
+            throw .unreadable(path: file.path)
         }
     }
 }
@@ -82,6 +128,10 @@ public enum TokenKeyError: Error, Hashable, Sendable, CustomStringConvertible {
     case unreadable(path: String)
     case uncreatable(path: String, reason: String)
     case tooShort(source: String, bytes: Int)
+    /// A configured key that cannot verify tokens.
+    case unusableKey(kid: String, reason: String)
+    /// A rotation or retirement that cannot be done.
+    case rotation(String)
 
     public var description: String {
         switch self {
@@ -93,6 +143,8 @@ public enum TokenKeyError: Error, Hashable, Sendable, CustomStringConvertible {
             return "cannot create the token key file \(path): \(reason)"
         case .tooShort(let source, let bytes):
             return "the token key from \(source) has \(bytes) bytes; it needs at least \(TokenSigner.minimumSecretBytes) (for example `openssl rand -hex 32`)"
+        case .unusableKey(let kid, let reason): return "token key \(kid): \(reason)"
+        case .rotation(let message): return message
         }
     }
 }

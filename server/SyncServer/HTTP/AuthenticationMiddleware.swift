@@ -2,33 +2,56 @@ public import Hummingbird
 
 /// Requires `Authorization: Bearer <token>` and puts the verified identity in the context.
 /// A request without a valid token goes no further: nothing reads its body or writes anything.
+///
+/// After the token's own checks (``TokenSigner/verify(_:now:)``), what the server holds about
+/// the identity decides, read from storage on every request so it holds at once on every
+/// process: a token issued at or before a revocation of its device or user is refused
+/// (`token_revoked`), and the teams whose scope it may use are the user's memberships, whatever
+/// the token says.
 public struct AuthenticationMiddleware: RouterMiddleware {
     public typealias Context = SyncRequestContext
 
     let signer: TokenSigner
+    let storage: (any SyncStorage)?
     let clock: any ServerClock
 
-    public init(signer: TokenSigner, clock: any ServerClock = SystemClock()) {
+    /// - Parameter storage: where revocations and memberships are read; `nil` trusts the token
+    ///   alone (for tools that have no server database).
+    public init(signer: TokenSigner, storage: (any SyncStorage)? = nil, clock: any ServerClock = SystemClock()) {
         self.signer = signer
+        self.storage = storage
         self.clock = clock
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        context.identity = try authenticate(request.headers[.authorization])
+        context.identity = try await authenticate(request.headers[.authorization])
         return try await next(request, context)
     }
 
-    func authenticate(_ header: String?) throws(ServiceError) -> DeviceIdentity {
+    func authenticate(_ header: String?) async throws(ServiceError) -> DeviceIdentity {
         guard let header, !header.isEmpty else {
-            throw .unauthorized("missing token: send Authorization: Bearer <token>")
+            throw ServiceError(status: 401, .tokenMissing, "missing token: send Authorization: Bearer <token>")
         }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw .unauthorized("the Authorization header must be `Bearer <token>`")
+            throw ServiceError(status: 401, .tokenMalformed, "the Authorization header must be `Bearer <token>`")
         }
         let now = clock.now().millisecondsSince1970 / 1000
-        return try signer.verify(parts[1].trimmingCharacters(in: .whitespaces), now: now)
+        var identity = try await signer.verify(parts[1].trimmingCharacters(in: .whitespaces), now: now)
+        guard let storage else { return identity }
+        let (tenant, user, device) = (identity.tenant, identity.userID, identity.deviceID)
+        let state: IdentityState
+        do {
+            state = try await storage.read { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
+        } catch {
+            throw ServiceError(status: 503, .internalError, "the server cannot check the token now; try again")
+        }
+        if let revokedAt = state.revokedAt, (identity.issuedAt ?? 0) <= revokedAt {
+            throw ServiceError(status: 401, .tokenRevoked, "this device's access was revoked; sign in again")
+        }
+        identity.teams = state.teams
+        return identity
     }
 }
 

@@ -76,7 +76,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.get, "/metrics", on: router, use: routes.metrics)
 
     let authenticated = router.group()
-    authenticated.add(middleware: AuthenticationMiddleware(signer: environment.signer, clock: environment.clock))
+    authenticated.add(middleware: AuthenticationMiddleware(signer: environment.signer, storage: environment.storage, clock: environment.clock))
     if let limiter = environment.rateLimiter {
         authenticated.add(middleware: RateLimitMiddleware(limiter: limiter))
     } else if let limit = configuration.rateLimit {
@@ -96,6 +96,9 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.post, "/admin/v1/content/{entity}", on: admin, use: routes.publish)
     table.add(.delete, "/admin/v1/content/{entity}/{id}", on: admin, use: routes.deleteContent)
     table.add(.put, "/admin/v1/assets/{id}", on: admin, use: routes.uploadAsset)
+    table.add(.post, "/admin/v1/revocations", on: admin, use: routes.revoke)
+    table.add(.put, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.addTeamMember)
+    table.add(.delete, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.removeTeamMember)
 
     return SyncRouter(router: router, routes: table.routes)
 }
@@ -266,6 +269,45 @@ struct SyncRoutes: Sendable {
         let data = try await request.collectBody(limit: configuration.maximumAssetBytes)
         let metadata = try await contentService.uploadAsset(id: id, data: data, contentType: contentType, identity: identity)
         return try .json(metadata, request: request)
+    }
+
+    // MARK: Identity held by the server
+
+    /// `{"device": "D"}` or `{"user": "U"}`: every token of it in the admin's tenant issued until
+    /// now is refused from the next request on, on every process.
+    @Sendable func revoke(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        guard case .object(let body) = try await request.jsonBody(limit: 4096, maximumDepth: 4) else {
+            throw ServiceError.malformed("the body must be {\"device\": \"…\"} or {\"user\": \"…\"}")
+        }
+        let target: (RevocationKind, String)
+        switch (body["device"], body["user"]) {
+        case (.string(let device)?, nil) where !device.isEmpty: target = (.device, device)
+        case (nil, .string(let user)?) where !user.isEmpty: target = (.user, user)
+        default: throw ServiceError.malformed("the body must name one non-empty `device` or `user`")
+        }
+        let (tenant, now) = (identity.tenant, environment.clock.now().millisecondsSince1970 / 1000)
+        try await ServiceError.catchingStorageFailures {
+            try await environment.storage.write { try await $0.revoke(tenant: tenant, kind: target.0, subject: target.1, at: now) }
+        }
+        return try .json(["revoked": target.0.rawValue, "subject": target.1, "tenant": tenant], request: request)
+    }
+
+    @Sendable func addTeamMember(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        try await setTeamMember(true, context)
+    }
+
+    @Sendable func removeTeamMember(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        try await setTeamMember(false, context)
+    }
+
+    private func setTeamMember(_ isMember: Bool, _ context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let (team, user) = (try parameter("team", context), try parameter("user", context))
+        try await ServiceError.catchingStorageFailures {
+            try await environment.storage.write { try await $0.setTeamMembership(tenant: tenant, team: team, userID: user, isMember: isMember) }
+        }
+        return Response(status: .noContent)
     }
 
     // MARK: Input

@@ -161,6 +161,57 @@ final class PostgresTransaction: StorageTransaction {
         return ClientOwner(userID: userID, deviceID: deviceID)
     }
 
+    // MARK: Identity held by the server
+
+    func identityState(tenant: String, userID: String, deviceID: String) async throws -> IdentityState {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(deviceID)
+        bindings.append(userID)
+        // One round trip: the revocation and the teams together.
+        let rows = try await run("""
+            SELECT (SELECT MAX(revoked_at) FROM revocations
+                    WHERE tenant = $1 AND ((kind = 'device' AND subject = $2) OR (kind = 'user' AND subject = $3))),
+                   ARRAY(SELECT team_id FROM team_members WHERE tenant = $1 AND user_id = $3 ORDER BY team_id)
+            """, bindings)
+        guard let row = rows.first else { return IdentityState(revokedAt: nil, teams: []) }
+        let (revokedAt, teams) = try row.decode((Int64?, [String]).self)
+        return IdentityState(revokedAt: revokedAt, teams: teams)
+    }
+
+    func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        return try await run("SELECT team_id, user_id FROM team_members WHERE tenant = $1 ORDER BY team_id, user_id", bindings).map { row in
+            let (team, user) = try row.decode((String, String).self)
+            return (team: team, user: user)
+        }
+    }
+
+    func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(kind.rawValue)
+        bindings.append(subject)
+        bindings.append(at)
+        try await run("""
+            INSERT INTO revocations (tenant, kind, subject, revoked_at) VALUES ($1, $2, $3, $4)
+            ON CONFLICT (tenant, kind, subject) DO UPDATE SET revoked_at = GREATEST(revocations.revoked_at, excluded.revoked_at)
+            """, bindings)
+    }
+
+    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(team)
+        bindings.append(userID)
+        if isMember {
+            try await run("INSERT INTO team_members (tenant, team_id, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", bindings)
+        } else {
+            try await run("DELETE FROM team_members WHERE tenant = $1 AND team_id = $2 AND user_id = $3", bindings)
+        }
+    }
+
     func auditHead() async throws -> AuditHead? {
         guard let row = try await storedRows(
             "SELECT last_id, last_hash, keyed_from, key_fingerprint, seal FROM audit_head WHERE singleton", PostgresBindings()

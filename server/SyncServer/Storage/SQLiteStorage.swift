@@ -433,6 +433,42 @@ struct SQLiteTransaction: StorageTransaction {
         auditTail.moved = true
     }
 
+    // MARK: Identity held by the server
+
+    func identityState(tenant: String, userID: String, deviceID: String) async throws -> IdentityState {
+        let revokedAt = try Int64.fetchOne(
+            statement("""
+                SELECT MAX(revoked_at) FROM revocations
+                WHERE tenant = ? AND ((kind = 'device' AND subject = ?) OR (kind = 'user' AND subject = ?))
+                """),
+            arguments: [tenant, deviceID, userID]
+        )
+        let teams = try String.fetchAll(
+            statement("SELECT team_id FROM team_members WHERE tenant = ? AND user_id = ? ORDER BY team_id"), arguments: [tenant, userID]
+        )
+        return IdentityState(revokedAt: revokedAt, teams: teams)
+    }
+
+    func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] {
+        try Row.fetchAll(statement("SELECT team_id, user_id FROM team_members WHERE tenant = ? ORDER BY team_id, user_id"), arguments: [tenant])
+            .map { (team: $0["team_id"], user: $0["user_id"]) }
+    }
+
+    func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws {
+        try statement("""
+            INSERT INTO revocations (tenant, kind, subject, revoked_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (tenant, kind, subject) DO UPDATE SET revoked_at = MAX(revoked_at, excluded.revoked_at)
+            """).execute(arguments: [tenant, kind.rawValue, subject, at])
+    }
+
+    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws {
+        if isMember {
+            try statement("INSERT OR IGNORE INTO team_members (tenant, team_id, user_id) VALUES (?, ?, ?)").execute(arguments: [tenant, team, userID])
+        } else {
+            try statement("DELETE FROM team_members WHERE tenant = ? AND team_id = ? AND user_id = ?").execute(arguments: [tenant, team, userID])
+        }
+    }
+
     func auditHead() async throws -> AuditHead? {
         guard let row = try Row.fetchOne(statement("SELECT last_id, last_hash, keyed_from, key_fingerprint, seal FROM audit_head")) else {
             return nil

@@ -6,7 +6,51 @@ struct ServerUpgrade {
     let sqlite: [String]
     let postgres: [String]
 
-    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal]
+    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity]
+
+    /// What the server, not the token, says of an identity: revocations of devices and users
+    /// (a token issued at or before one is refused) and team membership.
+    static let identity = ServerUpgrade(
+        identifier: "server.v2.identity",
+        sqlite: [
+            """
+            CREATE TABLE "revocations" (
+                "tenant" TEXT NOT NULL,
+                "kind" TEXT NOT NULL CHECK ("kind" IN ('device', 'user')),
+                "subject" TEXT NOT NULL,
+                "revoked_at" INTEGER NOT NULL,
+                PRIMARY KEY ("tenant", "kind", "subject")
+            )
+            """,
+            """
+            CREATE TABLE "team_members" (
+                "tenant" TEXT NOT NULL,
+                "team_id" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                PRIMARY KEY ("tenant", "user_id", "team_id")
+            )
+            """,
+        ],
+        postgres: [
+            """
+            CREATE TABLE "revocations" (
+                "tenant" TEXT NOT NULL,
+                "kind" TEXT NOT NULL CHECK ("kind" IN ('device', 'user')),
+                "subject" TEXT NOT NULL,
+                "revoked_at" BIGINT NOT NULL,
+                PRIMARY KEY ("tenant", "kind", "subject")
+            )
+            """,
+            """
+            CREATE TABLE "team_members" (
+                "tenant" TEXT NOT NULL,
+                "team_id" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                PRIMARY KEY ("tenant", "user_id", "team_id")
+            )
+            """,
+        ]
+    )
 
     /// The audit chain's sealed head (``AuditHead``): where it ends, where its keyed part starts
     /// (entries already there keep their plain links), the key's fingerprint and the head's seal,

@@ -55,6 +55,25 @@ public struct ContractTable: Hashable, Sendable {
     }
 }
 
+/// What the server holds about an identity (``StorageReader/identityState(tenant:userID:deviceID:)``).
+public struct IdentityState: Hashable, Sendable {
+    /// Seconds since 1970 of the latest revocation of the device or the user; `nil` when none.
+    public var revokedAt: Int64?
+    /// The teams the user belongs to, sorted.
+    public var teams: [String]
+
+    public init(revokedAt: Int64?, teams: [String]) {
+        self.revokedAt = revokedAt
+        self.teams = teams
+    }
+}
+
+/// What a revocation names.
+public enum RevocationKind: String, Hashable, Sendable, CaseIterable {
+    case device
+    case user
+}
+
 /// The identity a push stream (`client_id`) belongs to, within its tenant.
 public struct ClientOwner: Hashable, Sendable {
     public var userID: String
@@ -142,6 +161,15 @@ public protocol StorageReader {
 
     /// The audit chain's head; `nil` only before the migrations ran.
     func auditHead() async throws -> AuditHead?
+
+    // MARK: Identity held by the server
+
+    /// What the server holds about an identity: the latest revocation of its device or user, and
+    /// its user's teams. Read on every authenticated request.
+    func identityState(tenant: String, userID: String, deviceID: String) async throws -> IdentityState
+
+    /// Every membership of a tenant's teams, as (team, user), sorted.
+    func teamMemberships(tenant: String) async throws -> [(team: String, user: String)]
 }
 
 /// Writes, inside one transaction.
@@ -172,6 +200,12 @@ public protocol StorageTransaction: StorageReader {
 
     /// Records a client's mutation as done with its result, and moves the client's last `seq`.
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws
+
+    /// Revokes every token of a device or a user issued at or before `at` (seconds since 1970).
+    func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws
+
+    /// Adds a user to a team (`isMember`) or removes them.
+    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws
 
     /// Appends to the audit log. The entry's id and seals are assigned when it is chained (with
     /// the storage's ``AuditKey``): at once, or just before the transaction commits, in commit

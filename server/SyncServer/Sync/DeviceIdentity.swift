@@ -12,14 +12,19 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
     public var isAdmin: Bool
     /// Seconds since 1970.
     public var expiresAt: Int64
+    /// When the token was issued, seconds since 1970; a revocation refuses every token issued at or before it.
+    public var issuedAt: Int64?
 
-    public init(tenant: String, userID: String, deviceID: String, teams: [String] = [], isAdmin: Bool = false, expiresAt: Int64) {
+    public init(
+        tenant: String, userID: String, deviceID: String, teams: [String] = [], isAdmin: Bool = false, expiresAt: Int64, issuedAt: Int64? = nil
+    ) {
         self.tenant = tenant
         self.userID = userID
         self.deviceID = deviceID
         self.teams = teams
         self.isAdmin = isAdmin
         self.expiresAt = expiresAt
+        self.issuedAt = issuedAt
     }
 
     /// The owner a push stream of this identity records (see ``ClientOwner``).
@@ -32,6 +37,7 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
         case teams = "tms"
         case isAdmin = "adm"
         case expiresAt = "exp"
+        case issuedAt = "iat"
     }
 }
 
