@@ -34,10 +34,18 @@ extension URLSessionTransport: AssetTransport {
     }
 
     public func downloadAssetRange(_ range: AssetRangeRequest) async throws(TransportError) -> AssetRangeResponse {
+        do {
+            return try await downloadAssetRange(range, refresh: false)
+        } catch .http(status: 401, _, _) where Self.sameOrigin(range.url, baseURL) {
+            return try await downloadAssetRange(range, refresh: true)
+        }
+    }
+
+    private func downloadAssetRange(_ range: AssetRangeRequest, refresh: Bool) async throws(TransportError) -> AssetRangeResponse {
         var request = URLRequest(url: range.url, timeoutInterval: timeout)
         request.httpMethod = "GET"
         // The device token goes only to this server, not to a CDN a download URL may name.
-        if Self.sameOrigin(range.url, baseURL) { request.setValue("Bearer \(token())", forHTTPHeaderField: "Authorization") }
+        if Self.sameOrigin(range.url, baseURL) { try await authorize(&request, refresh: refresh) }
         // Ranges count the stored bytes: never ask for a compressed form.
         request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         if let header = range.rangeHeader {

@@ -7,22 +7,23 @@ public import SyncProtocol
 #endif
 
 /// `SyncTransport` over URLSession: JSON bodies, gzip accepted, a timeout per request and the
-/// device token as `Authorization: Bearer`.
+/// device token as `Authorization: Bearer`, asked again of the ``TokenProvider`` after a 401.
 public final class URLSessionTransport: SyncTransport, PullBodyTransport {
     public let baseURL: URL
     // Internal, not private: the asset routes (URLSessionTransport+Assets.swift) share them.
-    let token: @Sendable () -> String
+    let tokens: any TokenProvider
     let session: URLSession
     let timeout: TimeInterval
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `https://sync.example.com`.
     ///   - timeout: seconds per request.
-    ///   - token: the current device token (read for every request, so a refreshed token is used).
-    public init(baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, token: @escaping @Sendable () -> String) {
+    ///   - tokenProvider: where device tokens come from (asked before each request, and again
+    ///     with `refresh` after a 401, then the request is retried once).
+    public init(baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, tokenProvider: any TokenProvider) {
         self.baseURL = baseURL
         self.timeout = timeout
-        self.token = token
+        self.tokens = tokenProvider
         if let session {
             self.session = session
         } else {
@@ -32,6 +33,11 @@ public final class URLSessionTransport: SyncTransport, PullBodyTransport {
             configuration.httpAdditionalHeaders = ["Accept-Encoding": "gzip"]
             self.session = URLSession(configuration: configuration)
         }
+    }
+
+    /// A transport whose token is read from `token` for every request.
+    public convenience init(baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, token: @escaping @Sendable () -> String) {
+        self.init(baseURL: baseURL, timeout: timeout, session: session, tokenProvider: ClosureTokenProvider(token))
     }
 
     public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
@@ -88,7 +94,6 @@ public final class URLSessionTransport: SyncTransport, PullBodyTransport {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query }
         var request = URLRequest(url: components.url!, timeoutInterval: timeout)
-        request.setValue("Bearer \(token())", forHTTPHeaderField: "Authorization")
         request.setValue("gzip", forHTTPHeaderField: "Accept-Encoding")
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         return request
@@ -103,20 +108,39 @@ public final class URLSessionTransport: SyncTransport, PullBodyTransport {
         }
     }
 
-    /// The body of a 2xx answer; any other status is its typed error.
+    /// The body of a 2xx answer; any other status is its typed error. A 401 asks the token
+    /// provider for a fresh token and sends the request once more.
     func body(of request: URLRequest) async throws(TransportError) -> Data {
-        let data: Data
-        let response: URLResponse
+        var refresh = false
+        while true {
+            var request = request
+            try await authorize(&request, refresh: refresh)
+            let data: Data
+            let response: URLResponse
+            do {
+                (data, response) = try await session.data(for: request)
+            } catch {
+                throw .network(String(describing: error))
+            }
+            guard let http = response as? HTTPURLResponse else { throw .network("not an HTTP response") }
+            if http.statusCode == 401, !refresh {
+                refresh = true
+                continue
+            }
+            guard (200..<300).contains(http.statusCode) else {
+                throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
+            }
+            return data
+        }
+    }
+
+    /// Sets `Authorization: Bearer` from the token provider.
+    func authorize(_ request: inout URLRequest, refresh: Bool) async throws(TransportError) {
         do {
-            (data, response) = try await session.data(for: request)
+            request.setValue("Bearer \(try await tokens.token(refresh: refresh))", forHTTPHeaderField: "Authorization")
         } catch {
-            throw .network(String(describing: error))
+            throw .network("no device token: \(error)")
         }
-        guard let http = response as? HTTPURLResponse else { throw .network("not an HTTP response") }
-        guard (200..<300).contains(http.statusCode) else {
-            throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
-        }
-        return data
     }
 
     /// The typed error for an HTTP error answer.
