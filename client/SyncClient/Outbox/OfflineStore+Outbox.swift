@@ -239,8 +239,8 @@ extension OfflineStore {
     @discardableResult
     public func verifyOutbox() throws(OfflineStoreError) -> [Int64] {
         let now = now().millisecondsSince1970
-        return try write { db in
-            var quarantined: [Int64] = []
+        return try writeCheckingSeal { db, tampered in
+            var quarantined = tampered
             let rows = try Row.fetchAll(
                 db, sql: #"SELECT * FROM "outbox" WHERE "status" IN "# + Self.unsyncedStatusesSQL + #" ORDER BY "seq""#
             )

@@ -13,10 +13,15 @@ enum ClientSchema {
     /// The migration that adds the per-unit cache bookkeeping (``unitCacheV2Statements``).
     static let unitCacheV2 = "client.v2.unit_cache"
 
+    /// The migration that adds each outbox entry's state MAC (``OutboxSeal``); the first write
+    /// after it seals the entries already there.
+    static let outboxStateSealV3 = "client.v3.outbox_state_seal"
+
     /// The client's own migrations, in order.
     static let migrations: [(identifier: String, statements: [String])] = [
         (syncTablesV1, syncTablesV1Statements),
         (unitCacheV2, unitCacheV2Statements),
+        (outboxStateSealV3, [#"ALTER TABLE "outbox" ADD COLUMN "state_mac" BLOB"#]),
     ]
 
     static let syncTablesV1Statements = [

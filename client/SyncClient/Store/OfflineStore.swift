@@ -228,14 +228,40 @@ public final class OfflineStore: Sendable {
         }
     }
 
-    /// Runs `body` in one write transaction: all or nothing.
+    /// Runs `body` in one write transaction: all or nothing. The outbox is checked against its
+    /// seal first (entries changed outside the store are quarantined) and sealed again after
+    /// `body` (see ``OutboxSeal``).
     func write<T>(_ body: (Database) throws -> T) throws(OfflineStoreError) -> T {
+        try writeCheckingSeal { db, _ in try body(db) }
+    }
+
+    /// ``write(_:)``, telling `body` which entries the seal check just quarantined.
+    func writeCheckingSeal<T>(_ body: (Database, _ quarantined: [Int64]) throws -> T) throws(OfflineStoreError) -> T {
         try ensureOpen()
         do {
-            return try pool.write(body)
+            return try pool.write { db in
+                let quarantined = try OutboxSeal.check(db, crypto: crypto) { db, seq, reason in
+                    try quarantine(db, seq: seq, reason: reason, now: now().millisecondsSince1970)
+                }
+                let result = try body(db, quarantined)
+                try OutboxSeal.seal(db, crypto: crypto)
+                return result
+            }
         } catch {
             throw Self.map(error)
         }
+    }
+
+    /// What the outbox seal found changed outside the store (entries removed or added, the seal
+    /// rewritten), or `nil`. Entries whose state was changed are quarantined instead
+    /// (``quarantinedEntries()``). Cleared by ``acknowledgeOutboxIntegrityProblem()``.
+    public func outboxIntegrityProblem() throws(OfflineStoreError) -> String? {
+        try read { db in try Metadata.get(db, .outboxIntegrity) }
+    }
+
+    /// Clears the problem ``outboxIntegrityProblem()`` reports, once the app has shown it.
+    public func acknowledgeOutboxIntegrityProblem() throws(OfflineStoreError) {
+        try write { db in try Metadata.remove(db, .outboxIntegrity) }
     }
 
     /// Runs `body` in one write transaction like ``write(_:)``, but commits it without waiting
@@ -339,6 +365,10 @@ enum Metadata: String {
     case lastSyncErrorAt = "last_sync_error_at"
     /// Contracts held after a 426 (JSON array of `UpdateRequired`).
     case updateRequired = "update_required"
+    /// The outbox's sealed head (``OutboxSeal``).
+    case outboxSeal = "outbox_seal"
+    /// What the outbox seal found changed outside the store, for the app to see.
+    case outboxIntegrity = "outbox_integrity"
 
     static func get(_ db: Database, _ key: Metadata) throws -> String? {
         try String.fetchOne(db, sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#, arguments: [key.rawValue])

@@ -1,0 +1,130 @@
+import Foundation
+import GRDB
+import SyncProtocol
+
+/// Seals the outbox's delivery state, so that no entry can be lost without the store noticing.
+///
+/// Each entry's content is signed when it is written (``OutboxRecord/macFields``); this adds a
+/// *state* MAC per entry over its place in the sequence (`seq`, `push_seq`), its status and its
+/// content MAC, and a sealed head over how many entries the outbox holds and the XOR of their
+/// state MACs. Every write transaction of the store checks both before it runs and seals what it
+/// changed before it commits (``OfflineStore/write(_:)``), so:
+///
+/// - an entry marked `done` (or any status changed), or two entries' `seq`s swapped, by writing
+///   the database directly is found by its state MAC: it is quarantined (never sent, kept, visible
+///   with code `outbox_tampered`);
+/// - an entry deleted (or added) behind the store's back changes the head: the store records an
+///   integrity problem the app sees (``OfflineStore/outboxIntegrityProblem()``), naming how many
+///   entries went missing.
+///
+/// The check reads the outbox's small state columns once per write transaction: cheap for the
+/// hundreds of entries an offline device queues, linear in the outbox's size.
+enum OutboxSeal {
+    struct StateRow {
+        var seq: Int64
+        var clientMutationId: String
+        var status: String
+        var pushSeq: Int64?
+        var hmac: Data
+        var stateMAC: Data?
+
+        init(_ row: Row) {
+            seq = row["seq"]
+            clientMutationId = row["client_mutation_id"]
+            status = row["status"]
+            pushSeq = row["push_seq"]
+            hmac = row["hmac"] ?? Data()
+            stateMAC = row["state_mac"]
+        }
+
+        var fields: [Data] {
+            [
+                Data("outpost.outbox.state.v1".utf8), Data(String(seq).utf8), Data(clientMutationId.utf8), Data(status.utf8),
+                Data((pushSeq.map(String.init) ?? "").utf8), hmac,
+            ]
+        }
+    }
+
+    /// The sealed head as stored in `metadata`: `count:xor:mac`, the last two in base64.
+    struct Head: Equatable {
+        var count: Int
+        var xor: Data
+
+        func text(_ crypto: StoreCrypto) -> String {
+            "\(count):\(xor.base64EncodedString()):\(crypto.mac(fields).base64EncodedString())"
+        }
+
+        var fields: [Data] { [Data("outpost.outbox.head.v1".utf8), Data(String(count).utf8), xor] }
+
+        /// The head a stored text names, when its MAC holds.
+        static func verified(_ text: String, _ crypto: StoreCrypto) -> Head? {
+            let parts = text.split(separator: ":").map(String.init)
+            guard parts.count == 3, let count = Int(parts[0]), let xor = Data(base64Encoded: parts[1]), let mac = Data(base64Encoded: parts[2])
+            else { return nil }
+            let head = Head(count: count, xor: xor)
+            return crypto.isValidMAC(mac, for: head.fields) ? head : nil
+        }
+    }
+
+    static func rows(_ db: Database) throws -> [StateRow] {
+        try Row.fetchAll(db, sql: #"SELECT "seq", "client_mutation_id", "status", "push_seq", "hmac", "state_mac" FROM "outbox""#).map(StateRow.init)
+    }
+
+    static func xor(_ macs: [Data]) -> Data {
+        var result = [UInt8](repeating: 0, count: 32)
+        for mac in macs where mac.count == 32 {
+            for (index, byte) in mac.enumerated() { result[index] ^= byte }
+        }
+        return Data(result)
+    }
+
+    /// Checks the outbox against its seal; quarantines entries changed outside the store and
+    /// records a missing or added entry as an integrity problem. A store without a seal yet
+    /// (new, or upgraded from before seals) is sealed as it is.
+    /// - Returns: the entries quarantined.
+    @discardableResult
+    static func check(_ db: Database, crypto: StoreCrypto, quarantine: (Database, Int64, String) throws -> Void) throws -> [Int64] {
+        let rows = try rows(db)
+        guard let text = try Metadata.get(db, .outboxSeal) else {
+            try seal(db, crypto: crypto, rows: rows)
+            return []
+        }
+        var tampered: [Int64] = []
+        for row in rows where row.stateMAC.map({ !crypto.isValidMAC($0, for: row.fields) }) ?? true {
+            tampered.append(row.seq)
+        }
+        for seq in tampered {
+            try quarantine(db, seq, "its status or place in the outbox was changed outside the store")
+        }
+        let head = Head.verified(text, crypto)
+        let stored = Head(count: rows.count, xor: xor(rows.compactMap(\.stateMAC)))
+        if head == nil || head != stored, tampered.isEmpty || head?.count != rows.count {
+            let missing = head.map { $0.count - rows.count } ?? 0
+            let problem: String
+            if head == nil {
+                problem = "the outbox's seal was rewritten outside the store"
+            } else if missing > 0 {
+                problem = "\(missing) outbox \(missing == 1 ? "entry was" : "entries were") removed outside the store; their writes were never confirmed by the server"
+            } else if missing < 0 {
+                problem = "\(-missing) outbox \(missing == -1 ? "entry was" : "entries were") added outside the store"
+            } else {
+                problem = "the outbox was changed outside the store"
+            }
+            try Metadata.set(db, .outboxIntegrity, problem)
+        }
+        return tampered
+    }
+
+    /// Stamps every entry whose state changed (or is new) and writes the head.
+    static func seal(_ db: Database, crypto: StoreCrypto, rows: [StateRow]? = nil) throws {
+        var macs: [Data] = []
+        for row in try rows ?? self.rows(db) {
+            let mac = crypto.mac(row.fields)
+            if row.stateMAC != mac {
+                try db.execute(sql: #"UPDATE "outbox" SET "state_mac" = ? WHERE "seq" = ?"#, arguments: [mac, row.seq])
+            }
+            macs.append(mac)
+        }
+        try Metadata.set(db, .outboxSeal, Head(count: macs.count, xor: xor(macs)).text(crypto))
+    }
+}
