@@ -307,6 +307,20 @@ extension ContractRegistry {
             checksum: "6ed5ffad77dd06ea647fa3fe1a96459af8305691f5126fe40c7ddb4b7c59a979"
         ),
         ContractMigration(
+            identifier: "incidents.v1.incidents_number_key_per_scope",
+            contract: "Incident",
+            version: 1,
+            statements: [
+                #"""
+                DROP INDEX IF EXISTS "incidents_number_key"
+                """#,
+                #"""
+                CREATE INDEX IF NOT EXISTS "incidents_number_key_lookup" ON "incidents" ("number")
+                """#,
+            ],
+            checksum: "d45e0504f26a89ba6d9aae736bbf1b1aeb60b558effaa58e974bb94b54432b9f"
+        ),
+        ContractMigration(
             identifier: "issue_logged_events.v1.create",
             contract: "IssueLogged",
             version: 1,
@@ -459,6 +473,20 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "64f092959cbaff3591114cd8a6404cbca51d471c59575c64a20a6b4fd7f40f60"
+        ),
+        ContractMigration(
+            identifier: "service_assets.v1.service_assets_asset_tag_key_per_scope",
+            contract: "ServiceAsset",
+            version: 1,
+            statements: [
+                #"""
+                DROP INDEX IF EXISTS "service_assets_asset_tag_key"
+                """#,
+                #"""
+                CREATE INDEX IF NOT EXISTS "service_assets_asset_tag_key_lookup" ON "service_assets" ("asset_tag")
+                """#,
+            ],
+            checksum: "e3f1aa1866262a529fd70337dfc67250de7849a97880e735079fe9ae8191822f"
         ),
         ContractMigration(
             identifier: "statements.v1.create",

@@ -127,6 +127,20 @@ extension ContractRegistry {
             checksum: "b98c789ea0ff3af23800c33e2b80816dc8b4ea75acd88394ab32f75b4d63f8de"
         ),
         ContractMigration(
+            identifier: "assessment_responses.v1.assessment_responses_attempt_id_question_id_key_per_scope",
+            contract: "AssessmentResponse",
+            version: 1,
+            statements: [
+                #"""
+                DROP INDEX IF EXISTS "assessment_responses_attempt_id_question_id_key"
+                """#,
+                #"""
+                CREATE UNIQUE INDEX IF NOT EXISTS "assessment_responses_attempt_id_question_id_key_per_scope" ON "assessment_responses" ("_tenant_id", "_scope_key", "attempt_id", "question_id")
+                """#,
+            ],
+            checksum: "deaaac50d8477d17bc97b931b18d5c1491678d8b1441a5012f7c1102c0d49e4a"
+        ),
+        ContractMigration(
             identifier: "content_assets.v1.create",
             contract: "Asset",
             version: 1,
@@ -378,6 +392,20 @@ extension ContractRegistry {
             checksum: "0d8d29db2478643c331e60d152483e8814fdb593bb90bb528da72289798aaa77"
         ),
         ContractMigration(
+            identifier: "incidents.v1.incidents_number_key_per_scope",
+            contract: "Incident",
+            version: 1,
+            statements: [
+                #"""
+                DROP INDEX IF EXISTS "incidents_number_key"
+                """#,
+                #"""
+                CREATE UNIQUE INDEX IF NOT EXISTS "incidents_number_key_per_scope" ON "incidents" ("_tenant_id", "_scope_key", "number")
+                """#,
+            ],
+            checksum: "c34a4eeed684ec73543cd5e745df12681b1a2c840d194fd61955cdf98ef68493"
+        ),
+        ContractMigration(
             identifier: "issue_logged_events.v1.create",
             contract: "IssueLogged",
             version: 1,
@@ -454,6 +482,20 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "0820c679eabeafbcf19349a3fcba0014633545e8f604fd1551cb0931aec1219d"
+        ),
+        ContractMigration(
+            identifier: "lessons.v1.lessons_unit_id_sort_index_key_per_scope",
+            contract: "Lesson",
+            version: 1,
+            statements: [
+                #"""
+                DROP INDEX IF EXISTS "lessons_unit_id_sort_index_key"
+                """#,
+                #"""
+                CREATE UNIQUE INDEX IF NOT EXISTS "lessons_unit_id_sort_index_key_per_scope" ON "lessons" ("_tenant_id", "_scope_key", "unit_id", "sort_index")
+                """#,
+            ],
+            checksum: "fd53da7ada8822277f89cab4991742dc5a451db2743cb1e0d90e6bf6ad933d63"
         ),
         ContractMigration(
             identifier: "lessons.v2.migrate",
@@ -554,6 +596,20 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "eb48218ac198263c4878ec0f114e136ad9ef12678f3410a58a21186fcdaad8ca"
+        ),
+        ContractMigration(
+            identifier: "service_assets.v1.service_assets_asset_tag_key_per_scope",
+            contract: "ServiceAsset",
+            version: 1,
+            statements: [
+                #"""
+                DROP INDEX IF EXISTS "service_assets_asset_tag_key"
+                """#,
+                #"""
+                CREATE UNIQUE INDEX IF NOT EXISTS "service_assets_asset_tag_key_per_scope" ON "service_assets" ("_tenant_id", "_scope_key", "asset_tag")
+                """#,
+            ],
+            checksum: "aae52f148da646f589319fe8aec46bb9e521d4633c080cc22b5af8d6e3fe9da9"
         ),
         ContractMigration(
             identifier: "statements.v1.create",

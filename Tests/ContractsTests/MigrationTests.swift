@@ -158,23 +158,31 @@ struct MigrationTests {
         let entity = try #require(ContractRegistry.entity(named: name))
         let database = try TemporaryDatabase.migrated(side)
         let indexes = try database.queue.read { try $0.indexes(on: entity.table) }
+        // Unique means unique within a scope: the server's unique indexes span tenant, scope and
+        // fields; a device that can hold several scopes of the contract keeps a lookup index.
+        let scope = ContractRegistry.scope(named: entity.scope)
+        let severalOnADevice = !(scope.map { Set($0.placeholders).isSubset(of: ["tenant_id", "user_id", "device_id"]) } ?? true)
         for declared in entity.indexes {
-            let label = "\(side) \(entity.table) index \(declared.name)"
-            guard let index = indexes.first(where: { $0.name == declared.name }) else {
+            var name = declared.name
+            var unique = declared.isUnique
+            var columns = declared.fields
+            switch side {
+            case .client:
+                if declared.isUnique && severalOnADevice {
+                    name += "_lookup"
+                    unique = false
+                }
+            case .server:
+                columns = (declared.isUnique ? ["_tenant_id", "_scope_key"] : ["_tenant_id"]) + declared.fields
+                if declared.isUnique { name += "_per_scope" }
+            }
+            let label = "\(side) \(entity.table) index \(name)"
+            guard let index = indexes.first(where: { $0.name == name }) else {
                 Issue.record("\(label) does not exist (found \(indexes.map(\.name)))")
                 continue
             }
-            #expect(index.isUnique == declared.isUnique, "\(label): unique is \(index.isUnique)")
-            switch side {
-            case .client:
-                #expect(index.columns == declared.fields, "\(label): columns \(index.columns)")
-            case .server:
-                // The server holds every tenant: a unique key is unique per tenant.
-                #expect(index.columns.filter { $0 != "_tenant_id" } == declared.fields, "\(label): columns \(index.columns)")
-                if declared.isUnique {
-                    #expect(index.columns.first == "_tenant_id", "\(label): a unique index must be scoped by tenant")
-                }
-            }
+            #expect(index.isUnique == unique, "\(label): unique is \(index.isUnique)")
+            #expect(index.columns == columns, "\(label): columns \(index.columns)")
         }
         if side == .server {
             #expect(
@@ -240,12 +248,15 @@ struct MigrationTests {
         }
     }
 
-    @Test("Unique indexes reject a second row with the same key (per tenant on the server)", arguments: Side.allCases)
+    @Test("Unique indexes reject a second row with the same key (per tenant and scope on the server)", arguments: Side.allCases)
     func uniqueIndexesAreEnforced(_ side: Side) throws {
         let entities = ContractRegistry.entities.filter { $0.indexes.contains(where: \.isUnique) }
         try #require(!entities.isEmpty, "no unique index in the registry: this test would prove nothing")
         for entity in entities {
             let key = try #require(entity.field(named: entity.primaryKey))
+            // A device holding several teams keeps their rows side by side: uniqueness is the server's, per scope.
+            let scope = ContractRegistry.scope(named: entity.scope)
+            if side == .client, !(scope.map { Set($0.placeholders).isSubset(of: ["tenant_id", "user_id", "device_id"]) } ?? true) { continue }
             for index in entity.indexes where index.isUnique {
                 let database = try TemporaryDatabase.migrated(side)
                 let label = "\(side) \(entity.table) \(index.name)"
@@ -263,6 +274,12 @@ struct MigrationTests {
                         )
                     }
                     if side == .server {
+                        #expect(throws: Never.self, "\(label): the same key in another scope was refused") {
+                            try ContractSQL.insertMinimalRow(
+                                db, contract: entity.name, side: side,
+                                overrides: [key.name: primaryKey("04"), "_scope_key": "another:scope".databaseValue], alsoSupply: index.fields
+                            )
+                        }
                         #expect(throws: Never.self, "\(label): the same key in another tenant was refused") {
                             try ContractSQL.insertMinimalRow(
                                 db, contract: entity.name, side: side, tenant: "tenant-b",

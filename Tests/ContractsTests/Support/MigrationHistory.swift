@@ -310,14 +310,27 @@ enum FreshSchema {
         }
         if let entity {
             let localNames = Set(entity.localFields.map(\.name))
+            // A device holding several scopes of the contract (team) keeps a lookup index where
+            // the server keeps a unique one: uniqueness holds per scope.
+            let scope = ContractRegistry.scope(named: entity.scope)
+            let severalOnADevice = !(scope.map { Set($0.placeholders).isSubset(of: ["tenant_id", "user_id", "device_id"]) } ?? true)
             for declared in entity.indexes {
                 switch side {
                 case .client:
-                    statements.append(index(declared.name, declared.fields, unique: declared.isUnique))
+                    if declared.isUnique && severalOnADevice {
+                        statements.append(index(declared.name + "_lookup", declared.fields, unique: false))
+                    } else {
+                        statements.append(index(declared.name, declared.fields, unique: declared.isUnique))
+                    }
                 case .server:
-                    // Local fields exist on devices only, and server lookups are per tenant.
+                    // Local fields exist on devices only; server lookups are per tenant, and
+                    // unique means unique within a scope.
                     guard localNames.isDisjoint(with: declared.fields) else { continue }
-                    statements.append(index(declared.name, ["_tenant_id"] + declared.fields, unique: declared.isUnique))
+                    if declared.isUnique {
+                        statements.append(index(declared.name + "_per_scope", ["_tenant_id", "_scope_key"] + declared.fields, unique: true))
+                    } else {
+                        statements.append(index(declared.name, ["_tenant_id"] + declared.fields, unique: false))
+                    }
                 }
             }
         }

@@ -288,7 +288,46 @@ package struct MigrationPlanner {
                     statements: statements
                 ))
             }
+            // Each per-scope index step follows the step of the version that brought its index.
+            for step in uniquenessPerScope(contract, side: side) {
+                let position = steps.lastIndex { $0.version <= step.version }.map { $0 + 1 } ?? steps.count
+                steps.insert(step, at: position)
+            }
             return steps
+        }
+    }
+
+    /// Unique indexes hold within a scope, not across a tenant: a value one scope holds says
+    /// nothing to (and takes nothing from) another. The tables' create steps were released with
+    /// tenant-wide unique indexes, so each unique index of the current version is replaced by
+    /// one step of its own: on the server, unique over the tenant, the scope key and the fields;
+    /// on a device that can hold several scopes of the contract at once (a team scope), a plain
+    /// lookup index (the server keeps the uniqueness; two teams' rows may share a value).
+    private func uniquenessPerScope(_ contract: Contract, side: StorageSide) -> [MigrationStep] {
+        guard contract.kind == .entity else { return [] }
+        let tokenFilled: Set<String> = ["tenant_id", "user_id", "device_id"]
+        let scope = set.manifest.scopes.first { $0.name == contract.scope }
+        let severalOnADevice = !(scope.map { Set($0.placeholders).isSubset(of: tokenFilled) } ?? true)
+        if side == .client && !severalOnADevice { return [] }
+        let versions = chain(for: contract)
+        return contract.indexes.filter(\.isUnique).map { index in
+            let name = TableSchema.indexName(table: contract.table, columns: index.fields, unique: true)
+            // Named after the version that first had the index, so the step never changes.
+            let since = versions.first { $0.indexes.contains { $0.isUnique && $0.fields == index.fields } }?.version ?? contract.version
+            let table = TypeMapping.quoted(contract.table)
+            let columns: [String]
+            let create: String
+            if side.isServer {
+                columns = ["_tenant_id", "_scope_key"] + index.fields
+                create = "CREATE UNIQUE INDEX IF NOT EXISTS \(TypeMapping.quoted(name + "_per_scope")) ON \(table) ("
+            } else {
+                columns = index.fields
+                create = "CREATE INDEX IF NOT EXISTS \(TypeMapping.quoted(name + "_lookup")) ON \(table) ("
+            }
+            return MigrationStep(
+                identifier: "\(contract.table).v\(since).\(name)_per_scope", contract: contract.name, version: since,
+                statements: ["DROP INDEX IF EXISTS \(TypeMapping.quoted(name))", create + columns.map(TypeMapping.quoted).joined(separator: ", ") + ")"]
+            )
         }
     }
 

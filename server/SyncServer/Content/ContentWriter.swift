@@ -82,7 +82,7 @@ struct ContentWriter {
         {
             return (existing, false)
         }
-        try await requireUniqueKeysFree(columns, tenant: actor.tenant, in: transaction)
+        try await requireUniqueKeysFree(columns, tenant: actor.tenant, scopeKey: scopeKey, in: transaction)
         var row = StoredRow()
         for field in storedFields {
             row[field.name] = columns.values[field.name] ?? .null
@@ -145,9 +145,9 @@ struct ContentWriter {
     /// A write must not take a unique key (a lesson's place in its unit) held by another live
     /// row: storage replaces rows by primary key, and a unique collision would remove the other
     /// row without a tombstone.
-    private func requireUniqueKeysFree(_ columns: Columns, tenant: String, in transaction: any StorageTransaction) async throws {
+    private func requireUniqueKeysFree(_ columns: Columns, tenant: String, scopeKey: String, in transaction: any StorageTransaction) async throws {
         for index in entity.indexes where index.isUnique {
-            var conditions: [String: SQLValue] = ["_deleted": .integer(0)]
+            var conditions: [String: SQLValue] = ["_deleted": .integer(0), "_scope_key": .text(scopeKey)]
             for name in index.fields {
                 conditions[name] = columns.values[name] ?? .null
             }

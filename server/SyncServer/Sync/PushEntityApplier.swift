@@ -25,7 +25,9 @@ struct PushEntityApplier {
         let payloadScopeKey = try await lockScope()
         let existing = try await transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: id)
         if let existing, let key = existing.text("_scope_key"), !ScopeAccess.canWrite(key, in: scope, identity: identity) {
-            throw ErrorDetail(code: .notWritable, message: "\(entity.name) '\(id)' is in a scope this device may not write")
+            // The same refusal as for a scope the device names but may not write: it says
+            // nothing of the other scope or of the row there.
+            throw ErrorDetail(code: .notWritable, message: "this device may not write \(entity.name) '\(id)'")
         }
 
         // The changes, and the row they leave, in the current version's names.
@@ -52,7 +54,7 @@ struct PushEntityApplier {
             )
         }
         guard ScopeAccess.canWrite(scopeKey, in: scope, identity: identity) else {
-            throw ErrorDetail(code: .notWritable, message: "this device may not write \(entity.name) rows in \(scopeKey)")
+            throw ErrorDetail(code: .notWritable, message: "this device may not write \(entity.name) '\(id)'")
         }
         if let existing, let key = existing.text("_scope_key"), key != scopeKey {
             throw ErrorDetail(code: .notWritable, message: "\(entity.name) '\(id)' is in \(key); a row cannot move to another scope")
@@ -77,7 +79,7 @@ struct PushEntityApplier {
                 result: result(.conflicted, version: existing?.integer("_version"), row: shown, resolution: resolution), detail: detail
             )
         case .write(let write):
-            if !write.deleted, let problem = try await session.writer.uniquenessProblem(write.columns, id: id, entity: entity) {
+            if !write.deleted, let problem = try await session.writer.uniquenessProblem(write.columns, id: id, entity: entity, scopeKey: scopeKey) {
                 throw problem
             }
             let context = ReducerContext(writer: session.writer)

@@ -56,12 +56,13 @@ struct PushWriter {
         return row
     }
 
-    /// Refuses a row that would take a value another row already holds in a unique index.
-    /// (Checked before writing: the database would otherwise fail the whole push, or, with
-    /// `INSERT OR REPLACE`, silently drop the other row.)
-    func uniquenessProblem(_ columns: [String: SQLValue], id: String, entity: EntityDescriptor) async throws -> ErrorDetail? {
+    /// Refuses a row that would take a value another row of its scope already holds in a
+    /// unique index (uniqueness holds per scope, so the answer only ever names a row the device
+    /// may read). Checked before writing: the database would otherwise fail the whole push, or,
+    /// with `INSERT OR REPLACE`, silently drop the other row.
+    func uniquenessProblem(_ columns: [String: SQLValue], id: String, entity: EntityDescriptor, scopeKey: String) async throws -> ErrorDetail? {
         for index in entity.indexes where index.isUnique {
-            var conditions: [String: SQLValue] = [:]
+            var conditions: [String: SQLValue] = ["_scope_key": .text(scopeKey)]
             for field in index.fields { conditions[field] = columns[field] ?? .null }
             // NULLs never collide in a unique index.
             if conditions.values.contains(.null) { continue }

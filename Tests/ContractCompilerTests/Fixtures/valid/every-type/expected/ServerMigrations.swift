@@ -53,6 +53,20 @@ extension ContractRegistry {
             checksum: "dfdff71538acd71f81b2ca2ed0d9e478949f4ac0a6a8011d2e8ad8899e8193f1"
         ),
         ContractMigration(
+            identifier: "books.v3.books_title_pages_key_per_scope",
+            contract: "Book",
+            version: 3,
+            statements: [
+                #"""
+                DROP INDEX IF EXISTS "books_title_pages_key"
+                """#,
+                #"""
+                CREATE UNIQUE INDEX IF NOT EXISTS "books_title_pages_key_per_scope" ON "books" ("_tenant_id", "_scope_key", "title", "pages")
+                """#,
+            ],
+            checksum: "779a8b58872fb9e0816b1e53ee2f5f35b9cea2419009ba597c9e4a81bbe66722"
+        ),
+        ContractMigration(
             identifier: "book_opened_events.v1.create",
             contract: "BookOpened",
             version: 1,
