@@ -177,8 +177,12 @@ struct WriteTests {
 
     @Test("atomicity: a write that fails in SQLite leaves neither the row nor an outbox entry, nor a used seq")
     func atomicity() throws {
-        // `number` is unique: the insert fails after validation passed.
-        let duplicate = Samples.incident("inc-dup", priority: .high, openedAt: 1, number: "INC-inc-low")
+        // SQLite refuses the insert after validation passed (a trigger stands in for any failure
+        // of the database: a full disk, a constraint).
+        try test.raw { db in
+            try db.execute(sql: "CREATE TRIGGER refuse_dup BEFORE INSERT ON incidents WHEN NEW.id = 'inc-dup' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        let duplicate = Samples.incident("inc-dup", priority: .high, openedAt: 1, number: "INC-dup")
         #expect(throws: OfflineStoreError.self) { try store.create(duplicate) }
         #expect(try store.fetch(Incident.self, id: "inc-dup") == nil)
         #expect(try store.outboxEntries().isEmpty)
