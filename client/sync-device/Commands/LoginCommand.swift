@@ -39,6 +39,9 @@ struct LoginCommand: DeviceCommand {
     @Option(name: .customLong("scope"), help: "A scope key to sync instead of the default ones; repeat for several.")
     var scopes: [String] = []
 
+    @Option(name: .customLong("token-command"), help: ArgumentHelp("A shell command that prints a fresh token, run when the server refuses the stored one (tokens are short-lived).", valueName: "CMD"))
+    var tokenCommand: String?
+
     func execute() async throws {
         let home = try device.deviceHome()
         let clock = try device.clock()
@@ -67,7 +70,7 @@ struct LoginCommand: DeviceCommand {
         let profile = DeviceProfile(
             server: url, token: token, tenant: tenant, user: user, device: deviceID, teams: teams.sorted(),
             scopes: scopes.isEmpty ? Self.defaultScopes(tenant: tenant, user: user, device: deviceID, teams: teams) : scopes,
-            loggedInAt: clock.now()
+            loggedInAt: clock.now(), tokenCommand: tokenCommand
         )
         // Opening the store creates the database and the tenant's key, and refuses a database that
         // belongs to someone else or to a newer build.

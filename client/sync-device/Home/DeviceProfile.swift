@@ -13,10 +13,14 @@ struct DeviceProfile: Codable, Equatable {
     /// The scope keys every sync pulls (`content:global`, `progress:user:u-1`, `ops:team:team-1`).
     var scopes: [String]
     var loggedInAt: Date
+    /// A shell command printing a fresh token, run when the server refuses the stored one (the
+    /// app's sign-in, for this command-line device); `nil` keeps the stored token.
+    var tokenCommand: String?
 
     enum CodingKeys: String, CodingKey {
         case server, token, tenant, user, device, teams, scopes
         case loggedInAt = "logged_in_at"
+        case tokenCommand = "token_command"
     }
 
     /// The team a field-service command works in: the only one, or the one asked for.

@@ -16,9 +16,8 @@ struct DeviceSession {
         self.clock = clock
         profile = try home.profile()
         store = try Self.openStore(home: home, profile: profile, clock: clock)
-        let token = profile.token
         network = DeviceNetwork(
-            server: URLSessionTransport(baseURL: profile.server, timeout: 20) { token }, home: home
+            server: URLSessionTransport(baseURL: profile.server, timeout: 20, tokenProvider: ProfileTokens(home: home, profile: profile)), home: home
         )
     }
 
