@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .library(name: "ContractCompiler", targets: ["ContractCompiler"]),
+        .library(name: "ContractRuntime", targets: ["ContractRuntime"]),
         .library(name: "Contracts", targets: ["Contracts"]),
         .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
         .library(name: "SyncClient", targets: ["SyncClient"]),
@@ -57,17 +58,31 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
-        // MARK: Shared runtime code
+        // MARK: Contract runtime (what generated code imports) and the generated contracts
+        .target(
+            name: "ContractRuntime",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            path: "Sources/ContractRuntime",
+            swiftSettings: strictSwift
+        ),
+        // Column values bound and read by GRDB as they are, for the device's store and the
+        // server's SQLite storage.
+        .target(
+            name: "ContractRuntimeGRDB",
+            dependencies: ["ContractRuntime", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Sources/ContractRuntimeGRDB",
+            swiftSettings: strictSwift
+        ),
         .target(
             name: "Contracts",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["ContractRuntime"],
             path: "Sources/Contracts",
             swiftSettings: strictSwift
         ),
 
         .target(
             name: "SyncProtocol",
-            dependencies: ["Contracts"],
+            dependencies: ["ContractRuntime", "Contracts"],
             path: "Sources/SyncProtocol",
             swiftSettings: strictSwift
         ),
@@ -76,7 +91,7 @@ let package = Package(
         .target(
             name: "SyncClient",
             dependencies: [
-                "Contracts", "SyncProtocol",
+                "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "SyncProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -87,7 +102,7 @@ let package = Package(
         .executableTarget(
             name: "sync-device",
             dependencies: [
-                "SyncClient", "Contracts", "SyncProtocol",
+                "SyncClient", "ContractRuntime", "Contracts", "SyncProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "client/sync-device",
@@ -103,7 +118,7 @@ let package = Package(
         .target(
             name: "SyncServer",
             dependencies: [
-                "Contracts", "SyncProtocol", "CZlib",
+                "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "SyncProtocol", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -121,7 +136,7 @@ let package = Package(
         .executableTarget(
             name: "sync-server",
             dependencies: [
-                "SyncServer", "Contracts", "SyncProtocol",
+                "SyncServer", "ContractRuntime", "Contracts", "SyncProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
@@ -133,7 +148,7 @@ let package = Package(
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SyncClient", "SyncProtocol", "Contracts", "CZlib",
+                "ContractCompiler", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "bench/OutpostBench",
@@ -144,7 +159,7 @@ let package = Package(
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
-                "SyncClient", "SyncProtocol", "Contracts", "SyncServer",
+                "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
@@ -154,7 +169,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "SyncServer", "SyncClient", "SyncProtocol", "Contracts",
+                "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/EndToEndTests",
@@ -169,14 +184,14 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncProtocolTests",
-            dependencies: ["SyncProtocol", "Contracts"],
+            dependencies: ["SyncProtocol", "ContractRuntime", "Contracts"],
             path: "Tests/SyncProtocolTests",
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer", "SyncProtocol", "Contracts", "CZlib",
+                "SyncServer", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -188,7 +203,7 @@ let package = Package(
         .testTarget(
             name: "ContractsTests",
             dependencies: [
-                "Contracts",
+                "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/ContractsTests",

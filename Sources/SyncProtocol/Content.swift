@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 
 /// `GET /api/v1/content/units/sync?since=…&limit=…&include_deleted=…`: the units of the
 /// content scope that changed since a cursor, each with its lessons and their asset metadata,

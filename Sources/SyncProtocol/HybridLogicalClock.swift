@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 
 /// A hybrid logical clock reading: wall-clock milliseconds, a counter for events within the
 /// same millisecond (or when the wall clock is behind), and the node that made it. Ordered by

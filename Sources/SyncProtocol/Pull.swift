@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 package import Foundation
 
 /// `GET /sync/v1/pull?scope=…&cursor=…&limit=…`: one page of changes in a scope.
@@ -83,12 +84,12 @@ extension PullResponse {
         package var description: String
     }
 
-    /// Reads a pull page from its JSON body in one pass over the bytes (``StoredJSON``): the
+    /// Reads a pull page from its JSON body in one pass over the bytes (``JSONParser``): the
     /// same value, and the same refusals, as `JSONDecoder` with the `Decodable` conformance,
     /// which decodes each row value by trying every JSON type in turn and throwing away an
     /// error at each miss (most of a device's time on a page of 1 000 rows).
     package init(json data: Data) throws(JSONFailure) {
-        guard case .object(let page)? = StoredJSON.parse(data) else {
+        guard case .object(let page)? = JSONParser.parse(data) else {
             throw JSONFailure(description: "the body is not a JSON object")
         }
         func member(_ key: CodingKeys) throws(JSONFailure) -> JSONValue {

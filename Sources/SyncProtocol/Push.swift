@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 
 /// `POST /sync/v1/push`: a device's queued writes, oldest first.
 public struct PushRequest: Codable, Sendable, Hashable {

@@ -1,4 +1,5 @@
-package import Contracts
+package import ContractRuntime
+import Contracts
 
 extension PushRequest {
     /// Why a JSON document is not a push body; the message names the member at fault.

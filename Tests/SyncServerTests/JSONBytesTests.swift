@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import Testing
@@ -8,8 +9,8 @@ import Testing
 /// value where the two spell numbers differently.
 @Suite("JSON written as bytes")
 struct JSONBytesTests {
-    static func written(_ write: (inout JSONBytes) -> Void) -> String {
-        var json = JSONBytes()
+    static func written(_ write: (inout JSONWriter) -> Void) -> String {
+        var json = JSONWriter()
         write(&json)
         return String(decoding: json.bytes, as: UTF8.self)
     }

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -112,7 +113,7 @@ struct PullHarness {
 extension PullHarness {
     /// Writes an event envelope recorded by user `u-2`'s device straight into storage, with the
     /// scope's next sequence.
-    func storeEvent(_ event: EventDescriptor, id: String, scopeKey: String, payload: [String: SQLValue]) async throws {
+    func storeEvent(_ event: EventDescriptor, id: String, scopeKey: String, payload: [String: ColumnValue]) async throws {
         try await storage.write { transaction in
             var row = StoredRow(payload)
             row["_tenant_id"] = .text(PullHarness.tenant)

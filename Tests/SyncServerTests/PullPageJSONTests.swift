@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -100,7 +101,7 @@ struct PullPageJSONTests {
         let harness = try await Self.seeded()
         defer { harness.remove() }
         let page = try await harness.pull.page(scope: "user", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: Self.device)
-        let json = try #require(StoredJSON.parse(Data(page.json())))
+        let json = try #require(JSONParser.parse(Data(page.json())))
         #expect(json.pullMember("deletes") == .object(["Attempt": .array([.string("at-2")])]))
         let response = try #require(json.pullMember("upserts")?.pullMember("AssessmentResponse"))
         guard case .array(let rows) = response, let row = rows.first else {

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -192,7 +193,7 @@ struct PushFailingStorage: SyncStorage {
         func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
             try await base.changes(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
         }
-        func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow] {
+        func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
             try await base.rows(in: table, tenant: tenant, where: conditions, limit: limit)
         }
         func lastSequence(tenant: String, clientID: String) async throws -> Int64 { try await base.lastSequence(tenant: tenant, clientID: clientID) }

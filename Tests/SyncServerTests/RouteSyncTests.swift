@@ -1,4 +1,5 @@
 import CZlib
+import ContractRuntime
 import Contracts
 import Foundation
 import Hummingbird

@@ -1,9 +1,10 @@
+import ContractRuntime
 import Contracts
 import Testing
 
 @testable import SyncServer
 
-/// `json` and `list` columns reach the wire through the shared `StoredJSON` parser.
+/// `json` and `list` columns reach the wire through the shared `JSONParser` parser.
 @Suite struct RowCodecJSONColumnTests {
     @Test("list and json columns go through it to the wire")
     func columns() throws {

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import Testing
@@ -48,7 +49,7 @@ struct StorageTests {
             "observed_on": .string("1999-12-31"),
         ])
         for (name, value) in [
-            ("_tenant_id", SQLValue.text("t")), ("event_id", .text("01J0000000000000000000ISSU")), ("schema_version", .integer(1)),
+            ("_tenant_id", ColumnValue.text("t")), ("event_id", .text("01J0000000000000000000ISSU")), ("schema_version", .integer(1)),
             ("user_id", .text("u")), ("device_id", .text("d")), ("occurred_at", .integer(-1)), ("recorded_at", .null),
             ("hash", .text(String(repeating: "a", count: 64))), ("_scope_key", .text("ops:team:red")), ("_seq", .integer(2)),
         ] { event[name] = value }

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -166,7 +167,7 @@ enum InitialSyncSeed {
             row["_scope_key"] = .text(InitialSyncSeed.scopeKey)
             row["_version"] = .integer(deleted ? 2 : 1)
             row["_schema_version"] = .integer(Int64(entity.currentVersion))
-            row["_hlc"] = hlc.map(SQLValue.text) ?? .null
+            row["_hlc"] = hlc.map(ColumnValue.text) ?? .null
             row["_field_clocks"] = .null
             row["_deleted"] = .integer(deleted ? 1 : 0)
             row["_updated_at"] = .integer(millis)

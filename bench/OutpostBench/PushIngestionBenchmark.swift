@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
@@ -347,7 +348,7 @@ enum PushIngestionBenchmark {
         return batches
     }
 
-    static func databaseValue(_ value: SQLValue) -> DatabaseValue {
+    static func databaseValue(_ value: ColumnValue) -> DatabaseValue {
         switch value {
         case .null: return .null
         case .integer(let number): return number.databaseValue

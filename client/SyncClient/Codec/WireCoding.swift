@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 
@@ -24,7 +25,7 @@ enum WireCoding {
     /// A generated type from its wire object.
     static func decode<Value: Decodable>(_ type: Value.Type, from fields: [String: JSONValue]) throws(Failure) -> Value {
         do {
-            return try JSONValueDecoder.decode(Value.self, from: .object(fields))
+            return try JSONTreeDecoder.decode(Value.self, from: .object(fields))
         } catch let DecodingError.keyNotFound(key, _) {
             throw Failure(reason: "'\(key.stringValue)' is missing")
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {

@@ -1,3 +1,4 @@
+import ContractRuntime
 public import Contracts
 
 /// A unit with its lessons, their content assets and the device's records of those files.

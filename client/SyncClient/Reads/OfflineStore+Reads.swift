@@ -1,3 +1,4 @@
+public import ContractRuntime
 public import Contracts
 import GRDB
 

@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 import Foundation
 import GRDB
 

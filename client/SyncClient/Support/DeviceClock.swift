@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 public import Foundation
 
 /// The device's wall clock, injectable so retention, retries and ids can be tested without

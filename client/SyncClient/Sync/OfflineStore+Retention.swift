@@ -1,6 +1,7 @@
 public import Foundation
 import GRDB
 public import SyncProtocol
+import ContractRuntime
 import Contracts
 
 /// Retention (DESIGN §6): unsynced writes older than ``RetentionPolicy/syncNeededAfter`` raise

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 package import Foundation
 import GRDB
@@ -31,7 +32,7 @@ enum PullPageDecoder {
     /// can be asked for before this one is read); `nil` when the body is not a pull page.
     static func peek(_ body: Data) -> (cursor: String, hasMore: Bool)? {
         body.withUnsafeBytes { raw -> (cursor: String, hasMore: Bool)? in
-            var parser = StoredJSON.Parser(bytes: raw.bindMemory(to: UInt8.self))
+            var parser = JSONParser.Parser(bytes: raw.bindMemory(to: UInt8.self))
             guard parser.consume(UInt8(ascii: "{")) else { return nil }
             var cursor: String?
             var hasMore: Bool?
@@ -60,7 +61,7 @@ enum PullPageDecoder {
         _ body: Data, scopeKey: String, store: OfflineStore
     ) throws(FormatError) -> (cursor: String, hasMore: Bool, changes: PreparedServerChanges) {
         let result: Result<(cursor: String, hasMore: Bool, changes: PreparedServerChanges), FormatError> = body.withUnsafeBytes { raw in
-            var parser = StoredJSON.Parser(bytes: raw.bindMemory(to: UInt8.self))
+            var parser = JSONParser.Parser(bytes: raw.bindMemory(to: UInt8.self))
             do {
                 let page = try readPage(&parser, scopeKey: scopeKey, store: store)
                 parser.skipWhitespace()
@@ -76,7 +77,7 @@ enum PullPageDecoder {
     }
 
     private static func readPage(
-        _ parser: inout StoredJSON.Parser, scopeKey: String, store: OfflineStore
+        _ parser: inout JSONParser.Parser, scopeKey: String, store: OfflineStore
     ) throws -> (cursor: String, hasMore: Bool, changes: PreparedServerChanges) {
         guard parser.consume(UInt8(ascii: "{")) else { throw FormatError(description: "the body is not a JSON object") }
         var cursor: String?
@@ -116,7 +117,7 @@ enum PullPageDecoder {
         return (cursor, hasMore, PreparedServerChanges(upserts: upserts.sorted { $0.name < $1.name }, deletes: deletes, scopeKey: scopeKey, cursor: cursor))
     }
 
-    private static func readUpserts(_ parser: inout StoredJSON.Parser, store: OfflineStore) throws -> [(name: String, rows: PreparedServerChanges.Rows)] {
+    private static func readUpserts(_ parser: inout JSONParser.Parser, store: OfflineStore) throws -> [(name: String, rows: PreparedServerChanges.Rows)] {
         let malformed = FormatError(description: "'upserts' must be an object of arrays")
         guard parser.consume(UInt8(ascii: "{")) else { throw malformed }
         var upserts: [(name: String, rows: PreparedServerChanges.Rows)] = []
@@ -136,7 +137,7 @@ enum PullPageDecoder {
         return upserts
     }
 
-    private static func readDeletes(_ parser: inout StoredJSON.Parser) throws -> [String: [String]] {
+    private static func readDeletes(_ parser: inout JSONParser.Parser) throws -> [String: [String]] {
         let malformed = FormatError(description: "'deletes' must be an object of arrays of text")
         guard case .object(let members)? = parser.value(depth: 1) else { throw malformed }
         var deletes: [String: [String]] = [:]
@@ -153,7 +154,7 @@ enum PullPageDecoder {
     /// An entity's array of rows, each read into its slots and prepared; after the first row
     /// that does not fit, the others are only stepped over (the page is refused whole).
     private static func readEntityRows(
-        _ parser: inout StoredJSON.Parser, _ entity: EntityDescriptor, slots layout: RowSlots, store: OfflineStore
+        _ parser: inout JSONParser.Parser, _ entity: EntityDescriptor, slots layout: RowSlots, store: OfflineStore
     ) throws -> PreparedServerChanges.Rows {
         let malformed = FormatError(description: "'upserts' must be an object of arrays")
         guard parser.consume(UInt8(ascii: "[")) else { throw malformed }
@@ -188,7 +189,7 @@ enum PullPageDecoder {
 
     /// The members of a row object whose `{` was read, each value into its key's slot (a key
     /// appearing twice: the last one, as in a parsed object); keys with no slot are dropped.
-    private static func readMembers(_ parser: inout StoredJSON.Parser, into slots: inout [JSONValue?], layout: RowSlots) throws {
+    private static func readMembers(_ parser: inout JSONParser.Parser, into slots: inout [JSONValue?], layout: RowSlots) throws {
         let malformed = FormatError(description: "a malformed row")
         if parser.consume(UInt8(ascii: "}")) { return }
         var expected = 0
@@ -278,7 +279,7 @@ extension OfflineStore {
         values.reserveCapacity(entity.fields.count + 2)
         for (index, field) in entity.fields.enumerated() {
             let value = slots[index] ?? field.defaultValue ?? .null
-            values.append(try codec.columnValue(value, for: field, contract: entity.name, table: entity.table, id: id, mode: .server))
+            values.append(try codec.columnValue(value, for: field, contract: entity.name, table: entity.table, id: id, mode: .read))
         }
         values.append(schemaVersion.databaseValue)
         var version = serverVersion

@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 public import Foundation
 import GRDB
 public import SyncProtocol
@@ -368,7 +369,7 @@ extension OfflineStore {
     /// were checked when written).
     func overwrite(_ db: Database, _ entity: EntityDescriptor, id: String, wire: [String: JSONValue]) throws {
         let columns = try codec.columns(
-            contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .server, missing: .skip
+            contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .read, missing: .skip
         )
         guard !columns.isEmpty else { return }
         try db.execute(
@@ -431,7 +432,7 @@ extension OfflineStore {
             payload = shaped
         }
         let columns = try codec.columns(
-            contract: event.name, table: event.table, id: eventId, fields: event.fields, wire: payload, mode: .server,
+            contract: event.name, table: event.table, id: eventId, fields: event.fields, wire: payload, mode: .read,
             missing: .defaults
         )
         let envelopeColumns: [(name: String, value: DatabaseValue)] = [

@@ -1,3 +1,4 @@
+public import ContractRuntime
 public import Contracts
 
 /// One field of a generated entity set to a new value: the generated `Change` enums

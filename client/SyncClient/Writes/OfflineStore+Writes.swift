@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 public import Foundation
 import GRDB
 import SyncProtocol
@@ -139,7 +140,7 @@ extension OfflineStore {
         }
         _ = try writeChange { db, now in
             let columns = try codec.columns(
-                contract: event.name, table: event.table, id: eventId, fields: event.fields, wire: wire, mode: .local,
+                contract: event.name, table: event.table, id: eventId, fields: event.fields, wire: wire, mode: .write,
                 missing: .defaults
             )
             let envelopeColumns: [(name: String, value: DatabaseValue)] = [
@@ -172,7 +173,7 @@ extension OfflineStore {
         let wire = try Self.wireObject(state, contract: entity.name)
         try write { db in
             let columns = try codec.columns(
-                contract: entity.name, table: entity.table, id: id, fields: entity.localFields, wire: wire, mode: .local,
+                contract: entity.name, table: entity.table, id: id, fields: entity.localFields, wire: wire, mode: .write,
                 missing: .defaults
             )
             guard !columns.isEmpty else { return }
@@ -309,13 +310,13 @@ extension OfflineStore {
             }
             let stored: DatabaseValue
             do {
-                stored = try ColumnCodec.columnValue(value, for: field, mode: .local)
+                stored = try ColumnCodec.columnValue(value, for: field, mode: .write)
             } catch {
                 throw .invalidValue(contract: entity.name, field: field.name, reason: error.reason)
             }
             normalized[field.name] = ColumnCodec.wireValue(stored, for: field)
             columns.append(
-                (field.name, try codec.columnValue(value, for: field, contract: entity.name, table: entity.table, id: id, mode: .local))
+                (field.name, try codec.columnValue(value, for: field, contract: entity.name, table: entity.table, id: id, mode: .write))
             )
         }
         return (columns, normalized)

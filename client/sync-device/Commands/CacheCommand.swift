@@ -1,4 +1,5 @@
 import ArgumentParser
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncClient

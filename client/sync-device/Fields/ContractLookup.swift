@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 
 /// Finds a contract by the name a person types: `Incident`, `incident`, `incidents` (the

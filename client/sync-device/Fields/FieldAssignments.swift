@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncClient

@@ -13,10 +13,9 @@ struct DTOGenerator {
 
     func render(_ contract: Contract) -> String {
         var writer = CodeWriter()
-        if usesFoundation(contract) {
-            writer.line("public import Foundation")
-            writer.line()
-        }
+        writer.line("public import ContractRuntime")
+        if usesFoundation(contract) { writer.line("public import Foundation") }
+        writer.line()
         writer.doc(contract.summary.isEmpty ? "The \(contract.name) \(contract.kind.rawValue)." : contract.summary)
         if let doc = contract.doc {
             writer.line("///")

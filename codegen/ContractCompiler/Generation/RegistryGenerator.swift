@@ -48,11 +48,13 @@ struct RegistryGenerator {
 
     func render() -> String {
         var w = CodeWriter()
+        w.line("public import ContractRuntime")
+        w.line()
         w.line("/// Every contract of the project, as data.")
         w.line("///")
         w.line("/// Client and server look tables, scopes, policies and versions up here instead of")
         w.line("/// hard-coding them, so a contract change reaches both through `make codegen`.")
-        w.block("public enum ContractRegistry") { w in
+        w.block("public enum ContractRegistry: ContractSchema") { w in
             w.line("/// The sync scopes of the manifest.")
             w.line("public static let scopes: [ScopeDescriptor] = [")
             w.indent { w in
@@ -91,18 +93,6 @@ struct RegistryGenerator {
                 for contract in set.events { w.line("\(contract.swiftName).self,") }
             }
             w.line("]")
-            w.line()
-            w.block("public static func scope(named name: String) -> ScopeDescriptor?") { w in
-                w.line("scopes.first { $0.name == name }")
-            }
-            w.line()
-            w.block("public static func entity(named name: String) -> EntityDescriptor?") { w in
-                w.line("entities.first { $0.name == name }")
-            }
-            w.line()
-            w.block("public static func event(named name: String) -> EventDescriptor?") { w in
-                w.line("events.first { $0.name == name }")
-            }
             for contract in set.contracts {
                 w.line()
                 renderDescriptor(contract, into: &w)
@@ -223,68 +213,5 @@ struct RegistryGenerator {
         case .ref(let target): return ".ref(\(SwiftLiteral.string(target)))"
         default: return "." + type.spelling
         }
-    }
-}
-
-/// Renders `CURRENT_<NAME>_SCHEMA` and `OLDEST_SUPPORTED_<NAME>_SCHEMA` for every contract.
-struct SchemaVersionsGenerator {
-    let set: ContractSet
-
-    func render() -> String {
-        var w = CodeWriter()
-        for (index, contract) in set.contracts.enumerated() {
-            if index > 0 { w.line() }
-            let constant = Names.screamingSnakeCase(contract.name)
-            w.line("/// The `\(contract.name)` schema version this build reads and writes.")
-            w.line("public let CURRENT_\(constant)_SCHEMA = \(contract.version)")
-            w.line("/// The oldest `\(contract.name)` schema version still supported; older rows are purged and re-fetched.")
-            w.line("public let OLDEST_SUPPORTED_\(constant)_SCHEMA = \(contract.oldestSupported)")
-        }
-        return w.text
-    }
-}
-
-/// Renders the client or server migrations as plain SQL in Swift literals.
-struct MigrationsGenerator {
-    let set: ContractSet
-    var history: [String: [Contract]] = [:]
-
-    func render(side: StorageSide) -> String {
-        let steps = MigrationPlanner(set: set, history: history).migrations(side: side)
-        var w = CodeWriter()
-        w.block("extension ContractRegistry") { w in
-            switch side {
-            case .client, .server: w.line("/// The \(side.rawValue)'s SQLite migrations, in the order they must run.")
-            case .serverPostgres: w.line("/// The server's migrations in PostgreSQL's dialect, in the order they must run.")
-            }
-            w.line("///")
-            w.line("/// Identifiers never change once released; register them with a migrator as they are.")
-            w.line("public static let \(side.registryProperty): [ContractMigration] = [")
-            w.indent { w in
-                for step in steps {
-                    w.line("ContractMigration(")
-                    w.indent { w in
-                        w.line("identifier: \(SwiftLiteral.string(step.identifier)),")
-                        w.line("contract: \(SwiftLiteral.string(step.contract)),")
-                        w.line("version: \(step.version),")
-                        w.line("statements: [")
-                        w.indent { w in
-                            for statement in step.statements {
-                                let literal = SwiftLiteral.rawMultiline(statement, indent: "")
-                                let lines = literal.split(separator: "\n", omittingEmptySubsequences: false)
-                                for (index, line) in lines.enumerated() {
-                                    w.line(String(line) + (index == lines.count - 1 ? "," : ""))
-                                }
-                            }
-                        }
-                        w.line("],")
-                        w.line("checksum: \(SwiftLiteral.string(step.checksum))")
-                    }
-                    w.line("),")
-                }
-            }
-            w.line("]")
-        }
-        return w.text
     }
 }

@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 public import Foundation
 public import SyncProtocol
 

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -25,7 +26,7 @@ struct ContentWriter {
     /// A validated row: the contract columns, and whether the server stamps the version field.
     struct Columns {
         var id: String
-        var values: [String: SQLValue]
+        var values: [String: ColumnValue]
         /// The row left the version field out: the server sets it (`updated_at` to now, an int
         /// version field to the new `_version`), and a write that changes nothing else is skipped.
         var stampsVersionField: Bool
@@ -42,7 +43,7 @@ struct ContentWriter {
         if let unknown = wire.keys.sorted().first(where: { !known.contains($0) }) {
             throw Self.invalid("'\(unknown)' is not a field of \(entity.name) version \(entity.currentVersion)", field: unknown)
         }
-        var values: [String: SQLValue] = [:]
+        var values: [String: ColumnValue] = [:]
         var stamps = false
         for field in storedFields {
             var value = wire[field.name] ?? field.defaultValue
@@ -147,7 +148,7 @@ struct ContentWriter {
     /// row without a tombstone.
     private func requireUniqueKeysFree(_ columns: Columns, tenant: String, scopeKey: String, in transaction: any StorageTransaction) async throws {
         for index in entity.indexes where index.isUnique {
-            var conditions: [String: SQLValue] = ["_deleted": .integer(0), "_scope_key": .text(scopeKey)]
+            var conditions: [String: ColumnValue] = ["_deleted": .integer(0), "_scope_key": .text(scopeKey)]
             for name in index.fields {
                 conditions[name] = columns.values[name] ?? .null
             }

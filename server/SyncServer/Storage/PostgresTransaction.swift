@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import PostgresNIO
@@ -120,7 +121,7 @@ final class PostgresTransaction: StorageTransaction {
         return Array(merged.prefix(limit))
     }
 
-    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow] {
+    func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
         try await sendRows()
         let columns = try catalog.columns(of: table.name)
         var bindings = PostgresBindings()

@@ -1,15 +1,16 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
 import PostgresNIO
 
-/// How ``SQLValue`` (SQLite's five storage classes, which the sync logic and ``RowCodec`` speak)
+/// How ``ColumnValue`` (SQLite's five storage classes, which the sync logic and ``FieldCodec`` speak)
 /// maps onto PostgreSQL's column types, in both directions. The column's declared type decides:
 /// the generated PostgreSQL migrations use real types (`BOOLEAN`, `TIMESTAMPTZ`, `DATE`, `UUID`,
 /// `JSONB`, `BYTEA`), and the storage reads each table's column types from the catalog once, at
 /// open, so the logic above never sees a difference between the two storages.
 ///
-/// | column type | `SQLValue` |
+/// | column type | `ColumnValue` |
 /// | --- | --- |
 /// | `BIGINT`, `INTEGER`, `SMALLINT` | `.integer` |
 /// | `DOUBLE PRECISION`, `REAL` | `.real` |
@@ -26,7 +27,7 @@ enum PostgresValues {
     private static let epochOffsetDays = 10_957
 
     /// Appends `value` as a parameter for a column of type `type`.
-    static func bind(_ value: SQLValue, as type: PostgresDataType, into bindings: inout PostgresBindings) throws(PostgresStorageError) {
+    static func bind(_ value: ColumnValue, as type: PostgresDataType, into bindings: inout PostgresBindings) throws(PostgresStorageError) {
         guard let parameter = try parameter(value, as: type) else {
             bindings.appendNull()
             return
@@ -34,7 +35,7 @@ enum PostgresValues {
         bindings.append(parameter)
     }
 
-    private static func parameter(_ value: SQLValue, as type: PostgresDataType) throws(PostgresStorageError) -> Parameter? {
+    private static func parameter(_ value: ColumnValue, as type: PostgresDataType) throws(PostgresStorageError) -> Parameter? {
         func mismatch() -> PostgresStorageError {
             .unsupportedValue("a \(value.kindName) value cannot be stored in a column of type \(type)")
         }
@@ -55,7 +56,7 @@ enum PostgresValues {
     }
 
     /// A cell of a result row, as the logic reads it.
-    static func value(of cell: PostgresCell) throws(PostgresStorageError) -> SQLValue {
+    static func value(of cell: PostgresCell) throws(PostgresStorageError) -> ColumnValue {
         guard var bytes = cell.bytes else { return .null }
         guard cell.format == .binary else {
             return .text(bytes.readString(length: bytes.readableBytes) ?? "")
@@ -109,7 +110,7 @@ enum PostgresValues {
 
     /// JSON as the SQLite storage keeps it, so values compare equal whichever storage read them.
     private static func canonical(_ text: String) -> String {
-        StoredJSON.parse(text).map(CanonicalJSON.text) ?? text
+        JSONParser.parse(text).map(CanonicalJSON.text) ?? text
     }
 
     /// One bound parameter, in PostgreSQL's binary format except where the text form is the
@@ -149,19 +150,6 @@ enum PostgresValues {
             case .bytea(let data): buffer.writeBytes(data)
             case .timestamptz(let micros): buffer.writeInteger(micros)
             }
-        }
-    }
-}
-
-extension SQLValue {
-    /// The value's storage class, for messages.
-    var kindName: String {
-        switch self {
-        case .null: return "null"
-        case .integer: return "integer"
-        case .real: return "real"
-        case .text: return "text"
-        case .blob: return "blob"
         }
     }
 }

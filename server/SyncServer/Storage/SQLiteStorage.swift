@@ -1,3 +1,5 @@
+import ContractRuntime
+import ContractRuntimeGRDB
 import Contracts
 public import Foundation
 import GRDB
@@ -203,28 +205,8 @@ struct SQLiteTransaction: StorageTransaction {
         try db.cachedStatement(sql: sql)
     }
 
-    private static func databaseValue(_ value: SQLValue) -> DatabaseValue {
-        switch value {
-        case .null: return .null
-        case .integer(let number): return number.databaseValue
-        case .real(let number): return number.databaseValue
-        case .text(let text): return text.databaseValue
-        case .blob(let data): return data.databaseValue
-        }
-    }
-
-    private static func sqlValue(_ value: DatabaseValue) -> SQLValue {
-        switch value.storage {
-        case .null: return .null
-        case .int64(let number): return .integer(number)
-        case .double(let number): return .real(number)
-        case .string(let text): return .text(text)
-        case .blob(let data): return .blob(data)
-        }
-    }
-
     private static func storedRow(_ row: Row) -> StoredRow {
-        StoredRow(layout: StoredRow.Layout(Array(row.columnNames)), values: row.databaseValues.map(sqlValue))
+        StoredRow(layout: StoredRow.Layout(Array(row.columnNames)), values: row.databaseValues.map { ColumnValue($0) })
     }
 
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
@@ -248,7 +230,7 @@ struct SQLiteTransaction: StorageTransaction {
             let rows = try Row.fetchCursor(select, arguments: [tenant, scopeKey, after, last, limit])
             while try rows.next() != nil {
                 let values = layout.names.indices.map { index in
-                    Self.sqlValue(DatabaseValue(sqliteStatement: select.sqliteStatement, index: CInt(index)))
+                    ColumnValue(DatabaseValue(sqliteStatement: select.sqliteStatement, index: CInt(index)))
                 }
                 var order: Int64 = 0
                 if let sequence, case .integer(let value) = values[sequence] { order = value }
@@ -277,12 +259,12 @@ struct SQLiteTransaction: StorageTransaction {
         return try Int64.fetchOne(statement(sql), arguments: StatementArguments(arguments)) ?? .max
     }
 
-    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow] {
+    func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
         var clauses = ["\"_tenant_id\" = ?"]
         var arguments: [DatabaseValue] = [tenant.databaseValue]
         for column in conditions.keys.sorted() {
             clauses.append("\(Self.quoted(column)) IS ?")
-            arguments.append(Self.databaseValue(conditions[column]!))
+            arguments.append(conditions[column]!.databaseValue)
         }
         arguments.append(limit.databaseValue)
         let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) ORDER BY \(Self.quoted(table.primaryKey)) LIMIT ?"
@@ -387,13 +369,13 @@ struct SQLiteTransaction: StorageTransaction {
     func upsert(_ row: StoredRow, in table: ContractTable) async throws {
         let columns = row.columnNames.sorted()
         let sql = insertSQLCache.sql("INSERT OR REPLACE", table: table.name, columns: columns)
-        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row[$0]) }))
+        try statement(sql).execute(arguments: StatementArguments(columns.map { row[$0].databaseValue }))
     }
 
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
         let columns = row.columnNames.sorted()
         let sql = insertSQLCache.sql("INSERT OR IGNORE", table: table.name, columns: columns)
-        try statement(sql).execute(arguments: StatementArguments(columns.map { Self.databaseValue(row[$0]) }))
+        try statement(sql).execute(arguments: StatementArguments(columns.map { row[$0].databaseValue }))
         return db.changesCount > 0
     }
 

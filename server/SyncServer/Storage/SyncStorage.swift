@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 import Foundation
 
 /// Where the server keeps everything. The sync logic (push, conflict policies, reducers, pull,
@@ -141,7 +142,7 @@ public protocol StorageReader {
 
     /// Rows of one table in a tenant matching equality conditions on columns (`.null` matches
     /// NULL), in primary-key order.
-    func rows(in table: ContractTable, tenant: String, where conditions: [String: SQLValue], limit: Int) async throws -> [StoredRow]
+    func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow]
 
     /// The last `seq` done for a client (0 when it never pushed).
     func lastSequence(tenant: String, clientID: String) async throws -> Int64

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -26,9 +27,9 @@ enum ConflictResolution {
         /// The stored row (tombstones included), if any.
         var existing: StoredRow?
         /// Whole row for create/update; the changed fields for patch; empty for delete.
-        var changes: [String: SQLValue]
+        var changes: [String: ColumnValue]
         /// `field_merge`: the changed fields' values before the edit.
-        var base: [String: SQLValue]?
+        var base: [String: ColumnValue]?
         var baseVersion: Int64?
         var hlc: HybridLogicalClock?
     }
@@ -45,7 +46,7 @@ enum ConflictResolution {
 
     struct Write: Hashable, Sendable {
         /// Every contract column of the row to store (the version field is stamped by the writer).
-        var columns: [String: SQLValue]
+        var columns: [String: ColumnValue]
         var deleted: Bool
         var hlc: String?
         /// Canonical JSON `{field: hlc}`, for `field_merge`.
@@ -222,7 +223,7 @@ enum ConflictResolution {
     /// new value) → applied; otherwise the later writer of that field wins: applied when the
     /// field's clock is older than `hlc` (or unknown), kept when it is newer.
     static func mergeFields(
-        changes: [String: SQLValue], base: [String: SQLValue]?, server: [String: SQLValue],
+        changes: [String: ColumnValue], base: [String: ColumnValue]?, server: [String: ColumnValue],
         clocks: [String: HybridLogicalClock], hlc: HybridLogicalClock
     ) -> (applied: [String], kept: [String]) {
         var applied: [String] = []
@@ -245,14 +246,14 @@ enum ConflictResolution {
     static func isDeleted(_ row: StoredRow) -> Bool { (row.integer("_deleted") ?? 0) != 0 }
 
     /// The contract columns of a stored row (no sync metadata).
-    static func contractColumns(_ row: StoredRow, _ entity: EntityDescriptor) -> [String: SQLValue] {
-        var columns: [String: SQLValue] = [:]
+    static func contractColumns(_ row: StoredRow, _ entity: EntityDescriptor) -> [String: ColumnValue] {
+        var columns: [String: ColumnValue] = [:]
         for field in entity.fields { columns[field.name] = row[field.name] }
         return columns
     }
 
     /// The row a whole-row or partial write leaves: a patch overlays the stored row; a delete keeps it.
-    private static func columns(for input: Input, existing: StoredRow) -> [String: SQLValue] {
+    private static func columns(for input: Input, existing: StoredRow) -> [String: ColumnValue] {
         switch input.operation {
         case .create, .update, .event: return input.changes
         case .delete: return contractColumns(existing, input.entity)

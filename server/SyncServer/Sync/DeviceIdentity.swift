@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 import Foundation
 
 /// Who is calling, as a verified token says.

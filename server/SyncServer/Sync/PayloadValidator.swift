@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import SyncProtocol
 
@@ -38,7 +39,7 @@ struct ValidatedPayload: Hashable, Sendable {
     /// Current field names → normalized wire values (what the columns read back as).
     var wire: [String: JSONValue]
     /// Current field names → column values.
-    var columns: [String: SQLValue]
+    var columns: [String: ColumnValue]
 }
 
 /// Checks a device's payload against a contract before anything is written: the field names
@@ -70,7 +71,7 @@ enum PayloadValidator {
         let renamed = currentNames(sent, contract: contract, schemaVersion: schemaVersion, problems: &problems)
 
         var wire: [String: JSONValue] = [:]
-        var columns: [String: SQLValue] = [:]
+        var columns: [String: ColumnValue] = [:]
         for field in contract.fields {
             var value = renamed[field.name]
             if field.name == contract.primaryKey, let rowID {
@@ -150,10 +151,10 @@ enum PayloadValidator {
 
     /// The column values of a `field_merge` patch's base (the values before the edit), by current
     /// name. A base value that does not fit its field is left out: it cannot equal a stored value.
-    static func baseColumns(_ base: [String: JSONValue], contract: PayloadContract, schemaVersion: Int) -> [String: SQLValue] {
+    static func baseColumns(_ base: [String: JSONValue], contract: PayloadContract, schemaVersion: Int) -> [String: ColumnValue] {
         var ignoredProblems: [String: String] = [:]
         let renamed = currentNames(base, contract: contract, schemaVersion: schemaVersion, problems: &ignoredProblems)
-        var columns: [String: SQLValue] = [:]
+        var columns: [String: ColumnValue] = [:]
         for (name, value) in renamed {
             guard let field = contract.field(named: name) else { continue }
             if let column = try? RowCodec.columnValue(value, for: field) { columns[name] = column }

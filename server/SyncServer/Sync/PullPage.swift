@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 package import SyncProtocol
 
@@ -49,7 +50,7 @@ package struct PullPage: Sendable {
 
     /// The JSON document of ``response``, keys sorted as the server's encoder sorts them.
     package func json() -> [UInt8] {
-        var json = JSONBytes(capacity: 64 * 1024 + 400 * rowCount)
+        var json = JSONWriter(capacity: 64 * 1024 + 400 * rowCount)
         json.append(Self.cursorKey)
         json.string(cursor)
         json.append(0x2C)
@@ -87,9 +88,9 @@ package struct PullPage: Sendable {
     }
 
     // The members of a PullResponse, written in this (sorted) order; `{` opens the first.
-    private static let cursorKey = [0x7B] + JSONBytes.key("cursor")
-    private static let deletesKey = JSONBytes.key("deletes")
-    private static let hasMoreKey = JSONBytes.key("has_more")
-    private static let lastSeqKey = JSONBytes.key("last_seq")
-    private static let upsertsKey = JSONBytes.key("upserts")
+    private static let cursorKey = [0x7B] + JSONWriter.key("cursor")
+    private static let deletesKey = JSONWriter.key("deletes")
+    private static let hasMoreKey = JSONWriter.key("has_more")
+    private static let lastSeqKey = JSONWriter.key("last_seq")
+    private static let upsertsKey = JSONWriter.key("upserts")
 }

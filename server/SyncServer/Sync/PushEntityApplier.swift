@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import SyncProtocol
 
@@ -31,7 +32,7 @@ struct PushEntityApplier {
         }
 
         // The changes, and the row they leave, in the current version's names.
-        var changes: [String: SQLValue] = [:]
+        var changes: [String: ColumnValue] = [:]
         var wireRow: [String: JSONValue]
         switch (mutation.op, prepared.payload) {
         case (.create, let payload?), (.update, let payload?):
@@ -135,7 +136,7 @@ struct PushEntityApplier {
         }
     }
 
-    private func fact(id: String, columns: [String: SQLValue], scopeKey: String) -> ReducerFact {
+    private func fact(id: String, columns: [String: ColumnValue], scopeKey: String) -> ReducerFact {
         var payload: [String: JSONValue] = [:]
         for field in entity.fields { payload[field.name] = RowCodec.wireValue(columns[field.name] ?? .null, for: field) }
         return ReducerFact(contract: entity.name, id: id, payload: payload, occurredAt: session.writer.now, scopeKey: scopeKey)

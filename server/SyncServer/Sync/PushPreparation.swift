@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -29,7 +30,7 @@ struct PreparedMutation: Sendable {
         /// Whole row (create, update) or changed fields (patch); `nil` for a delete.
         var payload: ValidatedPayload?
         /// `field_merge`: the base values in column form.
-        var base: [String: SQLValue]?
+        var base: [String: ColumnValue]?
     }
 
     struct Event: Sendable {
@@ -157,14 +158,14 @@ struct PreparedMutation: Sendable {
 
     /// The hash of the payload as the contract's generated type encodes it, or `nil` when it does not decode.
     private static func typedHash(_ payload: JSONValue?, _ event: EventDescriptor) -> String? {
-        guard let payload, let data = try? JSONEncoder().encode(payload),
-            let type = ContractRegistry.eventTypes.first(where: { $0.descriptor.name == event.name })
-        else { return nil }
-        return hash(type, data)
+        guard let payload, let type = ContractRegistry.eventTypes.first(where: { $0.descriptor.name == event.name }) else {
+            return nil
+        }
+        return hash(type, payload)
     }
 
-    private static func hash<Value: ContractEvent>(_ type: Value.Type, _ data: Data) -> String? {
-        guard let value = try? JSONDecoder().decode(Value.self, from: data) else { return nil }
+    private static func hash<Value: ContractEvent>(_ type: Value.Type, _ payload: JSONValue) -> String? {
+        guard let value = try? JSONTreeDecoder.decode(Value.self, from: payload) else { return nil }
         return try? EventEnvelope<Value>.hash(of: value)
     }
 }

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -17,7 +18,7 @@ struct PushWriter {
         var entity: EntityDescriptor
         var id: String
         /// Every contract column.
-        var columns: [String: SQLValue]
+        var columns: [String: ColumnValue]
         var scopeKey: String
         var previous: StoredRow?
         var schemaVersion: Int
@@ -47,8 +48,8 @@ struct PushWriter {
         row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey))
         row["_version"] = .integer(version)
         row["_schema_version"] = .integer(Int64(write.schemaVersion))
-        row["_hlc"] = write.hlc.map(SQLValue.text) ?? .null
-        row["_field_clocks"] = write.fieldClocks.map(SQLValue.text) ?? .null
+        row["_hlc"] = write.hlc.map(ColumnValue.text) ?? .null
+        row["_field_clocks"] = write.fieldClocks.map(ColumnValue.text) ?? .null
         row["_deleted"] = .integer(write.deleted ? 1 : 0)
         row["_updated_at"] = .integer(now.millisecondsSince1970)
         row["_updated_by"] = .text(write.updatedBy)
@@ -60,9 +61,9 @@ struct PushWriter {
     /// unique index (uniqueness holds per scope, so the answer only ever names a row the device
     /// may read). Checked before writing: the database would otherwise fail the whole push, or,
     /// with `INSERT OR REPLACE`, silently drop the other row.
-    func uniquenessProblem(_ columns: [String: SQLValue], id: String, entity: EntityDescriptor, scopeKey: String) async throws -> ErrorDetail? {
+    func uniquenessProblem(_ columns: [String: ColumnValue], id: String, entity: EntityDescriptor, scopeKey: String) async throws -> ErrorDetail? {
         for index in entity.indexes where index.isUnique {
-            var conditions: [String: SQLValue] = ["_scope_key": .text(scopeKey)]
+            var conditions: [String: ColumnValue] = ["_scope_key": .text(scopeKey)]
             for field in index.fields { conditions[field] = columns[field] ?? .null }
             // NULLs never collide in a unique index.
             if conditions.values.contains(.null) { continue }

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import SyncProtocol
 
@@ -100,7 +101,7 @@ struct LearningReducer: Reducer {
         let stored = try await context.entity(Attempt.self, id: attemptID)
         if let stored, stored.row.text("_scope_key") != fact.scopeKey || stored.value.state == .closed { return [] }
 
-        let conditions: [String: SQLValue] = ["attempt_id": .text(attemptID), "_scope_key": .text(fact.scopeKey)]
+        let conditions: [String: ColumnValue] = ["attempt_id": .text(attemptID), "_scope_key": .text(fact.scopeKey)]
         let answers = try await context.events(AnswerRecorded.self, where: conditions)
         let submissions = try await context.events(AttemptSubmitted.self, where: conditions).sorted { $0.occurredAt < $1.occurredAt }
         let statements = try await context.entities(Statement.self, where: conditions).map(\.value).sorted {
@@ -116,7 +117,7 @@ struct LearningReducer: Reducer {
         let storedAssessment = try await context.entity(Assessment.self, id: assessmentID)
         let assessment = storedAssessment?.value
         // The answer key is server-only: read from the stored row, never from what devices see.
-        let key = AssessmentAnswerKey(storedAssessment?.row.text("answer_key").flatMap(StoredJSON.parse) ?? .null)
+        let key = AssessmentAnswerKey(storedAssessment?.row.text("answer_key").flatMap(JSONParser.parse) ?? .null)
 
         // The latest answer per question: events, and the learner's editable responses.
         var latest: [String: (answer: JSONValue, at: Int64, id: String)] = [:]

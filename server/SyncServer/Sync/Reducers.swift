@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import SyncProtocol
@@ -17,7 +18,7 @@ struct ReducerFact: Sendable {
 
     /// The payload as its generated type.
     func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
-        try JSONDecoder().decode(Value.self, from: JSONEncoder().encode(JSONValue.object(payload)))
+        try JSONTreeDecoder.decode(Value.self, from: .object(payload))
     }
 }
 
@@ -109,7 +110,7 @@ struct ReducerContext {
 
     /// Live entity rows matching equality conditions (at most `limit`).
     func entities<Value: ContractEntity>(
-        _ type: Value.Type, where conditions: [String: SQLValue], limit: Int = 10_000
+        _ type: Value.Type, where conditions: [String: ColumnValue], limit: Int = 10_000
     ) async throws -> [(value: Value, row: StoredRow)] {
         try await transaction.rows(in: ContractTable(Value.descriptor), tenant: identity.tenant, where: conditions, limit: limit)
             .filter { !ConflictResolution.isDeleted($0) }
@@ -118,7 +119,7 @@ struct ReducerContext {
 
     /// Stored events matching equality conditions, with their ids and device times.
     func events<Value: ContractEvent>(
-        _ type: Value.Type, where conditions: [String: SQLValue], limit: Int = 10_000
+        _ type: Value.Type, where conditions: [String: ColumnValue], limit: Int = 10_000
     ) async throws -> [(value: Value, eventID: String, occurredAt: Int64)] {
         let descriptor = Value.descriptor
         return try await transaction.rows(
@@ -126,7 +127,7 @@ struct ReducerContext {
         ).map { row in
             var wire: [String: JSONValue] = [:]
             for field in descriptor.fields { wire[field.name] = RowCodec.wireValue(row[field.name], for: field) }
-            let value = try JSONDecoder().decode(Value.self, from: JSONEncoder().encode(JSONValue.object(wire)))
+            let value = try JSONTreeDecoder.decode(Value.self, from: .object(wire))
             return (value, row.text("event_id") ?? "", row.integer("occurred_at") ?? 0)
         }
     }
@@ -157,7 +158,7 @@ struct ReducerContext {
     /// The scope key a new row of `Value` takes: its scope's key filled from the token and the row.
     func scopeKey<Value: ContractEntity>(for value: Value, fallback: String) throws -> String {
         guard let scope = ContractRegistry.scope(named: Value.descriptor.scope) else { return fallback }
-        let wire = try JSONDecoder().decode([String: JSONValue].self, from: JSONEncoder().encode(value))
+        let wire = try Self.wireObject(of: value)
         return ScopeAccess.key(for: scope, row: wire, identity: identity) ?? fallback
     }
 
@@ -166,12 +167,18 @@ struct ReducerContext {
 
     static func decode<Value: ContractEntity>(_ type: Value.Type, row: StoredRow) throws -> Value {
         let wire = RowShaping.currentWireRow(row, entity: Value.descriptor)
-        return try JSONDecoder().decode(Value.self, from: JSONEncoder().encode(JSONValue.object(wire)))
+        return try JSONTreeDecoder.decode(Value.self, from: .object(wire))
     }
 
-    static func columns<Value: ContractEntity>(of value: Value) throws -> [String: SQLValue] {
-        let wire = try JSONDecoder().decode([String: JSONValue].self, from: JSONEncoder().encode(value))
-        var columns: [String: SQLValue] = [:]
+    /// The wire fields of a value a reducer computed, straight from its `Encodable` form.
+    static func wireObject<Value: ContractEntity>(of value: Value) throws -> [String: JSONValue] {
+        guard case .object(let wire) = try JSONTreeEncoder.encode(value) else { return [:] }
+        return wire
+    }
+
+    static func columns<Value: ContractEntity>(of value: Value) throws -> [String: ColumnValue] {
+        let wire = try Self.wireObject(of: value)
+        var columns: [String: ColumnValue] = [:]
         for field in Value.descriptor.fields {
             columns[field.name] = try RowCodec.columnValue(wire[field.name] ?? .null, for: field)
         }

@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 import SyncProtocol
 
 /// Turns stored rows into the wire form a device understands: the fields its schema version
@@ -79,7 +80,7 @@ public enum RowShaping {
             for (wireName, field) in self.fields {
                 members[wireName] = (field.name, RowCodec.columnKind(field.kind))
             }
-            self.members = JSONBytes.sorted(members.keys).map { (JSONBytes.key($0), members[$0]!.column, members[$0]!.kind) }
+            self.members = JSONWriter.sorted(members.keys).map { (JSONWriter.key($0), members[$0]!.column, members[$0]!.kind) }
         }
 
         /// The plan for schema `version` of an entity.
@@ -115,7 +116,7 @@ public enum RowShaping {
 
         /// ``shape(_:)`` written as a JSON object, keys sorted, without building it first, for a
         /// row whose layout's ``positions(in:)`` are known.
-        func write(_ row: StoredRow, positions: [Int?], into json: inout JSONBytes) {
+        func write(_ row: StoredRow, positions: [Int?], into json: inout JSONWriter) {
             json.append(0x7B)
             var first = true
             for index in members.indices {

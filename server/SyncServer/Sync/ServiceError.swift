@@ -1,4 +1,5 @@
-public import Contracts
+public import ContractRuntime
+import Contracts
 public import SyncProtocol
 
 /// A refusal of a whole request, with the HTTP status it maps to and a stable error code.
@@ -9,7 +10,7 @@ public struct ServiceError: Error, Hashable, Sendable {
     /// Seconds, for 429.
     public var retryAfter: Int?
 
-    public init(status: Int, _ code: ErrorCode, _ message: String, details: Contracts.JSONValue? = nil, retryAfter: Int? = nil) {
+    public init(status: Int, _ code: ErrorCode, _ message: String, details: ContractRuntime.JSONValue? = nil, retryAfter: Int? = nil) {
         self.status = status
         self.detail = ErrorDetail(code: code, message: message, details: details)
         self.retryAfter = retryAfter

@@ -1,4 +1,3 @@
-package import Contracts
 package import Foundation
 
 /// Reads the JSON text of `json` and `list` columns (canonical JSON, see ``CanonicalJSON``)
@@ -10,7 +9,7 @@ package import Foundation
 /// pays for a thrown error at every miss, which made these columns the most expensive part of
 /// a pull page and of a device's reads. This reads the bytes once. Whole numbers that fit in 64 bits are `.int`, other
 /// numbers `.double`; anything that is not one whole JSON value is `nil`.
-package enum StoredJSON {
+package enum JSONParser {
     package static func parse(_ text: String) -> JSONValue? {
         var text = text
         return text.withUTF8(parse)

@@ -1,4 +1,3 @@
-package import Contracts
 package import Foundation
 
 /// Reads a JSON document that came from outside (a request body) in one pass, refusing what no
@@ -23,7 +22,7 @@ package enum BoundedJSON {
     /// The document's value.
     package static func parse(_ data: Data, maximumDepth: Int = defaultMaximumDepth) throws(Refusal) -> JSONValue {
         let result: Result<JSONValue, Refusal> = data.withUnsafeBytes { raw in
-            var parser = StoredJSON.Parser(bytes: raw.bindMemory(to: UInt8.self))
+            var parser = JSONParser.Parser(bytes: raw.bindMemory(to: UInt8.self))
             parser.maximumDepth = maximumDepth
             let value = parser.value(depth: 0)
             if parser.tooDeep { return .failure(.tooDeep(limit: maximumDepth)) }

@@ -1,4 +1,3 @@
-import Contracts
 import Foundation
 
 /// Decodes a generated type straight from a `JSONValue` tree, without printing it as JSON text
@@ -7,8 +6,8 @@ import Foundation
 ///
 /// Numbers follow `JSONDecoder`: an integer decodes as a floating-point value too, a
 /// floating-point value as an integer only when it is whole and in range.
-struct JSONValueDecoder {
-    static func decode<Value: Decodable>(_ type: Value.Type, from value: JSONValue) throws -> Value {
+package enum JSONTreeDecoder {
+    package static func decode<Value: Decodable>(_ type: Value.Type, from value: JSONValue) throws -> Value {
         try TreeDecoder(value, codingPath: []).decode(Value.self)
     }
 }

@@ -1,29 +1,28 @@
-import Contracts
 
-/// JSON text written straight into bytes, for the responses the server sends most (pull pages):
-/// no intermediate tree, no `JSONEncoder`. Object keys come out sorted by their UTF-8 bytes, as
-/// the server's `JSONEncoder` (`.sortedKeys`) writes them; `/` and non-ASCII characters are not
+/// JSON text written straight into bytes: the one writer behind ``CanonicalJSON`` and the
+/// responses the server sends most (pull pages), with no intermediate tree and no `JSONEncoder`.
+/// Object keys come out sorted by their UTF-8 bytes; `/` and non-ASCII characters are not
 /// escaped; whole doubles are written as integers and other doubles in Swift's shortest form
 /// that reads back to the same value (`0.7`, `1e+300`); a non-finite double (which JSON cannot
 /// hold, and no contract value can become) is `null`.
-struct JSONBytes {
-    private(set) var bytes: [UInt8] = []
+package struct JSONWriter {
+    package private(set) var bytes: [UInt8] = []
 
-    init(capacity: Int = 0) {
+    package init(capacity: Int = 0) {
         bytes.reserveCapacity(capacity)
     }
 
-    mutating func append(_ byte: UInt8) { bytes.append(byte) }
+    package mutating func append(_ byte: UInt8) { bytes.append(byte) }
 
-    mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
+    package mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
 
-    mutating func null() { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
+    package mutating func null() { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
 
-    mutating func bool(_ flag: Bool) {
+    package mutating func bool(_ flag: Bool) {
         bytes.append(contentsOf: flag ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65])
     }
 
-    mutating func int(_ number: Int64) {
+    package mutating func int(_ number: Int64) {
         if number >= 0, number < 10 {
             bytes.append(0x30 + UInt8(number))
             return
@@ -31,7 +30,7 @@ struct JSONBytes {
         bytes.append(contentsOf: String(number).utf8)
     }
 
-    mutating func double(_ number: Double) {
+    package mutating func double(_ number: Double) {
         guard number.isFinite else { return null() }
         if number == number.rounded(), abs(number) < 9.0e15 {
             int(Int64(number))
@@ -42,7 +41,7 @@ struct JSONBytes {
 
     /// `Timestamp(millisecondsSince1970: millis).iso8601` as a JSON string, written digit by
     /// digit instead of through the text (pull pages carry a few per row).
-    mutating func timestamp(_ millis: Int64) {
+    package mutating func timestamp(_ millis: Int64) {
         let (seconds, fraction) = Self.floorDivision(millis, 1000)
         let (days, secondOfDay) = Self.floorDivision(seconds, 86_400)
         let date = CalendarDate(daysSince1970: Int(days))
@@ -82,14 +81,14 @@ struct JSONBytes {
     }
 
     /// A member's `"key":` (made by ``key(_:)``), after a comma unless it is the object's first.
-    mutating func member(_ key: [UInt8], first: inout Bool) {
+    package mutating func member(_ key: [UInt8], first: inout Bool) {
         if !first { bytes.append(0x2C) }
         first = false
         bytes.append(contentsOf: key)
     }
 
     /// A quoted, escaped string.
-    mutating func string(_ text: String) {
+    package mutating func string(_ text: String) {
         bytes.append(0x22)
         var text = text
         text.withUTF8 { utf8 in
@@ -122,20 +121,20 @@ struct JSONBytes {
     }
 
     /// `"name":` as bytes, made once and appended before each value of that member.
-    static func key(_ name: String) -> [UInt8] {
-        var writer = JSONBytes()
+    package static func key(_ name: String) -> [UInt8] {
+        var writer = JSONWriter()
         writer.string(name)
         writer.append(0x3A)
         return writer.bytes
     }
 
     /// Names in the order an object's keys are written.
-    static func sorted(_ names: some Sequence<String>) -> [String] {
+    package static func sorted(_ names: some Sequence<String>) -> [String] {
         names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 
     /// `{"name":…,…}`, the names sorted, each member's value written by `value`.
-    mutating func object(_ names: some Sequence<String>, _ value: (String, inout JSONBytes) -> Void) {
+    package mutating func object(_ names: some Sequence<String>, _ value: (String, inout JSONWriter) -> Void) {
         bytes.append(0x7B)
         for (index, name) in Self.sorted(names).enumerated() {
             if index > 0 { bytes.append(0x2C) }
@@ -147,7 +146,7 @@ struct JSONBytes {
     }
 
     /// `[…]`, each element written by `element`.
-    mutating func array<Items: Sequence>(_ items: Items, _ element: (Items.Element, inout JSONBytes) -> Void) {
+    package mutating func array<Items: Sequence>(_ items: Items, _ element: (Items.Element, inout JSONWriter) -> Void) {
         bytes.append(0x5B)
         for (index, item) in items.enumerated() {
             if index > 0 { bytes.append(0x2C) }
@@ -156,7 +155,7 @@ struct JSONBytes {
         bytes.append(0x5D)
     }
 
-    mutating func value(_ value: JSONValue) {
+    package mutating func value(_ value: JSONValue) {
         switch value {
         case .null: null()
         case .bool(let flag): bool(flag)

@@ -1,0 +1,210 @@
+import Foundation
+
+/// Converts between a field's wire form (JSON) and its column value, following the field's
+/// contract type: the one place that knows how each type is checked and stored. The device's
+/// store, the server's storages and the PostgreSQL adapter all go through it, so a value is
+/// accepted, refused and stored the same way everywhere.
+///
+/// | kind | wire | column |
+/// | --- | --- | --- |
+/// | `id`, `string`, `date`, enum | text | text |
+/// | `uuid` | text | text, lowercased |
+/// | `int` | integer (a whole number written as `3.0` too) | integer |
+/// | `double` | finite number | real |
+/// | `bool` | `true`/`false` | integer 0/1 |
+/// | `timestamp` | ISO-8601 text | integer milliseconds |
+/// | `json`, `list<T>` | any / array | text, canonical JSON |
+/// | `bytes` | base64 text | blob |
+/// | `ref<E>` | as `E`'s primary key | as `E`'s primary key |
+public struct FieldCodec: Sendable {
+    /// How strictly values are checked.
+    public enum Mode: Sendable {
+        /// A write (on a device, or pushed to the server): every rule of the contract (enum
+        /// values, `max_length`, the length of ids, required fields). An unknown enum value is
+        /// refused: the fallback is for reading, not for storing what a writer did not say.
+        case write
+        /// A row the server sent: an unknown enum value becomes the contract's fallback, the
+        /// way the generated types decode it; lengths are the writer's business.
+        case read
+        /// A query filter's value: converted like a stored value, never refused for its length
+        /// or an enum value (a filter on a value nothing has matches nothing).
+        case query
+    }
+
+    /// The longest id (a field of type `id`, or a `ref` to one), in UTF-8 bytes: every device
+    /// reading the row stores and indexes it.
+    public static let maximumIDBytes = 256
+
+    /// Largest magnitude a whole `double` may have to be taken as an `int` (beyond it a
+    /// double no longer holds every whole number exactly).
+    static let exactWholeDoubleLimit = 9.0e15
+
+    private let primaryKeyKinds: [String: FieldKind]
+
+    /// A codec for the contracts of `entities`: a `ref` field is stored as its target's
+    /// primary key (an `id` when the target is not among them).
+    public init(entities: [EntityDescriptor]) {
+        primaryKeyKinds = Dictionary(
+            entities.map { entity in (entity.name, entity.field(named: entity.primaryKey)?.kind ?? .id) },
+            uniquingKeysWith: { first, _ in first }
+        )
+    }
+
+    /// A codec for every entity of a generated registry.
+    public init<Schema: ContractSchema>(_ schema: Schema.Type) {
+        self.init(entities: Schema.entities)
+    }
+
+    /// The kind a field's column holds: its own, or for a `ref` its target's primary key's.
+    public func columnKind(_ kind: FieldKind) -> FieldKind {
+        guard case .ref(let target) = kind else { return kind }
+        return primaryKeyKinds[target] ?? .id
+    }
+
+    // MARK: Wire → column
+
+    /// The column value for a field's wire value; throws when the value does not fit the type.
+    public func columnValue(_ value: JSONValue, for field: FieldDescriptor, mode: Mode = .write) throws(FieldValueError) -> ColumnValue {
+        if case .null = value {
+            guard field.isOptional else { throw FieldValueError(field: field.name, reason: "is required") }
+            return .null
+        }
+        return try columnValue(value, kind: field.kind, field: field, mode: mode)
+    }
+
+    private func columnValue(_ value: JSONValue, kind: FieldKind, field: FieldDescriptor, mode: Mode) throws(FieldValueError) -> ColumnValue {
+        func fail(_ reason: String) -> FieldValueError { FieldValueError(field: field.name, reason: reason) }
+        let checksLimits = mode == .write
+        switch kind {
+        case .id, .string:
+            guard case .string(let text) = value else { throw fail("must be text") }
+            if checksLimits, let limit = field.maxLength, text.count > limit {
+                throw fail("is longer than \(limit) characters")
+            }
+            if checksLimits, case .id = kind, text.utf8.count > Self.maximumIDBytes {
+                throw fail("is longer than \(Self.maximumIDBytes) bytes, the most an id may have")
+            }
+            return .text(text)
+        case .int:
+            switch value {
+            case .int(let number): return .integer(number)
+            case .double(let number) where number == number.rounded() && abs(number) < Self.exactWholeDoubleLimit:
+                return .integer(Int64(number))
+            default: throw fail("must be a whole number")
+            }
+        case .double:
+            switch value {
+            case .int(let number): return .real(Double(number))
+            case .double(let number) where number.isFinite: return .real(number)
+            default: throw fail("must be a finite number")
+            }
+        case .bool:
+            guard case .bool(let flag) = value else { throw fail("must be true or false") }
+            return .integer(flag ? 1 : 0)
+        case .timestamp:
+            guard case .string(let text) = value, let timestamp = Timestamp(iso8601: text) else {
+                throw fail("must be an ISO-8601 timestamp such as 2026-01-31T08:00:00.000Z")
+            }
+            return .integer(timestamp.millisecondsSince1970)
+        case .date:
+            guard case .string(let text) = value, let date = CalendarDate(text) else { throw fail("must be a date such as 2026-01-31") }
+            return .text(date.description)
+        case .uuid:
+            guard case .string(let text) = value, let uuid = Self.normalizedUUID(text) else { throw fail("must be a UUID") }
+            return .text(uuid)
+        case .json:
+            return .text(CanonicalJSON.text(value))
+        case .bytes:
+            guard case .string(let text) = value, let data = Data(base64Encoded: text) else { throw fail("must be base64 text") }
+            if checksLimits, let limit = field.maxLength, data.count > limit {
+                throw fail("is longer than \(limit) bytes")
+            }
+            return .blob(data)
+        case .enumeration(let values, let fallback):
+            let expected = "must be one of \(values.joined(separator: ", "))"
+            guard case .string(let text) = value else { throw fail(expected) }
+            if values.contains(text) || mode == .query { return .text(text) }
+            if mode == .read, let fallback { return .text(fallback) }
+            throw fail(expected)
+        case .list(let element):
+            guard case .array(let items) = value else { throw fail("must be a list") }
+            if checksLimits, let limit = field.maxLength, items.count > limit {
+                throw fail("has more than \(limit) items")
+            }
+            var normalized: [JSONValue] = []
+            normalized.reserveCapacity(items.count)
+            for item in items {
+                guard item != .null else { throw fail("must not contain null") }
+                let stored = try columnValue(item, kind: element, field: field, mode: mode)
+                normalized.append(wireValue(stored, kind: element))
+            }
+            return .text(CanonicalJSON.text(.array(normalized)))
+        case .ref:
+            return try columnValue(value, kind: columnKind(kind), field: field, mode: mode)
+        }
+    }
+
+    // MARK: Column → wire
+
+    /// The wire value of a field's stored column.
+    public func wireValue(_ value: ColumnValue, for field: FieldDescriptor) -> JSONValue {
+        wireValue(value, kind: field.kind)
+    }
+
+    /// The wire value of a stored column of `kind`.
+    public func wireValue(_ value: ColumnValue, kind: FieldKind) -> JSONValue {
+        switch (kind, value) {
+        case (_, .null): return .null
+        case (.int, .integer(let number)): return .int(number)
+        case (.int, .real(let number)):
+            // A REAL in an integer column (SQLite's type affinity allows it): whole values read
+            // back as the integers they are.
+            if number == number.rounded(), abs(number) < Self.exactWholeDoubleLimit { return .int(Int64(number)) }
+            return .double(number)
+        case (.double, .real(let number)): return .double(number)
+        case (.double, .integer(let number)): return .double(Double(number))
+        case (.bool, .integer(let number)): return .bool(number != 0)
+        case (.timestamp, .integer(let millis)): return .string(Timestamp(millisecondsSince1970: millis).iso8601)
+        case (.json, .text(let text)), (.list, .text(let text)): return JSONParser.parse(text) ?? .null
+        case (.bytes, .blob(let data)): return .string(data.base64EncodedString())
+        case (.ref, _): return wireValue(value, kind: columnKind(kind))
+        case (_, .text(let text)): return .string(text)
+        case (_, .integer(let number)): return .int(number)
+        case (_, .real(let number)): return .double(number)
+        case (_, .blob(let data)): return .string(data.base64EncodedString())
+        }
+    }
+
+    // MARK: Keys
+
+    /// The text form of a primary key (ids as they are, UUIDs lowercased, integers in decimal),
+    /// the same as the generated `contractPrimaryKey`.
+    public func keyText(_ value: JSONValue, kind: FieldKind) -> String? {
+        switch (kind, value) {
+        case (.uuid, .string(let text)): return Self.normalizedUUID(text) ?? text
+        case (.ref, _): return keyText(value, kind: columnKind(kind))
+        case (_, .string(let text)): return text
+        case (_, .int(let number)): return String(number)
+        default: return nil
+        }
+    }
+
+    /// A UUID's text in the stored form (lowercase, hyphenated), or `nil` when it is not a UUID.
+    /// Text already in that form (what servers send) is taken as it is, without parsing it into
+    /// a `UUID` and printing it again.
+    public static func normalizedUUID(_ text: String) -> String? {
+        var text = text
+        let canonical = text.withUTF8 { bytes in
+            guard bytes.count == 36 else { return false }
+            for (index, byte) in bytes.enumerated() {
+                switch index {
+                case 8, 13, 18, 23: guard byte == UInt8(ascii: "-") else { return false }
+                default: guard (0x30...0x39).contains(byte) || (0x61...0x66).contains(byte) else { return false }
+                }
+            }
+            return true
+        }
+        if canonical { return text }
+        return UUID(uuidString: text)?.uuidString.lowercased()
+    }
+}

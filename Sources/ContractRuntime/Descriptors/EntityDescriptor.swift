@@ -1,0 +1,73 @@
+/// Everything client and server need to know about an entity, read instead of hard-coded.
+public struct EntityDescriptor: Hashable, Sendable {
+    public var name: String
+    public var swiftName: String
+    public var summary: String
+    public var table: String
+    public var scope: String
+    public var direction: SyncDirection
+    public var conflict: ConflictPolicy
+    public var tombstones: Bool
+    /// How long a device keeps synced rows, in seconds; `nil` for as long as they exist.
+    public var retentionSeconds: Int?
+    public var priority: SyncPriority
+    public var currentVersion: Int
+    public var oldestSupported: Int
+    public var primaryKey: String
+    public var versionField: String?
+    /// Synced fields, in contract order.
+    public var fields: [FieldDescriptor]
+    /// Client-only fields.
+    public var localFields: [FieldDescriptor]
+    public var relations: [RelationDescriptor]
+    public var indexes: [IndexDescriptor]
+    /// For every supported schema version, the fields a device at that version knows, from the
+    /// contract's released history: what the server sends an older device, under which names.
+    public var knownFieldsByVersion: [Int: [KnownField]]
+    /// Fields only the server holds (`server_only`): in its table, never in ``fields``, a DTO,
+    /// a device's table, a pull page or a content answer.
+    public var serverOnlyFields: [FieldDescriptor]
+
+    public init(
+        name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
+        conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?, priority: SyncPriority, currentVersion: Int,
+        oldestSupported: Int, primaryKey: String, versionField: String?, fields: [FieldDescriptor],
+        localFields: [FieldDescriptor], relations: [RelationDescriptor], indexes: [IndexDescriptor],
+        knownFieldsByVersion: [Int: [KnownField]] = [:], serverOnlyFields: [FieldDescriptor] = []
+    ) {
+        self.knownFieldsByVersion = knownFieldsByVersion
+        self.serverOnlyFields = serverOnlyFields
+        self.name = name
+        self.swiftName = swiftName
+        self.summary = summary
+        self.table = table
+        self.scope = scope
+        self.direction = direction
+        self.conflict = conflict
+        self.tombstones = tombstones
+        self.retentionSeconds = retentionSeconds
+        self.priority = priority
+        self.currentVersion = currentVersion
+        self.oldestSupported = oldestSupported
+        self.primaryKey = primaryKey
+        self.versionField = versionField
+        self.fields = fields
+        self.localFields = localFields
+        self.relations = relations
+        self.indexes = indexes
+    }
+
+    public func field(named name: String) -> FieldDescriptor? {
+        fields.first { $0.name == name } ?? localFields.first { $0.name == name }
+    }
+
+    /// Whether a device at `version` can sync this entity.
+    public func support(forSchemaVersion version: Int) -> SchemaSupport {
+        version < oldestSupported ? .tooOld : version > currentVersion ? .tooNew : .supported
+    }
+
+    /// The fields a device at `version` knows, or `nil` when that version is not supported.
+    public func knownFields(forSchemaVersion version: Int) -> [KnownField]? {
+        support(forSchemaVersion: version) == .supported ? knownFieldsByVersion[version] : nil
+    }
+}

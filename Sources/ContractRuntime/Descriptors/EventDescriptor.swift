@@ -1,0 +1,47 @@
+/// Everything client and server need to know about an event.
+public struct EventDescriptor: Hashable, Sendable {
+    public var name: String
+    public var swiftName: String
+    public var summary: String
+    public var table: String
+    public var scope: String
+    public var direction: SyncDirection
+    public var currentVersion: Int
+    public var oldestSupported: Int
+    /// The entity the server folds this event into, if any.
+    public var appliesTo: String?
+    public var fields: [FieldDescriptor]
+    /// For every supported schema version, the fields a device at that version sends, and the
+    /// current field each one maps to.
+    public var knownFieldsByVersion: [Int: [KnownField]]
+
+    public init(
+        name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
+        currentVersion: Int, oldestSupported: Int, appliesTo: String?, fields: [FieldDescriptor],
+        knownFieldsByVersion: [Int: [KnownField]] = [:]
+    ) {
+        self.knownFieldsByVersion = knownFieldsByVersion
+        self.name = name
+        self.swiftName = swiftName
+        self.summary = summary
+        self.table = table
+        self.scope = scope
+        self.direction = direction
+        self.currentVersion = currentVersion
+        self.oldestSupported = oldestSupported
+        self.appliesTo = appliesTo
+        self.fields = fields
+    }
+
+    public func field(named name: String) -> FieldDescriptor? { fields.first { $0.name == name } }
+
+    /// Whether a device at `version` can send this event.
+    public func support(forSchemaVersion version: Int) -> SchemaSupport {
+        version < oldestSupported ? .tooOld : version > currentVersion ? .tooNew : .supported
+    }
+
+    /// The fields a device at `version` sends, or `nil` when that version is not supported.
+    public func knownFields(forSchemaVersion version: Int) -> [KnownField]? {
+        support(forSchemaVersion: version) == .supported ? knownFieldsByVersion[version] : nil
+    }
+}

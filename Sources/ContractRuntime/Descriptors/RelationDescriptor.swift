@@ -1,0 +1,19 @@
+/// A relation between two entities.
+public struct RelationDescriptor: Hashable, Sendable {
+    public enum Kind: String, Hashable, Sendable {
+        case hasMany = "has_many"
+        case belongsTo = "belongs_to"
+    }
+
+    public var name: String
+    public var kind: Kind
+    public var target: String
+    public var foreignKey: String
+
+    public init(name: String, kind: Kind, target: String, foreignKey: String) {
+        self.name = name
+        self.kind = kind
+        self.target = target
+        self.foreignKey = foreignKey
+    }
+}

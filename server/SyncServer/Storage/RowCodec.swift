@@ -1,0 +1,33 @@
+public import ContractRuntime
+import Contracts
+
+/// The server's binding of the contract runtime's ``FieldCodec`` to this project's contracts:
+/// values pushed to the server are checked as writes (every rule of the contract), and stored
+/// columns become wire values for pull pages, reducers and conflict answers.
+public enum RowCodec {
+    /// The codec for every contract of the generated registry.
+    static let codec = FieldCodec(ContractRegistry.self)
+
+    /// The longest id, in UTF-8 bytes (``FieldCodec/maximumIDBytes``).
+    public static let maximumIDBytes = FieldCodec.maximumIDBytes
+
+    /// The column value for a field's wire value, checked as a write; throws when the value
+    /// does not fit the field.
+    public static func columnValue(_ value: JSONValue, for field: FieldDescriptor) throws(FieldValueError) -> ColumnValue {
+        try codec.columnValue(value, for: field, mode: .write)
+    }
+
+    /// The wire value of a stored column.
+    public static func wireValue(_ value: ColumnValue, for field: FieldDescriptor) -> JSONValue {
+        codec.wireValue(value, for: field)
+    }
+
+    static func wireValue(_ value: ColumnValue, kind: FieldKind) -> JSONValue {
+        codec.wireValue(value, kind: kind)
+    }
+
+    /// The kind a field's column holds (a `ref`'s target's primary key's).
+    static func columnKind(_ kind: FieldKind) -> FieldKind {
+        codec.columnKind(kind)
+    }
+}

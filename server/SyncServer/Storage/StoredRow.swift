@@ -1,0 +1,108 @@
+public import ContractRuntime
+
+/// A row of a contract table: column name → value, including the sync metadata columns.
+///
+/// The values are kept by position, with the column names in a ``StoredRow/Layout`` that every
+/// row read by the same query shares: reading a page of rows does not hash each column name of
+/// each row into a dictionary of its own, and code that reads many rows of one layout (a pull
+/// page written as JSON) finds each column's position once, not once per row.
+public struct StoredRow: Hashable, Sendable {
+    /// Column names by position, and each name's position.
+    ///
+    /// Immutable once shared: a row that gains a column copies its layout first unless it holds
+    /// the only reference (a row being built column by column).
+    package final class Layout: @unchecked Sendable {
+        package private(set) var names: [String]
+        private(set) var positions: [String: Int]
+
+        package init(_ names: [String]) {
+            self.names = names
+            var positions: [String: Int] = [:]
+            positions.reserveCapacity(names.count)
+            for (position, name) in names.enumerated() { positions[name] = position }
+            self.positions = positions
+        }
+
+        package func position(of column: String) -> Int? {
+            positions[column]
+        }
+
+        fileprivate func append(_ column: String) -> Int {
+            names.append(column)
+            positions[column] = names.count - 1
+            return names.count - 1
+        }
+
+        fileprivate func copy() -> Layout {
+            Layout(names)
+        }
+    }
+
+    package private(set) var layout: Layout
+    private var values: [ColumnValue]
+
+    public init(_ columns: [String: ColumnValue] = [:]) {
+        let names = Array(columns.keys)
+        layout = Layout(names)
+        values = names.map { columns[$0]! }
+    }
+
+    /// A row read by a query whose columns `layout` names, `values` in the same order.
+    package init(layout: Layout, values: [ColumnValue]) {
+        precondition(values.count == layout.names.count, "a stored row needs one value per column of its layout")
+        self.layout = layout
+        self.values = values
+    }
+
+    /// Every column with its value.
+    public var columns: [String: ColumnValue] {
+        get {
+            var columns: [String: ColumnValue] = [:]
+            columns.reserveCapacity(values.count)
+            for (position, name) in layout.names.enumerated() { columns[name] = values[position] }
+            return columns
+        }
+        set { self = StoredRow(newValue) }
+    }
+
+    /// The value of `column`; `.null` for a column the row does not have.
+    public subscript(_ column: String) -> ColumnValue {
+        get { layout.position(of: column).map { values[$0] } ?? .null }
+        set {
+            if let position = layout.position(of: column) {
+                values[position] = newValue
+                return
+            }
+            if !isKnownUniquelyReferenced(&layout) { layout = layout.copy() }
+            _ = layout.append(column)
+            values.append(newValue)
+        }
+    }
+
+    /// The names of the row's columns, in its layout's order.
+    package var columnNames: [String] { layout.names }
+
+    /// The value at `position` of the row's ``layout``.
+    package func value(at position: Int) -> ColumnValue {
+        values[position]
+    }
+
+    public func integer(_ column: String) -> Int64? {
+        if case .integer(let value) = self[column] { return value }
+        return nil
+    }
+
+    public func text(_ column: String) -> String? {
+        if case .text(let value) = self[column] { return value }
+        return nil
+    }
+
+    public static func == (left: StoredRow, right: StoredRow) -> Bool {
+        if left.layout === right.layout { return left.values == right.values }
+        return left.columns == right.columns
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(columns)
+    }
+}
