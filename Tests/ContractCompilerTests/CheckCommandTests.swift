@@ -43,6 +43,24 @@ struct CheckCommandTests {
         #expect(run.stdout == "4 contracts are compatible with contracts/contracts.lock (4 with released versions).\n")
     }
 
+    @Test("a new optional field with only the version bumped passes check, and lock records it as new in that version")
+    func newOptionalFieldNeedsNoSince() throws {
+        let root = try Self.prepare(swap: false)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let widget = root.appendingPathComponent("contracts/entities/widget.yaml")
+        var text = try String(contentsOf: widget, encoding: .utf8)
+        text = text.replacingOccurrences(of: "version: 1\n", with: "version: 2\n")
+        text += "  nickname: string?\n"
+        try text.write(to: widget, atomically: true, encoding: .utf8)
+        let check = try CommandLineTests.run(["check"], in: root)
+        #expect(check.status == 0, "\(check.stderr)")
+        #expect(check.stdout == "4 contracts are compatible with contracts/contracts.lock (4 with released versions).\n")
+        let lock = try CommandLineTests.run(["lock"], in: root)
+        #expect(lock.status == 0, "\(lock.stderr)")
+        let lockText = try String(contentsOf: root.appendingPathComponent("contracts/contracts.lock"), encoding: .utf8)
+        #expect(lockText.contains("nickname: { type: string?, since: 2 }"), "\(lockText)")
+    }
+
     @Test("text output: one located diagnostic per breaking change, allowances on stdout, exit 1")
     func textGolden() throws {
         let root = try Self.prepare()

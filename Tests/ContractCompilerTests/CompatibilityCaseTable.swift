@@ -234,6 +234,10 @@ enum CompatibilityCaseTable {
         .step("default changed", "full", old: ["a: { type: int, default: 1 }"], new: ["a: { type: int, default: 2 }"], expect: .defaultChanged),
         .step("default removed", "full", old: ["a: { type: int, default: 1 }"], new: ["a: int"], expect: .defaultChanged),
         .step("default added", "full", old: ["a: int"], new: ["a: { type: int, default: 1 }"]),
+        .step("optional field drops default: null (null and no default read the same)", "full",
+            old: ["a: { type: int?, default: null }"], new: ["a: int?"]),
+        .step("optional field's default: null becomes a value", "full",
+            old: ["a: { type: int?, default: null }"], new: ["a: { type: int?, default: 3 }"], expect: .defaultChanged),
         .step("enum default changed", "full", old: ["c: { type: enum, values: [x, y], default: x }"],
             new: ["c: { type: enum, values: [x, y], default: y }"], expect: .defaultChanged),
         .step("max_length reduced", "backward", old: ["a: { type: string, max_length: 100 }"], new: ["a: { type: string, max_length: 50 }"],
@@ -259,9 +263,17 @@ enum CompatibilityCaseTable {
             V(version: 1, fields: ["a: int", "b: int?"]),
             V(version: 2, fields: ["a: int", #"b: { type: int?, deprecated: "use a" }"#]),
         ], then: V(version: 3, fields: ["a: int"], oldest: 2)),
-        .versions("field removed after deprecation, but oldest_supported still below it", "full", [
+        .versions("deprecated optional field removed while oldest_supported is below it: old devices read null", "full", [
             V(version: 1, fields: ["a: int", "b: int?"]),
             V(version: 2, fields: ["a: int", #"b: { type: int?, deprecated: "use a" }"#]),
+        ], then: V(version: 3, fields: ["a: int"])),
+        .versions("deprecated field with a default removed while oldest_supported is below it: old devices read the default", "full", [
+            V(version: 1, fields: ["a: int", "b: { type: int, default: 0 }"]),
+            V(version: 2, fields: ["a: int", #"b: { type: int, default: 0, deprecated: "use a" }"#]),
+        ], then: V(version: 3, fields: ["a: int"])),
+        .versions("deprecated field required in a supported version removed: that version cannot decode rows without it", "full", [
+            V(version: 1, fields: ["a: int", "b: int"]),
+            V(version: 2, fields: ["a: int", #"b: { type: int, deprecated: "use a" }"#]),
         ], then: V(version: 3, fields: ["a: int"]), expect: .fieldRemoved),
         .versions("deprecated required field with a default removed once outside the window", "full", [
             V(version: 1, fields: ["a: int", "b: { type: int, default: 0 }"]),
@@ -293,9 +305,9 @@ enum CompatibilityCaseTable {
         // old field unmatched (removed, in forward).
         .step("renamed_from with a typo", "full", old: ["position: { type: int, default: 0 }"],
             new: ["sort_index: { type: int, default: 0, renamed_from: { name: positon, version: 2 } }"],
-            expect: .renamedFromUnknown, .sinceRewritten, .fieldRemoved),
+            expect: .renamedFromUnknown, .fieldRemoved),
         .step("renamed_from naming a field that never existed", "backward", old: ["a: int"],
-            new: ["a: int", "note: { type: string?, renamed_from: { name: memo, version: 2 } }"], expect: .renamedFromUnknown, .sinceRewritten),
+            new: ["a: int", "note: { type: string?, renamed_from: { name: memo, version: 2 } }"], expect: .renamedFromUnknown),
     ]
 
     // MARK: since
@@ -304,10 +316,16 @@ enum CompatibilityCaseTable {
         .versions("since of a field added in 2 rewritten to 1", "backward", [
             V(version: 1, fields: ["a: int"]),
             V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
-        ], then: V(version: 3, fields: ["a: int", "b: int?"]), expect: .sinceRewritten),
+        ], then: V(version: 3, fields: ["a: int", "b: { type: int?, since: 1 }"]), expect: .sinceRewritten),
+        .versions("a field released in 2 keeps since 2 without writing it", "full", [
+            V(version: 1, fields: ["a: int"]),
+            V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
+        ], then: V(version: 3, fields: ["a: int", "b: int?"])),
         .step("since of a field from version 1 raised to 2", "full", old: ["a: int"], new: ["a: { type: int, since: 2 }"], expect: .sinceRewritten),
-        .step("new field without since", "full", old: ["a: int"], new: ["a: int", "b: int?"], expect: .sinceRewritten),
-        .step("new field without since", "none", old: ["a: int"], new: ["a: int", "b: int?"], expect: .sinceRewritten),
+        .step("new optional field without since: the lock knows it is new in 2", "full", old: ["a: int"], new: ["a: int", "b: int?"]),
+        .step("new optional field without since", "none", old: ["a: int"], new: ["a: int", "b: int?"]),
+        .step("new field with a since that disagrees with the lock", "full", old: ["a: int"], new: ["a: int", "b: { type: int?, since: 1 }"],
+            expect: .sinceRewritten),
         .versions("sinces that match the history", "full", [
             V(version: 1, fields: ["a: int"]),
             V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),

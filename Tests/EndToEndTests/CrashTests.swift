@@ -12,7 +12,7 @@ import Testing
     import Darwin
 #endif
 
-/// The crash suite (DESIGN §8): the real `sync-server` and `sync-device` processes killed with
+/// The crash suite: the real `sync-server` and `sync-device` processes killed with
 /// SIGKILL at the worst moments, many times at seeded random points, then restarted and synced
 /// to the end. Afterwards every change a device recorded is on the server exactly once (its
 /// ledger and its audit log), no pulled page is half-applied, downloaded files match their

@@ -125,7 +125,7 @@ struct CacheManagementTests {
         #expect(try store.count(Lesson.self) == 0 && store.count(Asset.self) == 0)
     }
 
-    @Test("over budget, units are evicted in DESIGN §6's order; units with unsynced writes never are")
+    @Test("over budget, units are evicted in docs/client.md's eviction order; units with unsynced writes never are")
     func evictionOrder() async throws {
         _ = try await downloadUnit("expired", day: 0)
         _ = try await downloadUnit("completed-old", day: 0)

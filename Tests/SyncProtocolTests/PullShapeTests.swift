@@ -4,7 +4,7 @@ import Foundation
 import SyncProtocol
 import Testing
 
-/// `GET /sync/v1/pull`: the exact JSON of one page (DESIGN §5).
+/// `GET /sync/v1/pull`: the exact JSON of one page (docs/openapi.yaml).
 @Suite("Pull wire shape")
 struct PullShapeTests {
     static let cursor = SyncCursor(scopeKey: "progress:user:u-1", sequence: 42).encoded

@@ -5,7 +5,7 @@ import SyncProtocol
 import Testing
 
 /// `POST /sync/v1/push`: the exact JSON of the request, its mutations and the response
-/// (DESIGN §5). Every literal here is what goes over the wire; a key renamed in Swift must not
+/// (docs/openapi.yaml). Every literal here is what goes over the wire; a key renamed in Swift must not
 /// change it.
 @Suite("Push wire shape")
 struct PushShapeTests {
@@ -37,7 +37,7 @@ struct PushShapeTests {
         occurredAt: occurredAt, hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
     )
 
-    @Test("A mutation with every field uses exactly the DESIGN §5 snake_case keys")
+    @Test("A mutation with every field uses exactly the snake_case keys of docs/openapi.yaml")
     func mutationWithEveryField() throws {
         try expectWireShape(Self.fullMutation, is: Self.fullMutationJSON)
         #expect(
@@ -313,7 +313,7 @@ struct PushShapeTests {
         )
     }
 
-    @Test("A result with every field uses exactly the DESIGN §5 keys")
+    @Test("A result with every field uses exactly the keys of docs/openapi.yaml")
     func resultWithEveryField() throws {
         let result = MutationResult(
             seq: 6, clientMutationId: "01JHV3Q6W8X2Z9K4M7N5P0R1S6", status: .conflicted, serverVersion: 4,

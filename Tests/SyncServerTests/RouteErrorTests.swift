@@ -8,7 +8,7 @@ import Testing
 
 @testable import SyncServer
 
-/// Every whole-request error of DESIGN §5, through the router: the status, the JSON body with
+/// Every whole-request error of docs/openapi.yaml, through the router: the status, the JSON body with
 /// its stable code, the headers it needs, and that nothing was written.
 @Suite("Routes: errors")
 struct RouteErrorTests {

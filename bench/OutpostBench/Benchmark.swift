@@ -1,6 +1,6 @@
 import Foundation
 
-/// One named benchmark of `outpost-bench`. Each quality bar of DESIGN §8 becomes one of these;
+/// One named benchmark of `outpost-bench`. Each quality bar of docs/PERFORMANCE.md becomes one of these;
 /// add a new one to ``Benchmarks/all`` and it can be run alone with `outpost-bench NAME`.
 struct Benchmark: Sendable {
     /// The name on the command line, lower case (`codegen`, later `sync`, `storage`, ...).

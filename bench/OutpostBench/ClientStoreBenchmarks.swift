@@ -5,7 +5,7 @@ import GRDB
 import SyncClient
 import SyncProtocol
 
-/// Issue 5's client figures, on real SQLite files in a temporary folder.
+/// The client store's figures, on real SQLite files in a temporary folder.
 enum ClientStoreBenchmarks {
     static let seed: UInt64 = 0x636c_6965_6e74_2d62
 

@@ -1,7 +1,7 @@
 import ContractCompiler
 import Foundation
 
-/// DESIGN §8: "`contractc generate` on 200 contracts: under 1 s".
+/// The quality bar (docs/PERFORMANCE.md): "`contractc generate` on 200 contracts: under 1 s".
 ///
 /// Synthesizes 200 realistic contracts (seeded), checks they are valid, then measures in one run:
 /// the real `contractc generate` as a child process writing its output (the bar), the same

@@ -6,7 +6,7 @@ import SyncClient
 import SyncProtocol
 import SyncServer
 
-/// DESIGN §8: "initial sync of 100 000 rows over loopback HTTP, server to a fresh device: under
+/// The quality bar (docs/PERFORMANCE.md): "initial sync of 100 000 rows over loopback HTTP, server to a fresh device: under
 /// 2 s; peak memory flat in the row count".
 ///
 /// For each size (10 000, 100 000 and 1 000 000 rows) a server data folder is seeded with a

@@ -8,7 +8,7 @@ import SyncServer
     import FoundationNetworking
 #endif
 
-/// The server on PostgreSQL beside SQLite (issue 7), in the same run:
+/// The server on PostgreSQL beside SQLite, in the same run:
 ///
 /// 1. **Push ingestion in process**: the `push-ingestion` workload, shortened (4 devices × 5
 ///    pushes of 500 Statement creates, each device its own user scope), through ``PushService``

@@ -4,7 +4,7 @@ import Foundation
 import SyncProtocol
 import SyncServer
 
-/// DESIGN §8: "gzip on pull pages: at least 70 % smaller".
+/// The quality bar (docs/PERFORMANCE.md): "gzip on pull pages: at least 70 % smaller".
 ///
 /// Two kinds of page of 1 000 rows, each pulled from a fresh server (``SQLiteStorage`` in a
 /// temporary folder), both judged:

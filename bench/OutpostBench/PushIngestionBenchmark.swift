@@ -5,7 +5,7 @@ import GRDB
 import SyncProtocol
 import SyncServer
 
-/// DESIGN §8: "push ingestion on the SQLite server: at least 20 000 mutations/s in batches of
+/// The quality bar (docs/PERFORMANCE.md): "push ingestion on the SQLite server: at least 20 000 mutations/s in batches of
 /// 500, exactly once".
 ///
 /// Four devices (four learners) each push 10 000 `Statement` creates (append-only, `user`

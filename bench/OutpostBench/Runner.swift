@@ -112,7 +112,7 @@ struct Runner {
         usage: outpost-bench [--list] [NAME ...]
 
         Runs the named benchmarks (all of them when none is named) and prints their figures
-        and a PASS/FAIL verdict against the quality bars of DESIGN §8. Build with
+        and a PASS/FAIL verdict against the quality bars in docs/PERFORMANCE.md. Build with
         `swift build -c release --product outpost-bench --product contractc` (or run `make bench`).
 
         benchmarks: \(benchmarks.map(\.name).joined(separator: ", "))

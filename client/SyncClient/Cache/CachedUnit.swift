@@ -62,7 +62,7 @@ public struct CacheTotals: Hashable, Sendable {
     public var databaseBytes: Int64
 }
 
-/// How many bytes of asset files the device keeps, and the ages of DESIGN §6's eviction
+/// How many bytes of asset files the device keeps, and the ages of docs/client.md's eviction
 /// order: expired units first, then completed ones not opened for ``completedUnopenedAge``,
 /// then never-opened ones older than ``neverOpenedAge``, then the least recently used. Units
 /// with unsynced writes are never evicted.

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 
-/// The cache budget (DESIGN §6): when asset files take more than the budget, whole units are
+/// The cache budget (docs/client.md, "Cache management"): when asset files take more than the budget, whole units are
 /// evicted (rows, records and files, like ``OfflineStore/deleteCachedUnit(id:)``) in this
 /// order until they fit:
 ///

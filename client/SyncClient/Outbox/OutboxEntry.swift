@@ -4,7 +4,7 @@ public import Foundation
 import GRDB
 public import SyncProtocol
 
-/// Where an outbox entry is in its life (DESIGN §6): `pending → sending → done`, or
+/// Where an outbox entry is in its life (docs/client.md): `pending → sending → done`, or
 /// `→ waiting` (retry at ``OutboxEntry/nextAttemptAt``), `→ conflicted` (kept for the app to
 /// resolve), `→ failed` (refused for good: kept, visible, retryable or discardable), or
 /// `quarantined` (its HMAC or seal did not verify: never sent).

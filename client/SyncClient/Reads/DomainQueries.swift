@@ -56,7 +56,7 @@ public struct UnitSummary: Hashable, Sendable {
     }
 }
 
-/// The queries of the sample apps (issue 5): the learning app's units and attempts, the
+/// The queries of the sample apps: the learning app's units and attempts, the
 /// field-ops app's tasks and incidents. Tables and relations come from the contract registry;
 /// filters use the generated `Change` types, so a renamed field fails to compile.
 extension StoreReader {

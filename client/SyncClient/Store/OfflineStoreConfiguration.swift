@@ -56,7 +56,7 @@ public struct OfflineStoreConfiguration: Sendable {
     }
 }
 
-/// How long writes may wait for the server (DESIGN §6 "Retention").
+/// How long writes may wait for the server (docs/client.md).
 public struct RetentionPolicy: Hashable, Sendable {
     /// Unsynced writes older than this raise ``RetentionState/syncNeeded(since:)``.
     public var syncNeededAfter: TimeInterval

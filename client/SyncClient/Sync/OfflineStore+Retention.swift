@@ -4,7 +4,7 @@ public import SyncProtocol
 import ContractRuntime
 import Contracts
 
-/// Retention (DESIGN §6): unsynced writes older than ``RetentionPolicy/syncNeededAfter`` raise
+/// Retention (docs/client.md): unsynced writes older than ``RetentionPolicy/syncNeededAfter`` raise
 /// "sync needed"; older than ``RetentionPolicy/readOnlyAfter`` the store refuses new writes until
 /// a sync succeeds. Nothing is ever discarded.
 ///

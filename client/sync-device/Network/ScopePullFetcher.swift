@@ -4,7 +4,7 @@ import Foundation
 import SyncClient
 import SyncProtocol
 
-/// The read-through of the device (DESIGN §6: "when nothing is cached and the device is online:
+/// The read-through of the device (docs/client.md: "when nothing is cached and the device is online:
 /// one fetch, stored, then returned"): pulls the scope that holds the requested contract, from
 /// the device's cursor on, exactly as a sync would, without pushing anything.
 ///

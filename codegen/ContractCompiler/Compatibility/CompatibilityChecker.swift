@@ -189,7 +189,9 @@ package struct CompatibilityChecker {
             compareTypes(previous, field, in: new, against: against, note: note, backward: backward, forward: forward, seen: &seen)
             // After an incompatible type change, a different default or length is a consequence, not news.
             if Self.wireRelation(from: previous.type.type, to: field.type.type) == .incompatible { continue }
-            if backward, let oldDefault = previous.defaultValue, !Self.sameValue(oldDefault, field.defaultValue) {
+            // An optional field's `default: null` and no default read the same: not a change.
+            let nullDefaultDropped = previous.defaultValue == .null && field.defaultValue == nil && field.type.isOptional
+            if backward, let oldDefault = previous.defaultValue, !Self.sameValue(oldDefault, field.defaultValue), !nullDefaultDropped {
                 once(&seen, .defaultChanged, field.name) {
                     report(.defaultChanged,
                         field.defaultValue == nil
@@ -209,12 +211,14 @@ package struct CompatibilityChecker {
         }
         guard forward else { return }
         for previous in old.fields where !matched.contains(previous.name) {
-            // Removal is safe once the field was deprecated in a version no supported device is below.
+            // A deprecated field may go once no supported device would misread a row without it:
+            // a version that has it optional, or with a default, reads its absence as null or the
+            // default (as Avro's readers do); one that requires it without a default cannot
+            // decode the row until oldest_supported passes that version.
             let deprecatedIn = released[new.name]?.first { $0.contract.field(named: previous.name)?.deprecated != nil }?.version
             let windowPassed = deprecatedIn.map { $0 <= new.oldestSupported } ?? false
-            // Even then, a version that requires the field without a default cannot decode rows without it.
             let tolerated = previous.type.isOptional || previous.defaultValue != nil
-            if windowPassed && tolerated { continue }
+            if deprecatedIn != nil && tolerated { continue }
             once(&seen, .fieldRemoved, previous.name) {
                 let help: String
                 if windowPassed {

@@ -368,6 +368,31 @@ public struct ContractSet: Hashable, Sendable {
         self.contracts = contracts.sorted { $0.name < $1.name }
     }
 
+    /// The set with the `since` of every field that leaves it out taken from the released
+    /// history: the first version of the contract that has the field (under its name, or the
+    /// name it was renamed from), or the contract's current version for a field no released
+    /// version has. A contract without released versions keeps `since: 1` for every field.
+    /// A `since` the author wrote is kept as written, and checked against the history.
+    public func resolvingSince(history: [String: [Contract]]) -> ContractSet {
+        var resolved = self
+        resolved.contracts = contracts.map { contract in
+            guard let released = history[contract.name], !released.isEmpty else { return contract }
+            var contract = contract
+            for index in contract.fields.indices where contract.fields[index].sinceLocation == nil {
+                let field = contract.fields[index]
+                let names = [field.name] + (field.renamedFrom.map { [$0.name] } ?? [])
+                let holder = released.last { version in names.contains { version.field(named: $0) != nil } }
+                if let holder, let known = names.lazy.compactMap({ holder.field(named: $0) }).first {
+                    contract.fields[index].since = known.since
+                } else {
+                    contract.fields[index].since = contract.version
+                }
+            }
+            return contract
+        }
+        return resolved
+    }
+
     public var entities: [Contract] { contracts.filter { $0.kind == .entity } }
     public var events: [Contract] { contracts.filter { $0.kind == .event } }
     public func contract(named name: String) -> Contract? { contracts.first { $0.name == name } }

@@ -27,6 +27,7 @@ extension ContractCompiler {
         guard let lock = LockFile.read(path: lockPath, diagnostics: &diagnostics) else {
             return CheckResult(diagnostics: diagnostics, allowancesInForce: [], releasedContracts: 0)
         }
+        let set = set.resolvingSince(history: lock.history)
         var checker = CompatibilityChecker(set: set, lock: lock)
         checker.run()
         diagnostics.append(contentsOf: checker.diagnostics)
@@ -38,6 +39,7 @@ extension ContractCompiler {
 
     /// Checks the contracts against the contracts of another folder (for example a git revision's).
     public static func check(_ set: ContractSet, against previous: ContractSet) -> CheckResult {
+        let set = set.resolvingSince(history: Dictionary(uniqueKeysWithValues: previous.contracts.map { ($0.name, [$0]) }))
         var checker = CompatibilityChecker(set: set, previous: previous)
         checker.run()
         return CheckResult(
@@ -100,6 +102,7 @@ extension ContractCompiler {
         guard !diagnostics.hasErrors, var lock = LockFile.read(path: lockPath, diagnostics: &diagnostics) else {
             return (nil, diagnostics)
         }
+        let set = set.resolvingSince(history: lock.history)
         var added: [String] = []
         for contract in set.contracts {
             var entries = lock.contracts[contract.name] ?? []

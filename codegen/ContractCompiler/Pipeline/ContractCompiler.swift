@@ -70,6 +70,7 @@ public enum ContractCompiler {
     /// - Parameter history: released versions per contract (from the lock), so migrations walk
     ///   from each released version to the next.
     public static func generate(_ set: ContractSet, history: [String: [Contract]] = [:]) -> [GeneratedFile] {
+        let set = set.resolvingSince(history: history)
         let dto = DTOGenerator(set: set)
         let contractCount = "\(set.contracts.count) contract\(set.contracts.count == 1 ? "" : "s")"
         let folder = set.contracts.first.map { String($0.sourcePath.prefix { $0 != "/" }) } ?? "contracts"

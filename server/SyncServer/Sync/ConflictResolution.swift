@@ -3,7 +3,7 @@ import Contracts
 import Foundation
 import SyncProtocol
 
-/// The server side of the conflict policies of DESIGN §3. The policy is always the contract's
+/// The server side of the conflict policies (docs/contracts.md). The policy is always the contract's
 /// (``EntityDescriptor/conflict``), never chosen by entity name, so a new contract gets the same
 /// handling as the sample ones. Everything here is pure: it decides, ``PushService`` writes.
 ///

@@ -3,7 +3,7 @@ import Contracts
 import Foundation
 public import SyncProtocol
 
-/// Applies devices' pushes (`POST /sync/v1/push`, DESIGN §5): exactly once, in `seq` order,
+/// Applies devices' pushes (`POST /sync/v1/push`, docs/openapi.yaml): exactly once, in `seq` order,
 /// every mutation validated against its contract before anything is written, conflicts
 /// settled by the contract's policy (see ``ConflictResolution``), events folded by the
 /// reducers, and every outcome audited.
