@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import SyncProtocol
 import Testing
 
@@ -48,12 +49,14 @@ final class RouteHarness: Sendable {
         try? FileManager.default.removeItem(at: folder)
     }
 
-    /// Runs `body` against the router.
-    func test<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
+    /// Runs `body` against the router; the server logs to `logger` (Hummingbird's default if nil).
+    func test<Value: Sendable>(
+        logger: Logger? = nil, _ body: @Sendable (any TestClientProtocol) async throws -> Value
+    ) async throws -> Value {
         let environment = ServerEnvironment(
             storage: storage, assets: assets, signer: signer, metrics: metrics, rateLimiter: rateLimiter
         )
-        return try await buildApplication(configuration: configuration, environment: environment).test(.router, body)
+        return try await buildApplication(configuration: configuration, environment: environment, logger: logger).test(.router, body)
     }
 
     /// A token; its teams are also recorded as the user's memberships on the server (which

@@ -1,5 +1,7 @@
 import ArgumentParser
+import CoreMetrics
 import Foundation
+import Logging
 import SyncProtocol
 import SyncServer
 
@@ -17,8 +19,11 @@ struct ServeCommand: AsyncParsableCommand {
             balancer (docs/scaling.md); give them the same token key and a shared DIR for assets.
 
             Tokens are checked with the key of --secret-file, else of $\(TokenKey.environmentVariable), else
-            of DIR/\(TokenKey.fileName) (created with 32 random bytes on first use). Set LOG_LEVEL (trace,
-            debug, info, notice, warning, error) to change how much is logged.
+            of DIR/\(TokenKey.fileName) (created with 32 random bytes on first use).
+
+            Logs go to standard error, one line per answered request at `info` (method, route,
+            status, milliseconds) and every line about a request with its hb.request.id; set
+            LOG_LEVEL (trace, debug, info, notice, warning, error) to change how much is logged.
 
             For crash tests only: \(FaultPauses.environmentVariable)=push-before-answer:MS makes every push
             pause MS milliseconds after it is committed and before it is answered (push-before-apply:
@@ -122,7 +127,13 @@ struct ServeCommand: AsyncParsableCommand {
         let host = self.host
         let started = StartFlag()
         let storageDescription = data.storageDescription
-        let app = buildApplication(configuration: configuration, environment: environment) { boundPort in
+        // The process-wide systems point at this server's: libraries that log or count through
+        // swift-log and swift-metrics land in the same stream and the same /metrics.
+        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        MetricsSystem.bootstrap(environment.metrics.factory)
+        var logger = Logger(label: "outpost.sync-server")
+        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+        let app = buildApplication(configuration: configuration, environment: environment, logger: logger) { boundPort in
             started.set()
             say("sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))")
         }

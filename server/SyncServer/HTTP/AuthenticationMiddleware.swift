@@ -25,7 +25,11 @@ public struct AuthenticationMiddleware: RouterMiddleware {
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        context.identity = try await authenticate(request.headers[.authorization])
+        let identity = try await authenticate(request.headers[.authorization])
+        context.identity = identity
+        // What the routes log about this request names who sent it.
+        context.logger[metadataKey: "outpost.tenant"] = .string(identity.tenant)
+        context.logger[metadataKey: "outpost.device"] = .string(identity.deviceID)
         return try await next(request, context)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 public import Hummingbird
 
 /// Token buckets, one per device: a device may send `burst` requests at once and then
@@ -6,7 +7,7 @@ public import Hummingbird
 public final class RateLimiter: Sendable {
     public let limit: ServerConfiguration.RateLimit
     private let now: @Sendable () -> Double
-    private let state = Locked(State())
+    private let state = NIOLockedValueBox(State())
     /// Above this many buckets, full ones (idle devices) are dropped, at most once a second.
     private let pruneThreshold = 10_000
 
@@ -31,7 +32,7 @@ public final class RateLimiter: Sendable {
         let time = now()
         let capacity = Double(max(limit.burst, 1))
         let rate = max(limit.requestsPerSecond, 0.001)
-        return state.withLock { state in
+        return state.withLockedValue { state in
             if state.buckets.count > pruneThreshold, time - state.lastPrune >= 1 {
                 state.buckets = state.buckets.filter { $0.value.tokens + (time - $0.value.updated) * rate < capacity }
                 state.lastPrune = time
@@ -53,7 +54,7 @@ public final class RateLimiter: Sendable {
         let time = now()
         let capacity = Double(max(limit.burst, 1))
         let rate = max(limit.requestsPerSecond, 0.001)
-        return state.withLock { state in
+        return state.withLockedValue { state in
             guard let bucket = state.buckets[key] else { return nil }
             let tokens = min(capacity, bucket.tokens + max(0, time - bucket.updated) * rate)
             return tokens >= 1 ? nil : max(1, Int(((1 - tokens) / rate).rounded(.up)))

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 public import Hummingbird
 import HummingbirdCore
+public import Logging
 import NIOCore
 package import SyncProtocol
 
@@ -58,14 +59,16 @@ public struct ServerEnvironment: Sendable {
 
 /// The router of a sync server: every route of `docs/openapi.yaml`.
 ///
-/// Middleware order: security headers (outermost, on every response), metrics (sees every
-/// final status), the per-peer limit on requests without a valid token, errors (the one place
+/// Middleware order: security headers (outermost, on every response), Hummingbird's request log
+/// (`debug`: method and path), metrics and the outcome log line (see every final status), the
+/// per-peer limit on requests without a valid token, errors (the one place
 /// errors become JSON), then, for everything but `/health` and `/metrics`, authentication and
 /// the per-device rate limit; admin routes also require an admin token.
 public func buildRouter(configuration: ServerConfiguration, environment: ServerEnvironment) -> SyncRouter {
     let router = Router(context: SyncRequestContext.self)
     router.add(middleware: SecurityHeadersMiddleware())
-    router.add(middleware: MetricsMiddleware(metrics: environment.metrics))
+    router.add(middleware: LogRequestsMiddleware(.debug))
+    router.add(middleware: RequestMetricsMiddleware(metrics: environment.metrics))
     if let peerLimit = configuration.peerLimit {
         router.add(middleware: PeerLimitMiddleware(limiter: RateLimiter(peerLimit)))
     }
@@ -105,8 +108,11 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
 }
 
 /// The sync server as a Hummingbird application, ready for `runService()` or `test(.router)`.
+///
+/// - Parameter logger: where the server logs; every line about a request carries its
+///   `hb.request.id`. `nil` uses Hummingbird's default (level from `LOG_LEVEL`).
 public func buildApplication(
-    configuration: ServerConfiguration, environment: ServerEnvironment,
+    configuration: ServerConfiguration, environment: ServerEnvironment, logger: Logger? = nil,
     onServerRunning: @escaping @Sendable (_ port: Int?) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     Application(
@@ -125,7 +131,8 @@ public func buildApplication(
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "outpost-sync-server"
         ),
-        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port) }
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port) },
+        logger: logger
     )
 }
 
@@ -192,8 +199,8 @@ struct SyncRoutes: Sendable {
             throw ServiceError.unauthorized("/metrics needs Authorization: Bearer <metrics token>")
         }
         return Response(
-            status: .ok, headers: [.contentType: MetricsRegistry.contentType],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: environment.metrics.registry.exposition()))
+            status: .ok, headers: [.contentType: ServerMetrics.contentType],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: environment.metrics.exposition()))
         )
     }
 
@@ -206,6 +213,10 @@ struct SyncRoutes: Sendable {
         let response = try await pushService.push(body, identity: identity)
         await environment.faultPauses.pause(at: .pushBeforeAnswer)
         environment.metrics.record(response)
+        context.logger.debug(
+            "push applied",
+            metadata: ["mutations": .stringConvertible(response.results.count), "last_seq": .stringConvertible(response.lastSeq)]
+        )
         return try .json(response, request: request)
     }
 
@@ -219,6 +230,9 @@ struct SyncRoutes: Sendable {
             schema: try schema(request), clientID: request.headers[.outpostClient], identity: identity
         )
         environment.metrics.recordPull(rows: page.rowCount)
+        context.logger.debug(
+            "pull page", metadata: ["scope": .string(scope), "rows": .stringConvertible(page.rowCount), "has_more": .stringConvertible(page.hasMore)]
+        )
         return .json(encoded: Data(page.json()), request: request, compressible: true)
     }
 

@@ -1,6 +1,9 @@
+import CoreMetrics
+public import Prometheus
 import SyncProtocol
 
-/// The server's metrics, served on `GET /metrics`.
+/// The server's metrics: recorded through swift-metrics, exported by swift-prometheus on
+/// `GET /metrics`.
 ///
 /// - `outpost_http_requests_total{route,status}`: requests answered, by route template
 ///   (`/assets/{id}`; `unmatched` for unknown paths) and status code.
@@ -8,39 +11,64 @@ import SyncProtocol
 ///   `duplicate`, `conflicted`, `rejected`).
 /// - `outpost_pull_rows_total`: upserts and deletes sent in pull pages.
 /// - `outpost_request_duration_seconds{route}`: time to answer, until the body starts.
+///
+/// Each server has its own registry, handed to swift-metrics as an explicit factory rather than
+/// through the process-wide `MetricsSystem`, so that several servers in one process (tests, an
+/// app embedding one) count apart. `sync-server serve` also bootstraps `MetricsSystem` with the
+/// same registry, so the metrics of the libraries it runs are served beside these.
 public struct ServerMetrics: Sendable {
-    public let registry: MetricsRegistry
-    let httpRequests: MetricsRegistry.Counter
-    let pushMutations: MetricsRegistry.Counter
-    let pullRows: MetricsRegistry.Counter
-    let requestDuration: MetricsRegistry.Histogram
+    /// The registry `/metrics` renders; add an app's own metrics to it, or serve it elsewhere.
+    public let registry: PrometheusCollectorRegistry
+    /// A swift-metrics factory that records into ``registry``.
+    public let factory: PrometheusMetricsFactory
 
-    public init(registry: MetricsRegistry = MetricsRegistry()) {
+    /// The content type of the exposition `/metrics` answers with.
+    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
-        httpRequests = registry.counter(
-            "outpost_http_requests_total", help: "HTTP requests answered, by route and status.", labels: ["route", "status"]
-        )
-        pushMutations = registry.counter(
-            "outpost_push_mutations_total", help: "Pushed mutations, by outcome.", labels: ["status"]
-        )
-        pullRows = registry.counter("outpost_pull_rows_total", help: "Rows (upserts and deletes) sent in pull pages.")
-        requestDuration = registry.histogram(
-            "outpost_request_duration_seconds", help: "Time to answer a request, by route.", labels: ["route"]
-        )
+        factory = PrometheusMetricsFactory(registry: registry)
+        // Every outcome is shown from the start, at 0, so a rate over it is defined at once.
         for status in MutationStatus.allCases {
-            pushMutations.increment(by: 0, status.rawValue)
+            pushMutations(status).increment(by: 0)
         }
+        pullRows.increment(by: 0)
+    }
+
+    /// The exposition of every metric of ``registry``.
+    public func exposition() -> [UInt8] {
+        registry.emitToBuffer()
+    }
+
+    /// Counts one answered request and its duration, by route template and status.
+    func recordRequest(route: String, status: Int, nanoseconds: UInt64) {
+        CoreMetrics.Counter(label: "outpost_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory)
+            .increment()
+        CoreMetrics.Timer(label: "outpost_request_duration_seconds", dimensions: [("route", route)], factory: factory)
+            .recordNanoseconds(Int64(clamping: nanoseconds))
     }
 
     /// Counts the outcome of every mutation of a push response.
     func record(_ response: PushResponse) {
+        var counts: [MutationStatus: Int] = [:]
         for result in response.results {
-            pushMutations.increment(result.status.rawValue)
+            counts[result.status, default: 0] += 1
+        }
+        for (status, count) in counts {
+            pushMutations(status).increment(by: count)
         }
     }
 
     /// Counts the rows (upserts and deletes) of a pull page.
     func recordPull(rows: Int) {
-        pullRows.increment(by: Double(rows))
+        pullRows.increment(by: rows)
+    }
+
+    private func pushMutations(_ status: MutationStatus) -> CoreMetrics.Counter {
+        CoreMetrics.Counter(label: "outpost_push_mutations_total", dimensions: [("status", status.rawValue)], factory: factory)
+    }
+
+    private var pullRows: CoreMetrics.Counter {
+        CoreMetrics.Counter(label: "outpost_pull_rows_total", factory: factory)
     }
 }

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import NIOConcurrencyHelpers
 import PostgresNIO
 
 /// Reads and writes of one PostgreSQL transaction (or read-only snapshot) on one leased
@@ -488,7 +489,7 @@ final class PostgresCatalog: Sendable {
     }
 
     private let tables: [String: Columns]
-    private let insertTexts = Locked<[[String]: (String, String)]>([:])
+    private let insertTexts = NIOLockedValueBox<[[String]: (String, String)]>([:])
 
     init(tables: [String: [String: PostgresDataType]]) {
         self.tables = tables.reduce(into: [:]) { $0[$1.key] = Columns(table: $1.key, types: $1.value) }
@@ -504,7 +505,7 @@ final class PostgresCatalog: Sendable {
     /// built once per table and column list.
     func insertClauses(table: ContractTable, columns: [String], replacing: Bool) -> (String, String) {
         let key = [table.name, replacing ? "replace" : "ignore"] + columns
-        if let clauses = insertTexts.withLock({ $0[key] }) { return clauses }
+        if let clauses = insertTexts.withLockedValue({ $0[key] }) { return clauses }
         let quoted = columns.map { "\"\($0)\"" }
         let head = "INSERT INTO \"\(table.name)\" (" + quoted.joined(separator: ", ") + ") VALUES "
         var tail = " ON CONFLICT (\"_tenant_id\", \"\(table.primaryKey)\") "
@@ -515,7 +516,7 @@ final class PostgresCatalog: Sendable {
         } else {
             tail += "DO NOTHING RETURNING 1"
         }
-        insertTexts.withLock { $0[key] = (head, tail) }
+        insertTexts.withLockedValue { $0[key] = (head, tail) }
         return (head, tail)
     }
 }
