@@ -40,7 +40,7 @@ import Testing
         var cursors: [String?] { lock.withLock { asked } }
 
         func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
-            -> PullResponse
+            -> Data
         {
             let failing = lock.withLock {
                 asked.append(cursor)
@@ -49,10 +49,11 @@ import Testing
             onPull(cursor)
             if let failing, cursor == failing { throw .network("connection reset") }
             let page = cursor.flatMap { Int($0.dropFirst()) }.map { $0 + 1 } ?? 1
-            return PullResponse(
+            let response = PullResponse(
                 cursor: "c\(page)", hasMore: page < pageCount,
                 upserts: ["Attempt": EnginePullPagesTests.rows(page: page, valid: page != invalidPage)], deletes: [:], lastSeq: 0
             )
+            do { return try JSONEncoder().encode(response) } catch { throw .decoding("\(error)") }
         }
 
         func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {

@@ -40,7 +40,7 @@ struct TokenProviderTests {
         try await LiveServer.run { server in
             let provider = Provider(expired: Self.expiredToken(server), fresh: server.token("phone"))
             let transport = URLSessionTransport(baseURL: server.url, timeout: 10, tokenProvider: provider)
-            let page = try await transport.pull(scope: "user", cursor: nil, limit: 10, schema: [:], clientID: "phone-client")
+            let page = try PullResponse(json: try await transport.pull(scope: "user", cursor: nil, limit: 10, schema: [:], clientID: "phone-client"))
             #expect(page.lastSeq == 0)
             #expect(provider.refreshCount == 1)
         }

@@ -101,7 +101,7 @@ enum InitialSyncDevice {
 /// Pull pages recorded from the server (``InitialSyncBenchmark/downloadOnly(port:token:recordInto:)``),
 /// served from files as `URLSessionTransport` serves them from HTTP: the gzip body inflated
 /// and read with `PullResponse(json:)`. The device's own cost, with no server and no network.
-struct RecordedPages: PullBodyTransport {
+struct RecordedPages: SyncTransport {
     let folder: URL
     /// The page answering each cursor (`""` for the first).
     let pageForCursor: [String: Int]
@@ -120,17 +120,8 @@ struct RecordedPages: PullBodyTransport {
 
     static func pageFile(_ index: Int) -> String { "page-\(index).gz" }
 
-    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> PullResponse {
-        let body = try await pullBody(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
-        do {
-            return try PullResponse(json: body)
-        } catch {
-            throw .decoding("a recorded page: \(error)")
-        }
-    }
-
     /// The recorded page answering `cursor`, inflated, as `URLSessionTransport` hands it over.
-    func pullBody(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
         guard let index = pageForCursor[cursor ?? ""] else { throw .http(status: 404, body: nil, retryAfter: nil) }
         do {
             let body = try Data(contentsOf: folder.appendingPathComponent(Self.pageFile(index)))

@@ -53,7 +53,6 @@ enum PullCompressionBenchmark {
         var wireIdentity = Data()
         var wireGzip = Data()
         /// The page as PullService answers it in process, for the cross-check with what HTTP sends.
-        var response: PullResponse?
         var pull = Samples()
         var encode = Samples()
         var sizes: [Int32: Int] = [:]
@@ -110,7 +109,6 @@ enum PullCompressionBenchmark {
                     pages[index].encode.append(encoded.seconds)
                 }
                 pages[index].json = encoded.value
-                pages[index].response = page.response
             }
             for level in levels {
                 var samples = Samples()
@@ -211,9 +209,6 @@ enum PullCompressionBenchmark {
             if page.wireIdentity != page.json {
                 sameJSON.append("\(page.name): HTTP \(page.wireIdentity.count) B, in process \(page.json.count) B")
             }
-            if let response = page.response, try decoded(page.wireIdentity) != decoded(serverEncoder().encode(response)) {
-                sameJSON.append("\(page.name): the body does not decode to the PullResponse that PullService.pull answers")
-            }
             if page.wireGzip != Gzip.compress(page.json, level: Zlib.serverLevel) {
                 sameGzip.append("\(page.name): HTTP \(page.wireGzip.count) B, zlib level \(Zlib.serverLevel) \(page.sizes[Zlib.serverLevel] ?? 0) B")
             }
@@ -238,18 +233,6 @@ enum PullCompressionBenchmark {
             roundTrip.isEmpty ? "both gzip bodies inflate to the identity bodies" : "gzip bodies that do not inflate to the identity body: \(roundTrip)"
         )
         return result
-    }
-
-    /// A page's JSON read back as a value, so that documents written differently compare.
-    static func decoded(_ json: Data) throws -> PullResponse {
-        try JSONDecoder().decode(PullResponse.self, from: json)
-    }
-
-    /// The settings of the server's response encoder (`JSONCoding.encoder`, internal to SyncServer).
-    static func serverEncoder() -> JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
     }
 
     // MARK: The server on loopback

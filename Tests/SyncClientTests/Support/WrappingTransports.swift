@@ -20,7 +20,7 @@ final class SwitchableTransport: SyncTransport {
     }
 
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
-        -> PullResponse
+        -> Data
     {
         if offline { throw .network("offline") }
         return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
@@ -80,7 +80,7 @@ final class RecordingTransport: SyncTransport, @unchecked Sendable {
     }
 
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
-        -> PullResponse
+        -> Data
     {
         lock.withLock { pullCount += 1 }
         return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
@@ -122,7 +122,7 @@ final class UpgradedServerTransport: SyncTransport {
     }
 
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
-        -> PullResponse
+        -> Data
     {
         if let version = schema[contract], version < oldestSupported {
             throw try await refusal(clientID: clientID, schema: schema, push: false)

@@ -1,17 +1,8 @@
 import ContractRuntime
 import Contracts
-package import Foundation
+import Foundation
 import GRDB
 import SyncProtocol
-
-/// A transport that can hand over a pull page's body as the server sent it (inflated), for
-/// ``PullPageDecoder`` to read; ``SyncTransport/pull(scope:cursor:limit:schema:clientID:)``
-/// parses it into a ``PullResponse`` instead.
-package protocol PullBodyTransport: SyncTransport {
-    /// The JSON body of a pull page; its HTTP errors as ``pull(scope:cursor:limit:schema:clientID:)``
-    /// throws them.
-    func pullBody(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data
-}
 
 /// A pull page read from the bytes the server sent straight into ``PreparedServerChanges``.
 ///

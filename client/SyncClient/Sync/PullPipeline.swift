@@ -14,18 +14,14 @@ final class PullPipeline: Sendable {
     typealias Fetch = @Sendable (_ cursor: String?) async -> Result<Fetched, EngineFailure>
     typealias Prepare = @Sendable (Fetched) -> Result<Page, EngineFailure>
 
-    /// A page as the transport gave it: parsed, or its body with the cursor and `has_more`
-    /// peeked from it (``PullPageDecoder``).
-    enum Fetched: Sendable {
-        case response(PullResponse)
-        case body(Data, cursor: String, hasMore: Bool)
+    /// A page's body as the transport gave it, with its cursor and `has_more` peeked from it
+    /// (``PullPageDecoder/peek(_:)``).
+    struct Fetched: Sendable {
+        var body: Data
+        var cursor: String
+        var hasMore: Bool
 
-        var next: String? {
-            switch self {
-            case .response(let response): response.hasMore ? response.cursor : nil
-            case .body(_, let cursor, let hasMore): hasMore ? cursor : nil
-            }
-        }
+        var next: String? { hasMore ? cursor : nil }
     }
 
     /// A page received and prepared.

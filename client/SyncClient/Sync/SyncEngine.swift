@@ -424,8 +424,7 @@ public actor SyncEngine {
     }
 
     /// One page of a scope after `cursor`, asked for with the schema versions this build sends
-    /// (contracts held for an update left out): its body when the transport can give it (read
-    /// by ``PullPageDecoder``), else the parsed page.
+    /// (contracts held for an update left out): its body, read later by ``PullPageDecoder``.
     private static func fetchPage(
         store: OfflineStore, transport: any SyncTransport, scope: String, cursor: String?, limit: Int?
     ) async -> Result<PullPipeline.Fetched, EngineFailure> {
@@ -433,14 +432,11 @@ public actor SyncEngine {
         do { schema = try store.requestSchemaVersions() } catch { return .failure(.store(error)) }
         let clientID = store.identity.clientId
         do {
-            guard let bodies = transport as? any PullBodyTransport else {
-                return .success(.response(try await transport.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)))
-            }
-            let body = try await bodies.pullBody(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+            let body = try await transport.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
             guard let (next, hasMore) = PullPageDecoder.peek(body) else {
                 return .failure(.transport(.decoding("a pull page: the body is not a pull page")))
             }
-            return .success(.body(body, cursor: next, hasMore: hasMore))
+            return .success(PullPipeline.Fetched(body: body, cursor: next, hasMore: hasMore))
         } catch {
             return .failure(.transport(error))
         }
@@ -448,17 +444,11 @@ public actor SyncEngine {
 
     /// A fetched page read and prepared for storing (``PreparedServerChanges``).
     private static func prepare(_ fetched: PullPipeline.Fetched, scope: String, store: OfflineStore) -> Result<PullPipeline.Page, EngineFailure> {
-        switch fetched {
-        case .response(let response):
-            let changes = store.prepare(ServerChanges(pull: response, scopeKey: scope))
-            return .success(PullPipeline.Page(cursor: response.cursor, hasMore: response.hasMore, changes: changes))
-        case .body(let body, _, _):
-            do {
-                let page = try PullPageDecoder.decode(body, scopeKey: scope, store: store)
-                return .success(PullPipeline.Page(cursor: page.cursor, hasMore: page.hasMore, changes: page.changes))
-            } catch {
-                return .failure(.transport(.decoding("a pull page: \(error)")))
-            }
+        do {
+            let page = try PullPageDecoder.decode(fetched.body, scopeKey: scope, store: store)
+            return .success(PullPipeline.Page(cursor: page.cursor, hasMore: page.hasMore, changes: page.changes))
+        } catch {
+            return .failure(.transport(.decoding("a pull page: \(error)")))
         }
     }
 }

@@ -8,9 +8,12 @@ public import SyncProtocol
 public protocol SyncTransport: Sendable {
     /// `POST /sync/v1/push`.
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse
-    /// `GET /sync/v1/pull`, one page.
+    /// `GET /sync/v1/pull`, one page: its JSON body as the server sent it (inflated when it came
+    /// gzipped). The engine reads it straight into the store's column values
+    /// (`PullResponse(json:)` parses it, for anything else that wants to look at it); a 2xx body
+    /// that is not a pull page fails the sync with ``TransportError/decoding(_:)``.
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
-        -> PullResponse
+        -> Data
     /// `GET /health`: whether the server answers at all.
     func health() async -> Bool
 }

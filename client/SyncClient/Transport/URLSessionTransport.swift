@@ -9,7 +9,7 @@ public import SyncProtocol
 
 /// `SyncTransport` over URLSession: JSON bodies, gzip accepted, a timeout per request and the
 /// device token as `Authorization: Bearer`, asked again of the ``TokenProvider`` after a 401.
-public final class URLSessionTransport: SyncTransport, PullBodyTransport {
+public final class URLSessionTransport: SyncTransport {
     public let baseURL: URL
     // Internal, not private: the asset routes (URLSessionTransport+Assets.swift) share them.
     let tokens: any TokenProvider
@@ -56,17 +56,6 @@ public final class URLSessionTransport: SyncTransport, PullBodyTransport {
     }
 
     public func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
-        -> PullResponse
-    {
-        let data = try await pullBody(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
-        do {
-            return try PullResponse(json: data)
-        } catch {
-            throw .decoding("a pull page: \(error)")
-        }
-    }
-
-    package func pullBody(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> Data
     {
         var query = [URLQueryItem(name: "scope", value: scope)]

@@ -50,15 +50,18 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
     func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String
     ) async throws(TransportError)
-        -> PullResponse
+        -> Data
     {
         try requireNetwork()
-        let page = try await server.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
-        lock.withLock {
-            for (contract, rows) in page.upserts { pulled[contract, default: 0] += rows.count }
-            for (contract, ids) in page.deletes { pulled[contract, default: 0] += ids.count }
+        let body = try await server.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+        // Counted for the report; a body that is not a page is the engine's to refuse.
+        if let page = try? PullResponse(json: body) {
+            lock.withLock {
+                for (contract, rows) in page.upserts { pulled[contract, default: 0] += rows.count }
+                for (contract, ids) in page.deletes { pulled[contract, default: 0] += ids.count }
+            }
         }
-        return page
+        return body
     }
 
     func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {

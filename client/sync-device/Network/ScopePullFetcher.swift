@@ -27,12 +27,14 @@ struct ScopePullFetcher: RemoteFetcher {
             while true {
                 let page: PullResponse
                 do {
-                    page = try await network.pull(
+                    page = try PullResponse(json: try await network.pull(
                         scope: key, cursor: cursor, limit: nil, schema: OfflineStore.schemaVersions, clientID: store.identity.clientId
-                    )
-                } catch {
+                    ))
+                } catch let error as TransportError {
                     if case .network = error { throw RemoteFetchFailure.offline }
                     throw RemoteFetchFailure.server(error.detail)
+                } catch {
+                    throw RemoteFetchFailure.invalidResponse("a pull page: \(error)")
                 }
                 if let previous = last { try store.applyServerChanges(previous) }
                 last = ServerChanges(pull: page, scopeKey: key)

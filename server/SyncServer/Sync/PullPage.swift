@@ -1,12 +1,12 @@
 import ContractRuntime
 import Contracts
-package import SyncProtocol
+import SyncProtocol
 
 /// One pull page as ``PullService`` reads it: the rows still as storage holds them, each
-/// contract's with the shaping for the device's schema version. ``response`` shapes them into a
-/// ``PullResponse``; ``json()`` writes the same page's JSON straight from the stored rows, with
-/// no tree of values in between (the route's way: most of a page's cost was building that tree
-/// and running `JSONEncoder` over it).
+/// contract's with the shaping for the device's schema version. ``json()`` writes the page's
+/// JSON straight from the stored rows, with no tree of values in between (most of a page's cost
+/// used to be building that tree and running `JSONEncoder` over it); it is the only form a page
+/// leaves the server in.
 package struct PullPage: Sendable {
     /// How a contract's rows become wire rows.
     enum Shaping: Sendable {
@@ -33,22 +33,7 @@ package struct PullPage: Sendable {
         upserts.values.reduce(0) { $0 + $1.rows.count } + deletes.values.reduce(0) { $0 + $1.count }
     }
 
-    package var response: PullResponse {
-        PullResponse(
-            cursor: cursor, hasMore: hasMore,
-            upserts: upserts.mapValues { group in group.rows.map { .object(Self.wireRow($0, group.shaping)) } },
-            deletes: deletes, lastSeq: lastSeq
-        )
-    }
-
-    private static func wireRow(_ row: StoredRow, _ shaping: Shaping) -> [String: JSONValue] {
-        switch shaping {
-        case .entity(let plan): plan.shape(row)
-        case .event(let event, let version, let plan): RowShaping.wireEvent(row, event: event, version: version, plan: plan)
-        }
-    }
-
-    /// The JSON document of ``response``, keys sorted as the server's encoder sorts them.
+    /// The page's JSON document (a ``PullResponse``), keys sorted as the server's encoder sorts them.
     package func json() -> [UInt8] {
         var json = JSONWriter(capacity: 64 * 1024 + 400 * rowCount)
         json.append(Self.cursorKey)

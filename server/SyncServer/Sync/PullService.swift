@@ -1,5 +1,6 @@
 import ContractRuntime
 import Contracts
+import Foundation
 public import SyncProtocol
 
 /// `GET /sync/v1/pull`: one page of the changes in a scope after a cursor.
@@ -64,11 +65,18 @@ public struct PullService: Sendable {
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity
     ) async throws(ServiceError) -> PullResponse {
-        try await page(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, identity: identity).response
+        let json = try await page(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, identity: identity).json()
+        do {
+            return try PullResponse(json: Data(json))
+        } catch {
+            throw ServiceError(status: 500, .internalError, "the server wrote a pull page it cannot read back: \(error)")
+        }
     }
 
     /// The same page as ``pull(scope:cursor:limit:schema:clientID:identity:)``, its rows still as
-    /// storage holds them: the route writes it straight to JSON (``PullPage/json()``).
+    /// storage holds them, for the route to write (``PullPage/json()``): the bytes devices get
+    /// and the value ``pull(scope:cursor:limit:schema:clientID:identity:)`` answers come from one
+    /// writer.
     package func page(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity
     ) async throws(ServiceError) -> PullPage {
