@@ -54,10 +54,12 @@ lock: contractc
 	$(CONTRACTC) lock --contracts $(CONTRACTS)
 
 # The storage conformance suite and the multi-process tests need a PostgreSQL: the script starts
-# one for the run (OUTPOST_TEST_POSTGRES_URL) and stops it afterwards, pass or fail.
+# one for the run (OUTPOST_TEST_POSTGRES_URL) and stops it afterwards, pass or fail. The servers
+# the tests start log warnings and errors only (one line per request otherwise); LOG_LEVEL=info
+# make test shows everything.
 test: check-generated compat
 	$(SWIFT) build --build-tests
-	scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
+	LOG_LEVEL=$${LOG_LEVEL:-warning} scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
 
 demo:
 	@scripts/demo.sh

@@ -1,6 +1,6 @@
 public import ContractRuntime
 import Contracts
-public import Foundation
+import Foundation
 import GRDB
 
 /// The device's record of one downloadable file (a row of the `assets` table): where it comes
@@ -91,85 +91,5 @@ public struct AssetRecord: Hashable, Sendable, Identifiable {
             lastError, downloadedAt?.millisecondsSince1970, lastAccessedAt?.millisecondsSince1970,
             updatedAt.millisecondsSince1970,
         ]
-    }
-}
-
-/// Where an asset file is.
-public enum AssetStatus: String, Hashable, Sendable, CaseIterable {
-    /// Known, not on the device.
-    case remote
-    /// Waiting to be downloaded.
-    case queued
-    /// Partly on the device (see ``AssetRecord/downloadedBytes``).
-    case downloading
-    /// On the device, checksum verified.
-    case downloaded
-    /// The last download failed (see ``AssetRecord/lastError``).
-    case failed
-}
-
-extension StoreReader {
-    /// The record of one asset file.
-    public func assetRecord(id: String) throws(OfflineStoreError) -> AssetRecord? {
-        try run {
-            try Row.fetchOne(db, sql: #"SELECT * FROM "assets" WHERE "asset_id" = ?"#, arguments: [id]).map(AssetRecord.init(row:))
-        }
-    }
-
-    /// The records of asset files, all or those of one unit, by id.
-    public func assetRecords(unitId: String? = nil) throws(OfflineStoreError) -> [AssetRecord] {
-        try run {
-            if let unitId {
-                return try Row.fetchAll(db, sql: #"SELECT * FROM "assets" WHERE "unit_id" = ? ORDER BY "asset_id""#, arguments: [unitId])
-                    .map(AssetRecord.init(row:))
-            }
-            return try Row.fetchAll(db, sql: #"SELECT * FROM "assets" ORDER BY "asset_id""#).map(AssetRecord.init(row:))
-        }
-    }
-
-    func assetRecords(ids: [String]) throws(OfflineStoreError) -> [String: AssetRecord] {
-        guard !ids.isEmpty else { return [:] }
-        let placeholders = Array(repeating: "?", count: ids.count).joined(separator: ", ")
-        let records = try run {
-            try Row.fetchAll(
-                db, sql: #"SELECT * FROM "assets" WHERE "asset_id" IN ("# + placeholders + ")", arguments: StatementArguments(ids)
-            ).map(AssetRecord.init(row:))
-        }
-        return Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-    }
-}
-
-extension OfflineStore {
-    /// The record of one asset file.
-    public func assetRecord(id: String) throws(OfflineStoreError) -> AssetRecord? {
-        try read { db in try StoreReader(db, codec: codec).assetRecord(id: id) }
-    }
-
-    /// The records of asset files, all or those of one unit.
-    public func assetRecords(unitId: String? = nil) throws(OfflineStoreError) -> [AssetRecord] {
-        try read { db in try StoreReader(db, codec: codec).assetRecords(unitId: unitId) }
-    }
-
-    /// Inserts or replaces the record of an asset file.
-    public func saveAssetRecord(_ record: AssetRecord) throws(OfflineStoreError) {
-        try write { db in try record.save(db) }
-    }
-
-    /// Forgets the record of an asset file (the file itself is the caller's to delete).
-    public func removeAssetRecord(id: String) throws(OfflineStoreError) {
-        try write { db in try db.execute(sql: #"DELETE FROM "assets" WHERE "asset_id" = ?"#, arguments: [id]) }
-    }
-
-    /// Notes that an asset was opened now (for least-recently-used eviction).
-    public func touchAsset(id: String) throws(OfflineStoreError) {
-        let now = now().millisecondsSince1970
-        try write { db in
-            try db.execute(sql: #"UPDATE "assets" SET "last_accessed_at" = ? WHERE "asset_id" = ?"#, arguments: [now, id])
-        }
-    }
-
-    /// The file URL of a record's local path.
-    public func fileURL(of record: AssetRecord) -> URL? {
-        record.localPath.map { assetsDirectory.appendingPathComponent($0) }
     }
 }

@@ -1,8 +1,8 @@
 import ContractRuntime
 import Contracts
-public import Foundation
+package import Foundation
 import GRDB
-public import SyncProtocol
+package import SyncProtocol
 
 /// The outbox as the sync engine's push loop drives it:
 ///
@@ -74,7 +74,7 @@ extension OfflineStore {
     /// `base_version`). Entries left `sending` by a crash are sent again (the server answers a
     /// repeat from its stored result). An entry that fails verification is quarantined and
     /// skipped.
-    public func pendingMutations(limit: Int = 100) throws(OfflineStoreError) -> [Mutation] {
+    package func pendingMutations(limit: Int = 100) throws(OfflineStoreError) -> [Mutation] {
         let now = now().millisecondsSince1970
         return try write { db in
             let rows = try Row.fetchAll(
@@ -133,7 +133,7 @@ extension OfflineStore {
 
     /// ``pendingMutations(limit:)`` wrapped in a push request with this client's id and schema
     /// versions; `nil` when nothing is due.
-    public func nextPushRequest(limit: Int = 100) throws(OfflineStoreError) -> PushRequest? {
+    package func nextPushRequest(limit: Int = 100) throws(OfflineStoreError) -> PushRequest? {
         let mutations = try pendingMutations(limit: limit)
         guard !mutations.isEmpty else { return nil }
         return PushRequest(clientId: identity.clientId, schema: try requestSchemaVersions(), mutations: mutations)
@@ -141,7 +141,7 @@ extension OfflineStore {
 
     /// Applies a push response: see ``markResults(_:)``.
     @discardableResult
-    public func applyPushResponse(_ response: PushResponse) throws(OfflineStoreError) -> PushReport {
+    package func applyPushResponse(_ response: PushResponse) throws(OfflineStoreError) -> PushReport {
         try markResults(response.results)
     }
 
@@ -158,7 +158,7 @@ extension OfflineStore {
     /// - `rejected` → `failed` with the server's error: visible, retryable (``retryFailed(seq:)``)
     ///   or discardable (``discardFailed(seq:)``).
     @discardableResult
-    public func markResults(_ results: [MutationResult]) throws(OfflineStoreError) -> PushReport {
+    package func markResults(_ results: [MutationResult]) throws(OfflineStoreError) -> PushReport {
         let now = now().millisecondsSince1970
         return try write { db in
             var report = PushReport()
@@ -203,7 +203,7 @@ extension OfflineStore {
 
     /// Puts mutations that could not be delivered (network error, 5xx, 429) back to wait until
     /// `until`: `waiting`, retried by ``pendingMutations(limit:)`` once due.
-    public func deferMutations(_ clientMutationIds: [String], until: Date, error: ErrorDetail) throws(OfflineStoreError) {
+    package func deferMutations(_ clientMutationIds: [String], until: Date, error: ErrorDetail) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970
         let next = Timestamp(until).millisecondsSince1970
         try write { db in
@@ -222,7 +222,7 @@ extension OfflineStore {
     /// After the server refused a push with `sequence_gap` naming `serverLastSeq` (the last wire
     /// `seq` it has done): every unsent entry sent under a later wire `seq` gets a new one on
     /// its next push, continuing from `serverLastSeq`. Safe: a refused request changed nothing.
-    public func resetPushSequence(serverLastSeq: Int64) throws(OfflineStoreError) {
+    package func resetPushSequence(serverLastSeq: Int64) throws(OfflineStoreError) {
         try write { db in
             try db.execute(
                 sql: """
@@ -238,7 +238,7 @@ extension OfflineStore {
     /// Checks the HMAC and seal of every entry not yet done; quarantines those that fail.
     /// Returns the `seq` of the entries quarantined now.
     @discardableResult
-    public func verifyOutbox() throws(OfflineStoreError) -> [Int64] {
+    package func verifyOutbox() throws(OfflineStoreError) -> [Int64] {
         let now = now().millisecondsSince1970
         return try writeCheckingSeal { db, tampered in
             var quarantined = tampered
@@ -306,7 +306,7 @@ extension OfflineStore {
 
     /// Deletes `done` entries last updated before `date`; returns how many.
     @discardableResult
-    public func pruneCompletedOutbox(before date: Date) throws(OfflineStoreError) -> Int {
+    package func pruneCompletedOutbox(before date: Date) throws(OfflineStoreError) -> Int {
         let limit = Timestamp(date).millisecondsSince1970
         return try write { db in
             try db.execute(sql: #"DELETE FROM "outbox" WHERE "status" = 'done' AND "updated_at" < ?"#, arguments: [limit])
@@ -452,20 +452,4 @@ extension OfflineStore {
             return
         }
     }
-}
-
-/// What ``OfflineStore/markResults(_:)`` did.
-public struct PushReport: Hashable, Sendable {
-    /// Applied or duplicate: done.
-    public var done = 0
-    /// Left for the app to resolve.
-    public var conflicted = 0
-    /// Conflicts the policy settled at once (a last-writer-wins or field-merge loss).
-    public var settledByServer = 0
-    /// Refused for good.
-    public var failed = 0
-    /// Results naming no entry of this outbox.
-    public var unknown: [String] = []
-
-    public init() {}
 }

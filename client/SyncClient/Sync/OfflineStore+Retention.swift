@@ -20,7 +20,7 @@ extension OfflineStore {
 
     /// Records that a sync succeeded (the sync engine calls this after a push and pull without
     /// error): the retention age restarts, so a read-only store accepts writes again.
-    public func recordSyncSuccess(at date: Date? = nil) throws(OfflineStoreError) {
+    package func recordSyncSuccess(at date: Date? = nil) throws(OfflineStoreError) {
         let at = date.map { Timestamp($0) } ?? now()
         try write { db in
             try Metadata.set(db, .lastSyncSuccessAt, String(at.millisecondsSince1970))
@@ -30,7 +30,7 @@ extension OfflineStore {
     }
 
     /// Records why the last sync failed (shown in the status until the next success).
-    public func recordSyncFailure(_ error: ErrorDetail, at date: Date? = nil) throws(OfflineStoreError) {
+    package func recordSyncFailure(_ error: ErrorDetail, at date: Date? = nil) throws(OfflineStoreError) {
         let at = date.map { Timestamp($0) } ?? now()
         try write { db in
             try Metadata.set(db, .lastSyncError, error.storedText)

@@ -22,7 +22,7 @@ extension OfflineStore {
     ///
     /// - Throws: ``OfflineStoreError/invalidValue(contract:field:reason:)`` when the 426 names
     ///   no contract this build knows (nothing can be held then; the engine reports the refusal).
-    public func holdForUpdate(_ requirement: UpdateRequired, serverLastSeq: Int64?) throws(OfflineStoreError) {
+    package func holdForUpdate(_ requirement: UpdateRequired, serverLastSeq: Int64?) throws(OfflineStoreError) {
         guard let name = requirement.entity, Self.schemaVersions[name] != nil else {
             throw .invalidValue(
                 contract: requirement.entity ?? "?", field: "*", reason: "the server asked for an update without naming a known contract"
@@ -37,7 +37,7 @@ extension OfflineStore {
     }
 
     /// This build's contract versions without the held ones: the `schema` of a push or pull.
-    public func requestSchemaVersions() throws(OfflineStoreError) -> [String: Int] {
+    package func requestSchemaVersions() throws(OfflineStoreError) -> [String: Int] {
         let held = try read { db in try Self.heldContractNames(db) }
         return Self.schemaVersions.filter { !held.contains($0.key) }
     }

@@ -89,20 +89,3 @@ public struct ErrorMiddleware: RouterMiddleware {
         }
     }
 }
-
-/// A ``ServiceError`` with response headers it needs (`Content-Range` on a 416).
-struct ResponseError: Error {
-    var error: ServiceError
-    var headers: HTTPFields
-}
-
-/// The server's JSON encoder and decoder: keys sorted, so equal answers are equal bytes.
-enum JSONCoding {
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
-
-    static func decoder() -> JSONDecoder { JSONDecoder() }
-}

@@ -175,17 +175,3 @@ public struct PullService: Sendable {
         return decoded.sequence
     }
 }
-
-extension ServiceError {
-    /// Runs storage work; a failure of storage becomes a 500 that leaks nothing, and a
-    /// ``ServiceError`` thrown inside a transaction passes through unchanged.
-    static func catchingStorageFailures<T>(_ work: () async throws -> T) async throws(ServiceError) -> T {
-        do {
-            return try await work()
-        } catch let error as ServiceError {
-            throw error
-        } catch {
-            throw ServiceError(status: 500, .internalError, "the server could not read or write its storage")
-        }
-    }
-}

@@ -1,0 +1,17 @@
+import ContractRuntime
+import Contracts
+import Foundation
+import GRDB
+import SyncProtocol
+
+/// Counts of outbox entries by status.
+public struct OutboxCounts: Hashable, Sendable {
+    public var byStatus: [OutboxStatus: Int]
+
+    public subscript(_ status: OutboxStatus) -> Int { byStatus[status] ?? 0 }
+
+    /// Entries still to send (`pending`, `sending`, `waiting`).
+    public var unsent: Int { OutboxStatus.unsent.reduce(0) { $0 + self[$1] } }
+    /// Entries that need the user (`failed`, `conflicted`, `quarantined`).
+    public var needingAttention: Int { self[.failed] + self[.conflicted] + self[.quarantined] }
+}

@@ -1,0 +1,13 @@
+import Foundation
+import SyncProtocol
+
+/// Who a store belongs to and how it identifies itself to the server.
+public struct StoreIdentity: Hashable, Sendable {
+    public var tenantId: String
+    public var userId: String
+    /// The device, as the server's token names it.
+    public var deviceId: String
+    /// This installation's push identity (`client_id` of ``SyncProtocol/PushRequest``), made once
+    /// when the database is created; `seq` numbers are per client id.
+    public var clientId: String
+}

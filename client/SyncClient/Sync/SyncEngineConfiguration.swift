@@ -1,0 +1,40 @@
+public import Foundation
+import SyncProtocol
+import ContractRuntime
+import Contracts
+
+/// Settings of a ``SyncEngine``.
+public struct SyncEngineConfiguration: Sendable {
+    /// The scopes pulled on every sync (`user`, `content`, `team`, or full keys like `ops:team:team-1`).
+    public var scopes: [String]
+    public var pushBatchSize: Int
+    /// Rows per pull page (`nil`: the server's default).
+    public var pullPageSize: Int?
+    /// Pulled rows committed together: pages are stored in one transaction (with the last
+    /// page's cursor) until they hold this many rows or the scope's last page came. The same
+    /// number of rows may wait, fetched ahead, while a commit runs. Fewer, larger commits
+    /// write each database page once per commit instead of once per pulled page.
+    public var pullCommitRows: Int
+    public var retry: RetryPolicy
+    /// Whether a retryable failure schedules the next attempt by itself.
+    public var retriesAutomatically: Bool
+    /// Seconds between syncs while online, once ``SyncEngine/start(connectivity:)`` ran (15 min).
+    public var periodicInterval: TimeInterval
+    /// How the engine waits for the periodic timer and retries (real time unless a test injects one).
+    public var sleeper: any Sleeper
+
+    public init(
+        scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, pullCommitRows: Int = 5_000,
+        retry: RetryPolicy = RetryPolicy(), retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60,
+        sleeper: any Sleeper = TaskSleeper()
+    ) {
+        self.scopes = scopes
+        self.pushBatchSize = pushBatchSize
+        self.pullPageSize = pullPageSize
+        self.pullCommitRows = pullCommitRows
+        self.retry = retry
+        self.retriesAutomatically = retriesAutomatically
+        self.periodicInterval = periodicInterval
+        self.sleeper = sleeper
+    }
+}

@@ -1,0 +1,94 @@
+import ArgumentParser
+import ContractCompiler
+import Foundation
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check that the contracts stay compatible with every released version still supported.",
+        discussion: "Compares with contracts.lock (default) or with the contracts at a git revision (--against)."
+    )
+
+    @OptionGroup var options: ContractOptions
+    @OptionGroup var lockOption: LockOption
+
+    @Option(name: .long, help: "Compare with the contracts folder at this git revision instead of the lock.")
+    var against: String?
+
+    func run() throws {
+        let loaded = options.load()
+        guard let set = loaded.contracts, !loaded.diagnostics.hasErrors else {
+            report(loaded.diagnostics, format: options.format)
+            throw ExitCode(1)
+        }
+        var result: ContractCompiler.CheckResult
+        var baseline: String
+        var rewrite: (from: String, to: String)?
+        if let against {
+            let previous = try GitRevision.contracts(at: against, folder: options.contracts)
+            defer { try? FileManager.default.removeItem(atPath: previous.temporaryRoot) }
+            // Locations in the other revision read as `REV:path`, as git writes them.
+            rewrite = (previous.temporaryRoot + "/", against + ":")
+            let previousLoad = ContractCompiler.load(directory: previous.folder, today: options.today)
+            guard let previousSet = previousLoad.contracts else {
+                FileHandle.standardError.write(Data("error: the contracts at \(against) cannot be read\n".utf8))
+                throw ExitCode(1)
+            }
+            result = ContractCompiler.check(set, against: previousSet)
+            baseline = "the contracts at \(against)"
+        } else {
+            let path = lockOption.path(contracts: options.contracts)
+            result = ContractCompiler.check(set, lockPath: path)
+            baseline = path
+        }
+        result.diagnostics.append(contentsOf: loaded.diagnostics)
+        report(result.diagnostics, format: options.format, rewriting: rewrite)
+        if options.format == .text {
+            for line in result.allowancesInForce { print("allowed: \(line)") }
+        }
+        if result.diagnostics.hasErrors { throw ExitCode(1) }
+        if options.format == .text {
+            print("\(set.contracts.count) contracts are compatible with \(baseline) (\(result.releasedContracts) with released versions).")
+        }
+    }
+}
+
+/// Extracts a contracts folder as it is at a git revision, for `check --against`.
+enum GitRevision {
+    struct Extracted {
+        var temporaryRoot: String
+        var folder: String
+    }
+
+    static func contracts(at revision: String, folder: String) throws -> Extracted {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("contractc-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let prefix = try git(["rev-parse", "--show-prefix"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let path = (prefix + folder).replacingOccurrences(of: "//", with: "/")
+        let archive = root + "/contracts.tar"
+        _ = try git(["archive", "--format=tar", "--output", archive, revision, "--", path])
+        _ = try run("/usr/bin/env", ["tar", "-xf", archive, "-C", root])
+        return Extracted(temporaryRoot: root, folder: root + "/" + path)
+    }
+
+    private static func git(_ arguments: [String]) throws -> String {
+        try run("/usr/bin/env", ["git"] + arguments)
+    }
+
+    private static func run(_ executable: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let message = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            FileHandle.standardError.write(Data("error: `\(arguments.joined(separator: " "))` failed: \(String(decoding: message, as: UTF8.self))".utf8))
+            throw ExitCode(2)
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

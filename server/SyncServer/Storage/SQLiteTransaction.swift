@@ -1,0 +1,295 @@
+import ContractRuntime
+import ContractRuntimeGRDB
+import Contracts
+import Foundation
+import GRDB
+
+/// `INSERT … (columns) VALUES (?, …)` texts per verb, table and column list, built once per process.
+private let insertSQLCache = InsertSQLCache()
+
+private final class InsertSQLCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var texts: [[String]: String] = [:]
+
+    func sql(_ verb: String, table: String, columns: [String]) -> String {
+        let key = [verb, table] + columns
+        lock.lock()
+        defer { lock.unlock() }
+        if let text = texts[key] { return text }
+        let text = "\(verb) INTO \"\(table)\" (" + columns.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES ("
+            + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        texts[key] = text
+        return text
+    }
+}
+
+/// GRDB-backed reader and transaction. Table and column names come from the contract
+/// registry (validated snake_case identifiers) and are quoted; values are always bound, never
+/// interpolated. Statements are prepared once per connection and reused (`cachedStatement`):
+/// compiling SQL was most of a push's cost.
+struct SQLiteTransaction: StorageTransaction {
+    let db: Database
+    let auditTail: AuditTail
+
+    private static func quoted(_ name: String) -> String { "\"" + name + "\"" }
+
+    private func statement(_ sql: String) throws -> GRDB.Statement {
+        try db.cachedStatement(sql: sql)
+    }
+
+    private static func storedRow(_ row: Row) -> StoredRow {
+        StoredRow(layout: StoredRow.Layout(Array(row.columnNames)), values: row.databaseValues.map { ColumnValue($0) })
+    }
+
+    func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
+        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) = ?"
+        return try Row.fetchOne(statement(sql), arguments: [tenant, id]).map(Self.storedRow)
+    }
+
+    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
+        let last = try lastSequenceOfChanges(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
+        var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
+        for table in tables {
+            let sql = """
+                SELECT * FROM \(Self.quoted(table.name))
+                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? AND "_seq" <= ? ORDER BY "_seq" LIMIT ?
+                """
+            // Each row read straight from the statement as it steps (no copied GRDB row in
+            // between), column by index, with the column names read once per table.
+            let select = try statement(sql)
+            let layout = StoredRow.Layout(select.columnNames)
+            let sequence = layout.position(of: "_seq")
+            let rows = try Row.fetchCursor(select, arguments: [tenant, scopeKey, after, last, limit])
+            while try rows.next() != nil {
+                let values = layout.names.indices.map { index in
+                    ColumnValue(DatabaseValue(sqliteStatement: select.sqliteStatement, index: CInt(index)))
+                }
+                var order: Int64 = 0
+                if let sequence, case .integer(let value) = values[sequence] { order = value }
+                merged.append((order, table, StoredRow(layout: layout, values: values)))
+            }
+        }
+        merged.sort { $0.sequence < $1.sequence }
+        return merged.prefix(limit).map { ($0.table, $0.row) }
+    }
+
+    /// The `_seq` of the last row a page of `limit` changes holds, across the tables: read from
+    /// their `(_tenant_id, _scope_key, _seq)` indexes alone, it bounds each table's query, so no
+    /// table reads whole rows the page then leaves out. `Int64.max` when the tables hold fewer.
+    private func lastSequenceOfChanges(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) throws -> Int64 {
+        guard tables.count > 1 else { return .max }
+        let candidates = tables.map { table in
+            """
+            SELECT "_seq" FROM (SELECT "_seq" FROM \(Self.quoted(table.name))
+                WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" > ? ORDER BY "_seq" LIMIT ?)
+            """
+        }
+        let sql = "SELECT \"_seq\" FROM (" + candidates.joined(separator: " UNION ALL ") + ") ORDER BY \"_seq\" LIMIT 1 OFFSET ?"
+        var arguments: [DatabaseValue] = []
+        for _ in tables { arguments += [tenant.databaseValue, scopeKey.databaseValue, after.databaseValue, limit.databaseValue] }
+        arguments.append((limit - 1).databaseValue)
+        return try Int64.fetchOne(statement(sql), arguments: StatementArguments(arguments)) ?? .max
+    }
+
+    func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
+        var clauses = ["\"_tenant_id\" = ?"]
+        var arguments: [DatabaseValue] = [tenant.databaseValue]
+        for column in conditions.keys.sorted() {
+            clauses.append("\(Self.quoted(column)) IS ?")
+            arguments.append(conditions[column]!.databaseValue)
+        }
+        arguments.append(limit.databaseValue)
+        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) ORDER BY \(Self.quoted(table.primaryKey)) LIMIT ?"
+        return try Row.fetchAll(statement(sql), arguments: StatementArguments(arguments)).map(Self.storedRow)
+    }
+
+    func lastSequence(tenant: String, clientID: String) async throws -> Int64 {
+        if let pending = auditTail.clientSequences[.init(tenant: tenant, key: clientID)] { return pending }
+        return try Int64.fetchOne(statement("SELECT last_seq FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]) ?? 0
+    }
+
+    func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
+        try String.fetchOne(
+            statement("SELECT result FROM push_results WHERE tenant = ? AND client_id = ? AND seq = ?"),
+            arguments: [tenant, clientID, seq]
+        )
+    }
+
+    func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+        if let pending = auditTail.scopeSequences[.init(tenant: tenant, key: scopeKey)] { return pending }
+        return try Int64.fetchOne(
+            statement("SELECT last_seq FROM scope_sequences WHERE tenant = ? AND scope_key = ?"), arguments: [tenant, scopeKey]
+        ) ?? 0
+    }
+
+    func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
+        try Row.fetchAll(statement("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit]).map { row in
+            AuditEntry(
+                id: row["id"], tenant: row["tenant"], recordedAt: row["recorded_at"], userID: row["user_id"],
+                deviceID: row["device_id"], entity: row["entity"], rowID: row["row_id"], operation: row["operation"],
+                outcome: row["outcome"], detail: row["detail"], previousHash: row["previous_hash"], hash: row["hash"]
+            )
+        }
+    }
+
+    func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner? {
+        guard let row = try Row.fetchOne(
+            statement("SELECT user_id, device_id FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]
+        ), let userID: String = row["user_id"], let deviceID: String = row["device_id"] else { return nil }
+        return ClientOwner(userID: userID, deviceID: deviceID)
+    }
+
+    func lockClient(tenant: String, clientID: String, owner: ClientOwner) async throws -> ClientLock {
+        let key = AuditTail.ScopeKey(tenant: tenant, key: clientID)
+        if let pending = auditTail.clientSequences[key] {
+            // Locked earlier in this transaction, which checked the owner then.
+            return .owned(lastSeq: pending)
+        }
+        let row = try Row.fetchOne(
+            statement("SELECT last_seq, user_id, device_id FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]
+        )
+        guard let row else {
+            try statement("INSERT INTO clients (tenant, client_id, last_seq, updated_at, user_id, device_id) VALUES (?, ?, 0, ?, ?, ?)")
+                .execute(arguments: [tenant, clientID, Int64(Date().timeIntervalSince1970 * 1000), owner.userID, owner.deviceID])
+            return .owned(lastSeq: 0)
+        }
+        let lastSeq: Int64 = row["last_seq"]
+        switch (row["user_id"] as String?, row["device_id"] as String?) {
+        case (let userID?, let deviceID?):
+            return ClientOwner(userID: userID, deviceID: deviceID) == owner ? .owned(lastSeq: lastSeq) : .ownedByOther
+        default:
+            // A stream from before owners were recorded, with no audited push to tell whose it was.
+            try statement("UPDATE clients SET user_id = ?, device_id = ? WHERE tenant = ? AND client_id = ?")
+                .execute(arguments: [owner.userID, owner.deviceID, tenant, clientID])
+            return .owned(lastSeq: lastSeq)
+        }
+    }
+
+    func lockScope(tenant: String, scopeKey: String) async throws {}
+
+    func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+        let key = AuditTail.ScopeKey(tenant: tenant, key: scopeKey)
+        let next = try await scopeSequence(tenant: tenant, scopeKey: scopeKey) + 1
+        auditTail.scopeSequences[key] = next
+        return next
+    }
+
+    /// Writes the counters kept in memory; called once at the end of a write transaction.
+    func flushCounters() throws {
+        for (key, value) in auditTail.scopeSequences {
+            try statement("""
+                INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, ?)
+                ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = excluded.last_seq
+                """).execute(arguments: [key.tenant, key.key, value])
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        for (key, value) in auditTail.clientSequences {
+            try statement("""
+                INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
+                """).execute(arguments: [key.tenant, key.key, value, now])
+        }
+        auditTail.scopeSequences.removeAll()
+        auditTail.clientSequences.removeAll()
+        if auditTail.moved {
+            let seal = AuditChain.seal(lastID: auditTail.id, lastHash: auditTail.hash, keyedFrom: auditTail.keyedFrom, key: auditTail.key)
+            try statement("UPDATE audit_head SET last_id = ?, last_hash = ?, seal = ?").execute(arguments: [auditTail.id, auditTail.hash, seal])
+            auditTail.moved = false
+        }
+    }
+
+    func upsert(_ row: StoredRow, in table: ContractTable) async throws {
+        let columns = row.columnNames.sorted()
+        let sql = insertSQLCache.sql("INSERT OR REPLACE", table: table.name, columns: columns)
+        try statement(sql).execute(arguments: StatementArguments(columns.map { row[$0].databaseValue }))
+    }
+
+    func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
+        let columns = row.columnNames.sorted()
+        let sql = insertSQLCache.sql("INSERT OR IGNORE", table: table.name, columns: columns)
+        try statement(sql).execute(arguments: StatementArguments(columns.map { row[$0].databaseValue }))
+        return db.changesCount > 0
+    }
+
+    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
+        try statement("INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [tenant, clientID, seq, clientMutationID, result])
+        auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = seq
+    }
+
+    func appendAudit(_ entry: AuditEntry) async throws {
+        if !auditTail.loaded {
+            // Read inside the write transaction, so no other writer can append in between. The
+            // head, not the last row, says where the chain ends: a row deleted behind the
+            // server's back stays a visible gap.
+            if let head = try Row.fetchOne(statement("SELECT last_id, last_hash, keyed_from FROM audit_head")) {
+                auditTail.id = head["last_id"]
+                auditTail.hash = head["last_hash"]
+                auditTail.keyedFrom = head["keyed_from"]
+            }
+            auditTail.loaded = true
+        }
+        var stored = entry
+        stored.id = auditTail.id + 1
+        stored.previousHash = auditTail.hash
+        stored.hash = AuditChain.seal(of: stored, previousHash: stored.previousHash, key: auditTail.key)
+        try statement("""
+            INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(
+            arguments: [
+                stored.id, stored.tenant, stored.recordedAt, stored.userID, stored.deviceID, stored.entity, stored.rowID,
+                stored.operation, stored.outcome, stored.detail, stored.previousHash, stored.hash,
+            ]
+        )
+        auditTail.id = stored.id
+        auditTail.hash = stored.hash
+        auditTail.moved = true
+    }
+
+    // MARK: Identity held by the server
+
+    func identityState(tenant: String, userID: String, deviceID: String) async throws -> IdentityState {
+        let revokedAt = try Int64.fetchOne(
+            statement("""
+                SELECT MAX(revoked_at) FROM revocations
+                WHERE tenant = ? AND ((kind = 'device' AND subject = ?) OR (kind = 'user' AND subject = ?))
+                """),
+            arguments: [tenant, deviceID, userID]
+        )
+        let teams = try String.fetchAll(
+            statement("SELECT team_id FROM team_members WHERE tenant = ? AND user_id = ? ORDER BY team_id"), arguments: [tenant, userID]
+        )
+        return IdentityState(revokedAt: revokedAt, teams: teams)
+    }
+
+    func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] {
+        try Row.fetchAll(statement("SELECT team_id, user_id FROM team_members WHERE tenant = ? ORDER BY team_id, user_id"), arguments: [tenant])
+            .map { (team: $0["team_id"], user: $0["user_id"]) }
+    }
+
+    func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws {
+        try statement("""
+            INSERT INTO revocations (tenant, kind, subject, revoked_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (tenant, kind, subject) DO UPDATE SET revoked_at = MAX(revoked_at, excluded.revoked_at)
+            """).execute(arguments: [tenant, kind.rawValue, subject, at])
+    }
+
+    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws {
+        if isMember {
+            try statement("INSERT OR IGNORE INTO team_members (tenant, team_id, user_id) VALUES (?, ?, ?)").execute(arguments: [tenant, team, userID])
+        } else {
+            try statement("DELETE FROM team_members WHERE tenant = ? AND team_id = ? AND user_id = ?").execute(arguments: [tenant, team, userID])
+        }
+    }
+
+    func auditHead() async throws -> AuditHead? {
+        guard let row = try Row.fetchOne(statement("SELECT last_id, last_hash, keyed_from, key_fingerprint, seal FROM audit_head")) else {
+            return nil
+        }
+        return AuditHead(
+            lastID: row["last_id"], lastHash: row["last_hash"], keyedFrom: row["keyed_from"], keyFingerprint: row["key_fingerprint"],
+            seal: row["seal"]
+        )
+    }
+}
