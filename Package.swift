@@ -35,7 +35,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
-        // MARK: Contract compiler (depends on nothing of the runtime)
+        // MARK: Contract compiler (shares the runtime's vocabulary: field kinds, policies, scopes)
         .systemLibrary(
             name: "CYAML",
             path: "codegen/CYAML",
@@ -45,7 +45,7 @@ let package = Package(
         .target(
             name: "ContractCompiler",
             dependencies: [
-                "CYAML",
+                "CYAML", "ContractRuntime",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "codegen/ContractCompiler",

@@ -1,4 +1,5 @@
-/// The type of a field, as the contract declares it.
+/// The type of a field, as the contract declares it after `type:` (without the trailing `?`).
+/// The contract compiler reads contracts into it and generated code describes fields with it.
 public indirect enum FieldKind: Hashable, Sendable {
     case id
     case string
@@ -10,7 +11,34 @@ public indirect enum FieldKind: Hashable, Sendable {
     case uuid
     case json
     case bytes
+    /// `enum` with its `values` in declaration order and an optional value that unknown values decode to.
     case enumeration(values: [String], fallback: String?)
+    /// `list<T>` of a scalar type.
     case list(FieldKind)
+    /// `ref<Entity>`: the primary key of another entity.
     case ref(String)
+
+    /// The scalar type names the contract language knows, in the order the reference lists them.
+    public static let scalarNames = [
+        "id", "string", "int", "double", "bool", "timestamp", "date", "uuid", "json", "bytes", "enum",
+    ]
+
+    /// The spelling used in contracts and diagnostics (`list<string>`, `ref<Unit>`, `enum`).
+    public var spelling: String {
+        switch self {
+        case .id: return "id"
+        case .string: return "string"
+        case .int: return "int"
+        case .double: return "double"
+        case .bool: return "bool"
+        case .timestamp: return "timestamp"
+        case .date: return "date"
+        case .uuid: return "uuid"
+        case .json: return "json"
+        case .bytes: return "bytes"
+        case .enumeration: return "enum"
+        case .list(let element): return "list<\(element.spelling)>"
+        case .ref(let target): return "ref<\(target)>"
+        }
+    }
 }

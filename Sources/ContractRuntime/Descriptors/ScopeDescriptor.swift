@@ -1,6 +1,6 @@
 /// A sync scope from the manifest.
 public struct ScopeDescriptor: Hashable, Sendable {
-    public enum Access: String, Hashable, Sendable {
+    public enum Access: String, Hashable, Sendable, CaseIterable {
         /// Devices read; only the server writes.
         case read
         /// Devices read and write.
@@ -19,21 +19,7 @@ public struct ScopeDescriptor: Hashable, Sendable {
     }
 
     /// The placeholder names of the key template, in order (`user_id` for `progress:user:{user_id}`).
-    public var placeholders: [String] {
-        var names: [String] = []
-        var current: String?
-        for character in keyTemplate {
-            if character == "{" {
-                current = ""
-            } else if character == "}", let name = current {
-                names.append(name)
-                current = nil
-            } else if current != nil {
-                current!.append(character)
-            }
-        }
-        return names
-    }
+    public var placeholders: [String] { ScopePlaceholder.names(in: keyTemplate) }
 
     /// The key with its placeholders filled (`{user_id}` → `values["user_id"]`); `nil` if one is missing.
     public func key(_ values: [String: String]) -> String? {

@@ -137,19 +137,9 @@ struct FieldAssignments {
     /// `int`, `enum (new | in_progress | …)`, `list<string>`, `timestamp`.
     static func describe(_ kind: FieldKind) -> String {
         switch kind {
-        case .id: return "id"
-        case .string: return "string"
-        case .int: return "int"
-        case .double: return "double"
-        case .bool: return "bool"
-        case .timestamp: return "timestamp"
-        case .date: return "date"
-        case .uuid: return "uuid"
-        case .json: return "json"
-        case .bytes: return "bytes"
         case .enumeration(let values, _): return "enum (" + values.joined(separator: " | ") + ")"
         case .list(let element): return "list<\(describe(element))>"
-        case .ref(let target): return "ref<\(target)>"
+        default: return kind.spelling
         }
     }
 }

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Crypto
 import Foundation
 
@@ -81,9 +82,8 @@ package struct MigrationPlanner {
     /// lookup index (the server keeps the uniqueness; two teams' rows may share a value).
     private func uniquenessPerScope(_ contract: Contract, side: StorageSide) -> [MigrationStep] {
         guard contract.kind == .entity else { return [] }
-        let tokenFilled: Set<String> = ["tenant_id", "user_id", "device_id"]
         let scope = set.manifest.scopes.first { $0.name == contract.scope }
-        let severalOnADevice = !(scope.map { Set($0.placeholders).isSubset(of: tokenFilled) } ?? true)
+        let severalOnADevice = !(scope.map { Set($0.placeholders).isSubset(of: ScopePlaceholder.filledByToken) } ?? true)
         if side == .client && !severalOnADevice { return [] }
         let versions = chain(for: contract)
         return contract.indexes.filter(\.isUnique).map { index in

@@ -1,3 +1,9 @@
+public import ContractRuntime
+
+// The sync policies (`SyncDirection`, `ConflictPolicy`, `SyncPriority`), scope access and field
+// types are the runtime's own types: the compiler reads contracts into the values generated
+// code describes them with, so the two cannot disagree.
+
 /// The project manifest, `contracts/contracts.yaml`: scopes and compatibility defaults.
 public struct Manifest: Hashable, Sendable {
     public var file: String
@@ -15,13 +21,8 @@ public struct Manifest: Hashable, Sendable {
 
 /// A sync scope: the partition of data a device subscribes to, and who may read and write it.
 public struct Scope: Hashable, Sendable {
-    /// Who may use a scope, from a device's point of view.
-    public enum Access: String, Hashable, Sendable, CaseIterable {
-        /// Devices read; only the server (and admins) write.
-        case read
-        /// Devices read and write.
-        case readWrite = "read_write"
-    }
+    /// Who may use a scope, from a device's point of view: the runtime's own.
+    public typealias Access = ScopeDescriptor.Access
 
     public var name: String
     /// The key template, for example `progress:user:{user_id}`.
@@ -39,21 +40,7 @@ public struct Scope: Hashable, Sendable {
     }
 
     /// The placeholders of the key template, in order (`user_id` for `progress:user:{user_id}`).
-    public var placeholders: [String] {
-        var names: [String] = []
-        var current: String?
-        for character in key {
-            if character == "{" {
-                current = ""
-            } else if character == "}", let name = current {
-                names.append(name)
-                current = nil
-            } else if current != nil {
-                current!.append(character)
-            }
-        }
-        return names
-    }
+    public var placeholders: [String] { ScopePlaceholder.names(in: key) }
 }
 
 /// How a new version of a contract must relate to the versions devices still run.
@@ -76,30 +63,6 @@ public struct CompatibilityDefaults: Hashable, Sendable {
         self.entities = entities
         self.events = events
     }
-}
-
-/// Which way rows of a contract travel.
-public enum SyncDirection: String, Hashable, Sendable, CaseIterable {
-    case down
-    case up
-    case both
-}
-
-/// How the server resolves concurrent writes to the same row.
-public enum ConflictPolicy: String, Hashable, Sendable, CaseIterable {
-    case appendOnly = "append_only"
-    case serverAuthoritative = "server_authoritative"
-    case lastWriterWins = "last_writer_wins"
-    case versionCheck = "version_check"
-    case fieldMerge = "field_merge"
-}
-
-/// What a device caches first when space is short.
-public enum SyncPriority: String, Hashable, Sendable, CaseIterable {
-    case critical
-    case high
-    case normal
-    case low
 }
 
 /// The `sync:` block of a contract.

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Foundation
 
 /// Turns parsed YAML into the contract model, reporting every problem it can see in one file.
@@ -51,7 +52,7 @@ struct ContractDecoder {
                 let doc = scopeReader.value("doc").flatMap { ScalarReader.string($0, "doc", diagnostics: &diagnostics) }
                 if let key {
                     let scope = Scope(name: name, key: key, access: access, doc: doc, location: entry.key.location)
-                    for placeholder in scope.placeholders where !["user_id", "team_id", "device_id", "tenant_id"].contains(placeholder) {
+                    for placeholder in scope.placeholders where ScopePlaceholder(rawValue: placeholder) == nil {
                         diagnostics.error(
                             .invalidValue, "scope key placeholder '{\(placeholder)}' is not known", at: entry.value.location,
                             help: "placeholders come from the device token: {tenant_id}, {user_id}, {team_id} or {device_id}"

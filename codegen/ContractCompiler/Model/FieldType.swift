@@ -1,46 +1,10 @@
-/// The type of a contract field, as written after `type:` (without the trailing `?`).
-public indirect enum FieldType: Hashable, Sendable {
-    case id
-    case string
-    case int
-    case double
-    case bool
-    case timestamp
-    case date
-    case uuid
-    case json
-    case bytes
-    /// `enum` with its `values` in declaration order and an optional value that unknown values decode to.
-    case enumeration(values: [String], fallback: String?)
-    /// `list<T>` of a scalar type.
-    case list(FieldType)
-    /// `ref<Entity>`: the primary key of another entity.
-    case ref(String)
+public import ContractRuntime
 
-    /// The scalar type names the contract language knows, in the order the reference lists them.
-    public static let scalarNames = [
-        "id", "string", "int", "double", "bool", "timestamp", "date", "uuid", "json", "bytes", "enum",
-    ]
+/// The type of a contract field, as written after `type:`: the runtime's ``FieldKind``, with the
+/// rules only the compiler applies.
+public typealias FieldType = FieldKind
 
-    /// The spelling used in contracts and diagnostics.
-    public var spelling: String {
-        switch self {
-        case .id: return "id"
-        case .string: return "string"
-        case .int: return "int"
-        case .double: return "double"
-        case .bool: return "bool"
-        case .timestamp: return "timestamp"
-        case .date: return "date"
-        case .uuid: return "uuid"
-        case .json: return "json"
-        case .bytes: return "bytes"
-        case .enumeration: return "enum"
-        case .list(let element): return "list<\(element.spelling)>"
-        case .ref(let target): return "ref<\(target)>"
-        }
-    }
-
+extension FieldKind {
     /// Whether a field of this type can carry `max_length`.
     public var acceptsMaxLength: Bool {
         switch self {

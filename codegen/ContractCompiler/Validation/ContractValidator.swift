@@ -1,3 +1,4 @@
+import ContractRuntime
 import Foundation
 
 /// Rules that look at one contract as a whole, or at several contracts together.
@@ -185,7 +186,7 @@ struct ContractValidator {
         }
         if let scope {
             // Placeholders the token does not fill come from the row itself.
-            for placeholder in scope.placeholders where !["tenant_id", "user_id", "device_id"].contains(placeholder) {
+            for placeholder in scope.placeholders where !ScopePlaceholder.filledByToken.contains(placeholder) {
                 let field = contract.field(named: placeholder)
                 let usable = field.map { !$0.type.isOptional && !$0.isEncrypted && [.id, .string, .uuid].contains($0.type.type) } ?? false
                 if !usable {

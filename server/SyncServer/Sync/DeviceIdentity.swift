@@ -50,7 +50,10 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
 public enum ScopeAccess {
     /// The values a token fills.
     static func tokenValues(_ identity: DeviceIdentity) -> [String: String] {
-        ["tenant_id": identity.tenant, "user_id": identity.userID, "device_id": identity.deviceID]
+        [
+            ScopePlaceholder.tenantID.rawValue: identity.tenant, ScopePlaceholder.userID.rawValue: identity.userID,
+            ScopePlaceholder.deviceID.rawValue: identity.deviceID,
+        ]
     }
 
     /// The scope key of a row of a contract in `scope`, from its wire payload.
