@@ -7,8 +7,9 @@
 #   make soak             the crash suite (real processes killed with kill -9) with SOAK_ITERATIONS
 #                         kills per crash point instead of make test's few (OUTPOST_CRASH_SEED=N
 #                         for another seed); prints where the kills landed
-#   make codegen          regenerate Sources/Contracts from contracts/
-#   make check-generated  fail if Sources/Contracts differs from what contracts/ generate
+#   make codegen          regenerate Sources/Contracts from contracts/, and contracts/contract.schema.json
+#   make check-generated  fail if Sources/Contracts or the contracts' JSON Schema differs from what
+#                         the compiler writes
 #   make compat           fail if a contract change would break a device in the field (contractc check)
 #   make lock             record the current contract versions as released (contractc lock)
 #   make bench            the performance figures recorded in docs/PERFORMANCE.md (starts its own PostgreSQL)
@@ -32,6 +33,7 @@ contractc:
 
 codegen: contractc
 	$(CONTRACTC) generate --contracts $(CONTRACTS) --output $(GENERATED)
+	$(CONTRACTC) schema --contracts $(CONTRACTS)
 
 # Regenerates into a temporary folder and diffs it with the committed code.
 check-generated: contractc
@@ -45,6 +47,7 @@ check-generated: contractc
 		echo "help: run 'make codegen' and commit both the contracts and $(GENERATED)."; \
 		exit 1; \
 	fi
+	@$(CONTRACTC) schema --contracts $(CONTRACTS) --check
 
 # Compatibility with every released version still supported (contracts/contracts.lock).
 compat: contractc

@@ -12,7 +12,7 @@ struct Contractc: ParsableCommand {
             or the generated code is out of date; 2 an output folder that cannot be written or a git \
             command that failed; 64 bad command-line usage.
             """,
-        subcommands: [Validate.self, Generate.self, Check.self, Lock.self, Explain.self],
+        subcommands: [Validate.self, Generate.self, Check.self, Lock.self, Explain.self, Schema.self],
         defaultSubcommand: nil
     )
 }

@@ -3,29 +3,15 @@ import Foundation
 
 /// Turns parsed YAML into the contract model, reporting every problem it can see in one file.
 /// Problems that need other files (references, scopes, duplicate names) are the validator's.
+/// The keys each mapping accepts are ``ContractGrammar``'s.
 struct ContractDecoder {
-    static let entityKeys = [
-        "entity", "summary", "doc", "version", "oldest_supported", "table", "scope", "sync", "fields", "local",
-        "relations", "indexes", "compatibility", "swift_name", "allow",
-    ]
-    static let eventKeys = [
-        "event", "summary", "doc", "version", "oldest_supported", "table", "scope", "sync", "applies_to", "fields",
-        "compatibility", "swift_name", "allow",
-    ]
-    static let fieldKeys = [
-        "type", "values", "fallback", "default", "since", "renamed_from", "deprecated", "encrypted", "max_length",
-        "primary_key", "version_field", "server_only", "doc", "allow",
-    ]
-    static let localFieldKeys = ["type", "values", "fallback", "default", "encrypted", "max_length", "doc"]
-    static let syncKeys = ["direction", "conflict", "tombstones", "retention", "priority"]
-
     var diagnostics = DiagnosticCollector()
 
     // MARK: Manifest
 
     mutating func decodeManifest(_ root: YAMLNode, file: String) -> Manifest? {
         guard let reader = MappingReader(root, context: "manifest", diagnostics: &diagnostics) else { return nil }
-        reader.rejectUnknownKeys(known: ["scopes", "compatibility", "doc"], diagnostics: &diagnostics)
+        reader.rejectUnknownKeys(known: ContractGrammar.manifest.keyNames, diagnostics: &diagnostics)
         var scopes: [Scope] = []
         if let scopesNode = reader.require(
             "scopes", help: "declare the sync scopes, for example `scopes: { user: { key: \"progress:user:{user_id}\" } }`",
@@ -41,7 +27,7 @@ struct ContractDecoder {
                 }
                 guard let scopeReader = MappingReader(entry.value, context: "scope '\(name)'", diagnostics: &diagnostics)
                 else { continue }
-                scopeReader.rejectUnknownKeys(known: ["key", "access", "doc"], diagnostics: &diagnostics)
+                scopeReader.rejectUnknownKeys(known: ContractGrammar.scope.keyNames, diagnostics: &diagnostics)
                 let key = scopeReader.require(
                     "key", help: "give the scope key template, for example `key: \"ops:team:{team_id}\"`",
                     diagnostics: &diagnostics
@@ -66,7 +52,7 @@ struct ContractDecoder {
         if let compatibilityNode = reader.value("compatibility"),
             let compatibilityReader = MappingReader(compatibilityNode, context: "compatibility block", diagnostics: &diagnostics)
         {
-            compatibilityReader.rejectUnknownKeys(known: ["entities", "events"], diagnostics: &diagnostics)
+            compatibilityReader.rejectUnknownKeys(known: ContractGrammar.compatibilityDefaults.keyNames, diagnostics: &diagnostics)
             if let node = compatibilityReader.value("entities"),
                 let mode = ScalarReader.oneOf(node, "the entities' compatibility", CompatibilityMode.self, diagnostics: &diagnostics)
             {
@@ -104,7 +90,7 @@ struct ContractDecoder {
         let kind: Contract.Kind = hasEntity ? .entity : .event
         guard let reader = MappingReader(root, context: kind.rawValue, diagnostics: &diagnostics) else { return nil }
         reader.rejectUnknownKeys(
-            known: kind == .entity ? Self.entityKeys : Self.eventKeys,
+            known: kind == .entity ? ContractGrammar.entity.keyNames : ContractGrammar.event.keyNames,
             misplaced: kind == .entity
                 ? ["applies_to": "only events have `applies_to`; an entity is what events apply to"]
                 : [
@@ -243,7 +229,7 @@ struct ContractDecoder {
         for item in items {
             guard let reader = MappingReader(item, context: "allowance", diagnostics: &diagnostics) else { continue }
             reader.rejectUnknownKeys(
-                known: contractLevel ? ["rule", "reason", "until", "field"] : ["rule", "reason", "until"],
+                known: contractLevel ? ContractGrammar.contractAllowance.keyNames : ContractGrammar.fieldAllowance.keyNames,
                 misplaced: contractLevel ? [:] : ["field": "an allowance on a field applies to that field; remove `field`"],
                 diagnostics: &diagnostics
             )
@@ -295,7 +281,7 @@ struct ContractDecoder {
         }
         let eventOnlyHelp = "events are immutable and kept until the server folds them; only `direction` (and `conflict: append_only`) apply"
         reader.rejectUnknownKeys(
-            known: kind == .entity ? Self.syncKeys : ["direction", "conflict"],
+            known: kind == .entity ? ContractGrammar.entitySync.keyNames : ContractGrammar.eventSync.keyNames,
             misplaced: kind == .entity ? [:] : ["tombstones": eventOnlyHelp, "retention": eventOnlyHelp, "priority": eventOnlyHelp],
             diagnostics: &diagnostics
         )
@@ -404,7 +390,7 @@ struct ContractDecoder {
         let context = local ? "local field '\(name)'" : "field '\(name)'"
         guard let reader = MappingReader(node, context: context, diagnostics: &diagnostics) else { return nil }
         reader.rejectUnknownKeys(
-            known: local ? Self.localFieldKeys : Self.fieldKeys,
+            known: local ? ContractGrammar.localFieldDetails.keyNames : ContractGrammar.fieldDetails.keyNames,
             misplaced: local
                 ? Dictionary(uniqueKeysWithValues: ["since", "renamed_from", "deprecated", "primary_key", "version_field"].map {
                     ($0, "local fields live on the device only; `\($0)` applies to synced fields")
@@ -507,7 +493,7 @@ struct ContractDecoder {
         guard let reader = MappingReader(node, context: "renamed_from of '\(fieldName)'", diagnostics: &diagnostics) else {
             return nil
         }
-        reader.rejectUnknownKeys(known: ["name", "version"], diagnostics: &diagnostics)
+        reader.rejectUnknownKeys(known: ContractGrammar.rename.keyNames, diagnostics: &diagnostics)
         let name = reader.require("name", help: help, diagnostics: &diagnostics).flatMap {
             ScalarReader.string($0, "the old name", diagnostics: &diagnostics)
         }
@@ -614,7 +600,7 @@ struct ContractDecoder {
             guard let name = entry.key.scalar,
                 let relationReader = MappingReader(entry.value, context: "relation '\(name)'", diagnostics: &diagnostics)
             else { continue }
-            relationReader.rejectUnknownKeys(known: ["has_many", "belongs_to", "foreign_key", "doc"], diagnostics: &diagnostics)
+            relationReader.rejectUnknownKeys(known: ContractGrammar.relation.keyNames, diagnostics: &diagnostics)
             let kinds: [Relation.Kind] = [.hasMany, .belongsTo].filter { relationReader.value($0.rawValue) != nil }
             guard kinds.count == 1, let kind = kinds.first else {
                 diagnostics.error(
@@ -663,7 +649,7 @@ struct ContractDecoder {
             var unique = false
             if item.mapping != nil {
                 guard let reader = MappingReader(item, context: "index", diagnostics: &diagnostics) else { continue }
-                reader.rejectUnknownKeys(known: ["fields", "unique"], diagnostics: &diagnostics)
+                reader.rejectUnknownKeys(known: ContractGrammar.index.keyNames, diagnostics: &diagnostics)
                 guard let fields = reader.require(
                     "fields", help: "list the indexed fields: `fields: [unit_id, position]`", diagnostics: &diagnostics
                 ) else { continue }
