@@ -186,7 +186,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ContractCompilerTests",
-            dependencies: ["ContractCompiler"],
+            dependencies: ["ContractCompiler", "ContractRuntime"],
             path: "Tests/ContractCompilerTests",
             exclude: ["Fixtures"],
             swiftSettings: strictSwift

@@ -1,5 +1,7 @@
-@testable import ContractCompiler
+import ContractRuntime
 import Testing
+
+@testable import ContractCompiler
 
 /// A few lines of YAML in, exact Swift or SQL out.
 @Suite("Snippets")
@@ -190,9 +192,9 @@ struct SnippetTests {
 
     @Test("ISO-8601 timestamps convert both ways")
     func timestamps() {
-        #expect(Timestamps.milliseconds(fromISO8601: "1970-01-01T00:00:00Z") == 0)
-        #expect(Timestamps.milliseconds(fromISO8601: "2026-01-31T08:00:00.123Z") == 1_769_846_400_123)
-        #expect(Timestamps.milliseconds(fromISO8601: "2026-02-30T00:00:00Z") == nil)
+        #expect(Timestamp(iso8601: "1970-01-01T00:00:00Z")?.millisecondsSince1970 == 0)
+        #expect(Timestamp(iso8601: "2026-01-31T08:00:00.123Z")?.millisecondsSince1970 == 1_769_846_400_123)
+        #expect(Timestamp(iso8601: "2026-02-30T00:00:00Z") == nil)
         #expect(TypeMapping.iso8601(1_769_846_400_123) == "2026-01-31T08:00:00.123Z")
         #expect(TypeMapping.iso8601(-1) == "1969-12-31T23:59:59.999Z")
     }

@@ -1,7 +1,9 @@
 /// A relation between two entities.
 public struct RelationDescriptor: Hashable, Sendable {
-    public enum Kind: String, Hashable, Sendable {
+    public enum Kind: String, Hashable, Sendable, CaseIterable {
+        /// The target's `foreign_key` field holds this entity's primary key.
         case hasMany = "has_many"
+        /// This entity's `foreign_key` field holds the target's primary key.
         case belongsTo = "belongs_to"
     }
 

@@ -12,17 +12,6 @@ package enum JSONTreeDecoder {
     }
 }
 
-private struct AnyKey: CodingKey {
-    var stringValue: String
-    var intValue: Int?
-
-    init(stringValue: String) { self.stringValue = stringValue }
-    init(intValue: Int) {
-        stringValue = String(intValue)
-        self.intValue = intValue
-    }
-}
-
 private struct TreeDecoder: Decoder, SingleValueDecodingContainer {
     let value: JSONValue
     let codingPath: [any CodingKey]

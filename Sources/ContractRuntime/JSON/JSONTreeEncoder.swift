@@ -108,17 +108,6 @@ private struct TreeEncoder: Encoder {
     }
 }
 
-private struct AnyKey: CodingKey {
-    var stringValue: String
-    var intValue: Int?
-
-    init(stringValue: String) { self.stringValue = stringValue }
-    init(intValue: Int) {
-        stringValue = String(intValue)
-        self.intValue = intValue
-    }
-}
-
 private struct SingleTree: SingleValueEncodingContainer {
     let node: TreeEncoder.Node
     let codingPath: [any CodingKey]

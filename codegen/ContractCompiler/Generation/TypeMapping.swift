@@ -1,3 +1,4 @@
+import ContractRuntime
 import Foundation
 
 /// How contract types become Swift types, Swift default expressions, SQLite and PostgreSQL columns and SQL literals.
@@ -197,23 +198,7 @@ struct TypeMapping {
     }
 
     static func iso8601(_ millis: Int64) -> String {
-        let seconds = millis >= 0 ? millis / 1000 : (millis - 999) / 1000
-        let fraction = millis - seconds * 1000
-        var days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let secondOfDay = seconds - days * 86_400
-        days += 719_468
-        let era = (days >= 0 ? days : days - 146_096) / 146_097
-        let doe = days - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        return String(
-            format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", year, month, day, secondOfDay / 3600,
-            secondOfDay / 60 % 60, secondOfDay % 60, fraction
-        )
+        Timestamp(millisecondsSince1970: millis).iso8601
     }
 }
 

@@ -192,12 +192,8 @@ public struct Field: Hashable, Sendable {
 
 /// A named relation from one entity to another.
 public struct Relation: Hashable, Sendable {
-    public enum Kind: String, Hashable, Sendable {
-        /// The target's `foreign_key` field holds this entity's primary key.
-        case hasMany = "has_many"
-        /// This entity's `foreign_key` field holds the target's primary key.
-        case belongsTo = "belongs_to"
-    }
+    /// `has_many` or `belongs_to`: the runtime's own.
+    public typealias Kind = RelationDescriptor.Kind
 
     public var name: String
     public var kind: Kind

@@ -247,14 +247,14 @@ struct ContractDecoder {
             let until = reader.require(
                 "until", help: "give the last day the allowance holds, for example `until: 2026-12-31`", diagnostics: &diagnostics
             ).flatMap { ScalarReader.string($0, "until", diagnostics: &diagnostics) }
-            if let until, !Timestamps.isCalendarDate(until) {
+            if let until, CalendarDate(until) == nil {
                 diagnostics.error(
                     .invalidAllowance, "until '\(until)' is not a date", at: reader.value("until")!.location,
                     help: "write the date as YYYY-MM-DD"
                 )
             }
             let field = reader.value("field").flatMap { ScalarReader.string($0, "field", diagnostics: &diagnostics) }
-            guard let rule, let until, !reason.isEmpty, Timestamps.isCalendarDate(until) else { continue }
+            guard let rule, let until, !reason.isEmpty, CalendarDate(until) != nil else { continue }
             allowances.append(Allowance(rule: RuleID(rule), reason: reason, until: until, field: field, location: item.location))
         }
         return allowances

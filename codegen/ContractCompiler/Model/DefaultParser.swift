@@ -1,3 +1,4 @@
+import ContractRuntime
 import Foundation
 
 /// Checks a `default:` against the field's type and turns it into a ``DefaultValue``.
@@ -53,9 +54,9 @@ enum DefaultParser {
         case .enumeration(let values, _):
             return values.contains(text) ? .string(text) : nil
         case .timestamp:
-            return Timestamps.milliseconds(fromISO8601: text).map { .int($0) }
+            return Timestamp(iso8601: text).map { .int($0.millisecondsSince1970) }
         case .date:
-            return Timestamps.isCalendarDate(text) ? .string(text) : nil
+            return CalendarDate(text) != nil ? .string(text) : nil
         case .uuid:
             return UUID(uuidString: text).map { .string($0.uuidString.lowercased()) }
         case .bytes:
@@ -141,61 +142,5 @@ enum DefaultParser {
             }
         }
         return result + "\""
-    }
-}
-
-/// Timestamp and date parsing without locale or time-zone surprises.
-enum Timestamps {
-    /// Milliseconds since 1970 for `YYYY-MM-DDTHH:MM:SS[.fff]Z`.
-    static func milliseconds(fromISO8601 text: String) -> Int64? {
-        let bytes = Array(text.utf8)
-        guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
-        func number(_ range: Range<Int>) -> Int? {
-            guard range.upperBound <= bytes.count else { return nil }
-            var value = 0
-            for byte in bytes[range] {
-                guard (48...57).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - 48)
-            }
-            return value
-        }
-        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
-            bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
-            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            isValidDate(year: year, month: month, day: day), hour < 24, minute < 60, second < 60
-        else { return nil }
-        var millis = 0
-        if bytes.count > 20 {
-            guard bytes[19] == UInt8(ascii: "."), bytes.count == 24, let fraction = number(20..<23) else { return nil }
-            millis = fraction
-        }
-        let days = daysFromCivil(year: year, month: month, day: day)
-        return Int64(((days * 24 + hour) * 60 + minute) * 60 + second) * 1000 + Int64(millis)
-    }
-
-    static func isCalendarDate(_ text: String) -> Bool {
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2])
-        else { return false }
-        return isValidDate(year: year, month: month, day: day)
-    }
-
-    private static func isValidDate(year: Int, month: Int, day: Int) -> Bool {
-        guard (1...12).contains(month), day >= 1 else { return false }
-        let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        return day <= lengths[month - 1]
-    }
-
-    /// Days since 1970-01-01 (Howard Hinnant's algorithm).
-    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
     }
 }
