@@ -1,3 +1,5 @@
+import ContractRuntime
+
 /// `contractc check`: compares the contracts with their released history and reports every
 /// change that would break a device still in the field.
 ///
@@ -331,7 +333,7 @@ package struct CompatibilityChecker {
         guard let new else { return false }
         switch (old, new) {
         case (.int(let a), .double(let b)), (.double(let b), .int(let a)): return Double(a) == b
-        case (.list(let a), .list(let b)): return a.count == b.count && zip(a, b).allSatisfy { sameValue($0, $1) }
+        case (.array(let a), .array(let b)): return a.count == b.count && zip(a, b).allSatisfy { sameValue($0, $1) }
         default: return old == new
         }
     }
@@ -344,7 +346,7 @@ package struct CompatibilityChecker {
     }
 
     private func describe(_ value: DefaultValue) -> String {
-        DefaultParser.canonicalJSONText(value)
+        CanonicalJSON.text(value)
     }
 
     private func once(_ seen: inout Set<String>, _ rule: RuleID, _ field: String, _ body: () -> Void) {

@@ -96,13 +96,13 @@ package enum ContractSnapshot {
         switch (type, value) {
         case (_, .null): return "null"
         case (.timestamp, .int(let millis)): return DefaultParser.quote(TypeMapping.iso8601(millis))
-        case (.list(let element), .list(let items)): return "[" + items.map { yaml($0, type: element) }.joined(separator: ", ") + "]"
+        case (.list(let element), .array(let items)): return "[" + items.map { yaml($0, type: element) }.joined(separator: ", ") + "]"
         case (.json, _): return jsonYAML(value)
         case (_, .bool(let flag)): return flag ? "true" : "false"
         case (_, .int(let number)): return String(number)
         case (_, .double(let number)): return "\(number)"
         case (_, .string(let text)): return DefaultParser.quote(text)
-        case (_, .list(let items)): return "[" + items.map(jsonYAML).joined(separator: ", ") + "]"
+        case (_, .array(let items)): return "[" + items.map(jsonYAML).joined(separator: ", ") + "]"
         case (_, .object): return jsonYAML(value)
         }
     }
@@ -114,7 +114,7 @@ package enum ContractSnapshot {
         case .int(let number): return String(number)
         case .double(let number): return "\(number)"
         case .string(let text): return DefaultParser.quote(text)
-        case .list(let items): return "[" + items.map(jsonYAML).joined(separator: ", ") + "]"
+        case .array(let items): return "[" + items.map(jsonYAML).joined(separator: ", ") + "]"
         case .object(let members):
             if members.isEmpty { return "{}" }
             return "{ " + members.keys.sorted().map { DefaultParser.quote($0) + ": " + jsonYAML(members[$0]!) }.joined(separator: ", ") + " }"

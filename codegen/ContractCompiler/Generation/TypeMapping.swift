@@ -52,7 +52,7 @@ struct TypeMapping {
         case .json:
             return jsonExpression(value)
         case .list(let element):
-            guard case .list(let items) = value else { return "[]" }
+            guard case .array(let items) = value else { return "[]" }
             return "[" + items.map { swiftExpression($0, type: element) }.joined(separator: ", ") + "]"
         case .enumeration:
             guard case .string(let text) = value else { return "nil" }
@@ -84,7 +84,7 @@ struct TypeMapping {
         case .int(let number): return String(number)
         case .double(let number): return SwiftLiteral.double(number)
         case .string(let text): return SwiftLiteral.string(text)
-        case .list(let items): return "[" + items.map(scalarExpression).joined(separator: ", ") + "]"
+        case .array(let items): return "[" + items.map(scalarExpression).joined(separator: ", ") + "]"
         case .object: return "nil"
         }
     }
@@ -97,7 +97,7 @@ struct TypeMapping {
         case .int(let number): return ".int(\(number))"
         case .double(let number): return ".double(\(SwiftLiteral.double(number)))"
         case .string(let text): return ".string(\(SwiftLiteral.string(text)))"
-        case .list(let items): return ".array([" + items.map(jsonExpression).joined(separator: ", ") + "])"
+        case .array(let items): return ".array([" + items.map(jsonExpression).joined(separator: ", ") + "])"
         case .object(let members):
             if members.isEmpty { return ".object([:])" }
             return ".object([" + members.keys.sorted().map { SwiftLiteral.string($0) + ": " + jsonExpression(members[$0]!) }
@@ -114,7 +114,7 @@ struct TypeMapping {
     private func wireValue(_ value: DefaultValue, type: FieldType) -> DefaultValue {
         switch (type, value) {
         case (.timestamp, .int(let millis)): return .string(Self.iso8601(millis))
-        case (.list(let element), .list(let items)): return .list(items.map { wireValue($0, type: element) })
+        case (.list(let element), .array(let items)): return .array(items.map { wireValue($0, type: element) })
         default: return value
         }
     }
@@ -162,7 +162,7 @@ struct TypeMapping {
     private func sqlLiteral(_ value: DefaultValue, type: FieldType, dialect: SQLDialect) -> String {
         switch type {
         case .json, .list:
-            return Self.sqlString(DefaultParser.canonicalJSONText(wireValue(value, type: type)))
+            return Self.sqlString(CanonicalJSON.text(wireValue(value, type: type)))
         case .bytes:
             guard case .string(let base64) = value, let data = Data(base64Encoded: base64) else { return "NULL" }
             let hex = data.map { String(format: "%02X", $0) }.joined()
@@ -180,7 +180,7 @@ struct TypeMapping {
             case .int(let number): return String(number)
             case .double(let number): return "\(number)"
             case .string(let text): return Self.sqlString(text)
-            case .list, .object: return Self.sqlString(DefaultParser.canonicalJSONText(value))
+            case .array, .object: return Self.sqlString(CanonicalJSON.text(value))
             }
         }
     }
@@ -199,21 +199,5 @@ struct TypeMapping {
 
     static func iso8601(_ millis: Int64) -> String {
         Timestamp(millisecondsSince1970: millis).iso8601
-    }
-}
-
-extension DefaultParser {
-    /// Canonical JSON text of a structured default: sorted keys, no spaces.
-    static func canonicalJSONText(_ value: DefaultValue) -> String {
-        switch value {
-        case .null: return "null"
-        case .bool(let flag): return flag ? "true" : "false"
-        case .int(let number): return String(number)
-        case .double(let number): return "\(number)"
-        case .string(let text): return quote(text)
-        case .list(let items): return "[" + items.map(canonicalJSONText).joined(separator: ",") + "]"
-        case .object(let members):
-            return "{" + members.keys.sorted().map { quote($0) + ":" + canonicalJSONText(members[$0]!) }.joined(separator: ",") + "}"
-        }
     }
 }

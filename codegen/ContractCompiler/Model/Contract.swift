@@ -88,17 +88,8 @@ public struct SyncPolicy: Hashable, Sendable {
     }
 }
 
-/// A literal default value, already checked against the field's type.
-public indirect enum DefaultValue: Hashable, Sendable {
-    case null
-    case bool(Bool)
-    case int(Int64)
-    case double(Double)
-    case string(String)
-    case list([DefaultValue])
-    /// A JSON object (only in defaults of `json` fields); keys are rendered sorted.
-    case object([String: DefaultValue])
-}
+/// A field's default, as JSON: the runtime's ``JSONValue`` (a list default is `.array`).
+public typealias DefaultValue = JSONValue
 
 /// A field rename: the field was called `name` before `version`.
 public struct Rename: Hashable, Sendable {

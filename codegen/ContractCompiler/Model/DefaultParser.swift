@@ -34,7 +34,7 @@ enum DefaultParser {
                 guard let value = value(item, element) else { return nil }
                 values.append(value)
             }
-            return .list(values)
+            return .array(values)
         default:
             break
         }
@@ -93,7 +93,7 @@ enum DefaultParser {
             }
             return .string(text)
         case .sequence(let items):
-            return .list(items.map(jsonValue))
+            return .array(items.map(jsonValue))
         case .mapping(let entries):
             var object: [String: DefaultValue] = [:]
             for entry in entries {
@@ -103,44 +103,14 @@ enum DefaultParser {
         }
     }
 
-    /// YAML to canonical JSON text: sorted keys, no spaces, plain scalars typed as YAML 1.2 core does.
+    /// YAML to canonical JSON text (the runtime's ``CanonicalJSON``: sorted keys, no spaces),
+    /// plain scalars typed as YAML 1.2 core does.
     static func canonicalJSON(_ node: YAMLNode) -> String {
-        switch node.content {
-        case .scalar(let text, let style):
-            if style == .plain {
-                if node.isNull { return "null" }
-                if text == "true" || text == "false" { return text }
-                if let int = Int64(text) { return String(int) }
-                if let double = Double(text), double.isFinite, text.first != "." { return String(double) }
-            }
-            return quote(text)
-        case .sequence(let items):
-            return "[" + items.map(canonicalJSON).joined(separator: ",") + "]"
-        case .mapping(let entries):
-            let pairs = entries.compactMap { entry in entry.key.scalar.map { ($0, canonicalJSON(entry.value)) } }
-            var seen = Set<String>()
-            let unique = pairs.filter { seen.insert($0.0).inserted }
-            return "{" + unique.sorted { $0.0 < $1.0 }.map { quote($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
-        }
+        CanonicalJSON.text(jsonValue(node))
     }
 
+    /// A JSON string literal, as the runtime's JSON writer escapes it.
     static func quote(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    result += String(format: "\\u%04x", scalar.value)
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return result + "\""
+        CanonicalJSON.text(.string(text))
     }
 }
