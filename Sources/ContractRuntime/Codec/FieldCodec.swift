@@ -121,11 +121,11 @@ public struct FieldCodec: Sendable {
             }
             return .blob(data)
         case .enumeration(let values, let fallback):
-            let expected = "must be one of \(values.joined(separator: ", "))"
-            guard case .string(let text) = value else { throw fail(expected) }
+            // The message is built only on failure: this runs for every enum column of every row.
+            guard case .string(let text) = value else { throw fail("must be one of \(values.joined(separator: ", "))") }
             if values.contains(text) || mode == .query { return .text(text) }
             if mode == .read, let fallback { return .text(fallback) }
-            throw fail(expected)
+            throw fail("must be one of \(values.joined(separator: ", "))")
         case .list(let element):
             guard case .array(let items) = value else { throw fail("must be a list") }
             if checksLimits, let limit = field.maxLength, items.count > limit {
