@@ -89,11 +89,14 @@ struct LoginCommand: DeviceCommand {
     /// Every scope of the manifest whose key the identity fills: `content:global`,
     /// `progress:user:<user>`, `ops:team:<team>` per team.
     static func defaultScopes(tenant: String, user: String, device: String, teams: [String]) -> [String] {
-        let identity = ["tenant_id": tenant, "user_id": user, "device_id": device]
+        let identity = [
+            ScopePlaceholder.tenantID.rawValue: tenant, ScopePlaceholder.userID.rawValue: user, ScopePlaceholder.deviceID.rawValue: device,
+        ]
+        let team = ScopePlaceholder.teamID.rawValue
         var keys: [String] = []
         for scope in ContractRegistry.scopes {
-            if scope.placeholders.contains("team_id") {
-                keys += teams.sorted().compactMap { team in scope.key(identity.merging(["team_id": team]) { $1 }) }
+            if scope.placeholders.contains(team) {
+                keys += teams.sorted().compactMap { id in scope.key(identity.merging([team: id]) { $1 }) }
             } else if let key = scope.key(identity) {
                 keys.append(key)
             }
