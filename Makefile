@@ -14,6 +14,8 @@
 #   make lock             record the current contract versions as released (contractc lock)
 #   make bench            the performance figures recorded in docs/PERFORMANCE.md (starts its own PostgreSQL)
 #   make server           sync-server on a seeded data folder (DATA=…, PORT=…)
+#   make fuzz-api         schemathesis against a live sync-server and docs/openapi.yaml: no 500, every
+#                         response as documented (EXAMPLES=N per operation, SEED=N to replay)
 
 SWIFT      ?= swift
 CONTRACTS  ?= contracts
@@ -21,7 +23,7 @@ GENERATED  ?= Sources/Contracts
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak bench server clean
+.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak bench server fuzz-api clean
 
 all: build
 
@@ -91,3 +93,6 @@ server:
 
 clean:
 	rm -rf .build
+
+fuzz-api:
+	scripts/fuzz-api.sh
