@@ -58,7 +58,7 @@ struct ContractJSONSchemaTests {
                     unreadable.append(name)
                     continue
                 }
-                instances.append((name, YAMLToJSON.text(node)))
+                instances.append((name, DefaultParser.canonicalJSON(node)))
             }
         }
         #expect(instances.count > 30)
@@ -129,58 +129,5 @@ struct ContractJSONSchemaTests {
     struct ValidatorFailure: Error, CustomStringConvertible {
         var description: String
         init(_ description: String) { self.description = description }
-    }
-}
-
-/// A parsed YAML document as JSON, its plain scalars typed by YAML 1.2's core schema (what
-/// yaml-language-server does): null, booleans, integers and floats; everything else a string.
-enum YAMLToJSON {
-    static func text(_ node: YAMLNode) -> String {
-        var output = ""
-        write(node, into: &output)
-        return output
-    }
-
-    private static func write(_ node: YAMLNode, into output: inout String) {
-        switch node.content {
-        case .mapping(let entries):
-            output += "{"
-            for (index, entry) in entries.enumerated() {
-                if index > 0 { output += "," }
-                output += quoted(entry.key.scalar ?? "")
-                output += ":"
-                write(entry.value, into: &output)
-            }
-            output += "}"
-        case .sequence(let items):
-            output += "["
-            for (index, item) in items.enumerated() {
-                if index > 0 { output += "," }
-                write(item, into: &output)
-            }
-            output += "]"
-        case .scalar(let text, .plain):
-            output += plain(text)
-        case .scalar(let text, _):
-            output += quoted(text)
-        }
-    }
-
-    private static func plain(_ text: String) -> String {
-        if ["", "~", "null", "Null", "NULL"].contains(text) { return "null" }
-        if ["true", "True", "TRUE"].contains(text) { return "true" }
-        if ["false", "False", "FALSE"].contains(text) { return "false" }
-        if text.range(of: #"^[-+]?[0-9]+$"#, options: .regularExpression) != nil, let value = Int64(text) { return String(value) }
-        if text.range(of: #"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$"#, options: .regularExpression) != nil,
-            let value = Double(text), value.isFinite
-        {
-            return String(value)
-        }
-        return quoted(text)
-    }
-
-    private static func quoted(_ text: String) -> String {
-        let data = (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8)
-        return String(decoding: data, as: UTF8.self)
     }
 }

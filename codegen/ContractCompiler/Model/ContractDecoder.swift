@@ -282,7 +282,7 @@ struct ContractDecoder {
         let eventOnlyHelp = "events are immutable and kept until the server folds them; only `direction` (and `conflict: append_only`) apply"
         reader.rejectUnknownKeys(
             known: kind == .entity ? ContractGrammar.entitySync.keyNames : ContractGrammar.eventSync.keyNames,
-            misplaced: kind == .entity ? [:] : ["tombstones": eventOnlyHelp, "retention": eventOnlyHelp, "priority": eventOnlyHelp],
+            misplaced: kind == .entity ? [:] : ContractGrammar.keys(of: ContractGrammar.entitySync, notIn: ContractGrammar.eventSync, help: eventOnlyHelp),
             diagnostics: &diagnostics
         )
         if kind == .entity {
@@ -392,9 +392,9 @@ struct ContractDecoder {
         reader.rejectUnknownKeys(
             known: local ? ContractGrammar.localFieldDetails.keyNames : ContractGrammar.fieldDetails.keyNames,
             misplaced: local
-                ? Dictionary(uniqueKeysWithValues: ["since", "renamed_from", "deprecated", "primary_key", "version_field"].map {
-                    ($0, "local fields live on the device only; `\($0)` applies to synced fields")
-                })
+                ? ContractGrammar.keys(of: ContractGrammar.fieldDetails, notIn: ContractGrammar.localFieldDetails) {
+                    "local fields live on the device only; `\($0)` applies to synced fields"
+                }
                 : [:],
             diagnostics: &diagnostics
         )

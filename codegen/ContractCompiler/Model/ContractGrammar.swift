@@ -53,6 +53,16 @@ enum ContractGrammar {
         var keyNames: [String] { keys.map(\.name) }
     }
 
+    /// The keys `mapping` accepts and `other` does not, each with the help a misplaced one gets.
+    static func keys(of mapping: Mapping, notIn other: Mapping, help: (String) -> String) -> [String: String] {
+        let accepted = Set(other.keyNames)
+        return Dictionary(uniqueKeysWithValues: mapping.keyNames.filter { !accepted.contains($0) }.map { ($0, help($0)) })
+    }
+
+    static func keys(of mapping: Mapping, notIn other: Mapping, help: String) -> [String: String] {
+        keys(of: mapping, notIn: other) { _ in help }
+    }
+
     // MARK: Values shared by several mappings
 
     static let upperCamelCase = "^[A-Z][A-Za-z0-9]*$"
