@@ -211,6 +211,21 @@ let package = Package(
             path: "Tests/SyncServerTests",
             swiftSettings: strictSwift
         ),
+        // The whole system in one process on a simulated clock and network, seeded (`make sim`).
+        .testTarget(
+            name: "SimulationTests",
+            dependencies: [
+                "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/SimulationTests",
+            swiftSettings: strictSwift
+        ),
         .testTarget(
             name: "ContractsTests",
             dependencies: [

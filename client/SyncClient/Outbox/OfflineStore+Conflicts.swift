@@ -24,8 +24,27 @@ extension OfflineStore {
 
     /// Resolves an open conflict by keeping the device's row (queued again, based on the
     /// server's version; returns the new entry) or taking the server's (returns `nil`).
+    ///
+    /// A conflicted event (a ``Contracts/TaskStatusChanged`` whose task has moved on) is a fact
+    /// about what the device saw: taking theirs discards it (the row it was about comes with the
+    /// next pull), and keeping it is refused with ``OfflineStoreError/invalidResolution(reason:)``,
+    /// since the same event would conflict again; record a new one instead.
     @discardableResult
     public func resolveConflict(_ id: Int64, with choice: ConflictChoice) throws(OfflineStoreError) -> QueuedWrite? {
+        if let event = try openEventConflict(id: id) {
+            guard choice == .takeTheirs else {
+                throw .invalidResolution(
+                    reason: "conflict \(id) is about a \(event) event, which cannot be sent again as it was: take theirs and record a new one"
+                )
+            }
+            let now = now().millisecondsSince1970
+            try write { db in
+                guard let row = try Row.fetchOne(db, sql: #"SELECT * FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#, arguments: [id])
+                else { throw OfflineStoreError.conflictNotFound(id: id) }
+                try close(db, try conflictRecord(row), .takeTheirs, now: now)
+            }
+            return nil
+        }
         switch choice {
         case .keepMine:
             return try writeChange { db, now in
@@ -132,8 +151,9 @@ extension OfflineStore {
                 Data(CanonicalJSON.text(.object(row)).utf8), context: Self.conflictContext(record.clientMutationId, column)
             )
         }
-        let settles = entity.map { [.lastWriterWins, .fieldMerge].contains($0.conflict) } == true
-            && result.resolution == "lost" && serverRow != nil
+        // A last-writer-wins or field-merge loss leaves nothing to decide: the later write
+        // stands, whether it is a row (taken) or a delete (the local row goes).
+        let settles = entity.map { [.lastWriterWins, .fieldMerge].contains($0.conflict) } == true && result.resolution == "lost"
         try db.execute(
             sql: """
                 INSERT INTO "conflicts" ("outbox_seq", "client_mutation_id", "entity", "row_id", "op", "local_row", "server_row",
@@ -147,12 +167,56 @@ extension OfflineStore {
             ]
         )
         try setStatus(db, record.seq, settles ? .done : .conflicted, error: nil, now: now)
-        if settles, let entity, let serverRow {
-            try storeServerRow(
-                db, entity, wire: serverRow, schemaVersion: entity.currentVersion, serverVersion: result.serverVersion, now: now
-            )
+        if settles, let entity {
+            if let serverRow {
+                try storeServerRow(
+                    db, entity, wire: serverRow, schemaVersion: entity.currentVersion, serverVersion: result.serverVersion, now: now
+                )
+            } else {
+                try db.execute(
+                    sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                    arguments: [record.rowId]
+                )
+            }
         }
         return settles
+    }
+
+    /// Keeps the server side of a row's open conflicts current: after a pulled row (or a pulled
+    /// delete) is stored, what the conflicts recorded as the server's is replaced by it, so that
+    /// taking theirs takes the server's latest row and keeping mine is based on its version. A
+    /// pull never brings a row twice, so without this, taking theirs could put back an older row
+    /// than the one the device had already received.
+    func refreshOpenConflicts(_ db: Database, _ entity: EntityDescriptor, id: String, deleted: Bool) throws {
+        let open = try Row.fetchAll(
+            db, sql: #"SELECT "id", "client_mutation_id" FROM "conflicts" WHERE "entity" = ? AND "row_id" = ? AND "resolution" IS NULL"#,
+            arguments: [entity.name, id]
+        )
+        guard !open.isEmpty else { return }
+        var serverRow: [String: JSONValue]?
+        var serverVersion: Int64?
+        if !deleted, let row = try fetchRow(db, entity, id: id) {
+            serverRow = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
+            serverVersion = row[Self.serverVersionKey]
+        }
+        for conflict in open {
+            let clientMutationId: String = conflict["client_mutation_id"]
+            let sealed = try serverRow.map {
+                try crypto.sealRecord(Data(CanonicalJSON.text(.object($0)).utf8), context: Self.conflictContext(clientMutationId, "server_row"))
+            }
+            try db.execute(
+                sql: #"UPDATE "conflicts" SET "server_row" = ?, "server_version" = COALESCE(?, "server_version") WHERE "id" = ?"#,
+                arguments: [sealed, serverVersion, conflict["id"] as Int64]
+            )
+        }
+    }
+
+    /// The event contract an open conflict is about, or `nil` when it is about an entity.
+    private func openEventConflict(id: Int64) throws(OfflineStoreError) -> String? {
+        try read { db in
+            let name = try String.fetchOne(db, sql: #"SELECT "entity" FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#, arguments: [id])
+            return name.flatMap { ContractRegistry.entity(named: $0) == nil && ContractRegistry.event(named: $0) != nil ? $0 : nil }
+        }
     }
 
     private func openConflict(_ db: Database, id: Int64) throws -> (ConflictRecord, EntityDescriptor) {
@@ -215,7 +279,8 @@ extension OfflineStore {
         let clock = try tickIfNeeded(db, entity, op, now: now)
         return try appendOutbox(
             db, entity: entity.name, op: op, rowId: id, content: OutboxContent(payload: .object(payload), base: base),
-            baseVersion: op == .create ? nil : conflict.serverVersion, hlc: clock, occurredAt: nil, hash: nil,
+            // A create carries the deletion's version: the server takes it as bringing the row back.
+            baseVersion: conflict.serverVersion, hlc: clock, occurredAt: nil, hash: nil,
             schemaVersion: entity.currentVersion, now: now
         )
     }

@@ -67,6 +67,11 @@ extension OfflineStore {
                 throw error
             }
         }
+        // Pulled deletes update the conflicts open on their rows (rare: looked for only when any is open).
+        var openConflicts = false
+        if !changes.deletes.isEmpty {
+            openConflicts = try Bool.fetchOne(db, sql: #"SELECT EXISTS (SELECT 1 FROM "conflicts" WHERE "resolution" IS NULL)"#) ?? false
+        }
         for name in changes.deletes.keys.sorted() {
             if held.contains(name) {
                 report.heldForUpdate[name, default: 0] += changes.deletes[name]?.count ?? 0
@@ -76,12 +81,25 @@ extension OfflineStore {
                 if !report.unknownContracts.contains(name) { report.unknownContracts.append(name) }
                 continue
             }
+            // A row the user changed and has not synced stays: their change goes to the server,
+            // which answers with a `deleted` conflict the app settles (keep: the row comes back;
+            // take theirs: it goes). Removing it here would turn "keep mine" into a delete.
+            let edited = try String.fetchSet(
+                db,
+                sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "op" != 'delete' AND "status" IN ('pending', 'sending', 'waiting', 'conflicted')"#,
+                arguments: [entity.name]
+            )
             for id in changes.deletes[name] ?? [] {
+                if edited.contains(id) {
+                    if openConflicts { try refreshOpenConflicts(db, entity, id: id, deleted: true) }
+                    continue
+                }
                 try db.execute(
                     sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
                     arguments: [id]
                 )
                 report.deleted[name, default: 0] += db.changesCount
+                if openConflicts { try refreshOpenConflicts(db, entity, id: id, deleted: true) }
             }
         }
         if let scopeKey = changes.scopeKey {
@@ -255,7 +273,9 @@ extension OfflineStore {
         switch replay {
         case .never: return false
         case .ifQueued(let ids) where !ids.contains(row.id): return false
-        case .always, .ifQueued: return try replayUnsyncedWrites(db, entity, id: row.id)
+        case .always, .ifQueued:
+            try refreshOpenConflicts(db, entity, id: row.id, deleted: false)
+            return try replayUnsyncedWrites(db, entity, id: row.id)
         }
     }
 

@@ -134,7 +134,7 @@ public final class URLSessionTransport: SyncTransport {
     }
 
     /// The typed error for an HTTP error answer.
-    static func error(status: Int, data: Data, retryAfter: String?) -> TransportError {
+    package static func error(status: Int, data: Data, retryAfter: String?) -> TransportError {
         let body = try? JSONDecoder().decode(ErrorBody.self, from: data)
         if status == 426 {
             var requirement = UpdateRequired()

@@ -139,12 +139,14 @@ enum ConflictResolution {
         guard let existing = input.existing else {
             return .write(Write(columns: input.changes, deleted: false, hlc: hlc.description))
         }
+        // Two deletes leave the same row whichever is later: the second is a duplicate, not a
+        // loss the device would have to settle.
+        if input.operation == .delete, isDeleted(existing) { return .duplicate("the row is already deleted") }
         let current = existing.text("_hlc").flatMap(HybridLogicalClock.init)
         if let current {
             if current == hlc { return .duplicate("this write (hlc \(hlc)) is already applied") }
             if hlc < current { return .conflicted(resolution: lost) }
         }
-        if input.operation == .delete, isDeleted(existing) { return .duplicate("the row is already deleted") }
         let resolution = input.baseVersion.map { $0 != existing.integer("_version") } == true ? won : nil
         return .write(
             Write(
@@ -154,13 +156,22 @@ enum ConflictResolution {
         )
     }
 
+    /// A create of a deleted row based on the deletion's version: the device was shown the
+    /// delete (a `deleted` conflict) and its user chose to keep their row, so it comes back.
+    /// Any other write to a deleted row conflicts.
+    private static func isRecreation(_ input: Input, of existing: StoredRow) -> Bool {
+        input.operation == .create && input.baseVersion != nil && input.baseVersion == existing.integer("_version")
+    }
+
     private static func versionCheck(_ input: Input) -> Decision {
         let hlc = input.hlc?.description
         guard let existing = input.existing else {
             return .write(Write(columns: input.changes, deleted: false, hlc: hlc))
         }
         if isDeleted(existing) {
-            return input.operation == .delete ? .duplicate("the row is already deleted") : .conflicted(resolution: deleted)
+            if input.operation == .delete { return .duplicate("the row is already deleted") }
+            if isRecreation(input, of: existing) { return .write(Write(columns: input.changes, deleted: false, hlc: hlc)) }
+            return .conflicted(resolution: deleted)
         }
         guard input.operation != .create, let base = input.baseVersion, base == existing.integer("_version") else {
             return .conflicted(resolution: nil)
@@ -185,7 +196,18 @@ enum ConflictResolution {
             )
         }
         if isDeleted(existing) {
-            return input.operation == .delete ? .duplicate("the row is already deleted") : .conflicted(resolution: deleted)
+            if input.operation == .delete { return .duplicate("the row is already deleted") }
+            if isRecreation(input, of: existing) {
+                let clock = input.hlc?.description
+                let clocks = clock.map { clock in Dictionary(uniqueKeysWithValues: mergeableFields(input).map { ($0, clock) }) }
+                return .write(
+                    Write(
+                        columns: input.changes, deleted: false, hlc: clock, fieldClocks: clocks.map(clocksText),
+                        appliedFields: mergeableFields(input)
+                    )
+                )
+            }
+            return .conflicted(resolution: deleted)
         }
         var clocks = fieldClocks(existing)
         if input.operation == .delete {
