@@ -7,6 +7,10 @@
 #   make soak             the crash suite (real processes killed with kill -9) with SOAK_ITERATIONS
 #                         kills per crash point instead of make test's few (OUTPOST_CRASH_SEED=N
 #                         for another seed); prints where the kills landed
+#   make sim              the deterministic simulation (Tests/SimulationTests), release build: SEEDS
+#                         seeded schedules (FIRST_SEED=…, STEPS=…, DEVICES=…, JOBS=…); SEED=N replays
+#                         one, SCHEDULE=file replays a shrunk schedule a failure wrote, TRACE=1 prints
+#                         every step and exchange
 #   make codegen          regenerate Sources/Contracts from contracts/, and contracts/contract.schema.json
 #   make check-generated  fail if Sources/Contracts or the contracts' JSON Schema differs from what
 #                         the compiler writes
@@ -23,7 +27,7 @@ GENERATED  ?= Sources/Contracts
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak bench server fuzz-api clean
+.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak sim bench server fuzz-api clean
 
 all: build
 
@@ -83,6 +87,19 @@ bench:
 	$(SWIFT) build -c release --product sync-server
 	$(SWIFT) build -c release --product outpost-bench
 	scripts/with-postgres.sh -- $$($(SWIFT) build -c release --show-bin-path)/outpost-bench
+
+# Seeds run SWIFT_DETERMINISTIC_HASHING=1, so a replay iterates every dictionary as the run did.
+SEEDS      ?= 1000
+FIRST_SEED ?= 1
+STEPS      ?= 80
+DEVICES    ?= 3
+JOBS       ?= 2
+sim:
+	$(SWIFT) build -c release --build-tests
+	SWIFT_DETERMINISTIC_HASHING=1 OUTPOST_SIM_SEEDS=$(SEEDS) OUTPOST_SIM_FIRST_SEED=$(FIRST_SEED) OUTPOST_SIM_STEPS=$(STEPS) \
+	OUTPOST_SIM_DEVICES=$(DEVICES) OUTPOST_SIM_JOBS=$(JOBS) OUTPOST_SIM_TRACE=$(TRACE) \
+	$(if $(SEED),OUTPOST_SIM_SEED=$(SEED)) $(if $(SCHEDULE),OUTPOST_SIM_SCHEDULE=$(abspath $(SCHEDULE))) \
+	$(SWIFT) test -c release --skip-build --filter 'SimulationTests.SimulationTests/seededSchedules'
 
 DATA ?= .outpost-data
 PORT ?= 8080

@@ -21,7 +21,7 @@ import Testing
             let environment = ProcessInfo.processInfo.environment
             func number(_ name: String) -> Int? { environment[name].flatMap { Int($0) } }
             let first = UInt64(number("OUTPOST_SIM_FIRST_SEED") ?? 1)
-            var seeds = first...(first + UInt64(max(1, number("OUTPOST_SIM_SEEDS") ?? 12)) - 1)
+            var seeds = first...(first + UInt64(max(1, number("OUTPOST_SIM_SEEDS") ?? 24)) - 1)
             if let one = number("OUTPOST_SIM_SEED") { seeds = UInt64(one)...UInt64(one) }
             return Options(
                 seeds: seeds, steps: number("OUTPOST_SIM_STEPS") ?? 80, devices: number("OUTPOST_SIM_DEVICES") ?? 3,
@@ -41,8 +41,16 @@ import Testing
 
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Seeds that once found a bug, each kept with what it found (see docs/testing.md).
-    static let regressionSeeds: [UInt64] = []
+    /// Seeds that once found a bug (docs/testing.md says which): run whole, as generated.
+    static let regressionSeeds: [UInt64] = [1, 8, 9, 11, 12, 21]
+
+    /// The shortest schedules shrinking found for those bugs, kept as they were written
+    /// (`Regressions/seed-N-what-it-found.json`), so they hold whatever the generator becomes.
+    static let regressionSchedules: [String] = {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Regressions")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasSuffix(".json") }.sorted()
+    }()
 
     @Test("the seeded schedules keep every invariant")
     func seededSchedules() async throws {
@@ -92,6 +100,19 @@ import Testing
         let schedule = SimSchedule.generate(seed: seed)
         let outcome = await Simulation.run(schedule)
         report(schedule, outcome, options: Options.current)
+    }
+
+    @Test("a shrunk schedule that once failed keeps every invariant", arguments: regressionSchedules)
+    func regressionSchedule(_ name: String) async throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Regressions/\(name)")
+        let schedule = try JSONDecoder().decode(SimSchedule.self, from: Data(contentsOf: file))
+        let outcome = await Simulation.run(schedule)
+        report(schedule, outcome, options: Options.current)
+    }
+
+    @Test("the regression schedules are kept")
+    func regressionSchedulesAreThere() {
+        #expect(Self.regressionSchedules.count >= 6)
     }
 
     @Test("the same schedule gives the same run, exchange for exchange")

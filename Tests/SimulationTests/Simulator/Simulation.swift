@@ -104,8 +104,6 @@ final class Simulation {
         }
         defer { simulation.tearDown() }
         var failure: SimFailure?
-        let t0 = Date()
-        defer { if ProcessInfo.processInfo.environment["SIM_TIMING"] != nil { print("timing total \(Date().timeIntervalSince(t0))") } }
         do {
             for (index, step) in schedule.steps.enumerated() {
                 do {
@@ -116,11 +114,8 @@ final class Simulation {
                     throw stepFailure
                 }
             }
-            let t1 = Date()
             try await simulation.quiesce()
-            let t2 = Date()
             try await simulation.checkAtQuiescence()
-            if ProcessInfo.processInfo.environment["SIM_TIMING"] != nil { print("timing steps \(t1.timeIntervalSince(t0)) quiesce \(t2.timeIntervalSince(t1)) checks \(Date().timeIntervalSince(t2))") }
         } catch let error as SimFailure {
             failure = error
         } catch {
@@ -358,6 +353,7 @@ final class Simulation {
                     let conflicted = Set(device.lastStatus.filter { $0.value == .conflicted }.keys)
                     let salt = schedule.seed &+ UInt64(round * 31 + device.index)
                     log("device \(device.index): " + SimWorkload.resolveConflicts(device.store, salt: salt))
+                    counts.conflictsResolved += 1
                     for id in conflicted { device.lastStatus[id] = nil }
                 }
                 if try device.store.outboxCounts().unsent > 0 { busy = true }
