@@ -21,11 +21,11 @@ import Testing
             let environment = ProcessInfo.processInfo.environment
             func number(_ name: String) -> Int? { environment[name].flatMap { Int($0) } }
             let first = UInt64(number("OUTPOST_SIM_FIRST_SEED") ?? 1)
-            var seeds = first...(first + UInt64(max(1, number("OUTPOST_SIM_SEEDS") ?? 24)) - 1)
+            var seeds = first...(first + UInt64(max(1, number("OUTPOST_SIM_SEEDS") ?? 16)) - 1)
             if let one = number("OUTPOST_SIM_SEED") { seeds = UInt64(one)...UInt64(one) }
             return Options(
                 seeds: seeds, steps: number("OUTPOST_SIM_STEPS") ?? 80, devices: number("OUTPOST_SIM_DEVICES") ?? 3,
-                jobs: max(1, number("OUTPOST_SIM_JOBS") ?? 2), schedule: environment["OUTPOST_SIM_SCHEDULE"].map { URL(fileURLWithPath: $0) },
+                jobs: max(1, number("OUTPOST_SIM_JOBS") ?? 1), schedule: environment["OUTPOST_SIM_SCHEDULE"].map { URL(fileURLWithPath: $0) },
                 printTrace: environment["OUTPOST_SIM_TRACE"] == "1"
             )
         }

@@ -176,7 +176,7 @@ import Testing
             // Failure 1 retries at once (delay 0), failure 2 waits 5 s, then 30 s.
             guard case .failed(.network, let retryAt?) = await engine.syncNow() else { Issue.record("offline sync"); return }
             #expect(retryAt == clock.now())
-            await eventually("the immediate retry ran and failed, then waits 5 s") {
+            await eventually("the immediate retry ran and failed, then waits 5 s", within: 60) {
                 recording.pushRequests.count == 2 && sleeper.sleeping == 1
             }
             guard case .waitingToRetry(let until) = await engine.currentStatus.phase else {
@@ -185,11 +185,11 @@ import Testing
             }
             #expect(until == clock.now().addingTimeInterval(5))
             sleeper.advance(by: 5)
-            await eventually("the 5 s retry ran") { recording.pushRequests.count == 3 && sleeper.sleeping == 1 }
+            await eventually("the 5 s retry ran", within: 60) { recording.pushRequests.count == 3 && sleeper.sleeping == 1 }
 
             switchable.offline = false
             sleeper.advance(by: 30)
-            await eventually("the 30 s retry delivered the write") {
+            await eventually("the 30 s retry delivered the write", within: 60) {
                 let status = await engine.currentStatus
                 return status.pending == 0 && status.phase == .idle && status.lastSuccess != nil
             }
