@@ -18,6 +18,10 @@
 #   make lock             record the current contract versions as released (contractc lock)
 #   make bench            the performance figures recorded in docs/PERFORMANCE.md (starts its own PostgreSQL)
 #   make server           sync-server on a seeded data folder (DATA=…, PORT=…)
+#   make fuzz             libFuzzer with AddressSanitizer on every parser of outside bytes (contracts,
+#                         push bodies, JSON, pull pages, cursors, schema header, tokens, Range),
+#                         FUZZ_SECONDS per target (FUZZ_TARGET=name for one); fails on a crash or a
+#                         hang and prints the command that replays it (scripts/fuzz.sh)
 #   make fuzz-api         schemathesis against a live sync-server and docs/openapi.yaml: no 500, every
 #                         response as documented (EXAMPLES=N per operation, SEED=N to replay)
 
@@ -27,7 +31,7 @@ GENERATED  ?= Sources/Contracts
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak sim bench server fuzz-api clean
+.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak sim bench server fuzz fuzz-api clean
 
 all: build
 
@@ -110,6 +114,11 @@ server:
 
 clean:
 	rm -rf .build
+
+FUZZ_SECONDS ?= 60
+FUZZ_TARGET  ?=
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGET="$(FUZZ_TARGET)" scripts/fuzz.sh
 
 fuzz-api:
 	scripts/fuzz-api.sh

@@ -164,6 +164,18 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // MARK: Fuzzing (`make fuzz`): one entry per parser of outside bytes, shared by the
+        // libFuzzer harnesses (declared below, only when building them) and FuzzRegressionTests.
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "ContractCompiler", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "fuzz/FuzzTargets",
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Tests
         .testTarget(
             name: "SyncClientTests",
@@ -227,6 +239,12 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "FuzzRegressionTests",
+            dependencies: ["FuzzTargets"],
+            path: "Tests/FuzzRegressionTests",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "ContractsTests",
             dependencies: [
                 "ContractRuntime", "Contracts",
@@ -238,3 +256,13 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The libFuzzer harnesses, one executable per FuzzTarget, built only by scripts/fuzz.sh
+// (OUTPOST_FUZZ=1, with -sanitize=fuzzer): without the sanitizer they have no main to link.
+if Context.environment["OUTPOST_FUZZ"] != nil {
+    for name in ["contract", "push", "json", "pull-page", "cursor", "schema-header", "token", "range"] {
+        package.targets.append(
+            .executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzTargets"], path: "fuzz/harnesses/fuzz-\(name)", swiftSettings: strictSwift)
+        )
+    }
+}

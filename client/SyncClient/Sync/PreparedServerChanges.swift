@@ -15,7 +15,7 @@ struct PreparedServerRow: Sendable {
 /// needs no database (reshaping older versions, checking each value against its contract,
 /// sealing encrypted fields) done before the write transaction, off the one connection that
 /// writes. The pull pipeline prepares a page while the previous pages are stored.
-struct PreparedServerChanges: Sendable {
+package struct PreparedServerChanges: Sendable {
     /// One contract's upserted rows.
     enum Rows: Sendable {
         case entity(EntityDescriptor, [PreparedServerRow])

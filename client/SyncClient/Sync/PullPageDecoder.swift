@@ -1,6 +1,6 @@
 import ContractRuntime
 import Contracts
-import Foundation
+package import Foundation
 import GRDB
 import SyncProtocol
 
@@ -13,15 +13,15 @@ import SyncProtocol
 /// dictionaries was most of the device's work. Rows of events, of contracts this build does
 /// not know, and rows that do not fit their contract are read as ``JSONValue``s and handled
 /// exactly as ``OfflineStore/prepare(_:)`` handles them.
-enum PullPageDecoder {
+package enum PullPageDecoder {
     /// A body that is not a pull page.
-    struct FormatError: Error, CustomStringConvertible {
-        var description: String
+    package struct FormatError: Error, CustomStringConvertible {
+        package var description: String
     }
 
     /// `cursor` and `has_more` of a page's body, found without reading its rows (the next page
     /// can be asked for before this one is read); `nil` when the body is not a pull page.
-    static func peek(_ body: Data) -> (cursor: String, hasMore: Bool)? {
+    package static func peek(_ body: Data) -> (cursor: String, hasMore: Bool)? {
         body.withUnsafeBytes { raw -> (cursor: String, hasMore: Bool)? in
             var parser = JSONParser.Parser(bytes: raw.bindMemory(to: UInt8.self))
             guard parser.consume(UInt8(ascii: "{")) else { return nil }
@@ -48,7 +48,7 @@ enum PullPageDecoder {
     }
 
     /// The whole page: its cursor, whether more follow, and its rows prepared for `scopeKey`.
-    static func decode(
+    package static func decode(
         _ body: Data, scopeKey: String, store: OfflineStore
     ) throws(FormatError) -> (cursor: String, hasMore: Bool, changes: PreparedServerChanges) {
         let result: Result<(cursor: String, hasMore: Bool, changes: PreparedServerChanges), FormatError> = body.withUnsafeBytes { raw in

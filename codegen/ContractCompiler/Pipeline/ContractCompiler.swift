@@ -27,6 +27,18 @@ public enum ContractCompiler {
         var diagnostics = DiagnosticCollector()
         let loader = ContractLoader()
         let sources = loader.sources(in: directory, diagnostics: &diagnostics)
+        return load(sources, directory: directory, today: today, diagnostics: diagnostics)
+    }
+
+    /// Decodes and validates files already read (``ContractLoader/sources(in:diagnostics:)``),
+    /// after the `diagnostics` reading them gave: what ``load(directory:today:)`` does once the
+    /// folder is read, and what the contract fuzz target feeds its bytes to.
+    package static func load(
+        _ sources: (manifest: ContractLoader.SourceFile?, contracts: [ContractLoader.SourceFile]), directory: String,
+        today: String? = nil, diagnostics: DiagnosticCollector = DiagnosticCollector()
+    ) -> LoadResult {
+        var diagnostics = diagnostics
+        let loader = ContractLoader()
         var decoder = ContractDecoder()
         let folderName = URL(fileURLWithPath: directory).standardizedFileURL.lastPathComponent
 

@@ -14,6 +14,11 @@ public struct ContractLoader: Sendable {
         /// The path shown in diagnostics: the folder as given, joined with the file's relative path.
         public var displayPath: String
         public var bytes: [UInt8]
+
+        package init(displayPath: String, bytes: [UInt8]) {
+            self.displayPath = displayPath
+            self.bytes = bytes
+        }
     }
 
     /// The manifest and the contract files (sorted by path), or diagnostics if the folder is unusable.

@@ -284,13 +284,13 @@ private struct AudienceValue: Encodable {
 }
 
 /// Base64url without padding (RFC 4648 §5), as tokens use it.
-enum Base64URL {
-    static func encode(_ data: Data) -> String {
+package enum Base64URL {
+    package static func encode(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func decode(_ text: String) -> Data? {
+    package static func decode(_ text: String) -> Data? {
         guard !text.isEmpty, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
             return nil
         }

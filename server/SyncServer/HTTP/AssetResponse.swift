@@ -5,9 +5,9 @@ import SyncProtocol
 /// `GET` and `HEAD /assets/{id}`: the file streamed from disk with its SHA-256 as a strong
 /// `ETag`, `If-None-Match` (304), and single byte ranges for resumable downloads (206, or 416
 /// with `Content-Range: bytes */size` when the range starts past the end).
-enum AssetResponse {
+package enum AssetResponse {
     /// A byte range request, already resolved against the file size.
-    enum RangeRequest: Equatable {
+    package enum RangeRequest: Equatable {
         /// No (usable) `Range`: the whole file.
         case whole
         case partial(ClosedRange<Int64>)
@@ -79,7 +79,7 @@ enum AssetResponse {
 
     /// `bytes=a-b`, `bytes=a-` or `bytes=-n`. Anything else (other units, several ranges,
     /// bad syntax) is ignored, as RFC 9110 allows, and the whole file is sent.
-    static func parseRange(_ header: String?, size: Int64) -> RangeRequest {
+    package static func parseRange(_ header: String?, size: Int64) -> RangeRequest {
         guard let header = header?.trimmingCharacters(in: .whitespaces), header.lowercased().hasPrefix("bytes=") else {
             return .whole
         }

@@ -1,0 +1,14 @@
+import Foundation
+import FuzzTargets
+
+/// libFuzzer's entry (`make fuzz`, scripts/fuzz.sh): one input to ``fuzzPullPage(_:)``; a violated
+/// property traps, so libFuzzer keeps the input as a crash.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+    do {
+        try fuzzPullPage(Data(bytes: start, count: count))
+    } catch {
+        fatalError("fuzz-pull-page: \(error)")
+    }
+    return 0
+}
