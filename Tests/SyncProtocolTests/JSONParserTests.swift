@@ -39,4 +39,13 @@ struct StoredJSONTests {
     func refuses(_ text: String) {
         #expect(JSONParser.parse(text) == nil)
     }
+
+    /// Found by fuzzing (fuzz/regressions/json): `1e400` was read as infinity, which
+    /// CanonicalJSON writes as `null`, so a stored value changed on the way back.
+    @Test("refuses a number past Double's range, as JSONDecoder does", arguments: ["1e400", "-1e400", "[1, 11111111111111111111111e1111111]"])
+    func refusesInfiniteNumbers(_ text: String) {
+        #expect(JSONParser.parse(text) == nil)
+        #expect((try? BoundedJSON.parse(Data(text.utf8))) == nil)
+        #expect((try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))) == nil)
+    }
 }

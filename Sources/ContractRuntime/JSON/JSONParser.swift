@@ -203,7 +203,9 @@ package enum JSONParser {
             }
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
             if integral, let number = Int64(text) { return .int(number) }
-            guard let number = Double(text) else { return nil }
+            // A number past Double's range (`1e400`) is refused, as JSONDecoder refuses it: read as
+            // infinity it could not be written back (CanonicalJSON writes a non-finite number as null).
+            guard let number = Double(text), number.isFinite else { return nil }
             // Like JSONDecoder: a whole number written with a fraction or exponent (`1E3`, `0.0`) is an int.
             if number == number.rounded(), abs(number) < 9.2e18 { return .int(Int64(number)) }
             return .double(number)
