@@ -18,12 +18,15 @@ public enum SchemaHeader {
     /// number, or a contract named twice.
     public static func decode(_ text: String) -> [String: Int]? {
         var versions: [String: Int] = [:]
-        for part in text.split(separator: ",") {
+        // Split at the scalars `,` and `=`, not at characters: a comma followed by a combining
+        // mark is one character, so a name starting with one was not split from the pair before
+        // it, and versions read from one header did not read back from their own encoding.
+        for part in text.unicodeScalars.split(separator: ",") {
             let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard pair.count == 2 else { return nil }
-            let name = pair[0].trimmingCharacters(in: .whitespaces)
+            let name = Substring(pair[0]).trimmingCharacters(in: .whitespaces)
             guard !name.isEmpty, versions[name] == nil,
-                let version = Int(pair[1].trimmingCharacters(in: .whitespaces)), version > 0
+                let version = Int(Substring(pair[1]).trimmingCharacters(in: .whitespaces)), version > 0
             else { return nil }
             versions[name] = version
         }
