@@ -34,16 +34,24 @@ for target in $targets; do
     esac
 done
 
-# -sanitize=fuzzer links libFuzzer's main and instruments every module for coverage; address
-# adds AddressSanitizer. Debug keeps Swift's own checks (overflow, bounds) on.
+# -sanitize=fuzzer instruments every module for coverage and links libFuzzer's main; address
+# adds AddressSanitizer to the Swift code. Both go in one -Xswiftc flag: swiftc keeps only the
+# last -sanitize=, and SwiftPM's own (--sanitize, needed so it does not rename main in a debug
+# executable) come in no fixed order when there are several. Debug keeps Swift's own checks
+# (overflow, bounds) on.
 build() {
-    OUTPOST_FUZZ=1 "$SWIFT" build --scratch-path "$scratch" -c debug \
-        --sanitize fuzzer --sanitize address -Xswiftc -parse-as-library "$@"
+    OUTPOST_FUZZ=1 "$SWIFT" build --scratch-path "$scratch" -c debug --sanitize fuzzer \
+        -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library "$@"
 }
 
+mkdir -p "$scratch"
 for target in $targets; do
     echo "fuzz: building fuzz-$target"
-    build --product "fuzz-$target"
+    build --product "fuzz-$target" > "$scratch/build.log" 2>&1 || {
+        grep -v 'Cannot export local symbol' "$scratch/build.log" >&2
+        echo "fuzz: building fuzz-$target failed" >&2
+        exit 1
+    }
 done
 bin="$scratch/debug"
 
@@ -68,12 +76,18 @@ for target in $targets; do
     fi
     echo "fuzz: fuzz-$target for ${seconds}s (log: $work/log)"
     status=0
-    # Swift's own crash reporter off, so a trap reaches libFuzzer, which saves the input.
-    SWIFT_BACKTRACE=enable=no "$bin/fuzz-$target" \
+    # Swift's own crash reporter off, so a trap reaches libFuzzer, which saves the input. Leak
+    # checks off: LeakSanitizer takes the Swift runtime's lazily made globals for leaks.
+    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}" "$bin/fuzz-$target" \
         -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb="$rss" -max_len="$(max_len "$target")" \
-        -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
+        -artifact_prefix="$work/artifacts/" -print_final_stats=1 -detect_leaks=0 \
         "$work/corpus" > "$work/log" 2>&1 || status=$?
     done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$work/log" | tail -n 1 || :)
+    # A harness built without coverage runs blind: libFuzzer only warns, this fails.
+    if grep -q 'Is the code instrumented for coverage' "$work/log"; then
+        echo "fuzz: fuzz-$target saw no coverage: it was built without -sanitize=fuzzer (see $work/log)" >&2
+        status=1
+    fi
     artifacts=$(ls "$work/artifacts" 2>/dev/null || :)
     if [ "$status" -ne 0 ] || [ -n "$artifacts" ]; then
         failed="$failed $target"
