@@ -21,6 +21,9 @@ func check(_ condition: Bool, _ message: @autoclosure () -> String) throws(Prope
 package enum FuzzTarget: String, CaseIterable, Sendable {
     /// A contract file (YAML) read, decoded and validated as `contractc` does (``fuzzContract(_:)``).
     case contract
+    /// A contract file in place of its namesake among the sample contracts, checked against
+    /// `contracts.lock` and generated (``fuzzContractSet(_:)``).
+    case contractSet = "contract-set"
     /// A `POST /sync/v1/push` body as the server reads it (``fuzzPushBody(_:)``).
     case push
     /// JSON text read by the runtime's one-pass parser (``fuzzJSON(_:)``).
@@ -41,6 +44,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
     package func run(_ data: Data) async throws(PropertyViolation) {
         switch self {
         case .contract: try fuzzContract(data)
+        case .contractSet: try fuzzContractSet(data)
         case .push: try fuzzPushBody(data)
         case .json: try fuzzJSON(data)
         case .pullPage: try fuzzPullPage(data)

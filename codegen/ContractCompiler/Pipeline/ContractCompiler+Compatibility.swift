@@ -27,6 +27,15 @@ extension ContractCompiler {
         guard let lock = LockFile.read(path: lockPath, diagnostics: &diagnostics) else {
             return CheckResult(diagnostics: diagnostics, allowancesInForce: [], releasedContracts: 0)
         }
+        var result = check(set, lock: lock)
+        diagnostics.append(contentsOf: result.diagnostics)
+        result.diagnostics = diagnostics
+        return result
+    }
+
+    /// ``check(_:lockPath:)`` with the lock already read.
+    package static func check(_ set: ContractSet, lock: LockFile) -> CheckResult {
+        var diagnostics = DiagnosticCollector()
         let set = set.resolvingSince(history: lock.history)
         var checker = CompatibilityChecker(set: set, lock: lock)
         checker.run()
