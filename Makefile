@@ -98,8 +98,9 @@ FIRST_SEED ?= 1
 STEPS      ?= 80
 DEVICES    ?= 3
 JOBS       ?= 2
+# -enable-testing: the test bundle holds suites that @testable import, which a release build refuses without it.
 sim:
-	$(SWIFT) build -c release --build-tests
+	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing
 	SWIFT_DETERMINISTIC_HASHING=1 OUTPOST_SIM_SEEDS=$(SEEDS) OUTPOST_SIM_FIRST_SEED=$(FIRST_SEED) OUTPOST_SIM_STEPS=$(STEPS) \
 	OUTPOST_SIM_DEVICES=$(DEVICES) OUTPOST_SIM_JOBS=$(JOBS) OUTPOST_SIM_TRACE=$(TRACE) \
 	$(if $(SEED),OUTPOST_SIM_SEED=$(SEED)) $(if $(SCHEDULE),OUTPOST_SIM_SCHEDULE=$(abspath $(SCHEDULE))) \

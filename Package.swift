@@ -260,7 +260,7 @@ let package = Package(
 // The libFuzzer harnesses, one executable per FuzzTarget, built only by scripts/fuzz.sh
 // (OUTPOST_FUZZ=1, with -sanitize=fuzzer): without the sanitizer they have no main to link.
 if Context.environment["OUTPOST_FUZZ"] != nil {
-    for name in ["contract", "contract-set", "push", "json", "pull-page", "cursor", "schema-header", "token", "range"] {
+    for name in ["contract", "contract-set", "push", "gzip", "json", "pull-page", "cursor", "schema-header", "token", "range"] {
         package.targets.append(
             .executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzTargets"], path: "fuzz/harnesses/fuzz-\(name)", swiftSettings: strictSwift)
         )

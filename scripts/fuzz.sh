@@ -4,7 +4,7 @@
 #
 #   FUZZ_SECONDS=60      how long each target runs
 #   FUZZ_TARGET=name     run one target (or several, space-separated) instead of all of them:
-#                        contract contract-set push json pull-page cursor schema-header token range
+#                        contract contract-set push gzip json pull-page cursor schema-header token range
 #   FUZZ_TIMEOUT=10      seconds one input may take before it counts as a hang
 #   FUZZ_RSS_MB=2048     memory a target may use before it counts as a crash
 #
@@ -23,7 +23,7 @@ SWIFT=${SWIFT:-swift}
 seconds=${FUZZ_SECONDS:-60}
 timeout=${FUZZ_TIMEOUT:-10}
 rss=${FUZZ_RSS_MB:-2048}
-all="contract contract-set push json pull-page cursor schema-header token range"
+all="contract contract-set push gzip json pull-page cursor schema-header token range"
 targets=${FUZZ_TARGET:-$all}
 scratch=.build-fuzz
 
@@ -59,7 +59,7 @@ bin="$scratch/debug"
 max_len() {
     case "$1" in
         contract | contract-set | pull-page) echo 16384 ;;
-        push | json) echo 8192 ;;
+        push | gzip | json) echo 8192 ;;
         *) echo 2048 ;;
     esac
 }

@@ -26,6 +26,8 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
     case contractSet = "contract-set"
     /// A `POST /sync/v1/push` body as the server reads it (``fuzzPushBody(_:)``).
     case push
+    /// A request body sent with `Content-Encoding: gzip` (``fuzzGzip(_:)``).
+    case gzip
     /// JSON text read by the runtime's one-pass parser (``fuzzJSON(_:)``).
     case json
     /// A pull page as a device reads it (``fuzzPullPage(_:)``).
@@ -46,6 +48,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
         case .contract: try fuzzContract(data)
         case .contractSet: try fuzzContractSet(data)
         case .push: try fuzzPushBody(data)
+        case .gzip: try fuzzGzip(data)
         case .json: try fuzzJSON(data)
         case .pullPage: try fuzzPullPage(data)
         case .cursor: try fuzzCursor(data)
