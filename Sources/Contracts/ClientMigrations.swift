@@ -72,6 +72,17 @@ extension ContractRegistry {
             checksum: "3b7d001669c57f5f98f62725a188c04a741ffae35534eed918e314aac1873227"
         ),
         ContractMigration(
+            identifier: "assessments.v3.migrate",
+            contract: "Assessment",
+            version: 3,
+            statements: [
+                #"""
+                ALTER TABLE "assessments" ADD COLUMN "revision" INTEGER NOT NULL DEFAULT 1
+                """#,
+            ],
+            checksum: "fa5c4b34a87f3e6b5039cb46e3f0b98bcf188a55fd5b73be5424d49ccee90cf8"
+        ),
+        ContractMigration(
             identifier: "assessment_responses.v1.create",
             contract: "AssessmentResponse",
             version: 1,
@@ -161,6 +172,17 @@ extension ContractRegistry {
             checksum: "6f3bbeb0c2db2b84eec8e06d10e31e5dcbf8ad4b3cfa4813d9d2212aa00af682"
         ),
         ContractMigration(
+            identifier: "attempts.v2.migrate",
+            contract: "Attempt",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "attempts" ADD COLUMN "assessment_revision" INTEGER
+                """#,
+            ],
+            checksum: "8abe9736ae8c574394ec5ac18a520ea07c1427bf19ec62a4e63c0b639543c2d4"
+        ),
+        ContractMigration(
             identifier: "attempt_submitted_events.v1.create",
             contract: "AttemptSubmitted",
             version: 1,
@@ -188,6 +210,20 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "60abebb22bda01462b2a320f54f96f09fa847cb498ddd8342430dcf12364b8bd"
+        ),
+        ContractMigration(
+            identifier: "attempt_submitted_events.v2.migrate",
+            contract: "AttemptSubmitted",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "attempt_submitted_events" ADD COLUMN "assessment_revision" INTEGER
+                """#,
+                #"""
+                ALTER TABLE "attempt_submitted_events" ADD COLUMN "submit_anyway" INTEGER NOT NULL DEFAULT 0
+                """#,
+            ],
+            checksum: "3311d1ce6f93ae3671abe0624218b34a562dc9ea0b6b16359a3f116e380cdd2b"
         ),
         ContractMigration(
             identifier: "battery_swap_completed_events.v1.create",

@@ -93,7 +93,7 @@ public enum ContractRegistry: ContractSchema {
         ]
     )
 
-    /// `Assessment` version 2, from `contracts/entities/assessment.yaml`.
+    /// `Assessment` version 3, from `contracts/entities/assessment.yaml`.
     public static let assessment = EntityDescriptor(
         name: "Assessment",
         swiftName: "Assessment",
@@ -105,7 +105,7 @@ public enum ContractRegistry: ContractSchema {
         tombstones: true,
         retentionSeconds: 2592000,
         priority: .high,
-        currentVersion: 2,
+        currentVersion: 3,
         oldestSupported: 1,
         primaryKey: "id",
         versionField: "updated_at",
@@ -119,6 +119,7 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "pass_score", kind: .double, defaultValue: .double(0.7)),
             FieldDescriptor(name: "time_limit_seconds", kind: .int, isOptional: true),
             FieldDescriptor(name: "available_until", kind: .date, isOptional: true),
+            FieldDescriptor(name: "revision", kind: .int, defaultValue: .int(1), since: 3),
             FieldDescriptor(name: "updated_at", kind: .timestamp, isVersionField: true),
         ],
         localFields: [
@@ -157,9 +158,23 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "available_until", currentName: "available_until"),
                 KnownField(wireName: "updated_at", currentName: "updated_at"),
             ],
+            3: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "instructions", currentName: "instructions"),
+                KnownField(wireName: "questions", currentName: "questions"),
+                KnownField(wireName: "question_count", currentName: "question_count"),
+                KnownField(wireName: "pass_score", currentName: "pass_score"),
+                KnownField(wireName: "time_limit_seconds", currentName: "time_limit_seconds"),
+                KnownField(wireName: "available_until", currentName: "available_until"),
+                KnownField(wireName: "revision", currentName: "revision"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ],
         serverOnlyFields: [
             FieldDescriptor(name: "answer_key", kind: .json, isOptional: true, since: 2),
+            FieldDescriptor(name: "answer_key_history", kind: .json, isOptional: true, since: 3),
         ]
     )
 
@@ -259,7 +274,7 @@ public enum ContractRegistry: ContractSchema {
         ]
     )
 
-    /// `Attempt` version 1, from `contracts/entities/attempt.yaml`.
+    /// `Attempt` version 2, from `contracts/entities/attempt.yaml`.
     public static let attempt = EntityDescriptor(
         name: "Attempt",
         swiftName: "Attempt",
@@ -271,7 +286,7 @@ public enum ContractRegistry: ContractSchema {
         tombstones: true,
         retentionSeconds: nil,
         priority: .high,
-        currentVersion: 1,
+        currentVersion: 2,
         oldestSupported: 1,
         primaryKey: "id",
         versionField: "updated_at",
@@ -284,6 +299,7 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "score", kind: .double, defaultValue: .double(0.0)),
             FieldDescriptor(name: "max_score", kind: .double, isOptional: true),
             FieldDescriptor(name: "answered_count", kind: .int, defaultValue: .int(0)),
+            FieldDescriptor(name: "assessment_revision", kind: .int, isOptional: true, since: 2),
             FieldDescriptor(name: "started_at", kind: .timestamp),
             FieldDescriptor(name: "ended_at", kind: .timestamp, isOptional: true),
             FieldDescriptor(name: "updated_at", kind: .timestamp, isVersionField: true),
@@ -311,10 +327,24 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "ended_at", currentName: "ended_at"),
                 KnownField(wireName: "updated_at", currentName: "updated_at"),
             ],
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "assessment_id", currentName: "assessment_id"),
+                KnownField(wireName: "enrollment_id", currentName: "enrollment_id"),
+                KnownField(wireName: "state", currentName: "state"),
+                KnownField(wireName: "outcome", currentName: "outcome"),
+                KnownField(wireName: "score", currentName: "score"),
+                KnownField(wireName: "max_score", currentName: "max_score"),
+                KnownField(wireName: "answered_count", currentName: "answered_count"),
+                KnownField(wireName: "assessment_revision", currentName: "assessment_revision"),
+                KnownField(wireName: "started_at", currentName: "started_at"),
+                KnownField(wireName: "ended_at", currentName: "ended_at"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
         ]
     )
 
-    /// `AttemptSubmitted` version 1, from `contracts/events/attempt_submitted.yaml`.
+    /// `AttemptSubmitted` version 2, from `contracts/events/attempt_submitted.yaml`.
     public static let attemptSubmitted = EventDescriptor(
         name: "AttemptSubmitted",
         swiftName: "AttemptSubmitted",
@@ -322,7 +352,7 @@ public enum ContractRegistry: ContractSchema {
         table: "attempt_submitted_events",
         scope: "user",
         direction: .up,
-        currentVersion: 1,
+        currentVersion: 2,
         oldestSupported: 1,
         appliesTo: "Attempt",
         fields: [
@@ -331,6 +361,8 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "answered_count", kind: .int),
             FieldDescriptor(name: "total_time_ms", kind: .int, defaultValue: .int(0)),
             FieldDescriptor(name: "submitted_offline", kind: .bool, defaultValue: .bool(false)),
+            FieldDescriptor(name: "assessment_revision", kind: .int, isOptional: true, since: 2),
+            FieldDescriptor(name: "submit_anyway", kind: .bool, defaultValue: .bool(false), since: 2),
         ],
         knownFieldsByVersion: [
             1: [
@@ -339,6 +371,15 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "answered_count", currentName: "answered_count"),
                 KnownField(wireName: "total_time_ms", currentName: "total_time_ms"),
                 KnownField(wireName: "submitted_offline", currentName: "submitted_offline"),
+            ],
+            2: [
+                KnownField(wireName: "attempt_id", currentName: "attempt_id"),
+                KnownField(wireName: "assessment_id", currentName: "assessment_id"),
+                KnownField(wireName: "answered_count", currentName: "answered_count"),
+                KnownField(wireName: "total_time_ms", currentName: "total_time_ms"),
+                KnownField(wireName: "submitted_offline", currentName: "submitted_offline"),
+                KnownField(wireName: "assessment_revision", currentName: "assessment_revision"),
+                KnownField(wireName: "submit_anyway", currentName: "submit_anyway"),
             ],
         ]
     )

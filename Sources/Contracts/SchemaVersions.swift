@@ -6,7 +6,7 @@ public let CURRENT_ANSWER_RECORDED_SCHEMA = 1
 public let OLDEST_SUPPORTED_ANSWER_RECORDED_SCHEMA = 1
 
 /// The `Assessment` schema version this build reads and writes.
-public let CURRENT_ASSESSMENT_SCHEMA = 2
+public let CURRENT_ASSESSMENT_SCHEMA = 3
 /// The oldest `Assessment` schema version still supported; older rows are purged and re-fetched.
 public let OLDEST_SUPPORTED_ASSESSMENT_SCHEMA = 1
 
@@ -21,12 +21,12 @@ public let CURRENT_ASSET_SCHEMA = 1
 public let OLDEST_SUPPORTED_ASSET_SCHEMA = 1
 
 /// The `Attempt` schema version this build reads and writes.
-public let CURRENT_ATTEMPT_SCHEMA = 1
+public let CURRENT_ATTEMPT_SCHEMA = 2
 /// The oldest `Attempt` schema version still supported; older rows are purged and re-fetched.
 public let OLDEST_SUPPORTED_ATTEMPT_SCHEMA = 1
 
 /// The `AttemptSubmitted` schema version this build reads and writes.
-public let CURRENT_ATTEMPT_SUBMITTED_SCHEMA = 1
+public let CURRENT_ATTEMPT_SUBMITTED_SCHEMA = 2
 /// The oldest `AttemptSubmitted` schema version still supported; older rows are purged and re-fetched.
 public let OLDEST_SUPPORTED_ATTEMPT_SUBMITTED_SCHEMA = 1
 

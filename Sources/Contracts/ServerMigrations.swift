@@ -91,6 +91,20 @@ extension ContractRegistry {
             checksum: "9e8d59720a1ce9880b38172aa2cc0813d66e180f470c12a0d2067e14261337d7"
         ),
         ContractMigration(
+            identifier: "assessments.v3.migrate",
+            contract: "Assessment",
+            version: 3,
+            statements: [
+                #"""
+                ALTER TABLE "assessments" ADD COLUMN "revision" INTEGER NOT NULL DEFAULT 1
+                """#,
+                #"""
+                ALTER TABLE "assessments" ADD COLUMN "answer_key_history" TEXT
+                """#,
+            ],
+            checksum: "882255acae1e770522aae1c74fdd2d7d0de82903a815abb73a3932035245af4e"
+        ),
+        ContractMigration(
             identifier: "assessment_responses.v1.create",
             contract: "AssessmentResponse",
             version: 1,
@@ -224,6 +238,17 @@ extension ContractRegistry {
             checksum: "dc829f03be5d599df053fdde0d06329c022be175f5a092808ed7196d0f63bc18"
         ),
         ContractMigration(
+            identifier: "attempts.v2.migrate",
+            contract: "Attempt",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "attempts" ADD COLUMN "assessment_revision" INTEGER
+                """#,
+            ],
+            checksum: "8abe9736ae8c574394ec5ac18a520ea07c1427bf19ec62a4e63c0b639543c2d4"
+        ),
+        ContractMigration(
             identifier: "attempt_submitted_events.v1.create",
             contract: "AttemptSubmitted",
             version: 1,
@@ -253,6 +278,20 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "717a4f707ca47de3a331e53469af54ec8e269924ffb592a5b48aaa85a2677f8e"
+        ),
+        ContractMigration(
+            identifier: "attempt_submitted_events.v2.migrate",
+            contract: "AttemptSubmitted",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "attempt_submitted_events" ADD COLUMN "assessment_revision" INTEGER
+                """#,
+                #"""
+                ALTER TABLE "attempt_submitted_events" ADD COLUMN "submit_anyway" INTEGER NOT NULL DEFAULT 0
+                """#,
+            ],
+            checksum: "3311d1ce6f93ae3671abe0624218b34a562dc9ea0b6b16359a3f116e380cdd2b"
         ),
         ContractMigration(
             identifier: "battery_swap_completed_events.v1.create",

@@ -91,6 +91,20 @@ extension ContractRegistry {
             checksum: "9cfde0f1443453e32b2d10a7b60ec733abeaed18d6978b19081c6f13c65a5ad0"
         ),
         ContractMigration(
+            identifier: "assessments.v3.migrate",
+            contract: "Assessment",
+            version: 3,
+            statements: [
+                #"""
+                ALTER TABLE "assessments" ADD COLUMN "revision" BIGINT NOT NULL DEFAULT 1
+                """#,
+                #"""
+                ALTER TABLE "assessments" ADD COLUMN "answer_key_history" JSONB
+                """#,
+            ],
+            checksum: "26ad3dfe4dd0f3884cca5637b978e46522e543608a557d195e20f6d3d406aacc"
+        ),
+        ContractMigration(
             identifier: "assessment_responses.v1.create",
             contract: "AssessmentResponse",
             version: 1,
@@ -224,6 +238,17 @@ extension ContractRegistry {
             checksum: "0b41e2e3fcdd8773c96836f8aae510dee90697612617485e391eceb59b7682a7"
         ),
         ContractMigration(
+            identifier: "attempts.v2.migrate",
+            contract: "Attempt",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "attempts" ADD COLUMN "assessment_revision" BIGINT
+                """#,
+            ],
+            checksum: "a936a6eed6305b4b45b2244dd469d34e6b9475e2da9abc5378ecdee1b268aa17"
+        ),
+        ContractMigration(
             identifier: "attempt_submitted_events.v1.create",
             contract: "AttemptSubmitted",
             version: 1,
@@ -253,6 +278,20 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "091303eeceb3ab3305ee4b4aea0d736643beb357736a0a80f3c5b820837e42d0"
+        ),
+        ContractMigration(
+            identifier: "attempt_submitted_events.v2.migrate",
+            contract: "AttemptSubmitted",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "attempt_submitted_events" ADD COLUMN "assessment_revision" BIGINT
+                """#,
+                #"""
+                ALTER TABLE "attempt_submitted_events" ADD COLUMN "submit_anyway" BOOLEAN NOT NULL DEFAULT false
+                """#,
+            ],
+            checksum: "d3ee517decff759350f319a3b5e2ce487c001a6a3937e6f3e99e626360dbd945"
         ),
         ContractMigration(
             identifier: "battery_swap_completed_events.v1.create",

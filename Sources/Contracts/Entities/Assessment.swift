@@ -4,7 +4,7 @@ public import ContractRuntime
 
 /// A quiz or test a learner downloads and can take offline.
 ///
-/// - Remark: Generated from entity `Assessment` version 2 (`contracts/entities/assessment.yaml`).
+/// - Remark: Generated from entity `Assessment` version 3 (`contracts/entities/assessment.yaml`).
 public struct Assessment: ContractEntity {
     /// Primary key.
     public var id: String
@@ -27,8 +27,13 @@ public struct Assessment: ContractEntity {
 
     public var timeLimitSeconds: Int64?
 
-    /// Last calendar day on which the assessment can be submitted.
+    /// Last calendar day (UTC) on which the assessment can be submitted; the server refuses later submissions (assessment_closed).
     public var availableUntil: CalendarDate?
+
+    /// The assessment's content version. The server raises it whenever it publishes other questions, answer key, pass score or time limit; an attempt is graded against the revision it was taken on.
+    ///
+    /// Since version 3.
+    public var revision: Int64
 
     /// Version field.
     public var updatedAt: Timestamp
@@ -43,6 +48,7 @@ public struct Assessment: ContractEntity {
         passScore: Double = 0.7,
         timeLimitSeconds: Int64? = nil,
         availableUntil: CalendarDate? = nil,
+        revision: Int64 = 1,
         updatedAt: Timestamp
     ) {
         self.id = id
@@ -54,6 +60,7 @@ public struct Assessment: ContractEntity {
         self.passScore = passScore
         self.timeLimitSeconds = timeLimitSeconds
         self.availableUntil = availableUntil
+        self.revision = revision
         self.updatedAt = updatedAt
     }
 
@@ -112,6 +119,7 @@ public struct Assessment: ContractEntity {
         case passScore(Double)
         case timeLimitSeconds(Int64?)
         case availableUntil(CalendarDate?)
+        case revision(Int64)
         case updatedAt(Timestamp)
 
         /// The field's wire name.
@@ -125,6 +133,7 @@ public struct Assessment: ContractEntity {
             case .passScore: return "pass_score"
             case .timeLimitSeconds: return "time_limit_seconds"
             case .availableUntil: return "available_until"
+            case .revision: return "revision"
             case .updatedAt: return "updated_at"
             }
         }
@@ -140,6 +149,7 @@ public struct Assessment: ContractEntity {
             case .passScore(let value): return try JSONValue(encoding: value)
             case .timeLimitSeconds(let value): return try JSONValue(encoding: value)
             case .availableUntil(let value): return try JSONValue(encoding: value)
+            case .revision(let value): return try JSONValue(encoding: value)
             case .updatedAt(let value): return try JSONValue(encoding: value)
             }
         }
@@ -155,6 +165,7 @@ public struct Assessment: ContractEntity {
         case passScore = "pass_score"
         case timeLimitSeconds = "time_limit_seconds"
         case availableUntil = "available_until"
+        case revision
         case updatedAt = "updated_at"
     }
 
@@ -170,6 +181,7 @@ public struct Assessment: ContractEntity {
         passScore = try container.decodeIfPresent(Double.self, forKey: .passScore) ?? 0.7
         timeLimitSeconds = try container.decodeIfPresent(Int64.self, forKey: .timeLimitSeconds)
         availableUntil = try container.decodeIfPresent(CalendarDate.self, forKey: .availableUntil)
+        revision = try container.decodeIfPresent(Int64.self, forKey: .revision) ?? 1
         updatedAt = try container.decode(Timestamp.self, forKey: .updatedAt)
     }
 
@@ -184,6 +196,7 @@ public struct Assessment: ContractEntity {
         try container.encode(passScore, forKey: .passScore)
         try container.encodeIfPresent(timeLimitSeconds, forKey: .timeLimitSeconds)
         try container.encodeIfPresent(availableUntil, forKey: .availableUntil)
+        try container.encode(revision, forKey: .revision)
         try container.encode(updatedAt, forKey: .updatedAt)
     }
 

@@ -6,7 +6,7 @@ public import ContractRuntime
 ///
 /// The server computes state, outcome and score from the learner's statements and answers.
 ///
-/// - Remark: Generated from entity `Attempt` version 1 (`contracts/entities/attempt.yaml`).
+/// - Remark: Generated from entity `Attempt` version 2 (`contracts/entities/attempt.yaml`).
 public struct Attempt: ContractEntity {
     /// Primary key.
     public var id: String
@@ -18,6 +18,12 @@ public struct Attempt: ContractEntity {
     public var score: Double
     public var maxScore: Double?
     public var answeredCount: Int64
+
+    /// The assessment revision the attempt was taken on and graded against; null until it is submitted.
+    ///
+    /// Since version 2.
+    public var assessmentRevision: Int64?
+
     public var startedAt: Timestamp
     public var endedAt: Timestamp?
 
@@ -33,6 +39,7 @@ public struct Attempt: ContractEntity {
         score: Double = 0.0,
         maxScore: Double? = nil,
         answeredCount: Int64 = 0,
+        assessmentRevision: Int64? = nil,
         startedAt: Timestamp,
         endedAt: Timestamp? = nil,
         updatedAt: Timestamp
@@ -45,6 +52,7 @@ public struct Attempt: ContractEntity {
         self.score = score
         self.maxScore = maxScore
         self.answeredCount = answeredCount
+        self.assessmentRevision = assessmentRevision
         self.startedAt = startedAt
         self.endedAt = endedAt
         self.updatedAt = updatedAt
@@ -81,6 +89,7 @@ public struct Attempt: ContractEntity {
         case score(Double)
         case maxScore(Double?)
         case answeredCount(Int64)
+        case assessmentRevision(Int64?)
         case startedAt(Timestamp)
         case endedAt(Timestamp?)
         case updatedAt(Timestamp)
@@ -95,6 +104,7 @@ public struct Attempt: ContractEntity {
             case .score: return "score"
             case .maxScore: return "max_score"
             case .answeredCount: return "answered_count"
+            case .assessmentRevision: return "assessment_revision"
             case .startedAt: return "started_at"
             case .endedAt: return "ended_at"
             case .updatedAt: return "updated_at"
@@ -111,6 +121,7 @@ public struct Attempt: ContractEntity {
             case .score(let value): return try JSONValue(encoding: value)
             case .maxScore(let value): return try JSONValue(encoding: value)
             case .answeredCount(let value): return try JSONValue(encoding: value)
+            case .assessmentRevision(let value): return try JSONValue(encoding: value)
             case .startedAt(let value): return try JSONValue(encoding: value)
             case .endedAt(let value): return try JSONValue(encoding: value)
             case .updatedAt(let value): return try JSONValue(encoding: value)
@@ -127,6 +138,7 @@ public struct Attempt: ContractEntity {
         case score
         case maxScore = "max_score"
         case answeredCount = "answered_count"
+        case assessmentRevision = "assessment_revision"
         case startedAt = "started_at"
         case endedAt = "ended_at"
         case updatedAt = "updated_at"
@@ -143,6 +155,7 @@ public struct Attempt: ContractEntity {
         score = try container.decodeIfPresent(Double.self, forKey: .score) ?? 0.0
         maxScore = try container.decodeIfPresent(Double.self, forKey: .maxScore)
         answeredCount = try container.decodeIfPresent(Int64.self, forKey: .answeredCount) ?? 0
+        assessmentRevision = try container.decodeIfPresent(Int64.self, forKey: .assessmentRevision)
         startedAt = try container.decode(Timestamp.self, forKey: .startedAt)
         endedAt = try container.decodeIfPresent(Timestamp.self, forKey: .endedAt)
         updatedAt = try container.decode(Timestamp.self, forKey: .updatedAt)
@@ -158,6 +171,7 @@ public struct Attempt: ContractEntity {
         try container.encode(score, forKey: .score)
         try container.encodeIfPresent(maxScore, forKey: .maxScore)
         try container.encode(answeredCount, forKey: .answeredCount)
+        try container.encodeIfPresent(assessmentRevision, forKey: .assessmentRevision)
         try container.encode(startedAt, forKey: .startedAt)
         try container.encodeIfPresent(endedAt, forKey: .endedAt)
         try container.encode(updatedAt, forKey: .updatedAt)

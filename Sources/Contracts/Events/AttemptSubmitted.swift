@@ -4,7 +4,7 @@ public import ContractRuntime
 
 /// A learner handed in an attempt, possibly while offline, for the server to score.
 ///
-/// - Remark: Generated from event `AttemptSubmitted` version 1 (`contracts/events/attempt_submitted.yaml`).
+/// - Remark: Generated from event `AttemptSubmitted` version 2 (`contracts/events/attempt_submitted.yaml`).
 public struct AttemptSubmitted: ContractEvent {
     public var attemptId: String
     public var assessmentId: String
@@ -14,18 +14,32 @@ public struct AttemptSubmitted: ContractEvent {
     /// True when the device had no connection at the time.
     public var submittedOffline: Bool
 
+    /// The assessment revision the attempt was taken on. Older than the server's, the submission is answered conflicted (with the current assessment) unless submit_anyway; absent (an older app), it is graded against the current revision.
+    ///
+    /// Since version 2.
+    public var assessmentRevision: Int64?
+
+    /// The learner chose to submit after a revision conflict: graded against the revision taken rather than answered conflicted again.
+    ///
+    /// Since version 2.
+    public var submitAnyway: Bool
+
     public init(
         attemptId: String,
         assessmentId: String,
         answeredCount: Int64,
         totalTimeMs: Int64 = 0,
-        submittedOffline: Bool = false
+        submittedOffline: Bool = false,
+        assessmentRevision: Int64? = nil,
+        submitAnyway: Bool = false
     ) {
         self.attemptId = attemptId
         self.assessmentId = assessmentId
         self.answeredCount = answeredCount
         self.totalTimeMs = totalTimeMs
         self.submittedOffline = submittedOffline
+        self.assessmentRevision = assessmentRevision
+        self.submitAnyway = submitAnyway
     }
 
     enum CodingKeys: String, CodingKey {
@@ -34,6 +48,8 @@ public struct AttemptSubmitted: ContractEvent {
         case answeredCount = "answered_count"
         case totalTimeMs = "total_time_ms"
         case submittedOffline = "submitted_offline"
+        case assessmentRevision = "assessment_revision"
+        case submitAnyway = "submit_anyway"
     }
 
     /// Decodes the wire form; a missing key with a default in the contract takes the default.
@@ -44,6 +60,8 @@ public struct AttemptSubmitted: ContractEvent {
         answeredCount = try container.decode(Int64.self, forKey: .answeredCount)
         totalTimeMs = try container.decodeIfPresent(Int64.self, forKey: .totalTimeMs) ?? 0
         submittedOffline = try container.decodeIfPresent(Bool.self, forKey: .submittedOffline) ?? false
+        assessmentRevision = try container.decodeIfPresent(Int64.self, forKey: .assessmentRevision)
+        submitAnyway = try container.decodeIfPresent(Bool.self, forKey: .submitAnyway) ?? false
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -53,6 +71,8 @@ public struct AttemptSubmitted: ContractEvent {
         try container.encode(answeredCount, forKey: .answeredCount)
         try container.encode(totalTimeMs, forKey: .totalTimeMs)
         try container.encode(submittedOffline, forKey: .submittedOffline)
+        try container.encodeIfPresent(assessmentRevision, forKey: .assessmentRevision)
+        try container.encode(submitAnyway, forKey: .submitAnyway)
     }
 
     public static var descriptor: EventDescriptor { ContractRegistry.attemptSubmitted }
