@@ -84,6 +84,12 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let clockSkew = ErrorCode("clock_skew")
     /// A reducer refused the event (for example a transition a task cannot make).
     public static let invalidTransition = ErrorCode("invalid_transition")
+    /// A submission after the assessment's `available_until` day (UTC), by the device's time of
+    /// the submission: the assessment no longer takes attempts.
+    public static let assessmentClosed = ErrorCode("assessment_closed")
+    /// An answer or a submission later than the attempt's start plus the assessment's
+    /// `time_limit_seconds`: it does not count.
+    public static let timeLimitExceeded = ErrorCode("time_limit_exceeded")
 }
 
 /// An error: a stable code, a human message, and details where they help.

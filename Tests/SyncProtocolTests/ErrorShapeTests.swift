@@ -42,6 +42,8 @@ struct ErrorShapeTests {
         ("schemaTooNew", .schemaTooNew, "schema_too_new"),
         ("clockSkew", .clockSkew, "clock_skew"),
         ("invalidTransition", .invalidTransition, "invalid_transition"),
+        ("assessmentClosed", .assessmentClosed, "assessment_closed"),
+        ("timeLimitExceeded", .timeLimitExceeded, "time_limit_exceeded"),
     ]
 
     @Test("Every published code keeps its wire text")

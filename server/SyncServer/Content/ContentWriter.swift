@@ -70,12 +70,18 @@ struct ContentWriter {
     }
 
     /// Writes the row unless it is already stored with the same content; returns the stored row
-    /// and whether it was written.
+    /// and whether it was written. An `Assessment` gets its revision from the server
+    /// (``AssessmentRevisions``).
     func put(
         _ columns: Columns, scopeKey: String, actor: Actor, operation: String, in transaction: any StorageTransaction
     ) async throws -> (row: StoredRow, written: Bool) {
         try await transaction.lockScope(tenant: actor.tenant, scopeKey: scopeKey)
         let existing = try await transaction.row(in: table, tenant: actor.tenant, id: columns.id)
+        var columns = columns
+        if entity.name == Assessment.descriptor.name {
+            // The server owns an assessment's revision and the grading of its earlier revisions.
+            AssessmentRevisions.stamp(&columns.values, existing: existing)
+        }
         if let existing, existing.integer("_deleted") == 0, existing["_scope_key"] == .text(scopeKey),
             storedFields.allSatisfy({ field in
                 (columns.stampsVersionField && field.isVersionField) || existing[field.name] == columns.values[field.name]

@@ -50,6 +50,13 @@ struct PushEventApplier {
             detail["reason"] = .string(message)
             return PushSession.Outcome(result: result(.duplicate), detail: detail)
         case .conflicted(let target, let row):
+            // A deleted target is a conflict without a server row, `resolution: deleted`.
+            if ConflictResolution.isDeleted(row) {
+                detail["reason"] = .string("\(target.name) '\(row.text(target.primaryKey) ?? "")' was deleted")
+                return PushSession.Outcome(
+                    result: result(.conflicted, version: row.integer("_version"), resolution: ConflictResolution.deleted), detail: detail
+                )
+            }
             let targetVersion = session.schemaVersion(of: target.name, current: target.currentVersion)
             let shown = JSONValue.object(RowShaping.wireRow(row, entity: target, version: targetVersion))
             return PushSession.Outcome(result: result(.conflicted, version: row.integer("_version"), row: shown), detail: detail)
@@ -76,7 +83,10 @@ struct PushEventApplier {
         return PushSession.Outcome(result: result(.applied), detail: detail, effects: effects)
     }
 
-    private func result(_ status: MutationStatus, version: Int64? = nil, row: JSONValue? = nil) -> MutationResult {
-        MutationResult(seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: status, serverVersion: version, serverRow: row)
+    private func result(_ status: MutationStatus, version: Int64? = nil, row: JSONValue? = nil, resolution: String? = nil) -> MutationResult {
+        MutationResult(
+            seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: status, serverVersion: version, serverRow: row,
+            resolution: resolution
+        )
     }
 }

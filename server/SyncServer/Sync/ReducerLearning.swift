@@ -24,9 +24,22 @@ import SyncProtocol
 ///   `completed`. The outcome is `score / max_score` against the assessment's `pass_score`;
 ///   `incomplete` when the assessment has no answer key. A submitted attempt with a final
 ///   outcome is `closed` (it changes no more); an `incomplete` one stays `submitted`.
+/// - Revisions: a submission names the assessment `revision` the attempt was taken on. An
+///   earlier one than the server's is answered `conflicted` with the current assessment row
+///   (nothing stored), unless the learner chose `submit_anyway`: then the attempt is graded by
+///   the answer key, pass score and time limit of the revision taken, kept by the server in
+///   `answer_key_history` (``AssessmentRevisions``). A submission that names no revision (an
+///   older app) is graded against the current one. The attempt records the revision it was
+///   graded against (`assessment_revision`).
 /// - Refusals: an answer to an attempt that is no longer `open` is `rejected`
 ///   (`invalid_transition`: a late answer does not count); a second submission is a
-///   `duplicate`; a fact about another learner's attempt is `rejected` (`not_writable`).
+///   `duplicate`; a fact about another learner's attempt is `rejected` (`not_writable`). A
+///   submission after the assessment's `available_until` day (UTC, by the device's time of
+///   submission) is `rejected` (`assessment_closed`); an answer or a submission later than the
+///   attempt's start plus the assessment's `time_limit_seconds` is `rejected`
+///   (`time_limit_exceeded`), and no answer after that point is graded (responses included).
+///   A submission for a deleted assessment is `conflicted` with no server row and resolution
+///   `deleted`: the answers stay stored, and the device keeps them for the app.
 ///
 /// **CompletionRecord.** One per closed attempt (`attempt:<attempt id>`, `passed` from the
 /// outcome, `score` as a share of `max_score`) when the assessment belongs to a unit; one per
@@ -52,15 +65,90 @@ struct LearningReducer: Reducer {
                     )
                 )
             }
+            if let assessment = try await context.entity(Assessment.self, id: attempt.assessmentId),
+                let refusal = Self.timeLimitRefusal(
+                    startedAt: attempt.startedAt, at: fact.occurredAt, limit: assessment.value.timeLimitSeconds,
+                    what: "the answer to '\(answer.questionId)'"
+                )
+            {
+                return .rejected(refusal)
+            }
         case AttemptSubmitted.descriptor.name:
             let submission = try fact.decode(AttemptSubmitted.self)
-            guard let (attempt, row) = try await context.entity(Attempt.self, id: submission.attemptId) else { return .proceed }
-            if row.text("_scope_key") != fact.scopeKey { return .rejected(Self.foreign(submission.attemptId)) }
-            if attempt.state != .open { return .duplicate("attempt '\(attempt.id)' was already submitted") }
+            let stored = try await context.entity(Attempt.self, id: submission.attemptId)
+            if let (attempt, row) = stored {
+                if row.text("_scope_key") != fact.scopeKey { return .rejected(Self.foreign(submission.attemptId)) }
+                if attempt.state != .open { return .duplicate("attempt '\(attempt.id)' was already submitted") }
+            }
+            return try await submissionVerdict(submission, attempt: stored?.value, fact: fact, in: context)
         default:
             break
         }
         return .proceed
+    }
+
+    /// What the assessment says of a submission: deleted (a conflict without a server row, so the
+    /// device keeps the learner's answers for the app to export or discard), closed
+    /// (`assessment_closed`), over its time limit (`time_limit_exceeded`), or taken on an earlier
+    /// revision than the server's and not submitted anyway (a conflict with the current row).
+    private func submissionVerdict(
+        _ submission: AttemptSubmitted, attempt: Attempt?, fact: ReducerFact, in context: ReducerContext
+    ) async throws -> ReducerVerdict {
+        let table = ContractTable(Assessment.descriptor)
+        guard let row = try await context.transaction.row(in: table, tenant: context.identity.tenant, id: submission.assessmentId) else {
+            return .proceed  // never published: stored, and scored as incomplete
+        }
+        if ConflictResolution.isDeleted(row) { return .conflicted(entity: Assessment.descriptor, row: row) }
+        let assessment = try ReducerContext.decode(Assessment.self, row: row)
+        if let lastDay = assessment.availableUntil, Reducers.utcDay(fact.occurredAt) > lastDay {
+            return .rejected(
+                ErrorDetail(
+                    code: .assessmentClosed,
+                    message: "\(assessment.id) took submissions until \(lastDay) (UTC); attempt '\(submission.attemptId)' was submitted on "
+                        + "\(Reducers.utcDay(fact.occurredAt))",
+                    details: .object(["available_until": .string(lastDay.description)])
+                )
+            )
+        }
+        let grading = AssessmentRevisions.grading(of: row, revision: submission.assessmentRevision)
+        var startedAt = attempt?.startedAt
+        if startedAt == nil {
+            let conditions: [String: ColumnValue] = ["attempt_id": .text(submission.attemptId), "_scope_key": .text(fact.scopeKey)]
+            startedAt = try await context.events(AnswerRecorded.self, where: conditions).map(\.occurredAt).min()
+                .map { Timestamp(millisecondsSince1970: $0) }
+        }
+        if let startedAt,
+            let refusal = Self.timeLimitRefusal(
+                startedAt: startedAt, at: fact.occurredAt, limit: grading?.timeLimitSeconds ?? assessment.timeLimitSeconds,
+                what: "the submission of attempt '\(submission.attemptId)'"
+            )
+        {
+            return .rejected(refusal)
+        }
+        if let taken = submission.assessmentRevision, taken < assessment.revision, !submission.submitAnyway {
+            return .conflicted(entity: Assessment.descriptor, row: row)
+        }
+        return .proceed
+    }
+
+    /// `time_limit_exceeded` when `time` is later than `startedAt` plus the limit.
+    private static func timeLimitRefusal(startedAt: Timestamp, at time: Timestamp, limit: Int64?, what: String) -> ErrorDetail? {
+        guard let limit, let deadline = deadline(startedAt: startedAt, limit: limit), time > deadline else { return nil }
+        return ErrorDetail(
+            code: .timeLimitExceeded,
+            message: "\(what) came \((time.millisecondsSince1970 - startedAt.millisecondsSince1970) / 1000) s after the attempt started; "
+                + "the time limit is \(limit) s",
+            details: .object(["time_limit_seconds": .int(limit), "deadline": .string(deadline.iso8601)])
+        )
+    }
+
+    /// When an attempt started at `startedAt` runs out of time.
+    static func deadline(startedAt: Timestamp, limit: Int64?) -> Timestamp? {
+        guard let limit, limit >= 0 else { return nil }
+        let (millis, overflow) = limit.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return nil }
+        let (end, past) = startedAt.millisecondsSince1970.addingReportingOverflow(millis)
+        return past ? nil : Timestamp(millisecondsSince1970: end)
     }
 
     func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect] {
@@ -116,12 +204,25 @@ struct LearningReducer: Reducer {
         guard let assessmentID else { return [] }
         let storedAssessment = try await context.entity(Assessment.self, id: assessmentID)
         let assessment = storedAssessment?.value
-        // The answer key is server-only: read from the stored row, never from what devices see.
-        let key = AssessmentAnswerKey(storedAssessment?.row.text("answer_key").flatMap(JSONParser.parse) ?? .null)
+        // Graded against the revision the attempt was taken on, as its submission says (the
+        // current one when it does not, or when that revision's grading was never kept). The
+        // answer key is server-only: read from the stored row, never from what devices see.
+        let takenRevision = submissions.first?.value.assessmentRevision
+        let grading = storedAssessment.flatMap {
+            AssessmentRevisions.grading(of: $0.row, revision: takenRevision) ?? AssessmentRevisions.grading(of: $0.row, revision: nil)
+        }
+        let key = grading?.answerKey ?? AssessmentAnswerKey(.null)
+        let times =
+            answers.map { Timestamp(millisecondsSince1970: $0.occurredAt) }
+            + submissions.map { Timestamp(millisecondsSince1970: $0.occurredAt) } + statements.map(\.statedAt)
+        let startedAt = stored?.value.startedAt ?? times.min() ?? fact.occurredAt
+        // Answers after the time limit do not count (late events are refused; responses are rows).
+        let deadline = Self.deadline(startedAt: startedAt, limit: grading?.timeLimitSeconds)
 
         // The latest answer per question: events, and the learner's editable responses.
         var latest: [String: (answer: JSONValue, at: Int64, id: String)] = [:]
         func consider(_ question: String, _ answer: JSONValue, at time: Int64, id: String) {
+            if let deadline, time > deadline.millisecondsSince1970 { return }
             if let current = latest[question], (current.at, current.id) > (time, id) { return }
             latest[question] = (answer, time, id)
         }
@@ -153,21 +254,19 @@ struct LearningReducer: Reducer {
         let submittedAt = submissions.first.map { Timestamp(millisecondsSince1970: $0.occurredAt) } ?? terminal?.statedAt
         var outcome: Attempt.Outcome?
         if submittedAt != nil {
-            if let maxScore, maxScore > 0, let assessment {
-                outcome = score / maxScore >= assessment.passScore ? .passed : .failed
+            if let maxScore, maxScore > 0, let grading {
+                outcome = score / maxScore >= grading.passScore ? .passed : .failed
             } else {
                 outcome = .incomplete
             }
         }
         let state: Attempt.State = submittedAt == nil ? .open : outcome == .incomplete ? .submitted : .closed
 
-        let times =
-            answers.map { Timestamp(millisecondsSince1970: $0.occurredAt) }
-            + submissions.map { Timestamp(millisecondsSince1970: $0.occurredAt) } + statements.map(\.statedAt)
         let attempt = Attempt(
             id: attemptID, assessmentId: assessmentID, enrollmentId: stored?.value.enrollmentId, state: state, outcome: outcome,
             score: score, maxScore: maxScore, answeredCount: answeredCount,
-            startedAt: stored?.value.startedAt ?? times.min() ?? fact.occurredAt, endedAt: submittedAt, updatedAt: context.now
+            assessmentRevision: submittedAt == nil ? nil : takenRevision ?? assessment?.revision,
+            startedAt: startedAt, endedAt: submittedAt, updatedAt: context.now
         )
         let previous = try await context.transaction.row(in: ContractTable(Attempt.descriptor), tenant: context.identity.tenant, id: attemptID)
         var effects: [ReducerEffect] = []

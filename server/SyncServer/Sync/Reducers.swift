@@ -28,7 +28,8 @@ enum ReducerVerdict: Sendable {
     case proceed
     /// Nothing to do: the target already reflects it (a second completion of a completed task).
     case duplicate(String)
-    /// The target moved on since the device saw it; the device gets the target's row.
+    /// The target moved on since the device saw it; the device gets the target's row (or, for
+    /// a deleted row, no row and the resolution `deleted`).
     case conflicted(entity: EntityDescriptor, row: StoredRow)
     /// The fact cannot apply (an impossible transition).
     case rejected(ErrorDetail)
