@@ -177,6 +177,60 @@ import Testing
         }
     }
 
+    @Test func aLearnerSubmitsAfterTheAssessmentChanged() async throws {
+        try await LiveServer.run { server in
+            try await server.publishQuiz("quiz-1", key: ["q1": "a"])
+            try await server.publishQuiz("quiz-2", key: ["q1": "a"])
+            let store = try makeDeviceStore(try TemporaryDirectory(), device: "phone-1")
+            let engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["user", "content"]))
+            guard case .succeeded = await engine.syncNow() else { Issue.record("first sync"); return }
+
+            // snippet: assessment-start
+            if let quiz = try store.assessmentAvailability(id: "quiz-1") {
+                // Shown before the learner starts; the server refuses what comes too late.
+                print("revision \(quiz.revision), open: \(quiz.isOpen), last day \(quiz.availableUntil.map { "\($0)" } ?? "none"), "
+                    + "time limit \(quiz.timeLimitSeconds.map { "\($0) s" } ?? "none")")
+            }
+            let attempt = try store.startAttempt(assessmentId: "quiz-1")  // taken on the revision shown
+            try store.answer(attemptId: attempt.attemptId, questionId: "q1", answer: .string("a"))
+            try store.submitAttempt(attemptId: attempt.attemptId)  // queued; the server grades it
+            // end snippet
+            #expect(attempt.assessmentRevision == 1)
+
+            // Another attempt, at quiz-2; then the editor publishes quiz-1's revision 2 and deletes quiz-2.
+            let other = try store.startAttempt(assessmentId: "quiz-2")
+            try store.answer(attemptId: other.attemptId, questionId: "q1", answer: .string("a"))
+            try store.submitAttempt(attemptId: other.attemptId)
+            try await server.publishQuiz("quiz-1", key: ["q1": "b"])
+            try await server.content.delete(entity: "Assessment", id: "quiz-2", identity: LiveServer.admin)
+            guard case .succeeded = await engine.syncNow() else { Issue.record("sync"); return }
+            // The app's question to the learner: submit anyway or retake.
+            let askLearner: (AttemptConflict) -> AttemptConflictChoice = { _ in .submitAnyway }
+            var kept: [Data] = []
+
+            // snippet: assessment-conflict
+            for conflict in try store.attemptConflicts() {
+                switch conflict.kind {
+                case .newRevision(let current):
+                    // Taken on conflict.takenRevision, now at current.revision: the learner chooses.
+                    print("\(conflict.assessmentTitle ?? conflict.assessmentId) changed to revision \(current.revision)")
+                    try store.resolveAttemptConflict(conflict.id, with: askLearner(conflict))  // .submitAnyway or .retake
+                case .assessmentDeleted:
+                    kept.append(conflict.exportedAnswers())  // JSON the learner keeps, then the attempt goes
+                    try store.resolveAttemptConflict(conflict.id, with: .discard)
+                }
+            }
+            // end snippet
+
+            #expect(kept.count == 1)
+            guard case .succeeded = await engine.syncNow() else { Issue.record("last sync"); return }
+            let graded = try #require(try store.fetch(Attempt.self, id: attempt.attemptId))
+            #expect(graded.outcome == .passed)
+            #expect(graded.assessmentRevision == 1)
+            #expect(try store.attemptConflicts().isEmpty)
+        }
+    }
+
     /// The guide's code blocks are the snippets above, character for character.
     @Test func guideMatchesTheseTests() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -54,6 +54,9 @@ public enum ConflictResolution: String, Hashable, Sendable {
     case takeTheirs = "take_theirs"
     /// A merged row was written and submitted.
     case merged
+    /// The device's change was given up without taking anything in its place: the answers of an
+    /// attempt at a deleted assessment (see ``OfflineStore/resolveAttemptConflict(_:with:)``).
+    case discarded
 }
 
 /// What to do with a conflict (see ``OfflineStore/resolveConflict(_:merged:)`` for a merge).

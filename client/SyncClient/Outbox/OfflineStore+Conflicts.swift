@@ -230,7 +230,7 @@ extension OfflineStore {
     }
 
     /// Marks a conflict resolved and its outbox entry done.
-    private func close(_ db: Database, _ conflict: ConflictRecord, _ resolution: ConflictResolution, now: Int64) throws {
+    func close(_ db: Database, _ conflict: ConflictRecord, _ resolution: ConflictResolution, now: Int64) throws {
         try db.execute(
             sql: #"UPDATE "conflicts" SET "resolution" = ?, "resolved_at" = ? WHERE "id" = ?"#,
             arguments: [resolution.rawValue, now, conflict.id]

@@ -23,6 +23,7 @@ enum ClientSchema {
         (syncTablesV1, syncTablesV1Statements),
         (unitCacheV2, unitCacheV2Statements),
         (outboxStateSealV3, [#"ALTER TABLE "outbox" ADD COLUMN "state_mac" BLOB"#]),
+        ("client.v5.learning_attempts", learningAttemptsV5Statements),
     ]
 
     static let syncTablesV1Statements = [

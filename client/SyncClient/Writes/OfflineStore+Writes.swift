@@ -34,23 +34,7 @@ extension OfflineStore {
         try Self.requireWritable(entity, .create)
         let wire = try Self.wireObject(value, contract: entity.name)
         let id = value.contractPrimaryKey
-        return try writeChange { db, now in
-            guard try !rowExists(db, entity, id: id) else { throw OfflineStoreError.rowAlreadyExists(contract: entity.name, id: id) }
-            let (columns, normalized) = try encode(entity, id: id, wire: wire, missing: .defaults)
-            let names = columns.map(\.name) + ["_schema_version", "_server_version", "_synced_at"]
-            let values = columns.map(\.value) + [entity.currentVersion.databaseValue, .null, .null]
-            try db.execute(
-                sql: "INSERT INTO \(entity.table.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
-                    + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))",
-                arguments: StatementArguments(values)
-            )
-            let clock = try tickIfNeeded(db, entity, .create, now: now)
-            return try appendOutbox(
-                db, entity: entity.name, op: .create, rowId: id,
-                content: OutboxContent(payload: .object(normalized.filter { $0.value != .null }), base: nil), baseVersion: nil, hlc: clock,
-                occurredAt: nil, hash: nil, schemaVersion: entity.currentVersion, now: now
-            )
-        }
+        return try writeChange { db, now in try insertCreated(db, entity, id: id, wire: wire, now: now) }
     }
 
     /// Replaces a row with `value` (under `field_merge`, queued as a patch of the fields that
@@ -127,41 +111,9 @@ extension OfflineStore {
         guard event.direction != .down else {
             throw .notWritable(contract: event.name, reason: "the event travels from the server to devices only (direction down)")
         }
-        let wire = try Self.wireObject(payload, contract: event.name)
-        let eventId = ulids.nextString()
-        let envelope: EventEnvelope<P>
-        do {
-            envelope = try EventEnvelope(
-                eventId: eventId, userId: identity.userId, deviceId: identity.deviceId,
-                occurredAt: occurredAt.map(Timestamp.init) ?? now(), payload: payload
-            )
-        } catch {
-            throw .invalidValue(contract: event.name, field: "payload", reason: "cannot be hashed")
-        }
-        _ = try writeChange { db, now in
-            let columns = try codec.columns(
-                contract: event.name, table: event.table, id: eventId, fields: event.fields, wire: wire, mode: .write,
-                missing: .defaults
-            )
-            let envelopeColumns: [(name: String, value: DatabaseValue)] = [
-                ("event_id", eventId.databaseValue), ("schema_version", event.currentVersion.databaseValue),
-                ("user_id", envelope.userId.databaseValue), ("device_id", envelope.deviceId.databaseValue),
-                ("occurred_at", envelope.occurredAt.millisecondsSince1970.databaseValue), ("hash", envelope.hash.databaseValue),
-            ]
-            let all = envelopeColumns + columns
-            try db.execute(
-                sql: "INSERT INTO \(event.table.quotedDatabaseIdentifier) (\(all.map(\.name.quotedDatabaseIdentifier).joined(separator: ", "))) "
-                    + "VALUES (\(Array(repeating: "?", count: all.count).joined(separator: ", ")))",
-                arguments: StatementArguments(all.map(\.value))
-            )
-            // The payload exactly as the envelope hashed it, so the server computes the same hash.
-            return try appendOutbox(
-                db, entity: event.name, op: .event, rowId: eventId, content: OutboxContent(payload: .object(wire), base: nil),
-                baseVersion: nil, hlc: nil, occurredAt: envelope.occurredAt.millisecondsSince1970, hash: envelope.hash,
-                schemaVersion: event.currentVersion, now: now
-            )
-        }
-        return envelope
+        let prepared = try prepareEvent(payload, occurredAt: occurredAt.map(Timestamp.init))
+        _ = try writeChange { db, now in try insertEvent(db, prepared, now: now) }
+        return prepared.envelope
     }
 
     /// Sets the client-only columns of a row. Never queued (they never leave the device) and
@@ -242,6 +194,75 @@ extension OfflineStore {
         } catch {
             throw .unreadableRow(contract: event.name, id: id, reason: error.reason)
         }
+    }
+
+    /// An event ready to be stored: its envelope (id, hash) and its payload's wire form.
+    struct PreparedEvent<P: ContractEvent> {
+        var envelope: EventEnvelope<P>
+        var wire: [String: JSONValue]
+    }
+
+    /// Makes an event's envelope: a ULID `event_id`, this user and device, `occurred_at` (now by
+    /// default) and the SHA-256 of its payload.
+    func prepareEvent<P: ContractEvent>(_ payload: P, occurredAt: Timestamp?) throws(OfflineStoreError) -> PreparedEvent<P> {
+        let event = P.descriptor
+        let wire = try Self.wireObject(payload, contract: event.name)
+        do {
+            let envelope = try EventEnvelope(
+                eventId: ulids.nextString(), userId: identity.userId, deviceId: identity.deviceId, occurredAt: occurredAt ?? now(),
+                payload: payload
+            )
+            return PreparedEvent(envelope: envelope, wire: wire)
+        } catch {
+            throw .invalidValue(contract: event.name, field: "payload", reason: "cannot be hashed")
+        }
+    }
+
+    /// Stores a prepared event in its table and queues it, inside the caller's transaction.
+    func insertEvent<P: ContractEvent>(_ db: Database, _ prepared: PreparedEvent<P>, now: Int64) throws -> QueuedWrite {
+        let event = P.descriptor
+        let envelope = prepared.envelope
+        let eventId = envelope.eventId
+        let columns = try codec.columns(
+            contract: event.name, table: event.table, id: eventId, fields: event.fields, wire: prepared.wire, mode: .write,
+            missing: .defaults
+        )
+        let envelopeColumns: [(name: String, value: DatabaseValue)] = [
+            ("event_id", eventId.databaseValue), ("schema_version", event.currentVersion.databaseValue),
+            ("user_id", envelope.userId.databaseValue), ("device_id", envelope.deviceId.databaseValue),
+            ("occurred_at", envelope.occurredAt.millisecondsSince1970.databaseValue), ("hash", envelope.hash.databaseValue),
+        ]
+        let all = envelopeColumns + columns
+        try db.execute(
+            sql: "INSERT INTO \(event.table.quotedDatabaseIdentifier) (\(all.map(\.name.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                + "VALUES (\(Array(repeating: "?", count: all.count).joined(separator: ", ")))",
+            arguments: StatementArguments(all.map(\.value))
+        )
+        // The payload exactly as the envelope hashed it, so the server computes the same hash.
+        return try appendOutbox(
+            db, entity: event.name, op: .event, rowId: eventId, content: OutboxContent(payload: .object(prepared.wire), base: nil),
+            baseVersion: nil, hlc: nil, occurredAt: envelope.occurredAt.millisecondsSince1970, hash: envelope.hash,
+            schemaVersion: event.currentVersion, now: now
+        )
+    }
+
+    /// Inserts a new row and queues its create, inside the caller's transaction.
+    func insertCreated(_ db: Database, _ entity: EntityDescriptor, id: String, wire: [String: JSONValue], now: Int64) throws -> QueuedWrite {
+        guard try !rowExists(db, entity, id: id) else { throw OfflineStoreError.rowAlreadyExists(contract: entity.name, id: id) }
+        let (columns, normalized) = try encode(entity, id: id, wire: wire, missing: .defaults)
+        let names = columns.map(\.name) + ["_schema_version", "_server_version", "_synced_at"]
+        let values = columns.map(\.value) + [entity.currentVersion.databaseValue, .null, .null]
+        try db.execute(
+            sql: "INSERT INTO \(entity.table.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))",
+            arguments: StatementArguments(values)
+        )
+        let clock = try tickIfNeeded(db, entity, .create, now: now)
+        return try appendOutbox(
+            db, entity: entity.name, op: .create, rowId: id,
+            content: OutboxContent(payload: .object(normalized.filter { $0.value != .null }), base: nil), baseVersion: nil, hlc: clock,
+            occurredAt: nil, hash: nil, schemaVersion: entity.currentVersion, now: now
+        )
     }
 
     /// Runs a queued write: refuses it in read-only mode, then runs `body` in one transaction.

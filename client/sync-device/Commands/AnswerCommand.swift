@@ -45,22 +45,16 @@ struct AnswerCommand: DeviceCommand {
             )
         }
         let value = try question.answer(answer)
-        let book = AttemptBook(store: store)
-        let attemptId: String
-        if let open = try book.open(assessmentId: assessment.id) {
-            attemptId = open.attemptId
+        let attempt: AttemptInProgress
+        if let open = try store.attemptInProgress(assessmentId: assessment.id) {
+            attempt = open
         } else {
-            let ids = ULIDGenerator(clock: session.clock)
-            attemptId = ids.nextString()
-            try store.create(
-                Statement(
-                    id: ids.nextString(), verb: .attempted, objectId: assessment.id, attemptId: attemptId,
-                    statedAt: Timestamp(session.clock.now()))
-            )
-            Console.say("started attempt \(attemptId) at \(assessment.title)")
+            // Taken on the revision the device has now; the submission will say so.
+            attempt = try store.startAttempt(assessmentId: assessment.id)
+            Console.say("started attempt \(attempt.attemptId) at \(assessment.title) (revision \(assessment.revision))")
         }
-        try store.record(AnswerRecorded(attemptId: attemptId, questionId: question.id, answer: value, timeSpentMs: Int64(seconds) * 1000))
-        let answered = try book.open(assessmentId: assessment.id)?.answers.count ?? 1
+        try store.answer(attemptId: attempt.attemptId, questionId: question.id, answer: value, timeSpentMs: Int64(seconds) * 1000)
+        let answered = try store.attemptInProgress(assessmentId: assessment.id)?.answers.count ?? 1
         Console.say(
             "answered \(question.id) with \(Wording.value(value)): \(answered) of \(questions.count) answered; \(try session.queuedNote())")
     }
@@ -81,22 +75,18 @@ struct SubmitCommand: DeviceCommand {
     func execute() async throws {
         let session = try device.session()
         let assessment = try await LearningContent(session: session).assessment(self.assessment)
-        guard let open = try AttemptBook(store: session.store).open(assessmentId: assessment.id) else {
+        guard let open = try session.store.attemptInProgress(assessmentId: assessment.id) else {
             throw DeviceFailure.badState(
                 "no attempt at \(assessment.id) is in progress",
                 hint: "answer a question first: sync-device answer \(assessment.id) QUESTION ANSWER"
             )
         }
-        let totalTime = open.answers.values.reduce(Int64(0)) { $0 + $1.payload.timeSpentMs }
-        try session.store.record(
-            AttemptSubmitted(
-                attemptId: open.attemptId, assessmentId: assessment.id, answeredCount: Int64(open.answers.count), totalTimeMs: totalTime,
-                submittedOffline: session.home.isOffline
-            )
-        )
+        try session.store.submitAttempt(attemptId: open.attemptId, submittedOffline: session.home.isOffline)
         let questions = AssessmentQuestion.all(of: assessment).count
+        let taken = open.assessmentRevision.map { ", taken on revision \($0)" } ?? ""
         Console.say(
-            "submitted attempt \(open.attemptId) (\(open.answers.count) of \(questions) answered); the server scores it at the next sync")
+            "submitted attempt \(open.attemptId) (\(open.answers.count) of \(questions) answered\(taken)); "
+                + "the server scores it at the next sync")
         Console.say(try session.queuedNote())
     }
 }
@@ -119,6 +109,8 @@ struct AttemptsCommand: DeviceCommand {
         let scored = try store.attempts(assessmentId: assessment)
         let scoredIds = Set(scored.map(\.id))
         let waiting = try AttemptBook(store: store).started(assessmentId: assessment).filter { !scoredIds.contains($0.attemptId) }
+        // Submissions the server answered with a conflict, by attempt: open, or how they were settled.
+        let conflicts = Dictionary(try store.attemptConflicts(includeResolved: true).map { ($0.attemptId, $0) }) { _, later in later }
         let titles = Dictionary(
             try store.all(Assessment.self).map { ($0.id, $0.title) }, uniquingKeysWith: { first, _ in first }
         )
@@ -132,6 +124,7 @@ struct AttemptsCommand: DeviceCommand {
                                 "id": .string(started.attemptId), "assessment_id": .string(started.assessmentId),
                                 "answered_count": .int(Int64(started.answers.count)), "submitted": .bool(started.submitted != nil),
                                 "started_at": .string(started.startedAt.iso8601),
+                                "conflict": conflicts[started.attemptId].map { .string(Self.conflictState($0)) } ?? .null,
                             ])
                         }),
                 ]))
@@ -140,11 +133,27 @@ struct AttemptsCommand: DeviceCommand {
         if scored.isEmpty, waiting.isEmpty { Console.say("no attempts yet") }
         for attempt in scored { Console.say(Self.line(attempt, title: titles[attempt.assessmentId])) }
         for started in waiting {
+            let state =
+                conflicts[started.attemptId].map(Self.conflictState)
+                ?? ((started.submitted == nil ? "in progress" : "submitted") + " — not scored by the server yet (sync)")
             Console.say(
                 "attempt \(started.attemptId) at \(titles[started.assessmentId] ?? started.assessmentId): "
-                    + "\(started.answers.count) answered, "
-                    + (started.submitted == nil ? "in progress" : "submitted") + " — not scored by the server yet (sync)"
+                    + "\(started.answers.count) answered, \(state)"
             )
+        }
+    }
+
+    /// Where a submission the server answered with a conflict stands.
+    static func conflictState(_ conflict: AttemptConflict) -> String {
+        switch (conflict.resolution, conflict.kind) {
+        case (nil, .newRevision(let current)):
+            return "submitted on revision \(conflict.takenRevision.map(String.init) ?? "?"), but the assessment is at revision "
+                + "\(current.revision) — conflict \(conflict.id) waits (submit-anyway or retake)"
+        case (nil, .assessmentDeleted):
+            return "the assessment was deleted — conflict \(conflict.id) waits (export and discard)"
+        case (.keepMine?, _): return "submitted anyway — not scored by the server yet (sync)"
+        case (.takeTheirs?, _): return "given up for a retake on the new revision"
+        case (_?, _): return "given up"
         }
     }
 
@@ -153,9 +162,10 @@ struct AttemptsCommand: DeviceCommand {
         let score =
             attempt.maxScore.map { "score \(Self.number(attempt.score))/\(Self.number($0))" } ?? "score \(Self.number(attempt.score))"
         let outcome = attempt.outcome?.rawValue ?? "no outcome yet"
+        let revision = attempt.assessmentRevision.map { ", graded against revision \($0)" } ?? ""
         return
             "attempt \(attempt.id) at \(title ?? attempt.assessmentId): \(outcome), \(score), \(attempt.answeredCount) answered, "
-            + "\(attempt.state.rawValue) (scored by the server)"
+            + "\(attempt.state.rawValue)\(revision) (scored by the server)"
     }
 
     private static func number(_ value: Double) -> String {

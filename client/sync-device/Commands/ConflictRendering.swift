@@ -19,8 +19,25 @@ enum ConflictRendering {
         }
     }
 
+    /// Whether the conflict is about a submitted attempt (the assessment moved on, or was deleted).
+    static func isAttempt(_ conflict: ConflictRecord) -> Bool { conflict.entity == AttemptSubmitted.descriptor.name }
+
+    /// The assessment revision the server's row of an attempt conflict holds.
+    static func currentRevision(_ conflict: ConflictRecord) -> Int64? {
+        if case .int(let revision)? = conflict.serverRow?["revision"] { return revision }
+        return nil
+    }
+
     /// Why the server did not take the change, in words.
     static func reason(_ conflict: ConflictRecord) -> String {
+        if isAttempt(conflict) {
+            guard conflict.serverRow != nil else {
+                return "the assessment was deleted on the server; the answers are kept on this device"
+            }
+            let title = conflict.serverRow?["title"].flatMap { if case .string(let text) = $0 { text } else { nil } }
+            return "\(title.map { "\"\($0)\"" } ?? "the assessment") moved to revision \(currentRevision(conflict).map(String.init) ?? "?") "
+                + "since the attempt was taken"
+        }
         let policy = ContractRegistry.entity(named: conflict.entity)?.conflict
         switch (conflict.serverResolution, policy) {
         case ("deleted"?, _): return "deleted on the server"
@@ -33,7 +50,7 @@ enum ConflictRendering {
 
     static func lines(_ conflict: ConflictRecord) -> [String] {
         var lines = ["conflict \(conflict.id)  \(conflict.entity) \(conflict.rowId) (\(conflict.op.rawValue)): \(reason(conflict))"]
-        for difference in differences(conflict) {
+        for difference in isAttempt(conflict) ? [] : differences(conflict) {
             lines.append("    \(difference.field): mine \(Wording.value(difference.mine)), theirs \(Wording.value(difference.theirs))")
         }
         if let resolution = conflict.resolution {
@@ -42,8 +59,16 @@ enum ConflictRendering {
             case .takeTheirs: how = "the server's row was taken"
             case .keepMine: how = "this device's row was sent again"
             case .merged: how = "a merged row was sent"
+            case .discarded: how = "given up"
             }
             lines.append("    resolved: " + how)
+        } else if isAttempt(conflict) {
+            lines.append(
+                conflict.serverRow == nil
+                    ? "    resolve with: sync-device resolve \(conflict.id) discard [--export FILE]"
+                    : "    resolve with: sync-device resolve \(conflict.id) submit-anyway|retake"
+                        + "  (submit anyway: graded against the revision taken; retake: start again on the new revision)"
+            )
         } else {
             lines.append("    resolve with: sync-device resolve \(conflict.id) mine|theirs")
         }
@@ -52,7 +77,7 @@ enum ConflictRendering {
 
     static func json(_ conflict: ConflictRecord) -> JSONValue {
         var differences: [String: JSONValue] = [:]
-        for difference in self.differences(conflict) {
+        for difference in isAttempt(conflict) ? [] : self.differences(conflict) {
             differences[difference.field] = .object(["mine": difference.mine ?? .null, "theirs": difference.theirs ?? .null])
         }
         return .object([

@@ -49,7 +49,7 @@ struct AssessmentQuestion {
 
 /// The learner's attempts as this device knows them: the ones it started (an `attempted`
 /// statement naming the attempt), the answers and submissions it recorded, and the attempts the
-/// server scored.
+/// server scored. The attempt in progress is the library's (``OfflineStore/attemptInProgress(assessmentId:)``).
 struct AttemptBook {
     let store: OfflineStore
 
@@ -78,16 +78,6 @@ struct AttemptBook {
                 submitted: submissions[attemptId]?.first
             )
         }
-    }
-
-    /// The attempt this device is taking at an assessment: started here, not submitted, and not
-    /// closed by the server.
-    func open(assessmentId: String) throws(OfflineStoreError) -> Started? {
-        for started in try started(assessmentId: assessmentId).reversed() where started.submitted == nil {
-            let scored = try store.fetch(Attempt.self, id: started.attemptId)
-            if scored.map({ $0.state == .open }) ?? true { return started }
-        }
-        return nil
     }
 }
 

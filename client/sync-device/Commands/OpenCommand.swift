@@ -110,7 +110,8 @@ struct OpenCommand: DeviceCommand {
 
     private func openAssessment(_ assessment: Assessment, session: DeviceSession) throws {
         let questions = AssessmentQuestion.all(of: assessment)
-        let open = try AttemptBook(store: session.store).open(assessmentId: assessment.id)
+        let availability = try session.store.assessmentAvailability(id: assessment.id)
+        let open = availability?.attemptInProgress
         let scored = try session.store.attempts(assessmentId: assessment.id)
         if output.json {
             Console.json(
@@ -121,10 +122,18 @@ struct OpenCommand: DeviceCommand {
                             .object([
                                 "id": .string(question.id), "prompt": .string(question.prompt),
                                 "choices": .array(question.choices.map(JSONValue.string)),
-                                "answer": open?.answers[question.id].map { $0.payload.answer } ?? .null,
+                                "answer": open?.answers[question.id]?.answer ?? .null,
                             ])
                         }),
                     "open_attempt": open.map { .string($0.attemptId) } ?? .null,
+                    "availability": .object([
+                        "revision": .int(assessment.revision), "is_open": .bool(availability?.isOpen ?? true),
+                        "available_until": assessment.availableUntil.map { .string($0.description) } ?? .null,
+                        "days_left": availability?.daysLeft.map { .int(Int64($0)) } ?? .null,
+                        "time_limit_seconds": assessment.timeLimitSeconds.map(JSONValue.int) ?? .null,
+                        "attempt_revision": open?.assessmentRevision.map(JSONValue.int) ?? .null,
+                        "attempt_deadline": open?.deadline.map { .string(Timestamp($0).iso8601) } ?? .null,
+                    ]),
                     "attempts": .array(scored.map { .object(Wire.object($0)) }),
                 ]))
             return
@@ -132,14 +141,39 @@ struct OpenCommand: DeviceCommand {
         Console.say(
             "\(assessment.title)  (\(Wording.count(questions.count, "question")), pass at \(Int((assessment.passScore * 100).rounded())) %)"
         )
+        if let availability { Console.say("  " + Self.availabilityLine(availability)) }
         if let instructions = assessment.instructions { Console.say("  \(instructions)") }
         for question in questions {
-            let answered = open?.answers[question.id].map { "  [answered: \(Wording.value($0.payload.answer))]" } ?? ""
+            let answered = open?.answers[question.id].map { "  [answered: \(Wording.value($0.answer))]" } ?? ""
             Console.say("  \(question.id). \(question.prompt)\(answered)")
             for (index, choice) in question.choices.enumerated() { Console.say("      \(index)) \(choice)") }
         }
-        if let open { Console.say("attempt \(open.attemptId) in progress: \(open.answers.count) of \(questions.count) answered") }
+        if let open {
+            let taken = open.assessmentRevision.map { " on revision \($0)" } ?? ""
+            let deadline = open.deadline.map { ", time runs out at \(Timestamp($0).iso8601)" } ?? ""
+            Console.say("attempt \(open.attemptId) in progress\(taken): \(open.answers.count) of \(questions.count) answered\(deadline)")
+        }
         for attempt in scored { Console.say(AttemptsCommand.line(attempt, title: nil)) }
-        Console.say("answer with: sync-device answer \(assessment.id) QUESTION CHOICE")
+        if availability?.isOpen ?? true { Console.say("answer with: sync-device answer \(assessment.id) QUESTION CHOICE") }
+    }
+
+    /// `revision 2 · open until 2026-03-31 (12 days left) · time limit 10 min`, or closed.
+    static func availabilityLine(_ availability: AssessmentAvailability) -> String {
+        var parts = ["revision \(availability.revision)"]
+        if let lastDay = availability.availableUntil {
+            parts.append(
+                availability.isOpen
+                    ? "open until \(lastDay) (UTC; \(Wording.count(availability.daysLeft ?? 0, "day")) left)"
+                    : "closed: it took submissions until \(lastDay) (UTC), the server refuses later ones"
+            )
+        } else {
+            parts.append("no closing day")
+        }
+        if let limit = availability.timeLimitSeconds {
+            parts.append("time limit " + (limit % 60 == 0 ? "\(limit / 60) min" : "\(limit) s") + " from the first answer")
+        } else {
+            parts.append("no time limit")
+        }
+        return parts.joined(separator: " · ")
     }
 }

@@ -65,6 +65,23 @@ struct DeviceFailure: Error {
 }
 
 extension DeviceFailure {
+    /// The failure of an assessment call: which exit code, and what to do about it.
+    init(_ error: AssessmentError) {
+        let message = error.description
+        switch error {
+        case .unknownAssessment:
+            self.init(message: message, hint: "`sync-device sync` downloads the content", exitCode: DeviceExit.notFound)
+        case .closed:
+            self.init(message: message, hint: "the server refuses submissions after the last day", exitCode: DeviceExit.badState)
+        case .attemptInProgress, .attemptNotInProgress, .timeLimitReached:
+            self.init(message: message, exitCode: DeviceExit.badState)
+        case .invalidChoice:
+            self.init(message: message, exitCode: DeviceExit.usage)
+        case .store(let storeError):
+            self.init(storeError)
+        }
+    }
+
     /// The failure of a download: which exit code, and what to do about it.
     init(_ error: AssetError) {
         let message = error.description
@@ -110,6 +127,7 @@ extension DeviceCommand {
             case let known as DeviceFailure: failure = known
             case let store as OfflineStoreError: failure = DeviceFailure(store)
             case let download as AssetError: failure = DeviceFailure(download)
+            case let assessment as AssessmentError: failure = DeviceFailure(assessment)
             default: throw error
             }
             Console.fail(failure)
