@@ -121,6 +121,43 @@ on phone offline off
 on phone attempts
 
 # ---------------------------------------------------------------------------------------------
+step "Story 1, continued: the assessment changes while the learner takes it again offline"
+note "Before starting, the device shows what the server will hold the learner to: the revision, the last day, the time limit."
+on phone open assessment-battery-basics
+grep -q 'revision 1 ·' "$work/last-output" || { echo "demo: open did not show the assessment's revision" >&2; exit 1; }
+on phone offline on
+on phone answer assessment-battery-basics q1 0
+on phone answer assessment-battery-basics q2 0
+on phone answer assessment-battery-basics q3 0
+on phone submit assessment-battery-basics
+note "Meanwhile an editor publishes revision 2 of the assessment: the choices of q3 swap places, so its right answer is now 1."
+admin_token="$(token --user editor --device console --admin)"
+curl -sf -H "Authorization: Bearer $admin_token" -H 'Content-Type: application/json' \
+    "$server/admin/v1/content/Assessment" -d @- > "$work/published.json" <<'JSON'
+{"id": "assessment-battery-basics", "unit_id": "unit-battery-basics", "title": "Battery swap check",
+ "instructions": "Answer all three questions; you need 2 of 3 to pass.",
+ "questions": [
+   {"id": "q1", "prompt": "What do you do before opening the battery bay?", "choices": ["Switch the vehicle off", "Start the motor", "Nothing"]},
+   {"id": "q2", "prompt": "Which charge level means the battery must be swapped?", "choices": ["Below 20 %", "Below 80 %", "Only at 0 %"]},
+   {"id": "q3", "prompt": "A swollen battery is…", "choices": ["Swapped as usual", "Reported as a safety issue"]}],
+ "answer_key": [{"id": "q1", "correct": 0}, {"id": "q2", "correct": 0}, {"id": "q3", "correct": 1}],
+ "question_count": 3, "pass_score": 0.66, "time_limit_seconds": 600}
+JSON
+grep -q '"revision":2' "$work/published.json" || { echo "demo: publishing other answers did not make revision 2" >&2; cat "$work/published.json" >&2; exit 1; }
+note "  (the server now holds revision 2, and keeps revision 1's answer key)"
+note "Back online, the phone syncs: the attempt was taken on revision 1, so the server answers the submission with a conflict."
+expect 4
+on phone offline off
+on phone conflicts
+grep -q 'moved to revision 2' "$work/last-output" || { echo "demo: the version conflict was not shown" >&2; exit 1; }
+conflict_id="$(sed -n 's/^conflict \([0-9][0-9]*\) .*/\1/p' "$work/last-output" | head -n 1)"
+note "The learner submits anyway: the attempt is graded against revision 1, the one it was taken on (retake would start again on revision 2)."
+on phone resolve "$conflict_id" submit-anyway
+on phone sync
+on phone attempts assessment-battery-basics
+grep -q 'passed, score 3/3.*graded against revision 1' "$work/last-output" || { echo "demo: the attempt was not graded against revision 1" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
 step "Story 2: two field operatives work on the same task list without a signal"
 on tablet-a login --server "$server" --token "$ana_token"
 on tablet-b login --server "$server" --token "$ben_token"
