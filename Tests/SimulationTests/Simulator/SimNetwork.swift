@@ -201,11 +201,20 @@ final class SimTransport: SyncTransport {
     }
 
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: nil)
+    }
+
+    var filtersPullsByContract: Bool { true }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
         var components = URLComponents()
         components.path = "/sync/v1/pull"
         var query = [URLQueryItem(name: "scope", value: scope)]
         if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
         if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
+        if let contracts { query.append(URLQueryItem(name: "contracts", value: contracts.joined(separator: ","))) }
         components.queryItems = query
         let headers = [ProtocolHeaders.schema: SchemaHeader.encode(schema), ProtocolHeaders.clientID: clientID]
         let path = components.percentEncodedPath + "?" + (components.percentEncodedQuery ?? "")

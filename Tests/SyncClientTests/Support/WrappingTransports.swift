@@ -22,9 +22,17 @@ final class SwitchableTransport: SyncTransport {
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> Data
     {
-        if offline { throw .network("offline") }
-        return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: nil)
     }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
+        if offline { throw .network("offline") }
+        return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
+    }
+
+    var filtersPullsByContract: Bool { inner.filtersPullsByContract }
 
     func health() async -> Bool { offline ? false : await inner.health() }
 }
@@ -51,6 +59,8 @@ final class RecordingTransport: SyncTransport, @unchecked Sendable {
     init(_ inner: any SyncTransport) { self.inner = inner }
 
     var pushRequests: [PushRequest] { lock.withLock { pushes } }
+    /// Unfiltered pull requests: one per scope and sync while a page holds the scope (a first
+    /// download's priority tiers come before it, filtered, and are not counted).
     var pulls: Int { lock.withLock { pullCount } }
     /// Pushes waiting at the gate.
     var heldPushes: Int { lock.withLock { waiting.count } }
@@ -82,9 +92,17 @@ final class RecordingTransport: SyncTransport, @unchecked Sendable {
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> Data
     {
-        lock.withLock { pullCount += 1 }
-        return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: nil)
     }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
+        if contracts == nil { lock.withLock { pullCount += 1 } }
+        return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
+    }
+
+    var filtersPullsByContract: Bool { inner.filtersPullsByContract }
 
     func health() async -> Bool { await inner.health() }
 }
@@ -124,11 +142,19 @@ final class UpgradedServerTransport: SyncTransport {
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> Data
     {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: nil)
+    }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
         if let version = schema[contract], version < oldestSupported {
             throw try await refusal(clientID: clientID, schema: schema, push: false)
         }
-        return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+        return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
     }
+
+    var filtersPullsByContract: Bool { inner.filtersPullsByContract }
 
     func health() async -> Bool { await inner.health() }
 }

@@ -18,11 +18,16 @@ enum ClientSchema {
     /// after it seals the entries already there.
     static let outboxStateSealV3 = "client.v3.outbox_state_seal"
 
+    /// The migration that adds rows the app keeps whatever their retention (`pinned_rows`) and
+    /// rows the device dropped at the end of their retention (`expired_rows`).
+    static let rowRetentionV4 = "client.v4.row_retention"
+
     /// The client's own migrations, in order.
     static let migrations: [(identifier: String, statements: [String])] = [
         (syncTablesV1, syncTablesV1Statements),
         (unitCacheV2, unitCacheV2Statements),
         (outboxStateSealV3, [#"ALTER TABLE "outbox" ADD COLUMN "state_mac" BLOB"#]),
+        (rowRetentionV4, rowRetentionV4Statements),
         ("client.v5.learning_attempts", learningAttemptsV5Statements),
     ]
 
@@ -128,6 +133,30 @@ enum ClientSchema {
             "expires_at" INTEGER
         )
         """
+    ]
+
+    /// A pinned row is never dropped by retention or eviction. An expired row is one the device
+    /// dropped when it outlived its contract's `retention`, with the server version it had: a
+    /// later pull brings it back only if the server changes it, and a read-through fetches it
+    /// again when the app asks.
+    static let rowRetentionV4Statements = [
+        """
+        CREATE TABLE "pinned_rows" (
+            "entity" TEXT NOT NULL,
+            "row_id" TEXT NOT NULL,
+            "pinned_at" INTEGER NOT NULL,
+            PRIMARY KEY ("entity", "row_id")
+        )
+        """,
+        """
+        CREATE TABLE "expired_rows" (
+            "entity" TEXT NOT NULL,
+            "row_id" TEXT NOT NULL,
+            "server_version" INTEGER,
+            "expired_at" INTEGER NOT NULL,
+            PRIMARY KEY ("entity", "row_id")
+        )
+        """,
     ]
 
     /// Every migration this build knows: the client's own, then the generated contract ones.

@@ -99,6 +99,14 @@ public final class OfflineStore: Sendable {
             try? pool.close()
             throw Self.map(error)
         }
+        // Rows past their retention or below the oldest supported schema (an app update may
+        // have raised it), and old acknowledged outbox entries, go before the app reads.
+        do {
+            try runHousekeeping()
+        } catch {
+            try? pool.close()
+            throw error
+        }
     }
 
     // MARK: Opening
@@ -370,6 +378,11 @@ enum Metadata: String {
     case outboxSeal = "outbox_seal"
     /// What the outbox seal found changed outside the store, for the app to see.
     case outboxIntegrity = "outbox_integrity"
+    /// The user's ``SyncPreferences`` (JSON).
+    case syncPreferences = "sync_preferences"
+    /// The UTC day automatic syncs' data is counted for, and the bytes they moved that day.
+    case automaticDataDay = "automatic_data_day"
+    case automaticDataBytes = "automatic_data_bytes"
 
     static func get(_ db: Database, _ key: Metadata) throws -> String? {
         try String.fetchOne(db, sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#, arguments: [key.rawValue])

@@ -32,6 +32,9 @@ public struct OfflineStoreConfiguration: Sendable {
     public var random: any RandomSource
     /// When unsynced writes raise "sync needed" and when the store goes read-only.
     public var retention: RetentionPolicy
+    /// How long an outbox entry the server acknowledged is kept (for the app's history of what
+    /// it sent) before housekeeping prunes it; the server keeps its audit. 7 days by default.
+    public var completedWriteRetention: TimeInterval
     /// Test-only pauses: ``SyncProtocol/FaultPoint/pullApply`` inside each pulled page's
     /// transaction, set by sync-device for crash tests; none by default.
     package var faultPauses = FaultPauses.none
@@ -39,7 +42,7 @@ public struct OfflineStoreConfiguration: Sendable {
     public init(
         databaseURL: URL, tenantId: String, userId: String, deviceId: String? = nil, keyProvider: any KeyProvider,
         assetsDirectory: URL? = nil, clock: any DeviceClock = SystemClock(), random: any RandomSource = SystemRandomSource(),
-        retention: RetentionPolicy = .standard
+        retention: RetentionPolicy = .standard, completedWriteRetention: TimeInterval = 7 * 86_400
     ) {
         self.databaseURL = databaseURL
         self.assetsDirectory = assetsDirectory
@@ -53,5 +56,6 @@ public struct OfflineStoreConfiguration: Sendable {
         self.clock = clock
         self.random = random
         self.retention = retention
+        self.completedWriteRetention = completedWriteRetention
     }
 }

@@ -64,6 +64,9 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     /// The resolution does not fit the conflict (a merged row for another entity or id).
     case invalidResolution(reason: String)
 
+    /// A ``SyncPreferences`` value out of range.
+    case invalidPreference(String)
+
     // MARK: Storage
 
     /// SQLite failed (disk full, I/O error, a constraint). `code` is SQLite's extended result code.
@@ -103,6 +106,7 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
             return "queued change \(seq) is \(status); this needs it to be \(expected.joined(separator: " or "))"
         case .conflictNotFound(let id): return "no open conflict with id \(id)"
         case .invalidResolution(let reason): return "invalid conflict resolution: \(reason)"
+        case .invalidPreference(let reason): return "invalid sync preference: \(reason)"
         case .database(let code, let message): return "SQLite error \(code): \(message)"
         case .fileSystem(let path, let reason): return "file error at \(path): \(reason)"
         }

@@ -14,45 +14,107 @@ public protocol ConnectivityMonitor: Sendable {
     /// Whether the server is reachable now, then every change. Each call starts a new stream;
     /// it ends when the consuming task is cancelled.
     func connectivityUpdates() -> AsyncStream<Bool>
+
+    /// The path now, then every change: reachability and whether the path is expensive
+    /// (cellular, a personal hotspot, Low Data Mode), which ``SyncPreferences/allowsExpensiveNetwork``
+    /// may forbid for automatic syncs. The default reports every ``connectivityUpdates()`` as a
+    /// path that is not expensive, for monitors that cannot tell.
+    func pathUpdates() -> AsyncStream<NetworkPath>
 }
 
-/// Connectivity set by the app (or a test, or a command-line device's `offline on|off`).
+/// What a ``ConnectivityMonitor`` knows of the network path.
+public struct NetworkPath: Hashable, Sendable {
+    /// Whether the server can be reached.
+    public var isOnline: Bool
+    /// Whether the path costs the user (cellular, hotspot, Low Data Mode).
+    public var isExpensive: Bool
+
+    public init(isOnline: Bool, isExpensive: Bool = false) {
+        self.isOnline = isOnline
+        self.isExpensive = isExpensive
+    }
+}
+
+extension ConnectivityMonitor {
+    public func pathUpdates() -> AsyncStream<NetworkPath> {
+        let updates = connectivityUpdates()
+        let (stream, continuation) = AsyncStream.makeStream(of: NetworkPath.self, bufferingPolicy: .bufferingNewest(1))
+        let task = Task {
+            for await online in updates { continuation.yield(NetworkPath(isOnline: online)) }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}
+
+/// Connectivity set by the app (or a test, or a command-line device's `offline on|off` and
+/// `metered on|off`).
 public final class ManualConnectivityMonitor: ConnectivityMonitor {
     private struct State {
-        var online: Bool
-        var continuations: [UUID: AsyncStream<Bool>.Continuation] = [:]
+        var path: NetworkPath
+        var continuations: [UUID: AsyncStream<NetworkPath>.Continuation] = [:]
     }
 
     private let state: Locked<State>
 
-    public init(online: Bool) {
-        state = Locked(State(online: online))
+    public init(online: Bool, expensive: Bool = false) {
+        state = Locked(State(path: NetworkPath(isOnline: online, isExpensive: expensive)))
     }
 
     /// The connectivity last set.
-    public var isOnline: Bool { state.withLock { $0.online } }
+    public var isOnline: Bool { state.withLock { $0.path.isOnline } }
+
+    /// Whether the path was last set as expensive.
+    public var isExpensive: Bool { state.withLock { $0.path.isExpensive } }
 
     /// Sets connectivity; observers hear of it only when it changes.
     public func setOnline(_ online: Bool) {
-        let listeners: [AsyncStream<Bool>.Continuation] = state.withLock { state in
-            guard state.online != online else { return [] }
-            state.online = online
-            return Array(state.continuations.values)
-        }
-        for continuation in listeners { continuation.yield(online) }
+        update { $0.isOnline = online }
     }
 
-    public func connectivityUpdates() -> AsyncStream<Bool> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))
-        let id = UUID()
-        let online = state.withLock { state in
-            state.continuations[id] = continuation
-            return state.online
+    /// Sets whether the path is expensive (metered); observers hear of it only when it changes.
+    public func setExpensive(_ expensive: Bool) {
+        update { $0.isExpensive = expensive }
+    }
+
+    private func update(_ change: (inout NetworkPath) -> Void) {
+        let (path, listeners): (NetworkPath, [AsyncStream<NetworkPath>.Continuation]) = state.withLock { state in
+            var path = state.path
+            change(&path)
+            guard path != state.path else { return (path, []) }
+            state.path = path
+            return (path, Array(state.continuations.values))
         }
-        continuation.yield(online)
+        for continuation in listeners { continuation.yield(path) }
+    }
+
+    public func pathUpdates() -> AsyncStream<NetworkPath> {
+        let (stream, continuation) = AsyncStream.makeStream(of: NetworkPath.self, bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        let path = state.withLock { state in
+            state.continuations[id] = continuation
+            return state.path
+        }
+        continuation.yield(path)
         continuation.onTermination = { [state] _ in
             state.withLock { _ = $0.continuations.removeValue(forKey: id) }
         }
+        return stream
+    }
+
+    public func connectivityUpdates() -> AsyncStream<Bool> {
+        let paths = pathUpdates()
+        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))
+        let task = Task {
+            var last: Bool?
+            for await path in paths where path.isOnline != last {
+                last = path.isOnline
+                continuation.yield(path.isOnline)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
         return stream
     }
 }
@@ -93,9 +155,21 @@ public struct HealthProbeMonitor: ConnectivityMonitor {
 }
 
 #if canImport(Network)
-    /// The device's network path (`NWPathMonitor`): online when a usable path exists.
+    /// The device's network path (`NWPathMonitor`): online when a usable path exists,
+    /// expensive when it is (cellular, hotspot) or constrained (Low Data Mode).
     public final class NetworkPathMonitor: ConnectivityMonitor {
         public init() {}
+
+        public func pathUpdates() -> AsyncStream<NetworkPath> {
+            let (stream, continuation) = AsyncStream.makeStream(of: NetworkPath.self, bufferingPolicy: .bufferingNewest(1))
+            let monitor = NWPathMonitor()
+            monitor.pathUpdateHandler = { path in
+                continuation.yield(NetworkPath(isOnline: path.status == .satisfied, isExpensive: path.isExpensive || path.isConstrained))
+            }
+            continuation.onTermination = { _ in monitor.cancel() }
+            monitor.start(queue: DispatchQueue(label: "outpost.connectivity"))
+            return stream
+        }
 
         public func connectivityUpdates() -> AsyncStream<Bool> {
             let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))

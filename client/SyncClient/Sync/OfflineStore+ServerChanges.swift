@@ -162,6 +162,21 @@ extension OfflineStore {
         }
     }
 
+    /// Stores a scope's cursor on its own (after a first download by priority tiers, whose
+    /// pages stored none).
+    package func storeCursor(_ cursor: String, forScope scopeKey: String) throws(OfflineStoreError) {
+        let now = now().millisecondsSince1970
+        try write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO "sync_state" ("scope_key", "cursor", "last_pull_at") VALUES (?, ?, ?)
+                    ON CONFLICT ("scope_key") DO UPDATE SET "cursor" = excluded."cursor", "last_pull_at" = excluded."last_pull_at"
+                    """,
+                arguments: [scopeKey, cursor, now]
+            )
+        }
+    }
+
     /// Records the outcome of syncing a scope: success (error `nil`) or why it failed.
     package func recordScopeSync(_ scopeKey: String, error: ErrorDetail? = nil, at date: Date? = nil) throws(OfflineStoreError) {
         let at = (date.map { Timestamp($0) } ?? now()).millisecondsSince1970

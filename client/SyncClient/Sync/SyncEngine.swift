@@ -7,13 +7,17 @@ import Contracts
 ///
 /// `syncNow()` pushes oldest first in batches, then pulls every scope page by page (pages
 /// committed with their cursor, up to ``SyncEngineConfiguration/pullCommitRows`` rows per
-/// transaction, while the next ones are fetched), then purges rows below the oldest supported
-/// schema and records the success. A trigger while a sync runs coalesces into one more sync after it.
+/// transaction, while the next ones are fetched), then runs the store's housekeeping
+/// (``OfflineStore/runHousekeeping()``) and records the success. A trigger while a sync runs
+/// coalesces into one more sync after it.
 ///
-/// Triggers: ``syncNow()``, ``appDidBecomeActive()``, and after ``start(connectivity:)`` the
-/// connectivity coming back and a timer every ``SyncEngineConfiguration/periodicInterval``
-/// while online. A 426 for one contract holds that contract (``OfflineStore/holdForUpdate(_:serverLastSeq:)``)
-/// and the sync goes on with the others.
+/// Triggers: ``syncNow()`` (the user asking: always runs), and, once ``start(connectivity:)``
+/// ran, automatic ones: ``appDidBecomeActive()``, the connectivity coming back, a timer every
+/// ``SyncPreferences/syncInterval`` while online, and a local write while online (a push after
+/// ``SyncEngineConfiguration/pushDebounce``, coalescing the writes made meanwhile). Automatic
+/// syncs obey the ``SyncPreferences``: Wi-Fi only, the daily data budget. A 426 for one
+/// contract holds that contract (``OfflineStore/holdForUpdate(_:serverLastSeq:)``) and the sync
+/// goes on with the others.
 public actor SyncEngine {
     public let store: OfflineStore
     private let transport: any SyncTransport
@@ -21,10 +25,21 @@ public actor SyncEngine {
 
     private var current: Task<SyncResult, Never>?
     private var queued: Task<SyncResult, Never>?
+    /// What the queued sync does: a full sync when any of its triggers asked for one.
+    private var queuedKind = SyncKind.pushOnly
+    /// Whether every trigger of the queued sync was automatic (its data counts in the budget).
+    private var queuedAutomatic = true
     private var retryTask: Task<Void, Never>?
     private var monitorTask: Task<Void, Never>?
     private var timerTask: Task<Void, Never>?
+    private var outboxWatch: Task<Void, Never>?
+    private var pushDebounce: Task<Void, Never>?
     private var failures = 0
+    /// The path last reported by the monitor: expensive paths may be closed to automatic syncs.
+    private var pathIsExpensive = false
+    private var preferences: SyncPreferences
+    /// The priority tiers already downloaded of scopes being pulled for the first time.
+    private var initialTiersDone: [String: Set<String>] = [:]
     /// Triggers waiting for the one sync queued behind the running one (observable by tests).
     package private(set) var coalescedTriggers = 0
     /// What the connectivity monitor said last (`nil`: no monitor). A sync that succeeds while
@@ -37,6 +52,34 @@ public actor SyncEngine {
         self.store = store
         self.transport = transport
         self.configuration = configuration
+        preferences = (try? store.storedSyncPreferences()) ?? SyncPreferences(syncInterval: configuration.periodicInterval)
+    }
+
+    // MARK: Preferences
+
+    /// The preferences automatic syncs obey: the ones saved in the store, else
+    /// ``SyncPreferences/standard`` with the configuration's ``SyncEngineConfiguration/periodicInterval``.
+    public var syncPreferences: SyncPreferences { preferences }
+
+    /// Saves `preferences` in the store and obeys them from now on (the timer restarts with the
+    /// new interval).
+    ///
+    /// - Throws: ``OfflineStoreError/invalidPreference(_:)``, or a store error.
+    public func setPreferences(_ preferences: SyncPreferences) throws(OfflineStoreError) {
+        try store.saveSyncPreferences(preferences)
+        self.preferences = preferences
+        if timerTask != nil { startTimer() }
+        snapshot.automaticSyncsPaused = automaticPause()
+        publish()
+    }
+
+    /// Why automatic syncs may not run now, or `nil`.
+    private func automaticPause() -> AutomaticSyncPause? {
+        if pathIsExpensive, !preferences.allowsExpensiveNetwork { return .expensiveNetwork }
+        if let budget = preferences.dailyAutomaticDataBudget, let used = try? store.automaticDataUsage().bytes, used >= budget {
+            return .dataBudgetUsed(used: used, budget: budget)
+        }
+        return nil
     }
 
     // MARK: Status
@@ -49,6 +92,7 @@ public actor SyncEngine {
         continuation.onTermination = { [weak self] _ in
             Task { await self?.removeContinuation(id) }
         }
+        watchOutbox()
         refreshCounts()
         continuation.yield(snapshot)
         return stream
@@ -76,50 +120,69 @@ public actor SyncEngine {
         if let last = try? store.lastSyncSuccess() { snapshot.lastSuccess = last }
         if let held = try? store.updateRequirements() { snapshot.updateRequired = held }
         if let states = try? store.syncStates() {
-            let byKey = Dictionary(states.map { ($0.scopeKey, $0.lastPullAt) }, uniquingKeysWith: { a, _ in a })
-            for scope in configuration.scopes { snapshot.freshness[scope] = byKey[scope] ?? nil }
+            let byKey = Dictionary(states.map { ($0.scopeKey, $0) }, uniquingKeysWith: { a, _ in a })
+            var available: Set<String> = []
+            for scope in configuration.scopes {
+                snapshot.freshness[scope] = byKey[scope]?.lastPullAt
+                // A scope pulled to its end once has all its contracts; one being downloaded
+                // for the first time has the tiers done so far.
+                if byKey[scope]?.lastSuccessAt != nil {
+                    available.formUnion(PullPriorities.tiers(of: scope).joined())
+                } else {
+                    available.formUnion(initialTiersDone[scope] ?? [])
+                }
+            }
+            snapshot.availableContracts = available
         }
     }
 
     // MARK: Triggers
 
-    /// Syncs now; when a sync is running, one more runs after it (all triggers meanwhile share it).
+    /// Syncs now, whatever the preferences (the user asked); when a sync is running, one more
+    /// runs after it (all triggers meanwhile share it).
     @discardableResult
     public func syncNow() async -> SyncResult {
-        if let queued {
-            coalescedTriggers += 1
-            return await queued.value
-        }
-        if let current {
-            coalescedTriggers += 1
-            let task = Task { [current] in
-                _ = await current.value
-                return await self.runQueued()
-            }
-            queued = task
-            return await task.value
-        }
-        let task = Task { await self.run() }
-        current = task
-        return await task.value
+        await sync(.full, automatic: false)
     }
 
-    /// The app came to the foreground.
-    public func appDidBecomeActive() async { await syncNow() }
+    /// The app came to the foreground: an automatic sync, when the preferences allow one.
+    public func appDidBecomeActive() async { await automaticSync(.full) }
 
-    /// Starts following `monitor` (a sync each time the server becomes reachable) and the
-    /// periodic timer (a sync every ``SyncEngineConfiguration/periodicInterval`` while online).
-    /// Calling it again replaces the monitor.
+    /// Starts following `monitor` (a sync each time the server becomes reachable, the path's
+    /// cost for Wi-Fi only), the timer (a sync every ``SyncPreferences/syncInterval`` while
+    /// online) and local writes (a push soon after each while online). Calling it again
+    /// replaces the monitor.
     public func start(connectivity monitor: any ConnectivityMonitor) {
         stop()
         monitorTask = Task { [weak self] in
-            for await online in monitor.connectivityUpdates() {
+            for await path in monitor.pathUpdates() {
                 guard let self else { return }
-                await self.connectivityChanged(online: online)
+                await self.pathChanged(path)
             }
         }
+        startTimer()
+        watchOutbox()
+    }
+
+    /// Stops the monitor, the timer, pushes after local writes and any scheduled retry. A sync
+    /// already running finishes.
+    public func stop() {
+        monitorTask?.cancel()
+        monitorTask = nil
+        monitorSaysOnline = nil
+        timerTask?.cancel()
+        timerTask = nil
+        retryTask?.cancel()
+        retryTask = nil
+        pushDebounce?.cancel()
+        pushDebounce = nil
+    }
+
+    private func startTimer() {
+        timerTask?.cancel()
+        timerTask = nil
+        guard let interval = preferences.syncInterval else { return }
         let sleeper = configuration.sleeper
-        let interval = configuration.periodicInterval
         timerTask = Task { [weak self] in
             while true {
                 do { try await sleeper.sleep(for: interval) } catch { return }
@@ -129,54 +192,145 @@ public actor SyncEngine {
         }
     }
 
-    /// Stops the monitor, the timer and any scheduled retry. A sync already running finishes.
-    public func stop() {
-        monitorTask?.cancel()
-        monitorTask = nil
-        monitorSaysOnline = nil
-        timerTask?.cancel()
-        timerTask = nil
-        retryTask?.cancel()
-        retryTask = nil
-    }
-
     private func periodicTick() async {
-        if snapshot.connectivity == .online { await syncNow() }
+        if snapshot.connectivity == .online { await automaticSync(.full) }
     }
 
     /// Connectivity changed (from a ``ConnectivityMonitor``); going online syncs.
     public func connectivityChanged(online: Bool) async {
-        monitorSaysOnline = online
+        await pathChanged(NetworkPath(isOnline: online, isExpensive: pathIsExpensive))
+    }
+
+    /// The network path changed (from a ``ConnectivityMonitor``): going online, or leaving an
+    /// expensive path that the preferences closed, syncs.
+    public func pathChanged(_ path: NetworkPath) async {
+        monitorSaysOnline = path.isOnline
         let was = snapshot.connectivity
-        snapshot.connectivity = online ? .online : .offline
+        let wasPaused = snapshot.automaticSyncsPaused
+        pathIsExpensive = path.isExpensive
+        snapshot.connectivity = path.isOnline ? .online : .offline
+        snapshot.automaticSyncsPaused = automaticPause()
         publish()
-        if online, was != .online { await syncNow() }
+        guard path.isOnline else { return }
+        if was != .online || (wasPaused == .expensiveNetwork && snapshot.automaticSyncsPaused == nil) {
+            await automaticSync(.full)
+        }
+    }
+
+    /// A sync the engine starts by itself: skipped (the status says why) when the preferences
+    /// forbid it now.
+    private func automaticSync(_ kind: SyncKind) async {
+        let pause = automaticPause()
+        if pause != snapshot.automaticSyncsPaused {
+            snapshot.automaticSyncsPaused = pause
+            publish()
+        }
+        guard pause == nil else { return }
+        _ = await sync(kind, automatic: true)
+    }
+
+    private func sync(_ kind: SyncKind, automatic: Bool) async -> SyncResult {
+        if let queued {
+            coalescedTriggers += 1
+            queuedKind = max(queuedKind, kind)
+            queuedAutomatic = queuedAutomatic && automatic
+            return await queued.value
+        }
+        if let current {
+            coalescedTriggers += 1
+            queuedKind = kind
+            queuedAutomatic = automatic
+            let task = Task { [current] in
+                _ = await current.value
+                return await self.runQueued()
+            }
+            queued = task
+            return await task.value
+        }
+        let task = Task { await self.run(kind, automatic: automatic) }
+        current = task
+        return await task.value
     }
 
     private func runQueued() async -> SyncResult {
         current = queued
         queued = nil
         coalescedTriggers = 0
-        return await run()
+        let (kind, automatic) = (queuedKind, queuedAutomatic)
+        (queuedKind, queuedAutomatic) = (.pushOnly, true)
+        return await run(kind, automatic: automatic)
     }
 
-    private func run() async -> SyncResult {
+    private func run(_ kind: SyncKind, automatic: Bool) async -> SyncResult {
         retryTask?.cancel()
         retryTask = nil
-        let result = await performSync()
+        let traffic = TrafficCounter()
+        let result = await performSync(kind, traffic: traffic)
+        if automatic { try? store.recordAutomaticData(bytes: traffic.bytes) }
         if queued == nil { current = nil }
         return result
     }
 
+    // MARK: Local writes
+
+    /// Follows the outbox and the conflicts (each committed change): the status's counts
+    /// change with every local write, and a new write while online starts a push after
+    /// ``SyncEngineConfiguration/pushDebounce``, once ``start(connectivity:)`` ran.
+    private func watchOutbox() {
+        guard outboxWatch == nil else { return }
+        let activity = store.observeOutboxActivity()
+        outboxWatch = Task { [weak self] in
+            do {
+                for try await change in activity {
+                    guard let self else { return }
+                    await self.outboxChanged(change)
+                }
+            } catch {
+                // The store closed: nothing more to watch.
+            }
+        }
+    }
+
+    private func outboxChanged(_ activity: OutboxActivity) {
+        let counts = (activity.unsent, activity.failed, activity.conflicts)
+        if counts != (snapshot.pending, snapshot.failed, snapshot.conflicts) {
+            (snapshot.pending, snapshot.failed, snapshot.conflicts) = counts
+            publish()
+        }
+        guard activity.newWrites > 0, monitorTask != nil, pushDebounce == nil else { return }
+        let sleeper = configuration.sleeper
+        let delay = configuration.pushDebounce
+        pushDebounce = Task { [weak self] in
+            do { try await sleeper.sleep(for: delay) } catch { return }
+            await self?.debouncedPush()
+        }
+    }
+
+    private func debouncedPush() async {
+        pushDebounce = nil
+        guard snapshot.connectivity == .online, ((try? store.outboxCounts()[.pending]) ?? 0) > 0 else { return }
+        await automaticSync(.pushOnly)
+    }
+
     // MARK: One sync
 
-    private func performSync() async -> SyncResult {
+    private func performSync(_ kind: SyncKind, traffic: TrafficCounter) async -> SyncResult {
         do {
-            let pushed = try await pushAll()
-            let pulled = try await pullAll()
+            let pushed = try await pushAll(traffic: traffic)
+            guard kind == .full else {
+                failures = 0
+                snapshot.phase = .idle
+                if monitorSaysOnline != false { snapshot.connectivity = .online }
+                snapshot.lastError = nil
+                snapshot.progress = SyncProgress()
+                refreshCounts()
+                publish()
+                return .succeeded(pushed: pushed, pulled: 0)
+            }
+            let pulled = try await pullAll(traffic: traffic)
             snapshot.phase = .reconciling
             publish()
-            try store.purgeUnsupportedRows()
+            try store.runHousekeeping()
             try store.recordSyncSuccess()
             failures = 0
             snapshot.phase = .idle
@@ -230,13 +384,13 @@ public actor SyncEngine {
         retryTask = Task { [weak self] in
             do { try await sleeper.sleep(for: delay) } catch { return }
             guard !Task.isCancelled else { return }
-            await self?.syncNow()
+            await self?.automaticSync(.full)
         }
     }
 
     // MARK: Push
 
-    private func pushAll() async throws(EngineFailure) -> Int {
+    private func pushAll(traffic: TrafficCounter) async throws(EngineFailure) -> Int {
         snapshot.phase = .pushing
         let total = (try? store.outboxCounts().unsent) ?? 0
         snapshot.progress = SyncProgress(done: 0, total: total)
@@ -254,6 +408,7 @@ public actor SyncEngine {
             }
             snapshot.progress.currentEntity = request.mutations.first?.entity
             publish()
+            traffic.add((try? JSONEncoder().encode(request).count) ?? 0)
             do {
                 let response = try await transport.push(request)
                 do { try store.applyPushResponse(response) } catch { throw EngineFailure.store(error) }
@@ -304,68 +459,116 @@ public actor SyncEngine {
 
     // MARK: Pull
 
-    /// Pulls every scope page by page, in order. A ``PullPipeline`` fetches the pages ahead
-    /// while the engine stores those already here, so the server's work, the network and the
-    /// device's work overlap; pages are committed together with the last one's cursor, up to
+    /// Pulls every scope page by page, the scopes holding the highest priority contracts first
+    /// (``PullPriorities``). A ``PullPipeline`` fetches the pages ahead while the engine stores
+    /// those already here, so the server's work, the network and the device's work overlap;
+    /// pages are committed together with the last one's cursor, up to
     /// ``SyncEngineConfiguration/pullCommitRows`` rows per transaction.
-    private func pullAll() async throws(EngineFailure) -> Int {
+    ///
+    /// A scope never pulled before whose contracts differ in priority is downloaded one
+    /// priority tier at a time (critical first), each tier from the start to its end without
+    /// storing a cursor; then the scope is pulled as usual from the end of the first tier,
+    /// which brings what changed meanwhile. The app sees each tier's contracts become usable
+    /// (``SyncStatus/availableContracts``) before the next tier starts. A crash part-way leaves
+    /// no cursor, and the next sync starts the tiers again.
+    private func pullAll(traffic: TrafficCounter) async throws(EngineFailure) -> Int {
         var pulled = 0
-        for scope in configuration.scopes {
+        for scope in PullPriorities.order(configuration.scopes) {
             snapshot.phase = .pulling(scope: scope)
             snapshot.progress = SyncProgress(done: 0, total: 0, currentEntity: nil)
             publish()
             var cursor: String?
             do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
-            var holds = 0
-            scope: while true {
-                let pipeline = PullPipeline(
-                    after: cursor, aheadRows: configuration.pullCommitRows,
-                    fetch: { [store, transport, limit = configuration.pullPageSize] cursor in
-                        await Self.fetchPage(store: store, transport: transport, scope: scope, cursor: cursor, limit: limit)
-                    },
-                    prepare: { [store] fetched in Self.prepare(fetched, scope: scope, store: store) }
-                )
-                defer { pipeline.close() }
-                var batch: [PullPipeline.Page] = []
-                var batchRows = 0
-                while true {
-                    let item = await pipeline.next()
-                    var failure: EngineFailure?
-                    switch item {
-                    case .page(let page):
-                        batch.append(page)
-                        batchRows += page.rowCount
-                        if batchRows < configuration.pullCommitRows && page.hasMore { continue }
-                    case .failure(let error):
-                        failure = error
-                    case .closed:
-                        failure = .transport(.network("the pull stopped before its last page"))
-                    }
-                    // The pages received before a failure are good: stored first.
-                    if !batch.isEmpty {
-                        try storePulled(batch, scope: scope)
-                        pulled += batchRows
-                        cursor = batch[batch.count - 1].cursor
-                        let finished = !batch[batch.count - 1].hasMore
-                        batch.removeAll(keepingCapacity: true)
-                        batchRows = 0
-                        if finished { break scope }
-                    }
-                    guard let failure else { continue }
-                    if case .transport(let error) = failure {
-                        if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
-                            // Asked again from the last cursor stored, without the held contract.
-                            holds += 1
-                            continue scope
-                        }
-                        try? store.recordScopeSync(scope, error: error.detail)
-                    }
-                    throw failure
+            let tiers = PullPriorities.tiers(of: scope)
+            if cursor == nil, tiers.count > 1, transport.filtersPullsByContract {
+                var firstTierEnd: String?
+                for tier in tiers {
+                    let (rows, end) = try await pullRun(scope: scope, from: nil, contracts: tier, traffic: traffic)
+                    pulled += rows
+                    if firstTierEnd == nil { firstTierEnd = end }
+                    initialTiersDone[scope, default: []].formUnion(tier)
+                    refreshCounts()
+                    publish()
                 }
+                if let firstTierEnd {
+                    do { try store.storeCursor(firstTierEnd, forScope: scope) } catch { throw .store(error) }
+                }
+                cursor = firstTierEnd
             }
+            pulled += try await pullRun(scope: scope, from: cursor, contracts: nil, traffic: traffic).rows
+            initialTiersDone[scope] = nil
             do { try store.recordScopeSync(scope) } catch { throw .store(error) }
         }
         return pulled
+    }
+
+    /// Pulls a scope from `cursor` to its last page: every contract, committing each batch with
+    /// its cursor, or only `contracts` (a priority tier), committing no cursor. Returns the rows
+    /// stored and the last page's cursor.
+    private func pullRun(
+        scope: String, from start: String?, contracts: [String]?, traffic: TrafficCounter
+    ) async throws(EngineFailure) -> (rows: Int, end: String?) {
+        var pulled = 0
+        var cursor = start
+        var holds = 0
+        scope: while true {
+            let pipeline = PullPipeline(
+                after: cursor, aheadRows: configuration.pullCommitRows,
+                fetch: { [store, transport, limit = configuration.pullPageSize] cursor in
+                    let fetched = await Self.fetchPage(
+                        store: store, transport: transport, scope: scope, cursor: cursor, limit: limit, contracts: contracts
+                    )
+                    if case .success(let page) = fetched { traffic.add(page.body.count) }
+                    return fetched
+                },
+                prepare: { [store] fetched in
+                    Self.prepare(fetched, scope: scope, store: store).map { page in
+                        var page = page
+                        // A tier's cursor skips the other tiers' rows: never stored.
+                        if contracts != nil { page.changes.cursor = nil }
+                        return page
+                    }
+                }
+            )
+            defer { pipeline.close() }
+            var batch: [PullPipeline.Page] = []
+            var batchRows = 0
+            while true {
+                let item = await pipeline.next()
+                var failure: EngineFailure?
+                switch item {
+                case .page(let page):
+                    batch.append(page)
+                    batchRows += page.rowCount
+                    if batchRows < configuration.pullCommitRows && page.hasMore { continue }
+                case .failure(let error):
+                    failure = error
+                case .closed:
+                    failure = .transport(.network("the pull stopped before its last page"))
+                }
+                // The pages received before a failure are good: stored first.
+                if !batch.isEmpty {
+                    try storePulled(batch, scope: scope)
+                    pulled += batchRows
+                    cursor = batch[batch.count - 1].cursor
+                    let finished = !batch[batch.count - 1].hasMore
+                    batch.removeAll(keepingCapacity: true)
+                    batchRows = 0
+                    if finished { break scope }
+                }
+                guard let failure else { continue }
+                if case .transport(let error) = failure {
+                    if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
+                        // Asked again from the last cursor reached, without the held contract.
+                        holds += 1
+                        continue scope
+                    }
+                    try? store.recordScopeSync(scope, error: error.detail)
+                }
+                throw failure
+            }
+        }
+        return (pulled, cursor)
     }
 
     /// Stores pulled pages of a scope in one transaction and counts them in the progress. When
@@ -390,13 +593,15 @@ public actor SyncEngine {
     /// One page of a scope after `cursor`, asked for with the schema versions this build sends
     /// (contracts held for an update left out): its body, read later by ``PullPageDecoder``.
     private static func fetchPage(
-        store: OfflineStore, transport: any SyncTransport, scope: String, cursor: String?, limit: Int?
+        store: OfflineStore, transport: any SyncTransport, scope: String, cursor: String?, limit: Int?, contracts: [String]?
     ) async -> Result<PullPipeline.Fetched, EngineFailure> {
         let schema: [String: Int]
         do { schema = try store.requestSchemaVersions() } catch { return .failure(.store(error)) }
         let clientID = store.identity.clientId
         do {
-            let body = try await transport.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+            let body = try await transport.pull(
+                scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts
+            )
             guard let (next, hasMore) = PullPageDecoder.peek(body) else {
                 return .failure(.transport(.decoding("a pull page: the body is not a pull page")))
             }
@@ -415,6 +620,20 @@ public actor SyncEngine {
             return .failure(.transport(.decoding("a pull page: \(error)")))
         }
     }
+}
+
+/// What a sync does: push the outbox only (after a local write), or push and pull.
+enum SyncKind: Comparable {
+    case pushOnly, full
+}
+
+/// Bytes a sync moved (request and response bodies), for the automatic data budget.
+final class TrafficCounter: Sendable {
+    private let total = Locked(0)
+
+    func add(_ bytes: Int) { total.withLock { $0 += bytes } }
+
+    var bytes: Int { total.withLock { $0 } }
 }
 
 enum EngineFailure: Error {

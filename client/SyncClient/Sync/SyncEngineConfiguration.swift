@@ -18,15 +18,19 @@ public struct SyncEngineConfiguration: Sendable {
     public var retry: RetryPolicy
     /// Whether a retryable failure schedules the next attempt by itself.
     public var retriesAutomatically: Bool
-    /// Seconds between syncs while online, once ``SyncEngine/start(connectivity:)`` ran (15 min).
+    /// Seconds between syncs while online, once ``SyncEngine/start(connectivity:)`` ran (15 min),
+    /// unless the store holds saved ``SyncPreferences`` (whose interval then counts).
     public var periodicInterval: TimeInterval
+    /// Seconds from a local write (while online, once ``SyncEngine/start(connectivity:)`` ran)
+    /// to the push that sends it; writes made meanwhile go in the same push. 2 s by default.
+    public var pushDebounce: TimeInterval
     /// How the engine waits for the periodic timer and retries (real time unless a test injects one).
     public var sleeper: any Sleeper
 
     public init(
         scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, pullCommitRows: Int = 5_000,
         retry: RetryPolicy = RetryPolicy(), retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60,
-        sleeper: any Sleeper = TaskSleeper()
+        pushDebounce: TimeInterval = 2, sleeper: any Sleeper = TaskSleeper()
     ) {
         self.scopes = scopes
         self.pushBatchSize = pushBatchSize
@@ -35,6 +39,7 @@ public struct SyncEngineConfiguration: Sendable {
         self.retry = retry
         self.retriesAutomatically = retriesAutomatically
         self.periodicInterval = periodicInterval
+        self.pushDebounce = pushDebounce
         self.sleeper = sleeper
     }
 }

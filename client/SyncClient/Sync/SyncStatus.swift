@@ -47,6 +47,13 @@ public struct SyncStatus: Hashable, Sendable {
     public var freshness: [String: Date?] = [:]
     /// Contracts the server refused with a 426 (by name): the app must be updated for them.
     public var updateRequired: [UpdateRequired] = []
+    /// Why automatic syncs are not running (Wi-Fi only on an expensive path, the day's data
+    /// budget used), or `nil`. ``SyncEngine/syncNow()`` still runs.
+    public var automaticSyncsPaused: AutomaticSyncPause?
+    /// The contracts whose rows have all been downloaded at least once (every subscribed scope
+    /// delivering them pulled to its end, or its priority tier done on a first download): a
+    /// fresh device lists its critical contracts here before its low ones.
+    public var availableContracts: Set<String> = []
 
     public init() {}
 }

@@ -14,8 +14,28 @@ public protocol SyncTransport: Sendable {
     /// that is not a pull page fails the sync with ``TransportError/decoding(_:)``.
     func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> Data
+    /// `GET /sync/v1/pull?contracts=…`: one page of only `contracts`' rows (`nil`: all), for a
+    /// fresh device downloading its contracts by priority. Called with a filter only when
+    /// ``filtersPullsByContract`` is true; the default ignores it.
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data
     /// `GET /health`: whether the server answers at all.
     func health() async -> Bool
+    /// Whether ``pull(scope:cursor:limit:schema:clientID:contracts:)`` passes its filter to the
+    /// server, so the engine may download a fresh scope by priority tiers. Default `false`: the
+    /// engine then pulls every scope whole.
+    var filtersPullsByContract: Bool { get }
+}
+
+extension SyncTransport {
+    public var filtersPullsByContract: Bool { false }
+
+    public func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+    }
 }
 
 /// Why a request did not produce a decoded answer.

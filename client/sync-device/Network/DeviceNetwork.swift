@@ -47,13 +47,19 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
         return response
     }
 
-    func pull(
-        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String
-    ) async throws(TransportError)
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> Data
     {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: nil)
+    }
+
+    var filtersPullsByContract: Bool { server.filtersPullsByContract }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
         try requireNetwork()
-        let body = try await server.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+        let body = try await server.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
         // Counted for the report; a body that is not a page is the engine's to refuse.
         if let page = try? PullResponse(json: body) {
             lock.withLock {

@@ -50,7 +50,7 @@ struct DeviceFailure: Error {
         case .createdByNewerBuild, .belongsToAnotherAccount, .keyUnavailable, .keyMismatch, .signedOut, .pendingWrites,
             .invalidOutboxState, .invalidResolution, .rowAlreadyExists:
             exitCode = DeviceExit.badState
-        case .unknownContract, .unknownField, .fieldNotQueryable, .invalidValue, .notWritable:
+        case .unknownContract, .unknownField, .fieldNotQueryable, .invalidValue, .notWritable, .invalidPreference:
             exitCode = DeviceExit.usage
         case .rowNotFound, .outboxEntryNotFound, .conflictNotFound:
             exitCode = DeviceExit.notFound

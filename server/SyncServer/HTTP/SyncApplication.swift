@@ -227,7 +227,8 @@ struct SyncRoutes: Sendable {
         }
         let page = try await pullService.page(
             scope: scope, cursor: request.query("cursor").flatMap { $0.isEmpty ? nil : $0 }, limit: try limit(request),
-            schema: try schema(request), clientID: request.headers[.outpostClient], identity: identity
+            schema: try schema(request), clientID: request.headers[.outpostClient], identity: identity,
+            contracts: request.query("contracts").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
         )
         environment.metrics.recordPull(rows: page.rowCount)
         context.logger.debug(

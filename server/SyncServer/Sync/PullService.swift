@@ -36,13 +36,16 @@ public struct PullService: Sendable {
         var primaryKeys: [String: FieldDescriptor] = [:]
         var tables: [ContractTable] = []
 
-        init(scope: String) {
+        /// The contracts of `scope` devices pull, all of them or only those named in `only`.
+        init(scope: String, only: Set<String>? = nil) {
             for entity in ContractRegistry.entities where entity.scope == scope && entity.direction != .up {
+                if let only, !only.contains(entity.name) { continue }
                 entities[entity.table] = entity
                 primaryKeys[entity.table] = entity.field(named: entity.primaryKey) ?? FieldDescriptor(name: entity.primaryKey, kind: .id)
                 tables.append(ContractTable(entity))
             }
             for event in ContractRegistry.events where event.scope == scope && event.direction != .up {
+                if let only, !only.contains(event.name) { continue }
                 events[event.table] = event
                 tables.append(ContractTable(event))
             }
@@ -58,14 +61,21 @@ public struct PullService: Sendable {
     ///   - limit: rows at most; `nil` for the default, clamped to the maximum.
     ///   - schema: the device's schema version per contract; rows are shaped for it.
     ///   - clientID: the device's push client id, for `last_seq`; `nil` answers 0.
+    ///   - contracts: only these contracts' rows (a fresh device downloads its contracts by
+    ///     priority, one tier at a time); `nil` for every contract the scope delivers. The
+    ///     cursor still counts in the scope's sequence, so a filtered page's cursor may be used
+    ///     without the filter only by a device that knows what it skipped.
     /// - Throws: ``ServiceError``: 400 for a malformed cursor, a cursor of another scope, a
-    ///   limit below 1 or a scope name that is ambiguous for the token; 403 when the token does
-    ///   not grant the scope; 404 for an unknown scope; 426 when `schema` names a version below
-    ///   a contract's oldest supported one.
+    ///   limit below 1, a scope name that is ambiguous for the token, or a contract the scope
+    ///   does not deliver; 403 when the token does not grant the scope; 404 for an unknown
+    ///   scope; 426 when `schema` names a version below a contract's oldest supported one.
     public func pull(
-        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity,
+        contracts: [String]? = nil
     ) async throws(ServiceError) -> PullResponse {
-        let json = try await page(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, identity: identity).json()
+        let json = try await page(
+            scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, identity: identity, contracts: contracts
+        ).json()
         do {
             return try PullResponse(json: Data(json))
         } catch {
@@ -78,7 +88,8 @@ public struct PullService: Sendable {
     /// and the value ``pull(scope:cursor:limit:schema:clientID:identity:)`` answers come from one
     /// writer.
     package func page(
-        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity,
+        contracts only: [String]? = nil
     ) async throws(ServiceError) -> PullPage {
         try RowShaping.requireSupported(schema)
         let (descriptor, key) = try Self.resolve(scope, identity: identity)
@@ -87,20 +98,32 @@ public struct PullService: Sendable {
         }
         let after = try Self.sequence(of: cursor, scopeKey: key)
         let pageSize = try pageSize(limit)
-        let contracts = PulledContracts(scope: descriptor.name)
+        let contracts = PulledContracts(scope: descriptor.name, only: only.map(Set.init))
+        if let only {
+            let delivered = Set(contracts.entities.values.map(\.name)).union(contracts.events.values.map(\.name))
+            if let stranger = only.first(where: { !delivered.contains($0) }) {
+                let all = PulledContracts(scope: descriptor.name)
+                let names = (all.entities.values.map(\.name) + all.events.values.map(\.name)).sorted().joined(separator: ", ")
+                throw .malformed("the scope '\(descriptor.name)' delivers no contract '\(stranger)'; it delivers \(names)")
+            }
+            if only.isEmpty { throw .malformed("`contracts` names no contract; leave it out to pull them all") }
+        }
         let tenant = identity.tenant
 
-        let (changes, lastSeq) = try await ServiceError.catchingStorageFailures {
+        let filtered = only != nil
+        let (head, changes, lastSeq) = try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
+                // Read before the rows: every row at or below it is committed and read below.
+                let head = filtered ? try await reader.scopeSequence(tenant: tenant, scopeKey: key) : nil
                 let changes = try await reader.changes(
                     in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1
                 )
-                guard let clientID else { return (changes, Int64(0)) }
+                guard let clientID else { return (head, changes, Int64(0)) }
                 // Only the stream's owner learns its last seq; a stream no one pushed with yet is at 0.
                 if let owner = try await reader.clientOwner(tenant: tenant, clientID: clientID), owner != identity.clientOwner {
                     throw ServiceError.clientNotOwned()
                 }
-                return (changes, try await reader.lastSequence(tenant: tenant, clientID: clientID))
+                return (head, changes, try await reader.lastSequence(tenant: tenant, clientID: clientID))
             }
         }
 
@@ -114,7 +137,11 @@ public struct PullService: Sendable {
             let version = RowShaping.schemaVersion(of: event.name, current: event.currentVersion, in: schema)
             shapings[table] = .event(event, version: version, plan: RowShaping.Plan(event, version: version))
         }
-        let next = rows.last?.row.integer("_seq") ?? after
+        var next = rows.last?.row.integer("_seq") ?? after
+        // The last page of a filtered pull ends at the scope's head: the contracts asked for
+        // hold nothing more up to it, so the device resumes them from there, not from their
+        // last row (which may be long before the other contracts' changes).
+        if let head, changes.count <= pageSize { next = max(next, head) }
         var page = PullPage(cursor: SyncCursor(scopeKey: key, sequence: next).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq)
         for (table, row) in rows {
             guard let shaping = shapings[table.name] else { continue }

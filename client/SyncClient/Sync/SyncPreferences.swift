@@ -1,0 +1,112 @@
+public import Foundation
+import GRDB
+
+/// The user's say over automatic syncing (a settings screen's "Wi-Fi only", "data budget" and
+/// "sync every"), kept in the store so it outlives the app's process, and obeyed by
+/// ``SyncEngine`` for every sync it starts by itself: on reconnect, on foreground, on its timer,
+/// after a local write and on retry. ``SyncEngine/syncNow()`` is the user asking: it always runs.
+public struct SyncPreferences: Codable, Hashable, Sendable {
+    /// Whether automatic syncs may use an expensive path (cellular, hotspot, Low Data Mode, as
+    /// the ``ConnectivityMonitor`` reports it). `false` is "Wi-Fi only". Default `true`.
+    public var allowsExpensiveNetwork: Bool
+    /// Bytes automatic syncs may move per day (UTC, by the store's clock): pulled page bodies
+    /// and pushed requests. Once used up, automatic syncs wait for the next day. `nil`: no limit.
+    public var dailyAutomaticDataBudget: Int?
+    /// Seconds between timer syncs while online; `nil`: no timer (syncs still follow
+    /// reconnects, the foreground and local writes). Default 15 minutes.
+    public var syncInterval: TimeInterval?
+
+    public init(allowsExpensiveNetwork: Bool = true, dailyAutomaticDataBudget: Int? = nil, syncInterval: TimeInterval? = 15 * 60) {
+        self.allowsExpensiveNetwork = allowsExpensiveNetwork
+        self.dailyAutomaticDataBudget = dailyAutomaticDataBudget
+        self.syncInterval = syncInterval
+    }
+
+    /// Everything allowed, a sync every 15 minutes.
+    public static let standard = SyncPreferences()
+}
+
+/// Why the engine is not syncing by itself right now (``SyncStatus/automaticSyncsPaused``).
+public enum AutomaticSyncPause: Hashable, Sendable {
+    /// The path is expensive and the preferences say Wi-Fi only.
+    case expensiveNetwork
+    /// Today's data budget for automatic syncs is used up (`used` of `budget` bytes).
+    case dataBudgetUsed(used: Int, budget: Int)
+}
+
+/// Bytes automatic syncs moved on one day (``OfflineStore/automaticDataUsage()``).
+public struct DataUsage: Hashable, Sendable {
+    /// The day, as `yyyy-MM-dd` (UTC).
+    public var day: String
+    public var bytes: Int
+
+    public init(day: String, bytes: Int) {
+        self.day = day
+        self.bytes = bytes
+    }
+}
+
+extension OfflineStore {
+    /// The preferences saved with ``saveSyncPreferences(_:)``, or ``SyncPreferences/standard``.
+    public func syncPreferences() throws(OfflineStoreError) -> SyncPreferences {
+        try storedSyncPreferences() ?? .standard
+    }
+
+    /// The preferences saved with ``saveSyncPreferences(_:)``, or `nil` when none were.
+    func storedSyncPreferences() throws(OfflineStoreError) -> SyncPreferences? {
+        try read { db in
+            guard let text = try Metadata.get(db, .syncPreferences) else { return nil }
+            return try? JSONDecoder().decode(SyncPreferences.self, from: Data(text.utf8))
+        }
+    }
+
+    /// Saves the preferences (a running engine takes them with ``SyncEngine/setPreferences(_:)``).
+    ///
+    /// - Throws: ``OfflineStoreError/invalidPreference(_:)`` for a negative budget or an
+    ///   interval under a minute.
+    public func saveSyncPreferences(_ preferences: SyncPreferences) throws(OfflineStoreError) {
+        if let budget = preferences.dailyAutomaticDataBudget, budget < 0 {
+            throw .invalidPreference("the daily data budget is negative (\(budget) bytes)")
+        }
+        if let interval = preferences.syncInterval, !(interval >= 60) {
+            throw .invalidPreference("the sync interval must be at least 60 seconds (got \(interval))")
+        }
+        let text: String
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            text = String(decoding: try encoder.encode(preferences), as: UTF8.self)
+        } catch {
+            throw .invalidPreference(String(describing: error))
+        }
+        try write { db in try Metadata.set(db, .syncPreferences, text) }
+    }
+
+    /// What automatic syncs moved today (UTC, by the store's clock).
+    public func automaticDataUsage() throws(OfflineStoreError) -> DataUsage {
+        let today = Self.utcDay(now().date)
+        return try read { db in
+            guard try Metadata.get(db, .automaticDataDay) == today else { return DataUsage(day: today, bytes: 0) }
+            return DataUsage(day: today, bytes: Int(try Metadata.integer(db, .automaticDataBytes) ?? 0))
+        }
+    }
+
+    /// Adds `bytes` to today's automatic data usage (a new day starts from zero).
+    package func recordAutomaticData(bytes: Int) throws(OfflineStoreError) {
+        guard bytes > 0 else { return }
+        let today = Self.utcDay(now().date)
+        try write { db in
+            let sameDay = try Metadata.get(db, .automaticDataDay) == today
+            let used = sameDay ? (try Metadata.integer(db, .automaticDataBytes) ?? 0) : 0
+            try Metadata.set(db, .automaticDataDay, today)
+            try Metadata.set(db, .automaticDataBytes, String(used + Int64(bytes)))
+        }
+    }
+
+    static func utcDay(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(secondsFromGMT: 0) ?? calendar.timeZone
+        let parts = calendar.dateComponents([.year, .month, .day], from: date)
+        return String(format: "%04d-%02d-%02d", parts.year ?? 0, parts.month ?? 0, parts.day ?? 0)
+    }
+}
