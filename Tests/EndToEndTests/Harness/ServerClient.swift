@@ -27,6 +27,13 @@ struct ServerClient {
         _ = try await send(request, token: adminToken)
     }
 
+    /// Deletes a row of a read-only scope (`DELETE /admin/v1/content/{entity}/{id}`).
+    func delete(_ entity: String, id: String, adminToken: String) async throws {
+        var request = URLRequest(url: base.appendingPathComponent("admin/v1/content/\(entity)/\(id)"))
+        request.httpMethod = "DELETE"
+        _ = try await send(request, token: adminToken)
+    }
+
     /// Uploads the file of a published `Asset` row (`PUT /admin/v1/assets/{id}`).
     func uploadAsset(id: String, data: Data, contentType: String, adminToken: String) async throws {
         var request = URLRequest(url: base.appendingPathComponent("admin/v1/assets/\(id)"))

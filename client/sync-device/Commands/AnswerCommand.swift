@@ -117,7 +117,15 @@ struct AttemptsCommand: DeviceCommand {
         if output.json {
             Console.json(
                 .object([
-                    "attempts": .array(scored.map { .object(Wire.object($0)) }),
+                    "attempts": .array(
+                        scored.map { attempt in
+                            var object = Wire.object(attempt)
+                            // An attempt the server has but never graded: its submission in conflict.
+                            if attempt.state == .open, let conflict = conflicts[attempt.id] {
+                                object["conflict"] = .string(Self.conflictState(conflict))
+                            }
+                            return .object(object)
+                        }),
                     "not_scored_yet": .array(
                         waiting.map { started in
                             .object([
@@ -131,7 +139,10 @@ struct AttemptsCommand: DeviceCommand {
             return
         }
         if scored.isEmpty, waiting.isEmpty { Console.say("no attempts yet") }
-        for attempt in scored { Console.say(Self.line(attempt, title: titles[attempt.assessmentId])) }
+        for attempt in scored {
+            let conflict = attempt.state == .open ? conflicts[attempt.id].map { " — " + Self.conflictState($0) } ?? "" : ""
+            Console.say(Self.line(attempt, title: titles[attempt.assessmentId]) + conflict)
+        }
         for started in waiting {
             let state =
                 conflicts[started.attemptId].map(Self.conflictState)
