@@ -21,6 +21,8 @@ struct SyncRun {
         /// The server could not be reached (`network`) or refused the request.
         case failed(ErrorDetail, network: Bool)
         case storeFailed(String)
+        /// The engine did not sync by itself: the preferences hold automatic syncs.
+        case paused(AutomaticSyncPause)
     }
 
     /// `sync`: the engine's `syncNow()`.
@@ -41,7 +43,8 @@ struct SyncRun {
     /// an app (`SyncEngine.connectivityChanged(online:)`).
     func connectivityReturned() async throws(OfflineStoreError) -> SyncReport {
         try await run { engine in
-            await engine.connectivityChanged(online: true)
+            await engine.pathChanged(NetworkPath(isOnline: true, isExpensive: session.home.isMetered))
+            if let pause = await engine.currentStatus.automaticSyncsPaused { return .paused(pause) }
             guard let error = await engine.currentStatus.lastError else { return .succeeded }
             // The engine reports its own store's failures under the code `store`.
             if error.code == ErrorCode("store") { return .storeFailed(error.message) }
@@ -115,6 +118,7 @@ struct SyncReport {
     var exitCode: ExitCode {
         switch ending {
         case .succeeded: return openConflicts > 0 || failed > 0 || quarantined > 0 ? DeviceExit.needsAttention : .success
+        case .paused: return .success
         case .failed: return DeviceExit.network
         case .storeFailed: return DeviceExit.failure
         }
@@ -141,6 +145,8 @@ struct SyncReport {
             if !outcomes.isEmpty || !pulled.isEmpty { lines.append("before that: \(pushed), \(pulledText)") }
         case .storeFailed(let message):
             lines.append("sync failed on the device: \(message)")
+        case .paused(let pause):
+            lines.append("no automatic sync: " + PreferencesCommand.describe(pause) + "; `sync-device sync` syncs anyway")
         }
         for outcome in merged {
             let kept = Self.keptFields(outcome)
@@ -191,6 +197,8 @@ struct SyncReport {
             )
         case .storeFailed(let message):
             (result, error) = ("store_failed", .object(["code": .string("store"), "message": .string(message)]))
+        case .paused(let pause):
+            (result, error) = ("paused", .object(["code": .string(PreferencesCommand.code(pause)), "message": .string(PreferencesCommand.describe(pause))]))
         }
         let outcomes = self.outcomes.map { outcome -> JSONValue in
             .object([

@@ -60,7 +60,7 @@ struct DeviceHome {
 
     /// Removes the login and the offline flag (the store removes its own files).
     func forget() throws(DeviceFailure) {
-        for file in [profileURL, offlineFlagURL, keysURL] where FileManager.default.fileExists(atPath: file.path) {
+        for file in [profileURL, offlineFlagURL, meteredFlagURL, keysURL] where FileManager.default.fileExists(atPath: file.path) {
             do {
                 try FileManager.default.removeItem(at: file)
             } catch {
@@ -70,6 +70,25 @@ struct DeviceHome {
     }
 
     // MARK: Simulated network loss
+
+    /// Whether this device's network costs (cellular, a hotspot), as `preferences --network`
+    /// set it: where an app has a path monitor that tells, a command line has the user.
+    var isMetered: Bool { FileManager.default.fileExists(atPath: meteredFlagURL.path) }
+
+    private var meteredFlagURL: URL { offlineFlagURL.deletingLastPathComponent().appendingPathComponent("metered") }
+
+    func setMetered(_ metered: Bool) throws(DeviceFailure) {
+        do {
+            if metered {
+                try Data("the network of this device is metered; `sync-device preferences --network unmetered` changes it\n".utf8)
+                    .write(to: meteredFlagURL, options: .atomic)
+            } else if isMetered {
+                try FileManager.default.removeItem(at: meteredFlagURL)
+            }
+        } catch {
+            throw .failure("cannot change \(meteredFlagURL.path): \(error.localizedDescription)")
+        }
+    }
 
     /// Whether the network is switched off (`offline on`); read on every request, so switching
     /// it from another shell affects a sync already running.
