@@ -232,6 +232,58 @@ import Testing
     }
 
     /// The guide's code blocks are the snippets above, character for character.
+    @Test func aDevicesDataStaysWithinWhatTheUserAllows() async throws {
+        try await LiveServer.run { server in
+            let folder = try TemporaryDirectory()
+            let clock = ManualClock(Date())
+            let store = try makeDeviceStore(folder, device: "phone-1", clock: clock)
+            let transport = server.transport("phone-1")
+            let engine = SyncEngine(store: store, transport: transport, configuration: .init(scopes: ["team"]))
+            try store.create(ServiceAsset(id: "scooter-12", teamId: "team-1", assetTag: "S-12", displayName: "Scooter 12", category: .vehicle, updatedAt: Timestamp(Date())))
+            try store.create(ServiceAsset(id: "scooter-13", teamId: "team-1", assetTag: "S-13", displayName: "Scooter 13", category: .vehicle, updatedAt: Timestamp(Date())))
+
+            // snippet: preferences
+            // A settings screen: Wi-Fi only, 20 MB a day for automatic syncs, every hour.
+            try await engine.setPreferences(
+                SyncPreferences(allowsExpensiveNetwork: false, dailyAutomaticDataBudget: 20_000_000, syncInterval: 3_600)
+            )
+            if let pause = await engine.currentStatus.automaticSyncsPaused {
+                print("automatic syncs wait: \(pause)")  // .expensiveNetwork, .dataBudgetUsed(used:budget:)
+            }
+            print("today: \(try store.automaticDataUsage().bytes) bytes")
+            // end snippet
+            #expect(await engine.syncPreferences.syncInterval == 3_600)
+
+            // snippet: download-order
+            let firstSync = Task {
+                for await status in await engine.status {
+                    // On a first download, critical contracts are usable before low ones arrive.
+                    if status.availableContracts.contains("Task") { print("tasks are ready") }
+                    if status.lastSuccess != nil { break }
+                }
+            }
+            await engine.syncNow()
+            // end snippet
+            await firstSync.value
+            #expect(await engine.currentStatus.availableContracts.isSuperset(of: ["Task", "Incident", "ServiceAsset"]))
+
+            // snippet: retention
+            // ServiceAsset keeps synced rows 7 days (`retention: 7d`): keep this one longer.
+            try store.pin(ServiceAsset.self, id: "scooter-12")
+            // Housekeeping runs when the store opens and after every sync; or now:
+            let report = try store.runHousekeeping()
+            print("dropped \(report.expiredRows), pruned \(report.prunedOutboxEntries) acknowledged writes")
+            // A dropped row comes back when the server changes it, or through a read-through.
+            print("dropped and not back yet: \(try store.expiredRows(ServiceAsset.self).keys.sorted())")
+            // end snippet
+            #expect(report.expiredRows.isEmpty)
+            clock.advance(by: 8 * 86_400)
+            #expect(try store.runHousekeeping().expiredRows == ["ServiceAsset": 1])
+            #expect(try store.fetch(ServiceAsset.self, id: "scooter-12") != nil)
+            #expect(Set(try store.expiredRows(ServiceAsset.self).keys) == ["scooter-13"])
+        }
+    }
+
     @Test func guideMatchesTheseTests() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let guide = try String(contentsOf: root.appendingPathComponent("docs/client.md"), encoding: .utf8)
