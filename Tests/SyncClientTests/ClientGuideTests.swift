@@ -274,13 +274,49 @@ import Testing
             let report = try store.runHousekeeping()
             print("dropped \(report.expiredRows), pruned \(report.prunedOutboxEntries) acknowledged writes")
             // A dropped row comes back when the server changes it, or through a read-through.
-            print("dropped and not back yet: \(try store.expiredRows(ServiceAsset.self).keys.sorted())")
+            print("dropped and not back yet: \(try store.droppedRows(ServiceAsset.self).keys.sorted())")
             // end snippet
             #expect(report.expiredRows.isEmpty)
             clock.advance(by: 8 * 86_400)
             #expect(try store.runHousekeeping().expiredRows == ["ServiceAsset": 1])
             #expect(try store.fetch(ServiceAsset.self, id: "scooter-12") != nil)
-            #expect(Set(try store.expiredRows(ServiceAsset.self).keys) == ["scooter-13"])
+            #expect(Set(try store.droppedRows(ServiceAsset.self).keys) == ["scooter-13"])
+        }
+    }
+
+    @Test func aDeviceShortOfSpaceRefusesADownloadItCannotHold() async throws {
+        try await LiveServer.run { server in
+            let folder = try TemporaryDirectory()
+            let transport = server.transport("phone-1")
+            try await server.publishUnit("unit-1", lessons: [[("asset-1", sampleBytes(300_000))]])
+            let volume = StorageGuardTests.FakeFreeSpace(capacity: 400_000)
+
+            // snippet: storage-guard
+            var configuration = OfflineStoreConfiguration(
+                databaseURL: folder.url.appendingPathComponent("outpost.sqlite"), tenantId: "acme", userId: "u-1",
+                keyProvider: FileKeyProvider(directory: folder.url.appendingPathComponent("keys"))
+            )
+            // The seed's 50 assessments of 10 MB at most are the default; the app adds its own.
+            configuration.storageLimits.contracts["Incident"] = ContractStorageLimit(maxRows: 1_000)
+            configuration.storageLimits.minimumFreeBytes = 200_000_000
+            // end snippet
+            configuration.storageLimits.minimumFreeBytes = 0
+            configuration.freeSpace = volume
+            let store = try OfflineStore(configuration)
+            let downloader = AssetDownloader(store: store, transport: transport)
+
+            // snippet: insufficient-space
+            do {
+                for try await progress in downloader.downloadUnit(id: "unit-1") { print(progress.fraction) }
+            } catch AssetError.insufficientSpace(_, let needed, let available) {
+                // Twice the download's size must be free, after evicting what may go.
+                print("free \(needed - available) more bytes to download this unit")
+            }
+            // end snippet
+            #expect(try store.cacheTotals().bytesOnDisk == 0)
+            volume.capacity = 1_000_000
+            for try await _ in downloader.downloadUnit(id: "unit-1") {}
+            #expect(try store.cacheTotals().downloadedUnits == 1)
         }
     }
 

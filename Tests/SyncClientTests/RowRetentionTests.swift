@@ -43,7 +43,7 @@ import Testing
             #expect(try store.fetch(ServiceAsset.self, id: "sa-pinned") != nil)
             #expect(try store.fetch(ServiceAsset.self, id: "sa-edited")?.displayName == "Edited offline")
             #expect(try store.fetch(Incident.self, id: "inc-1") != nil, "14 days of retention: kept after 8")
-            #expect(Set(try store.expiredRows(ServiceAsset.self).keys) == ["sa-old"])
+            #expect(Set(try store.droppedRows(ServiceAsset.self).keys) == ["sa-old"])
 
             // The edit reaches the server; the next sync does not bring sa-old back (unchanged).
             guard case .succeeded = await engine(store, transport).syncNow() else { Issue.record("second sync"); return }
@@ -83,7 +83,7 @@ import Testing
             guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("d-1"); return }
             #expect(try store.fetch(ServiceAsset.self, id: "sa-1")?.displayName == "Renamed")
             #expect(try store.fetch(ServiceAsset.self, id: "sa-2") == nil)
-            #expect(Set(try store.expiredRows(ServiceAsset.self).keys) == ["sa-2"])
+            #expect(Set(try store.droppedRows(ServiceAsset.self).keys) == ["sa-2"])
 
             // The app asks for sa-2: a read-through fetches it from the server again.
             let fetcher = ScopeFetcher(store: store, transport: server.transport("d-1"), scope: "team")
@@ -92,7 +92,7 @@ import Testing
                 return
             }
             #expect(again.id == "sa-2")
-            #expect(try store.expiredRows(ServiceAsset.self).isEmpty)
+            #expect(try store.droppedRows(ServiceAsset.self).isEmpty)
         }
     }
 

@@ -457,9 +457,9 @@ final class Simulation {
         let mine = Dictionary(uniqueKeysWithValues: try device.all(E.self).map { ($0.contractPrimaryKey, $0) })
         let theirs = Dictionary(uniqueKeysWithValues: try reference.all(E.self).map { ($0.contractPrimaryKey, $0) })
         guard mine != theirs else { return }
-        let expired = try device.expiredRows(E.self)
+        let expired = try device.droppedRows(E.self)
         for id in Set(mine.keys).union(theirs.keys).sorted() where mine[id] != theirs[id] {
-            if mine[id] == nil, let dropped = expired[id], dropped == (try reference.syncInfo(E.self, id: id))?.serverVersion {
+            if mine[id] == nil, let dropped = expired[id], dropped.serverVersion == (try reference.syncInfo(E.self, id: id))?.serverVersion {
                 continue
             }
             throw SimFailure(

@@ -69,6 +69,7 @@ public actor AssetDownloader {
             throw .unknownAsset(id: id)
         }
         let size = record.sizeBytes
+        try ensureSpace(for: [record], id: id, keeping: record.unitId.map { [$0] } ?? [])
         let file = try await file(for: record) { bytes in
             progress?(DownloadProgress(unitId: nil, bytesDone: bytes, bytesTotal: size, filesDone: 0, filesTotal: 1, currentAssetId: id))
         }
@@ -120,6 +121,7 @@ public actor AssetDownloader {
         } catch {
             throw .store(error)
         }
+        try ensureSpace(for: records, id: id, keeping: Set(unitsInProgress.keys).union([id]))
         unitsInProgress[id, default: 0] += 1
         defer { unitsInProgress[id] = unitsInProgress[id].flatMap { $0 > 1 ? $0 - 1 : nil } }
 
@@ -158,6 +160,23 @@ public actor AssetDownloader {
     private struct LocalFile: Sendable {
         var url: URL
         var wasDownloaded: Bool
+    }
+
+    /// Checks that the volume has ``StorageLimits/downloadSpaceFactor`` times what is left to
+    /// download of `records` free, evicting downloaded units (not those in `kept`) when it has
+    /// not; throws ``AssetError/insufficientSpace(id:neededBytes:availableBytes:)`` when even
+    /// that is not enough. Files already verified on the device count for nothing.
+    private func ensureSpace(for records: [AssetRecord], id: String, keeping kept: Set<String>) throws(AssetError) {
+        let left = records.filter { $0.status != .downloaded }.reduce(Int64(0)) { $0 + max(0, $1.sizeBytes - $1.downloadedBytes) }
+        guard left > 0 else { return }
+        let needed = Int64((Double(left) * store.configuration.storageLimits.downloadSpaceFactor).rounded(.up))
+        guard let free = store.freeBytes(), free < needed else { return }
+        // Evict only when that makes room: a refusal costs the device nothing.
+        let reclaimable = try fromStore { () throws(OfflineStoreError) in try store.reclaimableBytes(keeping: kept) }
+        guard free + reclaimable >= needed else { throw .insufficientSpace(id: id, neededBytes: needed, availableBytes: free) }
+        _ = try fromStore { () throws(OfflineStoreError) in try store.reclaimSpace(toFree: needed, keeping: kept) }
+        let after = store.freeBytes() ?? free
+        if after < needed { throw .insufficientSpace(id: id, neededBytes: needed, availableBytes: after) }
     }
 
     /// ``OfflineStore/enforceCacheBudget(_:keeping:)`` with the configured budget, keeping `unitId`

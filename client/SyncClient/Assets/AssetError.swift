@@ -21,6 +21,10 @@ public enum AssetError: Error, Hashable, Sendable, CustomStringConvertible {
     case invalidResponse(id: String, reason: String)
     /// The task downloading it was cancelled; what was downloaded is kept for the next attempt.
     case cancelled(id: String)
+    /// The volume has too little free space for the download (``StorageLimits/downloadSpaceFactor``
+    /// times what is left to download), even after evicting downloaded units: nothing was
+    /// downloaded. Show the storage screen.
+    case insufficientSpace(id: String, neededBytes: Int64, availableBytes: Int64)
     /// The offline store failed (SQLite, or a file of its asset folder).
     case store(OfflineStoreError)
 
@@ -34,6 +38,8 @@ public enum AssetError: Error, Hashable, Sendable, CustomStringConvertible {
         case .http(let id, let status): return "the server answered HTTP \(status) for '\(id)'"
         case .invalidResponse(let id, let reason): return "the server's answer for '\(id)' cannot be used: \(reason)"
         case .cancelled(let id): return "the download of '\(id)' was cancelled"
+        case .insufficientSpace(let id, let needed, let available):
+            return "not enough free space to download '\(id)': \(needed) bytes needed, \(available) free"
         case .store(let error): return error.description
         }
     }

@@ -75,6 +75,14 @@ extension OfflineStore {
                     arguments: [attemptId, assessmentId, assessment.revision, assessment.timeLimitSeconds, started.millisecondsSince1970]
                 )
                 _ = try insertCreated(db, Statement.descriptor, id: statement.id, wire: wire, now: now)
+                // Taken: neither retention nor the row limit may drop it until it is handed in.
+                try db.execute(
+                    sql: #"INSERT INTO "pinned_rows" ("entity", "row_id", "pinned_at") VALUES (?, ?, ?) ON CONFLICT DO NOTHING"#,
+                    arguments: [Assessment.descriptor.name, assessmentId, now]
+                )
+                try db.execute(
+                    sql: #"UPDATE "assessments" SET "last_accessed_at" = ? WHERE "id" = ?"#, arguments: [now, assessmentId]
+                )
             }
         } catch {
             throw .store(error)
@@ -120,13 +128,17 @@ extension OfflineStore {
             if let lastDay = try fetch(Assessment.self, id: attempt.assessmentId)?.availableUntil, Self.utcDay(now()) > lastDay {
                 throw AssessmentError.closed(assessmentId: attempt.assessmentId, lastDay: lastDay)
             }
-            return try record(
+            let submitted = try record(
                 AttemptSubmitted(
                     attemptId: attemptId, assessmentId: attempt.assessmentId, answeredCount: Int64(attempt.answers.count),
                     totalTimeMs: attempt.answers.values.reduce(0) { $0 + $1.timeSpentMs }, submittedOffline: submittedOffline,
                     assessmentRevision: attempt.assessmentRevision
                 )
             )
+            // Handed in: the assessment may go again, completed ones first over the row limit.
+            try? unpin(Assessment.self, id: attempt.assessmentId)
+            try? markCompleted(Assessment.self, id: attempt.assessmentId)
+            return submitted
         } catch let error as AssessmentError {
             throw error
         } catch {

@@ -19,7 +19,7 @@ enum ClientSchema {
     static let outboxStateSealV3 = "client.v3.outbox_state_seal"
 
     /// The migration that adds rows the app keeps whatever their retention (`pinned_rows`) and
-    /// rows the device dropped at the end of their retention (`expired_rows`).
+    /// rows the device dropped while the server still has them (`dropped_rows`).
     static let rowRetentionV4 = "client.v4.row_retention"
 
     /// The client's own migrations, in order.
@@ -135,10 +135,10 @@ enum ClientSchema {
         """
     ]
 
-    /// A pinned row is never dropped by retention or eviction. An expired row is one the device
-    /// dropped when it outlived its contract's `retention`, with the server version it had: a
-    /// later pull brings it back only if the server changes it, and a read-through fetches it
-    /// again when the app asks.
+    /// A pinned row is never dropped by retention or eviction. A dropped row is one the device
+    /// removed (past its retention, evicted over its contract's row limit, or over its largest
+    /// row) with the server version it had: a later pull brings it back only if the server
+    /// changes it, and a read-through fetches it again when the app asks.
     static let rowRetentionV4Statements = [
         """
         CREATE TABLE "pinned_rows" (
@@ -149,11 +149,12 @@ enum ClientSchema {
         )
         """,
         """
-        CREATE TABLE "expired_rows" (
+        CREATE TABLE "dropped_rows" (
             "entity" TEXT NOT NULL,
             "row_id" TEXT NOT NULL,
             "server_version" INTEGER,
-            "expired_at" INTEGER NOT NULL,
+            "reason" TEXT NOT NULL CHECK ("reason" IN ('expired', 'evicted', 'too_large')),
+            "dropped_at" INTEGER NOT NULL,
             PRIMARY KEY ("entity", "row_id")
         )
         """,

@@ -1,30 +1,67 @@
 public import ContractRuntime
 import Contracts
-import Foundation
+public import Foundation
 import GRDB
 
-/// What keeps the store bounded (docs/client.md, "Housekeeping"): rows past their contract's
-/// `retention`, rows stored below the oldest supported schema, and outbox entries done long
-/// ago are removed when the store opens and after every sync. Nothing the server has not
-/// acknowledged is ever removed: a row with a write still waiting, failed or in conflict, and
-/// a row the app pinned, stay.
+/// What keeps the store bounded (docs/client.md, "Retention, pins and housekeeping" and
+/// "Storage guard"): when the store opens and after every sync, rows past their contract's
+/// `retention`, over its largest row or over its row limit are dropped, rows stored below the
+/// oldest supported schema are purged, outbox entries done long ago are pruned, and when the
+/// volume runs short of space downloaded units are evicted. Nothing the server has not
+/// acknowledged is ever removed: a row with a write still waiting, failed or in conflict, and a
+/// row the app pinned, stay.
 extension OfflineStore {
-    /// Runs every housekeeping task now, in one transaction each, and says what it removed.
-    /// The store runs it when it opens and the sync engine after every sync; an app may call it
-    /// too (after changing the clock in a test, say).
+    /// Runs every housekeeping task now and says what it removed. The store runs it when it
+    /// opens and the sync engine after every sync; an app may call it too.
     @discardableResult
     public func runHousekeeping() throws(OfflineStoreError) -> HousekeepingReport {
         var report = HousekeepingReport()
-        report.expiredRows = try dropExpiredRows()
+        let limits = configuration.storageLimits
+        let now = now().millisecondsSince1970
+        try write { db in
+            try Self.updateLocalBookkeeping(db)
+            report.expiredRows = try Self.dropExpiredRows(db, now: now)
+            report.oversizedRows = try Self.dropOversizedRows(db, limits: limits, now: now)
+            report.evictedRows = try Self.evictRowsOverLimit(db, limits: limits, now: now)
+            try Self.forgetDroppedRowsThatCameBack(db)
+        }
         report.unsupportedRows = try purgeUnsupportedRows()
-        let cutoff = now().date.addingTimeInterval(-configuration.completedWriteRetention)
+        let cutoff = Date(timeIntervalSince1970: Double(now) / 1000).addingTimeInterval(-configuration.completedWriteRetention)
         report.prunedOutboxEntries = try pruneCompletedOutbox(before: cutoff)
+        report.evictedUnits = try reclaimSpace(toFree: limits.minimumFreeBytes)
         return report
     }
 
-    /// Keeps a row on the device whatever its contract's retention and whatever the cache's
-    /// eviction (until ``unpin(_:id:)``). The row need not be on the device yet: a pin taken
-    /// before it arrives holds it once it does.
+    /// The emergency clean-up: evicts downloaded units in the eviction order (docs/client.md,
+    /// "Cache management"; never one a waiting write leads to, nor those in `kept`) until the
+    /// volume has `bytes` free, or nothing more may go. Returns the evicted units' ids. Rows are
+    /// not evicted here: deleting them frees no space in the database file.
+    @discardableResult
+    public func reclaimSpace(toFree wanted: Int64, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
+        guard let free = freeBytes(), free < wanted else { return [] }
+        return try evictUnits(freeing: wanted - free, keeping: kept)
+    }
+
+    /// Bytes of files ``reclaimSpace(toFree:keeping:)`` could free: units without a waiting
+    /// write that leads to them, other than `kept`.
+    public func reclaimableBytes(keeping kept: Set<String> = []) throws(OfflineStoreError) -> Int64 {
+        try cachedUnits().filter { !$0.hasUnsyncedWrites && !kept.contains($0.id) }.reduce(0) { $0 + $1.bytesOnDisk }
+    }
+
+    private func evictUnits(freeing bytes: Int64, keeping kept: Set<String>) throws(OfflineStoreError) -> [String] {
+        let files = try cacheTotals().bytesOnDisk
+        let budget = CacheBudget(maxBytes: max(0, files - bytes))
+        return try enforceCacheBudget(budget, keeping: kept)
+    }
+
+    /// Bytes free on the store's volume, or `nil` when unknown.
+    public func freeBytes() -> Int64? {
+        configuration.freeSpace.availableBytes(at: configuration.databaseURL.deletingLastPathComponent())
+    }
+
+    /// Keeps a row on the device whatever its contract's retention, row limit and largest row
+    /// (until ``unpin(_:id:)``). The row need not be on the device yet: a pin taken before it
+    /// arrives holds it once it does.
     public func pin<E: ContractEntity>(_ type: E.Type, id: String) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970
         try write { db in
@@ -35,7 +72,7 @@ extension OfflineStore {
         }
     }
 
-    /// Lets a pinned row go again: the next housekeeping drops it if its retention has passed.
+    /// Lets a pinned row go again: the next housekeeping drops it if it is past its retention.
     public func unpin<E: ContractEntity>(_ type: E.Type, id: String) throws(OfflineStoreError) {
         try write { db in
             try db.execute(sql: #"DELETE FROM "pinned_rows" WHERE "entity" = ? AND "row_id" = ?"#, arguments: [E.descriptor.name, id])
@@ -49,92 +86,221 @@ extension OfflineStore {
         }
     }
 
-    /// The rows of `type` the device dropped at the end of their retention and has not received
-    /// since, by id, with the server version each had. A read-through (``fetch(_:id:from:)``)
-    /// brings one back; a pull does when the server changes it.
-    public func expiredRows<E: ContractEntity>(_ type: E.Type) throws(OfflineStoreError) -> [String: Int64?] {
+    /// The rows of `type` the device dropped while the server still has them and has not sent
+    /// again, by id. A read-through (``fetch(_:id:from:)``) brings one back; a pull does when
+    /// the server changes it.
+    public func droppedRows<E: ContractEntity>(_ type: E.Type) throws(OfflineStoreError) -> [String: DroppedRow] {
         let entity = E.descriptor
         return try read { db in
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT "row_id", "server_version" FROM "expired_rows" WHERE "entity" = ?
+                    SELECT "row_id", "server_version", "reason", "dropped_at" FROM "dropped_rows" WHERE "entity" = ?
                     AND "row_id" NOT IN (SELECT CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT) FROM \(entity.table.quotedDatabaseIdentifier))
                     """,
                 arguments: [entity.name]
             )
-            return Dictionary(uniqueKeysWithValues: rows.map { ($0["row_id"] as String, $0["server_version"] as Int64?) })
+            return Dictionary(
+                uniqueKeysWithValues: rows.map { row in
+                    (
+                        row["row_id"] as String,
+                        DroppedRow(
+                            serverVersion: row["server_version"], reason: DropReason(rawValue: row["reason"]) ?? .expired,
+                            droppedAt: Timestamp(millisecondsSince1970: row["dropped_at"]).date
+                        )
+                    )
+                }
+            )
         }
     }
 
-    // MARK: - Retention
-
-    /// The moment a row's retention counts from: its last arrival from the server, or its last
-    /// use when the contract has a local `last_accessed_at` the app sets (an assessment opened
-    /// again is kept another 30 days).
-    static func retentionAgeSQL(_ entity: EntityDescriptor) -> String {
-        let accessed = entity.localFields.contains { $0.name == "last_accessed_at" }
-        return accessed ? #"MAX("_synced_at", COALESCE("last_accessed_at", 0))"# : #""_synced_at""#
+    /// Notes that the app opened a row now (its local `last_accessed_at`): retention and the row
+    /// limit count from it.
+    ///
+    /// - Throws: ``OfflineStoreError/unknownField(contract:field:)`` when the contract has no local
+    ///   `last_accessed_at`; ``OfflineStoreError/rowNotFound(contract:id:)``.
+    public func markAccessed<E: ContractEntity>(_ type: E.Type, id: String) throws(OfflineStoreError) {
+        try setLocalBookkeeping(E.descriptor, id: id, field: "last_accessed_at", to: now().millisecondsSince1970)
     }
 
-    /// Deletes the synced rows older than their contract's retention that hold no unsynced
-    /// write, open conflict or pin, recording each in `expired_rows`; returns how many per
-    /// contract. Rows never acknowledged by the server (`_synced_at` null) are never expired.
-    @discardableResult
-    package func dropExpiredRows() throws(OfflineStoreError) -> [String: Int] {
-        let now = now().millisecondsSince1970
-        return try write { db in
-            var dropped: [String: Int] = [:]
-            for entity in ContractRegistry.entities {
-                guard let seconds = entity.retentionSeconds else { continue }
-                let table = entity.table.quotedDatabaseIdentifier
-                let key = entity.primaryKey.quotedDatabaseIdentifier
-                let expiring = """
-                    FROM \(table) WHERE "_synced_at" IS NOT NULL AND \(Self.retentionAgeSQL(entity)) < :cutoff
-                    AND CAST(\(key) AS TEXT) NOT IN (
-                        SELECT "row_id" FROM "outbox" WHERE "entity" = :entity AND "status" NOT IN ('done'))
-                    AND CAST(\(key) AS TEXT) NOT IN (
-                        SELECT "row_id" FROM "conflicts" WHERE "entity" = :entity AND "resolution" IS NULL)
-                    AND CAST(\(key) AS TEXT) NOT IN (SELECT "row_id" FROM "pinned_rows" WHERE "entity" = :entity)
-                    """
-                let arguments: StatementArguments = ["cutoff": now - Int64(seconds) * 1000, "entity": entity.name]
-                try db.execute(
-                    sql: """
-                        INSERT INTO "expired_rows" ("entity", "row_id", "server_version", "expired_at")
-                        SELECT :entity, CAST(\(key) AS TEXT), "_server_version", :now \(expiring)
-                        ON CONFLICT ("entity", "row_id") DO UPDATE SET
-                            "server_version" = excluded."server_version", "expired_at" = excluded."expired_at"
-                        """,
-                    arguments: arguments + ["now": now]
-                )
-                guard db.changesCount > 0 else { continue }
-                try db.execute(sql: "DELETE \(expiring)", arguments: arguments)
-                dropped[entity.name] = db.changesCount
-            }
-            // Rows that came back since they expired are no longer expired.
-            for entity in ContractRegistry.entities where entity.retentionSeconds != nil {
-                try db.execute(
-                    sql: """
-                        DELETE FROM "expired_rows" WHERE "entity" = ? AND "row_id" IN (
-                            SELECT CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT) FROM \(entity.table.quotedDatabaseIdentifier))
-                        """,
-                    arguments: [entity.name]
-                )
-            }
-            return dropped
+    /// Notes that the learner completed a row (its local `is_completed`, `Assessment`'s): over
+    /// the row limit, completed rows go first.
+    ///
+    /// - Throws: ``OfflineStoreError/unknownField(contract:field:)`` when the contract has no local
+    ///   `is_completed`; ``OfflineStoreError/rowNotFound(contract:id:)``.
+    public func markCompleted<E: ContractEntity>(_ type: E.Type, id: String, completed: Bool = true) throws(OfflineStoreError) {
+        try setLocalBookkeeping(E.descriptor, id: id, field: "is_completed", to: completed ? 1 : 0)
+    }
+
+    private func setLocalBookkeeping(_ entity: EntityDescriptor, id: String, field: String, to value: Int64) throws(OfflineStoreError) {
+        guard entity.localFields.contains(where: { $0.name == field }) else { throw .unknownField(contract: entity.name, field: field) }
+        try write { db in
+            try db.execute(
+                sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \(field.quotedDatabaseIdentifier) = ? "
+                    + "WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                arguments: [value, id]
+            )
+            guard db.changesCount > 0 else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
         }
     }
+
+    // MARK: - Internals
+
+    /// What may be dropped: acknowledged by the server, no write waiting, failed or in conflict,
+    /// no open conflict, not pinned (named parameter `:entity`).
+    private static func droppable(_ entity: EntityDescriptor) -> String {
+        let key = "CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT)"
+        return """
+            "_synced_at" IS NOT NULL
+            AND \(key) NOT IN (SELECT "row_id" FROM "outbox" WHERE "entity" = :entity AND "status" <> 'done')
+            AND \(key) NOT IN (SELECT "row_id" FROM "conflicts" WHERE "entity" = :entity AND "resolution" IS NULL)
+            AND \(key) NOT IN (SELECT "row_id" FROM "pinned_rows" WHERE "entity" = :entity)
+            """
+    }
+
+    /// Deletes the rows of `entity` that `condition` selects among the droppable ones (ordered
+    /// and limited when asked), recording each in `dropped_rows`; returns how many.
+    private static func drop(
+        _ db: Database, _ entity: EntityDescriptor, reason: DropReason, where condition: String, orderBy order: String? = nil,
+        limit: Int? = nil, arguments: StatementArguments = [:], now: Int64
+    ) throws -> Int {
+        let table = entity.table.quotedDatabaseIdentifier
+        let key = "CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT)"
+        let ids = try String.fetchAll(
+            db,
+            sql: "SELECT \(key) FROM \(table) WHERE \(droppable(entity)) AND (\(condition))"
+                + (order.map { " ORDER BY \($0)" } ?? "") + (limit.map { " LIMIT \($0)" } ?? ""),
+            arguments: arguments + ["entity": entity.name]
+        )
+        // By id, in chunks under SQLite's limit on bound values.
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            let chunk = Array(ids[start..<min(start + 500, ids.count)])
+            let marks = databaseQuestionMarks(count: chunk.count)
+            try db.execute(
+                sql: """
+                    INSERT INTO "dropped_rows" ("entity", "row_id", "server_version", "reason", "dropped_at")
+                    SELECT ?, \(key), "_server_version", ?, ? FROM \(table) WHERE \(key) IN (\(marks))
+                    ON CONFLICT ("entity", "row_id") DO UPDATE SET "server_version" = excluded."server_version",
+                        "reason" = excluded."reason", "dropped_at" = excluded."dropped_at"
+                    """,
+                arguments: StatementArguments([entity.name, reason.rawValue] as [any DatabaseValueConvertible] + [now] + chunk)
+            )
+            try db.execute(sql: "DELETE FROM \(table) WHERE \(key) IN (\(marks))", arguments: StatementArguments(chunk))
+        }
+        return ids.count
+    }
+
+    /// The moment a row's age counts from: its last arrival from the server, or its last use
+    /// when the contract has a local `last_accessed_at` the app sets (an assessment opened again
+    /// is kept another 30 days).
+    private static func lastUsedSQL(_ entity: EntityDescriptor) -> String {
+        has(entity, "last_accessed_at") ? #"MAX("_synced_at", COALESCE("last_accessed_at", 0))"# : #""_synced_at""#
+    }
+
+    private static func has(_ entity: EntityDescriptor, _ local: String) -> Bool {
+        entity.localFields.contains { $0.name == local }
+    }
+
+    /// The bytes a row takes as stored: the sum of its contract fields' lengths.
+    private static func rowBytesSQL(_ entity: EntityDescriptor) -> String {
+        entity.fields.map { "COALESCE(length(\($0.name.quotedDatabaseIdentifier)), 0)" }.joined(separator: " + ")
+    }
+
+    /// Sets the local `downloaded_at` (first arrival) and `size_bytes` of contracts that
+    /// declare them, for the app's storage screens and the eviction order.
+    private static func updateLocalBookkeeping(_ db: Database) throws {
+        for entity in ContractRegistry.entities where has(entity, "downloaded_at") || has(entity, "size_bytes") {
+            var sets: [String] = []
+            if has(entity, "downloaded_at") { sets.append(#""downloaded_at" = COALESCE("downloaded_at", "_synced_at")"#) }
+            if has(entity, "size_bytes") { sets.append(#""size_bytes" = "# + rowBytesSQL(entity)) }
+            try db.execute(sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \(sets.joined(separator: ", ")) WHERE \"_synced_at\" IS NOT NULL")
+        }
+    }
+
+    private static func dropExpiredRows(_ db: Database, now: Int64) throws -> [String: Int] {
+        var dropped: [String: Int] = [:]
+        for entity in ContractRegistry.entities {
+            guard let seconds = entity.retentionSeconds else { continue }
+            let count = try drop(
+                db, entity, reason: .expired, where: "\(lastUsedSQL(entity)) < :cutoff",
+                arguments: ["cutoff": now - Int64(seconds) * 1000], now: now
+            )
+            if count > 0 { dropped[entity.name] = count }
+        }
+        return dropped
+    }
+
+    private static func dropOversizedRows(_ db: Database, limits: StorageLimits, now: Int64) throws -> [String: Int] {
+        var dropped: [String: Int] = [:]
+        for entity in ContractRegistry.entities {
+            guard let most = limits.contracts[entity.name]?.maxRowBytes else { continue }
+            let count = try drop(db, entity, reason: .tooLarge, where: "\(rowBytesSQL(entity)) > :most", arguments: ["most": most], now: now)
+            if count > 0 { dropped[entity.name] = count }
+        }
+        return dropped
+    }
+
+    /// Over a contract's row limit: completed rows first, then the least recently used.
+    private static func evictRowsOverLimit(_ db: Database, limits: StorageLimits, now: Int64) throws -> [String: Int] {
+        var evicted: [String: Int] = [:]
+        for entity in ContractRegistry.entities {
+            guard let most = limits.contracts[entity.name]?.maxRows else { continue }
+            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(entity.table.quotedDatabaseIdentifier)") ?? 0
+            guard count > most else { continue }
+            let order = (has(entity, "is_completed") ? #""is_completed" DESC, "# : "") + "\(lastUsedSQL(entity)) ASC"
+            let done = try drop(db, entity, reason: .evicted, where: "1", orderBy: order, limit: count - most, now: now)
+            if done > 0 { evicted[entity.name] = done }
+        }
+        return evicted
+    }
+
+    /// Rows that came back since they were dropped are no longer dropped.
+    private static func forgetDroppedRowsThatCameBack(_ db: Database) throws {
+        for entity in ContractRegistry.entities {
+            try db.execute(
+                sql: """
+                    DELETE FROM "dropped_rows" WHERE "entity" = ? AND "row_id" IN (
+                        SELECT CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT) FROM \(entity.table.quotedDatabaseIdentifier))
+                    """,
+                arguments: [entity.name]
+            )
+        }
+    }
+}
+
+/// Why the device dropped a row the server still has.
+public enum DropReason: String, Hashable, Sendable {
+    /// Older than its contract's `retention`.
+    case expired
+    /// Over its contract's row limit (``ContractStorageLimit/maxRows``).
+    case evicted
+    /// Larger than its contract's largest row (``ContractStorageLimit/maxRowBytes``).
+    case tooLarge = "too_large"
+}
+
+/// A row the device dropped (``OfflineStore/droppedRows(_:)``).
+public struct DroppedRow: Hashable, Sendable {
+    /// The server version the device had; the server changing the row brings it back.
+    public var serverVersion: Int64?
+    public var reason: DropReason
+    public var droppedAt: Date
 }
 
 /// What one ``OfflineStore/runHousekeeping()`` removed.
 public struct HousekeepingReport: Hashable, Sendable {
     /// Rows dropped at the end of their contract's `retention`, per contract.
     public var expiredRows: [String: Int] = [:]
+    /// Rows larger than their contract's largest row, per contract.
+    public var oversizedRows: [String: Int] = [:]
+    /// Rows evicted over their contract's row limit, per contract.
+    public var evictedRows: [String: Int] = [:]
     /// Rows stored below their contract's oldest supported schema, per contract (pulled again).
     public var unsupportedRows: [String: Int] = [:]
     /// Outbox entries the server acknowledged longer than
     /// ``OfflineStoreConfiguration/completedWriteRetention`` ago.
     public var prunedOutboxEntries = 0
+    /// Downloaded units evicted because the volume was short of space.
+    public var evictedUnits: [String] = []
 
     public init() {}
 }

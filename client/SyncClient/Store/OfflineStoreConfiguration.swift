@@ -35,6 +35,10 @@ public struct OfflineStoreConfiguration: Sendable {
     /// How long an outbox entry the server acknowledged is kept (for the app's history of what
     /// it sent) before housekeeping prunes it; the server keeps its audit. 7 days by default.
     public var completedWriteRetention: TimeInterval
+    /// What the device may hold per contract and the free space it keeps (``StorageLimits/standard``).
+    public var storageLimits: StorageLimits
+    /// Where free space is read (the volume's, by default).
+    public var freeSpace: any FreeSpaceProvider
     /// Test-only pauses: ``SyncProtocol/FaultPoint/pullApply`` inside each pulled page's
     /// transaction, set by sync-device for crash tests; none by default.
     package var faultPauses = FaultPauses.none
@@ -42,7 +46,8 @@ public struct OfflineStoreConfiguration: Sendable {
     public init(
         databaseURL: URL, tenantId: String, userId: String, deviceId: String? = nil, keyProvider: any KeyProvider,
         assetsDirectory: URL? = nil, clock: any DeviceClock = SystemClock(), random: any RandomSource = SystemRandomSource(),
-        retention: RetentionPolicy = .standard, completedWriteRetention: TimeInterval = 7 * 86_400
+        retention: RetentionPolicy = .standard, completedWriteRetention: TimeInterval = 7 * 86_400,
+        storageLimits: StorageLimits = .standard, freeSpace: any FreeSpaceProvider = VolumeFreeSpace()
     ) {
         self.databaseURL = databaseURL
         self.assetsDirectory = assetsDirectory
@@ -57,5 +62,7 @@ public struct OfflineStoreConfiguration: Sendable {
         self.random = random
         self.retention = retention
         self.completedWriteRetention = completedWriteRetention
+        self.storageLimits = storageLimits
+        self.freeSpace = freeSpace
     }
 }

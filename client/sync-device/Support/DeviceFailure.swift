@@ -105,6 +105,8 @@ extension DeviceFailure {
             self.init(message: message, exitCode: DeviceExit.network)
         case .cancelled:
             self.init(message: message, exitCode: DeviceExit.failure)
+        case .insufficientSpace:
+            self.init(message: message, hint: "free space on the device, or `sync-device cache delete UNIT`", exitCode: DeviceExit.badState)
         case .store(let storeError):
             self.init(storeError)
         }

@@ -1,0 +1,171 @@
+import ContractRuntime
+import Contracts
+import Foundation
+import SyncClient
+import SyncProtocol
+import Testing
+
+/// The storage guard: per-contract limits (most rows, largest row) on assessments pulled from
+/// the real server, the free-space check before a download, and the emergency clean-up when
+/// the volume runs short, which never touches unsynced writes.
+@Suite struct StorageGuardTests {
+    /// A volume of `capacity` bytes holding the files of a folder (and nothing else): evicting a
+    /// unit frees space on it, as on a device.
+    final class FakeFreeSpace: FreeSpaceProvider, @unchecked Sendable {
+        private let lock = NSLock()
+        private var bytes: Int64
+        let folder: URL?
+
+        init(capacity: Int64, holding folder: URL? = nil) {
+            bytes = capacity
+            self.folder = folder
+        }
+
+        var capacity: Int64 {
+            get { lock.withLock { bytes } }
+            set { lock.withLock { bytes = newValue } }
+        }
+
+        func availableBytes(at url: URL) -> Int64? {
+            guard let folder, let files = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.fileSizeKey]) else {
+                return capacity
+            }
+            var used: Int64 = 0
+            for case let file as URL in files {
+                used += Int64((try? file.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0)
+            }
+            return capacity - used
+        }
+    }
+
+    static let day: TimeInterval = 86_400
+
+    func store(_ directory: TemporaryDirectory, clock: ManualClock, limits: StorageLimits, free: FakeFreeSpace) throws -> OfflineStore {
+        try OfflineStore(
+            OfflineStoreConfiguration(
+                databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: "d-1",
+                keyProvider: FileKeyProvider(directory: directory.keysURL), clock: clock, storageLimits: limits, freeSpace: free
+            )
+        )
+    }
+
+    func publishAssessment(_ server: LiveServer, _ id: String, questions: Int = 1) async throws {
+        _ = try await server.content.publish(
+            entity: "Assessment",
+            row: .object([
+                "id": .string(id), "title": .string("Assessment \(id)"),
+                "questions": .array((0..<questions).map { .object(["id": .string("q\($0)"), "prompt": .string(String(repeating: "x", count: 100))]) }),
+                "question_count": .int(Int64(questions)),
+            ]),
+            identity: LiveServer.admin
+        )
+    }
+
+    @Test func assessmentsOverTheirLimitsAreDroppedCompletedAndLeastUsedFirstPinnedNever() async throws {
+        try await LiveServer.run { server in
+            for i in 1...5 { try await publishAssessment(server, "quiz-\(i)") }
+            try await publishAssessment(server, "quiz-huge", questions: 60)
+            let directory = try TemporaryDirectory()
+            let clock = ManualClock(Date())
+            let limits = StorageLimits(contracts: ["Assessment": ContractStorageLimit(maxRows: 3, maxRowBytes: 4_000)])
+            let store = try store(directory, clock: clock, limits: limits, free: FakeFreeSpace(capacity: 10_000_000_000))
+            let engine = SyncEngine(store: store, transport: server.transport("d-1"), configuration: .init(scopes: ["content"]))
+
+            // The first sync brings six; housekeeping keeps three, never the huge one.
+            try store.pin(Assessment.self, id: "quiz-1")
+            guard case .succeeded = await engine.syncNow() else { Issue.record("sync"); return }
+            let kept = Set(try store.all(Assessment.self).map(\.id))
+            #expect(kept.count == 3)
+            #expect(kept.contains("quiz-1"), "pinned")
+            #expect(!kept.contains("quiz-huge"))
+            let dropped = try store.droppedRows(Assessment.self)
+            #expect(dropped["quiz-huge"]?.reason == .tooLarge)
+            #expect(dropped.values.filter { $0.reason == .evicted }.count == 2)
+            // The local bookkeeping is written: size and first download.
+            let local = try #require(try store.localState(Assessment.self, id: "quiz-1"))
+            #expect(local.sizeBytes > 0)
+            #expect(local.downloadedAt != nil)
+
+            // The learner opens one and completes another: over the limit, the completed one
+            // goes first, then the least recently opened.
+            let others = kept.subtracting(["quiz-1"]).sorted()
+            clock.advance(by: 60)
+            try store.markAccessed(Assessment.self, id: others[0])
+            try store.markCompleted(Assessment.self, id: others[1])
+            try store.unpin(Assessment.self, id: "quiz-1")
+            let report = try store.runHousekeeping()
+            #expect(report.evictedRows.isEmpty, "three rows: within the limit")
+
+            // A read-through brings a dropped one back; the next housekeeping makes room again.
+            let fetcher = ScopeFetcher(store: store, transport: server.transport("d-1"), scope: "content")
+            let back = dropped.keys.first { dropped[$0]?.reason == .evicted }!
+            guard case .fetched = try await store.fetch(Assessment.self, id: back, from: fetcher) else {
+                Issue.record("read-through")
+                return
+            }
+            let after = try store.runHousekeeping()
+            #expect(after.evictedRows == ["Assessment": 1])
+            #expect(try store.fetch(Assessment.self, id: others[1]) == nil, "the completed one went first")
+            #expect(try store.fetch(Assessment.self, id: others[0]) != nil)
+            #expect(try store.fetch(Assessment.self, id: back) != nil)
+
+            // A contract without the field has no completion to mark.
+            #expect(throws: OfflineStoreError.self) { try store.markCompleted(Unit.self, id: "unit-1") }
+        }
+    }
+
+    @Test func aDownloadNeedsTwiceItsSizeFreeAndEvictsDownloadedUnitsButNeverOnesWithWaitingWrites() async throws {
+        let test = try TestStore()
+        let directory = try TemporaryDirectory()
+        let free = FakeFreeSpace(capacity: 13_000, holding: directory.url.appendingPathComponent("store-assets"))
+        let store = try store(directory, clock: test.clock, limits: StorageLimits(minimumFreeBytes: 1_000), free: free)
+        let server = InMemoryAssetTransport(folder: directory.url.appendingPathComponent("bodies"))
+        let downloader = AssetDownloader(store: store, transport: server, configuration: AssetDownloaderConfiguration(rangeSize: 1_024))
+        server.addUnit("unit-old", fileSizes: [3_000])
+        server.addUnit("unit-busy", fileSizes: [3_000])
+        server.addUnit("unit-new", fileSizes: [4_000])
+        _ = try await downloader.downloadUnit(id: "unit-old") { _ in }
+        test.clock.advance(by: 60)
+        _ = try await downloader.downloadUnit(id: "unit-busy") { _ in }
+        // A progress event of a lesson of unit-busy waits for the server: that unit stays.
+        let lesson = try #require(try store.all(Lesson.self).first { $0.unitId == "unit-busy" })
+        _ = try store.record(LessonProgressed(lessonId: lesson.id, unitId: "unit-busy", sessionId: UUID(), progress: 0.5))
+        #expect(store.freeBytes() == 7_000)
+
+        // The 4 000-byte unit needs 8 000 free: unit-old (least recently used) is evicted first.
+        _ = try await downloader.downloadUnit(id: "unit-new") { _ in }
+        #expect(try store.cachedUnits().first { $0.id == "unit-old" }?.status != .downloaded)
+        #expect(try store.cachedUnits().first { $0.id == "unit-busy" }?.status == .downloaded)
+        #expect(try store.cachedUnits().first { $0.id == "unit-new" }?.status == .downloaded)
+
+        // 5 500 more bytes need 11 000 free; 6 000 are free and unit-new's 4 000 are all that
+        // may go (unit-busy holds a waiting write): refused before anything is evicted.
+        server.addUnit("unit-more", fileSizes: [5_500])
+        await #expect(throws: AssetError.insufficientSpace(id: "unit-more", neededBytes: 11_000, availableBytes: 6_000)) {
+            _ = try await downloader.downloadUnit(id: "unit-more") { _ in }
+        }
+        #expect(try store.cachedUnits().first { $0.id == "unit-new" }?.status == .downloaded)
+        #expect(try store.cachedUnits().first { $0.id == "unit-busy" }?.status == .downloaded)
+        #expect(try store.outboxCounts().unsent == 1)
+    }
+
+    @Test func housekeepingFreesSpaceWhenTheVolumeRunsShort() async throws {
+        let test = try TestStore()
+        let directory = try TemporaryDirectory()
+        let free = FakeFreeSpace(capacity: 10_000_000, holding: directory.url.appendingPathComponent("store-assets"))
+        let store = try store(directory, clock: test.clock, limits: StorageLimits(minimumFreeBytes: 5_000), free: free)
+        let server = InMemoryAssetTransport(folder: directory.url.appendingPathComponent("bodies"))
+        let downloader = AssetDownloader(store: store, transport: server, configuration: AssetDownloaderConfiguration(rangeSize: 1_024))
+        for id in ["unit-a", "unit-b", "unit-c"] {
+            server.addUnit(id, fileSizes: [3_000])
+            _ = try await downloader.downloadUnit(id: id) { _ in }
+            test.clock.advance(by: 60)
+        }
+        try store.markUnitOpened(id: "unit-a")
+        free.capacity = 10_000  // 9 000 used by the three units: 1 000 free
+        // Short by 4 000 bytes: the two least recently used units go (3 000 bytes each).
+        let report = try store.runHousekeeping()
+        #expect(report.evictedUnits == ["unit-b", "unit-c"])
+        #expect(try store.cachedUnits().filter { $0.status == .downloaded }.map(\.id) == ["unit-a"])
+    }
+}

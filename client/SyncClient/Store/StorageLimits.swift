@@ -1,0 +1,63 @@
+public import Foundation
+
+/// What the device may hold of each contract, and the free space it keeps (docs/client.md,
+/// "Storage guard"). Set by the app in ``OfflineStoreConfiguration/storageLimits``.
+public struct StorageLimits: Hashable, Sendable {
+    /// Limits per contract name.
+    public var contracts: [String: ContractStorageLimit]
+    /// A download needs this many times its size free on the volume (2: the file and room to
+    /// spare, as SQLite and the system need some too).
+    public var downloadSpaceFactor: Double
+    /// Below this many free bytes on the volume, housekeeping evicts downloaded units (in the
+    /// eviction order) until it is reached again or nothing more may go.
+    public var minimumFreeBytes: Int64
+
+    public init(contracts: [String: ContractStorageLimit] = [:], downloadSpaceFactor: Double = 2, minimumFreeBytes: Int64 = 100_000_000) {
+        self.contracts = contracts
+        self.downloadSpaceFactor = downloadSpaceFactor
+        self.minimumFreeBytes = minimumFreeBytes
+    }
+
+    /// At most 50 assessments of at most 10 MB each; 100 MB kept free; downloads need twice their size.
+    public static let standard = StorageLimits(contracts: ["Assessment": ContractStorageLimit(maxRows: 50, maxRowBytes: 10_000_000)])
+}
+
+/// The most a device keeps of one contract.
+public struct ContractStorageLimit: Hashable, Sendable {
+    /// Rows kept at most: above it, housekeeping evicts completed rows first, then the least
+    /// recently used (last opened, else last synced). Rows with a write waiting, an open
+    /// conflict or a pin count but are never evicted.
+    public var maxRows: Int?
+    /// The largest row kept, in bytes as stored: a larger synced row is dropped after the sync
+    /// that brought it, and listed as ``DropReason/tooLarge``.
+    public var maxRowBytes: Int?
+
+    public init(maxRows: Int? = nil, maxRowBytes: Int? = nil) {
+        self.maxRows = maxRows
+        self.maxRowBytes = maxRowBytes
+    }
+}
+
+/// Where the store learns the free space of its volume; injectable for tests.
+public protocol FreeSpaceProvider: Sendable {
+    /// Bytes an app may still write on the volume holding `url`, or `nil` when unknown.
+    func availableBytes(at url: URL) -> Int64?
+}
+
+/// The volume's free space: `volumeAvailableCapacityForImportantUsage` on Apple platforms (what
+/// the system would free for the user's own data), the file system's free size elsewhere.
+public struct VolumeFreeSpace: FreeSpaceProvider {
+    public init() {}
+
+    public func availableBytes(at url: URL) -> Int64? {
+        #if os(iOS) || os(macOS) || os(tvOS) || os(watchOS) || os(visionOS)
+            if let values = try? url.resourceValues(forKeys: [.volumeAvailableCapacityForImportantUsageKey]),
+                let capacity = values.volumeAvailableCapacityForImportantUsage
+            {
+                return capacity
+            }
+        #endif
+        let attributes = try? FileManager.default.attributesOfFileSystem(forPath: url.path)
+        return (attributes?[.systemFreeSize] as? NSNumber)?.int64Value
+    }
+}
