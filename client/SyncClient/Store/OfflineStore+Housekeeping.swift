@@ -206,14 +206,22 @@ extension OfflineStore {
         entity.fields.map { "COALESCE(length(\($0.name.quotedDatabaseIdentifier)), 0)" }.joined(separator: " + ")
     }
 
-    /// Sets the local `downloaded_at` (first arrival) and `size_bytes` of contracts that
-    /// declare them, for the app's storage screens and the eviction order.
+    /// The contracts whose row is the download itself, so their local `downloaded_at` is its
+    /// first arrival and `size_bytes` its size (a unit is downloaded when its files are, which
+    /// the asset downloader records).
+    private static let downloadedWithTheirRow: Set<String> = [Assessment.descriptor.name]
+
+    /// Sets the local `downloaded_at` and `size_bytes` of those contracts, for the app's storage
+    /// screens; only rows whose values change are written.
     private static func updateLocalBookkeeping(_ db: Database) throws {
-        for entity in ContractRegistry.entities where has(entity, "downloaded_at") || has(entity, "size_bytes") {
-            var sets: [String] = []
-            if has(entity, "downloaded_at") { sets.append(#""downloaded_at" = COALESCE("downloaded_at", "_synced_at")"#) }
-            if has(entity, "size_bytes") { sets.append(#""size_bytes" = "# + rowBytesSQL(entity)) }
-            try db.execute(sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \(sets.joined(separator: ", ")) WHERE \"_synced_at\" IS NOT NULL")
+        for entity in ContractRegistry.entities where downloadedWithTheirRow.contains(entity.name) {
+            let size = rowBytesSQL(entity)
+            try db.execute(
+                sql: """
+                    UPDATE \(entity.table.quotedDatabaseIdentifier) SET "downloaded_at" = COALESCE("downloaded_at", "_synced_at"), "size_bytes" = \(size)
+                    WHERE "_synced_at" IS NOT NULL AND ("downloaded_at" IS NULL OR "size_bytes" <> \(size))
+                    """
+            )
         }
     }
 
@@ -254,13 +262,15 @@ extension OfflineStore {
         return evicted
     }
 
-    /// Rows that came back since they were dropped are no longer dropped.
+    /// Rows that came back since they were dropped are no longer dropped (looked up by primary
+    /// key, entry by entry: usually there are none).
     private static func forgetDroppedRowsThatCameBack(_ db: Database) throws {
-        for entity in ContractRegistry.entities {
+        let entities = try Set(String.fetchAll(db, sql: #"SELECT DISTINCT "entity" FROM "dropped_rows""#))
+        for entity in ContractRegistry.entities where entities.contains(entity.name) {
             try db.execute(
                 sql: """
-                    DELETE FROM "dropped_rows" WHERE "entity" = ? AND "row_id" IN (
-                        SELECT CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT) FROM \(entity.table.quotedDatabaseIdentifier))
+                    DELETE FROM "dropped_rows" WHERE "entity" = ? AND EXISTS (
+                        SELECT 1 FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = "dropped_rows"."row_id")
                     """,
                 arguments: [entity.name]
             )
