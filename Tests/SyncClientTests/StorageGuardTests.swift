@@ -1,7 +1,8 @@
 import ContractRuntime
 import Contracts
 import Foundation
-import SyncClient
+import GRDB
+@testable import SyncClient
 import SyncProtocol
 import Testing
 
@@ -146,6 +147,49 @@ import Testing
         }
         #expect(try store.cachedUnits().first { $0.id == "unit-new" }?.status == .downloaded)
         #expect(try store.cachedUnits().first { $0.id == "unit-busy" }?.status == .downloaded)
+        #expect(try store.outboxCounts().unsent == 1)
+    }
+
+    @Test func overTheDatabaseBudgetTheLowestPriorityRowsGoFirstAndUnsyncedOnesNever() throws {
+        let test = try TestStore()
+        let directory = try TemporaryDirectory()
+        let free = FakeFreeSpace(capacity: 10_000_000_000)
+        func open(budget: Int64?) throws -> OfflineStore {
+            try self.store(directory, clock: test.clock, limits: StorageLimits(databaseBudgetBytes: budget), free: free)
+        }
+        var store = try open(budget: nil)
+        let day = CalendarDate(daysSince1970: 20_000)
+        var upserts: [String: [JSONValue]] = ["CompletionRecord": [], "Incident": [], "ServiceAsset": []]
+        for i in 0..<300 {
+            upserts["CompletionRecord"]!.append(Samples.wire(CompletionRecord(
+                id: "done-\(i)", unitId: "unit-1", passed: true, completedAt: Samples.t0, completedOn: day, updatedAt: Samples.t0
+            )))
+            upserts["Incident"]!.append(Samples.wire(Samples.incident("inc-\(i)", priority: .low, openedAt: Int64(i))))
+            upserts["ServiceAsset"]!.append(Samples.wire(ServiceAsset(
+                id: "sa-\(i)", teamId: "team-1", assetTag: "S-\(i)", displayName: "Asset \(i)", category: .tool, updatedAt: Samples.t0
+            )))
+        }
+        try store.applyServerChanges(ServerChanges(upserts: upserts))
+        try store.patch(ServiceAsset.self, id: "sa-7", [.displayName("Renamed, not sent")])
+        let completions = try store.all(CompletionRecord.self).count
+        #expect(completions == 300)
+
+        // A budget a little under what the rows take: completion records (low) go first.
+        try store.close()
+        let total = try DatabaseQueue(path: directory.databaseURL.path).read { try OfflineStore.rowBytes($0) }
+        store = try open(budget: total - 1_000)
+        #expect(try store.all(CompletionRecord.self).count < 300)
+        #expect(try store.all(ServiceAsset.self).count == 300, "normal: after low")
+        #expect(try store.all(Incident.self).count == 300, "critical: last")
+        #expect(try store.droppedRows(CompletionRecord.self).values.allSatisfy { $0.reason == .evicted })
+
+        // A budget of nothing: every synced row the server can send again goes, low to
+        // critical; the asset with a write waiting stays.
+        try store.close()
+        store = try open(budget: 0)
+        #expect(try store.all(CompletionRecord.self).isEmpty)
+        #expect(try store.all(Incident.self).isEmpty)
+        #expect(try store.all(ServiceAsset.self).map(\.id) == ["sa-7"])
         #expect(try store.outboxCounts().unsent == 1)
     }
 

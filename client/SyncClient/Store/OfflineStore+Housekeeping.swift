@@ -23,6 +23,11 @@ extension OfflineStore {
             report.expiredRows = try Self.dropExpiredRows(db, now: now)
             report.oversizedRows = try Self.dropOversizedRows(db, limits: limits, now: now)
             report.evictedRows = try Self.evictRowsOverLimit(db, limits: limits, now: now)
+            if let budget = limits.databaseBudgetBytes {
+                for (name, count) in try Self.evictRowsOverBudget(db, budget: budget, now: now) {
+                    report.evictedRows[name, default: 0] += count
+                }
+            }
             try Self.forgetDroppedRowsThatCameBack(db)
         }
         report.unsupportedRows = try purgeUnsupportedRows()
@@ -172,6 +177,15 @@ extension OfflineStore {
                 + (order.map { " ORDER BY \($0)" } ?? "") + (limit.map { " LIMIT \($0)" } ?? ""),
             arguments: arguments + ["entity": entity.name]
         )
+        try drop(db, entity, ids: ids, reason: reason, now: now)
+        return ids.count
+    }
+
+    /// Deletes the rows of `entity` with these ids (chosen droppable), recording each in
+    /// `dropped_rows`.
+    private static func drop(_ db: Database, _ entity: EntityDescriptor, ids: [String], reason: DropReason, now: Int64) throws {
+        let table = entity.table.quotedDatabaseIdentifier
+        let key = "CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT)"
         // By id, in chunks under SQLite's limit on bound values.
         for start in stride(from: 0, to: ids.count, by: 500) {
             let chunk = Array(ids[start..<min(start + 500, ids.count)])
@@ -187,7 +201,6 @@ extension OfflineStore {
             )
             try db.execute(sql: "DELETE FROM \(table) WHERE \(key) IN (\(marks))", arguments: StatementArguments(chunk))
         }
-        return ids.count
     }
 
     /// The moment a row's age counts from: its last arrival from the server, or its last use
@@ -258,6 +271,48 @@ extension OfflineStore {
             let order = (has(entity, "is_completed") ? #""is_completed" DESC, "# : "") + "\(lastUsedSQL(entity)) ASC"
             let done = try drop(db, entity, reason: .evicted, where: "1", orderBy: order, limit: count - most, now: now)
             if done > 0 { evicted[entity.name] = done }
+        }
+        return evicted
+    }
+
+    /// The bytes of rows the contracts' tables hold (their fields as stored, without SQLite's
+    /// overhead): what ``StorageLimits/databaseBudgetBytes`` bounds.
+    static func rowBytes(_ db: Database) throws -> Int64 {
+        try ContractRegistry.entities.reduce(Int64(0)) { total, entity in
+            total + (try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(rowBytesSQL(entity))), 0) FROM \(entity.table.quotedDatabaseIdentifier)") ?? 0)
+        }
+    }
+
+    /// Over the database budget: synced rows of contracts devices pull (the server can send
+    /// them again), the lowest priority first, within a contract completed rows first, then
+    /// the least recently used, until the rows fit or nothing more may go.
+    private static func evictRowsOverBudget(_ db: Database, budget: Int64, now: Int64) throws -> [String: Int] {
+        var excess = try rowBytes(db) - budget
+        guard excess > 0 else { return [:] }
+        var evicted: [String: Int] = [:]
+        let candidates = ContractRegistry.entities.filter { $0.direction != .up }.sorted { ($0.priority, $0.name) > ($1.priority, $1.name) }
+        for entity in candidates where excess > 0 {
+            let order = (has(entity, "is_completed") ? #""is_completed" DESC, "# : "") + "\(lastUsedSQL(entity)) ASC"
+            // Read to the rows needed, then the cursor is released before anything is deleted.
+            let ids: [String] = try {
+                let rows = try Row.fetchCursor(
+                    db,
+                    sql: """
+                        SELECT CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT) AS "id", \(rowBytesSQL(entity)) AS "bytes"
+                        FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(droppable(entity)) ORDER BY \(order)
+                        """,
+                    arguments: ["entity": entity.name]
+                )
+                var ids: [String] = []
+                while excess > 0, let row = try rows.next() {
+                    ids.append(row["id"])
+                    excess -= row["bytes"] as Int64
+                }
+                return ids
+            }()
+            guard !ids.isEmpty else { continue }
+            try drop(db, entity, ids: ids, reason: .evicted, now: now)
+            evicted[entity.name] = ids.count
         }
         return evicted
     }

@@ -11,11 +11,21 @@ public struct StorageLimits: Hashable, Sendable {
     /// Below this many free bytes on the volume, housekeeping evicts downloaded units (in the
     /// eviction order) until it is reached again or nothing more may go.
     public var minimumFreeBytes: Int64
+    /// The most bytes of rows the contracts' tables may hold (their fields as stored); above
+    /// it, housekeeping evicts synced rows the server can send again, lowest `priority` first
+    /// (`low`, `normal`, `high`, `critical`), within a contract completed rows first, then the
+    /// least recently used. `nil` (the default): no budget. SQLite reuses the freed pages for
+    /// later rows; the file itself shrinks only when it is vacuumed.
+    public var databaseBudgetBytes: Int64?
 
-    public init(contracts: [String: ContractStorageLimit] = [:], downloadSpaceFactor: Double = 2, minimumFreeBytes: Int64 = 100_000_000) {
+    public init(
+        contracts: [String: ContractStorageLimit] = [:], downloadSpaceFactor: Double = 2, minimumFreeBytes: Int64 = 100_000_000,
+        databaseBudgetBytes: Int64? = nil
+    ) {
         self.contracts = contracts
         self.downloadSpaceFactor = downloadSpaceFactor
         self.minimumFreeBytes = minimumFreeBytes
+        self.databaseBudgetBytes = databaseBudgetBytes
     }
 
     /// At most 50 assessments of at most 10 MB each; 100 MB kept free; downloads need twice their size.
