@@ -105,20 +105,36 @@ struct CrashTests {
             let before = try DeviceInspector.read(device) { inspector in
                 try scopes.map { (contents: try inspector.contents(ofScope: $0), cursor: try inspector.cursor(ofScope: $0)) }
             }
-            // The pages the device is about to apply, in its order (scope by scope).
-            var pages: [(scope: Int, page: PullResponse)] = []
-            for (index, scope) in scopes.enumerated() {
-                let scopePages = try await stage.client().pullAll(
-                    scope: scope, from: before[index].cursor, limit: pageSize, token: token, clientID: clientID
-                )
-                pages += scopePages.map { (index, $0) }
+            // The pages the device is about to apply, in its order: scope by scope in priority
+            // order; a scope it never pulled, by priority tiers (no cursor stored) and then
+            // whole from where the first tier ended (that cursor stored once the tiers are in).
+            var pages: [(scope: Int, page: PullResponse, storesCursor: Bool)] = []
+            var cursorAfterTiers: [Int: (lastTierPage: Int, cursor: String)] = [:]
+            for scope in PullPriorities.order(scopes) {
+                let index = scopes.firstIndex(of: scope)!
+                let tiers = PullPriorities.tiers(of: scope)
+                var start = before[index].cursor
+                if start == nil, tiers.count > 1 {
+                    var firstTierEnd: String?
+                    for tier in tiers {
+                        let tierPages = try await stage.client().pullAll(
+                            scope: scope, from: nil, limit: pageSize, token: token, clientID: clientID, contracts: tier
+                        )
+                        pages += tierPages.map { (index, $0, false) }
+                        firstTierEnd = firstTierEnd ?? tierPages.last!.cursor
+                    }
+                    cursorAfterTiers[index] = (pages.count - 1, firstTierEnd!)
+                    start = firstTierEnd
+                }
+                let scopePages = try await stage.client().pullAll(scope: scope, from: start, limit: pageSize, token: token, clientID: clientID)
+                pages += scopePages.map { (index, $0, true) }
             }
 
             // A scope at random, then one of its pages: every scope gets its share of kills.
             let scopeIndex = plan.int(0...(scopes.count - 1))
             let target = plan.pick(pages.indices.filter { pages[$0].scope == scopeIndex }) + 1
-            // Pages are committed in groups of at least `commitRows` rows (or up to a scope's last
-            // page); a kill inside one loses that whole group and nothing before it.
+            // Pages are committed in groups of at least `commitRows` rows (or up to the last page
+            // of a run); a kill inside one loses that whole group and nothing before it.
             let commitRows = plan.int(1...8)
             let sync = try device.start(
                 ["sync", "--page-size", String(pageSize), "--commit-rows", String(commitRows)],
@@ -132,16 +148,20 @@ struct CrashTests {
             tally.record("inside a page's transaction (\(try DeviceInspector.scope(ofKey: scope).name) scope)")
 
             // Every group before the target's is there whole, with its cursor; nothing of its group.
-            let committed = pages.prefix(Self.firstOfCommitGroup(containing: target - 1, pages, commitRows: commitRows))
+            let committedCount = Self.firstOfCommitGroup(containing: target - 1, pages.map { ($0.scope, $0.page) }, commitRows: commitRows)
+            let committed = pages.prefix(committedCount)
             let after = try DeviceInspector.read(device) { inspector in
                 try scopes.map { (contents: try inspector.contents(ofScope: $0), cursor: try inspector.cursor(ofScope: $0)) }
             }
             for (index, scope) in scopes.enumerated() {
-                let applied = committed.filter { $0.scope == index }.map(\.page)
+                let applied = committed.filter { $0.scope == index }
                 var expected = before[index].contents
-                expected.apply(applied)
+                expected.apply(applied.map(\.page))
                 #expect(after[index].contents == expected, "\(device.name), \(scope) after a kill in page \(target): \(after[index].contents) vs \(expected)")
-                #expect(after[index].cursor == (applied.last?.cursor ?? before[index].cursor), "\(device.name), \(scope): cursor")
+                var cursor = before[index].cursor
+                if let tiers = cursorAfterTiers[index], tiers.lastTierPage < committedCount { cursor = tiers.cursor }
+                if let last = applied.last(where: \.storesCursor) { cursor = last.page.cursor }
+                #expect(after[index].cursor == cursor, "\(device.name), \(scope): cursor")
             }
 
             // Restarted, it syncs to the end and agrees with the server.

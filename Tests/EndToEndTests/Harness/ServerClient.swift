@@ -44,23 +44,29 @@ struct ServerClient {
     }
 
     /// One page of a scope, as `clientID` would pull it with this build's schema versions.
-    func pull(scope: String, cursor: String?, limit: Int?, token: String, clientID: String) async throws -> PullResponse {
+    func pull(
+        scope: String, cursor: String?, limit: Int?, token: String, clientID: String, contracts: [String]? = nil
+    ) async throws -> PullResponse {
         var components = URLComponents(url: base.appendingPathComponent("sync/v1/pull"), resolvingAgainstBaseURL: false)!
         components.queryItems = [URLQueryItem(name: "scope", value: scope)]
         if let cursor { components.queryItems?.append(URLQueryItem(name: "cursor", value: cursor)) }
         if let limit { components.queryItems?.append(URLQueryItem(name: "limit", value: String(limit))) }
+        if let contracts { components.queryItems?.append(URLQueryItem(name: "contracts", value: contracts.joined(separator: ","))) }
         var request = URLRequest(url: components.url!)
         request.setValue(SchemaHeader.encode(OfflineStore.schemaVersions), forHTTPHeaderField: ProtocolHeaders.schema)
         request.setValue(clientID, forHTTPHeaderField: ProtocolHeaders.clientID)
         return try JSONDecoder().decode(PullResponse.self, from: try await send(request, token: token))
     }
 
-    /// Every page of a scope after `cursor` (from the beginning when `nil`), in order.
-    func pullAll(scope: String, from cursor: String? = nil, limit: Int?, token: String, clientID: String) async throws -> [PullResponse] {
+    /// Every page of a scope after `cursor` (from the beginning when `nil`), in order; only
+    /// `contracts`' rows when given.
+    func pullAll(
+        scope: String, from cursor: String? = nil, limit: Int?, token: String, clientID: String, contracts: [String]? = nil
+    ) async throws -> [PullResponse] {
         var pages: [PullResponse] = []
         var cursor = cursor
         repeat {
-            let page = try await pull(scope: scope, cursor: cursor, limit: limit, token: token, clientID: clientID)
+            let page = try await pull(scope: scope, cursor: cursor, limit: limit, token: token, clientID: clientID, contracts: contracts)
             pages.append(page)
             cursor = page.cursor
         } while pages.last!.hasMore

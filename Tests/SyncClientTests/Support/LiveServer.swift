@@ -66,9 +66,10 @@ func makeDeviceStore(_ directory: TemporaryDirectory, device: String, clock: any
     )
 }
 
-/// Waits (polling, up to `seconds`) until `condition` holds; records an issue when it never does.
+/// Waits (polling, up to `seconds`: generous, for a loaded machine; it returns as soon as the
+/// condition holds) until `condition` holds; records an issue when it never does.
 func eventually(
-    _ what: String, within seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation,
+    _ what: String, within seconds: Double = 60, sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: @Sendable () async throws -> Bool
 ) async rethrows {
     let deadline = Date().addingTimeInterval(seconds)

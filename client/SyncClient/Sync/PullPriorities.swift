@@ -5,9 +5,9 @@ import Contracts
 /// scopes holding higher priority contracts first, and within a scope pulled for the first
 /// time, one tier of equal priority at a time (`critical`, `high`, `normal`, `low`). Events,
 /// which have no priority, count as `normal`.
-enum PullPriorities {
+package enum PullPriorities {
     /// `scopes` ordered by the highest priority each delivers; equal ones keep their order.
-    static func order(_ scopes: [String]) -> [String] {
+    package static func order(_ scopes: [String]) -> [String] {
         scopes.enumerated()
             .sorted { ($0.element.topPriority, $0.offset) < ($1.element.topPriority, $1.offset) }
             .map(\.element)
@@ -15,7 +15,7 @@ enum PullPriorities {
 
     /// The contracts a scope delivers to devices, grouped by priority, highest first (names
     /// sorted within a tier). Empty for a scope this build does not know.
-    static func tiers(of scope: String) -> [[String]] {
+    package static func tiers(of scope: String) -> [[String]] {
         guard let name = scopeName(scope) else { return [] }
         var byPriority: [SyncPriority: [String]] = [:]
         for entity in ContractRegistry.entities where entity.scope == name && entity.direction != .up {
@@ -29,7 +29,7 @@ enum PullPriorities {
 
     /// The contract scope a configured scope names: a scope name (`team`) or a key its
     /// template makes (`ops:team:t-1`).
-    static func scopeName(_ scope: String) -> String? {
+    package static func scopeName(_ scope: String) -> String? {
         if ContractRegistry.scopes.contains(where: { $0.name == scope }) { return scope }
         for descriptor in ContractRegistry.scopes {
             let template = descriptor.keyTemplate
