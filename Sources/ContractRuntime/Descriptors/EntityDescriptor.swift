@@ -11,6 +11,12 @@ public struct EntityDescriptor: Hashable, Sendable {
     /// How long a device keeps synced rows, in seconds; `nil` for as long as they exist.
     public var retentionSeconds: Int?
     public var priority: SyncPriority
+    /// The most rows a device keeps (the sync block's `max_rows`); `nil`: no limit of the
+    /// contract's own. The device's defaults, which the app may override (SyncClient's
+    /// `StorageLimits`).
+    public var maxRows: Int?
+    /// The largest row a device keeps, in bytes as stored (`max_row_bytes`); `nil`: no limit.
+    public var maxRowBytes: Int?
     public var currentVersion: Int
     public var oldestSupported: Int
     public var primaryKey: String
@@ -30,7 +36,8 @@ public struct EntityDescriptor: Hashable, Sendable {
 
     public init(
         name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
-        conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?, priority: SyncPriority, currentVersion: Int,
+        conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?, priority: SyncPriority, maxRows: Int? = nil,
+        maxRowBytes: Int? = nil, currentVersion: Int,
         oldestSupported: Int, primaryKey: String, versionField: String?, fields: [FieldDescriptor],
         localFields: [FieldDescriptor], relations: [RelationDescriptor], indexes: [IndexDescriptor],
         knownFieldsByVersion: [Int: [KnownField]] = [:], serverOnlyFields: [FieldDescriptor] = []
@@ -47,6 +54,8 @@ public struct EntityDescriptor: Hashable, Sendable {
         self.tombstones = tombstones
         self.retentionSeconds = retentionSeconds
         self.priority = priority
+        self.maxRows = maxRows
+        self.maxRowBytes = maxRowBytes
         self.currentVersion = currentVersion
         self.oldestSupported = oldestSupported
         self.primaryKey = primaryKey

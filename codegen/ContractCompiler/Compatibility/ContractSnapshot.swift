@@ -22,8 +22,15 @@ package enum ContractSnapshot {
         let sync = contract.sync
         if contract.kind == .entity {
             let retention = sync.retentionSeconds.map(durationText) ?? "forever"
+            // The storage limits are device cache policy like retention and priority, and part of
+            // the released schema like them (changing one is a new version). They are written only
+            // when set, so that the snapshots of versions released before the keys existed, and
+            // with them the checksums in contracts.lock, stay as they were.
+            var limits = ""
+            if let rows = sync.maxRows { limits += ", max_rows: \(rows)" }
+            if let bytes = sync.maxRowBytes { limits += ", max_row_bytes: \(sizeText(bytes))" }
             lines.append(
-                "sync: { direction: \(sync.direction.rawValue), conflict: \(sync.conflict.rawValue), tombstones: \(sync.tombstones), retention: \(retention), priority: \(sync.priority.rawValue) }"
+                "sync: { direction: \(sync.direction.rawValue), conflict: \(sync.conflict.rawValue), tombstones: \(sync.tombstones), retention: \(retention), priority: \(sync.priority.rawValue)\(limits) }"
             )
         } else {
             lines.append("sync: { direction: \(sync.direction.rawValue), conflict: \(sync.conflict.rawValue) }")
@@ -55,6 +62,14 @@ package enum ContractSnapshot {
             return "\(seconds / size)\(unit)"
         }
         return "\(seconds)s"
+    }
+
+    /// A size in the largest decimal unit that divides it: `10000000` → `10MB`, `1500` → `1500B`.
+    private static func sizeText(_ bytes: Int) -> String {
+        for (unit, size) in [("GB", 1_000_000_000), ("MB", 1_000_000), ("kB", 1_000)] where bytes % size == 0 {
+            return "\(bytes / size)\(unit)"
+        }
+        return "\(bytes)B"
     }
 
     /// SHA-256 (hex) of the snapshot text.

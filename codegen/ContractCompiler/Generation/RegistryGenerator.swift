@@ -117,6 +117,9 @@ struct RegistryGenerator {
                 w.line("tombstones: \(contract.sync.tombstones),")
                 w.line("retentionSeconds: \(contract.sync.retentionSeconds.map(String.init) ?? "nil"),")
                 w.line("priority: .\(contract.sync.priority.rawValue),")
+                // Written only when the contract sets them (the descriptor defaults to nil).
+                if let rows = contract.sync.maxRows { w.line("maxRows: \(rows),") }
+                if let bytes = contract.sync.maxRowBytes { w.line("maxRowBytes: \(bytes),") }
                 w.line("currentVersion: \(contract.version),")
                 w.line("oldestSupported: \(contract.oldestSupported),")
                 w.line("primaryKey: \(SwiftLiteral.string(contract.primaryKey?.name ?? "id")),")

@@ -73,17 +73,24 @@ public struct SyncPolicy: Hashable, Sendable {
     /// How long a device keeps synced rows, in seconds; `nil` keeps them until deleted.
     public var retentionSeconds: Int?
     public var priority: SyncPriority
+    /// The most rows of the contract a device keeps (`max_rows`); `nil`: no limit of its own.
+    /// The app may override it (SyncClient's `StorageLimits`).
+    public var maxRows: Int?
+    /// The largest row a device keeps, in bytes as stored (`max_row_bytes`); `nil`: no limit.
+    public var maxRowBytes: Int?
     public var location: SourceLocation
 
     public init(
         direction: SyncDirection, conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?,
-        priority: SyncPriority, location: SourceLocation
+        priority: SyncPriority, maxRows: Int? = nil, maxRowBytes: Int? = nil, location: SourceLocation
     ) {
         self.direction = direction
         self.conflict = conflict
         self.tombstones = tombstones
         self.retentionSeconds = retentionSeconds
         self.priority = priority
+        self.maxRows = maxRows
+        self.maxRowBytes = maxRowBytes
         self.location = location
     }
 }

@@ -322,8 +322,67 @@ struct ContractDecoder {
         if let value = reader.value("retention") {
             policy.retentionSeconds = decodeDuration(value)
         }
+        if let value = reader.value("max_rows") {
+            policy.maxRows = decodeMaxRows(value)
+        }
+        if let value = reader.value("max_row_bytes") {
+            policy.maxRowBytes = decodeSize(value)
+        }
         policy.location = node.location
         return policy
+    }
+
+    /// `max_rows`: a whole number from 1.
+    private mutating func decodeMaxRows(_ node: YAMLNode) -> Int? {
+        let range = 1...Int(Int32.max)
+        guard case .scalar(let text, .plain) = node.content, let value = Int(text), range.contains(value) else {
+            let found = (node.isNull ? nil : node.scalar).map { "'\($0)'" } ?? node.kindDescription
+            diagnostics.error(
+                .invalidValue, "max_rows must be a whole number from 1 to \(range.upperBound), found \(found)", at: node.location,
+                help: "write the most rows a device keeps, without quotes, for example `max_rows: 50`; leave the key out for no limit"
+            )
+            return nil
+        }
+        return value
+    }
+
+    /// The largest size `max_row_bytes` takes: 1000 GB.
+    static let largestSize = 1_000_000_000_000
+
+    /// `max_row_bytes`: a whole number of bytes, optionally with a decimal unit (`800B`, `64kB`,
+    /// `10MB`, `1GB`). Binary units and other spellings are refused with the spelling meant.
+    private mutating func decodeSize(_ node: YAMLNode) -> Int? {
+        let help = "write a whole number of bytes, optionally with a decimal unit: `500000`, `500kB`, `10MB`, `1GB`"
+        guard let text = node.scalar, !node.isNull else {
+            diagnostics.error(.invalidValue, "max_row_bytes must be a size, found \(node.kindDescription)", at: node.location, help: help)
+            return nil
+        }
+        let digits = text.prefix { $0.isASCII && $0.isNumber }
+        let unit = String(text.dropFirst(digits.count))
+        let units: [String: Int] = ["": 1, "B": 1, "kB": 1_000, "MB": 1_000_000, "GB": 1_000_000_000]
+        guard let multiplier = units[unit], let amount = Int(digits), digits.first != "0" || digits == "0" else {
+            let meant = units[unit] != nil ? nil : units.keys.first { !$0.isEmpty && $0.lowercased() == unit.trimmingCharacters(in: .whitespaces).lowercased() }
+            let binary = ["kib", "mib", "gib"].contains(unit.trimmingCharacters(in: .whitespaces).lowercased())
+            diagnostics.error(
+                .invalidValue, "max_row_bytes '\(text)' is not a size", at: node.location,
+                help: !digits.isEmpty && meant != nil
+                    ? "did you mean '\(digits)\(meant!)'? (units are B, kB, MB and GB, written without a space)"
+                    : binary ? "binary units are not accepted; \(help)" : help
+            )
+            return nil
+        }
+        guard amount >= 1 else {
+            diagnostics.error(.invalidValue, "max_row_bytes must be at least 1 byte, found '\(text)'", at: node.location, help: "leave the key out for no limit")
+            return nil
+        }
+        guard amount <= Self.largestSize / multiplier else {
+            diagnostics.error(
+                .invalidValue, "max_row_bytes '\(text)' is above the largest size, 1000GB", at: node.location,
+                help: "leave the key out for no limit"
+            )
+            return nil
+        }
+        return amount * multiplier
     }
 
     /// `30d`, `12h`, `90m`, `45s`, `2w`, or `forever` (nil).

@@ -70,6 +70,8 @@ enum ContractGrammar {
     static let calendarDate = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
     /// `30d`, `12h`, `90m`, `45s`, `2w` or `forever`.
     static let duration = "^([1-9][0-9]*[smhdw]|forever)$"
+    /// `500`, `800B`, `64kB`, `10MB`, `1GB`: bytes, in decimal units.
+    static let size = "^[1-9][0-9]*(B|kB|MB|GB)?$"
 
     /// A type spelling: a scalar, `list<scalar>` or `ref<Entity>`, with `?` for optional.
     static var typeSpelling: String {
@@ -165,6 +167,11 @@ enum ContractGrammar {
             Key("tombstones", .boolean, "Whether deletes travel as tombstones (default true)."),
             Key("retention", .string(pattern: duration), "How long a device keeps synced rows (`30d`, `12h`, `forever`)."),
             Key("priority", .oneOf(SyncPriority.allCases.map(\.rawValue)), "What a device downloads first and evicts last."),
+            Key("max_rows", .integer(minimum: 1), "The most rows a device keeps; above it, housekeeping evicts completed, then least recently used rows."),
+            Key(
+                "max_row_bytes", .anyOf([.integer(minimum: 1), .string(pattern: size)]),
+                "The largest row a device keeps, as stored (`500kB`, `10MB`: decimal units); a larger one is dropped."
+            ),
         ]
     )
 

@@ -170,6 +170,8 @@ public enum ContractRegistry: ContractSchema {
         tombstones: true,
         retentionSeconds: 2592000,
         priority: .high,
+        maxRows: 200,
+        maxRowBytes: 64000,
         currentVersion: 2,
         oldestSupported: 1,
         primaryKey: "id",
