@@ -93,7 +93,7 @@ public enum ContractRegistry: ContractSchema {
         ]
     )
 
-    /// `Assessment` version 3, from `contracts/entities/assessment.yaml`.
+    /// `Assessment` version 4, from `contracts/entities/assessment.yaml`.
     public static let assessment = EntityDescriptor(
         name: "Assessment",
         swiftName: "Assessment",
@@ -105,7 +105,9 @@ public enum ContractRegistry: ContractSchema {
         tombstones: true,
         retentionSeconds: 2592000,
         priority: .high,
-        currentVersion: 3,
+        maxRows: 50,
+        maxRowBytes: 10000000,
+        currentVersion: 4,
         oldestSupported: 1,
         primaryKey: "id",
         versionField: "updated_at",
@@ -159,6 +161,19 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "updated_at", currentName: "updated_at"),
             ],
             3: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "unit_id", currentName: "unit_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "instructions", currentName: "instructions"),
+                KnownField(wireName: "questions", currentName: "questions"),
+                KnownField(wireName: "question_count", currentName: "question_count"),
+                KnownField(wireName: "pass_score", currentName: "pass_score"),
+                KnownField(wireName: "time_limit_seconds", currentName: "time_limit_seconds"),
+                KnownField(wireName: "available_until", currentName: "available_until"),
+                KnownField(wireName: "revision", currentName: "revision"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+            4: [
                 KnownField(wireName: "id", currentName: "id"),
                 KnownField(wireName: "unit_id", currentName: "unit_id"),
                 KnownField(wireName: "title", currentName: "title"),

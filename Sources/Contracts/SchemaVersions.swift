@@ -6,7 +6,7 @@ public let CURRENT_ANSWER_RECORDED_SCHEMA = 1
 public let OLDEST_SUPPORTED_ANSWER_RECORDED_SCHEMA = 1
 
 /// The `Assessment` schema version this build reads and writes.
-public let CURRENT_ASSESSMENT_SCHEMA = 3
+public let CURRENT_ASSESSMENT_SCHEMA = 4
 /// The oldest `Assessment` schema version still supported; older rows are purged and re-fetched.
 public let OLDEST_SUPPORTED_ASSESSMENT_SCHEMA = 1
 

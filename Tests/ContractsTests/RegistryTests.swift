@@ -66,6 +66,15 @@ struct RegistryTests {
         #expect(ContractRegistry.scope(named: "no_such_scope") == nil)
     }
 
+    @Test("The sync block's storage limits reach the descriptors: Assessment's 50 rows of 10 MB, no other contract's")
+    func storageLimits() {
+        #expect(ContractRegistry.assessment.maxRows == 50)
+        #expect(ContractRegistry.assessment.maxRowBytes == 10_000_000)
+        #expect(Assessment.descriptor.maxRows == 50)
+        let others = ContractRegistry.entities.filter { $0.name != "Assessment" }
+        #expect(others.allSatisfy { $0.maxRows == nil && $0.maxRowBytes == nil }, "\(others.filter { $0.maxRows != nil || $0.maxRowBytes != nil }.map(\.name))")
+    }
+
     @Test("Every entity descriptor is internally consistent", arguments: AllContracts.entityNames)
     func entityDescriptorIsConsistent(_ name: String) throws {
         let entity = try #require(ContractRegistry.entity(named: name))
@@ -73,6 +82,8 @@ struct RegistryTests {
         #expect(entity.oldestSupported >= 1, "\(name): oldest supported")
         #expect(isSnakeCase(entity.table), "\(name): table \(entity.table)")
         if let retention = entity.retentionSeconds { #expect(retention > 0, "\(name): retention") }
+        if let rows = entity.maxRows { #expect(rows >= 1, "\(name): max_rows") }
+        if let bytes = entity.maxRowBytes { #expect(bytes >= 1, "\(name): max_row_bytes") }
 
         let scope = try #require(ContractRegistry.scope(named: entity.scope), "\(name): unknown scope \(entity.scope)")
         if entity.direction != .down {

@@ -4,7 +4,7 @@ public import ContractRuntime
 
 /// A quiz or test a learner downloads and can take offline.
 ///
-/// - Remark: Generated from entity `Assessment` version 3 (`contracts/entities/assessment.yaml`).
+/// - Remark: Generated from entity `Assessment` version 4 (`contracts/entities/assessment.yaml`).
 public struct Assessment: ContractEntity {
     /// Primary key.
     public var id: String
