@@ -1,9 +1,15 @@
 public import Foundation
+import Contracts
 
 /// What the device may hold of each contract, and the free space it keeps (docs/client.md,
 /// "Storage guard"). Set by the app in ``OfflineStoreConfiguration/storageLimits``.
 public struct StorageLimits: Hashable, Sendable {
-    /// Limits per contract name.
+    /// The limits in force, per contract name: each contract's own (its sync block's `max_rows`
+    /// and `max_row_bytes`, ``contractDefaults``), with what the app passed to
+    /// ``init(contracts:downloadSpaceFactor:minimumFreeBytes:databaseBudgetBytes:)`` overriding
+    /// them field by field. Change one later with `contracts["Assessment"]?.maxRows = 20` (the
+    /// other field stays the contract's); assigning a whole ``ContractStorageLimit`` replaces both,
+    /// and `contracts["Assessment"] = nil` lifts the contract's limits.
     public var contracts: [String: ContractStorageLimit]
     /// A download needs this many times its size free on the volume (2: the file and room to
     /// spare, as SQLite and the system need some too).
@@ -22,14 +28,25 @@ public struct StorageLimits: Hashable, Sendable {
         contracts: [String: ContractStorageLimit] = [:], downloadSpaceFactor: Double = 2, minimumFreeBytes: Int64 = 100_000_000,
         databaseBudgetBytes: Int64? = nil
     ) {
-        self.contracts = contracts
+        self.contracts = Self.contractDefaults.merging(contracts) { own, app in app.overriding(own) }
         self.downloadSpaceFactor = downloadSpaceFactor
         self.minimumFreeBytes = minimumFreeBytes
         self.databaseBudgetBytes = databaseBudgetBytes
     }
 
-    /// At most 50 assessments of at most 10 MB each; 100 MB kept free; downloads need twice their size.
-    public static let standard = StorageLimits(contracts: ["Assessment": ContractStorageLimit(maxRows: 50, maxRowBytes: 10_000_000)])
+    /// The contracts' own limits (the seed's: at most 50 assessments of at most 10 MB each); 100 MB
+    /// kept free; downloads need twice their size; no database budget.
+    public static let standard = StorageLimits()
+
+    /// The limits the contracts set themselves (`max_rows`, `max_row_bytes` in their sync
+    /// block), from ``Contracts/ContractRegistry/entities``: the defaults an app's limits override.
+    public static let contractDefaults: [String: ContractStorageLimit] = {
+        var defaults: [String: ContractStorageLimit] = [:]
+        for entity in ContractRegistry.entities where entity.maxRows != nil || entity.maxRowBytes != nil {
+            defaults[entity.name] = ContractStorageLimit(maxRows: entity.maxRows, maxRowBytes: entity.maxRowBytes)
+        }
+        return defaults
+    }()
 }
 
 /// The most a device keeps of one contract.
@@ -45,6 +62,11 @@ public struct ContractStorageLimit: Hashable, Sendable {
     public init(maxRows: Int? = nil, maxRowBytes: Int? = nil) {
         self.maxRows = maxRows
         self.maxRowBytes = maxRowBytes
+    }
+
+    /// These limits, with each field left `nil` taken from `defaults`.
+    public func overriding(_ defaults: ContractStorageLimit) -> ContractStorageLimit {
+        ContractStorageLimit(maxRows: maxRows ?? defaults.maxRows, maxRowBytes: maxRowBytes ?? defaults.maxRowBytes)
     }
 }
 
