@@ -1,7 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
-import SyncClient
+@testable import SyncClient
 import SyncProtocol
 import Testing
 
@@ -94,6 +94,45 @@ import Testing
             #expect(again.id == "sa-2")
             #expect(try store.droppedRows(ServiceAsset.self).isEmpty)
         }
+    }
+
+    @Test func aRowAnEventWaitsToApplyToIsKeptPastItsRetention() async throws {
+        try await LiveServer.run { server in
+            let clock = ManualClock(Date())
+            let store = try makeDeviceStore(try TemporaryDirectory(), device: "d-1", clock: clock)
+            try store.create(asset("sa-1"))
+            try store.create(asset("sa-2"))
+            guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("sync"); return }
+            clock.advance(by: 8 * Self.day)
+            // BatterySwapCompleted applies_to ServiceAsset: while one waits for the server, the
+            // asset it names stays.
+            _ = try store.record(
+                BatterySwapCompleted(
+                    teamId: "team-1", serviceAssetId: "sa-1", removedBatterySerial: "B-1", installedBatterySerial: "B-2",
+                    chargeBefore: 0.1, chargeAfter: 0.9, durationSeconds: 120
+                )
+            )
+            #expect(try store.runHousekeeping().expiredRows == ["ServiceAsset": 1])
+            #expect(try store.fetch(ServiceAsset.self, id: "sa-1") != nil)
+            #expect(try store.fetch(ServiceAsset.self, id: "sa-2") == nil)
+            // Once the server has it, the asset ages again from its last arrival.
+            guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("sync"); return }
+            clock.advance(by: 8 * Self.day)
+            #expect(try store.runHousekeeping().expiredRows == ["ServiceAsset": 1])
+            #expect(try store.fetch(ServiceAsset.self, id: "sa-1") == nil)
+        }
+    }
+
+    @Test func aContractWithoutTombstonesRefusesADeleteOnTheDevice() throws {
+        var entity = ServiceAsset.descriptor
+        entity.tombstones = false
+        #expect(throws: OfflineStoreError.notWritable(
+            contract: "ServiceAsset", reason: "its rows are never deleted (tombstones: false): no deletion could reach other devices"
+        )) {
+            try OfflineStore.requireWritable(entity, .delete)
+        }
+        try OfflineStore.requireWritable(entity, .update)
+        try OfflineStore.requireWritable(ServiceAsset.descriptor, .delete)
     }
 
     @Test func rowsWithoutRetentionOrNeverAcknowledgedStay() throws {

@@ -98,6 +98,23 @@ struct PushValidationTests {
         #expect(refusal?.code == .notWritable)
     }
 
+    @Test("a contract with tombstones: false refuses a device's delete, and nothing else for that reason")
+    func tombstonesOffRefusesDeletes() throws {
+        var entity = ServiceAsset.descriptor
+        entity.tombstones = false
+        let delete = Mutation(
+            seq: 1, clientMutationId: "m-1", entity: "ServiceAsset", op: .delete, id: "sa-1",
+            hlc: HybridLogicalClock(milliseconds: 1_000, counter: 0, node: "c-1").description
+        )
+        let refusal = ConflictResolution.requirements(of: entity, operation: .delete, mutation: delete)
+        #expect(refusal?.code == .notWritable)
+        #expect(refusal?.message.contains("tombstones: false") == true)
+        #expect(ConflictResolution.requirements(of: ServiceAsset.descriptor, operation: .delete, mutation: delete) == nil)
+        var update = delete
+        update.op = .update
+        #expect(ConflictResolution.requirements(of: entity, operation: .update, mutation: update) == nil)
+    }
+
     @Test("events and entities must use their own operations", arguments: StorageKind.allCases)
     func operationsMatchContracts(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)

@@ -152,15 +152,29 @@ extension OfflineStore {
     // MARK: - Internals
 
     /// What may be dropped: acknowledged by the server, no write waiting, failed or in conflict,
-    /// no open conflict, not pinned (named parameter `:entity`).
+    /// no open conflict, not pinned, and no event the server has not acknowledged applying to
+    /// it (an event whose contract says `applies_to` this one, naming the row by its `ref`)
+    /// (named parameter `:entity`).
     private static func droppable(_ entity: EntityDescriptor) -> String {
         let key = "CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT)"
-        return """
-            "_synced_at" IS NOT NULL
-            AND \(key) NOT IN (SELECT "row_id" FROM "outbox" WHERE "entity" = :entity AND "status" <> 'done')
-            AND \(key) NOT IN (SELECT "row_id" FROM "conflicts" WHERE "entity" = :entity AND "resolution" IS NULL)
-            AND \(key) NOT IN (SELECT "row_id" FROM "pinned_rows" WHERE "entity" = :entity)
-            """
+        var conditions = [
+            #""_synced_at" IS NOT NULL"#,
+            #"\#(key) NOT IN (SELECT "row_id" FROM "outbox" WHERE "entity" = :entity AND "status" <> 'done')"#,
+            #"\#(key) NOT IN (SELECT "row_id" FROM "conflicts" WHERE "entity" = :entity AND "resolution" IS NULL)"#,
+            #"\#(key) NOT IN (SELECT "row_id" FROM "pinned_rows" WHERE "entity" = :entity)"#,
+        ]
+        for event in ContractRegistry.events where event.appliesTo == entity.name {
+            for field in event.fields where field.kind == .ref(entity.name) {
+                conditions.append(
+                    """
+                    \(key) NOT IN (SELECT CAST(e.\(field.name.quotedDatabaseIdentifier) AS TEXT) FROM \(event.table.quotedDatabaseIdentifier) AS e
+                        JOIN "outbox" AS o ON o."entity" = '\(event.name)' AND o."row_id" = e."event_id" AND o."status" <> 'done'
+                        WHERE e.\(field.name.quotedDatabaseIdentifier) IS NOT NULL)
+                    """
+                )
+            }
+        }
+        return conditions.joined(separator: "\nAND ")
     }
 
     /// Deletes the rows of `entity` that `condition` selects among the droppable ones (ordered

@@ -166,6 +166,9 @@ extension OfflineStore {
         default:
             break
         }
+        if op == .delete, !entity.tombstones {
+            throw .notWritable(contract: entity.name, reason: "its rows are never deleted (tombstones: false): no deletion could reach other devices")
+        }
     }
 
     static func wireObject<Value: Encodable>(_ value: Value, contract: String) throws(OfflineStoreError) -> [String: JSONValue] {
