@@ -84,6 +84,18 @@ struct SnippetTests {
         ])
     }
 
+    @Test("an index that uses a local field exists on the client only")
+    func localFieldIndex() throws {
+        let indexed = note.replacingOccurrences(of: "  - [updated_at]", with: "  - [updated_at]\n  - [is_open, updated_at]")
+        let set = try compileValid(["note.yaml": indexed])
+        let contract = try #require(set.contract(named: "Note"))
+        let client = SchemaBuilder(set: set).table(for: contract, side: .client).createStatements
+        let server = SchemaBuilder(set: set).table(for: contract, side: .server).createStatements
+        #expect(client.contains { $0.contains("CREATE INDEX") && $0.contains(#"("is_open", "updated_at")"#) })
+        #expect(!server.contains { $0.contains("is_open") })
+        #expect(server.contains { $0.contains(#""notes_updated_at_idx""#) })
+    }
+
     @Test("DTO properties, defaults in the initializer, and defaults when a key is missing")
     func dtoLines() throws {
         let set = try compileValid(["note.yaml": note])
