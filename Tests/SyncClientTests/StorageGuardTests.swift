@@ -115,18 +115,35 @@ import Testing
         }
     }
 
-    @Test func aDownloadNeedsTwiceItsSizeFreeAndEvictsDownloadedUnitsButNeverOnesWithWaitingWrites() async throws {
-        let test = try TestStore()
+    /// A store on a volume of `capacity` bytes holding its asset files, and a downloader from a
+    /// server of units in memory (the folder lives as long as this value).
+    struct Downloads {
+        let directory: TemporaryDirectory
+        let clock: ManualClock
+        let free: FakeFreeSpace
+        let store: OfflineStore
+        let server: InMemoryAssetTransport
+        let downloader: AssetDownloader
+    }
+
+    func downloads(capacity: Int64, minimumFreeBytes: Int64) throws -> Downloads {
         let directory = try TemporaryDirectory()
-        let free = FakeFreeSpace(capacity: 13_000, holding: directory.url.appendingPathComponent("store-assets"))
-        let store = try store(directory, clock: test.clock, limits: StorageLimits(minimumFreeBytes: 1_000), free: free)
+        let clock = ManualClock(TestStore.start)
+        let free = FakeFreeSpace(capacity: capacity, holding: directory.url.appendingPathComponent("store-assets"))
+        let store = try store(directory, clock: clock, limits: StorageLimits(minimumFreeBytes: minimumFreeBytes), free: free)
         let server = InMemoryAssetTransport(folder: directory.url.appendingPathComponent("bodies"))
         let downloader = AssetDownloader(store: store, transport: server, configuration: AssetDownloaderConfiguration(rangeSize: 1_024))
+        return Downloads(directory: directory, clock: clock, free: free, store: store, server: server, downloader: downloader)
+    }
+
+    @Test func aDownloadNeedsTwiceItsSizeFreeAndEvictsDownloadedUnitsButNeverOnesWithWaitingWrites() async throws {
+        let setup = try downloads(capacity: 13_000, minimumFreeBytes: 1_000)
+        let (clock, store, server, downloader) = (setup.clock, setup.store, setup.server, setup.downloader)
         server.addUnit("unit-old", fileSizes: [3_000])
         server.addUnit("unit-busy", fileSizes: [3_000])
         server.addUnit("unit-new", fileSizes: [4_000])
         _ = try await downloader.downloadUnit(id: "unit-old") { _ in }
-        test.clock.advance(by: 60)
+        clock.advance(by: 60)
         _ = try await downloader.downloadUnit(id: "unit-busy") { _ in }
         // A progress event of a lesson of unit-busy waits for the server: that unit stays.
         let lesson = try #require(try store.all(Lesson.self).first { $0.unitId == "unit-busy" })
@@ -194,16 +211,12 @@ import Testing
     }
 
     @Test func housekeepingFreesSpaceWhenTheVolumeRunsShort() async throws {
-        let test = try TestStore()
-        let directory = try TemporaryDirectory()
-        let free = FakeFreeSpace(capacity: 10_000_000, holding: directory.url.appendingPathComponent("store-assets"))
-        let store = try store(directory, clock: test.clock, limits: StorageLimits(minimumFreeBytes: 5_000), free: free)
-        let server = InMemoryAssetTransport(folder: directory.url.appendingPathComponent("bodies"))
-        let downloader = AssetDownloader(store: store, transport: server, configuration: AssetDownloaderConfiguration(rangeSize: 1_024))
+        let setup = try downloads(capacity: 10_000_000, minimumFreeBytes: 5_000)
+        let (clock, free, store, server, downloader) = (setup.clock, setup.free, setup.store, setup.server, setup.downloader)
         for id in ["unit-a", "unit-b", "unit-c"] {
             server.addUnit(id, fileSizes: [3_000])
             _ = try await downloader.downloadUnit(id: id) { _ in }
-            test.clock.advance(by: 60)
+            clock.advance(by: 60)
         }
         try store.markUnitOpened(id: "unit-a")
         free.capacity = 10_000  // 9 000 used by the three units: 1 000 free

@@ -317,21 +317,14 @@ public actor SyncEngine {
     private func performSync(_ kind: SyncKind, traffic: TrafficCounter) async -> SyncResult {
         do {
             let pushed = try await pushAll(traffic: traffic)
-            guard kind == .full else {
-                failures = 0
-                snapshot.phase = .idle
-                if monitorSaysOnline != false { snapshot.connectivity = .online }
-                snapshot.lastError = nil
-                snapshot.progress = SyncProgress()
-                refreshCounts()
+            var pulled = 0
+            if kind == .full {
+                pulled = try await pullAll(traffic: traffic)
+                snapshot.phase = .reconciling
                 publish()
-                return .succeeded(pushed: pushed, pulled: 0)
+                try store.runHousekeeping()
+                try store.recordSyncSuccess()
             }
-            let pulled = try await pullAll(traffic: traffic)
-            snapshot.phase = .reconciling
-            publish()
-            try store.runHousekeeping()
-            try store.recordSyncSuccess()
             failures = 0
             snapshot.phase = .idle
             if monitorSaysOnline != false { snapshot.connectivity = .online }
