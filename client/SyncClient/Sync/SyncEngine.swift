@@ -264,9 +264,10 @@ public actor SyncEngine {
     private func run(_ kind: SyncKind, automatic: Bool) async -> SyncResult {
         retryTask?.cancel()
         retryTask = nil
-        let traffic = TrafficCounter()
+        // Only automatic syncs count against the data budget: a manual one measures nothing.
+        let traffic = automatic ? TrafficCounter() : nil
         let result = await performSync(kind, traffic: traffic)
-        if automatic { try? store.recordAutomaticData(bytes: traffic.bytes) }
+        if let traffic { try? store.recordAutomaticData(bytes: traffic.bytes) }
         if queued == nil { current = nil }
         return result
     }
@@ -314,7 +315,7 @@ public actor SyncEngine {
 
     // MARK: One sync
 
-    private func performSync(_ kind: SyncKind, traffic: TrafficCounter) async -> SyncResult {
+    private func performSync(_ kind: SyncKind, traffic: TrafficCounter?) async -> SyncResult {
         do {
             let pushed = try await pushAll(traffic: traffic)
             var pulled = 0
@@ -383,7 +384,7 @@ public actor SyncEngine {
 
     // MARK: Push
 
-    private func pushAll(traffic: TrafficCounter) async throws(EngineFailure) -> Int {
+    private func pushAll(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         snapshot.phase = .pushing
         let total = (try? store.outboxCounts().unsent) ?? 0
         snapshot.progress = SyncProgress(done: 0, total: total)
@@ -401,7 +402,7 @@ public actor SyncEngine {
             }
             snapshot.progress.currentEntity = request.mutations.first?.entity
             publish()
-            traffic.add((try? JSONEncoder().encode(request).count) ?? 0)
+            if let traffic { traffic.add((try? JSONEncoder().encode(request).count) ?? 0) }
             do {
                 let response = try await transport.push(request)
                 do { try store.applyPushResponse(response) } catch { throw EngineFailure.store(error) }
@@ -464,7 +465,7 @@ public actor SyncEngine {
     /// which brings what changed meanwhile. The app sees each tier's contracts become usable
     /// (``SyncStatus/availableContracts``) before the next tier starts. A crash part-way leaves
     /// no cursor, and the next sync starts the tiers again.
-    private func pullAll(traffic: TrafficCounter) async throws(EngineFailure) -> Int {
+    private func pullAll(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var pulled = 0
         for scope in PullPriorities.order(configuration.scopes) {
             snapshot.phase = .pulling(scope: scope)
@@ -499,7 +500,7 @@ public actor SyncEngine {
     /// its cursor, or only `contracts` (a priority tier), committing no cursor. Returns the rows
     /// stored and the last page's cursor.
     private func pullRun(
-        scope: String, from start: String?, contracts: [String]?, traffic: TrafficCounter
+        scope: String, from start: String?, contracts: [String]?, traffic: TrafficCounter?
     ) async throws(EngineFailure) -> (rows: Int, end: String?) {
         var pulled = 0
         var cursor = start
@@ -511,7 +512,7 @@ public actor SyncEngine {
                     let fetched = await Self.fetchPage(
                         store: store, transport: transport, scope: scope, cursor: cursor, limit: limit, contracts: contracts
                     )
-                    if case .success(let page) = fetched { traffic.add(page.body.count) }
+                    if case .success(let page) = fetched { traffic?.add(page.body.count) }
                     return fetched
                 },
                 prepare: { [store] fetched in
