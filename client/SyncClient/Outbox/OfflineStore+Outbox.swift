@@ -308,10 +308,12 @@ extension OfflineStore {
     @discardableResult
     package func pruneCompletedOutbox(before date: Date) throws(OfflineStoreError) -> Int {
         let limit = Timestamp(date).millisecondsSince1970
-        return try write { db in
-            try db.execute(sql: #"DELETE FROM "outbox" WHERE "status" = 'done' AND "updated_at" < ?"#, arguments: [limit])
-            return db.changesCount
-        }
+        return try write { db in try Self.pruneCompletedOutbox(db, before: limit) }
+    }
+
+    static func pruneCompletedOutbox(_ db: Database, before limit: Int64) throws -> Int {
+        try db.execute(sql: #"DELETE FROM "outbox" WHERE "status" = 'done' AND "updated_at" < ?"#, arguments: [limit])
+        return db.changesCount
     }
 
     // MARK: - Internals

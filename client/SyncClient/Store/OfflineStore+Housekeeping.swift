@@ -29,10 +29,9 @@ extension OfflineStore {
                 }
             }
             try Self.forgetDroppedRowsThatCameBack(db)
+            report.unsupportedRows = try Self.purgeUnsupportedRows(db)
+            report.prunedOutboxEntries = try Self.pruneCompletedOutbox(db, before: now - Int64(configuration.completedWriteRetention * 1000))
         }
-        report.unsupportedRows = try purgeUnsupportedRows()
-        let cutoff = Date(timeIntervalSince1970: Double(now) / 1000).addingTimeInterval(-configuration.completedWriteRetention)
-        report.prunedOutboxEntries = try pruneCompletedOutbox(before: cutoff)
         report.evictedUnits = try reclaimSpace(toFree: limits.minimumFreeBytes)
         return report
     }

@@ -121,21 +121,23 @@ extension OfflineStore {
     /// again. Rows with unsynced writes are kept. Returns the number deleted per entity.
     @discardableResult
     package func purgeUnsupportedRows() throws(OfflineStoreError) -> [String: Int] {
-        try write { db in
-            var purged: [String: Int] = [:]
-            for entity in ContractRegistry.entities {
-                try db.execute(
-                    sql: """
-                        DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE "_schema_version" < ?
-                        AND \(entity.primaryKey.quotedDatabaseIdentifier) NOT IN (
-                            SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN \(Self.unsyncedStatusesSQL))
-                        """,
-                    arguments: [entity.oldestSupported, entity.name]
-                )
-                if db.changesCount > 0 { purged[entity.name] = db.changesCount }
-            }
-            return purged
+        try write { db in try Self.purgeUnsupportedRows(db) }
+    }
+
+    static func purgeUnsupportedRows(_ db: Database) throws -> [String: Int] {
+        var purged: [String: Int] = [:]
+        for entity in ContractRegistry.entities {
+            try db.execute(
+                sql: """
+                    DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE "_schema_version" < ?
+                    AND \(entity.primaryKey.quotedDatabaseIdentifier) NOT IN (
+                        SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN \(Self.unsyncedStatusesSQL))
+                    """,
+                arguments: [entity.oldestSupported, entity.name]
+            )
+            if db.changesCount > 0 { purged[entity.name] = db.changesCount }
         }
+        return purged
     }
 
     /// Every scope's sync bookkeeping, by scope key.
