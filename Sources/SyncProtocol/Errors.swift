@@ -42,6 +42,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let tokenNotYetValid = ErrorCode("token_not_yet_valid")
     /// 401: the device or user was revoked after the token was issued.
     public static let tokenRevoked = ErrorCode("token_revoked")
+    /// 410: the user's data was erased on the server after this token was issued: the device
+    /// wipes its store, and the user signs in again to start afresh.
+    public static let userErased = ErrorCode("user_erased")
     /// 403: the token does not grant this scope or route.
     public static let forbidden = ErrorCode("forbidden")
     /// 400: the body's JSON nests deeper than the server reads.

@@ -22,6 +22,7 @@ struct ErrorShapeTests {
         ("tokenExpired", .tokenExpired, "token_expired"),
         ("tokenNotYetValid", .tokenNotYetValid, "token_not_yet_valid"),
         ("tokenRevoked", .tokenRevoked, "token_revoked"),
+        ("userErased", .userErased, "user_erased"),
         ("forbidden", .forbidden, "forbidden"),
         ("nestingTooDeep", .nestingTooDeep, "nesting_too_deep"),
         ("nulCharacter", .nulCharacter, "nul_character"),

@@ -207,6 +207,30 @@ struct PushFailingStorage: SyncStorage {
             try await base.identityState(tenant: tenant, userID: userID, deviceID: deviceID)
         }
         func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] { try await base.teamMemberships(tenant: tenant) }
+        func revocations(tenant: String) async throws -> [Revocation] { try await base.revocations(tenant: tenant) }
+        func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord] { try await base.clients(tenant: tenant, ownedBy: userID) }
+        func rowIDs(in table: ContractTable, tenant: String, scopeKey: String) async throws -> [String] {
+            try await base.rowIDs(in: table, tenant: tenant, scopeKey: scopeKey)
+        }
+        func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange] {
+            try await base.urgentChanges(tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
+        }
+        func deleteRow(in table: ContractTable, tenant: String, id: String) async throws {
+            try budget.spend()
+            try await base.deleteRow(in: table, tenant: tenant, id: id)
+        }
+        func deletePushResults(tenant: String, ownedBy userID: String) async throws -> Int {
+            try budget.spend()
+            return try await base.deletePushResults(tenant: tenant, ownedBy: userID)
+        }
+        func recordErasure(tenant: String, userID: String, at: Int64) async throws {
+            try budget.spend()
+            try await base.recordErasure(tenant: tenant, userID: userID, at: at)
+        }
+        func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws {
+            try budget.spend()
+            try await base.markUrgent(change, tenant: tenant, scopeKey: scopeKey, at: at)
+        }
         func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws {
             try await base.revoke(tenant: tenant, kind: kind, subject: subject, at: at)
         }

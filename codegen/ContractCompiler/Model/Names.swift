@@ -129,7 +129,8 @@ package enum Names {
     /// Tables the client and server keep for themselves.
     package static let reservedTables: Set<String> = [
         "assets", "audit_log", "conflicts", "metadata", "outbox", "sync_state", "push_results", "clients",
-        "scope_sequences", "grdb_migrations",
+        "scope_sequences", "grdb_migrations", "audit_head", "audit_user_keys", "revocations", "team_members",
+        "rate_windows", "erasures", "urgent_changes", "pinned_rows", "dropped_rows", "outpost_migrations",
     ]
 
     /// Envelope fields of every event; an event's own fields must not reuse them.

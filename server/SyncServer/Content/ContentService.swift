@@ -267,7 +267,10 @@ public struct ContentService: Sendable {
     ///
     /// - Throws: ``ServiceError``: 403 for a device token, 422 for an unknown contract, a
     ///   contract of a read-write scope, or a row the contract refuses (`details.field`).
-    public func publish(entity name: String, row: JSONValue, identity: DeviceIdentity) async throws(ServiceError) -> JSONValue {
+    ///
+    /// `urgent` marks the change for devices to take before any pull page on their next sync
+    /// (a withdrawn licence's terms, a corrected unit), whatever the order of their scopes.
+    public func publish(entity name: String, row: JSONValue, identity: DeviceIdentity, urgent: Bool = false) async throws(ServiceError) -> JSONValue {
         try Self.requireAdmin(identity)
         let (entity, scope) = try Self.publishable(name)
         guard case .object(let wire) = row else {
@@ -281,7 +284,9 @@ public struct ContentService: Sendable {
         let actor = actor(identity)
         let stored = try await ServiceError.catchingStorageFailures {
             try await storage.write { transaction in
-                try await writer.put(columns, scopeKey: scopeKey, actor: actor, operation: "publish", in: transaction).row
+                let (row, written) = try await writer.put(columns, scopeKey: scopeKey, actor: actor, operation: "publish", in: transaction)
+                if urgent, written { try await Self.markUrgent([(writer.table, row)], actor: actor, in: transaction) }
+                return row
             }
         }
         return .object(RowShaping.currentWireRow(stored, entity: entity))
@@ -290,15 +295,33 @@ public struct ContentService: Sendable {
     /// Deletes a row of a read-only scope: a tombstone devices receive, audited (outcome
     /// `deleted`). Deleting a row deletes its `has_many` rows in the same scope too (a unit's
     /// lessons, their assets). 404 when the row is absent or already deleted.
-    public func delete(entity name: String, id: String, identity: DeviceIdentity) async throws(ServiceError) {
+    /// `urgent` marks the deletion (a withdrawn unit) for devices to take before any pull page.
+    public func delete(entity name: String, id: String, identity: DeviceIdentity, urgent: Bool = false) async throws(ServiceError) {
         try Self.requireAdmin(identity)
         let (entity, _) = try Self.publishable(name)
         let writer = ContentWriter(entity)
         let actor = actor(identity)
         let deleted = try await ServiceError.catchingStorageFailures {
-            try await storage.write { transaction in try await writer.tombstone(id: id, actor: actor, in: transaction) != nil }
+            try await storage.write { transaction in
+                guard let rows = try await writer.tombstone(id: id, actor: actor, in: transaction) else { return false }
+                if urgent { try await Self.markUrgent(rows, actor: actor, in: transaction) }
+                return true
+            }
         }
         guard deleted else { throw .notFound("no \(name) '\(id)'") }
+    }
+
+    /// Records written rows as urgent changes of their scope, each at the sequence it was written with.
+    private static func markUrgent(
+        _ rows: [(table: ContractTable, row: StoredRow)], actor: ContentWriter.Actor, in transaction: any StorageTransaction
+    ) async throws {
+        for (table, row) in rows {
+            guard case .text(let scopeKey) = row["_scope_key"], let sequence = row.integer("_seq"), let id = row.text(table.primaryKey) else { continue }
+            try await transaction.markUrgent(
+                UrgentChange(table: table.name, rowID: id, sequence: sequence), tenant: actor.tenant, scopeKey: scopeKey,
+                at: actor.now.millisecondsSince1970
+            )
+        }
     }
 
     /// Stores an asset file and refreshes its `Asset` row (`size_bytes`, `checksum`,

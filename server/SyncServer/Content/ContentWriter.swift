@@ -101,9 +101,9 @@ struct ContentWriter {
     }
 
     /// Tombstones a live row, and the live rows of its `has_many` relations in the same scope
-    /// (a unit's lessons, a lesson's assets) so devices drop them too. Returns the rows deleted;
-    /// `nil` when the row is absent or already deleted.
-    func tombstone(id: String, actor: Actor, in transaction: any StorageTransaction) async throws -> [StoredRow]? {
+    /// (a unit's lessons, a lesson's assets) so devices drop them too. Returns the rows deleted,
+    /// each with its table; `nil` when the row is absent or already deleted.
+    func tombstone(id: String, actor: Actor, in transaction: any StorageTransaction) async throws -> [(table: ContractTable, row: StoredRow)]? {
         guard let existing = try await lockedRow(id: id, tenant: actor.tenant, in: transaction), existing.integer("_deleted") == 0,
             case .text(let scopeKey) = existing["_scope_key"]
         else { return nil }
@@ -113,8 +113,8 @@ struct ContentWriter {
         }
         let version = (existing.integer("_version") ?? 0) + 1
         stamp(&row, version: version, now: actor.now, when: true)
-        var deleted = [try await store(row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: "delete",
-                                 outcome: "deleted", in: transaction)]
+        var deleted = [(table, try await store(row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: "delete",
+                                         outcome: "deleted", in: transaction))]
         for relation in entity.relations where relation.kind == .hasMany {
             guard let child = ContractRegistry.entity(named: relation.target), child.scope == entity.scope else { continue }
             let childWriter = ContentWriter(child)

@@ -6,7 +6,8 @@ public import Hummingbird
 /// After the token's own checks (``TokenSigner/verify(_:now:)``), what the server holds about
 /// the identity decides, read from storage on every request so it holds at once on every
 /// process: a token issued at or before a revocation of its device or user is refused
-/// (`token_revoked`), and the teams whose scope it may use are the user's memberships, whatever
+/// (`token_revoked`), one issued at or before the erasure of its user's data is told so
+/// (`410 user_erased`), and the teams whose scope it may use are the user's memberships, whatever
 /// the token says.
 public struct AuthenticationMiddleware: RouterMiddleware {
     public typealias Context = SyncRequestContext
@@ -50,6 +51,9 @@ public struct AuthenticationMiddleware: RouterMiddleware {
             state = try await storage.read { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
         } catch {
             throw ServiceError(status: 503, .internalError, "the server cannot check the token now; try again")
+        }
+        if let erasedAt = state.erasedAt, (identity.issuedAt ?? 0) <= erasedAt {
+            throw ServiceError(status: 410, .userErased, "this user's data was erased on the server; wipe the device's store and sign in again")
         }
         if let revokedAt = state.revokedAt, (identity.issuedAt ?? 0) <= revokedAt {
             throw ServiceError(status: 401, .tokenRevoked, "this device's access was revoked; sign in again")

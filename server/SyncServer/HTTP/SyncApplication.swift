@@ -101,6 +101,8 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.delete, "/admin/v1/content/{entity}/{id}", on: admin, use: routes.deleteContent)
     table.add(.put, "/admin/v1/assets/{id}", on: admin, use: routes.uploadAsset)
     table.add(.post, "/admin/v1/revocations", on: admin, use: routes.revoke)
+    table.add(.delete, "/admin/v1/users/{user}", on: admin, use: routes.eraseUser)
+    table.add(.get, "/admin/v1/users/{user}/export", on: admin, use: routes.exportUser)
     table.add(.put, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.addTeamMember)
     table.add(.delete, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.removeTeamMember)
 
@@ -225,8 +227,14 @@ struct SyncRoutes: Sendable {
         guard let scope = request.query("scope"), !scope.isEmpty else {
             throw ServiceError.malformed("the `scope` query parameter is required (a scope name like `user`, or a scope key)")
         }
+        let cursor = request.query("cursor").flatMap { $0.isEmpty ? nil : $0 }
+        if try flag("urgent", request) {
+            let page = try await pullService.urgentPage(scope: scope, cursor: cursor, schema: try schema(request), identity: identity)
+            environment.metrics.recordPull(rows: page.rowCount)
+            return .json(encoded: Data(page.json()), request: request, compressible: true)
+        }
         let page = try await pullService.page(
-            scope: scope, cursor: request.query("cursor").flatMap { $0.isEmpty ? nil : $0 }, limit: try limit(request),
+            scope: scope, cursor: cursor, limit: try limit(request),
             schema: try schema(request), clientID: request.headers[.outpostClient], identity: identity,
             contracts: request.query("contracts").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
         )
@@ -268,13 +276,15 @@ struct SyncRoutes: Sendable {
         let entity = try parameter("entity", context)
         let row = try await request.jsonBody(limit: configuration.maximumBodyBytes, maximumDepth: configuration.maximumJSONDepth)
         guard case .object = row else { throw ServiceError.malformed("the body must be a JSON object: the row to publish") }
-        let published = try await contentService.publish(entity: entity, row: row, identity: identity)
+        let published = try await contentService.publish(entity: entity, row: row, identity: identity, urgent: try flag("urgent", request))
         return try .json(published, request: request)
     }
 
     @Sendable func deleteContent(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
-        try await contentService.delete(entity: try parameter("entity", context), id: try parameter("id", context), identity: identity)
+        try await contentService.delete(
+            entity: try parameter("entity", context), id: try parameter("id", context), identity: identity, urgent: try flag("urgent", request)
+        )
         return Response(status: .noContent)
     }
 
@@ -288,6 +298,41 @@ struct SyncRoutes: Sendable {
     }
 
     // MARK: Identity held by the server
+
+    // MARK: A user's data
+
+    /// Erases the user's data in the admin's tenant (``UserErasure``) and answers what was erased.
+    @Sendable func eraseUser(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let report = try await UserErasure(storage: environment.storage, clock: environment.clock).erase(
+            tenant: identity.tenant, userID: try parameter("user", context),
+            requestedBy: UserErasure.Requester(userID: identity.userID, deviceID: identity.deviceID)
+        )
+        context.logger.notice("user erased", metadata: ["user": .string(report.userID), "rows": .stringConvertible(report.rowsErased)])
+        return try .json(report, request: request)
+    }
+
+    /// Everything held about the user in the admin's tenant, as JSON lines (``UserExport``).
+    @Sendable func exportUser(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        let user = try parameter("user", context)
+        var body = Data()
+        do {
+            try await UserExport(storage: environment.storage, clock: environment.clock).export(tenant: identity.tenant, userID: user) {
+                body.append($0)
+            }
+        } catch let error as ServiceError {
+            throw error
+        } catch {
+            throw ServiceError(status: 500, .internalError, "the export could not be read; try again")
+        }
+        var headers: HTTPFields = [.contentType: "application/x-ndjson; charset=utf-8", .vary: "Accept-Encoding"]
+        if request.acceptsGzip {
+            body = Gzip.compress(body)
+            headers[.contentEncoding] = "gzip"
+        }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
 
     /// `{"device": "D"}` or `{"user": "U"}`: every token of it in the admin's tenant issued until
     /// now is refused from the next request on, on every process.
@@ -341,6 +386,15 @@ struct SyncRoutes: Sendable {
         guard let text = request.query("limit"), !text.isEmpty else { return nil }
         guard let value = Int(text), value > 0 else { throw .malformed("`limit` must be a positive integer, not `\(text)`") }
         return value
+    }
+
+    /// A boolean query parameter: absent or `false` is false, `true` true, anything else a 400.
+    private func flag(_ name: String, _ request: Request) throws(ServiceError) -> Bool {
+        switch request.query(name) {
+        case nil, "", "false": return false
+        case "true": return true
+        case let other?: throw .malformed("`\(name)` must be `true` or `false`, not `\(other)`")
+        }
     }
 
     private func parameter(_ name: String, _ context: SyncRequestContext) throws(ServiceError) -> String {

@@ -8,10 +8,58 @@ public struct IdentityState: Hashable, Sendable {
     public var revokedAt: Int64?
     /// The teams the user belongs to, sorted.
     public var teams: [String]
+    /// Seconds since 1970 of the erasure of the user's data; `nil` when never erased.
+    public var erasedAt: Int64?
 
-    public init(revokedAt: Int64?, teams: [String]) {
+    public init(revokedAt: Int64?, teams: [String], erasedAt: Int64? = nil) {
         self.revokedAt = revokedAt
         self.teams = teams
+        self.erasedAt = erasedAt
+    }
+}
+
+/// A revocation the server holds.
+public struct Revocation: Hashable, Sendable {
+    public var kind: RevocationKind
+    public var subject: String
+    /// Seconds since 1970.
+    public var revokedAt: Int64
+
+    public init(kind: RevocationKind, subject: String, revokedAt: Int64) {
+        self.kind = kind
+        self.subject = subject
+        self.revokedAt = revokedAt
+    }
+}
+
+/// A push stream and what the server holds of it.
+public struct ClientRecord: Hashable, Sendable {
+    public var clientID: String
+    public var owner: ClientOwner?
+    /// The last `seq` done.
+    public var lastSeq: Int64
+    /// When it last moved, milliseconds since 1970.
+    public var updatedAt: Int64
+
+    public init(clientID: String, owner: ClientOwner?, lastSeq: Int64, updatedAt: Int64) {
+        self.clientID = clientID
+        self.owner = owner
+        self.lastSeq = lastSeq
+        self.updatedAt = updatedAt
+    }
+}
+
+/// A row whose change an operator marked urgent (a withdrawn unit): the contract table and the
+/// row's primary key, and the scope sequence of the change marked.
+public struct UrgentChange: Hashable, Sendable {
+    public var table: String
+    public var rowID: String
+    public var sequence: Int64
+
+    public init(table: String, rowID: String, sequence: Int64) {
+        self.table = table
+        self.rowID = rowID
+        self.sequence = sequence
     }
 }
 

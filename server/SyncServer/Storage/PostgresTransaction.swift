@@ -174,11 +174,112 @@ final class PostgresTransaction: StorageTransaction {
         let rows = try await run("""
             SELECT (SELECT MAX(revoked_at) FROM revocations
                     WHERE tenant = $1 AND ((kind = 'device' AND subject = $2) OR (kind = 'user' AND subject = $3))),
-                   ARRAY(SELECT team_id FROM team_members WHERE tenant = $1 AND user_id = $3 ORDER BY team_id)
+                   ARRAY(SELECT team_id FROM team_members WHERE tenant = $1 AND user_id = $3 ORDER BY team_id),
+                   (SELECT erased_at FROM erasures WHERE tenant = $1 AND user_id = $3)
             """, bindings)
         guard let row = rows.first else { return IdentityState(revokedAt: nil, teams: []) }
-        let (revokedAt, teams) = try row.decode((Int64?, [String]).self)
-        return IdentityState(revokedAt: revokedAt, teams: teams)
+        let (revokedAt, teams, erasedAt) = try row.decode((Int64?, [String], Int64?).self)
+        return IdentityState(revokedAt: revokedAt, teams: teams, erasedAt: erasedAt)
+    }
+
+    func revocations(tenant: String) async throws -> [Revocation] {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        return try await run("SELECT kind, subject, revoked_at FROM revocations WHERE tenant = $1 ORDER BY kind, subject", bindings)
+            .compactMap { row in
+                let (kind, subject, revokedAt) = try row.decode((String, String, Int64).self)
+                return RevocationKind(rawValue: kind).map { Revocation(kind: $0, subject: subject, revokedAt: revokedAt) }
+            }
+    }
+
+    func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord] {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(userID)
+        return try await run(
+            "SELECT client_id, user_id, device_id, last_seq, updated_at FROM clients WHERE tenant = $1 AND user_id = $2 ORDER BY client_id",
+            bindings
+        ).map { row in
+            let (clientID, user, device, lastSeq, updatedAt) = try row.decode((String, String?, String?, Int64, Int64).self)
+            let owner = user.flatMap { user in device.map { ClientOwner(userID: user, deviceID: $0) } }
+            return ClientRecord(clientID: clientID, owner: owner, lastSeq: lastSeq, updatedAt: updatedAt)
+        }
+    }
+
+    func rowIDs(in table: ContractTable, tenant: String, scopeKey: String) async throws -> [String] {
+        try await sendRows()
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(scopeKey)
+        let key = Self.quoted(table.primaryKey)
+        return try await run(
+            "SELECT \(key)::text FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = $1 AND \"_scope_key\" = $2 ORDER BY \(key)", bindings
+        ).map { try $0.decode(String.self) }
+    }
+
+    func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange] {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(scopeKey)
+        bindings.append(after)
+        bindings.append(Int64(limit))
+        return try await run("""
+            SELECT table_name, row_id, MAX(seq) AS seq FROM urgent_changes
+            WHERE tenant = $1 AND scope_key = $2 AND seq > $3 GROUP BY table_name, row_id ORDER BY MAX(seq) LIMIT $4
+            """, bindings).map { row in
+            let (table, rowID, sequence) = try row.decode((String, String, Int64).self)
+            return UrgentChange(table: table, rowID: rowID, sequence: sequence)
+        }
+    }
+
+    func deleteRow(in table: ContractTable, tenant: String, id: String) async throws {
+        try await sendRows()
+        let columns = try catalog.columns(of: table.name)
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        try PostgresValues.bind(.text(id), as: columns.type(of: table.primaryKey), into: &bindings)
+        try await run("DELETE FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = $1 AND \(Self.quoted(table.primaryKey)) = $2", bindings)
+    }
+
+    func deletePushResults(tenant: String, ownedBy userID: String) async throws -> Int {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(userID)
+        return try await run("""
+            WITH gone AS (
+                DELETE FROM push_results WHERE tenant = $1
+                AND client_id IN (SELECT client_id FROM clients WHERE tenant = $1 AND user_id = $2) RETURNING 1
+            ) SELECT COUNT(*) FROM gone
+            """, bindings).first.map { try Int($0.decode(Int64.self)) } ?? 0
+    }
+
+    func recordErasure(tenant: String, userID: String, at: Int64) async throws {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(userID)
+        bindings.append(at)
+        try await run("""
+            INSERT INTO erasures (tenant, user_id, erased_at) VALUES ($1, $2, $3)
+            ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = GREATEST(erasures.erased_at, excluded.erased_at)
+            """, bindings)
+        var member = PostgresBindings()
+        member.append(tenant)
+        member.append(userID)
+        try await run("DELETE FROM team_members WHERE tenant = $1 AND user_id = $2", member)
+    }
+
+    func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(scopeKey)
+        bindings.append(change.sequence)
+        bindings.append(change.table)
+        bindings.append(change.rowID)
+        bindings.append(at)
+        try await run("""
+            INSERT INTO urgent_changes (tenant, scope_key, seq, table_name, row_id, marked_at) VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (tenant, scope_key, seq) DO UPDATE SET table_name = excluded.table_name, row_id = excluded.row_id, marked_at = excluded.marked_at
+            """, bindings)
     }
 
     func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] {

@@ -250,17 +250,80 @@ struct SQLiteTransaction: StorageTransaction {
     // MARK: Identity held by the server
 
     func identityState(tenant: String, userID: String, deviceID: String) async throws -> IdentityState {
-        let revokedAt = try Int64.fetchOne(
+        let row = try Row.fetchOne(
             statement("""
-                SELECT MAX(revoked_at) FROM revocations
-                WHERE tenant = ? AND ((kind = 'device' AND subject = ?) OR (kind = 'user' AND subject = ?))
+                SELECT (SELECT MAX(revoked_at) FROM revocations
+                        WHERE tenant = ? AND ((kind = 'device' AND subject = ?) OR (kind = 'user' AND subject = ?))) AS revoked_at,
+                       (SELECT erased_at FROM erasures WHERE tenant = ? AND user_id = ?) AS erased_at
                 """),
-            arguments: [tenant, deviceID, userID]
+            arguments: [tenant, deviceID, userID, tenant, userID]
         )
         let teams = try String.fetchAll(
             statement("SELECT team_id FROM team_members WHERE tenant = ? AND user_id = ? ORDER BY team_id"), arguments: [tenant, userID]
         )
-        return IdentityState(revokedAt: revokedAt, teams: teams)
+        return IdentityState(revokedAt: row?["revoked_at"], teams: teams, erasedAt: row?["erased_at"])
+    }
+
+    func revocations(tenant: String) async throws -> [Revocation] {
+        try Row.fetchAll(statement("SELECT kind, subject, revoked_at FROM revocations WHERE tenant = ? ORDER BY kind, subject"), arguments: [tenant])
+            .compactMap { row in
+                RevocationKind(rawValue: row["kind"]).map { Revocation(kind: $0, subject: row["subject"], revokedAt: row["revoked_at"]) }
+            }
+    }
+
+    func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord] {
+        try Row.fetchAll(
+            statement("SELECT client_id, user_id, device_id, last_seq, updated_at FROM clients WHERE tenant = ? AND user_id = ? ORDER BY client_id"),
+            arguments: [tenant, userID]
+        ).map { row in
+            let owner = (row["user_id"] as String?).flatMap { user in (row["device_id"] as String?).map { ClientOwner(userID: user, deviceID: $0) } }
+            return ClientRecord(clientID: row["client_id"], owner: owner, lastSeq: row["last_seq"], updatedAt: row["updated_at"])
+        }
+    }
+
+    func rowIDs(in table: ContractTable, tenant: String, scopeKey: String) async throws -> [String] {
+        let key = Self.quoted(table.primaryKey)
+        return try String.fetchAll(
+            statement("SELECT CAST(\(key) AS TEXT) FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \"_scope_key\" = ? ORDER BY \(key)"),
+            arguments: [tenant, scopeKey]
+        )
+    }
+
+    func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange] {
+        try Row.fetchAll(
+            statement("""
+                SELECT table_name, row_id, MAX(seq) AS seq FROM urgent_changes
+                WHERE tenant = ? AND scope_key = ? AND seq > ? GROUP BY table_name, row_id ORDER BY seq LIMIT ?
+                """),
+            arguments: [tenant, scopeKey, after, limit]
+        ).map { UrgentChange(table: $0["table_name"], rowID: $0["row_id"], sequence: $0["seq"]) }
+    }
+
+    func deleteRow(in table: ContractTable, tenant: String, id: String) async throws {
+        try statement("DELETE FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) = ?")
+            .execute(arguments: [tenant, id])
+    }
+
+    func deletePushResults(tenant: String, ownedBy userID: String) async throws -> Int {
+        try statement("""
+            DELETE FROM push_results WHERE tenant = ?
+            AND client_id IN (SELECT client_id FROM clients WHERE tenant = ? AND user_id = ?)
+            """).execute(arguments: [tenant, tenant, userID])
+        return db.changesCount
+    }
+
+    func recordErasure(tenant: String, userID: String, at: Int64) async throws {
+        try statement("""
+            INSERT INTO erasures (tenant, user_id, erased_at) VALUES (?, ?, ?)
+            ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = MAX(erased_at, excluded.erased_at)
+            """).execute(arguments: [tenant, userID, at])
+        try statement("DELETE FROM team_members WHERE tenant = ? AND user_id = ?").execute(arguments: [tenant, userID])
+    }
+
+    func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws {
+        try statement("""
+            INSERT OR REPLACE INTO urgent_changes (tenant, scope_key, seq, table_name, row_id, marked_at) VALUES (?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [tenant, scopeKey, change.sequence, change.table, change.rowID, at])
     }
 
     func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] {

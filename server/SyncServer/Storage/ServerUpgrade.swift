@@ -6,7 +6,55 @@ struct ServerUpgrade {
     let sqlite: [String]
     let postgres: [String]
 
-    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity]
+    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity, erasuresAndUrgentChanges]
+
+    /// Users whose data was erased (a token issued at or before is told `user_erased`), and the
+    /// changes an operator marked urgent, which a device takes before any pull page.
+    static let erasuresAndUrgentChanges = ServerUpgrade(
+        identifier: "server.v3.erasures_urgent_changes",
+        sqlite: [
+            """
+            CREATE TABLE "erasures" (
+                "tenant" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "erased_at" INTEGER NOT NULL,
+                PRIMARY KEY ("tenant", "user_id")
+            )
+            """,
+            """
+            CREATE TABLE "urgent_changes" (
+                "tenant" TEXT NOT NULL,
+                "scope_key" TEXT NOT NULL,
+                "seq" INTEGER NOT NULL,
+                "table_name" TEXT NOT NULL,
+                "row_id" TEXT NOT NULL,
+                "marked_at" INTEGER NOT NULL,
+                PRIMARY KEY ("tenant", "scope_key", "seq")
+            )
+            """,
+        ],
+        postgres: [
+            """
+            CREATE TABLE "erasures" (
+                "tenant" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "erased_at" BIGINT NOT NULL,
+                PRIMARY KEY ("tenant", "user_id")
+            )
+            """,
+            """
+            CREATE TABLE "urgent_changes" (
+                "tenant" TEXT NOT NULL,
+                "scope_key" TEXT NOT NULL,
+                "seq" BIGINT NOT NULL,
+                "table_name" TEXT NOT NULL,
+                "row_id" TEXT NOT NULL,
+                "marked_at" BIGINT NOT NULL,
+                PRIMARY KEY ("tenant", "scope_key", "seq")
+            )
+            """,
+        ]
+    )
 
     /// What the server, not the token, says of an identity: revocations of devices and users
     /// (a token issued at or before one is refused) and team membership.

@@ -76,6 +76,23 @@ public protocol StorageReader {
 
     /// Every membership of a tenant's teams, as (team, user), sorted.
     func teamMemberships(tenant: String) async throws -> [(team: String, user: String)]
+
+    /// Every revocation of a tenant, sorted by kind and subject.
+    func revocations(tenant: String) async throws -> [Revocation]
+
+    // MARK: A user's data
+
+    /// The push streams a user's devices own, by `client_id`.
+    func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord]
+
+    /// The primary keys of every row of one table in one scope, tombstones included, sorted.
+    func rowIDs(in table: ContractTable, tenant: String, scopeKey: String) async throws -> [String]
+
+    // MARK: Urgent changes
+
+    /// The rows marked urgent in a scope after `after` (by the scope sequence their change had),
+    /// in sequence order, at most `limit`; a row marked twice is named once, at its last mark.
+    func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange]
 }
 
 /// Writes, inside one transaction.
@@ -112,6 +129,19 @@ public protocol StorageTransaction: StorageReader {
 
     /// Adds a user to a team (`isMember`) or removes them.
     func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws
+
+    /// Removes a row for good (no tombstone): only for what must not be kept at all.
+    func deleteRow(in table: ContractTable, tenant: String, id: String) async throws
+
+    /// Deletes the stored push results of every stream a user's devices own; returns how many.
+    func deletePushResults(tenant: String, ownedBy userID: String) async throws -> Int
+
+    /// Records that a user's data was erased at `at` (seconds since 1970): a token of theirs
+    /// issued at or before it is told `user_erased`. Removes the user from every team.
+    func recordErasure(tenant: String, userID: String, at: Int64) async throws
+
+    /// Marks a row's change urgent: devices take it before any pull page.
+    func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws
 
     /// Appends to the audit log. The entry's id and seals are assigned when it is chained (with
     /// the storage's ``AuditKey``): at once, or just before the transaction commits, in commit

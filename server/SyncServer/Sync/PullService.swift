@@ -127,7 +127,63 @@ public struct PullService: Sendable {
             }
         }
 
-        let rows = changes.prefix(pageSize)
+        var next = changes.prefix(pageSize).last?.row.integer("_seq") ?? after
+        // The last page of a filtered pull ends at the scope's head: the contracts asked for
+        // hold nothing more up to it, so the device resumes them from there, not from their
+        // last row (which may be long before the other contracts' changes).
+        if let head, changes.count <= pageSize { next = max(next, head) }
+        return Self.assemble(
+            changes.prefix(pageSize), contracts: contracts, schema: schema,
+            into: PullPage(cursor: SyncCursor(scopeKey: key, sequence: next).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq)
+        )
+    }
+
+    /// The changes the operator marked urgent in a scope after the device's cursor (a withdrawn
+    /// unit, a revoked licence's terms), each row in its latest state, for the device to store
+    /// before it pulls any page. The page's cursor is the one the device sent, unchanged: the
+    /// rows come again, in order, with the scope's pages. At most `maximumLimit` rows; older
+    /// urgent marks beyond that arrive with the pages as any change.
+    ///
+    /// - Throws: ``ServiceError`` as ``pull(scope:cursor:limit:schema:clientID:identity:contracts:)``;
+    ///   400 without a cursor (a device without one pulls the whole scope anyway).
+    package func urgentPage(
+        scope: String, cursor: String?, schema: [String: Int], identity: DeviceIdentity
+    ) async throws(ServiceError) -> PullPage {
+        try RowShaping.requireSupported(schema)
+        let (descriptor, key) = try Self.resolve(scope, identity: identity)
+        guard ScopeAccess.canRead(key, in: descriptor, identity: identity) else {
+            throw .forbidden("this token does not grant the scope '\(key)'")
+        }
+        guard let cursor, !cursor.isEmpty else {
+            throw .malformed("urgent changes are asked for after a cursor; without one, pull the scope")
+        }
+        let after = try Self.sequence(of: cursor, scopeKey: key)
+        let contracts = PulledContracts(scope: descriptor.name)
+        let tables = Dictionary(contracts.tables.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let tenant = identity.tenant
+        let limit = maximumLimit
+        let rows = try await ServiceError.catchingStorageFailures {
+            try await storage.read { reader in
+                var rows: [(table: ContractTable, row: StoredRow)] = []
+                for change in try await reader.urgentChanges(tenant: tenant, scopeKey: key, after: after, limit: limit) {
+                    guard let table = tables[change.table],
+                        let row = try await reader.row(in: table, tenant: tenant, id: change.rowID),
+                        row["_scope_key"] == .text(key), (row.integer("_seq") ?? 0) > after
+                    else { continue }
+                    rows.append((table, row))
+                }
+                return rows
+            }
+        }
+        return Self.assemble(rows[...], contracts: contracts, schema: schema, into: PullPage(cursor: cursor, hasMore: false, lastSeq: 0))
+    }
+
+    /// Fills a page with rows of the scope's contracts, each shaped for the device's schema
+    /// version of its contract, tombstones as deletes.
+    private static func assemble(
+        _ rows: ArraySlice<(table: ContractTable, row: StoredRow)>, contracts: PulledContracts, schema: [String: Int], into page: PullPage
+    ) -> PullPage {
+        var page = page
         var shapings: [String: PullPage.Shaping] = [:]
         for (table, entity) in contracts.entities {
             let version = RowShaping.schemaVersion(of: entity.name, current: entity.currentVersion, in: schema)
@@ -137,12 +193,6 @@ public struct PullService: Sendable {
             let version = RowShaping.schemaVersion(of: event.name, current: event.currentVersion, in: schema)
             shapings[table] = .event(event, version: version, plan: RowShaping.Plan(event, version: version))
         }
-        var next = rows.last?.row.integer("_seq") ?? after
-        // The last page of a filtered pull ends at the scope's head: the contracts asked for
-        // hold nothing more up to it, so the device resumes them from there, not from their
-        // last row (which may be long before the other contracts' changes).
-        if let head, changes.count <= pageSize { next = max(next, head) }
-        var page = PullPage(cursor: SyncCursor(scopeKey: key, sequence: next).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq)
         for (table, row) in rows {
             guard let shaping = shapings[table.name] else { continue }
             if let entity = contracts.entities[table.name] {

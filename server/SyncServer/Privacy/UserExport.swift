@@ -1,0 +1,139 @@
+import ContractRuntime
+import Contracts
+public import Foundation
+
+/// Everything the server holds about one user (a learner's right of access), as JSON lines,
+/// one object per line, each with a `type`:
+///
+/// - `user`: the tenant, the user, when the export was made, the erasure if there was one;
+/// - `device`: each push stream the user's devices own (`client_id`, `device_id`, `last_seq`);
+/// - `team`: each team the user belongs to;
+/// - `revocation`: each revocation of the user or of one of their devices;
+/// - `row`: each live row of every scope the user owns, in its contract's current version;
+/// - `event`: each event the user sent, in any scope, and every event of the scopes they own;
+/// - `audit`: each audit entry the user's identity wrote, or that is about the user (an
+///   erasure), with its detail in clear (`null` with `detail_erased` once erased).
+///
+/// The lines come in that order, rows and events by contract then primary key, audit entries
+/// by id, so two exports of the same history are byte for byte the same but for `exported_at`.
+public struct UserExport: Sendable {
+    let storage: any SyncStorage
+    let clock: any ServerClock
+
+    public init(storage: any SyncStorage, clock: any ServerClock = SystemClock()) {
+        self.storage = storage
+        self.clock = clock
+    }
+
+    /// How many lines of each type an export wrote.
+    public struct Summary: Hashable, Sendable {
+        public var lines: [String: Int] = [:]
+    }
+
+    /// Writes the export to `output`, line by line.
+    /// - Throws: ``ServiceError`` 400 for an empty tenant or user; a storage failure as 500.
+    @discardableResult
+    public func export(tenant: String, userID: String, to output: (Data) throws -> Void) async throws -> Summary {
+        guard !tenant.isEmpty, !userID.isEmpty else { throw ServiceError.malformed("an export names a tenant and a user") }
+        var summary = Summary()
+        func write(_ type: String, _ fields: [String: JSONValue]) throws {
+            var object = fields
+            object["type"] = .string(type)
+            try output(Data((CanonicalJSON.text(.object(object)) + "\n").utf8))
+            summary.lines[type, default: 0] += 1
+        }
+        let key = storage.auditKey
+        let now = clock.now()
+        let (identity, clients, revocations, teams) = try await storage.read { reader in
+            let state = try await reader.identityState(tenant: tenant, userID: userID, deviceID: "")
+            let clients = try await reader.clients(tenant: tenant, ownedBy: userID)
+            return (state, clients, try await reader.revocations(tenant: tenant), state.teams)
+        }
+        var user: [String: JSONValue] = [
+            "tenant": .string(tenant), "user_id": .string(userID), "exported_at": .string(now.iso8601),
+        ]
+        if let erasedAt = identity.erasedAt { user["erased_at"] = .int(erasedAt) }
+        try write("user", user)
+        let devices = Set(clients.compactMap(\.owner?.deviceID))
+        for client in clients {
+            try write("device", [
+                "client_id": .string(client.clientID), "device_id": client.owner.map { .string($0.deviceID) } ?? .null,
+                "last_seq": .int(client.lastSeq), "updated_at": .int(client.updatedAt),
+            ])
+        }
+        for team in teams { try write("team", ["team_id": .string(team)]) }
+        for revocation in revocations
+        where (revocation.kind == .user && revocation.subject == userID) || (revocation.kind == .device && devices.contains(revocation.subject)) {
+            try write("revocation", [
+                "kind": .string(revocation.kind.rawValue), "subject": .string(revocation.subject), "revoked_at": .int(revocation.revokedAt),
+            ])
+        }
+
+        let owned = UserErasure.ownedScopes(tenant: tenant, userID: userID, devices: devices.sorted())
+        for (scope, scopeKey) in owned {
+            for entity in ContractRegistry.entities.sorted(by: { $0.name < $1.name }) where entity.scope == scope.name {
+                let table = ContractTable(entity)
+                for row in try await rows(of: table, tenant: tenant, scopeKey: scopeKey) where row.integer("_deleted") != 1 {
+                    try write("row", [
+                        "entity": .string(entity.name), "scope": .string(scopeKey), "version": .int(row.integer("_version") ?? 0),
+                        "row": .object(RowShaping.currentWireRow(row, entity: entity)),
+                    ])
+                }
+            }
+        }
+        let ownedKeys = Set(owned.map(\.key))
+        for event in ContractRegistry.events.sorted(by: { $0.name < $1.name }) {
+            let table = ContractTable(event)
+            var seen = Set<String>()
+            var events: [StoredRow] = []
+            for scopeKey in ownedKeys.sorted() where event.scope == owned.first(where: { $0.key == scopeKey })?.scope.name {
+                events += try await rows(of: table, tenant: tenant, scopeKey: scopeKey)
+            }
+            events += try await storage.read { reader in
+                try await reader.rows(in: table, tenant: tenant, where: ["user_id": .text(userID)], limit: Int(Int32.max))
+            }
+            for row in events.sorted(by: { ($0.text(table.primaryKey) ?? "") < ($1.text(table.primaryKey) ?? "") }) {
+                guard let id = row.text(table.primaryKey), seen.insert(id).inserted else { continue }
+                try write("event", [
+                    "event": .string(event.name), "scope": .string(row.text("_scope_key") ?? ""),
+                    "payload": .object(RowShaping.wireEvent(row, event: event, version: event.currentVersion)),
+                ])
+            }
+        }
+
+        var after: Int64 = 0
+        while true {
+            let from = after
+            let page = try await storage.read { try await $0.auditEntries(after: from, limit: 1000) }
+            guard let last = page.last else { break }
+            after = last.id
+            for entry in page where entry.tenant == tenant && (entry.userID == userID || (entry.entity == "User" && entry.rowID == userID)) {
+                let detail = try await storage.read { reader in try await AuditChain.readableDetail(of: entry, in: reader, key: key) }
+                var line: [String: JSONValue] = [
+                    "id": .int(entry.id), "recorded_at": .int(entry.recordedAt), "user_id": .string(entry.userID),
+                    "device_id": .string(entry.deviceID), "entity": .string(entry.entity), "row_id": .string(entry.rowID),
+                    "operation": .string(entry.operation), "outcome": .string(entry.outcome),
+                ]
+                if let detail {
+                    line["detail"] = JSONParser.parse(detail) ?? .string(detail)
+                } else {
+                    line["detail"] = .null
+                    line["detail_erased"] = .bool(true)
+                }
+                try write("audit", line)
+            }
+        }
+        return summary
+    }
+
+    /// Every row of a table in a scope, by primary key.
+    private func rows(of table: ContractTable, tenant: String, scopeKey: String) async throws -> [StoredRow] {
+        try await storage.read { reader in
+            var rows: [StoredRow] = []
+            for id in try await reader.rowIDs(in: table, tenant: tenant, scopeKey: scopeKey) {
+                if let row = try await reader.row(in: table, tenant: tenant, id: id) { rows.append(row) }
+            }
+            return rows
+        }
+    }
+}
