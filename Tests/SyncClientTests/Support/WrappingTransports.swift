@@ -53,6 +53,7 @@ final class RecordingTransport: SyncTransport, @unchecked Sendable {
     private let lock = NSLock()
     private var pushes: [PushRequest] = []
     private var pullCount = 0
+    private var urgentScopes: [String] = []
     private var gateClosed = false
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
@@ -62,6 +63,8 @@ final class RecordingTransport: SyncTransport, @unchecked Sendable {
     /// Unfiltered pull requests: one per scope and sync while a page holds the scope (a first
     /// download's priority tiers come before it, filtered, and are not counted).
     var pulls: Int { lock.withLock { pullCount } }
+    /// The scopes whose urgent changes were asked for, in order.
+    var urgentRequests: [String] { lock.withLock { urgentScopes } }
     /// Pushes waiting at the gate.
     var heldPushes: Int { lock.withLock { waiting.count } }
 
@@ -103,6 +106,11 @@ final class RecordingTransport: SyncTransport, @unchecked Sendable {
     }
 
     var filtersPullsByContract: Bool { inner.filtersPullsByContract }
+
+    func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
+        lock.withLock { urgentScopes.append(scope) }
+        return try await inner.urgentChanges(scope: scope, cursor: cursor, schema: schema, clientID: clientID)
+    }
 
     func health() async -> Bool { await inner.health() }
 }

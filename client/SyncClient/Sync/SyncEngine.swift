@@ -35,6 +35,8 @@ public actor SyncEngine {
     private var outboxWatch: Task<Void, Never>?
     private var pushDebounce: Task<Void, Never>?
     private var failures = 0
+    /// Set once the server said the user's data was erased and the store was wiped.
+    private var erasure: TransportError?
     /// The path last reported by the monitor: expensive paths may be closed to automatic syncs.
     private var pathIsExpensive = false
     private var preferences: SyncPreferences
@@ -262,6 +264,10 @@ public actor SyncEngine {
     }
 
     private func run(_ kind: SyncKind, automatic: Bool) async -> SyncResult {
+        if let erasure {
+            if queued == nil { current = nil }
+            return .failed(erasure, retryAt: nil)
+        }
         retryTask?.cancel()
         retryTask = nil
         // Only automatic syncs count against the data budget: a manual one measures nothing.
@@ -336,6 +342,8 @@ public actor SyncEngine {
             return .succeeded(pushed: pushed, pulled: pulled)
         } catch let failure as EngineFailure {
             switch failure {
+            case .transport(let error) where error.isUserErased:
+                return wipeErasedAccount(error)
             case .transport(let error):
                 return fail(error)
             case .store(let error):
@@ -348,6 +356,32 @@ public actor SyncEngine {
         } catch {
             return .storeFailed(String(describing: error))
         }
+    }
+
+    /// The server erased this user's data: nothing of it may stay on the device. The store is
+    /// wiped (database and assets; unsynced writes too, their author's data being erased; the
+    /// tenant's key stays, other users of the tenant on this device may need it),
+    /// the engine stops, and every later sync answers the same failure.
+    private func wipeErasedAccount(_ error: TransportError) -> SyncResult {
+        stop()
+        outboxWatch?.cancel()
+        outboxWatch = nil
+        erasure = error
+        do {
+            try store.signOut(force: true)
+        } catch .signedOut {
+            // Already wiped.
+        } catch {
+            snapshot.lastError = ErrorDetail(code: ErrorCode("store"), message: "the erased account's store could not be wiped: \(error)")
+            snapshot.phase = .idle
+            publish()
+            return .storeFailed(String(describing: error))
+        }
+        snapshot = SyncStatus()
+        snapshot.accountErased = true
+        snapshot.lastError = error.detail
+        publish()
+        return .failed(error, retryAt: nil)
     }
 
     private func fail(_ error: TransportError) -> SyncResult {
@@ -466,7 +500,7 @@ public actor SyncEngine {
     /// (``SyncStatus/availableContracts``) before the next tier starts. A crash part-way leaves
     /// no cursor, and the next sync starts the tiers again.
     private func pullAll(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
-        var pulled = 0
+        var pulled = try await takeUrgentChanges(traffic: traffic)
         for scope in PullPriorities.order(configuration.scopes) {
             snapshot.phase = .pulling(scope: scope)
             snapshot.progress = SyncProgress(done: 0, total: 0, currentEntity: nil)
@@ -494,6 +528,39 @@ public actor SyncEngine {
             do { try store.recordScopeSync(scope) } catch { throw .store(error) }
         }
         return pulled
+    }
+
+    /// Before any page: the changes the operator marked urgent (a withdrawn unit) in every scope
+    /// this device has pulled before, stored without moving the scope's cursor (the pages bring
+    /// them again, in order). A scope never pulled has nothing to withdraw yet.
+    private func takeUrgentChanges(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
+        var taken = 0
+        for scope in configuration.scopes {
+            let cursor: String?
+            let schema: [String: Int]
+            do {
+                cursor = try store.cursor(forScope: scope)
+                schema = try store.requestSchemaVersions()
+            } catch {
+                throw .store(error)
+            }
+            guard let cursor else { continue }
+            let body: Data?
+            do {
+                body = try await transport.urgentChanges(scope: scope, cursor: cursor, schema: schema, clientID: store.identity.clientId)
+            } catch {
+                throw .transport(error)
+            }
+            guard let body else { return taken }
+            traffic?.add(body.count)
+            guard case .success(var page) = Self.prepare(PullPipeline.Fetched(body: body, cursor: cursor, hasMore: false), scope: scope, store: store)
+            else { throw .transport(.decoding("urgent changes: the body is not a pull page")) }
+            guard page.rowCount > 0 else { continue }
+            page.changes.cursor = nil
+            try storePulled([page], scope: scope)
+            taken += page.rowCount
+        }
+        return taken
     }
 
     /// Pulls a scope from `cursor` to its last page: every contract, committing each batch with

@@ -54,6 +54,9 @@ public struct SyncStatus: Hashable, Sendable {
     /// delivering them pulled to its end, or its priority tier done on a first download): a
     /// fresh device lists its critical contracts here before its low ones.
     public var availableContracts: Set<String> = []
+    /// The server erased this user's data (`410 user_erased`): the store was wiped and the
+    /// engine stopped. The app signs the user out; a new sign-in starts afresh.
+    public var accountErased = false
 
     public init() {}
 }

@@ -20,6 +20,11 @@ public protocol SyncTransport: Sendable {
     func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
     ) async throws(TransportError) -> Data
+    /// `GET /sync/v1/pull?urgent=true`: the changes the operator marked urgent in a scope after
+    /// `cursor` (a withdrawn unit), as a pull page whose cursor is `cursor` unchanged, taken
+    /// before any other page of a sync. `nil` when this transport cannot ask (the default): the
+    /// changes then arrive with the pages.
+    func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data?
     /// `GET /health`: whether the server answers at all.
     func health() async -> Bool
     /// Whether ``pull(scope:cursor:limit:schema:clientID:contracts:)`` passes its filter to the
@@ -30,6 +35,10 @@ public protocol SyncTransport: Sendable {
 
 extension SyncTransport {
     public var filtersPullsByContract: Bool { false }
+
+    public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
+        nil
+    }
 
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
@@ -59,6 +68,12 @@ public enum TransportError: Error, Sendable, Hashable {
         case .updateRequired: 426
         case .network, .decoding: nil
         }
+    }
+
+    /// The server erased the user's data (`410 user_erased`): the device wipes its store.
+    public var isUserErased: Bool {
+        if case .http(410, let body?, _) = self { return body.error.code == .userErased }
+        return false
     }
 
     /// The error as the store records it.

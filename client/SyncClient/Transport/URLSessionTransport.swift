@@ -78,6 +78,17 @@ public final class URLSessionTransport: SyncTransport {
         return try await body(of: urlRequest)
     }
 
+    public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
+        var urlRequest = makeRequest(
+            path: "sync/v1/pull",
+            query: [URLQueryItem(name: "scope", value: scope), URLQueryItem(name: "cursor", value: cursor), URLQueryItem(name: "urgent", value: "true")]
+        )
+        urlRequest.httpMethod = "GET"
+        urlRequest.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)
+        urlRequest.setValue(clientID, forHTTPHeaderField: ProtocolHeaders.clientID)
+        return try await body(of: urlRequest)
+    }
+
     public func health() async -> Bool {
         var request = makeRequest(path: "health", query: [])
         request.httpMethod = "GET"
