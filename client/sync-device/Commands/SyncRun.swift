@@ -61,6 +61,13 @@ struct SyncRun {
         progress?.cancel()
         _ = await progress?.value
         if progress != nil { Console.redraw("") }
+        if case .failed(let error, _) = ending, error.code == .userErased {
+            // The engine wiped the store: there is nothing left to count.
+            return SyncReport(
+                server: session.profile.server, ending: ending, outcomes: session.network.pushOutcomes, pulled: [:], opened: [], pending: 0,
+                failed: 0, quarantined: 0, openConflicts: 0
+            )
+        }
         let opened = try store.conflicts(includeResolved: true).filter { !known.contains($0.id) }
         let counts = try store.outboxCounts()
         return SyncReport(
@@ -140,6 +147,9 @@ struct SyncReport {
         switch ending {
         case .succeeded:
             lines.append("synced with \(server.absoluteString): \(pushed), \(pulledText)")
+        case .failed(let error, _) where error.code == .userErased:
+            lines.append("erased: the server erased this user's data; this device's store was wiped (sign in again to start afresh)")
+            return lines
         case .failed(let error, let network):
             lines.append((network ? "offline: " : "sync failed: ") + error.message)
             if !outcomes.isEmpty || !pulled.isEmpty { lines.append("before that: \(pushed), \(pulledText)") }
