@@ -64,6 +64,8 @@ struct AuditDetailsTests {
         #expect(try await setup.verify() == .intact(entries: Int(setup.entries) + 4, keyedFrom: 1))
         #expect(try await Self.readable(setup.storage, byAda) == [nil, nil])
         #expect(try await Self.readable(setup.storage, byGrace) == [#"{"name":"Grace Hopper"}"#])
+        let key = setup.storage.auditKey
+        #expect(try await setup.storage.read { try await AuditChain.readableDetails(of: byAda + byGrace, in: $0, key: key) } == [nil, nil, #"{"name":"Grace Hopper"}"#])
 
         // The same user audited again gets a new key: the new entry reads, the erased ones do not.
         try await Self.append(setup.storage, [(user: "u-1", detail: #"{"note":"after"}"#)])

@@ -136,4 +136,14 @@ extension AuditChain {
     public static func readableDetail(of entry: AuditEntry, in reader: any StorageReader, key: AuditKey) async throws -> String? {
         try await AuditDetails.Reader(key: key).detail(of: entry, in: reader)
     }
+
+    /// The details of many entries in clear, in order (`nil` where erased), each user's key read
+    /// once: for an export of one user's entries (``StorageReader/auditEntries(tenant:userID:after:limit:)``).
+    public static func readableDetails(of entries: [AuditEntry], in reader: any StorageReader, key: AuditKey) async throws -> [String?] {
+        let details = AuditDetails.Reader(key: key)
+        var readable: [String?] = []
+        readable.reserveCapacity(entries.count)
+        for entry in entries { readable.append(try await details.detail(of: entry, in: reader)) }
+        return readable
+    }
 }
