@@ -35,7 +35,10 @@ struct AuditCommand: AsyncParsableCommand {
 
         func run() async throws {
             if let archive {
-                guard let contents = FileManager.default.contents(atPath: archive) else { throw fail("cannot read \(archive)") }
+                // Mapped, not read: an archive of years is large.
+                guard let contents = try? Data(contentsOf: URL(fileURLWithPath: archive), options: .alwaysMapped) else {
+                    throw fail("cannot read \(archive)")
+                }
                 switch AuditChain.verifyArchive(contents, key: try data.auditKey()) {
                 case .intact(let entries, _):
                     say("audit archive intact: \(entries) \(entries == 1 ? "entry" : "entries")")

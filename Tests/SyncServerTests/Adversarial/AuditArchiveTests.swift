@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 @testable import SyncServer
@@ -134,5 +135,34 @@ struct AuditArchiveTests {
         // Removing the base altogether: the log then starts at an entry that is not the first.
         try await setup.execute("UPDATE audit_head SET base_id = 0, base_hash = \(AuditTamperTests.quoted(AuditChain.genesis)), base_seal = NULL")
         #expect(try await setup.verify() == .broken(entryID: 1, reason: "the entry is missing: the log goes from 0 to \(base + 2)"))
+    }
+
+    @Test("a crash after the file was renamed, before the entries were deleted: the same command again finishes, with the same file")
+    func crashBetweenFileAndDelete() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-audit-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try SQLiteStorage(directory: folder)
+        _ = try await SampleContent.seed(
+            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+        )
+        let entries = try await storage.read { try await $0.auditHead()?.lastID ?? 0 }
+        // The database as it was when the crash came: a copy taken before the archive.
+        let crashed = folder.appendingPathComponent("crashed")
+        try FileManager.default.createDirectory(at: crashed, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: folder.appendingPathComponent("audit.key"), to: crashed.appendingPathComponent("audit.key"))
+        let source = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
+        try source.backup(to: DatabaseQueue(path: crashed.appendingPathComponent("server.sqlite").path))
+
+        let file = folder.appendingPathComponent("archive.jsonl")
+        let cutoff = Int64(Date().timeIntervalSince1970 * 1000) + Self.day
+        let done = try #require(try await AuditChain.archive(storage, before: cutoff, to: file))
+        let written = try Data(contentsOf: file)
+
+        let restarted = try SQLiteStorage(directory: crashed)
+        #expect(try await AuditChain.verify(restarted) == .intact(entries: Int(entries), keyedFrom: 1))
+        #expect(try await AuditChain.archive(restarted, before: cutoff, to: file) == done)
+        #expect(try Data(contentsOf: file) == written)
+        #expect(try await AuditChain.verify(restarted) == .intact(entries: 0, keyedFrom: 1))
+        #expect(AuditChain.verifyArchive(written, key: restarted.auditKey) == .intact(entries: Int(entries), keyedFrom: 1))
     }
 }

@@ -80,7 +80,7 @@ extension AuditChain {
         let startLine = try encodedLine(["archive_start": start])
         if FileManager.default.fileExists(atPath: file.path) {
             // Only this same archive, written before a crash, may be written again.
-            let existing = (try? Data(contentsOf: file)) ?? Data()
+            let existing = (try? Data(contentsOf: file, options: .alwaysMapped)) ?? Data()
             guard existing.prefix(while: { $0 != UInt8(ascii: "\n") }) + Data("\n".utf8) == startLine else {
                 throw AuditArchiveError.fileExists(path: file.path)
             }
