@@ -140,4 +140,26 @@ struct AuditDetailsTests {
         #expect(try await Self.readable(storage, entries) == [#"{"name":"Ada"}"#, #"{"name":"Ada"}"#, #"{"name":"Ada"}"#, nil])
         #expect(try await AuditChain.verify(storage) == .intact(entries: 4, keyedFrom: 1))
     }
+
+    @Test("two processes auditing a new user at once agree on one key: every detail reads", arguments: StorageKind.allCases)
+    func concurrentFirstUse(_ kind: StorageKind) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-audit-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storages = try await kind.makeSharedStorages(2, in: folder)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, storage) in storages.enumerated() {
+                group.addTask {
+                    for round in 0..<10 {
+                        try await Self.append(storage, [(user: "u-new", detail: #"{"from":\#(index),"round":\#(round)}"#)])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let entries = try await storages[0].read { try await $0.auditEntries(tenant: "acme", userID: "u-new", after: 0, limit: 100) }
+        #expect(entries.count == 20)
+        let details = try await Self.readable(storages[1], entries)
+        #expect(details.allSatisfy { $0?.hasPrefix(#"{"from":"#) == true })
+        #expect(try await AuditChain.verify(storages[1]) == .intact(entries: 20, keyedFrom: 1))
+    }
 }
