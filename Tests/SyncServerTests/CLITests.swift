@@ -174,4 +174,42 @@ struct CLITests {
         #expect(cut.status == 1)
         #expect(cut.stdout == "audit log broken at entry \(lastID): the log ends at entry \(lastID - 1) but its sealed head says \(lastID): entries were cut from its end\n")
     }
+
+    @Test("audit archive moves the old entries to a file both verifies check; nothing to archive exits 0; a bad date exits 64")
+    func auditArchive() async throws {
+        let folder = Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try SQLiteStorage(directory: folder)
+        _ = try await SampleContent.seed(
+            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+        )
+        let entries = try await storage.read { try await $0.auditEntries(after: 0, limit: 10_000).count }
+        let file = folder.appendingPathComponent("audit-archive.jsonl")
+
+        let nothing = try Self.run(["audit", "archive", "--data", folder.path, "--before", "2000-01-01", "--to", file.path])
+        #expect(nothing.status == 0, "\(nothing.stderr)")
+        #expect(nothing.stdout == "nothing to archive: no audit entry in the database was recorded before 2000-01-01\n")
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        let badDate = try Self.run(["audit", "archive", "--data", folder.path, "--before", "last tuesday", "--to", file.path])
+        #expect(badDate.status == 64)
+        #expect(badDate.stderr.contains("--before must be an ISO 8601 date"))
+
+        let tomorrow = ISO8601DateFormatter().string(from: Date().addingTimeInterval(86_400))
+        let archive = try Self.run(["audit", "archive", "--data", folder.path, "--before", tomorrow, "--to", file.path])
+        #expect(archive.status == 0, "\(archive.stderr)")
+        #expect(archive.stdout == "archived \(entries) entries (1–\(entries)) to \(file.path)\n")
+        let verify = try Self.run(["audit", "verify", "--data", folder.path])
+        #expect(verify.status == 0, "\(verify.stdout)")
+        #expect(verify.stdout.hasPrefix("audit log intact: 0 entries\nnote: entries 1–\(entries) were archived"))
+        let alone = try Self.run(["audit", "verify", "--data", folder.path, "--archive", file.path])
+        #expect(alone.status == 0, "\(alone.stdout)")
+        #expect(alone.stdout == "audit archive intact: \(entries) entries\n")
+
+        var lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        lines[2] = lines[2].replacingOccurrences(of: #""outcome":""#, with: #""outcome":"x"#)
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: file)
+        let broken = try Self.run(["audit", "verify", "--data", folder.path, "--archive", file.path])
+        #expect(broken.status == 1)
+        #expect(broken.stdout == "audit archive broken at entry 2: its content does not match its seal\n")
+    }
 }

@@ -66,8 +66,16 @@ struct PushHarness {
         return try ReducerContext.decode(Value.self, row: row)
     }
 
+    /// The audit log, details in clear (``AuditChain/readableDetail(of:in:key:)``; erased: empty).
     func audit() async throws -> [AuditEntry] {
-        try await storage.read { reader in try await reader.auditEntries(after: 0, limit: 100_000) }
+        let key = storage.auditKey
+        return try await storage.read { reader in
+            var entries = try await reader.auditEntries(after: 0, limit: 100_000)
+            for index in entries.indices {
+                entries[index].detail = try await AuditChain.readableDetail(of: entries[index], in: reader, key: key) ?? ""
+            }
+            return entries
+        }
     }
 
     /// Stores a row the way the server does (as content would be published), bypassing push.
@@ -203,6 +211,18 @@ struct PushFailingStorage: SyncStorage {
         func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 { try await base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
         func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] { try await base.auditEntries(after: afterID, limit: limit) }
         func auditHead() async throws -> AuditHead? { try await base.auditHead() }
+        func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
+            try await base.auditEntries(tenant: tenant, userID: userID, after: afterID, limit: limit)
+        }
+        func wrappedAuditUserKey(tenant: String, userID: String) async throws -> String? {
+            try await base.wrappedAuditUserKey(tenant: tenant, userID: userID)
+        }
+        func eraseAuditDetails(tenant: String, userID: String) async throws -> Int {
+            try await base.eraseAuditDetails(tenant: tenant, userID: userID)
+        }
+        func moveAuditBase(from previous: AuditBase, to base: AuditBase) async throws -> Int {
+            try await self.base.moveAuditBase(from: previous, to: base)
+        }
         func identityState(tenant: String, userID: String, deviceID: String) async throws -> IdentityState {
             try await base.identityState(tenant: tenant, userID: userID, deviceID: deviceID)
         }

@@ -121,6 +121,7 @@ struct UserDataTests {
         _ = try await Self.script(h)
         try await h.storage.write { try await $0.setTeamMembership(tenant: Self.tenant, team: "red", userID: "alice", isMember: true) }
         let live = try await Self.liveRows(h, scopeKey: "progress:user:alice")
+        let aliceEntries = try await h.audit().filter { $0.userID == "alice" }.count
         let scopeBefore = try await h.storage.read { try await $0.scopeSequence(tenant: Self.tenant, scopeKey: "progress:user:alice") }
 
         let report = try await UserErasure(storage: h.storage, clock: PushFixedClock()).erase(
@@ -130,6 +131,7 @@ struct UserDataTests {
         #expect(report.rowsErased == live.count)
         #expect(report.eventsDeleted == 2)
         #expect(report.pushResultsDeleted == 5)
+        #expect(report.auditDetailsErased == aliceEntries)
 
         // Her rows are tombstones with nothing of what she wrote, at new sequence numbers.
         for (key, entity) in live {
@@ -177,6 +179,10 @@ struct UserDataTests {
         // An export after the erasure holds no row and no event of hers.
         let lines = try await Self.export(h, user: "alice")
         #expect(!lines.contains { $0["type"] == .string("row") || $0["type"] == .string("event") })
+        // Her audit entries are still there, sealed, their details unreadable.
+        let audit = lines.filter { $0["type"] == .string("audit") }
+        #expect(audit.count == aliceEntries)
+        #expect(audit.allSatisfy { $0["detail"] == .null && $0["detail_erased"] == .bool(true) })
         #expect(lines.first?["erased_at"] == .int(report.erasedAt))
     }
 

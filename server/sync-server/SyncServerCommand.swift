@@ -13,7 +13,7 @@ struct SyncServerCommand: AsyncParsableCommand {
 
             Exit codes:
               0   success
-              1   audit verify: the audit log is broken
+              1   audit verify: the audit log, or the archive given, is broken
               2   failure: the data folder, token key or address cannot be used
               64  usage error: an unknown flag, or a missing or invalid value
 

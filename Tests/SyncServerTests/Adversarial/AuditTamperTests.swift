@@ -125,6 +125,21 @@ struct AuditTamperTests {
         #expect(try await setup.verify() == .broken(entryID: 4, reason: "its previous-hash does not match the entry before it"))
     }
 
+    @Test("an encrypted detail swapped for another's, or cut, is named; a user's key deleted (erasure) is not tampering",
+          arguments: StorageKind.allCases)
+    func encryptedDetailSwapped(_ kind: StorageKind) async throws {
+        let setup = try await Setup.make(kind)
+        defer { setup.remove() }
+        try await AuditDetailsTests.append(setup.storage, [(user: "u-1", detail: #"{"a":1}"#), (user: "u-2", detail: #"{"b":2}"#)])
+        let entries = try await setup.entries(from: setup.entries + 1)
+        try await setup.execute("DELETE FROM audit_user_keys WHERE user_id = 'u-1'")
+        #expect(try await setup.verify() == .intact(entries: Int(setup.entries) + 2, keyedFrom: 1))
+        try await setup.execute("UPDATE audit_log SET detail = \(Self.quoted(entries[1].detail)) WHERE id = \(entries[0].id)")
+        #expect(try await setup.verify() == .broken(entryID: entries[0].id, reason: "its content does not match its seal"))
+        try await setup.execute("UPDATE audit_log SET detail = 'enc:v1:' WHERE id = \(entries[0].id)")
+        #expect(try await setup.verify() == .broken(entryID: entries[0].id, reason: "its content does not match its seal"))
+    }
+
     @Test("a storage opened with another audit key refuses to start; verification with it says so", arguments: [StorageKind.sqlite])
     func anotherKey(_ kind: StorageKind) async throws {
         let setup = try await Setup.make(kind)

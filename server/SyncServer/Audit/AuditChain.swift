@@ -46,6 +46,16 @@ public enum AuditChain {
         return key.mac(encoding)
     }
 
+    /// The seal of an archive base (``AuditBase``): a domain of its own, so no head or
+    /// checkpoint seal (which the database and exports show) can stand for a base.
+    static func seal(baseID: Int64, baseHash: String, keyedFrom: Int64, key: AuditKey) -> String {
+        var encoding = Data()
+        for field in ["outpost.audit.base.v1", String(baseID), baseHash, String(keyedFrom)] {
+            appendLengthPrefixed(field, to: &encoding)
+        }
+        return key.mac(encoding)
+    }
+
     private static func appendLengthPrefixed(_ field: String, to data: inout Data) {
         let bytes = Data(field.utf8)
         withUnsafeBytes(of: UInt64(bytes.count).bigEndian) { data.append(contentsOf: $0) }
@@ -62,6 +72,8 @@ public enum AuditChain {
 
     /// Recomputes the chain over every entry, in pages, and checks it against the sealed head and,
     /// when given, a checkpoint exported earlier (which catches a log cut back to an older head).
+    /// With an archive base (``AuditBase``), the chain starts there: the base's seal must hold and
+    /// the first remaining entry must link to it; `entries` counts the entries in the database.
     /// - Parameter key: the key to check the seals with; the storage's own when `nil`.
     public static func verify(
         _ storage: any SyncStorage, key: AuditKey? = nil, checkpoint: AuditCheckpoint? = nil, pageSize: Int = 1000
@@ -83,6 +95,18 @@ public enum AuditChain {
         }
         var previous = genesis
         var expectedID: Int64 = 1
+        if let base = head.base {
+            // Entries up to the base were archived: the base's seal vouches for where they ended.
+            guard base.seal == seal(baseID: base.lastID, baseHash: base.lastHash, keyedFrom: head.keyedFrom, key: key) else {
+                return .broken(entryID: base.lastID, reason: "the archive base's seal does not hold: it was rewritten without the audit key")
+            }
+            if let checkpoint, checkpoint.lastID == base.lastID, checkpoint.lastHash != base.lastHash {
+                return .broken(entryID: base.lastID, reason: "the archive base differs from the entry the checkpoint sealed")
+            }
+            previous = base.lastHash
+            expectedID = base.lastID + 1
+        }
+        let firstID = expectedID
         while true {
             let after = expectedID - 1
             let page = try await storage.read { reader in try await reader.auditEntries(after: after, limit: pageSize) }
@@ -92,7 +116,8 @@ public enum AuditChain {
                     return .broken(entryID: expectedID, reason: "the entry is missing: the log goes from \(expectedID - 1) to \(entry.id)")
                 }
                 if entry.previousHash != previous {
-                    return .broken(entryID: entry.id, reason: "its previous-hash does not match the entry before it")
+                    let before = entry.id == firstID && firstID > 1 ? "the archive base" : "the entry before it"
+                    return .broken(entryID: entry.id, reason: "its previous-hash does not match \(before)")
                 }
                 let expected = entry.id < head.keyedFrom ? legacyHash(of: entry, previousHash: previous) : seal(of: entry, previousHash: previous, key: key)
                 if expected != entry.hash {
@@ -118,39 +143,61 @@ public enum AuditChain {
                 reason: "the log ends at entry \(last) but a checkpoint exported earlier sealed entry \(checkpoint.lastID): the log was cut back"
             )
         }
-        return .intact(entries: Int(last), keyedFrom: head.keyedFrom)
+        return .intact(entries: Int(last - firstID + 1), keyedFrom: head.keyedFrom)
     }
 
     /// Writes every entry as a JSON line, then the head as a checkpoint line, to `output`.
     /// Returns the checkpoint, which verification takes back (`audit verify --checkpoint FILE`).
+    /// Details are written in clear (``AuditDetails``); an erased one is `null` with
+    /// `"detail_erased": true`, and an encrypted one keeps its stored text as `sealed_detail`, so
+    /// every line can still be checked against its seal.
     @discardableResult
     public static func export(_ storage: any SyncStorage, to output: (Data) throws -> Void, pageSize: Int = 1000) async throws -> AuditCheckpoint? {
         // The head first, in the same snapshot as nothing: entries appended meanwhile come after it
         // and are exported too; the checkpoint names what the head said when the export began.
         guard let head = try await storage.read({ try await $0.auditHead() }) else { return nil }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let key = storage.auditKey
         var after: Int64 = 0
         while after < head.lastID {
             let from = after
-            let page = try await storage.read { try await $0.auditEntries(after: from, limit: pageSize) }
-            if page.isEmpty { break }
-            for entry in page where entry.id <= head.lastID {
-                try output(try encoder.encode(ExportedEntry(entry)) + Data("\n".utf8))
+            let page = try await storage.read { reader in
+                // Users' keys are read once a page, in the page's snapshot.
+                let details = AuditDetails.Reader(key: key)
+                var page: [(AuditEntry, String?)] = []
+                for entry in try await reader.auditEntries(after: from, limit: pageSize) {
+                    page.append((entry, try await details.detail(of: entry, in: reader)))
+                }
+                return page
             }
-            after = page.last!.id
+            if page.isEmpty { break }
+            for (entry, readable) in page where entry.id <= head.lastID {
+                try output(try encodedLine(ExportedEntry(entry, readable: .some(readable))))
+            }
+            after = page.last!.0.id
         }
         let checkpoint = AuditCheckpoint(head)
-        try output(try encoder.encode(["checkpoint": checkpoint]) + Data("\n".utf8))
+        try output(try encodedLine(["checkpoint": checkpoint]))
         return checkpoint
     }
 
-    /// An entry as `audit export` writes it.
-    struct ExportedEntry: Encodable {
-        var id: Int64, tenant: String, recorded_at: Int64, user_id: String, device_id: String, entity: String, row_id: String
-        var operation: String, outcome: String, detail: String, previous_hash: String, hash: String
+    static func encodedLine(_ value: some Encodable) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(value) + Data("\n".utf8)
+    }
 
-        init(_ entry: AuditEntry) {
+    /// An entry as `audit export` and `audit archive` write it. `detail` is the detail in clear
+    /// (`null` when erased, or, in an archive, when encrypted: archives keep encrypted details
+    /// encrypted, so erasing a user later reaches them too); `sealed_detail`, for encrypted
+    /// details, is the stored text the seal covers.
+    struct ExportedEntry: Codable {
+        var id: Int64, tenant: String, recorded_at: Int64, user_id: String, device_id: String, entity: String, row_id: String
+        var operation: String, outcome: String, detail: String?, sealed_detail: String?, detail_erased: Bool?
+        var previous_hash: String, hash: String
+
+        /// - Parameter readable: the detail in clear (`.some(nil)`: erased); `nil` to keep an
+        ///   encrypted detail encrypted.
+        init(_ entry: AuditEntry, readable: String??) {
             id = entry.id
             tenant = entry.tenant
             recorded_at = entry.recordedAt
@@ -160,9 +207,44 @@ public enum AuditChain {
             row_id = entry.rowID
             operation = entry.operation
             outcome = entry.outcome
-            detail = entry.detail
+            if AuditDetails.isSealed(entry.detail) {
+                sealed_detail = entry.detail
+                switch readable {
+                case .some(.some(let text)): detail = text
+                case .some(.none): detail = nil; detail_erased = true
+                case .none: detail = nil
+                }
+            } else {
+                detail = entry.detail
+            }
             previous_hash = entry.previousHash
             hash = entry.hash
+        }
+
+        /// The entry as the database held it (the detail its seal covers).
+        var entry: AuditEntry {
+            AuditEntry(
+                id: id, tenant: tenant, recordedAt: recorded_at, userID: user_id, deviceID: device_id, entity: entity, rowID: row_id,
+                operation: operation, outcome: outcome, detail: sealed_detail ?? detail ?? "", previousHash: previous_hash, hash: hash
+            )
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(tenant, forKey: .tenant)
+            try container.encode(recorded_at, forKey: .recorded_at)
+            try container.encode(user_id, forKey: .user_id)
+            try container.encode(device_id, forKey: .device_id)
+            try container.encode(entity, forKey: .entity)
+            try container.encode(row_id, forKey: .row_id)
+            try container.encode(operation, forKey: .operation)
+            try container.encode(outcome, forKey: .outcome)
+            try container.encode(detail, forKey: .detail)
+            try container.encodeIfPresent(sealed_detail, forKey: .sealed_detail)
+            try container.encodeIfPresent(detail_erased, forKey: .detail_erased)
+            try container.encode(previous_hash, forKey: .previous_hash)
+            try container.encode(hash, forKey: .hash)
         }
     }
 }
@@ -179,13 +261,45 @@ public struct AuditHead: Hashable, Sendable {
     public var keyFingerprint: String?
     /// The head's own seal.
     public var seal: String?
+    /// The first entry whose detail may be encrypted (``AuditDetails``): entries before it were
+    /// written before the upgrade and keep their details in clear. `nil` before the upgrade.
+    public var detailsFrom: Int64?
+    /// Where the entries still in the database start; `nil` when none was archived.
+    public var base: AuditBase?
 
-    public init(lastID: Int64, lastHash: String, keyedFrom: Int64, keyFingerprint: String?, seal: String?) {
+    public init(
+        lastID: Int64, lastHash: String, keyedFrom: Int64, keyFingerprint: String?, seal: String?, detailsFrom: Int64? = nil,
+        base: AuditBase? = nil
+    ) {
         self.lastID = lastID
         self.lastHash = lastHash
         self.keyedFrom = keyedFrom
         self.keyFingerprint = keyFingerprint
         self.seal = seal
+        self.detailsFrom = detailsFrom
+        self.base = base
+    }
+}
+
+/// The last archived entry (`audit archive`): its id and seal, sealed under the audit key in a
+/// domain of its own. Verification of the database starts from it.
+public struct AuditBase: Hashable, Sendable {
+    /// The last archived entry's id; 0 for the genesis (nothing archived).
+    public var lastID: Int64
+    /// The last archived entry's seal (hash); ``AuditChain/genesis`` for the genesis.
+    public var lastHash: String
+    /// The base's own seal, over `lastID`, `lastHash` and the head's `keyedFrom`.
+    public var seal: String
+
+    public init(lastID: Int64, lastHash: String, seal: String) {
+        self.lastID = lastID
+        self.lastHash = lastHash
+        self.seal = seal
+    }
+
+    /// The base sealed with `key`.
+    static func sealed(lastID: Int64, lastHash: String, keyedFrom: Int64, key: AuditKey) -> AuditBase {
+        AuditBase(lastID: lastID, lastHash: lastHash, seal: AuditChain.seal(baseID: lastID, baseHash: lastHash, keyedFrom: keyedFrom, key: key))
     }
 }
 
@@ -195,6 +309,13 @@ public struct AuditCheckpoint: Codable, Hashable, Sendable {
     public var lastHash: String
     public var keyedFrom: Int64
     public var seal: String
+
+    public init(lastID: Int64, lastHash: String, keyedFrom: Int64, seal: String) {
+        self.lastID = lastID
+        self.lastHash = lastHash
+        self.keyedFrom = keyedFrom
+        self.seal = seal
+    }
 
     init(_ head: AuditHead) {
         lastID = head.lastID

@@ -18,11 +18,18 @@ public struct AuditKey: Sendable {
     public static let minimumBytes = 32
 
     let bytes: Data
+    /// The key users' data keys are wrapped under (``AuditDetails``), derived from this one with
+    /// HKDF-SHA256: a dump of the database alone cannot unwrap them.
+    let keyEncryptionKey: SymmetricKey
 
     /// - Throws: ``AuditKeyError/tooShort(source:bytes:)`` under ``minimumBytes``.
     public init(bytes: Data, source: String = "the audit key") throws(AuditKeyError) {
         guard bytes.count >= Self.minimumBytes else { throw .tooShort(source: source, bytes: bytes.count) }
         self.bytes = bytes
+        keyEncryptionKey = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: bytes), salt: Data("outpost.audit.user-keys".utf8),
+            info: Data("outpost audit key-encryption key v1".utf8), outputByteCount: 32
+        )
     }
 
     /// The key of a server: `file` if given, else the environment variable, else

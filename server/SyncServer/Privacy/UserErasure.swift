@@ -100,7 +100,7 @@ public struct UserErasure: Sendable {
                     }
                 }
                 report.pushResultsDeleted = try await transaction.deletePushResults(tenant: tenant, ownedBy: userID)
-                // MERGE-AUDIT: report.auditDetailsErased = try await transaction.eraseAuditDetails(tenant: tenant, userID: userID)
+                report.auditDetailsErased = try await transaction.eraseAuditDetails(tenant: tenant, userID: userID)
                 try await transaction.recordErasure(tenant: tenant, userID: userID, at: report.erasedAt)
                 try await transaction.appendAudit(
                     AuditEntry(

@@ -11,8 +11,8 @@ public import Foundation
 /// - `revocation`: each revocation of the user or of one of their devices;
 /// - `row`: each live row of every scope the user owns, in its contract's current version;
 /// - `event`: each event the user sent, in any scope, and every event of the scopes they own;
-/// - `audit`: each audit entry the user's identity wrote, or that is about the user (an
-///   erasure), with its detail in clear (`null` with `detail_erased` once erased).
+/// - `audit`: each audit entry the user's identity wrote, with its detail in clear (`null`
+///   with `detail_erased` once erased).
 ///
 /// The lines come in that order, rows and events by contract then primary key, audit entries
 /// by id, so two exports of the same history are byte for byte the same but for `exported_at`.
@@ -104,11 +104,13 @@ public struct UserExport: Sendable {
         var after: Int64 = 0
         while true {
             let from = after
-            let page = try await storage.read { try await $0.auditEntries(after: from, limit: 1000) }
+            let (page, details) = try await storage.read { reader in
+                let page = try await reader.auditEntries(tenant: tenant, userID: userID, after: from, limit: 1000)
+                return (page, try await AuditChain.readableDetails(of: page, in: reader, key: key))
+            }
             guard let last = page.last else { break }
             after = last.id
-            for entry in page where entry.tenant == tenant && (entry.userID == userID || (entry.entity == "User" && entry.rowID == userID)) {
-                let detail = try await storage.read { reader in try await AuditChain.readableDetail(of: entry, in: reader, key: key) }
+            for (entry, detail) in zip(page, details) {
                 var line: [String: JSONValue] = [
                     "id": .int(entry.id), "recorded_at": .int(entry.recordedAt), "user_id": .string(entry.userID),
                     "device_id": .string(entry.deviceID), "entity": .string(entry.entity), "row_id": .string(entry.rowID),

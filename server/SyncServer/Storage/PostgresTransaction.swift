@@ -1,5 +1,6 @@
 import ContractRuntime
 import Contracts
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import PostgresNIO
@@ -31,6 +32,9 @@ final class PostgresTransaction: StorageTransaction {
     private var pushResults: [PushResultRow] = []
     private var pendingResults: [PendingResultKey: String] = [:]
     private var audit: [AuditEntry] = []
+    /// Users' audit data keys read or made in this transaction; never kept across transactions
+    /// (another process may erase a user meanwhile).
+    private var userKeys: [Key: SymmetricKey] = [:]
     /// Upserted rows not sent yet: the newest version per row, in the order first written.
     private var unsentRows: [RowKey: StoredRow] = [:]
     private var unsentOrder: [RowKey] = []
@@ -316,13 +320,54 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func auditHead() async throws -> AuditHead? {
-        guard let row = try await storedRows(
-            "SELECT last_id, last_hash, keyed_from, key_fingerprint, seal FROM audit_head WHERE singleton", PostgresBindings()
-        ).first else { return nil }
+        guard let row = try await storedRows("SELECT * FROM audit_head WHERE singleton", PostgresBindings()).first else { return nil }
+        let baseID = row.integer("base_id") ?? 0
+        let base = baseID > 0
+            ? AuditBase(lastID: baseID, lastHash: row.text("base_hash") ?? AuditChain.genesis, seal: row.text("base_seal") ?? "") : nil
         return AuditHead(
             lastID: row.integer("last_id") ?? 0, lastHash: row.text("last_hash") ?? AuditChain.genesis, keyedFrom: row.integer("keyed_from") ?? 1,
-            keyFingerprint: row.text("key_fingerprint"), seal: row.text("seal")
+            keyFingerprint: row.text("key_fingerprint"), seal: row.text("seal"), detailsFrom: row.integer("details_from"), base: base
         )
+    }
+
+    func wrappedAuditUserKey(tenant: String, userID: String) async throws -> String? {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(userID)
+        let rows = try await run("SELECT wrapped_key FROM audit_user_keys WHERE tenant = $1 AND user_id = $2", bindings)
+        guard let cell = rows.first?.first, case .text(let text) = try PostgresValues.value(of: cell) else { return nil }
+        return text
+    }
+
+    func eraseAuditDetails(tenant: String, userID: String) async throws -> Int {
+        userKeys[Key(tenant: tenant, name: userID)] = nil
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(userID)
+        let deleted = try await run("DELETE FROM audit_user_keys WHERE tenant = $1 AND user_id = $2 RETURNING wrapped_key", bindings)
+        guard let cell = deleted.first?.first, case .text(let wrapped) = try PostgresValues.value(of: cell) else { return 0 }
+        let keyID = AuditDetails.keyID(of: try AuditDetails.unwrap(wrapped, tenant: tenant, userID: userID, key: auditKey))
+        // The entries encrypted under that key (not those of a key erased before).
+        bindings.append(AuditDetails.prefix + keyID + ":%")
+        return Int(try integer(await run("SELECT COUNT(*) FROM audit_log WHERE tenant = $1 AND user_id = $2 AND detail LIKE $3", bindings)) ?? 0)
+    }
+
+    func moveAuditBase(from previous: AuditBase, to base: AuditBase) async throws -> Int {
+        // The head's row lock: one archive at a time, and none while entries are chained.
+        let head = try await storedRows("SELECT base_id, base_hash FROM audit_head WHERE singleton FOR UPDATE", PostgresBindings()).first
+        var hashBindings = PostgresBindings()
+        hashBindings.append(base.lastID)
+        let archived = try await run("SELECT hash FROM audit_log WHERE id = $1", hashBindings).first?.first
+        guard let head, head.integer("base_id") == previous.lastID, head.text("base_hash") == previous.lastHash,
+            let archived, case .text(let hash) = try PostgresValues.value(of: archived), hash == base.lastHash
+        else { throw AuditArchiveError.baseMoved }
+        let deleted = try await run("DELETE FROM audit_log WHERE id <= $1 RETURNING 1", hashBindings).count
+        var bindings = PostgresBindings()
+        bindings.append(base.lastID)
+        bindings.append(base.lastHash)
+        bindings.append(base.seal)
+        try await run("UPDATE audit_head SET base_id = $1, base_hash = $2, base_seal = $3 WHERE singleton", bindings)
+        return deleted
     }
 
     func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
@@ -352,14 +397,29 @@ final class PostgresTransaction: StorageTransaction {
             SELECT id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash
             FROM audit_log WHERE id > $1 ORDER BY id LIMIT $2
             """
-        return try await storedRows(sql, bindings).map { row in
-            AuditEntry(
-                id: row.integer("id") ?? 0, tenant: row.text("tenant") ?? "", recordedAt: row.integer("recorded_at") ?? 0,
-                userID: row.text("user_id") ?? "", deviceID: row.text("device_id") ?? "", entity: row.text("entity") ?? "",
-                rowID: row.text("row_id") ?? "", operation: row.text("operation") ?? "", outcome: row.text("outcome") ?? "",
-                detail: row.text("detail") ?? "", previousHash: row.text("previous_hash") ?? "", hash: row.text("hash") ?? ""
-            )
-        }
+        return try await storedRows(sql, bindings).map(Self.auditEntry)
+    }
+
+    func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(userID)
+        bindings.append(afterID)
+        bindings.append(Int64(limit))
+        let sql = """
+            SELECT id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash
+            FROM audit_log WHERE tenant = $1 AND user_id = $2 AND id > $3 ORDER BY id LIMIT $4
+            """
+        return try await storedRows(sql, bindings).map(Self.auditEntry)
+    }
+
+    private static func auditEntry(_ row: StoredRow) -> AuditEntry {
+        AuditEntry(
+            id: row.integer("id") ?? 0, tenant: row.text("tenant") ?? "", recordedAt: row.integer("recorded_at") ?? 0,
+            userID: row.text("user_id") ?? "", deviceID: row.text("device_id") ?? "", entity: row.text("entity") ?? "",
+            rowID: row.text("row_id") ?? "", operation: row.text("operation") ?? "", outcome: row.text("outcome") ?? "",
+            detail: row.text("detail") ?? "", previousHash: row.text("previous_hash") ?? "", hash: row.text("hash") ?? ""
+        )
     }
 
     // MARK: - Locks and counters
@@ -526,7 +586,42 @@ final class PostgresTransaction: StorageTransaction {
                 ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at
                 """, bindings)
         }
-        if !audit.isEmpty { try await chainAudit() }
+        if !audit.isEmpty {
+            try await encryptAuditDetails()
+            try await chainAudit()
+        }
+    }
+
+    /// Encrypts the details of the entries kept in memory under their users' data keys
+    /// (``AuditDetails``): the keys this transaction lacks are read, or made, in one statement
+    /// (a key another transaction is making is waited for and read), before the head's lock.
+    private func encryptAuditDetails() async throws {
+        let missing = Set(audit.filter { AuditDetails.isEncrypted(userID: $0.userID) }.map { Key(tenant: $0.tenant, name: $0.userID) })
+            .filter { userKeys[$0] == nil }.sorted { ($0.tenant, $0.name) < ($1.tenant, $1.name) }
+        if !missing.isEmpty {
+            var bindings = PostgresBindings()
+            bindings.append(missing.map(\.tenant))
+            bindings.append(missing.map(\.name))
+            bindings.append(try missing.map { try AuditDetails.newDataKey(tenant: $0.tenant, userID: $0.name, key: auditKey).1 })
+            bindings.append(Array(repeating: Self.nowMilliseconds(), count: missing.count))
+            // `DO UPDATE` (to itself) returns the stored key when the user has one already.
+            let rows = try await run("""
+                INSERT INTO audit_user_keys (tenant, user_id, wrapped_key, created_at)
+                SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[])
+                ON CONFLICT (tenant, user_id) DO UPDATE SET wrapped_key = audit_user_keys.wrapped_key
+                RETURNING tenant, user_id, wrapped_key
+                """, bindings)
+            for row in rows {
+                let (tenant, userID, wrapped) = try row.decode((String, String, String).self)
+                userKeys[Key(tenant: tenant, name: userID)] = try AuditDetails.unwrap(wrapped, tenant: tenant, userID: userID, key: auditKey)
+            }
+        }
+        for index in audit.indices where AuditDetails.isEncrypted(userID: audit[index].userID) {
+            guard let dataKey = userKeys[Key(tenant: audit[index].tenant, name: audit[index].userID)] else {
+                throw PostgresStorageError.unexpectedAnswer("audit_user_keys")
+            }
+            audit[index].detail = try AuditDetails.seal(audit[index].detail, under: dataKey)
+        }
     }
 
     /// Takes the chain's head (held to the commit: the next transaction chains after this one),

@@ -1,4 +1,5 @@
 import ContractRuntime
+import Crypto
 import ContractRuntimeGRDB
 import Contracts
 public import Foundation
@@ -108,6 +109,9 @@ final class AuditTail {
     var scopeSequences: [ScopeKey: Int64] = [:]
     /// Clients whose last `seq` moved in this transaction.
     var clientSequences: [ScopeKey: Int64] = [:]
+    /// Users' audit data keys read or made in this transaction (tenant, user) → key; never
+    /// kept across transactions: another process may erase a user meanwhile.
+    var userKeys: [ScopeKey: SymmetricKey] = [:]
 
     struct ScopeKey: Hashable {
         var tenant: String

@@ -6,7 +6,7 @@ struct ServerUpgrade {
     let sqlite: [String]
     let postgres: [String]
 
-    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity, erasuresAndUrgentChanges]
+    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges]
 
     /// Users whose data was erased (a token issued at or before is told `user_erased`), and the
     /// changes an operator marked urgent, which a device takes before any pull page.
@@ -53,6 +53,48 @@ struct ServerUpgrade {
                 PRIMARY KEY ("tenant", "scope_key", "seq")
             )
             """,
+        ]
+    )
+
+    /// Erasable audit details and archiving (``AuditDetails``, ``AuditBase``): users' data keys,
+    /// wrapped under the audit key; in the head, the first entry whose details are encrypted
+    /// (entries already there keep theirs in clear) and the archive base (none: 0, the genesis
+    /// hash, no seal); an index for one user's entries (export, erasure).
+    static let auditDetails = ServerUpgrade(
+        identifier: "server.v3.audit_details",
+        sqlite: [
+            """
+            CREATE TABLE "audit_user_keys" (
+                "tenant" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "wrapped_key" TEXT NOT NULL,
+                "created_at" INTEGER NOT NULL,
+                PRIMARY KEY ("tenant", "user_id")
+            )
+            """,
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"details_from\" INTEGER",
+            "UPDATE \"audit_head\" SET \"details_from\" = \"last_id\" + 1",
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"base_id\" INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"base_hash\" TEXT NOT NULL DEFAULT '\(AuditChain.genesis)'",
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"base_seal\" TEXT",
+            "CREATE INDEX \"audit_log_by_user\" ON \"audit_log\" (\"tenant\", \"user_id\", \"id\")",
+        ],
+        postgres: [
+            """
+            CREATE TABLE "audit_user_keys" (
+                "tenant" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "wrapped_key" TEXT NOT NULL,
+                "created_at" BIGINT NOT NULL,
+                PRIMARY KEY ("tenant", "user_id")
+            )
+            """,
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"details_from\" BIGINT",
+            "UPDATE \"audit_head\" SET \"details_from\" = \"last_id\" + 1",
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"base_id\" BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"base_hash\" TEXT NOT NULL DEFAULT '\(AuditChain.genesis)'",
+            "ALTER TABLE \"audit_head\" ADD COLUMN \"base_seal\" TEXT",
+            "CREATE INDEX \"audit_log_by_user\" ON \"audit_log\" (\"tenant\", \"user_id\", \"id\")",
         ]
     )
 

@@ -68,6 +68,14 @@ public protocol StorageReader {
     /// The audit chain's head; `nil` only before the migrations ran.
     func auditHead() async throws -> AuditHead?
 
+    /// One user's audit entries in a tenant, in order, starting after `afterID`, at most `limit`
+    /// (details as stored: read them with ``AuditChain/readableDetail(of:in:key:)``).
+    func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry]
+
+    /// The user's audit data key, wrapped under the audit key (``AuditDetails``); `nil` when the
+    /// user was never audited with encrypted details, or was erased.
+    func wrappedAuditUserKey(tenant: String, userID: String) async throws -> String?
+
     // MARK: Identity held by the server
 
     /// What the server holds about an identity: the latest revocation of its device or user, and
@@ -147,4 +155,16 @@ public protocol StorageTransaction: StorageReader {
     /// the storage's ``AuditKey``): at once, or just before the transaction commits, in commit
     /// order; the chain's sealed head moves in the same transaction.
     func appendAudit(_ entry: AuditEntry) async throws
+
+    /// Deletes the user's audit data key: the details of the user's entries (``AuditDetails``)
+    /// become unreadable for good, while every seal still verifies. Returns how many entries'
+    /// details became unreadable (0 when the user had no key). Entries in clear (written before
+    /// the upgrade, or by the server's own actor) are not touched.
+    func eraseAuditDetails(tenant: String, userID: String) async throws -> Int
+
+    /// Moves the audit log's archive base (``AuditBase``) from `previous` to `base`, deleting the
+    /// entries up to `base.lastID` (they are in an archive file already); fails with
+    /// ``AuditArchiveError/baseMoved`` when the base is no longer `previous` or the entry at
+    /// `base.lastID` is not the one archived. Returns how many entries were deleted.
+    func moveAuditBase(from previous: AuditBase, to base: AuditBase) async throws -> Int
 }
