@@ -49,4 +49,17 @@ struct UserDataCLITests {
         let misuse = try CLITests.run(["erase", "--data", folder.path, "--tenant", "acme", "--user", ""])
         #expect(misuse.status == 64)
     }
+
+    @Test("audit verify --archive with no audit key anywhere fails and makes none")
+    func verifyArchiveNeedsAKey() throws {
+        let folder = CLITests.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let archive = folder.appendingPathComponent("archive.jsonl")
+        try Data("{}\n".utf8).write(to: archive)
+        let run = try CLITests.run(["audit", "verify", "--data", folder.path, "--archive", archive.path])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("no audit key"))
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(AuditKey.fileName).path))
+    }
 }

@@ -39,6 +39,13 @@ struct AuditCommand: AsyncParsableCommand {
                 guard let contents = try? Data(contentsOf: URL(fileURLWithPath: archive), options: .alwaysMapped) else {
                     throw fail("cannot read \(archive)")
                 }
+                // Never make a key here: a new key would only say that nothing holds.
+                let keyFile = data.directory.url.appendingPathComponent(AuditKey.fileName).path
+                if data.auditKeyFile == nil, (ProcessInfo.processInfo.environment[AuditKey.environmentVariable] ?? "").isEmpty,
+                    !FileManager.default.fileExists(atPath: keyFile)
+                {
+                    throw fail("no audit key to verify \(archive) with: \(keyFile) does not exist; give --audit-key-file FILE or the folder `serve --data` uses")
+                }
                 switch AuditChain.verifyArchive(contents, key: try data.auditKey()) {
                 case .intact(let entries, _):
                     say("audit archive intact: \(entries) \(entries == 1 ? "entry" : "entries")")
