@@ -40,7 +40,8 @@ public struct ContentService: Sendable {
     ///   - schema: the device's schema versions; units and lessons are shaped for them.
     ///   - assetBaseURL: the server's public base URL; download URLs are `<base>/assets/<id>`.
     /// - Throws: ``ServiceError``: 400 for a malformed cursor or a limit below 1, 403 when the
-    ///   token cannot read content, 426 for a schema version below the oldest supported.
+    ///   token cannot read content, 410 `cursor_expired` for a cursor below the content scope's
+    ///   compacted tombstones (``ServerHousekeeping``), 426 for a schema version below the oldest supported.
     public func unitsSync(
         since: String?, limit: Int?, includeDeleted: Bool, schema: [String: Int], identity: DeviceIdentity,
         assetBaseURL: String
@@ -60,7 +61,13 @@ public struct ContentService: Sendable {
         }
         let tenant = identity.tenant
         let page = try await ServiceError.catchingStorageFailures {
-            try await storage.read { reader in try await Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize) }
+            try await storage.read { reader in
+                // As a pull does (PullService): a cursor below the compacted tombstones may have missed deletes.
+                if !(since ?? "").isEmpty, after < (try await reader.compactedSequence(tenant: tenant, scopeKey: key)) {
+                    throw ServiceError.cursorExpired(scopeKey: key)
+                }
+                return try await Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize)
+            }
         }
 
         let unitVersion = RowShaping.schemaVersion(of: Self.unitContract.name, current: Self.unitContract.currentVersion, in: schema)

@@ -6,7 +6,25 @@ struct ServerUpgrade {
     let sqlite: [String]
     let postgres: [String]
 
-    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity]
+    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity, horizons]
+
+    /// The data horizons (``ServerHousekeeping``): how far each client acknowledged its stored
+    /// push results (`acked_seq`), when each result was stored (`recorded_at`, milliseconds;
+    /// results stored before are 0, so old enough), and the highest `_seq` of a scope whose
+    /// tombstones were compacted (`compacted_seq`): a cursor below it is expired.
+    static let horizons = ServerUpgrade(
+        identifier: "server.v3.horizons",
+        sqlite: [
+            "ALTER TABLE \"clients\" ADD COLUMN \"acked_seq\" INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE \"push_results\" ADD COLUMN \"recorded_at\" INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE \"scope_sequences\" ADD COLUMN \"compacted_seq\" INTEGER NOT NULL DEFAULT 0",
+        ],
+        postgres: [
+            "ALTER TABLE \"clients\" ADD COLUMN \"acked_seq\" BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE \"push_results\" ADD COLUMN \"recorded_at\" BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE \"scope_sequences\" ADD COLUMN \"compacted_seq\" BIGINT NOT NULL DEFAULT 0",
+        ]
+    )
 
     /// What the server, not the token, says of an identity: revocations of devices and users
     /// (a token issued at or before one is refused) and team membership.

@@ -68,7 +68,8 @@ public struct PullService: Sendable {
     /// - Throws: ``ServiceError``: 400 for a malformed cursor, a cursor of another scope, a
     ///   limit below 1, a scope name that is ambiguous for the token, or a contract the scope
     ///   does not deliver; 403 when the token does not grant the scope; 404 for an unknown
-    ///   scope; 426 when `schema` names a version below a contract's oldest supported one.
+    ///   scope; 410 `cursor_expired` for a cursor below the scope's compacted sequence
+    ///   (``ServerHousekeeping``; pull again without a cursor); 426 when `schema` names a version below a contract's oldest supported one.
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity,
         contracts: [String]? = nil
@@ -111,8 +112,15 @@ public struct PullService: Sendable {
         let tenant = identity.tenant
 
         let filtered = only != nil
+        // A pull from scratch sees no tombstone it needs, compacted or not.
+        let expires = !(cursor ?? "").isEmpty
         let (head, changes, lastSeq) = try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
+                // In the same snapshot as the rows: a compaction either committed before it (and
+                // this cursor may have missed a delete it removed) or is not seen at all.
+                if expires, after < (try await reader.compactedSequence(tenant: tenant, scopeKey: key)) {
+                    throw ServiceError.cursorExpired(scopeKey: key)
+                }
                 // Read before the rows: every row at or below it is committed and read below.
                 let head = filtered ? try await reader.scopeSequence(tenant: tenant, scopeKey: key) : nil
                 let changes = try await reader.changes(
