@@ -56,6 +56,10 @@ extension OfflineStore {
                     if rebased { report.rebased[name, default: 0] += 1 }
                 }
                 report.upserted[name, default: 0] += rows.count
+                // A scope pulled again from scratch remembers what it delivered (OfflineStore+Repull).
+                if let scopeKey = changes.scopeKey {
+                    try Self.recordRepulledRows(db, scopeKey: scopeKey, entity: entity, ids: rows.map(\.id))
+                }
             case .events(let event, let envelopes):
                 for envelope in envelopes {
                     try storeServerEvent(db, event, envelope: envelope, now: now)
