@@ -240,7 +240,8 @@ struct PushFailingStorage: SyncStorage {
         func appendAudit(_ entry: AuditEntry) async throws {
             try budget.spend()
             try await base.appendAudit(entry)
-        }        func compactedSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+        }
+        func compactedSequence(tenant: String, scopeKey: String) async throws -> Int64 {
             try await base.compactedSequence(tenant: tenant, scopeKey: scopeKey)
         }
         func acknowledgePushResults(tenant: String, clientID: String, through seq: Int64) async throws {

@@ -51,7 +51,8 @@ public struct ContentService: Sendable {
         guard ScopeAccess.canRead(key, in: scope, identity: identity) else {
             throw .forbidden("this token does not grant the scope '\(key)'")
         }
-        let after = try PullService.sequence(of: since, scopeKey: key)
+        let position = try PullService.position(of: since, scopeKey: key)
+        let after = position?.sequence ?? 0
         let pageSize: Int
         if let limit {
             guard limit >= 1 else { throw .malformed("limit must be at least 1") }
@@ -60,13 +61,12 @@ public struct ContentService: Sendable {
             pageSize = Self.defaultUnitLimit
         }
         let tenant = identity.tenant
-        let page = try await ServiceError.catchingStorageFailures {
+        let (page, compacted) = try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
                 // As a pull does (PullService): a cursor below the compacted tombstones may have missed deletes.
-                if !(since ?? "").isEmpty, after < (try await reader.compactedSequence(tenant: tenant, scopeKey: key)) {
-                    throw ServiceError.cursorExpired(scopeKey: key)
-                }
-                return try await Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize)
+                let compacted = try await reader.compactedSequence(tenant: tenant, scopeKey: key)
+                if let position { try PullService.checkHorizon(position, compacted: compacted) }
+                return (try await Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize), compacted)
             }
         }
 
@@ -98,7 +98,7 @@ public struct ContentService: Sendable {
             ))
         }
         return UnitsSyncResponse(
-            units: units, tombstones: tombstones, nextSince: SyncCursor(scopeKey: key, sequence: page.sequence).encoded,
+            units: units, tombstones: tombstones, nextSince: SyncCursor(scopeKey: key, sequence: page.sequence, horizon: compacted).encoded,
             hasMore: page.hasMore
         )
     }

@@ -422,13 +422,14 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func tombstones(in table: ContractTable, updatedBefore: Int64, limit: Int) async throws -> [Tombstone] {
+        // `_deleted` is a BOOLEAN and `_updated_at` a TIMESTAMPTZ in PostgreSQL.
         try await sendRows()
         var bindings = PostgresBindings()
         bindings.append(updatedBefore)
         bindings.append(Int64(limit))
         let sql = """
             SELECT "_tenant_id", "_scope_key", "_seq" FROM \(Self.quoted(table.name))
-            WHERE "_deleted" = 1 AND "_updated_at" < $1 LIMIT $2
+            WHERE "_deleted" AND "_updated_at" < to_timestamp($1::BIGINT / 1000.0) LIMIT $2
             """
         return try await run(sql, bindings).map { row in
             let (tenant, scopeKey, seq) = try row.decode((String, String, Int64).self)
@@ -447,7 +448,7 @@ final class PostgresTransaction: StorageTransaction {
         let sql = """
             DELETE FROM \(Self.quoted(table.name))
             WHERE ("_tenant_id", "_scope_key", "_seq") IN (SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]))
-                AND "_deleted" = 1 AND "_updated_at" < $4
+                AND "_deleted" AND "_updated_at" < to_timestamp($4::BIGINT / 1000.0)
             RETURNING "_tenant_id", "_scope_key", "_seq"
             """
         return try await run(sql, bindings).map { row in

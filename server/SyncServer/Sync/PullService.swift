@@ -97,7 +97,8 @@ public struct PullService: Sendable {
         guard ScopeAccess.canRead(key, in: descriptor, identity: identity) else {
             throw .forbidden("this token does not grant the scope '\(key)'")
         }
-        let after = try Self.sequence(of: cursor, scopeKey: key)
+        let position = try Self.position(of: cursor, scopeKey: key)
+        let after = position?.sequence ?? 0
         let pageSize = try pageSize(limit)
         let contracts = PulledContracts(scope: descriptor.name, only: only.map(Set.init))
         if let only {
@@ -112,26 +113,23 @@ public struct PullService: Sendable {
         let tenant = identity.tenant
 
         let filtered = only != nil
-        // A pull from scratch sees no tombstone it needs, compacted or not.
-        let expires = !(cursor ?? "").isEmpty
-        let (head, changes, lastSeq) = try await ServiceError.catchingStorageFailures {
+        let (head, changes, lastSeq, compacted) = try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
-                // In the same snapshot as the rows: a compaction either committed before it (and
-                // this cursor may have missed a delete it removed) or is not seen at all.
-                if expires, after < (try await reader.compactedSequence(tenant: tenant, scopeKey: key)) {
-                    throw ServiceError.cursorExpired(scopeKey: key)
-                }
+                // In the same snapshot as the rows: a compaction either committed before it or is
+                // not seen at all. It expires a cursor below it that was issued before it.
+                let compacted = try await reader.compactedSequence(tenant: tenant, scopeKey: key)
+                if let position { try Self.checkHorizon(position, compacted: compacted) }
                 // Read before the rows: every row at or below it is committed and read below.
                 let head = filtered ? try await reader.scopeSequence(tenant: tenant, scopeKey: key) : nil
                 let changes = try await reader.changes(
                     in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1
                 )
-                guard let clientID else { return (head, changes, Int64(0)) }
+                guard let clientID else { return (head, changes, Int64(0), compacted) }
                 // Only the stream's owner learns its last seq; a stream no one pushed with yet is at 0.
                 if let owner = try await reader.clientOwner(tenant: tenant, clientID: clientID), owner != identity.clientOwner {
                     throw ServiceError.clientNotOwned()
                 }
-                return (head, changes, try await reader.lastSequence(tenant: tenant, clientID: clientID))
+                return (head, changes, try await reader.lastSequence(tenant: tenant, clientID: clientID), compacted)
             }
         }
 
@@ -150,7 +148,7 @@ public struct PullService: Sendable {
         // hold nothing more up to it, so the device resumes them from there, not from their
         // last row (which may be long before the other contracts' changes).
         if let head, changes.count <= pageSize { next = max(next, head) }
-        var page = PullPage(cursor: SyncCursor(scopeKey: key, sequence: next).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq)
+        var page = PullPage(cursor: SyncCursor(scopeKey: key, sequence: next, horizon: compacted).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq)
         for (table, row) in rows {
             guard let shaping = shapings[table.name] else { continue }
             if let entity = contracts.entities[table.name] {
@@ -193,9 +191,21 @@ public struct PullService: Sendable {
         return resolved
     }
 
+    /// 410 `cursor_expired` for a cursor below the scope's compacted sequence when a compaction
+    /// ran since it was issued: deletes after it may be gone. A cursor issued after the last
+    /// compaction (a pull from scratch paging through old rows) is still good.
+    static func checkHorizon(_ position: SyncCursor, compacted: Int64) throws(ServiceError) {
+        if position.sequence < compacted, position.horizon < compacted { throw .cursorExpired(scopeKey: position.scopeKey) }
+    }
+
     /// The sequence a cursor stands for; 0 without one.
     static func sequence(of cursor: String?, scopeKey: String) throws(ServiceError) -> Int64 {
-        guard let cursor, !cursor.isEmpty else { return 0 }
+        try position(of: cursor, scopeKey: scopeKey)?.sequence ?? 0
+    }
+
+    /// The cursor a request sends; `nil` without one.
+    static func position(of cursor: String?, scopeKey: String) throws(ServiceError) -> SyncCursor? {
+        guard let cursor, !cursor.isEmpty else { return nil }
         let decoded: SyncCursor
         do {
             decoded = try SyncCursor(encoded: cursor)
@@ -207,6 +217,6 @@ public struct PullService: Sendable {
         guard decoded.scopeKey == scopeKey else {
             throw .malformed("the cursor belongs to the scope '\(decoded.scopeKey)', not '\(scopeKey)'")
         }
-        return decoded.sequence
+        return decoded
     }
 }
