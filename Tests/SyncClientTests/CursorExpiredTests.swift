@@ -81,3 +81,78 @@ import Testing
         }
     }
 }
+
+extension CursorExpiredTests {
+    @Test func aRepullCutShortResumesAtTheNextSync() async throws {
+        try await LiveServer.run { server in
+            let dirA = try TemporaryDirectory(), dirB = try TemporaryDirectory()
+            let storeA = try makeDeviceStore(dirA, device: "d-1"), storeB = try makeDeviceStore(dirB, device: "d-2")
+            let engineB = engine(storeB, server.transport("d-2"))
+            for i in 1...8 {
+                try storeB.create(FieldTask(id: "task-\(i)", teamId: "team-1", title: "Task \(i)", taskKind: .inspection, revision: 0))
+            }
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's first sync"); return }
+            guard case .succeeded = await engine(storeA, server.transport("d-1")).syncNow() else { Issue.record("A's first sync"); return }
+            try storeB.delete(FieldTask.self, id: "task-2")
+            try storeB.delete(FieldTask.self, id: "task-8")
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's deletes"); return }
+            #expect(try await ServerHousekeeping(storage: server.storage).run(now: Date().addingTimeInterval(91 * 86_400)).tombstones == 2)
+
+            // The re-pull gets one page, then the connection drops.
+            let cut = CuttingTransport(server.transport("d-1"), pagesAfterExpiry: 1)
+            guard case .failed(.network, _) = await engine(storeA, cut).syncNow() else { Issue.record("the cut sync must fail"); return }
+            #expect(cut.expired)
+            #expect(try storeA.fetch(FieldTask.self, id: "task-2") != nil, "nothing is swept before the re-pull ends")
+
+            // A new engine (as after a crash) finishes the re-pull where it stopped.
+            let engineA = engine(storeA, server.transport("d-1"))
+            guard case .succeeded = await engineA.syncNow() else { Issue.record("A's resumed sync"); return }
+            #expect(await engineA.currentStatus.repulledScopes == ["team": 2])
+            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == (try await serverTaskIDs(server)))
+            #expect(try storeA.fetch(FieldTask.self, id: "task-8") == nil)
+        }
+    }
+}
+
+/// Passes everything through until the server answers a pull 410 `cursor_expired`; then lets
+/// `pagesAfterExpiry` pulls through and fails every later one as if the connection dropped.
+final class CuttingTransport: SyncTransport, @unchecked Sendable {
+    let inner: any SyncTransport
+    private let lock = NSLock()
+    private var left: Int
+    private var sawExpiry = false
+
+    init(_ inner: any SyncTransport, pagesAfterExpiry: Int) {
+        self.inner = inner
+        left = pagesAfterExpiry
+    }
+
+    var expired: Bool { lock.withLock { sawExpiry } }
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await inner.push(request) }
+
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: nil)
+    }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
+        let allowed = lock.withLock { () -> Bool in
+            guard sawExpiry else { return true }
+            left -= 1
+            return left >= 0
+        }
+        guard allowed else { throw .network("the connection dropped") }
+        do {
+            return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
+        } catch {
+            if case .http(410, _, _) = error { lock.withLock { sawExpiry = true } }
+            throw error
+        }
+    }
+
+    var filtersPullsByContract: Bool { inner.filtersPullsByContract }
+
+    func health() async -> Bool { await inner.health() }
+}
