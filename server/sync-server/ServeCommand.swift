@@ -21,6 +21,10 @@ struct ServeCommand: AsyncParsableCommand {
             Tokens are checked with the key of --secret-file, else of $\(TokenKey.environmentVariable), else
             of DIR/\(TokenKey.fileName) (created with 32 random bytes on first use).
 
+            At start and every --housekeeping-interval it applies the data horizons: acknowledged push
+            results older than --push-result-retention and tombstones older than --tombstone-horizon
+            are deleted (docs/server.md, Data horizons); `sync-server housekeeping` does it once.
+
             Logs go to standard error, one line per answered request at `info` (method, route,
             status, milliseconds) and every line about a request with its hb.request.id; set
             LOG_LEVEL (trace, debug, info, notice, warning, error) to change how much is logged.

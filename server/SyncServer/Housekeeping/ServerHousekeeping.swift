@@ -186,7 +186,7 @@ extension ServerHousekeeping {
     /// Reads a horizon or interval: `off` or `0` (none), or a number with a unit, `s`, `m`, `h`
     /// or `d` (`90d`, `36h`); a bare number is in `bareUnit` seconds (a day for the horizons).
     /// `nil` when the text is none of these.
-    public static func parseDuration(_ text: String, bareUnit: Int64) -> Duration?? {
+    package static func parseDuration(_ text: String, bareUnit: Int64) -> Duration?? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         if trimmed == "off" || trimmed == "0" { return .some(nil) }
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
