@@ -211,3 +211,66 @@ extension MutationResult {
     /// The result as the server stores it.
     var storedText: String { CanonicalJSON.text(PushSession.json(self)) }
 }
+
+extension HousekeepingTests {
+    @Test("housekeeping in three processes at once, beside pushes, deletes each tombstone once and pages from scratch keep working", arguments: StorageKind.allCases)
+    func severalProcesses(_ kind: StorageKind) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("housekeeping-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storages = try await kind.makeSharedStorages(3, in: folder)
+        let push = PushService(storage: storages[0], clock: PushFixedClock())
+        let alice = PushHarness.alice
+        @Sendable func task(_ id: String) -> JSONValue {
+            .object([
+                "id": .string(id), "team_id": .string("red"), "title": .string("Swap"), "task_kind": .string("battery_swap"),
+                "status": .string("assigned"),
+            ])
+        }
+        let creates = (1...40).map { Mutation(seq: Int64($0), clientMutationId: "c-\($0)", entity: "Task", op: .create, id: "task-\($0)", payload: task("task-\($0)")) }
+        _ = try await push.push(PushRequest(clientId: "c", schema: [:], mutations: creates), identity: alice)
+        let deletes = (1...30).map {
+            Mutation(seq: Int64(40 + $0), clientMutationId: "d-\($0)", entity: "Task", op: .delete, id: "task-\($0)", baseVersion: 1)
+        }
+        _ = try await push.push(PushRequest(clientId: "c", schema: [:], mutations: deletes), identity: alice)
+
+        // Three processes compact in batches of 4 while a fourth client keeps pushing to the scope.
+        let now = Self.days(91)
+        @Sendable func latePushes() async throws {
+            let later = PushService(storage: storages[1], clock: PushFixedClock(time: Timestamp(now.addingTimeInterval(-1))))
+            for seq in 1...10 {
+                let id = "late-\(seq)"
+                _ = try await later.push(
+                    PushRequest(clientId: "late", schema: [:], mutations: [Mutation(seq: Int64(seq), clientMutationId: id, entity: "Task", op: .create, id: id, payload: task(id))]),
+                    identity: alice
+                )
+            }
+        }
+        async let pushes: Void = latePushes()
+        let counts = try await withThrowingTaskGroup(of: ServerHousekeeping.Counts.self) { group in
+            for storage in storages {
+                group.addTask { try await ServerHousekeeping(storage: storage, horizons: Self.tombstonesOnly, batchSize: 4).run(now: now) }
+            }
+            return try await group.reduce(into: [ServerHousekeeping.Counts]()) { $0.append($1) }
+        }
+        try await pushes
+        #expect(counts.map(\.tombstones).reduce(0, +) == 30, "each tombstone deleted by one process: \(counts)")
+        let compacted = try await storages[2].read { try await $0.compactedSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
+        #expect(compacted == 70)
+
+        // A pull from scratch pages through what is left, below the compacted sequence, one row at a time.
+        let pull = PullService(storage: storages[2])
+        var cursor: String?
+        var ids: [String] = []
+        while true {
+            let page = try await pull.pull(scope: "team", cursor: cursor, limit: 3, schema: [:], clientID: nil, identity: alice)
+            ids += (page.upserts["Task"] ?? []).compactMap { if case .object(let row) = $0, case .string(let id)? = row["id"] { id } else { nil } }
+            #expect(page.deletes.isEmpty)
+            cursor = page.cursor
+            if !page.hasMore { break }
+        }
+        #expect(Set(ids) == Set((31...40).map { "task-\($0)" } + (1...10).map { "late-\($0)" }))
+        for storage in storages {
+            if let postgres = storage as? PostgresStorage { await postgres.close() }
+        }
+    }
+}
