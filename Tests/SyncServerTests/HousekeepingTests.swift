@@ -274,3 +274,19 @@ extension HousekeepingTests {
         }
     }
 }
+
+extension HousekeepingTests {
+    @Test("/metrics counts what housekeeping deleted, by kind")
+    func metrics() async throws {
+        let h = try await PushHarness(.sqlite)
+        defer { h.remove() }
+        try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")), h.mutation(2, "Task", .delete, "task-1", baseVersion: 1)])
+        try await h.push([h.mutation(3, "Task", .create, "task-2", h.taskPayload("task-2"))])
+        let metrics = ServerMetrics()
+        let counts = try await ServerHousekeeping(storage: h.storage, metrics: metrics).run(now: Date().addingTimeInterval(100 * 86_400))
+        #expect(counts.tombstones == 1 && counts.pushResults == 2)
+        let exposition = String(decoding: metrics.exposition(), as: UTF8.self)
+        #expect(exposition.contains(#"outpost_housekeeping_deleted_total{kind="tombstone"} 1"#), "\(exposition)")
+        #expect(exposition.contains(#"outpost_housekeeping_deleted_total{kind="push_result"} 2"#))
+    }
+}

@@ -70,12 +70,18 @@ extension OfflineStore {
         try read { db in try Set(String.fetchAll(db, sql: #"SELECT "scope_key" FROM "repull_scopes" WHERE "done" = 0"#)) }
     }
 
-    /// Records, in the transaction storing a pulled page, the entity rows it delivered when its
-    /// scope is being re-pulled.
-    static func recordRepulledRows(_ db: Database, scopeKey: String, entity: EntityDescriptor, ids: [String]) throws {
-        guard let name = try String.fetchOne(
+    /// The contract scope whose re-pull a pulled page of `scopeKey` belongs to, or `nil` when
+    /// that scope is not being re-pulled.
+    static func repullingScopeName(_ db: Database, scopeKey: String?) throws -> String? {
+        guard let scopeKey else { return nil }
+        return try String.fetchOne(
             db, sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#, arguments: [scopeKey]
-        ) else { return }
+        )
+    }
+
+    /// Records, in the transaction storing a pulled page of a scope being re-pulled, the entity
+    /// rows it delivered.
+    static func recordRepulledRows(_ db: Database, scopeName name: String, entity: EntityDescriptor, ids: [String]) throws {
         let insert = try db.cachedStatement(sql: #"INSERT OR IGNORE INTO "repull_rows" ("scope_name", "entity", "row_id") VALUES (?, ?, ?)"#)
         for id in ids {
             try insert.execute(arguments: [name, entity.name, id])
