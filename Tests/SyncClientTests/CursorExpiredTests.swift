@@ -17,10 +17,15 @@ import Testing
 
     /// The ids of the team's live tasks on the server.
     func serverTaskIDs(_ server: LiveServer) async throws -> Set<String> {
+        Set(try await serverTaskTitles(server).keys)
+    }
+
+    /// The team's live tasks on the server: id → title.
+    func serverTaskTitles(_ server: LiveServer) async throws -> [String: String] {
         let rows = try await server.storage.read { reader in
             try await reader.rows(in: ContractTable(FieldTask.descriptor), tenant: "acme", where: ["_deleted": .integer(0)], limit: 1000)
         }
-        return Set(rows.compactMap { $0.text("id") })
+        return Dictionary(uniqueKeysWithValues: rows.compactMap { row in row.text("id").map { ($0, row.text("title") ?? "") } })
     }
 
     @Test func expiredCursorPullsTheScopeAgainKeepingPendingWritesAndConflicts() async throws {
@@ -68,6 +73,10 @@ import Testing
             let local = Set(try storeA.all(FieldTask.self).map(\.id))
             #expect(local == serverIDs.union(["task-3", "task-4"]))
             #expect(try storeA.fetch(FieldTask.self, id: "task-3")?.title == "Edited offline")
+            // Every row the server has, as the server has it.
+            for (id, title) in try await serverTaskTitles(server) {
+                #expect(try storeA.fetch(FieldTask.self, id: id)?.title == title, "\(id)")
+            }
             #expect(try storeA.fetch(FieldTask.self, id: "task-6")?.title == "Task 6")
             let conflicts = try storeA.conflicts()
             #expect(conflicts.map(\.rowId) == ["task-4"], "the conflict stays open")
