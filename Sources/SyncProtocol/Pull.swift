@@ -42,10 +42,16 @@ public struct SyncCursor: Hashable, Sendable {
     public var scopeKey: String
     /// The scope's Lamport sequence number of the last change the device has.
     public var sequence: Int64
+    /// The scope's compacted sequence (deletes removed past the server's tombstone horizon) when
+    /// the cursor was issued: a cursor below the compacted sequence is still good if no
+    /// compaction ran since (a pull from scratch pages through old rows), and expired if one did.
+    /// Written only when above 0, so cursors of scopes never compacted keep their text.
+    public var horizon: Int64
 
-    public init(scopeKey: String, sequence: Int64) {
+    public init(scopeKey: String, sequence: Int64, horizon: Int64 = 0) {
         self.scopeKey = scopeKey
         self.sequence = sequence
+        self.horizon = horizon
     }
 
     /// Errors reading a cursor sent by a device.
@@ -54,11 +60,12 @@ public struct SyncCursor: Hashable, Sendable {
         case unsupportedVersion(Int)
     }
 
-    /// Base64url text of `{"v":1,"k":"<scope key>","s":<sequence>}`.
+    /// Base64url text of `{"v":1,"k":"<scope key>","s":<sequence>}` (with `"h":<horizon>` when
+    /// above 0).
     public var encoded: String {
-        let json = CanonicalJSON.text(.object([
-            "v": .int(Int64(Self.formatVersion)), "k": .string(scopeKey), "s": .int(sequence),
-        ]))
+        var fields: [String: JSONValue] = ["v": .int(Int64(Self.formatVersion)), "k": .string(scopeKey), "s": .int(sequence)]
+        if horizon > 0 { fields["h"] = .int(horizon) }
+        let json = CanonicalJSON.text(.object(fields))
         return Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
@@ -74,7 +81,12 @@ public struct SyncCursor: Hashable, Sendable {
         guard case .string(let key)? = fields["k"], case .int(let sequence)? = fields["s"], sequence >= 0 else {
             throw .malformed
         }
-        self.init(scopeKey: key, sequence: sequence)
+        var horizon: Int64 = 0
+        if let field = fields["h"] {
+            guard case .int(let value) = field, value >= 0 else { throw .malformed }
+            horizon = value
+        }
+        self.init(scopeKey: key, sequence: sequence, horizon: horizon)
     }
 }
 

@@ -29,6 +29,7 @@ struct ErrorShapeTests {
         ("clientNotOwned", .clientNotOwned, "client_not_owned"),
         ("notFound", .notFound, "not_found"),
         ("sequenceGap", .sequenceGap, "sequence_gap"),
+        ("cursorExpired", .cursorExpired, "cursor_expired"),
         ("payloadTooLarge", .payloadTooLarge, "payload_too_large"),
         ("rangeNotSatisfiable", .rangeNotSatisfiable, "range_not_satisfiable"),
         ("unknownEntity", .unknownEntity, "unknown_entity"),

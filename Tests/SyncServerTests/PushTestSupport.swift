@@ -285,5 +285,24 @@ struct PushFailingStorage: SyncStorage {
             try budget.spend()
             try await base.appendAudit(entry)
         }
+        func compactedSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+            try await base.compactedSequence(tenant: tenant, scopeKey: scopeKey)
+        }
+        func acknowledgePushResults(tenant: String, clientID: String, through seq: Int64) async throws {
+            try await base.acknowledgePushResults(tenant: tenant, clientID: clientID, through: seq)
+        }
+        func prunePushResults(recordedBefore: Int64, limit: Int) async throws -> Int {
+            try await base.prunePushResults(recordedBefore: recordedBefore, limit: limit)
+        }
+        func tombstones(in table: ContractTable, updatedBefore: Int64, limit: Int) async throws -> [Tombstone] {
+            try await base.tombstones(in: table, updatedBefore: updatedBefore, limit: limit)
+        }
+        func deleteTombstones(_ tombstones: [Tombstone], in table: ContractTable, updatedBefore: Int64) async throws -> [Tombstone] {
+            try await base.deleteTombstones(tombstones, in: table, updatedBefore: updatedBefore)
+        }
+        func raiseCompactedSequence(tenant: String, scopeKey: String, to seq: Int64) async throws {
+            try await base.raiseCompactedSequence(tenant: tenant, scopeKey: scopeKey, to: seq)
+        }
+
     }
 }

@@ -21,6 +21,10 @@ struct ServeCommand: AsyncParsableCommand {
             Tokens are checked with the key of --secret-file, else of $\(TokenKey.environmentVariable), else
             of DIR/\(TokenKey.fileName) (created with 32 random bytes on first use).
 
+            At start and every --housekeeping-interval it applies the data horizons: acknowledged push
+            results older than --push-result-retention and tombstones older than --tombstone-horizon
+            are deleted (docs/server.md, Data horizons); `sync-server housekeeping` does it once.
+
             Logs go to standard error, one line per answered request at `info` (method, route,
             status, milliseconds) and every line about a request with its hb.request.id; set
             LOG_LEVEL (trace, debug, info, notice, warning, error) to change how much is logged.
@@ -33,6 +37,13 @@ struct ServeCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var data: DataOptions
+    @OptionGroup var horizonOptions: HorizonOptions
+
+    @Option(
+        name: .customLong("housekeeping-interval"),
+        help: ArgumentHelp("How often the data horizons are applied (at start, then every DURATION: 1h, 30m; a bare number is seconds); 0 or off never.", valueName: "DURATION")
+    )
+    var housekeepingInterval = "1h"
 
     @Option(help: "The address to listen on; 0.0.0.0 serves every interface.")
     var host = "127.0.0.1"
@@ -74,6 +85,9 @@ struct ServeCommand: AsyncParsableCommand {
     var metricsTokenFile: String?
 
     func validate() throws {
+        guard ServerHousekeeping.parseDuration(housekeepingInterval, bareUnit: 1) != nil else {
+            throw ValidationError("--housekeeping-interval takes a duration such as 1h, 30m or off, not \(housekeepingInterval)")
+        }
         for entry in publicKeys where entry.split(separator: "=", maxSplits: 1).count != 2 {
             throw ValidationError("--jwt-public-key takes KID=FILE, not \(entry)")
         }
@@ -137,14 +151,41 @@ struct ServeCommand: AsyncParsableCommand {
             started.set()
             say("sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))")
         }
+        let housekeeping = try startHousekeeping(storage: storage, metrics: environment.metrics, logger: logger)
         do {
             try await app.runService()
+            housekeeping?.cancel()
+            await housekeeping?.value
             await data.close(storage)
         } catch {
+            housekeeping?.cancel()
+            await housekeeping?.value
             await data.close(storage)
             throw fail(started.isSet ? "the server stopped: \(error)" : "cannot listen on \(host):\(port): \(error)")
         }
         say("sync-server stopped")
+    }
+}
+
+extension ServeCommand {
+    /// Applies the data horizons at start and every --housekeeping-interval, beside the routes.
+    func startHousekeeping(storage: any SyncStorage, metrics: ServerMetrics, logger: Logger) throws -> Task<Void, Never>? {
+        guard let interval = ServerHousekeeping.parseDuration(housekeepingInterval, bareUnit: 1) ?? nil else { return nil }
+        let horizons = try horizonOptions.horizons()
+        guard horizons != .off else { return nil }
+        let housekeeping = ServerHousekeeping(storage: storage, horizons: horizons, metrics: metrics)
+        return Task {
+            await housekeeping.runPeriodically(every: interval) { result in
+                switch result {
+                case .success(let counts) where counts.pushResults > 0 || counts.tombstones > 0:
+                    logger.info("housekeeping: \(counts)")
+                case .success:
+                    break
+                case .failure(let error):
+                    logger.error("housekeeping failed (tried again in \(interval)): \(error)")
+                }
+            }
+        }
     }
 }
 

@@ -189,11 +189,18 @@ public actor AssetDownloader {
     /// The unit from the units route, looked up page by page (the route has no filter by id).
     private func fetchUnit(id: String) async throws(AssetError) -> SyncedUnit {
         var since: String?
+        var restarts = 0
         while true {
             let page: UnitsSyncResponse
             do {
                 page = try await transport.unitsSync(since: since, limit: configuration.unitsPageSize, schema: OfflineStore.schemaVersions)
             } catch {
+                // The server compacted deleted units meanwhile (410 cursor_expired): look again from the start.
+                if case .http(410, let body?, _) = error, body.error.code == .cursorExpired, since != nil, restarts < 3 {
+                    restarts += 1
+                    since = nil
+                    continue
+                }
                 throw Self.assetError(error, id: id)
             }
             if let unit = page.units.first(where: { $0.id == id }) { return unit }

@@ -29,6 +29,7 @@ enum ClientSchema {
         (outboxStateSealV3, [#"ALTER TABLE "outbox" ADD COLUMN "state_mac" BLOB"#]),
         (rowRetentionV4, rowRetentionV4Statements),
         ("client.v5.learning_attempts", learningAttemptsV5Statements),
+        ("client.v6.repull", OfflineStore.repullStatements),
     ]
 
     static let syncTablesV1Statements = [

@@ -38,6 +38,7 @@ extension OfflineStore {
 
     private func apply(_ changes: PreparedServerChanges, held: Set<String>, now: Int64, _ db: Database) throws -> ServerChangesReport {
         var report = ServerChangesReport()
+        let repulling = try Self.repullingScopeName(db, scopeKey: changes.scopeKey)
         for (name, rows) in changes.upserts {
             if held.contains(name) {
                 report.heldForUpdate[name, default: 0] += rows.count
@@ -56,6 +57,10 @@ extension OfflineStore {
                     if rebased { report.rebased[name, default: 0] += 1 }
                 }
                 report.upserted[name, default: 0] += rows.count
+                // A scope pulled again from scratch remembers what it delivered (OfflineStore+Repull).
+                if let repulling {
+                    try Self.recordRepulledRows(db, scopeName: repulling, entity: entity, ids: rows.map(\.id))
+                }
             case .events(let event, let envelopes):
                 for envelope in envelopes {
                     try storeServerEvent(db, event, envelope: envelope, now: now)

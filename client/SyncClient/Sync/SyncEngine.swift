@@ -326,6 +326,7 @@ public actor SyncEngine {
             let pushed = try await pushAll(traffic: traffic)
             var pulled = 0
             if kind == .full {
+                snapshot.repulledScopes = [:]
                 pulled = try await pullAll(traffic: traffic)
                 snapshot.phase = .reconciling
                 publish()
@@ -499,33 +500,34 @@ public actor SyncEngine {
     /// which brings what changed meanwhile. The app sees each tier's contracts become usable
     /// (``SyncStatus/availableContracts``) before the next tier starts. A crash part-way leaves
     /// no cursor, and the next sync starts the tiers again.
+    ///
+    /// A scope whose cursor the server answers with 410 `cursor_expired` (it compacted deletes
+    /// older than its data horizon) is pulled again from scratch, with the other keys of its
+    /// contract scope: see ``OfflineStore/beginRepull(scopes:)``. Pending writes and open
+    /// conflicts are kept; the synced rows the fresh pull does not deliver are deleted when it
+    /// ends (``SyncStatus/repulledScopes``). A re-pull a crash interrupted resumes at the next sync.
     private func pullAll(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var pulled = try await takeUrgentChanges(traffic: traffic)
-        for scope in PullPriorities.order(configuration.scopes) {
-            snapshot.phase = .pulling(scope: scope)
-            snapshot.progress = SyncProgress(done: 0, total: 0, currentEntity: nil)
-            publish()
-            var cursor: String?
-            do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
-            let tiers = PullPriorities.tiers(of: scope)
-            if cursor == nil, tiers.count > 1, transport.filtersPullsByContract {
-                var firstTierEnd: String?
-                for tier in tiers {
-                    let (rows, end) = try await pullRun(scope: scope, from: nil, contracts: tier, traffic: traffic)
-                    pulled += rows
-                    if firstTierEnd == nil { firstTierEnd = end }
-                    initialTiersDone[scope, default: []].formUnion(tier)
-                    refreshCounts()
-                    publish()
+        var queue = PullPriorities.order(configuration.scopes)
+        var index = 0
+        var expiries: [String: Int] = [:]
+        while index < queue.count {
+            let scope = queue[index]
+            index += 1
+            do {
+                pulled += try await pullScope(scope, traffic: traffic)
+            } catch .transport(.http(410, let body?, _)) where body.error.code == .cursorExpired && expiries[scope, default: 0] < 3 {
+                expiries[scope, default: 0] += 1
+                let name = OfflineStore.repullScopeName(scope)
+                let siblings = configuration.scopes.filter { OfflineStore.repullScopeName($0) == name }
+                do { try store.beginRepull(scopes: siblings.isEmpty ? [scope] : siblings) } catch { throw .store(error) }
+                // This scope again from scratch now, and its siblings already pulled in this sync after it.
+                let done = Set(queue[..<(index - 1)])
+                index -= 1
+                for sibling in siblings where sibling != scope && done.contains(sibling) && !queue[index...].contains(sibling) {
+                    queue.append(sibling)
                 }
-                if let firstTierEnd {
-                    do { try store.storeCursor(firstTierEnd, forScope: scope) } catch { throw .store(error) }
-                }
-                cursor = firstTierEnd
             }
-            pulled += try await pullRun(scope: scope, from: cursor, contracts: nil, traffic: traffic).rows
-            initialTiersDone[scope] = nil
-            do { try store.recordScopeSync(scope) } catch { throw .store(error) }
         }
         return pulled
     }
@@ -561,6 +563,46 @@ public actor SyncEngine {
             taken += page.rowCount
         }
         return taken
+    }
+
+    /// Pulls one scope to its last page (by priority tiers when it has no cursor), then ends its
+    /// re-pull when one is under way.
+    private func pullScope(_ scope: String, traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
+        var pulled = 0
+        snapshot.phase = .pulling(scope: scope)
+        snapshot.progress = SyncProgress(done: 0, total: 0, currentEntity: nil)
+        publish()
+        var cursor: String?
+        do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
+        let tiers = PullPriorities.tiers(of: scope)
+        if cursor == nil, tiers.count > 1, transport.filtersPullsByContract {
+            var firstTierEnd: String?
+            for tier in tiers {
+                let (rows, end) = try await pullRun(scope: scope, from: nil, contracts: tier, traffic: traffic)
+                pulled += rows
+                if firstTierEnd == nil { firstTierEnd = end }
+                initialTiersDone[scope, default: []].formUnion(tier)
+                refreshCounts()
+                publish()
+            }
+            if let firstTierEnd {
+                do { try store.storeCursor(firstTierEnd, forScope: scope) } catch { throw .store(error) }
+            }
+            cursor = firstTierEnd
+        }
+        pulled += try await pullRun(scope: scope, from: cursor, contracts: nil, traffic: traffic).rows
+        initialTiersDone[scope] = nil
+        do {
+            if let removed = try store.finishRepull(scope: scope) {
+                snapshot.repulledScopes[scope] = removed
+                refreshCounts()
+                publish()
+            }
+        } catch {
+            throw .store(error)
+        }
+        do { try store.recordScopeSync(scope) } catch { throw .store(error) }
+        return pulled
     }
 
     /// Pulls a scope from `cursor` to its last page: every contract, committing each batch with

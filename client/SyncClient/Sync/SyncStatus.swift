@@ -54,6 +54,11 @@ public struct SyncStatus: Hashable, Sendable {
     /// delivering them pulled to its end, or its priority tier done on a first download): a
     /// fresh device lists its critical contracts here before its low ones.
     public var availableContracts: Set<String> = []
+    /// Scopes pulled again from scratch because the server no longer had the deletes after
+    /// their cursor (410 `cursor_expired`), with the synced rows the fresh pull did not deliver
+    /// and the device therefore deleted; pending writes and open conflicts are always kept.
+    /// Filled as re-pulls end; cleared when a full sync starts.
+    public var repulledScopes: [String: Int] = [:]
     /// The server erased this user's data (`410 user_erased`): the store was wiped and the
     /// engine stopped. The app signs the user out; a new sign-in starts afresh.
     public var accountErased = false

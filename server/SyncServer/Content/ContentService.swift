@@ -40,7 +40,8 @@ public struct ContentService: Sendable {
     ///   - schema: the device's schema versions; units and lessons are shaped for them.
     ///   - assetBaseURL: the server's public base URL; download URLs are `<base>/assets/<id>`.
     /// - Throws: ``ServiceError``: 400 for a malformed cursor or a limit below 1, 403 when the
-    ///   token cannot read content, 426 for a schema version below the oldest supported.
+    ///   token cannot read content, 410 `cursor_expired` for a cursor below the content scope's
+    ///   compacted tombstones (``ServerHousekeeping``), 426 for a schema version below the oldest supported.
     public func unitsSync(
         since: String?, limit: Int?, includeDeleted: Bool, schema: [String: Int], identity: DeviceIdentity,
         assetBaseURL: String
@@ -50,7 +51,8 @@ public struct ContentService: Sendable {
         guard ScopeAccess.canRead(key, in: scope, identity: identity) else {
             throw .forbidden("this token does not grant the scope '\(key)'")
         }
-        let after = try PullService.sequence(of: since, scopeKey: key)
+        let position = try PullService.position(of: since, scopeKey: key)
+        let after = position?.sequence ?? 0
         let pageSize: Int
         if let limit {
             guard limit >= 1 else { throw .malformed("limit must be at least 1") }
@@ -59,8 +61,13 @@ public struct ContentService: Sendable {
             pageSize = Self.defaultUnitLimit
         }
         let tenant = identity.tenant
-        let page = try await ServiceError.catchingStorageFailures {
-            try await storage.read { reader in try await Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize) }
+        let (page, compacted) = try await ServiceError.catchingStorageFailures {
+            try await storage.read { reader in
+                // As a pull does (PullService): a cursor below the compacted tombstones may have missed deletes.
+                let compacted = try await reader.compactedSequence(tenant: tenant, scopeKey: key)
+                if let position { try PullService.checkHorizon(position, compacted: compacted) }
+                return (try await Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize), compacted)
+            }
         }
 
         let unitVersion = RowShaping.schemaVersion(of: Self.unitContract.name, current: Self.unitContract.currentVersion, in: schema)
@@ -91,7 +98,7 @@ public struct ContentService: Sendable {
             ))
         }
         return UnitsSyncResponse(
-            units: units, tombstones: tombstones, nextSince: SyncCursor(scopeKey: key, sequence: page.sequence).encoded,
+            units: units, tombstones: tombstones, nextSince: SyncCursor(scopeKey: key, sequence: page.sequence, horizon: compacted).encoded,
             hasMore: page.hasMore
         )
     }

@@ -11,6 +11,8 @@ import SyncProtocol
 ///   `duplicate`, `conflicted`, `rejected`).
 /// - `outpost_pull_rows_total`: upserts and deletes sent in pull pages.
 /// - `outpost_request_duration_seconds{route}`: time to answer, until the body starts.
+/// - `outpost_housekeeping_deleted_total{kind}`: what ``ServerHousekeeping`` deleted past the
+///   data horizons (`push_result`, `tombstone`).
 ///
 /// Each server has its own registry, handed to swift-metrics as an explicit factory rather than
 /// through the process-wide `MetricsSystem`, so that several servers in one process (tests, an
@@ -33,6 +35,17 @@ public struct ServerMetrics: Sendable {
             pushMutations(status).increment(by: 0)
         }
         pullRows.increment(by: 0)
+        for kind in ["push_result", "tombstone"] { housekeepingDeleted(kind).increment(by: 0) }
+    }
+
+    /// Counts what a housekeeping run deleted.
+    func recordHousekeeping(_ counts: ServerHousekeeping.Counts) {
+        housekeepingDeleted("push_result").increment(by: counts.pushResults)
+        housekeepingDeleted("tombstone").increment(by: counts.tombstones)
+    }
+
+    private func housekeepingDeleted(_ kind: String) -> CoreMetrics.Counter {
+        CoreMetrics.Counter(label: "outpost_housekeeping_deleted_total", dimensions: [("kind", kind)], factory: factory)
     }
 
     /// The exposition of every metric of ``registry``.

@@ -26,6 +26,8 @@ final class PostgresTransaction: StorageTransaction {
     /// Clients locked by this transaction → their last `seq` (moved by recorded results).
     private var clients: [Key: Int64] = [:]
     private var movedClients: Set<Key> = []
+    /// Clients locked by this transaction → the `seq` they acknowledged (written by ``finish()``).
+    private var acknowledged: [Key: Int64] = [:]
     /// Scopes locked by this transaction → the last sequence number handed out.
     private var scopes: [Key: Int64] = [:]
     private var movedScopes: Set<Key> = []
@@ -389,6 +391,13 @@ final class PostgresTransaction: StorageTransaction {
         return try integer(await run("SELECT last_seq FROM scope_sequences WHERE tenant = $1 AND scope_key = $2", bindings)) ?? 0
     }
 
+    func compactedSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(scopeKey)
+        return try integer(await run("SELECT compacted_seq FROM scope_sequences WHERE tenant = $1 AND scope_key = $2", bindings)) ?? 0
+    }
+
     func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
         var bindings = PostgresBindings()
         bindings.append(afterID)
@@ -551,6 +560,75 @@ final class PostgresTransaction: StorageTransaction {
     func appendAudit(_ entry: AuditEntry) async throws {
         audit.append(entry)
     }
+    func acknowledgePushResults(tenant: String, clientID: String, through seq: Int64) async throws {
+        // Written by finish() with the client's row (locked by lockClient): no round trip of its own.
+        let key = Key(tenant: tenant, name: clientID)
+        acknowledged[key] = max(acknowledged[key] ?? 0, seq)
+    }
+
+    func prunePushResults(recordedBefore: Int64, limit: Int) async throws -> Int {
+        var bindings = PostgresBindings()
+        bindings.append(recordedBefore)
+        bindings.append(Int64(limit))
+        // Results are only ever inserted, so a concurrent housekeeper is the only other deleter:
+        // rows it holds are skipped rather than waited for.
+        let rows = try await run("""
+            DELETE FROM push_results WHERE (tenant, client_id, seq) IN (
+                SELECT p.tenant, p.client_id, p.seq FROM push_results p
+                JOIN clients c ON c.tenant = p.tenant AND c.client_id = p.client_id
+                WHERE p.seq <= c.acked_seq AND p.recorded_at < $1 LIMIT $2 FOR UPDATE OF p SKIP LOCKED)
+            RETURNING 1
+            """, bindings)
+        return rows.count
+    }
+
+    func tombstones(in table: ContractTable, updatedBefore: Int64, limit: Int) async throws -> [Tombstone] {
+        // `_deleted` is a BOOLEAN and `_updated_at` a TIMESTAMPTZ in PostgreSQL.
+        try await sendRows()
+        var bindings = PostgresBindings()
+        bindings.append(updatedBefore)
+        bindings.append(Int64(limit))
+        let sql = """
+            SELECT "_tenant_id", "_scope_key", "_seq" FROM \(Self.quoted(table.name))
+            WHERE "_deleted" AND "_updated_at" < to_timestamp($1::BIGINT / 1000.0) LIMIT $2
+            """
+        return try await run(sql, bindings).map { row in
+            let (tenant, scopeKey, seq) = try row.decode((String, String, Int64).self)
+            return Tombstone(tenant: tenant, scopeKey: scopeKey, seq: seq)
+        }
+    }
+
+    func deleteTombstones(_ tombstones: [Tombstone], in table: ContractTable, updatedBefore: Int64) async throws -> [Tombstone] {
+        guard !tombstones.isEmpty else { return [] }
+        try await sendRows()
+        var bindings = PostgresBindings()
+        bindings.append(tombstones.map(\.tenant))
+        bindings.append(tombstones.map(\.scopeKey))
+        bindings.append(tombstones.map(\.seq))
+        bindings.append(updatedBefore)
+        let sql = """
+            DELETE FROM \(Self.quoted(table.name))
+            WHERE ("_tenant_id", "_scope_key", "_seq") IN (SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]))
+                AND "_deleted" AND "_updated_at" < to_timestamp($4::BIGINT / 1000.0)
+            RETURNING "_tenant_id", "_scope_key", "_seq"
+            """
+        return try await run(sql, bindings).map { row in
+            let (tenant, scopeKey, seq) = try row.decode((String, String, Int64).self)
+            return Tombstone(tenant: tenant, scopeKey: scopeKey, seq: seq)
+        }
+    }
+
+    func raiseCompactedSequence(tenant: String, scopeKey: String, to seq: Int64) async throws {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(scopeKey)
+        bindings.append(seq)
+        try await run("""
+            INSERT INTO scope_sequences (tenant, scope_key, last_seq, compacted_seq) VALUES ($1, $2, $3, $3)
+            ON CONFLICT (tenant, scope_key) DO UPDATE SET compacted_seq = GREATEST(scope_sequences.compacted_seq, excluded.compacted_seq)
+            """, bindings)
+    }
+
 
     /// Writes what was kept in memory: moved counters, stored results, and the audit entries,
     /// chained under the head's lock. Called once, just before the commit.
@@ -570,20 +648,24 @@ final class PostgresTransaction: StorageTransaction {
             bindings.append(pushResults.map(\.seq))
             bindings.append(pushResults.map(\.clientMutationID))
             bindings.append(pushResults.map(\.result))
+            bindings.append(Self.nowMilliseconds())
             try await run("""
-                INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result)
-                SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[])
+                INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result, recorded_at)
+                SELECT *, $6::BIGINT FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[])
                 """, bindings)
         }
-        for key in movedClients {
+        for key in movedClients.union(acknowledged.keys) {
+            guard let last = clients[key] else { continue }
             var bindings = PostgresBindings()
             bindings.append(key.tenant)
             bindings.append(key.name)
-            bindings.append(clients[key]!)
+            bindings.append(last)
             bindings.append(Self.nowMilliseconds())
+            bindings.append(acknowledged[key] ?? 0)
             try await run("""
-                INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES ($1, $2, $3, $4)
-                ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at
+                INSERT INTO clients (tenant, client_id, last_seq, updated_at, acked_seq) VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at,
+                    acked_seq = GREATEST(clients.acked_seq, EXCLUDED.acked_seq)
                 """, bindings)
         }
         if !audit.isEmpty {

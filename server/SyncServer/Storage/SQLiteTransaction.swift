@@ -123,6 +123,12 @@ struct SQLiteTransaction: StorageTransaction {
         ) ?? 0
     }
 
+    func compactedSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+        try Int64.fetchOne(
+            statement("SELECT compacted_seq FROM scope_sequences WHERE tenant = ? AND scope_key = ?"), arguments: [tenant, scopeKey]
+        ) ?? 0
+    }
+
     func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
         try Row.fetchAll(statement("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit]).map(Self.auditEntry)
     }
@@ -268,9 +274,54 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
-        try statement("INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result) VALUES (?, ?, ?, ?, ?)")
-            .execute(arguments: [tenant, clientID, seq, clientMutationID, result])
+        try statement("INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result, recorded_at) VALUES (?, ?, ?, ?, ?, ?)")
+            .execute(arguments: [tenant, clientID, seq, clientMutationID, result, Int64(Date().timeIntervalSince1970 * 1000)])
         auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = seq
+    }
+
+    func acknowledgePushResults(tenant: String, clientID: String, through seq: Int64) async throws {
+        try statement("UPDATE clients SET acked_seq = MAX(acked_seq, ?) WHERE tenant = ? AND client_id = ?")
+            .execute(arguments: [seq, tenant, clientID])
+    }
+
+    func prunePushResults(recordedBefore: Int64, limit: Int) async throws -> Int {
+        try statement("""
+            DELETE FROM push_results WHERE rowid IN (
+                SELECT p.rowid FROM push_results p JOIN clients c ON c.tenant = p.tenant AND c.client_id = p.client_id
+                WHERE p.seq <= c.acked_seq AND p.recorded_at < ? LIMIT ?)
+            """).execute(arguments: [recordedBefore, limit])
+        return db.changesCount
+    }
+
+    func tombstones(in table: ContractTable, updatedBefore: Int64, limit: Int) async throws -> [Tombstone] {
+        let sql = """
+            SELECT "_tenant_id", "_scope_key", "_seq" FROM \(Self.quoted(table.name))
+            WHERE "_deleted" = 1 AND "_updated_at" < ? LIMIT ?
+            """
+        return try Row.fetchAll(statement(sql), arguments: [updatedBefore, limit]).map {
+            Tombstone(tenant: $0[0], scopeKey: $0[1], seq: $0[2])
+        }
+    }
+
+    func deleteTombstones(_ tombstones: [Tombstone], in table: ContractTable, updatedBefore: Int64) async throws -> [Tombstone] {
+        let delete = try statement("""
+            DELETE FROM \(Self.quoted(table.name))
+            WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" = ? AND "_deleted" = 1 AND "_updated_at" < ?
+            """)
+        var deleted: [Tombstone] = []
+        for tombstone in tombstones {
+            try delete.execute(arguments: [tombstone.tenant, tombstone.scopeKey, tombstone.seq, updatedBefore])
+            if db.changesCount > 0 { deleted.append(tombstone) }
+        }
+        return deleted
+    }
+
+    func raiseCompactedSequence(tenant: String, scopeKey: String, to seq: Int64) async throws {
+        // The scope's row exists once its rows were written; the insert covers one that does not.
+        try statement("""
+            INSERT INTO scope_sequences (tenant, scope_key, last_seq, compacted_seq) VALUES (?, ?, ?, ?)
+            ON CONFLICT (tenant, scope_key) DO UPDATE SET compacted_seq = MAX(compacted_seq, excluded.compacted_seq)
+            """).execute(arguments: [tenant, scopeKey, seq, seq])
     }
 
     func appendAudit(_ entry: AuditEntry) async throws {

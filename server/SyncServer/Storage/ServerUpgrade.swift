@@ -6,7 +6,7 @@ struct ServerUpgrade {
     let sqlite: [String]
     let postgres: [String]
 
-    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges]
+    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons]
 
     /// Users whose data was erased (a token issued at or before is told `user_erased`), and the
     /// changes an operator marked urgent, which a device takes before any pull page.
@@ -95,6 +95,24 @@ struct ServerUpgrade {
             "ALTER TABLE \"audit_head\" ADD COLUMN \"base_hash\" TEXT NOT NULL DEFAULT '\(AuditChain.genesis)'",
             "ALTER TABLE \"audit_head\" ADD COLUMN \"base_seal\" TEXT",
             "CREATE INDEX \"audit_log_by_user\" ON \"audit_log\" (\"tenant\", \"user_id\", \"id\")",
+        ]
+    )
+
+    /// The data horizons (``ServerHousekeeping``): how far each client acknowledged its stored
+    /// push results (`acked_seq`), when each result was stored (`recorded_at`, milliseconds;
+    /// results stored before are 0, so old enough), and the highest `_seq` of a scope whose
+    /// tombstones were compacted (`compacted_seq`): a cursor below it is expired.
+    static let horizons = ServerUpgrade(
+        identifier: "server.v3.horizons",
+        sqlite: [
+            "ALTER TABLE \"clients\" ADD COLUMN \"acked_seq\" INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE \"push_results\" ADD COLUMN \"recorded_at\" INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE \"scope_sequences\" ADD COLUMN \"compacted_seq\" INTEGER NOT NULL DEFAULT 0",
+        ],
+        postgres: [
+            "ALTER TABLE \"clients\" ADD COLUMN \"acked_seq\" BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE \"push_results\" ADD COLUMN \"recorded_at\" BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE \"scope_sequences\" ADD COLUMN \"compacted_seq\" BIGINT NOT NULL DEFAULT 0",
         ]
     )
 

@@ -62,6 +62,11 @@ public protocol StorageReader {
     /// The scope's current Lamport sequence (0 when nothing was written).
     func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64
 
+    /// The highest `_seq` of the scope whose tombstones were compacted (0 when none were): a
+    /// pull cursor below it may have skipped a delete that no longer exists (see
+    /// ``ServerHousekeeping``). Read in the same snapshot as the rows a pull returns.
+    func compactedSequence(tenant: String, scopeKey: String) async throws -> Int64
+
     /// Audit entries in order, starting after `afterID`, at most `limit`.
     func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry]
 
@@ -132,6 +137,28 @@ public protocol StorageTransaction: StorageReader {
     /// Records a client's mutation as done with its result, and moves the client's last `seq`.
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws
 
+    /// Records that a client acknowledged its results up to `seq` (it sent a push starting
+    /// after it): they may be pruned once old enough. Never moves the acknowledgement back.
+    func acknowledgePushResults(tenant: String, clientID: String, through seq: Int64) async throws
+
+    // MARK: Data horizons (``ServerHousekeeping``)
+
+    /// Deletes at most `limit` stored push results that their client acknowledged and that were
+    /// recorded before `recordedBefore` (milliseconds since 1970); returns how many it deleted.
+    func prunePushResults(recordedBefore: Int64, limit: Int) async throws -> Int
+
+    /// At most `limit` tombstones (`_deleted = 1`) of an entity table last written before
+    /// `updatedBefore` (milliseconds since 1970), any tenant, in no particular order.
+    func tombstones(in table: ContractTable, updatedBefore: Int64, limit: Int) async throws -> [Tombstone]
+
+    /// Deletes those of `tombstones` that are still tombstones at the same `_seq`, last written
+    /// before `updatedBefore` (a row written again since is kept); returns the ones deleted.
+    /// The caller holds their scopes' locks.
+    func deleteTombstones(_ tombstones: [Tombstone], in table: ContractTable, updatedBefore: Int64) async throws -> [Tombstone]
+
+    /// Moves the scope's compacted sequence up to `seq` (never down).
+    func raiseCompactedSequence(tenant: String, scopeKey: String, to seq: Int64) async throws
+
     /// Revokes every token of a device or a user issued at or before `at` (seconds since 1970).
     func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws
 
@@ -167,4 +194,17 @@ public protocol StorageTransaction: StorageReader {
     /// ``AuditArchiveError/baseMoved`` when the base is no longer `previous` or the entry at
     /// `base.lastID` is not the one archived. Returns how many entries were deleted.
     func moveAuditBase(from previous: AuditBase, to base: AuditBase) async throws -> Int
+}
+
+/// A deleted row, as compaction addresses it: its scope and its `_seq` (unique in its scope).
+public struct Tombstone: Hashable, Sendable {
+    public var tenant: String
+    public var scopeKey: String
+    public var seq: Int64
+
+    public init(tenant: String, scopeKey: String, seq: Int64) {
+        self.tenant = tenant
+        self.scopeKey = scopeKey
+        self.seq = seq
+    }
 }

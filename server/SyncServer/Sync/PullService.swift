@@ -68,7 +68,8 @@ public struct PullService: Sendable {
     /// - Throws: ``ServiceError``: 400 for a malformed cursor, a cursor of another scope, a
     ///   limit below 1, a scope name that is ambiguous for the token, or a contract the scope
     ///   does not deliver; 403 when the token does not grant the scope; 404 for an unknown
-    ///   scope; 426 when `schema` names a version below a contract's oldest supported one.
+    ///   scope; 410 `cursor_expired` for a cursor below the scope's compacted sequence
+    ///   (``ServerHousekeeping``; pull again without a cursor); 426 when `schema` names a version below a contract's oldest supported one.
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity,
         contracts: [String]? = nil
@@ -96,7 +97,8 @@ public struct PullService: Sendable {
         guard ScopeAccess.canRead(key, in: descriptor, identity: identity) else {
             throw .forbidden("this token does not grant the scope '\(key)'")
         }
-        let after = try Self.sequence(of: cursor, scopeKey: key)
+        let position = try Self.position(of: cursor, scopeKey: key)
+        let after = position?.sequence ?? 0
         let pageSize = try pageSize(limit)
         let contracts = PulledContracts(scope: descriptor.name, only: only.map(Set.init))
         if let only {
@@ -111,19 +113,23 @@ public struct PullService: Sendable {
         let tenant = identity.tenant
 
         let filtered = only != nil
-        let (head, changes, lastSeq) = try await ServiceError.catchingStorageFailures {
+        let (head, changes, lastSeq, compacted) = try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
+                // In the same snapshot as the rows: a compaction either committed before it or is
+                // not seen at all. It expires a cursor below it that was issued before it.
+                let compacted = try await reader.compactedSequence(tenant: tenant, scopeKey: key)
+                if let position { try Self.checkHorizon(position, compacted: compacted) }
                 // Read before the rows: every row at or below it is committed and read below.
                 let head = filtered ? try await reader.scopeSequence(tenant: tenant, scopeKey: key) : nil
                 let changes = try await reader.changes(
                     in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1
                 )
-                guard let clientID else { return (head, changes, Int64(0)) }
+                guard let clientID else { return (head, changes, Int64(0), compacted) }
                 // Only the stream's owner learns its last seq; a stream no one pushed with yet is at 0.
                 if let owner = try await reader.clientOwner(tenant: tenant, clientID: clientID), owner != identity.clientOwner {
                     throw ServiceError.clientNotOwned()
                 }
-                return (head, changes, try await reader.lastSequence(tenant: tenant, clientID: clientID))
+                return (head, changes, try await reader.lastSequence(tenant: tenant, clientID: clientID), compacted)
             }
         }
 
@@ -134,7 +140,9 @@ public struct PullService: Sendable {
         if let head, changes.count <= pageSize { next = max(next, head) }
         return Self.assemble(
             changes.prefix(pageSize), contracts: contracts, schema: schema,
-            into: PullPage(cursor: SyncCursor(scopeKey: key, sequence: next).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq)
+            into: PullPage(
+                cursor: SyncCursor(scopeKey: key, sequence: next, horizon: compacted).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq
+            )
         )
     }
 
@@ -235,9 +243,21 @@ public struct PullService: Sendable {
         return resolved
     }
 
+    /// 410 `cursor_expired` for a cursor below the scope's compacted sequence when a compaction
+    /// ran since it was issued: deletes after it may be gone. A cursor issued after the last
+    /// compaction (a pull from scratch paging through old rows) is still good.
+    static func checkHorizon(_ position: SyncCursor, compacted: Int64) throws(ServiceError) {
+        if position.sequence < compacted, position.horizon < compacted { throw .cursorExpired(scopeKey: position.scopeKey) }
+    }
+
     /// The sequence a cursor stands for; 0 without one.
     static func sequence(of cursor: String?, scopeKey: String) throws(ServiceError) -> Int64 {
-        guard let cursor, !cursor.isEmpty else { return 0 }
+        try position(of: cursor, scopeKey: scopeKey)?.sequence ?? 0
+    }
+
+    /// The cursor a request sends; `nil` without one.
+    static func position(of cursor: String?, scopeKey: String) throws(ServiceError) -> SyncCursor? {
+        guard let cursor, !cursor.isEmpty else { return nil }
         let decoded: SyncCursor
         do {
             decoded = try SyncCursor(encoded: cursor)
@@ -249,6 +269,6 @@ public struct PullService: Sendable {
         guard decoded.scopeKey == scopeKey else {
             throw .malformed("the cursor belongs to the scope '\(decoded.scopeKey)', not '\(scopeKey)'")
         }
-        return decoded.sequence
+        return decoded
     }
 }

@@ -172,6 +172,12 @@ struct PushSession {
                 details: .object(["last_seq": .int(last)])
             )
         }
+        // The client resends from its oldest unanswered mutation: every seq below the first it
+        // sends was answered, so its stored result may be pruned (ServerHousekeeping).
+        let acknowledged = min(first.seq - 1, last)
+        if acknowledged > 0 {
+            try await transaction.acknowledgePushResults(tenant: identity.tenant, clientID: clientID, through: acknowledged)
+        }
         var results: [MutationResult] = []
         results.reserveCapacity(mutations.count)
         for (mutation, preparation) in zip(mutations, prepared) {

@@ -24,6 +24,14 @@ public struct ServiceError: Error, Hashable, Sendable {
     public static func clientNotOwned() -> ServiceError {
         ServiceError(status: 403, .clientNotOwned, "this client_id belongs to another device; use the client_id this device was given")
     }
+    /// 410 for a pull cursor older than its scope's data horizon: deletes after it were compacted.
+    public static func cursorExpired(scopeKey: String) -> ServiceError {
+        ServiceError(
+            status: 410, .cursorExpired,
+            "this cursor is older than the data horizon of the scope '\(scopeKey)': deletes after it are no longer kept; "
+                + "pull the scope again from scratch (without a cursor) and drop the synced rows that pull does not deliver"
+        )
+    }
     public static func unknownEntity(_ name: String) -> ServiceError {
         ServiceError(status: 422, .unknownEntity, "'\(name)' is not a contract of this server")
     }

@@ -1,0 +1,167 @@
+import ContractRuntime
+import Contracts
+import Foundation
+import SyncClient
+import SyncProtocol
+import SyncServer
+import Testing
+
+/// A device whose cursor is older than the server's tombstone horizon (410 `cursor_expired`).
+@Suite struct CursorExpiredTests {
+    func engine(_ store: OfflineStore, _ transport: any SyncTransport) -> SyncEngine {
+        SyncEngine(
+            store: store, transport: transport,
+            configuration: SyncEngineConfiguration(scopes: ["team"], pushBatchSize: 3, pullPageSize: 2, retriesAutomatically: false)
+        )
+    }
+
+    /// The ids of the team's live tasks on the server.
+    func serverTaskIDs(_ server: LiveServer) async throws -> Set<String> {
+        Set(try await serverTaskTitles(server).keys)
+    }
+
+    /// The team's live tasks on the server: id → title.
+    func serverTaskTitles(_ server: LiveServer) async throws -> [String: String] {
+        let rows = try await server.storage.read { reader in
+            try await reader.rows(in: ContractTable(FieldTask.descriptor), tenant: "acme", where: ["_deleted": .integer(0)], limit: 1000)
+        }
+        return Dictionary(uniqueKeysWithValues: rows.compactMap { row in row.text("id").map { ($0, row.text("title") ?? "") } })
+    }
+
+    @Test func expiredCursorPullsTheScopeAgainKeepingPendingWritesAndConflicts() async throws {
+        try await LiveServer.run { server in
+            let dirA = try TemporaryDirectory(), dirB = try TemporaryDirectory()
+            let storeA = try makeDeviceStore(dirA, device: "d-1"), storeB = try makeDeviceStore(dirB, device: "d-2")
+            let engineA = engine(storeA, server.transport("d-1"))
+            let engineB = engine(storeB, server.transport("d-2"))
+
+            for i in 1...5 {
+                try storeA.create(FieldTask(id: "task-\(i)", teamId: "team-1", title: "Task \(i)", taskKind: .inspection, revision: 0))
+            }
+            guard case .succeeded = await engineA.syncNow() else { Issue.record("A's first sync"); return }
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's first sync"); return }
+
+            // An open conflict on A for task-4, which B then deletes.
+            try storeB.patch(FieldTask.self, id: "task-4", [.title("From B")])
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's patch"); return }
+            try storeA.patch(FieldTask.self, id: "task-4", [.title("From A")])
+            guard case .succeeded = await engineA.syncNow() else { Issue.record("A's conflicting patch"); return }
+            #expect(try storeA.conflicts().map(\.rowId) == ["task-4"])
+
+            // B deletes three tasks and adds one; the server compacts the deletes past A's cursor.
+            try storeB.delete(FieldTask.self, id: "task-2")
+            try storeB.delete(FieldTask.self, id: "task-3")
+            try storeB.delete(FieldTask.self, id: "task-4")
+            try storeB.create(FieldTask(id: "task-6", teamId: "team-1", title: "Task 6", taskKind: .repair, revision: 0))
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's deletes"); return }
+            let counts = try await ServerHousekeeping(storage: server.storage).run(now: Date().addingTimeInterval(91 * 86_400))
+            #expect(counts.tombstones == 3)
+
+            // A meanwhile: a new task (pending) and an edit of a task the server no longer has.
+            try storeA.create(FieldTask(id: "task-7", teamId: "team-1", title: "Task 7", taskKind: .inspection, revision: 0))
+            try storeA.patch(FieldTask.self, id: "task-3", [.title("Edited offline")])
+
+            let result = await engineA.syncNow()
+            guard case .succeeded = result else { Issue.record("A's sync past the horizon: \(result)"); return }
+            let status = await engineA.currentStatus
+            #expect(status.repulledScopes == ["team": 1], "task-2 removed; task-3 and task-4 kept")
+            #expect(status.lastError == nil)
+
+            // The server's rows, plus the rows with a write or a conflict still open.
+            let serverIDs = try await serverTaskIDs(server)
+            #expect(serverIDs == ["task-1", "task-5", "task-6", "task-7"])
+            let local = Set(try storeA.all(FieldTask.self).map(\.id))
+            #expect(local == serverIDs.union(["task-3", "task-4"]))
+            #expect(try storeA.fetch(FieldTask.self, id: "task-3")?.title == "Edited offline")
+            // Every row the server has, as the server has it.
+            for (id, title) in try await serverTaskTitles(server) {
+                #expect(try storeA.fetch(FieldTask.self, id: id)?.title == title, "\(id)")
+            }
+            #expect(try storeA.fetch(FieldTask.self, id: "task-6")?.title == "Task 6")
+            let conflicts = try storeA.conflicts()
+            #expect(conflicts.map(\.rowId) == ["task-4"], "the conflict stays open")
+            #expect(try storeA.outboxEntries(statuses: [.failed]).map(\.rowId) == ["task-3"], "the refused edit waits for the user")
+            #expect(try storeA.syncStates().first { $0.scopeKey == "team" }?.cursor != nil)
+
+            // The next sync is an ordinary one.
+            guard case .succeeded = await engineA.syncNow() else { Issue.record("A's next sync"); return }
+            #expect(await engineA.currentStatus.repulledScopes.isEmpty)
+            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == local)
+        }
+    }
+}
+
+extension CursorExpiredTests {
+    @Test func aRepullCutShortResumesAtTheNextSync() async throws {
+        try await LiveServer.run { server in
+            let dirA = try TemporaryDirectory(), dirB = try TemporaryDirectory()
+            let storeA = try makeDeviceStore(dirA, device: "d-1"), storeB = try makeDeviceStore(dirB, device: "d-2")
+            let engineB = engine(storeB, server.transport("d-2"))
+            for i in 1...8 {
+                try storeB.create(FieldTask(id: "task-\(i)", teamId: "team-1", title: "Task \(i)", taskKind: .inspection, revision: 0))
+            }
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's first sync"); return }
+            guard case .succeeded = await engine(storeA, server.transport("d-1")).syncNow() else { Issue.record("A's first sync"); return }
+            try storeB.delete(FieldTask.self, id: "task-2")
+            try storeB.delete(FieldTask.self, id: "task-8")
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's deletes"); return }
+            #expect(try await ServerHousekeeping(storage: server.storage).run(now: Date().addingTimeInterval(91 * 86_400)).tombstones == 2)
+
+            // The re-pull gets one page, then the connection drops.
+            let cut = CuttingTransport(server.transport("d-1"), pagesAfterExpiry: 1)
+            guard case .failed(.network, _) = await engine(storeA, cut).syncNow() else { Issue.record("the cut sync must fail"); return }
+            #expect(cut.expired)
+            #expect(try storeA.fetch(FieldTask.self, id: "task-2") != nil, "nothing is swept before the re-pull ends")
+
+            // A new engine (as after a crash) finishes the re-pull where it stopped.
+            let engineA = engine(storeA, server.transport("d-1"))
+            guard case .succeeded = await engineA.syncNow() else { Issue.record("A's resumed sync"); return }
+            #expect(await engineA.currentStatus.repulledScopes == ["team": 2])
+            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == (try await serverTaskIDs(server)))
+            #expect(try storeA.fetch(FieldTask.self, id: "task-8") == nil)
+        }
+    }
+}
+
+/// Passes everything through until the server answers a pull 410 `cursor_expired`; then lets
+/// `pagesAfterExpiry` pulls through and fails every later one as if the connection dropped.
+final class CuttingTransport: SyncTransport, @unchecked Sendable {
+    let inner: any SyncTransport
+    private let lock = NSLock()
+    private var left: Int
+    private var sawExpiry = false
+
+    init(_ inner: any SyncTransport, pagesAfterExpiry: Int) {
+        self.inner = inner
+        left = pagesAfterExpiry
+    }
+
+    var expired: Bool { lock.withLock { sawExpiry } }
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await inner.push(request) }
+
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: nil)
+    }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
+        let allowed = lock.withLock { () -> Bool in
+            guard sawExpiry else { return true }
+            left -= 1
+            return left >= 0
+        }
+        guard allowed else { throw .network("the connection dropped") }
+        do {
+            return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
+        } catch {
+            if case .http(410, _, _) = error { lock.withLock { sawExpiry = true } }
+            throw error
+        }
+    }
+
+    var filtersPullsByContract: Bool { inner.filtersPullsByContract }
+
+    func health() async -> Bool { await inner.health() }
+}

@@ -1,0 +1,128 @@
+import ContractRuntime
+import Contracts
+import Foundation
+import GRDB
+
+/// Pulling a scope again from scratch after the server answered its cursor with 410
+/// `cursor_expired` (the server compacted deletes the device had not pulled yet; docs/client.md).
+///
+/// The re-pull is recorded in the store, so a crash part-way resumes it: ``beginRepull(scopes:)``
+/// clears the scopes' cursors and marks them (`repull_scopes`); every pulled page of a marked
+/// scope records, in the same transaction as its rows, which rows it delivered
+/// (`repull_rows`); when the last page of every marked scope of one contract scope is applied,
+/// ``finishRepull(scope:)`` deletes the synced rows of that scope's contracts the fresh pull did
+/// not deliver (the server deleted them), except rows with an unsynced write (pending, sending,
+/// waiting, conflicted, failed) or an open conflict, which stay as they are.
+///
+/// The keys of one contract scope (`ops:team:t-1`, `ops:team:t-2`) share their tables, so they are
+/// re-pulled together and the rows are swept once all of them have delivered theirs.
+extension OfflineStore {
+    static let repullStatements = [
+        """
+        CREATE TABLE "repull_scopes" (
+            "scope_key" TEXT PRIMARY KEY NOT NULL,
+            "scope_name" TEXT NOT NULL,
+            "started_at" INTEGER NOT NULL,
+            "done" INTEGER NOT NULL DEFAULT 0
+        )
+        """,
+        """
+        CREATE TABLE "repull_rows" (
+            "scope_name" TEXT NOT NULL,
+            "entity" TEXT NOT NULL,
+            "row_id" TEXT NOT NULL,
+            PRIMARY KEY ("scope_name", "entity", "row_id")
+        ) WITHOUT ROWID
+        """,
+    ]
+
+    /// The contract scope a configured scope key belongs to (the key itself when this build
+    /// does not know it).
+    static func repullScopeName(_ scopeKey: String) -> String {
+        PullPriorities.scopeName(scopeKey) ?? scopeKey
+    }
+
+    /// Starts (or starts again) a re-pull of `scopes`, keys of one contract scope: their cursors
+    /// are cleared and what an earlier re-pull of them recorded is forgotten.
+    package func beginRepull(scopes: [String]) throws(OfflineStoreError) {
+        let now = now().millisecondsSince1970
+        try write { db in
+            for scope in scopes {
+                let name = Self.repullScopeName(scope)
+                try db.execute(
+                    sql: """
+                        INSERT INTO "sync_state" ("scope_key", "cursor") VALUES (?, NULL)
+                        ON CONFLICT ("scope_key") DO UPDATE SET "cursor" = NULL
+                        """,
+                    arguments: [scope]
+                )
+                try db.execute(
+                    sql: #"INSERT OR REPLACE INTO "repull_scopes" ("scope_key", "scope_name", "started_at", "done") VALUES (?, ?, ?, 0)"#,
+                    arguments: [scope, name, now]
+                )
+                try db.execute(sql: #"DELETE FROM "repull_rows" WHERE "scope_name" = ?"#, arguments: [name])
+            }
+        }
+    }
+
+    /// Scope keys being re-pulled (a crash left them part-way, or their siblings are not done).
+    package func repullingScopes() throws(OfflineStoreError) -> Set<String> {
+        try read { db in try Set(String.fetchAll(db, sql: #"SELECT "scope_key" FROM "repull_scopes" WHERE "done" = 0"#)) }
+    }
+
+    /// The contract scope whose re-pull a pulled page of `scopeKey` belongs to, or `nil` when
+    /// that scope is not being re-pulled.
+    static func repullingScopeName(_ db: Database, scopeKey: String?) throws -> String? {
+        guard let scopeKey else { return nil }
+        return try String.fetchOne(
+            db, sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#, arguments: [scopeKey]
+        )
+    }
+
+    /// Records, in the transaction storing a pulled page of a scope being re-pulled, the entity
+    /// rows it delivered.
+    static func recordRepulledRows(_ db: Database, scopeName name: String, entity: EntityDescriptor, ids: [String]) throws {
+        let insert = try db.cachedStatement(sql: #"INSERT OR IGNORE INTO "repull_rows" ("scope_name", "entity", "row_id") VALUES (?, ?, ?)"#)
+        for id in ids {
+            try insert.execute(arguments: [name, entity.name, id])
+        }
+    }
+
+    /// After the last page of a scope: marks its re-pull done and, once every key of its contract
+    /// scope is done, deletes the synced rows the fresh pull did not deliver (never a row with an
+    /// unsynced write or an open conflict, nor a row of a contract held for an app update).
+    /// Returns the rows deleted, or `nil` when the scope was not being re-pulled or its siblings
+    /// are not done yet.
+    @discardableResult
+    package func finishRepull(scope: String) throws(OfflineStoreError) -> Int? {
+        try write { db in
+            guard let name = try String.fetchOne(
+                db, sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#, arguments: [scope]
+            ) else { return nil }
+            try db.execute(sql: #"UPDATE "repull_scopes" SET "done" = 1 WHERE "scope_key" = ?"#, arguments: [scope])
+            let waiting = try Int.fetchOne(
+                db, sql: #"SELECT COUNT(*) FROM "repull_scopes" WHERE "scope_name" = ? AND "done" = 0"#, arguments: [name]
+            ) ?? 0
+            guard waiting == 0 else { return nil }
+            let held = try Self.heldContractNames(db)
+            var deleted = 0
+            for entity in ContractRegistry.entities where entity.scope == name && entity.direction != .up && !held.contains(entity.name) {
+                let table = entity.table.quotedDatabaseIdentifier
+                let key = entity.primaryKey.quotedDatabaseIdentifier
+                try db.execute(
+                    sql: """
+                        DELETE FROM \(table)
+                        WHERE \(key) NOT IN (SELECT "row_id" FROM "repull_rows" WHERE "scope_name" = ? AND "entity" = ?)
+                        AND \(key) NOT IN (SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN \(Self.unsyncedStatusesSQL))
+                        AND \(key) NOT IN (SELECT "row_id" FROM "conflicts" WHERE "entity" = ? AND "resolution" IS NULL)
+                        """,
+                    arguments: [name, entity.name, entity.name, entity.name]
+                )
+                deleted += db.changesCount
+            }
+            try db.execute(sql: #"DELETE FROM "repull_rows" WHERE "scope_name" = ?"#, arguments: [name])
+            try db.execute(sql: #"DELETE FROM "repull_scopes" WHERE "scope_name" = ?"#, arguments: [name])
+            return deleted
+        }
+    }
+}
