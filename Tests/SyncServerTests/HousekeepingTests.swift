@@ -13,6 +13,9 @@ struct HousekeepingTests {
     static let written = PushFixedClock().time.date
     static func days(_ count: Double, after date: Date = written) -> Date { date.addingTimeInterval(count * 86_400) }
 
+    /// When PushHarness's pushes happen, by its server clock (a stored result's retention starts there).
+    static let pushedAt = Date(timeIntervalSince1970: Double(PushFixedClock().time.millisecondsSince1970) / 1000)
+
     static let resultsOnly = ServerHousekeeping.Horizons(pushResultRetention: .seconds(7 * 86_400), tombstoneHorizon: nil)
     static let tombstonesOnly = ServerHousekeeping.Horizons(pushResultRetention: nil, tombstoneHorizon: .seconds(90 * 86_400))
 
@@ -32,14 +35,14 @@ struct HousekeepingTests {
         try await h.push(first)
         // Nothing acknowledged yet (the client never sent a push starting after them): kept however old.
         let housekeeping = ServerHousekeeping(storage: h.storage, horizons: Self.resultsOnly, batchSize: 2)
-        #expect(try await housekeeping.run(now: Date().addingTimeInterval(1000 * 86_400)).pushResults == 0)
+        #expect(try await housekeeping.run(now: Self.pushedAt.addingTimeInterval(1000 * 86_400)).pushResults == 0)
         #expect(try await results(h, 1...3).allSatisfy { $0 != nil })
 
         // A push starting at 4 acknowledges 1...3.
         let fourth = h.mutation(4, "Task", .create, "task-4", h.taskPayload("task-4"))
         let answered = try await h.push([fourth])
-        #expect(try await housekeeping.run(now: Date()).pushResults == 0, "recorded just now: within the retention")
-        let counts = try await housekeeping.run(now: Date().addingTimeInterval(8 * 86_400))
+        #expect(try await housekeeping.run(now: Self.pushedAt).pushResults == 0, "recorded just now: within the retention")
+        let counts = try await housekeeping.run(now: Self.pushedAt.addingTimeInterval(8 * 86_400))
         #expect(counts.pushResults == 3)
         #expect(counts.transactions == 2, "batches of 2: a full one, then the rest")
         #expect(try await results(h, 1...4).map { $0 != nil } == [false, false, false, true])
@@ -58,7 +61,7 @@ struct HousekeepingTests {
         #expect(try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") } == sequenceBefore)
 
         // seq 4 is not acknowledged (the resend started at 1): never pruned, however old.
-        #expect(try await housekeeping.run(now: Date().addingTimeInterval(1000 * 86_400)).pushResults == 0)
+        #expect(try await housekeeping.run(now: Self.pushedAt.addingTimeInterval(1000 * 86_400)).pushResults == 0)
         #expect(try await results(h, 4...4) == [answered.results[0].storedText])
         // Horizons off: nothing.
         #expect(try await ServerHousekeeping(storage: h.storage, horizons: .off).run(now: .distantFuture) == .init())

@@ -299,7 +299,7 @@ struct PullServiceTests {
         defer { harness.remove() }
         try await harness.storage.write { transaction in
             for seq in 1...3 {
-                try await transaction.recordPushResult(tenant: PullHarness.tenant, clientID: "c-1", seq: Int64(seq), clientMutationID: "m-\(seq)", result: "{}")
+                try await transaction.recordPushResult(tenant: PullHarness.tenant, clientID: "c-1", seq: Int64(seq), clientMutationID: "m-\(seq)", result: "{}", recordedAt: 0)
             }
         }
         let with = try await harness.pull.pull(scope: "user", cursor: nil, limit: nil, schema: [:], clientID: "c-1", identity: device)

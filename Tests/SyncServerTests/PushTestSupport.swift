@@ -277,9 +277,11 @@ struct PushFailingStorage: SyncStorage {
             try budget.spend()
             return try await base.insertIfAbsent(row, in: table)
         }
-        func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
+        func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
             try budget.spend()
-            try await base.recordPushResult(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result)
+            try await base.recordPushResult(
+                tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result, recordedAt: recordedAt
+            )
         }
         func appendAudit(_ entry: AuditEntry) async throws {
             try budget.spend()

@@ -63,6 +63,7 @@ final class PostgresTransaction: StorageTransaction {
         var seq: Int64
         var clientMutationID: String
         var result: String
+        var recordedAt: Int64
     }
 
     private let auditKey: AuditKey
@@ -549,8 +550,10 @@ final class PostgresTransaction: StorageTransaction {
         return (head + tuples.joined(separator: ", ") + tail, bindings)
     }
 
-    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
-        pushResults.append(PushResultRow(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result))
+    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
+        pushResults.append(
+            PushResultRow(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result, recordedAt: recordedAt)
+        )
         let key = Key(tenant: tenant, name: clientID)
         pendingResults[PendingResultKey(client: key, seq: seq)] = result
         clients[key] = seq
@@ -648,10 +651,10 @@ final class PostgresTransaction: StorageTransaction {
             bindings.append(pushResults.map(\.seq))
             bindings.append(pushResults.map(\.clientMutationID))
             bindings.append(pushResults.map(\.result))
-            bindings.append(Self.nowMilliseconds())
+            bindings.append(pushResults.map(\.recordedAt))
             try await run("""
                 INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result, recorded_at)
-                SELECT *, $6::BIGINT FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[])
+                SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[])
                 """, bindings)
         }
         for key in movedClients.union(acknowledged.keys) {

@@ -273,9 +273,9 @@ struct SQLiteTransaction: StorageTransaction {
         return db.changesCount > 0
     }
 
-    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws {
+    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
         try statement("INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result, recorded_at) VALUES (?, ?, ?, ?, ?, ?)")
-            .execute(arguments: [tenant, clientID, seq, clientMutationID, result, Int64(Date().timeIntervalSince1970 * 1000)])
+            .execute(arguments: [tenant, clientID, seq, clientMutationID, result, recordedAt])
         auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = seq
     }
 

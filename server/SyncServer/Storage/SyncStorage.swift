@@ -135,7 +135,8 @@ public protocol StorageTransaction: StorageReader {
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool
 
     /// Records a client's mutation as done with its result, and moves the client's last `seq`.
-    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String) async throws
+    /// `recordedAt` (server clock, milliseconds) is when its retention starts.
+    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws
 
     /// Records that a client acknowledged its results up to `seq` (it sent a push starting
     /// after it): they may be pruned once old enough. Never moves the acknowledgement back.

@@ -189,7 +189,8 @@ struct PushSession {
             outcome.payloadHash = preparation.payloadHash
             let text = CanonicalJSON.text(Self.json(outcome.result))
             try await transaction.recordPushResult(
-                tenant: identity.tenant, clientID: clientID, seq: mutation.seq, clientMutationID: mutation.clientMutationId, result: text
+                tenant: identity.tenant, clientID: clientID, seq: mutation.seq, clientMutationID: mutation.clientMutationId, result: text,
+                recordedAt: writer.now.millisecondsSince1970
             )
             try await audit(mutation, outcome)
             results.append(outcome.result)
