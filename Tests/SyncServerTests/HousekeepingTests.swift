@@ -198,7 +198,7 @@ extension HousekeepingTests {
         }
         let run = try CLITests.run(["housekeeping", "--data", folder.path])
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stdout == "push results pruned: 0\ntombstones compacted: 1\nscopes compacted: 1\n")
+        #expect(run.stdout == "push results pruned: 0\ntombstones compacted: 1\nscopes compacted: 1\nurgent marks forgotten: 0\n")
         let again = try CLITests.run(["housekeeping", "--data", folder.path, "--tombstone-horizon", "off", "--push-result-retention", "12h"])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stdout.contains("tombstones compacted: 0"))

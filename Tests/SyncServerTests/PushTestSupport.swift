@@ -247,6 +247,10 @@ struct PushFailingStorage: SyncStorage {
             try budget.spend()
             try await base.recordErasure(tenant: tenant, userID: userID, at: at)
         }
+        func pruneUrgentChanges(markedBefore: Int64, limit: Int) async throws -> Int {
+            try budget.spend()
+            return try await base.pruneUrgentChanges(markedBefore: markedBefore, limit: limit)
+        }
         func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws {
             try budget.spend()
             try await base.markUrgent(change, tenant: tenant, scopeKey: scopeKey, at: at)

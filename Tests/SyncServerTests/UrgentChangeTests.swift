@@ -70,4 +70,21 @@ struct UrgentChangeTests {
             #expect(error.status == 403)
         }
     }
+
+    @Test("housekeeping forgets urgent marks older than the tombstone horizon; the change still comes with the pages", arguments: StorageKind.allCases)
+    func oldMarksArePruned(kind: StorageKind) async throws {
+        let h = try await PullHarness(kind)
+        defer { h.remove() }
+        try await h.publish("Unit", PullHarness.unit("u-1"))
+        let cursor = try #require(try await h.pullAll("content", as: Self.device).last?.cursor)
+        _ = try await h.content.publish(entity: "Unit", row: PullHarness.unit("u-1", title: "Corrected"), identity: PullHarness.admin, urgent: true)
+        let horizons = ServerHousekeeping.Horizons(pushResultRetention: nil, tombstoneHorizon: .seconds(90 * 86_400))
+        let marked = Date(timeIntervalSince1970: Double(h.clock.now().millisecondsSince1970) / 1000)
+
+        #expect(try await ServerHousekeeping(storage: h.storage, horizons: horizons).run(now: marked.addingTimeInterval(89 * 86_400)).urgentMarks == 0)
+        #expect(try await urgent(h, after: cursor).upserts["Unit"]?.count == 1)
+        #expect(try await ServerHousekeeping(storage: h.storage, horizons: horizons).run(now: marked.addingTimeInterval(91 * 86_400)).urgentMarks == 1)
+        #expect(try await urgent(h, after: cursor).upserts.isEmpty)
+        #expect(try await h.pullAll("content", as: Self.device, from: cursor).flatMap { $0.upserts["Unit"] ?? [] }.count == 1)
+    }
 }

@@ -68,5 +68,6 @@ struct HousekeepingCommand: AsyncParsableCommand {
         say("push results pruned: \(counts.pushResults)")
         say("tombstones compacted: \(counts.tombstones)")
         say("scopes compacted: \(counts.scopes)")
+        say("urgent marks forgotten: \(counts.urgentMarks)")
     }
 }

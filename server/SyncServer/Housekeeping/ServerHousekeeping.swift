@@ -56,13 +56,16 @@ public struct ServerHousekeeping: Sendable {
         public var tombstones = 0
         /// Scopes whose compacted sequence moved.
         public var scopes = 0
+        /// Urgent marks older than the tombstone horizon removed (their changes still come with the pages).
+        public var urgentMarks = 0
         /// Write transactions run.
         public var transactions = 0
 
-        public init(pushResults: Int = 0, tombstones: Int = 0, scopes: Int = 0, transactions: Int = 0) {
+        public init(pushResults: Int = 0, tombstones: Int = 0, scopes: Int = 0, urgentMarks: Int = 0, transactions: Int = 0) {
             self.pushResults = pushResults
             self.tombstones = tombstones
             self.scopes = scopes
+            self.urgentMarks = urgentMarks
             self.transactions = transactions
         }
 
@@ -117,6 +120,14 @@ public struct ServerHousekeeping: Sendable {
                 }
             }
             counts.scopes = scopes.count
+            while true {
+                try Task.checkCancellation()
+                let limit = batchSize
+                let pruned = try await storage.write { try await $0.pruneUrgentChanges(markedBefore: before, limit: limit) }
+                counts.transactions += 1
+                counts.urgentMarks += pruned
+                if pruned < limit { break }
+            }
         }
         metrics?.recordHousekeeping(counts)
         return counts

@@ -275,6 +275,19 @@ final class PostgresTransaction: StorageTransaction {
         try await run("DELETE FROM team_members WHERE tenant = $1 AND user_id = $2", member)
     }
 
+    func pruneUrgentChanges(markedBefore: Int64, limit: Int) async throws -> Int {
+        var bindings = PostgresBindings()
+        bindings.append(markedBefore)
+        bindings.append(Int64(limit))
+        return try await run("""
+            WITH gone AS (
+                DELETE FROM urgent_changes WHERE ctid IN (
+                    SELECT ctid FROM urgent_changes WHERE marked_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            ) SELECT COUNT(*) FROM gone
+            """, bindings).first.map { try Int($0.decode(Int64.self)) } ?? 0
+    }
+
     func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws {
         var bindings = PostgresBindings()
         bindings.append(tenant)

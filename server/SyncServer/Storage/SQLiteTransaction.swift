@@ -430,6 +430,13 @@ struct SQLiteTransaction: StorageTransaction {
         try statement("DELETE FROM team_members WHERE tenant = ? AND user_id = ?").execute(arguments: [tenant, userID])
     }
 
+    func pruneUrgentChanges(markedBefore: Int64, limit: Int) async throws -> Int {
+        try statement("""
+            DELETE FROM urgent_changes WHERE rowid IN (SELECT rowid FROM urgent_changes WHERE marked_at < ? LIMIT ?)
+            """).execute(arguments: [markedBefore, limit])
+        return db.changesCount
+    }
+
     func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws {
         try statement("""
             INSERT OR REPLACE INTO urgent_changes (tenant, scope_key, seq, table_name, row_id, marked_at) VALUES (?, ?, ?, ?, ?, ?)

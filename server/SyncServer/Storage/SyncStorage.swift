@@ -179,6 +179,9 @@ public protocol StorageTransaction: StorageReader {
     /// Marks a row's change urgent: devices take it before any pull page.
     func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws
 
+    /// Deletes at most `limit` urgent marks made before `markedBefore` (milliseconds); returns how many.
+    func pruneUrgentChanges(markedBefore: Int64, limit: Int) async throws -> Int
+
     /// Appends to the audit log. The entry's id and seals are assigned when it is chained (with
     /// the storage's ``AuditKey``): at once, or just before the transaction commits, in commit
     /// order; the chain's sealed head moves in the same transaction.
