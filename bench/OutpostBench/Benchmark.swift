@@ -69,6 +69,7 @@ enum Benchmarks {
         ClientApplyBenchmark.benchmark,
         ClientReadBenchmark.benchmark,
         InitialSyncBenchmark.benchmark,
+        GrowthBenchmark.benchmark,
     ]
 }
 
