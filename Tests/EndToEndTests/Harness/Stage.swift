@@ -184,10 +184,15 @@ final class Stage {
         var after: Int64 = 0
         while true {
             let from = after
-            let page = try await storage.read { reader in try await reader.auditEntries(after: from, limit: 1000) }
+            let key = storage.auditKey
+            // Details are stored encrypted per user: read in clear.
+            let (page, details) = try await storage.read { reader in
+                let page = try await reader.auditEntries(after: from, limit: 1000)
+                return (page, try await AuditChain.readableDetails(of: page, in: reader, key: key))
+            }
             guard let last = page.last else { return counts }
-            for entry in page {
-                guard case .object(let detail) = try JSONDecoder().decode(JSONValue.self, from: Data(entry.detail.utf8)),
+            for text in details {
+                guard let text, case .object(let detail) = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)),
                     detail["client_id"] == .string(clientID), case .string(let mutation)? = detail["client_mutation_id"]
                 else { continue }
                 counts[mutation, default: 0] += 1

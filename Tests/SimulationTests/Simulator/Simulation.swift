@@ -306,7 +306,15 @@ final class Simulation {
         var all: [AuditEntry] = []
         var after: Int64 = 0
         while true {
-            let page = try await server.storage.read { [after] in try await $0.auditEntries(after: after, limit: 1_000) }
+            // Details are stored encrypted per user: the invariants read them in clear.
+            let key = server.storage.auditKey
+            let page = try await server.storage.read { [after] reader in
+                var page = try await reader.auditEntries(after: after, limit: 1_000)
+                for (index, detail) in try await AuditChain.readableDetails(of: page, in: reader, key: key).enumerated() {
+                    page[index].detail = detail ?? ""
+                }
+                return page
+            }
             all.append(contentsOf: page)
             guard let last = page.last, page.count == 1_000 else { return all }
             after = last.id
