@@ -32,6 +32,8 @@ struct UserDataRouteTests {
             #expect(refused.status == .forbidden)
 
             let admin = harness.token(user: "ops", device: "console", admin: true)
+            let itself = try await client.execute(uri: "/admin/v1/users/ops", method: .delete, headers: harness.headers(admin))
+            #expect(itself.status == .badRequest)
             let erased = try await client.execute(uri: "/admin/v1/users/u-1", method: .delete, headers: harness.headers(admin))
             #expect(erased.status == .ok, "\(erased.text)")
             let report = try JSONDecoder().decode(UserErasure.Report.self, from: erased.data)

@@ -304,8 +304,11 @@ struct SyncRoutes: Sendable {
     /// Erases the user's data in the admin's tenant (``UserErasure``) and answers what was erased.
     @Sendable func eraseUser(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
+        let user = try parameter("user", context)
+        // The admin's own tokens would be refused from then on, this one included.
+        guard user != identity.userID else { throw ServiceError.malformed("an admin token cannot erase its own user ('\(user)')") }
         let report = try await UserErasure(storage: environment.storage, clock: environment.clock).erase(
-            tenant: identity.tenant, userID: try parameter("user", context),
+            tenant: identity.tenant, userID: user,
             requestedBy: UserErasure.Requester(userID: identity.userID, deviceID: identity.deviceID)
         )
         context.logger.notice("user erased", metadata: ["user": .string(report.userID), "rows": .stringConvertible(report.rowsErased)])
