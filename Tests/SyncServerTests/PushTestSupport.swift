@@ -229,9 +229,6 @@ struct PushFailingStorage: SyncStorage {
         func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] { try await base.teamMemberships(tenant: tenant) }
         func revocations(tenant: String) async throws -> [Revocation] { try await base.revocations(tenant: tenant) }
         func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord] { try await base.clients(tenant: tenant, ownedBy: userID) }
-        func rowIDs(in table: ContractTable, tenant: String, scopeKey: String) async throws -> [String] {
-            try await base.rowIDs(in: table, tenant: tenant, scopeKey: scopeKey)
-        }
         func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange] {
             try await base.urgentChanges(tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
         }

@@ -41,9 +41,10 @@ struct UserDataTests {
     static func liveRows(_ h: PushHarness, scopeKey: String) async throws -> [String: EntityDescriptor] {
         var live: [String: EntityDescriptor] = [:]
         for entity in ContractRegistry.entities where entity.scope == "user" {
-            for id in try await h.storage.read({ try await $0.rowIDs(in: ContractTable(entity), tenant: tenant, scopeKey: scopeKey) }) {
-                if try await h.row(entity, id)?.integer("_deleted") == 0 { live["\(entity.name)/\(id)"] = entity }
+            let rows = try await h.storage.read {
+                try await $0.rows(in: ContractTable(entity), tenant: tenant, where: ["_scope_key": .text(scopeKey), "_deleted": .integer(0)], limit: 100_000)
             }
+            for row in rows { live["\(entity.name)/\(row.text(entity.primaryKey) ?? "")"] = entity }
         }
         return live
     }

@@ -537,15 +537,11 @@ public actor SyncEngine {
     /// them again, in order). A scope never pulled has nothing to withdraw yet.
     private func takeUrgentChanges(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var taken = 0
+        let schema: [String: Int]
+        do { schema = try store.requestSchemaVersions() } catch { throw .store(error) }
         for scope in configuration.scopes {
             let cursor: String?
-            let schema: [String: Int]
-            do {
-                cursor = try store.cursor(forScope: scope)
-                schema = try store.requestSchemaVersions()
-            } catch {
-                throw .store(error)
-            }
+            do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
             guard let cursor else { continue }
             let body: Data?
             do {

@@ -93,7 +93,8 @@ public struct UserErasure: Sendable {
                     }
                     for event in ContractRegistry.events where event.scope == scope.name {
                         let table = ContractTable(event)
-                        for id in try await transaction.rowIDs(in: table, tenant: tenant, scopeKey: key) {
+                        for row in try await Self.rows(of: table, scopeKey: key, tenant: tenant, in: transaction) {
+                            guard let id = row.text(table.primaryKey) else { continue }
                             try await transaction.deleteRow(in: table, tenant: tenant, id: id)
                             report.eventsDeleted += 1
                         }
@@ -139,8 +140,7 @@ public struct UserErasure: Sendable {
         let table = ContractTable(entity)
         let kept = Set(entity.indexes.filter(\.isUnique).flatMap(\.fields) + [entity.primaryKey])
         var erased = 0
-        for id in try await transaction.rowIDs(in: table, tenant: tenant, scopeKey: scopeKey) {
-            guard let existing = try await transaction.row(in: table, tenant: tenant, id: id) else { continue }
+        for existing in try await rows(of: table, scopeKey: scopeKey, tenant: tenant, in: transaction) {
             var row = existing
             for field in entity.fields + entity.serverOnlyFields where !kept.contains(field.name) {
                 row[field.name] = field.isOptional ? .null : emptyValue(of: field)
@@ -159,6 +159,11 @@ public struct UserErasure: Sendable {
             erased += 1
         }
         return erased
+    }
+
+    /// Every row of a table in a scope, tombstones included, by primary key.
+    static func rows(of table: ContractTable, scopeKey: String, tenant: String, in reader: any StorageReader) async throws -> [StoredRow] {
+        try await reader.rows(in: table, tenant: tenant, where: ["_scope_key": .text(scopeKey)], limit: Int(Int32.max))
     }
 
     /// The value a required column keeps once its content is gone: the empty value of its

@@ -73,7 +73,8 @@ public struct UserExport: Sendable {
         for (scope, scopeKey) in owned {
             for entity in ContractRegistry.entities.sorted(by: { $0.name < $1.name }) where entity.scope == scope.name {
                 let table = ContractTable(entity)
-                for row in try await rows(of: table, tenant: tenant, scopeKey: scopeKey) where row.integer("_deleted") != 1 {
+                let rows = try await storage.read { try await UserErasure.rows(of: table, scopeKey: scopeKey, tenant: tenant, in: $0) }
+                for row in rows where row.integer("_deleted") != 1 {
                     try write("row", [
                         "entity": .string(entity.name), "scope": .string(scopeKey), "version": .int(row.integer("_version") ?? 0),
                         "row": .object(RowShaping.currentWireRow(row, entity: entity)),
@@ -81,16 +82,15 @@ public struct UserExport: Sendable {
                 }
             }
         }
-        let ownedKeys = Set(owned.map(\.key))
         for event in ContractRegistry.events.sorted(by: { $0.name < $1.name }) {
             let table = ContractTable(event)
             var seen = Set<String>()
-            var events: [StoredRow] = []
-            for scopeKey in ownedKeys.sorted() where event.scope == owned.first(where: { $0.key == scopeKey })?.scope.name {
-                events += try await rows(of: table, tenant: tenant, scopeKey: scopeKey)
-            }
-            events += try await storage.read { reader in
-                try await reader.rows(in: table, tenant: tenant, where: ["user_id": .text(userID)], limit: Int(Int32.max))
+            let events = try await storage.read { reader in
+                var events: [StoredRow] = []
+                for (scope, scopeKey) in owned where scope.name == event.scope {
+                    events += try await UserErasure.rows(of: table, scopeKey: scopeKey, tenant: tenant, in: reader)
+                }
+                return events + (try await reader.rows(in: table, tenant: tenant, where: ["user_id": .text(userID)], limit: Int(Int32.max)))
             }
             for row in events.sorted(by: { ($0.text(table.primaryKey) ?? "") < ($1.text(table.primaryKey) ?? "") }) {
                 guard let id = row.text(table.primaryKey), seen.insert(id).inserted else { continue }
@@ -126,16 +126,5 @@ public struct UserExport: Sendable {
             }
         }
         return summary
-    }
-
-    /// Every row of a table in a scope, by primary key.
-    private func rows(of table: ContractTable, tenant: String, scopeKey: String) async throws -> [StoredRow] {
-        try await storage.read { reader in
-            var rows: [StoredRow] = []
-            for id in try await reader.rowIDs(in: table, tenant: tenant, scopeKey: scopeKey) {
-                if let row = try await reader.row(in: table, tenant: tenant, id: id) { rows.append(row) }
-            }
-            return rows
-        }
     }
 }

@@ -213,17 +213,6 @@ final class PostgresTransaction: StorageTransaction {
         }
     }
 
-    func rowIDs(in table: ContractTable, tenant: String, scopeKey: String) async throws -> [String] {
-        try await sendRows()
-        var bindings = PostgresBindings()
-        bindings.append(tenant)
-        bindings.append(scopeKey)
-        let key = Self.quoted(table.primaryKey)
-        return try await run(
-            "SELECT \(key)::text FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = $1 AND \"_scope_key\" = $2 ORDER BY \(key)", bindings
-        ).map { try $0.decode(String.self) }
-    }
-
     func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange] {
         var bindings = PostgresBindings()
         bindings.append(tenant)

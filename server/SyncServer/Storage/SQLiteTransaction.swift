@@ -391,14 +391,6 @@ struct SQLiteTransaction: StorageTransaction {
         }
     }
 
-    func rowIDs(in table: ContractTable, tenant: String, scopeKey: String) async throws -> [String] {
-        let key = Self.quoted(table.primaryKey)
-        return try String.fetchAll(
-            statement("SELECT CAST(\(key) AS TEXT) FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \"_scope_key\" = ? ORDER BY \(key)"),
-            arguments: [tenant, scopeKey]
-        )
-    }
-
     func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange] {
         try Row.fetchAll(
             statement("""

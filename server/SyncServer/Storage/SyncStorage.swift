@@ -98,9 +98,6 @@ public protocol StorageReader {
     /// The push streams a user's devices own, by `client_id`.
     func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord]
 
-    /// The primary keys of every row of one table in one scope, tombstones included, sorted.
-    func rowIDs(in table: ContractTable, tenant: String, scopeKey: String) async throws -> [String]
-
     // MARK: Urgent changes
 
     /// The rows marked urgent in a scope after `after` (by the scope sequence their change had),
