@@ -70,6 +70,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let schemaTooOld = ErrorCode("schema_too_old")
     /// 429: over the rate; retry after `Retry-After` seconds.
     public static let rateLimited = ErrorCode("rate_limited")
+    /// 503: the server process holds as many live channels as it keeps; retry after
+    /// `Retry-After` seconds (the device syncs on its timer meanwhile).
+    public static let liveCapacity = ErrorCode("live_capacity")
     /// 500: the server failed; nothing was written.
     public static let internalError = ErrorCode("internal_error")
 

@@ -26,7 +26,11 @@ import Testing
         let transport = RecordingTransport(server.transport(name))
         let engine = SyncEngine(
             store: store, transport: transport,
-            configuration: SyncEngineConfiguration(scopes: ["team"], retriesAutomatically: false, pushDebounce: 2, sleeper: sleeper)
+            // Without the live channel (LiveChannelTests covers it): each sync counted here comes
+            // from the trigger under test.
+            configuration: SyncEngineConfiguration(
+                scopes: ["team"], retriesAutomatically: false, pushDebounce: 2, sleeper: sleeper, usesLiveChannel: false
+            )
         )
         return Device(directory: directory, clock: clock, sleeper: sleeper, store: store, transport: transport, engine: engine)
     }

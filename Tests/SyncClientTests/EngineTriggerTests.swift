@@ -12,8 +12,10 @@ import Testing
         FieldTask(id: id, teamId: "team-1", title: "Task \(id)", taskKind: .inspection, revision: 0)
     }
 
+    /// The triggers without the live channel (LiveChannelTests covers it): each sync these
+    /// tests count comes from the trigger under test.
     static func configuration(sleeper: any Sleeper = TaskSleeper(), retries: Bool = false) -> SyncEngineConfiguration {
-        SyncEngineConfiguration(scopes: ["team"], pushBatchSize: 50, retriesAutomatically: retries, sleeper: sleeper)
+        SyncEngineConfiguration(scopes: ["team"], pushBatchSize: 50, retriesAutomatically: retries, sleeper: sleeper, usesLiveChannel: false)
     }
 
     /// A device on a real SQLite file whose engine talks to `server` through a recording transport.
@@ -167,7 +169,7 @@ import Testing
             let switchable = SwitchableTransport(server.transport("d-1"))
             let recording = RecordingTransport(switchable)
             let configuration = SyncEngineConfiguration(
-                scopes: ["team"], retry: RetryPolicy(jitter: 0), retriesAutomatically: true, sleeper: sleeper
+                scopes: ["team"], retry: RetryPolicy(jitter: 0), retriesAutomatically: true, sleeper: sleeper, usesLiveChannel: false
             )
             let engine = SyncEngine(store: store, transport: recording, configuration: configuration)
             try store.create(Self.task("x-1"))

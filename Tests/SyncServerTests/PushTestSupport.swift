@@ -182,6 +182,10 @@ struct PushFailingStorage: SyncStorage {
         try await base.read(body)
     }
 
+    func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void) {
+        base.observeCommits(observer)
+    }
+
     final class Budget {
         var left: Int
         init(left: Int) { self.left = left }

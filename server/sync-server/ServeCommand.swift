@@ -84,7 +84,22 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("metrics-token-file"), help: ArgumentHelp("A file holding the bearer token /metrics requires (else OUTPOST_METRICS_TOKEN; with neither, /metrics is off).", valueName: "FILE"))
     var metricsTokenFile: String?
 
+    @Option(name: .customLong("live-heartbeat"), help: ArgumentHelp("Seconds between heartbeats on a quiet live channel (GET /sync/v1/live).", valueName: "SECONDS"))
+    var liveHeartbeatSeconds = 15.0
+
+    @Option(name: .customLong("live-connections-per-device"), help: "Live channels one device may hold open; one more closes its oldest.")
+    var liveConnectionsPerDevice = 2
+
+    @Option(name: .customLong("live-max-connections"), help: "Live channels this process holds at most; one more is refused (503 live_capacity).")
+    var liveMaximumConnections = 10_000
+
     func validate() throws {
+        guard liveHeartbeatSeconds >= 0.05, liveHeartbeatSeconds <= 3600 else {
+            throw ValidationError("--live-heartbeat must be between 0.05 and 3600 seconds, not \(liveHeartbeatSeconds)")
+        }
+        guard liveConnectionsPerDevice >= 1, liveMaximumConnections >= 0 else {
+            throw ValidationError("--live-connections-per-device must be at least 1 and --live-max-connections 0 or more")
+        }
         guard ServerHousekeeping.parseDuration(housekeepingInterval, bareUnit: 1) != nil else {
             throw ValidationError("--housekeeping-interval takes a duration such as 1h, 30m or off, not \(housekeepingInterval)")
         }
@@ -127,6 +142,10 @@ struct ServeCommand: AsyncParsableCommand {
             publicBaseURL: publicURL
         )
         configuration.maximumClockSkew = .seconds(maximumClockSkewSeconds)
+        configuration.live = LiveChannelConfiguration(
+            heartbeat: .milliseconds(Int64(liveHeartbeatSeconds * 1000)), connectionsPerDevice: liveConnectionsPerDevice,
+            maximumConnections: liveMaximumConnections
+        )
         do {
             configuration.metricsToken = try MetricsToken.load(file: metricsTokenFile.map { URL(fileURLWithPath: $0) })
         } catch {

@@ -35,7 +35,9 @@ struct LiveServer: Sendable {
     }
 
     /// Starts a server on a fresh SQLite folder, runs `body`, stops it and removes the folder.
-    static func run(_ body: @Sendable (LiveServer) async throws -> Void) async throws {
+    static func run(
+        configuration: ServerConfiguration = ServerConfiguration(port: 0, rateLimit: nil), _ body: @Sendable (LiveServer) async throws -> Void
+    ) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try SQLiteStorage(directory: folder)
@@ -44,7 +46,7 @@ struct LiveServer: Sendable {
         let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         let signer = try TokenSigner(secret: secret)
         let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer)
-        let app = buildApplication(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment)
+        let app = buildApplication(configuration: configuration, environment: environment)
         try await app.test(.live) { client in
             try await body(
                 LiveServer(

@@ -112,6 +112,10 @@ final class RecordingTransport: SyncTransport, @unchecked Sendable {
         return try await inner.urgentChanges(scope: scope, cursor: cursor, schema: schema, clientID: clientID)
     }
 
+    func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
+        try await inner.liveEvents()
+    }
+
     func health() async -> Bool { await inner.health() }
 }
 

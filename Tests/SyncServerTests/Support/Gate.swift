@@ -58,4 +58,8 @@ struct GatedStorage: SyncStorage {
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
         try await base.read(body)
     }
+
+    func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void) {
+        base.observeCommits(observer)
+    }
 }

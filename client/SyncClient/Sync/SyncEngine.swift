@@ -13,8 +13,12 @@ import Contracts
 ///
 /// Triggers: ``syncNow()`` (the user asking: always runs), and, once ``start(connectivity:)``
 /// ran, automatic ones: ``appDidBecomeActive()``, the connectivity coming back, a timer every
-/// ``SyncPreferences/syncInterval`` while online, and a local write while online (a push after
-/// ``SyncEngineConfiguration/pushDebounce``, coalescing the writes made meanwhile). Automatic
+/// ``SyncPreferences/syncInterval`` while online, a local write while online (a push after
+/// ``SyncEngineConfiguration/pushDebounce``, coalescing the writes made meanwhile), and the
+/// server's live channel while online: it stays open (reopened on the retry schedule when
+/// lost) and each poke saying a scope changed starts a sync after
+/// ``SyncEngineConfiguration/livePokeDebounce``; the timer goes on beside it, the fallback when
+/// the channel cannot be had (``SyncStatus/live``). Automatic
 /// syncs obey the ``SyncPreferences``: Wi-Fi only, the daily data budget. A 426 for one
 /// contract holds that contract (``OfflineStore/holdForUpdate(_:serverLastSeq:)``) and the sync
 /// goes on with the others.
@@ -34,6 +38,10 @@ public actor SyncEngine {
     private var timerTask: Task<Void, Never>?
     private var outboxWatch: Task<Void, Never>?
     private var pushDebounce: Task<Void, Never>?
+    private var liveTask: Task<Void, Never>?
+    /// Tells the live loops apart: one that ends after another replaced it must not touch its state.
+    private var liveGeneration = 0
+    private var pokeDebounce: Task<Void, Never>?
     private var failures = 0
     /// Set once the server said the user's data was erased and the store was wiped.
     private var erasure: TransportError?
@@ -178,6 +186,7 @@ public actor SyncEngine {
         retryTask = nil
         pushDebounce?.cancel()
         pushDebounce = nil
+        stopLive()
     }
 
     private func startTimer() {
@@ -213,7 +222,8 @@ public actor SyncEngine {
         snapshot.connectivity = path.isOnline ? .online : .offline
         snapshot.automaticSyncsPaused = automaticPause()
         publish()
-        guard path.isOnline else { return }
+        guard path.isOnline else { return stopLive() }
+        if monitorTask != nil { startLive() }
         if was != .online || (wasPaused == .expensiveNetwork && snapshot.automaticSyncsPaused == nil) {
             await automaticSync(.full)
         }
@@ -276,6 +286,127 @@ public actor SyncEngine {
         if let traffic { try? store.recordAutomaticData(bytes: traffic.bytes) }
         if queued == nil { current = nil }
         return result
+    }
+
+    // MARK: Live channel
+
+    /// Opens the live channel and keeps it open: after a failure it waits the retry schedule's
+    /// delay and opens it again; it gives up (``LiveChannelState/unavailable``) when the transport
+    /// or server has none, or the error is not one to retry.
+    private func startLive() {
+        guard configuration.usesLiveChannel, liveTask == nil, erasure == nil else { return }
+        let transport = transport
+        let sleeper = configuration.sleeper
+        liveGeneration += 1
+        let generation = liveGeneration
+        liveTask = Task { [weak self] in
+            var attempt = 0
+            while !Task.isCancelled {
+                await self?.setLive(.connecting)
+                var failure = TransportError.network("the server closed the live channel")
+                let opened: Result<AsyncThrowingStream<LiveEvent, any Error>?, TransportError>
+                do throws(TransportError) {
+                    opened = .success(try await transport.liveEvents())
+                } catch {
+                    opened = .failure(error)
+                }
+                switch opened {
+                case .failure(let error):
+                    failure = error
+                case .success(nil):
+                    await self?.liveEnded(.unavailable, generation: generation)
+                    return
+                case .success(let events?):
+                    do {
+                        for try await event in events {
+                            guard let self else { return }
+                            if case .hello = event { attempt = 0 }
+                            await self.liveEvent(event)
+                        }
+                    } catch let error as TransportError {
+                        failure = error
+                    } catch {
+                        failure = .network(String(describing: error))
+                    }
+                }
+                guard !Task.isCancelled, let self else { return }
+                guard let delay = await self.liveReconnectDelay(attempt: attempt, after: failure, generation: generation) else { return }
+                attempt += 1
+                do { try await sleeper.sleep(for: delay) } catch { return }
+            }
+        }
+    }
+
+    private func stopLive() {
+        liveGeneration += 1
+        liveTask?.cancel()
+        liveTask = nil
+        pokeDebounce?.cancel()
+        pokeDebounce = nil
+        setLive(.off)
+    }
+
+    private func setLive(_ state: LiveChannelState) {
+        guard snapshot.live != state else { return }
+        snapshot.live = state
+        publish()
+    }
+
+    /// The live loop of `generation` ended for good.
+    private func liveEnded(_ state: LiveChannelState, generation: Int) {
+        guard generation == liveGeneration else { return }
+        liveTask = nil
+        setLive(state)
+    }
+
+    /// How long to wait before opening the channel again, or `nil` to give up: the server
+    /// erased the user (a sync then wipes the store), or the error is not one to retry.
+    private func liveReconnectDelay(attempt: Int, after error: TransportError, generation: Int) async -> TimeInterval? {
+        guard generation == liveGeneration else { return nil }
+        if error.isUserErased {
+            liveEnded(.off, generation: generation)
+            await automaticSync(.full)
+            return nil
+        }
+        guard let delay = configuration.retry.delay(attempt: attempt, after: error) else {
+            liveEnded(.unavailable, generation: generation)
+            return nil
+        }
+        setLive(.waitingToReconnect(until: store.now().date.addingTimeInterval(delay)))
+        return delay
+    }
+
+    private func liveEvent(_ event: LiveEvent) {
+        switch event {
+        case .hello:
+            setLive(.connected)
+            // What changed while the channel was down was told to no one: catch up once.
+            schedulePokedSync()
+        case .change, .resync:
+            schedulePokedSync()
+        case .bye:
+            break  // The stream ends next; the loop opens it again.
+        }
+    }
+
+    /// A sync after the poke debounce; pokes meanwhile share it, and one arriving while a sync
+    /// runs queues one more after it (``sync(_:automatic:)``).
+    private func schedulePokedSync() {
+        guard pokeDebounce == nil else { return }
+        let sleeper = configuration.sleeper
+        let delay = configuration.livePokeDebounce
+        pokeDebounce = Task { [weak self] in
+            if delay > 0 {
+                do { try await sleeper.sleep(for: delay) } catch { return }
+            }
+            await self?.pokedSync()
+        }
+    }
+
+    private func pokedSync() async {
+        pokeDebounce = nil
+        guard snapshot.connectivity != .offline else { return }
+        await automaticSync(.full)
     }
 
     // MARK: Local writes
@@ -365,6 +496,7 @@ public actor SyncEngine {
     /// the engine stops, and every later sync answers the same failure.
     private func wipeErasedAccount(_ error: TransportError) -> SyncResult {
         stop()
+        snapshot.live = .off
         outboxWatch?.cancel()
         outboxWatch = nil
         erasure = error

@@ -26,11 +26,18 @@ public struct SyncEngineConfiguration: Sendable {
     public var pushDebounce: TimeInterval
     /// How the engine waits for the periodic timer and retries (real time unless a test injects one).
     public var sleeper: any Sleeper
+    /// Whether the engine keeps the server's live channel open while online, once
+    /// ``SyncEngine/start(connectivity:)`` ran, and syncs when it says a scope changed (true).
+    /// Without one (the transport or server has none) it syncs on its timer alone.
+    public var usesLiveChannel: Bool
+    /// Seconds from a live channel's poke to the sync it starts; pokes meanwhile share it (0.05 s).
+    public var livePokeDebounce: TimeInterval
 
     public init(
         scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, pullCommitRows: Int = 5_000,
         retry: RetryPolicy = RetryPolicy(), retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60,
-        pushDebounce: TimeInterval = 2, sleeper: any Sleeper = TaskSleeper()
+        pushDebounce: TimeInterval = 2, sleeper: any Sleeper = TaskSleeper(), usesLiveChannel: Bool = true,
+        livePokeDebounce: TimeInterval = 0.05
     ) {
         self.scopes = scopes
         self.pushBatchSize = pushBatchSize
@@ -41,5 +48,7 @@ public struct SyncEngineConfiguration: Sendable {
         self.periodicInterval = periodicInterval
         self.pushDebounce = pushDebounce
         self.sleeper = sleeper
+        self.usesLiveChannel = usesLiveChannel
+        self.livePokeDebounce = livePokeDebounce
     }
 }

@@ -29,6 +29,20 @@ public struct SyncProgress: Hashable, Sendable {
     }
 }
 
+/// The live channel: whether the server tells this device of changes as they happen.
+public enum LiveChannelState: Hashable, Sendable {
+    /// Not open: the engine is not started, is offline, or does not use the channel.
+    case off
+    case connecting
+    /// Open: changes other devices make arrive within moments.
+    case connected
+    /// Lost; the engine opens it again at `until` (the retry schedule), syncing on its timer meanwhile.
+    case waitingToReconnect(until: Date)
+    /// The server or the transport has no live channel, or refused it for good: the engine syncs
+    /// on its timer alone until it is started again.
+    case unavailable
+}
+
 /// A snapshot of everything a sync UI shows.
 public struct SyncStatus: Hashable, Sendable {
     public var connectivity: Connectivity = .unknown
@@ -62,6 +76,8 @@ public struct SyncStatus: Hashable, Sendable {
     /// The server erased this user's data (`410 user_erased`): the store was wiped and the
     /// engine stopped. The app signs the user out; a new sign-in starts afresh.
     public var accountErased = false
+    /// The live channel's state.
+    public var live: LiveChannelState = .off
 
     public init() {}
 }

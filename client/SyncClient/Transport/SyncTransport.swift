@@ -25,6 +25,11 @@ public protocol SyncTransport: Sendable {
     /// before any other page of a sync. `nil` when this transport cannot ask (the default): the
     /// changes then arrive with the pages.
     func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data?
+    /// `GET /sync/v1/live`: opens the live channel and answers its events as they arrive
+    /// (``LiveEvent``); the sequence ends when the server closes the channel and throws when
+    /// the connection fails or falls silent. `nil` when this transport or the server has no
+    /// live channel (the default): the engine then syncs on its timer alone.
+    func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>?
     /// `GET /health`: whether the server answers at all.
     func health() async -> Bool
     /// Whether ``pull(scope:cursor:limit:schema:clientID:contracts:)`` passes its filter to the
@@ -37,6 +42,10 @@ extension SyncTransport {
     public var filtersPullsByContract: Bool { false }
 
     public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
+        nil
+    }
+
+    public func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
         nil
     }
 

@@ -55,6 +55,11 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
 
     var filtersPullsByContract: Bool { server.filtersPullsByContract }
 
+    func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
+        try requireNetwork()
+        return try await server.liveEvents()
+    }
+
     func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
         try requireNetwork()
         return try await server.urgentChanges(scope: scope, cursor: cursor, schema: schema, clientID: clientID)

@@ -29,6 +29,8 @@ public struct ServerConfiguration: Sendable {
     /// its headers arrived (120 s), and the next request's headers on a kept-alive connection
     /// (60 s); a slower one is closed.
     public var timeouts = Timeouts()
+    /// The live channel's heartbeat and limits.
+    public var live = LiveChannelConfiguration()
 
     /// Deadlines of ``timeouts``.
     public struct Timeouts: Sendable, Hashable {

@@ -91,6 +91,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     }
     table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
     table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
+    table.add(.get, "/sync/v1/live", on: authenticated, use: routes.live)
     table.add(.get, "/api/v1/content/units/sync", on: authenticated, use: routes.unitsSync)
     table.add(.get, "/assets/{id}", on: authenticated, use: routes.asset)
     table.add(.head, "/assets/{id}", on: authenticated, use: routes.asset)
@@ -166,6 +167,7 @@ struct SyncRoutes: Sendable {
     let pushService: PushService
     let pullService: PullService
     let contentService: ContentService
+    let liveChannels: LiveChannels
     let fileIO = FileIO()
 
     init(configuration: ServerConfiguration, environment: ServerEnvironment) {
@@ -174,6 +176,9 @@ struct SyncRoutes: Sendable {
         pushService = PushService(storage: environment.storage, clock: environment.clock, maximumClockSkew: configuration.maximumClockSkew)
         pullService = PullService(storage: environment.storage)
         contentService = ContentService(storage: environment.storage, assets: environment.assets, clock: environment.clock)
+        liveChannels = LiveChannels(
+            configuration: configuration.live, storage: environment.storage, clock: environment.clock, metrics: environment.metrics
+        )
     }
 
     // MARK: Operations

@@ -1,4 +1,5 @@
 public import Hummingbird
+package import NIOCore
 
 /// The per-request context of the server's router: Hummingbird's core storage plus the
 /// identity the bearer token proved (set by ``AuthenticationMiddleware``).
@@ -8,11 +9,14 @@ public struct SyncRequestContext: RequestContext {
     public var identity: DeviceIdentity?
     /// The connection's remote IP address (`nil` in the in-process test client).
     public var peerAddress: String?
+    /// The connection, for the live channel's socket options (`nil` in the in-process test client).
+    package let channel: (any Channel)?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         identity = nil
         peerAddress = source.channel.remoteAddress?.ipAddress
+        channel = source.channel.remoteAddress == nil ? nil : source.channel
     }
 
     /// The authenticated identity; only routes registered behind ``AuthenticationMiddleware`` call it.

@@ -11,6 +11,8 @@ import SyncProtocol
 ///   `duplicate`, `conflicted`, `rejected`).
 /// - `outpost_pull_rows_total`: upserts and deletes sent in pull pages.
 /// - `outpost_request_duration_seconds{route}`: time to answer, until the body starts.
+/// - `outpost_live_connections`: live channels open on this process.
+/// - `outpost_live_pokes_total`: pokes handed to live channels (before coalescing).
 /// - `outpost_housekeeping_deleted_total{kind}`: what ``ServerHousekeeping`` deleted past the
 ///   data horizons (`push_result`, `tombstone`).
 ///
@@ -35,7 +37,19 @@ public struct ServerMetrics: Sendable {
             pushMutations(status).increment(by: 0)
         }
         pullRows.increment(by: 0)
+        liveConnections(0)
+        livePokes(0)
         for kind in ["push_result", "tombstone"] { housekeepingDeleted(kind).increment(by: 0) }
+    }
+
+    /// Records how many live channels are open.
+    func liveConnections(_ count: Int) {
+        CoreMetrics.Gauge(label: "outpost_live_connections", factory: factory).record(count)
+    }
+
+    /// Counts pokes handed to live channels.
+    func livePokes(_ count: Int) {
+        CoreMetrics.Counter(label: "outpost_live_pokes_total", factory: factory).increment(by: count)
     }
 
     /// Counts what a housekeeping run deleted.

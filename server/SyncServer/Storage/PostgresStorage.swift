@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import NIOConcurrencyHelpers
 import PostgresNIO
 
 /// The storage for several server processes on one PostgreSQL database (postgres-nio).
@@ -127,6 +128,10 @@ public final class PostgresStorage: SyncStorage {
     private let logger: Logger
     private let maximumAttempts: Int
     public let auditKey: AuditKey
+    private let commitObservers = CommitObservers()
+    private let notificationChannel: String
+    /// The task that listens for every process's commits, started by the first observer.
+    private let listening = NIOLockedValueBox<Task<Void, Never>?>(nil)
 
     /// Connects, applies the migrations the database lacks, and reads the column types.
     /// Fails when the database cannot be reached or a released migration was changed.
@@ -159,6 +164,7 @@ public final class PostgresStorage: SyncStorage {
         self.running = running
         self.logger = logger
         self.maximumAttempts = max(1, configuration.maximumAttempts)
+        notificationChannel = CommitNotification.channel(schema: configuration.schema)
         self.auditKey = key
     }
 
@@ -194,12 +200,54 @@ public final class PostgresStorage: SyncStorage {
     /// Closes every connection and waits until they are closed. The storage cannot be used
     /// afterwards. (Releasing the storage closes them too, without waiting.)
     public func close() async {
+        let listener = listening.withLockedValue { $0 }
+        listener?.cancel()
         running.cancel()
         await running.value
+        await listener?.value
     }
 
     deinit {
+        listening.withLockedValue { $0 }?.cancel()
         running.cancel()
+    }
+
+    public func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void) {
+        commitObservers.add(observer)
+        listening.withLockedValue { task in
+            guard task == nil else { return }
+            task = Task { [client, logger, commitObservers, notificationChannel] in
+                await Self.listen(client: client, channel: notificationChannel, observers: commitObservers, logger: logger)
+            }
+        }
+    }
+
+    /// Holds one pooled connection in `LISTEN` for as long as the storage is open, and hands every
+    /// commit's notification to the observers; reconnects after a failure with a growing pause
+    /// (up to 5 s), and says ``CommitNotice/mayHaveMissed`` each time it listens again.
+    private static func listen(client: PostgresClient, channel: String, observers: CommitObservers, logger: Logger) async {
+        var pause = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            let started = ContinuousClock.now
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: channel) { notifications in
+                        observers.notify(.mayHaveMissed)
+                        for try await notification in notifications {
+                            let changes = CommitNotification.changes(in: notification.payload)
+                            if !changes.isEmpty { observers.notify(.changed(changes)) }
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                // A connection that listened for a while failed: start again from a short pause.
+                if ContinuousClock.now - started > .seconds(30) { pause = .milliseconds(100) }
+                logger.warning("listening for commits failed, listening again in \(pause): \(String(reflecting: error))")
+            }
+            try? await Task.sleep(for: pause)
+            pause = min(pause * 2, .seconds(5))
+        }
     }
 
     private static func tls(_ mode: Configuration.TLSMode) throws -> PostgresClient.Configuration.TLS {
@@ -253,7 +301,9 @@ public final class PostgresStorage: SyncStorage {
     private func transaction<T: Sendable>(_ begin: PostgresQuery, _ body: (PostgresTransaction) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             try await connection.query(begin, logger: logger)
-            let transaction = PostgresTransaction(connection: connection, catalog: catalog, logger: logger, auditKey: auditKey)
+            let transaction = PostgresTransaction(
+                connection: connection, catalog: catalog, logger: logger, auditKey: auditKey, notificationChannel: notificationChannel
+            )
             do {
                 let result = try await body(transaction)
                 try await connection.query("COMMIT", logger: logger)

@@ -68,7 +68,11 @@ final class PostgresTransaction: StorageTransaction {
 
     private let auditKey: AuditKey
 
-    init(connection: PostgresConnection, catalog: PostgresCatalog, logger: Logger, auditKey: AuditKey) {
+    /// The channel this transaction's commit notifies (``CommitNotification/channel(schema:)``).
+    private let notificationChannel: String
+
+    init(connection: PostgresConnection, catalog: PostgresCatalog, logger: Logger, auditKey: AuditKey, notificationChannel: String) {
+        self.notificationChannel = notificationChannel
         self.connection = connection
         self.catalog = catalog
         self.logger = logger
@@ -645,6 +649,14 @@ final class PostgresTransaction: StorageTransaction {
             bindings.append(key.name)
             bindings.append(scopes[key]!)
             try await run("UPDATE scope_sequences SET last_seq = $3 WHERE tenant = $1 AND scope_key = $2", bindings)
+        }
+        if !movedScopes.isEmpty {
+            // Delivered to every listening process (this one too) when the transaction commits,
+            // and never when it rolls back.
+            var bindings = PostgresBindings()
+            bindings.append(notificationChannel)
+            bindings.append(CommitNotification.payloads(movedScopes.map { ScopeChange(tenant: $0.tenant, scopeKey: $0.name, sequence: scopes[$0]!) }))
+            try await run("SELECT pg_notify($1, payload) FROM UNNEST($2::TEXT[]) AS payload", bindings)
         }
         if !pushResults.isEmpty {
             var bindings = PostgresBindings()

@@ -9,6 +9,7 @@ import GRDB
 public final class SQLiteStorage: SyncStorage {
     private let pool: DatabasePool
     public let auditKey: AuditKey
+    private let commitObservers = CommitObservers()
 
     /// Opens (creating if needed) `server.sqlite` in `directory` and runs the server's own
     /// migrations and the generated contract migrations.
@@ -70,15 +71,20 @@ public final class SQLiteStorage: SyncStorage {
     /// One writer at a time (SQLite's own rule): every lock of ``StorageTransaction`` is held by
     /// construction, so `lockClient` and `lockScope` take nothing more.
     public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
-        try await pool.write { db in
+        let (result, changes) = try await pool.write { db in
             let transaction = SQLiteTransaction(db: db, auditTail: AuditTail(key: self.auditKey))
             let result = try ConnectionThreadExecutor.run { [transaction = UncheckedTransaction(transaction)] in
                 try await body(transaction.value)
             }
             // Counters kept in memory during the transaction are written once, before it commits.
-            try transaction.flushCounters()
-            return result
+            return (result, try transaction.flushCounters())
         }
+        if !changes.isEmpty { commitObservers.notify(.changed(changes)) }
+        return result
+    }
+
+    public func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void) {
+        commitObservers.add(observer)
     }
 
     public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {

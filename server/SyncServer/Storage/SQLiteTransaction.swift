@@ -237,7 +237,9 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     /// Writes the counters kept in memory; called once at the end of a write transaction.
-    func flushCounters() throws {
+    /// Returns the scopes whose sequence moved, for the commit observers.
+    func flushCounters() throws -> [ScopeChange] {
+        let changes = auditTail.scopeSequences.map { ScopeChange(tenant: $0.key.tenant, scopeKey: $0.key.key, sequence: $0.value) }
         for (key, value) in auditTail.scopeSequences {
             try statement("""
                 INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, ?)
@@ -258,6 +260,7 @@ struct SQLiteTransaction: StorageTransaction {
             try statement("UPDATE audit_head SET last_id = ?, last_hash = ?, seal = ?").execute(arguments: [auditTail.id, auditTail.hash, seal])
             auditTail.moved = false
         }
+        return changes
     }
 
     func upsert(_ row: StoredRow, in table: ContractTable) async throws {

@@ -34,6 +34,14 @@ public protocol SyncStorage: Sendable {
 
     /// The key this storage seals the audit log with.
     var auditKey: AuditKey { get }
+
+    /// Calls `observer` after each commit that moved a scope's sequence, with those scopes at
+    /// their sequence after the commit (what the live channel pokes devices about): commits of
+    /// this process on SQLite; on PostgreSQL, commits of every process on the database (each
+    /// commit notifies, each storage listens), and ``CommitNotice/mayHaveMissed`` whenever the
+    /// storage (re)starts listening, since commits meanwhile notified nobody here. Called on no
+    /// particular thread, never for a rolled-back attempt; an observer must return quickly.
+    func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void)
 }
 
 /// Reads, inside a transaction or a snapshot.
