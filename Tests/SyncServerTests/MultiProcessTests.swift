@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import PostgresNIO
+import SyncClient
 import SyncProtocol
 import Testing
 
@@ -68,6 +69,45 @@ struct MultiProcessTests {
         #expect(try await cluster.probe.integer("SELECT last_seq FROM scope_sequences WHERE scope_key = 'ops:team:red'") == 50)
         let verify = try cluster.auditVerify()
         #expect(verify.status == 0 && verify.stdout.contains("audit log intact: 50 entries"), "\(verify.stdout)\(verify.stderr)")
+    }
+
+    @Test("a task pushed through one process is in the store of a device listening on the other moments later")
+    func livePokeAcrossProcesses() async throws {
+        let cluster = try ServerCluster(processes: 2)
+        defer { cluster.stop() }
+        let anaToken = try await cluster.token(user: "ana", device: "ana-tablet")
+        let benToken = try await cluster.token(user: "ben", device: "ben-tablet")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-device-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try OfflineStore(
+            OfflineStoreConfiguration(
+                databaseURL: folder.appendingPathComponent("device.sqlite"), tenantId: "acme", userId: "ben", deviceId: "ben-tablet",
+                keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys"))
+            )
+        )
+        // Ben's tablet talks to the second process only; its timer would sync after an hour.
+        let engine = SyncEngine(
+            store: store, transport: URLSessionTransport(baseURL: cluster.servers[1].baseURL, timeout: 10) { benToken },
+            configuration: SyncEngineConfiguration(scopes: ["team"], periodicInterval: 3600)
+        )
+        await engine.start(connectivity: ManualConnectivityMonitor(online: true))
+        try await Self.waitUntil("ben's live channel is open") { await engine.currentStatus.live == .connected }
+
+        let request = PushRequest(clientId: "ana-client", schema: [:], mutations: [Self.create(1, "Task", "task-live", Self.taskPayload("task-live"))])
+        #expect(try await cluster.servers[0].push(request, token: anaToken).status == 200)
+        try await Self.waitUntil("ben's tablet has the task Ana pushed through the first process") {
+            (try? store.fetch(FieldTask.self, id: "task-live")) != nil
+        }
+        await engine.stop()
+    }
+
+    static func waitUntil(_ what: String, within seconds: Double = 30, _ condition: @Sendable () async throws -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("timed out waiting until \(what)")
     }
 
     @Test("many devices pushing to three processes at once: nothing lost, nothing applied twice, no pull skips a row")
