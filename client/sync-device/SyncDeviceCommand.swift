@@ -41,7 +41,7 @@ struct SyncDeviceCommand: AsyncParsableCommand {
             LoginCommand.self, LogoutCommand.self, StatusCommand.self, SyncCommand.self, OfflineCommand.self,
             UnitsCommand.self, DownloadCommand.self, CacheCommand.self, OpenCommand.self, AnswerCommand.self, SubmitCommand.self, AttemptsCommand.self,
             TasksCommand.self, TaskCommand.self, IncidentsCommand.self, EditCommand.self, EventCommand.self,
-            ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self, PreferencesCommand.self,
+            ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self, PreferencesCommand.self, WatchCommand.self,
         ]
     )
 }
