@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: Outpost's main job on one machine. A sync server on an embedded SQLite, and
 # command-line devices that keep working offline: a learner takes an assessment without a
-# network, two field operatives edit the same records offline and their conflicts are resolved,
+# network, two field operatives edit the same records offline and their conflicts are resolved
+# (then one sees the other's change arrive live),
 # the audit log verifies. Then, briefly, the contract compiler that all of it is generated from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -193,6 +194,20 @@ on tablet-a tasks
 on tablet-b tasks
 on tablet-a incidents
 on tablet-b incidents
+note "Back in the open, both online: Ben's tablet stays open on the task list (its engine keeps the server's"
+note "live channel), and Ana's completion appears on it the moment she syncs, not at the next 15-minute timer."
+printf '%s%s$ sync-device %s%s\n' "$cyan" "tablet-b" "watch --changes 1 --seconds 60" "$plain"
+"$bin/sync-device" watch --changes 1 --seconds 60 --home "$work/tablet-b" > "$work/watch-output" 2>&1 &
+watch_pid=$!
+for _ in $(seq 1 300); do grep -q 'live: connected' "$work/watch-output" && break; sleep 0.1; done
+grep -q 'live: connected' "$work/watch-output" || { echo "demo: tablet-b's live channel did not open" >&2; cat "$work/watch-output" >&2; exit 1; }
+on tablet-a task complete team-1-task-inspect-017
+on tablet-a sync
+watch_status=0
+wait "$watch_pid" || watch_status=$?
+sed 's/^/  /' "$work/watch-output"
+[ "$watch_status" -eq 0 ] && grep -q 'pulled 1 Task' "$work/watch-output" || { echo "demo: tablet-b did not see Ana's change live" >&2; exit 1; }
+on tablet-b tasks
 
 # ---------------------------------------------------------------------------------------------
 step "The audit log: every change and its outcome, in a hash chain"

@@ -35,6 +35,7 @@ struct ErrorShapeTests {
         ("unknownEntity", .unknownEntity, "unknown_entity"),
         ("schemaTooOld", .schemaTooOld, "schema_too_old"),
         ("rateLimited", .rateLimited, "rate_limited"),
+        ("liveCapacity", .liveCapacity, "live_capacity"),
         ("internalError", .internalError, "internal_error"),
         ("invalidPayload", .invalidPayload, "invalid_payload"),
         ("notWritable", .notWritable, "not_writable"),

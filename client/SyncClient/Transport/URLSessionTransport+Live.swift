@@ -96,7 +96,8 @@ final class LiveChannelConnection: NSObject, URLSessionDataDelegate, @unchecked 
                 guard let self else { return }
                 let (silence, limit) = self.lock.withLock { (Date().timeIntervalSince(self.lastActivity), self.silenceLimit) }
                 if silence > limit {
-                    self.finish(.failed("the live channel was silent for \(Int(silence)) s (limit \(Int(limit)) s)"))
+                    let seconds = { (value: TimeInterval) in String(format: "%.1f", value) }
+                    self.finish(.failed("the live channel was silent for \(seconds(silence)) s (its limit: \(seconds(limit)) s)"))
                     return
                 }
             }
