@@ -34,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // Latency percentiles of the load and live benchmarks (outpost-bench only).
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", exact: "0.2.0"),
     ],
     targets: [
         // MARK: Contract compiler (shares the runtime's vocabulary: field kinds, policies, scopes)
@@ -161,6 +163,10 @@ let package = Package(
             dependencies: [
                 "ContractCompiler", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "bench/OutpostBench",
             swiftSettings: strictSwift

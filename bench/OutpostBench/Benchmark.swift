@@ -39,6 +39,9 @@ struct BenchmarkResult: Sendable {
     /// Facts about the input (counts, sizes), printed before the table.
     var facts: [(String, String)] = []
     var rows: [Row] = []
+    /// The table's column names when its columns are not a median and a min (latency
+    /// percentiles, counts).
+    var columns = ["measurement", "median", "min", "note"]
     var checks: [Check] = []
 
     var passed: Bool { checks.allSatisfy(\.passed) }
@@ -70,6 +73,7 @@ enum Benchmarks {
         ClientReadBenchmark.benchmark,
         InitialSyncBenchmark.benchmark,
         GrowthBenchmark.benchmark,
+        LoadBenchmark.benchmark,
     ]
 }
 

@@ -95,7 +95,7 @@ struct Runner {
         }
         if !result.rows.isEmpty {
             Console.out(table(
-                header: ["measurement", "median", "min", "note"],
+                header: result.columns,
                 rows: result.rows.map { [$0.measurement, $0.median, $0.min, $0.note] }
             ))
             Console.out("")
