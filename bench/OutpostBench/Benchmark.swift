@@ -74,6 +74,7 @@ enum Benchmarks {
         InitialSyncBenchmark.benchmark,
         GrowthBenchmark.benchmark,
         LoadBenchmark.benchmark,
+        LiveBenchmark.benchmark,
     ]
 }
 
