@@ -33,6 +33,8 @@ enum LiveBenchmark {
     /// Raised for the ramp so the configured cap (default 10 000) is not what stops it.
     static let rampConnectionCap = 100_000
     static let helloTimeoutSeconds = 20.0
+    /// A poke not there this long after its push's send is counted missed (and its team may push again).
+    static let pokeTimeout: UInt64 = 5_000_000_000
     /// Real devices (OfflineStore + SyncEngine + URLSessionTransport), one in each of the first teams.
     static let storeDeviceCount = 10
 
@@ -202,8 +204,9 @@ enum LiveBenchmark {
                     try await tasks.waitForAll()
                 }
             }
-            // Stragglers: a second for the last pokes.
-            usleep(1_000_000)
+            // Stragglers: the last pokes may take up to the time a poke counts as missed.
+            let stragglersDeadline = monotonicNanoseconds() + pokeTimeout
+            while probe.anyWaiting, monotonicNanoseconds() < stragglersDeadline { usleep(10_000) }
             let missed = probe.endStep()
             let cpu = (ProcessMemory.cpuSeconds(pid: server) ?? cpuBefore) - cpuBefore
             let stepSeconds = Double(monotonicNanoseconds() - stepStart) / 1e9
@@ -238,7 +241,10 @@ enum LiveBenchmark {
             )
         }
         let missed = steps.reduce(0) { $0 + $1.missedPokes }
-        result.check("\(label): every poke", missed == 0 && !steps.isEmpty, "\(missed) pokes never reached a connected member (\(steps.count) steps)")
+        result.check(
+            "\(label): every poke", missed == 0 && !steps.isEmpty,
+            "\(missed) pokes did not reach a connected member within 5 s (\(steps.count) steps); \(probe.resyncCount) resync events"
+        )
         result.check("\(label): every store row", storeMissed == 0, "\(storeMissed) pushed rows not in a store device within 10 s")
         let unexpected = probe.unexpectedEnds
         result.check("\(label): connections held", unexpected == 0, "\(unexpected) live channels ended or said bye while the bench held them")
@@ -312,6 +318,7 @@ final class PokeProbe: @unchecked Sendable {
     private var latencies = LatencyRecorder()
     private var inFlight: Set<Int> = []
     private var storeMissed = 0
+    private var resyncs = 0
     private var hellos = LatencyRecorder()
     private(set) var greetedCount = 0
     private var failureCount = 0
@@ -361,7 +368,17 @@ final class PokeProbe: @unchecked Sendable {
         lock.withLock {
             if inFlight.contains(team) { return true }
             guard let received = waitingFor[team], let sent = sentAt[team] else { return false }
-            return received.count < (expectedReceivers[team] ?? 0) && monotonicNanoseconds() - sent < 1_000_000_000
+            return received.count < (expectedReceivers[team] ?? 0) && monotonicNanoseconds() - sent < LiveBenchmark.pokeTimeout
+        }
+    }
+
+    /// Whether some team's pokes are still coming (within the time-out).
+    var anyWaiting: Bool {
+        lock.withLock {
+            let now = monotonicNanoseconds()
+            return waitingFor.contains { team, received in
+                received.count < (expectedReceivers[team] ?? 0) && now - (sentAt[team] ?? now) < LiveBenchmark.pokeTimeout
+            }
         }
     }
 
@@ -384,13 +401,18 @@ final class PokeProbe: @unchecked Sendable {
     }
 
     /// A `change` event on `device` of `team` (the team's first member is the pusher: not counted).
-    func poke(team: Int, device: Int, at instant: UInt64) {
+    func poke(team: Int, device: Int, at instant: UInt64, resync: Bool = false) {
         guard device % LiveBenchmark.teamSize != 0 else { return }
         lock.withLock {
+            if resync { resyncs += 1 }
             guard let sent = sentAt[team], instant >= sent, waitingFor[team]?.insert(device).inserted == true else { return }
-            latencies.record("poke", from: sent, to: instant)
+            // A resync is no poke of this push: it covers it without a latency of its own.
+            if !resync { latencies.record("poke", from: sent, to: instant) }
         }
     }
+
+    /// `resync` events received over the whole run.
+    var resyncCount: Int { lock.withLock { resyncs } }
 
     func hello(after nanoseconds: UInt64) {
         lock.withLock {
@@ -447,6 +469,8 @@ final class LiveListener: @unchecked Sendable {
                     switch event.event {
                     case "hello": probe.hello(after: receivedAt - opened)
                     case "change" where event.data.contains("\"\(scopeKey)\""): probe.poke(team: team, device: index, at: receivedAt)
+                    // The server lost its notifications for a while: the device pulls every scope, which covers the push.
+                    case "resync": probe.poke(team: team, device: index, at: receivedAt, resync: true)
                     case "bye": if !lock.withLock({ closing }) { probe.endedUnexpectedly("device \(index): bye \(event.data)") }
                     default: break
                     }
