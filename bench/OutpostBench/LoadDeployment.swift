@@ -49,16 +49,7 @@ final class LoadDeployment: @unchecked Sendable {
         case .sqlite:
             postgresURL = nil
         case .postgres(let url):
-            let base = try PostgresStorage.Configuration(url: url)
-            var components = URLComponents()
-            components.scheme = "postgres"
-            components.user = base.username
-            components.password = base.password
-            components.host = base.host
-            components.port = base.port
-            components.path = "/" + base.database
-            components.queryItems = [URLQueryItem(name: "schema", value: PostgresBenchmark.schemaName())]
-            postgresURL = components.string!
+            postgresURL = PostgresBenchmark.url(try PostgresStorage.Configuration(url: url), schema: PostgresBenchmark.schemaName())
         }
     }
 

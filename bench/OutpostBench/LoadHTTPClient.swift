@@ -42,20 +42,7 @@ final class LoadConnection: Sendable {
     }
 
     static func connect(port: Int, group: any EventLoopGroup) async throws -> LoadConnection {
-        let bootstrap = ClientBootstrap(group: group)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(30))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(RequestResponseHandler())
-                }
-            }
-        do {
-            return LoadConnection(channel: try await bootstrap.connect(host: "127.0.0.1", port: port).get())
-        } catch {
-            throw LoadTransportError(description: "connect to 127.0.0.1:\(port): \(error)")
-        }
+        LoadConnection(channel: try await connectHTTP(port: port, group: group) { RequestResponseHandler() })
     }
 
     var isActive: Bool { channel.isActive }
@@ -74,6 +61,27 @@ final class LoadConnection: Sendable {
 
     func close() async {
         try? await channel.close()
+    }
+}
+
+/// A TCP connection to 127.0.0.1:`port` with NIO's HTTP/1.1 client codec and `handler` (made on
+/// the channel's event loop) after it.
+private func connectHTTP<Handler: ChannelHandler>(
+    port: Int, group: any EventLoopGroup, handler: @escaping @Sendable () -> Handler
+) async throws -> any Channel {
+    let bootstrap = ClientBootstrap(group: group)
+        .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+        .connectTimeout(.seconds(30))
+        .channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                try channel.pipeline.syncOperations.addHandler(handler())
+            }
+        }
+    do {
+        return try await bootstrap.connect(host: "127.0.0.1", port: port).get()
+    } catch {
+        throw LoadTransportError(description: "connect to 127.0.0.1:\(port): \(error)")
     }
 }
 
@@ -240,21 +248,7 @@ final class EventStreamConnection: Sendable {
     static func open(
         port: Int, token: String, group: any EventLoopGroup, onUpdate: @escaping @Sendable (LiveStreamUpdate) -> Void
     ) async throws -> EventStreamConnection {
-        let bootstrap = ClientBootstrap(group: group)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(30))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(EventStreamHandler(onUpdate: onUpdate))
-                }
-            }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.connect(host: "127.0.0.1", port: port).get()
-        } catch {
-            throw LoadTransportError(description: "connect to 127.0.0.1:\(port): \(error)")
-        }
+        let channel = try await connectHTTP(port: port, group: group) { EventStreamHandler(onUpdate: onUpdate) }
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: "127.0.0.1")
         headers.add(name: "Authorization", value: "Bearer \(token)")

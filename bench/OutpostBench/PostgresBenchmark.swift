@@ -203,6 +203,20 @@ enum PostgresBenchmark {
         return configuration
     }
 
+    /// The URL `sync-server --postgres` takes for `base`'s database and `schema`.
+    static func url(_ base: PostgresStorage.Configuration, schema: String, maximumConnections: Int? = nil) -> String {
+        var url = URLComponents()
+        url.scheme = "postgres"
+        url.user = base.username
+        url.password = base.password
+        url.host = base.host
+        url.port = base.port
+        url.path = "/" + base.database
+        url.queryItems = [URLQueryItem(name: "schema", value: schema)]
+            + (maximumConnections.map { [URLQueryItem(name: "max_connections", value: String($0))] } ?? [])
+        return url.string!
+    }
+
     /// Starts `processes` servers on a fresh schema, lets every device push at once, and returns
     /// the wall time from the first push sent to the last answer.
     static func ingestOverHTTP(processes: Int, server: URL, base: PostgresStorage.Configuration, folder: URL) async throws -> Double {
@@ -215,15 +229,7 @@ enum PostgresBenchmark {
         try benchAuditKey.write(to: data.appendingPathComponent(AuditKey.fileName))
         let signer = try TokenSigner(secret: secret)
         let schema = schemaName()
-        var url = URLComponents()
-        url.scheme = "postgres"
-        url.user = base.username
-        url.password = base.password
-        url.host = base.host
-        url.port = base.port
-        url.path = "/" + base.database
-        url.queryItems = [URLQueryItem(name: "schema", value: schema), URLQueryItem(name: "max_connections", value: "8")]
-        let postgresURL = url.string!
+        let postgresURL = Self.url(base, schema: schema, maximumConnections: 8)
 
         var servers: [Process] = []
         defer {
