@@ -6,8 +6,8 @@ import SyncClient
 import SyncProtocol
 import SyncServer
 
-/// The quality bar (docs/PERFORMANCE.md): "initial sync of 100 000 rows over loopback HTTP, server to a fresh device: under
-/// 2 s; peak memory flat in the row count".
+/// The quality bar (docs/PERFORMANCE.md): "initial sync of 100 000 rows over loopback HTTP, server to a fresh device,
+/// within 1.2× the raw SQLite upsert of the same rows measured in the same run; peak memory flat in the row count".
 ///
 /// For each size (10 000, 100 000 and 1 000 000 rows) a server data folder is seeded with a
 /// learner's `user` scope (``InitialSyncSeed``: answers, attempts, completion records, a few
@@ -16,7 +16,9 @@ import SyncServer
 /// (``InitialSyncDevice``), a child process of its own, so its peak resident memory is the
 /// device's alone — an ``OfflineStore`` in an empty folder, a ``SyncEngine`` over
 /// ``URLSessionTransport``, one `syncNow()` with pages of 1 000. The bar is that call's wall
-/// time at 100 000 rows; the device's peak memory (VmHWM) is compared across the sizes.
+/// time at 100 000 rows over the raw SQLite upsert's (below), both medians of the same run: a
+/// ratio, because the absolute time moves with the machine's load (the times are kept as
+/// figures). The device's peak memory (VmHWM) is compared across the sizes.
 ///
 /// Baselines in the same run, on the same server and rows:
 ///
@@ -38,7 +40,8 @@ import SyncServer
 enum InitialSyncBenchmark {
     static let sizes = [10_000, 100_000, 1_000_000]
     static let barRows = 100_000
-    static let barSeconds = 2.0
+    /// The most the sync may take, as a multiple of the raw upsert of the same rows.
+    static let barRatio = 1.2
     static let pageSize = 1_000
     /// The rows the device commits per transaction (``SyncEngineConfiguration/pullCommitRows``).
     static let commitRows = SyncEngineConfiguration(scopes: []).pullCommitRows
@@ -50,7 +53,7 @@ enum InitialSyncBenchmark {
     static let benchmark = Benchmark(
         name: "initial-sync",
         summary: "a fresh device syncs a learner's scope of 10 000 / 100 000 / 1 000 000 rows from sync-server over loopback HTTP "
-            + "(bar: 100 000 under 2 s, peak device memory flat in the row count)",
+            + "(bar: 100 000 within \(Format.fixed(barRatio, 1))× the raw SQLite upsert of the same rows, peak device memory flat in the row count)",
         run: { try run() }
     )
 
@@ -107,7 +110,12 @@ enum InitialSyncBenchmark {
             let token = signer.sign(InitialSyncSeed.learner)
             let server = try ChildProcess(
                 executables.server,
-                ["serve", "--data", data.path, "--port", "0", "--secret-file", data.appendingPathComponent(TokenKey.fileName).path, "--rate", "0"],
+                [
+                    "serve", "--data", data.path, "--port", "0", "--secret-file", data.appendingPathComponent(TokenKey.fileName).path, "--rate", "0",
+                    // The seeded scope is years old: housekeeping at start would drop its old
+                    // tombstones while the device pages through them (410 cursor_expired).
+                    "--housekeeping-interval", "0",
+                ],
                 logs: workspace.url, name: "server-\(rows)", environment: environment
             )
             defer { server.stop() }
@@ -337,7 +345,11 @@ enum InitialSyncBenchmark {
                     + "\(size.downloadPages) pages, \(Format.bytes(size.downloadBytes)) gzip on the wire"
             )
         }
-        result.fact("server", "sync-server serve --port 0 --rate 0 (its own process; the rate limit is off: at 1 000 000 rows a device asks for 1 000 pages)")
+        result.fact(
+            "server",
+            "sync-server serve --port 0 --rate 0 --housekeeping-interval 0 (its own process; the rate limit is off: at 1 000 000 rows a device "
+                + "asks for 1 000 pages; no housekeeping: it would drop the seeded years-old tombstones during the pull)"
+        )
         result.fact("device", "outpost-bench \(InitialSyncDevice.command) (its own process): fresh OfflineStore, SyncEngine, URLSessionTransport, scope 'user', pages of \(Format.grouped(pageSize))")
         result.fact("runs", "\(measured.map { "\(runs($0.rows)) at \(Format.grouped($0.rows))" }.joined(separator: ", ")); each run a new, empty device")
 
@@ -388,12 +400,12 @@ enum InitialSyncBenchmark {
                 : problems.prefix(5).joined(separator: "; ")
         )
         if let bar = measured.first(where: { $0.rows == barRows }) {
-            let median = bar.sync.median
+            let ratio = bar.sync.median / bar.raw.median
             result.check(
-                "bar: initial sync of \(Format.grouped(barRows)) rows", median < barSeconds,
-                "median \(Format.duration(median)) " + (median < barSeconds ? "<" : ">=") + " \(Format.duration(barSeconds))"
-                    + " (device alone \(Format.duration(bar.alone.median)), server alone \(Format.duration(bar.download.median)), "
-                    + "raw SQLite upsert \(Format.duration(bar.raw.median)))"
+                "bar: initial sync of \(Format.grouped(barRows)) rows", ratio <= barRatio,
+                "median \(Format.duration(bar.sync.median)) = \(Format.ratio(ratio)) the raw SQLite upsert's \(Format.duration(bar.raw.median)) "
+                    + (ratio <= barRatio ? "<=" : ">") + " \(Format.fixed(barRatio, 2))× (device alone \(Format.duration(bar.alone.median)), "
+                    + "server alone \(Format.duration(bar.download.median)))"
             )
         } else {
             result.check("bar: initial sync of \(Format.grouped(barRows)) rows", false, "not measured (\(sizesVariable) leaves it out)")

@@ -288,13 +288,14 @@ public final class OfflineStore: Sendable {
         try ensureOpen()
         do {
             return try pool.writeWithoutTransaction { db in
-                let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? 2
-                let checkpoint = try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") ?? 1000
-                try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.refetchableCheckpointPages)")
+                // Cached statements: a pull runs these around every group of pages.
+                let synchronous = try Int.fetchOne(db.cachedStatement(sql: "PRAGMA synchronous")) ?? 2
+                let checkpoint = try Int.fetchOne(db.cachedStatement(sql: "PRAGMA wal_autocheckpoint")) ?? 1000
+                try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
+                try db.cachedStatement(sql: "PRAGMA wal_autocheckpoint = \(Self.refetchableCheckpointPages)").execute()
                 defer {
-                    try? db.execute(sql: "PRAGMA synchronous = \(synchronous)")
-                    try? db.execute(sql: "PRAGMA wal_autocheckpoint = \(checkpoint)")
+                    try? db.cachedStatement(sql: "PRAGMA synchronous = \(synchronous)").execute()
+                    try? db.cachedStatement(sql: "PRAGMA wal_autocheckpoint = \(checkpoint)").execute()
                 }
                 var result: T?
                 try db.inTransaction {
@@ -385,7 +386,7 @@ enum Metadata: String {
     case automaticDataBytes = "automatic_data_bytes"
 
     static func get(_ db: Database, _ key: Metadata) throws -> String? {
-        try String.fetchOne(db, sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#, arguments: [key.rawValue])
+        try String.fetchOne(db.cachedStatement(sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#), arguments: [key.rawValue])
     }
 
     static func set(_ db: Database, _ key: Metadata, _ value: String) throws {

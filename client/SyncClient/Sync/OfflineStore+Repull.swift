@@ -75,7 +75,7 @@ extension OfflineStore {
     static func repullingScopeName(_ db: Database, scopeKey: String?) throws -> String? {
         guard let scopeKey else { return nil }
         return try String.fetchOne(
-            db, sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#, arguments: [scopeKey]
+            db.cachedStatement(sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#), arguments: [scopeKey]
         )
     }
 

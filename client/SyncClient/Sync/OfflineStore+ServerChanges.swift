@@ -48,7 +48,7 @@ extension OfflineStore {
             case .entity(let entity, let rows):
                 // Rows with unsynced writes, looked up once for the page (usually none).
                 let unsynced = try String.fetchSet(
-                    db, sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN "# + Self.unsyncedStatusesSQL,
+                    db.cachedStatement(sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN "# + Self.unsyncedStatusesSQL),
                     arguments: [entity.name]
                 )
                 let upsert = try db.cachedStatement(sql: Self.serverUpsertSQL(entity))
@@ -109,14 +109,13 @@ extension OfflineStore {
         }
         if let scopeKey = changes.scopeKey {
             configuration.faultPauses.pause(at: .pullApply)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO "sync_state" ("scope_key", "cursor", "last_pull_at") VALUES (?, ?, ?)
                     ON CONFLICT ("scope_key") DO UPDATE SET "cursor" = COALESCE(excluded."cursor", "cursor"),
                         "last_pull_at" = excluded."last_pull_at"
-                    """,
-                arguments: [scopeKey, changes.cursor, now]
-            )
+                    """
+            ).execute(arguments: [scopeKey, changes.cursor, now])
         }
         return report
     }
@@ -283,15 +282,8 @@ extension OfflineStore {
         _ db: Database, _ entity: EntityDescriptor, _ row: PreparedServerRow, now: Int64, replay: Replay = .always,
         upsert: GRDB.Statement? = nil
     ) throws -> Bool {
-        var values: [(any DatabaseValueConvertible)?] = []
-        values.reserveCapacity(row.values.count + 1)
-        for value in row.values { values.append(value) }
-        values.append(now)
         let statement = try upsert ?? db.cachedStatement(sql: Self.serverUpsertSQL(entity))
-        // Optional existentials: GRDB's initializer for them maps with a closure; the one for a
-        // sequence of `DatabaseValue` maps through a key path it builds again on every call (a
-        // tenth of a device's time on a pulled page).
-        try statement.execute(arguments: StatementArguments(values))
+        try statement.execute(binding: row.values, then: now.databaseValue)
         switch replay {
         case .never: return false
         case .ifQueued(let ids) where !ids.contains(row.id): return false
