@@ -1,6 +1,8 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import Logging
+import PostgresNIO
 import SyncProtocol
 import SyncServer
 
@@ -12,7 +14,9 @@ import SyncServer
 ///
 /// 1. **Push ingestion in process**: the `push-ingestion` workload, shortened (4 devices × 5
 ///    pushes of 500 Statement creates, each device its own user scope), through ``PushService``
-///    on a fresh ``SQLiteStorage`` and on a fresh ``PostgresStorage`` schema.
+///    on a fresh ``SQLiteStorage`` and on a fresh ``PostgresStorage`` schema; and, as the bar's
+///    baseline, the same rows inserted raw through postgres-nio on one connection, one
+///    transaction per 500, both as one multi-row `INSERT` and as a `COPY` (the faster counts).
 /// 2. **Pull throughput in process**: one device's 10 000 `Task` creates (one team scope), then a
 ///    device pulls the whole scope in pages of 500 through ``PullService``, on both storages.
 /// 3. **Several processes**: 1, 2 and 3 real `sync-server` processes (the release binary next to
@@ -21,8 +25,9 @@ import SyncServer
 ///
 /// PostgreSQL is the one `make bench` starts (scripts/with-postgres.sh, PostgreSQL's default
 /// durability: `fsync` and `synchronous_commit` on), named by `OUTPOST_TEST_POSTGRES_URL`.
-/// There is no bar: the figures are recorded in docs/PERFORMANCE.md; the checks are the
-/// invariants (everything stored once).
+/// The bar: PostgreSQL push ingestion within 3× the time of the raw baseline in the same run. The
+/// other figures are recorded in docs/PERFORMANCE.md; the other check is the invariant
+/// (everything stored once).
 enum PostgresBenchmark {
     static let runs = 3
     static let pullRows = 10_000
@@ -30,6 +35,8 @@ enum PostgresBenchmark {
     static let httpDevices = 12
     static let httpPushes = 5
     static let httpBatch = 200
+    /// The bar: PushService on PostgreSQL at most this many times the raw postgres-nio insert's time.
+    static let barRatio = 3.0
 
     static let benchmark = Benchmark(
         name: "postgres",
@@ -71,6 +78,16 @@ enum PostgresBenchmark {
             }
         }
 
+        // The bar's baseline: the same rows straight through postgres-nio, each way, fresh schema per run.
+        let rawRows = try PushIngestionBenchmark.baselineRows(devices, entity: ContractRegistry.statement)
+        var rawInsert = Samples(), rawCopy = Samples()
+        for _ in 0..<runs {
+            rawInsert.append(try runBlocking { try await PostgresRawInsert.run(rawRows, base: base, copy: false) })
+            rawCopy.append(try runBlocking { try await PostgresRawInsert.run(rawRows, base: base, copy: true) })
+        }
+        let raw = rawInsert.median <= rawCopy.median ? rawInsert : rawCopy
+        let rawName = rawInsert.median <= rawCopy.median ? "multi-row INSERT" : "COPY"
+
         // 2. Pull throughput in process.
         result.fact("pull", "\(Format.grouped(pullRows)) Task rows in one team scope, pulled from the start in pages of \(pullPage); \(runs) runs each")
         var pulls: [Kind: Samples] = [:]
@@ -111,6 +128,12 @@ enum PostgresBenchmark {
                   note: "mutations/s; \(Format.duration(sqlite.median)) for \(Format.grouped(mutations))"),
             .init("ingestion, PostgreSQL (PushService in process)", median: Format.rate(total / postgres.median), min: Format.rate(total / postgres.min),
                   note: "mutations/s; \(Format.duration(postgres.median)); \(Format.ratio(postgres.median / sqlite.median)) SQLite's time"),
+            .init("baseline: raw postgres-nio, multi-row INSERT", median: Format.duration(rawInsert.median), min: Format.duration(rawInsert.min),
+                  note: "the same rows, 1 connection, 1 transaction and 1 INSERT per 500 (\(Format.rate(total / rawInsert.median)))"),
+            .init("baseline: raw postgres-nio, COPY", median: Format.duration(rawCopy.median), min: Format.duration(rawCopy.min),
+                  note: "the same rows, 1 connection, 1 transaction and 1 COPY per 500 (\(Format.rate(total / rawCopy.median)))"),
+            .init("ratio PostgreSQL ingestion / raw (\(rawName), the faster)", median: Format.ratio(postgres.median / raw.median),
+                  min: Format.ratio(postgres.min / raw.min), note: "time; medians, mins; the bar: at most \(Format.fixed(barRatio, 1))×"),
             .init("pull, SQLite (PullService in process)", median: Format.rate(Double(pullRows) / pulls[.sqlite]!.median),
                   min: Format.rate(Double(pullRows) / pulls[.sqlite]!.min), note: "rows/s, shaped as JSON values, pages of \(pullPage)"),
             .init("pull, PostgreSQL (PullService in process)", median: Format.rate(Double(pullRows) / pulls[.postgres]!.median),
@@ -125,6 +148,13 @@ enum PostgresBenchmark {
                 note: "mutations/s; \(Format.ratio(scaling[1]!.median / samples.median)) the rate of 1 process"
             ))
         }
+        let ratio = postgres.median / raw.median
+        result.check(
+            "bar", ratio <= barRatio,
+            "PostgreSQL push ingestion: \(Format.ratio(ratio)) the time of the raw postgres-nio \(rawName) of the same rows "
+                + (ratio <= barRatio ? "<=" : ">") + " \(Format.fixed(barRatio, 1))× (medians, same run: \(Format.duration(postgres.median)) "
+                + "against \(Format.duration(raw.median))); rate \(Format.rate(total / postgres.median))"
+        )
         result.check("exactly once", true, "every run: every mutation applied once (counted in the answers, and in PostgreSQL for the HTTP runs)")
         return result
     }
@@ -342,3 +372,126 @@ enum PostgresBenchmark {
 
 /// The audit key of every PostgreSQL schema the benchmark writes (in process and in its servers).
 private let benchAuditKey = Data((0..<32).map { UInt8(100 + $0) })
+
+/// The bar's baseline on PostgreSQL: the push benchmark's rows (sync metadata included) inserted
+/// with postgres-nio alone into the contract's own table (the server's migrations, in a fresh
+/// schema), one transaction per push of 500, on one connection.
+enum PostgresRawInsert {
+    /// Returns the wall time of the inserts; checks every row arrived.
+    static func run(_ batches: [[PushIngestionBenchmark.BaselineRow]], base: PostgresStorage.Configuration, copy: Bool) async throws -> Double {
+        var configuration = base
+        configuration.schema = PostgresBenchmark.schemaName()
+        // The server's migrations make the table and its indexes.
+        await (try await PostgresStorage(configuration: configuration)).close()
+        let logger = Logger(label: "outpost-bench.postgres-raw")
+        let connection = try await PostgresConnection.connect(
+            configuration: .init(host: base.host, port: base.port, username: base.username, password: base.password, database: base.database, tls: .disable),
+            id: 1, logger: logger
+        )
+        do {
+            let seconds = try await insert(batches, schema: configuration.schema!, connection: connection, logger: logger, copy: copy)
+            try await connection.close()
+            return seconds
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private static func insert(
+        _ batches: [[PushIngestionBenchmark.BaselineRow]], schema: String, connection: PostgresConnection, logger: Logger, copy: Bool
+    ) async throws -> Double {
+        let table = ContractRegistry.statement.table
+        let names = PushIngestionBenchmark.columns(ContractRegistry.statement)
+        try await connection.query("SET search_path TO \(unescaped: schema)", logger: logger)
+        var types: [String: String] = [:]
+        for try await (name, type) in try await connection.query(
+            "SELECT column_name::TEXT, data_type::TEXT FROM information_schema.columns WHERE table_schema = \(schema) AND table_name = \(table)",
+            logger: logger
+        ).decode((String, String).self) {
+            types[name] = type
+        }
+        let columnTypes = try names.map { name in
+            guard let type = types[name] else { throw BenchmarkError("\(table) has no column \(name) in PostgreSQL") }
+            return type
+        }
+        // The VALUES text for 500 rows, built before the clock starts (a cast where a text parameter needs one).
+        let width = names.count
+        let casts = columnTypes.map { $0 == "jsonb" ? "::jsonb" : "" }
+        func valuesText(rows: Int) -> String {
+            (0..<rows).map { row in
+                "(" + (0..<width).map { column in "$\(row * width + column + 1)\(casts[column])" }.joined(separator: ", ") + ")"
+            }.joined(separator: ", ")
+        }
+        let head = "INSERT INTO \"\(table)\" (" + names.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES "
+        var texts: [Int: String] = [:]
+        for batch in batches where texts[batch.count] == nil { texts[batch.count] = head + valuesText(rows: batch.count) }
+
+        let start = ContinuousClock.now
+        for batch in batches {
+            try await connection.query("BEGIN", logger: logger)
+            if copy {
+                var buffer = ByteBuffer()
+                for row in batch {
+                    for (column, name) in names.enumerated() {
+                        if column > 0 { buffer.writeString("\t") }
+                        copyText(row.stored[name], type: columnTypes[column], into: &buffer)
+                    }
+                    buffer.writeString("\n")
+                }
+                try await connection.copyFrom(table: table, columns: names, logger: logger) { writer in try await writer.write(buffer) }
+            } else {
+                var bindings = PostgresBindings(capacity: batch.count * width)
+                for row in batch {
+                    for (column, name) in names.enumerated() { bind(row.stored[name], type: columnTypes[column], into: &bindings) }
+                }
+                try await connection.query(PostgresQuery(unsafeSQL: texts[batch.count]!, binds: bindings), logger: logger)
+            }
+            try await connection.query("COMMIT", logger: logger)
+        }
+        let seconds = Timing.seconds(ContinuousClock.now - start)
+        let stored = try await connection.query("SELECT COUNT(*) FROM \(unescaped: "\"" + table + "\"")", logger: logger)
+            .collect().first?.decode(Int64.self) ?? 0
+        let expected = batches.reduce(0) { $0 + $1.count }
+        guard stored == expected else { throw BenchmarkError("the raw PostgreSQL baseline stored \(stored) rows, not \(expected)") }
+        return seconds
+    }
+
+    /// A value as the column's type takes it (the server stores timestamps as TIMESTAMPTZ and
+    /// flags as BOOLEAN; ColumnValue holds milliseconds and 0/1).
+    private static func bind(_ value: ColumnValue, type: String, into bindings: inout PostgresBindings) {
+        switch (value, type) {
+        case (.null, _): bindings.appendNull()
+        case (.integer(let number), "boolean"): bindings.append(number != 0)
+        case (.integer(let number), "timestamp with time zone"): bindings.append(Date(timeIntervalSince1970: Double(number) / 1000))
+        case (.integer(let number), "double precision"): bindings.append(Double(number))
+        case (.integer(let number), _): bindings.append(number)
+        case (.real(let number), _): bindings.append(number)
+        case (.text(let text), _): bindings.append(text)
+        case (.blob(let data), _): bindings.append(ByteBuffer(bytes: data))
+        }
+    }
+
+    /// A value in COPY's text format: `\N` for NULL, tabs, newlines and backslashes escaped.
+    private static func copyText(_ value: ColumnValue, type: String, into buffer: inout ByteBuffer) {
+        let text: String
+        switch (value, type) {
+        case (.null, _): buffer.writeString("\\N"); return
+        case (.integer(let number), "boolean"): text = number != 0 ? "t" : "f"
+        case (.integer(let number), "timestamp with time zone"): text = Timestamp(millisecondsSince1970: number).iso8601
+        case (.integer(let number), _): text = String(number)
+        case (.real(let number), _): text = String(number)
+        case (.text(let value), _): text = value
+        case (.blob(let data), _): text = "\\x" + data.map { String(format: "%02x", $0) }.joined()
+        }
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\\"): buffer.writeString("\\\\")
+            case UInt8(ascii: "\t"): buffer.writeString("\\t")
+            case UInt8(ascii: "\n"): buffer.writeString("\\n")
+            case UInt8(ascii: "\r"): buffer.writeString("\\r")
+            default: buffer.writeInteger(byte)
+            }
+        }
+    }
+}

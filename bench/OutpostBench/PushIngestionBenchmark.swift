@@ -5,8 +5,9 @@ import GRDB
 import SyncProtocol
 import SyncServer
 
-/// The quality bar (docs/PERFORMANCE.md): "push ingestion on the SQLite server: at least 20 000 mutations/s in batches of
-/// 500, exactly once".
+/// The quality bar (docs/PERFORMANCE.md): "push ingestion on the SQLite server within 2.5× the time of a raw insert of
+/// the same rows, in batches of 500, exactly once" (the rate is recorded beside it; it was the bar, 20 000/s, until the
+/// machine's speed from day to day made an absolute figure say more about the load than about the server).
 ///
 /// Four devices (four learners) each push 10 000 `Statement` creates (append-only, `user`
 /// scope, direction up: the records a learning app writes most) in 20 pushes of 500, all four
@@ -32,15 +33,17 @@ enum PushIngestionBenchmark {
     static var mutationCount: Int { deviceCount * pushesPerDevice * batchSize }
     /// Timed runs, each on a fresh database, after one untimed warm-up.
     static let runs = 5
-    /// The bar, in mutations per second (median run).
-    static let barPerSecond = 20_000.0
+    /// The bar: PushService's median time at most this many times the raw insert's median, same run.
+    static let barRatio = 2.5
+    /// The former absolute bar, kept as a reference figure (mutations per second, median run).
+    static let referencePerSecond = 20_000.0
     static let tenant = "bench-tenant"
     static let seed: UInt64 = 0x7075_7368_2d62_656e
 
     static let benchmark = Benchmark(
         name: "push-ingestion",
         summary: "\(deviceCount) devices push \(Format.grouped(deviceCount * pushesPerDevice * batchSize)) Statement creates in batches "
-            + "of \(batchSize) through PushService on SQLite (bar: median at least 20 000 mutations/s)",
+            + "of \(batchSize) through PushService on SQLite (bar: within \(Format.fixed(barRatio, 1))× the time of a raw GRDB insert of the same rows)",
         run: { try run() }
     )
 
@@ -158,7 +161,7 @@ enum PushIngestionBenchmark {
             ),
             .init(
                 "  mutations per second", median: Format.rate(total / push.median), min: Format.rate(total / push.min),
-                note: "the bar: median at least \(Format.rate(barPerSecond)); 'min' column = best run"
+                note: "recorded (the former bar: \(Format.rate(referencePerSecond))); 'min' column = best run"
             ),
             .init(
                 "  per push of \(batchSize)", median: Format.duration(push.median / Double(deviceCount * pushesPerDevice)),
@@ -177,7 +180,7 @@ enum PushIngestionBenchmark {
             ),
             .init(
                 "ratio PushService / raw GRDB", median: Format.ratio(push.median / raw.median), min: Format.ratio(push.min / raw.min),
-                note: "time; medians, mins"
+                note: "time; medians, mins; the bar: at most \(Format.fixed(barRatio, 1))×"
             ),
             .init(
                 "for scale: the same rows via StorageTransaction.upsert", median: Format.duration(layer.median),
@@ -198,11 +201,12 @@ enum PushIngestionBenchmark {
         ]
 
         let rate = total / push.median
+        let ratio = push.median / raw.median
         result.check(
-            "bar", rate >= barPerSecond,
-            "push ingestion: median \(Format.rate(rate)) " + (rate >= barPerSecond ? ">=" : "<") + " \(Format.rate(barPerSecond)) "
-                + "(\(Format.grouped(mutationCount)) mutations in \(Format.duration(push.median)); \(Format.ratio(push.median / raw.median)) "
-                + "the time of raw GRDB inserts)"
+            "bar", ratio <= barRatio,
+            "push ingestion: \(Format.ratio(ratio)) the time of raw GRDB inserts of the same rows " + (ratio <= barRatio ? "<=" : ">")
+                + " \(Format.fixed(barRatio, 1))× (medians, same run: \(Format.duration(push.median)) against \(Format.duration(raw.median))); "
+                + "rate \(Format.rate(rate))"
         )
         for check in invariants.checks { result.checks.append(check) }
         workspace.remove(lastRun.folder)
@@ -316,7 +320,7 @@ enum PushIngestionBenchmark {
         let now = Timestamp.now().millisecondsSince1970
         var batches: [[BaselineRow]] = []
         var sequences: [Int64] = Array(repeating: 0, count: devices.count)
-        for push in 0..<pushesPerDevice {
+        for push in 0..<(devices.map(\.requests.count).min() ?? 0) {
             for (index, device) in devices.enumerated() {
                 var batch: [BaselineRow] = []
                 for mutation in device.requests[push].mutations {

@@ -16,14 +16,20 @@ public enum AuditChain {
     /// The seal of an entry: HMAC-SHA256 over its fields, each length-prefixed (so no two
     /// different entries encode alike, whatever their text holds), after the previous seal.
     public static func seal(of entry: AuditEntry, previousHash: String, key: AuditKey) -> String {
-        var encoding = Data()
-        encoding.reserveCapacity(entry.detail.utf8.count + 256)
-        for field in [
-            "outpost.audit.v2", previousHash, String(entry.id), entry.tenant, String(entry.recordedAt), entry.userID, entry.deviceID,
-            entry.entity, entry.rowID, entry.operation, entry.outcome, entry.detail,
-        ] {
-            appendLengthPrefixed(field, to: &encoding)
-        }
+        var encoding: [UInt8] = []
+        encoding.reserveCapacity(entry.detail.utf8.count + previousHash.utf8.count + 256)
+        appendLengthPrefixed("outpost.audit.v2", to: &encoding)
+        appendLengthPrefixed(previousHash, to: &encoding)
+        appendLengthPrefixed(String(entry.id), to: &encoding)
+        appendLengthPrefixed(entry.tenant, to: &encoding)
+        appendLengthPrefixed(String(entry.recordedAt), to: &encoding)
+        appendLengthPrefixed(entry.userID, to: &encoding)
+        appendLengthPrefixed(entry.deviceID, to: &encoding)
+        appendLengthPrefixed(entry.entity, to: &encoding)
+        appendLengthPrefixed(entry.rowID, to: &encoding)
+        appendLengthPrefixed(entry.operation, to: &encoding)
+        appendLengthPrefixed(entry.outcome, to: &encoding)
+        appendLengthPrefixed(entry.detail, to: &encoding)
         return key.mac(encoding)
     }
 
@@ -39,7 +45,7 @@ public enum AuditChain {
 
     /// The seal of the chain's head.
     static func seal(lastID: Int64, lastHash: String, keyedFrom: Int64, key: AuditKey) -> String {
-        var encoding = Data()
+        var encoding: [UInt8] = []
         for field in ["outpost.audit.head.v2", String(lastID), lastHash, String(keyedFrom)] {
             appendLengthPrefixed(field, to: &encoding)
         }
@@ -49,17 +55,16 @@ public enum AuditChain {
     /// The seal of an archive base (``AuditBase``): a domain of its own, so no head or
     /// checkpoint seal (which the database and exports show) can stand for a base.
     static func seal(baseID: Int64, baseHash: String, keyedFrom: Int64, key: AuditKey) -> String {
-        var encoding = Data()
+        var encoding: [UInt8] = []
         for field in ["outpost.audit.base.v1", String(baseID), baseHash, String(keyedFrom)] {
             appendLengthPrefixed(field, to: &encoding)
         }
         return key.mac(encoding)
     }
 
-    private static func appendLengthPrefixed(_ field: String, to data: inout Data) {
-        let bytes = Data(field.utf8)
-        withUnsafeBytes(of: UInt64(bytes.count).bigEndian) { data.append(contentsOf: $0) }
-        data.append(bytes)
+    private static func appendLengthPrefixed(_ field: String, to data: inout [UInt8]) {
+        withUnsafeBytes(of: UInt64(field.utf8.count).bigEndian) { data.append(contentsOf: $0) }
+        data.append(contentsOf: field.utf8)
     }
 
     /// The result of verifying a log.

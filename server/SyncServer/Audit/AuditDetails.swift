@@ -65,12 +65,23 @@ public enum AuditDetails {
         String(dataKey.withUnsafeBytes { Hex.sha256(Data($0)) }.prefix(16))
     }
 
+    /// A user's data key with its id, worked out once per transaction rather than per entry.
+    struct DataKey {
+        let key: SymmetricKey
+        let id: String
+
+        init(_ key: SymmetricKey) {
+            self.key = key
+            id = AuditDetails.keyID(of: key)
+        }
+    }
+
     /// The stored text of a detail encrypted under a user's data key.
-    static func seal(_ detail: String, under dataKey: SymmetricKey) throws -> String {
-        guard let combined = try AES.GCM.seal(Data(detail.utf8), using: dataKey).combined else {
+    static func seal(_ detail: String, under dataKey: DataKey) throws -> String {
+        guard let combined = try AES.GCM.seal(Data(detail.utf8), using: dataKey.key).combined else {
             throw AuditDetailsError.unreadableDetail
         }
-        return prefix + keyID(of: dataKey) + ":" + combined.base64EncodedString()
+        return prefix + dataKey.id + ":" + combined.base64EncodedString()
     }
 
     /// The detail in clear of an encrypted stored text; `nil` when it was encrypted under

@@ -18,6 +18,9 @@ public struct AuditKey: Sendable {
     public static let minimumBytes = 32
 
     let bytes: Data
+    /// HMAC-SHA256 keyed with ``bytes``, before any message: every seal copies it instead of
+    /// deriving the inner and outer pads again (one seal per audit entry).
+    private let keyedMAC: HMAC<SHA256>
     /// The key users' data keys are wrapped under (``AuditDetails``), derived from this one with
     /// HKDF-SHA256: a dump of the database alone cannot unwrap them.
     let keyEncryptionKey: SymmetricKey
@@ -26,6 +29,7 @@ public struct AuditKey: Sendable {
     public init(bytes: Data, source: String = "the audit key") throws(AuditKeyError) {
         guard bytes.count >= Self.minimumBytes else { throw .tooShort(source: source, bytes: bytes.count) }
         self.bytes = bytes
+        keyedMAC = HMAC<SHA256>(key: SymmetricKey(data: bytes))
         keyEncryptionKey = HKDF<SHA256>.deriveKey(
             inputKeyMaterial: SymmetricKey(data: bytes), salt: Data("outpost.audit.user-keys".utf8),
             info: Data("outpost audit key-encryption key v1".utf8), outputByteCount: 32
@@ -58,8 +62,10 @@ public struct AuditKey: Sendable {
     }
 
     /// HMAC-SHA256 of `data`, lowercase hex.
-    func mac(_ data: Data) -> String {
-        Hex.string(Data(HMAC<SHA256>.authenticationCode(for: data, using: SymmetricKey(data: bytes))))
+    func mac(_ data: some DataProtocol) -> String {
+        var mac = keyedMAC
+        mac.update(data: data)
+        return Hex.string(mac.finalize())
     }
 
     /// Names the key without revealing it: what the database records, so a process with another

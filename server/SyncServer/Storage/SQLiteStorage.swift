@@ -96,9 +96,10 @@ public final class SQLiteStorage: SyncStorage {
 }
 
 /// State one write transaction carries in memory instead of re-reading and re-writing it per
-/// mutation: the audit chain's last entry, scope sequences and clients' last `seq`. All of it is
-/// read inside the transaction (the single writer), so no other writer can change it meanwhile,
-/// and the counters are written back before the transaction commits.
+/// mutation: the audit chain's last entry, scope sequences and clients' last `seq`, and the
+/// writes kept back to go out in multi-row statements (rows, stored results, audit entries).
+/// All of it is read inside the transaction (the single writer), so no other writer can change
+/// it meanwhile, and all of it is written before the transaction commits (``SQLiteTransaction/flushCounters()``).
 final class AuditTail {
     let key: AuditKey
     var loaded = false
@@ -117,11 +118,27 @@ final class AuditTail {
     var clientSequences: [ScopeKey: Int64] = [:]
     /// Users' audit data keys read or made in this transaction (tenant, user) → key; never
     /// kept across transactions: another process may erase a user meanwhile.
-    var userKeys: [ScopeKey: SymmetricKey] = [:]
+    var userKeys: [ScopeKey: AuditDetails.DataKey] = [:]
+    /// Upserted rows not written yet: the newest version of each, in the order first written.
+    var unsentRows: [RowKey: StoredRow] = [:]
+    var unsentOrder: [RowKey] = []
+    /// Rows read ahead (`prefetchRows`), `nil` for an id known to be absent; an entry is
+    /// dropped when the transaction writes its row.
+    var knownRows: [RowKey: StoredRow?] = [:]
+    /// Stored push results not written yet, six values each (the `push_results` columns).
+    var pendingResults: [DatabaseValue] = []
+    /// Audit entries not chained and written yet, in the order appended.
+    var pendingAudit: [AuditEntry] = []
 
     struct ScopeKey: Hashable {
         var tenant: String
         var key: String
+    }
+
+    struct RowKey: Hashable {
+        var table: ContractTable
+        var tenant: String
+        var id: String
     }
 }
 

@@ -5,20 +5,22 @@ import Crypto
 import Foundation
 import GRDB
 
-/// `INSERT … (columns) VALUES (?, …)` texts per verb, table and column list, built once per process.
+/// `INSERT … (columns) VALUES (?, …), …` texts per verb, table, column list and row count, built
+/// once per process.
 private let insertSQLCache = InsertSQLCache()
 
 private final class InsertSQLCache: @unchecked Sendable {
     private let lock = NSLock()
     private var texts: [[String]: String] = [:]
 
-    func sql(_ verb: String, table: String, columns: [String]) -> String {
-        let key = [verb, table] + columns
+    func sql(_ verb: String, table: String, columns: [String], rows: Int = 1) -> String {
+        let key = [verb, table, String(rows)] + columns
         lock.lock()
         defer { lock.unlock() }
         if let text = texts[key] { return text }
-        let text = "\(verb) INTO \"\(table)\" (" + columns.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES ("
-            + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+        let text = "\(verb) INTO \"\(table)\" (" + columns.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES "
+            + Array(repeating: tuple, count: rows).joined(separator: ", ")
         texts[key] = text
         return text
     }
@@ -28,6 +30,12 @@ private final class InsertSQLCache: @unchecked Sendable {
 /// registry (validated snake_case identifiers) and are quoted; values are always bound, never
 /// interpolated. Statements are prepared once per connection and reused (`cachedStatement`):
 /// compiling SQL was most of a push's cost.
+///
+/// Writes are kept back and sent in multi-row statements (see ``AuditTail``): upserted rows,
+/// stored push results and audit entries go out before any read that could see them, and at the
+/// end of the transaction (``flushCounters()``). A push of 500 then costs a few dozen statements
+/// for its writes instead of three per mutation; executing a statement, not storing a row, was
+/// most of what a write cost.
 struct SQLiteTransaction: StorageTransaction {
     let db: Database
     let auditTail: AuditTail
@@ -43,11 +51,38 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
+        let key = AuditTail.RowKey(table: table, tenant: tenant, id: id)
+        if let unsent = auditTail.unsentRows[key] { return unsent }
+        if let known = auditTail.knownRows[key] { return known }
         let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) = ?"
         return try Row.fetchOne(statement(sql), arguments: [tenant, id]).map(Self.storedRow)
     }
 
+    /// Ids looked up per statement by ``prefetchRows(in:tenant:ids:)``; a shorter list is padded
+    /// with its last id, so every lookup runs the one prepared statement.
+    private static let prefetchBatch = 100
+
+    func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {
+        try writeUnsentRows()
+        let wanted = Array(Set(ids.filter { auditTail.knownRows.index(forKey: .init(table: table, tenant: tenant, id: $0)) == nil }))
+        guard !wanted.isEmpty else { return }
+        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) IN ("
+            + Array(repeating: "?", count: Self.prefetchBatch).joined(separator: ", ") + ")"
+        let select = try statement(sql)
+        for start in stride(from: 0, to: wanted.count, by: Self.prefetchBatch) {
+            var chunk = Array(wanted[start..<min(start + Self.prefetchBatch, wanted.count)])
+            for id in chunk { auditTail.knownRows[.init(table: table, tenant: tenant, id: id)] = .some(nil) }
+            chunk += Array(repeating: chunk[chunk.count - 1], count: Self.prefetchBatch - chunk.count)
+            for row in try Row.fetchAll(select, arguments: StatementArguments([tenant] + chunk)) {
+                let stored = Self.storedRow(row)
+                guard let id = stored.text(table.primaryKey) else { continue }
+                auditTail.knownRows[.init(table: table, tenant: tenant, id: id)] = .some(stored)
+            }
+        }
+    }
+
     func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
+        try writeUnsentRows()
         let last = try lastSequenceOfChanges(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
         var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
         for table in tables {
@@ -93,6 +128,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
+        try writeUnsentRows()
         var clauses = ["\"_tenant_id\" = ?"]
         var arguments: [DatabaseValue] = [tenant.databaseValue]
         for column in conditions.keys.sorted() {
@@ -110,7 +146,8 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
-        try String.fetchOne(
+        try writePendingResults()
+        return try String.fetchOne(
             statement("SELECT result FROM push_results WHERE tenant = ? AND client_id = ? AND seq = ?"),
             arguments: [tenant, clientID, seq]
         )
@@ -130,11 +167,13 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
-        try Row.fetchAll(statement("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit]).map(Self.auditEntry)
+        try writePendingAudit()
+        return try Row.fetchAll(statement("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit]).map(Self.auditEntry)
     }
 
     func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
-        try Row.fetchAll(
+        try writePendingAudit()
+        return try Row.fetchAll(
             statement("SELECT * FROM audit_log WHERE tenant = ? AND user_id = ? AND id > ? ORDER BY id LIMIT ?"),
             arguments: [tenant, userID, afterID, limit]
         ).map(Self.auditEntry)
@@ -149,30 +188,36 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func wrappedAuditUserKey(tenant: String, userID: String) async throws -> String? {
+        try writePendingAudit()
+        return try storedWrappedKey(tenant: tenant, userID: userID)
+    }
+
+    private func storedWrappedKey(tenant: String, userID: String) throws -> String? {
         try String.fetchOne(statement("SELECT wrapped_key FROM audit_user_keys WHERE tenant = ? AND user_id = ?"), arguments: [tenant, userID])
     }
 
     /// The user's data key: kept from earlier in this transaction, else read and unwrapped, else
     /// made and stored (in this transaction).
-    private func auditDataKey(tenant: String, userID: String) async throws -> SymmetricKey {
+    private func auditDataKey(tenant: String, userID: String) throws -> AuditDetails.DataKey {
         let name = AuditTail.ScopeKey(tenant: tenant, key: userID)
         if let known = auditTail.userKeys[name] { return known }
-        let dataKey: SymmetricKey
-        if let wrapped = try await wrappedAuditUserKey(tenant: tenant, userID: userID) {
-            dataKey = try AuditDetails.unwrap(wrapped, tenant: tenant, userID: userID, key: auditTail.key)
+        let dataKey: AuditDetails.DataKey
+        if let wrapped = try storedWrappedKey(tenant: tenant, userID: userID) {
+            dataKey = AuditDetails.DataKey(try AuditDetails.unwrap(wrapped, tenant: tenant, userID: userID, key: auditTail.key))
         } else {
             let (made, wrapped) = try AuditDetails.newDataKey(tenant: tenant, userID: userID, key: auditTail.key)
             try statement("INSERT INTO audit_user_keys (tenant, user_id, wrapped_key, created_at) VALUES (?, ?, ?, ?)")
                 .execute(arguments: [tenant, userID, wrapped, Int64(Date().timeIntervalSince1970 * 1000)])
-            dataKey = made
+            dataKey = AuditDetails.DataKey(made)
         }
         auditTail.userKeys[name] = dataKey
         return dataKey
     }
 
     func eraseAuditDetails(tenant: String, userID: String) async throws -> Int {
+        try writePendingAudit()
         auditTail.userKeys[AuditTail.ScopeKey(tenant: tenant, key: userID)] = nil
-        guard let wrapped = try await wrappedAuditUserKey(tenant: tenant, userID: userID) else { return 0 }
+        guard let wrapped = try storedWrappedKey(tenant: tenant, userID: userID) else { return 0 }
         let keyID = AuditDetails.keyID(of: try AuditDetails.unwrap(wrapped, tenant: tenant, userID: userID, key: auditTail.key))
         try statement("DELETE FROM audit_user_keys WHERE tenant = ? AND user_id = ?").execute(arguments: [tenant, userID])
         // The entries encrypted under that key (not those of a key erased before).
@@ -184,6 +229,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func moveAuditBase(from previous: AuditBase, to base: AuditBase) async throws -> Int {
+        try writePendingAudit()
         guard let head = try Row.fetchOne(statement("SELECT base_id, base_hash FROM audit_head")),
             head["base_id"] as Int64 == previous.lastID, head["base_hash"] as String == previous.lastHash,
             try String.fetchOne(statement("SELECT hash FROM audit_log WHERE id = ?"), arguments: [base.lastID]) == base.lastHash
@@ -236,10 +282,13 @@ struct SQLiteTransaction: StorageTransaction {
         return next
     }
 
-    /// Writes the counters kept in memory; called once at the end of a write transaction.
-    /// Returns the scopes whose sequence moved, for the commit observers.
+    /// Writes what was kept in memory (rows, stored results, counters, audit entries and the
+    /// audit head); called once at the end of a write transaction. Returns the scopes whose
+    /// sequence moved, for the commit observers.
     func flushCounters() throws -> [ScopeChange] {
         let changes = auditTail.scopeSequences.map { ScopeChange(tenant: $0.key.tenant, scopeKey: $0.key.key, sequence: $0.value) }
+        try writeUnsentRows()
+        try writePendingResults()
         for (key, value) in auditTail.scopeSequences {
             try statement("""
                 INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, ?)
@@ -255,6 +304,7 @@ struct SQLiteTransaction: StorageTransaction {
         }
         auditTail.scopeSequences.removeAll()
         auditTail.clientSequences.removeAll()
+        try writePendingAudit()
         if auditTail.moved {
             let seal = AuditChain.seal(lastID: auditTail.id, lastHash: auditTail.hash, keyedFrom: auditTail.keyedFrom, key: auditTail.key)
             try statement("UPDATE audit_head SET last_id = ?, last_hash = ?, seal = ?").execute(arguments: [auditTail.id, auditTail.hash, seal])
@@ -264,22 +314,131 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func upsert(_ row: StoredRow, in table: ContractTable) async throws {
-        let columns = row.columnNames.sorted()
-        let sql = insertSQLCache.sql("INSERT OR REPLACE", table: table.name, columns: columns)
-        try statement(sql).execute(arguments: StatementArguments(columns.map { row[$0].databaseValue }))
+        guard let id = row.text(table.primaryKey), let tenant = row.text("_tenant_id") else {
+            // Not addressable as a kept row: written at once, after the rows kept before it.
+            try writeUnsentRows()
+            auditTail.knownRows.removeAll()
+            try insertRows("INSERT OR REPLACE", into: table.name, columns: row.columnNames, values: row.columnNames.indices.map { row.value(at: $0).databaseValue })
+            return
+        }
+        let key = AuditTail.RowKey(table: table, tenant: tenant, id: id)
+        auditTail.knownRows.removeValue(forKey: key)
+        if auditTail.unsentRows.updateValue(row, forKey: key) == nil { auditTail.unsentOrder.append(key) }
     }
 
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
-        let columns = row.columnNames.sorted()
+        try writeUnsentRows()
+        if let id = row.text(table.primaryKey), let tenant = row.text("_tenant_id") {
+            auditTail.knownRows.removeValue(forKey: .init(table: table, tenant: tenant, id: id))
+        } else {
+            auditTail.knownRows.removeAll()
+        }
+        let columns = row.columnNames
         let sql = insertSQLCache.sql("INSERT OR IGNORE", table: table.name, columns: columns)
-        try statement(sql).execute(arguments: StatementArguments(columns.map { row[$0].databaseValue }))
+        try statement(sql).execute(arguments: StatementArguments(columns.indices.map { row.value(at: $0).databaseValue }))
         return db.changesCount > 0
     }
 
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
-        try statement("INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result, recorded_at) VALUES (?, ?, ?, ?, ?, ?)")
-            .execute(arguments: [tenant, clientID, seq, clientMutationID, result, recordedAt])
+        auditTail.pendingResults += [
+            tenant.databaseValue, clientID.databaseValue, seq.databaseValue, clientMutationID.databaseValue, result.databaseValue,
+            recordedAt.databaseValue,
+        ]
         auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = seq
+    }
+
+    // MARK: Writes kept back
+
+    /// Rows per multi-row `INSERT`, largest first: a push's writes take a few statements, and
+    /// there are only four texts per table to prepare.
+    private static let insertBatches = [64, 16, 4, 1]
+
+    /// Inserts rows given as `columns.count` values each, one after the other, in multi-row
+    /// statements.
+    private func insertRows(_ verb: String, into table: String, columns: [String], values: [DatabaseValue]) throws {
+        let width = columns.count
+        let count = values.count / width
+        var done = 0
+        while done < count {
+            let size = Self.insertBatches.first { $0 <= count - done } ?? 1
+            let sql = insertSQLCache.sql(verb, table: table, columns: columns, rows: size)
+            try statement(sql).execute(arguments: StatementArguments(values[(done * width)..<((done + size) * width)]))
+            done += size
+        }
+    }
+
+    /// Writes the upserted rows kept back, in the order first written (the newest version of
+    /// each), rows of one table and column list together.
+    private func writeUnsentRows() throws {
+        guard !auditTail.unsentOrder.isEmpty else { return }
+        let order = auditTail.unsentOrder, rows = auditTail.unsentRows
+        auditTail.unsentOrder = []
+        auditTail.unsentRows = [:]
+        var index = 0
+        while index < order.count {
+            let table = order[index].table
+            let columns = rows[order[index]]!.columnNames
+            var values: [DatabaseValue] = []
+            while index < order.count, order[index].table == table, let row = rows[order[index]], row.columnNames == columns {
+                for position in columns.indices { values.append(row.value(at: position).databaseValue) }
+                index += 1
+            }
+            try insertRows("INSERT OR REPLACE", into: table.name, columns: columns, values: values)
+        }
+    }
+
+    private static let pushResultColumns = ["tenant", "client_id", "seq", "client_mutation_id", "result", "recorded_at"]
+
+    private func writePendingResults() throws {
+        guard !auditTail.pendingResults.isEmpty else { return }
+        let values = auditTail.pendingResults
+        auditTail.pendingResults = []
+        try insertRows("INSERT", into: "push_results", columns: Self.pushResultColumns, values: values)
+    }
+
+    private static let auditColumns = [
+        "id", "tenant", "recorded_at", "user_id", "device_id", "entity", "row_id", "operation", "outcome", "detail", "previous_hash", "hash",
+    ]
+
+    /// Encrypts, chains and writes the audit entries kept back. Entries are numbered and sealed
+    /// here, in the order they were appended: the writer is alone, so this is commit order.
+    private func writePendingAudit() throws {
+        guard !auditTail.pendingAudit.isEmpty else { return }
+        let entries = auditTail.pendingAudit
+        auditTail.pendingAudit = []
+        try loadAuditTail()
+        var values: [DatabaseValue] = []
+        values.reserveCapacity(entries.count * Self.auditColumns.count)
+        for var entry in entries {
+            if AuditDetails.isEncrypted(userID: entry.userID) {
+                entry.detail = try AuditDetails.seal(entry.detail, under: auditDataKey(tenant: entry.tenant, userID: entry.userID))
+            }
+            entry.id = auditTail.id + 1
+            entry.previousHash = auditTail.hash
+            entry.hash = AuditChain.seal(of: entry, previousHash: entry.previousHash, key: auditTail.key)
+            values += [
+                entry.id.databaseValue, entry.tenant.databaseValue, entry.recordedAt.databaseValue, entry.userID.databaseValue,
+                entry.deviceID.databaseValue, entry.entity.databaseValue, entry.rowID.databaseValue, entry.operation.databaseValue,
+                entry.outcome.databaseValue, entry.detail.databaseValue, entry.previousHash.databaseValue, entry.hash.databaseValue,
+            ]
+            auditTail.id = entry.id
+            auditTail.hash = entry.hash
+        }
+        try insertRows("INSERT", into: "audit_log", columns: Self.auditColumns, values: values)
+        auditTail.moved = true
+    }
+
+    /// Reads the chain's end once per transaction. Inside the write transaction no other writer
+    /// can append in between. The head, not the last row, says where the chain ends: a row
+    /// deleted behind the server's back stays a visible gap.
+    private func loadAuditTail() throws {
+        guard !auditTail.loaded else { return }
+        if let head = try Row.fetchOne(statement("SELECT last_id, last_hash, keyed_from FROM audit_head")) {
+            auditTail.id = head["last_id"]
+            auditTail.hash = head["last_hash"]
+            auditTail.keyedFrom = head["keyed_from"]
+        }
+        auditTail.loaded = true
     }
 
     func acknowledgePushResults(tenant: String, clientID: String, through seq: Int64) async throws {
@@ -288,6 +447,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func prunePushResults(recordedBefore: Int64, limit: Int) async throws -> Int {
+        try writePendingResults()
         try statement("""
             DELETE FROM push_results WHERE rowid IN (
                 SELECT p.rowid FROM push_results p JOIN clients c ON c.tenant = p.tenant AND c.client_id = p.client_id
@@ -297,6 +457,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func tombstones(in table: ContractTable, updatedBefore: Int64, limit: Int) async throws -> [Tombstone] {
+        try writeUnsentRows()
         let sql = """
             SELECT "_tenant_id", "_scope_key", "_seq" FROM \(Self.quoted(table.name))
             WHERE "_deleted" = 1 AND "_updated_at" < ? LIMIT ?
@@ -307,6 +468,8 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func deleteTombstones(_ tombstones: [Tombstone], in table: ContractTable, updatedBefore: Int64) async throws -> [Tombstone] {
+        try writeUnsentRows()
+        auditTail.knownRows.removeAll()
         let delete = try statement("""
             DELETE FROM \(Self.quoted(table.name))
             WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" = ? AND "_deleted" = 1 AND "_updated_at" < ?
@@ -328,36 +491,8 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func appendAudit(_ entry: AuditEntry) async throws {
-        if !auditTail.loaded {
-            // Read inside the write transaction, so no other writer can append in between. The
-            // head, not the last row, says where the chain ends: a row deleted behind the
-            // server's back stays a visible gap.
-            if let head = try Row.fetchOne(statement("SELECT last_id, last_hash, keyed_from FROM audit_head")) {
-                auditTail.id = head["last_id"]
-                auditTail.hash = head["last_hash"]
-                auditTail.keyedFrom = head["keyed_from"]
-            }
-            auditTail.loaded = true
-        }
-        var stored = entry
-        if AuditDetails.isEncrypted(userID: entry.userID) {
-            stored.detail = try AuditDetails.seal(entry.detail, under: await auditDataKey(tenant: entry.tenant, userID: entry.userID))
-        }
-        stored.id = auditTail.id + 1
-        stored.previousHash = auditTail.hash
-        stored.hash = AuditChain.seal(of: stored, previousHash: stored.previousHash, key: auditTail.key)
-        try statement("""
-            INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(
-            arguments: [
-                stored.id, stored.tenant, stored.recordedAt, stored.userID, stored.deviceID, stored.entity, stored.rowID,
-                stored.operation, stored.outcome, stored.detail, stored.previousHash, stored.hash,
-            ]
-        )
-        auditTail.id = stored.id
-        auditTail.hash = stored.hash
-        auditTail.moved = true
+        // Chained and written with the others (writePendingAudit): one multi-row statement per 64.
+        auditTail.pendingAudit.append(entry)
     }
 
     // MARK: Identity held by the server
@@ -405,11 +540,14 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func deleteRow(in table: ContractTable, tenant: String, id: String) async throws {
+        try writeUnsentRows()
+        auditTail.knownRows.removeValue(forKey: .init(table: table, tenant: tenant, id: id))
         try statement("DELETE FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) = ?")
             .execute(arguments: [tenant, id])
     }
 
     func deletePushResults(tenant: String, ownedBy userID: String) async throws -> Int {
+        try writePendingResults()
         try statement("""
             DELETE FROM push_results WHERE tenant = ?
             AND client_id IN (SELECT client_id FROM clients WHERE tenant = ? AND user_id = ?)
@@ -459,6 +597,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func auditHead() async throws -> AuditHead? {
+        try writePendingAudit()
         guard let row = try Row.fetchOne(statement("SELECT * FROM audit_head")) else {
             return nil
         }

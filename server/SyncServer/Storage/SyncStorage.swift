@@ -131,6 +131,12 @@ public protocol StorageTransaction: StorageReader {
     /// Increments and returns the scope's Lamport sequence (taking the scope's lock if needed).
     func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64
 
+    /// Reads ahead the rows of `table` with these primary keys (tombstones included), in a few
+    /// statements, so that ``StorageReader/row(in:tenant:id:)`` answers each of them, present
+    /// or absent, without a query of its own until this transaction writes it. The caller holds
+    /// the locks of the scopes the rows are decided in (``lockScope(tenant:scopeKey:)``).
+    func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws
+
     /// Inserts or replaces a row (all its columns, sync metadata included). The logic never moves
     /// a row to another scope; should a concurrent transaction have stored the same id in another
     /// scope meanwhile, PostgreSQL fails the attempt (and runs the transaction again).
@@ -203,6 +209,11 @@ public protocol StorageTransaction: StorageReader {
     /// ``AuditArchiveError/baseMoved`` when the base is no longer `previous` or the entry at
     /// `base.lastID` is not the one archived. Returns how many entries were deleted.
     func moveAuditBase(from previous: AuditBase, to base: AuditBase) async throws -> Int
+}
+
+extension StorageTransaction {
+    /// Reading ahead only saves queries: a transaction without it reads each row when asked.
+    public func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {}
 }
 
 /// A deleted row, as compaction addresses it: its scope and its `_seq` (unique in its scope).

@@ -54,7 +54,8 @@ struct PushEntityApplier {
                 code: .invalidPayload, message: "\(entity.name) '\(id)' lacks the fields that make its scope key (\(scope.keyTemplate))"
             )
         }
-        guard ScopeAccess.canWrite(scopeKey, in: scope, identity: identity) else {
+        let writable = payloadScopeKey != nil ? prepared.payloadScopeWritable : ScopeAccess.canWrite(scopeKey, in: scope, identity: identity)
+        guard writable else {
             throw ErrorDetail(code: .notWritable, message: "this device may not write \(entity.name) '\(id)'")
         }
         if let existing, let key = existing.text("_scope_key"), key != scopeKey {
@@ -125,8 +126,8 @@ struct PushEntityApplier {
     /// mutation is refused further on. Returns the key a create or update names (the new row's).
     private func lockScope() async throws -> String? {
         switch (mutation.op, prepared.payload) {
-        case (.create, let payload?), (.update, let payload?):
-            let key = ScopeAccess.key(for: prepared.scope, row: payload.wire, identity: identity)
+        case (.create, _?), (.update, _?):
+            let key = prepared.payloadScopeKey
             if let key { try await transaction.lockScope(tenant: identity.tenant, scopeKey: key) }
             return key
         default:

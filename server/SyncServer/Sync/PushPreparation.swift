@@ -31,6 +31,10 @@ struct PreparedMutation: Sendable {
         var payload: ValidatedPayload?
         /// `field_merge`: the base values in column form.
         var base: [String: ColumnValue]?
+        /// The scope key a create or update names in its payload, and whether the identity may
+        /// write it: worked out here, outside the write lock.
+        var payloadScopeKey: String?
+        var payloadScopeWritable = false
     }
 
     struct Event: Sendable {
@@ -58,7 +62,8 @@ struct PreparedMutation: Sendable {
             if let entity = ContractRegistry.entity(named: mutation.entity) {
                 let version = schema[entity.name] ?? entity.currentVersion
                 try requireKnown(version, of: entity.name, current: entity.currentVersion)
-                return PreparedMutation(target: .success(.entity(try prepareEntity(mutation, entity, version))), payloadHash: payloadHash)
+                let prepared = try prepareEntity(mutation, entity, version, identity: identity)
+                return PreparedMutation(target: .success(.entity(prepared)), payloadHash: payloadHash)
             }
             if let event = ContractRegistry.event(named: mutation.entity) {
                 let version = schema[event.name] ?? event.currentVersion
@@ -84,7 +89,9 @@ struct PreparedMutation: Sendable {
     }
 
     /// Direction, policy requirements, the id, and the payload against the contract.
-    private static func prepareEntity(_ mutation: Mutation, _ entity: EntityDescriptor, _ version: Int) throws(ErrorDetail) -> Entity {
+    private static func prepareEntity(
+        _ mutation: Mutation, _ entity: EntityDescriptor, _ version: Int, identity: DeviceIdentity
+    ) throws(ErrorDetail) -> Entity {
         if mutation.op == .event {
             throw ErrorDetail(
                 code: .invalidPayload, message: "\(entity.name) is an entity: push it with create, update, patch or delete, not event"
@@ -105,10 +112,15 @@ struct PreparedMutation: Sendable {
         case .delete, .event:
             payload = nil
         }
-        return Entity(
+        var prepared = Entity(
             entity: entity, contract: contract, scope: scope, schemaVersion: version, id: id, payload: payload,
             base: mutation.base.map { PayloadValidator.baseColumns($0, contract: contract, schemaVersion: version) }
         )
+        if mutation.op == .create || mutation.op == .update, let payload {
+            prepared.payloadScopeKey = ScopeAccess.key(for: scope, row: payload.wire, identity: identity)
+            prepared.payloadScopeWritable = prepared.payloadScopeKey.map { ScopeAccess.canWrite($0, in: scope, identity: identity) } ?? false
+        }
+        return prepared
     }
 
     /// Direction, envelope data, the payload against the contract, the scope the identity may

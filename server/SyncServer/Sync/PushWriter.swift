@@ -28,14 +28,32 @@ struct PushWriter {
         var updatedBy: String
     }
 
+    /// The sync metadata columns every stored row has, after the contract's fields.
+    private static let metadataColumns = [
+        "_tenant_id", "_scope_key", "_seq", "_version", "_schema_version", "_hlc", "_field_clocks", "_deleted", "_updated_at", "_updated_by",
+    ]
+
+    /// One column layout per entity, shared by the rows written: building a row then fills an
+    /// array instead of hashing each column name into a layout of its own.
+    private static let layouts: [String: StoredRow.Layout] = Dictionary(
+        uniqueKeysWithValues: ContractRegistry.entities.map { ($0.name, StoredRow.Layout($0.fields.map(\.name) + metadataColumns)) }
+    )
+
     /// Stores the row and returns it as stored.
     @discardableResult
     func write(_ write: RowWrite) async throws -> StoredRow {
         let entity = write.entity
-        var row = StoredRow()
-        for field in entity.fields { row[field.name] = write.columns[field.name] ?? .null }
-        row[entity.primaryKey] = .text(write.id)
         let version = (write.previous?.integer("_version") ?? 0) + 1
+        var values = entity.fields.map { write.columns[$0.name] ?? .null }
+        values += [
+            .text(identity.tenant), .text(write.scopeKey),
+            .integer(try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey)), .integer(version),
+            .integer(Int64(write.schemaVersion)), write.hlc.map(ColumnValue.text) ?? .null, write.fieldClocks.map(ColumnValue.text) ?? .null,
+            .integer(write.deleted ? 1 : 0), .integer(now.millisecondsSince1970), .text(write.updatedBy),
+        ]
+        let layout = Self.layouts[entity.name] ?? StoredRow.Layout(entity.fields.map(\.name) + Self.metadataColumns)
+        var row = StoredRow(layout: layout, values: values)
+        row[entity.primaryKey] = .text(write.id)
         if let versionField = entity.versionField, let field = entity.fields.first(where: { $0.name == versionField }) {
             switch field.kind {
             case .int: row[versionField] = .integer(version)
@@ -43,16 +61,6 @@ struct PushWriter {
             default: break
             }
         }
-        row["_tenant_id"] = .text(identity.tenant)
-        row["_scope_key"] = .text(write.scopeKey)
-        row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey))
-        row["_version"] = .integer(version)
-        row["_schema_version"] = .integer(Int64(write.schemaVersion))
-        row["_hlc"] = write.hlc.map(ColumnValue.text) ?? .null
-        row["_field_clocks"] = write.fieldClocks.map(ColumnValue.text) ?? .null
-        row["_deleted"] = .integer(write.deleted ? 1 : 0)
-        row["_updated_at"] = .integer(now.millisecondsSince1970)
-        row["_updated_by"] = .text(write.updatedBy)
         try await transaction.upsert(row, in: ContractTable(entity))
         return row
     }
