@@ -41,33 +41,34 @@ extension URLSessionTransport {
 
 /// One live channel on a URLSession of its own: parses the event stream as bytes arrive and
 /// hands the events to an `AsyncThrowingStream`; cancelling the stream's consumer closes it.
-final class LiveChannelConnection: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    // @unchecked: every mutable field below is touched only under `lock`.
+final class LiveChannelConnection: NSObject, URLSessionDataDelegate, Sendable {
     enum Opening {
         case streaming(AsyncThrowingStream<LiveEvent, any Error>)
         case refused(status: Int, body: Data, retryAfter: String?)
         case failed(String)
     }
 
+    /// Everything the delegate callbacks, the watchdog and the consumer share.
+    private struct State {
+        var session: URLSession?
+        var task: URLSessionDataTask?
+        var opening: CheckedContinuation<Opening, Never>?
+        var refusal: (status: Int, body: Data, retryAfter: String?)?
+        var parser = ServerSentEventParser()
+        var continuation: AsyncThrowingStream<LiveEvent, any Error>.Continuation?
+        var lastActivity = Date()
+        /// Silence longer than this means the connection is dead: the open timeout until
+        /// `hello`, then 2.5 heartbeats.
+        var silenceLimit: TimeInterval
+        var watchdog: Task<Void, Never>?
+    }
+
     private let request: URLRequest
-    private let openTimeout: TimeInterval
-    private let lock = NSLock()
-    private var session: URLSession?
-    private var task: URLSessionDataTask?
-    private var opening: CheckedContinuation<Opening, Never>?
-    private var refusal: (status: Int, body: Data, retryAfter: String?)?
-    private var parser = ServerSentEventParser()
-    private var continuation: AsyncThrowingStream<LiveEvent, any Error>.Continuation?
-    private var lastActivity = Date()
-    /// Silence longer than this means the connection is dead: the open timeout until `hello`,
-    /// then 2.5 heartbeats.
-    private var silenceLimit: TimeInterval
-    private var watchdog: Task<Void, Never>?
+    private let state: Locked<State>
 
     init(request: URLRequest, openTimeout: TimeInterval) {
         self.request = request
-        self.openTimeout = openTimeout
-        silenceLimit = openTimeout
+        state = Locked(State(silenceLimit: openTimeout))
     }
 
     func open() async -> Opening {
@@ -78,48 +79,45 @@ final class LiveChannelConnection: NSObject, URLSessionDataDelegate, @unchecked 
             configuration.urlCache = nil
             let session = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
             let task = session.dataTask(with: request)
-            lock.withLock {
-                opening = continuation
-                self.session = session
-                self.task = task
-                lastActivity = Date()
+            let watchdog = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: 250_000_000)
+                    guard let self else { return }
+                    let (silence, limit) = self.state.withLock { (Date().timeIntervalSince($0.lastActivity), $0.silenceLimit) }
+                    if silence > limit {
+                        let seconds = { (value: TimeInterval) in String(format: "%.1f", value) }
+                        self.finish(.failed("the live channel was silent for \(seconds(silence)) s (its limit: \(seconds(limit)) s)"))
+                        return
+                    }
+                }
             }
-            startWatchdog()
+            state.withLock { state in
+                state.opening = continuation
+                state.session = session
+                state.task = task
+                state.lastActivity = Date()
+                state.watchdog = watchdog
+            }
             task.resume()
         }
     }
 
-    private func startWatchdog() {
-        let watchdog = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: 250_000_000)
-                guard let self else { return }
-                let (silence, limit) = self.lock.withLock { (Date().timeIntervalSince(self.lastActivity), self.silenceLimit) }
-                if silence > limit {
-                    let seconds = { (value: TimeInterval) in String(format: "%.1f", value) }
-                    self.finish(.failed("the live channel was silent for \(seconds(silence)) s (its limit: \(seconds(limit)) s)"))
-                    return
-                }
-            }
-        }
-        lock.withLock { self.watchdog = watchdog }
-    }
-
     /// Ends the channel once: answers a pending `open()`, ends the stream, cancels the request.
-    private func finish(_ outcome: Opening, error: (any Error)? = nil) {
-        let (opening, continuation, task, session, watchdog) = lock.withLock {
+    private func finish(_ outcome: Opening) {
+        let ending = state.withLock { state in
             defer {
-                self.opening = nil
-                self.continuation = nil
-                self.task = nil
-                self.session = nil
-                self.watchdog = nil
+                state.opening = nil
+                state.continuation = nil
+                state.task = nil
+                state.session = nil
+                state.watchdog = nil
             }
-            return (self.opening, self.continuation, self.task, self.session, self.watchdog)
+            return (state.opening, state.continuation, state.task, state.session, state.watchdog)
         }
+        let (opening, continuation, task, session, watchdog) = ending
         opening?.resume(returning: outcome)
         if case .failed(let message) = outcome {
-            continuation?.finish(throwing: error ?? TransportError.network(message))
+            continuation?.finish(throwing: TransportError.network(message))
         } else {
             continuation?.finish()
         }
@@ -138,29 +136,29 @@ final class LiveChannelConnection: NSObject, URLSessionDataDelegate, @unchecked 
         }
         guard http.statusCode == 200 else {
             // Read the error body, answered at completion.
-            lock.withLock { refusal = (http.statusCode, Data(), http.value(forHTTPHeaderField: "Retry-After")) }
+            state.withLock { $0.refusal = (http.statusCode, Data(), http.value(forHTTPHeaderField: "Retry-After")) }
             return completionHandler(.allow)
         }
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: LiveEvent.self, bufferingPolicy: .unbounded)
         continuation.onTermination = { [weak self] _ in self?.finish(.failed("closed by the device")) }
-        let opening = lock.withLock {
-            self.continuation = continuation
-            lastActivity = Date()
-            defer { self.opening = nil }
-            return self.opening
+        let opening = state.withLock { state in
+            state.continuation = continuation
+            state.lastActivity = Date()
+            defer { state.opening = nil }
+            return state.opening
         }
         completionHandler(.allow)
         opening?.resume(returning: .streaming(stream))
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let outcome: Result<[ServerSentEvent], ServerSentEventParser.Failure>? = lock.withLock {
-            lastActivity = Date()
-            if refusal != nil {
-                refusal!.body.append(data)
+        let outcome: Result<[ServerSentEvent], ServerSentEventParser.Failure>? = state.withLock { state in
+            state.lastActivity = Date()
+            if state.refusal != nil {
+                state.refusal!.body.append(data)
                 return nil
             }
-            return Result { () throws(ServerSentEventParser.Failure) in try parser.feed(data) }
+            return Result { () throws(ServerSentEventParser.Failure) in try state.parser.feed(data) }
         }
         switch outcome {
         case nil:
@@ -168,10 +166,10 @@ final class LiveChannelConnection: NSObject, URLSessionDataDelegate, @unchecked 
         case .failure(let failure):
             finish(.failed(failure.description))
         case .success(let events):
-            let continuation = lock.withLock { self.continuation }
+            let continuation = state.withLock { $0.continuation }
             for event in events.compactMap(LiveEvent.init) {
                 if case .hello(let heartbeat) = event {
-                    lock.withLock { silenceLimit = Double(heartbeat) / 1000 * 2.5 }
+                    state.withLock { $0.silenceLimit = Double(heartbeat) / 1000 * 2.5 }
                 }
                 continuation?.yield(event)
             }
@@ -179,8 +177,7 @@ final class LiveChannelConnection: NSObject, URLSessionDataDelegate, @unchecked 
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let refusal = lock.withLock { self.refusal }
-        if let refusal {
+        if let refusal = state.withLock({ $0.refusal }) {
             finish(.refused(status: refusal.status, body: refusal.body, retryAfter: refusal.retryAfter))
         } else if let error {
             finish(.failed(String(describing: error)))

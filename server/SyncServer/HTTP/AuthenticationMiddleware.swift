@@ -52,12 +52,7 @@ public struct AuthenticationMiddleware: RouterMiddleware {
         } catch {
             throw ServiceError(status: 503, .internalError, "the server cannot check the token now; try again")
         }
-        if let erasedAt = state.erasedAt, (identity.issuedAt ?? 0) <= erasedAt {
-            throw ServiceError(status: 410, .userErased, "this user's data was erased on the server; wipe the device's store and sign in again")
-        }
-        if let revokedAt = state.revokedAt, (identity.issuedAt ?? 0) <= revokedAt {
-            throw ServiceError(status: 401, .tokenRevoked, "this device's access was revoked; sign in again")
-        }
+        if let refusal = state.refusal(ofTokenIssuedAt: identity.issuedAt) { throw refusal }
         identity.teams = state.teams
         return identity
     }

@@ -148,9 +148,7 @@ package final class LiveChannels: Sendable {
             // Storage unreachable: keep the channel; the next check or request decides.
             return
         }
-        let issuedAt = identity.issuedAt ?? 0
-        if let erasedAt = state.erasedAt, issuedAt <= erasedAt { return connection.close(.revoked) }
-        if let revokedAt = state.revokedAt, issuedAt <= revokedAt { return connection.close(.revoked) }
+        if state.refusal(ofTokenIssuedAt: identity.issuedAt) != nil { return connection.close(.revoked) }
         guard !identity.isAdmin else { return }
         identity.teams = state.teams
         let keys = Self.readableKeys(identity)

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import SyncProtocol
 
 /// What the server holds about an identity (``StorageReader/identityState(tenant:userID:deviceID:)``).
 public struct IdentityState: Hashable, Sendable {
@@ -15,6 +16,20 @@ public struct IdentityState: Hashable, Sendable {
         self.revokedAt = revokedAt
         self.teams = teams
         self.erasedAt = erasedAt
+    }
+
+    /// Why a token issued at `issuedAt` (seconds since 1970; `nil` counts as the epoch) no
+    /// longer holds, or `nil` when it does: the user's data was erased, or the device or user
+    /// revoked, at or after its issue. Requests and open live channels judge by this one rule.
+    func refusal(ofTokenIssuedAt issuedAt: Int64?) -> ServiceError? {
+        let issuedAt = issuedAt ?? 0
+        if let erasedAt, issuedAt <= erasedAt {
+            return ServiceError(status: 410, .userErased, "this user's data was erased on the server; wipe the device's store and sign in again")
+        }
+        if let revokedAt, issuedAt <= revokedAt {
+            return ServiceError(status: 401, .tokenRevoked, "this device's access was revoked; sign in again")
+        }
+        return nil
     }
 }
 
