@@ -93,9 +93,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("live-max-connections"), help: "Live channels this process holds at most; one more is refused (503 live_capacity).")
     var liveMaximumConnections = 10_000
 
+    @Option(name: .customLong("pull-read-ahead"), help: "Pull pages written ahead of their request at most at once, for all devices, up to 4 per device (0: off).")
+    var pullReadAheadPages = 256
+
     func validate() throws {
         guard liveHeartbeatSeconds >= 0.05, liveHeartbeatSeconds <= 3600 else {
             throw ValidationError("--live-heartbeat must be between 0.05 and 3600 seconds, not \(liveHeartbeatSeconds)")
+        }
+        guard pullReadAheadPages >= 0 else {
+            throw ValidationError("--pull-read-ahead must be 0 or more, not \(pullReadAheadPages)")
         }
         guard liveConnectionsPerDevice >= 1, liveMaximumConnections >= 0 else {
             throw ValidationError("--live-connections-per-device must be at least 1 and --live-max-connections 0 or more")
@@ -142,6 +148,7 @@ struct ServeCommand: AsyncParsableCommand {
             publicBaseURL: publicURL
         )
         configuration.maximumClockSkew = .seconds(maximumClockSkewSeconds)
+        configuration.pullReadAheadPages = pullReadAheadPages
         configuration.live = LiveChannelConfiguration(
             heartbeat: .milliseconds(Int64(liveHeartbeatSeconds * 1000)), connectionsPerDevice: liveConnectionsPerDevice,
             maximumConnections: liveMaximumConnections

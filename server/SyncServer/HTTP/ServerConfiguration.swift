@@ -31,6 +31,10 @@ public struct ServerConfiguration: Sendable {
     public var timeouts = Timeouts()
     /// The live channel's heartbeat and limits.
     public var live = LiveChannelConfiguration()
+    /// Pull pages written ahead of their request at most at once, for all devices (256): while
+    /// a device receives and stores a page that has more after it, the server writes the next
+    /// ones, up to 4 ahead of it. 0 turns read-ahead off.
+    public var pullReadAheadPages = 256
 
     /// Deadlines of ``timeouts``.
     public struct Timeouts: Sendable, Hashable {

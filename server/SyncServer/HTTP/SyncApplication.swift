@@ -168,6 +168,8 @@ struct SyncRoutes: Sendable {
     let pullService: PullService
     let contentService: ContentService
     let liveChannels: LiveChannels
+    /// Pull pages written ahead of their request (see ``PullReadAhead``).
+    let pullReadAhead: PullReadAhead
     let fileIO = FileIO()
 
     init(configuration: ServerConfiguration, environment: ServerEnvironment) {
@@ -179,6 +181,7 @@ struct SyncRoutes: Sendable {
         liveChannels = LiveChannels(
             configuration: configuration.live, storage: environment.storage, clock: environment.clock, metrics: environment.metrics
         )
+        pullReadAhead = PullReadAhead(maximumPages: configuration.pullReadAheadPages)
     }
 
     // MARK: Operations
@@ -218,6 +221,7 @@ struct SyncRoutes: Sendable {
         let body = try await request.pushBody(limit: configuration.maximumBodyBytes, maximumDepth: configuration.maximumJSONDepth)
         await environment.faultPauses.pause(at: .pushBeforeApply)
         let response = try await pushService.push(body, identity: identity)
+        pullReadAhead.discard(identity: identity, clientID: body.clientId)
         await environment.faultPauses.pause(at: .pushBeforeAnswer)
         environment.metrics.record(response)
         context.logger.debug(
@@ -238,16 +242,40 @@ struct SyncRoutes: Sendable {
             environment.metrics.recordPull(rows: page.rowCount)
             return .json(encoded: Data(page.json()), request: request, compressible: true)
         }
-        let page = try await pullService.page(
-            scope: scope, cursor: cursor, limit: try limit(request),
-            schema: try schema(request), clientID: request.headers[.outpostClient], identity: identity,
-            contracts: request.query("contracts").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        let asked = PullReadAhead.Request(
+            identity: identity, scope: scope, cursor: cursor, limit: try limit(request), schema: try schema(request),
+            clientID: request.headers[.outpostClient],
+            contracts: request.query("contracts").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) },
+            gzip: request.acceptsGzip
         )
-        environment.metrics.recordPull(rows: page.rowCount)
+        let body: PullReadAhead.Body
+        let readAhead: Bool
+        switch await pullReadAhead.take(asked) {
+        case .hit(let ready):
+            (body, readAhead) = (ready, true)
+        case .miss:
+            (body, readAhead) = (try await pullBody(asked), false)
+            pullReadAhead.readAhead(after: asked, answered: body) { [self] next in try await pullBody(next) }
+        }
+        environment.metrics.recordPull(rows: body.rowCount, readAhead: readAhead)
         context.logger.debug(
-            "pull page", metadata: ["scope": .string(scope), "rows": .stringConvertible(page.rowCount), "has_more": .stringConvertible(page.hasMore)]
+            "pull page", metadata: ["scope": .string(scope), "rows": .stringConvertible(body.rowCount), "has_more": .stringConvertible(body.hasMore)]
         )
-        return .json(encoded: Data(page.json()), request: request, compressible: true)
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .vary: "Accept-Encoding"]
+        if asked.gzip { headers[.contentEncoding] = "gzip" }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.bytes)))
+    }
+
+    /// The response body of a pull page: its JSON, compressed when the device takes gzip.
+    private func pullBody(_ asked: PullReadAhead.Request) async throws(ServiceError) -> PullReadAhead.Body {
+        let page = try await pullService.page(
+            scope: asked.scope, cursor: asked.cursor, limit: asked.limit, schema: asked.schema, clientID: asked.clientID,
+            identity: asked.identity, contracts: asked.contracts
+        )
+        let json = Data(page.json())
+        return PullReadAhead.Body(
+            bytes: asked.gzip ? Gzip.compress(json) : json, rowCount: page.rowCount, cursor: page.cursor, hasMore: page.hasMore
+        )
     }
 
     // MARK: Content

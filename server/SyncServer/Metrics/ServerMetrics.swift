@@ -10,6 +10,9 @@ import SyncProtocol
 /// - `outpost_push_mutations_total{status}`: pushed mutations by outcome (`applied`,
 ///   `duplicate`, `conflicted`, `rejected`).
 /// - `outpost_pull_rows_total`: upserts and deletes sent in pull pages.
+/// - `outpost_pull_pages_total{source}`: pull pages answered, by where their body came from:
+///   `read_ahead` (written while the device received the page before, ``PullReadAhead``) or
+///   `request` (written for the request itself).
 /// - `outpost_request_duration_seconds{route}`: time to answer, until the body starts.
 /// - `outpost_live_connections`: live channels open on this process.
 /// - `outpost_live_pokes_total`: pokes handed to live channels (before coalescing).
@@ -37,6 +40,7 @@ public struct ServerMetrics: Sendable {
             pushMutations(status).increment(by: 0)
         }
         pullRows.increment(by: 0)
+        for source in ["read_ahead", "request"] { pullPages(source).increment(by: 0) }
         liveConnections(0)
         livePokes(0)
         for kind in ["push_result", "tombstone"] { housekeepingDeleted(kind).increment(by: 0) }
@@ -86,9 +90,15 @@ public struct ServerMetrics: Sendable {
         }
     }
 
-    /// Counts the rows (upserts and deletes) of a pull page.
-    func recordPull(rows: Int) {
+    /// Counts a pull page and its rows (upserts and deletes); `readAhead` when its body was
+    /// written ahead of its request.
+    func recordPull(rows: Int, readAhead: Bool = false) {
         pullRows.increment(by: rows)
+        pullPages(readAhead ? "read_ahead" : "request").increment()
+    }
+
+    private func pullPages(_ source: String) -> CoreMetrics.Counter {
+        CoreMetrics.Counter(label: "outpost_pull_pages_total", dimensions: [("source", source)], factory: factory)
     }
 
     private func pushMutations(_ status: MutationStatus) -> CoreMetrics.Counter {
