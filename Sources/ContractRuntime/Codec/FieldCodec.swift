@@ -175,6 +175,38 @@ public struct FieldCodec: Sendable {
         }
     }
 
+    /// ``wireValue(_:kind:)`` written straight into `json`, the same bytes as
+    /// `json.value(wireValue(value, kind: kind))` without building the value first: what a pull
+    /// page writes for every column of every row. A `json` or `list` column holds canonical JSON
+    /// text (``columnValue(_:for:mode:)`` writes it so, the PostgreSQL reader canonicalizes
+    /// what it reads), so it is copied as it is once it scans as one JSON value; text that does
+    /// not is written `null`, as ``wireValue(_:kind:)`` reads it.
+    package func writeWire(_ value: ColumnValue, kind: FieldKind, into json: inout JSONWriter) {
+        switch (kind, value) {
+        case (_, .null): json.null()
+        case (.timestamp, .integer(let millis)): json.timestamp(millis)
+        case (.json, .text(let text)), (.list, .text(let text)):
+            var text = text
+            text.withUTF8 { bytes in
+                var parser = JSONParser.Parser(bytes: bytes)
+                if parser.skipValue() {
+                    parser.skipWhitespace()
+                    if parser.index == bytes.count {
+                        json.append(bytes)
+                        return
+                    }
+                }
+                json.null()
+            }
+        case (.ref, _): writeWire(value, kind: columnKind(kind), into: &json)
+        case (.int, .integer(let number)): json.int(number)
+        case (.bool, .integer(let number)): json.bool(number != 0)
+        case (.double, _), (.int, _), (.bool, _), (.bytes, _): json.value(wireValue(value, kind: kind))
+        case (_, .text(let text)): json.string(text)
+        default: json.value(wireValue(value, kind: kind))
+        }
+    }
+
     // MARK: Keys
 
     /// The text form of a primary key (ids as they are, UUIDs lowercased, integers in decimal),

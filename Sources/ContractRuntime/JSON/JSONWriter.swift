@@ -16,6 +16,8 @@ package struct JSONWriter {
 
     package mutating func append(_ raw: [UInt8]) { bytes.append(contentsOf: raw) }
 
+    package mutating func append(_ raw: UnsafeBufferPointer<UInt8>) { bytes.append(contentsOf: raw) }
+
     package mutating func null() { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
 
     package mutating func bool(_ flag: Bool) {

@@ -17,6 +17,15 @@ package enum Gzip {
 
     /// The gzip member holding `data`.
     package static func compress(_ data: Data, level: Int32 = responseLevel) -> Data {
+        data.withUnsafeBytes { compress($0, level: level) }
+    }
+
+    /// The gzip member holding `bytes` (a page's JSON as it was written, without a copy into `Data` first).
+    package static func compress(_ bytes: [UInt8], level: Int32 = responseLevel) -> Data {
+        bytes.withUnsafeBytes { compress($0, level: level) }
+    }
+
+    private static func compress(_ input: UnsafeRawBufferPointer, level: Int32) -> Data {
         var stream = z_stream()
         guard deflateInit2_(
             &stream, level, Z_DEFLATED, gzipWindowBits, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)
@@ -25,17 +34,15 @@ package enum Gzip {
         }
         defer { deflateEnd(&stream) }
         // deflateBound is enough for a single Z_FINISH call; add room for the gzip wrapper.
-        var output = Data(count: Int(deflateBound(&stream, uLong(data.count))) + 32)
-        let produced: Int = data.withUnsafeBytes { input in
-            output.withUnsafeMutableBytes { out in
-                stream.next_in = UnsafeMutablePointer(mutating: input.bindMemory(to: Bytef.self).baseAddress)
-                stream.avail_in = uInt(input.count)
-                stream.next_out = out.bindMemory(to: Bytef.self).baseAddress
-                stream.avail_out = uInt(out.count)
-                let status = deflate(&stream, Z_FINISH)
-                precondition(status == Z_STREAM_END, "deflate into a deflateBound buffer must finish (status \(status))")
-                return out.count - Int(stream.avail_out)
-            }
+        var output = Data(count: Int(deflateBound(&stream, uLong(input.count))) + 32)
+        let produced: Int = output.withUnsafeMutableBytes { out in
+            stream.next_in = UnsafeMutablePointer(mutating: input.bindMemory(to: Bytef.self).baseAddress)
+            stream.avail_in = uInt(input.count)
+            stream.next_out = out.bindMemory(to: Bytef.self).baseAddress
+            stream.avail_out = uInt(out.count)
+            let status = deflate(&stream, Z_FINISH)
+            precondition(status == Z_STREAM_END, "deflate into a deflateBound buffer must finish (status \(status))")
+            return out.count - Int(stream.avail_out)
         }
         output.count = produced
         return output

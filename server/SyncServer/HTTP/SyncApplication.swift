@@ -272,9 +272,9 @@ struct SyncRoutes: Sendable {
             scope: asked.scope, cursor: asked.cursor, limit: asked.limit, schema: asked.schema, clientID: asked.clientID,
             identity: asked.identity, contracts: asked.contracts
         )
-        let json = Data(page.json())
+        let json = page.json()
         return PullReadAhead.Body(
-            bytes: asked.gzip ? Gzip.compress(json) : json, rowCount: page.rowCount, cursor: page.cursor, hasMore: page.hasMore
+            bytes: asked.gzip ? Gzip.compress(json) : Data(json), rowCount: page.rowCount, cursor: page.cursor, hasMore: page.hasMore
         )
     }
 

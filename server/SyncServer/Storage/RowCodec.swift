@@ -26,6 +26,11 @@ public enum RowCodec {
         codec.wireValue(value, kind: kind)
     }
 
+    /// ``wireValue(_:kind:)`` written into `json` without building it (``FieldCodec/writeWire(_:kind:into:)``).
+    static func writeWire(_ value: ColumnValue, kind: FieldKind, into json: inout JSONWriter) {
+        codec.writeWire(value, kind: kind, into: &json)
+    }
+
     /// The kind a field's column holds (a `ref`'s target's primary key's).
     static func columnKind(_ kind: FieldKind) -> FieldKind {
         codec.columnKind(kind)

@@ -129,11 +129,7 @@ public enum RowShaping {
                     continue
                 }
                 json.member(member.key, first: &first)
-                if case .timestamp = member.kind, case .integer(let millis) = stored {
-                    json.timestamp(millis)
-                } else {
-                    json.value(RowCodec.wireValue(stored, kind: member.kind))
-                }
+                RowCodec.writeWire(stored, kind: member.kind, into: &json)
             }
             json.append(0x7D)
         }
