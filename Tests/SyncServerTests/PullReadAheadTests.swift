@@ -33,12 +33,15 @@ struct PullReadAheadTests {
             self.failing = failing
         }
 
-        func work(_ request: PullReadAhead.Request) async throws -> PullReadAhead.Body {
+        func work(_ request: PullReadAhead.Request) async throws -> PullReadAhead.Read {
             let cursor = request.cursor ?? "c0"
             written.withLockedValue { $0.append(cursor) }
             if failing.contains(cursor) { throw ServiceError(status: 500, .internalError, "storage failed") }
             let number = Int(cursor.dropFirst())! + 1
-            return PullReadAhead.Body(bytes: Data("page after \(cursor)".utf8), rowCount: 1, cursor: "c\(number)", hasMore: number < last)
+            let hasMore = number < last
+            return PullReadAhead.Read(cursor: "c\(number)", hasMore: hasMore) {
+                PullReadAhead.Body(bytes: Data("page after \(cursor)".utf8), rowCount: 1, cursor: "c\(number)", hasMore: hasMore)
+            }
         }
 
         var cursors: [String] { written.withLockedValue { $0 } }

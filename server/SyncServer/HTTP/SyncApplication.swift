@@ -254,8 +254,8 @@ struct SyncRoutes: Sendable {
         case .hit(let ready):
             (body, readAhead) = (ready, true)
         case .miss:
-            (body, readAhead) = (try await pullBody(asked), false)
-            pullReadAhead.readAhead(after: asked, answered: body) { [self] next in try await pullBody(next) }
+            (body, readAhead) = (try await readPull(asked).write(), false)
+            pullReadAhead.readAhead(after: asked, answered: body) { [self] next in try await readPull(next) }
         }
         environment.metrics.recordPull(rows: body.rowCount, readAhead: readAhead)
         context.logger.debug(
@@ -266,16 +266,17 @@ struct SyncRoutes: Sendable {
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.bytes)))
     }
 
-    /// The response body of a pull page: its JSON, compressed when the device takes gzip.
-    private func pullBody(_ asked: PullReadAhead.Request) async throws(ServiceError) -> PullReadAhead.Body {
+    /// A pull page read from storage, and how to write its response body: its JSON, compressed
+    /// when the device takes gzip.
+    private func readPull(_ asked: PullReadAhead.Request) async throws(ServiceError) -> PullReadAhead.Read {
         let page = try await pullService.page(
             scope: asked.scope, cursor: asked.cursor, limit: asked.limit, schema: asked.schema, clientID: asked.clientID,
             identity: asked.identity, contracts: asked.contracts
         )
-        let json = page.json()
-        return PullReadAhead.Body(
-            bytes: asked.gzip ? Gzip.compress(json) : Data(json), rowCount: page.rowCount, cursor: page.cursor, hasMore: page.hasMore
-        )
+        return PullReadAhead.Read(cursor: page.cursor, hasMore: page.hasMore) { [gzip = asked.gzip] in
+            let json = page.json()
+            return PullReadAhead.Body(bytes: gzip ? Gzip.compress(json) : Data(json), rowCount: page.rowCount, cursor: page.cursor, hasMore: page.hasMore)
+        }
     }
 
     // MARK: Content

@@ -20,8 +20,9 @@ import NIOConcurrencyHelpers
 /// device's last push on this process.
 ///
 /// The server keeps up to ``depth`` pages ahead of a requester, each started when the one
-/// before it is written (its cursor names the next), so the pages are written back to back
-/// while the device receives and stores the earlier ones.
+/// before it is read from storage (its cursor names the next): one page's rows are read while
+/// the page before is written and compressed, and the pages come back to back while the
+/// device receives and stores the earlier ones.
 ///
 /// Bounded: ``depth`` pages per requester (a request for another page than the next drops
 /// them), ``maximumPages`` in all (past that none is started: the next request does the work
@@ -81,8 +82,18 @@ final class PullReadAhead: Sendable {
         }
     }
 
-    /// Writes the body answering a request (the route's own work, done ahead).
-    typealias Work = @Sendable (Request) async throws -> Body
+    /// A page read from storage, its cursor known, its body not written yet.
+    struct Read: Sendable {
+        var cursor: String
+        var hasMore: Bool
+        /// Writes the page's body (JSON, compressed).
+        var write: @Sendable () -> Body
+    }
+
+    /// Reads the page answering a request (the route's own work, done ahead). The next page
+    /// is started as soon as this one is read, so one page's body is written while the next
+    /// one's rows are read.
+    typealias Work = @Sendable (Request) async throws -> Read
 
     /// What ``take(_:)`` found.
     enum Outcome: Sendable {
@@ -210,20 +221,19 @@ final class PullReadAhead: Sendable {
         let (work, id) = (chain.work, chain.id)
         // Any failure is left for the request itself to meet, with its own error answer.
         let task = Task { [self] () -> Body? in
-            let body = try? await work(request)
-            finished(request, body: body, chain: id, requester: requester)
-            return body
+            let read = try? await work(request)
+            self.read(request, cursor: read?.hasMore == true ? read?.cursor : nil, chain: id, requester: requester)
+            return read?.write()
         }
         chain.pages.append(Entry(request: request, task: task))
         state.pages += 1
     }
 
-    /// A page of a chain is written: the one after it may start.
-    private func finished(_ request: Request, body: Body?, chain id: UInt64, requester: Requester) {
+    /// A page of a chain is read: the one after it (when it has more, `cursor`) may start.
+    private func read(_ request: Request, cursor: String?, chain id: UInt64, requester: Requester) {
         state.withLockedValue { state in
-            guard var chain = state.chains[requester], chain.id == id, chain.newest == request else { return }
-            guard let body, body.hasMore else { return }
-            chain.following = request.next(after: body.cursor)
+            guard var chain = state.chains[requester], chain.id == id, chain.newest == request, let cursor else { return }
+            chain.following = request.next(after: cursor)
             grow(&chain, requester: requester, &state)
             state.chains[requester] = chain
         }
