@@ -68,13 +68,17 @@ import Testing
             let transport = ObservedTransport(server.transport("d-fresh"))
             let fresh = engine(store, transport, scopes: ["content", "team"])
 
-            // When the normal tier starts, the critical rows are on the device and usable, and
-            // the writer changes a critical row the device already pulled.
+            // The normal tier's first page is asked for while the critical tier's last pages are
+            // stored; before that page arrives, the critical rows are on the device and usable,
+            // and the writer changes a critical row the device already pulled.
             let changed = LockedValues<Bool>()
             let available = LockedValues<Set<String>>()
             transport.beforePull = { scope, contracts in
                 guard contracts == ["IssueLogged", "ServiceAsset"], changed.values.isEmpty else { return }
                 changed.append(true)
+                for _ in 0..<500 where await !fresh.currentStatus.availableContracts.isSuperset(of: ["Incident", "Task"]) {
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
                 available.append(await fresh.currentStatus.availableContracts)
                 #expect((try? store.all(FieldTask.self).count) == 3)
                 #expect((try? store.all(ServiceAsset.self).count) == 0)

@@ -8,11 +8,20 @@ import SyncProtocol
 /// page) wait in memory; a slow store holds the fetching back, so memory stays bounded
 /// whatever the size of the scope.
 ///
-/// The fetching stops after the last page (`has_more` false), after the first failure (handed
+/// A pull may be several runs one after the other (a fresh scope downloaded one priority tier
+/// at a time, then whole from the first tier's end): when a run's last page arrives, the next
+/// run's first page is asked for at once, so the engine does not wait for it after storing the
+/// run's last pages.
+///
+/// The fetching stops after the last page of the last run, after the first failure (handed
 /// to the engine like a page), or when the engine ``close()``s the pipeline.
 final class PullPipeline: Sendable {
-    typealias Fetch = @Sendable (_ cursor: String?) async -> Result<Fetched, EngineFailure>
-    typealias Prepare = @Sendable (Fetched) -> Result<Page, EngineFailure>
+    /// A page of run `run` after `cursor` (`nil`: the run's first page).
+    typealias Fetch = @Sendable (_ run: Int, _ cursor: String?) async -> Result<Fetched, EngineFailure>
+    typealias Prepare = @Sendable (_ run: Int, Fetched) -> Result<Page, EngineFailure>
+    /// Where the run after `run` starts, given the last cursor of every run fetched so far
+    /// (`ends[r]` for run `r`), or `nil` when `run` was the last.
+    typealias Following = @Sendable (_ run: Int, _ ends: [String]) -> (run: Int, cursor: String?)?
 
     /// A page's body as the transport gave it, with its cursor and `has_more` peeked from it
     /// (``PullPageDecoder/peek(_:)``).
@@ -29,6 +38,8 @@ final class PullPipeline: Sendable {
         var cursor: String
         var hasMore: Bool
         var changes: PreparedServerChanges
+        /// The run the page belongs to; its last page has no more.
+        var run = 0
 
         var rowCount: Int { changes.rowCount }
     }
@@ -54,24 +65,44 @@ final class PullPipeline: Sendable {
         var putter: (result: Result<Page, EngineFailure>, rows: Int, continuation: CheckedContinuation<Bool, Never>)?
     }
 
-    /// Starts fetching the pages after `cursor`.
-    init(after cursor: String?, aheadRows: Int, fetch: @escaping Fetch, prepare: @escaping Prepare) {
+    /// Starts fetching the pages of run `run` after `cursor`, then of the runs `following` names.
+    /// `ends`: the last cursors of the runs before `run`, as ``Following`` reads them.
+    init(
+        run: Int, after cursor: String?, ends: [String], aheadRows: Int, fetch: @escaping Fetch, prepare: @escaping Prepare,
+        following: @escaping Following
+    ) {
         self.aheadRows = max(aheadRows, 1)
         let state = self.state
         let limit = self.aheadRows
         // Detached: nothing of the engine's actor is needed to fetch, and a page must not wait
         // for the engine's current commit to be asked for.
         fetcher = Task.detached {
-            var request: Task<Result<Fetched, EngineFailure>, Never>? = Task { await fetch(cursor) }
+            var ends = ends
+            var run = run
+            var request: Task<Result<Fetched, EngineFailure>, Never>? = Task { [run] in await fetch(run, cursor) }
             while let current = request {
                 let result = await current.value
+                let pageRun = run
                 request = nil
-                if case .success(let fetched) = result, let next = fetched.next {
-                    // The next page is asked for before this one is read and prepared.
-                    request = Task { await fetch(next) }
+                if case .success(let fetched) = result {
+                    // The next page is asked for before this one is read and prepared: the
+                    // next of this run, or the first of the next run.
+                    if let next = fetched.next {
+                        request = Task { [run] in await fetch(run, next) }
+                    } else {
+                        ends.append(fetched.cursor)
+                        if let start = following(run, ends) {
+                            run = start.run
+                            request = Task { [run] in await fetch(run, start.cursor) }
+                        }
+                    }
                 }
-                let page = result.flatMap(prepare)
-                guard await Self.put(page, into: state, limit: limit) else {
+                let page = result.flatMap { prepare(pageRun, $0) }.map { page in
+                    var page = page
+                    page.run = pageRun
+                    return page
+                }
+                guard await Self.put(page, last: request == nil, into: state, limit: limit) else {
                     request?.cancel()
                     return
                 }
@@ -130,15 +161,14 @@ final class PullPipeline: Sendable {
         for action in resume { action() }
     }
 
-    /// Hands `result` to a waiting engine, or queues it; waits while ``aheadRows`` rows are
-    /// already queued. False once closed: the fetching stops.
-    private static func put(_ result: Result<Page, EngineFailure>, into state: Locked<State>, limit: Int) async -> Bool {
+    /// Hands `result` to a waiting engine, or queues it (`last`: nothing comes after it); waits
+    /// while ``aheadRows`` rows are already queued. False once closed: the fetching stops.
+    private static func put(_ result: Result<Page, EngineFailure>, last: Bool, into state: Locked<State>, limit: Int) async -> Bool {
         let rows = (try? result.get())?.rowCount ?? 0
         return await withCheckedContinuation { continuation in
             let resume = state.withLock { state -> (() -> Void) in
                 if state.closed { return { continuation.resume(returning: false) } }
-                if case .failure = result { state.ended = true }
-                if case .success(let page) = result, !page.hasMore { state.ended = true }
+                if last { state.ended = true }
                 if let taker = state.taker {
                     state.taker = nil
                     return {

@@ -700,25 +700,15 @@ public actor SyncEngine {
         snapshot.phase = .pulling(scope: scope)
         snapshot.progress = SyncProgress(done: 0, total: 0, currentEntity: nil)
         publish()
-        var cursor: String?
+        let cursor: String?
         do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
         let tiers = PullPriorities.tiers(of: scope)
         if cursor == nil, tiers.count > 1, transport.filtersPullsByContract {
-            var firstTierEnd: String?
-            for tier in tiers {
-                let (rows, end) = try await pullRun(scope: scope, from: nil, contracts: tier, traffic: traffic)
-                pulled += rows
-                if firstTierEnd == nil { firstTierEnd = end }
-                initialTiersDone[scope, default: []].formUnion(tier)
-                refreshCounts()
-                publish()
-            }
-            if let firstTierEnd {
-                do { try store.storeCursor(firstTierEnd, forScope: scope) } catch { throw .store(error) }
-            }
-            cursor = firstTierEnd
+            // A fresh scope one priority tier at a time, then whole from the first tier's end.
+            pulled += try await pullRuns(scope: scope, runs: tiers.map(Optional.some) + [nil], from: nil, traffic: traffic)
+        } else {
+            pulled += try await pullRuns(scope: scope, runs: [nil], from: cursor, traffic: traffic)
         }
-        pulled += try await pullRun(scope: scope, from: cursor, contracts: nil, traffic: traffic).rows
         initialTiersDone[scope] = nil
         do {
             if let removed = try store.finishRepull(scope: scope) {
@@ -733,33 +723,47 @@ public actor SyncEngine {
         return pulled
     }
 
-    /// Pulls a scope from `cursor` to its last page: every contract, committing each batch with
-    /// its cursor, or only `contracts` (a priority tier), committing no cursor. Returns the rows
-    /// stored and the last page's cursor.
-    private func pullRun(
-        scope: String, from start: String?, contracts: [String]?, traffic: TrafficCounter?
-    ) async throws(EngineFailure) -> (rows: Int, end: String?) {
+    /// Pulls a scope to its last page in `runs`, one after the other through one pipeline (the
+    /// next run's first pages come while the last ones of the run before are stored): a run of
+    /// `contracts` (a priority tier of a fresh scope, from its start) commits no cursor; the run
+    /// of every contract (`nil`) commits each batch with its cursor, from `start`, or after
+    /// tiers from the first tier's end, which is stored once the last tier is. Returns the rows
+    /// stored.
+    private func pullRuns(
+        scope: String, runs: [[String]?], from start: String?, traffic: TrafficCounter?
+    ) async throws(EngineFailure) -> Int {
         var pulled = 0
+        var run = 0
         var cursor = start
+        // The last cursor of each run stored so far.
+        var ends: [String] = []
         var holds = 0
+        let tiers = runs.count - 1
+        // The run after `run` (`nil`: none), starting from nothing, or the final run from the first tier's end.
+        let following: PullPipeline.Following = { run, ends in
+            let next = run + 1
+            guard next < runs.count else { return nil }
+            return (next, next == tiers ? ends.first : nil)
+        }
         scope: while true {
             let pipeline = PullPipeline(
-                after: cursor, aheadRows: configuration.pullCommitRows,
-                fetch: { [store, transport, limit = configuration.pullPageSize] cursor in
+                run: run, after: cursor, ends: ends, aheadRows: configuration.pullCommitRows,
+                fetch: { [store, transport, limit = configuration.pullPageSize] run, cursor in
                     let fetched = await Self.fetchPage(
-                        store: store, transport: transport, scope: scope, cursor: cursor, limit: limit, contracts: contracts
+                        store: store, transport: transport, scope: scope, cursor: cursor, limit: limit, contracts: runs[run]
                     )
                     if case .success(let page) = fetched { traffic?.add(page.body.count) }
                     return fetched
                 },
-                prepare: { [store] fetched in
+                prepare: { [store] run, fetched in
                     Self.prepare(fetched, scope: scope, store: store).map { page in
                         var page = page
                         // A tier's cursor skips the other tiers' rows: never stored.
-                        if contracts != nil { page.changes.cursor = nil }
+                        if runs[run] != nil { page.changes.cursor = nil }
                         return page
                     }
-                }
+                },
+                following: following
             )
             defer { pipeline.close() }
             var batch: [PullPipeline.Page] = []
@@ -771,6 +775,7 @@ public actor SyncEngine {
                 case .page(let page):
                     batch.append(page)
                     batchRows += page.rowCount
+                    // A batch ends with its run: a run's bookkeeping follows its last page.
                     if batchRows < configuration.pullCommitRows && page.hasMore { continue }
                 case .failure(let error):
                     failure = error
@@ -778,14 +783,25 @@ public actor SyncEngine {
                     failure = .transport(.network("the pull stopped before its last page"))
                 }
                 // The pages received before a failure are good: stored first.
-                if !batch.isEmpty {
+                if let last = batch.last {
                     try storePulled(batch, scope: scope)
                     pulled += batchRows
-                    cursor = batch[batch.count - 1].cursor
-                    let finished = !batch[batch.count - 1].hasMore
+                    (run, cursor) = (last.run, last.cursor)
                     batch.removeAll(keepingCapacity: true)
                     batchRows = 0
-                    if finished { break scope }
+                    if !last.hasMore {
+                        ends.append(last.cursor)
+                        if run < tiers {
+                            initialTiersDone[scope, default: []].formUnion(runs[run] ?? [])
+                            refreshCounts()
+                            publish()
+                            if run == tiers - 1 {
+                                do { try store.storeCursor(ends[0], forScope: scope) } catch { throw .store(error) }
+                            }
+                        }
+                        guard let next = following(run, ends) else { break scope }
+                        (run, cursor) = next
+                    }
                 }
                 guard let failure else { continue }
                 if case .transport(let error) = failure {
@@ -799,7 +815,7 @@ public actor SyncEngine {
                 throw failure
             }
         }
-        return (pulled, cursor)
+        return pulled
     }
 
     /// Stores pulled pages of a scope in one transaction and counts them in the progress. When
