@@ -179,10 +179,15 @@ struct CrashTests {
     static func firstOfCommitGroup(containing index: Int, _ pages: [(scope: Int, page: PullResponse)], commitRows: Int) -> Int {
         var first = 0
         var rows = 0
+        // Rows of the scope stored so far: a scope's first groups are smaller (one page, then
+        // as many rows as stored so far, up to `commitRows`).
+        var stored = 0
         for position in 0..<index {
+            if position > 0, pages[position].scope != pages[position - 1].scope { stored = 0 }
             rows += pages[position].page.rowCount
-            if rows >= commitRows || !pages[position].page.hasMore {
+            if rows >= min(commitRows, max(1, stored)) || !pages[position].page.hasMore {
                 first = position + 1
+                stored += rows
                 rows = 0
             }
         }

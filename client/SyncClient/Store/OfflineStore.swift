@@ -68,6 +68,12 @@ public final class OfflineStore: Sendable {
         var databaseConfiguration = Configuration()
         databaseConfiguration.label = "OutpostOfflineStore"
         databaseConfiguration.busyMode = .timeout(10)
+        databaseConfiguration.prepareDatabase { db in
+            // The log is copied into the database every few thousand pages rather than every
+            // 1 000: a pull's pages, then the sync's own bookkeeping, do not stop for it; the
+            // sync asks for the copy once it is done (checkpointLater()).
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.refetchableCheckpointPages)")
+        }
         do {
             pool = try DatabasePool(path: path, configuration: databaseConfiguration)
         } catch {
@@ -279,24 +285,14 @@ public final class OfflineStore: Sendable {
     /// is as atomic as any and survives the app being killed; only a power loss or an OS crash
     /// shortly after can roll it back, whole, and the device then asks for it again. Writes made
     /// on the device (the outbox) never go through here.
-    ///
-    /// Its commit also leaves the write-ahead log to grow to ``refetchableCheckpointPages``
-    /// before copying it into the database (instead of SQLite's 1 000 pages): a long pull then
-    /// copies each database page once per few pages of rows, not once per page, and the next
-    /// ordinary write (the sync's own bookkeeping) checkpoints what is left.
     func writeRefetchable<T>(_ body: (Database) throws -> T) throws(OfflineStoreError) -> T {
         try ensureOpen()
         do {
             return try pool.writeWithoutTransaction { db in
                 // Cached statements: a pull runs these around every group of pages.
                 let synchronous = try Int.fetchOne(db.cachedStatement(sql: "PRAGMA synchronous")) ?? 2
-                let checkpoint = try Int.fetchOne(db.cachedStatement(sql: "PRAGMA wal_autocheckpoint")) ?? 1000
                 try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
-                try db.cachedStatement(sql: "PRAGMA wal_autocheckpoint = \(Self.refetchableCheckpointPages)").execute()
-                defer {
-                    try? db.cachedStatement(sql: "PRAGMA synchronous = \(synchronous)").execute()
-                    try? db.cachedStatement(sql: "PRAGMA wal_autocheckpoint = \(checkpoint)").execute()
-                }
+                defer { try? db.cachedStatement(sql: "PRAGMA synchronous = \(synchronous)").execute() }
                 var result: T?
                 try db.inTransaction {
                     result = try body(db)
@@ -309,9 +305,20 @@ public final class OfflineStore: Sendable {
         }
     }
 
-    /// How many pages (4 KiB each) the write-ahead log may hold before a commit of
-    /// ``writeRefetchable(_:)`` copies it into the database.
+    /// How many pages (4 KiB each) the write-ahead log may hold before a commit copies it into
+    /// the database (SQLite's default is 1 000): a long pull copies each database page once per
+    /// few pages of rows, not once per page.
     package static let refetchableCheckpointPages = 8_000
+
+    /// Copies the write-ahead log into the database after the writes queued before it, without
+    /// waiting for it: a sync that stored pulled rows asks for it when it is done, so the log
+    /// does not wait for the next write that fills it, and the sync does not wait for the copy.
+    package func checkpointLater() {
+        guard (try? ensureOpen()) != nil else { return }
+        pool.asyncWriteWithoutTransaction { db in
+            _ = try? db.checkpoint(.passive)
+        }
+    }
 
     /// The ``OfflineStoreError`` of any error thrown inside a transaction.
     static func map(_ error: any Error) -> OfflineStoreError {

@@ -463,6 +463,8 @@ public actor SyncEngine {
                 publish()
                 try store.runHousekeeping()
                 try store.recordSyncSuccess()
+                // The pulled rows' log is copied into the database after this sync, not during it.
+                if pulled > 0 { store.checkpointLater() }
             }
             failures = 0
             snapshot.phase = .idle
@@ -776,7 +778,10 @@ public actor SyncEngine {
                     batch.append(page)
                     batchRows += page.rowCount
                     // A batch ends with its run: a run's bookkeeping follows its last page.
-                    if batchRows < configuration.pullCommitRows && page.hasMore { continue }
+                    // The first batches are smaller (one page, then as many rows as stored so
+                    // far): the store starts while the next pages are on their way instead of
+                    // waiting for a full batch, and tables still small make small commits cheap.
+                    if batchRows < min(configuration.pullCommitRows, max(1, pulled)) && page.hasMore { continue }
                 case .failure(let error):
                     failure = error
                 case .closed:

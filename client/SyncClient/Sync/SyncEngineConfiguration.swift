@@ -11,7 +11,8 @@ public struct SyncEngineConfiguration: Sendable {
     /// Rows per pull page (`nil`: the server's default).
     public var pullPageSize: Int?
     /// Pulled rows committed together: pages are stored in one transaction (with the last
-    /// page's cursor) until they hold this many rows or the scope's last page came. The same
+    /// page's cursor) until they hold this many rows or the scope's last page came (the first
+    /// batches of a pull smaller: one page, then as many rows as the pull stored so far). The same
     /// number of rows may wait, fetched ahead, while a commit runs. Fewer, larger commits
     /// write each database page once per commit instead of once per pulled page.
     public var pullCommitRows: Int
