@@ -15,6 +15,9 @@ struct PullReadAheadTests {
 
     static let device = DeviceIdentity(tenant: "acme", userID: "u-1", deviceID: "d-1", expiresAt: 4_102_444_800, issuedAt: 1_700_000_000)
 
+    /// A lifetime no test outlasts, however loaded the machine (the lifetime has its own test).
+    static let longLife: Duration = .seconds(3600)
+
     static func request(_ cursor: String?, identity: DeviceIdentity = device, clientID: String? = "client-1") -> PullReadAhead.Request {
         PullReadAhead.Request(
             identity: identity, scope: "user", cursor: cursor, limit: 1, schema: ["AssessmentResponse": 1], clientID: clientID,
@@ -59,7 +62,7 @@ struct PullReadAheadTests {
 
     @Test("the pages after an answered one are written ahead up to the depth, and each goes to exactly its request")
     func depthAndHandOver() async throws {
-        let readAhead = PullReadAhead(depth: 2)
+        let readAhead = PullReadAhead(depth: 2, lifetime: Self.longLife)
         let pages = Pages()
         readAhead.readAhead(after: Self.request(nil), answered: Self.answered("c1"), work: pages.work)
         try await Self.eventually { pages.cursors == ["c1", "c2"] }
@@ -79,7 +82,7 @@ struct PullReadAheadTests {
 
     @Test("another device of the same user, another client or another schema never gets the pages; a request for another page drops them")
     func onlyTheSameRequest() async throws {
-        let readAhead = PullReadAhead(depth: 2)
+        let readAhead = PullReadAhead(depth: 2, lifetime: Self.longLife)
         let pages = Pages()
         readAhead.readAhead(after: Self.request(nil), answered: Self.answered("c1"), work: pages.work)
         try await Self.eventually { readAhead.count == 2 }
@@ -116,7 +119,7 @@ struct PullReadAheadTests {
 
     @Test("the last page ends the chain; a failed page is left for its request to meet")
     func lastPageAndFailure() async throws {
-        let readAhead = PullReadAhead(depth: 4)
+        let readAhead = PullReadAhead(depth: 4, lifetime: Self.longLife)
         let pages = Pages(last: 3)
         readAhead.readAhead(after: Self.request(nil), answered: Self.answered("c1"), work: pages.work)
         try await Self.eventually { pages.cursors == ["c1", "c2"] }
@@ -124,7 +127,7 @@ struct PullReadAheadTests {
         #expect(pages.cursors == ["c1", "c2"], "nothing is written after the page that has no more")
 
         let failing = Pages(failing: ["c2"])
-        let other = PullReadAhead(depth: 4)
+        let other = PullReadAhead(depth: 4, lifetime: Self.longLife)
         other.readAhead(after: Self.request(nil), answered: Self.answered("c1"), work: failing.work)
         try await Self.eventually { failing.cursors == ["c1", "c2"] }
         guard case .hit = await other.take(Self.request("c1")), case .miss = await other.take(Self.request("c2")) else {

@@ -42,20 +42,6 @@ final class PullReadAhead: Sendable {
         /// Whether the body is gzip-compressed (the device accepts gzip).
         var gzip: Bool
 
-        init(
-            identity: DeviceIdentity, scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?,
-            contracts: [String]?, gzip: Bool
-        ) {
-            self.identity = identity
-            self.scope = scope
-            self.cursor = cursor
-            self.limit = limit
-            self.schema = schema
-            self.clientID = clientID
-            self.contracts = contracts
-            self.gzip = gzip
-        }
-
         /// The same request for the page after one whose cursor is `cursor`.
         func next(after cursor: String) -> Request {
             var next = self
@@ -73,13 +59,6 @@ final class PullReadAhead: Sendable {
         var rowCount: Int
         var cursor: String
         var hasMore: Bool
-
-        init(bytes: Data, rowCount: Int, cursor: String, hasMore: Bool) {
-            self.bytes = bytes
-            self.rowCount = rowCount
-            self.cursor = cursor
-            self.hasMore = hasMore
-        }
     }
 
     /// A page read from storage, its cursor known, its body not written yet.
