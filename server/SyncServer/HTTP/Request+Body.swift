@@ -96,15 +96,20 @@ extension Response {
 
     /// A JSON response from its encoded body, compressed as in ``json(_:status:request:compressible:)``.
     static func json(encoded body: Data, status: HTTPResponse.Status = .ok, request: Request, compressible: Bool = false) -> Response {
-        var body = body
-        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
-        if compressible {
-            headers[.vary] = "Accept-Encoding"
-            if request.acceptsGzip {
-                body = Gzip.compress(body)
-                headers[.contentEncoding] = "gzip"
-            }
+        guard compressible else {
+            return Response(
+                status: status, headers: [.contentType: "application/json; charset=utf-8"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body))
+            )
         }
+        let gzip = request.acceptsGzip
+        return json(compressible: gzip ? Gzip.compress(body) : body, gzipped: gzip, status: status)
+    }
+
+    /// A compressible JSON response whose body is ready: gzip-compressed already when `gzipped`
+    /// (a pull page written ahead of its request).
+    static func json(compressible body: Data, gzipped: Bool, status: HTTPResponse.Status = .ok) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .vary: "Accept-Encoding"]
+        if gzipped { headers[.contentEncoding] = "gzip" }
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

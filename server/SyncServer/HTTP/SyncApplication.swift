@@ -261,9 +261,7 @@ struct SyncRoutes: Sendable {
         context.logger.debug(
             "pull page", metadata: ["scope": .string(scope), "rows": .stringConvertible(body.rowCount), "has_more": .stringConvertible(body.hasMore)]
         )
-        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .vary: "Accept-Encoding"]
-        if asked.gzip { headers[.contentEncoding] = "gzip" }
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.bytes)))
+        return .json(compressible: body.bytes, gzipped: asked.gzip)
     }
 
     /// A pull page read from storage, and how to write its response body: its JSON, compressed
