@@ -550,6 +550,9 @@ final class PostgresTransaction: StorageTransaction {
         var batch: [StoredRow] = []
         var batchTable: ContractTable?
         var batchColumns: [String] = []
+        // Rows built on one shared layout (a push's rows of one contract) have the batch's
+        // columns without sorting their names again.
+        var batchLayout: StoredRow.Layout?
         func send() async throws {
             guard let table = batchTable, !batch.isEmpty else { return }
             let (sql, bindings) = try insert(batch, in: table, replacing: true)
@@ -559,31 +562,59 @@ final class PostgresTransaction: StorageTransaction {
         }
         for key in order {
             let row = rows[key]!
-            let columns = row.columnNames.sorted()
-            if key.table != batchTable || columns != batchColumns || (batch.count + 1) * columns.count > 30_000 {
+            var sameColumns = key.table == batchTable && (row.layout === batchLayout || row.columnNames.sorted() == batchColumns)
+            if sameColumns { batchLayout = row.layout }
+            if sameColumns, (batch.count + 1) * batchColumns.count > 30_000 { sameColumns = false }
+            if !sameColumns {
                 try await send()
                 batchTable = key.table
-                batchColumns = columns
+                batchColumns = row.columnNames.sorted()
+                batchLayout = row.layout
             }
             batch.append(row)
         }
         try await send()
     }
 
-    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns.
+    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns: each column's
+    /// type and each layout's positions found once, not per row and column.
     private func insert(_ rows: [StoredRow], in table: ContractTable, replacing: Bool) throws -> (String, PostgresBindings) {
         let columns = try catalog.columns(of: table.name)
         let names = rows[0].columnNames.sorted()
+        let types = try names.map { try columns.type(of: $0) }
         var bindings = PostgresBindings(capacity: names.count * rows.count)
-        var tuples: [String] = []
-        tuples.reserveCapacity(rows.count)
+        var layout: StoredRow.Layout?
+        var positions: [Int] = []
         for row in rows {
-            let first = bindings.count + 1
-            for name in names { try PostgresValues.bind(row[name], as: columns.type(of: name), into: &bindings) }
-            tuples.append("(" + (first..<(first + names.count)).map { "$\($0)" }.joined(separator: ", ") + ")")
+            if row.layout !== layout {
+                layout = row.layout
+                positions = names.map { row.layout.position(of: $0)! }
+            }
+            for (index, position) in positions.enumerated() {
+                try PostgresValues.bind(row.value(at: position), as: types[index], into: &bindings)
+            }
         }
         let (head, tail) = catalog.insertClauses(table: table, columns: names, replacing: replacing)
-        return (head + tuples.joined(separator: ", ") + tail, bindings)
+        return (head + Self.valueTuples(rows: rows.count, width: names.count) + tail, bindings)
+    }
+
+    /// `($1, $2), ($3, $4), …`: `rows` tuples of `width` numbered parameters, written as bytes.
+    private static func valueTuples(rows: Int, width: Int) -> String {
+        var text: [UInt8] = []
+        text.reserveCapacity(rows * width * 7)
+        var parameter = 1
+        for row in 0..<rows {
+            if row > 0 { text.append(contentsOf: [0x2C, 0x20]) }
+            text.append(0x28)
+            for column in 0..<width {
+                if column > 0 { text.append(contentsOf: [0x2C, 0x20]) }
+                text.append(0x24)
+                text.append(contentsOf: String(parameter).utf8)
+                parameter += 1
+            }
+            text.append(0x29)
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
@@ -748,11 +779,12 @@ final class PostgresTransaction: StorageTransaction {
                 )
             }
         }
+        var nonces = try AuditDetails.nonces(audit.count(where: { AuditDetails.isEncrypted(userID: $0.userID) }))[...]
         for index in audit.indices where AuditDetails.isEncrypted(userID: audit[index].userID) {
             guard let dataKey = userKeys[Key(tenant: audit[index].tenant, name: audit[index].userID)] else {
                 throw PostgresStorageError.unexpectedAnswer("audit_user_keys")
             }
-            audit[index].detail = try AuditDetails.seal(audit[index].detail, under: dataKey)
+            audit[index].detail = try AuditDetails.seal(audit[index].detail, under: dataKey, nonce: nonces.removeFirst())
         }
     }
 
