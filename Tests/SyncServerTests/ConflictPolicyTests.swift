@@ -264,6 +264,9 @@ struct ConflictPolicyTests {
         let mergeEntry = try await h.audit()[2]
         #expect(mergeEntry.detail.contains("\"kept_fields\":[\"state\"]"))
         #expect(mergeEntry.detail.contains("\"applied_fields\":[\"description\"]"))
+        for entry in try await h.audit() {
+            #expect(CanonicalJSON.text(try JSONDecoder().decode(JSONValue.self, from: Data(entry.detail.utf8))) == entry.detail)
+        }
     }
 
     @Test("field_merge: a patch needs base and hlc", arguments: StorageKind.allCases)

@@ -212,7 +212,7 @@ extension HousekeepingTests {
 
 extension MutationResult {
     /// The result as the server stores it.
-    var storedText: String { CanonicalJSON.text(PushSession.json(self)) }
+    var storedText: String { PushSession.storedText(self) }
 }
 
 extension HousekeepingTests {

@@ -157,9 +157,12 @@ struct PushServiceTests {
         #expect(audit.map(\.outcome) == ["applied", "conflicted", "rejected", "applied", "duplicate"])
         #expect(try await AuditChain.verify(h.storage) == .intact(entries: 5, keyedFrom: 1))
 
-        // The detail is canonical JSON naming the mutation, not copying its payload.
+        // Every detail is canonical JSON naming the mutation, not copying its payload.
+        for entry in audit {
+            let detail = try JSONDecoder().decode(JSONValue.self, from: Data(entry.detail.utf8))
+            #expect(CanonicalJSON.text(detail) == entry.detail, "\(entry.outcome)")
+        }
         let detail = try JSONDecoder().decode(JSONValue.self, from: Data(audit[0].detail.utf8))
-        #expect(CanonicalJSON.text(detail) == audit[0].detail)
         guard case .object(let fields) = detail else { Issue.record("detail is not an object"); return }
         #expect(fields["client_id"] == .string("alice-phone"))
         #expect(fields["seq"] == .int(1))
@@ -216,7 +219,7 @@ struct PushServiceTests {
             MutationResult(seq: 4, clientMutationId: "d", status: .duplicate, error: ErrorDetail(code: .rowNotFound, message: "gone")),
         ]
         for result in results {
-            let text = CanonicalJSON.text(PushSession.json(result))
+            let text = PushSession.storedText(result)
             #expect(text == String(decoding: try CanonicalJSON.encode(result), as: UTF8.self))
             #expect(try JSONDecoder().decode(MutationResult.self, from: Data(text.utf8)) == result)
         }

@@ -9,36 +9,77 @@ public struct ScopeDescriptor: Hashable, Sendable {
 
     public var name: String
     /// The key template, for example `progress:user:{user_id}`.
-    public var keyTemplate: String
+    public var keyTemplate: String {
+        didSet { template = Template(keyTemplate) }
+    }
     public var access: Access
+    /// The key template taken apart once: a key is filled for every row a push writes.
+    private var template: Template
 
     public init(name: String, keyTemplate: String, access: Access) {
         self.name = name
         self.keyTemplate = keyTemplate
         self.access = access
+        template = Template(keyTemplate)
     }
 
     /// The placeholder names of the key template, in order (`user_id` for `progress:user:{user_id}`).
-    public var placeholders: [String] { ScopePlaceholder.names(in: keyTemplate) }
+    public var placeholders: [String] { template.placeholders }
 
     /// The key with its placeholders filled (`{user_id}` → `values["user_id"]`); `nil` if one is missing.
     public func key(_ values: [String: String]) -> String? {
+        key { values[$0] }
+    }
+
+    /// The key with each placeholder filled by `value(name)`; `nil` if one is missing.
+    package func key(_ value: (String) -> String?) -> String? {
+        // An unclosed `{` is a malformed template, not text.
+        guard template.isWellFormed else { return nil }
         var result = ""
-        var placeholder: String?
-        for character in keyTemplate {
-            if character == "{" {
-                placeholder = ""
-            } else if character == "}", let name = placeholder {
-                guard let value = values[name] else { return nil }
-                result += value
-                placeholder = nil
-            } else if placeholder != nil {
-                placeholder!.append(character)
-            } else {
-                result.append(character)
+        for segment in template.segments {
+            switch segment {
+            case .literal(let text): result += text
+            case .placeholder(let name):
+                guard let filled = value(name) else { return nil }
+                result += filled
             }
         }
-        // An unclosed `{` is a malformed template, not text.
-        return placeholder == nil ? result : nil
+        return result
+    }
+
+    /// A key template as literal text and placeholders: `{` opens a placeholder (a second `{`
+    /// starts it again), `}` closes an open one and is text otherwise.
+    private struct Template: Hashable, Sendable {
+        enum Segment: Hashable, Sendable {
+            case literal(String)
+            case placeholder(String)
+        }
+
+        var segments: [Segment] = []
+        var placeholders: [String] = []
+        /// `false` when a placeholder is left open at the end.
+        var isWellFormed = true
+
+        init(_ text: String) {
+            var literal = ""
+            var placeholder: String?
+            for character in text {
+                if character == "{" {
+                    placeholder = ""
+                } else if character == "}", let name = placeholder {
+                    if !literal.isEmpty { segments.append(.literal(literal)) }
+                    literal = ""
+                    segments.append(.placeholder(name))
+                    placeholders.append(name)
+                    placeholder = nil
+                } else if placeholder != nil {
+                    placeholder!.append(character)
+                } else {
+                    literal.append(character)
+                }
+            }
+            if !literal.isEmpty { segments.append(.literal(literal)) }
+            isWellFormed = placeholder == nil
+        }
     }
 }

@@ -157,6 +157,16 @@ package struct JSONWriter {
         bytes.append(0x5D)
     }
 
+    /// `["…",…]`: an array of strings, without the generic ``array(_:_:)``.
+    package mutating func strings(_ items: [String]) {
+        bytes.append(0x5B)
+        for (index, item) in items.enumerated() {
+            if index > 0 { bytes.append(0x2C) }
+            string(item)
+        }
+        bytes.append(0x5D)
+    }
+
     package mutating func value(_ value: JSONValue) {
         switch value {
         case .null: null()

@@ -1,6 +1,12 @@
 import Crypto
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Audit details a user's erasure can destroy (crypto-shredding).
 ///
 /// Each new entry's `detail` (the mutation, the resolution: a user's personal data) is stored
@@ -76,12 +82,25 @@ public enum AuditDetails {
         }
     }
 
-    /// The stored text of a detail encrypted under a user's data key.
-    static func seal(_ detail: String, under dataKey: DataKey) throws -> String {
-        guard let combined = try AES.GCM.seal(Data(detail.utf8), using: dataKey.key).combined else {
+    /// The stored text of a detail encrypted under a user's data key, with a fresh random nonce
+    /// (one of ``nonces(_:)`` when many details are sealed at once).
+    static func seal(_ detail: String, under dataKey: DataKey, nonce: AES.GCM.Nonce = AES.GCM.Nonce()) throws -> String {
+        guard let combined = try AES.GCM.seal(Data(detail.utf8), using: dataKey.key, nonce: nonce).combined else {
             throw AuditDetailsError.unreadableDetail
         }
         return prefix + dataKey.id + ":" + combined.base64EncodedString()
+    }
+
+    /// `count` random nonces, read from the system's generator in one call: `AES.GCM.Nonce()`
+    /// reads it 8 bytes at a time, two system calls per nonce, and a push seals a detail per
+    /// mutation.
+    static func nonces(_ count: Int) throws -> [AES.GCM.Nonce] {
+        let size = 12  // AES-GCM's standard nonce
+        var bytes = [UInt8](repeating: 0, count: count * size)
+        bytes.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress { arc4random_buf(base, buffer.count) }
+        }
+        return try (0..<count).map { try AES.GCM.Nonce(data: bytes[($0 * size)..<(($0 + 1) * size)]) }
     }
 
     /// The detail in clear of an encrypted stored text; `nil` when it was encrypted under

@@ -48,6 +48,13 @@ final class PostgresTransaction: StorageTransaction {
         var table: ContractTable
         var tenant: String
         var id: String
+
+        // A table's name decides its primary key: hashing that too would only cost.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(table.name)
+            hasher.combine(tenant)
+            hasher.combine(id)
+        }
     }
 
     private struct Key: Hashable {
@@ -126,6 +133,11 @@ final class PostgresTransaction: StorageTransaction {
         // Text keys only: an id of another type is read on its own (`row`), where its value is bound as that type.
         let keyType = try catalog.columns(of: table.name).type(of: table.primaryKey)
         guard keyType == .text || keyType == .varchar else { return }
+        // The rows read ahead are the ones the push goes on to write, with a result each: room for them at once.
+        knownRows.reserveCapacity(knownRows.count + wanted.count)
+        unsentRows.reserveCapacity(unsentRows.count + wanted.count)
+        unsentOrder.reserveCapacity(unsentOrder.count + wanted.count)
+        pendingResults.reserveCapacity(pendingResults.count + wanted.count)
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(wanted)
@@ -550,6 +562,9 @@ final class PostgresTransaction: StorageTransaction {
         var batch: [StoredRow] = []
         var batchTable: ContractTable?
         var batchColumns: [String] = []
+        // Rows built on one shared layout (a push's rows of one contract) have the batch's
+        // columns without sorting their names again.
+        var batchLayout: StoredRow.Layout?
         func send() async throws {
             guard let table = batchTable, !batch.isEmpty else { return }
             let (sql, bindings) = try insert(batch, in: table, replacing: true)
@@ -559,31 +574,40 @@ final class PostgresTransaction: StorageTransaction {
         }
         for key in order {
             let row = rows[key]!
-            let columns = row.columnNames.sorted()
-            if key.table != batchTable || columns != batchColumns || (batch.count + 1) * columns.count > 30_000 {
+            var sameColumns = key.table == batchTable && (row.layout === batchLayout || row.columnNames.sorted() == batchColumns)
+            if sameColumns { batchLayout = row.layout }
+            if sameColumns, (batch.count + 1) * batchColumns.count > 30_000 { sameColumns = false }
+            if !sameColumns {
                 try await send()
                 batchTable = key.table
-                batchColumns = columns
+                batchColumns = row.columnNames.sorted()
+                batchLayout = row.layout
             }
             batch.append(row)
         }
         try await send()
     }
 
-    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns.
+    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns: each column's
+    /// type and each layout's positions found once, not per row and column.
     private func insert(_ rows: [StoredRow], in table: ContractTable, replacing: Bool) throws -> (String, PostgresBindings) {
         let columns = try catalog.columns(of: table.name)
         let names = rows[0].columnNames.sorted()
+        let types = try names.map { try columns.type(of: $0) }
         var bindings = PostgresBindings(capacity: names.count * rows.count)
-        var tuples: [String] = []
-        tuples.reserveCapacity(rows.count)
+        var layout: StoredRow.Layout?
+        var positions: [Int] = []
         for row in rows {
-            let first = bindings.count + 1
-            for name in names { try PostgresValues.bind(row[name], as: columns.type(of: name), into: &bindings) }
-            tuples.append("(" + (first..<(first + names.count)).map { "$\($0)" }.joined(separator: ", ") + ")")
+            if row.layout !== layout {
+                layout = row.layout
+                positions = names.map { row.layout.position(of: $0)! }
+            }
+            for (index, position) in positions.enumerated() {
+                try PostgresValues.bind(row.value(at: position), as: types[index], into: &bindings)
+            }
         }
         let (head, tail) = catalog.insertClauses(table: table, columns: names, replacing: replacing)
-        return (head + tuples.joined(separator: ", ") + tail, bindings)
+        return (head + catalog.valueTuples(rows: rows.count, width: names.count) + tail, bindings)
     }
 
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
@@ -748,11 +772,12 @@ final class PostgresTransaction: StorageTransaction {
                 )
             }
         }
+        var nonces = try AuditDetails.nonces(audit.count(where: { AuditDetails.isEncrypted(userID: $0.userID) }))[...]
         for index in audit.indices where AuditDetails.isEncrypted(userID: audit[index].userID) {
             guard let dataKey = userKeys[Key(tenant: audit[index].tenant, name: audit[index].userID)] else {
                 throw PostgresStorageError.unexpectedAnswer("audit_user_keys")
             }
-            audit[index].detail = try AuditDetails.seal(audit[index].detail, under: dataKey)
+            audit[index].detail = try AuditDetails.seal(audit[index].detail, under: dataKey, nonce: nonces.removeFirst())
         }
     }
 
@@ -763,29 +788,32 @@ final class PostgresTransaction: StorageTransaction {
         var id = head.first?.integer("last_id") ?? 0
         var hash = head.first?.text("last_hash") ?? AuditChain.genesis
         let keyedFrom = head.first?.integer("keyed_from") ?? 1
-        var chained: [AuditEntry] = []
-        chained.reserveCapacity(audit.count)
-        for var entry in audit {
+        // Numbered and sealed in order; only the id and the two hashes differ from the entries kept.
+        var ids: [Int64] = [], previousHashes: [String] = [], hashes: [String] = []
+        ids.reserveCapacity(audit.count)
+        previousHashes.reserveCapacity(audit.count)
+        hashes.reserveCapacity(audit.count)
+        for index in audit.indices {
             id += 1
-            entry.id = id
-            entry.previousHash = hash
-            entry.hash = AuditChain.seal(of: entry, previousHash: hash, key: auditKey)
-            hash = entry.hash
-            chained.append(entry)
+            audit[index].id = id
+            previousHashes.append(hash)
+            hash = AuditChain.seal(of: audit[index], previousHash: hash, key: auditKey)
+            hashes.append(hash)
+            ids.append(id)
         }
         var bindings = PostgresBindings()
-        bindings.append(chained.map(\.id))
-        bindings.append(chained.map(\.tenant))
-        bindings.append(chained.map(\.recordedAt))
-        bindings.append(chained.map(\.userID))
-        bindings.append(chained.map(\.deviceID))
-        bindings.append(chained.map(\.entity))
-        bindings.append(chained.map(\.rowID))
-        bindings.append(chained.map(\.operation))
-        bindings.append(chained.map(\.outcome))
-        bindings.append(chained.map(\.detail))
-        bindings.append(chained.map(\.previousHash))
-        bindings.append(chained.map(\.hash))
+        bindings.append(ids)
+        bindings.append(audit.map(\.tenant))
+        bindings.append(audit.map(\.recordedAt))
+        bindings.append(audit.map(\.userID))
+        bindings.append(audit.map(\.deviceID))
+        bindings.append(audit.map(\.entity))
+        bindings.append(audit.map(\.rowID))
+        bindings.append(audit.map(\.operation))
+        bindings.append(audit.map(\.outcome))
+        bindings.append(audit.map(\.detail))
+        bindings.append(previousHashes)
+        bindings.append(hashes)
         try await run("""
             INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
             SELECT * FROM UNNEST($1::BIGINT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::TEXT[],
@@ -818,6 +846,9 @@ final class PostgresCatalog: Sendable {
 
     private let tables: [String: Columns]
     private let insertTexts = NIOLockedValueBox<[[String]: (String, String)]>([:])
+    /// Per tuple width: `($1, …), (…), …` for as many rows as asked so far, and where each row's
+    /// tuple ends in it (in UTF-8 bytes). The text for fewer rows is a prefix of it.
+    private let tupleTexts = NIOLockedValueBox<[Int: (text: String, ends: [Int])]>([:])
 
     init(tables: [String: [String: PostgresDataType]]) {
         self.tables = tables.reduce(into: [:]) { $0[$1.key] = Columns(table: $1.key, types: $1.value) }
@@ -826,6 +857,34 @@ final class PostgresCatalog: Sendable {
     func columns(of table: String) throws(PostgresStorageError) -> Columns {
         guard let columns = tables[table] else { throw .unknownTable(table) }
         return columns
+    }
+
+    /// `($1, $2), ($3, $4), …`: `rows` tuples of `width` numbered parameters, cut from the longest
+    /// text made so far for that width (a push's inserts have the same few widths and sizes).
+    func valueTuples(rows: Int, width: Int) -> String {
+        guard rows > 0 else { return "" }
+        return tupleTexts.withLockedValue { texts in
+            var entry = texts[width] ?? (text: "", ends: [])
+            if entry.ends.count < rows {
+                var bytes = Array(entry.text.utf8)
+                var parameter = entry.ends.count * width + 1
+                for row in entry.ends.count..<rows {
+                    if row > 0 { bytes.append(contentsOf: [0x2C, 0x20]) }
+                    bytes.append(0x28)
+                    for column in 0..<width {
+                        if column > 0 { bytes.append(contentsOf: [0x2C, 0x20]) }
+                        bytes.append(0x24)
+                        bytes.append(contentsOf: String(parameter).utf8)
+                        parameter += 1
+                    }
+                    bytes.append(0x29)
+                    entry.ends.append(bytes.count)
+                }
+                entry.text = String(decoding: bytes, as: UTF8.self)
+                texts[width] = entry
+            }
+            return String(decoding: entry.text.utf8.prefix(entry.ends[rows - 1]), as: UTF8.self)
+        }
     }
 
     /// The text before and after the `VALUES` tuples of an insert: `INSERT INTO t (…) VALUES `

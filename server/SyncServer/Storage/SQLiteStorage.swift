@@ -139,6 +139,13 @@ final class AuditTail {
         var table: ContractTable
         var tenant: String
         var id: String
+
+        // A table's name decides its primary key: hashing that too would only cost.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(table.name)
+            hasher.combine(tenant)
+            hasher.combine(id)
+        }
     }
 }
 

@@ -66,6 +66,10 @@ struct SQLiteTransaction: StorageTransaction {
         try writeUnsentRows()
         let wanted = Array(Set(ids.filter { auditTail.knownRows.index(forKey: .init(table: table, tenant: tenant, id: $0)) == nil }))
         guard !wanted.isEmpty else { return }
+        // The rows read ahead are the ones the push goes on to write: room for them at once.
+        auditTail.knownRows.reserveCapacity(auditTail.knownRows.count + wanted.count)
+        auditTail.unsentRows.reserveCapacity(auditTail.unsentRows.count + wanted.count)
+        auditTail.unsentOrder.reserveCapacity(auditTail.unsentOrder.count + wanted.count)
         let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) IN ("
             + Array(repeating: "?", count: Self.prefetchBatch).joined(separator: ", ") + ")"
         let select = try statement(sql)
@@ -340,10 +344,13 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
-        auditTail.pendingResults += [
-            tenant.databaseValue, clientID.databaseValue, seq.databaseValue, clientMutationID.databaseValue, result.databaseValue,
-            recordedAt.databaseValue,
-        ]
+        // Appended one by one: an array literal per result would be one more allocation per mutation.
+        auditTail.pendingResults.append(tenant.databaseValue)
+        auditTail.pendingResults.append(clientID.databaseValue)
+        auditTail.pendingResults.append(seq.databaseValue)
+        auditTail.pendingResults.append(clientMutationID.databaseValue)
+        auditTail.pendingResults.append(result.databaseValue)
+        auditTail.pendingResults.append(recordedAt.databaseValue)
         auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = seq
     }
 
@@ -362,9 +369,28 @@ struct SQLiteTransaction: StorageTransaction {
         while done < count {
             let size = Self.insertBatches.first { $0 <= count - done } ?? 1
             let sql = insertSQLCache.sql(verb, table: table, columns: columns, rows: size)
-            try statement(sql).execute(arguments: StatementArguments(values[(done * width)..<((done + size) * width)]))
+            try execute(statement(sql), binding: values[(done * width)..<((done + size) * width)])
             done += size
         }
+    }
+
+    /// Runs a statement with `values` bound in order, one by one (`DatabaseValue.bind(to:at:)`):
+    /// building `StatementArguments` from them went through GRDB's generic initializer, which
+    /// cost more per value than SQLite's insert of it, and a push binds some 40 values per
+    /// mutation. `values` holds exactly the statement's parameters.
+    private func execute(_ statement: GRDB.Statement, binding values: ArraySlice<DatabaseValue>) throws {
+        // Resets the statement and clears its bindings; every parameter is bound just below.
+        statement.setUncheckedArguments(StatementArguments())
+        let handle = statement.sqliteStatement
+        var index: CInt = 1
+        for value in values {
+            let code = value.bind(to: handle, at: index)
+            guard code == 0 else {  // SQLITE_OK
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "parameter \(index) could not be bound", sql: statement.sql)
+            }
+            index += 1
+        }
+        try statement.execute()
     }
 
     /// Writes the upserted rows kept back, in the order first written (the newest version of
@@ -409,9 +435,12 @@ struct SQLiteTransaction: StorageTransaction {
         try loadAuditTail()
         var values: [DatabaseValue] = []
         values.reserveCapacity(entries.count * Self.auditColumns.count)
+        var nonces = try AuditDetails.nonces(entries.count(where: { AuditDetails.isEncrypted(userID: $0.userID) }))[...]
         for var entry in entries {
             if AuditDetails.isEncrypted(userID: entry.userID) {
-                entry.detail = try AuditDetails.seal(entry.detail, under: auditDataKey(tenant: entry.tenant, userID: entry.userID))
+                entry.detail = try AuditDetails.seal(
+                    entry.detail, under: auditDataKey(tenant: entry.tenant, userID: entry.userID), nonce: nonces.removeFirst()
+                )
             }
             entry.id = auditTail.id + 1
             entry.previousHash = auditTail.hash

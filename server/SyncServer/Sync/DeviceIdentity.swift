@@ -48,34 +48,39 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
 /// `{device_id}`) and, for any other placeholder (`{team_id}`), from the row's field of that
 /// name, which the contract compiler guarantees exists (SCOPE_KEY_FIELD_MISSING).
 public enum ScopeAccess {
-    /// The values a token fills.
-    static func tokenValues(_ identity: DeviceIdentity) -> [String: String] {
-        [
-            ScopePlaceholder.tenantID.rawValue: identity.tenant, ScopePlaceholder.userID.rawValue: identity.userID,
-            ScopePlaceholder.deviceID.rawValue: identity.deviceID,
-        ]
-    }
-
     /// The scope key of a row of a contract in `scope`, from its wire payload.
     public static func key(for scope: ScopeDescriptor, row: [String: JSONValue], identity: DeviceIdentity) -> String? {
-        var values = tokenValues(identity)
-        for (name, value) in row {
-            if values[name] == nil, case .string(let text) = value { values[name] = text }
+        key(for: scope, identity: identity) { row[$0] }
+    }
+
+    /// The scope key of a row whose fields' wire values `field` looks up by name: only the
+    /// template's placeholders are looked up.
+    static func key(for scope: ScopeDescriptor, identity: DeviceIdentity, field: (String) -> JSONValue?) -> String? {
+        scope.key { name in
+            if let value = tokenValue(name, identity) { return value }
+            if case .string(let text)? = field(name) { return text }
+            return nil
         }
-        return scope.key(values)
+    }
+
+    /// The value the token fills for a placeholder (`{tenant_id}`, `{user_id}`, `{device_id}`), if it fills it.
+    private static func tokenValue(_ name: String, _ identity: DeviceIdentity) -> String? {
+        switch name {
+        case ScopePlaceholder.tenantID.rawValue: identity.tenant
+        case ScopePlaceholder.userID.rawValue: identity.userID
+        case ScopePlaceholder.deviceID.rawValue: identity.deviceID
+        default: nil
+        }
     }
 
     /// Every scope key the identity may read in `scope`.
     public static func readableKeys(in scope: ScopeDescriptor, identity: DeviceIdentity) -> [String] {
-        let placeholders = scope.placeholders
-        var values = tokenValues(identity)
-        if placeholders.contains("team_id") {
+        if scope.placeholders.contains(ScopePlaceholder.teamID.rawValue) {
             return identity.teams.sorted().compactMap { team in
-                values["team_id"] = team
-                return scope.key(values)
+                scope.key { name in name == ScopePlaceholder.teamID.rawValue ? team : tokenValue(name, identity) }
             }
         }
-        return scope.key(values).map { [$0] } ?? []
+        return scope.key { tokenValue($0, identity) }.map { [$0] } ?? []
     }
 
     /// Whether the identity may read rows filed under `key` in `scope`.

@@ -2,7 +2,8 @@ import ContractRuntime
 import Contracts
 import SyncProtocol
 
-/// What the validator needs to know about a contract, entity or event alike.
+/// What the validator needs to know about a contract, entity or event alike, with the lookups
+/// it makes for every payload worked out once.
 struct PayloadContract: Sendable {
     var name: String
     var fields: [FieldDescriptor]
@@ -12,34 +13,96 @@ struct PayloadContract: Sendable {
     var primaryKey: String?
     /// The field the server stamps on every write (`updated_at`, `revision`); devices may leave it out.
     var versionField: String?
+    /// Per version with a known-field list: each wire name of that version → the position in
+    /// ``fields`` of the field it is now (`nil`: a field removed since, nothing to store).
+    private var positionsByVersion: [Int: [String: Int?]]
+    /// The same for a version without a list: the current names.
+    private var currentPositions: [String: Int?]
 
     init(_ entity: EntityDescriptor) {
-        name = entity.name
-        fields = entity.fields
-        currentVersion = entity.currentVersion
-        knownFieldsByVersion = entity.knownFieldsByVersion
-        primaryKey = entity.primaryKey
-        versionField = entity.versionField
+        self.init(
+            name: entity.name, fields: entity.fields, currentVersion: entity.currentVersion, knownFieldsByVersion: entity.knownFieldsByVersion,
+            primaryKey: entity.primaryKey, versionField: entity.versionField
+        )
     }
 
     init(_ event: EventDescriptor) {
-        name = event.name
-        fields = event.fields
-        currentVersion = event.currentVersion
-        knownFieldsByVersion = event.knownFieldsByVersion
-        primaryKey = nil
-        versionField = nil
+        self.init(
+            name: event.name, fields: event.fields, currentVersion: event.currentVersion, knownFieldsByVersion: event.knownFieldsByVersion,
+            primaryKey: nil, versionField: nil
+        )
+    }
+
+    private init(
+        name: String, fields: [FieldDescriptor], currentVersion: Int, knownFieldsByVersion: [Int: [KnownField]], primaryKey: String?,
+        versionField: String?
+    ) {
+        self.name = name
+        self.fields = fields
+        self.currentVersion = currentVersion
+        self.knownFieldsByVersion = knownFieldsByVersion
+        self.primaryKey = primaryKey
+        self.versionField = versionField
+        var positions: [String: Int] = [:]
+        for (position, field) in fields.enumerated() where positions[field.name] == nil { positions[field.name] = position }
+        func table(_ known: [KnownField]) -> [String: Int?] {
+            var table: [String: Int?] = [:]
+            for field in known { table[field.wireName] = .some(field.currentName.flatMap { positions[$0] }) }
+            return table
+        }
+        positionsByVersion = knownFieldsByVersion.mapValues(table)
+        currentPositions = table(fields.map { KnownField(wireName: $0.name, currentName: $0.name) })
+    }
+
+    /// The contracts of the registry, made once: a push validates every mutation against one.
+    private static let registeredEntities = Dictionary(
+        ContractRegistry.entities.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first }
+    )
+    private static let registeredEvents = Dictionary(
+        ContractRegistry.events.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first }
+    )
+
+    /// The contract of a registered entity (as ``ContractRegistry/entity(named:)`` gives it).
+    static func registered(_ entity: EntityDescriptor) -> PayloadContract {
+        registeredEntities[entity.name] ?? PayloadContract(entity)
+    }
+
+    /// The contract of a registered event (as ``ContractRegistry/event(named:)`` gives it).
+    static func registered(_ event: EventDescriptor) -> PayloadContract {
+        registeredEvents[event.name] ?? PayloadContract(event)
     }
 
     func field(named name: String) -> FieldDescriptor? { fields.first { $0.name == name } }
+
+    /// How a device at `schemaVersion` names fields: wire name → position of the current field.
+    func positions(atVersion schemaVersion: Int) -> [String: Int?] {
+        positionsByVersion[min(schemaVersion, currentVersion)] ?? currentPositions
+    }
 }
 
 /// A payload that fits its contract, in the contract's current version.
 struct ValidatedPayload: Hashable, Sendable {
-    /// Current field names → normalized wire values (what the columns read back as).
-    var wire: [String: JSONValue]
     /// Current field names → column values.
     var columns: [String: ColumnValue]
+    /// The contract's fields, for the wire values.
+    var fields: [FieldDescriptor]
+
+    /// Current field names → normalized wire values (what the columns read back as): made when
+    /// asked, since most writes need the columns alone.
+    var wire: [String: JSONValue] {
+        var wire: [String: JSONValue] = [:]
+        wire.reserveCapacity(columns.count)
+        for field in fields {
+            if let column = columns[field.name] { wire[field.name] = RowCodec.wireValue(column, for: field) }
+        }
+        return wire
+    }
+
+    /// The wire value of one field, when the payload has it.
+    func wireValue(of name: String) -> JSONValue? {
+        guard let column = columns[name], let field = fields.first(where: { $0.name == name }) else { return nil }
+        return RowCodec.wireValue(column, for: field)
+    }
 }
 
 /// Checks a device's payload against a contract before anything is written: the field names
@@ -61,19 +124,31 @@ enum PayloadValidator {
 
     /// Validates `payload` for a device at `schemaVersion`; `rowID` is the mutation's id, which
     /// fills the primary key when the payload leaves it out and must match it otherwise.
+    /// `sortedNames`: the payload's member names in `sorted()` order, when the caller has them.
     static func validate(
-        _ payload: JSONValue?, contract: PayloadContract, schemaVersion: Int, mode: Mode, rowID: String?
+        _ payload: JSONValue?, contract: PayloadContract, schemaVersion: Int, mode: Mode, rowID: String?, sortedNames: [String]? = nil
     ) throws(ErrorDetail) -> ValidatedPayload {
         guard case .object(let sent)? = payload else {
             throw invalid(contract, ["payload": "the payload must be a JSON object of \(contract.name)'s fields"])
         }
         var problems: [String: String] = [:]
-        let renamed = currentNames(sent, contract: contract, schemaVersion: schemaVersion, problems: &problems)
+        // The sent values by the position of their current field: no dictionary per payload.
+        var values = [JSONValue?](repeating: nil, count: contract.fields.count)
+        let positions = contract.positions(atVersion: schemaVersion)
+        for key in sortedNames ?? sent.keys.sorted() {
+            guard let position = positions[key] else {
+                problems[key] = "'\(key)' is not a field of \(contract.name) version \(schemaVersion)"
+                continue
+            }
+            // A field the device's version knew but the contract has since removed: nothing to store.
+            guard let position else { continue }
+            values[position] = sent[key]
+        }
 
-        var wire: [String: JSONValue] = [:]
         var columns: [String: ColumnValue] = [:]
-        for field in contract.fields {
-            var value = renamed[field.name]
+        columns.reserveCapacity(contract.fields.count)
+        for (position, field) in contract.fields.enumerated() {
+            var value = values[position]
             if field.name == contract.primaryKey, let rowID {
                 if value == nil { value = .string(rowID) }
             }
@@ -91,9 +166,7 @@ enum PayloadValidator {
             }
             guard let value else { continue }
             do {
-                let column = try RowCodec.columnValue(value, for: field)
-                columns[field.name] = column
-                wire[field.name] = RowCodec.wireValue(column, for: field)
+                columns[field.name] = try RowCodec.columnValue(value, for: field)
             } catch {
                 problems[field.name] = error.message
             }
@@ -101,11 +174,12 @@ enum PayloadValidator {
         if let key = contract.primaryKey, let rowID, problems[key] == nil, let column = columns[key] {
             let normalizedID = try? normalizedRowID(rowID, contract: contract)
             if let normalizedID, column != .text(normalizedID) {
-                problems[key] = "'\(key)' in the payload (\(CanonicalJSON.text(wire[key] ?? .null))) differs from the mutation's id '\(rowID)'"
+                let wire = contract.field(named: key).map { RowCodec.wireValue(column, for: $0) } ?? .null
+                problems[key] = "'\(key)' in the payload (\(CanonicalJSON.text(wire))) differs from the mutation's id '\(rowID)'"
             }
         }
         if !problems.isEmpty { throw invalid(contract, problems) }
-        return ValidatedPayload(wire: wire, columns: columns)
+        return ValidatedPayload(columns: columns, fields: contract.fields)
     }
 
     /// The wire names a device at `schemaVersion` uses, mapped to current names. Unknown names
@@ -113,21 +187,16 @@ enum PayloadValidator {
     static func currentNames(
         _ sent: [String: JSONValue], contract: PayloadContract, schemaVersion: Int, problems: inout [String: String]
     ) -> [String: JSONValue] {
-        let known =
-            contract.knownFieldsByVersion[min(schemaVersion, contract.currentVersion)]
-            ?? contract.fields.map { KnownField(wireName: $0.name, currentName: $0.name) }
-        var byWireName: [String: KnownField] = [:]
-        for field in known { byWireName[field.wireName] = field }
-
+        let positions = contract.positions(atVersion: schemaVersion)
         var renamed: [String: JSONValue] = [:]
         for key in sent.keys.sorted() {
-            guard let knownField = byWireName[key] else {
+            guard let position = positions[key] else {
                 problems[key] = "'\(key)' is not a field of \(contract.name) version \(schemaVersion)"
                 continue
             }
             // A field the device's version knew but the contract has since removed: nothing to store.
-            guard let current = knownField.currentName, contract.field(named: current) != nil else { continue }
-            renamed[current] = sent[key]
+            guard let position else { continue }
+            renamed[contract.fields[position].name] = sent[key]
         }
         return renamed
     }

@@ -31,25 +31,29 @@ struct PushEntityApplier {
             throw ErrorDetail(code: .notWritable, message: "this device may not write \(entity.name) '\(id)'")
         }
 
-        // The changes, and the row they leave, in the current version's names.
+        // The changes in the current version's names, and the row they leave (in wire values,
+        // made only when the scope key must be read from it).
         var changes: [String: ColumnValue] = [:]
-        var wireRow: [String: JSONValue]
+        let wireRow: () -> [String: JSONValue]
         switch (mutation.op, prepared.payload) {
         case (.create, let payload?), (.update, let payload?):
             if mutation.op == .update, existing == nil { throw rowNotFound(id) }
             changes = payload.columns
-            wireRow = payload.wire
+            wireRow = { payload.wire }
         case (.patch, let payload?):
             guard let existing else { throw rowNotFound(id) }
             changes = payload.columns.filter { $0.key != entity.versionField && $0.key != entity.primaryKey }
-            wireRow = RowShaping.currentWireRow(existing, entity: entity)
-            for (name, value) in payload.wire { wireRow[name] = value }
+            wireRow = {
+                var row = RowShaping.currentWireRow(existing, entity: entity)
+                for (name, value) in payload.wire { row[name] = value }
+                return row
+            }
         default:
             guard let existing else { throw rowNotFound(id) }
-            wireRow = RowShaping.currentWireRow(existing, entity: entity)
+            wireRow = { RowShaping.currentWireRow(existing, entity: entity) }
         }
 
-        guard let scopeKey = payloadScopeKey ?? ScopeAccess.key(for: scope, row: wireRow, identity: identity) else {
+        guard let scopeKey = payloadScopeKey ?? ScopeAccess.key(for: scope, row: wireRow(), identity: identity) else {
             throw ErrorDetail(
                 code: .invalidPayload, message: "\(entity.name) '\(id)' lacks the fields that make its scope key (\(scope.keyTemplate))"
             )
@@ -69,11 +73,11 @@ struct PushEntityApplier {
                 baseVersion: mutation.baseVersion, hlc: mutation.hlc.flatMap(HybridLogicalClock.init)
             )
         )
-        var detail: [String: JSONValue] = ["policy": .string(entity.conflict.rawValue), "schema_version": .int(Int64(version))]
+        var detail = PushSession.AuditNote(policy: entity.conflict.rawValue, schemaVersion: version)
 
         switch decision {
         case .duplicate(let message):
-            detail["reason"] = .string(message)
+            detail.reason = message
             return PushSession.Outcome(result: result(.duplicate, version: existing?.integer("_version")), detail: detail)
         case .conflicted(let resolution):
             let shown = existing.flatMap { ConflictResolution.isDeleted($0) ? nil : JSONValue.object(RowShaping.wireRow($0, entity: entity, version: version)) }
@@ -90,7 +94,7 @@ struct PushEntityApplier {
                 switch try await Reducers.verdict(for: fact, in: context) {
                 case .proceed: break
                 case .duplicate(let message):
-                    detail["reason"] = .string(message)
+                    detail.reason = message
                     return PushSession.Outcome(result: result(.duplicate, version: existing?.integer("_version")), detail: detail)
                 case .conflicted(let target, let row):
                     return PushSession.Outcome(result: targetConflict(target, row), detail: detail)
@@ -105,10 +109,9 @@ struct PushEntityApplier {
                 )
             )
             if !write.appliedFields.isEmpty || !write.keptFields.isEmpty {
-                detail["applied_fields"] = .array(write.appliedFields.map(JSONValue.string))
-                detail["kept_fields"] = .array(write.keptFields.map(JSONValue.string))
+                detail.mergedFields = (write.appliedFields, write.keptFields)
             }
-            if write.deleted { detail["tombstone"] = .bool(true) }
+            detail.tombstone = write.deleted
             let effects = if let fact { try await Reducers.fold(fact, in: context) } else { [ReducerEffect]() }
             let shown: JSONValue? =
                 write.resolution == ConflictResolution.merged ? .object(RowShaping.wireRow(stored, entity: entity, version: version)) : nil
@@ -138,9 +141,7 @@ struct PushEntityApplier {
     }
 
     private func fact(id: String, columns: [String: ColumnValue], scopeKey: String) -> ReducerFact {
-        var payload: [String: JSONValue] = [:]
-        for field in entity.fields { payload[field.name] = RowCodec.wireValue(columns[field.name] ?? .null, for: field) }
-        return ReducerFact(contract: entity.name, id: id, payload: payload, occurredAt: session.writer.now, scopeKey: scopeKey)
+        ReducerFact(contract: entity.name, id: id, row: columns, fields: entity.fields, occurredAt: session.writer.now, scopeKey: scopeKey)
     }
 
     private func targetConflict(_ target: EntityDescriptor, _ row: StoredRow) -> MutationResult {

@@ -24,9 +24,7 @@ struct PushEventApplier {
         let hash = prepared.hash
         let scopeKey = prepared.scopeKey
         let occurredAt = prepared.occurredAt
-        var detail: [String: JSONValue] = [
-            "policy": .string("event"), "schema_version": .int(Int64(version)), "hash": .string(hash),
-        ]
+        var detail = PushSession.AuditNote(policy: "event", schemaVersion: version, hash: hash)
 
         let table = ContractTable(event)
         // Everything below reads and writes this scope only: lock it before the first read.
@@ -37,7 +35,7 @@ struct PushEventApplier {
                     code: .hashMismatch, message: "event '\(mutation.id)' is already recorded with other content (hash \(stored.text("hash") ?? "?"))"
                 )
             }
-            detail["reason"] = .string("event '\(mutation.id)' is already recorded")
+            detail.reason = "event '\(mutation.id)' is already recorded"
             return PushSession.Outcome(result: result(.duplicate), detail: detail)
         }
 
@@ -47,12 +45,12 @@ struct PushEventApplier {
         case .proceed:
             break
         case .duplicate(let message):
-            detail["reason"] = .string(message)
+            detail.reason = message
             return PushSession.Outcome(result: result(.duplicate), detail: detail)
         case .conflicted(let target, let row):
             // A deleted target is a conflict without a server row, `resolution: deleted`.
             if ConflictResolution.isDeleted(row) {
-                detail["reason"] = .string("\(target.name) '\(row.text(target.primaryKey) ?? "")' was deleted")
+                detail.reason = "\(target.name) '\(row.text(target.primaryKey) ?? "")' was deleted"
                 return PushSession.Outcome(
                     result: result(.conflicted, version: row.integer("_version"), resolution: ConflictResolution.deleted), detail: detail
                 )
@@ -76,7 +74,7 @@ struct PushEventApplier {
         row["_scope_key"] = .text(scopeKey)
         row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: scopeKey))
         guard try await transaction.insertIfAbsent(row, in: table) else {
-            detail["reason"] = .string("event '\(mutation.id)' is already recorded")
+            detail.reason = "event '\(mutation.id)' is already recorded"
             return PushSession.Outcome(result: result(.duplicate), detail: detail)
         }
         let effects = try await Reducers.fold(fact, in: context)

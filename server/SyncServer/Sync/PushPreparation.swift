@@ -14,6 +14,8 @@ struct PreparedMutation: Sendable {
     var target: Result<Target, ErrorDetail>
     /// SHA-256 of the payload's canonical JSON, for the audit detail (and an event's hash check).
     var payloadHash: String?
+    /// The names of an object payload's members, sorted: the audit detail lists them.
+    var payloadFieldNames: [String]?
 
     enum Target: Sendable {
         case entity(Entity)
@@ -51,6 +53,8 @@ struct PreparedMutation: Sendable {
     ///   allowed skew, milliseconds since 1970); a later one would win every later edit.
     static func prepare(_ mutation: Mutation, schema: [String: Int], identity: DeviceIdentity, clockLimit: Int64) -> PreparedMutation {
         let payloadHash = mutation.payload.map(PushWriter.sha256)
+        var names: [String]?
+        if case .object(let fields)? = mutation.payload { names = fields.keys.sorted() }
         do throws(ErrorDetail) {
             if let text = mutation.hlc, let clock = HybridLogicalClock(text), clock.milliseconds > clockLimit {
                 throw ErrorDetail(
@@ -62,18 +66,18 @@ struct PreparedMutation: Sendable {
             if let entity = ContractRegistry.entity(named: mutation.entity) {
                 let version = schema[entity.name] ?? entity.currentVersion
                 try requireKnown(version, of: entity.name, current: entity.currentVersion)
-                let prepared = try prepareEntity(mutation, entity, version, identity: identity)
-                return PreparedMutation(target: .success(.entity(prepared)), payloadHash: payloadHash)
+                let prepared = try prepareEntity(mutation, entity, version, identity: identity, names: names)
+                return PreparedMutation(target: .success(.entity(prepared)), payloadHash: payloadHash, payloadFieldNames: names)
             }
             if let event = ContractRegistry.event(named: mutation.entity) {
                 let version = schema[event.name] ?? event.currentVersion
                 try requireKnown(version, of: event.name, current: event.currentVersion)
-                let prepared = try prepareEvent(mutation, event, version, identity: identity, payloadHash: payloadHash)
-                return PreparedMutation(target: .success(.event(prepared)), payloadHash: payloadHash)
+                let prepared = try prepareEvent(mutation, event, version, identity: identity, payloadHash: payloadHash, names: names)
+                return PreparedMutation(target: .success(.event(prepared)), payloadHash: payloadHash, payloadFieldNames: names)
             }
             throw ErrorDetail(code: .unknownEntity, message: "'\(mutation.entity)' is not a contract of this server")
         } catch {
-            return PreparedMutation(target: .failure(error), payloadHash: payloadHash)
+            return PreparedMutation(target: .failure(error), payloadHash: payloadHash, payloadFieldNames: names)
         }
     }
 
@@ -90,7 +94,7 @@ struct PreparedMutation: Sendable {
 
     /// Direction, policy requirements, the id, and the payload against the contract.
     private static func prepareEntity(
-        _ mutation: Mutation, _ entity: EntityDescriptor, _ version: Int, identity: DeviceIdentity
+        _ mutation: Mutation, _ entity: EntityDescriptor, _ version: Int, identity: DeviceIdentity, names: [String]?
     ) throws(ErrorDetail) -> Entity {
         if mutation.op == .event {
             throw ErrorDetail(
@@ -101,14 +105,18 @@ struct PreparedMutation: Sendable {
         guard let scope = ContractRegistry.scope(named: entity.scope) else {
             throw ErrorDetail(code: .notWritable, message: "\(entity.name) names scope '\(entity.scope)', which the server does not have")
         }
-        let contract = PayloadContract(entity)
+        let contract = PayloadContract.registered(entity)
         let id = try PayloadValidator.normalizedRowID(mutation.id, contract: contract)
         var payload: ValidatedPayload?
         switch mutation.op {
         case .create, .update:
-            payload = try PayloadValidator.validate(mutation.payload, contract: contract, schemaVersion: version, mode: .whole, rowID: id)
+            payload = try PayloadValidator.validate(
+                mutation.payload, contract: contract, schemaVersion: version, mode: .whole, rowID: id, sortedNames: names
+            )
         case .patch:
-            payload = try PayloadValidator.validate(mutation.payload, contract: contract, schemaVersion: version, mode: .partial, rowID: id)
+            payload = try PayloadValidator.validate(
+                mutation.payload, contract: contract, schemaVersion: version, mode: .partial, rowID: id, sortedNames: names
+            )
         case .delete, .event:
             payload = nil
         }
@@ -117,7 +125,7 @@ struct PreparedMutation: Sendable {
             base: mutation.base.map { PayloadValidator.baseColumns($0, contract: contract, schemaVersion: version) }
         )
         if mutation.op == .create || mutation.op == .update, let payload {
-            prepared.payloadScopeKey = ScopeAccess.key(for: scope, row: payload.wire, identity: identity)
+            prepared.payloadScopeKey = ScopeAccess.key(for: scope, identity: identity, field: payload.wireValue(of:))
             prepared.payloadScopeWritable = prepared.payloadScopeKey.map { ScopeAccess.canWrite($0, in: scope, identity: identity) } ?? false
         }
         return prepared
@@ -131,7 +139,7 @@ struct PreparedMutation: Sendable {
     /// as sent is hashed; for a device on the current version, the hash of the payload as the
     /// generated type encodes it (defaults filled, nulls left out) is accepted too.
     private static func prepareEvent(
-        _ mutation: Mutation, _ event: EventDescriptor, _ version: Int, identity: DeviceIdentity, payloadHash: String?
+        _ mutation: Mutation, _ event: EventDescriptor, _ version: Int, identity: DeviceIdentity, payloadHash: String?, names: [String]?
     ) throws(ErrorDetail) -> Event {
         if event.direction == .down {
             throw ErrorDetail(code: .notWritable, message: "\(event.name) travels from the server to devices only (direction down)")
@@ -147,10 +155,10 @@ struct PreparedMutation: Sendable {
             throw ErrorDetail(code: .missingPolicyData, message: "an event needs occurred_at, when it happened by the device's clock")
         }
         let payload = try PayloadValidator.validate(
-            mutation.payload, contract: PayloadContract(event), schemaVersion: version, mode: .whole, rowID: nil
+            mutation.payload, contract: PayloadContract.registered(event), schemaVersion: version, mode: .whole, rowID: nil, sortedNames: names
         )
         guard let scope = ContractRegistry.scope(named: event.scope),
-            let scopeKey = ScopeAccess.key(for: scope, row: payload.wire, identity: identity)
+            let scopeKey = ScopeAccess.key(for: scope, identity: identity, field: payload.wireValue(of:))
         else {
             throw ErrorDetail(code: .invalidPayload, message: "\(event.name) lacks the fields that make its scope key")
         }

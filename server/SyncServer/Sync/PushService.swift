@@ -186,14 +186,12 @@ struct PushSession {
                 results.append(try await storedResult(of: mutation))
                 continue
             }
-            var outcome = try await apply(mutation, preparation)
-            outcome.payloadHash = preparation.payloadHash
-            let text = CanonicalJSON.text(Self.json(outcome.result))
+            let outcome = try await apply(mutation, preparation)
             try await transaction.recordPushResult(
-                tenant: identity.tenant, clientID: clientID, seq: mutation.seq, clientMutationID: mutation.clientMutationId, result: text,
-                recordedAt: writer.now.millisecondsSince1970
+                tenant: identity.tenant, clientID: clientID, seq: mutation.seq, clientMutationID: mutation.clientMutationId,
+                result: Self.storedText(outcome.result), recordedAt: writer.now.millisecondsSince1970
             )
-            try await audit(mutation, outcome)
+            try await audit(mutation, preparation, outcome)
             results.append(outcome.result)
         }
         return PushResponse(results: results, lastSeq: max(last, mutations.last!.seq))
@@ -225,22 +223,74 @@ struct PushSession {
         for table in tables { try await transaction.prefetchRows(in: table, tenant: identity.tenant, ids: ids[table]!) }
     }
 
-    /// A result as JSON, exactly as `MutationResult`'s `Codable` conformance writes it (absent
-    /// optionals left out), built directly: the stored result is made for every mutation, and
-    /// going through `JSONEncoder` and back would cost more than the rest of the bookkeeping.
-    static func json(_ result: MutationResult) -> JSONValue {
-        var object: [String: JSONValue] = [
-            "seq": .int(result.seq), "client_mutation_id": .string(result.clientMutationId), "status": .string(result.status.rawValue),
-        ]
-        if let version = result.serverVersion { object["server_version"] = .int(version) }
-        if let row = result.serverRow { object["server_row"] = row }
-        if let resolution = result.resolution { object["resolution"] = .string(resolution) }
+    /// A result's stored text: the canonical JSON of `MutationResult`'s `Codable` form (absent
+    /// optionals left out), written member by member in sorted order. One is stored for every
+    /// mutation, and a tree of JSON values sorted again by the writer would cost more than the
+    /// rest of the bookkeeping.
+    static func storedText(_ result: MutationResult) -> String {
+        var json = JSONWriter(capacity: 128)
+        var first = true
+        json.append(0x7B)
+        json.member(MemberKeys.clientMutationID, first: &first)
+        json.string(result.clientMutationId)
         if let error = result.error {
-            var detail: [String: JSONValue] = ["code": .string(error.code.rawValue), "message": .string(error.message)]
-            if let details = error.details { detail["details"] = details }
-            object["error"] = .object(detail)
+            json.member(MemberKeys.error, first: &first)
+            var inner = true
+            json.append(0x7B)
+            json.member(MemberKeys.code, first: &inner)
+            json.string(error.code.rawValue)
+            if let details = error.details {
+                json.member(MemberKeys.details, first: &inner)
+                json.value(details)
+            }
+            json.member(MemberKeys.message, first: &inner)
+            json.string(error.message)
+            json.append(0x7D)
         }
-        return .object(object)
+        if let resolution = result.resolution {
+            json.member(MemberKeys.resolution, first: &first)
+            json.string(resolution)
+        }
+        json.member(MemberKeys.seq, first: &first)
+        json.int(result.seq)
+        if let row = result.serverRow {
+            json.member(MemberKeys.serverRow, first: &first)
+            json.value(row)
+        }
+        if let version = result.serverVersion {
+            json.member(MemberKeys.serverVersion, first: &first)
+            json.int(version)
+        }
+        json.member(MemberKeys.status, first: &first)
+        json.string(result.status.rawValue)
+        json.append(0x7D)
+        return String(decoding: json.bytes, as: UTF8.self)
+    }
+
+    /// `"name":` of every member a stored result or a mutation's audit detail may have.
+    private enum MemberKeys {
+        static let appliedFields = JSONWriter.key("applied_fields")
+        static let baseVersion = JSONWriter.key("base_version")
+        static let clientID = JSONWriter.key("client_id")
+        static let clientMutationID = JSONWriter.key("client_mutation_id")
+        static let code = JSONWriter.key("code")
+        static let details = JSONWriter.key("details")
+        static let error = JSONWriter.key("error")
+        static let fields = JSONWriter.key("fields")
+        static let hash = JSONWriter.key("hash")
+        static let hlc = JSONWriter.key("hlc")
+        static let keptFields = JSONWriter.key("kept_fields")
+        static let message = JSONWriter.key("message")
+        static let payloadSHA256 = JSONWriter.key("payload_sha256")
+        static let policy = JSONWriter.key("policy")
+        static let reason = JSONWriter.key("reason")
+        static let resolution = JSONWriter.key("resolution")
+        static let schemaVersion = JSONWriter.key("schema_version")
+        static let seq = JSONWriter.key("seq")
+        static let serverRow = JSONWriter.key("server_row")
+        static let serverVersion = JSONWriter.key("server_version")
+        static let status = JSONWriter.key("status")
+        static let tombstone = JSONWriter.key("tombstone")
     }
 
     /// The result stored when the mutation was done, exactly as it was answered then.
@@ -257,9 +307,21 @@ struct PushSession {
     /// How one mutation went: its result, and what the audit log records.
     struct Outcome {
         var result: MutationResult
-        var detail: [String: JSONValue] = [:]
+        var detail = AuditNote()
         var effects: [ReducerEffect] = []
-        var payloadHash: String?
+    }
+
+    /// What an applier adds to the mutation's audit detail (the rest comes from the mutation and
+    /// its result); each is left out of the detail when absent.
+    struct AuditNote {
+        var policy: String?
+        var schemaVersion: Int?
+        /// An event's hash as sent.
+        var hash: String?
+        var reason: String?
+        /// `field_merge`: the fields taken from the mutation and those where the server's value was kept.
+        var mergedFields: (applied: [String], kept: [String])?
+        var tombstone = false
     }
 
     func apply(_ mutation: Mutation, _ prepared: PreparedMutation) async throws -> Outcome {
@@ -290,27 +352,12 @@ struct PushSession {
     func schemaVersion(of name: String, current: Int) -> Int { schema[name] ?? current }
 
     /// The mutation's audit entry, then one per row the reducers wrote.
-    private func audit(_ mutation: Mutation, _ outcome: Outcome) async throws {
+    private func audit(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome) async throws {
         let result = outcome.result
-        var detail = outcome.detail
-        detail["client_id"] = .string(clientID)
-        detail["seq"] = .int(mutation.seq)
-        detail["client_mutation_id"] = .string(mutation.clientMutationId)
-        detail["status"] = .string(result.status.rawValue)
-        if let payload = mutation.payload {
-            if let hash = outcome.payloadHash { detail["payload_sha256"] = .string(hash) }
-            if case .object(let fields) = payload { detail["fields"] = .array(fields.keys.sorted().map(JSONValue.string)) }
-        }
-        if let version = result.serverVersion { detail["server_version"] = .int(version) }
-        if let resolution = result.resolution { detail["resolution"] = .string(resolution) }
-        if let error = result.error {
-            detail["error"] = .object(["code": .string(error.code.rawValue), "message": .string(error.message)])
-        }
-        if let hlc = mutation.hlc { detail["hlc"] = .string(hlc) }
-        if let base = mutation.baseVersion { detail["base_version"] = .int(base) }
         let outcomeName = result.resolution == ConflictResolution.merged ? ConflictResolution.merged : result.status.rawValue
         try await writer.audit(
-            entity: mutation.entity, rowID: mutation.id, operation: mutation.op.rawValue, outcome: outcomeName, detail: detail
+            entity: mutation.entity, rowID: mutation.id, operation: mutation.op.rawValue, outcome: outcomeName,
+            detail: detailText(mutation, preparation, outcome)
         )
         for effect in outcome.effects {
             var effectDetail = effect.summary
@@ -319,7 +366,92 @@ struct PushSession {
             effectDetail["client_id"] = .string(clientID)
             effectDetail["seq"] = .int(mutation.seq)
             effectDetail["server_version"] = .int(effect.version)
-            try await writer.audit(entity: effect.entity, rowID: effect.rowID, operation: "fold", outcome: "applied", detail: effectDetail)
+            try await writer.audit(
+                entity: effect.entity, rowID: effect.rowID, operation: "fold", outcome: "applied", detail: CanonicalJSON.text(.object(effectDetail))
+            )
         }
+    }
+
+    /// The canonical JSON of the mutation's audit detail, written member by member in sorted
+    /// order: the applier's note, the mutation (client, seq, ids, clocks, the payload's field
+    /// names and hash, never its values) and how it went.
+    private func detailText(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome) -> String {
+        typealias Keys = MemberKeys
+        let note = outcome.detail, result = outcome.result
+        var json = JSONWriter(capacity: 320)
+        var first = true
+        json.append(0x7B)
+        if let merged = note.mergedFields {
+            json.member(Keys.appliedFields, first: &first)
+            json.strings(merged.applied)
+        }
+        if let base = mutation.baseVersion {
+            json.member(Keys.baseVersion, first: &first)
+            json.int(base)
+        }
+        json.member(Keys.clientID, first: &first)
+        json.string(clientID)
+        json.member(Keys.clientMutationID, first: &first)
+        json.string(mutation.clientMutationId)
+        if let error = result.error {
+            json.member(Keys.error, first: &first)
+            var inner = true
+            json.append(0x7B)
+            json.member(Keys.code, first: &inner)
+            json.string(error.code.rawValue)
+            json.member(Keys.message, first: &inner)
+            json.string(error.message)
+            json.append(0x7D)
+        }
+        if let names = preparation.payloadFieldNames {
+            json.member(Keys.fields, first: &first)
+            json.strings(names)
+        }
+        if let hash = note.hash {
+            json.member(Keys.hash, first: &first)
+            json.string(hash)
+        }
+        if let hlc = mutation.hlc {
+            json.member(Keys.hlc, first: &first)
+            json.string(hlc)
+        }
+        if let merged = note.mergedFields {
+            json.member(Keys.keptFields, first: &first)
+            json.strings(merged.kept)
+        }
+        if mutation.payload != nil, let hash = preparation.payloadHash {
+            json.member(Keys.payloadSHA256, first: &first)
+            json.string(hash)
+        }
+        if let policy = note.policy {
+            json.member(Keys.policy, first: &first)
+            json.string(policy)
+        }
+        if let reason = note.reason {
+            json.member(Keys.reason, first: &first)
+            json.string(reason)
+        }
+        if let resolution = result.resolution {
+            json.member(Keys.resolution, first: &first)
+            json.string(resolution)
+        }
+        if let version = note.schemaVersion {
+            json.member(Keys.schemaVersion, first: &first)
+            json.int(Int64(version))
+        }
+        json.member(Keys.seq, first: &first)
+        json.int(mutation.seq)
+        if let version = result.serverVersion {
+            json.member(Keys.serverVersion, first: &first)
+            json.int(version)
+        }
+        json.member(Keys.status, first: &first)
+        json.string(result.status.rawValue)
+        if note.tombstone {
+            json.member(Keys.tombstone, first: &first)
+            json.bool(true)
+        }
+        json.append(0x7D)
+        return String(decoding: json.bytes, as: UTF8.self)
     }
 }

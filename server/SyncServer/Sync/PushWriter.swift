@@ -1,5 +1,6 @@
 import ContractRuntime
 import Contracts
+import Crypto
 import Foundation
 import SyncProtocol
 
@@ -33,34 +34,58 @@ struct PushWriter {
         "_tenant_id", "_scope_key", "_seq", "_version", "_schema_version", "_hlc", "_field_clocks", "_deleted", "_updated_at", "_updated_by",
     ]
 
-    /// One column layout per entity, shared by the rows written: building a row then fills an
-    /// array instead of hashing each column name into a layout of its own.
-    private static let layouts: [String: StoredRow.Layout] = Dictionary(
-        uniqueKeysWithValues: ContractRegistry.entities.map { ($0.name, StoredRow.Layout($0.fields.map(\.name) + metadataColumns)) }
+    /// Where an entity's stored row keeps each column, worked out once per entity: building a
+    /// row then fills an array in a shared layout instead of hashing column names.
+    private struct RowShape {
+        let layout: StoredRow.Layout
+        /// `nil` for a contract whose primary key is not among its fields (the compiler refuses
+        /// one; the row then gains the column).
+        let primaryKey: Int?
+        /// The version field's position, and whether it takes the server clock (a timestamp)
+        /// rather than the new `_version` (an int).
+        let versionStamp: (position: Int, takesClock: Bool)?
+
+        init(_ entity: EntityDescriptor) {
+            layout = StoredRow.Layout(entity.fields.map(\.name) + PushWriter.metadataColumns)
+            primaryKey = entity.fields.firstIndex { $0.name == entity.primaryKey }
+            versionStamp = entity.fields.firstIndex { $0.name == entity.versionField }.flatMap { position in
+                switch entity.fields[position].kind {
+                case .int: (position, false)
+                case .timestamp: (position, true)
+                default: nil
+                }
+            }
+        }
+    }
+
+    private static let shapes: [String: RowShape] = Dictionary(
+        ContractRegistry.entities.map { ($0.name, RowShape($0)) }, uniquingKeysWith: { first, _ in first }
     )
 
     /// Stores the row and returns it as stored.
     @discardableResult
     func write(_ write: RowWrite) async throws -> StoredRow {
         let entity = write.entity
+        let shape = Self.shapes[entity.name] ?? RowShape(entity)
         let version = (write.previous?.integer("_version") ?? 0) + 1
-        var values = entity.fields.map { write.columns[$0.name] ?? .null }
-        values += [
-            .text(identity.tenant), .text(write.scopeKey),
-            .integer(try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey)), .integer(version),
-            .integer(Int64(write.schemaVersion)), write.hlc.map(ColumnValue.text) ?? .null, write.fieldClocks.map(ColumnValue.text) ?? .null,
-            .integer(write.deleted ? 1 : 0), .integer(now.millisecondsSince1970), .text(write.updatedBy),
-        ]
-        let layout = Self.layouts[entity.name] ?? StoredRow.Layout(entity.fields.map(\.name) + Self.metadataColumns)
-        var row = StoredRow(layout: layout, values: values)
-        row[entity.primaryKey] = .text(write.id)
-        if let versionField = entity.versionField, let field = entity.fields.first(where: { $0.name == versionField }) {
-            switch field.kind {
-            case .int: row[versionField] = .integer(version)
-            case .timestamp: row[versionField] = .integer(now.millisecondsSince1970)
-            default: break
-            }
-        }
+        let sequence = try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey)
+        var values: [ColumnValue] = []
+        values.reserveCapacity(entity.fields.count + Self.metadataColumns.count)
+        for field in entity.fields { values.append(write.columns[field.name] ?? .null) }
+        values.append(.text(identity.tenant))
+        values.append(.text(write.scopeKey))
+        values.append(.integer(sequence))
+        values.append(.integer(version))
+        values.append(.integer(Int64(write.schemaVersion)))
+        values.append(write.hlc.map(ColumnValue.text) ?? .null)
+        values.append(write.fieldClocks.map(ColumnValue.text) ?? .null)
+        values.append(.integer(write.deleted ? 1 : 0))
+        values.append(.integer(now.millisecondsSince1970))
+        values.append(.text(write.updatedBy))
+        if let position = shape.primaryKey { values[position] = .text(write.id) }
+        if let stamp = shape.versionStamp { values[stamp.position] = .integer(stamp.takesClock ? now.millisecondsSince1970 : version) }
+        var row = StoredRow(layout: shape.layout, values: values)
+        if shape.primaryKey == nil { row[entity.primaryKey] = .text(write.id) }
         try await transaction.upsert(row, in: ContractTable(entity))
         return row
     }
@@ -90,13 +115,12 @@ struct PushWriter {
         return nil
     }
 
-    /// Appends an audit entry whose detail is the canonical JSON of `detail`.
-    func audit(entity: String, rowID: String, operation: String, outcome: String, detail: [String: JSONValue]) async throws {
+    /// Appends an audit entry; `detail` is canonical JSON.
+    func audit(entity: String, rowID: String, operation: String, outcome: String, detail: String) async throws {
         try await transaction.appendAudit(
             AuditEntry(
                 tenant: identity.tenant, recordedAt: now.millisecondsSince1970, userID: identity.userID,
-                deviceID: identity.deviceID, entity: entity, rowID: rowID, operation: operation, outcome: outcome,
-                detail: CanonicalJSON.text(.object(detail))
+                deviceID: identity.deviceID, entity: entity, rowID: rowID, operation: operation, outcome: outcome, detail: detail
             )
         )
     }
@@ -104,10 +128,6 @@ struct PushWriter {
     /// Lowercase hex SHA-256 of a JSON value's canonical text: how events are hashed
     /// (``EventEnvelope/hash(of:)``), and how the audit log names a payload without copying it.
     static func sha256(_ value: JSONValue) -> String {
-        sha256(Data(CanonicalJSON.text(value).utf8))
-    }
-
-    static func sha256(_ data: Data) -> String {
-        Hex.sha256(data)
+        Hex.string(SHA256.hash(data: CanonicalJSON.bytes(value)))
     }
 }

@@ -160,8 +160,8 @@ struct LearningReducer: Reducer {
         case Statement.descriptor.name:
             // Most statements (experienced, progressed, …) name no attempt and complete nothing:
             // leave them without decoding, which is most of the cost of ingesting them.
-            let verb = fact.payload["verb"]
-            let namesAttempt = fact.payload["attempt_id"].map { $0 != .null } ?? false
+            let verb = fact.value(of: "verb")
+            let namesAttempt = fact.value(of: "attempt_id").map { $0 != .null } ?? false
             guard namesAttempt || verb == .string(Statement.Verb.completed.rawValue) || verb == .string(Statement.Verb.passed.rawValue)
             else { return [] }
             let statement = try fact.decode(Statement.self)

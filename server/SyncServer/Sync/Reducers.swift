@@ -10,11 +10,57 @@ struct ReducerFact: Sendable {
     var contract: String
     /// The event id, or the row's primary key.
     var id: String
-    /// Current field names → wire values, defaults filled.
-    var payload: [String: JSONValue]
     var occurredAt: Timestamp
     /// The scope key the fact is filed under; a reducer only touches rows of the same scope.
     var scopeKey: String
+    /// The payload as it came: wire values (an event), or a row's columns, turned into wire
+    /// values only when read (most rows a reducer sees, it leaves after a field or two).
+    private let values: Values
+
+    private enum Values {
+        case wire([String: JSONValue])
+        case row([String: ColumnValue], fields: [FieldDescriptor])
+    }
+
+    /// An event's fact: current field names → wire values, defaults filled.
+    init(contract: String, id: String, payload: [String: JSONValue], occurredAt: Timestamp, scopeKey: String) {
+        self.contract = contract
+        self.id = id
+        self.occurredAt = occurredAt
+        self.scopeKey = scopeKey
+        values = .wire(payload)
+    }
+
+    /// A row's fact: every field of `fields`, from the row's columns (a missing one is null).
+    init(contract: String, id: String, row: [String: ColumnValue], fields: [FieldDescriptor], occurredAt: Timestamp, scopeKey: String) {
+        self.contract = contract
+        self.id = id
+        self.occurredAt = occurredAt
+        self.scopeKey = scopeKey
+        values = .row(row, fields: fields)
+    }
+
+    /// Current field names → wire values, defaults filled.
+    var payload: [String: JSONValue] {
+        switch values {
+        case .wire(let payload): return payload
+        case .row(let columns, let fields):
+            var payload: [String: JSONValue] = [:]
+            payload.reserveCapacity(fields.count)
+            for field in fields { payload[field.name] = RowCodec.wireValue(columns[field.name] ?? .null, for: field) }
+            return payload
+        }
+    }
+
+    /// The wire value of one field of the payload; `nil` when the contract has no such field.
+    func value(of name: String) -> JSONValue? {
+        switch values {
+        case .wire(let payload): return payload[name]
+        case .row(let columns, let fields):
+            guard let field = fields.first(where: { $0.name == name }) else { return nil }
+            return RowCodec.wireValue(columns[name] ?? .null, for: field)
+        }
+    }
 
     /// The payload as its generated type.
     func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
