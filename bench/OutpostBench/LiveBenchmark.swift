@@ -190,6 +190,10 @@ enum LiveBenchmark {
                             try await Task.sleep(nanoseconds: 2_000_000)
                             team = plan.team(below: choices)
                         }
+                        // Marked in flight here, not when the task starts: the next turn of this loop
+                        // must not pick the team while its push has not left (pushes of one team go
+                        // over different connections, and a later seq arriving first is a gap).
+                        probe.willPush(team: team)
                         let seq = plan.nextSeq(team: team)
                         let pusher = pushers[number % pushers.count]
                         let token = deployment.token(user: LiveListener.user(team * teamSize), device: LiveListener.device(team * teamSize), teams: [LoadSeed.team(team)])
@@ -351,6 +355,11 @@ final class PokeProbe: @unchecked Sendable {
 
     var summary: LatencySummary? { lock.withLock { latencies.summary("poke") } }
     var helloSummary: LatencySummary? { lock.withLock { hellos.summary("hello") } }
+
+    /// The team's next push is about to be sent: busy from now on.
+    func willPush(team: Int) {
+        _ = lock.withLock { inFlight.insert(team) }
+    }
 
     func pushSent(team: Int, receivers: Int, at instant: UInt64) {
         lock.withLock {
