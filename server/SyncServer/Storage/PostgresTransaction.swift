@@ -38,24 +38,12 @@ final class PostgresTransaction: StorageTransaction {
     /// (another process may erase a user meanwhile).
     private var userKeys: [Key: AuditDetails.DataKey] = [:]
     /// Upserted rows not sent yet: the newest version per row, in the order first written.
-    private var unsentRows: [RowKey: StoredRow] = [:]
-    private var unsentOrder: [RowKey] = []
+    private var unsentRows: [StoredRowKey: StoredRow] = [:]
+    private var unsentOrder: [StoredRowKey] = []
     /// Rows read ahead (``prefetchRows(in:tenant:ids:)``), `nil` for an id known to be absent;
     /// an entry is dropped when the transaction writes its row.
-    private var knownRows: [RowKey: StoredRow?] = [:]
+    private var knownRows: [StoredRowKey: StoredRow?] = [:]
 
-    private struct RowKey: Hashable {
-        var table: ContractTable
-        var tenant: String
-        var id: String
-
-        // A table's name decides its primary key: hashing that too would only cost.
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(table.name)
-            hasher.combine(tenant)
-            hasher.combine(id)
-        }
-    }
 
     private struct Key: Hashable {
         var tenant: String
@@ -115,7 +103,7 @@ final class PostgresTransaction: StorageTransaction {
     // MARK: - StorageReader
 
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
-        let key = RowKey(table: table, tenant: tenant, id: id)
+        let key = StoredRowKey(table: table, tenant: tenant, id: id)
         if let unsent = unsentRows[key] { return unsent }
         if let known = knownRows[key] { return known }
         let columns = try catalog.columns(of: table.name)
@@ -128,7 +116,7 @@ final class PostgresTransaction: StorageTransaction {
 
     /// One statement for every id (`= ANY` of an array), instead of a round trip per row.
     func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {
-        let wanted = Array(Set(ids.filter { knownRows.index(forKey: RowKey(table: table, tenant: tenant, id: $0)) == nil && unsentRows[RowKey(table: table, tenant: tenant, id: $0)] == nil }))
+        let wanted = Array(Set(ids.filter { knownRows.index(forKey: StoredRowKey(table: table, tenant: tenant, id: $0)) == nil && unsentRows[StoredRowKey(table: table, tenant: tenant, id: $0)] == nil }))
         guard !wanted.isEmpty else { return }
         // Text keys only: an id of another type is read on its own (`row`), where its value is bound as that type.
         let keyType = try catalog.columns(of: table.name).type(of: table.primaryKey)
@@ -142,10 +130,10 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(tenant)
         bindings.append(wanted)
         let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = $1 AND \(Self.quoted(table.primaryKey)) = ANY($2)"
-        for id in wanted { knownRows[RowKey(table: table, tenant: tenant, id: id)] = .some(nil) }
+        for id in wanted { knownRows[StoredRowKey(table: table, tenant: tenant, id: id)] = .some(nil) }
         for row in try await storedRows(sql, bindings) {
             guard let id = row.text(table.primaryKey) else { continue }
-            knownRows[RowKey(table: table, tenant: tenant, id: id)] = .some(row)
+            knownRows[StoredRowKey(table: table, tenant: tenant, id: id)] = .some(row)
         }
     }
 
@@ -269,7 +257,7 @@ final class PostgresTransaction: StorageTransaction {
 
     func deleteRow(in table: ContractTable, tenant: String, id: String) async throws {
         try await sendRows()
-        knownRows.removeValue(forKey: RowKey(table: table, tenant: tenant, id: id))
+        knownRows.removeValue(forKey: StoredRowKey(table: table, tenant: tenant, id: id))
         let columns = try catalog.columns(of: table.name)
         var bindings = PostgresBindings()
         bindings.append(tenant)
@@ -537,7 +525,7 @@ final class PostgresTransaction: StorageTransaction {
         guard let id = row.text(table.primaryKey), let tenant = row.text("_tenant_id") else {
             throw PostgresStorageError.unsupportedValue("a row of '\(table.name)' without its tenant or primary key")
         }
-        let key = RowKey(table: table, tenant: tenant, id: id)
+        let key = StoredRowKey(table: table, tenant: tenant, id: id)
         knownRows.removeValue(forKey: key)
         if unsentRows.updateValue(row, forKey: key) == nil { unsentOrder.append(key) }
     }
@@ -545,7 +533,7 @@ final class PostgresTransaction: StorageTransaction {
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
         try await sendRows()
         if let id = row.text(table.primaryKey), let tenant = row.text("_tenant_id") {
-            knownRows.removeValue(forKey: RowKey(table: table, tenant: tenant, id: id))
+            knownRows.removeValue(forKey: StoredRowKey(table: table, tenant: tenant, id: id))
         } else {
             knownRows.removeAll()
         }

@@ -120,11 +120,11 @@ final class AuditTail {
     /// kept across transactions: another process may erase a user meanwhile.
     var userKeys: [ScopeKey: AuditDetails.DataKey] = [:]
     /// Upserted rows not written yet: the newest version of each, in the order first written.
-    var unsentRows: [RowKey: StoredRow] = [:]
-    var unsentOrder: [RowKey] = []
+    var unsentRows: [StoredRowKey: StoredRow] = [:]
+    var unsentOrder: [StoredRowKey] = []
     /// Rows read ahead (`prefetchRows`), `nil` for an id known to be absent; an entry is
     /// dropped when the transaction writes its row.
-    var knownRows: [RowKey: StoredRow?] = [:]
+    var knownRows: [StoredRowKey: StoredRow?] = [:]
     /// Stored push results not written yet, six values each (the `push_results` columns).
     var pendingResults: [DatabaseValue] = []
     /// Audit entries not chained and written yet, in the order appended.
@@ -135,18 +135,6 @@ final class AuditTail {
         var key: String
     }
 
-    struct RowKey: Hashable {
-        var table: ContractTable
-        var tenant: String
-        var id: String
-
-        // A table's name decides its primary key: hashing that too would only cost.
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(table.name)
-            hasher.combine(tenant)
-            hasher.combine(id)
-        }
-    }
 }
 
 /// A transaction handed to the task that runs on its connection's thread

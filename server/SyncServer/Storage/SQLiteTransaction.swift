@@ -51,7 +51,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
-        let key = AuditTail.RowKey(table: table, tenant: tenant, id: id)
+        let key = StoredRowKey(table: table, tenant: tenant, id: id)
         if let unsent = auditTail.unsentRows[key] { return unsent }
         if let known = auditTail.knownRows[key] { return known }
         let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) = ?"
@@ -325,7 +325,7 @@ struct SQLiteTransaction: StorageTransaction {
             try insertRows("INSERT OR REPLACE", into: table.name, columns: row.columnNames, values: row.columnNames.indices.map { row.value(at: $0).databaseValue })
             return
         }
-        let key = AuditTail.RowKey(table: table, tenant: tenant, id: id)
+        let key = StoredRowKey(table: table, tenant: tenant, id: id)
         auditTail.knownRows.removeValue(forKey: key)
         if auditTail.unsentRows.updateValue(row, forKey: key) == nil { auditTail.unsentOrder.append(key) }
     }

@@ -106,3 +106,18 @@ public struct StoredRow: Hashable, Sendable {
         hasher.combine(columns)
     }
 }
+
+/// A contract row as a write transaction keeps track of it (rows read ahead, rows kept back
+/// until the flush): its table, tenant and primary key.
+struct StoredRowKey: Hashable {
+    var table: ContractTable
+    var tenant: String
+    var id: String
+
+    // A table's name decides its primary key: hashing that too would only cost.
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(table.name)
+        hasher.combine(tenant)
+        hasher.combine(id)
+    }
+}
