@@ -298,9 +298,9 @@ struct PullServiceTests {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
         try await harness.storage.write { transaction in
-            for seq in 1...3 {
-                try await transaction.recordPushResult(tenant: PullHarness.tenant, clientID: "c-1", seq: Int64(seq), clientMutationID: "m-\(seq)", result: "{}", recordedAt: 0)
-            }
+            try await transaction.recordPushResults(
+                tenant: PullHarness.tenant, clientID: "c-1", PushResultRecord(firstSeq: 1, results: ["{}", "{}", "{}"]), recordedAt: 0
+            )
         }
         let with = try await harness.pull.pull(scope: "user", cursor: nil, limit: nil, schema: [:], clientID: "c-1", identity: device)
         #expect(with.lastSeq == 3)

@@ -180,7 +180,7 @@ struct PushServiceTests {
             h.mutation(2, "Statement", .create, "st-1", h.statementPayload("st-1")),
             h.mutation(3, "Statement", .create, "st-2", h.statementPayload("st-2")),
         ]
-        for failAfter in [0, 1, 4, 7, 11] {
+        for failAfter in [0, 1, 4, 7, 9] {
             let failing = PushService(storage: PushFailingStorage(base: h.storage, failAfter: failAfter), clock: PushFixedClock())
             do {
                 _ = try await failing.push(PushRequest(clientId: "alice-phone", schema: [:], mutations: mutations), identity: PushHarness.alice)

@@ -209,8 +209,8 @@ struct PushFailingStorage: SyncStorage {
             try await base.rows(in: table, tenant: tenant, where: conditions, limit: limit)
         }
         func lastSequence(tenant: String, clientID: String) async throws -> Int64 { try await base.lastSequence(tenant: tenant, clientID: clientID) }
-        func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
-            try await base.pushResult(tenant: tenant, clientID: clientID, seq: seq)
+        func pushResults(tenant: String, clientID: String, covering seq: Int64) async throws -> PushResultRecord? {
+            try await base.pushResults(tenant: tenant, clientID: clientID, covering: seq)
         }
         func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 { try await base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
         func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] { try await base.auditEntries(after: afterID, limit: limit) }
@@ -282,11 +282,9 @@ struct PushFailingStorage: SyncStorage {
             try budget.spend()
             return try await base.insertIfAbsent(row, in: table)
         }
-        func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
+        func recordPushResults(tenant: String, clientID: String, _ record: PushResultRecord, recordedAt: Int64) async throws {
             try budget.spend()
-            try await base.recordPushResult(
-                tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result, recordedAt: recordedAt
-            )
+            try await base.recordPushResults(tenant: tenant, clientID: clientID, record, recordedAt: recordedAt)
         }
         func appendAudit(_ entry: AuditEntry) async throws {
             try budget.spend()

@@ -131,7 +131,7 @@ struct UserDataTests {
         #expect(report.scopes == ["progress:user:alice"])
         #expect(report.rowsErased == live.count)
         #expect(report.eventsDeleted == 2)
-        #expect(report.pushResultsDeleted == 5)
+        #expect(report.pushResultsDeleted == 2, "the records of her two pushes (five results)")
         #expect(report.auditDetailsErased == aliceEntries)
 
         // Her rows are tombstones with nothing of what she wrote, at new sequence numbers.

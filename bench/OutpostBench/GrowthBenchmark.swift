@@ -191,7 +191,7 @@ enum GrowthBenchmark {
         }
         let counts = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path).read { db in
             (
-                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push_results") ?? 0,
+                try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(last_seq - first_seq + 1), 0) FROM push_results") ?? 0,
                 try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "service_assets" WHERE "_deleted" = 1"#) ?? 0,
                 try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "service_assets" WHERE "_deleted" = 0"#) ?? 0,
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM audit_log") ?? 0

@@ -23,7 +23,7 @@ import SyncServer
 /// settings. The ratio is what exactly-once, audit, validation and bookkeeping cost.
 ///
 /// After the last run, read back with a separate connection: every pushed row stored once,
-/// one stored result per (client, seq) with `last_seq` at the end, the audit chain intact with
+/// one stored result per (client, seq), in a record per push, with `last_seq` at the end, the audit chain intact with
 /// one entry per mutation, and a replay of one push answered from the stored results with
 /// nothing written.
 enum PushIngestionBenchmark {
@@ -414,6 +414,7 @@ enum PushIngestionBenchmark {
         var rows: Int
         var distinctIDs: Int
         var pushResults: Int
+        var pushResultRecords: Int
         var clients: [String: Int64]
         var resultsPerClient: [String: [Int64]]
         var auditCount: Int
@@ -431,8 +432,12 @@ enum PushIngestionBenchmark {
             var clients: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT client_id, last_seq FROM clients") { clients[row["client_id"]] = row["last_seq"] }
             var perClient: [String: [Int64]] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT client_id, COUNT(*) AS n, MIN(seq) AS lo, MAX(seq) AS hi FROM push_results GROUP BY client_id") {
-                perClient[row["client_id"]] = [row["n"], row["lo"], row["hi"]]
+            // A record per push: (results, first seq, last seq, records) per client.
+            for row in try Row.fetchAll(db, sql: """
+                SELECT client_id, SUM(last_seq - first_seq + 1) AS n, MIN(first_seq) AS lo, MAX(last_seq) AS hi, COUNT(*) AS records
+                FROM push_results GROUP BY client_id
+                """) {
+                perClient[row["client_id"]] = [row["n"], row["lo"], row["hi"], row["records"]]
             }
             var outcomes: [String: Int] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT outcome, COUNT(*) AS n FROM audit_log GROUP BY outcome") { outcomes[row["outcome"]] = row["n"] }
@@ -440,7 +445,8 @@ enum PushIngestionBenchmark {
             for row in try Row.fetchAll(db, sql: "SELECT scope_key, last_seq FROM scope_sequences") { scopes[row["scope_key"]] = row["last_seq"] }
             let audit = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS n, MAX(id) AS last FROM audit_log")!
             return Snapshot(
-                rows: counts["n"], distinctIDs: counts["d"], pushResults: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push_results") ?? 0,
+                rows: counts["n"], distinctIDs: counts["d"], pushResults: try Int.fetchOne(db, sql: "SELECT SUM(last_seq - first_seq + 1) FROM push_results") ?? 0,
+                pushResultRecords: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push_results") ?? 0,
                 clients: clients, resultsPerClient: perClient, auditCount: audit["n"], auditLastID: audit["last"] ?? 0,
                 auditLastHash: try String.fetchOne(db, sql: "SELECT hash FROM audit_log ORDER BY id DESC LIMIT 1") ?? "",
                 auditByOutcome: outcomes, scopeSequences: scopes
@@ -493,8 +499,8 @@ enum PushIngestionBenchmark {
         if before.pushResults != mutationCount { onceProblems.append("\(before.pushResults) stored results for \(mutationCount) mutations") }
         for device in devices {
             if before.clients[device.clientID] != perDevice { onceProblems.append("\(device.clientID) last_seq \(before.clients[device.clientID] ?? -1)") }
-            if before.resultsPerClient[device.clientID] != [perDevice, 1, perDevice] {
-                onceProblems.append("\(device.clientID) stored results (count, min, max seq) \(before.resultsPerClient[device.clientID] ?? [])")
+            if before.resultsPerClient[device.clientID] != [perDevice, 1, perDevice, Int64(pushesPerDevice)] {
+                onceProblems.append("\(device.clientID) stored results (count, min, max seq, records) \(before.resultsPerClient[device.clientID] ?? [])")
             }
             if before.scopeSequences["progress:user:\(device.identity.userID)"] != perDevice {
                 onceProblems.append("scope of \(device.identity.userID) at seq \(before.scopeSequences["progress:user:\(device.identity.userID)"] ?? -1)")
@@ -504,7 +510,7 @@ enum PushIngestionBenchmark {
             name: "exactly once", passed: onceProblems.isEmpty,
             detail: onceProblems.isEmpty
                 ? "\(Format.grouped(before.rows)) rows, the pushed ids exactly; \(Format.grouped(before.pushResults)) stored results, one per "
-                    + "(client, seq 1…\(Format.grouped(Int(perDevice)))); each client's last_seq and each scope's sequence at \(Format.grouped(Int(perDevice)))"
+                    + "(client, seq 1…\(Format.grouped(Int(perDevice)))), in \(before.pushResultRecords) records (one per push); each client's last_seq and each scope's sequence at \(Format.grouped(Int(perDevice)))"
                 : onceProblems.prefix(3).joined(separator: "; ")
         ))
 

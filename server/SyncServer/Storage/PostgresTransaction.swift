@@ -31,8 +31,8 @@ final class PostgresTransaction: StorageTransaction {
     /// Scopes locked by this transaction → the last sequence number handed out.
     private var scopes: [Key: Int64] = [:]
     private var movedScopes: Set<Key> = []
+    /// Push result records not written yet (``finish()`` writes them), in the order recorded.
     private var pushResults: [PushResultRow] = []
-    private var pendingResults: [PendingResultKey: String] = [:]
     private var audit: [AuditEntry] = []
     /// Users' audit data keys read or made in this transaction; never kept across transactions
     /// (another process may erase a user meanwhile).
@@ -50,17 +50,9 @@ final class PostgresTransaction: StorageTransaction {
         var name: String
     }
 
-    private struct PendingResultKey: Hashable {
-        var client: Key
-        var seq: Int64
-    }
-
     private struct PushResultRow {
-        var tenant: String
-        var clientID: String
-        var seq: Int64
-        var clientMutationID: String
-        var result: String
+        var client: Key
+        var record: PushResultRecord
         var recordedAt: Int64
     }
 
@@ -125,7 +117,6 @@ final class PostgresTransaction: StorageTransaction {
         knownRows.reserveCapacity(knownRows.count + wanted.count)
         unsentRows.reserveCapacity(unsentRows.count + wanted.count)
         unsentOrder.reserveCapacity(unsentOrder.count + wanted.count)
-        pendingResults.reserveCapacity(pendingResults.count + wanted.count)
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(wanted)
@@ -403,15 +394,24 @@ final class PostgresTransaction: StorageTransaction {
         return deleted
     }
 
-    func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
-        if let pending = pendingResults[PendingResultKey(client: Key(tenant: tenant, name: clientID), seq: seq)] { return pending }
+    func pushResults(tenant: String, clientID: String, covering seq: Int64) async throws -> PushResultRecord? {
+        let client = Key(tenant: tenant, name: clientID)
+        if let pending = pushResults.last(where: { $0.client == client && $0.record.firstSeq <= seq && seq <= $0.record.lastSeq }) {
+            return pending.record
+        }
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(clientID)
         bindings.append(seq)
-        let rows = try await run("SELECT result FROM push_results WHERE tenant = $1 AND client_id = $2 AND seq = $3", bindings)
-        guard let cell = rows.first?.first, case .text(let text) = try PostgresValues.value(of: cell) else { return nil }
-        return text
+        // The record starting at or before `seq` closest to it; it covers `seq` unless `seq` lies past its end.
+        let rows = try await run("""
+            SELECT first_seq, last_seq, results FROM push_results
+            WHERE tenant = $1 AND client_id = $2 AND first_seq <= $3 ORDER BY first_seq DESC LIMIT 1
+            """, bindings)
+        guard let row = rows.first else { return nil }
+        let (first, last, results) = try row.decode((Int64, Int64, String).self)
+        guard seq <= last else { return nil }
+        return try PushResultRecord(firstSeq: first, storedText: results)
     }
 
     func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
@@ -598,13 +598,11 @@ final class PostgresTransaction: StorageTransaction {
         return (head + catalog.valueTuples(rows: rows.count, width: names.count) + tail, bindings)
     }
 
-    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
-        pushResults.append(
-            PushResultRow(tenant: tenant, clientID: clientID, seq: seq, clientMutationID: clientMutationID, result: result, recordedAt: recordedAt)
-        )
+    func recordPushResults(tenant: String, clientID: String, _ record: PushResultRecord, recordedAt: Int64) async throws {
+        guard !record.results.isEmpty else { return }
         let key = Key(tenant: tenant, name: clientID)
-        pendingResults[PendingResultKey(client: key, seq: seq)] = result
-        clients[key] = seq
+        pushResults.append(PushResultRow(client: key, record: record, recordedAt: recordedAt))
+        clients[key] = record.lastSeq
         movedClients.insert(key)
     }
 
@@ -624,10 +622,10 @@ final class PostgresTransaction: StorageTransaction {
         // Results are only ever inserted, so a concurrent housekeeper is the only other deleter:
         // rows it holds are skipped rather than waited for.
         let rows = try await run("""
-            DELETE FROM push_results WHERE (tenant, client_id, seq) IN (
-                SELECT p.tenant, p.client_id, p.seq FROM push_results p
+            DELETE FROM push_results WHERE (tenant, client_id, first_seq) IN (
+                SELECT p.tenant, p.client_id, p.first_seq FROM push_results p
                 JOIN clients c ON c.tenant = p.tenant AND c.client_id = p.client_id
-                WHERE p.seq <= c.acked_seq AND p.recorded_at < $1 LIMIT $2 FOR UPDATE OF p SKIP LOCKED)
+                WHERE p.last_seq <= c.acked_seq AND p.recorded_at < $1 LIMIT $2 FOR UPDATE OF p SKIP LOCKED)
             RETURNING 1
             """, bindings)
         return rows.count
@@ -703,15 +701,15 @@ final class PostgresTransaction: StorageTransaction {
         }
         if !pushResults.isEmpty {
             var bindings = PostgresBindings()
-            bindings.append(pushResults.map(\.tenant))
-            bindings.append(pushResults.map(\.clientID))
-            bindings.append(pushResults.map(\.seq))
-            bindings.append(pushResults.map(\.clientMutationID))
-            bindings.append(pushResults.map(\.result))
+            bindings.append(pushResults.map(\.client.tenant))
+            bindings.append(pushResults.map(\.client.name))
+            bindings.append(pushResults.map(\.record.firstSeq))
+            bindings.append(pushResults.map(\.record.lastSeq))
+            bindings.append(pushResults.map(\.record.storedText))
             bindings.append(pushResults.map(\.recordedAt))
             try await run("""
-                INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result, recorded_at)
-                SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::BIGINT[])
+                INSERT INTO push_results (tenant, client_id, first_seq, last_seq, results, recorded_at)
+                SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[], $5::TEXT[], $6::BIGINT[])
                 """, bindings)
         }
         for key in movedClients.union(acknowledged.keys) {

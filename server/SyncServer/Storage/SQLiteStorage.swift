@@ -125,7 +125,7 @@ final class AuditTail {
     /// Rows read ahead (`prefetchRows`), `nil` for an id known to be absent; an entry is
     /// dropped when the transaction writes its row.
     var knownRows: [StoredRowKey: StoredRow?] = [:]
-    /// Stored push results not written yet, six values each (the `push_results` columns).
+    /// Push result records not written yet, six values each (the `push_results` columns).
     var pendingResults: [DatabaseValue] = []
     /// Audit entries not chained and written yet, in the order appended.
     var pendingAudit: [AuditEntry] = []

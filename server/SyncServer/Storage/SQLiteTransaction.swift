@@ -149,12 +149,17 @@ struct SQLiteTransaction: StorageTransaction {
         return try Int64.fetchOne(statement("SELECT last_seq FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]) ?? 0
     }
 
-    func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
+    func pushResults(tenant: String, clientID: String, covering seq: Int64) async throws -> PushResultRecord? {
         try writePendingResults()
-        return try String.fetchOne(
-            statement("SELECT result FROM push_results WHERE tenant = ? AND client_id = ? AND seq = ?"),
+        // The record starting at or before `seq` closest to it; it covers `seq` unless `seq` lies past its end.
+        guard let row = try Row.fetchOne(
+            statement("""
+                SELECT first_seq, last_seq, results FROM push_results
+                WHERE tenant = ? AND client_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1
+                """),
             arguments: [tenant, clientID, seq]
-        )
+        ), seq <= row["last_seq"] as Int64 else { return nil }
+        return try PushResultRecord(firstSeq: row["first_seq"], storedText: row["results"])
     }
 
     func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
@@ -343,15 +348,13 @@ struct SQLiteTransaction: StorageTransaction {
         return db.changesCount > 0
     }
 
-    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws {
-        // Appended one by one: an array literal per result would be one more allocation per mutation.
-        auditTail.pendingResults.append(tenant.databaseValue)
-        auditTail.pendingResults.append(clientID.databaseValue)
-        auditTail.pendingResults.append(seq.databaseValue)
-        auditTail.pendingResults.append(clientMutationID.databaseValue)
-        auditTail.pendingResults.append(result.databaseValue)
-        auditTail.pendingResults.append(recordedAt.databaseValue)
-        auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = seq
+    func recordPushResults(tenant: String, clientID: String, _ record: PushResultRecord, recordedAt: Int64) async throws {
+        guard !record.results.isEmpty else { return }
+        auditTail.pendingResults += [
+            tenant.databaseValue, clientID.databaseValue, record.firstSeq.databaseValue, record.lastSeq.databaseValue,
+            record.storedText.databaseValue, recordedAt.databaseValue,
+        ]
+        auditTail.clientSequences[.init(tenant: tenant, key: clientID)] = record.lastSeq
     }
 
     // MARK: Writes kept back
@@ -413,7 +416,7 @@ struct SQLiteTransaction: StorageTransaction {
         }
     }
 
-    private static let pushResultColumns = ["tenant", "client_id", "seq", "client_mutation_id", "result", "recorded_at"]
+    private static let pushResultColumns = ["tenant", "client_id", "first_seq", "last_seq", "results", "recorded_at"]
 
     private func writePendingResults() throws {
         guard !auditTail.pendingResults.isEmpty else { return }
@@ -480,7 +483,7 @@ struct SQLiteTransaction: StorageTransaction {
         try statement("""
             DELETE FROM push_results WHERE rowid IN (
                 SELECT p.rowid FROM push_results p JOIN clients c ON c.tenant = p.tenant AND c.client_id = p.client_id
-                WHERE p.seq <= c.acked_seq AND p.recorded_at < ? LIMIT ?)
+                WHERE p.last_seq <= c.acked_seq AND p.recorded_at < ? LIMIT ?)
             """).execute(arguments: [recordedBefore, limit])
         return db.changesCount
     }

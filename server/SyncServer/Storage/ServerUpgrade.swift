@@ -6,7 +6,9 @@ struct ServerUpgrade {
     let sqlite: [String]
     let postgres: [String]
 
-    static let all: [ServerUpgrade] = [clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons]
+    static let all: [ServerUpgrade] = [
+        clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords,
+    ]
 
     /// Users whose data was erased (a token issued at or before is told `user_erased`), and the
     /// changes an operator marked urgent, which a device takes before any pull page.
@@ -95,6 +97,52 @@ struct ServerUpgrade {
             "ALTER TABLE \"audit_head\" ADD COLUMN \"base_hash\" TEXT NOT NULL DEFAULT '\(AuditChain.genesis)'",
             "ALTER TABLE \"audit_head\" ADD COLUMN \"base_seal\" TEXT",
             "CREATE INDEX \"audit_log_by_user\" ON \"audit_log\" (\"tenant\", \"user_id\", \"id\")",
+        ]
+    )
+
+    /// A push's results stored as one record (``PushResultRecord``) instead of a row per
+    /// mutation: `results` is the JSON array of the results of `first_seq` through `last_seq`.
+    /// Each result stored before becomes a record of one.
+    static let pushResultRecords = ServerUpgrade(
+        identifier: "server.v4.push_result_records",
+        sqlite: [
+            "ALTER TABLE \"push_results\" RENAME TO \"push_results_v3\"",
+            """
+            CREATE TABLE "push_results" (
+                "tenant" TEXT NOT NULL,
+                "client_id" TEXT NOT NULL,
+                "first_seq" INTEGER NOT NULL,
+                "last_seq" INTEGER NOT NULL,
+                "results" TEXT NOT NULL,
+                "recorded_at" INTEGER NOT NULL,
+                PRIMARY KEY ("tenant", "client_id", "first_seq")
+            )
+            """,
+            """
+            INSERT INTO "push_results" ("tenant", "client_id", "first_seq", "last_seq", "results", "recorded_at")
+            SELECT "tenant", "client_id", "seq", "seq", '[' || "result" || ']', "recorded_at" FROM "push_results_v3"
+            """,
+            "DROP TABLE \"push_results_v3\"",
+        ],
+        postgres: [
+            "ALTER TABLE \"push_results\" RENAME TO \"push_results_v3\"",
+            "ALTER TABLE \"push_results_v3\" RENAME CONSTRAINT \"push_results_pkey\" TO \"push_results_v3_pkey\"",
+            """
+            CREATE TABLE "push_results" (
+                "tenant" TEXT NOT NULL,
+                "client_id" TEXT NOT NULL,
+                "first_seq" BIGINT NOT NULL,
+                "last_seq" BIGINT NOT NULL,
+                "results" TEXT NOT NULL,
+                "recorded_at" BIGINT NOT NULL,
+                PRIMARY KEY ("tenant", "client_id", "first_seq")
+            )
+            """,
+            """
+            INSERT INTO "push_results" ("tenant", "client_id", "first_seq", "last_seq", "results", "recorded_at")
+            SELECT "tenant", "client_id", "seq", "seq", '[' || "result" || ']', "recorded_at" FROM "push_results_v3"
+            """,
+            "DROP TABLE \"push_results_v3\"",
         ]
     )
 

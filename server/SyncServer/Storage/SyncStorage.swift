@@ -64,8 +64,9 @@ public protocol StorageReader {
     /// no one pushed with it yet, or for a stream recorded before owners were (and never since).
     func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner?
 
-    /// The stored result (canonical JSON) of a client's mutation.
-    func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String?
+    /// The stored results of the client's push that answered `seq`; `nil` when none is kept
+    /// (never done, or pruned after the client acknowledged it, or erased).
+    func pushResults(tenant: String, clientID: String, covering seq: Int64) async throws -> PushResultRecord?
 
     /// The scope's current Lamport sequence (0 when nothing was written).
     func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64
@@ -145,9 +146,10 @@ public protocol StorageTransaction: StorageReader {
     /// Inserts an event row; returns `false` when the event id is already stored (a duplicate).
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool
 
-    /// Records a client's mutation as done with its result, and moves the client's last `seq`.
-    /// `recordedAt` (server clock, milliseconds) is when its retention starts.
-    func recordPushResult(tenant: String, clientID: String, seq: Int64, clientMutationID: String, result: String, recordedAt: Int64) async throws
+    /// Records the mutations of a push as done with their results, in one record, and moves the
+    /// client's last `seq` to the record's last. `recordedAt` (server clock, milliseconds) is
+    /// when its retention starts.
+    func recordPushResults(tenant: String, clientID: String, _ record: PushResultRecord, recordedAt: Int64) async throws
 
     /// Records that a client acknowledged its results up to `seq` (it sent a push starting
     /// after it): they may be pruned once old enough. Never moves the acknowledgement back.
@@ -155,8 +157,9 @@ public protocol StorageTransaction: StorageReader {
 
     // MARK: Data horizons (``ServerHousekeeping``)
 
-    /// Deletes at most `limit` stored push results that their client acknowledged and that were
-    /// recorded before `recordedBefore` (milliseconds since 1970); returns how many it deleted.
+    /// Deletes at most `limit` stored push result records whose every seq their client
+    /// acknowledged and that were recorded before `recordedBefore` (milliseconds since 1970);
+    /// returns how many records it deleted.
     func prunePushResults(recordedBefore: Int64, limit: Int) async throws -> Int
 
     /// At most `limit` tombstones (`_deleted = 1`) of an entity table last written before
@@ -180,7 +183,7 @@ public protocol StorageTransaction: StorageReader {
     /// Removes a row for good (no tombstone): only for what must not be kept at all.
     func deleteRow(in table: ContractTable, tenant: String, id: String) async throws
 
-    /// Deletes the stored push results of every stream a user's devices own; returns how many.
+    /// Deletes the stored push result records of every stream a user's devices own; returns how many.
     func deletePushResults(tenant: String, ownedBy userID: String) async throws -> Int
 
     /// Records that a user's data was erased at `at` (seconds since 1970): a token of theirs
@@ -209,6 +212,13 @@ public protocol StorageTransaction: StorageReader {
     /// ``AuditArchiveError/baseMoved`` when the base is no longer `previous` or the entry at
     /// `base.lastID` is not the one archived. Returns how many entries were deleted.
     func moveAuditBase(from previous: AuditBase, to base: AuditBase) async throws -> Int
+}
+
+extension StorageReader {
+    /// The stored result (canonical JSON) of one of a client's mutations; `nil` when none is kept.
+    public func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
+        try await pushResults(tenant: tenant, clientID: clientID, covering: seq)?.result(of: seq)
+    }
 }
 
 extension StorageTransaction {

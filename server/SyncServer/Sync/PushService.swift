@@ -181,19 +181,19 @@ struct PushSession {
         try await readAhead(mutations, prepared, after: last)
         var results: [MutationResult] = []
         results.reserveCapacity(mutations.count)
+        var done = PushResultRecord(firstSeq: last + 1, results: [])
+        var answered: PushResultRecord?
         for (mutation, preparation) in zip(mutations, prepared) {
             if mutation.seq <= last {
-                results.append(try await storedResult(of: mutation))
+                results.append(try await storedResult(of: mutation, from: &answered))
                 continue
             }
             let outcome = try await apply(mutation, preparation)
-            try await transaction.recordPushResult(
-                tenant: identity.tenant, clientID: clientID, seq: mutation.seq, clientMutationID: mutation.clientMutationId,
-                result: Self.storedText(outcome.result), recordedAt: writer.now.millisecondsSince1970
-            )
+            done.results.append(Self.storedText(outcome.result))
             try await audit(mutation, preparation, outcome)
             results.append(outcome.result)
         }
+        try await transaction.recordPushResults(tenant: identity.tenant, clientID: clientID, done, recordedAt: writer.now.millisecondsSince1970)
         return PushResponse(results: results, lastSeq: max(last, mutations.last!.seq))
     }
 
@@ -293,9 +293,13 @@ struct PushSession {
         static let tombstone = JSONWriter.key("tombstone")
     }
 
-    /// The result stored when the mutation was done, exactly as it was answered then.
-    private func storedResult(of mutation: Mutation) async throws -> MutationResult {
-        guard let text = try await transaction.pushResult(tenant: identity.tenant, clientID: clientID, seq: mutation.seq) else {
+    /// The result stored when the mutation was done, exactly as it was answered then. A resend
+    /// names consecutive seqs, so the record read for one usually answers the next as well.
+    private func storedResult(of mutation: Mutation, from record: inout PushResultRecord?) async throws -> MutationResult {
+        if record?.result(of: mutation.seq) == nil {
+            record = try await transaction.pushResults(tenant: identity.tenant, clientID: clientID, covering: mutation.seq)
+        }
+        guard let text = record?.result(of: mutation.seq) else {
             // Done, but its result is no longer kept: it cannot be applied again.
             return MutationResult(seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: .duplicate)
         }
