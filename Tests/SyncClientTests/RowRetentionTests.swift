@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 @testable import SyncClient
 import SyncProtocol
+import SyncServer
 import Testing
 
 /// The contracts' `retention` on a device, against the real server: `ServiceAsset` keeps synced
@@ -167,8 +168,14 @@ import Testing
             #expect(try store.outboxCounts()[.done] == 0)
             #expect(try store.outboxCounts()[.pending] == 1, "a write not yet sent is never pruned")
             // The server's audit still holds the pruned write.
-            let audit = try await server.storage.read { try await $0.auditEntries(after: 0, limit: 100) }
-            #expect(audit.contains { $0.rowID == "sa-1" })
+            let key = server.storage.auditKey
+            let changes = try await server.storage.read { reader in
+                let entries = try await reader.auditEntries(after: 0, limit: 100)
+                return try await zip(entries, AuditChain.readableDetails(of: entries, in: reader, key: key)).flatMap { entry, text in
+                    try AuditedChange.changes(of: entry, readableDetail: text ?? "{}")
+                }
+            }
+            #expect(changes.contains { $0.rowID == "sa-1" })
         }
     }
 }

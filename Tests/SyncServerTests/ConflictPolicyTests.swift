@@ -259,12 +259,12 @@ struct ConflictPolicyTests {
         #expect(later.results.first?.status == .applied)
         #expect(try await h.row(Incident.descriptor, "inc-1")?.text("state") == "closed")
 
-        let outcomes = try await h.audit().map(\.outcome)
+        let outcomes = try await h.auditedChanges().map(\.outcome)
         #expect(outcomes == ["applied", "applied", "merged", "conflicted", "applied"])
-        let mergeEntry = try await h.audit()[2]
+        let mergeEntry = try await h.auditedChanges()[2]
         #expect(mergeEntry.detail.contains("\"kept_fields\":[\"state\"]"))
         #expect(mergeEntry.detail.contains("\"applied_fields\":[\"description\"]"))
-        for entry in try await h.audit() {
+        for entry in try await h.auditedChanges() {
             #expect(CanonicalJSON.text(try JSONDecoder().decode(JSONValue.self, from: Data(entry.detail.utf8))) == entry.detail)
         }
     }

@@ -78,6 +78,20 @@ struct PushHarness {
         }
     }
 
+    /// Every change the audit log records, in order, each as an entry of its own (a push's entry
+    /// lists its mutations and reducer writes): the entry's id, identity and time, the change's
+    /// entity, row, operation and outcome, and its detail with the client stream.
+    func auditedChanges() async throws -> [AuditEntry] {
+        try await audit().flatMap { entry in
+            try AuditedChange.changes(of: entry, readableDetail: entry.detail).map { change in
+                var single = entry
+                (single.entity, single.rowID, single.operation, single.outcome) = (change.entity, change.rowID, change.operation, change.outcome)
+                single.detail = CanonicalJSON.text(.object(change.detail))
+                return single
+            }
+        }
+    }
+
     /// Stores a row the way the server does (as content would be published), bypassing push.
     /// Stores an assessment with its server-only answer key (which its DTO does not carry).
     func seed(_ assessment: Assessment, answerKey: JSONValue) async throws {

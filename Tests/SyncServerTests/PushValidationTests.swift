@@ -265,7 +265,7 @@ struct PushValidationTests {
         #expect(response.results.map(\.status) == [.rejected, .rejected])
         #expect(response.results.first?.error?.code == .schemaTooNew)
         #expect(response.results.first?.error?.details == .object(["entity": .string("Task"), "current": .int(1)]))
-        let audit = try #require(try await h.audit().first)
+        let audit = try #require(try await h.auditedChanges().first)
         #expect(audit.detail.contains("schema_too_new"))
     }
 }

@@ -126,7 +126,7 @@ struct ReducerTests {
         #expect(record.completedAt == Self.time(6))
 
         // Reducer writes are audited after the mutation that caused them, and the chain holds.
-        let audit = try await h.audit()
+        let audit = try await h.auditedChanges()
         #expect(audit.contains { $0.entity == "Attempt" && $0.operation == "fold" })
         #expect(audit.last?.entity == "CompletionRecord")
         if case .intact = try await AuditChain.verify(h.storage) {} else { Issue.record("the audit chain is broken") }
@@ -228,7 +228,7 @@ struct ReducerTests {
         #expect(record.completedAt == Self.time(20))
         #expect(record.completedOn == CalendarDate(year: 2025, month: 12, day: 31))
         #expect(try await h.row(CompletionRecord.descriptor, "lesson:alice:lesson-1")?.integer("_version") == 1)
-        #expect(try await h.audit().filter { $0.entity == "CompletionRecord" }.count == 1)
+        #expect(try await h.auditedChanges().filter { $0.entity == "CompletionRecord" }.count == 1)
     }
 
     // MARK: - Task

@@ -125,14 +125,23 @@ enum ExactlyOnce {
             if !doubled.isEmpty { problems.append("\(team): \(doubled.count) rows twice") }
         }
 
-        // The audit log, whole: each pushed id applied once and audited once.
+        // The audit log, whole, details in clear: each pushed id applied once and audited once
+        // (a push's entry lists each of its mutations).
         var audited: [String: [String]] = [:]
         var afterID: Int64 = 0
         while true {
             let from = afterID
-            let entries = try await storage.read { reader in try await reader.auditEntries(after: from, limit: 10_000) }
-            for entry in entries where entry.entity == "Task" && entry.rowID.hasPrefix(prefix) {
-                audited[entry.rowID, default: []].append(entry.outcome)
+            let key = storage.auditKey
+            let (entries, details) = try await storage.read { reader in
+                let entries = try await reader.auditEntries(after: from, limit: 1_000)
+                return (entries, try await AuditChain.readableDetails(of: entries, in: reader, key: key))
+            }
+            for (entry, detail) in zip(entries, details) {
+                guard let detail else { problems.append("audit entry \(entry.id): its detail was erased"); continue }
+                for change in try AuditedChange.changes(of: entry, readableDetail: detail)
+                where change.operation != "fold" && change.entity == "Task" && change.rowID.hasPrefix(prefix) {
+                    audited[change.rowID, default: []].append(change.outcome)
+                }
             }
             guard let last = entries.last else { break }
             afterID = last.id

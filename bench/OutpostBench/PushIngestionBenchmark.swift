@@ -13,8 +13,9 @@ import SyncServer
 /// scope, direction up: the records a learning app writes most) in 20 pushes of 500, all four
 /// at once, through the real ``PushService`` on a fresh ``SQLiteStorage`` (WAL) in a temporary
 /// folder: validation against the contract, the scope check, the policy, the reducers' look,
-/// the stored per-mutation result and the client's `last_seq` (exactly once), the scope's
-/// Lamport sequence and a hash-chained audit entry per mutation, one transaction per push.
+/// each mutation's stored result (one record per push) and the client's `last_seq` (exactly
+/// once), the scope's Lamport sequence and a hash-chained, encrypted audit entry per push that
+/// lists every mutation and its outcome, one transaction per push.
 /// In process: no HTTP, no JSON decoding of the request (timed apart, for scale).
 ///
 /// Baseline in the same run: the same rows (the same column values, sync metadata included)
@@ -23,9 +24,9 @@ import SyncServer
 /// settings. The ratio is what exactly-once, audit, validation and bookkeeping cost.
 ///
 /// After the last run, read back with a separate connection: every pushed row stored once,
-/// one stored result per (client, seq), in a record per push, with `last_seq` at the end, the audit chain intact with
-/// one entry per mutation, and a replay of one push answered from the stored results with
-/// nothing written.
+/// one stored result per (client, seq), in a record per push, with `last_seq` at the end, the
+/// audit chain intact with one entry per push listing each mutation once, `applied`, and a
+/// replay of one push answered from the stored results with nothing written.
 enum PushIngestionBenchmark {
     static let deviceCount = 4
     static let pushesPerDevice = 20
@@ -454,6 +455,28 @@ enum PushIngestionBenchmark {
         }
     }
 
+    /// Every mutation the audit log lists (its entries' details in clear), as (client mutation id, outcome).
+    static func auditedMutations(_ storage: SQLiteStorage) async throws -> [(clientMutationID: String, outcome: String)] {
+        var listed: [(clientMutationID: String, outcome: String)] = []
+        var after: Int64 = 0
+        while true {
+            let from = after
+            let (page, details) = try await storage.read { reader in
+                let page = try await reader.auditEntries(after: from, limit: 100)
+                return (page, try await AuditChain.readableDetails(of: page, in: reader, key: storage.auditKey))
+            }
+            guard let last = page.last else { return listed }
+            for (entry, detail) in zip(page, details) {
+                guard let detail else { throw BenchmarkError("audit entry \(entry.id): its detail was erased") }
+                for change in try AuditedChange.changes(of: entry, readableDetail: detail) where change.operation != "fold" {
+                    guard case .string(let id)? = change.detail["client_mutation_id"] else { throw BenchmarkError("audit entry \(entry.id) lists a change without its mutation id") }
+                    listed.append((id, change.outcome))
+                }
+            }
+            after = last.id
+        }
+    }
+
     static func checkInvariants(
         _ devices: [Device], storage: SQLiteStorage, folder: URL, responses: [[PushResponse]]
     ) throws -> Invariants {
@@ -546,18 +569,24 @@ enum PushIngestionBenchmark {
                     + "last_seq \(Format.grouped(Int(perDevice))); no row, result, sequence or audit entry written"
         ))
 
-        // The audit chain: intact, one `applied` entry per mutation.
+        // The audit chain: intact, one entry per push, which lists each of its mutations `applied`, each once.
         let verified = try Timing.measure { try runBlocking { try await AuditChain.verify(storage) } }
         invariants.verifySeconds = verified.seconds
         invariants.auditEntries = after.auditCount
+        let pushCount = deviceCount * pushesPerDevice
         switch verified.value {
         case .intact(let entries, _):
-            let expected = entries == mutationCount && after.auditByOutcome == ["applied": mutationCount]
+            let listed = try runBlocking { try await auditedMutations(storage) }
+            let pushedIDs = devices.flatMap { $0.requests.flatMap { $0.mutations.map(\.clientMutationId) } }
+            let everyOnce = listed.count == mutationCount && Set(listed.map(\.clientMutationID)) == Set(pushedIDs)
+            let expected = entries == pushCount && after.auditByOutcome == ["applied": pushCount] && everyOnce && listed.allSatisfy { $0.outcome == "applied" }
             invariants.checks.append(.init(
                 name: "audit", passed: expected,
                 detail: expected
-                    ? "AuditChain.verify: intact, \(Format.grouped(entries)) entries, one `applied` per mutation"
-                    : "AuditChain.verify: intact but \(entries) entries, by outcome \(after.auditByOutcome), for \(mutationCount) mutations"
+                    ? "AuditChain.verify: intact, \(Format.grouped(entries)) entries (one per push) listing the \(Format.grouped(mutationCount)) "
+                        + "mutations, each once and `applied`"
+                    : "AuditChain.verify: intact but \(entries) entries, by outcome \(after.auditByOutcome), listing \(listed.count) mutations "
+                        + "(\(Set(listed.map(\.clientMutationID)).count) distinct) for \(pushCount) pushes of \(mutationCount) mutations"
             ))
         case .broken(let entryID, let reason):
             invariants.checks.append(.init(name: "audit", passed: false, detail: "AuditChain.verify: broken at entry \(entryID): \(reason)"))

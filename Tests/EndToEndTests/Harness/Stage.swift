@@ -191,11 +191,13 @@ final class Stage {
                 return (page, try await AuditChain.readableDetails(of: page, in: reader, key: key))
             }
             guard let last = page.last else { return counts }
-            for text in details {
-                guard let text, case .object(let detail) = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)),
-                    detail["client_id"] == .string(clientID), case .string(let mutation)? = detail["client_mutation_id"]
-                else { continue }
-                counts[mutation, default: 0] += 1
+            // A push's entry lists its mutations (and the rows its reducers wrote, `fold`).
+            for (entry, text) in zip(page, details) {
+                guard let text else { continue }
+                for change in try AuditedChange.changes(of: entry, readableDetail: text) where change.operation != "fold" {
+                    guard change.detail["client_id"] == .string(clientID), case .string(let mutation)? = change.detail["client_mutation_id"] else { continue }
+                    counts[mutation, default: 0] += 1
+                }
             }
             after = last.id
         }

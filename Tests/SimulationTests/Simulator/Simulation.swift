@@ -290,11 +290,12 @@ final class Simulation {
     private func appliedMutations() async throws -> [String: [String]] {
         let entries = try await auditEntries()
         var outcomes: [String: [String]] = [:]
-        for entry in entries where entry.operation != "fold" {
-            guard case .object(let detail)? = JSONParser.parse(entry.detail), case .string(let id)? = detail["client_mutation_id"],
-                case .string(let status)? = detail["status"]
-            else { continue }
-            outcomes[id, default: []].append(status)
+        // A push's entry lists its mutations (and the rows its reducers wrote, `fold`).
+        for entry in entries where !entry.detail.isEmpty {
+            for change in try AuditedChange.changes(of: entry, readableDetail: entry.detail) where change.operation != "fold" {
+                guard case .string(let id)? = change.detail["client_mutation_id"], case .string(let status)? = change.detail["status"] else { continue }
+                outcomes[id, default: []].append(status)
+            }
         }
         for (id, statuses) in outcomes where statuses.filter({ $0 == "applied" }).count > 1 {
             throw SimFailure(invariant: "exactly-once", message: "mutation \(id) was applied \(statuses.count) times: \(statuses)")

@@ -182,6 +182,7 @@ struct PushSession {
         var results: [MutationResult] = []
         results.reserveCapacity(mutations.count)
         var done = PushResultRecord(firstSeq: last + 1, results: [])
+        var trail = AuditTrail()
         var answered: PushResultRecord?
         for (mutation, preparation) in zip(mutations, prepared) {
             if mutation.seq <= last {
@@ -190,10 +191,16 @@ struct PushSession {
             }
             let outcome = try await apply(mutation, preparation)
             done.results.append(Self.storedText(outcome.result))
-            try await audit(mutation, preparation, outcome)
+            record(mutation, preparation, outcome, in: &trail)
             results.append(outcome.result)
         }
         try await transaction.recordPushResults(tenant: identity.tenant, clientID: clientID, done, recordedAt: writer.now.millisecondsSince1970)
+        if !done.results.isEmpty {
+            try await writer.audit(
+                entity: trail.entities.sorted().joined(separator: ","), rowID: "\(clientID):\(done.firstSeq)-\(done.lastSeq)",
+                operation: AuditedChange.pushOperation, outcome: trail.outcomes.sorted().joined(separator: ","), detail: trail.detail(clientID: clientID)
+            )
+        }
         return PushResponse(results: results, lastSeq: max(last, mutations.last!.seq))
     }
 
@@ -271,16 +278,21 @@ struct PushSession {
     private enum MemberKeys {
         static let appliedFields = JSONWriter.key("applied_fields")
         static let baseVersion = JSONWriter.key("base_version")
+        static let changes = JSONWriter.key("changes")
         static let clientID = JSONWriter.key("client_id")
         static let clientMutationID = JSONWriter.key("client_mutation_id")
         static let code = JSONWriter.key("code")
         static let details = JSONWriter.key("details")
+        static let entity = JSONWriter.key("entity")
         static let error = JSONWriter.key("error")
         static let fields = JSONWriter.key("fields")
         static let hash = JSONWriter.key("hash")
         static let hlc = JSONWriter.key("hlc")
+        static let id = JSONWriter.key("id")
         static let keptFields = JSONWriter.key("kept_fields")
         static let message = JSONWriter.key("message")
+        static let operation = JSONWriter.key("operation")
+        static let outcome = JSONWriter.key("outcome")
         static let payloadSHA256 = JSONWriter.key("payload_sha256")
         static let policy = JSONWriter.key("policy")
         static let reason = JSONWriter.key("reason")
@@ -355,34 +367,69 @@ struct PushSession {
     /// The schema version the device runs for a contract (the current one when it did not say).
     func schemaVersion(of name: String, current: Int) -> Int { schema[name] ?? current }
 
-    /// The mutation's audit entry, then one per row the reducers wrote.
-    private func audit(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome) async throws {
-        let result = outcome.result
-        let outcomeName = result.resolution == ConflictResolution.merged ? ConflictResolution.merged : result.status.rawValue
-        try await writer.audit(
-            entity: mutation.entity, rowID: mutation.id, operation: mutation.op.rawValue, outcome: outcomeName,
-            detail: detailText(mutation, preparation, outcome)
-        )
-        for effect in outcome.effects {
-            var effectDetail = effect.summary
-            effectDetail["source"] = .string(mutation.entity)
-            effectDetail["source_id"] = .string(mutation.id)
-            effectDetail["client_id"] = .string(clientID)
-            effectDetail["seq"] = .int(mutation.seq)
-            effectDetail["server_version"] = .int(effect.version)
-            try await writer.audit(
-                entity: effect.entity, rowID: effect.rowID, operation: "fold", outcome: "applied", detail: CanonicalJSON.text(.object(effectDetail))
-            )
+    /// What a push's audit entry records (``AuditedChange``): each mutation done, then each row
+    /// the reducers wrote for it, as members of the detail's `changes`. One entry per push, not
+    /// per mutation: the push is one transaction by one identity, and an entry per mutation cost
+    /// as much to write and seal as the pushed row itself.
+    struct AuditTrail {
+        /// The `changes` array's elements, comma separated, as canonical JSON.
+        var changes = JSONWriter(capacity: 64 * 1024)
+        var count = 0
+        /// The entities the push changed and the outcomes it had, for the entry's own columns.
+        var entities: Set<String> = []
+        var outcomes: Set<String> = []
+
+        mutating func nextChange() {
+            if count > 0 { changes.append(0x2C) }
+            count += 1
+        }
+
+        /// `{"changes":[…],"client_id":"…"}`, canonical.
+        func detail(clientID: String) -> String {
+            var json = JSONWriter(capacity: changes.bytes.count + 64)
+            var first = true
+            json.append(0x7B)
+            json.member(MemberKeys.changes, first: &first)
+            json.append(0x5B)
+            json.append(changes.bytes)
+            json.append(0x5D)
+            json.member(MemberKeys.clientID, first: &first)
+            json.string(clientID)
+            json.append(0x7D)
+            return String(decoding: json.bytes, as: UTF8.self)
         }
     }
 
-    /// The canonical JSON of the mutation's audit detail, written member by member in sorted
-    /// order: the applier's note, the mutation (client, seq, ids, clocks, the payload's field
-    /// names and hash, never its values) and how it went.
-    private func detailText(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome) -> String {
+    /// Adds the mutation to the push's audit trail, then each row the reducers wrote for it.
+    private func record(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, in trail: inout AuditTrail) {
+        let result = outcome.result
+        let outcomeName = result.resolution == ConflictResolution.merged ? ConflictResolution.merged : result.status.rawValue
+        trail.entities.insert(mutation.entity)
+        trail.outcomes.insert(outcomeName)
+        trail.nextChange()
+        writeChange(mutation, preparation, outcome, outcome: outcomeName, into: &trail.changes)
+        for effect in outcome.effects {
+            var effectDetail = effect.summary
+            effectDetail["entity"] = .string(effect.entity)
+            effectDetail["id"] = .string(effect.rowID)
+            effectDetail["operation"] = .string("fold")
+            effectDetail["outcome"] = .string("applied")
+            effectDetail["source"] = .string(mutation.entity)
+            effectDetail["source_id"] = .string(mutation.id)
+            effectDetail["seq"] = .int(mutation.seq)
+            effectDetail["server_version"] = .int(effect.version)
+            trail.entities.insert(effect.entity)
+            trail.nextChange()
+            trail.changes.value(.object(effectDetail))
+        }
+    }
+
+    /// The mutation as its push's audit entry lists it, canonical JSON written member by member
+    /// in sorted order: the applier's note, the mutation (seq, ids, clocks, the payload's field
+    /// names and hash, never its values) and how it went. The client stream is the entry's.
+    private func writeChange(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, outcome outcomeName: String, into json: inout JSONWriter) {
         typealias Keys = MemberKeys
         let note = outcome.detail, result = outcome.result
-        var json = JSONWriter(capacity: 320)
         var first = true
         json.append(0x7B)
         if let merged = note.mergedFields {
@@ -393,10 +440,10 @@ struct PushSession {
             json.member(Keys.baseVersion, first: &first)
             json.int(base)
         }
-        json.member(Keys.clientID, first: &first)
-        json.string(clientID)
         json.member(Keys.clientMutationID, first: &first)
         json.string(mutation.clientMutationId)
+        json.member(Keys.entity, first: &first)
+        json.string(mutation.entity)
         if let error = result.error {
             json.member(Keys.error, first: &first)
             var inner = true
@@ -419,10 +466,16 @@ struct PushSession {
             json.member(Keys.hlc, first: &first)
             json.string(hlc)
         }
+        json.member(Keys.id, first: &first)
+        json.string(mutation.id)
         if let merged = note.mergedFields {
             json.member(Keys.keptFields, first: &first)
             json.strings(merged.kept)
         }
+        json.member(Keys.operation, first: &first)
+        json.string(mutation.op.rawValue)
+        json.member(Keys.outcome, first: &first)
+        json.string(outcomeName)
         if mutation.payload != nil, let hash = preparation.payloadHash {
             json.member(Keys.payloadSHA256, first: &first)
             json.string(hash)
@@ -456,6 +509,5 @@ struct PushSession {
             json.bool(true)
         }
         json.append(0x7D)
-        return String(decoding: json.bytes, as: UTF8.self)
     }
 }
