@@ -35,14 +35,12 @@ public struct AuditedChange: Hashable, Sendable {
         }
         guard case .array(let listed)? = detail["changes"] else { throw AuditedChangeError(entryID: entry.id, "a push's detail lists no changes") }
         return try listed.map { item in
-            guard case .object(var change) = item,
-                case .string(let entity)? = change.removeValue(forKey: "entity"),
-                case .string(let rowID)? = change.removeValue(forKey: "id"),
-                case .string(let operation)? = change.removeValue(forKey: "operation"),
-                case .string(let outcome)? = change.removeValue(forKey: "outcome")
-            else { throw AuditedChangeError(entryID: entry.id, "a change lacks its entity, id, operation or outcome") }
-            change["client_id"] = detail["client_id"]
-            return AuditedChange(entity: entity, rowID: rowID, operation: operation, outcome: outcome, detail: change)
+            guard case .object(let change) = item, case .object(var changeDetail)? = change["detail"],
+                case .string(let entity)? = change["entity"], case .string(let rowID)? = change["id"],
+                case .string(let operation)? = change["operation"], case .string(let outcome)? = change["outcome"]
+            else { throw AuditedChangeError(entryID: entry.id, "a change lacks its detail, entity, id, operation or outcome") }
+            changeDetail["client_id"] = detail["client_id"]
+            return AuditedChange(entity: entity, rowID: rowID, operation: operation, outcome: outcome, detail: changeDetail)
         }
     }
 }

@@ -282,6 +282,7 @@ struct PushSession {
         static let clientID = JSONWriter.key("client_id")
         static let clientMutationID = JSONWriter.key("client_mutation_id")
         static let code = JSONWriter.key("code")
+        static let detail = JSONWriter.key("detail")
         static let details = JSONWriter.key("details")
         static let entity = JSONWriter.key("entity")
         static let error = JSONWriter.key("error")
@@ -379,9 +380,24 @@ struct PushSession {
         var entities: Set<String> = []
         var outcomes: Set<String> = []
 
-        mutating func nextChange() {
+        /// Appends `{"detail":{…},"entity":…,"id":…,"operation":…,"outcome":…}`, its detail
+        /// written by `detail` (a JSON object).
+        mutating func add(entity: String, id: String, operation: String, outcome: String, detail: (inout JSONWriter) -> Void) {
             if count > 0 { changes.append(0x2C) }
             count += 1
+            var first = true
+            changes.append(0x7B)
+            changes.member(MemberKeys.detail, first: &first)
+            detail(&changes)
+            changes.member(MemberKeys.entity, first: &first)
+            changes.string(entity)
+            changes.member(MemberKeys.id, first: &first)
+            changes.string(id)
+            changes.member(MemberKeys.operation, first: &first)
+            changes.string(operation)
+            changes.member(MemberKeys.outcome, first: &first)
+            changes.string(outcome)
+            changes.append(0x7D)
         }
 
         /// `{"changes":[…],"client_id":"…"}`, canonical.
@@ -406,28 +422,26 @@ struct PushSession {
         let outcomeName = result.resolution == ConflictResolution.merged ? ConflictResolution.merged : result.status.rawValue
         trail.entities.insert(mutation.entity)
         trail.outcomes.insert(outcomeName)
-        trail.nextChange()
-        writeChange(mutation, preparation, outcome, outcome: outcomeName, into: &trail.changes)
+        trail.add(entity: mutation.entity, id: mutation.id, operation: mutation.op.rawValue, outcome: outcomeName) { json in
+            writeDetail(mutation, preparation, outcome, into: &json)
+        }
         for effect in outcome.effects {
             var effectDetail = effect.summary
-            effectDetail["entity"] = .string(effect.entity)
-            effectDetail["id"] = .string(effect.rowID)
-            effectDetail["operation"] = .string("fold")
-            effectDetail["outcome"] = .string("applied")
             effectDetail["source"] = .string(mutation.entity)
             effectDetail["source_id"] = .string(mutation.id)
             effectDetail["seq"] = .int(mutation.seq)
             effectDetail["server_version"] = .int(effect.version)
             trail.entities.insert(effect.entity)
-            trail.nextChange()
-            trail.changes.value(.object(effectDetail))
+            trail.add(entity: effect.entity, id: effect.rowID, operation: "fold", outcome: "applied") { json in
+                json.value(.object(effectDetail))
+            }
         }
     }
 
-    /// The mutation as its push's audit entry lists it, canonical JSON written member by member
-    /// in sorted order: the applier's note, the mutation (seq, ids, clocks, the payload's field
-    /// names and hash, never its values) and how it went. The client stream is the entry's.
-    private func writeChange(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, outcome outcomeName: String, into json: inout JSONWriter) {
+    /// The detail of a mutation in its push's audit entry, canonical JSON written member by
+    /// member in sorted order: the applier's note, the mutation (seq, ids, clocks, the payload's
+    /// field names and hash, never its values) and how it went. The client stream is the entry's.
+    private func writeDetail(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, into json: inout JSONWriter) {
         typealias Keys = MemberKeys
         let note = outcome.detail, result = outcome.result
         var first = true
@@ -442,8 +456,6 @@ struct PushSession {
         }
         json.member(Keys.clientMutationID, first: &first)
         json.string(mutation.clientMutationId)
-        json.member(Keys.entity, first: &first)
-        json.string(mutation.entity)
         if let error = result.error {
             json.member(Keys.error, first: &first)
             var inner = true
@@ -466,16 +478,10 @@ struct PushSession {
             json.member(Keys.hlc, first: &first)
             json.string(hlc)
         }
-        json.member(Keys.id, first: &first)
-        json.string(mutation.id)
         if let merged = note.mergedFields {
             json.member(Keys.keptFields, first: &first)
             json.strings(merged.kept)
         }
-        json.member(Keys.operation, first: &first)
-        json.string(mutation.op.rawValue)
-        json.member(Keys.outcome, first: &first)
-        json.string(outcomeName)
         if mutation.payload != nil, let hash = preparation.payloadHash {
             json.member(Keys.payloadSHA256, first: &first)
             json.string(hash)
