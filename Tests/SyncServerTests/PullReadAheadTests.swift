@@ -117,7 +117,7 @@ struct PullReadAheadTests {
         }
     }
 
-    @Test("the last page ends the chain; a failed page is left for its request to meet")
+    @Test("the last page ends the chain and is left for its request to read; so is a failed page")
     func lastPageAndFailure() async throws {
         let readAhead = PullReadAhead(depth: 4, lifetime: Self.longLife)
         let pages = Pages(last: 3)
@@ -125,6 +125,10 @@ struct PullReadAheadTests {
         try await Self.eventually { pages.cursors == ["c1", "c2"] }
         try await Task.sleep(for: .milliseconds(20))
         #expect(pages.cursors == ["c1", "c2"], "nothing is written after the page that has no more")
+        guard case .hit = await readAhead.take(Self.request("c1")), case .miss = await readAhead.take(Self.request("c2")) else {
+            Issue.record("the page with more after it is a hit; the last page must be a miss, read by its request as of then")
+            return
+        }
 
         let failing = Pages(failing: ["c2"])
         let other = PullReadAhead(depth: 4, lifetime: Self.longLife)
@@ -172,11 +176,12 @@ struct PullReadAheadTests {
     /// Pushes `count` answers of user u-1 as `client`, seqs from `firstSeq`.
     static func pushAnswers(
         _ client: any TestClientProtocol, harness: RouteHarness, token: String, count: Int, firstSeq: Int64 = 1, clientID: String = "client-1",
-        answer: String = "B", minutesLater: Int64 = 0
+        answer: String = "B", minutesLater: Int64 = 0, firstIndex: Int = 0
     ) async throws {
         let mutations = (0..<count).map { index -> Mutation in
             var mutation = SampleMutations.answer(
-                seq: firstSeq + Int64(index), id: String(format: "9b2f3c1e-0000-4000-8000-%012d", index), questionID: "q-\(index)"
+                seq: firstSeq + Int64(index), id: String(format: "9b2f3c1e-0000-4000-8000-%012d", firstIndex + index),
+                questionID: "q-\(firstIndex + index)"
             )
             if case .object(var payload) = mutation.payload {
                 payload["answer"] = .string(answer)
@@ -239,7 +244,10 @@ struct PullReadAheadTests {
                     try await Self.pushAnswers(client, harness: harness, token: token, count: 9)
                     let pages = try await Self.pages(client, harness: harness, token: token)
                     let served = try await Self.readAheadCount(client, harness: harness)
-                    #expect(served == (configuration.pullReadAheadPages == 0 ? 0 : pages.count - 1), "every page after the first read ahead")
+                    #expect(
+                        served == (configuration.pullReadAheadPages == 0 ? 0 : pages.count - 2),
+                        "every page after the first read ahead, but the last (read by its request, as of then)"
+                    )
                     return pages
                 }
             )
@@ -281,6 +289,27 @@ struct PullReadAheadTests {
             #expect(first.count == 2, "delivered before the change and again after it")
             #expect(first.last.flatMap { Self.field($0, "answer") } == .string("D"))
             #expect(Set(answers.compactMap { Self.field($0, "id") }).count == 9, "no row skipped")
+        }
+    }
+
+    @Test("a change committed after the last page was read ahead is in the pages the device gets")
+    func changeAfterLastPageReadAhead() async throws {
+        let harness = try RouteHarness()
+        let token = harness.token()
+        let other = harness.token(device: "d-2")
+        try await harness.test { client in
+            try await Self.pushAnswers(client, harness: harness, token: token, count: 4)
+            let pages = try await Self.pages(client, harness: harness, token: token) { page in
+                // The second (last) page is read ahead after the first; then another device adds a row.
+                if page == 1 {
+                    try await Task.sleep(for: .milliseconds(200))
+                    try await Self.pushAnswers(
+                        client, harness: harness, token: other, count: 1, clientID: "client-2", answer: "D", minutesLater: 1, firstIndex: 4
+                    )
+                }
+            }
+            let ids = Set(pages.flatMap { $0.upserts["AssessmentResponse"] ?? [] }.compactMap { Self.field($0, "id") })
+            #expect(ids.count == 5, "the row added before the last page was asked for is delivered")
         }
     }
 

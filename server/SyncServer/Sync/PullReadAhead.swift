@@ -12,7 +12,8 @@ import NIOConcurrencyHelpers
 ///
 /// A page read ahead is what the request would have got had it arrived a moment earlier: the
 /// rows of one snapshot after its cursor, which the pages after it continue, so the protocol's
-/// guarantees hold unchanged. It is handed over only after the request passed authentication
+/// guarantees hold unchanged. The last page (no more after it) is never kept: the request reads
+/// it itself, so "nothing more" is always said as of the request. It is handed over only after the request passed authentication
 /// (an erased or revoked token never reaches it) and the route's checks, and only to the same
 /// identity (tenant, user, device, its current teams, the token's issue time) asking the same
 /// thing (scope, cursor, limit, schema versions, client id, contracts, encoding). A push by the
@@ -198,11 +199,15 @@ final class PullReadAhead: Sendable {
         chain.following = nil
         chain.newest = request
         let (work, id) = (chain.work, chain.id)
-        // Any failure is left for the request itself to meet, with its own error answer.
+        // Any failure is left for the request itself to meet, with its own error answer. So is
+        // a last page: read ahead, it would say "nothing more" of a moment before the request,
+        // and a device would stop there short of a change committed in between (a page with
+        // more after it may be older: the pages after it continue from its cursor).
         let task = Task { [self] () -> Body? in
             let read = try? await work(request)
             self.read(request, cursor: read?.hasMore == true ? read?.cursor : nil, chain: id, requester: requester)
-            return read?.write()
+            guard let read, read.hasMore else { return nil }
+            return read.write()
         }
         chain.pages.append(Entry(request: request, task: task))
         state.pages += 1
