@@ -119,6 +119,38 @@ struct ConcurrencyTests {
     }
 }
 
+extension ConcurrencyTests {
+    @Test("one new id pushed into two scopes at once is stored once, by the push that commits first; the other is refused", arguments: StorageKind.allCases)
+    func sameNewIDInTwoScopes(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
+        defer { h.remove() }
+        let processes = try await TwoProcesses(kind, folder: h.folder)
+        let blue = DeviceIdentity(tenant: PushHarness.tenant, userID: "carol", deviceID: "carol-phone", teams: ["blue"], expiresAt: .max)
+        let red = PushRequest(clientId: "alice-phone", schema: [:], mutations: [h.mutation(1, "Task", .create, "task-twice", h.taskPayload("task-twice"))])
+        let other = PushRequest(
+            clientId: "carol-phone", schema: [:], mutations: [h.mutation(1, "Task", .create, "task-twice", h.taskPayload("task-twice", team: "blue"))]
+        )
+        // The first push has read the id as absent and stops before its commit. On SQLite the
+        // second waits for the writer and then finds the row; on PostgreSQL the second, which
+        // read it as absent too, commits first, and the first's insert then fails on the key
+        // and its transaction runs again, finding the row in the other scope.
+        let first = Task { try await processes.heldPush.push(red, identity: Self.devices.phone) }
+        await processes.reached.wait()
+        let second = Task { try await processes.otherPush.push(other, identity: blue) }
+        if kind == .postgres { _ = try await second.value } else { try await processes.waitUntilBlocked("the second writer waits") }
+        processes.release.open()
+        let (one, two) = (try await first.value, try await second.value)
+        let statuses = [one.results.map(\.status), two.results.map(\.status)]
+        #expect(statuses.filter { $0 == [.applied] }.count == 1 && statuses.filter { $0 == [.rejected] }.count == 1, "\(statuses)")
+        let rows = try await processes.storages[1].read { reader in
+            try await reader.rows(in: ContractTable(FieldTask.descriptor), tenant: PushHarness.tenant, where: [:], limit: 10)
+        }
+        #expect(rows.map { $0.text("id") } == ["task-twice"])
+        #expect(rows.map { $0.text("_scope_key") } == [one.results[0].status == .applied ? "ops:team:red" : "ops:team:blue"])
+        #expect(kind == .sqlite ? one.results[0].status == .applied : two.results[0].status == .applied)
+    }
+}
+
 extension JSONValue {
     var objectValue: [String: JSONValue]? {
         if case .object(let members) = self { return members }

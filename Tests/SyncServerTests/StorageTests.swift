@@ -53,18 +53,36 @@ struct StorageTests {
             ("user_id", .text("u")), ("device_id", .text("d")), ("occurred_at", .integer(-1)), ("recorded_at", .null),
             ("hash", .text(String(repeating: "a", count: 64))), ("_scope_key", .text("ops:team:red")), ("_seq", .integer(2)),
         ] { event[name] = value }
-        let (entityRow, eventRow) = (entity, event)
+        // A row read ahead and found absent goes in by another path on PostgreSQL (`COPY`, whose
+        // text format escapes tabs, newlines and backslashes): the same values must come back.
+        let statement = ContractRegistry.statement
+        var copied = try columns(statement.fields, [
+            "id": .string("st\t1\\N"), "verb": .string("passed"), "object_id": .string("tab\there, newline\nthere, return\r, backslash \\ and \\N, naïve ✓"),
+            "score": .double(1e-7), "success": .bool(false), "duration_ms": .int(Int64.min),
+            "result": .object(["path": .string("C:\\temp\t\n"), "big": .double(-1.5e300)]), "stated_at": .string("0001-01-01T00:00:00.000Z"),
+        ])
+        for (name, value) in [
+            ("_tenant_id", ColumnValue.text("t")), ("_scope_key", .text("progress:user:u")), ("_seq", .integer(3)), ("_version", .integer(1)),
+            ("_schema_version", .integer(1)), ("_hlc", .null), ("_field_clocks", .null), ("_deleted", .integer(1)),
+            ("_updated_at", .integer(253_402_300_799_999)), ("_updated_by", .text("d")),
+        ] { copied[name] = value }
+        let (entityRow, copiedRow, eventRow) = (entity, copied, event)
         try await storage.write { transaction in
             try await transaction.upsert(entityRow, in: ContractTable(response))
+            try await transaction.prefetchRows(in: ContractTable(statement), tenant: "t", ids: ["st\t1\\N"])
+            #expect(try await transaction.row(in: ContractTable(statement), tenant: "t", id: "st\t1\\N") == nil)
+            try await transaction.upsert(copiedRow, in: ContractTable(statement))
             #expect(try await transaction.insertIfAbsent(eventRow, in: ContractTable(issue)))
         }
-        let (readEntity, readEvent) = try await storage.read { reader in
+        let (readEntity, readCopied, readEvent) = try await storage.read { reader in
             (
                 try await reader.row(in: ContractTable(response), tenant: "t", id: "6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b"),
+                try await reader.row(in: ContractTable(statement), tenant: "t", id: "st\t1\\N"),
                 try await reader.row(in: ContractTable(issue), tenant: "t", id: "01J0000000000000000000ISSU")
             )
         }
         #expect(readEntity == entityRow)
+        #expect(readCopied == copiedRow)
         #expect(readEvent == eventRow)
         let found = try await storage.read { reader in
             try await reader.rows(in: ContractTable(response), tenant: "t", where: ["flagged_for_review": .integer(1), "answer": .text("{\"x\":1}"), "answered_at": .null], limit: 5)

@@ -43,6 +43,10 @@ final class PostgresTransaction: StorageTransaction {
     /// Rows read ahead (``prefetchRows(in:tenant:ids:)``), `nil` for an id known to be absent;
     /// an entry is dropped when the transaction writes its row.
     private var knownRows: [StoredRowKey: StoredRow?] = [:]
+    /// Unsent rows read ahead and found absent: sent with `COPY`, the fastest way in, rather
+    /// than `INSERT … ON CONFLICT`. Should another transaction insert one meanwhile, the `COPY`
+    /// fails with a unique violation and the transaction runs again, which then reads it.
+    private var absentRows: Set<StoredRowKey> = []
 
 
     private struct Key: Hashable {
@@ -526,8 +530,11 @@ final class PostgresTransaction: StorageTransaction {
             throw PostgresStorageError.unsupportedValue("a row of '\(table.name)' without its tenant or primary key")
         }
         let key = StoredRowKey(table: table, tenant: tenant, id: id)
-        knownRows.removeValue(forKey: key)
-        if unsentRows.updateValue(row, forKey: key) == nil { unsentOrder.append(key) }
+        let known = knownRows.removeValue(forKey: key)
+        if unsentRows.updateValue(row, forKey: key) == nil {
+            unsentOrder.append(key)
+            if case .some(.none) = known { absentRows.insert(key) }
+        }
     }
 
     func insertIfAbsent(_ row: StoredRow, in table: ContractTable) async throws -> Bool {
@@ -544,36 +551,67 @@ final class PostgresTransaction: StorageTransaction {
     /// Sends the unsent rows, table by table, in statements of at most a few thousand values.
     private func sendRows() async throws {
         guard !unsentOrder.isEmpty else { return }
-        let order = unsentOrder, rows = unsentRows
+        let order = unsentOrder, rows = unsentRows, absent = absentRows
         unsentOrder = []
         unsentRows = [:]
+        absentRows = []
         var batch: [StoredRow] = []
         var batchTable: ContractTable?
         var batchColumns: [String] = []
+        var batchAbsent = false
         // Rows built on one shared layout (a push's rows of one contract) have the batch's
         // columns without sorting their names again.
         var batchLayout: StoredRow.Layout?
         func send() async throws {
             guard let table = batchTable, !batch.isEmpty else { return }
+            defer { batch = [] }
+            if batchAbsent, try await copy(batch, into: table) { return }
             let (sql, bindings) = try insert(batch, in: table, replacing: true)
             // Each row comes back unless the id is stored in another scope.
             if try await run(sql, bindings).count != batch.count { throw PostgresStorageError.rowInAnotherScope(table: table.name) }
-            batch = []
         }
         for key in order {
             let row = rows[key]!
-            var sameColumns = key.table == batchTable && (row.layout === batchLayout || row.columnNames.sorted() == batchColumns)
+            let isAbsent = absent.contains(key)
+            var sameColumns = key.table == batchTable && isAbsent == batchAbsent
+                && (row.layout === batchLayout || row.columnNames.sorted() == batchColumns)
             if sameColumns { batchLayout = row.layout }
-            if sameColumns, (batch.count + 1) * batchColumns.count > 30_000 { sameColumns = false }
+            if sameColumns, !isAbsent, (batch.count + 1) * batchColumns.count > 30_000 { sameColumns = false }
             if !sameColumns {
                 try await send()
                 batchTable = key.table
                 batchColumns = row.columnNames.sorted()
                 batchLayout = row.layout
+                batchAbsent = isAbsent
             }
             batch.append(row)
         }
         try await send()
+    }
+
+    /// `COPY`s rows with the same columns, none of them stored yet, into their table; `false`
+    /// (nothing sent) when a value has no text form `COPY` takes, for `INSERT` to send them.
+    private func copy(_ rows: [StoredRow], into table: ContractTable) async throws -> Bool {
+        let columns = try catalog.columns(of: table.name)
+        let names = rows[0].columnNames.sorted()
+        let types = try names.map { try columns.type(of: $0) }
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(rows.count * names.count * 16)
+        var layout: StoredRow.Layout?
+        var positions: [Int] = []
+        for row in rows {
+            if row.layout !== layout {
+                layout = row.layout
+                positions = names.map { row.layout.position(of: $0)! }
+            }
+            for (index, position) in positions.enumerated() {
+                if index > 0 { buffer.writeInteger(UInt8(ascii: "\t")) }
+                guard try PostgresValues.writeCopyText(row.value(at: position), as: types[index], into: &buffer) else { return false }
+            }
+            buffer.writeInteger(UInt8(ascii: "\n"))
+        }
+        try await connection.copyFrom(table: table.name, columns: names, logger: logger) { writer in try await writer.write(buffer) }
+        return true
     }
 
     /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns: each column's
