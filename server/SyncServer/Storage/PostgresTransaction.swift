@@ -592,48 +592,56 @@ final class PostgresTransaction: StorageTransaction {
     /// `COPY`s rows with the same columns, none of them stored yet, into their table; `false`
     /// (nothing sent) when a value has no text form `COPY` takes, for `INSERT` to send them.
     private func copy(_ rows: [StoredRow], into table: ContractTable) async throws -> Bool {
-        let columns = try catalog.columns(of: table.name)
-        let names = rows[0].columnNames.sorted()
-        let types = try names.map { try columns.type(of: $0) }
+        var columns = try SentColumns(of: rows[0], in: table, catalog: catalog)
         var buffer = ByteBuffer()
-        buffer.reserveCapacity(rows.count * names.count * 16)
-        var layout: StoredRow.Layout?
-        var positions: [Int] = []
+        buffer.reserveCapacity(rows.count * columns.names.count * 16)
         for row in rows {
-            if row.layout !== layout {
-                layout = row.layout
-                positions = names.map { row.layout.position(of: $0)! }
-            }
-            for (index, position) in positions.enumerated() {
+            for (index, position) in columns.positions(in: row).enumerated() {
                 if index > 0 { buffer.writeInteger(UInt8(ascii: "\t")) }
-                guard try PostgresValues.writeCopyText(row.value(at: position), as: types[index], into: &buffer) else { return false }
+                guard try PostgresValues.writeCopyText(row.value(at: position), as: columns.types[index], into: &buffer) else { return false }
             }
             buffer.writeInteger(UInt8(ascii: "\n"))
         }
-        try await connection.copyFrom(table: table.name, columns: names, logger: logger) { writer in try await writer.write(buffer) }
+        try await connection.copyFrom(table: table.name, columns: columns.names, logger: logger) { writer in try await writer.write(buffer) }
         return true
     }
 
-    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns: each column's
-    /// type and each layout's positions found once, not per row and column.
+    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns.
     private func insert(_ rows: [StoredRow], in table: ContractTable, replacing: Bool) throws -> (String, PostgresBindings) {
-        let columns = try catalog.columns(of: table.name)
-        let names = rows[0].columnNames.sorted()
-        let types = try names.map { try columns.type(of: $0) }
-        var bindings = PostgresBindings(capacity: names.count * rows.count)
-        var layout: StoredRow.Layout?
-        var positions: [Int] = []
+        var columns = try SentColumns(of: rows[0], in: table, catalog: catalog)
+        var bindings = PostgresBindings(capacity: columns.names.count * rows.count)
         for row in rows {
-            if row.layout !== layout {
-                layout = row.layout
-                positions = names.map { row.layout.position(of: $0)! }
-            }
-            for (index, position) in positions.enumerated() {
-                try PostgresValues.bind(row.value(at: position), as: types[index], into: &bindings)
+            for (index, position) in columns.positions(in: row).enumerated() {
+                try PostgresValues.bind(row.value(at: position), as: columns.types[index], into: &bindings)
             }
         }
-        let (head, tail) = catalog.insertClauses(table: table, columns: names, replacing: replacing)
-        return (head + catalog.valueTuples(rows: rows.count, width: names.count) + tail, bindings)
+        let (head, tail) = catalog.insertClauses(table: table, columns: columns.names, replacing: replacing)
+        return (head + catalog.valueTuples(rows: rows.count, width: columns.names.count) + tail, bindings)
+    }
+
+    /// The columns rows with the same names are sent in (sorted) with their types, and where
+    /// each row holds them: each column's type and each layout's positions found once, not per
+    /// row and column.
+    private struct SentColumns {
+        let names: [String]
+        let types: [PostgresDataType]
+        private var layout: StoredRow.Layout?
+        private var layoutPositions: [Int] = []
+
+        init(of row: StoredRow, in table: ContractTable, catalog: PostgresCatalog) throws {
+            let columns = try catalog.columns(of: table.name)
+            names = row.columnNames.sorted()
+            types = try names.map { try columns.type(of: $0) }
+        }
+
+        /// The positions of ``names`` in `row`.
+        mutating func positions(in row: StoredRow) -> [Int] {
+            if row.layout !== layout {
+                layout = row.layout
+                layoutPositions = names.map { row.layout.position(of: $0)! }
+            }
+            return layoutPositions
+        }
     }
 
     func recordPushResults(tenant: String, clientID: String, _ record: PushResultRecord, recordedAt: Int64) async throws {
