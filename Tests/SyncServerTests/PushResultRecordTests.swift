@@ -29,8 +29,9 @@ struct PushResultRecordTests {
         let answeredSecond = try await h.push(second)
         #expect(answeredFirst.results[1].status != .applied, "a refused mutation has its result stored too")
 
-        let records = try await h.storage.read { reader in
-            try await [1, 3, 4, 5, 6].asyncMap { try await reader.pushResults(tenant: PushHarness.tenant, clientID: "alice-phone", covering: $0) }
+        var records: [PushResultRecord?] = []
+        for seq: Int64 in [1, 3, 4, 5, 6] {
+            records.append(try await h.storage.read { try await $0.pushResults(tenant: PushHarness.tenant, clientID: "alice-phone", covering: seq) })
         }
         #expect(records.map { $0?.firstSeq } == [1, 1, 4, 4, nil])
         #expect(records[0]?.results.count == 3 && records[2]?.results.count == 2)
@@ -108,13 +109,5 @@ struct PushResultRecordTests {
         #expect(response.results[2].seq == 3)
         #expect(response.lastSeq == 3)
         if let postgres = storage as? PostgresStorage { await postgres.close() }
-    }
-}
-
-extension Array {
-    fileprivate func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
-        var mapped: [T] = []
-        for element in self { mapped.append(try await transform(element)) }
-        return mapped
     }
 }

@@ -5,8 +5,8 @@ public import Foundation
 /// Keeps the server's data bounded over years by applying its two data horizons
 /// (docs/server.md, "Data horizons"):
 ///
-/// - **stored push results** are deleted once their client acknowledged them (it sent a push
-///   starting after their `seq`) and they were recorded more than
+/// - **stored push results** (a record per push) are deleted once their client acknowledged
+///   every `seq` of the record (it sent a push starting after them) and they were recorded more than
 ///   ``Horizons/pushResultRetention`` ago. A resend of a pruned `seq` is answered `duplicate`
 ///   and applies nothing (the client's `last_seq` still says it is done);
 /// - **tombstones** (`_deleted = 1`) last written more than ``Horizons/tombstoneHorizon`` ago are
@@ -50,7 +50,7 @@ public struct ServerHousekeeping: Sendable {
 
     /// What one run deleted.
     public struct Counts: Sendable, Hashable, CustomStringConvertible {
-        /// Stored push results pruned.
+        /// Stored push result records pruned (one per push).
         public var pushResults = 0
         /// Tombstones deleted.
         public var tombstones = 0

@@ -40,6 +40,7 @@ public struct UserErasure: Sendable {
         /// Rows turned into bare tombstones (live rows, and tombstones emptied).
         public var rowsErased: Int
         public var eventsDeleted: Int
+        /// Stored push result records deleted (one per push).
         public var pushResultsDeleted: Int
         /// Audit entries whose details became unreadable.
         public var auditDetailsErased: Int
