@@ -73,12 +73,28 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// 503: the server process holds as many live channels as it keeps; retry after
     /// `Retry-After` seconds (the device syncs on its timer meanwhile).
     public static let liveCapacity = ErrorCode("live_capacity")
+    /// 503: the server is holding as many pull pages in memory as it allows; retry after
+    /// `Retry-After` seconds (nothing is wrong with the request).
+    public static let serverBusy = ErrorCode("server_busy")
+    /// 400 (a whole request) or per mutation: an identifier (tenant, user, device, team, scope
+    /// key, row id, client id, contract name) is not in Unicode Normalization Form C. The server
+    /// compares identifiers byte for byte and takes them in NFC only, so two spellings of one
+    /// name can never reach each other's data.
+    public static let identifierNotNormalized = ErrorCode("identifier_not_normalized")
     /// 500: the server failed; nothing was written.
     public static let internalError = ErrorCode("internal_error")
 
     // Per mutation (inside a valid push)
     /// The payload does not match the contract (types, enums, lengths, required fields).
     public static let invalidPayload = ErrorCode("invalid_payload")
+    /// A value is larger than its field's `max_bytes` (`details.fields` names it).
+    public static let valueTooLarge = ErrorCode("value_too_large")
+    /// The row's values together are larger than its contract's `max_row_bytes`.
+    public static let rowTooLarge = ErrorCode("row_too_large")
+    /// An event's `occurred_at` is outside what the server knows to be possible: before the
+    /// thing it is about existed on the server (an attempt's start, an assessment revision's
+    /// publication) or later than its receipt plus the clock skew allowed.
+    public static let occurredAtOutOfRange = ErrorCode("occurred_at_out_of_range")
     /// The contract's direction or policy does not let devices write it.
     public static let notWritable = ErrorCode("not_writable")
     /// The operation needs something the policy requires (`base_version`, `hlc`, `base`).

@@ -28,8 +28,11 @@ struct AssessmentRevisionTests {
 
         init(_ kind: StorageKind) async throws {
             push = try await PushHarness(kind)
+            // Assessments are published a day before the attempts the tests date at t0: a learner
+            // cannot answer before the server has the assessment (occurred_at_out_of_range).
             content = ContentService(
-                storage: push.storage, assets: AssetStore(directory: push.folder.appendingPathComponent("assets")), clock: PushFixedClock()
+                storage: push.storage, assets: AssetStore(directory: push.folder.appendingPathComponent("assets")),
+                clock: PushFixedClock(time: AssessmentRevisionTests.time(-86_400))
             )
         }
 
@@ -100,7 +103,11 @@ struct AssessmentRevisionTests {
                             .object(["id": .string("q1"), "correct": .string("a")]), .object(["id": .string("q2"), "correct": .string("b")]),
                         ]),
                         "pass_score": .double(0.5), "question_count": .int(2), "time_limit_seconds": .null,
-                    ])
+                    ]),
+                    // When each revision was published, by the server's clock.
+                    "published_at": .object([
+                        "1": .int(Self.time(-86_400).millisecondsSince1970), "2": .int(Self.time(-86_400).millisecondsSince1970),
+                    ]),
                 ])
         )
         let first = try #require(AssessmentRevisions.grading(of: row, revision: 1))

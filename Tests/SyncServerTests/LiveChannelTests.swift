@@ -152,7 +152,7 @@ import Testing
     @Test("revalidation closes a revoked device's channel and follows its user's teams", arguments: StorageKind.allCases)
     func revalidation(kind: StorageKind) async throws {
         let (channels, storage) = try await channels(kind)
-        try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "red", userID: "ana", isMember: true) }
+        _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "red", userID: "ana", isMember: true) }
         let ana = try channels.open(Self.identity("ana", device: "a-1"))
         let ben = try channels.open(Self.identity("ben", device: "b-1"))
 

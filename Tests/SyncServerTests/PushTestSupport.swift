@@ -216,8 +216,10 @@ struct PushFailingStorage: SyncStorage {
         func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow? {
             try await base.row(in: table, tenant: tenant, id: id)
         }
-        func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
-            try await base.changes(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
+        func changes(
+            in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
+        ) async throws -> [(table: ContractTable, row: StoredRow)] {
+            try await base.changes(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit, byteBudget: byteBudget)
         }
         func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
             try await base.rows(in: table, tenant: tenant, where: conditions, limit: limit)
@@ -273,7 +275,7 @@ struct PushFailingStorage: SyncStorage {
         func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws {
             try await base.revoke(tenant: tenant, kind: kind, subject: subject, at: at)
         }
-        func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws {
+        func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws -> Bool {
             try await base.setTeamMembership(tenant: tenant, team: team, userID: userID, isMember: isMember)
         }
         func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner? {

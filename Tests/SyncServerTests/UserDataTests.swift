@@ -67,7 +67,7 @@ struct UserDataTests {
         let h = try await PushHarness(kind)
         defer { h.remove() }
         let (statements, events) = try await Self.script(h)
-        try await h.storage.write { try await $0.setTeamMembership(tenant: Self.tenant, team: "red", userID: "alice", isMember: true) }
+        _ = try await h.storage.write { try await $0.setTeamMembership(tenant: Self.tenant, team: "red", userID: "alice", isMember: true) }
 
         let lines = try await Self.export(h, user: "alice")
         func of(_ type: String) -> [[String: JSONValue]] { lines.filter { $0["type"] == .string(type) } }
@@ -120,7 +120,7 @@ struct UserDataTests {
         let h = try await PushHarness(kind)
         defer { h.remove() }
         _ = try await Self.script(h)
-        try await h.storage.write { try await $0.setTeamMembership(tenant: Self.tenant, team: "red", userID: "alice", isMember: true) }
+        _ = try await h.storage.write { try await $0.setTeamMembership(tenant: Self.tenant, team: "red", userID: "alice", isMember: true) }
         let live = try await Self.liveRows(h, scopeKey: "progress:user:alice")
         let aliceEntries = try await h.audit().filter { $0.userID == "alice" }.count
         let scopeBefore = try await h.storage.read { try await $0.scopeSequence(tenant: Self.tenant, scopeKey: "progress:user:alice") }

@@ -108,7 +108,7 @@ enum ExactlyOnce {
             while true {
                 let from = after
                 let changes = try await storage.read { reader in
-                    try await reader.changes(in: [table], tenant: tenant, scopeKey: scopeKey, after: from, limit: 5_000)
+                    try await reader.changes(in: [table], tenant: tenant, scopeKey: scopeKey, after: from, limit: 5_000, byteBudget: .max)
                 }
                 for (_, row) in changes {
                     if let id = row.text("id"), id.hasPrefix(prefix) { found[id, default: 0] += 1 }

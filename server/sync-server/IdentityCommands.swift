@@ -118,13 +118,16 @@ struct TeamsCommand: AsyncParsableCommand {
             guard !tenant.isEmpty, !team.isEmpty, !user.isEmpty else { throw ValidationError("--tenant, --team and --user must not be empty") }
             let storage = try await data.openStorage()
             let (tenant, team, user) = (tenant, team, user)
+            let changed: Bool
             do {
-                try await storage.write { try await $0.setTeamMembership(tenant: tenant, team: team, userID: user, isMember: isMember) }
+                changed = try await storage.write { try await $0.setTeamMembership(tenant: tenant, team: team, userID: user, isMember: isMember) }
                 await data.close(storage)
             } catch {
                 await data.close(storage)
                 throw fail("cannot change the membership: \(error)")
             }
+            // Removing someone who was not a member matched nothing: say so, never "done".
+            if !isMember, !changed { throw fail("\(user) is not a member of team \(team) in tenant \(tenant); nothing was removed") }
         }
     }
 

@@ -96,7 +96,29 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("pull-read-ahead"), help: "Pull pages written ahead of their request at most at once, for all devices, up to 4 per device (0: off).")
     var pullReadAheadPages = 256
 
+    @Option(name: .customLong("pull-page-bytes"), help: "The bytes of rows one pull page holds at most, whatever its limit; a larger row travels alone.")
+    var pullPageBytes = PullService.defaultPageBytes
+
+    @Option(name: .customLong("pull-memory"), help: "The bytes all pull pages may take at once in this process; past it pulls wait, then get 503 server_busy.")
+    var pullMemoryBytes = 256 * 1024 * 1024
+
+    @Option(name: .customLong("peer-rate"), help: "Failed authentications (401) and /metrics requests per second per client address; 0 turns the limit off. /health and valid tokens are never limited.")
+    var peerRequestsPerSecond: Double = 10
+
+    @Option(name: .customLong("peer-burst"), help: "Failed authentications a client address may make at once before --peer-rate applies.")
+    var peerBurst = 100
+
+    @Option(name: .customLong("trusted-proxy"), help: ArgumentHelp("A reverse proxy (CIDR, like 10.0.0.0/8 or ::1/128) whose X-Forwarded-For names the client for the per-address limit; repeat for several.", valueName: "CIDR"))
+    var trustedProxies: [String] = []
+
     func validate() throws {
+        guard pullPageBytes >= 1024, pullMemoryBytes >= pullPageBytes else {
+            throw ValidationError("--pull-page-bytes must be at least 1024 and --pull-memory at least --pull-page-bytes")
+        }
+        guard peerRequestsPerSecond >= 0, peerBurst > 0 else { throw ValidationError("--peer-rate must be 0 or more and --peer-burst at least 1") }
+        for proxy in trustedProxies where TrustedProxies.Block(proxy) == nil {
+            throw ValidationError("--trusted-proxy takes an address or a CIDR block like 10.0.0.0/8 or fd00::/8, not \(proxy)")
+        }
         guard liveHeartbeatSeconds >= 0.05, liveHeartbeatSeconds <= 3600 else {
             throw ValidationError("--live-heartbeat must be between 0.05 and 3600 seconds, not \(liveHeartbeatSeconds)")
         }
@@ -148,7 +170,11 @@ struct ServeCommand: AsyncParsableCommand {
             publicBaseURL: publicURL
         )
         configuration.maximumClockSkew = .seconds(maximumClockSkewSeconds)
+        configuration.peerLimit = peerRequestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: peerRequestsPerSecond, burst: peerBurst) : nil
+        configuration.trustedProxies = TrustedProxies(trustedProxies.compactMap(TrustedProxies.Block.init))
         configuration.pullReadAheadPages = pullReadAheadPages
+        configuration.pullPageBytes = pullPageBytes
+        configuration.pullMemoryBytes = pullMemoryBytes
         configuration.live = LiveChannelConfiguration(
             heartbeat: .milliseconds(Int64(liveHeartbeatSeconds * 1000)), connectionsPerDevice: liveConnectionsPerDevice,
             maximumConnections: liveMaximumConnections

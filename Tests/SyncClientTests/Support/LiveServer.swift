@@ -42,7 +42,7 @@ struct LiveServer: Sendable {
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try SQLiteStorage(directory: folder)
         // The server authorizes team scopes by the memberships it holds: u-1 is in team-1.
-        try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
+        _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
         let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         let signer = try TokenSigner(secret: secret)
         let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer)

@@ -342,8 +342,10 @@ struct HostileDeviceTests {
         let open = try await HostileHarness.make(kind) { $0.peerLimit = ServerConfiguration.RateLimit(requestsPerSecond: 0.01, burst: 2) }
         try await open.live { client in
             var statuses: [HTTPResponse.Status] = []
-            for _ in 0..<3 { statuses.append(try await client.execute(uri: "/health", method: .get).status) }
-            #expect(statuses == [.ok, .ok, .tooManyRequests])
+            for _ in 0..<3 { statuses.append(try await client.execute(uri: "/metrics", method: .get).status) }
+            #expect(statuses == [.unauthorized, .unauthorized, .tooManyRequests])
+            // A balancer's health check is never limited.
+            for _ in 0..<3 { #expect(try await client.execute(uri: "/health", method: .get).status == .ok) }
         }
     }
 

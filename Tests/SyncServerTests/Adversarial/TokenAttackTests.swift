@@ -131,11 +131,20 @@ struct TokenAttackTests {
             #expect(try refused.errorDetail.code == .tokenRevoked)
             #expect(try await pull(tablet).status == .ok, "another device of the user is not revoked")
 
-            let reissued = Int64(Date().timeIntervalSince1970) + 2
-            let fresh = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-phone", expiresAt: reissued + 3600), issuedAt: reissued)
+            // A token dated within the issuer clock leeway after the revocation could be one
+            // dated ahead to outlive it: refused too.
+            let soon = Int64(Date().timeIntervalSince1970) + 2
+            let tooSoon = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-phone", expiresAt: soon + 3600), issuedAt: soon)
+            #expect(try await pull(tooSoon).errorDetail.code == .tokenRevoked)
+
+            // A token issued more than the leeway after a revocation re-enrols the device.
+            let now = Int64(Date().timeIntervalSince1970)
+            try await h.storage.write { try await $0.revoke(tenant: "acme", kind: .device, subject: "mallory-watch", at: now - 200) }
+            let reissued = now - 100
+            let fresh = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-watch", expiresAt: reissued + 3600), issuedAt: reissued)
             #expect(try await pull(fresh).status == .ok, "a token issued after the revocation re-enrols the device")
 
-            try await h.storage.write { try await $0.revoke(tenant: "acme", kind: .user, subject: "mallory", at: reissued + 10) }
+            try await h.storage.write { try await $0.revoke(tenant: "acme", kind: .user, subject: "mallory", at: now) }
             #expect(try await pull(tablet).errorDetail.code == .tokenRevoked)
             #expect(try await pull(fresh).errorDetail.code == .tokenRevoked)
             #expect(try await pull(h.ownerToken).status == .ok, "another user is untouched")

@@ -13,13 +13,15 @@ import SyncProtocol
 ///   ``addJWKS(_:)``.
 ///
 /// Claims: `sub` (the user), `tenant`, `device`, `exp`, `iat`, `aud` (``audience``), `admin`
-/// for admin tokens, and `teams`, which only tells a device which team scopes to ask for: the
+/// for admin tokens (honoured only under the server's own HS256 keys: an identity provider's
+/// token never makes an admin), and `teams`, which only tells a device which team scopes to ask for: the
 /// server authorizes teams by the memberships it holds, never by the token.
 ///
 /// Every refusal is a 401 with its own stable code: `token_missing`, `token_malformed`,
 /// `token_algorithm_refused` (`alg: none`, or an algorithm other than the key's),
 /// `token_unknown_key`, `token_invalid_signature`, `token_wrong_audience`, `token_expired`,
-/// `token_not_yet_valid` (issued in the future), and `token_revoked` (see
+/// `token_not_yet_valid` (issued in the future), `identifier_not_normalized` (a tenant, user,
+/// device or team not in Unicode NFC, see ``UnicodeIdentifier``), and `token_revoked` (see
 /// ``AuthenticationMiddleware``).
 ///
 /// ```swift
@@ -177,8 +179,17 @@ public struct TokenSigner: Sendable {
         guard !claims.tenant.isEmpty, !claims.sub.isEmpty, !claims.device.isEmpty else {
             throw Self.refusal(.tokenMalformed, "the token's sub, tenant and device must not be empty")
         }
+        // Identities are compared byte for byte: a token naming `jose` + U+0301 must not reach
+        // the data of `josé` (U+00E9) through Swift's canonical-equivalence `==`.
+        for (claim, value) in [("tenant", claims.tenant), ("sub", claims.sub), ("device", claims.device)] + (claims.teams ?? []).map({ ("teams", $0) })
+        where !UnicodeIdentifier.isNormalized(value) {
+            throw Identifier.refusal(value, as: "the token's \(claim)", status: 401)
+        }
+        // Only the server's own keys make admins: an identity provider vouches for who a
+        // device's user is, not for what this server lets them administer.
+        let isAdmin = secrets[kid] != nil && claims.admin == true
         return DeviceIdentity(
-            tenant: claims.tenant, userID: claims.sub, deviceID: claims.device, teams: claims.teams ?? [], isAdmin: claims.admin ?? false,
+            tenant: claims.tenant, userID: claims.sub, deviceID: claims.device, teams: claims.teams ?? [], isAdmin: isAdmin,
             expiresAt: claims.exp, issuedAt: claims.iat
         )
     }

@@ -25,10 +25,14 @@ enum AssessmentRevisions {
     }
 
     /// Sets `revision` and `answer_key_history` of a published row's columns from the stored row.
-    static func stamp(_ values: inout [String: ColumnValue], existing: StoredRow?) {
+    ///
+    /// The history also keeps when each revision was published, by the server's clock
+    /// (`published_at`: revision → milliseconds), the earliest a learner could have begun an
+    /// attempt on it (``publication(of:revision:)``).
+    static func stamp(_ values: inout [String: ColumnValue], existing: StoredRow?, now: Timestamp) {
         guard let existing else {
             values["revision"] = .integer(1)
-            values["answer_key_history"] = .null
+            values["answer_key_history"] = .text(CanonicalJSON.text(.object([publishedAtKey: .object(["1": .int(now.millisecondsSince1970)])])))
             return
         }
         let stored = existing.integer("revision") ?? 1
@@ -40,6 +44,10 @@ enum AssessmentRevisions {
         }
         var earlier: [String: JSONValue] = [:]
         if case .text(let text) = history, case .object(let object)? = JSONParser.parse(text) { earlier = object }
+        var published: [String: JSONValue] = [:]
+        if case .object(let times)? = earlier[publishedAtKey] { published = times }
+        published[String(stored + 1)] = .int(now.millisecondsSince1970)
+        earlier[publishedAtKey] = .object(published)
         earlier[String(stored)] = .object([
             "answer_key": existing.text("answer_key").flatMap(JSONParser.parse) ?? .null,
             "pass_score": number(existing["pass_score"]) ?? .null,
@@ -73,6 +81,24 @@ enum AssessmentRevisions {
         var limit: Int64?
         if case .int(let value)? = earlier["time_limit_seconds"] { limit = value }
         return Grading(answerKey: AssessmentAnswerKey(earlier["answer_key"] ?? .null), passScore: passScore, timeLimitSeconds: limit)
+    }
+
+    /// The member of `answer_key_history` that says when each revision was published.
+    static let publishedAtKey = "published_at"
+
+    /// `revision` of a stored assessment row and when it was published, by the server's clock;
+    /// without a revision, the earliest one whose publication is known. `nil` when the server
+    /// did not keep that (revisions published before it did).
+    static func publication(of row: StoredRow, revision: Int64?) -> (revision: Int64, at: Timestamp)? {
+        guard let text = row.text("answer_key_history"), case .object(let history)? = JSONParser.parse(text),
+            case .object(let times)? = history[publishedAtKey]
+        else { return nil }
+        let known = times.compactMap { key, value -> (Int64, Int64)? in
+            guard let number = Int64(key), case .int(let milliseconds) = value else { return nil }
+            return (number, milliseconds)
+        }
+        let chosen = revision.map { wanted in known.first { $0.0 == wanted } } ?? known.min { $0.0 < $1.0 }
+        return chosen.map { (revision: $0.0, at: Timestamp(millisecondsSince1970: $0.1)) }
     }
 
     private static func double(_ value: ColumnValue) -> Double? {

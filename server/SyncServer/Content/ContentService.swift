@@ -152,7 +152,8 @@ public struct ContentService: Sendable {
 
         scan: while true {
             let batch = try await reader.changes(
-                in: [unitTable, lessonTable, assetTable], tenant: tenant, scopeKey: scopeKey, after: sequence, limit: batchSize
+                in: [unitTable, lessonTable, assetTable], tenant: tenant, scopeKey: scopeKey, after: sequence, limit: batchSize,
+                byteBudget: .max
             )
             for (table, row) in batch {
                 let owner: String?

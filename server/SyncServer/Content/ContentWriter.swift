@@ -80,7 +80,7 @@ struct ContentWriter {
         var columns = columns
         if entity.name == Assessment.descriptor.name {
             // The server owns an assessment's revision and the grading of its earlier revisions.
-            AssessmentRevisions.stamp(&columns.values, existing: existing)
+            AssessmentRevisions.stamp(&columns.values, existing: existing, now: actor.now)
         }
         if let existing, existing.integer("_deleted") == 0, existing["_scope_key"] == .text(scopeKey),
             storedFields.allSatisfy({ field in

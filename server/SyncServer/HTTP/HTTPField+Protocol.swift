@@ -7,3 +7,8 @@ extension HTTPField.Name {
     /// `X-Outpost-Client`: the device's push client id, for `last_seq` on a pull.
     public static let outpostClient = HTTPField.Name(ProtocolHeaders.clientID)!
 }
+
+extension HTTPField.Name {
+    /// `X-Forwarded-For`: the addresses a request passed through, read only from a trusted proxy.
+    static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
+}

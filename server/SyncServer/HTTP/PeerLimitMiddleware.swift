@@ -1,34 +1,48 @@
 public import Hummingbird
 
-/// Limits what a peer address may ask without a valid token: requests to the open routes
-/// (`/health`, `/metrics`) and requests refused with 401. Authenticated requests are limited
-/// per device instead (``RateLimitMiddleware``), so a busy gateway whose devices all share one
-/// address is not throttled as one; a peer guessing tokens, or hammering the open routes, is.
+/// Limits what one client address may get wrong: requests refused with 401 (a peer guessing
+/// tokens) and requests to `/metrics`. Authenticated requests are limited per device instead
+/// (``RateLimitMiddleware``), so a busy gateway whose devices all share one address is not
+/// throttled as one.
 ///
-/// The peer is the connection's remote address: behind a reverse proxy, every request comes
-/// from the proxy, which should then apply its own limit per client (docs/security.md).
+/// Never refused here: `/health` (a balancer's health check must see the server as it is), and
+/// any request whose token is valid. A client over its limit has its bad tokens answered 429
+/// instead of 401 (which tells it nothing more), while a valid device behind the same address
+/// goes on. Behind a reverse proxy the address is the one ``TrustedProxies`` finds in
+/// `X-Forwarded-For`, so one client's failures do not lock out every device behind the proxy.
 public struct PeerLimitMiddleware: RouterMiddleware {
     public typealias Context = SyncRequestContext
 
     let limiter: RateLimiter
-    /// Paths served without a token.
-    let openPaths: Set<String>
+    let trustedProxies: TrustedProxies
+    /// Paths served without a token and limited per address.
+    let limitedOpenPaths: Set<String>
+    /// Paths never limited.
+    let exemptPaths: Set<String>
 
-    public init(limiter: RateLimiter, openPaths: Set<String> = ["/health", "/metrics"]) {
+    public init(
+        limiter: RateLimiter, trustedProxies: TrustedProxies = TrustedProxies(), limitedOpenPaths: Set<String> = ["/metrics"],
+        exemptPaths: Set<String> = ["/health"]
+    ) {
         self.limiter = limiter
-        self.openPaths = openPaths
+        self.trustedProxies = trustedProxies
+        self.limitedOpenPaths = limitedOpenPaths
+        self.exemptPaths = exemptPaths
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let peer = context.peerAddress ?? "unknown"
-        let isOpen = openPaths.contains(request.uri.path)
-        if isOpen {
-            if let wait = limiter.acquire(peer) { return refusal(wait) }
-        } else if let wait = limiter.waitWithoutTaking(peer) {
-            return refusal(wait)
+        let path = request.uri.path
+        if exemptPaths.contains(path) { return try await next(request, context) }
+        let client = trustedProxies.client(peer: context.peerAddress, forwardedFor: request.headers[values: .xForwardedFor]) ?? "unknown"
+        if limitedOpenPaths.contains(path) {
+            if let wait = limiter.acquire(client) { return refusal(wait) }
+            return try await next(request, context)
         }
+        // The token is checked first: a valid one is never refused for what others at the same
+        // address did. Only a refusal counts, and past the limit it is answered 429.
         let response = try await next(request, context)
-        if !isOpen, response.status == .unauthorized { _ = limiter.acquire(peer) }
+        guard response.status == .unauthorized else { return response }
+        if let wait = limiter.acquire(client) { return refusal(wait) }
         return response
     }
 

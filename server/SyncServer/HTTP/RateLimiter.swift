@@ -66,7 +66,7 @@ public final class RateLimiter: Sendable {
     }
 }
 
-/// Applies a rate limit per authenticated device (tenant and device id).
+/// Applies a rate limit per authenticated device (tenant, user and device id).
 public struct RateLimitMiddleware: RouterMiddleware {
     public typealias Context = SyncRequestContext
 
@@ -97,7 +97,9 @@ public struct RateLimitMiddleware: RouterMiddleware {
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let identity = try context.requireIdentity()
-        let key = identity.tenant + "\u{1F}" + identity.deviceID
+        // The user too: a device id names a device within its user's devices, and two users
+        // whose devices happen to share an id must not share (or drain) one bucket.
+        let key = identity.tenant + "\u{1F}" + identity.userID + "\u{1F}" + identity.deviceID
         let wait: Int?
         switch limiter {
         case .local(let local): wait = local.acquire(key)

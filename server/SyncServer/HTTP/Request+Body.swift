@@ -107,9 +107,22 @@ extension Response {
 
     /// A compressible JSON response whose body is ready: gzip-compressed already when `gzipped`
     /// (a pull page written ahead of its request).
-    static func json(compressible body: Data, gzipped: Bool, status: HTTPResponse.Status = .ok) -> Response {
+    ///
+    /// `whenSent` runs once the body is handed to the connection (what it holds may then go).
+    static func json(
+        compressible body: Data, gzipped: Bool, status: HTTPResponse.Status = .ok, whenSent: (@Sendable () -> Void)? = nil
+    ) -> Response {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .vary: "Accept-Encoding"]
         if gzipped { headers[.contentEncoding] = "gzip" }
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        let buffer = ByteBuffer(bytes: body)
+        guard let whenSent else { return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: buffer)) }
+        return Response(
+            status: status, headers: headers,
+            body: ResponseBody(contentLength: buffer.readableBytes) { writer in
+                try await writer.write(buffer)
+                whenSent()
+                try await writer.finish(nil)
+            }
+        )
     }
 }

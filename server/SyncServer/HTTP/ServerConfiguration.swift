@@ -20,9 +20,12 @@ public struct ServerConfiguration: Sendable {
     public var maximumClockSkew: Duration = PushService.defaultMaximumClockSkew
     /// How deep a request body's JSON may nest (64): deeper is a 400 `nesting_too_deep`.
     public var maximumJSONDepth: Int = 64
-    /// Requests without a valid token per peer address (the open routes and 401s), or `nil`
-    /// for no limit: 10 a second, 100 at once.
+    /// Failed authentications (401s) and `/metrics` requests per client address, or `nil` for
+    /// no limit: 10 a second, 100 at once. `/health` and valid tokens are never limited by it.
     public var peerLimit: RateLimit? = RateLimit(requestsPerSecond: 10, burst: 100)
+    /// The reverse proxies whose `X-Forwarded-For` names the client for the per-address limit
+    /// (none by default: every peer is judged by its own address).
+    public var trustedProxies = TrustedProxies()
     /// The bearer token `/metrics` requires; `nil` keeps `/metrics` closed (404).
     public var metricsToken: String?
     /// How long a connection may take to send a request's headers (10 s), a request's body once
@@ -35,6 +38,15 @@ public struct ServerConfiguration: Sendable {
     /// a device receives and stores a page that has more after it, the server writes the next
     /// ones, up to 4 ahead of it. 0 turns read-ahead off.
     public var pullReadAheadPages = 256
+    /// The bytes of rows one pull page holds at most, whatever its `limit` (4 MiB): a page ends
+    /// with the first row that takes it past this, and a larger row travels alone.
+    public var pullPageBytes = PullService.defaultPageBytes
+    /// The memory all pull pages may take at once in this process (256 MiB): pages being read,
+    /// written, kept ahead or sent. A pull that finds no room waits up to ``pullMemoryWait``,
+    /// then gets 503 `server_busy` with `Retry-After`; read-ahead stops while it is full.
+    public var pullMemoryBytes = 256 * 1024 * 1024
+    /// How long a pull waits for room in ``pullMemoryBytes`` before it is refused (10 s).
+    public var pullMemoryWait: Duration = .seconds(10)
 
     /// Deadlines of ``timeouts``.
     public struct Timeouts: Sendable, Hashable {

@@ -59,18 +59,20 @@ public struct ServerEnvironment: Sendable {
 
 /// The router of a sync server: every route of `docs/openapi.yaml`.
 ///
-/// Middleware order: security headers (outermost, on every response), Hummingbird's request log
+/// Middleware order: security headers (outermost, on every response), the refusal of transfer
+/// codings other than chunked, Hummingbird's request log
 /// (`debug`: method and path), metrics and the outcome log line (see every final status), the
-/// per-peer limit on requests without a valid token, errors (the one place
+/// per-address limit on failed authentication and `/metrics` (never `/health`), errors (the one place
 /// errors become JSON), then, for everything but `/health` and `/metrics`, authentication and
 /// the per-device rate limit; admin routes also require an admin token.
 public func buildRouter(configuration: ServerConfiguration, environment: ServerEnvironment) -> SyncRouter {
     let router = Router(context: SyncRequestContext.self)
     router.add(middleware: SecurityHeadersMiddleware())
+    router.add(middleware: TransferCodingMiddleware())
     router.add(middleware: LogRequestsMiddleware(.debug))
     router.add(middleware: RequestMetricsMiddleware(metrics: environment.metrics))
     if let peerLimit = configuration.peerLimit {
-        router.add(middleware: PeerLimitMiddleware(limiter: RateLimiter(peerLimit)))
+        router.add(middleware: PeerLimitMiddleware(limiter: RateLimiter(peerLimit), trustedProxies: configuration.trustedProxies))
     }
     router.add(middleware: ErrorMiddleware())
     let routes = SyncRoutes(configuration: configuration, environment: environment)
@@ -170,13 +172,19 @@ struct SyncRoutes: Sendable {
     let liveChannels: LiveChannels
     /// Pull pages written ahead of their request (see ``PullReadAhead``).
     let pullReadAhead: PullReadAhead
+    /// The memory pull pages may take at once (``ServerConfiguration/pullMemoryBytes``).
+    let pullMemory: PullMemoryBudget
+    /// What one pull page reserves of ``pullMemory`` while it is built.
+    let pullPageReservation: Int
     let fileIO = FileIO()
 
     init(configuration: ServerConfiguration, environment: ServerEnvironment) {
         self.configuration = configuration
         self.environment = environment
         pushService = PushService(storage: environment.storage, clock: environment.clock, maximumClockSkew: configuration.maximumClockSkew)
-        pullService = PullService(storage: environment.storage)
+        pullService = PullService(storage: environment.storage, pageBytes: configuration.pullPageBytes)
+        pullMemory = PullMemoryBudget(capacity: configuration.pullMemoryBytes, maximumWait: configuration.pullMemoryWait)
+        pullPageReservation = pullMemory.reservation(pageBytes: configuration.pullPageBytes, largestRowBytes: PullService.largestRowBytes)
         contentService = ContentService(storage: environment.storage, assets: environment.assets, clock: environment.clock)
         liveChannels = LiveChannels(
             configuration: configuration.live, storage: environment.storage, clock: environment.clock, metrics: environment.metrics
@@ -236,11 +244,16 @@ struct SyncRoutes: Sendable {
         guard let scope = request.query("scope"), !scope.isEmpty else {
             throw ServiceError.malformed("the `scope` query parameter is required (a scope name like `user`, or a scope key)")
         }
+        try Identifier.require(scope, as: "scope")
+        if let client = request.headers[.outpostClient] { try Identifier.require(client, as: ProtocolHeaders.clientID) }
         let cursor = request.query("cursor").flatMap { $0.isEmpty ? nil : $0 }
         if try flag("urgent", request) {
+            let lease = try await pullMemory.acquire(pullPageReservation)
             let page = try await pullService.urgentPage(scope: scope, cursor: cursor, schema: try schema(request), identity: identity)
             environment.metrics.recordPull(rows: page.rowCount)
-            return .json(encoded: Data(page.json()), request: request, compressible: true)
+            let response = Response.json(encoded: Data(page.json()), request: request, compressible: true)
+            lease.release()
+            return response
         }
         let asked = PullReadAhead.Request(
             identity: identity, scope: scope, cursor: cursor, limit: try limit(request), schema: try schema(request),
@@ -254,26 +267,38 @@ struct SyncRoutes: Sendable {
         case .hit(let ready):
             (body, readAhead) = (ready, true)
         case .miss:
-            (body, readAhead) = (try await readPull(asked).write(), false)
-            pullReadAhead.readAhead(after: asked, answered: body) { [self] next in try await readPull(next) }
+            let lease = try await pullMemory.acquire(pullPageReservation)
+            (body, readAhead) = (try await readPull(asked, lease: lease).write(), false)
+            pullReadAhead.readAhead(after: asked, answered: body) { [self] next in
+                // Read-ahead only uses room that is free: it never makes a request wait.
+                guard let lease = pullMemory.tryAcquire(pullPageReservation) else { throw CancellationError() }
+                return try await readPull(next, lease: lease)
+            }
         }
         environment.metrics.recordPull(rows: body.rowCount, readAhead: readAhead)
         context.logger.debug(
             "pull page", metadata: ["scope": .string(scope), "rows": .stringConvertible(body.rowCount), "has_more": .stringConvertible(body.hasMore)]
         )
-        return .json(compressible: body.bytes, gzipped: asked.gzip)
+        // The page's memory goes back to the budget once its bytes are handed to the connection
+        // (or, should the connection fail first, when the response is dropped).
+        let lease = body.lease
+        return .json(compressible: body.bytes, gzipped: asked.gzip) { lease?.release() }
     }
 
     /// A pull page read from storage, and how to write its response body: its JSON, compressed
     /// when the device takes gzip.
-    private func readPull(_ asked: PullReadAhead.Request) async throws(ServiceError) -> PullReadAhead.Read {
+    /// `lease` holds the page's room in the pull memory budget; once the body is written it keeps
+    /// only the body's bytes, and goes with the body.
+    private func readPull(_ asked: PullReadAhead.Request, lease: PullMemoryBudget.Lease) async throws(ServiceError) -> PullReadAhead.Read {
         let page = try await pullService.page(
             scope: asked.scope, cursor: asked.cursor, limit: asked.limit, schema: asked.schema, clientID: asked.clientID,
             identity: asked.identity, contracts: asked.contracts
         )
         return PullReadAhead.Read(cursor: page.cursor, hasMore: page.hasMore) { [gzip = asked.gzip] in
             let json = page.json()
-            return PullReadAhead.Body(bytes: gzip ? Gzip.compress(json) : Data(json), rowCount: page.rowCount, cursor: page.cursor, hasMore: page.hasMore)
+            let bytes = gzip ? Gzip.compress(json) : Data(json)
+            lease.shrink(to: bytes.count)
+            return PullReadAhead.Body(bytes: bytes, rowCount: page.rowCount, cursor: page.cursor, hasMore: page.hasMore, lease: lease)
         }
     }
 
@@ -290,7 +315,7 @@ struct SyncRoutes: Sendable {
         let response = try await contentService.unitsSync(
             since: request.query("since").flatMap { $0.isEmpty ? nil : $0 }, limit: try limit(request),
             includeDeleted: includeDeleted, schema: try schema(request), identity: identity,
-            assetBaseURL: assetBaseURL(request)
+            assetBaseURL: assetBaseURL(context)
         )
         return try .json(response, request: request, compressible: true)
     }
@@ -353,8 +378,11 @@ struct SyncRoutes: Sendable {
         let user = try parameter("user", context)
         var body = Data()
         do {
-            try await UserExport(storage: environment.storage, clock: environment.clock).export(tenant: identity.tenant, userID: user) {
+            let summary = try await UserExport(storage: environment.storage, clock: environment.clock).export(tenant: identity.tenant, userID: user) {
                 body.append($0)
+            }
+            guard summary.foundAnything else {
+                throw ServiceError.notFound("the server holds nothing about user '\(user)' in tenant \(identity.tenant)")
             }
         } catch let error as ServiceError {
             throw error
@@ -382,6 +410,7 @@ struct SyncRoutes: Sendable {
         case (nil, .string(let user)?) where !user.isEmpty: target = (.user, user)
         default: throw ServiceError.malformed("the body must name one non-empty `device` or `user`")
         }
+        try Identifier.require(target.1, as: target.0.rawValue)
         let (tenant, now) = (identity.tenant, environment.clock.now().millisecondsSince1970 / 1000)
         try await ServiceError.catchingStorageFailures {
             try await environment.storage.write { try await $0.revoke(tenant: tenant, kind: target.0, subject: target.1, at: now) }
@@ -400,9 +429,12 @@ struct SyncRoutes: Sendable {
     private func setTeamMember(_ isMember: Bool, _ context: SyncRequestContext) async throws -> Response {
         let tenant = try context.requireIdentity().tenant
         let (team, user) = (try parameter("team", context), try parameter("user", context))
-        try await ServiceError.catchingStorageFailures {
+        let changed = try await ServiceError.catchingStorageFailures {
             try await environment.storage.write { try await $0.setTeamMembership(tenant: tenant, team: team, userID: user, isMember: isMember) }
         }
+        // Adding a member twice is the same request twice; removing one who is not a member
+        // matched nothing, and the operator must hear so rather than believe it done.
+        if !isMember, !changed { throw ServiceError.notFound("'\(user)' is not a member of team '\(team)' in tenant \(tenant)") }
         return Response(status: .noContent)
     }
 
@@ -432,17 +464,27 @@ struct SyncRoutes: Sendable {
         }
     }
 
+    /// A path parameter, percent-decoded once (the router hands them over as sent: `jos%C3%A9`
+    /// names the user `josé`, `field%20ops` the team `field ops`) and held to the identifier rule.
     private func parameter(_ name: String, _ context: SyncRequestContext) throws(ServiceError) -> String {
-        guard let value = context.parameters.get(name), !value.isEmpty else { throw .malformed("the path needs `\(name)`") }
+        guard let raw = context.parameters.get(name), !raw.isEmpty else { throw .malformed("the path needs `\(name)`") }
+        guard let value = raw.removingPercentEncoding, !value.isEmpty else {
+            throw .malformed("the path's `\(name)` is not valid percent-encoded UTF-8: `\(raw)`")
+        }
+        try Identifier.require(value, as: name)
         return value
     }
 
-    /// Where devices download assets: the configured public URL, or this request's host.
-    private func assetBaseURL(_ request: Request) -> String {
+    /// Where devices download assets: the configured public URL, or the address this
+    /// connection reached. Never the request's `Host` header: a client (or anything between it
+    /// and the server) chooses that, and links built from it would point wherever it says.
+    private func assetBaseURL(_ context: SyncRequestContext) -> String {
         if let base = configuration.publicBaseURL {
             return base.hasSuffix("/") ? String(base.dropLast()) : base
         }
-        let authority = request.head.authority ?? "\(configuration.host):\(configuration.port)"
-        return "\(request.head.scheme ?? "http")://\(authority)"
+        if let local = context.localAddress, let ip = local.ipAddress, let port = local.port {
+            return "http://\(ip.contains(":") ? "[\(ip)]" : ip):\(port)"
+        }
+        return "http://\(configuration.host):\(configuration.port)"
     }
 }

@@ -11,6 +11,8 @@ public struct SyncRequestContext: RequestContext {
     public var peerAddress: String?
     /// The connection, for the live channel's socket options (`nil` in the in-process test client).
     package let channel: (any Channel)?
+    /// The server's own address this connection reached (`nil` in the in-process test client).
+    package var localAddress: SocketAddress? { channel?.localAddress }
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

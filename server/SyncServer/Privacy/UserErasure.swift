@@ -72,10 +72,12 @@ public struct UserErasure: Sendable {
         public static let commandLine = Requester(userID: "operator", deviceID: "sync-server-cli")
     }
 
-    /// Erases the user's data in `tenant`. Erasing a user twice erases what arrived since (nothing,
-    /// unless a token issued after the first erasure wrote again) and is audited again.
-    /// - Throws: ``ServiceError`` 400 for an empty tenant or user; a storage failure as 500
-    ///   (nothing erased).
+    /// Erases the user's data in `tenant`. Erasing a user twice erases what arrived since (a
+    /// token issued after the first erasure may have written again) and is audited again.
+    /// - Throws: ``ServiceError`` 400 for an empty tenant or user; 404 when the server holds
+    ///   nothing of the user to erase (no team, row, event, push result or readable audit
+    ///   detail, and no device or an erasure already recorded), and then nothing is recorded; a
+    ///   storage failure as 500 (nothing erased).
     public func erase(tenant: String, userID: String, requestedBy requester: Requester) async throws(ServiceError) -> Report {
         guard !tenant.isEmpty, !userID.isEmpty else { throw .malformed("an erasure names a tenant and a user") }
         let now = clock.now()
@@ -103,6 +105,15 @@ public struct UserErasure: Sendable {
                 }
                 report.pushResultsDeleted = try await transaction.deletePushResults(tenant: tenant, ownedBy: userID)
                 report.auditDetailsErased = try await transaction.eraseAuditDetails(tenant: tenant, userID: userID)
+                let held = try await transaction.identityState(tenant: tenant, userID: userID, deviceID: "")
+                let erasedNothing = report.rowsErased + report.eventsDeleted + report.pushResultsDeleted + report.auditDetailsErased == 0
+                if erasedNothing, held.teams.isEmpty, devices.isEmpty || held.erasedAt != nil {
+                    // Nothing of the name is held (a typo, another tenant's user), or nothing
+                    // arrived since its erasure: say so, and record nothing, rather than report
+                    // it erased. A user with devices and no data yet is still erased: their
+                    // tokens are refused from then on.
+                    throw ServiceError.notFound("the server holds nothing of user '\(userID)' in tenant \(tenant) to erase")
+                }
                 try await transaction.recordErasure(tenant: tenant, userID: userID, at: report.erasedAt)
                 try await transaction.appendAudit(
                     AuditEntry(
@@ -148,6 +159,8 @@ public struct UserErasure: Sendable {
             }
             row["_field_clocks"] = .null
             row["_hlc"] = .null
+            // A bare tombstone already (an earlier erasure): nothing to erase.
+            if existing.integer("_deleted") == 1, row == existing { continue }
             if existing.integer("_deleted") != 1 {
                 // A new change of the scope: devices still reading it drop the row.
                 row["_deleted"] = .integer(1)

@@ -28,6 +28,10 @@ public struct UserExport: Sendable {
     /// How many lines of each type an export wrote.
     public struct Summary: Hashable, Sendable {
         public var lines: [String: Int] = [:]
+        /// Whether the server held anything about the user: a line besides the `user` line,
+        /// or an erasure on record. An export of a name the server never saw (a typo, a user
+        /// of another tenant) finds nothing, and says so instead of exporting an empty user.
+        public var foundAnything = false
     }
 
     /// Writes the export to `output`, line by line.
@@ -125,6 +129,7 @@ public struct UserExport: Sendable {
                 try write("audit", line)
             }
         }
+        summary.foundAnything = identity.erasedAt != nil || summary.lines.contains { $0.key != "user" && $0.value > 0 }
         return summary
     }
 }

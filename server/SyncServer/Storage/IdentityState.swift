@@ -21,8 +21,14 @@ public struct IdentityState: Hashable, Sendable {
     /// Why a token issued at `issuedAt` (seconds since 1970; `nil` counts as the epoch) no
     /// longer holds, or `nil` when it does: the user's data was erased, or the device or user
     /// revoked, at or after its issue. Requests and open live channels judge by this one rule.
+    ///
+    /// A token may say it was issued up to ``TokenSigner/issuedAtLeeway`` ahead of the server's
+    /// clock (issuers' clocks differ a little), so an erasure or revocation covers every token
+    /// issued up to that far after it: otherwise a token dated 50 s ahead would outlive a
+    /// revocation made now until it expired. A device re-enrolled within that minute needs a
+    /// token issued after it.
     func refusal(ofTokenIssuedAt issuedAt: Int64?) -> ServiceError? {
-        let issuedAt = issuedAt ?? 0
+        let issuedAt = (issuedAt ?? 0) - TokenSigner.issuedAtLeeway
         if let erasedAt, issuedAt <= erasedAt {
             return ServiceError(status: 410, .userErased, "this user's data was erased on the server; wipe the device's store and sign in again")
         }

@@ -132,23 +132,69 @@ final class PostgresTransaction: StorageTransaction {
         }
     }
 
-    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
+    func changes(
+        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
+    ) async throws -> [(table: ContractTable, row: StoredRow)] {
         try await sendRows()
-        var merged: [(table: ContractTable, row: StoredRow)] = []
+        var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
+        var last = Int64.max
         for table in tables {
             var bindings = PostgresBindings()
             bindings.append(tenant)
             bindings.append(scopeKey)
             bindings.append(after)
             bindings.append(Int64(limit))
+            bindings.append(Int64(byteBudget))
+            // The database counts each row's bytes and leaves out the rows after the one that
+            // takes the table past the budget, so they never cross the connection or take memory.
+            let columns = try catalog.columns(of: table.name)
+            let size = Self.rowBytes(columns)
             let sql = """
-                SELECT * FROM \(Self.quoted(table.name))
-                WHERE "_tenant_id" = $1 AND "_scope_key" = $2 AND "_seq" > $3 ORDER BY "_seq" LIMIT $4
+                SELECT * FROM (
+                    SELECT *, \(size) AS "\(Self.rowBytesColumn)",
+                        (SUM(\(size)) OVER (ORDER BY "_seq" ROWS UNBOUNDED PRECEDING))::bigint AS "\(Self.runningBytesColumn)"
+                    FROM \(Self.quoted(table.name))
+                    WHERE "_tenant_id" = $1 AND "_scope_key" = $2 AND "_seq" > $3 ORDER BY "_seq" LIMIT $4
+                ) AS page
+                WHERE "\(Self.runningBytesColumn)" - "\(Self.rowBytesColumn)" <= $5
+                ORDER BY "_seq"
                 """
-            merged += try await storedRows(sql, bindings).map { (table, $0) }
+            for cells in try await run(sql, bindings) {
+                var row = StoredRow()
+                var running: Int64 = 0
+                for cell in cells {
+                    switch cell.columnName {
+                    case Self.runningBytesColumn: running = try cell.decode(Int64.self)
+                    case Self.rowBytesColumn: continue
+                    default: row[cell.columnName] = try PostgresValues.value(of: cell)
+                    }
+                }
+                let order = row.integer("_seq") ?? 0
+                merged.append((order, table, row))
+                // Past the budget: no table's rows beyond this one can be in the page.
+                if running > byteBudget { last = min(last, order) }
+            }
         }
-        merged.sort { ($0.row.integer("_seq") ?? 0) < ($1.row.integer("_seq") ?? 0) }
-        return Array(merged.prefix(limit))
+        merged.sort { $0.sequence < $1.sequence }
+        return StoredRow.withinBudget(merged.lazy.filter { $0.sequence <= last }.map { ($0.table, $0.row) }, limit: limit, byteBudget: byteBudget)
+    }
+
+    /// The columns a page query adds: a row's bytes, and the bytes of the table's rows up to
+    /// and including it. Neither is part of the stored row.
+    private static let rowBytesColumn = "_row_bytes"
+    private static let runningBytesColumn = "_page_bytes"
+
+    /// A row's bytes as ``StoredRow/storedBytes`` counts them, computed by PostgreSQL: the text
+    /// of variable-length columns (JSON as text, close to what a device receives), 8 for others.
+    private static func rowBytes(_ columns: PostgresCatalog.Columns) -> String {
+        let terms = columns.types.keys.sorted().map { name -> String in
+            switch columns.types[name]! {
+            case .text, .varchar, .jsonb, .json: "COALESCE(octet_length(\(quoted(name))::text), 0)"
+            case .bytea: "COALESCE(octet_length(\(quoted(name))), 0)"
+            default: "8"
+            }
+        }
+        return "(" + (terms.isEmpty ? "0" : terms.joined(separator: " + ")) + ")::bigint"
     }
 
     func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
@@ -335,15 +381,16 @@ final class PostgresTransaction: StorageTransaction {
             """, bindings)
     }
 
-    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws {
+    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws -> Bool {
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(team)
         bindings.append(userID)
+        // RETURNING says whether a row was added or removed, in the same round trip.
         if isMember {
-            try await run("INSERT INTO team_members (tenant, team_id, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", bindings)
+            return try await !run("INSERT INTO team_members (tenant, team_id, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1", bindings).isEmpty
         } else {
-            try await run("DELETE FROM team_members WHERE tenant = $1 AND team_id = $2 AND user_id = $3", bindings)
+            return try await !run("DELETE FROM team_members WHERE tenant = $1 AND team_id = $2 AND user_id = $3 RETURNING 1", bindings).isEmpty
         }
     }
 

@@ -85,9 +85,11 @@ struct SQLiteTransaction: StorageTransaction {
         }
     }
 
-    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)] {
+    func changes(
+        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
+    ) async throws -> [(table: ContractTable, row: StoredRow)] {
         try writeUnsentRows()
-        let last = try lastSequenceOfChanges(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
+        var last = try lastSequenceOfChanges(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
         var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
         for table in tables {
             let sql = """
@@ -100,17 +102,26 @@ struct SQLiteTransaction: StorageTransaction {
             let layout = StoredRow.Layout(select.columnNames)
             let sequence = layout.position(of: "_seq")
             let rows = try Row.fetchCursor(select, arguments: [tenant, scopeKey, after, last, limit])
+            var bytes = 0
             while try rows.next() != nil {
                 let values = layout.names.indices.map { index in
                     ColumnValue(DatabaseValue(sqliteStatement: select.sqliteStatement, index: CInt(index)))
                 }
                 var order: Int64 = 0
                 if let sequence, case .integer(let value) = values[sequence] { order = value }
-                merged.append((order, table, StoredRow(layout: layout, values: values)))
+                let row = StoredRow(layout: layout, values: values)
+                merged.append((order, table, row))
+                bytes += row.storedBytes
+                // Past the budget this table reads no further, and no table's rows beyond this
+                // one can be in the page: its rows up to here are all the page may hold.
+                if bytes > byteBudget {
+                    last = min(last, order)
+                    break
+                }
             }
         }
         merged.sort { $0.sequence < $1.sequence }
-        return merged.prefix(limit).map { ($0.table, $0.row) }
+        return StoredRow.withinBudget(merged.lazy.filter { $0.sequence <= last }.map { ($0.table, $0.row) }, limit: limit, byteBudget: byteBudget)
     }
 
     /// The `_seq` of the last row a page of `limit` changes holds, across the tables: read from
@@ -620,12 +631,13 @@ struct SQLiteTransaction: StorageTransaction {
             """).execute(arguments: [tenant, kind.rawValue, subject, at])
     }
 
-    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws {
+    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws -> Bool {
         if isMember {
             try statement("INSERT OR IGNORE INTO team_members (tenant, team_id, user_id) VALUES (?, ?, ?)").execute(arguments: [tenant, team, userID])
         } else {
             try statement("DELETE FROM team_members WHERE tenant = ? AND team_id = ? AND user_id = ?").execute(arguments: [tenant, team, userID])
         }
+        return db.changesCount > 0
     }
 
     func auditHead() async throws -> AuditHead? {

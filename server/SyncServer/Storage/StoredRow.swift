@@ -107,6 +107,38 @@ public struct StoredRow: Hashable, Sendable {
     }
 }
 
+extension StoredRow {
+    /// The row's size as a pull page budgets it: the UTF-8 bytes of its text values (JSON is
+    /// stored as text), the bytes of its blobs, 8 for a number, nothing for a null. Close to
+    /// what the row weighs in memory and on the wire, and the same on both storages.
+    package var storedBytes: Int {
+        values.reduce(0) { total, value in
+            switch value {
+            case .null: total
+            case .integer, .real: total + 8
+            case .text(let text): total + text.utf8.count
+            case .blob(let data): total + data.count
+            }
+        }
+    }
+
+    /// The first of `rows` (in page order) as a page takes them: at most `limit`, and once they
+    /// hold more than `byteBudget` bytes (``storedBytes``) no more, so a row larger than the
+    /// budget comes alone and the rows before a large one fit the budget but for it.
+    static func withinBudget(
+        _ rows: some Sequence<(table: ContractTable, row: StoredRow)>, limit: Int, byteBudget: Int
+    ) -> [(table: ContractTable, row: StoredRow)] {
+        var taken: [(table: ContractTable, row: StoredRow)] = []
+        var bytes = 0
+        for entry in rows {
+            guard taken.count < limit, bytes <= byteBudget else { break }
+            taken.append(entry)
+            bytes += entry.row.storedBytes
+        }
+        return taken
+    }
+}
+
 /// A contract row as a write transaction keeps track of it (rows read ahead, rows kept back
 /// until the flush): its table, tenant and primary key.
 struct StoredRowKey: Hashable {

@@ -50,8 +50,13 @@ public protocol StorageReader {
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow?
 
     /// Rows of the tables whose `_scope_key` is `scopeKey` and `_seq` is above `after`, in `_seq`
-    /// order, at most `limit`; tombstones included.
-    func changes(in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [(table: ContractTable, row: StoredRow)]
+    /// order, tombstones included: at most `limit`, and once the rows hold more than `byteBudget`
+    /// bytes (``StoredRow/storedBytes``) no more (``StoredRow/withinBudget(_:limit:byteBudget:)``),
+    /// so the last row may take them past it and a row larger than the budget comes alone.
+    /// Rows left out by the budget are never read into memory whole.
+    func changes(
+        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
+    ) async throws -> [(table: ContractTable, row: StoredRow)]
 
     /// Rows of one table in a tenant matching equality conditions on columns (`.null` matches
     /// NULL), in primary-key order.
@@ -177,8 +182,10 @@ public protocol StorageTransaction: StorageReader {
     /// Revokes every token of a device or a user issued at or before `at` (seconds since 1970).
     func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws
 
-    /// Adds a user to a team (`isMember`) or removes them.
-    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws
+    /// Adds a user to a team (`isMember`) or removes them; whether that changed anything (false
+    /// when the user already was, or was not, a member).
+    @discardableResult
+    func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws -> Bool
 
     /// Removes a row for good (no tombstone): only for what must not be kept at all.
     func deleteRow(in table: ContractTable, tenant: String, id: String) async throws

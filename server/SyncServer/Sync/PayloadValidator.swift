@@ -132,6 +132,8 @@ enum PayloadValidator {
             throw invalid(contract, ["payload": "the payload must be a JSON object of \(contract.name)'s fields"])
         }
         var problems: [String: String] = [:]
+        // Ids and references in another spelling than NFC (``UnicodeIdentifier``).
+        var unnormalized: [String: String] = [:]
         // The sent values by the position of their current field: no dictionary per payload.
         var values = [JSONValue?](repeating: nil, count: contract.fields.count)
         let positions = contract.positions(atVersion: schemaVersion)
@@ -166,7 +168,11 @@ enum PayloadValidator {
             }
             guard let value else { continue }
             do {
-                columns[field.name] = try RowCodec.columnValue(value, for: field)
+                let column = try RowCodec.columnValue(value, for: field)
+                columns[field.name] = column
+                if case .text(let text) = column, isIdentifier(field), !UnicodeIdentifier.isNormalized(text) {
+                    unnormalized[field.name] = "'\(field.name)' is not in Unicode NFC; send it as \(CanonicalJSON.text(.string(UnicodeIdentifier.normalized(text))))"
+                }
             } catch {
                 problems[field.name] = error.message
             }
@@ -179,6 +185,7 @@ enum PayloadValidator {
             }
         }
         if !problems.isEmpty { throw invalid(contract, problems) }
+        if !unnormalized.isEmpty { throw invalid(contract, unnormalized, code: .identifierNotNormalized) }
         return ValidatedPayload(columns: columns, fields: contract.fields)
     }
 
@@ -204,6 +211,9 @@ enum PayloadValidator {
     /// A mutation id as its primary-key column holds it (UUIDs lowercased).
     static func normalizedRowID(_ id: String, contract: PayloadContract) throws(ErrorDetail) -> String {
         guard !id.isEmpty else { throw invalid(contract, ["id": "the mutation's id is empty"]) }
+        guard UnicodeIdentifier.isNormalized(id) else {
+            throw invalid(contract, ["id": "the mutation's id is not in Unicode NFC; send it as '\(UnicodeIdentifier.normalized(id))'"], code: .identifierNotNormalized)
+        }
         guard let key = contract.primaryKey, let field = contract.field(named: key) else { return id }
         let value: JSONValue
         if case .int = field.kind, let number = Int64(id) { value = .int(number) } else { value = .string(id) }
@@ -231,16 +241,25 @@ enum PayloadValidator {
         return columns
     }
 
-    /// An `invalid_payload` refusal listing every problem: `details.fields` maps each field to
-    /// what is wrong with it.
-    static func invalid(_ contract: PayloadContract, _ problems: [String: String]) -> ErrorDetail {
+    /// An `invalid_payload` refusal (or `code`) listing every problem: `details.fields` maps each
+    /// field to what is wrong with it.
+    static func invalid(_ contract: PayloadContract, _ problems: [String: String], code: ErrorCode = .invalidPayload) -> ErrorDetail {
         let names = problems.keys.sorted()
         let summary = names.prefix(3).map { problems[$0]! }.joined(separator: "; ")
         let more = names.count > 3 ? " (and \(names.count - 3) more)" : ""
         return ErrorDetail(
-            code: .invalidPayload,
+            code: code,
             message: "\(contract.name): \(summary)\(more)",
             details: .object(["fields": .object(problems.mapValues(JSONValue.string))])
         )
+    }
+
+    /// Whether a field holds an identifier: an `id`, or a reference to a row (stored as its
+    /// target's primary key), compared byte for byte wherever it is looked up.
+    private static func isIdentifier(_ field: FieldDescriptor) -> Bool {
+        switch field.kind {
+        case .id, .ref: true
+        default: false
+        }
     }
 }

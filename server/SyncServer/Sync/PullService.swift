@@ -20,11 +20,23 @@ public struct PullService: Sendable {
     let storage: any SyncStorage
     let defaultLimit: Int
     let maximumLimit: Int
+    /// The bytes of rows a page holds at most (``StoredRow/storedBytes``), whatever its `limit`:
+    /// a page ends with the first row that takes it past this, so it weighs at most this plus one
+    /// row, and a row larger than this comes alone.
+    let pageBytes: Int
 
-    public init(storage: any SyncStorage, defaultLimit: Int = 500, maximumLimit: Int = 1000) {
+    /// The default of ``pageBytes``: 4 MiB.
+    public static let defaultPageBytes = 4 * 1024 * 1024
+
+    /// The largest row any contract allows (its `max_row_bytes`): what one row may add to a page
+    /// past ``pageBytes``.
+    static let largestRowBytes = 4 * 1024 * 1024
+
+    public init(storage: any SyncStorage, defaultLimit: Int = 500, maximumLimit: Int = 1000, pageBytes: Int = defaultPageBytes) {
         self.storage = storage
         self.maximumLimit = max(1, maximumLimit)
         self.defaultLimit = min(max(1, defaultLimit), self.maximumLimit)
+        self.pageBytes = max(1, pageBytes)
     }
 
     /// What a scope delivers to devices: its entities that travel down (`down`, `both`) and its
@@ -113,6 +125,7 @@ public struct PullService: Sendable {
         let tenant = identity.tenant
 
         let filtered = only != nil
+        let pageBytes = pageBytes
         let (head, changes, lastSeq, compacted) = try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
                 // In the same snapshot as the rows: a compaction either committed before it or is
@@ -122,7 +135,7 @@ public struct PullService: Sendable {
                 // Read before the rows: every row at or below it is committed and read below.
                 let head = filtered ? try await reader.scopeSequence(tenant: tenant, scopeKey: key) : nil
                 let changes = try await reader.changes(
-                    in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1
+                    in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1, byteBudget: pageBytes
                 )
                 guard let clientID else { return (head, changes, Int64(0), compacted) }
                 // Only the stream's owner learns its last seq; a stream no one pushed with yet is at 0.
@@ -133,15 +146,20 @@ public struct PullService: Sendable {
             }
         }
 
-        var next = changes.prefix(pageSize).last?.row.integer("_seq") ?? after
+        // More after this page: a row past the limit, or rows the byte budget stopped short of
+        // (a page that ends on the budget says so even when its last row was the scope's last:
+        // the next page is then empty).
+        let rows = changes.prefix(pageSize)
+        let hasMore = changes.count > pageSize || rows.reduce(0, { $0 + $1.row.storedBytes }) > pageBytes
+        var next = rows.last?.row.integer("_seq") ?? after
         // The last page of a filtered pull ends at the scope's head: the contracts asked for
         // hold nothing more up to it, so the device resumes them from there, not from their
         // last row (which may be long before the other contracts' changes).
-        if let head, changes.count <= pageSize { next = max(next, head) }
+        if let head, !hasMore { next = max(next, head) }
         return Self.assemble(
-            changes.prefix(pageSize), contracts: contracts, schema: schema,
+            rows, contracts: contracts, schema: schema,
             into: PullPage(
-                cursor: SyncCursor(scopeKey: key, sequence: next, horizon: compacted).encoded, hasMore: changes.count > pageSize, lastSeq: lastSeq
+                cursor: SyncCursor(scopeKey: key, sequence: next, horizon: compacted).encoded, hasMore: hasMore, lastSeq: lastSeq
             )
         )
     }

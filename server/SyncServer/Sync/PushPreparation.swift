@@ -72,7 +72,9 @@ struct PreparedMutation: Sendable {
             if let event = ContractRegistry.event(named: mutation.entity) {
                 let version = schema[event.name] ?? event.currentVersion
                 try requireKnown(version, of: event.name, current: event.currentVersion)
-                let prepared = try prepareEvent(mutation, event, version, identity: identity, payloadHash: payloadHash, names: names)
+                let prepared = try prepareEvent(
+                    mutation, event, version, identity: identity, payloadHash: payloadHash, names: names, clockLimit: clockLimit
+                )
                 return PreparedMutation(target: .success(.event(prepared)), payloadHash: payloadHash, payloadFieldNames: names)
             }
             throw ErrorDetail(code: .unknownEntity, message: "'\(mutation.entity)' is not a contract of this server")
@@ -139,7 +141,8 @@ struct PreparedMutation: Sendable {
     /// as sent is hashed; for a device on the current version, the hash of the payload as the
     /// generated type encodes it (defaults filled, nulls left out) is accepted too.
     private static func prepareEvent(
-        _ mutation: Mutation, _ event: EventDescriptor, _ version: Int, identity: DeviceIdentity, payloadHash: String?, names: [String]?
+        _ mutation: Mutation, _ event: EventDescriptor, _ version: Int, identity: DeviceIdentity, payloadHash: String?, names: [String]?,
+        clockLimit: Int64
     ) throws(ErrorDetail) -> Event {
         if event.direction == .down {
             throw ErrorDetail(code: .notWritable, message: "\(event.name) travels from the server to devices only (direction down)")
@@ -153,6 +156,16 @@ struct PreparedMutation: Sendable {
         }
         guard let occurredAt = mutation.occurredAt else {
             throw ErrorDetail(code: .missingPolicyData, message: "an event needs occurred_at, when it happened by the device's clock")
+        }
+        // Nothing happened after it reached the server: a time later than the receipt plus the
+        // clock skew allowed is a wrong clock or a forgery, and would order the event after
+        // facts that truly came later. (How far back a time may go is the reducers' to say.)
+        guard occurredAt.millisecondsSince1970 <= clockLimit else {
+            throw ErrorDetail(
+                code: .occurredAtOutOfRange,
+                message: "occurred_at \(occurredAt.iso8601) is later than the server's clock allows; set the device's clock right",
+                details: .object(["latest_accepted": .string(Timestamp(millisecondsSince1970: clockLimit).iso8601)])
+            )
         }
         let payload = try PayloadValidator.validate(
             mutation.payload, contract: PayloadContract.registered(event), schemaVersion: version, mode: .whole, rowID: nil, sortedNames: names

@@ -76,7 +76,7 @@ public struct PushService: Sendable {
         do {
             return try await storage.write { transaction in
                 try await PushSession(
-                    writer: PushWriter(transaction: transaction, identity: identity, now: now), clientID: request.clientId,
+                    writer: PushWriter(transaction: transaction, identity: identity, now: now, clockSkew: maximumClockSkew), clientID: request.clientId,
                     schema: request.schema
                 ).run(request.mutations, prepared: prepared)
             }
@@ -95,6 +95,7 @@ public struct PushService: Sendable {
         guard request.clientId.utf8.count <= maximumNameBytes else {
             throw .malformed("client_id is longer than \(maximumNameBytes) bytes")
         }
+        try Identifier.require(request.clientId, as: "client_id")
         guard request.mutations.count <= maximumMutations else {
             throw .malformed("a push carries at most \(maximumMutations) mutations; this one has \(request.mutations.count), split it")
         }
@@ -118,6 +119,7 @@ public struct PushService: Sendable {
             where text.utf8.count > maximumNameBytes {
                 throw .malformed("mutation with seq \(mutation.seq) has a \(name) longer than \(maximumNameBytes) bytes")
             }
+            try Identifier.require(mutation.clientMutationId, as: "client_mutation_id")
             guard mutation.id.utf8.count <= RowCodec.maximumIDBytes else {
                 throw .malformed("mutation with seq \(mutation.seq) has an id longer than \(RowCodec.maximumIDBytes) bytes")
             }

@@ -13,6 +13,9 @@ struct PushWriter {
     let transaction: any StorageTransaction
     let identity: DeviceIdentity
     let now: Timestamp
+    /// How far a device's clock may be from the server's (``ServerConfiguration/maximumClockSkew``):
+    /// the tolerance of every check of a device's time against the server's.
+    var clockSkew: Duration = PushService.defaultMaximumClockSkew
 
     /// One row to store.
     struct RowWrite {

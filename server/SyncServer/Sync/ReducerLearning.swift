@@ -65,13 +65,19 @@ struct LearningReducer: Reducer {
                     )
                 )
             }
-            if let assessment = try await context.entity(Assessment.self, id: attempt.assessmentId),
-                let refusal = Self.timeLimitRefusal(
+            if let assessment = try await context.entity(Assessment.self, id: attempt.assessmentId) {
+                // An open attempt does not know its revision yet (its submission names it).
+                if let refusal = Self.beforePublication(
+                    fact.occurredAt, of: assessment.row, revision: nil, what: "the answer to '\(answer.questionId)'", in: context
+                ) {
+                    return .rejected(refusal)
+                }
+                if let refusal = Self.timeLimitRefusal(
                     startedAt: attempt.startedAt, at: fact.occurredAt, limit: assessment.value.timeLimitSeconds,
                     what: "the answer to '\(answer.questionId)'"
-                )
-            {
-                return .rejected(refusal)
+                ) {
+                    return .rejected(refusal)
+                }
             }
         case AttemptSubmitted.descriptor.name:
             let submission = try fact.decode(AttemptSubmitted.self)
@@ -100,6 +106,11 @@ struct LearningReducer: Reducer {
         }
         if ConflictResolution.isDeleted(row) { return .conflicted(entity: Assessment.descriptor, row: row) }
         let assessment = try ReducerContext.decode(Assessment.self, row: row)
+        let what = "the submission of attempt '\(submission.attemptId)'"
+        if let refusal = Self.beforePublication(fact.occurredAt, of: row, revision: submission.assessmentRevision, what: what, in: context) {
+            return .rejected(refusal)
+        }
+
         if let lastDay = assessment.availableUntil, Reducers.utcDay(fact.occurredAt) > lastDay {
             return .rejected(
                 ErrorDetail(
@@ -117,6 +128,16 @@ struct LearningReducer: Reducer {
             startedAt = try await context.events(AnswerRecorded.self, where: conditions).map(\.occurredAt).min()
                 .map { Timestamp(millisecondsSince1970: $0) }
         }
+        // A submission before the attempt's first fact, as the server holds them, ends nothing.
+        if let startedAt, fact.occurredAt.millisecondsSince1970 < startedAt.millisecondsSince1970 - context.clockSkewMilliseconds {
+            return .rejected(
+                ErrorDetail(
+                    code: .occurredAtOutOfRange,
+                    message: "\(what) is dated \(fact.occurredAt.iso8601), before the attempt began (\(startedAt.iso8601))",
+                    details: .object(["earliest_accepted": .string(startedAt.iso8601)])
+                )
+            )
+        }
         if let startedAt,
             let refusal = Self.timeLimitRefusal(
                 startedAt: startedAt, at: fact.occurredAt, limit: grading?.timeLimitSeconds ?? assessment.timeLimitSeconds,
@@ -129,6 +150,25 @@ struct LearningReducer: Reducer {
             return .conflicted(entity: Assessment.descriptor, row: row)
         }
         return .proceed
+    }
+
+    /// `occurred_at_out_of_range` when a learner's fact is dated before the assessment revision
+    /// it is about was published (by the server's clock, less the clock skew allowed): no one
+    /// answers a question before it exists, and a date ten years back would otherwise pass any
+    /// `available_until`. `revision` is the one the attempt was taken on; when it is not named
+    /// (an open attempt, an older app), the first revision the server knows the publication of
+    /// bounds it. A revision published before the server kept publication times sets no bound.
+    private static func beforePublication(
+        _ time: Timestamp, of row: StoredRow, revision: Int64?, what: String, in context: ReducerContext
+    ) -> ErrorDetail? {
+        guard let (taken, published) = AssessmentRevisions.publication(of: row, revision: revision),
+            time.millisecondsSince1970 < published.millisecondsSince1970 - context.clockSkewMilliseconds
+        else { return nil }
+        return ErrorDetail(
+            code: .occurredAtOutOfRange,
+            message: "\(what) is dated \(time.iso8601), before revision \(taken) of the assessment was published (\(published.iso8601))",
+            details: .object(["earliest_accepted": .string(published.iso8601), "revision": .int(taken)])
+        )
     }
 
     /// `time_limit_exceeded` when `time` is later than `startedAt` plus the limit.
@@ -212,9 +252,14 @@ struct LearningReducer: Reducer {
             AssessmentRevisions.grading(of: $0.row, revision: takenRevision) ?? AssessmentRevisions.grading(of: $0.row, revision: nil)
         }
         let key = grading?.answerKey ?? AssessmentAnswerKey(.null)
+        // Facts dated before the revision taken was published cannot be: an answer of an attempt
+        // the server did not know yet was kept, but never counts (nor moves the start back).
+        let earliest = storedAssessment.flatMap { AssessmentRevisions.publication(of: $0.row, revision: takenRevision) }
+            .map { $0.at.millisecondsSince1970 - context.clockSkewMilliseconds } ?? .min
         let times =
-            answers.map { Timestamp(millisecondsSince1970: $0.occurredAt) }
-            + submissions.map { Timestamp(millisecondsSince1970: $0.occurredAt) } + statements.map(\.statedAt)
+            (answers.map { Timestamp(millisecondsSince1970: $0.occurredAt) }
+            + submissions.map { Timestamp(millisecondsSince1970: $0.occurredAt) } + statements.map(\.statedAt))
+            .filter { $0.millisecondsSince1970 >= earliest }
         let startedAt = stored?.value.startedAt ?? times.min() ?? fact.occurredAt
         // Answers after the time limit do not count (late events are refused; responses are rows).
         let deadline = Self.deadline(startedAt: startedAt, limit: grading?.timeLimitSeconds)
@@ -223,6 +268,7 @@ struct LearningReducer: Reducer {
         var latest: [String: (answer: JSONValue, at: Int64, id: String)] = [:]
         func consider(_ question: String, _ answer: JSONValue, at time: Int64, id: String) {
             if let deadline, time > deadline.millisecondsSince1970 { return }
+            if time < earliest { return }
             if let current = latest[question], (current.at, current.id) > (time, id) { return }
             latest[question] = (answer, time, id)
         }

@@ -146,6 +146,11 @@ struct ReducerContext {
     var transaction: any StorageTransaction { writer.transaction }
     var identity: DeviceIdentity { writer.identity }
     var now: Timestamp { writer.now }
+    /// The tolerance of a device's clock against the server's, in milliseconds.
+    var clockSkewMilliseconds: Int64 {
+        let parts = writer.clockSkew.components
+        return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+    }
 
     /// A stored entity row with its generated value; `nil` when absent or deleted.
     func entity<Value: ContractEntity>(_ type: Value.Type, id: String) async throws -> (value: Value, row: StoredRow)? {

@@ -1,0 +1,162 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The memory every pull page of a server process may take at once: pages being read from
+/// storage, written, kept ahead of their request (``PullReadAhead``) or sent. Without it, a few
+/// devices asking at once for pages of large rows take the process past its memory and it
+/// dies (a page is bounded, ``PullService/pageBytes``; how many are built at once was not).
+///
+/// A page reserves what it may weigh before it is read (``reservation(pageBytes:)``), and
+/// gives back what it does not hold once written; the rest goes when the page is sent or
+/// dropped (``Lease``, released when the last reference to it goes). A request that finds no
+/// room waits, first come first served, up to ``maximumWait``; then it is answered 503
+/// `server_busy` with `Retry-After`, and the device retries on its schedule. Read-ahead never
+/// waits: without room it is simply not done.
+final class PullMemoryBudget: Sendable {
+    /// Bytes in all.
+    let capacity: Int
+    /// How long a request waits for room before it is refused.
+    let maximumWait: Duration
+
+    private struct Waiter {
+        var id: UInt64
+        var bytes: Int
+        var continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var available: Int
+        var waiters: [Waiter] = []
+        var nextID: UInt64 = 0
+        /// The most bytes held at once so far, for tests and metrics.
+        var peak = 0
+    }
+
+    private let state: NIOLockedValueBox<State>
+
+    init(capacity: Int, maximumWait: Duration = .seconds(10)) {
+        self.capacity = max(1, capacity)
+        self.maximumWait = maximumWait
+        state = NIOLockedValueBox(State(available: max(1, capacity)))
+    }
+
+    /// What a page may weigh while it is built: its rows as read (the budget plus the one row
+    /// that may take it past, which the contracts bound) and its JSON written from them. Never
+    /// more than the whole capacity, so one page can always be served.
+    func reservation(pageBytes: Int, largestRowBytes: Int) -> Int {
+        min(capacity, 2 * (pageBytes + largestRowBytes))
+    }
+
+    /// Memory held for one page; what is left of it goes back when the lease is released or
+    /// its last reference goes.
+    final class Lease: Sendable {
+        private let budget: PullMemoryBudget
+        private let held: NIOLockedValueBox<Int>
+
+        fileprivate init(budget: PullMemoryBudget, bytes: Int) {
+            self.budget = budget
+            held = NIOLockedValueBox(bytes)
+        }
+
+        /// Keeps `bytes` (what the written page holds) and gives back the rest.
+        func shrink(to bytes: Int) {
+            let returned = held.withLockedValue { held -> Int in
+                let kept = min(held, max(0, bytes))
+                defer { held = kept }
+                return held - kept
+            }
+            if returned > 0 { budget.give(returned) }
+        }
+
+        /// Gives everything back.
+        func release() { shrink(to: 0) }
+
+        deinit { release() }
+    }
+
+    /// A lease of `bytes`, waiting for room up to ``maximumWait``.
+    /// - Throws: ``ServiceError`` 503 `server_busy` when no room came in time.
+    func acquire(_ bytes: Int) async throws(ServiceError) -> Lease {
+        let bytes = min(bytes, capacity)
+        if let lease = tryAcquire(bytes) { return lease }
+        let id = state.withLockedValue { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        // Started once the waiter is queued, so it cannot expire a waiter not there yet.
+        let timeout = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        defer { timeout.withLockedValue { $0?.cancel() } }
+        let granted = await withCheckedContinuation { continuation in
+            let grantedAtOnce = state.withLockedValue { state -> Bool in
+                if state.waiters.isEmpty, state.available >= bytes {
+                    take(bytes, from: &state)
+                    return true
+                }
+                state.waiters.append(Waiter(id: id, bytes: bytes, continuation: continuation))
+                return false
+            }
+            if grantedAtOnce {
+                continuation.resume(returning: true)
+            } else {
+                timeout.withLockedValue {
+                    $0 = Task { [maximumWait] in
+                        try? await Task.sleep(for: maximumWait)
+                        self.expire(id)
+                    }
+                }
+            }
+        }
+        guard granted else {
+            throw ServiceError(
+                status: 503, .serverBusy, "the server is sending as many pull pages as its memory allows; retry after 1 s", retryAfter: 1
+            )
+        }
+        return Lease(budget: self, bytes: bytes)
+    }
+
+    /// A lease of `bytes` at once, or `nil` when there is no room (or requests are waiting).
+    func tryAcquire(_ bytes: Int) -> Lease? {
+        let bytes = min(bytes, capacity)
+        let granted = state.withLockedValue { state -> Bool in
+            guard state.waiters.isEmpty, state.available >= bytes else { return false }
+            take(bytes, from: &state)
+            return true
+        }
+        return granted ? Lease(budget: self, bytes: bytes) : nil
+    }
+
+    /// Bytes held now.
+    var held: Int { state.withLockedValue { capacity - $0.available } }
+    /// The most bytes held at once so far.
+    var peak: Int { state.withLockedValue { $0.peak } }
+
+    private func take(_ bytes: Int, from state: inout State) {
+        state.available -= bytes
+        state.peak = max(state.peak, capacity - state.available)
+    }
+
+    fileprivate func give(_ bytes: Int) {
+        let woken = state.withLockedValue { state -> [CheckedContinuation<Bool, Never>] in
+            state.available += bytes
+            var woken: [CheckedContinuation<Bool, Never>] = []
+            // First come, first served: a large page at the head is not passed by smaller ones.
+            while let first = state.waiters.first, state.available >= first.bytes {
+                state.waiters.removeFirst()
+                take(first.bytes, from: &state)
+                woken.append(first.continuation)
+            }
+            return woken
+        }
+        for continuation in woken { continuation.resume(returning: true) }
+    }
+
+    private func expire(_ id: UInt64) {
+        let expired = state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index).continuation
+        }
+        expired?.resume(returning: false)
+        // A large waiter leaving may let smaller ones behind it in.
+        if expired != nil { give(0) }
+    }
+}
