@@ -103,7 +103,8 @@ struct RouteSyncTests {
             #expect(units.headers[.contentEncoding] == "gzip")
             let synced = try JSONDecoder().decode(UnitsSyncResponse.self, from: try TestZlib.gunzip(units.data))
             #expect(synced.units.count == 2)
-            #expect(synced.units.flatMap(\.lessons).flatMap(\.assets).allSatisfy { $0.downloadURL.hasPrefix("http://localhost/assets/") })
+            // Built from the server's own address, never from the request's Host (localhost here).
+            #expect(synced.units.flatMap(\.lessons).flatMap(\.assets).allSatisfy { $0.downloadURL.hasPrefix("http://127.0.0.1:8080/assets/") })
 
             let rows = page.upserts.values.reduce(0) { $0 + $1.count }
             let metrics = try await client.execute(uri: "/metrics", method: .get, headers: harness.metricsHeaders).text

@@ -14,12 +14,12 @@ final class ServerProcess: @unchecked Sendable {
     let baseURL: URL
     private let output = Pipe()
 
-    /// Starts `sync-server serve` on a free port and waits until it listens.
-    init(data: URL, postgresURL: String, secretFile: URL) throws {
+    /// Starts `sync-server serve` on a free port and waits until it listens: on PostgreSQL at
+    /// `postgresURL`, or on SQLite in `data` without one; `arguments` are added to the command.
+    init(data: URL, postgresURL: String?, secretFile: URL, arguments: [String] = []) throws {
         process.executableURL = try CLITests.binary()
-        process.arguments = [
-            "serve", "--data", data.path, "--postgres", postgresURL, "--port", "0", "--secret-file", secretFile.path, "--rate", "0",
-        ]
+        process.arguments = ["serve", "--data", data.path, "--port", "0", "--secret-file", secretFile.path, "--rate", "0"]
+            + (postgresURL.map { ["--postgres", $0] } ?? []) + arguments
         var environment = ProcessInfo.processInfo.environment
         environment[TokenKey.environmentVariable] = nil
         environment[PostgresStorage.environmentVariable] = nil
@@ -50,6 +50,20 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     func stop() { Self.stop(process) }
+
+    /// A line of the process's `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`).
+    func memoryKiB(_ field: String) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") })
+        else { return nil }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    }
+
+    /// Resets the process's peak resident size (`VmHWM`) to its current one; false where the
+    /// kernel does not allow it.
+    func resetPeakMemory() -> Bool {
+        (try? "5".write(toFile: "/proc/\(process.processIdentifier)/clear_refs", atomically: false, encoding: .utf8)) != nil
+    }
 
     private static func stop(_ process: Process) {
         if process.isRunning {
