@@ -90,10 +90,11 @@ package struct CompatibilityChecker {
     }
 
     /// The row limits in force (written or default): rows stored under the old one may be
-    /// larger than a lower new one.
+    /// larger than a lower new one. Between two defaults, a lower one follows from lower field
+    /// limits (reported at the field) or a removed field (whose values old rows lose): not news.
     private mutating func compareRowLimits(old: Contract, new: Contract, seen: inout Set<String>) {
         let (oldLimit, newLimit) = (old.effectiveMaxBytes, new.effectiveMaxBytes)
-        guard newLimit < oldLimit else { return }
+        guard newLimit < oldLimit, old.maxBytes != nil || new.maxBytes != nil else { return }
         once(&seen, .maxBytesReduced, "") {
             report(.maxBytesReduced,
                 "the row limit of '\(new.name)' went down to \(Self.limitText(newLimit, written: new.maxBytes != nil)) from \(Self.limitText(oldLimit, written: old.maxBytes != nil)) in version \(old.version)",

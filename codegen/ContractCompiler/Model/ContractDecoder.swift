@@ -228,7 +228,7 @@ struct ContractDecoder {
             guard let limit = field.effectiveMaxBytes, limit > rowLimit,
                 field.maxBytes != nil || limit > FieldDescriptor.defaultMaximumBytes
             else { continue }
-            let source = field.maxBytes != nil ? "max_bytes \(ContractSnapshot.sizeText(limit))" : "max_length, \(limit) bytes"
+            let source = field.maxBytes != nil ? "max_bytes \(ContractSnapshot.sizeText(limit))" : "\(limit) bytes by its max_length"
             diagnostics.error(
                 .maxBytesAboveRowLimit, "field '\(field.name)' may take more bytes (\(source)) than \(written)",
                 at: field.maxBytesLocation ?? field.location,
