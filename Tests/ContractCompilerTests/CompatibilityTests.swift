@@ -405,7 +405,7 @@ struct CompatibilityTests {
         let compatibility: [RuleID] = [
             .contractDeleted, .versionNotBumped, .versionDecreased, .releasedVersionModified, .releasedMigrationModified,
             .lockUnreadable, .fieldRemoved, .fieldTypeChanged, .optionalMadeRequired, .requiredFieldAdded, .defaultChanged,
-            .maxLengthReduced, .enumValueRemoved, .enumValueAdded, .primaryKeyChanged, .tableRenamed, .scopeChanged,
+            .maxLengthReduced, .maxBytesReduced, .enumValueRemoved, .enumValueAdded, .primaryKeyChanged, .tableRenamed, .scopeChanged,
             .directionChanged, .conflictPolicyChanged, .oldestSupportedDecreased, .renamedFromUnknown, .sinceRewritten,
         ]
         for rule in compatibility {
@@ -419,5 +419,8 @@ struct CompatibilityTests {
         #expect(RuleCatalog.explanation(for: .enumValueAdded)?.scope == .forward)
         #expect(RuleCatalog.explanation(for: .fieldRemoved)?.scope == .forward)
         #expect(RuleCatalog.explanation(for: .tableRenamed)?.scope == .always)
+        #expect(RuleCatalog.explanation(for: .maxBytesReduced)?.scope == .backward)
+        #expect(RuleCatalog.explanation(for: .maxBytesAboveRowLimit)?.scope == .validation)
+        #expect(RuleCatalog.explanation(for: .maxBytesNotApplicable)?.scope == .validation)
     }
 }

@@ -20,14 +20,15 @@ public struct FieldCodec: Sendable {
     /// How strictly values are checked.
     public enum Mode: Sendable {
         /// A write (on a device, or pushed to the server): every rule of the contract (enum
-        /// values, `max_length`, the length of ids, required fields). An unknown enum value is
-        /// refused: the fallback is for reading, not for storing what a writer did not say.
+        /// values, `max_length`, `max_bytes`, the length of ids, required fields). An unknown
+        /// enum value is refused: the fallback is for reading, not for storing what a writer
+        /// did not say.
         case write
         /// A row the server sent: an unknown enum value becomes the contract's fallback, the
-        /// way the generated types decode it; lengths are the writer's business.
+        /// way the generated types decode it; lengths and sizes are the writer's business.
         case read
-        /// A query filter's value: converted like a stored value, never refused for its length
-        /// or an enum value (a filter on a value nothing has matches nothing).
+        /// A query filter's value: converted like a stored value, never refused for its length,
+        /// size or an enum value (a filter on a value nothing has matches nothing).
         case query
     }
 
@@ -64,12 +65,19 @@ public struct FieldCodec: Sendable {
     // MARK: Wire → column
 
     /// The column value for a field's wire value; throws when the value does not fit the type.
+    /// On a write, a value whose column is larger than the field's ``FieldDescriptor/maxBytes``
+    /// is refused with a ``FieldValueError`` whose ``FieldValueError/isTooLarge`` is true.
     public func columnValue(_ value: JSONValue, for field: FieldDescriptor, mode: Mode = .write) throws(FieldValueError) -> ColumnValue {
         if case .null = value {
             guard field.isOptional else { throw FieldValueError(field: field.name, reason: "is required") }
             return .null
         }
-        return try columnValue(value, kind: field.kind, field: field, mode: mode)
+        let column = try columnValue(value, kind: field.kind, field: field, mode: mode)
+        // Measured on the column, as stored: the canonical JSON text, the decoded bytes.
+        if mode == .write, let limit = field.maxBytes, column.storedBytes > limit {
+            throw FieldValueError(field: field.name, reason: "takes \(column.storedBytes) bytes, more than its limit of \(limit)", kind: .tooLarge)
+        }
+        return column
     }
 
     private func columnValue(_ value: JSONValue, kind: FieldKind, field: FieldDescriptor, mode: Mode) throws(FieldValueError) -> ColumnValue {

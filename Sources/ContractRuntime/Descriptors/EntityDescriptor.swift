@@ -15,8 +15,13 @@ public struct EntityDescriptor: Hashable, Sendable {
     /// contract's own. The device's defaults, which the app may override (SyncClient's
     /// `StorageLimits`).
     public var maxRows: Int?
-    /// The largest row a device keeps, in bytes as stored (`max_row_bytes`); `nil`: no limit.
+    /// The largest row a device keeps, in bytes as stored (the sync block's `max_row_bytes`);
+    /// `nil`: no limit. A cache limit the app may change, not the write limit (``maxBytes``).
     public var maxRowBytes: Int?
+    /// The largest row a writer may store, in bytes as stored (``RowSize/storedBytes(of:)``):
+    /// the contract's `max_bytes`, else ``RowSize/defaultMaximumBytes(fields:)``. Devices and
+    /// the server refuse a larger write.
+    public var maxBytes: Int
     public var currentVersion: Int
     public var oldestSupported: Int
     public var primaryKey: String
@@ -37,11 +42,14 @@ public struct EntityDescriptor: Hashable, Sendable {
     public init(
         name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
         conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?, priority: SyncPriority, maxRows: Int? = nil,
-        maxRowBytes: Int? = nil, currentVersion: Int,
+        maxRowBytes: Int? = nil, maxBytes: Int? = nil, currentVersion: Int,
         oldestSupported: Int, primaryKey: String, versionField: String?, fields: [FieldDescriptor],
         localFields: [FieldDescriptor], relations: [RelationDescriptor], indexes: [IndexDescriptor],
         knownFieldsByVersion: [Int: [KnownField]] = [:], serverOnlyFields: [FieldDescriptor] = []
     ) {
+        // Generated code passes only a written `max_bytes`; the server-only fields count, as
+        // the server stores them in the same row.
+        self.maxBytes = maxBytes ?? RowSize.defaultMaximumBytes(fields: fields + serverOnlyFields)
         self.knownFieldsByVersion = knownFieldsByVersion
         self.serverOnlyFields = serverOnlyFields
         self.name = name

@@ -10,6 +10,10 @@ public struct EventDescriptor: Hashable, Sendable {
     public var oldestSupported: Int
     /// The entity the server folds this event into, if any.
     public var appliesTo: String?
+    /// The largest row a writer may store, in bytes as stored (``RowSize/storedBytes(of:)``):
+    /// the contract's `max_bytes`, else ``RowSize/defaultMaximumBytes(fields:)``. Devices and
+    /// the server refuse a larger write.
+    public var maxBytes: Int
     public var fields: [FieldDescriptor]
     /// For every supported schema version, the fields a device at that version sends, and the
     /// current field each one maps to.
@@ -17,9 +21,11 @@ public struct EventDescriptor: Hashable, Sendable {
 
     public init(
         name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
-        currentVersion: Int, oldestSupported: Int, appliesTo: String?, fields: [FieldDescriptor],
+        currentVersion: Int, oldestSupported: Int, appliesTo: String?, maxBytes: Int? = nil, fields: [FieldDescriptor],
         knownFieldsByVersion: [Int: [KnownField]] = [:]
     ) {
+        // Generated code passes only a written `max_bytes`.
+        self.maxBytes = maxBytes ?? RowSize.defaultMaximumBytes(fields: fields)
         self.knownFieldsByVersion = knownFieldsByVersion
         self.name = name
         self.swiftName = swiftName

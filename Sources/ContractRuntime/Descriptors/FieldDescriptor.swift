@@ -16,7 +16,15 @@ public struct FieldDescriptor: Hashable, Sendable {
     public var deprecation: String?
     /// Stored sealed on the device.
     public var isEncrypted: Bool
+    /// The most characters (`id`, `string`), bytes (`bytes`) or items (`list<T>`) a value may
+    /// have on a write (`max_length`); `nil`: no such limit.
     public var maxLength: Int?
+    /// The most bytes a value may take as stored, checked on every write (``FieldCodec/Mode/write``):
+    /// the UTF-8 bytes of a string, the canonical JSON text of a `json` or `list<T>`, the raw
+    /// bytes of `bytes`. The contract's `max_bytes`, else ``defaultMaximumBytes(for:maxLength:)``;
+    /// `nil` for the types it does not apply to (``FieldKind/acceptsMaxBytes``; ids have their
+    /// own ``FieldCodec/maximumIDBytes``) and for local fields, which never leave the device.
+    public var maxBytes: Int?
     public var isPrimaryKey: Bool
     public var isVersionField: Bool
     /// A client-only column: never on the wire, never on the server.
@@ -25,7 +33,8 @@ public struct FieldDescriptor: Hashable, Sendable {
     public init(
         name: String, kind: FieldKind, isOptional: Bool = false, defaultValue: JSONValue? = nil, since: Int = 1,
         renamedFrom: String? = nil, renamedInVersion: Int? = nil, deprecation: String? = nil, isEncrypted: Bool = false,
-        maxLength: Int? = nil, isPrimaryKey: Bool = false, isVersionField: Bool = false, isLocal: Bool = false
+        maxLength: Int? = nil, maxBytes: Int? = nil, isPrimaryKey: Bool = false, isVersionField: Bool = false,
+        isLocal: Bool = false
     ) {
         self.name = name
         self.kind = kind
@@ -37,6 +46,9 @@ public struct FieldDescriptor: Hashable, Sendable {
         self.deprecation = deprecation
         self.isEncrypted = isEncrypted
         self.maxLength = maxLength
+        // Generated code passes only a written `max_bytes`: the default is applied here, by the
+        // same rule the contract compiler checks limits with.
+        self.maxBytes = isLocal ? maxBytes : maxBytes ?? Self.defaultMaximumBytes(for: kind, maxLength: maxLength)
         self.isPrimaryKey = isPrimaryKey
         self.isVersionField = isVersionField
         self.isLocal = isLocal
@@ -48,5 +60,24 @@ public struct FieldDescriptor: Hashable, Sendable {
         guard schemaVersion >= since else { return nil }
         if let renamedFrom, let renamedInVersion, schemaVersion < renamedInVersion { return renamedFrom }
         return name
+    }
+
+    /// The byte limit of a field whose contract does not write `max_bytes`: 256 kB (256,000
+    /// bytes, the contract language's decimal units).
+    public static let defaultMaximumBytes = 256_000
+
+    /// The byte limit of a field of `kind` without `max_bytes`: ``defaultMaximumBytes``, or more
+    /// when its `max_length` already allows more (a `bytes` field's `max_length` bytes, four UTF-8
+    /// bytes per character of a `string`), so that a limit written before `max_bytes` existed
+    /// never becomes stricter. `nil` for the types the limit does not apply to.
+    public static func defaultMaximumBytes(for kind: FieldKind, maxLength: Int?) -> Int? {
+        guard kind.acceptsMaxBytes else { return nil }
+        let allowedByLength: Int
+        switch (kind, maxLength) {
+        case (.bytes, let length?): allowedByLength = length
+        case (.string, let length?): allowedByLength = length > Int.max / 4 ? Int.max : length * 4
+        default: allowedByLength = 0
+        }
+        return max(defaultMaximumBytes, allowedByLength)
     }
 }

@@ -85,7 +85,28 @@ package struct CompatibilityChecker {
         var seen = Set<String>()
         for old in history.map(\.contract) where old.version >= contract.oldestSupported {
             compareFields(old: old, new: contract, backward: backward, forward: forward, seen: &seen)
+            if backward { compareRowLimits(old: old, new: contract, seen: &seen) }
         }
+    }
+
+    /// The row limits in force (written or default): rows stored under the old one may be
+    /// larger than a lower new one. Between two defaults, a lower one follows from lower field
+    /// limits (reported at the field) or a removed field (whose values old rows lose): not news.
+    private mutating func compareRowLimits(old: Contract, new: Contract, seen: inout Set<String>) {
+        let (oldLimit, newLimit) = (old.effectiveMaxBytes, new.effectiveMaxBytes)
+        guard newLimit < oldLimit, old.maxBytes != nil || new.maxBytes != nil else { return }
+        once(&seen, .maxBytesReduced, "") {
+            report(.maxBytesReduced,
+                "the row limit of '\(new.name)' went down to \(Self.limitText(newLimit, written: new.maxBytes != nil)) from \(Self.limitText(oldLimit, written: old.maxBytes != nil)) in version \(old.version)",
+                at: new.maxBytesLocation ?? new.location, in: new, field: nil,
+                help: "keep the contract's `max_bytes` at \(ContractSnapshot.sizeText(oldLimit)) or more",
+                notes: [.init("version \(old.version) has it here", at: old.maxBytesLocation ?? old.location)])
+        }
+    }
+
+    /// `256kB` for a written limit, `256kB (the default)` for one that is not.
+    private static func limitText(_ bytes: Int, written: Bool) -> String {
+        ContractSnapshot.sizeText(bytes) + (written ? "" : " (the default)")
     }
 
     /// Settings that may never change between released versions, whatever the mode.
@@ -203,11 +224,24 @@ package struct CompatibilityChecker {
                         help: "keep `default: \(describe(previous.defaultValue!))`", notes: [note])
                 }
             }
-            if backward, let newLimit = field.maxLength, newLimit < (previous.maxLength ?? Int.max) {
+            let lengthReduced = field.maxLength.map { $0 < (previous.maxLength ?? Int.max) } ?? false
+            if backward, lengthReduced, let newLimit = field.maxLength {
                 once(&seen, .maxLengthReduced, field.name) {
                     report(.maxLengthReduced, "max_length of '\(field.name)' went down to \(newLimit) from \(previous.maxLength.map(String.init) ?? "no limit") in \(against)",
                         at: field.location, in: new, field: field.name,
                         help: "keep max_length at \(previous.maxLength.map(String.init) ?? "no limit") or more", notes: [note])
+                }
+            }
+            // The byte limits in force (written or default). A lower max_length that lowers the
+            // default is reported as such, not twice.
+            if backward, !(lengthReduced && field.maxBytes == nil), let newLimit = field.effectiveMaxBytes,
+                let oldLimit = previous.effectiveMaxBytes, newLimit < oldLimit
+            {
+                once(&seen, .maxBytesReduced, field.name) {
+                    report(.maxBytesReduced,
+                        "max_bytes of '\(field.name)' went down to \(Self.limitText(newLimit, written: field.maxBytes != nil)) from \(Self.limitText(oldLimit, written: previous.maxBytes != nil)) in \(against)",
+                        at: field.maxBytesLocation ?? field.location, in: new, field: field.name,
+                        help: "keep max_bytes at \(ContractSnapshot.sizeText(oldLimit)) or more", notes: [note])
                 }
             }
         }

@@ -19,6 +19,9 @@ package enum ContractSnapshot {
         if contract.swiftName != contract.name { lines.append("swift_name: \(contract.swiftName)") }
         if let mode = contract.compatibility { lines.append("compatibility: \(mode.rawValue)") }
         if let appliesTo = contract.appliesTo { lines.append("applies_to: \(appliesTo)") }
+        // Written only when set, like the storage limits below: versions released before the
+        // key existed keep their snapshots and checksums.
+        if let bytes = contract.maxBytes { lines.append("max_bytes: \(sizeText(bytes))") }
         let sync = contract.sync
         if contract.kind == .entity {
             let retention = sync.retentionSeconds.map(durationText) ?? "forever"
@@ -65,7 +68,7 @@ package enum ContractSnapshot {
     }
 
     /// A size in the largest decimal unit that divides it: `10000000` → `10MB`, `1500` → `1500B`.
-    private static func sizeText(_ bytes: Int) -> String {
+    static func sizeText(_ bytes: Int) -> String {
         for (unit, size) in [("GB", 1_000_000_000), ("MB", 1_000_000), ("kB", 1_000)] where bytes % size == 0 {
             return "\(bytes / size)\(unit)"
         }
@@ -97,6 +100,7 @@ package enum ContractSnapshot {
         if field.isEncrypted { parts.append("encrypted: true") }
         if field.isServerOnly { parts.append("server_only: true") }
         if let maxLength = field.maxLength { parts.append("max_length: \(maxLength)") }
+        if let maxBytes = field.maxBytes { parts.append("max_bytes: \(sizeText(maxBytes))") }
         if field.isPrimaryKey { parts.append("primary_key: true") }
         if field.isVersionField { parts.append("version_field: true") }
         return "\(field.name): { \(parts.joined(separator: ", ")) }"

@@ -93,6 +93,8 @@ public enum RuleCatalog {
         validation(.defaultTypeMismatch, "a default that does not fit the type", "Defaults fill missing keys and new columns; a wrong one would corrupt data.", "Write a value of the field's type."),
         validation(.unknownReference, "a reference to a contract that does not exist", "`ref<X>`, `has_many`, `belongs_to` and `applies_to` name entities.", "Fix the name or add the contract."),
         validation(.maxLengthNotApplicable, "max_length on a type without a length", "Only text, ids, bytes and lists have a length.", "Remove `max_length`."),
+        validation(.maxBytesNotApplicable, "max_bytes on a type without a byte limit", "Only string, json, bytes and list values vary in size without bound; ids are at most 256 bytes and the other types have a fixed size.", "Remove `max_bytes`."),
+        validation(.maxBytesAboveRowLimit, "a field may take more bytes than its row", "A row larger than its contract's `max_bytes` is refused, so a field limit above it would accept values no write can store.", "Raise the contract's `max_bytes` (at most 4MB), or lower the field's `max_bytes` (or its `max_length`)."),
         validation(.unknownIndexField, "an index on a field that does not exist or cannot be indexed", "Indexes are created on both sides.", "Index existing scalar fields."),
         validation(.unknownForeignKey, "a relation whose foreign key is not a field", "Relations join on that field.", "Name an existing field."),
         validation(.foreignKeyTypeMismatch, "a foreign key of the wrong type", "It must hold the other entity's primary key.", "Declare it as `ref<Entity>`."),
@@ -180,6 +182,9 @@ public enum RuleCatalog {
         RuleExplanation(rule: .maxLengthReduced, title: "max_length was lowered", scope: .backward,
             rationale: "Values written under the old limit may be longer than the new one and would be refused.",
             fix: "Keep or raise max_length."),
+        RuleExplanation(rule: .maxBytesReduced, title: "max_bytes was lowered", scope: .backward,
+            rationale: "Values and rows written under the old byte limit may be larger than the new one and would be refused. The limit compared is the one in force: a field or contract without `max_bytes` has the default (256kB for a field, or what its `max_length` allows; for a row, 1MB or twice its largest field limit, at most 4MB), so removing a `max_bytes` above the default lowers it too.",
+            fix: "Keep or raise max_bytes, on the field or on the contract."),
 
         // MARK: Compatibility: forward (old reads new)
         RuleExplanation(rule: .enumValueAdded, title: "an enum value was added", scope: .forward,

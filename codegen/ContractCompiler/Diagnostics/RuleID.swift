@@ -47,6 +47,8 @@ extension RuleID {
     public static let defaultTypeMismatch = RuleID("DEFAULT_TYPE_MISMATCH")
     public static let unknownReference = RuleID("UNKNOWN_REFERENCE")
     public static let maxLengthNotApplicable = RuleID("MAX_LENGTH_NOT_APPLICABLE")
+    public static let maxBytesNotApplicable = RuleID("MAX_BYTES_NOT_APPLICABLE")
+    public static let maxBytesAboveRowLimit = RuleID("MAX_BYTES_ABOVE_ROW_LIMIT")
 
     // Keys and versions
     public static let missingPrimaryKey = RuleID("MISSING_PRIMARY_KEY")
@@ -91,6 +93,7 @@ extension RuleID {
     public static let requiredFieldAdded = RuleID("REQUIRED_FIELD_ADDED")
     public static let defaultChanged = RuleID("DEFAULT_CHANGED")
     public static let maxLengthReduced = RuleID("MAX_LENGTH_REDUCED")
+    public static let maxBytesReduced = RuleID("MAX_BYTES_REDUCED")
     public static let enumValueRemoved = RuleID("ENUM_VALUE_REMOVED")
     public static let enumValueAdded = RuleID("ENUM_VALUE_ADDED")
     public static let primaryKeyChanged = RuleID("PRIMARY_KEY_CHANGED")

@@ -117,6 +117,7 @@ struct DTOGenerator {
         if let rename = field.renamedFrom { facts.append("Called `\(rename.name)` before version \(rename.version).") }
         if field.isEncrypted { facts.append("Encrypted at rest on the device.") }
         if let maxLength = field.maxLength { facts.append("At most \(maxLength) \(field.type.type == .bytes ? "bytes" : field.type.type.spelling.hasPrefix("list") ? "items" : "characters").") }
+        if let maxBytes = field.maxBytes { facts.append("At most \(maxBytes) bytes as stored.") }
         if !facts.isEmpty { parts.append(facts.joined(separator: " ")) }
         // A doc warning rather than `@available(deprecated)`: the generated Codable must keep
         // reading and writing the field without warnings while older devices still send it.

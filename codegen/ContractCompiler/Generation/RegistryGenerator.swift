@@ -120,6 +120,8 @@ struct RegistryGenerator {
                 // Written only when the contract sets them (the descriptor defaults to nil).
                 if let rows = contract.sync.maxRows { w.line("maxRows: \(rows),") }
                 if let bytes = contract.sync.maxRowBytes { w.line("maxRowBytes: \(bytes),") }
+                // Only a written `max_bytes`: the descriptor applies the default from the fields.
+                if let bytes = contract.maxBytes { w.line("maxBytes: \(bytes),") }
                 w.line("currentVersion: \(contract.version),")
                 w.line("oldestSupported: \(contract.oldestSupported),")
                 w.line("primaryKey: \(SwiftLiteral.string(contract.primaryKey?.name ?? "id")),")
@@ -172,6 +174,7 @@ struct RegistryGenerator {
                 w.line("currentVersion: \(contract.version),")
                 w.line("oldestSupported: \(contract.oldestSupported),")
                 w.line("appliesTo: \(contract.appliesTo.map(SwiftLiteral.string) ?? "nil"),")
+                if let bytes = contract.maxBytes { w.line("maxBytes: \(bytes),") }
                 renderFieldList("fields", contract.fields, trailingComma: true, into: &w)
                 renderKnownFields(contract, trailingComma: false, into: &w)
             }
@@ -199,6 +202,7 @@ struct RegistryGenerator {
                 if let reason = field.deprecated { arguments.append("deprecation: \(SwiftLiteral.string(reason))") }
                 if field.isEncrypted { arguments.append("isEncrypted: true") }
                 if let maxLength = field.maxLength { arguments.append("maxLength: \(maxLength)") }
+                if let maxBytes = field.maxBytes { arguments.append("maxBytes: \(maxBytes)") }
                 if field.isPrimaryKey { arguments.append("isPrimaryKey: true") }
                 if field.isVersionField { arguments.append("isVersionField: true") }
                 if field.isLocal { arguments.append("isLocal: true") }

@@ -146,6 +146,11 @@ public struct Field: Hashable, Sendable {
     /// a pull page or a content route (answer keys, grades).
     public var isServerOnly: Bool = false
     public var maxLength: Int?
+    /// The `max_bytes` written in the contract, if any (``effectiveMaxBytes`` is the limit in
+    /// force).
+    public var maxBytes: Int?
+    /// Where `max_bytes` is written.
+    public var maxBytesLocation: SourceLocation?
     public var isPrimaryKey: Bool
     public var isVersionField: Bool
     public var isLocal: Bool
@@ -177,6 +182,7 @@ public struct Field: Hashable, Sendable {
         self.deprecated = deprecated
         self.isEncrypted = isEncrypted
         self.maxLength = maxLength
+        self.maxBytes = nil
         self.isPrimaryKey = isPrimaryKey
         self.isVersionField = isVersionField
         self.isLocal = isLocal
@@ -185,6 +191,16 @@ public struct Field: Hashable, Sendable {
         self.typeLocation = typeLocation ?? location
         self.defaultLocation = defaultLocation
         self.sinceLocation = sinceLocation
+    }
+}
+
+extension Field {
+    /// The byte limit in force, as the runtime applies it (``FieldDescriptor/maxBytes``): the
+    /// written `max_bytes`, else the default for the field's type and `max_length`; `nil` for
+    /// types without one and for local fields.
+    public var effectiveMaxBytes: Int? {
+        guard !isLocal, type.type.acceptsMaxBytes else { return nil }
+        return maxBytes ?? FieldDescriptor.defaultMaximumBytes(for: type.type, maxLength: maxLength)
     }
 }
 
@@ -255,6 +271,11 @@ public struct Contract: Hashable, Sendable {
     public var relations: [Relation]
     public var indexes: [Index]
     public var appliesTo: String?
+    /// The contract's `max_bytes` (the largest row a writer may store) as written, if any
+    /// (``effectiveMaxBytes`` is the limit in force).
+    public var maxBytes: Int?
+    /// Where the contract's `max_bytes` is written.
+    public var maxBytesLocation: SourceLocation?
     /// A per-contract override of the manifest's compatibility mode.
     public var compatibility: CompatibilityMode?
     /// Compatibility exceptions for the contract as a whole (or for removed fields).
@@ -294,6 +315,7 @@ public struct Contract: Hashable, Sendable {
         self.relations = relations
         self.indexes = indexes
         self.appliesTo = appliesTo
+        self.maxBytes = nil
         self.compatibility = compatibility
         self.file = file
         self.sourcePath = file
@@ -306,6 +328,13 @@ public struct Contract: Hashable, Sendable {
     }
 
     public var primaryKey: Field? { fields.first { $0.isPrimaryKey } }
+
+    /// The row limit in force, as the runtime applies it (``EntityDescriptor/maxBytes``): the
+    /// written `max_bytes`, else the default from the fields' limits (server-only ones too:
+    /// the server stores them in the same row).
+    public var effectiveMaxBytes: Int {
+        maxBytes ?? RowSize.defaultMaximumBytes(largestFieldBytes: fields.compactMap(\.effectiveMaxBytes).max() ?? 0)
+    }
     public var versionField: Field? { fields.first { $0.isVersionField } }
     public func field(named name: String) -> Field? { fields.first { $0.name == name } }
 

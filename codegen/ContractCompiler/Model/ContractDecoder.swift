@@ -206,10 +206,38 @@ struct ContractDecoder {
             scopeLocation: scopeNode?.location ?? nameNode.location, appliesToLocation: reader.value("applies_to")?.location,
             tableLocation: tableNode?.location ?? nameNode.location
         )
+        if let node = reader.value("max_bytes") {
+            contract.maxBytes = decodeSize(node, key: "max_bytes", largest: RowSize.ceilingBytes, leftOut: "the default")
+            contract.maxBytesLocation = reader.keyLocation("max_bytes")
+        }
+        checkFieldsFitRow(contract)
         if let node = reader.value("allow") {
             contract.allowances = decodeAllowances(node, contractLevel: true)
         }
         return contract
+    }
+
+    /// A field limit the author wrote (`max_bytes`, or a `max_length` that raises the default)
+    /// must fit the contract's row limit: a larger value could never be stored. The plain
+    /// default is not checked: a contract may well keep its rows smaller than 256kB.
+    private mutating func checkFieldsFitRow(_ contract: Contract) {
+        let rowLimit = contract.effectiveMaxBytes
+        let rowText = ContractSnapshot.sizeText(rowLimit)
+        let written = contract.maxBytes != nil ? "its contract's max_bytes, \(rowText)" : "its contract's default row limit, \(rowText)"
+        for field in contract.fields where field.hasValidType {
+            guard let limit = field.effectiveMaxBytes, limit > rowLimit,
+                field.maxBytes != nil || limit > FieldDescriptor.defaultMaximumBytes
+            else { continue }
+            let source = field.maxBytes != nil ? "max_bytes \(ContractSnapshot.sizeText(limit))" : "\(limit) bytes by its max_length"
+            diagnostics.error(
+                .maxBytesAboveRowLimit, "field '\(field.name)' may take more bytes (\(source)) than \(written)",
+                at: field.maxBytesLocation ?? field.location,
+                help: contract.maxBytes == nil
+                    ? "a row takes at most \(ContractSnapshot.sizeText(RowSize.ceilingBytes)); lower the field's max_length, or give it a smaller `max_bytes`"
+                    : "raise the contract's `max_bytes` (at most \(ContractSnapshot.sizeText(RowSize.ceilingBytes))) or lower the field's",
+                notes: contract.maxBytesLocation.map { [.init("the row limit is set here", at: $0)] } ?? []
+            )
+        }
     }
 
     // MARK: Allowances
@@ -326,7 +354,7 @@ struct ContractDecoder {
             policy.maxRows = decodeMaxRows(value)
         }
         if let value = reader.value("max_row_bytes") {
-            policy.maxRowBytes = decodeSize(value)
+            policy.maxRowBytes = decodeSize(value, key: "max_row_bytes", largest: Self.largestSize, leftOut: "no limit")
         }
         policy.location = node.location
         return policy
@@ -349,12 +377,13 @@ struct ContractDecoder {
     /// The largest size `max_row_bytes` takes: 1000 GB.
     static let largestSize = 1_000_000_000_000
 
-    /// `max_row_bytes`: a whole number of bytes, optionally with a decimal unit (`800B`, `64kB`,
-    /// `10MB`, `1GB`). Binary units and other spellings are refused with the spelling meant.
-    private mutating func decodeSize(_ node: YAMLNode) -> Int? {
+    /// A size (`max_row_bytes`, `max_bytes`): a whole number of bytes, optionally with a decimal
+    /// unit (`800B`, `64kB`, `10MB`, `1GB`), from 1 to `largest`. Binary units and other spellings
+    /// are refused with the spelling meant. `leftOut` says what leaving the key out means.
+    private mutating func decodeSize(_ node: YAMLNode, key: String, largest: Int, leftOut: String) -> Int? {
         let help = "write a whole number of bytes, optionally with a decimal unit: `500000`, `500kB`, `10MB`, `1GB`"
         guard let text = node.scalar, !node.isNull else {
-            diagnostics.error(.invalidValue, "max_row_bytes must be a size, found \(node.kindDescription)", at: node.location, help: help)
+            diagnostics.error(.invalidValue, "\(key) must be a size, found \(node.kindDescription)", at: node.location, help: help)
             return nil
         }
         let digits = text.prefix { $0.isASCII && $0.isNumber }
@@ -364,7 +393,7 @@ struct ContractDecoder {
             let meant = units[unit] != nil ? nil : units.keys.first { !$0.isEmpty && $0.lowercased() == unit.trimmingCharacters(in: .whitespaces).lowercased() }
             let binary = ["kib", "mib", "gib"].contains(unit.trimmingCharacters(in: .whitespaces).lowercased())
             diagnostics.error(
-                .invalidValue, "max_row_bytes '\(text)' is not a size", at: node.location,
+                .invalidValue, "\(key) '\(text)' is not a size", at: node.location,
                 help: !digits.isEmpty && meant != nil
                     ? "did you mean '\(digits)\(meant!)'? (units are B, kB, MB and GB, written without a space)"
                     : binary ? "binary units are not accepted; \(help)" : help
@@ -372,13 +401,16 @@ struct ContractDecoder {
             return nil
         }
         guard amount >= 1 else {
-            diagnostics.error(.invalidValue, "max_row_bytes must be at least 1 byte, found '\(text)'", at: node.location, help: "leave the key out for no limit")
+            diagnostics.error(.invalidValue, "\(key) must be at least 1 byte, found '\(text)'", at: node.location, help: "leave the key out for \(leftOut)")
             return nil
         }
-        guard amount <= Self.largestSize / multiplier else {
+        guard amount <= largest / multiplier else {
+            let largestText = ContractSnapshot.sizeText(largest)
             diagnostics.error(
-                .invalidValue, "max_row_bytes '\(text)' is above the largest size, 1000GB", at: node.location,
-                help: "leave the key out for no limit"
+                .invalidValue, "\(key) '\(text)' is above the largest size, \(largestText)", at: node.location,
+                help: largest == Self.largestSize
+                    ? "leave the key out for \(leftOut)"
+                    : "a row travels whole in one push, which the server takes up to 5 MiB; keep larger files out of rows (upload them, and store their key)"
             )
             return nil
         }
@@ -528,6 +560,18 @@ struct ContractDecoder {
                     .maxLengthNotApplicable, "`max_length` does not apply to type `\(type.type.spelling)`",
                     at: reader.keyLocation("max_length")!,
                     help: "`max_length` limits id, string, bytes and list fields; remove it here"
+                )
+            }
+        }
+        if let node = reader.value("max_bytes") {
+            field.maxBytes = decodeSize(node, key: "max_bytes", largest: RowSize.ceilingBytes, leftOut: "the default")
+            field.maxBytesLocation = reader.keyLocation("max_bytes")
+            if !type.type.acceptsMaxBytes {
+                field.maxBytes = nil
+                diagnostics.error(
+                    .maxBytesNotApplicable, "`max_bytes` does not apply to type `\(type.type.spelling)`",
+                    at: reader.keyLocation("max_bytes")!,
+                    help: "`max_bytes` limits string, json, bytes and list fields (an id is at most \(FieldCodec.maximumIDBytes) bytes); remove it here"
                 )
             }
         }

@@ -81,6 +81,11 @@ enum ContractGrammar {
 
     static let version = Value.integer(minimum: 1)
     static let compatibility = Value.oneOf(CompatibilityMode.allCases.map(\.rawValue))
+    static let sizeValue = Value.anyOf([.integer(minimum: 1), .string(pattern: size)])
+    static let rowMaxBytes = Key(
+        "max_bytes", sizeValue,
+        "The largest row a writer may store, as stored (`2MB`: decimal units); default 1MB, or twice the largest field limit; at most 4MB."
+    )
 
     static func allowances(field: Bool) -> Value {
         .list(.mapping(field ? fieldAllowance : contractAllowance))
@@ -134,6 +139,7 @@ enum ContractGrammar {
             Key("local", .orNull(.namedEntries(keyPattern: lowerSnakeCase, localField)), "Columns that live on the device only."),
             Key("relations", .orNull(.namedEntries(keyPattern: lowerSnakeCase, .mapping(relation))), "Links to other entities."),
             Key("indexes", .orNull(.list(.anyOf([.list(.string(pattern: lowerSnakeCase)), .mapping(index)]))), "Indexes, each a list of fields."),
+            rowMaxBytes,
             Key("compatibility", compatibility, "This contract's compatibility mode, instead of the manifest's."),
             Key("swift_name", .string(pattern: upperCamelCase), "The generated type's name, when the contract name would shadow a Swift type."),
             Key("allow", allowances(field: false), "Compatibility rules this change may break, each with a reason and a last day."),
@@ -153,6 +159,7 @@ enum ContractGrammar {
             Key("sync", .mapping(eventSync), "Which way the events travel."),
             Key("applies_to", .orNull(.string(pattern: upperCamelCase)), "The entity the server folds the event into."),
             Key("fields", .namedEntries(keyPattern: lowerSnakeCase, field), required: true, "The payload's fields, by name."),
+            rowMaxBytes,
             Key("compatibility", compatibility, "This contract's compatibility mode, instead of the manifest's."),
             Key("swift_name", .string(pattern: upperCamelCase), "The generated type's name, when the contract name would shadow a Swift type."),
             Key("allow", allowances(field: false), "Compatibility rules this change may break, each with a reason and a last day."),
@@ -169,7 +176,7 @@ enum ContractGrammar {
             Key("priority", .oneOf(SyncPriority.allCases.map(\.rawValue)), "What a device downloads first and evicts last."),
             Key("max_rows", .integer(minimum: 1), "The most rows a device keeps; above it, housekeeping evicts completed, then least recently used rows."),
             Key(
-                "max_row_bytes", .anyOf([.integer(minimum: 1), .string(pattern: size)]),
+                "max_row_bytes", sizeValue,
                 "The largest row a device keeps, as stored (`500kB`, `10MB`: decimal units); a larger one is dropped."
             ),
         ]
@@ -198,6 +205,10 @@ enum ContractGrammar {
             Key("deprecated", .string, "Why the field should not be used, and what to use instead."),
             Key("encrypted", .boolean, "Sealed at rest on the device."),
             Key("max_length", .integer(minimum: 1), "The longest id, string, bytes or list."),
+            Key(
+                "max_bytes", sizeValue,
+                "The most bytes a string, json, bytes or list value may take as stored (`64kB`: decimal units); default 256kB; at most 4MB."
+            ),
             Key("primary_key", .boolean, "The row's id."),
             Key("version_field", .boolean, "The field `version_check` compares."),
             Key("server_only", .boolean, "Kept on the server, never sent to devices."),

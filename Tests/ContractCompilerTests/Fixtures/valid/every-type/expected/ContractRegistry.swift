@@ -62,7 +62,7 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "published_on", kind: .date, defaultValue: .string("2020-02-29")),
             FieldDescriptor(name: "isbn_uuid", kind: .uuid, defaultValue: .string("6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b")),
             FieldDescriptor(name: "metadata", kind: .json, defaultValue: .object(["source": .string("import"), "weight": .double(1.5)])),
-            FieldDescriptor(name: "cover", kind: .bytes, isOptional: true, isEncrypted: true),
+            FieldDescriptor(name: "cover", kind: .bytes, isOptional: true, isEncrypted: true, maxBytes: 1500000),
             FieldDescriptor(name: "genre", kind: .enumeration(values: ["fiction", "non_fiction", "other"], fallback: "other"), defaultValue: .string("fiction")),
             FieldDescriptor(name: "tags", kind: .list(.string), defaultValue: .array([]), maxLength: 10),
             FieldDescriptor(name: "nickname", kind: .string, isOptional: true, deprecation: "use title"),
@@ -144,10 +144,11 @@ public enum ContractRegistry: ContractSchema {
         currentVersion: 1,
         oldestSupported: 1,
         appliesTo: "Book",
+        maxBytes: 64000,
         fields: [
             FieldDescriptor(name: "book_id", kind: .ref("Book")),
             FieldDescriptor(name: "page", kind: .int),
-            FieldDescriptor(name: "moods", kind: .list(.enumeration(values: ["happy", "sad"], fallback: nil))),
+            FieldDescriptor(name: "moods", kind: .list(.enumeration(values: ["happy", "sad"], fallback: nil)), maxBytes: 1000),
         ],
         knownFieldsByVersion: [
             1: [

@@ -30,7 +30,7 @@ public struct Book: ContractEntity {
     public var isbnUuid: UUID
     public var metadata: JSONValue
 
-    /// Encrypted at rest on the device.
+    /// Encrypted at rest on the device. At most 1500000 bytes as stored.
     public var cover: Data?
 
     public var genre: Genre

@@ -9,6 +9,8 @@ public import Foundation
 public struct BookOpened: ContractEvent {
     public var bookId: UUID
     public var page: Int64
+
+    /// At most 1000 bytes as stored.
     public var moods: [Moods]
 
     public init(
