@@ -164,9 +164,10 @@ import Testing
     }
 
     @Test func theLastDayAndTheTimeLimitAreShownFirstAndEnforcedByTheServer() async throws {
-        try await LiveServer.run { server in
-            // The device's clock: 2026-01-31T12:00:00Z, the assessment's last day.
-            let clock = ManualClock(Date(timeIntervalSince1970: 1_769_860_800))
+        // The device's clock, and the server's with it: 2026-01-31T12:00:00Z, the assessment's
+        // last day (the server bounds a device's times by its own).
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_769_860_800))
+        try await LiveServer.run(clock: DeviceFollowingClock(device: clock)) { server in
             try await server.publishQuiz(key: ["q1": "a", "q2": "b"], timeLimit: 60, availableUntil: "2026-01-31")
             let learner = try Learner(server, clock: clock)
             await learner.sync()

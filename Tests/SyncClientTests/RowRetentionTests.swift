@@ -98,8 +98,9 @@ import Testing
     }
 
     @Test func aRowAnEventWaitsToApplyToIsKeptPastItsRetention() async throws {
-        try await LiveServer.run { server in
-            let clock = ManualClock(Date())
+        let clock = ManualClock(Date())
+        // The days pass for the server too: it takes no event dated after its receipt.
+        try await LiveServer.run(clock: DeviceFollowingClock(device: clock)) { server in
             let store = try makeDeviceStore(try TemporaryDirectory(), device: "d-1", clock: clock)
             try store.create(asset("sa-1"))
             try store.create(asset("sa-2"))

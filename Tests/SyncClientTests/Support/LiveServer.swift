@@ -17,26 +17,31 @@ struct LiveServer: Sendable {
     let storage: SQLiteStorage
     /// What an admin publishes with (see `LiveServer+Content.swift`).
     let content: ContentService
+    /// The server's clock: the system's, or one that follows a device's manual clock.
+    let clock: any ServerClock
 
-    /// A device token for `device` of user `user` in tenant `acme`, member of `team-1`.
+    /// A device token for `device` of user `user` in tenant `acme`, member of `team-1`, issued
+    /// now by the server's clock.
     func token(_ device: String, user: String = "u-1") -> String {
-        signer.sign(
-            DeviceIdentity(
-                tenant: "acme", userID: user, deviceID: device, teams: ["team-1"], isAdmin: false,
-                expiresAt: Int64(Date().timeIntervalSince1970) + 3600
-            )
+        let now = clock.now().millisecondsSince1970 / 1000
+        return signer.sign(
+            DeviceIdentity(tenant: "acme", userID: user, deviceID: device, teams: ["team-1"], isAdmin: false, expiresAt: now + 3600),
+            issuedAt: now
         )
     }
 
-    /// A transport for `device` talking to this server.
+    /// A transport for `device` talking to this server; each request gets a token of the
+    /// server's time, so a server clock moved days ahead does not expire it.
     func transport(_ device: String, user: String = "u-1") -> URLSessionTransport {
-        let token = token(device, user: user)
-        return URLSessionTransport(baseURL: url, timeout: 10) { token }
+        URLSessionTransport(baseURL: url, timeout: 10) { [self] in token(device, user: user) }
     }
 
     /// Starts a server on a fresh SQLite folder, runs `body`, stops it and removes the folder.
+    /// - Parameter clock: the server's clock; a test that moves a device's clock by hours or
+    ///   days moves the server's with it (``DeviceFollowingClock``), as time passes for both.
     static func run(
-        configuration: ServerConfiguration = ServerConfiguration(port: 0, rateLimit: nil), _ body: @Sendable (LiveServer) async throws -> Void
+        configuration: ServerConfiguration = ServerConfiguration(port: 0, rateLimit: nil), clock: any ServerClock = SyncServer.SystemClock(),
+        _ body: @Sendable (LiveServer) async throws -> Void
     ) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -45,17 +50,25 @@ struct LiveServer: Sendable {
         _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
         let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         let signer = try TokenSigner(secret: secret)
-        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer)
+        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, clock: clock)
         let app = buildApplication(configuration: configuration, environment: environment)
         try await app.test(.live) { client in
             try await body(
                 LiveServer(
                     url: URL(string: "http://127.0.0.1:\(client.port!)")!, signer: signer, storage: storage,
-                    content: ContentService(storage: storage, assets: assets)
+                    content: ContentService(storage: storage, assets: assets, clock: clock), clock: clock
                 )
             )
         }
     }
+}
+
+/// A server clock that reads a device's manual clock: the server and the device agree on the
+/// time, and a test moving the device's clock moves the server's too.
+struct DeviceFollowingClock: ServerClock {
+    let device: ManualClock
+
+    func now() -> Timestamp { Timestamp(millisecondsSince1970: Int64((device.now().timeIntervalSince1970 * 1000).rounded())) }
 }
 
 /// A device's store on a real SQLite file (user `u-1` of tenant `acme`), with its own clock.

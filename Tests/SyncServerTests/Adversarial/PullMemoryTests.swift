@@ -202,3 +202,58 @@ struct PullMemoryTests {
         }
     }
 }
+
+/// The contracts' byte limits on a push: a value over its field's `max_bytes` and a row over its
+/// contract's are refused, each with its code, nothing written; the queue behind goes on.
+@Suite("Byte limits on a push")
+struct PushByteLimitTests {
+    @Test("a 4 MB answer (the attack's) is value_too_large; the next mutation applies; nothing of it is stored", arguments: StorageKind.allCases)
+    func valueTooLarge(_ kind: StorageKind) async throws {
+        let h = try await HostileHarness.make(kind)
+        try await h.live { client in
+            let huge = PullMemoryTests.largeAnswer(seq: 1, bytes: 4_000_000)
+            var next = PullMemoryTests.largeAnswer(seq: 2, bytes: 1_000)
+            next.seq = 2
+            let pushed = try await client.push(SampleMutations.push([huge, next], client: "huge-client"), token: h.hostileToken)
+            #expect(pushed.status == .ok, "\(pushed.bodyText.prefix(300))")
+            let results = try pushed.pushResults
+            #expect(results.map(\.status) == [.rejected, .applied])
+            #expect(results.first?.error?.code == .valueTooLarge)
+            let stored = try await h.storage.read {
+                try await $0.row(in: ContractTable(AssessmentResponse.descriptor), tenant: HostileHarness.tenant, id: huge.id)
+            }
+            #expect(stored == nil)
+        }
+    }
+
+    @Test("values each within their field's limit but together over the contract's max_bytes: row_too_large")
+    func rowTooLarge() throws {
+        let fields = [
+            FieldDescriptor(name: "id", kind: .id, isPrimaryKey: true),
+            FieldDescriptor(name: "front", kind: .string, maxBytes: 800),
+            FieldDescriptor(name: "back", kind: .string, maxBytes: 800),
+        ]
+        let card = EntityDescriptor(
+            name: "Card", swiftName: "Card", summary: "", table: "cards", scope: "user", direction: .both, conflict: .lastWriterWins,
+            tombstones: true, retentionSeconds: nil, priority: .normal, maxBytes: 1_000, currentVersion: 1, oldestSupported: 1,
+            primaryKey: "id", versionField: nil, fields: fields, localFields: [], relations: [], indexes: []
+        )
+        let contract = PayloadContract(card)
+        let fits: JSONValue = .object(["id": .string("c-1"), "front": .string(String(repeating: "a", count: 450)), "back": .string(String(repeating: "b", count: 450))])
+        #expect(throws: Never.self) { try PayloadValidator.validate(fits, contract: contract, schemaVersion: 1, mode: .whole, rowID: "c-1") }
+        let tooLarge: JSONValue = .object(["id": .string("c-1"), "front": .string(String(repeating: "a", count: 700)), "back": .string(String(repeating: "b", count: 700))])
+        do {
+            _ = try PayloadValidator.validate(tooLarge, contract: contract, schemaVersion: 1, mode: .whole, rowID: "c-1")
+            Issue.record("a row over its contract's max_bytes was taken")
+        } catch {
+            #expect(error.code == .rowTooLarge)
+        }
+        let fieldTooLarge: JSONValue = .object(["id": .string("c-1"), "front": .string(String(repeating: "a", count: 900)), "back": .string("")])
+        do {
+            _ = try PayloadValidator.validate(fieldTooLarge, contract: contract, schemaVersion: 1, mode: .whole, rowID: "c-1")
+            Issue.record("a value over its field's max_bytes was taken")
+        } catch {
+            #expect(error.code == .valueTooLarge)
+        }
+    }
+}

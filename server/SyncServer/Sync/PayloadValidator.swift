@@ -13,6 +13,8 @@ struct PayloadContract: Sendable {
     var primaryKey: String?
     /// The field the server stamps on every write (`updated_at`, `revision`); devices may leave it out.
     var versionField: String?
+    /// The most bytes a row of the contract may hold (its `max_bytes`, ``RowSize``).
+    var maxBytes: Int
     /// Per version with a known-field list: each wire name of that version → the position in
     /// ``fields`` of the field it is now (`nil`: a field removed since, nothing to store).
     private var positionsByVersion: [Int: [String: Int?]]
@@ -22,21 +24,22 @@ struct PayloadContract: Sendable {
     init(_ entity: EntityDescriptor) {
         self.init(
             name: entity.name, fields: entity.fields, currentVersion: entity.currentVersion, knownFieldsByVersion: entity.knownFieldsByVersion,
-            primaryKey: entity.primaryKey, versionField: entity.versionField
+            primaryKey: entity.primaryKey, versionField: entity.versionField, maxBytes: entity.maxBytes
         )
     }
 
     init(_ event: EventDescriptor) {
         self.init(
             name: event.name, fields: event.fields, currentVersion: event.currentVersion, knownFieldsByVersion: event.knownFieldsByVersion,
-            primaryKey: nil, versionField: nil
+            primaryKey: nil, versionField: nil, maxBytes: event.maxBytes
         )
     }
 
     private init(
         name: String, fields: [FieldDescriptor], currentVersion: Int, knownFieldsByVersion: [Int: [KnownField]], primaryKey: String?,
-        versionField: String?
+        versionField: String?, maxBytes: Int
     ) {
+        self.maxBytes = maxBytes
         self.name = name
         self.fields = fields
         self.currentVersion = currentVersion
@@ -134,6 +137,8 @@ enum PayloadValidator {
         var problems: [String: String] = [:]
         // Ids and references in another spelling than NFC (``UnicodeIdentifier``).
         var unnormalized: [String: String] = [:]
+        // Values over their field's byte limit.
+        var tooLarge: [String: String] = [:]
         // The sent values by the position of their current field: no dictionary per payload.
         var values = [JSONValue?](repeating: nil, count: contract.fields.count)
         let positions = contract.positions(atVersion: schemaVersion)
@@ -173,6 +178,8 @@ enum PayloadValidator {
                 if case .text(let text) = column, isIdentifier(field), !UnicodeIdentifier.isNormalized(text) {
                     unnormalized[field.name] = "'\(field.name)' is not in Unicode NFC; send it as \(CanonicalJSON.text(.string(UnicodeIdentifier.normalized(text))))"
                 }
+            } catch where error.isTooLarge {
+                tooLarge[field.name] = error.message
             } catch {
                 problems[field.name] = error.message
             }
@@ -185,8 +192,22 @@ enum PayloadValidator {
             }
         }
         if !problems.isEmpty { throw invalid(contract, problems) }
+        if !tooLarge.isEmpty { throw invalid(contract, tooLarge, code: .valueTooLarge) }
         if !unnormalized.isEmpty { throw invalid(contract, unnormalized, code: .identifierNotNormalized) }
+        // A patch is measured once merged with the stored row (``PushEntityApplier``).
+        if mode == .whole { try requireRowSize(columns, contract: contract) }
         return ValidatedPayload(columns: columns, fields: contract.fields)
+    }
+
+    /// `row_too_large` when a row's values together take more than its contract's `max_bytes`.
+    static func requireRowSize(_ columns: [String: ColumnValue], contract: PayloadContract) throws(ErrorDetail) {
+        let bytes = RowSize.storedBytes(of: columns.values)
+        guard bytes > contract.maxBytes else { return }
+        throw ErrorDetail(
+            code: .rowTooLarge,
+            message: "\(contract.name): the row takes \(bytes) bytes, more than its contract's limit of \(contract.maxBytes)",
+            details: .object(["bytes": .int(Int64(bytes)), "max_bytes": .int(Int64(contract.maxBytes))])
+        )
     }
 
     /// The wire names a device at `schemaVersion` uses, mapped to current names. Unknown names

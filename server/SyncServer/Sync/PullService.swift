@@ -28,9 +28,9 @@ public struct PullService: Sendable {
     /// The default of ``pageBytes``: 4 MiB.
     public static let defaultPageBytes = 4 * 1024 * 1024
 
-    /// The largest row any contract allows (its `max_row_bytes`): what one row may add to a page
+    /// The largest row any contract allows (its `max_bytes`): what one row may add to a page
     /// past ``pageBytes``.
-    static let largestRowBytes = 4 * 1024 * 1024
+    static let largestRowBytes = (ContractRegistry.entities.map(\.maxBytes) + ContractRegistry.events.map(\.maxBytes)).max() ?? RowSize.ceilingBytes
 
     public init(storage: any SyncStorage, defaultLimit: Int = 500, maximumLimit: Int = 1000, pageBytes: Int = defaultPageBytes) {
         self.storage = storage

@@ -85,6 +85,8 @@ struct PushEntityApplier {
                 result: result(.conflicted, version: existing?.integer("_version"), row: shown, resolution: resolution), detail: detail
             )
         case .write(let write):
+            // A patch merged with the stored row may outgrow what each of its values allowed.
+            if !write.deleted, mutation.op == .patch { try PayloadValidator.requireRowSize(write.columns, contract: prepared.contract) }
             if !write.deleted, let problem = try await session.writer.uniquenessProblem(write.columns, id: id, entity: entity, scopeKey: scopeKey) {
                 throw problem
             }
