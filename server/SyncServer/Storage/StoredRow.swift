@@ -108,18 +108,10 @@ public struct StoredRow: Hashable, Sendable {
 }
 
 extension StoredRow {
-    /// The row's size as a pull page budgets it: the UTF-8 bytes of its text values (JSON is
-    /// stored as text), the bytes of its blobs, 8 for a number, nothing for a null. Close to
-    /// what the row weighs in memory and on the wire, and the same on both storages.
+    /// The row's size as a pull page budgets it (``RowSize``, as a contract's `max_bytes` counts
+    /// it): close to what the row weighs in memory and on the wire, the same on both storages.
     package var storedBytes: Int {
-        values.reduce(0) { total, value in
-            switch value {
-            case .null: total
-            case .integer, .real: total + 8
-            case .text(let text): total + text.utf8.count
-            case .blob(let data): total + data.count
-            }
-        }
+        RowSize.storedBytes(of: values)
     }
 
     /// The first of `rows` (in page order) as a page takes them: at most `limit`, and once they

@@ -167,8 +167,8 @@ public struct PullService: Sendable {
     /// The changes the operator marked urgent in a scope after the device's cursor (a withdrawn
     /// unit, a revoked licence's terms), each row in its latest state, for the device to store
     /// before it pulls any page. The page's cursor is the one the device sent, unchanged: the
-    /// rows come again, in order, with the scope's pages. At most `maximumLimit` rows; older
-    /// urgent marks beyond that arrive with the pages as any change.
+    /// rows come again, in order, with the scope's pages. At most `maximumLimit` rows, and up to
+    /// ``pageBytes`` as a page; urgent marks beyond either arrive with the pages as any change.
     ///
     /// - Throws: ``ServiceError`` as ``pull(scope:cursor:limit:schema:clientID:identity:contracts:)``;
     ///   400 without a cursor (a device without one pulls the whole scope anyway).
@@ -187,16 +187,20 @@ public struct PullService: Sendable {
         let contracts = PulledContracts(scope: descriptor.name)
         let tables = Dictionary(contracts.tables.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let tenant = identity.tenant
-        let limit = maximumLimit
+        let (limit, pageBytes) = (maximumLimit, pageBytes)
         let rows = try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
                 var rows: [(table: ContractTable, row: StoredRow)] = []
+                var bytes = 0
                 for change in try await reader.urgentChanges(tenant: tenant, scopeKey: key, after: after, limit: limit) {
+                    // Bounded like any page; the urgent rows past it come with the scope's pages.
+                    guard bytes <= pageBytes else { break }
                     guard let table = tables[change.table],
                         let row = try await reader.row(in: table, tenant: tenant, id: change.rowID),
                         row["_scope_key"] == .text(key), (row.integer("_seq") ?? 0) > after
                     else { continue }
                     rows.append((table, row))
+                    bytes += row.storedBytes
                 }
                 return rows
             }
