@@ -141,11 +141,11 @@ struct SimSchedule: Codable, Hashable, Sendable {
         let device = random.below(devices)
         switch random.below(100) {
         case 0..<35: return .deliverPokes(device: device, salt: random.next())
-        case 35..<55: return .automaticSync(device: device, salt: random.next())
-        case 55..<65: return .setPreferences(device: device, salt: random.next())
-        case 65..<78: return .serverHousekeeping(salt: random.next())
-        case 78..<86: return .revokeDevice(device: device)
-        case 86..<94: return .reenrolDevice(device: device)
+        case 35..<57: return .automaticSync(device: device, salt: random.next())
+        case 57..<67: return .setPreferences(device: device, salt: random.next())
+        case 67..<84: return .serverHousekeeping(salt: random.next())
+        case 84..<88: return .revokeDevice(device: device)
+        case 88..<96: return .reenrolDevice(device: device)
         default: return .eraseUser(device: device)
         }
     }

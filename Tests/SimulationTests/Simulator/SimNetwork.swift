@@ -42,7 +42,7 @@ final class SimNetwork: Sendable {
         var erasedAt: [String: Int64] = [:]
         /// Answers a refused token should not have had.
         var identityViolations: [String] = []
-        /// Requests each device sent (tried, partitioned or not), and the devices answered 410 `cursor_expired`.
+        /// Requests each device's transport set out to send, and the devices answered 410 `cursor_expired`.
         var requests: [Int: Int] = [:]
         var cursorExpired: Set<Int> = []
     }
@@ -86,6 +86,9 @@ final class SimNetwork: Sendable {
     var heldCount: Int { state.current.held.count }
 
     func requestCount(_ device: Int) -> Int { state.withLock { $0.requests[device] ?? 0 } }
+
+    /// The device's transport set out to send a request (whether a token, a route or an answer follows).
+    func countRequest(_ device: Int) { state.withLock { $0.requests[device, default: 0] += 1 } }
 
     /// Whether `device` was answered 410 `cursor_expired` since the last call (and forgets it).
     func takeCursorExpiry(_ device: Int) -> Bool { state.withLock { $0.cursorExpired.remove(device) != nil } }
@@ -164,7 +167,6 @@ final class SimNetwork: Sendable {
     /// Carries `request` for its device under the current partitions and faults.
     func carry(_ request: SimRequest) async throws(TransportError) -> SimResponse {
         let device = request.device
-        state.withLock { $0.requests[device, default: 0] += 1 }
         if isPartitioned(device) {
             record("device \(device) \(request.method): partitioned")
             throw .network("no route to the server (partitioned)")
@@ -212,7 +214,6 @@ final class SimNetwork: Sendable {
 
     /// Opens the live channel of `request`'s device, unless it is partitioned.
     func openLive(_ request: SimRequest) async throws(TransportError) -> (SimResponse, SimLiveChannel?) {
-        state.withLock { $0.requests[request.device, default: 0] += 1 }
         if isPartitioned(request.device) { throw .network("no route to the server (partitioned)") }
         guard let server else { throw .network("the server is down") }
         let process = nextProcess(of: server)
@@ -341,6 +342,7 @@ final class SimTransport: SyncTransport {
     /// `GET /sync/v1/live`, authorized as every request is (a 401 asks for a fresh token once):
     /// the open channel, or the answer that refused it.
     func openLive() async throws(TransportError) -> SimLiveChannel {
+        network.countRequest(device)
         var refresh = false
         while true {
             var request = SimRequest(method: .get, path: "/sync/v1/live", headers: [:], body: nil, device: device, user: user, deviceID: deviceID)
@@ -364,6 +366,7 @@ final class SimTransport: SyncTransport {
     }
 
     private func exchange(_ request: SimRequest) async throws(TransportError) -> Data {
+        network.countRequest(device)
         var refresh = false
         while true {
             var request = request

@@ -348,11 +348,11 @@ final class Simulation {
     // MARK: Server housekeeping
 
     /// The data horizons, short enough for a schedule's days: push results kept minutes to
-    /// hours, tombstones hours to days.
+    /// hours, tombstones minutes to days.
     private func runHousekeeping(salt: UInt64) async throws {
         var random = SimRandom(seed: salt)
         let results = 600 * (1 + random.below(48))
-        let tombstones = 3_600 * (1 + random.below(72))
+        let tombstones = random.chance(50) ? 300 * (1 + random.below(24)) : 3_600 * (1 + random.below(48))
         let housekeeping = ServerHousekeeping(
             storage: server.storage,
             horizons: ServerHousekeeping.Horizons(pushResultRetention: .seconds(results), tombstoneHorizon: .seconds(tombstones)),
