@@ -104,8 +104,8 @@ struct SimSchedule: Codable, Hashable, Sendable {
     /// The schedule of a seed: mostly writes and syncs, with partitions, long offline spans,
     /// crashes, server restarts, late requests and content publishing mixed in; then, from a
     /// generator of their own (so a seed keeps the steps it had before they existed), live
-    /// pokes, automatic syncs and preferences, housekeeping, revocations and erasures, and one
-    /// or two server processes.
+    /// pokes, automatic syncs and preferences, housekeeping and more deletes for it to compact,
+    /// revocations and erasures, and one or two server processes.
     static func generate(seed: UInt64, devices: Int = 3, steps count: Int = 80) -> SimSchedule {
         var random = SimRandom(seed: seed, salt: 0x5C4E_D01E)
         var extra = SimRandom(seed: seed, salt: 0xB11D_5B07)
@@ -139,7 +139,16 @@ struct SimSchedule: Codable, Hashable, Sendable {
     /// One of the steps the first simulator left out.
     private static func extraStep(_ random: inout SimRandom, devices: Int) -> SimStep {
         let device = random.below(devices)
-        switch random.below(100) {
+        switch random.below(112) {
+        case 100...:
+            // A delete (the workload's kind 4), so tombstones reach the horizons and cursors expire.
+            var salt = random.next()
+            while true {
+                var workload = SimRandom(seed: salt)
+                if workload.below(14) == 4 { break }
+                salt = random.next()
+            }
+            return .write(device: device, salt: salt)
         case 0..<35: return .deliverPokes(device: device, salt: random.next())
         case 35..<57: return .automaticSync(device: device, salt: random.next())
         case 57..<67: return .setPreferences(device: device, salt: random.next())
