@@ -25,6 +25,25 @@ enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
     case deliverDelayed(salt: UInt64)
     /// An admin publishes or withdraws content every device downloads.
     case publishContent(salt: UInt64)
+    /// An admin erases the user of `device` (`DELETE /admin/v1/users/…`) and adds them back to
+    /// the team: their devices hear 410 `user_erased`, wipe their stores and sign in again.
+    case eraseUser(device: Int)
+    /// An admin revokes the device (`POST /admin/v1/revocations`): its tokens are refused, and
+    /// the app's sign-in refuses it a new one until it is enrolled again.
+    case revokeDevice(device: Int)
+    /// The revoked device is enrolled again: its next token is accepted.
+    case reenrolDevice(device: Int)
+    /// The server's housekeeping runs with horizons drawn from `salt` (hours to days): old push
+    /// results pruned, old tombstones compacted, older cursors answered 410 `cursor_expired`.
+    case serverHousekeeping(salt: UInt64)
+    /// The live pokes the device's channel received reach it, or are dropped or held back
+    /// (drawn per poke from `salt`); those delivered start the engine's automatic sync.
+    case deliverPokes(device: Int, salt: UInt64)
+    /// The engine syncs by itself (the app comes to the foreground) on a path drawn from
+    /// `salt`, cheap or expensive: its sync preferences decide whether it may.
+    case automaticSync(device: Int, salt: UInt64)
+    /// The user changes the device's sync preferences (Wi-Fi only, daily data budget), drawn from `salt`.
+    case setPreferences(device: Int, salt: UInt64)
 
     var description: String {
         switch self {
@@ -37,6 +56,13 @@ enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
         case .restartServer: "the server restarts"
         case .deliverDelayed(let salt): "a delayed request arrives (salt \(salt))"
         case .publishContent(let salt): "an admin publishes content (salt \(salt))"
+        case .eraseUser(let device): "an admin erases the data of device \(device)'s user"
+        case .revokeDevice(let device): "an admin revokes device \(device)"
+        case .reenrolDevice(let device): "device \(device) is enrolled again"
+        case .serverHousekeeping(let salt): "the server's housekeeping runs (salt \(salt))"
+        case .deliverPokes(let device, let salt): "device \(device)'s live pokes arrive (salt \(salt))"
+        case .automaticSync(let device, let salt): "device \(device) syncs by itself (salt \(salt))"
+        case .setPreferences(let device, let salt): "device \(device)'s sync preferences change (salt \(salt))"
         }
     }
 
@@ -55,15 +81,37 @@ struct SimSchedule: Codable, Hashable, Sendable {
     /// user share its scope, and both users share the team's.
     var devices: Int
     var steps: [SimStep]
+    /// Server processes behind the balancer, each its own router (live channels, pull
+    /// read-ahead) over the one storage; `nil` (schedules written before there could be more) is one.
+    var servers: Int?
+    /// Whether the app's sign-in gives a device of an erased user a fresh token for a session
+    /// begun before the erasure (the server then accepts it: see docs/testing.md, "What it
+    /// found"). `nil`: it does not; it tells the app the account was erased, and the app wipes.
+    var renewsErasedSessions: Bool?
+
+    init(seed: UInt64, devices: Int, steps: [SimStep], servers: Int? = nil, renewsErasedSessions: Bool? = nil) {
+        self.seed = seed
+        self.devices = devices
+        self.steps = steps
+        self.servers = servers
+        self.renewsErasedSessions = renewsErasedSessions
+    }
+
+    var serverProcesses: Int { max(1, servers ?? 1) }
 
     static func user(ofDevice index: Int) -> String { index == 0 || index % 2 == 1 ? "u-1" : "u-2" }
 
     /// The schedule of a seed: mostly writes and syncs, with partitions, long offline spans,
-    /// crashes, server restarts, late requests and content publishing mixed in.
+    /// crashes, server restarts, late requests and content publishing mixed in; then, from a
+    /// generator of their own (so a seed keeps the steps it had before they existed), live
+    /// pokes, automatic syncs and preferences, housekeeping and more deletes for it to compact,
+    /// revocations and erasures, and one or two server processes.
     static func generate(seed: UInt64, devices: Int = 3, steps count: Int = 80) -> SimSchedule {
         var random = SimRandom(seed: seed, salt: 0x5C4E_D01E)
+        var extra = SimRandom(seed: seed, salt: 0xB11D_5B07)
         var steps: [SimStep] = []
         for _ in 0..<count {
+            if extra.chance(30) { steps.append(extraStep(&extra, devices: devices)) }
             let device = random.below(devices)
             let roll = random.below(100)
             let step: SimStep
@@ -85,7 +133,30 @@ struct SimSchedule: Codable, Hashable, Sendable {
             }
             steps.append(step)
         }
-        return SimSchedule(seed: seed, devices: devices, steps: steps)
+        return SimSchedule(seed: seed, devices: devices, steps: steps, servers: extra.chance(50) ? 2 : 1)
+    }
+
+    /// One of the steps the first simulator left out.
+    private static func extraStep(_ random: inout SimRandom, devices: Int) -> SimStep {
+        let device = random.below(devices)
+        switch random.below(112) {
+        case 100...:
+            // A delete (the workload's kind 4), so tombstones reach the horizons and cursors expire.
+            var salt = random.next()
+            while true {
+                var workload = SimRandom(seed: salt)
+                if workload.below(14) == 4 { break }
+                salt = random.next()
+            }
+            return .write(device: device, salt: salt)
+        case 0..<35: return .deliverPokes(device: device, salt: random.next())
+        case 35..<57: return .automaticSync(device: device, salt: random.next())
+        case 57..<67: return .setPreferences(device: device, salt: random.next())
+        case 67..<84: return .serverHousekeeping(salt: random.next())
+        case 84..<88: return .revokeDevice(device: device)
+        case 88..<96: return .reenrolDevice(device: device)
+        default: return .eraseUser(device: device)
+        }
     }
 
     /// The steps, numbered, one per line.

@@ -1,5 +1,7 @@
+import Contracts
 import Foundation
 import SyncClient
+import SyncProtocol
 
 /// One device: its own SQLite files, store and sync engine, reopened from disk after a crash.
 final class SimDevice {
@@ -13,9 +15,16 @@ final class SimDevice {
     private let network: SimNetwork
     private let clock: SimClock.DeviceView
     private let randomSeed: UInt64
+    /// What the device may keep (`nil`: the contracts' own limits).
+    let limits: StorageLimits?
     private(set) var store: OfflineStore
     private(set) var engine: SyncEngine
     private(set) var restarts = 0
+    /// The live channel open now, and the pokes the network holds back for later.
+    var live: SimLiveChannel?
+    var heldPokes: [LiveEvent] = []
+    /// Whether the device is revoked and not enrolled again.
+    var isRevoked = false
 
     /// What the invariants remember between steps: each queued write's last status, the writes
     /// the device was told are done, and the highest cursor position per scope.
@@ -23,7 +32,10 @@ final class SimDevice {
     var toldDone: Set<String> = []
     var cursorSequences: [String: Int64] = [:]
 
-    init(index: Int, user: String, deviceID: String, root: URL, network: SimNetwork, clock: SimClock.DeviceView, seed: UInt64) throws {
+    init(
+        index: Int, user: String, deviceID: String, root: URL, network: SimNetwork, clock: SimClock.DeviceView, seed: UInt64,
+        limits: StorageLimits? = nil, renewsErasedSessions: Bool = false
+    ) throws {
         self.index = index
         self.user = user
         self.deviceID = deviceID
@@ -31,22 +43,34 @@ final class SimDevice {
         self.network = network
         self.clock = clock
         self.randomSeed = seed
-        transport = SimTransport(network: network, device: index, user: user, deviceID: deviceID)
+        self.limits = limits
+        transport = SimTransport(network: network, device: index, user: user, deviceID: deviceID, renewsErasedSessions: renewsErasedSessions)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        (store, engine) = try Self.open(folder: folder, user: user, deviceID: deviceID, clock: clock, seed: seed, transport: transport)
+        (store, engine) = try Self.open(
+            folder: folder, user: user, deviceID: deviceID, clock: clock, seed: seed, transport: transport, limits: limits
+        )
         armCrash()
     }
 
+    /// The database files a wipe must remove.
+    var databaseFiles: [URL] {
+        let database = folder.appendingPathComponent("outpost.sqlite")
+        return ["", "-wal", "-shm"].map { URL(fileURLWithPath: database.path + $0) }
+    }
+
     private static func open(
-        folder: URL, user: String, deviceID: String, clock: SimClock.DeviceView, seed: UInt64, transport: SimTransport
+        folder: URL, user: String, deviceID: String, clock: SimClock.DeviceView, seed: UInt64, transport: SimTransport,
+        limits: StorageLimits?
     ) throws -> (OfflineStore, SyncEngine) {
-        let store = try OfflineStore(
-            OfflineStoreConfiguration(
-                databaseURL: folder.appendingPathComponent("outpost.sqlite"), tenantId: SimServer.tenant, userId: user, deviceId: deviceID,
-                keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true)), clock: clock,
-                random: SeededRandomSource(seed: seed)
-            )
+        var configuration = OfflineStoreConfiguration(
+            databaseURL: folder.appendingPathComponent("outpost.sqlite"), tenantId: SimServer.tenant, userId: user, deviceId: deviceID,
+            keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true)), clock: clock,
+            random: SeededRandomSource(seed: seed)
         )
+        // The volume's real free space would differ between runs: a fixed, ample figure.
+        configuration.freeSpace = SimFreeSpace()
+        if let limits { configuration.storageLimits = limits }
+        let store = try OfflineStore(configuration)
         // Small batches and pages, so a handful of writes already spans several requests.
         let engine = SyncEngine(
             store: store, transport: transport,
@@ -68,10 +92,34 @@ final class SimDevice {
         try? store.close()
         restarts += 1
         (store, engine) = try Self.open(
-            folder: folder, user: user, deviceID: deviceID, clock: clock, seed: randomSeed &+ UInt64(restarts), transport: transport
+            folder: folder, user: user, deviceID: deviceID, clock: clock, seed: randomSeed &+ UInt64(restarts), transport: transport,
+            limits: limits
         )
         armCrash()
     }
 
-    func close() { try? store.close() }
+    /// After its store was wiped (the user's data erased), the user signs in again: a new,
+    /// empty store on the same files and a fresh token; what the invariants remembered of the
+    /// old store goes with it.
+    func signInAgain() throws {
+        live?.close()
+        live = nil
+        heldPokes = []
+        transport.enrol()
+        transport.beginSession()
+        lastStatus = [:]
+        toldDone = []
+        cursorSequences = [:]
+        try restart()
+    }
+
+    func close() {
+        live?.close()
+        try? store.close()
+    }
+}
+
+/// A volume with ample room, the same in every run.
+struct SimFreeSpace: FreeSpaceProvider {
+    func availableBytes(at url: URL) -> Int64? { 50_000_000_000 }
 }

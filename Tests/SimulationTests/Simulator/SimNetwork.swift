@@ -35,12 +35,25 @@ final class SimNetwork: Sendable {
         var crashHooks: [Int: @Sendable () -> Void] = [:]
         var crashed: Set<Int> = []
         var trace: [String] = []
+        /// Picks the server process of each request (a balancer without stickiness).
+        var balancer: SimRandom
+        /// When each device (by id) was revoked and each user's data erased, seconds since 1970.
+        var revokedAt: [String: Int64] = [:]
+        var erasedAt: [String: Int64] = [:]
+        /// Answers a refused token should not have had.
+        var identityViolations: [String] = []
+        /// Requests each device's transport set out to send, and the devices answered 410 `cursor_expired`.
+        var requests: [Int: Int] = [:]
+        var cursorExpired: Set<Int> = []
     }
 
-    private let state = Locked(State())
+    private let state: Locked<State>
     let clock: SimClock
 
-    init(clock: SimClock) { self.clock = clock }
+    init(clock: SimClock, seed: UInt64) {
+        self.clock = clock
+        state = Locked(State(balancer: SimRandom(seed: seed, salt: 0xBA1A_4CE5)))
+    }
 
     var server: SimServer? {
         get { state.current.server }
@@ -72,6 +85,63 @@ final class SimNetwork: Sendable {
 
     var heldCount: Int { state.current.held.count }
 
+    func requestCount(_ device: Int) -> Int { state.withLock { $0.requests[device] ?? 0 } }
+
+    /// The device's transport set out to send a request (whether a token, a route or an answer follows).
+    func countRequest(_ device: Int) { state.withLock { $0.requests[device, default: 0] += 1 } }
+
+    /// Whether `device` was answered 410 `cursor_expired` since the last call (and forgets it).
+    func takeCursorExpiry(_ device: Int) -> Bool { state.withLock { $0.cursorExpired.remove(device) != nil } }
+
+    func revoked(deviceID: String, at seconds: Int64) { state.withLock { $0.revokedAt[deviceID] = seconds } }
+
+    func erased(user: String, at seconds: Int64) { state.withLock { $0.erasedAt[user] = seconds } }
+
+    /// When `user`'s data was last erased (seconds since 1970), if ever.
+    func erasedAt(_ user: String) -> Int64? { state.withLock { $0.erasedAt[user] } }
+
+    /// The answers a refused token got that it should not have, since the last call.
+    func takeIdentityViolations() -> [String] {
+        state.withLock { state in
+            defer { state.identityViolations = [] }
+            return state.identityViolations
+        }
+    }
+
+    /// The server process the balancer sends the next request to.
+    private func nextProcess(of server: SimServer) -> Int {
+        state.withLock { $0.balancer.below(server.processCount) }
+    }
+
+    /// `request` answered by a process the balancer picks, then checked: a token issued at or
+    /// before its device's revocation or its user's erasure must be refused, whenever the
+    /// request arrives (late deliveries included), 401 `token_revoked` or 410 `user_erased`.
+    private func serve(_ request: SimRequest, by server: SimServer) async -> SimResponse {
+        let response = await server.respond(to: request, process: nextProcess(of: server))
+        checkIdentity(request, response.status, response.body)
+        return response
+    }
+
+    private func checkIdentity(_ request: SimRequest, _ status: Int, _ body: Data) {
+        guard request.device >= 0 else { return }
+        let code = (try? JSONDecoder().decode(ErrorBody.self, from: body))?.error.code.rawValue ?? ""
+        let issued = request.tokenIssuedAt
+        let unexpired = clock.seconds < issued + 3_600
+        state.withLock { state in
+            if status == 410, code == "cursor_expired" { state.cursorExpired.insert(request.device) }
+            let label = "device \(request.device)'s \(request.method) (token issued at \(issued))"
+            if let erased = state.erasedAt[request.user], issued <= erased {
+                if (200..<300).contains(status) || (unexpired && (status != 410 || code != "user_erased")) {
+                    state.identityViolations.append("\(label), after its user's erasure at \(erased), was answered \(status) \(code)")
+                }
+            } else if let revoked = state.revokedAt[request.deviceID], issued <= revoked {
+                if (200..<300).contains(status) || (unexpired && (status != 401 || code != "token_revoked")) {
+                    state.identityViolations.append("\(label), after the device's revocation at \(revoked), was answered \(status) \(code)")
+                }
+            }
+        }
+    }
+
     /// One held-back request reaches the server now; its answer goes nowhere.
     func deliverHeld(salt: UInt64) async {
         let request: SimRequest? = state.withLock { state in
@@ -80,7 +150,7 @@ final class SimNetwork: Sendable {
             return state.held.remove(at: random.below(state.held.count))
         }
         guard let request, let server else { return }
-        let response = await server.respond(to: request)
+        let response = await serve(request, by: server)
         record("late \(request.method) from device \(request.device) → \(response.status)")
     }
 
@@ -106,24 +176,24 @@ final class SimNetwork: Sendable {
         let label = "device \(device) \(request.method) \(request.path.prefix(40))"
         switch fault {
         case .deliver:
-            let response = await server.respond(to: request)
+            let response = await serve(request, by: server)
             record("\(label) → \(response.status)")
             return response
         case .dropRequest:
             record("\(label): request lost")
             throw .network("the request timed out")
         case .dropAnswer:
-            let response = await server.respond(to: request)
+            let response = await serve(request, by: server)
             record("\(label) → \(response.status), answer lost")
             throw .network("the request timed out")
         case .duplicateNow:
-            let first = await server.respond(to: request)
-            let second = await server.respond(to: request)
+            let first = await serve(request, by: server)
+            let second = await serve(request, by: server)
             record("\(label) → \(first.status), resent → \(second.status)")
             return second
         case .duplicateLater:
             state.withLock { $0.held.append(request) }
-            let response = await server.respond(to: request)
+            let response = await serve(request, by: server)
             record("\(label) → \(response.status), a copy held back")
             return response
         case .delay:
@@ -135,11 +205,22 @@ final class SimNetwork: Sendable {
             crash(device)
             throw .network("the device crashed")
         case .crashAfterAnswer:
-            let response = await server.respond(to: request)
+            let response = await serve(request, by: server)
             record("\(label) → \(response.status): the device crashes before reading it")
             crash(device)
             throw .network("the device crashed")
         }
+    }
+
+    /// Opens the live channel of `request`'s device, unless it is partitioned.
+    func openLive(_ request: SimRequest) async throws(TransportError) -> (SimResponse, SimLiveChannel?) {
+        if isPartitioned(request.device) { throw .network("no route to the server (partitioned)") }
+        guard let server else { throw .network("the server is down") }
+        let process = nextProcess(of: server)
+        let (response, channel) = await server.openLive(request, process: process)
+        checkIdentity(request, response.status, response.body)
+        record("device \(request.device) GET /sync/v1/live on process \(process) → \(response.status)")
+        return (response, channel)
     }
 
     private func crash(_ device: Int) {
@@ -173,13 +254,23 @@ final class SimTransport: SyncTransport {
     let device: Int
     let user: String
     let deviceID: String
-    private let token = Locked<String?>(nil)
+    private let token = Locked<(token: String, issuedAt: Int64)?>(nil)
+    /// Set while the device is revoked and not enrolled again: the app's sign-in refuses it a token.
+    private let signInRefused = Locked(false)
+    /// When the app's session on this device began (its store was made), and whether the sign-in
+    /// has since said the user's account was erased (the app then wipes the store itself).
+    private let sessionStart: Locked<Int64>
+    private let accountErased = Locked(false)
+    /// Whether the sign-in renews a session begun before its user's erasure (``SimSchedule/renewsErasedSessions``).
+    let renewsErasedSessions: Bool
 
-    init(network: SimNetwork, device: Int, user: String, deviceID: String) {
+    init(network: SimNetwork, device: Int, user: String, deviceID: String, renewsErasedSessions: Bool) {
         self.network = network
         self.device = device
         self.user = user
         self.deviceID = deviceID
+        self.renewsErasedSessions = renewsErasedSessions
+        sessionStart = Locked(network.clock.seconds)
     }
 
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
@@ -223,11 +314,65 @@ final class SimTransport: SyncTransport {
 
     func health() async -> Bool { !network.isPartitioned(device) && network.server != nil }
 
+    /// The device was revoked: the sign-in gives it no new token until ``enrol()``.
+    func revoke() { signInRefused.withLock { $0 = true } }
+
+    /// The device signs in (again): a fresh token on the next request.
+    func enrol() {
+        signInRefused.withLock { $0 = false }
+        token.withLock { $0 = nil }
+    }
+
+    /// A new session (a new store after a wipe).
+    func beginSession() {
+        sessionStart.withLock { $0 = network.clock.seconds }
+        accountErased.withLock { $0 = false }
+    }
+
+    /// Whether the sign-in said the account was erased since the last call (and forgets it).
+    func takeAccountErased() -> Bool {
+        accountErased.withLock { erased in
+            defer { erased = false }
+            return erased
+        }
+    }
+
+    var accountErasedPending: Bool { accountErased.current }
+
+    /// `GET /sync/v1/live`, authorized as every request is (a 401 asks for a fresh token once):
+    /// the open channel, or the answer that refused it.
+    func openLive() async throws(TransportError) -> SimLiveChannel {
+        network.countRequest(device)
+        var refresh = false
+        while true {
+            var request = SimRequest(method: .get, path: "/sync/v1/live", headers: [:], body: nil, device: device, user: user, deviceID: deviceID)
+            try authorize(&request, refresh: refresh)
+            let (response, channel) = try await network.openLive(request)
+            if response.status == 401, !refresh {
+                refresh = true
+                continue
+            }
+            guard let channel else { throw URLSessionTransport.error(status: response.status, data: response.body, retryAfter: nil) }
+            return channel
+        }
+    }
+
+    private func authorize(_ request: inout SimRequest, refresh: Bool) throws(TransportError) {
+        guard let current = currentToken(refresh: refresh) else {
+            throw .network("no device token: the sign-in refuses this device (revoked, or its account erased)")
+        }
+        request.headers["Authorization"] = "Bearer \(current.token)"
+        request.tokenIssuedAt = current.issuedAt
+    }
+
     private func exchange(_ request: SimRequest) async throws(TransportError) -> Data {
+        network.countRequest(device)
         var refresh = false
         while true {
             var request = request
-            request.headers["Authorization"] = "Bearer \(currentToken(refresh: refresh))"
+            request.user = user
+            request.deviceID = deviceID
+            try authorize(&request, refresh: refresh)
             let response = try await network.carry(request)
             if response.status == 401, !refresh {
                 refresh = true
@@ -240,11 +385,21 @@ final class SimTransport: SyncTransport {
         }
     }
 
-    private func currentToken(refresh: Bool) -> String {
+    /// The token to send; `nil` when a new one is needed and the sign-in refuses the device.
+    private func currentToken(refresh: Bool) -> (token: String, issuedAt: Int64)? {
         let server = network.server
+        var refused = signInRefused.current
+        // The app's backend knows of the erasure it asked for: a session begun before it is over.
+        if !renewsErasedSessions, let erased = network.erasedAt(user), erased >= sessionStart.current {
+            refused = true
+            accountErased.withLock { $0 = true }
+        }
         return token.withLock { token in
-            if refresh || token == nil, let server { token = server.token(user: user, device: deviceID) }
-            return token ?? ""
+            if refresh || token == nil {
+                guard !refused, let server else { return nil }
+                token = server.token(user: user, device: deviceID)
+            }
+            return token
         }
     }
 }

@@ -38,6 +38,15 @@ struct SimCounts: Hashable, Sendable {
     var serverRestarts = 0
     var lateDeliveries = 0
     var auditEntries = 0
+    var pokesDelivered = 0
+    var pokesLost = 0
+    var automaticSyncs = 0
+    var automaticSyncsPaused = 0
+    var housekeepingRuns = 0
+    var cursorExpiries = 0
+    var revocations = 0
+    var erasures = 0
+    var wipes = 0
 }
 
 /// A deliberate bug, to prove the invariants notice one.
@@ -61,25 +70,42 @@ final class Simulation {
     private var trace: [String] = []
     private var counts = SimCounts()
     private let sabotage: SimSabotage?
+    /// Each erasure: its user, when, the last audit entry before it, and the push streams
+    /// (client ids) of that user the server knew then: none may write again.
+    private var erasures: [(user: String, at: Int64, auditBefore: Int64, clients: Set<String>)] = []
 
     private init(schedule: SimSchedule, sabotage: SimSabotage?) async throws {
         self.schedule = schedule
         self.sabotage = sabotage
         root = Self.scratchFolder.appendingPathComponent("outpost-sim-\(schedule.seed)-\(UUID().uuidString)")
-        network = SimNetwork(clock: clock)
-        server = try await SimServer(folder: root.appendingPathComponent("server"), clock: clock)
+        network = SimNetwork(clock: clock, seed: schedule.seed)
+        server = try await SimServer(folder: root.appendingPathComponent("server"), clock: clock, processes: schedule.serverProcesses)
         network.server = server
         for index in 0..<schedule.devices {
             var random = SimRandom(seed: schedule.seed, salt: UInt64(index) + 1)
             // Device clocks disagree by up to a minute and a half either way.
             let skew = TimeInterval(random.below(181) - 90)
+            let seed = random.next()
             devices.append(
                 try SimDevice(
                     index: index, user: SimSchedule.user(ofDevice: index), deviceID: "device-\(index)", root: root, network: network,
-                    clock: clock.device(skew: skew), seed: random.next()
+                    clock: clock.device(skew: skew), seed: seed, limits: Self.storageLimits(&random),
+                    renewsErasedSessions: schedule.renewsErasedSessions == true
                 )
             )
         }
+    }
+
+    /// Half the devices keep little: a few rows of the team's and the content's contracts, and
+    /// now and then a small database budget, so housekeeping evicts rows as the schedule goes.
+    private static func storageLimits(_ random: inout SimRandom) -> StorageLimits? {
+        guard random.chance(50) else { return nil }
+        var contracts: [String: ContractStorageLimit] = [:]
+        for name in [ServiceAsset.descriptor.name, Incident.descriptor.name, FieldTask.descriptor.name, Unit.descriptor.name, Lesson.descriptor.name]
+        where random.chance(60) {
+            contracts[name] = ContractStorageLimit(maxRows: 2 + random.below(6))
+        }
+        return StorageLimits(contracts: contracts, databaseBudgetBytes: random.chance(30) ? Int64(2_000 + random.below(20_000)) : nil)
     }
 
     /// Where runs keep their files: memory-backed `/dev/shm` where there is one (the databases
@@ -170,7 +196,11 @@ final class Simulation {
             counts.deviceCrashes += 1
             log("device \(device) crashed and restarted")
         case .restartServer:
-            server = try await SimServer(folder: root.appendingPathComponent("server"), clock: clock)
+            for device in devices {
+                device.live?.close()
+                device.live = nil
+            }
+            server = try await SimServer(folder: root.appendingPathComponent("server"), clock: clock, processes: schedule.serverProcesses)
             network.server = server
             counts.serverRestarts += 1
             log("server restarted")
@@ -182,7 +212,241 @@ final class Simulation {
         case .publishContent(let salt):
             clock.advance(by: 10)
             log("admin: " + (await publishContent(salt: salt)))
+        case .eraseUser(let device):
+            clock.advance(by: 1)
+            try await erase(user: devices[device].user)
+        case .revokeDevice(let device):
+            clock.advance(by: 1)
+            try await revoke(devices[device])
+        case .reenrolDevice(let device):
+            clock.advance(by: 1)
+            reenrol(devices[device])
+        case .serverHousekeeping(let salt):
+            clock.advance(by: 1)
+            try await runHousekeeping(salt: salt)
+        case .deliverPokes(let device, let salt):
+            clock.advance(by: 1)
+            try await deliverPokes(devices[device], salt: salt)
+        case .automaticSync(let device, let salt):
+            clock.advance(by: 1)
+            try await automaticSync(devices[device], salt: salt)
+        case .setPreferences(let device, let salt):
+            var random = SimRandom(seed: salt)
+            let preferences = SyncPreferences(
+                allowsExpensiveNetwork: random.chance(50), dailyAutomaticDataBudget: random.chance(60) ? 1_000 + random.below(30_000) : nil,
+                syncInterval: TimeInterval(60 * (1 + random.below(60)))
+            )
+            do {
+                try await devices[device].engine.setPreferences(preferences)
+                log("device \(device) prefers: \(preferences)")
+            } catch {
+                log("device \(device) could not save its preferences: \(error)")
+            }
         }
+    }
+
+    // MARK: Identity: erasure and revocation
+
+    /// An admin erases `user`'s data and adds them back to the team. Right after, a new device
+    /// of the user finds nothing of their own scope on the server.
+    private func erase(user: String) async throws {
+        let auditBefore = try await auditEntries().last?.id ?? 0
+        let clients = Set(try await clientStreams(of: user))
+        let response = await server.admin(.delete, "/admin/v1/users/\(user)")
+        guard response.status == 200, case .object(let report)? = JSONParser.parse(String(decoding: response.body, as: UTF8.self)),
+            case .int(let erasedAt)? = report["erased_at"]
+        else {
+            throw SimFailure(invariant: "erasure", message: "erasing \(user) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))")
+        }
+        network.erased(user: user, at: erasedAt)
+        erasures.append((user, erasedAt, auditBefore, clients))
+        counts.erasures += 1
+        // Membership is not data the erasure keeps: the user comes back to the team.
+        let member = await server.admin(.put, "/admin/v1/teams/\(SimServer.team)/members/\(user)")
+        guard member.status == 204 else { throw SimFailure(invariant: "erasure", message: "adding \(user) back answered \(member.status)") }
+        for device in devices where device.user == user {
+            // Their audit details are erased with the rest: what they were told is done cannot be read back.
+            device.toldDone = []
+            // The server's channel revalidation closes their channels within a minute.
+            device.live?.close()
+            device.live = nil
+            device.heldPokes = []
+        }
+        log("admin erased \(user) at \(erasedAt): \(report["rows_erased"].map { "\($0)" } ?? "?") rows")
+        // A token issued in the erasure's second is refused with the rest.
+        clock.advance(by: 1)
+        let observer = try SimDevice(
+            index: 200 + counts.erasures, user: user, deviceID: "erasure-check-\(counts.erasures)", root: root, network: network,
+            clock: clock.device(skew: 0), seed: 1
+        )
+        defer { observer.close() }
+        let result = await observer.engine.syncNow()
+        guard case .succeeded = result else {
+            throw SimFailure(invariant: "erased-gone", message: "a new device of \(user) could not download after the erasure: \(result)")
+        }
+        let left = try observer.store.count(AssessmentResponse.self) + observer.store.count(Attempt.self) + observer.store.count(CompletionRecord.self)
+        if left > 0 {
+            throw SimFailure(invariant: "erased-gone", message: "\(left) rows of \(user)'s own scope are still on the server after the erasure")
+        }
+    }
+
+    /// The push streams of `user` the server has recorded a push of, from the audit log.
+    private func clientStreams(of user: String) async throws -> [String] {
+        var clients: Set<String> = []
+        for entry in try await auditEntries() where entry.userID == user && !entry.detail.isEmpty {
+            for change in try AuditedChange.changes(of: entry, readableDetail: entry.detail) {
+                if case .string(let client)? = change.detail["client_id"] { clients.insert(client) }
+            }
+        }
+        return clients.sorted()
+    }
+
+    private func revoke(_ device: SimDevice) async throws {
+        let response = await server.admin(.post, "/admin/v1/revocations", body: Data(#"{"device":"\#(device.deviceID)"}"#.utf8))
+        guard response.status == 200 else {
+            throw SimFailure(invariant: "revocation", message: "revoking device \(device.index) answered \(response.status)")
+        }
+        network.revoked(deviceID: device.deviceID, at: clock.seconds)
+        device.isRevoked = true
+        device.transport.revoke()
+        device.live?.close()
+        device.live = nil
+        counts.revocations += 1
+        log("admin revoked device \(device.index)")
+    }
+
+    private func reenrol(_ device: SimDevice) {
+        guard device.isRevoked else { return log("device \(device.index) is enrolled already") }
+        device.isRevoked = false
+        device.transport.enrol()
+        log("device \(device.index) enrolled again")
+    }
+
+    /// After an engine ran: when it heard 410 `user_erased`, its store must be gone from disk;
+    /// when the app's sign-in said the account was erased instead (the device's token had
+    /// expired: it never heard the 410), the app wipes the store itself. The user then signs in
+    /// again with a new store.
+    private func afterEngineRan(_ device: SimDevice) async throws {
+        if device.transport.takeAccountErased(), !(await device.engine.currentStatus.accountErased) {
+            do { try device.store.signOut(force: true) } catch .signedOut {} catch {
+                throw SimFailure(invariant: "erased-wiped", message: "device \(device.index)'s app could not wipe the erased account: \(error)")
+            }
+            log("device \(device.index)'s sign-in says the account was erased: the app wipes its store")
+        } else if !(await device.engine.currentStatus.accountErased) {
+            return
+        }
+        for file in device.databaseFiles where FileManager.default.fileExists(atPath: file.path) {
+            throw SimFailure(invariant: "erased-wiped", message: "device \(device.index) heard its user was erased, and \(file.lastPathComponent) is still there")
+        }
+        counts.wipes += 1
+        clock.advance(by: 1)
+        try device.signInAgain()
+        if device.isRevoked { device.transport.revoke() }
+        log("device \(device.index) wiped its store and signed in again")
+    }
+
+    // MARK: Server housekeeping
+
+    /// The data horizons, short enough for a schedule's days: push results kept minutes to
+    /// hours, tombstones minutes to days.
+    private func runHousekeeping(salt: UInt64) async throws {
+        var random = SimRandom(seed: salt)
+        let results = 600 * (1 + random.below(48))
+        let tombstones = random.chance(50) ? 300 * (1 + random.below(24)) : 3_600 * (1 + random.below(48))
+        let housekeeping = ServerHousekeeping(
+            storage: server.storage,
+            horizons: ServerHousekeeping.Horizons(pushResultRetention: .seconds(results), tombstoneHorizon: .seconds(tombstones)),
+            batchSize: 1 + random.below(8)
+        )
+        let done = try await housekeeping.run(now: clock.date)
+        counts.housekeepingRuns += 1
+        log("server housekeeping (push results \(results) s, tombstones \(tombstones) s): \(done)")
+    }
+
+    // MARK: Live channel, automatic syncs
+
+    /// The pokes the device's channel received since the last time (opened first when it has
+    /// none), with those held back before: each delivered, dropped or held again. Delivered
+    /// ones start the automatic sync the engine's poke handler starts (its live loop itself
+    /// runs on real-time tasks, outside a deterministic run).
+    private func deliverPokes(_ device: SimDevice, salt: UInt64) async throws {
+        if device.live?.isOpen != true {
+            device.live?.close()
+            device.live = nil
+            do {
+                device.live = try await device.transport.openLive()
+                log("device \(device.index) opened its live channel")
+            } catch {
+                log("device \(device.index)'s live channel refused: \(error.detail.code.rawValue)")
+                if error.isUserErased {
+                    // The engine's live loop syncs on hearing it: the sync wipes the store.
+                    await device.engine.appDidBecomeActive()
+                    try await afterEngineRan(device)
+                }
+                return
+            }
+        }
+        guard let live = device.live else { return }
+        // Every commit since the channel opened in a scope the device reads must be poked to it.
+        let keys = SimServer.readableKeys(user: device.user)
+        let expected = server.committed.current.filter { keys.contains($0.key) && $0.value > (live.committedAtOpening[$0.key] ?? 0) }
+        guard await live.settle(expected) else {
+            throw SimFailure(invariant: "poked", message: "device \(device.index)'s open channel did not hear of every commit in its scopes: \(expected)")
+        }
+        var random = SimRandom(seed: salt)
+        var delivered: [String: Int64] = [:]
+        var held: [LiveEvent] = []
+        for event in device.heldPokes + live.take() {
+            guard case .change(let scope, let sequence) = event else { continue }
+            switch random.below(10) {
+            case 0..<6:
+                delivered[scope] = max(delivered[scope] ?? 0, sequence)
+                counts.pokesDelivered += 1
+            case 6..<8: counts.pokesLost += 1
+            default: held.append(event)
+            }
+        }
+        device.heldPokes = held
+        log("device \(device.index) pokes: \(delivered.count) scopes delivered, \(held.count) held")
+        guard !delivered.isEmpty else { return }
+        try await runAutomaticSync(device, expensive: false, poked: true)
+    }
+
+    /// The engine syncs by itself on a path drawn from `salt`.
+    private func automaticSync(_ device: SimDevice, salt: UInt64) async throws {
+        var random = SimRandom(seed: salt)
+        try await runAutomaticSync(device, expensive: random.chance(50), poked: false)
+    }
+
+    /// One automatic sync (on a poke, or the app coming to the foreground): it must not run when
+    /// the preferences pause it (Wi-Fi only on an expensive path, the day's data budget used),
+    /// and must run otherwise.
+    private func runAutomaticSync(_ device: SimDevice, expensive: Bool, poked: Bool) async throws {
+        let preferences = await device.engine.syncPreferences
+        let used = try device.store.automaticDataUsage().bytes
+        let paused = (expensive && !preferences.allowsExpensiveNetwork) || preferences.dailyAutomaticDataBudget.map { used >= $0 } == true
+        let requestsBefore = network.requestCount(device.index)
+        // The path the monitor reports, then the trigger (a path change online starts one too).
+        await device.engine.pathChanged(NetworkPath(isOnline: true, isExpensive: expensive))
+        await device.engine.appDidBecomeActive()
+        counts.automaticSyncs += 1
+        let requests = network.requestCount(device.index) - requestsBefore
+        if paused {
+            counts.automaticSyncsPaused += 1
+            if requests > 0 {
+                throw SimFailure(
+                    invariant: "preferences-obeyed",
+                    message: "device \(device.index) synced by itself (\(requests) requests) though its preferences pause it (expensive: \(expensive), \(used) bytes used, \(preferences))"
+                )
+            }
+            log("device \(device.index)'s automatic sync paused by its preferences")
+            return
+        }
+        if requests == 0, !network.isPartitioned(device.index) {
+            throw SimFailure(invariant: "automatic-sync-runs", message: "device \(device.index)'s automatic sync made no request though nothing pauses it")
+        }
+        try await afterEngineRan(device)
+        log("device \(device.index) synced by itself\(poked ? " on a poke" : ""): \(requests) requests")
     }
 
     private func sync(_ device: SimDevice, faults: SimRandom?) async throws {
@@ -200,6 +464,7 @@ final class Simulation {
             if let status = error.status, status >= 500 {
                 throw SimFailure(invariant: "no-server-error", message: "device \(device.index) got HTTP \(status): \(error.detail.message)")
             }
+            try await afterEngineRan(device)
         case .storeFailed(let message):
             counts.failedSyncs += 1
             log("device \(device.index) store failed: \(message)")
@@ -254,7 +519,15 @@ final class Simulation {
     /// What must hold at every moment: nothing pending is purged, cursors never go back, no
     /// write is applied twice.
     private func checkAfterStep() async throws {
+        if let violation = network.takeIdentityViolations().first {
+            throw SimFailure(invariant: "identity-refused", message: violation)
+        }
         for device in devices {
+            // A re-download after 410 cursor_expired starts the scope again from scratch.
+            if network.takeCursorExpiry(device.index) {
+                counts.cursorExpiries += 1
+                device.cursorSequences = [:]
+            }
             let entries: [OutboxEntry]
             do { entries = try device.store.outboxEntries() } catch {
                 throw SimFailure(invariant: "store-healthy", message: "device \(device.index) cannot list its outbox: \(error)")
@@ -268,6 +541,7 @@ final class Simulation {
             }
             for (id, status) in now where status == .done { device.toldDone.insert(id) }
             device.lastStatus = now
+            try checkPendingRowsKept(device, entries)
 
             for scope in SimDevice.scopes {
                 guard let text = try device.store.cursor(forScope: scope) else { continue }
@@ -286,6 +560,30 @@ final class Simulation {
         _ = try await appliedMutations()
     }
 
+    /// Housekeeping never evicts (retention, row limits, the database budget) a row whose write
+    /// is still to be sent: each unsent create, update or patch has its row, unless the app
+    /// deleted it since.
+    private func checkPendingRowsKept(_ device: SimDevice, _ entries: [OutboxEntry]) throws {
+        let unsent = entries.filter { [.pending, .sending, .waiting].contains($0.status) }
+        let deleted = Set(unsent.filter { $0.op == .delete }.map { "\($0.entity) \($0.rowId)" })
+        for entry in unsent where entry.op != .delete && !deleted.contains("\(entry.entity) \(entry.rowId)") {
+            let present: Bool
+            switch entry.entity {
+            case ServiceAsset.descriptor.name: present = try device.store.fetch(ServiceAsset.self, id: entry.rowId) != nil
+            case Incident.descriptor.name: present = try device.store.fetch(Incident.self, id: entry.rowId) != nil
+            case FieldTask.descriptor.name: present = try device.store.fetch(FieldTask.self, id: entry.rowId) != nil
+            case AssessmentResponse.descriptor.name: present = try device.store.fetch(AssessmentResponse.self, id: entry.rowId) != nil
+            default: continue
+            }
+            if !present {
+                throw SimFailure(
+                    invariant: "pending-kept",
+                    message: "device \(device.index)'s row \(entry.entity) \(entry.rowId) is gone while its \(entry.op.rawValue) (\(entry.clientMutationId)) is still \(entry.status.rawValue)"
+                )
+            }
+        }
+    }
+
     /// Every push outcome in the audit log, by client mutation id; fails when one was applied twice.
     private func appliedMutations() async throws -> [String: [String]] {
         let entries = try await auditEntries()
@@ -295,6 +593,15 @@ final class Simulation {
             for change in try AuditedChange.changes(of: entry, readableDetail: entry.detail) where change.operation != "fold" {
                 guard case .string(let id)? = change.detail["client_mutation_id"], case .string(let status)? = change.detail["status"] else { continue }
                 outcomes[id, default: []].append(status)
+                // A push stream of an erased user never writes again: its device must wipe first.
+                if status == "applied", case .string(let client)? = change.detail["client_id"],
+                    let erasure = erasures.first(where: { entry.id > $0.auditBefore && $0.clients.contains(client) })
+                {
+                    throw SimFailure(
+                        invariant: "erased-stays-erased",
+                        message: "\(erasure.user)'s push stream \(client) wrote \(change.entity) \(change.rowID) (\(id)) after the erasure at \(erasure.at)"
+                    )
+                }
             }
         }
         for (id, statuses) in outcomes where statuses.filter({ $0 == "applied" }).count > 1 {
@@ -340,7 +647,11 @@ final class Simulation {
         case nil: break
         }
         network.healPartitions()
-        for device in devices { network.setFaults(device.index, nil) }
+        for device in devices {
+            network.setFaults(device.index, nil)
+            // The owner gets a revoked device back and enrols it again.
+            if device.isRevoked { reenrol(device) }
+        }
         await network.deliverAllHeld()
         log("quiescence: the network heals")
         var quietRounds = 0
@@ -350,6 +661,10 @@ final class Simulation {
                 let result = await device.engine.syncNow()
                 counts.syncs += 1
                 log("quiescence round \(round): device \(device.index): \(result)")
+                if case .failed = result, await device.engine.currentStatus.accountErased || device.transport.accountErasedPending {
+                    try await afterEngineRan(device)
+                    continue
+                }
                 guard case .succeeded = result else {
                     throw SimFailure(invariant: "quiescence", message: "device \(device.index)'s sync on a healed network: \(result)")
                 }
@@ -415,7 +730,11 @@ final class Simulation {
     private func checkVersionCheckedUpdates() async throws {
         var versions: [String: Int64] = [:]
         for entry in try await auditEntries() where entry.entity == FieldTask.descriptor.name {
-            guard case .object(let detail)? = JSONParser.parse(entry.detail) else { continue }
+            guard case .object(let detail)? = JSONParser.parse(entry.detail) else {
+                // Erased with its author's data: the next change is checked from its answer on.
+                versions[entry.rowID] = nil
+                continue
+            }
             if entry.operation == "fold" {
                 versions[entry.rowID] = nil  // a reducer moved it; the next change is checked from its answer on
                 continue
