@@ -113,28 +113,6 @@ import Testing
         report(schedule, outcome, options: Options.current)
     }
 
-    /// Schedules showing a server bug not fixed yet (docs/testing.md, "What it found"): they
-    /// must still fail as they did. Once the server is fixed this test fails: move them up to
-    /// `Regressions/`, where they must pass, and drop `renewsErasedSessions` from the generator's reach.
-    static let schedulesAwaitingServerFix: [String] = {
-        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Regressions/awaiting-server-fix")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return names.filter { $0.hasSuffix(".json") }.sorted()
-    }()
-
-    @Test("a schedule showing a server bug not fixed yet still shows it", arguments: schedulesAwaitingServerFix)
-    func scheduleAwaitingServerFix(_ name: String) async throws {
-        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Regressions/awaiting-server-fix/\(name)")
-        let schedule = try JSONDecoder().decode(SimSchedule.self, from: Data(contentsOf: file))
-        let outcome = await Simulation.run(schedule)
-        #expect(outcome.failure?.invariant == "erased-stays-erased", "\(outcome.failure.map { "\($0)" } ?? "it passes now: move it to Regressions/")")
-        // The same steps, with the app's sign-in ending the erased user's sessions, keep every invariant.
-        var ended = schedule
-        ended.renewsErasedSessions = nil
-        let clean = await Simulation.run(ended)
-        #expect(clean.failure == nil, "\(clean.failure.map { "\($0)" } ?? "")")
-    }
-
     @Test("the regression schedules are kept")
     func regressionSchedulesAreThere() {
         #expect(Self.regressionSchedules.count >= 6)

@@ -85,8 +85,9 @@ struct SimSchedule: Codable, Hashable, Sendable {
     /// read-ahead) over the one storage; `nil` (schedules written before there could be more) is one.
     var servers: Int?
     /// Whether the app's sign-in gives a device of an erased user a fresh token for a session
-    /// begun before the erasure (the server then accepts it: see docs/testing.md, "What it
-    /// found"). `nil`: it does not; it tells the app the account was erased, and the app wipes.
+    /// begun before the erasure: it does unless `false`, and the server must then tell the
+    /// device itself (410 `user_erased` on its old push stream; docs/testing.md, "What it
+    /// found"). `false`: the sign-in tells the app the account was erased, and the app wipes.
     var renewsErasedSessions: Bool?
 
     init(seed: UInt64, devices: Int, steps: [SimStep], servers: Int? = nil, renewsErasedSessions: Bool? = nil) {

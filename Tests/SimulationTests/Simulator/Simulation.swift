@@ -90,7 +90,7 @@ final class Simulation {
                 try SimDevice(
                     index: index, user: SimSchedule.user(ofDevice: index), deviceID: "device-\(index)", root: root, network: network,
                     clock: clock.device(skew: skew), seed: seed, limits: Self.storageLimits(&random),
-                    renewsErasedSessions: schedule.renewsErasedSessions == true
+                    renewsErasedSessions: schedule.renewsErasedSessions != false
                 )
             )
         }

@@ -43,7 +43,19 @@ public struct AuthenticationMiddleware: RouterMiddleware {
             throw ServiceError(status: 401, .tokenMalformed, "the Authorization header must be `Bearer <token>`")
         }
         let now = clock.now().millisecondsSince1970 / 1000
-        var identity = try await signer.verify(parts[1].trimmingCharacters(in: .whitespaces), now: now)
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        var identity: DeviceIdentity
+        do {
+            identity = try await signer.verify(token, now: now)
+        } catch where error.detail.code == .tokenExpired {
+            // An expired token of an erased user's device is told of the erasure, not of the
+            // expiry: renewing it would otherwise bring back a store the erasure wiped.
+            guard let storage, let expired = try? await signer.verify(token, now: now, acceptingExpired: true),
+                let state = try? await storage.read({ try await $0.identityState(tenant: expired.tenant, userID: expired.userID, deviceID: expired.deviceID) }),
+                let refusal = state.refusal(ofTokenIssuedAt: expired.issuedAt), refusal.detail.code == .userErased
+            else { throw error }
+            throw refusal
+        }
         guard let storage else { return identity }
         let (tenant, user, device) = (identity.tenant, identity.userID, identity.deviceID)
         let state: IdentityState
@@ -54,6 +66,7 @@ public struct AuthenticationMiddleware: RouterMiddleware {
         }
         if let refusal = state.refusal(ofTokenIssuedAt: identity.issuedAt) { throw refusal }
         identity.teams = state.teams
+        identity.userErasedAt = state.erasedAt
         return identity
     }
 }

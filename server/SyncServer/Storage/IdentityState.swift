@@ -23,16 +23,17 @@ public struct IdentityState: Hashable, Sendable {
     /// revoked, at or after its issue. Requests and open live channels judge by this one rule.
     ///
     /// A token may say it was issued up to ``TokenSigner/issuedAtLeeway`` ahead of the server's
-    /// clock (issuers' clocks differ a little), so an erasure or revocation covers every token
-    /// issued up to that far after it: otherwise a token dated 50 s ahead would outlive a
-    /// revocation made now until it expired. A device re-enrolled within that minute needs a
-    /// token issued after it.
+    /// clock (issuers' clocks differ a little), so a revocation covers every token issued up to
+    /// that far after it: otherwise a token dated 50 s ahead would outlive a revocation made now
+    /// until it expired. A device re-enrolled within that minute needs a token issued after it.
+    /// An erasure needs no such margin: a token dated after it is a new session, and a store
+    /// from before it is told by its push stream (``PushSession/refuseErasedStream(_:identity:in:)``).
     func refusal(ofTokenIssuedAt issuedAt: Int64?) -> ServiceError? {
-        let issuedAt = (issuedAt ?? 0) - TokenSigner.issuedAtLeeway
+        let issuedAt = issuedAt ?? 0
         if let erasedAt, issuedAt <= erasedAt {
             return ServiceError(status: 410, .userErased, "this user's data was erased on the server; wipe the device's store and sign in again")
         }
-        if let revokedAt, issuedAt <= revokedAt {
+        if let revokedAt, issuedAt - TokenSigner.issuedAtLeeway <= revokedAt {
             return ServiceError(status: 401, .tokenRevoked, "this device's access was revoked; sign in again")
         }
         return nil

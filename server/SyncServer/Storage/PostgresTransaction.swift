@@ -331,6 +331,11 @@ final class PostgresTransaction: StorageTransaction {
         member.append(tenant)
         member.append(userID)
         try await run("DELETE FROM team_members WHERE tenant = $1 AND user_id = $2", member)
+        var streams = PostgresBindings()
+        streams.append(at * 1000)
+        streams.append(tenant)
+        streams.append(userID)
+        try await run("UPDATE clients SET updated_at = $1 WHERE tenant = $2 AND user_id = $3", streams)
     }
 
     func pruneUrgentChanges(markedBefore: Int64, limit: Int) async throws -> Int {

@@ -604,6 +604,7 @@ struct SQLiteTransaction: StorageTransaction {
             ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = MAX(erased_at, excluded.erased_at)
             """).execute(arguments: [tenant, userID, at])
         try statement("DELETE FROM team_members WHERE tenant = ? AND user_id = ?").execute(arguments: [tenant, userID])
+        try statement("UPDATE clients SET updated_at = ? WHERE tenant = ? AND user_id = ?").execute(arguments: [at * 1000, tenant, userID])
     }
 
     func pruneUrgentChanges(markedBefore: Int64, limit: Int) async throws -> Int {

@@ -194,7 +194,9 @@ public protocol StorageTransaction: StorageReader {
     func deletePushResults(tenant: String, ownedBy userID: String) async throws -> Int
 
     /// Records that a user's data was erased at `at` (seconds since 1970): a token of theirs
-    /// issued at or before it is told `user_erased`. Removes the user from every team.
+    /// issued at or before it is told `user_erased`. Removes the user from every team, and
+    /// marks the user's push streams as last moved at the erasure (one that has not moved since
+    /// comes from a store the erasure wiped, ``PushSession/refuseErasedStream(_:identity:in:)``).
     func recordErasure(tenant: String, userID: String, at: Int64) async throws
 
     /// Marks a row's change urgent: devices take it before any pull page.

@@ -15,6 +15,10 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
     public var expiresAt: Int64
     /// When the token was issued, seconds since 1970; a revocation refuses every token issued at or before it.
     public var issuedAt: Int64?
+    /// When the server erased this user's data, seconds since 1970, as authentication read it;
+    /// `nil` when never. A push stream that last moved before it belongs to a store the erasure
+    /// wiped, however new the token that names it (`410 user_erased`).
+    public var userErasedAt: Int64?
 
     public init(
         tenant: String, userID: String, deviceID: String, teams: [String] = [], isAdmin: Bool = false, expiresAt: Int64, issuedAt: Int64? = nil
@@ -39,6 +43,7 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
         case isAdmin = "adm"
         case expiresAt = "exp"
         case issuedAt = "iat"
+        case userErasedAt = "era"
     }
 }
 

@@ -142,6 +142,7 @@ public struct PullService: Sendable {
                 if let owner = try await reader.clientOwner(tenant: tenant, clientID: clientID), owner != identity.clientOwner {
                     throw ServiceError.clientNotOwned()
                 }
+                try await PushSession.refuseErasedStream(clientID, identity: identity, in: reader)
                 return (head, changes, try await reader.lastSequence(tenant: tenant, clientID: clientID), compacted)
             }
         }

@@ -155,6 +155,20 @@ public struct PushService: Sendable {
 
 /// One push inside its transaction.
 struct PushSession {
+    /// `410 user_erased` for a push stream of an erased user that last moved before the erasure:
+    /// the store it comes from held what the erasure removed, and must be wiped, whatever token
+    /// (renewed after the erasure) it now sends. A stream begun after the erasure goes on.
+    static func refuseErasedStream(_ clientID: String, identity: DeviceIdentity, in reader: any StorageReader) async throws {
+        guard let erasedAt = identity.userErasedAt,
+            let stream = try await reader.clients(tenant: identity.tenant, ownedBy: identity.userID).first(where: { $0.clientID == clientID }),
+            stream.lastSeq > 0, stream.updatedAt <= erasedAt * 1000
+        else { return }
+        throw ServiceError(
+            status: 410, .userErased,
+            "this device's store predates the erasure of this user's data on the server; wipe it and sync again from scratch"
+        )
+    }
+
     let writer: PushWriter
     let clientID: String
     let schema: [String: Int]
@@ -166,6 +180,7 @@ struct PushSession {
         // Held to the commit: a resend of this push to another process waits here, then sees it done.
         guard case .owned(let last) = try await transaction.lockClient(tenant: identity.tenant, clientID: clientID, owner: identity.clientOwner)
         else { throw ServiceError.clientNotOwned() }
+        try await Self.refuseErasedStream(clientID, identity: identity, in: transaction)
         guard let first = mutations.first else { return PushResponse(results: [], lastSeq: last) }
         if first.seq > last + 1 {
             throw ServiceError(
