@@ -152,7 +152,7 @@ struct ConflictPolicyTests {
         #expect(stored.integer("revision") == 3)
     }
 
-    @Test("version_check: base_version is required; a create of an existing id is conflicted; row_not_found for missing rows", arguments: StorageKind.allCases)
+    @Test("version_check: base_version is required; a create of an existing id is conflicted; an edit of a row the server lacks is a deletion", arguments: StorageKind.allCases)
     func versionCheckRequirements(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
@@ -163,8 +163,12 @@ struct ConflictPolicyTests {
             h.mutation(4, "Task", .update, "task-9", h.taskPayload("task-9"), baseVersion: 1),
             h.mutation(5, "Task", .delete, "task-9", baseVersion: 1),
         ])
-        #expect(response.results.map(\.status) == [.applied, .rejected, .conflicted, .rejected, .rejected])
-        #expect(response.results.map(\.error?.code) == [nil, .missingPolicyData, nil, .rowNotFound, .rowNotFound])
+        // A row the server does not have was deleted (its tombstone maybe compacted): an update
+        // is a `deleted` conflict, a delete a duplicate.
+        #expect(response.results.map(\.status) == [.applied, .rejected, .conflicted, .conflicted, .duplicate])
+        #expect(response.results.map(\.error?.code) == [nil, .missingPolicyData, nil, nil, nil])
+        #expect(response.results[3].resolution == "deleted")
+        #expect(response.results[3].serverRow == nil)
     }
 
     @Test("version_check: a delete writes a tombstone with a new scope sequence; later edits see it deleted", arguments: StorageKind.allCases)

@@ -31,6 +31,18 @@ struct PushEntityApplier {
             throw ErrorDetail(code: .notWritable, message: "this device may not write \(entity.name) '\(id)'")
         }
 
+        // An edit of a row the server does not have: the device holds it, so it was deleted and
+        // its tombstone compacted past the data horizon (or its create was refused). Answered
+        // as a deletion is (a `deleted` conflict for the app to settle, a second delete a
+        // duplicate), not refused: a refusal left the row on the device for good, apart from
+        // the server (the simulation's seed 65).
+        if existing == nil, mutation.op != .create {
+            var detail = PushSession.AuditNote(policy: entity.conflict.rawValue, schemaVersion: version)
+            detail.reason = "\(entity.name) '\(id)' is not on the server: deleted"
+            let outcome = mutation.op == .delete ? result(.duplicate, version: nil) : result(.conflicted, version: nil, resolution: ConflictResolution.deleted)
+            return PushSession.Outcome(result: outcome, detail: detail)
+        }
+
         // The changes in the current version's names, and the row they leave (in wire values,
         // made only when the scope key must be read from it).
         var changes: [String: ColumnValue] = [:]
