@@ -18,15 +18,6 @@ struct ByteLimitTests {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    private func thing(_ text: String) throws -> Contract {
-        try #require(try compileValid(["entities/thing.yaml": text]).contract(named: "Thing"))
-    }
-
-    private func report(_ text: String, file: String = "entities/thing.yaml") throws -> String {
-        let folder = try ContractFolder(files: [file: text])
-        defer { folder.remove() }
-        return folder.report()
-    }
 
     // MARK: Values and defaults
 
@@ -35,20 +26,20 @@ struct ByteLimitTests {
         arguments: [("1", 1), ("800B", 800), ("64kB", 64_000), ("\"2MB\"", 2_000_000), ("4MB", 4_000_000), ("4000000", 4_000_000)]
     )
     func fieldValues(text: String, value: Int) throws {
-        let contract = try thing(entity(["payload: { type: json, max_bytes: \(text) }"], top: ["max_bytes: 4MB"]))
+        let contract = try compiledThing(entity(["payload: { type: json, max_bytes: \(text) }"], top: ["max_bytes: 4MB"]))
         #expect(contract.field(named: "payload")?.maxBytes == value)
         #expect(contract.field(named: "payload")?.effectiveMaxBytes == value)
     }
 
     @Test("max_bytes applies to string, json, bytes and lists, optional or not", arguments: ["string", "string?", "json", "json?", "bytes", "bytes?", "list<int>", "list<string>?"])
     func applicableTypes(type: String) throws {
-        let contract = try thing(entity(["value: { type: \(type), max_bytes: 10kB }"]))
+        let contract = try compiledThing(entity(["value: { type: \(type), max_bytes: 10kB }"]))
         #expect(contract.field(named: "value")?.effectiveMaxBytes == 10_000)
     }
 
     @Test("left out: 256kB a field, raised by a max_length that allows more; the row 1MB or twice its largest field")
     func defaults() throws {
-        let plain = try thing(entity(["doc: json", "note: { type: string, max_length: 100 }", "count: int", "at: timestamp"]))
+        let plain = try compiledThing(entity(["doc: json", "note: { type: string, max_length: 100 }", "count: int", "at: timestamp"]))
         #expect(plain.maxBytes == nil && plain.field(named: "doc")?.maxBytes == nil)
         #expect(plain.field(named: "doc")?.effectiveMaxBytes == FieldDescriptor.defaultMaximumBytes)
         #expect(plain.field(named: "note")?.effectiveMaxBytes == 256_000)
@@ -57,18 +48,18 @@ struct ByteLimitTests {
         #expect(plain.effectiveMaxBytes == RowSize.defaultMaximumBytes)
 
         // A bytes field's max_length is bytes already; a string's allows four UTF-8 bytes a character.
-        let photo = try thing(entity(["photo: { type: bytes?, max_length: 2097152 }", "text: { type: string, max_length: 100000 }"]))
+        let photo = try compiledThing(entity(["photo: { type: bytes?, max_length: 2097152 }", "text: { type: string, max_length: 100000 }"]))
         #expect(photo.field(named: "photo")?.effectiveMaxBytes == 2_097_152)
         #expect(photo.field(named: "text")?.effectiveMaxBytes == 400_000)
         #expect(photo.effectiveMaxBytes == 4_000_000, "twice 2097152, at most the ceiling")
 
-        let raised = try thing(entity(["doc: { type: json, max_bytes: 700kB }"]))
+        let raised = try compiledThing(entity(["doc: { type: json, max_bytes: 700kB }"]))
         #expect(raised.effectiveMaxBytes == 1_400_000)
     }
 
     @Test("the compiler's limits are the runtime's: the generated descriptors agree")
     func runtimeAgrees() throws {
-        let contract = try thing(entity(["doc: json", "photo: { type: bytes?, max_length: 2097152 }", "tags: { type: list<string>, max_bytes: 2kB }"]))
+        let contract = try compiledThing(entity(["doc: json", "photo: { type: bytes?, max_length: 2097152 }", "tags: { type: list<string>, max_bytes: 2kB }"]))
         let fields = contract.fields.map { FieldDescriptor(name: $0.name, kind: $0.type.type, maxLength: $0.maxLength, maxBytes: $0.maxBytes) }
         #expect(fields.map(\.maxBytes) == contract.fields.map(\.effectiveMaxBytes))
         #expect(RowSize.defaultMaximumBytes(fields: fields) == contract.effectiveMaxBytes)
@@ -78,7 +69,7 @@ struct ByteLimitTests {
 
     @Test("max_bytes on a type without a byte limit is MAX_BYTES_NOT_APPLICABLE", arguments: ["id", "int", "double?", "bool", "timestamp", "date", "uuid", "ref<Thing>?"])
     func notApplicable(type: String) throws {
-        #expect(try report(entity(["other: { type: \(type), max_bytes: 100 }"])) == """
+        #expect(try folderReport(entity(["other: { type: \(type), max_bytes: 100 }"])) == """
             contracts/entities/thing.yaml:9:\(20 + type.count): error[MAX_BYTES_NOT_APPLICABLE]: `max_bytes` does not apply to type `\(type.replacingOccurrences(of: "?", with: ""))`
               help: `max_bytes` limits string, json, bytes and list fields (an id is at most 256 bytes); remove it here
             1 error, 0 warnings
@@ -87,7 +78,7 @@ struct ByteLimitTests {
 
     @Test("an enum says so too")
     func notApplicableToEnums() throws {
-        #expect(try report(entity(["state: { type: enum, values: [a, b], max_bytes: 100 }"])) == """
+        #expect(try folderReport(entity(["state: { type: enum, values: [a, b], max_bytes: 100 }"])) == """
             contracts/entities/thing.yaml:9:40: error[MAX_BYTES_NOT_APPLICABLE]: `max_bytes` does not apply to type `enum`
               help: `max_bytes` limits string, json, bytes and list fields (an id is at most 256 bytes); remove it here
             1 error, 0 warnings
@@ -110,7 +101,7 @@ struct ByteLimitTests {
         ]
     )
     func badFieldValue(text: String, message: String, help: String) throws {
-        #expect(try report(entity(["doc: { type: json, max_bytes: \(text) }"])) == """
+        #expect(try folderReport(entity(["doc: { type: json, max_bytes: \(text) }"])) == """
             contracts/entities/thing.yaml:9:33: error[INVALID_VALUE]: \(message)
               help: \(help)
             1 error, 0 warnings
@@ -126,7 +117,7 @@ struct ByteLimitTests {
         ]
     )
     func badContractValue(text: String, message: String, help: String) throws {
-        #expect(try report(entity(["doc: json"], top: ["max_bytes: \(text)"])) == """
+        #expect(try folderReport(entity(["doc: json"], top: ["max_bytes: \(text)"])) == """
             contracts/entities/thing.yaml:7:12: error[INVALID_VALUE]: \(message)
               help: \(help)
             1 error, 0 warnings
@@ -135,7 +126,7 @@ struct ByteLimitTests {
 
     @Test("a field limit above the contract's max_bytes is MAX_BYTES_ABOVE_ROW_LIMIT, with a note at the row limit")
     func aboveRowLimit() throws {
-        #expect(try report(entity(["doc: { type: json, max_bytes: 2MB }"], top: ["max_bytes: 1MB"])) == """
+        #expect(try folderReport(entity(["doc: { type: json, max_bytes: 2MB }"], top: ["max_bytes: 1MB"])) == """
             contracts/entities/thing.yaml:10:22: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'doc' may take more bytes (max_bytes 2MB) than its contract's max_bytes, 1MB
               note: the row limit is set here (contracts/entities/thing.yaml:7:1)
               help: raise the contract's `max_bytes` (at most 4MB) or lower the field's
@@ -145,19 +136,19 @@ struct ByteLimitTests {
 
     @Test("a max_length above the row limit is refused too; the plain default is not")
     func maxLengthAboveRowLimit() throws {
-        #expect(try report(entity(["photo: { type: bytes, max_length: 300000 }"], top: ["max_bytes: 200kB"])) == """
+        #expect(try folderReport(entity(["photo: { type: bytes, max_length: 300000 }"], top: ["max_bytes: 200kB"])) == """
             contracts/entities/thing.yaml:10:3: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'photo' may take more bytes (300000 bytes by its max_length) than its contract's max_bytes, 200kB
               note: the row limit is set here (contracts/entities/thing.yaml:7:1)
               help: raise the contract's `max_bytes` (at most 4MB) or lower the field's
             1 error, 0 warnings
             """)
-        #expect(try report(entity(["photo: { type: bytes, max_length: 5000000 }"])) == """
+        #expect(try folderReport(entity(["photo: { type: bytes, max_length: 5000000 }"])) == """
             contracts/entities/thing.yaml:9:3: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'photo' may take more bytes (5000000 bytes by its max_length) than its contract's default row limit, 4MB
               help: a row takes at most 4MB; lower the field's max_length, or give it a smaller `max_bytes`
             1 error, 0 warnings
             """)
         // A small row limit with fields left at the default: the row check at write time bounds them.
-        _ = try thing(entity(["doc: json", "note: string"], top: ["max_bytes: 100kB"]))
+        _ = try compiledThing(entity(["doc: json", "note: string"], top: ["max_bytes: 100kB"]))
     }
 
     @Test("events take both keys")
@@ -183,7 +174,7 @@ struct ByteLimitTests {
     @Test("local fields take no max_bytes: they never leave the device")
     func localFields() throws {
         let text = entity(["doc: json"]) + "local:\n  draft: { type: json?, max_bytes: 10kB }\n"
-        #expect(try report(text).contains("error[UNKNOWN_KEY]"))
+        #expect(try folderReport(text).contains("error[UNKNOWN_KEY]"))
     }
 
     // MARK: Generated code, JSON Schema and the lock
@@ -216,15 +207,15 @@ struct ByteLimitTests {
 
     @Test("a snapshot writes max_bytes only when written, so versions locked without it keep their checksums")
     func snapshot() throws {
-        let plain = try thing(entity(["doc: json"]))
+        let plain = try compiledThing(entity(["doc: json"]))
         let text = ContractSnapshot.text(plain)
         #expect(!text.contains("max_bytes"))
-        let limited = try thing(entity(["doc: { type: json, max_bytes: 1500 }"], top: ["max_bytes: 2MB"]))
+        let limited = try compiledThing(entity(["doc: { type: json, max_bytes: 1500 }"], top: ["max_bytes: 2MB"]))
         let limitedText = ContractSnapshot.text(limited)
         #expect(limitedText.contains("\nmax_bytes: 2MB\n"))
         #expect(limitedText.contains("doc: { type: json, max_bytes: 1500B }"))
         // Written at the default value, the key is still a change of the released text.
-        let atDefault = try thing(entity(["doc: json"], top: ["max_bytes: 1MB"]))
+        let atDefault = try compiledThing(entity(["doc: json"], top: ["max_bytes: 1MB"]))
         #expect(ContractSnapshot.checksum(atDefault) != ContractSnapshot.checksum(plain))
     }
 

@@ -18,28 +18,19 @@ struct StorageLimitKeyTests {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    private func thing(_ text: String) throws -> Contract {
-        try #require(try compileValid(["entities/thing.yaml": text]).contract(named: "Thing"))
-    }
-
-    private func report(_ text: String, file: String = "entities/thing.yaml") throws -> String {
-        let folder = try ContractFolder(files: [file: text])
-        defer { folder.remove() }
-        return folder.report()
-    }
 
     // MARK: Valid values
 
     @Test("left out, an entity has no limits of its own")
     func absent() throws {
-        let sync = try thing(entity()).sync
+        let sync = try compiledThing(entity()).sync
         #expect(sync.maxRows == nil)
         #expect(sync.maxRowBytes == nil)
     }
 
     @Test("max_rows takes a whole number from 1", arguments: [("1", 1), ("50", 50), ("2147483647", 2_147_483_647)])
     func maxRows(text: String, value: Int) throws {
-        #expect(try thing(entity(maxRows: text)).sync.maxRows == value)
+        #expect(try compiledThing(entity(maxRows: text)).sync.maxRows == value)
     }
 
     @Test(
@@ -50,7 +41,7 @@ struct StorageLimitKeyTests {
         ]
     )
     func maxRowBytes(text: String, value: Int) throws {
-        #expect(try thing(entity(maxRowBytes: text)).sync.maxRowBytes == value)
+        #expect(try compiledThing(entity(maxRowBytes: text)).sync.maxRowBytes == value)
     }
 
     // MARK: Bad values, each with its diagnostic at the value's line and column
@@ -71,7 +62,7 @@ struct StorageLimitKeyTests {
     func badMaxRows(text: String, message: String) throws {
         // An empty value is where libyaml puts it: right after the colon.
         let column = text.isEmpty ? 12 : 13
-        #expect(try report(entity(maxRows: text)) == """
+        #expect(try folderReport(entity(maxRows: text)) == """
             contracts/entities/thing.yaml:9:\(column): error[INVALID_VALUE]: max_rows \(message)
               help: write the most rows a device keeps, without quotes, for example `max_rows: 50`; leave the key out for no limit
             1 error, 0 warnings
@@ -101,7 +92,7 @@ struct StorageLimitKeyTests {
     )
     func badMaxRowBytes(text: String, message: String, help: String) throws {
         let column = text.isEmpty ? 17 : 18
-        #expect(try report(entity(maxRowBytes: text)) == """
+        #expect(try folderReport(entity(maxRowBytes: text)) == """
             contracts/entities/thing.yaml:9:\(column): error[INVALID_VALUE]: \(message)
               help: \(help)
             1 error, 0 warnings
@@ -114,7 +105,7 @@ struct StorageLimitKeyTests {
             of: "sync:\n  direction: both\n  conflict: last_writer_wins\n",
             with: "sync: { direction: both, conflict: last_writer_wins, max_rows: none, max_row_bytes: 5 GiB }\n"
         )
-        #expect(try report(text) == """
+        #expect(try folderReport(text) == """
             contracts/entities/thing.yaml:6:64: error[INVALID_VALUE]: max_rows must be a whole number from 1 to 2147483647, found 'none'
               help: write the most rows a device keeps, without quotes, for example `max_rows: 50`; leave the key out for no limit
             contracts/entities/thing.yaml:6:85: error[INVALID_VALUE]: max_row_bytes '5 GiB' is not a size
@@ -135,7 +126,7 @@ struct StorageLimitKeyTests {
               at: timestamp
             """
         let name = String(key.prefix { $0 != ":" })
-        #expect(try report(event, file: "events/happened.yaml") == """
+        #expect(try folderReport(event, file: "events/happened.yaml") == """
             contracts/events/happened.yaml:5:24: error[UNKNOWN_KEY]: key '\(name)' is not allowed in the sync block
               help: events are immutable and kept until the server folds them; only `direction` (and `conflict: append_only`) apply
             1 error, 0 warnings

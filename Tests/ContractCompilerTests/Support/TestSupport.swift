@@ -116,3 +116,15 @@ enum Golden {
         return output.joined(separator: "\n")
     }
 }
+
+/// The contract `Thing` compiled from `text` as `entities/thing.yaml`, which must be valid.
+func compiledThing(_ text: String) throws -> Contract {
+    try #require(try compileValid(["entities/thing.yaml": text]).contract(named: "Thing"))
+}
+
+/// What the compiler reports of a folder holding only `text` as `file`.
+func folderReport(_ text: String, file: String = "entities/thing.yaml") throws -> String {
+    let folder = try ContractFolder(files: [file: text])
+    defer { folder.remove() }
+    return folder.report()
+}
