@@ -119,4 +119,30 @@ import Testing
             #expect(try a.store.fetch(FieldTask.self, id: "task-1") == b.store.fetch(FieldTask.self, id: "task-1"))
         }
     }
+
+    /// The simulation's seed 171: two edits of a deleted row conflicted; keeping the first and
+    /// taking theirs on the second dropped the row the kept edit was bringing back, while its
+    /// create was still to be sent.
+    @Test("taking theirs on one conflict of a row leaves a later write of it, and its row, alone")
+    func takingTheirsAfterKeepingAnotherOfTheRow() async throws {
+        try await LiveServer.run { server in
+            let (a, b) = try EngineConflictPolicyTests.devices(server)
+            try await Self.sharedTask(a, b)
+            try b.store.delete(FieldTask.self, id: "task-1")
+            await b.sync()
+            try a.store.patch(FieldTask.self, id: "task-1", [.title("First")])
+            try a.store.patch(FieldTask.self, id: "task-1", [.title("Second")])
+            await a.sync()
+            let conflicts = try a.store.conflicts()
+            #expect(conflicts.count == 2)
+            try a.store.resolveConflict(conflicts[0].id, with: .keepMine)
+            try a.store.resolveConflict(conflicts[1].id, with: .takeTheirs)
+            #expect(try a.store.fetch(FieldTask.self, id: "task-1") != nil, "the kept edit's row stays while it is on its way")
+            await a.sync()
+            #expect(try a.store.conflicts().isEmpty)
+            await b.sync()
+            #expect(try b.store.fetch(FieldTask.self, id: "task-1") != nil, "the kept edit brought the task back")
+            #expect(try a.store.fetch(FieldTask.self, id: "task-1") == b.store.fetch(FieldTask.self, id: "task-1"))
+        }
+    }
 }

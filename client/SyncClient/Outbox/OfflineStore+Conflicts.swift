@@ -58,6 +58,18 @@ extension OfflineStore {
             try write { db in
                 let (conflict, entity) = try openConflict(db, id: id)
                 try close(db, conflict, .takeTheirs, now: now)
+                // A later write of the row still on its way (another conflict of it kept, or a new
+                // edit) is the user's newer word: the row it wrote stays until the server answers
+                // it. Taking theirs then settles only this conflict.
+                let newer = try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "seq" > ?
+                            AND "status" IN ('pending', 'sending', 'waiting'))
+                        """,
+                    arguments: [conflict.entity, conflict.rowId, conflict.seq]
+                ) ?? false
+                if newer { return }
                 if let serverRow = conflict.serverRow {
                     try storeServerRow(
                         db, entity, wire: serverRow, schemaVersion: entity.currentVersion, serverVersion: conflict.serverVersion,
