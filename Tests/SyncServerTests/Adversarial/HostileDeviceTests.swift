@@ -386,7 +386,8 @@ struct HostileDeviceTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-hostile-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let storages = try await StorageKind.postgres.makeSharedStorages(2, in: folder)
-        var configuration = ServerConfiguration(rateLimit: ServerConfiguration.RateLimit(requestsPerSecond: 0.05, burst: 4))
+        // Fixed windows of burst / rate seconds: long enough (4 000 s) that the six requests never straddle two.
+        var configuration = ServerConfiguration(rateLimit: ServerConfiguration.RateLimit(requestsPerSecond: 0.001, burst: 4))
         configuration.peerLimit = nil
         let signer = try TokenSigner(secret: HostileHarness.secret)
         let token = signer.sign(DeviceIdentity(tenant: "acme", userID: "u", deviceID: "busy", expiresAt: Int64(Date().timeIntervalSince1970) + 3600))
