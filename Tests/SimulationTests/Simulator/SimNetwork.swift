@@ -95,6 +95,9 @@ final class SimNetwork: Sendable {
 
     func revoked(deviceID: String, at seconds: Int64) { state.withLock { $0.revokedAt[deviceID] = seconds } }
 
+    /// When the device (by id) was last revoked (seconds since 1970), if ever.
+    func revokedAt(deviceID: String) -> Int64? { state.withLock { $0.revokedAt[deviceID] } }
+
     func erased(user: String, at seconds: Int64) { state.withLock { $0.erasedAt[user] = seconds } }
 
     /// When `user`'s data was last erased (seconds since 1970), if ever.
@@ -397,7 +400,9 @@ final class SimTransport: SyncTransport {
         return token.withLock { token in
             if refresh || token == nil {
                 guard !refused, let server else { return nil }
-                token = server.token(user: user, device: deviceID)
+                // A revocation refuses tokens dated up to the issuers' clock leeway after it:
+                // the sign-in dates a re-enrolled device's token past that.
+                token = server.token(user: user, device: deviceID, revokedAt: network.revokedAt(deviceID: deviceID))
             }
             return token
         }
