@@ -28,8 +28,6 @@ final class PullMemoryBudget: Sendable {
         var available: Int
         var waiters: [Waiter] = []
         var nextID: UInt64 = 0
-        /// The most bytes held at once so far, for tests and metrics.
-        var peak = 0
     }
 
     private let state: NIOLockedValueBox<State>
@@ -127,12 +125,9 @@ final class PullMemoryBudget: Sendable {
 
     /// Bytes held now.
     var held: Int { state.withLockedValue { capacity - $0.available } }
-    /// The most bytes held at once so far.
-    var peak: Int { state.withLockedValue { $0.peak } }
 
     private func take(_ bytes: Int, from state: inout State) {
         state.available -= bytes
-        state.peak = max(state.peak, capacity - state.available)
     }
 
     fileprivate func give(_ bytes: Int) {
