@@ -126,6 +126,58 @@ extension CursorExpiredTests {
     }
 }
 
+extension CursorExpiredTests {
+    /// A fresh device pushes its own rows, its first download is cut short, and the server then
+    /// deletes one of them and compacts the tombstone: the device never had a cursor, so it is
+    /// never told `cursor_expired`, yet the next download from scratch must not keep the row.
+    @Test func aFirstDownloadCutShortIsReconciledLikeARepull() async throws {
+        try await LiveServer.run { server in
+            let dirA = try TemporaryDirectory(), dirB = try TemporaryDirectory()
+            let storeA = try makeDeviceStore(dirA, device: "d-1"), storeB = try makeDeviceStore(dirB, device: "d-2")
+            let engineB = engine(storeB, server.transport("d-2"))
+            for i in 1...3 {
+                try storeA.create(FieldTask(id: "task-\(i)", teamId: "team-1", title: "Task \(i)", taskKind: .inspection, revision: 0))
+            }
+            let cut = PullFailingTransport(server.transport("d-1"))
+            guard case .failed(.network, _) = await engine(storeA, cut).syncNow() else { Issue.record("A's cut sync must fail"); return }
+            #expect(try storeA.outboxEntries(statuses: [.pending, .sending]).isEmpty, "the push went through")
+            #expect(try storeA.syncStates().first { $0.scopeKey == "team" }?.cursor == nil)
+
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's first sync"); return }
+            try storeB.delete(FieldTask.self, id: "task-2")
+            guard case .succeeded = await engineB.syncNow() else { Issue.record("B's delete"); return }
+            #expect(try await ServerHousekeeping(storage: server.storage).run(now: Date().addingTimeInterval(91 * 86_400)).tombstones == 1)
+
+            let engineA = engine(storeA, server.transport("d-1"))
+            guard case .succeeded = await engineA.syncNow() else { Issue.record("A's next sync"); return }
+            #expect(await engineA.currentStatus.repulledScopes == ["team": 1])
+            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == ["task-1", "task-3"])
+            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == (try await serverTaskIDs(server)))
+
+            // Once a download has ended, a later one from scratch (a new device's) is plain.
+            guard case .succeeded = await engineA.syncNow() else { Issue.record("A's third sync"); return }
+            #expect(await engineA.currentStatus.repulledScopes.isEmpty)
+        }
+    }
+}
+
+/// Pushes go through; every pull fails as if the connection dropped.
+final class PullFailingTransport: SyncTransport, Sendable {
+    let inner: any SyncTransport
+
+    init(_ inner: any SyncTransport) { self.inner = inner }
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await inner.push(request) }
+
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+        throw .network("the connection dropped")
+    }
+
+    var filtersPullsByContract: Bool { inner.filtersPullsByContract }
+
+    func health() async -> Bool { await inner.health() }
+}
+
 /// Passes everything through until the server answers a pull 410 `cursor_expired`; then lets
 /// `pagesAfterExpiry` pulls through and fails every later one as if the connection dropped.
 final class CuttingTransport: SyncTransport, @unchecked Sendable {

@@ -30,6 +30,7 @@ enum ClientSchema {
         (rowRetentionV4, rowRetentionV4Statements),
         ("client.v5.learning_attempts", learningAttemptsV5Statements),
         ("client.v6.repull", OfflineStore.repullStatements),
+        ("client.v7.first_downloads", OfflineStore.firstDownloadStatements),
     ]
 
     static let syncTablesV1Statements = [

@@ -16,6 +16,14 @@ import GRDB
 ///
 /// The keys of one contract scope (`ops:team:t-1`, `ops:team:t-2`) share their tables, so they are
 /// re-pulled together and the rows are swept once all of them have delivered theirs.
+///
+/// A first download cut short is re-pulled the same way: its pages stored rows but no cursor, so
+/// the next sync starts it again from scratch, and a row the server deleted and compacted in
+/// between would never reach the device as a tombstone. ``beginFirstDownload(scope:siblings:)``
+/// records each first download (`first_downloads`) until ``endFirstDownload(scope:)``; finding
+/// one recorded when the scope still has no cursor means the last one never finished. A device
+/// whose own writes are in the scope's tables before its first download at all is reconciled the
+/// same way.
 extension OfflineStore {
     static let repullStatements = [
         """
@@ -35,6 +43,55 @@ extension OfflineStore {
         ) WITHOUT ROWID
         """,
     ]
+
+    static let firstDownloadStatements = [
+        """
+        CREATE TABLE "first_downloads" (
+            "scope_key" TEXT PRIMARY KEY NOT NULL,
+            "started_at" INTEGER NOT NULL
+        )
+        """
+    ]
+
+    /// Records that a download of `scope` from scratch starts (it has no cursor). Returns `true`
+    /// when the rows the device already holds must be reconciled like a re-pull
+    /// (``beginRepull(scopes:)``): an earlier first download was recorded and never ended, or no
+    /// key of the scope's contract scope (`siblings`, `scope` among them) has a cursor yet the
+    /// device holds rows of its contracts (its own writes, pushed before this pull, whose rows
+    /// the server may have deleted and compacted since). An earlier re-pull cut short before its
+    /// first cursor starts again too (what it recorded as delivered may be gone since).
+    package func beginFirstDownload(scope: String, siblings: [String]) throws(OfflineStoreError) -> Bool {
+        let now = now().millisecondsSince1970
+        return try write { db in
+            let cutShort = try Bool.fetchOne(
+                db, sql: #"SELECT 1 FROM "first_downloads" WHERE "scope_key" = ?"#, arguments: [scope]
+            ) ?? false
+            // A re-pull cut short before its first cursor restarts too: the rows it recorded
+            // as delivered may have been deleted since.
+            if cutShort { return true }
+            try db.execute(sql: #"INSERT INTO "first_downloads" ("scope_key", "started_at") VALUES (?, ?)"#, arguments: [scope, now])
+            if try Self.repullingScopeName(db, scopeKey: scope) != nil { return false }
+            let keys = Set(siblings).union([scope])
+            let withCursor = try String.fetchAll(
+                db, sql: #"SELECT "scope_key" FROM "sync_state" WHERE "cursor" IS NOT NULL"#
+            ).contains(where: keys.contains)
+            guard !withCursor else { return false }
+            let name = Self.repullScopeName(scope)
+            for entity in ContractRegistry.entities where entity.scope == name && entity.direction != .up {
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM \(entity.table.quotedDatabaseIdentifier) LIMIT 1") ?? false {
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
+    /// Records that the download of `scope` from scratch reached its last page.
+    package func endFirstDownload(scope: String) throws(OfflineStoreError) {
+        try write { db in
+            try db.execute(sql: #"DELETE FROM "first_downloads" WHERE "scope_key" = ?"#, arguments: [scope])
+        }
+    }
 
     /// The contract scope a configured scope key belongs to (the key itself when this build
     /// does not know it).

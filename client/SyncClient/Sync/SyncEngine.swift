@@ -633,7 +633,8 @@ public actor SyncEngine {
     /// storing a cursor; then the scope is pulled as usual from the end of the first tier,
     /// which brings what changed meanwhile. The app sees each tier's contracts become usable
     /// (``SyncStatus/availableContracts``) before the next tier starts. A crash part-way leaves
-    /// no cursor, and the next sync starts the tiers again.
+    /// no cursor, and the next sync starts the tiers again as a re-pull (below), so a row the
+    /// server deleted and compacted meanwhile does not stay on the device.
     ///
     /// A scope whose cursor the server answers with 410 `cursor_expired` (it compacted deletes
     /// older than its data horizon) is pulled again from scratch, with the other keys of its
@@ -648,22 +649,45 @@ public actor SyncEngine {
         while index < queue.count {
             let scope = queue[index]
             index += 1
-            do {
+            do throws(EngineFailure) {
+                let cursor: String?
+                do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
+                var firstDownload = false
+                if cursor == nil {
+                    let cutShort: Bool
+                    let name = OfflineStore.repullScopeName(scope)
+                    let siblings = configuration.scopes.filter { OfflineStore.repullScopeName($0) == name }
+                    do { cutShort = try store.beginFirstDownload(scope: scope, siblings: siblings) } catch { throw .store(error) }
+                    firstDownload = true
+                    if cutShort {
+                        // An earlier first download stored rows and no cursor: reconcile them like a re-pull.
+                        try requeueAfterRepull(of: scope, queue: &queue, from: index)
+                    }
+                }
                 pulled += try await pullScope(scope, traffic: traffic)
+                if firstDownload {
+                    do { try store.endFirstDownload(scope: scope) } catch { throw .store(error) }
+                }
             } catch .transport(.http(410, let body?, _)) where body.error.code == .cursorExpired && expiries[scope, default: 0] < 3 {
                 expiries[scope, default: 0] += 1
-                let name = OfflineStore.repullScopeName(scope)
-                let siblings = configuration.scopes.filter { OfflineStore.repullScopeName($0) == name }
-                do { try store.beginRepull(scopes: siblings.isEmpty ? [scope] : siblings) } catch { throw .store(error) }
                 // This scope again from scratch now, and its siblings already pulled in this sync after it.
-                let done = Set(queue[..<(index - 1)])
                 index -= 1
-                for sibling in siblings where sibling != scope && done.contains(sibling) && !queue[index...].contains(sibling) {
-                    queue.append(sibling)
-                }
+                try requeueAfterRepull(of: scope, queue: &queue, from: index)
             }
         }
         return pulled
+    }
+
+    /// Begins a re-pull of `scope` and the other keys of its contract scope, and queues again
+    /// the siblings this sync already pulled (those before `next` in `queue`).
+    private func requeueAfterRepull(of scope: String, queue: inout [String], from next: Int) throws(EngineFailure) {
+        let name = OfflineStore.repullScopeName(scope)
+        let siblings = configuration.scopes.filter { OfflineStore.repullScopeName($0) == name }
+        do { try store.beginRepull(scopes: siblings.isEmpty ? [scope] : siblings) } catch { throw .store(error) }
+        let done = Set(queue[..<next]).subtracting([scope])
+        for sibling in siblings where sibling != scope && done.contains(sibling) && !queue[next...].contains(sibling) {
+            queue.append(sibling)
+        }
     }
 
     /// Before any page: the changes the operator marked urgent (a withdrawn unit) in every scope
