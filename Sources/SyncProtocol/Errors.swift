@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 
 /// A stable, machine-readable error code. Codes never change once published; messages may.
 public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 
 /// A hybrid logical clock reading: wall-clock milliseconds, a counter for events within the
 /// same millisecond (or when the wall clock is behind), and the node that made it. Ordered by

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 package import Foundation
 
 /// `GET /sync/v1/pull?scope=…&cursor=…&limit=…`: one page of changes in a scope.

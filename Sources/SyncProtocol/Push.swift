@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 
 /// `POST /sync/v1/push`: a device's queued writes, oldest first.
 public struct PushRequest: Codable, Sendable, Hashable {

@@ -1,5 +1,4 @@
 package import ContractRuntime
-import Contracts
 
 extension PushRequest {
     /// Why a JSON document is not a push body; the message names the member at fault.

@@ -110,9 +110,9 @@ struct CrashTests {
             // whole from where the first tier ended (that cursor stored once the tiers are in).
             var pages: [(scope: Int, page: PullResponse, storesCursor: Bool)] = []
             var cursorAfterTiers: [Int: (lastTierPage: Int, cursor: String)] = [:]
-            for scope in PullPriorities.order(scopes) {
+            for scope in PullPriorities(ContractCatalog(ContractRegistry.self)).order(scopes) {
                 let index = scopes.firstIndex(of: scope)!
-                let tiers = PullPriorities.tiers(of: scope)
+                let tiers = PullPriorities(ContractCatalog(ContractRegistry.self)).tiers(of: scope)
                 var start = before[index].cursor
                 if start == nil, tiers.count > 1 {
                     var firstTierEnd: String?

@@ -27,7 +27,8 @@ import Testing
                     tenantId: "acme", userId: "u-1", deviceId: "phone-1",
                     // KeychainKeyProvider() on Apple platforms.
                     keyProvider: FileKeyProvider(directory: folder.url.appendingPathComponent("keys"))
-                )
+                ),
+                contracts: ContractRegistry.self
             )
             // end snippet
 
@@ -302,7 +303,7 @@ import Testing
             // end snippet
             configuration.storageLimits.minimumFreeBytes = 0
             configuration.freeSpace = volume
-            let store = try OfflineStore(configuration)
+            let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
             let downloader = AssetDownloader(store: store, transport: transport)
 
             // snippet: insufficient-space

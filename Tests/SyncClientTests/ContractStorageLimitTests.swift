@@ -8,28 +8,30 @@ import Testing
 /// The storage limits a contract sets (`max_rows`, `max_row_bytes` in its sync block) are the
 /// device's defaults; the app's limits override them field by field.
 @Suite struct ContractStorageLimitTests {
-    @Test func theDescriptorsLimitsAreTheDefaults() {
+    @Test func theDescriptorsLimitsAreTheDefaults() throws {
         let assessment = ContractStorageLimit(maxRows: ContractRegistry.assessment.maxRows, maxRowBytes: ContractRegistry.assessment.maxRowBytes)
         #expect(assessment == ContractStorageLimit(maxRows: 50, maxRowBytes: 10_000_000))
-        #expect(StorageLimits.contractDefaults == ["Assessment": assessment])
-        #expect(StorageLimits.standard.contracts == ["Assessment": assessment])
-        #expect(StorageLimits().contracts == ["Assessment": assessment])
-        #expect(StorageLimits(minimumFreeBytes: 1_000).contracts == ["Assessment": assessment])
+        let contracts = ContractCatalog(ContractRegistry.self)
+        #expect(StorageLimits.contractDefaults(contracts) == ["Assessment": assessment])
+        #expect(StorageLimits.standard.inForce(for: contracts) == ["Assessment": assessment])
+        #expect(StorageLimits(minimumFreeBytes: 1_000).inForce(for: contracts) == ["Assessment": assessment])
+        #expect(try TestStore().store.contractStorageLimits == ["Assessment": assessment])
     }
 
     @Test func theAppsLimitsOverrideTheContractsFieldByField() {
+        let contracts = ContractCatalog(ContractRegistry.self)
         let limits = StorageLimits(contracts: [
             "Assessment": ContractStorageLimit(maxRows: 20),
             "Incident": ContractStorageLimit(maxRows: 1_000),
         ])
-        #expect(limits.contracts["Assessment"] == ContractStorageLimit(maxRows: 20, maxRowBytes: 10_000_000))
-        #expect(limits.contracts["Incident"] == ContractStorageLimit(maxRows: 1_000))
+        #expect(limits.inForce(for: contracts)["Assessment"] == ContractStorageLimit(maxRows: 20, maxRowBytes: 10_000_000))
+        #expect(limits.inForce(for: contracts)["Incident"] == ContractStorageLimit(maxRows: 1_000))
 
         var configured = StorageLimits.standard
-        configured.contracts["Assessment"]?.maxRowBytes = 2_000_000
-        #expect(configured.contracts["Assessment"] == ContractStorageLimit(maxRows: 50, maxRowBytes: 2_000_000))
-        configured.contracts["Assessment"] = nil
-        #expect(configured.contracts.isEmpty, "nil lifts the contract's limits")
+        configured.contracts["Assessment"] = ContractStorageLimit(maxRowBytes: 2_000_000)
+        #expect(configured.inForce(for: contracts)["Assessment"] == ContractStorageLimit(maxRows: 50, maxRowBytes: 2_000_000))
+        configured.contracts["Assessment"] = .unlimited
+        #expect(configured.inForce(for: contracts)["Assessment"] == .unlimited, "unlimited lifts the contract's limits")
     }
 
     private func assessment(_ id: String, prompt: Int = 10) -> JSONValue {
@@ -54,7 +56,7 @@ import Testing
         let clock = ManualClock(TestStore.start)
         var configuration = TestStore.configuration(directory: directory, clock: clock, keys: FileKeyProvider(directory: directory.keysURL))
         configuration.storageLimits = StorageLimits(contracts: ["Assessment": ContractStorageLimit(maxRowBytes: 2_000)])
-        let store = try OfflineStore(configuration)
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
         var rows = (1...51).map { assessment("quiz-\($0)") }
         rows.append(assessment("quiz-big", prompt: 5_000))
         try store.applyServerChanges(ServerChanges(upserts: ["Assessment": rows]))

@@ -113,7 +113,7 @@ import Testing
             directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
         )
         configuration.faultPauses = FaultPauses(pauses: [.pullApply: .init(milliseconds: 40)])
-        let store = try OfflineStore(configuration)
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
         let transport = PagedTransport()
         transport.pageCount = 12
         let ahead = LockedBox<[Int]>([])

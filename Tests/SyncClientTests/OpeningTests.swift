@@ -11,10 +11,10 @@ struct OpeningTests {
     @Test("a new database gets the client tables, then every generated migration, in WAL mode")
     func freshDatabase() throws {
         let test = try TestStore()
-        #expect(try test.store.appliedMigrations() == OfflineStore.migrationIdentifiers)
-        #expect(OfflineStore.migrationIdentifiers.first == "client.v1.sync_tables")
+        #expect(try test.store.appliedMigrations() == test.store.migrationIdentifiers)
+        #expect(test.store.migrationIdentifiers.first == "client.v1.sync_tables")
         #expect(
-            Array(OfflineStore.migrationIdentifiers.dropFirst(ClientSchema.migrations.count))
+            Array(test.store.migrationIdentifiers.dropFirst(ClientSchema.migrations.count))
                 == ContractRegistry.clientMigrations.map(\.identifier)
         )
         let (tables, mode) = try test.raw { db in
@@ -44,7 +44,7 @@ struct OpeningTests {
         let next = try second.store.patch(FieldTask.self, id: "task-2", [.notes("spare battery")])
         #expect(written?.seq == 1)
         #expect(next?.seq == 2)
-        #expect(try second.store.appliedMigrations() == OfflineStore.migrationIdentifiers)
+        #expect(try second.store.appliedMigrations() == second.store.migrationIdentifiers)
     }
 
     @Test("a database written by an older build is migrated on open, keeps its rows and purges those below the oldest supported schema")
@@ -80,7 +80,7 @@ struct OpeningTests {
         }
 
         let test = try TestStore(directory: directory)
-        #expect(try test.store.appliedMigrations().count == OfflineStore.migrationIdentifiers.count)
+        #expect(try test.store.appliedMigrations().count == test.store.migrationIdentifiers.count)
         let unit = try #require(try test.store.fetch(Unit.self, id: "unit-kept"))
         #expect(unit.title == "Old unit")
         #expect(unit.sortIndex == 4)  // `position` renamed by units.v3.migrate
@@ -103,7 +103,7 @@ struct OpeningTests {
         let keys = InMemoryKeyProvider()
         let clock = ManualClock(TestStore.start)
         do {
-            let store = try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys))
+            let store = try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self)
             try store.applyServerChanges(Samples.everything)
             try store.close()
             let queue = try DatabaseQueue(path: directory.databaseURL.path)
@@ -116,7 +116,7 @@ struct OpeningTests {
         let before = try snapshot(directory)
 
         #expect(throws: OfflineStoreError.createdByNewerBuild(unknownMigrations: ["units.v4.migrate"])) {
-            try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys))
+            try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self)
         }
         let after = try snapshot(directory)
         #expect(after == before, "files before: \(before.mapValues(\.count)), after: \(after.mapValues(\.count))")

@@ -19,7 +19,7 @@ struct PageFaultPauseTests {
             directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
         )
         configuration.faultPauses = FaultPauses(pauses: [.pullApply: FaultPauses.Pause(milliseconds: 4000)])
-        let store = try OfflineStore(configuration)
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
         let page = ServerChanges(upserts: ["Unit": [Samples.wire(Samples.units[0])]], scopeKey: "content", cursor: "cursor-1")
         let applied = DispatchSemaphore(value: 0)
         Thread {

@@ -196,7 +196,7 @@ struct ScopeFetcher: RemoteFetcher {
             let page: PullResponse
             do {
                 page = try PullResponse(json: try await transport.pull(
-                    scope: scope, cursor: cursor, limit: nil, schema: OfflineStore.schemaVersions, clientID: store.identity.clientId
+                    scope: scope, cursor: cursor, limit: nil, schema: store.schemaVersions, clientID: store.identity.clientId
                 ))
             } catch TransportError.network {
                 throw RemoteFetchFailure.offline

@@ -46,7 +46,7 @@ import Testing
             OfflineStoreConfiguration(
                 databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: "d-1",
                 keyProvider: FileKeyProvider(directory: directory.keysURL), clock: clock, storageLimits: limits, freeSpace: free
-            )
+            ), contracts: ContractRegistry.self
         )
     }
 
@@ -193,7 +193,7 @@ import Testing
 
         // A budget a little under what the rows take: completion records (low) go first.
         try store.close()
-        let total = try DatabaseQueue(path: directory.databaseURL.path).read { try OfflineStore.rowBytes($0) }
+        let total = try DatabaseQueue(path: directory.databaseURL.path).read { try OfflineStore.rowBytes($0, contracts: store.contracts) }
         store = try open(budget: total - 1_000)
         #expect(try store.all(CompletionRecord.self).count < 300)
         #expect(try store.all(ServiceAsset.self).count == 300, "normal: after low")

@@ -1,3 +1,4 @@
+import Contracts
 import Foundation
 import GRDB
 import Testing
@@ -69,7 +70,7 @@ struct CLITests {
         #expect(identity.teams == ["team-1", "team-2"] && identity.isAdmin)
         #expect((now + 590)...(now + 610) ~= identity.expiresAt)
         // The membership is the server's, recorded in its database.
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         #expect(try await storage.read { try await $0.identityState(tenant: "acme", userID: "u-7", deviceID: "tablet-3") }.teams == ["team-1", "team-2"])
 
         // The environment variable signs when no folder or file is given.
@@ -114,7 +115,7 @@ struct CLITests {
     func auditVerify() async throws {
         let folder = Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
             storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
         )
@@ -136,7 +137,7 @@ struct CLITests {
     func auditCutTailAndExport() async throws {
         let folder = Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
             storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
         )
@@ -182,7 +183,7 @@ struct CLITests {
     func auditArchive() async throws {
         let folder = Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
             storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
         )

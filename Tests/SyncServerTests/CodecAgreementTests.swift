@@ -14,6 +14,9 @@ import Testing
 /// and the answer the table states.
 @Suite("Contract types: device, server and PostgreSQL agree")
 struct CodecAgreementTests {
+    /// The device's codec of the sample contracts.
+    static let columns = ColumnCodec(codec: ContractCatalog(ContractRegistry.self).codec)
+
     /// What a value becomes: stored and read back as `wire`, or refused with a reason.
     enum Outcome: Hashable, CustomStringConvertible {
         case stored(JSONValue)
@@ -151,7 +154,7 @@ struct CodecAgreementTests {
         return try cases.enumerated().map { index, testCase -> Outcome in
             let stored: DatabaseValue
             do throws(FieldValueError) {
-                stored = try ColumnCodec.columnValue(testCase.value, for: testCase.probe.field, mode: .write)
+                stored = try Self.columns.columnValue(testCase.value, for: testCase.probe.field, mode: .write)
             } catch {
                 return .refused(error.reason)
             }
@@ -163,7 +166,7 @@ struct CodecAgreementTests {
                 try db.execute(sql: "CREATE TABLE probe_\(index) (v \(type))")
                 try db.execute(sql: "INSERT INTO probe_\(index) (v) VALUES (?)", arguments: [stored])
                 let read = try DatabaseValue.fetchOne(db, sql: "SELECT v FROM probe_\(index)") ?? .null
-                return .stored(ColumnCodec.wireValue(read, for: testCase.probe.field))
+                return .stored(Self.columns.wireValue(read, for: testCase.probe.field))
             }
         }
     }
@@ -236,9 +239,9 @@ struct CodecAgreementTests {
     func enumFallbackOnRead() throws {
         let withFallback = Self.enumWithFallback.field, withoutFallback = Self.enumWithoutFallback.field
         let fallback = Self.enumValues(Self.enumWithFallback).fallback!
-        #expect(try ColumnCodec.columnValue(.string("from_the_future"), for: withFallback, mode: .read) == fallback.databaseValue)
-        #expect(throws: FieldValueError.self) { try ColumnCodec.columnValue(.string("from_the_future"), for: withoutFallback, mode: .read) }
+        #expect(try Self.columns.columnValue(.string("from_the_future"), for: withFallback, mode: .read) == fallback.databaseValue)
+        #expect(throws: FieldValueError.self) { try Self.columns.columnValue(.string("from_the_future"), for: withoutFallback, mode: .read) }
         // A query filter never refuses an enum value: it matches nothing.
-        #expect(try ColumnCodec.columnValue(.string("from_the_future"), for: withoutFallback, mode: .query) == "from_the_future".databaseValue)
+        #expect(try Self.columns.columnValue(.string("from_the_future"), for: withoutFallback, mode: .query) == "from_the_future".databaseValue)
     }
 }

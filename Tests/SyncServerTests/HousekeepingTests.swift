@@ -184,7 +184,7 @@ extension HousekeepingTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         do {
             // Written at the push clock's time (2026-01-01), long past the default 90 days.
-            let storage = try SQLiteStorage(directory: folder)
+            let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
             let service = PushService(storage: storage, clock: PushFixedClock())
             let alice = PushHarness.alice
             let task: [String: JSONValue] = [

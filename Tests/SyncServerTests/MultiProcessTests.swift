@@ -85,7 +85,7 @@ struct MultiProcessTests {
             OfflineStoreConfiguration(
                 databaseURL: folder.appendingPathComponent("device.sqlite"), tenantId: "acme", userId: "ben", deviceId: "ben-tablet",
                 keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys"))
-            )
+            ), contracts: ContractRegistry.self
         )
         // Ben's tablet talks to the second process only; its timer would sync after an hour.
         let engine = SyncEngine(

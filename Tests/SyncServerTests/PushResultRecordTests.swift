@@ -66,13 +66,13 @@ struct PushResultRecordTests {
         case .sqlite:
             // The database as the release before left it: every upgrade up to the data horizons.
             let queue = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
-            try SQLiteStorage.migrator().migrate(queue, upTo: ServerUpgrade.horizons.identifier)
+            try SQLiteStorage.migrator(contracts: ContractCatalog(ContractRegistry.self)).migrate(queue, upTo: ServerUpgrade.horizons.identifier)
             try await queue.write { db in
                 try db.execute(sql: client)
                 try db.execute(sql: insertResults)
             }
             try queue.close()
-            storage = try SQLiteStorage(directory: folder)
+            storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         case .postgres:
             // A schema migrated before, then put back as the release before left it.
             let schema = StorageKind.uniqueSchema()

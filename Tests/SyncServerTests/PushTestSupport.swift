@@ -107,7 +107,7 @@ struct PushHarness {
 
     func seed<Value: ContractEntity>(_ value: Value) async throws {
         try await storage.write { transaction in
-            let context = ReducerContext(writer: PushWriter(transaction: transaction, identity: Self.admin, now: PushFixedClock().now()))
+            let context = ReducerContext(writer: PushWriter(transaction: transaction, identity: Self.admin, contracts: ServerContracts(storage.contracts), now: PushFixedClock().now()))
             let scopeKey = try context.scopeKey(for: value, fallback: "content:global")
             _ = try await context.store(value, previous: nil, scopeKey: scopeKey, summary: [:])
         }
@@ -184,6 +184,7 @@ struct PushFailingStorage: SyncStorage {
     let base: any SyncStorage
     let failAfter: Int
     var auditKey: AuditKey { base.auditKey }
+    var contracts: ContractCatalog { base.contracts }
 
     struct Crash: Error {}
 

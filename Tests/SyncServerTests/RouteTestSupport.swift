@@ -37,7 +37,7 @@ final class RouteHarness: Sendable {
 
     init(configuration: ServerConfiguration = RouteHarness.defaultConfiguration, rateLimiter: RateLimiter? = nil) throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-routes-\(UUID().uuidString)")
-        storage = try SQLiteStorage(directory: folder)
+        storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         assets = AssetStore(directory: DataDirectory(folder).assets)
         signer = try TokenSigner(secret: Self.secret)
         metrics = ServerMetrics()

@@ -13,7 +13,7 @@ struct UserDataCLITests {
     func exportThenErase() async throws {
         let folder = CLITests.temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         let learner = DeviceIdentity(tenant: "acme", userID: "u-9", deviceID: "tablet-9", expiresAt: .max)
         let statement: JSONValue = .object([
             "id": .string("st-9"), "verb": .string("completed"), "object_id": .string("lesson-1"), "stated_at": .string("2026-01-01T07:00:00.000Z"),

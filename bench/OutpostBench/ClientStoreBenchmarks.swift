@@ -15,7 +15,7 @@ enum ClientStoreBenchmarks {
             OfflineStoreConfiguration(
                 databaseURL: folder.appendingPathComponent("store.sqlite"), tenantId: tenantId, userId: "learner-1",
                 deviceId: "bench-device", keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true))
-            )
+            ), contracts: ContractRegistry.self
         )
     }
 

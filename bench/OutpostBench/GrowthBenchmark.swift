@@ -139,7 +139,7 @@ enum GrowthBenchmark {
     // MARK: One year
 
     static func simulate(horizons: Bool, folder: URL) throws -> Year {
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         let clock = SimulatedClock(start)
         let push = PushService(storage: storage, clock: clock)
         let housekeeping = ServerHousekeeping(storage: storage, horizons: horizons ? .init() : .off)

@@ -98,7 +98,7 @@ enum InitialSyncBenchmark {
             var size = Measured(rows: rows)
             let data = try workspace.folder("server-\(rows)")
             let seeded = try Timing.measure { () throws -> InitialSyncSeed.Composition in
-                let storage = try SQLiteStorage(directory: data)
+                let storage = try SQLiteStorage(directory: data, contracts: ContractRegistry.self)
                 return try InitialSyncSeed.seed(rows, into: storage, seed: seed)
             }
             size.composition = seeded.value

@@ -529,7 +529,7 @@ final class StoreDevice: @unchecked Sendable {
         store = try OfflineStore(OfflineStoreConfiguration(
             databaseURL: folder.appendingPathComponent("store.sqlite"), tenantId: LoadDeployment.tenant, userId: user, deviceId: device,
             keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true))
-        ))
+        ), contracts: ContractRegistry.self)
         let transport = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!, timeout: 30) { token }
         engine = SyncEngine(store: store, transport: transport, configuration: SyncEngineConfiguration(scopes: ["team"]))
     }

@@ -65,9 +65,9 @@ final class LoadDeployment: @unchecked Sendable {
             var configuration = try PostgresStorage.Configuration(url: postgresURL)
             configuration.auditKey = key
             configuration.maximumConnections = 4
-            return try await PostgresStorage(configuration: configuration)
+            return try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)
         }
-        return try SQLiteStorage(directory: data, auditKey: key)
+        return try SQLiteStorage(directory: data, contracts: ContractRegistry.self, auditKey: key)
     }
 
     func close(_ storage: any SyncStorage) async {

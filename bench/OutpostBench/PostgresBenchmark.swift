@@ -167,13 +167,13 @@ enum PostgresBenchmark {
 
     static func open(_ kind: Kind, base: PostgresStorage.Configuration, folder: URL) throws -> any SyncStorage {
         switch kind {
-        case .sqlite: return try SQLiteStorage(directory: folder)
+        case .sqlite: return try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         case .postgres:
             var configuration = base
             configuration.schema = schemaName()
             configuration.maximumConnections = 8
             let fresh = configuration
-            return try runBlocking { try await PostgresStorage(configuration: fresh) }
+            return try runBlocking { try await PostgresStorage(configuration: fresh, contracts: ContractRegistry.self) }
         }
     }
 
@@ -327,7 +327,7 @@ enum PostgresBenchmark {
         // Every mutation stored once: each client's last seq and each user's scope sequence.
         var check = base
         check.schema = schema
-        let storage = try await PostgresStorage(configuration: check)
+        let storage = try await PostgresStorage(configuration: check, contracts: ContractRegistry.self)
         let perDevice = Int64(httpPushes * httpBatch)
         for device in devices {
             let (last, sequence) = try await storage.read { reader in
@@ -382,7 +382,7 @@ enum PostgresRawInsert {
         var configuration = base
         configuration.schema = PostgresBenchmark.schemaName()
         // The server's migrations make the table and its indexes.
-        await (try await PostgresStorage(configuration: configuration)).close()
+        await (try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)).close()
         let logger = Logger(label: "outpost-bench.postgres-raw")
         let connection = try await PostgresConnection.connect(
             configuration: .init(host: base.host, port: base.port, username: base.username, password: base.password, database: base.database, tls: .disable),

@@ -71,7 +71,7 @@ enum PullCompressionBenchmark {
         var result = BenchmarkResult()
         let workspace = try TemporaryFolder("pull")
         defer { workspace.remove() }
-        let storage = try SQLiteStorage(directory: workspace.url)
+        let storage = try SQLiteStorage(directory: workspace.url, contracts: ContractRegistry.self)
         let assets = AssetStore(directory: workspace.url.appendingPathComponent("assets", isDirectory: true))
         let signer = try TokenSigner(secret: Data((0..<32).map { UInt8($0 * 7 + 3) }), source: "the benchmark")
 

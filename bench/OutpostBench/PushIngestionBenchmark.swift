@@ -94,7 +94,7 @@ enum PushIngestionBenchmark {
         var lastRun: (storage: SQLiteStorage, folder: URL, responses: [[PushResponse]])?
         for run in 0...runs {
             let folder = try workspace.folder("push-\(run)")
-            let storage = try SQLiteStorage(directory: folder)
+            let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
             sync()
             let service = PushService(storage: storage)
             let cpu = Timing.processCPUSeconds()
@@ -124,7 +124,7 @@ enum PushIngestionBenchmark {
         var layer = Samples()
         for run in 0...runs {
             let folder = try workspace.folder("layer-\(run)")
-            let storage = try SQLiteStorage(directory: folder)
+            let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
             sync()
             let stored = rows.map { batch in batch.map(\.stored) }
             let table = ContractTable(entity)

@@ -1,3 +1,4 @@
+import Contracts
 import ContractRuntime
 package import Foundation
 import SyncClient
@@ -14,7 +15,7 @@ private let pullPageStore: OfflineStore = {
             OfflineStoreConfiguration(
                 databaseURL: folder.appendingPathComponent("device.sqlite"), tenantId: "acme", userId: "u-1", deviceId: "d-1",
                 keyProvider: InMemoryKeyProvider()
-            )
+            ), contracts: ContractRegistry.self
         )
         storeFolder = folder.path
         atexit {

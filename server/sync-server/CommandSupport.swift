@@ -1,4 +1,5 @@
 import ArgumentParser
+import Contracts
 import Foundation
 import SyncServer
 
@@ -88,9 +89,9 @@ struct DataOptions: ParsableArguments {
             if let postgres {
                 var configuration = try PostgresStorage.Configuration(url: postgres)
                 configuration.auditKey = key
-                return try await PostgresStorage(configuration: configuration)
+                return try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)
             }
-            return try SQLiteStorage(directory: directory.database, auditKey: key)
+            return try SQLiteStorage(directory: directory.database, contracts: ContractRegistry.self, auditKey: key)
         } catch let error as AuditKeyError {
             throw fail(error.description)
         } catch {

@@ -56,7 +56,15 @@ public struct FieldCodec: Sendable {
         self.init(entities: Schema.entities)
     }
 
-    /// The kind a field's column holds: its own, or for a `ref` its target's primary key's.
+    /// The kind a field's column holds: its own, or for a `ref` its target's primary key's (as
+    /// the compiler resolved it, else as the entities of this codec say).
+    public func columnKind(of field: FieldDescriptor) -> FieldKind {
+        if case .ref = field.kind, let key = field.referencedKey { return key }
+        return columnKind(field.kind)
+    }
+
+    /// The kind a column of `kind` holds: its own, or for a `ref` its target's primary key's
+    /// among the entities of this codec (an `id` when the target is not among them).
     public func columnKind(_ kind: FieldKind) -> FieldKind {
         guard case .ref(let target) = kind else { return kind }
         return primaryKeyKinds[target] ?? .id
@@ -148,7 +156,7 @@ public struct FieldCodec: Sendable {
             }
             return .text(CanonicalJSON.text(.array(normalized)))
         case .ref:
-            return try columnValue(value, kind: columnKind(kind), field: field, mode: mode)
+            return try columnValue(value, kind: kind == field.kind ? columnKind(of: field) : columnKind(kind), field: field, mode: mode)
         }
     }
 
@@ -156,7 +164,7 @@ public struct FieldCodec: Sendable {
 
     /// The wire value of a field's stored column.
     public func wireValue(_ value: ColumnValue, for field: FieldDescriptor) -> JSONValue {
-        wireValue(value, kind: field.kind)
+        wireValue(value, kind: columnKind(of: field))
     }
 
     /// The wire value of a stored column of `kind`.

@@ -29,12 +29,16 @@ public struct FieldDescriptor: Hashable, Sendable {
     public var isVersionField: Bool
     /// A client-only column: never on the wire, never on the server.
     public var isLocal: Bool
+    /// For a `ref` field, the kind of its target's primary key, which its column holds (the
+    /// compiler resolves it; `nil` elsewhere, and in a descriptor built by hand, which a
+    /// ``FieldCodec`` then resolves from the entities it was made with).
+    public var referencedKey: FieldKind?
 
     public init(
         name: String, kind: FieldKind, isOptional: Bool = false, defaultValue: JSONValue? = nil, since: Int = 1,
         renamedFrom: String? = nil, renamedInVersion: Int? = nil, deprecation: String? = nil, isEncrypted: Bool = false,
         maxLength: Int? = nil, maxBytes: Int? = nil, isPrimaryKey: Bool = false, isVersionField: Bool = false,
-        isLocal: Bool = false
+        isLocal: Bool = false, referencedKey: FieldKind? = nil
     ) {
         self.name = name
         self.kind = kind
@@ -52,6 +56,7 @@ public struct FieldDescriptor: Hashable, Sendable {
         self.isPrimaryKey = isPrimaryKey
         self.isVersionField = isVersionField
         self.isLocal = isLocal
+        self.referencedKey = referencedKey
     }
 
     /// The key this field has on the wire for a device running `schemaVersion`, or `nil` when

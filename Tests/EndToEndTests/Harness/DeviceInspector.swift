@@ -22,7 +22,7 @@ final class DeviceInspector {
                 databaseURL: databaseURL, tenantId: tenant, userId: user, deviceId: id,
                 keyProvider: FileKeyProvider(directory: device.home.appendingPathComponent("keys", isDirectory: true)),
                 assetsDirectory: device.home.appendingPathComponent("assets", isDirectory: true)
-            )
+            ), contracts: ContractRegistry.self
         )
         var readOnly = Configuration()
         readOnly.readonly = true

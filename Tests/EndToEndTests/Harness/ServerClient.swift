@@ -53,7 +53,7 @@ struct ServerClient {
         if let limit { components.queryItems?.append(URLQueryItem(name: "limit", value: String(limit))) }
         if let contracts { components.queryItems?.append(URLQueryItem(name: "contracts", value: contracts.joined(separator: ","))) }
         var request = URLRequest(url: components.url!)
-        request.setValue(SchemaHeader.encode(OfflineStore.schemaVersions), forHTTPHeaderField: ProtocolHeaders.schema)
+        request.setValue(SchemaHeader.encode(ContractCatalog(ContractRegistry.self).currentVersions), forHTTPHeaderField: ProtocolHeaders.schema)
         request.setValue(clientID, forHTTPHeaderField: ProtocolHeaders.clientID)
         return try JSONDecoder().decode(PullResponse.self, from: try await send(request, token: token))
     }

@@ -120,7 +120,7 @@ final class Stage {
 
     /// The server's storage, for assertions once the server is stopped.
     func storage() throws -> SQLiteStorage {
-        try SQLiteStorage(directory: server.data)
+        try SQLiteStorage(directory: server.data, contracts: ContractRegistry.self)
     }
 
     /// A contract row as the server stores it, in wire form (`nil` when absent).

@@ -70,7 +70,7 @@ final class SimDevice {
         // The volume's real free space would differ between runs: a fixed, ample figure.
         configuration.freeSpace = SimFreeSpace()
         if let limits { configuration.storageLimits = limits }
-        let store = try OfflineStore(configuration)
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
         // Small batches and pages, so a handful of writes already spans several requests.
         let engine = SyncEngine(
             store: store, transport: transport,

@@ -37,7 +37,7 @@ final class SimServer: Sendable {
         self.folder = folder
         self.clock = clock
         let firstStart = !DataDirectory(folder).hasDatabase
-        storage = try SQLiteStorage(directory: folder)
+        storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         if firstStart {
             try await storage.write { transaction in
                 for user in ["u-1", "u-2"] {

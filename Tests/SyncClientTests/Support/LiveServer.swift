@@ -45,7 +45,7 @@ struct LiveServer: Sendable {
     ) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         // The server authorizes team scopes by the memberships it holds: u-1 is in team-1.
         _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
         let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
@@ -77,7 +77,7 @@ func makeDeviceStore(_ directory: TemporaryDirectory, device: String, clock: any
         OfflineStoreConfiguration(
             databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: device,
             keyProvider: FileKeyProvider(directory: directory.keysURL), clock: clock
-        )
+        ), contracts: ContractRegistry.self
     )
 }
 

@@ -1,3 +1,4 @@
+import Contracts
 import Foundation
 import GRDB
 import Testing
@@ -141,7 +142,7 @@ struct AuditArchiveTests {
     func crashBetweenFileAndDelete() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-audit-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
             storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
         )
@@ -158,7 +159,7 @@ struct AuditArchiveTests {
         let done = try #require(try await AuditChain.archive(storage, before: cutoff, to: file))
         let written = try Data(contentsOf: file)
 
-        let restarted = try SQLiteStorage(directory: crashed)
+        let restarted = try SQLiteStorage(directory: crashed, contracts: ContractRegistry.self)
         #expect(try await AuditChain.verify(restarted) == .intact(entries: Int(entries), keyedFrom: 1))
         #expect(try await AuditChain.archive(restarted, before: cutoff, to: file) == done)
         #expect(try Data(contentsOf: file) == written)

@@ -1,3 +1,5 @@
+import ContractRuntime
+import Contracts
 import Foundation
 import GRDB
 import Testing
@@ -106,7 +108,7 @@ struct AuditDetailsTests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         // A keyed log written by the release before: a storage opened on a database migrated that far.
         let queue = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
-        try SQLiteStorage.migrator().migrate(queue, upTo: "server.v2.identity")
+        try SQLiteStorage.migrator(contracts: ContractCatalog(ContractRegistry.self)).migrate(queue, upTo: "server.v2.identity")
         let key = try AuditKey(bytes: Data(repeating: 7, count: 32))
         try await queue.write { db in
             var previous = AuditChain.genesis
@@ -129,7 +131,7 @@ struct AuditDetailsTests {
                 arguments: [previous, key.fingerprint, seal]
             )
         }
-        let storage = try SQLiteStorage(directory: folder, auditKey: key)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self, auditKey: key)
         #expect(try await AuditChain.verify(storage) == .intact(entries: 3, keyedFrom: 1))
         try await Self.append(storage, [(user: "u-1", detail: #"{"name":"Ada, later"}"#)])
         let head = try #require(try await storage.read { try await $0.auditHead() })

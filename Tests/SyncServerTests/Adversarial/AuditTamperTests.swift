@@ -1,3 +1,5 @@
+import ContractRuntime
+import Contracts
 import Foundation
 import GRDB
 import PostgresNIO
@@ -145,7 +147,7 @@ struct AuditTamperTests {
         let setup = try await Setup.make(kind)
         defer { setup.remove() }
         let other = try AuditKey(bytes: Data(repeating: 42, count: 32))
-        #expect(throws: AuditKeyError.self) { try SQLiteStorage(directory: setup.folder, auditKey: other) }
+        #expect(throws: AuditKeyError.self) { try SQLiteStorage(directory: setup.folder, contracts: ContractRegistry.self, auditKey: other) }
         guard case .broken(_, let reason) = try await AuditChain.verify(setup.storage, key: other) else {
             Issue.record("another key verified the log")
             return
@@ -159,7 +161,7 @@ struct AuditTamperTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let queue = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
-        try SQLiteStorage.migrator().migrate(queue, upTo: "server.v2.rate_windows")
+        try SQLiteStorage.migrator(contracts: ContractCatalog(ContractRegistry.self)).migrate(queue, upTo: "server.v2.rate_windows")
         try await queue.write { db in
             var previous = AuditChain.genesis
             for id in Int64(1)...3 {
@@ -176,7 +178,7 @@ struct AuditTamperTests {
                 )
             }
         }
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
             storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
         )

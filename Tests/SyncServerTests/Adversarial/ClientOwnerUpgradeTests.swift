@@ -19,7 +19,7 @@ struct ClientOwnerUpgradeTests {
         // The database as the last release left it: every migration before the owners.
         let lastBefore = try #require(ContractRegistry.serverMigrations.last?.identifier)
         let queue = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
-        try SQLiteStorage.migrator().migrate(queue, upTo: lastBefore)
+        try SQLiteStorage.migrator(contracts: ContractCatalog(ContractRegistry.self)).migrate(queue, upTo: lastBefore)
         try await queue.write { db in
             try db.execute(sql: "INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES ('acme', 'alice-client', 3, 0), ('acme', 'silent-client', 0, 0)")
             for (id, user, device) in [(1, "alice", "alice-phone"), (2, "mallory", "mallory-phone")] {
@@ -32,7 +32,7 @@ struct ClientOwnerUpgradeTests {
                 )
             }
         }
-        let storage = try SQLiteStorage(directory: folder)
+        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         let owner = try await storage.read { try await $0.clientOwner(tenant: "acme", clientID: "alice-client") }
         #expect(owner == ClientOwner(userID: "alice", deviceID: "alice-phone"))
         #expect(try await storage.read { try await $0.clientOwner(tenant: "acme", clientID: "silent-client") } == nil)

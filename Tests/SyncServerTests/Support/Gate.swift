@@ -1,3 +1,4 @@
+import ContractRuntime
 import Foundation
 import SyncServer
 
@@ -44,6 +45,7 @@ struct GatedStorage: SyncStorage {
     let reached: Gate
     let release: Gate
     var auditKey: AuditKey { base.auditKey }
+    var contracts: ContractCatalog { base.contracts }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
         let reached = reached, release = release

@@ -1,3 +1,4 @@
+import Contracts
 import Foundation
 import Testing
 
@@ -57,10 +58,10 @@ enum StorageKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
         var storages: [any SyncStorage] = []
         switch self {
         case .sqlite:
-            for _ in 0..<count { storages.append(try SQLiteStorage(directory: folder)) }
+            for _ in 0..<count { storages.append(try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)) }
         case .postgres:
             let configuration = try Self.postgresConfiguration(schema: schema)
-            for _ in 0..<count { storages.append(try await PostgresStorage(configuration: configuration)) }
+            for _ in 0..<count { storages.append(try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)) }
         }
         return storages
     }

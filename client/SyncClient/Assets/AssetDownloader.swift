@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 public import Foundation
 import SyncProtocol
 
@@ -193,7 +192,7 @@ public actor AssetDownloader {
         while true {
             let page: UnitsSyncResponse
             do {
-                page = try await transport.unitsSync(since: since, limit: configuration.unitsPageSize, schema: OfflineStore.schemaVersions)
+                page = try await transport.unitsSync(since: since, limit: configuration.unitsPageSize, schema: store.schemaVersions)
             } catch {
                 // The server compacted deleted units meanwhile (410 cursor_expired): look again from the start.
                 if case .http(410, let body?, _) = error, body.error.code == .cursorExpired, since != nil, restarts < 3 {

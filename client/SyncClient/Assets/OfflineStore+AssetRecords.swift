@@ -1,17 +1,16 @@
 import ContractRuntime
-import Contracts
 public import Foundation
 import GRDB
 
 extension OfflineStore {
     /// The record of one asset file.
     public func assetRecord(id: String) throws(OfflineStoreError) -> AssetRecord? {
-        try read { db in try StoreReader(db, codec: codec).assetRecord(id: id) }
+        try read { db in try StoreReader(db, codec: codec, contracts: contracts).assetRecord(id: id) }
     }
 
     /// The records of asset files, all or those of one unit.
     public func assetRecords(unitId: String? = nil) throws(OfflineStoreError) -> [AssetRecord] {
-        try read { db in try StoreReader(db, codec: codec).assetRecords(unitId: unitId) }
+        try read { db in try StoreReader(db, codec: codec, contracts: contracts).assetRecords(unitId: unitId) }
     }
 
     /// Inserts or replaces the record of an asset file.

@@ -15,7 +15,7 @@ extension OfflineStore {
     /// title), the deleted ones last.
     public func cachedUnits() throws(OfflineStoreError) -> [CachedUnit] {
         let now = now()
-        return try read { db in try Self.cachedUnits(db, now: now) }
+        return try read { db in try cachedUnits(db, now: now) }
     }
 
     /// The storage the store uses: asset files (partial ones apart) and the database.
@@ -23,7 +23,7 @@ extension OfflineStore {
         let now = now()
         let (units, files) = try read { db in
             (
-                try Self.cachedUnits(db, now: now),
+                try cachedUnits(db, now: now),
                 try Row.fetchOne(
                     db,
                     sql: """
@@ -63,7 +63,7 @@ extension OfflineStore {
             for table in [UnitContent.assetTable, UnitContent.lessonTable, UnitContent.unitTable, #""assets""#, #""unit_cache""#] {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
-            try UnitContent.forgetContentCursors(db)
+            try UnitContent.forgetContentCursors(db, contracts: contracts)
         }
         let directory = assetsDirectory
         let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
@@ -109,7 +109,7 @@ extension OfflineStore {
     func deleteUnitContent(_ id: String, unlessUnsynced: Bool) throws(OfflineStoreError) -> UnitDeletion {
         let directory = assetsDirectory
         let outcome: (UnitDeletion, [URL]) = try write { db in
-            if unlessUnsynced, try Self.unitsWithUnsyncedWrites(db).contains(id) { return (.keptForUnsyncedWrites, []) }
+            if unlessUnsynced, try unitsWithUnsyncedWrites(db).contains(id) { return (.keptForUnsyncedWrites, []) }
             let records = try UnitContent.recordIds(db, unitId: id)
             let before = db.totalChangesCount
             try db.execute(
@@ -119,7 +119,7 @@ extension OfflineStore {
             try db.execute(sql: "DELETE FROM \(UnitContent.lessonTable) WHERE \"unit_id\" = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM \(UnitContent.unitTable) WHERE \"id\" = ?", arguments: [id])
             let deletedContent = db.totalChangesCount > before
-            if deletedContent { try UnitContent.forgetContentCursors(db) }
+            if deletedContent { try UnitContent.forgetContentCursors(db, contracts: contracts) }
             try db.execute(sql: #"DELETE FROM "unit_cache" WHERE "unit_id" = ?"#, arguments: [id])
             let found = deletedContent || db.changesCount > 0 || !records.isEmpty
             return (found ? .deleted : .notFound, try UnitContent.deleteRecords(db, ids: records, directory: directory))
@@ -155,7 +155,7 @@ extension OfflineStore {
     }
 
     /// The listing of ``cachedUnits()``.
-    static func cachedUnits(_ db: Database, now: Timestamp) throws -> [CachedUnit] {
+    func cachedUnits(_ db: Database, now: Timestamp) throws -> [CachedUnit] {
         struct File {
             var size: Int64
             var onDisk: Int64
@@ -177,7 +177,7 @@ extension OfflineStore {
         }
         var recordedUnits: Set<String> = []
         let records = try Row.fetchAll(
-            db, sql: #"SELECT "asset_id", "unit_id", "size_bytes", "status", "# + bytesOnDiskSQL + #" AS "on_disk" FROM "assets""#
+            db, sql: #"SELECT "asset_id", "unit_id", "size_bytes", "status", "# + Self.bytesOnDiskSQL + #" AS "on_disk" FROM "assets""#
         )
         for row in records {
             let asset: String = row["asset_id"]
@@ -235,7 +235,7 @@ extension OfflineStore {
     /// written unit, lesson or asset, or a written row that refers to one through its `ref<…>`
     /// fields, followed from row to row (a progress event names its lesson; an attempt its
     /// assessment, which names its unit).
-    static func unitsWithUnsyncedWrites(_ db: Database) throws -> Set<String> {
+    func unitsWithUnsyncedWrites(_ db: Database) throws -> Set<String> {
         var units: Set<String> = []
         var visited: Set<String> = []
         func follow(_ contract: String, _ id: String) throws {
@@ -245,9 +245,9 @@ extension OfflineStore {
                 return
             }
             let table: String, key: String, fields: [FieldDescriptor]
-            if let entity = ContractRegistry.entity(named: contract) {
+            if let entity = contracts.entity(named: contract) {
                 (table, key, fields) = (entity.table, entity.primaryKey, entity.fields)
-            } else if let event = ContractRegistry.event(named: contract) {
+            } else if let event = contracts.event(named: contract) {
                 (table, key, fields) = (event.table, "event_id", event.fields)
             } else {
                 return

@@ -22,7 +22,7 @@ extension OfflineStore {
     public func enforceCacheBudget(_ budget: CacheBudget = .standard, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
         let now = now()
         let (units, total) = try read { db in
-            (try Self.cachedUnits(db, now: now), try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.bytesOnDiskSQL)), 0) FROM \"assets\"") ?? 0)
+            (try cachedUnits(db, now: now), try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.bytesOnDiskSQL)), 0) FROM \"assets\"") ?? 0)
         }
         var remaining = total
         var evicted: [String] = []

@@ -54,11 +54,11 @@ enum UnitContent {
     /// Forgets the pull cursor of the scope of units, lessons and assets (stored under the
     /// scope's name or its key, as the app subscribed), so that the next pull lists the
     /// catalogue again, deleted units included.
-    static func forgetContentCursors(_ db: Database) throws {
+    static func forgetContentCursors(_ db: Database, contracts: ContractCatalog) throws {
         var keys: Set<String> = []
         for entity in [Contracts.Unit.descriptor, Lesson.descriptor, Asset.descriptor] {
             keys.insert(entity.scope)
-            if let key = ContractRegistry.scope(named: entity.scope)?.key([:]) { keys.insert(key) }
+            if let key = contracts.scope(named: entity.scope)?.key([:]) { keys.insert(key) }
         }
         try db.execute(
             sql: #"UPDATE "sync_state" SET "cursor" = NULL WHERE "scope_key" IN ("# + placeholders(keys.count) + ")",

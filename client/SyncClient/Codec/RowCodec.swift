@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import GRDB
 
@@ -7,6 +6,7 @@ import GRDB
 /// opening them on the way out. Built on ``ColumnCodec``.
 struct RowCodec: Sendable {
     let crypto: StoreCrypto
+    let columns: ColumnCodec
 
     /// The column values of `fields` for a row, from a wire object.
     ///
@@ -44,13 +44,13 @@ struct RowCodec: Sendable {
     ) throws(OfflineStoreError) -> DatabaseValue {
         let stored: DatabaseValue
         do {
-            stored = try ColumnCodec.columnValue(value, for: field, mode: mode)
+            stored = try columns.columnValue(value, for: field, mode: mode)
         } catch {
             throw .invalidValue(contract: contract, field: field.name, reason: error.reason)
         }
         guard field.isEncrypted, !stored.isNull else { return stored }
         // Sealed: the canonical JSON of the normalized wire value.
-        let normalized = ColumnCodec.wireValue(stored, for: field)
+        let normalized = columns.wireValue(stored, for: field)
         do {
             let sealed = try crypto.sealField(
                 Data(CanonicalJSON.text(normalized).utf8), table: table, column: field.name, id: id
@@ -63,7 +63,7 @@ struct RowCodec: Sendable {
 
     /// One field's wire value from its column, opened when the field is encrypted.
     func wireValue(_ stored: DatabaseValue, for field: FieldDescriptor, table: String, id: String) throws(OfflineStoreError) -> JSONValue {
-        guard field.isEncrypted, !stored.isNull else { return ColumnCodec.wireValue(stored, for: field) }
+        guard field.isEncrypted, !stored.isNull else { return columns.wireValue(stored, for: field) }
         guard case .blob(let sealed) = stored.storage,
             let plaintext = try? crypto.openField(sealed, table: table, column: field.name, id: id),
             let value = ColumnCodec.parseJSON(plaintext)
@@ -85,9 +85,9 @@ struct RowCodec: Sendable {
     }
 
     /// The primary key of a row as text.
-    static func key(of row: Row, entity: EntityDescriptor) -> String {
+    func key(of row: Row, entity: EntityDescriptor) -> String {
         let kind = entity.field(named: entity.primaryKey)?.kind ?? .id
         let stored: DatabaseValue = row[entity.primaryKey] ?? .null
-        return ColumnCodec.keyText(ColumnCodec.wireValue(stored, kind: kind), kind: kind) ?? ""
+        return columns.keyText(columns.wireValue(stored, kind: kind), kind: kind) ?? ""
     }
 }

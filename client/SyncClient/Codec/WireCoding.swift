@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 
 /// Generated types ↔ their wire form as ``Contracts/JSONValue``.

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 public import Foundation
 import GRDB
 public import SyncProtocol

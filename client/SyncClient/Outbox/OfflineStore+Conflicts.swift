@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 import Foundation
 import GRDB
 import SyncProtocol
@@ -150,7 +149,7 @@ extension OfflineStore {
     /// Records a `conflicted` answer and sets the entry's status. Returns whether the policy
     /// settled it at once (a last-writer-wins or field-merge loss: the server's row is taken).
     func recordConflict(_ db: Database, _ record: OutboxRecord, result: MutationResult, now: Int64) throws -> Bool {
-        let entity = ContractRegistry.entity(named: record.entity)
+        let entity = contracts.entity(named: record.entity)
         var localRow: [String: JSONValue]?
         if let entity, let row = try fetchRow(db, entity, id: record.rowId) {
             localRow = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: record.rowId)
@@ -227,7 +226,7 @@ extension OfflineStore {
     private func openEventConflict(id: Int64) throws(OfflineStoreError) -> String? {
         try read { db in
             let name = try String.fetchOne(db, sql: #"SELECT "entity" FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#, arguments: [id])
-            return name.flatMap { ContractRegistry.entity(named: $0) == nil && ContractRegistry.event(named: $0) != nil ? $0 : nil }
+            return name.flatMap { contracts.entity(named: $0) == nil && contracts.event(named: $0) != nil ? $0 : nil }
         }
     }
 
@@ -235,7 +234,7 @@ extension OfflineStore {
         guard let row = try Row.fetchOne(db, sql: #"SELECT * FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#, arguments: [id])
         else { throw OfflineStoreError.conflictNotFound(id: id) }
         let conflict = try conflictRecord(row)
-        guard let entity = ContractRegistry.entity(named: conflict.entity) else {
+        guard let entity = contracts.entity(named: conflict.entity) else {
             throw OfflineStoreError.unknownContract(conflict.entity)
         }
         return (conflict, entity)

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 package import Foundation
 import GRDB
 package import SyncProtocol
@@ -98,7 +97,7 @@ extension OfflineStore {
                     continue
                 }
                 guard let content = try openVerified(db, record, now: now) else { continue }
-                if let entity = ContractRegistry.entity(named: record.entity), entity.conflict == .versionCheck {
+                if let entity = contracts.entity(named: record.entity), entity.conflict == .versionCheck {
                     let key = record.entity + "\u{0}" + record.rowId
                     if versionChecked.contains(key) { break }
                     versionChecked.insert(key)
@@ -266,7 +265,7 @@ extension OfflineStore {
     public func retryFailed(seq: Int64) throws(OfflineStoreError) -> QueuedWrite {
         try writeChange { db, now in
             let (record, content) = try failedEntry(db, seq: seq, now: now)
-            let entity = ContractRegistry.entity(named: record.entity)
+            let entity = contracts.entity(named: record.entity)
             var baseVersion = record.baseVersion
             var clock = record.hlc
             if let entity {
@@ -368,14 +367,14 @@ extension OfflineStore {
 
     /// The local consequences of an applied (or duplicate) mutation.
     private func settleDone(_ db: Database, _ record: OutboxRecord, result: MutationResult, now: Int64) throws {
-        if let event = ContractRegistry.event(named: record.entity) {
+        if let event = contracts.event(named: record.entity) {
             try db.execute(
                 sql: "UPDATE \(event.table.quotedDatabaseIdentifier) SET \"_synced_at\" = ? WHERE \"event_id\" = ?",
                 arguments: [now, record.rowId]
             )
             return
         }
-        guard let entity = ContractRegistry.entity(named: record.entity) else { return }
+        guard let entity = contracts.entity(named: record.entity) else { return }
         if let version = result.serverVersion {
             // Later writes of the row that were based on what this one was based on are based on it now.
             let later = try Row.fetchAll(
@@ -417,13 +416,13 @@ extension OfflineStore {
 
     /// Undoes the local effect of a write that the server refused.
     private func revert(_ db: Database, _ record: OutboxRecord, _ content: OutboxContent) throws {
-        if let event = ContractRegistry.event(named: record.entity) {
+        if let event = contracts.event(named: record.entity) {
             try db.execute(
                 sql: "DELETE FROM \(event.table.quotedDatabaseIdentifier) WHERE \"event_id\" = ?", arguments: [record.rowId]
             )
             return
         }
-        guard let entity = ContractRegistry.entity(named: record.entity) else { return }
+        guard let entity = contracts.entity(named: record.entity) else { return }
         let others = try Int.fetchOne(
             db,
             sql: #"SELECT COUNT(*) FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "status" IN "# + Self.unsyncedStatusesSQL,

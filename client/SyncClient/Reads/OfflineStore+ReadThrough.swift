@@ -52,7 +52,7 @@ extension OfflineStore {
 
     /// A unit with its lessons and assets, from SQLite or else fetched once.
     public func unitDetail(id: String, from fetcher: any RemoteFetcher) async throws(OfflineStoreError) -> ReadResult<UnitDetail> {
-        let including = Self.hasManyPaths(of: Unit.descriptor, depth: 2)
+        let including = hasManyPaths(of: Unit.descriptor, depth: 2)
         let result = try await readThrough(
             .row(Unit.self, id: id, including: including), from: fetcher,
             read: { reader throws(OfflineStoreError) in try reader.unitDetail(id: id) }, isCached: { $0 != nil }
@@ -71,10 +71,10 @@ extension OfflineStore {
 
 extension OfflineStore {
     /// The `has_many` relation paths of an entity, nested up to `depth` (`lessons`, `lessons.assets`).
-    static func hasManyPaths(of entity: EntityDescriptor, depth: Int) -> [String] {
+    func hasManyPaths(of entity: EntityDescriptor, depth: Int) -> [String] {
         guard depth > 0 else { return [] }
         return entity.relations.filter { $0.kind == .hasMany }.flatMap { relation -> [String] in
-            let nested = ContractRegistry.entity(named: relation.target).map { hasManyPaths(of: $0, depth: depth - 1) } ?? []
+            let nested = contracts.entity(named: relation.target).map { hasManyPaths(of: $0, depth: depth - 1) } ?? []
             return [relation.name] + nested.map { relation.name + "." + $0 }
         }
     }

@@ -7,7 +7,7 @@ extension OfflineStore {
     /// Runs several reads against one consistent snapshot.
     public func read<Value>(_ body: (StoreReader) throws(OfflineStoreError) -> Value) throws(OfflineStoreError) -> Value {
         let codec = self.codec
-        return try read { db throws in try body(StoreReader(db, codec: codec)) }
+        return try read { db throws in try body(StoreReader(db, codec: codec, contracts: contracts)) }
     }
 
     /// The rows of an entity matching `filter`, in `order` (primary-key order when empty).
@@ -86,8 +86,8 @@ extension OfflineStore {
     public func observe<Value: Sendable>(
         _ fetch: @escaping @Sendable (StoreReader) throws -> Value
     ) -> StoreObservation<Value> {
-        let codec = self.codec
-        let observation = ValueObservation.tracking { db in try fetch(StoreReader(db, codec: codec)) }
+        let codec = self.codec, contracts = self.contracts
+        let observation = ValueObservation.tracking { db in try fetch(StoreReader(db, codec: codec, contracts: contracts)) }
         return StoreObservation(base: observation.values(in: pool))
     }
 
@@ -95,8 +95,8 @@ extension OfflineStore {
     public func observe<Value: Sendable & Equatable>(
         _ fetch: @escaping @Sendable (StoreReader) throws -> Value
     ) -> StoreObservation<Value> {
-        let codec = self.codec
-        let observation = ValueObservation.tracking { db in try fetch(StoreReader(db, codec: codec)) }.removeDuplicates()
+        let codec = self.codec, contracts = self.contracts
+        let observation = ValueObservation.tracking { db in try fetch(StoreReader(db, codec: codec, contracts: contracts)) }.removeDuplicates()
         return StoreObservation(base: observation.values(in: pool))
     }
 

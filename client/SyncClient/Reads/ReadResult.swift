@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import SyncProtocol
 
 /// The outcome of a read that may go to the server when nothing is cached.

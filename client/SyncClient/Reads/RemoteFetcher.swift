@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 public import SyncProtocol
 
 /// Why a ``RemoteFetcher`` could not fetch.

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 
 /// A condition on the rows of one entity, by field name (checked against the contract) or by
 /// typed change (`.equals(.priority(.high))`). Values are wire values; the store converts them

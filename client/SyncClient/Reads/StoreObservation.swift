@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import GRDB
 
 /// The values of an observed read, as an `AsyncSequence`: the current value first, then one

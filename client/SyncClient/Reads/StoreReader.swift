@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 import Foundation
 import GRDB
 
@@ -17,8 +16,10 @@ import GRDB
 public struct StoreReader {
     let db: Database
     let codec: RowCodec
+    let contracts: ContractCatalog
 
-    init(_ db: Database, codec: RowCodec) {
+    init(_ db: Database, codec: RowCodec, contracts: ContractCatalog) {
+        self.contracts = contracts
         self.db = db
         self.codec = codec
     }
@@ -49,7 +50,7 @@ public struct StoreReader {
         var arguments = StatementArguments()
         var sql = "SELECT COUNT(*) FROM \(entity.table.quotedDatabaseIdentifier)"
         if let node = filter?.node {
-            sql += " WHERE " + (try Self.sql(node, entity: entity, arguments: &arguments))
+            sql += " WHERE " + (try self.sql(node, entity: entity, arguments: &arguments))
         }
         return try run { try Int.fetchOne(db, sql: sql, arguments: arguments) ?? 0 }
     }
@@ -64,7 +65,7 @@ public struct StoreReader {
 
     /// A row in wire form (contract fields only, encrypted fields opened), by contract name.
     public func wireRow(_ contract: String, id: String) throws(OfflineStoreError) -> [String: JSONValue]? {
-        guard let entity = ContractRegistry.entity(named: contract) else { throw .unknownContract(contract) }
+        guard let entity = contracts.entity(named: contract) else { throw .unknownContract(contract) }
         guard let row = try row(entity, id: id) else { return nil }
         return try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
     }
@@ -145,7 +146,7 @@ public struct StoreReader {
         var arguments = StatementArguments()
         var sql = "SELECT * FROM \(entity.table.quotedDatabaseIdentifier)"
         if let filter {
-            sql += " WHERE " + (try Self.sql(filter, entity: entity, arguments: &arguments))
+            sql += " WHERE " + (try self.sql(filter, entity: entity, arguments: &arguments))
         }
         sql += " ORDER BY " + (try Self.orderSQL(order, entity: entity))
         if let limit {
@@ -159,7 +160,7 @@ public struct StoreReader {
 
     func decode<E: ContractEntity>(_ type: E.Type, row: Row) throws(OfflineStoreError) -> E {
         let entity = E.descriptor
-        let id = RowCodec.key(of: row, entity: entity)
+        let id = codec.key(of: row, entity: entity)
         let wire = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
         do {
             return try WireCoding.decode(E.self, from: wire)
@@ -186,21 +187,21 @@ public struct StoreReader {
         return field
     }
 
-    static func queryValue(_ value: JSONValue, field: FieldDescriptor, entity: EntityDescriptor) throws(OfflineStoreError) -> DatabaseValue {
+    func queryValue(_ value: JSONValue, field: FieldDescriptor, entity: EntityDescriptor) throws(OfflineStoreError) -> DatabaseValue {
         if value == .null { return .null }
         do {
-            return try ColumnCodec.columnValue(value, for: field, mode: .query)
+            return try codec.columns.columnValue(value, for: field, mode: .query)
         } catch {
             throw .invalidValue(contract: entity.name, field: field.name, reason: error.reason)
         }
     }
 
-    static func sql<E>(
+    func sql<E>(
         _ node: RowFilter<E>.Node, entity: EntityDescriptor, arguments: inout StatementArguments
     ) throws(OfflineStoreError) -> String {
         switch node {
         case .compare(let name, let comparison, let value):
-            let field = try queryableField(name, of: entity)
+            let field = try Self.queryableField(name, of: entity)
             let stored = try queryValue(value, field: field, entity: entity)
             _ = arguments.append(contentsOf: [stored])
             let column = name.quotedDatabaseIdentifier
@@ -210,10 +211,10 @@ public struct StoreReader {
             default: return "\(column) \(comparison.rawValue) ?"
             }
         case .isNull(let name, let negated):
-            _ = try queryableField(name, of: entity)
+            _ = try Self.queryableField(name, of: entity)
             return "\(name.quotedDatabaseIdentifier) IS \(negated ? "NOT " : "")NULL"
         case .oneOf(let name, let values):
-            let field = try queryableField(name, of: entity)
+            let field = try Self.queryableField(name, of: entity)
             guard !values.isEmpty else { return "0" }
             var stored: [DatabaseValue] = []
             for value in values { stored.append(try queryValue(value, field: field, entity: entity)) }
@@ -237,7 +238,7 @@ public struct StoreReader {
     static func orderSQL(_ order: [RowOrder], entity: EntityDescriptor) throws(OfflineStoreError) -> String {
         var terms: [String] = []
         for key in order {
-            let field = try queryableField(key.field, of: entity)
+            let field = try Self.queryableField(key.field, of: entity)
             let column = key.field.quotedDatabaseIdentifier
             let direction = key.descending ? " DESC" : ""
             switch key.kind {

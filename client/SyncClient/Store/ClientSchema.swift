@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import GRDB
 
 /// The client's own tables and the migrator that creates them before the generated contract
@@ -163,19 +162,19 @@ enum ClientSchema {
     ]
 
     /// Every migration this build knows: the client's own, then the generated contract ones.
-    static var migrationIdentifiers: [String] {
-        migrations.map(\.identifier) + ContractRegistry.clientMigrations.map(\.identifier)
+    static func migrationIdentifiers(contracts: ContractCatalog) -> [String] {
+        migrations.map(\.identifier) + contracts.clientMigrations.map(\.identifier)
     }
 
-    /// The migrator of this build.
-    static func migrator() -> DatabaseMigrator {
+    /// The migrator of this build for `contracts`.
+    static func migrator(contracts: ContractCatalog) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
         for migration in migrations {
             migrator.registerMigration(migration.identifier) { db in
                 for statement in migration.statements { try db.execute(sql: statement) }
             }
         }
-        for migration in ContractRegistry.clientMigrations {
+        for migration in contracts.clientMigrations {
             migrator.registerMigration(migration.identifier) { db in
                 for statement in migration.statements { try db.execute(sql: statement) }
             }

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 public import Foundation
 import GRDB
 
@@ -11,25 +10,32 @@ import GRDB
 /// acknowledged is ever removed: a row with a write still waiting, failed or in conflict, and a
 /// row the app pinned, stay.
 extension OfflineStore {
+    /// The storage limits in force per contract: each contract's own (`max_rows`,
+    /// `max_row_bytes`) with the app's (``OfflineStoreConfiguration/storageLimits``) over them.
+    public var contractStorageLimits: [String: ContractStorageLimit] {
+        configuration.storageLimits.inForce(for: contracts)
+    }
+
     /// Runs every housekeeping task now and says what it removed. The store runs it when it
     /// opens and the sync engine after every sync; an app may call it too.
     @discardableResult
     public func runHousekeeping() throws(OfflineStoreError) -> HousekeepingReport {
         var report = HousekeepingReport()
         let limits = configuration.storageLimits
+        let contractLimits = contractStorageLimits
         let now = now().millisecondsSince1970
         try write { db in
-            try Self.updateLocalBookkeeping(db)
-            report.expiredRows = try Self.dropExpiredRows(db, now: now)
-            report.oversizedRows = try Self.dropOversizedRows(db, limits: limits, now: now)
-            report.evictedRows = try Self.evictRowsOverLimit(db, limits: limits, now: now)
+            try updateLocalBookkeeping(db)
+            report.expiredRows = try dropExpiredRows(db, now: now)
+            report.oversizedRows = try dropOversizedRows(db, limits: contractLimits, now: now)
+            report.evictedRows = try evictRowsOverLimit(db, limits: contractLimits, now: now)
             if let budget = limits.databaseBudgetBytes {
-                for (name, count) in try Self.evictRowsOverBudget(db, budget: budget, now: now) {
+                for (name, count) in try evictRowsOverBudget(db, budget: budget, now: now) {
                     report.evictedRows[name, default: 0] += count
                 }
             }
-            try Self.forgetDroppedRowsThatCameBack(db)
-            report.unsupportedRows = try Self.purgeUnsupportedRows(db)
+            try forgetDroppedRowsThatCameBack(db)
+            report.unsupportedRows = try purgeUnsupportedRows(db)
             report.prunedOutboxEntries = try Self.pruneCompletedOutbox(db, before: now - Int64(configuration.completedWriteRetention * 1000))
         }
         report.evictedUnits = try reclaimSpace(toFree: limits.minimumFreeBytes)
@@ -154,7 +160,7 @@ extension OfflineStore {
     /// no open conflict, not pinned, and no event the server has not acknowledged applying to
     /// it (an event whose contract says `applies_to` this one, naming the row by its `ref`)
     /// (named parameter `:entity`).
-    private static func droppable(_ entity: EntityDescriptor) -> String {
+    private func droppable(_ entity: EntityDescriptor) -> String {
         let key = "CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT)"
         var conditions = [
             #""_synced_at" IS NOT NULL"#,
@@ -162,7 +168,7 @@ extension OfflineStore {
             #"\#(key) NOT IN (SELECT "row_id" FROM "conflicts" WHERE "entity" = :entity AND "resolution" IS NULL)"#,
             #"\#(key) NOT IN (SELECT "row_id" FROM "pinned_rows" WHERE "entity" = :entity)"#,
         ]
-        for event in ContractRegistry.events where event.appliesTo == entity.name {
+        for event in contracts.events where event.appliesTo == entity.name {
             for field in event.fields where field.kind == .ref(entity.name) {
                 conditions.append(
                     """
@@ -178,7 +184,7 @@ extension OfflineStore {
 
     /// Deletes the rows of `entity` that `condition` selects among the droppable ones (ordered
     /// and limited when asked), recording each in `dropped_rows`; returns how many.
-    private static func drop(
+    private func drop(
         _ db: Database, _ entity: EntityDescriptor, reason: DropReason, where condition: String, orderBy order: String? = nil,
         limit: Int? = nil, arguments: StatementArguments = [:], now: Int64
     ) throws -> Int {
@@ -196,7 +202,7 @@ extension OfflineStore {
 
     /// Deletes the rows of `entity` with these ids (chosen droppable), recording each in
     /// `dropped_rows`.
-    private static func drop(_ db: Database, _ entity: EntityDescriptor, ids: [String], reason: DropReason, now: Int64) throws {
+    private func drop(_ db: Database, _ entity: EntityDescriptor, ids: [String], reason: DropReason, now: Int64) throws {
         let table = entity.table.quotedDatabaseIdentifier
         let key = "CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT)"
         // By id, in chunks under SQLite's limit on bound values.
@@ -219,8 +225,8 @@ extension OfflineStore {
     /// The moment a row's age counts from: its last arrival from the server, or its last use
     /// when the contract has a local `last_accessed_at` the app sets (an assessment opened again
     /// is kept another 30 days).
-    private static func lastUsedSQL(_ entity: EntityDescriptor) -> String {
-        has(entity, "last_accessed_at") ? #"MAX("_synced_at", COALESCE("last_accessed_at", 0))"# : #""_synced_at""#
+    private func lastUsedSQL(_ entity: EntityDescriptor) -> String {
+        Self.has(entity, "last_accessed_at") ? #"MAX("_synced_at", COALESCE("last_accessed_at", 0))"# : #""_synced_at""#
     }
 
     private static func has(_ entity: EntityDescriptor, _ local: String) -> Bool {
@@ -232,16 +238,14 @@ extension OfflineStore {
         entity.fields.map { "COALESCE(length(\($0.name.quotedDatabaseIdentifier)), 0)" }.joined(separator: " + ")
     }
 
-    /// The contracts whose row is the download itself, so their local `downloaded_at` is its
-    /// first arrival and `size_bytes` its size (a unit is downloaded when its files are, which
-    /// the asset downloader records).
-    private static let downloadedWithTheirRow: Set<String> = [Assessment.descriptor.name]
-
-    /// Sets the local `downloaded_at` and `size_bytes` of those contracts, for the app's storage
-    /// screens; only rows whose values change are written.
-    private static func updateLocalBookkeeping(_ db: Database) throws {
-        for entity in ContractRegistry.entities where downloadedWithTheirRow.contains(entity.name) {
-            let size = rowBytesSQL(entity)
+    /// Sets the local `downloaded_at` (first arrival) and `size_bytes` (as stored) of the
+    /// contracts whose row is the download itself: those declaring both local columns (an
+    /// entity downloaded with files records them itself, with a local `download_status`). For
+    /// the app's storage screens; only rows whose values change are written.
+    private func updateLocalBookkeeping(_ db: Database) throws {
+        for entity in contracts.entities
+        where Self.has(entity, "downloaded_at") && Self.has(entity, "size_bytes") && !Self.has(entity, "download_status") {
+            let size = Self.rowBytesSQL(entity)
             try db.execute(
                 sql: """
                     UPDATE \(entity.table.quotedDatabaseIdentifier) SET "downloaded_at" = COALESCE("downloaded_at", "_synced_at"), "size_bytes" = \(size)
@@ -251,9 +255,9 @@ extension OfflineStore {
         }
     }
 
-    private static func dropExpiredRows(_ db: Database, now: Int64) throws -> [String: Int] {
+    private func dropExpiredRows(_ db: Database, now: Int64) throws -> [String: Int] {
         var dropped: [String: Int] = [:]
-        for entity in ContractRegistry.entities {
+        for entity in contracts.entities {
             guard let seconds = entity.retentionSeconds else { continue }
             let count = try drop(
                 db, entity, reason: .expired, where: "\(lastUsedSQL(entity)) < :cutoff",
@@ -264,24 +268,24 @@ extension OfflineStore {
         return dropped
     }
 
-    private static func dropOversizedRows(_ db: Database, limits: StorageLimits, now: Int64) throws -> [String: Int] {
+    private func dropOversizedRows(_ db: Database, limits: [String: ContractStorageLimit], now: Int64) throws -> [String: Int] {
         var dropped: [String: Int] = [:]
-        for entity in ContractRegistry.entities {
-            guard let most = limits.contracts[entity.name]?.maxRowBytes else { continue }
-            let count = try drop(db, entity, reason: .tooLarge, where: "\(rowBytesSQL(entity)) > :most", arguments: ["most": most], now: now)
+        for entity in contracts.entities {
+            guard let most = limits[entity.name]?.maxRowBytes else { continue }
+            let count = try drop(db, entity, reason: .tooLarge, where: "\(Self.rowBytesSQL(entity)) > :most", arguments: ["most": most], now: now)
             if count > 0 { dropped[entity.name] = count }
         }
         return dropped
     }
 
     /// Over a contract's row limit: completed rows first, then the least recently used.
-    private static func evictRowsOverLimit(_ db: Database, limits: StorageLimits, now: Int64) throws -> [String: Int] {
+    private func evictRowsOverLimit(_ db: Database, limits: [String: ContractStorageLimit], now: Int64) throws -> [String: Int] {
         var evicted: [String: Int] = [:]
-        for entity in ContractRegistry.entities {
-            guard let most = limits.contracts[entity.name]?.maxRows else { continue }
+        for entity in contracts.entities {
+            guard let most = limits[entity.name]?.maxRows else { continue }
             let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(entity.table.quotedDatabaseIdentifier)") ?? 0
             guard count > most else { continue }
-            let order = (has(entity, "is_completed") ? #""is_completed" DESC, "# : "") + "\(lastUsedSQL(entity)) ASC"
+            let order = (Self.has(entity, "is_completed") ? #""is_completed" DESC, "# : "") + "\(lastUsedSQL(entity)) ASC"
             let done = try drop(db, entity, reason: .evicted, where: "1", orderBy: order, limit: count - most, now: now)
             if done > 0 { evicted[entity.name] = done }
         }
@@ -290,28 +294,28 @@ extension OfflineStore {
 
     /// The bytes of rows the contracts' tables hold (their fields as stored, without SQLite's
     /// overhead): what ``StorageLimits/databaseBudgetBytes`` bounds.
-    static func rowBytes(_ db: Database) throws -> Int64 {
-        try ContractRegistry.entities.reduce(Int64(0)) { total, entity in
-            total + (try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(rowBytesSQL(entity))), 0) FROM \(entity.table.quotedDatabaseIdentifier)") ?? 0)
+    static func rowBytes(_ db: Database, contracts: ContractCatalog) throws -> Int64 {
+        try contracts.entities.reduce(Int64(0)) { total, entity in
+            total + (try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.rowBytesSQL(entity))), 0) FROM \(entity.table.quotedDatabaseIdentifier)") ?? 0)
         }
     }
 
     /// Over the database budget: synced rows of contracts devices pull (the server can send
     /// them again), the lowest priority first, within a contract completed rows first, then
     /// the least recently used, until the rows fit or nothing more may go.
-    private static func evictRowsOverBudget(_ db: Database, budget: Int64, now: Int64) throws -> [String: Int] {
-        var excess = try rowBytes(db) - budget
+    private func evictRowsOverBudget(_ db: Database, budget: Int64, now: Int64) throws -> [String: Int] {
+        var excess = try Self.rowBytes(db, contracts: contracts) - budget
         guard excess > 0 else { return [:] }
         var evicted: [String: Int] = [:]
-        let candidates = ContractRegistry.entities.filter { $0.direction != .up }.sorted { ($0.priority, $0.name) > ($1.priority, $1.name) }
+        let candidates = contracts.entities.filter { $0.direction != .up }.sorted { ($0.priority, $0.name) > ($1.priority, $1.name) }
         for entity in candidates where excess > 0 {
-            let order = (has(entity, "is_completed") ? #""is_completed" DESC, "# : "") + "\(lastUsedSQL(entity)) ASC"
+            let order = (Self.has(entity, "is_completed") ? #""is_completed" DESC, "# : "") + "\(lastUsedSQL(entity)) ASC"
             // Read to the rows needed, then the cursor is released before anything is deleted.
             let ids: [String] = try {
                 let rows = try Row.fetchCursor(
                     db,
                     sql: """
-                        SELECT CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT) AS "id", \(rowBytesSQL(entity)) AS "bytes"
+                        SELECT CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT) AS "id", \(Self.rowBytesSQL(entity)) AS "bytes"
                         FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(droppable(entity)) ORDER BY \(order)
                         """,
                     arguments: ["entity": entity.name]
@@ -332,9 +336,9 @@ extension OfflineStore {
 
     /// Rows that came back since they were dropped are no longer dropped (looked up by primary
     /// key, entry by entry: usually there are none).
-    private static func forgetDroppedRowsThatCameBack(_ db: Database) throws {
+    private func forgetDroppedRowsThatCameBack(_ db: Database) throws {
         let entities = try Set(String.fetchAll(db, sql: #"SELECT DISTINCT "entity" FROM "dropped_rows""#))
-        for entity in ContractRegistry.entities where entities.contains(entity.name) {
+        for entity in contracts.entities where entities.contains(entity.name) {
             try db.execute(
                 sql: """
                     DELETE FROM "dropped_rows" WHERE "entity" = ? AND EXISTS (

@@ -1,5 +1,4 @@
-import ContractRuntime
-import Contracts
+public import ContractRuntime
 import Crypto
 public import Foundation
 import GRDB
@@ -14,9 +13,10 @@ import SyncProtocol
 /// ``applyPushResponse(_:)``) and applies server rows (``applyServerChanges(_:)``).
 ///
 /// ```swift
-/// let store = try OfflineStore(OfflineStoreConfiguration(
-///     databaseURL: url, tenantId: "acme", userId: "u-1", keyProvider: FileKeyProvider(directory: keys)
-/// ))
+/// let store = try OfflineStore(
+///     OfflineStoreConfiguration(databaseURL: url, tenantId: "acme", userId: "u-1", keyProvider: FileKeyProvider(directory: keys)),
+///     contracts: ContractRegistry.self
+/// )
 /// try store.patch(Incident.self, id: "inc-1", [.state(.inProgress)])
 /// let open = try store.incidents(teamId: "t-1")
 /// ```
@@ -28,21 +28,33 @@ public final class OfflineStore: Sendable {
     public let configuration: OfflineStoreConfiguration
     /// Tenant, user, device and push client id.
     public let identity: StoreIdentity
+    /// The contracts whose tables the store holds.
+    public let contracts: ContractCatalog
 
     let pool: DatabasePool
     let crypto: StoreCrypto
     let codec: RowCodec
     let ulids: ULIDGenerator
+    /// The download order of the store's contracts.
+    package let priorities: PullPriorities
     private let closed: Locked<Bool>
 
-    /// Opens (creating or migrating) the database of `configuration`.
+    /// Opens (creating or migrating) the database of `configuration` for the contracts of a
+    /// generated registry (`contracts: ContractRegistry.self`).
+    public convenience init(_ configuration: OfflineStoreConfiguration, contracts: any ContractSchema.Type) throws(OfflineStoreError) {
+        try self.init(configuration, contracts: ContractCatalog(contracts))
+    }
+
+    /// Opens (creating or migrating) the database of `configuration` for `contracts`.
     ///
     /// - Throws: ``OfflineStoreError/createdByNewerBuild(unknownMigrations:)`` (file untouched),
     ///   ``OfflineStoreError/notADatabase(path:)``, ``OfflineStoreError/cannotOpen(path:reason:)``,
     ///   ``OfflineStoreError/belongsToAnotherAccount(tenantId:userId:)``,
     ///   ``OfflineStoreError/keyUnavailable(tenantId:reason:)``, ``OfflineStoreError/keyMismatch(tenantId:)``.
-    public init(_ configuration: OfflineStoreConfiguration) throws(OfflineStoreError) {
+    public init(_ configuration: OfflineStoreConfiguration, contracts: ContractCatalog) throws(OfflineStoreError) {
         self.configuration = configuration
+        self.contracts = contracts
+        priorities = PullPriorities(contracts)
         let url = configuration.databaseURL
         let path = url.path
         do {
@@ -51,7 +63,7 @@ public final class OfflineStore: Sendable {
             throw .cannotOpen(path: path, reason: error.localizedDescription)
         }
         if FileManager.default.fileExists(atPath: path) {
-            try Self.refuseNewerBuild(path: path)
+            try Self.refuseNewerBuild(path: path, contracts: contracts)
         }
 
         let tenantKey: SymmetricKey
@@ -61,7 +73,7 @@ public final class OfflineStore: Sendable {
             throw .keyUnavailable(tenantId: configuration.tenantId, reason: String(describing: error))
         }
         crypto = StoreCrypto(tenantKey: tenantKey)
-        codec = RowCodec(crypto: crypto)
+        codec = RowCodec(crypto: crypto, columns: ColumnCodec(codec: contracts.codec))
         ulids = ULIDGenerator(clock: configuration.clock, random: configuration.random)
         closed = Locked(false)
 
@@ -80,10 +92,10 @@ public final class OfflineStore: Sendable {
             throw Self.openingError(error, path: path)
         }
 
-        let migrator = ClientSchema.migrator()
+        let migrator = ClientSchema.migrator(contracts: contracts)
         do {
             // Checked again here, for a database that became newer between the check and the open.
-            let unknown = try pool.read { db in try Self.unknownMigrations(db) }
+            let unknown = try pool.read { db in try Self.unknownMigrations(db, contracts: contracts) }
             guard unknown.isEmpty else {
                 try? pool.close()
                 throw OfflineStoreError.createdByNewerBuild(unknownMigrations: unknown)
@@ -99,7 +111,7 @@ public final class OfflineStore: Sendable {
         let now = configuration.clock.timestamp().millisecondsSince1970
         do {
             identity = try pool.write { db in
-                try Self.prepareMetadata(db, configuration: configured, keyCheck: check, now: now, ulids: ulids)
+                try Self.prepareMetadata(db, configuration: configured, contracts: contracts, keyCheck: check, now: now, ulids: ulids)
             }
         } catch {
             try? pool.close()
@@ -119,7 +131,7 @@ public final class OfflineStore: Sendable {
 
     /// Refuses a database that holds migrations this build does not know, reading it through a
     /// read-only connection so that nothing is written to it.
-    private static func refuseNewerBuild(path: String) throws(OfflineStoreError) {
+    private static func refuseNewerBuild(path: String, contracts: ContractCatalog) throws(OfflineStoreError) {
         var readOnly = Configuration()
         readOnly.readonly = true
         // A read-only connection to a WAL database creates empty `-wal` and `-shm` files it
@@ -134,7 +146,7 @@ public final class OfflineStore: Sendable {
         let unknown: [String]
         do {
             let queue = try DatabaseQueue(path: path, configuration: readOnly)
-            unknown = try queue.read { db in try unknownMigrations(db) }
+            unknown = try queue.read { db in try unknownMigrations(db, contracts: contracts) }
             try queue.close()
         } catch {
             throw openingError(error, path: path)
@@ -143,9 +155,9 @@ public final class OfflineStore: Sendable {
     }
 
     /// Applied migrations this build does not know, in their identifiers' order.
-    static func unknownMigrations(_ db: Database) throws -> [String] {
+    static func unknownMigrations(_ db: Database, contracts: ContractCatalog) throws -> [String] {
         guard try db.tableExists("grdb_migrations") else { return [] }
-        let known = Set(ClientSchema.migrationIdentifiers)
+        let known = Set(ClientSchema.migrationIdentifiers(contracts: contracts))
         return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
             .filter { !known.contains($0) }
     }
@@ -164,7 +176,8 @@ public final class OfflineStore: Sendable {
     }
 
     private static func prepareMetadata(
-        _ db: Database, configuration: OfflineStoreConfiguration, keyCheck: String, now: Int64, ulids: ULIDGenerator
+        _ db: Database, configuration: OfflineStoreConfiguration, contracts: ContractCatalog, keyCheck: String, now: Int64,
+        ulids: ULIDGenerator
     ) throws -> StoreIdentity {
         if let tenant = try Metadata.get(db, .tenantId) {
             let user = try Metadata.get(db, .userId) ?? ""
@@ -196,9 +209,9 @@ public final class OfflineStore: Sendable {
         if try Metadata.get(db, .hlc) == nil {
             try Metadata.set(db, .hlc, HybridLogicalClock(milliseconds: 0, counter: 0, node: clientId).description)
         }
-        try liftSatisfiedHolds(db)
+        try liftSatisfiedHolds(db, contracts: contracts)
         try markInterruptedDownloads(db)
-        try Metadata.set(db, .schemaVersions, CanonicalJSON.text(.object(OfflineStore.schemaVersions.mapValues { .int(Int64($0)) })))
+        try Metadata.set(db, .schemaVersions, CanonicalJSON.text(.object(contracts.currentVersions.mapValues { .int(Int64($0)) })))
         return StoreIdentity(
             tenantId: configuration.tenantId, userId: configuration.userId, deviceId: deviceId ?? "", clientId: clientId
         )
@@ -208,16 +221,11 @@ public final class OfflineStore: Sendable {
 
     /// The version of every contract this build reads and writes (`schema` of a push, the
     /// `X-Outpost-Schema` header of a pull).
-    public static let schemaVersions: [String: Int] = {
-        var versions: [String: Int] = [:]
-        for entity in ContractRegistry.entities { versions[entity.name] = entity.currentVersion }
-        for event in ContractRegistry.events { versions[event.name] = event.currentVersion }
-        return versions
-    }()
+    public var schemaVersions: [String: Int] { contracts.currentVersions }
 
     /// The identifiers of the migrations this build applies, in order: the client's own
-    /// (`client.v1.sync_tables`, …) then ``Contracts/ContractRegistry/clientMigrations``.
-    public static var migrationIdentifiers: [String] { ClientSchema.migrationIdentifiers }
+    /// (`client.v1.sync_tables`, …) then the contracts' (``ContractCatalog/clientMigrations``).
+    public var migrationIdentifiers: [String] { ClientSchema.migrationIdentifiers(contracts: contracts) }
 
     /// The migrations applied to the database, in the order they ran.
     public func appliedMigrations() throws(OfflineStoreError) -> [String] {

@@ -1,15 +1,13 @@
+public import ContractRuntime
 public import Foundation
-import Contracts
 
 /// What the device may hold of each contract, and the free space it keeps (docs/client.md,
 /// "Storage guard"). Set by the app in ``OfflineStoreConfiguration/storageLimits``.
 public struct StorageLimits: Hashable, Sendable {
-    /// The limits in force, per contract name: each contract's own (its sync block's `max_rows`
-    /// and `max_row_bytes`, ``contractDefaults``), with what the app passed to
-    /// ``init(contracts:downloadSpaceFactor:minimumFreeBytes:databaseBudgetBytes:)`` overriding
-    /// them field by field. Change one later with `contracts["Assessment"]?.maxRows = 20` (the
-    /// other field stays the contract's); assigning a whole ``ContractStorageLimit`` replaces both,
-    /// and `contracts["Assessment"] = nil` lifts the contract's limits.
+    /// The app's limits, per contract name, overriding the contract's own (its sync block's
+    /// `max_rows` and `max_row_bytes`) field by field: a field left `nil` is the contract's
+    /// (``ContractStorageLimit/overriding(_:)``); ``ContractStorageLimit/unlimited`` lifts both.
+    /// The limits in force are ``OfflineStore/contractStorageLimits``.
     public var contracts: [String: ContractStorageLimit]
     /// A download needs this many times its size free on the volume (2: the file and room to
     /// spare, as SQLite and the system need some too).
@@ -28,25 +26,31 @@ public struct StorageLimits: Hashable, Sendable {
         contracts: [String: ContractStorageLimit] = [:], downloadSpaceFactor: Double = 2, minimumFreeBytes: Int64 = 100_000_000,
         databaseBudgetBytes: Int64? = nil
     ) {
-        self.contracts = Self.contractDefaults.merging(contracts) { own, app in app.overriding(own) }
+        self.contracts = contracts
         self.downloadSpaceFactor = downloadSpaceFactor
         self.minimumFreeBytes = minimumFreeBytes
         self.databaseBudgetBytes = databaseBudgetBytes
     }
 
-    /// The contracts' own limits (the seed's: at most 50 assessments of at most 10 MB each); 100 MB
-    /// kept free; downloads need twice their size; no database budget.
+    /// The contracts' own limits; 100 MB kept free; downloads need twice their size; no
+    /// database budget.
     public static let standard = StorageLimits()
 
-    /// The limits the contracts set themselves (`max_rows`, `max_row_bytes` in their sync
-    /// block), from ``Contracts/ContractRegistry/entities``: the defaults an app's limits override.
-    public static let contractDefaults: [String: ContractStorageLimit] = {
+    /// The limits the contracts of `contracts` set themselves (`max_rows`, `max_row_bytes` in
+    /// their sync block): the defaults an app's limits override.
+    public static func contractDefaults(_ contracts: ContractCatalog) -> [String: ContractStorageLimit] {
         var defaults: [String: ContractStorageLimit] = [:]
-        for entity in ContractRegistry.entities where entity.maxRows != nil || entity.maxRowBytes != nil {
+        for entity in contracts.entities where entity.maxRows != nil || entity.maxRowBytes != nil {
             defaults[entity.name] = ContractStorageLimit(maxRows: entity.maxRows, maxRowBytes: entity.maxRowBytes)
         }
         return defaults
-    }()
+    }
+
+    /// The limits in force for `contracts`: each contract's own with the app's over them.
+    public func inForce(for contracts: ContractCatalog) -> [String: ContractStorageLimit] {
+        Self.contractDefaults(contracts).merging(self.contracts) { own, app in app.overriding(own) }
+            .filter { $0.value.maxRows != nil || $0.value.maxRowBytes != nil }
+    }
 }
 
 /// The most a device keeps of one contract.
@@ -58,6 +62,9 @@ public struct ContractStorageLimit: Hashable, Sendable {
     /// The largest row kept, in bytes as stored: a larger synced row is dropped after the sync
     /// that brought it, and listed as ``DropReason/tooLarge``.
     public var maxRowBytes: Int?
+
+    /// No limit on either, whatever the contract says.
+    public static let unlimited = ContractStorageLimit(maxRows: .max, maxRowBytes: .max)
 
     public init(maxRows: Int? = nil, maxRowBytes: Int? = nil) {
         self.maxRows = maxRows

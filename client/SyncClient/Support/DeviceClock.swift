@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 public import Foundation
 
 /// The device's wall clock, injectable so retention, retries and ids can be tested without

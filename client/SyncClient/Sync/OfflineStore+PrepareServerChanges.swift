@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import GRDB
 import SyncProtocol
@@ -15,7 +14,7 @@ extension OfflineStore {
 
     /// One contract's rows (wire form of `schemaVersion`, the current one when `nil`) prepared.
     func prepareRows(_ name: String, _ rows: [JSONValue], schemaVersion: Int?) -> PreparedServerChanges.Rows {
-        if let entity = ContractRegistry.entity(named: name) {
+        if let entity = contracts.entity(named: name) {
             let version = schemaVersion ?? entity.currentVersion
             do {
                 var prepared: [PreparedServerRow] = []
@@ -31,7 +30,7 @@ extension OfflineStore {
                 return .invalid(Self.map(error), count: rows.count)
             }
         }
-        if let event = ContractRegistry.event(named: name) {
+        if let event = contracts.event(named: name) {
             var envelopes: [[String: JSONValue]] = []
             envelopes.reserveCapacity(rows.count)
             for row in rows {
@@ -68,7 +67,7 @@ extension OfflineStore {
         _ entity: EntityDescriptor, slots: [JSONValue?], layout: RowSlots, schemaVersion: Int, serverVersion: Int64? = nil
     ) throws -> PreparedServerRow {
         guard layout.primaryKey >= 0, let key = slots[layout.primaryKey],
-            let id = ColumnCodec.keyText(key, kind: entity.fields[layout.primaryKey].kind)
+            let id = codec.columns.keyText(key, kind: entity.fields[layout.primaryKey].kind)
         else {
             throw OfflineStoreError.invalidValue(contract: entity.name, field: entity.primaryKey, reason: "is missing")
         }

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import GRDB
 
@@ -76,8 +75,8 @@ extension OfflineStore {
                 db, sql: #"SELECT "scope_key" FROM "sync_state" WHERE "cursor" IS NOT NULL"#
             ).contains(where: keys.contains)
             guard !withCursor else { return false }
-            let name = Self.repullScopeName(scope)
-            for entity in ContractRegistry.entities where entity.scope == name && entity.direction != .up {
+            let name = repullScopeName(scope)
+            for entity in contracts.entities where entity.scope == name && entity.direction != .up {
                 if try Bool.fetchOne(db, sql: "SELECT 1 FROM \(entity.table.quotedDatabaseIdentifier) LIMIT 1") ?? false {
                     return true
                 }
@@ -95,8 +94,8 @@ extension OfflineStore {
 
     /// The contract scope a configured scope key belongs to (the key itself when this build
     /// does not know it).
-    static func repullScopeName(_ scopeKey: String) -> String {
-        PullPriorities.scopeName(scopeKey) ?? scopeKey
+    package func repullScopeName(_ scopeKey: String) -> String {
+        priorities.scopeName(scopeKey) ?? scopeKey
     }
 
     /// Starts (or starts again) a re-pull of `scopes`, keys of one contract scope: their cursors
@@ -105,7 +104,7 @@ extension OfflineStore {
         let now = now().millisecondsSince1970
         try write { db in
             for scope in scopes {
-                let name = Self.repullScopeName(scope)
+                let name = repullScopeName(scope)
                 try db.execute(
                     sql: """
                         INSERT INTO "sync_state" ("scope_key", "cursor") VALUES (?, NULL)
@@ -163,7 +162,7 @@ extension OfflineStore {
             guard waiting == 0 else { return nil }
             let held = try Self.heldContractNames(db)
             var deleted = 0
-            for entity in ContractRegistry.entities where entity.scope == name && entity.direction != .up && !held.contains(entity.name) {
+            for entity in contracts.entities where entity.scope == name && entity.direction != .up && !held.contains(entity.name) {
                 let table = entity.table.quotedDatabaseIdentifier
                 let key = entity.primaryKey.quotedDatabaseIdentifier
                 try db.execute(

@@ -2,7 +2,6 @@ public import Foundation
 import GRDB
 public import SyncProtocol
 import ContractRuntime
-import Contracts
 
 /// Retention (docs/client.md): unsynced writes older than ``RetentionPolicy/syncNeededAfter`` raise
 /// "sync needed"; older than ``RetentionPolicy/readOnlyAfter`` the store refuses new writes until

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 package import Foundation
 import GRDB
 package import SyncProtocol
@@ -82,7 +81,7 @@ extension OfflineStore {
                 report.heldForUpdate[name, default: 0] += changes.deletes[name]?.count ?? 0
                 continue
             }
-            guard let entity = ContractRegistry.entity(named: name) else {
+            guard let entity = contracts.entity(named: name) else {
                 if !report.unknownContracts.contains(name) { report.unknownContracts.append(name) }
                 continue
             }
@@ -125,12 +124,12 @@ extension OfflineStore {
     /// again. Rows with unsynced writes are kept. Returns the number deleted per entity.
     @discardableResult
     package func purgeUnsupportedRows() throws(OfflineStoreError) -> [String: Int] {
-        try write { db in try Self.purgeUnsupportedRows(db) }
+        try write { db in try purgeUnsupportedRows(db) }
     }
 
-    static func purgeUnsupportedRows(_ db: Database) throws -> [String: Int] {
+    func purgeUnsupportedRows(_ db: Database) throws -> [String: Int] {
         var purged: [String: Int] = [:]
-        for entity in ContractRegistry.entities {
+        for entity in contracts.entities {
             try db.execute(
                 sql: """
                     DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE "_schema_version" < ?
@@ -230,14 +229,14 @@ extension OfflineStore {
 
     func scopeKey(_ db: Database, contract: String, id: String) throws -> String? {
         let scopeName: String, table: String, primaryKey: String, fields: [FieldDescriptor]
-        if let entity = ContractRegistry.entity(named: contract) {
+        if let entity = contracts.entity(named: contract) {
             (scopeName, table, primaryKey, fields) = (entity.scope, entity.table, entity.primaryKey, entity.fields)
-        } else if let event = ContractRegistry.event(named: contract) {
+        } else if let event = contracts.event(named: contract) {
             (scopeName, table, primaryKey, fields) = (event.scope, event.table, "event_id", event.fields)
         } else {
             throw OfflineStoreError.unknownContract(contract)
         }
-        guard let scope = ContractRegistry.scope(named: scopeName) else { return nil }
+        guard let scope = contracts.scope(named: scopeName) else { return nil }
         var values = ["user_id": identity.userId]
         let placeholders = scope.keyTemplate.split(separator: "{").dropFirst().compactMap { $0.split(separator: "}").first.map(String.init) }
         for name in placeholders where values[name] == nil {
@@ -247,7 +246,7 @@ extension OfflineStore {
                     db,
                     sql: "SELECT \(name.quotedDatabaseIdentifier) FROM \(table.quotedDatabaseIdentifier) WHERE \(primaryKey.quotedDatabaseIdentifier) = ?",
                     arguments: [id]
-                ), let text = ColumnCodec.keyText(ColumnCodec.wireValue(value, for: field), kind: field.kind)
+                ), let text = codec.columns.keyText(codec.columns.wireValue(value, for: field), kind: field.kind)
             else { return nil }
             values[name] = text
         }

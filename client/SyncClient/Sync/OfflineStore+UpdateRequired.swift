@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import GRDB
 
@@ -23,7 +22,7 @@ extension OfflineStore {
     /// - Throws: ``OfflineStoreError/invalidValue(contract:field:reason:)`` when the 426 names
     ///   no contract this build knows (nothing can be held then; the engine reports the refusal).
     package func holdForUpdate(_ requirement: UpdateRequired, serverLastSeq: Int64?) throws(OfflineStoreError) {
-        guard let name = requirement.entity, Self.schemaVersions[name] != nil else {
+        guard let name = requirement.entity, schemaVersions[name] != nil else {
             throw .invalidValue(
                 contract: requirement.entity ?? "?", field: "*", reason: "the server asked for an update without naming a known contract"
             )
@@ -39,7 +38,7 @@ extension OfflineStore {
     /// This build's contract versions without the held ones: the `schema` of a push or pull.
     package func requestSchemaVersions() throws(OfflineStoreError) -> [String: Int] {
         let held = try read { db in try Self.heldContractNames(db) }
-        return Self.schemaVersions.filter { !held.contains($0.key) }
+        return schemaVersions.filter { !held.contains($0.key) }
     }
 
     // MARK: Internals
@@ -79,12 +78,12 @@ extension OfflineStore {
     /// At open: lifts the holds this build satisfies (an app update) and restarts every scope's
     /// cursor, since pulls skipped the held contracts' rows. Returns the lifted contracts.
     @discardableResult
-    static func liftSatisfiedHolds(_ db: Database) throws -> [String] {
+    static func liftSatisfiedHolds(_ db: Database, contracts: ContractCatalog) throws -> [String] {
         let held = try heldContracts(db)
         guard !held.isEmpty else { return [] }
         var lifted: [String] = []
         let kept = held.filter { requirement in
-            guard let name = requirement.entity, let version = schemaVersions[name] else { return true }
+            guard let name = requirement.entity, let version = contracts.currentVersions[name] else { return true }
             let satisfied = version >= (requirement.oldestSupported ?? Int.max)
             if satisfied { lifted.append(name) }
             return !satisfied

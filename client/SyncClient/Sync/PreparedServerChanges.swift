@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import GRDB
 
 /// A server entity row turned into its table's column values, ready to be upserted with

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 package import Foundation
 import GRDB
 import SyncProtocol
@@ -117,7 +116,7 @@ package enum PullPageDecoder {
             parser.skipWhitespace()
             guard let name = parser.string(), parser.consume(UInt8(ascii: ":")) else { throw malformed }
             upserts.removeAll { $0.name == name }
-            if let entity = ContractRegistry.entity(named: name) {
+            if let entity = store.contracts.entity(named: name) {
                 upserts.append((name, try readEntityRows(&parser, entity, slots: RowSlots.of(entity), store: store)))
             } else {
                 guard case .array(let rows)? = parser.value(depth: 1) else { throw malformed }

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 import Foundation
 import GRDB
 public import SyncProtocol

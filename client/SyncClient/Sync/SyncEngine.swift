@@ -1,7 +1,6 @@
 import Foundation
 import SyncProtocol
 import ContractRuntime
-import Contracts
 
 /// Pushes the outbox and pulls the subscribed scopes, one sync at a time.
 ///
@@ -137,7 +136,7 @@ public actor SyncEngine {
                 // A scope pulled to its end once has all its contracts; one being downloaded
                 // for the first time has the tiers done so far.
                 if byKey[scope]?.lastSuccessAt != nil {
-                    available.formUnion(PullPriorities.tiers(of: scope).joined())
+                    available.formUnion(store.priorities.tiers(of: scope).joined())
                 } else {
                     available.formUnion(initialTiersDone[scope] ?? [])
                 }
@@ -643,7 +642,7 @@ public actor SyncEngine {
     /// ends (``SyncStatus/repulledScopes``). A re-pull a crash interrupted resumes at the next sync.
     private func pullAll(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var pulled = try await takeUrgentChanges(traffic: traffic)
-        var queue = PullPriorities.order(configuration.scopes)
+        var queue = store.priorities.order(configuration.scopes)
         var index = 0
         var expiries: [String: Int] = [:]
         while index < queue.count {
@@ -655,8 +654,8 @@ public actor SyncEngine {
                 var firstDownload = false
                 if cursor == nil {
                     let cutShort: Bool
-                    let name = OfflineStore.repullScopeName(scope)
-                    let siblings = configuration.scopes.filter { OfflineStore.repullScopeName($0) == name }
+                    let name = store.repullScopeName(scope)
+                    let siblings = configuration.scopes.filter { store.repullScopeName($0) == name }
                     do { cutShort = try store.beginFirstDownload(scope: scope, siblings: siblings) } catch { throw .store(error) }
                     firstDownload = true
                     if cutShort {
@@ -681,8 +680,8 @@ public actor SyncEngine {
     /// Begins a re-pull of `scope` and the other keys of its contract scope, and queues again
     /// the siblings this sync already pulled (those before `next` in `queue`).
     private func requeueAfterRepull(of scope: String, queue: inout [String], from next: Int) throws(EngineFailure) {
-        let name = OfflineStore.repullScopeName(scope)
-        let siblings = configuration.scopes.filter { OfflineStore.repullScopeName($0) == name }
+        let name = store.repullScopeName(scope)
+        let siblings = configuration.scopes.filter { store.repullScopeName($0) == name }
         do { try store.beginRepull(scopes: siblings.isEmpty ? [scope] : siblings) } catch { throw .store(error) }
         let done = Set(queue[..<next]).subtracting([scope])
         for sibling in siblings where sibling != scope && done.contains(sibling) && !queue[next...].contains(sibling) {
@@ -728,7 +727,7 @@ public actor SyncEngine {
         publish()
         let cursor: String?
         do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
-        let tiers = PullPriorities.tiers(of: scope)
+        let tiers = store.priorities.tiers(of: scope)
         if cursor == nil, tiers.count > 1, transport.filtersPullsByContract {
             // A fresh scope one priority tier at a time, then whole from the first tier's end.
             pulled += try await pullRuns(scope: scope, runs: tiers.map(Optional.some) + [nil], from: nil, traffic: traffic)
@@ -834,7 +833,7 @@ public actor SyncEngine {
                 }
                 guard let failure else { continue }
                 if case .transport(let error) = failure {
-                    if holds < OfflineStore.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: OfflineStore.schemaVersions) {
+                    if holds < store.schemaVersions.count, try holdIfUpdateRequired(error, sentSchema: store.schemaVersions) {
                         // Asked again from the last cursor reached, without the held contract.
                         holds += 1
                         continue scope

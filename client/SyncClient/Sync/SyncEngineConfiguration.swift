@@ -1,7 +1,6 @@
 public import Foundation
 import SyncProtocol
 import ContractRuntime
-import Contracts
 
 /// Settings of a ``SyncEngine``.
 public struct SyncEngineConfiguration: Sendable {

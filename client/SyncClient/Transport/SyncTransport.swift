@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 public import Foundation
 public import SyncProtocol
 

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 public import Foundation
 import GRDB
 import SyncProtocol
@@ -334,11 +333,11 @@ extension OfflineStore {
             }
             let stored: DatabaseValue
             do {
-                stored = try ColumnCodec.columnValue(value, for: field, mode: .write)
+                stored = try codec.columns.columnValue(value, for: field, mode: .write)
             } catch {
                 throw .invalidValue(contract: entity.name, field: field.name, reason: error.reason)
             }
-            normalized[field.name] = ColumnCodec.wireValue(stored, for: field)
+            normalized[field.name] = codec.columns.wireValue(stored, for: field)
             columns.append(
                 (field.name, try codec.columnValue(value, for: field, contract: entity.name, table: entity.table, id: id, mode: .write))
             )

@@ -35,7 +35,7 @@ struct DeviceSession {
             throw .usage(error.description)
         }
         do {
-            return try OfflineStore(configuration)
+            return try OfflineStore(configuration, contracts: ContractRegistry.self)
         } catch {
             throw DeviceFailure(error)
         }

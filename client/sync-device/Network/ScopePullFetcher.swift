@@ -28,7 +28,7 @@ struct ScopePullFetcher: RemoteFetcher {
                 let page: PullResponse
                 do {
                     page = try PullResponse(json: try await network.pull(
-                        scope: key, cursor: cursor, limit: nil, schema: OfflineStore.schemaVersions, clientID: store.identity.clientId
+                        scope: key, cursor: cursor, limit: nil, schema: store.schemaVersions, clientID: store.identity.clientId
                     ))
                 } catch let error as TransportError {
                     if case .network = error { throw RemoteFetchFailure.offline }

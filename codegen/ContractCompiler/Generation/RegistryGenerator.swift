@@ -206,6 +206,9 @@ struct RegistryGenerator {
                 if field.isPrimaryKey { arguments.append("isPrimaryKey: true") }
                 if field.isVersionField { arguments.append("isVersionField: true") }
                 if field.isLocal { arguments.append("isLocal: true") }
+                if case .ref(let target) = field.type.type, let key = set.contract(named: target)?.primaryKey {
+                    arguments.append("referencedKey: \(kindExpression(key.type.type))")
+                }
                 w.line("FieldDescriptor(\(arguments.joined(separator: ", "))),")
             }
         }

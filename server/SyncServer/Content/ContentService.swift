@@ -46,7 +46,7 @@ public struct ContentService: Sendable {
         since: String?, limit: Int?, includeDeleted: Bool, schema: [String: Int], identity: DeviceIdentity,
         assetBaseURL: String
     ) async throws(ServiceError) -> UnitsSyncResponse {
-        try RowShaping.requireSupported(schema)
+        try RowShaping.requireSupported(schema, contracts: storage.contracts)
         let (scope, key) = try Self.contentScope(identity: identity)
         guard ScopeAccess.canRead(key, in: scope, identity: identity) else {
             throw .forbidden("this token does not grant the scope '\(key)'")

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import Hummingbird
 import SyncProtocol

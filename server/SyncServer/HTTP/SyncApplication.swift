@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 public import Hummingbird
 import HummingbirdCore
@@ -184,7 +183,7 @@ struct SyncRoutes: Sendable {
         pushService = PushService(storage: environment.storage, clock: environment.clock, maximumClockSkew: configuration.maximumClockSkew)
         pullService = PullService(storage: environment.storage, pageBytes: configuration.pullPageBytes)
         pullMemory = PullMemoryBudget(capacity: configuration.pullMemoryBytes, maximumWait: configuration.pullMemoryWait)
-        pullPageReservation = pullMemory.reservation(pageBytes: configuration.pullPageBytes, largestRowBytes: PullService.largestRowBytes)
+        pullPageReservation = pullMemory.reservation(pageBytes: configuration.pullPageBytes, largestRowBytes: environment.storage.contracts.largestRowBytes)
         contentService = ContentService(storage: environment.storage, assets: environment.assets, clock: environment.clock)
         liveChannels = LiveChannels(
             configuration: configuration.live, storage: environment.storage, clock: environment.clock, metrics: environment.metrics

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 public import Foundation
 
 /// Keeps the server's data bounded over years by applying its two data horizons
@@ -105,7 +104,7 @@ public struct ServerHousekeeping: Sendable {
         if let horizon = horizons.tombstoneHorizon {
             let before = nowMilliseconds - Self.milliseconds(horizon)
             var scopes: Set<Tombstone.Scope> = []
-            for entity in ContractRegistry.entities {
+            for entity in storage.contracts.entities {
                 let table = ContractTable(entity)
                 // Devices never pull `up` contracts: their tombstones go without expiring a cursor.
                 let pulled = entity.direction != .up

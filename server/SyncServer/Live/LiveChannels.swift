@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -80,15 +79,15 @@ package final class LiveChannels: Sendable {
     package var count: Int { registry.withLockedValue { $0.count } }
 
     /// Every scope key `identity` may read, over every scope of the contracts.
-    static func readableKeys(_ identity: DeviceIdentity) -> Set<String> {
-        Set(ContractRegistry.scopes.flatMap { ScopeAccess.readableKeys(in: $0, identity: identity) })
+    func readableKeys(_ identity: DeviceIdentity) -> Set<String> {
+        Set(storage.contracts.scopes.flatMap { ScopeAccess.readableKeys(in: $0, identity: identity) })
     }
 
     /// Registers a channel for `identity`, closing the device's oldest one beyond its limit.
     /// - Throws: 503 `live_capacity` when the process holds its maximum already.
     func open(_ identity: DeviceIdentity) throws(ServiceError) -> LiveConnection {
         let connection = LiveConnection(identity: identity)
-        let keys = identity.isAdmin ? [] : Self.readableKeys(identity)
+        let keys = identity.isAdmin ? [] : readableKeys(identity)
         let limit = configuration.connectionsPerDevice
         let replaced: [LiveConnection]? = registry.withLockedValue { registry in
             let device = DeviceAddress(tenant: identity.tenant, userID: identity.userID, deviceID: identity.deviceID)
@@ -151,7 +150,7 @@ package final class LiveChannels: Sendable {
         if state.refusal(ofTokenIssuedAt: identity.issuedAt) != nil { return connection.close(.revoked) }
         guard !identity.isAdmin else { return }
         identity.teams = state.teams
-        let keys = Self.readableKeys(identity)
+        let keys = readableKeys(identity)
         registry.withLockedValue { registry in
             let id = ObjectIdentifier(connection)
             guard let old = registry.readable[id], old != keys else { return }

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 
 /// Erases what the server holds about one user (a learner's right to erasure), in one write
@@ -81,20 +80,21 @@ public struct UserErasure: Sendable {
     public func erase(tenant: String, userID: String, requestedBy requester: Requester) async throws(ServiceError) -> Report {
         guard !tenant.isEmpty, !userID.isEmpty else { throw .malformed("an erasure names a tenant and a user") }
         let now = clock.now()
+        let contracts = storage.contracts
         return try await ServiceError.catchingStorageFailures {
             try await storage.write { transaction in
                 let devices = try await transaction.clients(tenant: tenant, ownedBy: userID).compactMap(\.owner?.deviceID)
-                let scopes = Self.ownedScopes(tenant: tenant, userID: userID, devices: devices)
+                let scopes = Self.ownedScopes(tenant: tenant, userID: userID, devices: devices, contracts: contracts)
                 var report = Report(
                     tenant: tenant, userID: userID, scopes: scopes.map(\.key), rowsErased: 0, eventsDeleted: 0, pushResultsDeleted: 0,
                     auditDetailsErased: 0, erasedAt: now.millisecondsSince1970 / 1000
                 )
                 for (scope, key) in scopes {
                     try await transaction.lockScope(tenant: tenant, scopeKey: key)
-                    for entity in ContractRegistry.entities where entity.scope == scope.name {
+                    for entity in contracts.entities where entity.scope == scope.name {
                         report.rowsErased += try await Self.erase(entity, tenant: tenant, scopeKey: key, now: now, in: transaction)
                     }
-                    for event in ContractRegistry.events where event.scope == scope.name {
+                    for event in contracts.events where event.scope == scope.name {
                         let table = ContractTable(event)
                         for row in try await Self.rows(of: table, scopeKey: key, tenant: tenant, in: transaction) {
                             guard let id = row.text(table.primaryKey) else { continue }
@@ -129,10 +129,12 @@ public struct UserErasure: Sendable {
 
     /// The scopes a user owns: those whose key the identity alone fills and that name the user
     /// (one key per device of theirs when the key also names the device).
-    static func ownedScopes(tenant: String, userID: String, devices: [String]) -> [(scope: ScopeDescriptor, key: String)] {
+    static func ownedScopes(
+        tenant: String, userID: String, devices: [String], contracts: ContractCatalog
+    ) -> [(scope: ScopeDescriptor, key: String)] {
         let tokenFilled: Set<String> = [ScopePlaceholder.tenantID.rawValue, ScopePlaceholder.userID.rawValue, ScopePlaceholder.deviceID.rawValue]
         var owned: [(ScopeDescriptor, String)] = []
-        for scope in ContractRegistry.scopes {
+        for scope in contracts.scopes {
             let placeholders = Set(scope.placeholders)
             guard placeholders.contains(ScopePlaceholder.userID.rawValue), placeholders.isSubset(of: tokenFilled) else { continue }
             let values = placeholders.contains(ScopePlaceholder.deviceID.rawValue) ? Set(devices).sorted() : [""]

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 public import Foundation
 
 /// Everything the server holds about one user (a learner's right of access), as JSON lines,
@@ -73,9 +72,9 @@ public struct UserExport: Sendable {
             ])
         }
 
-        let owned = UserErasure.ownedScopes(tenant: tenant, userID: userID, devices: devices.sorted())
+        let owned = UserErasure.ownedScopes(tenant: tenant, userID: userID, devices: devices.sorted(), contracts: storage.contracts)
         for (scope, scopeKey) in owned {
-            for entity in ContractRegistry.entities.sorted(by: { $0.name < $1.name }) where entity.scope == scope.name {
+            for entity in storage.contracts.entities.sorted(by: { $0.name < $1.name }) where entity.scope == scope.name {
                 let table = ContractTable(entity)
                 let rows = try await storage.read { try await UserErasure.rows(of: table, scopeKey: scopeKey, tenant: tenant, in: $0) }
                 for row in rows where row.integer("_deleted") != 1 {
@@ -86,7 +85,7 @@ public struct UserExport: Sendable {
                 }
             }
         }
-        for event in ContractRegistry.events.sorted(by: { $0.name < $1.name }) {
+        for event in storage.contracts.events.sorted(by: { $0.name < $1.name }) {
             let table = ContractTable(event)
             var seen = Set<String>()
             let events = try await storage.read { reader in

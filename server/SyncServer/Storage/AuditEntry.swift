@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 
 /// One entry of the append-only audit log.

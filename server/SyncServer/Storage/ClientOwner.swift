@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 
 /// The identity a push stream (`client_id`) belongs to, within its tenant.

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 import Foundation
 
 /// A table of a contract, as storage needs to address it.

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import PostgresNIO
 
@@ -7,6 +6,7 @@ import PostgresNIO
 /// all in one transaction under an advisory lock, so processes starting together do it once.
 struct PostgresMigrator {
     let schema: String?
+    let contracts: ContractCatalog
     let logger: Logger
 
     /// The advisory lock of one schema's migrations (`pg_advisory_xact_lock(hashtext(…))`).
@@ -18,9 +18,9 @@ struct PostgresMigrator {
         var checksum: String
     }
 
-    static var migrations: [Migration] {
+    var migrations: [Migration] {
         [Migration(identifier: "server.v1.sync_tables", statements: PostgresServerTables.statements, checksum: Hex.sha256(Data(PostgresServerTables.statements.joined(separator: ";\n").utf8)))]
-            + ContractRegistry.serverPostgresMigrations.map { Migration(identifier: $0.identifier, statements: $0.statements, checksum: $0.checksum) }
+            + contracts.serverPostgresMigrations.map { Migration(identifier: $0.identifier, statements: $0.statements, checksum: $0.checksum) }
             + ServerUpgrade.all.map {
                 Migration(identifier: $0.identifier, statements: $0.postgres, checksum: Hex.sha256(Data($0.postgres.joined(separator: ";\n").utf8)))
             }
@@ -45,7 +45,7 @@ struct PostgresMigrator {
                 ).decode((String, String).self) {
                     applied[identifier] = checksum
                 }
-                for migration in Self.migrations {
+                for migration in migrations {
                     if let checksum = applied[migration.identifier] {
                         guard checksum == migration.checksum else { throw PostgresStorageError.migrationChanged(migration.identifier) }
                         continue

@@ -1,5 +1,4 @@
-import ContractRuntime
-import Contracts
+public import ContractRuntime
 import Foundation
 import NIOConcurrencyHelpers
 import PostgresNIO
@@ -7,7 +6,7 @@ import PostgresNIO
 /// The storage for several server processes on one PostgreSQL database (postgres-nio).
 ///
 /// Every process opens the same database; the first to start applies the server's own tables
-/// and the generated PostgreSQL migrations (``ContractRegistry/serverPostgresMigrations``), the
+/// and the generated PostgreSQL migrations (``ContractCatalog/serverPostgresMigrations``), the
 /// others wait for it and find them applied. Write transactions run in `READ COMMITTED` with
 /// explicit row locks (client, scope, audit head; see ``PostgresTransaction`` and
 /// docs/scaling.md); a transaction that meets a deadlock, a serialization failure or a
@@ -15,7 +14,9 @@ import PostgresNIO
 /// ``Configuration/maximumAttempts`` times. Reads run in one `REPEATABLE READ` snapshot.
 ///
 /// ```swift
-/// let storage = try await PostgresStorage(configuration: .init(url: "postgres://outpost@127.0.0.1:5432/outpost"))
+/// let storage = try await PostgresStorage(
+///     configuration: .init(url: "postgres://outpost@127.0.0.1:5432/outpost"), contracts: ContractRegistry.self
+/// )
 /// defer { Task { await storage.close() } }
 /// let push = PushService(storage: storage)
 /// ```
@@ -128,6 +129,7 @@ public final class PostgresStorage: SyncStorage {
     private let logger: Logger
     private let maximumAttempts: Int
     public let auditKey: AuditKey
+    public let contracts: ContractCatalog
     private let commitObservers = CommitObservers()
     private let notificationChannel: String
     /// The task that listens for every process's commits, started by the first observer.
@@ -135,7 +137,14 @@ public final class PostgresStorage: SyncStorage {
 
     /// Connects, applies the migrations the database lacks, and reads the column types.
     /// Fails when the database cannot be reached or a released migration was changed.
-    public init(configuration: Configuration) async throws {
+    public convenience init(configuration: Configuration, contracts: any ContractSchema.Type) async throws {
+        try await self.init(configuration: configuration, contracts: ContractCatalog(contracts))
+    }
+
+    /// Connects for the contracts of `contracts`, applies the migrations the database lacks, and
+    /// reads the column types.
+    public init(configuration: Configuration, contracts: ContractCatalog) async throws {
+        self.contracts = contracts
         let key = try configuration.auditKey ?? AuditKey.resolve(file: nil, dataDirectory: nil)
         var clientConfiguration = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username, password: configuration.password,
@@ -152,7 +161,7 @@ public final class PostgresStorage: SyncStorage {
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: logger)
         let running = Task { await client.run() }
         do {
-            try await PostgresMigrator(schema: configuration.schema, logger: logger).migrate(client)
+            try await PostgresMigrator(schema: configuration.schema, contracts: contracts, logger: logger).migrate(client)
             try await Self.claimAuditHead(client, key: key, logger: logger)
             catalog = try await Self.readCatalog(client, logger: logger)
         } catch {

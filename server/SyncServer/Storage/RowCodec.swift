@@ -1,12 +1,12 @@
 public import ContractRuntime
-import Contracts
 
-/// The server's binding of the contract runtime's ``FieldCodec`` to this project's contracts:
-/// values pushed to the server are checked as writes (every rule of the contract), and stored
-/// columns become wire values for pull pages, reducers and conflict answers.
+/// The server's use of the contract runtime's ``FieldCodec``: values pushed to the server are
+/// checked as writes (every rule of the contract), and stored columns become wire values for
+/// pull pages, reducers and conflict answers.
 public enum RowCodec {
-    /// The codec for every contract of the generated registry.
-    static let codec = FieldCodec(ContractRegistry.self)
+    /// A codec of no contract in particular: a `ref` field's column kind is the one the
+    /// compiler resolved into its descriptor (``FieldDescriptor/referencedKey``).
+    static let codec = FieldCodec(entities: [])
 
     /// The longest id, in UTF-8 bytes (``FieldCodec/maximumIDBytes``).
     public static let maximumIDBytes = FieldCodec.maximumIDBytes
@@ -32,7 +32,7 @@ public enum RowCodec {
     }
 
     /// The kind a field's column holds (a `ref`'s target's primary key's).
-    static func columnKind(_ kind: FieldKind) -> FieldKind {
-        codec.columnKind(kind)
+    static func columnKind(of field: FieldDescriptor) -> FieldKind {
+        codec.columnKind(of: field)
     }
 }

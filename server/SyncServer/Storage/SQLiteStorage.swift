@@ -1,7 +1,6 @@
-import ContractRuntime
+public import ContractRuntime
 import Crypto
 import ContractRuntimeGRDB
-import Contracts
 public import Foundation
 import GRDB
 
@@ -9,15 +8,22 @@ import GRDB
 public final class SQLiteStorage: SyncStorage {
     private let pool: DatabasePool
     public let auditKey: AuditKey
+    public let contracts: ContractCatalog
     private let commitObservers = CommitObservers()
 
     /// Opens (creating if needed) `server.sqlite` in `directory` and runs the server's own
-    /// migrations and the generated contract migrations.
+    /// migrations and those of `contracts` (a generated registry: `ContractRegistry.self`).
     /// - Parameter auditKey: the key the audit log is sealed with; `nil` resolves it as
     ///   ``AuditKey/resolve(file:dataDirectory:environment:)`` does for `directory`
     ///   (`OUTPOST_AUDIT_KEY`, else `directory/audit.key`).
     /// - Throws: ``AuditKeyError/mismatch(expected:actual:)`` when the log is sealed with another key.
-    public init(directory: URL, auditKey: AuditKey? = nil) throws {
+    public convenience init(directory: URL, contracts: any ContractSchema.Type, auditKey: AuditKey? = nil) throws {
+        try self.init(directory: directory, contracts: ContractCatalog(contracts), auditKey: auditKey)
+    }
+
+    /// Opens (creating if needed) `server.sqlite` in `directory` for the contracts of `contracts`.
+    public init(directory: URL, contracts: ContractCatalog, auditKey: AuditKey? = nil) throws {
+        self.contracts = contracts
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
@@ -27,7 +33,7 @@ public final class SQLiteStorage: SyncStorage {
         pool = try DatabasePool(path: directory.appendingPathComponent("server.sqlite").path, configuration: configuration)
         let key = try auditKey ?? AuditKey.resolve(file: nil, dataDirectory: directory)
         self.auditKey = key
-        try Self.migrator().migrate(pool)
+        try Self.migrator(contracts: contracts).migrate(pool)
         try pool.write { db in try Self.claimAuditHead(db, key: key) }
     }
 
@@ -43,15 +49,15 @@ public final class SQLiteStorage: SyncStorage {
         try db.execute(sql: "UPDATE audit_head SET key_fingerprint = ?, seal = ?", arguments: [key.fingerprint, seal])
     }
 
-    /// The server's tables, then every generated server migration, in order.
-    static func migrator() -> DatabaseMigrator {
+    /// The server's tables, then every server migration of `contracts`, in order.
+    static func migrator(contracts: ContractCatalog) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("server.v1.sync_tables") { db in
             for statement in ServerTables.statements {
                 try db.execute(sql: statement)
             }
         }
-        for migration in ContractRegistry.serverMigrations {
+        for migration in contracts.serverMigrations {
             migrator.registerMigration(migration.identifier) { db in
                 for statement in migration.statements {
                     try db.execute(sql: statement)

@@ -1,6 +1,5 @@
 import ContractRuntime
 import ContractRuntimeGRDB
-import Contracts
 import Crypto
 import Foundation
 import GRDB

@@ -1,6 +1,5 @@
 import ContractRuntime
 import ContractRuntimeGRDB
-import Contracts
 import Foundation
 import GRDB
 

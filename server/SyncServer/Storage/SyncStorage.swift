@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 import Foundation
 
 /// Where the server keeps everything. The sync logic (push, conflict policies, reducers, pull,
@@ -34,6 +33,9 @@ public protocol SyncStorage: Sendable {
 
     /// The key this storage seals the audit log with.
     var auditKey: AuditKey { get }
+
+    /// The contracts whose tables this storage holds (it ran their migrations when it opened).
+    var contracts: ContractCatalog { get }
 
     /// Calls `observer` after each commit that moved a scope's sequence, with those scopes at
     /// their sequence after the commit (what the live channel pokes devices about): commits of

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 import Foundation
 
 /// Who is calling, as a verified token says.
@@ -101,12 +100,14 @@ public enum ScopeAccess {
 
     /// The scope a pull names: a scope name (`user`, when the token fills its key) or a full key
     /// (`ops:team:t-1`). Returns the scope and the key, or `nil` when it matches none.
-    public static func resolve(_ requested: String, identity: DeviceIdentity) -> (scope: ScopeDescriptor, key: String)? {
-        if let scope = ContractRegistry.scope(named: requested) {
+    public static func resolve(
+        _ requested: String, identity: DeviceIdentity, contracts: ContractCatalog
+    ) -> (scope: ScopeDescriptor, key: String)? {
+        if let scope = contracts.scope(named: requested) {
             let keys = readableKeys(in: scope, identity: identity)
             return keys.count == 1 ? (scope, keys[0]) : nil
         }
-        for scope in ContractRegistry.scopes where matches(requested, template: scope.keyTemplate) {
+        for scope in contracts.scopes where matches(requested, template: scope.keyTemplate) {
             return (scope, requested)
         }
         return nil

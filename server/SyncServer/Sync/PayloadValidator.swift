@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import SyncProtocol
 
 /// What the validator needs to know about a contract, entity or event alike, with the lookups
@@ -55,24 +54,6 @@ struct PayloadContract: Sendable {
         }
         positionsByVersion = knownFieldsByVersion.mapValues(table)
         currentPositions = table(fields.map { KnownField(wireName: $0.name, currentName: $0.name) })
-    }
-
-    /// The contracts of the registry, made once: a push validates every mutation against one.
-    private static let registeredEntities = Dictionary(
-        ContractRegistry.entities.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first }
-    )
-    private static let registeredEvents = Dictionary(
-        ContractRegistry.events.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first }
-    )
-
-    /// The contract of a registered entity (as ``ContractRegistry/entity(named:)`` gives it).
-    static func registered(_ entity: EntityDescriptor) -> PayloadContract {
-        registeredEntities[entity.name] ?? PayloadContract(entity)
-    }
-
-    /// The contract of a registered event (as ``ContractRegistry/event(named:)`` gives it).
-    static func registered(_ event: EventDescriptor) -> PayloadContract {
-        registeredEvents[event.name] ?? PayloadContract(event)
     }
 
     func field(named name: String) -> FieldDescriptor? { fields.first { $0.name == name } }

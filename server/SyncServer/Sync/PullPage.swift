@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import SyncProtocol
 
 /// One pull page as ``PullService`` reads it: the rows still as storage holds them, each

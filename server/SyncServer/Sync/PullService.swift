@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 public import SyncProtocol
 
@@ -28,10 +27,6 @@ public struct PullService: Sendable {
     /// The default of ``pageBytes``: 4 MiB.
     public static let defaultPageBytes = 4 * 1024 * 1024
 
-    /// The largest row any contract allows (its `max_bytes`): what one row may add to a page
-    /// past ``pageBytes``.
-    static let largestRowBytes = (ContractRegistry.entities.map(\.maxBytes) + ContractRegistry.events.map(\.maxBytes)).max() ?? RowSize.ceilingBytes
-
     public init(storage: any SyncStorage, defaultLimit: Int = 500, maximumLimit: Int = 1000, pageBytes: Int = defaultPageBytes) {
         self.storage = storage
         self.maximumLimit = max(1, maximumLimit)
@@ -49,14 +44,14 @@ public struct PullService: Sendable {
         var tables: [ContractTable] = []
 
         /// The contracts of `scope` devices pull, all of them or only those named in `only`.
-        init(scope: String, only: Set<String>? = nil) {
-            for entity in ContractRegistry.entities where entity.scope == scope && entity.direction != .up {
+        init(scope: String, only: Set<String>? = nil, contracts: ContractCatalog) {
+            for entity in contracts.entities where entity.scope == scope && entity.direction != .up {
                 if let only, !only.contains(entity.name) { continue }
                 entities[entity.table] = entity
                 primaryKeys[entity.table] = entity.field(named: entity.primaryKey) ?? FieldDescriptor(name: entity.primaryKey, kind: .id)
                 tables.append(ContractTable(entity))
             }
-            for event in ContractRegistry.events where event.scope == scope && event.direction != .up {
+            for event in contracts.events where event.scope == scope && event.direction != .up {
                 if let only, !only.contains(event.name) { continue }
                 events[event.table] = event
                 tables.append(ContractTable(event))
@@ -104,19 +99,19 @@ public struct PullService: Sendable {
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity,
         contracts only: [String]? = nil
     ) async throws(ServiceError) -> PullPage {
-        try RowShaping.requireSupported(schema)
-        let (descriptor, key) = try Self.resolve(scope, identity: identity)
+        try RowShaping.requireSupported(schema, contracts: storage.contracts)
+        let (descriptor, key) = try Self.resolve(scope, identity: identity, contracts: storage.contracts)
         guard ScopeAccess.canRead(key, in: descriptor, identity: identity) else {
             throw .forbidden("this token does not grant the scope '\(key)'")
         }
         let position = try Self.position(of: cursor, scopeKey: key)
         let after = position?.sequence ?? 0
         let pageSize = try pageSize(limit)
-        let contracts = PulledContracts(scope: descriptor.name, only: only.map(Set.init))
+        let contracts = PulledContracts(scope: descriptor.name, only: only.map(Set.init), contracts: storage.contracts)
         if let only {
             let delivered = Set(contracts.entities.values.map(\.name)).union(contracts.events.values.map(\.name))
             if let stranger = only.first(where: { !delivered.contains($0) }) {
-                let all = PulledContracts(scope: descriptor.name)
+                let all = PulledContracts(scope: descriptor.name, contracts: storage.contracts)
                 let names = (all.entities.values.map(\.name) + all.events.values.map(\.name)).sorted().joined(separator: ", ")
                 throw .malformed("the scope '\(descriptor.name)' delivers no contract '\(stranger)'; it delivers \(names)")
             }
@@ -176,8 +171,8 @@ public struct PullService: Sendable {
     package func urgentPage(
         scope: String, cursor: String?, schema: [String: Int], identity: DeviceIdentity
     ) async throws(ServiceError) -> PullPage {
-        try RowShaping.requireSupported(schema)
-        let (descriptor, key) = try Self.resolve(scope, identity: identity)
+        try RowShaping.requireSupported(schema, contracts: storage.contracts)
+        let (descriptor, key) = try Self.resolve(scope, identity: identity, contracts: storage.contracts)
         guard ScopeAccess.canRead(key, in: descriptor, identity: identity) else {
             throw .forbidden("this token does not grant the scope '\(key)'")
         }
@@ -185,7 +180,7 @@ public struct PullService: Sendable {
             throw .malformed("urgent changes are asked for after a cursor; without one, pull the scope")
         }
         let after = try Self.sequence(of: cursor, scopeKey: key)
-        let contracts = PulledContracts(scope: descriptor.name)
+        let contracts = PulledContracts(scope: descriptor.name, contracts: storage.contracts)
         let tables = Dictionary(contracts.tables.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let tenant = identity.tenant
         let (limit, pageBytes) = (maximumLimit, pageBytes)
@@ -249,8 +244,10 @@ public struct PullService: Sendable {
     }
 
     /// The scope and key a request names.
-    static func resolve(_ requested: String, identity: DeviceIdentity) throws(ServiceError) -> (ScopeDescriptor, String) {
-        if let scope = ContractRegistry.scope(named: requested) {
+    static func resolve(
+        _ requested: String, identity: DeviceIdentity, contracts: ContractCatalog
+    ) throws(ServiceError) -> (ScopeDescriptor, String) {
+        if let scope = contracts.scope(named: requested) {
             let keys = ScopeAccess.readableKeys(in: scope, identity: identity)
             if keys.isEmpty {
                 throw .forbidden("this token grants no '\(requested)' scope; name a key such as \(scope.keyTemplate)")
@@ -259,8 +256,8 @@ public struct PullService: Sendable {
                 throw .malformed("'\(requested)' names \(keys.count) scopes for this token; ask for one of \(keys.joined(separator: ", "))")
             }
         }
-        guard let resolved = ScopeAccess.resolve(requested, identity: identity) else {
-            let known = ContractRegistry.scopes.map { "\($0.name) (\($0.keyTemplate))" }.joined(separator: ", ")
+        guard let resolved = ScopeAccess.resolve(requested, identity: identity, contracts: contracts) else {
+            let known = contracts.scopes.map { "\($0.name) (\($0.keyTemplate))" }.joined(separator: ", ")
             throw .notFound("unknown scope '\(requested)'; the scopes are \(known)")
         }
         return resolved

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import SyncProtocol
 
 /// Applies one `create`, `update`, `patch` or `delete` of an entity, inside a push, once

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import SyncProtocol
 
 /// Applies one event (`op: event`) inside a push, once ``PreparedMutation`` has checked its

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import SyncProtocol
 
@@ -51,7 +50,9 @@ struct PreparedMutation: Sendable {
 
     /// - Parameter clockLimit: the latest hybrid clock the server takes (its own time plus the
     ///   allowed skew, milliseconds since 1970); a later one would win every later edit.
-    static func prepare(_ mutation: Mutation, schema: [String: Int], identity: DeviceIdentity, clockLimit: Int64) -> PreparedMutation {
+    static func prepare(
+        _ mutation: Mutation, schema: [String: Int], identity: DeviceIdentity, clockLimit: Int64, contracts: ServerContracts
+    ) -> PreparedMutation {
         let payloadHash = mutation.payload.map(PushWriter.sha256)
         var names: [String]?
         if case .object(let fields)? = mutation.payload { names = fields.keys.sorted() }
@@ -63,17 +64,18 @@ struct PreparedMutation: Sendable {
                     details: .object(["latest_accepted_ms": .int(clockLimit)])
                 )
             }
-            if let entity = ContractRegistry.entity(named: mutation.entity) {
+            if let entity = contracts.catalog.entity(named: mutation.entity) {
                 let version = schema[entity.name] ?? entity.currentVersion
                 try requireKnown(version, of: entity.name, current: entity.currentVersion)
-                let prepared = try prepareEntity(mutation, entity, version, identity: identity, names: names)
+                let prepared = try prepareEntity(mutation, entity, version, identity: identity, names: names, contracts: contracts)
                 return PreparedMutation(target: .success(.entity(prepared)), payloadHash: payloadHash, payloadFieldNames: names)
             }
-            if let event = ContractRegistry.event(named: mutation.entity) {
+            if let event = contracts.catalog.event(named: mutation.entity) {
                 let version = schema[event.name] ?? event.currentVersion
                 try requireKnown(version, of: event.name, current: event.currentVersion)
                 let prepared = try prepareEvent(
-                    mutation, event, version, identity: identity, payloadHash: payloadHash, names: names, clockLimit: clockLimit
+                    mutation, event, version, identity: identity, payloadHash: payloadHash, names: names, clockLimit: clockLimit,
+                    contracts: contracts
                 )
                 return PreparedMutation(target: .success(.event(prepared)), payloadHash: payloadHash, payloadFieldNames: names)
             }
@@ -96,7 +98,8 @@ struct PreparedMutation: Sendable {
 
     /// Direction, policy requirements, the id, and the payload against the contract.
     private static func prepareEntity(
-        _ mutation: Mutation, _ entity: EntityDescriptor, _ version: Int, identity: DeviceIdentity, names: [String]?
+        _ mutation: Mutation, _ entity: EntityDescriptor, _ version: Int, identity: DeviceIdentity, names: [String]?,
+        contracts: ServerContracts
     ) throws(ErrorDetail) -> Entity {
         if mutation.op == .event {
             throw ErrorDetail(
@@ -104,10 +107,10 @@ struct PreparedMutation: Sendable {
             )
         }
         if let problem = ConflictResolution.requirements(of: entity, operation: mutation.op, mutation: mutation) { throw problem }
-        guard let scope = ContractRegistry.scope(named: entity.scope) else {
+        guard let scope = contracts.catalog.scope(named: entity.scope) else {
             throw ErrorDetail(code: .notWritable, message: "\(entity.name) names scope '\(entity.scope)', which the server does not have")
         }
-        let contract = PayloadContract.registered(entity)
+        let contract = contracts.payload(entity)
         let id = try PayloadValidator.normalizedRowID(mutation.id, contract: contract)
         var payload: ValidatedPayload?
         switch mutation.op {
@@ -142,7 +145,7 @@ struct PreparedMutation: Sendable {
     /// generated type encodes it (defaults filled, nulls left out) is accepted too.
     private static func prepareEvent(
         _ mutation: Mutation, _ event: EventDescriptor, _ version: Int, identity: DeviceIdentity, payloadHash: String?, names: [String]?,
-        clockLimit: Int64
+        clockLimit: Int64, contracts: ServerContracts
     ) throws(ErrorDetail) -> Event {
         if event.direction == .down {
             throw ErrorDetail(code: .notWritable, message: "\(event.name) travels from the server to devices only (direction down)")
@@ -168,9 +171,9 @@ struct PreparedMutation: Sendable {
             )
         }
         let payload = try PayloadValidator.validate(
-            mutation.payload, contract: PayloadContract.registered(event), schemaVersion: version, mode: .whole, rowID: nil, sortedNames: names
+            mutation.payload, contract: contracts.payload(event), schemaVersion: version, mode: .whole, rowID: nil, sortedNames: names
         )
-        guard let scope = ContractRegistry.scope(named: event.scope),
+        guard let scope = contracts.catalog.scope(named: event.scope),
             let scopeKey = ScopeAccess.key(for: scope, identity: identity, field: payload.wireValue(of:))
         else {
             throw ErrorDetail(code: .invalidPayload, message: "\(event.name) lacks the fields that make its scope key")
@@ -179,7 +182,7 @@ struct PreparedMutation: Sendable {
             throw ErrorDetail(code: .notWritable, message: "this device may not write \(event.name) events in \(scopeKey)")
         }
         let computed = payloadHash ?? PushWriter.sha256(.null)
-        if hash != computed, hash != (version == event.currentVersion ? typedHash(mutation.payload, event) : nil) {
+        if hash != computed, hash != (version == event.currentVersion ? typedHash(mutation.payload, event, contracts: contracts.catalog) : nil) {
             throw ErrorDetail(
                 code: .hashMismatch,
                 message: "hash \(hash) does not match the payload: the SHA-256 of its canonical JSON is \(computed)",
@@ -190,8 +193,8 @@ struct PreparedMutation: Sendable {
     }
 
     /// The hash of the payload as the contract's generated type encodes it, or `nil` when it does not decode.
-    private static func typedHash(_ payload: JSONValue?, _ event: EventDescriptor) -> String? {
-        guard let payload, let type = ContractRegistry.eventTypes.first(where: { $0.descriptor.name == event.name }) else {
+    private static func typedHash(_ payload: JSONValue?, _ event: EventDescriptor, contracts: ContractCatalog) -> String? {
+        guard let payload, let type = contracts.eventType(named: event.name) else {
             return nil
         }
         return hash(type, payload)

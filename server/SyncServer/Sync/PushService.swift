@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 public import SyncProtocol
 
@@ -39,6 +38,7 @@ public struct PushService: Sendable {
     public static let defaultMaximumClockSkew: Duration = .seconds(300)
 
     let storage: any SyncStorage
+    let contracts: ServerContracts
     let clock: any ServerClock
     let maximumClockSkew: Duration
 
@@ -46,6 +46,7 @@ public struct PushService: Sendable {
     ///   rejected with `clock_skew` (nothing written; the mutations behind it go on).
     public init(storage: any SyncStorage, clock: any ServerClock = SystemClock(), maximumClockSkew: Duration = defaultMaximumClockSkew) {
         self.storage = storage
+        contracts = ServerContracts(storage.contracts)
         self.clock = clock
         self.maximumClockSkew = maximumClockSkew
     }
@@ -62,7 +63,10 @@ public struct PushService: Sendable {
     public func push(_ request: PushRequest, identity: DeviceIdentity) async throws(ServiceError) -> PushResponse {
         try Self.checkShape(request)
         do {
-            try Self.checkSchema(request.schema)
+            // 426 for a version below the oldest supported. Contracts the server does not know,
+            // and versions above its own, refuse only the mutations that use them (each with its
+            // own result), so a device built with newer contracts still pushes everything else.
+            try RowShaping.requireSupported(request.schema, contracts: contracts.catalog)
         } catch where error.status == 426 {
             throw await withLastSequence(error, identity: identity, clientID: request.clientId)
         }
@@ -71,12 +75,12 @@ public struct PushService: Sendable {
         let skew = maximumClockSkew.components
         let clockLimit = now.millisecondsSince1970 + skew.seconds * 1000 + skew.attoseconds / 1_000_000_000_000_000
         let prepared = request.mutations.map {
-            PreparedMutation.prepare($0, schema: request.schema, identity: identity, clockLimit: clockLimit)
+            PreparedMutation.prepare($0, schema: request.schema, identity: identity, clockLimit: clockLimit, contracts: contracts)
         }
         do {
             return try await storage.write { transaction in
                 try await PushSession(
-                    writer: PushWriter(transaction: transaction, identity: identity, now: now, clockSkew: maximumClockSkew), clientID: request.clientId,
+                    writer: PushWriter(transaction: transaction, identity: identity, contracts: contracts, now: now, clockSkew: maximumClockSkew), clientID: request.clientId,
                     schema: request.schema
                 ).run(request.mutations, prepared: prepared)
             }
@@ -143,13 +147,6 @@ public struct PushService: Sendable {
         var refusal = refusal
         refusal.detail.details = .object(details)
         return refusal
-    }
-
-    /// 426 for a version below the oldest supported. Contracts the server does not know, and
-    /// versions above its own, refuse only the mutations that use them (each with its own
-    /// result), so a device built with newer contracts still pushes everything else.
-    static func checkSchema(_ schema: [String: Int]) throws(ServiceError) {
-        try RowShaping.requireSupported(schema)
     }
 }
 

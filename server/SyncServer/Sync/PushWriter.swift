@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Crypto
 import Foundation
 import SyncProtocol
@@ -12,6 +11,7 @@ import SyncProtocol
 struct PushWriter {
     let transaction: any StorageTransaction
     let identity: DeviceIdentity
+    let contracts: ServerContracts
     let now: Timestamp
     /// How far a device's clock may be from the server's (``ServerConfiguration/maximumClockSkew``):
     /// the tolerance of every check of a device's time against the server's.
@@ -33,43 +33,15 @@ struct PushWriter {
     }
 
     /// The sync metadata columns every stored row has, after the contract's fields.
-    private static let metadataColumns = [
+    static let metadataColumns = [
         "_tenant_id", "_scope_key", "_seq", "_version", "_schema_version", "_hlc", "_field_clocks", "_deleted", "_updated_at", "_updated_by",
     ]
-
-    /// Where an entity's stored row keeps each column, worked out once per entity: building a
-    /// row then fills an array in a shared layout instead of hashing column names.
-    private struct RowShape {
-        let layout: StoredRow.Layout
-        /// `nil` for a contract whose primary key is not among its fields (the compiler refuses
-        /// one; the row then gains the column).
-        let primaryKey: Int?
-        /// The version field's position, and whether it takes the server clock (a timestamp)
-        /// rather than the new `_version` (an int).
-        let versionStamp: (position: Int, takesClock: Bool)?
-
-        init(_ entity: EntityDescriptor) {
-            layout = StoredRow.Layout(entity.fields.map(\.name) + PushWriter.metadataColumns)
-            primaryKey = entity.fields.firstIndex { $0.name == entity.primaryKey }
-            versionStamp = entity.fields.firstIndex { $0.name == entity.versionField }.flatMap { position in
-                switch entity.fields[position].kind {
-                case .int: (position, false)
-                case .timestamp: (position, true)
-                default: nil
-                }
-            }
-        }
-    }
-
-    private static let shapes: [String: RowShape] = Dictionary(
-        ContractRegistry.entities.map { ($0.name, RowShape($0)) }, uniquingKeysWith: { first, _ in first }
-    )
 
     /// Stores the row and returns it as stored.
     @discardableResult
     func write(_ write: RowWrite) async throws -> StoredRow {
         let entity = write.entity
-        let shape = Self.shapes[entity.name] ?? RowShape(entity)
+        let shape = contracts.rowShape(entity)
         let version = (write.previous?.integer("_version") ?? 0) + 1
         let sequence = try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey)
         var values: [ColumnValue] = []
@@ -132,5 +104,29 @@ struct PushWriter {
     /// (``EventEnvelope/hash(of:)``), and how the audit log names a payload without copying it.
     static func sha256(_ value: JSONValue) -> String {
         Hex.string(SHA256.hash(data: CanonicalJSON.bytes(value)))
+    }
+}
+
+/// Where an entity's stored row keeps each column, worked out once per entity: building a
+/// row then fills an array in a shared layout instead of hashing column names.
+struct RowShape: Sendable {
+    let layout: StoredRow.Layout
+    /// `nil` for a contract whose primary key is not among its fields (the compiler refuses
+    /// one; the row then gains the column).
+    let primaryKey: Int?
+    /// The version field's position, and whether it takes the server clock (a timestamp)
+    /// rather than the new `_version` (an int).
+    let versionStamp: (position: Int, takesClock: Bool)?
+
+    init(_ entity: EntityDescriptor) {
+        layout = StoredRow.Layout(entity.fields.map(\.name) + PushWriter.metadataColumns)
+        primaryKey = entity.fields.firstIndex { $0.name == entity.primaryKey }
+        versionStamp = entity.fields.firstIndex { $0.name == entity.versionField }.flatMap { position in
+            switch entity.fields[position].kind {
+            case .int: (position, false)
+            case .timestamp: (position, true)
+            default: nil
+            }
+        }
     }
 }

@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import SyncProtocol
 
@@ -209,7 +208,7 @@ struct ReducerContext {
 
     /// The scope key a new row of `Value` takes: its scope's key filled from the token and the row.
     func scopeKey<Value: ContractEntity>(for value: Value, fallback: String) throws -> String {
-        guard let scope = ContractRegistry.scope(named: Value.descriptor.scope) else { return fallback }
+        guard let scope = writer.contracts.catalog.scope(named: Value.descriptor.scope) else { return fallback }
         let wire = try Self.wireObject(of: value)
         return ScopeAccess.key(for: scope, row: wire, identity: identity) ?? fallback
     }

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 import SyncProtocol
 
 /// Turns stored rows into the wire form a device understands: the fields its schema version
@@ -24,13 +23,13 @@ public enum RowShaping {
     ///
     /// The details name the first such contract (in name order):
     /// `{"entity": "Unit", "oldest_supported": 2, "current": 3}`.
-    public static func requireSupported(_ schema: [String: Int]) throws(ServiceError) {
+    public static func requireSupported(_ schema: [String: Int], contracts: ContractCatalog) throws(ServiceError) {
         for name in schema.keys.sorted() {
             let version = schema[name]!
             let range: (oldest: Int, current: Int)?
-            if let entity = ContractRegistry.entity(named: name) {
+            if let entity = contracts.entity(named: name) {
                 range = (entity.oldestSupported, entity.currentVersion)
-            } else if let event = ContractRegistry.event(named: name) {
+            } else if let event = contracts.event(named: name) {
                 range = (event.oldestSupported, event.currentVersion)
             } else {
                 range = nil
@@ -78,7 +77,7 @@ public enum RowShaping {
             }
             var members: [String: (column: String?, kind: FieldKind)] = [Self.serverVersionKey: (nil, .int)]
             for (wireName, field) in self.fields {
-                members[wireName] = (field.name, RowCodec.columnKind(field.kind))
+                members[wireName] = (field.name, RowCodec.columnKind(of: field))
             }
             self.members = JSONWriter.sorted(members.keys).map { (JSONWriter.key($0), members[$0]!.column, members[$0]!.kind) }
         }

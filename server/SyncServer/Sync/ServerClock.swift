@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 import Foundation
 
 /// The server's clock, injectable so tests are deterministic.

@@ -1,5 +1,4 @@
 public import ContractRuntime
-import Contracts
 public import SyncProtocol
 
 /// A refusal of a whole request, with the HTTP status it maps to and a stable error code.

@@ -53,7 +53,7 @@ public enum ContractRegistry: ContractSchema {
         versionField: "updated_at",
         fields: [
             FieldDescriptor(name: "id", kind: .uuid, isPrimaryKey: true),
-            FieldDescriptor(name: "shelf_id", kind: .ref("Shelf")),
+            FieldDescriptor(name: "shelf_id", kind: .ref("Shelf"), referencedKey: .id),
             FieldDescriptor(name: "title", kind: .string, maxLength: 200),
             FieldDescriptor(name: "pages", kind: .int, defaultValue: .int(0)),
             FieldDescriptor(name: "rating", kind: .double, isOptional: true, since: 2),
@@ -146,7 +146,7 @@ public enum ContractRegistry: ContractSchema {
         appliesTo: "Book",
         maxBytes: 64000,
         fields: [
-            FieldDescriptor(name: "book_id", kind: .ref("Book")),
+            FieldDescriptor(name: "book_id", kind: .ref("Book"), referencedKey: .uuid),
             FieldDescriptor(name: "page", kind: .int),
             FieldDescriptor(name: "moods", kind: .list(.enumeration(values: ["happy", "sad"], fallback: nil)), maxBytes: 1000),
         ],

@@ -1,0 +1,32 @@
+import ContractRuntime
+
+/// A storage's contracts with what a push looks up for every mutation worked out once: the
+/// payload rules of each contract and the stored-row layout of each entity.
+final class ServerContracts: Sendable {
+    let catalog: ContractCatalog
+    private let entityPayloads: [String: PayloadContract]
+    private let eventPayloads: [String: PayloadContract]
+    private let rowShapes: [String: RowShape]
+
+    init(_ catalog: ContractCatalog) {
+        self.catalog = catalog
+        entityPayloads = Dictionary(catalog.entities.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first })
+        eventPayloads = Dictionary(catalog.events.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first })
+        rowShapes = Dictionary(catalog.entities.map { ($0.name, RowShape($0)) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The payload rules of an entity of the catalog (made again for one outside it).
+    func payload(_ entity: EntityDescriptor) -> PayloadContract {
+        entityPayloads[entity.name] ?? PayloadContract(entity)
+    }
+
+    /// The payload rules of an event of the catalog (made again for one outside it).
+    func payload(_ event: EventDescriptor) -> PayloadContract {
+        eventPayloads[event.name] ?? PayloadContract(event)
+    }
+
+    /// Where an entity's stored row keeps each column.
+    func rowShape(_ entity: EntityDescriptor) -> RowShape {
+        rowShapes[entity.name] ?? RowShape(entity)
+    }
+}
