@@ -88,8 +88,15 @@ let package = Package(
 
         .target(
             name: "SyncProtocol",
-            dependencies: ["ContractRuntime", "Contracts"],
+            dependencies: ["ContractRuntime"],
             path: "Sources/SyncProtocol",
+            swiftSettings: strictSwift
+        ),
+        // The learning app's own HTTP API (the units sync route), shared by its server and client sides.
+        .target(
+            name: "LearningAPI",
+            dependencies: ["ContractRuntime", "Contracts"],
+            path: "Sources/LearningAPI",
             swiftSettings: strictSwift
         ),
 
@@ -97,7 +104,7 @@ let package = Package(
         .target(
             name: "SyncClient",
             dependencies: [
-                "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "SyncProtocol",
+                "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "SyncProtocol", "LearningAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -108,7 +115,7 @@ let package = Package(
         .executableTarget(
             name: "sync-device",
             dependencies: [
-                "SyncClient", "ContractRuntime", "Contracts", "SyncProtocol",
+                "SyncClient", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "client/sync-device",
@@ -124,7 +131,7 @@ let package = Package(
         .target(
             name: "SyncServer",
             dependencies: [
-                "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "SyncProtocol", "CZlib",
+                "ContractRuntime", "ContractRuntimeGRDB", "SyncProtocol", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -144,10 +151,34 @@ let package = Package(
             path: "server/SyncServer",
             swiftSettings: strictSwift
         ),
+        // The sample apps' server sides, on the engine's extension points only.
+        .target(
+            name: "LearningServer",
+            dependencies: [
+                "SyncServer", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "server/LearningServer",
+            swiftSettings: strictSwift
+        ),
+        .target(
+            name: "FieldOpsServer",
+            dependencies: ["SyncServer", "ContractRuntime", "Contracts", "SyncProtocol"],
+            path: "server/FieldOpsServer",
+            swiftSettings: strictSwift
+        ),
+        // Both sample apps together, and their sample data: what sync-server and the tests run.
+        .target(
+            name: "SampleServerApps",
+            dependencies: ["SyncServer", "LearningServer", "LearningAPI", "FieldOpsServer", "ContractRuntime", "Contracts"],
+            path: "server/SampleServerApps",
+            swiftSettings: strictSwift
+        ),
         .executableTarget(
             name: "sync-server",
             dependencies: [
-                "SyncServer", "ContractRuntime", "Contracts", "SyncProtocol",
+                "SyncServer", "SampleServerApps", "ContractRuntime", "Contracts", "SyncProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -161,7 +192,7 @@ let package = Package(
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
+                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -177,7 +208,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "fuzz/FuzzTargets",
@@ -188,7 +219,7 @@ let package = Package(
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
-                "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer",
+                "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
@@ -198,7 +229,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/EndToEndTests",
@@ -213,14 +244,14 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncProtocolTests",
-            dependencies: ["SyncProtocol", "ContractRuntime", "Contracts"],
+            dependencies: ["SyncProtocol", "LearningAPI", "ContractRuntime", "Contracts"],
             path: "Tests/SyncProtocolTests",
             swiftSettings: strictSwift
         ),
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
+                "SyncServer", "SampleServerApps", "LearningServer", "FieldOpsServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -235,7 +266,7 @@ let package = Package(
         .testTarget(
             name: "SimulationTests",
             dependencies: [
-                "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import LearningAPI
 import SyncProtocol
 import Testing
 

@@ -1,6 +1,8 @@
 import ContractRuntime
 import Contracts
 import Foundation
+@testable import LearningServer
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -24,13 +26,13 @@ struct AssessmentRevisionTests {
     /// A harness with the admin's content service on the same storage.
     struct Harness {
         let push: PushHarness
-        let content: ContentService
+        let content: SampleContentService
 
         init(_ kind: StorageKind) async throws {
             push = try await PushHarness(kind)
             // Assessments are published a day before the attempts the tests date at t0: a learner
             // cannot answer before the server has the assessment (occurred_at_out_of_range).
-            content = ContentService(
+            content = SampleContentService(
                 storage: push.storage, assets: AssetStore(directory: push.folder.appendingPathComponent("assets")),
                 clock: PushFixedClock(time: AssessmentRevisionTests.time(-86_400))
             )

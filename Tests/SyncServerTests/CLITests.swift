@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import GRDB
+import SampleServerApps
 import Testing
 
 @testable import SyncServer

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -37,9 +38,9 @@ struct ConcurrencyTests {
         }
 
         var heldPush: PushService {
-            PushService(storage: GatedStorage(base: storages[0], reached: reached, release: release), clock: PushFixedClock())
+            PushService(storage: GatedStorage(base: storages[0], reached: reached, release: release), clock: PushFixedClock(), reducers: SampleServerApps.reducers)
         }
-        var otherPush: PushService { PushService(storage: storages[1], clock: PushFixedClock()) }
+        var otherPush: PushService { PushService(storage: storages[1], clock: PushFixedClock(), reducers: SampleServerApps.reducers) }
 
         /// Waits until the second process is blocked behind the first (PostgreSQL: its backend
         /// waits for a lock; SQLite: the database is locked, so it simply has not finished yet).

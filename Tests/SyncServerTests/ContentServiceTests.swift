@@ -2,6 +2,8 @@ import ContractRuntime
 import Contracts
 import Crypto
 import Foundation
+import LearningAPI
+import SampleServerApps
 import SyncProtocol
 import Testing
 

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import HummingbirdTesting
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -185,7 +186,7 @@ extension HousekeepingTests {
         do {
             // Written at the push clock's time (2026-01-01), long past the default 90 days.
             let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
-            let service = PushService(storage: storage, clock: PushFixedClock())
+            let service = PushService(storage: storage, clock: PushFixedClock(), reducers: SampleServerApps.reducers)
             let alice = PushHarness.alice
             let task: [String: JSONValue] = [
                 "id": .string("task-1"), "team_id": .string("red"), "title": .string("Swap"), "task_kind": .string("battery_swap"),
@@ -224,7 +225,7 @@ extension HousekeepingTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("housekeeping-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let storages = try await kind.makeSharedStorages(3, in: folder)
-        let push = PushService(storage: storages[0], clock: PushFixedClock())
+        let push = PushService(storage: storages[0], clock: PushFixedClock(), reducers: SampleServerApps.reducers)
         let alice = PushHarness.alice
         @Sendable func task(_ id: String) -> JSONValue {
             .object([
@@ -242,7 +243,7 @@ extension HousekeepingTests {
         // Three processes compact in batches of 4 while a fourth client keeps pushing to the scope.
         let now = Self.days(91)
         @Sendable func latePushes() async throws {
-            let later = PushService(storage: storages[1], clock: PushFixedClock(time: Timestamp(now.addingTimeInterval(-1))))
+            let later = PushService(storage: storages[1], clock: PushFixedClock(time: Timestamp(now.addingTimeInterval(-1))), reducers: SampleServerApps.reducers)
             for seq in 1...10 {
                 let id = "late-\(seq)"
                 _ = try await later.push(

@@ -1,4 +1,5 @@
 import Foundation
+import SampleServerApps
 import Testing
 
 @testable import SyncServer
@@ -57,7 +58,7 @@ struct OpenAPIRouteTests {
         let harness = try RouteHarness()
         let registered = buildRouter(
             configuration: harness.configuration,
-            environment: ServerEnvironment(storage: harness.storage, assets: harness.assets, signer: harness.signer)
+            environment: ServerEnvironment(storage: harness.storage, assets: harness.assets, signer: harness.signer, apps: SampleServerApps.all)
         ).routes
 
         #expect(Set(documented).count == documented.count, "an operation is documented twice")

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -30,7 +31,7 @@ struct PullHarness {
     let assets: AssetStore
     let clock = PullTestClock()
     let pull: PullService
-    let content: ContentService
+    let content: SampleContentService
 
     static let tenant = "acme"
     static let admin = DeviceIdentity(tenant: tenant, userID: "editor", deviceID: "console", isAdmin: true, expiresAt: 4_000_000_000)
@@ -40,7 +41,7 @@ struct PullHarness {
         storage = try await kind.makeStorage(in: folder.appendingPathComponent("db"))
         assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         pull = PullService(storage: storage, defaultLimit: defaultLimit, maximumLimit: maximumLimit)
-        content = ContentService(storage: storage, assets: assets, clock: clock)
+        content = SampleContentService(storage: storage, assets: assets, clock: clock)
     }
 
     func remove() { try? FileManager.default.removeItem(at: folder) }

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import GRDB
 import PostgresNIO
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -94,7 +95,7 @@ struct PushResultRecordTests {
         let first = try await storage.read { try await $0.pushResults(tenant: "t1", clientID: "alice-phone", covering: 1) }
         #expect(first == PushResultRecord(firstSeq: 1, results: [Self.storedBefore[0].text]))
 
-        let service = PushService(storage: storage, clock: PushFixedClock())
+        let service = PushService(storage: storage, clock: PushFixedClock(), reducers: SampleServerApps.reducers)
         let mutations = (1...3).map { seq in
             Mutation(
                 seq: Int64(seq), clientMutationId: "m-\(seq)", entity: "Task", op: .create, id: "task-\(seq)",

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -28,7 +29,7 @@ struct PushHarness {
     init(_ kind: StorageKind) async throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("push-\(UUID().uuidString)")
         storage = try await kind.makeStorage(in: folder)
-        service = PushService(storage: storage, clock: PushFixedClock())
+        service = PushService(storage: storage, clock: PushFixedClock(), reducers: SampleServerApps.reducers)
     }
 
     func remove() { try? FileManager.default.removeItem(at: folder) }

@@ -4,6 +4,7 @@ import Foundation
 import SyncProtocol
 import Testing
 
+@testable import FieldOpsServer
 @testable import SyncServer
 
 @Suite("Events and reducers")

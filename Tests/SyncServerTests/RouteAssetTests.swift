@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LearningAPI
 import SyncProtocol
 import Testing
 

@@ -5,6 +5,7 @@ import GRDB
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -54,7 +55,7 @@ final class RouteHarness: Sendable {
         logger: Logger? = nil, _ body: @Sendable (any TestClientProtocol) async throws -> Value
     ) async throws -> Value {
         let environment = ServerEnvironment(
-            storage: storage, assets: assets, signer: signer, metrics: metrics, rateLimiter: rateLimiter
+            storage: storage, assets: assets, signer: signer, metrics: metrics, rateLimiter: rateLimiter, apps: SampleServerApps.all
         )
         return try await buildApplication(configuration: configuration, environment: environment, logger: logger).test(.router, body)
     }

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -18,7 +19,7 @@ struct UserDataCLITests {
         let statement: JSONValue = .object([
             "id": .string("st-9"), "verb": .string("completed"), "object_id": .string("lesson-1"), "stated_at": .string("2026-01-01T07:00:00.000Z"),
         ])
-        _ = try await PushService(storage: storage).push(
+        _ = try await PushService(storage: storage, reducers: SampleServerApps.reducers).push(
             PushRequest(
                 clientId: "tablet-9", schema: [:],
                 mutations: [Mutation(seq: 1, clientMutationId: "m-1", entity: "Statement", op: .create, id: "st-9", payload: statement)]

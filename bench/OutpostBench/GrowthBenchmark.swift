@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import SampleServerApps
 import SyncProtocol
 import SyncServer
 
@@ -141,7 +142,7 @@ enum GrowthBenchmark {
     static func simulate(horizons: Bool, folder: URL) throws -> Year {
         let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         let clock = SimulatedClock(start)
-        let push = PushService(storage: storage, clock: clock)
+        let push = PushService(storage: storage, clock: clock, reducers: SampleServerApps.reducers)
         let housekeeping = ServerHousekeeping(storage: storage, horizons: horizons ? .init() : .off)
         var generator = SeededGenerator(seed: 0x6772_6f77_7468)
         var fleet = Fleet()

@@ -1,6 +1,8 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import LearningServer
+import SampleServerApps
 import SyncProtocol
 import SyncServer
 
@@ -149,7 +151,7 @@ enum LoadSeed {
                         }
                     }
                 }
-                let push = PushService(storage: storage)
+                let push = PushService(storage: storage, reducers: SampleServerApps.reducers)
                 let seeder = DeviceIdentity(
                     tenant: LoadDeployment.tenant, userID: "seeder", deviceID: "seeder", teams: (0..<teams).map(team), expiresAt: .max
                 )
@@ -176,7 +178,10 @@ enum LoadSeed {
             let storage = try await deployment.openStorage()
             do {
                 // The admin upload route's own service: the file stored by checksum, the row's size and checksum updated.
-                let content = ContentService(storage: storage, assets: AssetStore(directory: DataDirectory(deployment.data).assets))
+                let content = LearningContentService(
+                    storage: storage, assets: AssetStore(directory: DataDirectory(deployment.data).assets),
+                    content: ContentService(storage: storage, apps: SampleServerApps.all)
+                )
                 let admin = DeviceIdentity(tenant: LoadDeployment.tenant, userID: "editor", deviceID: "console", isAdmin: true, expiresAt: .max)
                 _ = try await content.uploadAsset(id: rangedAsset, data: bytes, contentType: "application/octet-stream", identity: admin)
                 await deployment.close(storage)

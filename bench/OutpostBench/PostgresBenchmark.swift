@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Logging
 import PostgresNIO
+import SampleServerApps
 import SyncProtocol
 import SyncServer
 
@@ -69,7 +70,7 @@ enum PostgresBenchmark {
         for kind in Kind.allCases {
             for run in 0..<runs {
                 let storage = try open(kind, base: base, folder: workspace.folder("push-\(kind)-\(run)"))
-                let service = PushService(storage: storage)
+                let service = PushService(storage: storage, reducers: SampleServerApps.reducers)
                 let timed = try Timing.measure { try runBlocking { try await PushIngestionBenchmark.pushAll(devices, service: service) } }
                 ingestion[kind, default: Samples()].append(timed.seconds)
                 let applied = timed.value.joined().flatMap(\.results).filter { $0.status == .applied }.count
@@ -190,7 +191,7 @@ enum PostgresBenchmark {
 
     /// 10 000 `Task` creates in the team scope, in pushes of 500.
     static func seedTasks(_ storage: any SyncStorage) async throws {
-        let service = PushService(storage: storage)
+        let service = PushService(storage: storage, reducers: SampleServerApps.reducers)
         for push in 0..<(pullRows / 500) {
             let mutations = (0..<500).map { index -> Mutation in
                 let seq = Int64(push * 500 + index + 1)

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import SampleServerApps
 import SyncProtocol
 import SyncServer
 
@@ -254,7 +255,7 @@ enum PullCompressionBenchmark {
         let port = Port()
         let app = buildApplication(
             configuration: ServerConfiguration(host: "127.0.0.1", port: 0, rateLimit: nil),
-            environment: ServerEnvironment(storage: storage, assets: assets, signer: signer),
+            environment: ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all),
             onServerRunning: { port.set($0 ?? -1) }
         )
         let server = Task { try await app.run() }
@@ -309,7 +310,7 @@ enum PullCompressionBenchmark {
     /// 1 360 rows, so the first page of 1 000 holds all three kinds. Returns the composition.
     static func publishContent(storage: SQLiteStorage, assets: AssetStore) async throws -> String {
         var ids = ULIDMaker(seed: seed)
-        let service = ContentService(storage: storage, assets: assets)
+        let service = ContentService(storage: storage, apps: SampleServerApps.all)
         let start = Timestamp(iso8601: "2025-11-03T09:00:00.000Z")!.millisecondsSince1970
         let kinds: [(String, Int)] = [("reading", 40), ("video", 15), ("audio", 10), ("quiz", 20), ("practice", 15)]
         var counts: [String: Int] = [:]
@@ -389,7 +390,7 @@ enum PullCompressionBenchmark {
     /// (last-writer-wins, so each carries an HLC) pushed in two pushes of 600.
     static func pushResponses(storage: SQLiteStorage) async throws -> String {
         var ids = ULIDMaker(seed: seed ^ 0x5555)
-        let service = PushService(storage: storage)
+        let service = PushService(storage: storage, reducers: SampleServerApps.reducers)
         let entity = ContractRegistry.assessmentResponse
         let start = Timestamp(iso8601: "2026-01-12T14:00:00.000Z")!.millisecondsSince1970
         let assessments = (0..<10).map { _ in "assessment-" + ids.make(milliseconds: start - 86_400_000 * 60) }

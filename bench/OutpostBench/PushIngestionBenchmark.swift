@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import SampleServerApps
 import SyncProtocol
 import SyncServer
 
@@ -96,7 +97,7 @@ enum PushIngestionBenchmark {
             let folder = try workspace.folder("push-\(run)")
             let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
             sync()
-            let service = PushService(storage: storage)
+            let service = PushService(storage: storage, reducers: SampleServerApps.reducers)
             let cpu = Timing.processCPUSeconds()
             let timed = try Timing.measure { try runBlocking { try await pushAll(devices, service: service) } }
             if run > 0 {
@@ -541,7 +542,7 @@ enum PushIngestionBenchmark {
         // A replay of one push: the same answer, from the stored results, and nothing written.
         let device = devices[1 % devices.count]
         let replayed = min(7, pushesPerDevice - 1)
-        let service = PushService(storage: storage)
+        let service = PushService(storage: storage, reducers: SampleServerApps.reducers)
         let replay = try Timing.measure {
             try runBlocking {
                 do throws(ServiceError) {

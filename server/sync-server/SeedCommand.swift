@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SampleServerApps
 import SyncServer
 
 struct SeedCommand: AsyncParsableCommand {

@@ -2,6 +2,7 @@ import ArgumentParser
 import CoreMetrics
 import Foundation
 import Logging
+import SampleServerApps
 import SyncProtocol
 import SyncServer
 
@@ -184,7 +185,9 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw fail(error.description)
         }
-        var environment = ServerEnvironment(storage: storage, assets: AssetStore(directory: directory.assets), signer: signer)
+        var environment = ServerEnvironment(
+            storage: storage, assets: AssetStore(directory: directory.assets), signer: signer, apps: SampleServerApps.all
+        )
         do {
             environment.faultPauses = try FaultPauses.fromEnvironment()
         } catch {

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import SampleServerApps
 import SyncClient
 import SyncProtocol
 import SyncServer
@@ -16,7 +17,7 @@ struct LiveServer: Sendable {
     let signer: TokenSigner
     let storage: SQLiteStorage
     /// What an admin publishes with (see `LiveServer+Content.swift`).
-    let content: ContentService
+    let content: SampleContentService
     /// The server's clock: the system's, or one that follows a device's manual clock.
     let clock: any ServerClock
 
@@ -50,13 +51,13 @@ struct LiveServer: Sendable {
         _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
         let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         let signer = try TokenSigner(secret: secret)
-        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, clock: clock)
+        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, clock: clock, apps: SampleServerApps.all)
         let app = buildApplication(configuration: configuration, environment: environment)
         try await app.test(.live) { client in
             try await body(
                 LiveServer(
                     url: URL(string: "http://127.0.0.1:\(client.port!)")!, signer: signer, storage: storage,
-                    content: ContentService(storage: storage, assets: assets, clock: clock), clock: clock
+                    content: SampleContentService(storage: storage, assets: assets, clock: clock), clock: clock
                 )
             )
         }

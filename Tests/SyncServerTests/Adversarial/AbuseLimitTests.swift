@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import SampleServerApps
 import SyncProtocol
 import Testing
 

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import GRDB
 import PostgresNIO
+import SampleServerApps
 import Testing
 
 @testable import SyncServer

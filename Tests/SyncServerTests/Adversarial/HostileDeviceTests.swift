@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -394,7 +395,7 @@ struct HostileDeviceTests {
         let apps = storages.map {
             buildApplication(
                 configuration: configuration,
-                environment: ServerEnvironment(storage: $0, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer)
+                environment: ServerEnvironment(storage: $0, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, apps: SampleServerApps.all)
             )
         }
         var statuses: [HTTPResponse.Status] = []

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -56,7 +57,7 @@ final class HostileHarness: Sendable {
 
     /// Runs `body` against the server listening on loopback.
     func live<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
-        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer)
+        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all)
         return try await buildApplication(configuration: configuration, environment: environment).test(.live, body)
     }
 

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -168,7 +169,7 @@ struct TokenAttackTests {
         configuration.peerLimit = nil
         let second = buildApplication(
             configuration: configuration,
-            environment: ServerEnvironment(storage: storages[1], assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer)
+            environment: ServerEnvironment(storage: storages[1], assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, apps: SampleServerApps.all)
         )
         try await storages[0].write { try await $0.revoke(tenant: "acme", kind: .device, subject: "stolen", at: issued + 1) }
         try await second.test(.router) { client in

@@ -1,5 +1,6 @@
 import ContractRuntime
 public import Foundation
+import LearningAPI
 import SyncProtocol
 
 /// Settings of an ``AssetDownloader``.

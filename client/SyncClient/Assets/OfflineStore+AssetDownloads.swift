@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import LearningAPI
 import SyncProtocol
 
 /// The bookkeeping ``AssetDownloader`` keeps in the store, one transaction per step: the

@@ -1,4 +1,5 @@
 public import Foundation
+public import LearningAPI
 public import SyncProtocol
 
 /// How ``AssetDownloader`` talks to the server: the learning app's units route and the asset

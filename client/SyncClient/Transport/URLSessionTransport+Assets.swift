@@ -1,4 +1,5 @@
 public import Foundation
+public import LearningAPI
 public import SyncProtocol
 
 #if canImport(FoundationNetworking)

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import SyncClient
+import LearningAPI
 import SyncProtocol
 
 /// The device's transport: the server over URLSession, except while the home folder's offline

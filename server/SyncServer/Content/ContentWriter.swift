@@ -1,5 +1,4 @@
 import ContractRuntime
-import Contracts
 import Foundation
 import SyncProtocol
 
@@ -9,10 +8,13 @@ import SyncProtocol
 struct ContentWriter {
     let entity: EntityDescriptor
     let table: ContractTable
+    /// The apps whose computed fields every written row gets.
+    let apps: [any ServerApp]
 
-    init(_ entity: EntityDescriptor) {
+    init(_ entity: EntityDescriptor, apps: [any ServerApp] = []) {
         self.entity = entity
         self.table = ContractTable(entity)
+        self.apps = apps
     }
 
     /// Who writes, and when.
@@ -70,18 +72,15 @@ struct ContentWriter {
     }
 
     /// Writes the row unless it is already stored with the same content; returns the stored row
-    /// and whether it was written. An `Assessment` gets its revision from the server
-    /// (``AssessmentRevisions``).
+    /// and whether it was written. The apps compute their fields of it first
+    /// (``ServerApp/computeFields(_:of:existing:now:)``).
     func put(
         _ columns: Columns, scopeKey: String, actor: Actor, operation: String, in transaction: any StorageTransaction
     ) async throws -> (row: StoredRow, written: Bool) {
         try await transaction.lockScope(tenant: actor.tenant, scopeKey: scopeKey)
         let existing = try await transaction.row(in: table, tenant: actor.tenant, id: columns.id)
         var columns = columns
-        if entity.name == Assessment.descriptor.name {
-            // The server owns an assessment's revision and the grading of its earlier revisions.
-            AssessmentRevisions.stamp(&columns.values, existing: existing, now: actor.now)
-        }
+        for app in apps { app.computeFields(&columns.values, of: entity, existing: existing, now: actor.now) }
         if let existing, existing.integer("_deleted") == 0, existing["_scope_key"] == .text(scopeKey),
             storedFields.allSatisfy({ field in
                 (columns.stampsVersionField && field.isVersionField) || existing[field.name] == columns.values[field.name]
@@ -103,7 +102,9 @@ struct ContentWriter {
     /// Tombstones a live row, and the live rows of its `has_many` relations in the same scope
     /// (a unit's lessons, a lesson's assets) so devices drop them too. Returns the rows deleted,
     /// each with its table; `nil` when the row is absent or already deleted.
-    func tombstone(id: String, actor: Actor, in transaction: any StorageTransaction) async throws -> [(table: ContractTable, row: StoredRow)]? {
+    func tombstone(
+        id: String, actor: Actor, contracts: ContractCatalog, in transaction: any StorageTransaction
+    ) async throws -> [(table: ContractTable, row: StoredRow)]? {
         guard let existing = try await lockedRow(id: id, tenant: actor.tenant, in: transaction), existing.integer("_deleted") == 0,
             case .text(let scopeKey) = existing["_scope_key"]
         else { return nil }
@@ -116,15 +117,15 @@ struct ContentWriter {
         var deleted = [(table, try await store(row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: "delete",
                                          outcome: "deleted", in: transaction))]
         for relation in entity.relations where relation.kind == .hasMany {
-            guard let child = ContractRegistry.entity(named: relation.target), child.scope == entity.scope else { continue }
-            let childWriter = ContentWriter(child)
+            guard let child = contracts.entity(named: relation.target), child.scope == entity.scope else { continue }
+            let childWriter = ContentWriter(child, apps: apps)
             let children = try await transaction.rows(
                 in: childWriter.table, tenant: actor.tenant,
                 where: [relation.foreignKey: existing[entity.primaryKey], "_deleted": .integer(0)], limit: Int(Int32.max)
             )
             for childRow in children {
                 guard let childID = childRow.text(child.primaryKey) else { continue }
-                deleted += try await childWriter.tombstone(id: childID, actor: actor, in: transaction) ?? []
+                deleted += try await childWriter.tombstone(id: childID, actor: actor, contracts: contracts, in: transaction) ?? []
             }
         }
         return deleted

@@ -39,13 +39,15 @@ public struct ServerEnvironment: Sendable {
     public var clock: any ServerClock
     /// `nil` builds one from ``ServerConfiguration/rateLimit``.
     public var rateLimiter: RateLimiter?
+    /// The apps built on this server: their reducers, computed fields and routes.
+    public var apps: [any ServerApp]
     /// Test-only pauses (`OUTPOST_FAULT_DELAY_MS`), for crash tests that kill the server at a
     /// chosen point; none by default.
     package var faultPauses = FaultPauses.none
 
     public init(
         storage: any SyncStorage, assets: AssetStore, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
-        clock: any ServerClock = SystemClock(), rateLimiter: RateLimiter? = nil
+        clock: any ServerClock = SystemClock(), rateLimiter: RateLimiter? = nil, apps: [any ServerApp] = []
     ) {
         self.storage = storage
         self.assets = assets
@@ -53,6 +55,7 @@ public struct ServerEnvironment: Sendable {
         self.metrics = metrics
         self.clock = clock
         self.rateLimiter = rateLimiter
+        self.apps = apps
     }
 }
 
@@ -93,20 +96,19 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
     table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
     table.add(.get, "/sync/v1/live", on: authenticated, use: routes.live)
-    table.add(.get, "/api/v1/content/units/sync", on: authenticated, use: routes.unitsSync)
-    table.add(.get, "/assets/{id}", on: authenticated, use: routes.asset)
-    table.add(.head, "/assets/{id}", on: authenticated, use: routes.asset)
 
     let admin = authenticated.group()
     admin.add(middleware: AdminOnlyMiddleware())
     table.add(.post, "/admin/v1/content/{entity}", on: admin, use: routes.publish)
     table.add(.delete, "/admin/v1/content/{entity}/{id}", on: admin, use: routes.deleteContent)
-    table.add(.put, "/admin/v1/assets/{id}", on: admin, use: routes.uploadAsset)
     table.add(.post, "/admin/v1/revocations", on: admin, use: routes.revoke)
     table.add(.delete, "/admin/v1/users/{user}", on: admin, use: routes.eraseUser)
     table.add(.get, "/admin/v1/users/{user}/export", on: admin, use: routes.exportUser)
     table.add(.put, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.addTeamMember)
     table.add(.delete, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.removeTeamMember)
+
+    let appRoutes = AppRoutes(configuration: configuration, environment: environment, table: table, authenticated: authenticated, admin: admin)
+    for app in environment.apps { app.addRoutes(to: appRoutes) }
 
     return SyncRouter(router: router, routes: table.routes)
 }
@@ -148,7 +150,7 @@ public func buildApplication(
 }
 
 /// Registers routes and remembers them.
-private final class RouteTable {
+final class RouteTable {
     private(set) var routes: [RouteDescription] = []
 
     func add(
@@ -175,16 +177,18 @@ struct SyncRoutes: Sendable {
     let pullMemory: PullMemoryBudget
     /// What one pull page reserves of ``pullMemory`` while it is built.
     let pullPageReservation: Int
-    let fileIO = FileIO()
 
     init(configuration: ServerConfiguration, environment: ServerEnvironment) {
         self.configuration = configuration
         self.environment = environment
-        pushService = PushService(storage: environment.storage, clock: environment.clock, maximumClockSkew: configuration.maximumClockSkew)
+        pushService = PushService(
+            storage: environment.storage, clock: environment.clock, maximumClockSkew: configuration.maximumClockSkew,
+            reducers: environment.apps.flatMap(\.reducers)
+        )
         pullService = PullService(storage: environment.storage, pageBytes: configuration.pullPageBytes)
         pullMemory = PullMemoryBudget(capacity: configuration.pullMemoryBytes, maximumWait: configuration.pullMemoryWait)
         pullPageReservation = pullMemory.reservation(pageBytes: configuration.pullPageBytes, largestRowBytes: environment.storage.contracts.largestRowBytes)
-        contentService = ContentService(storage: environment.storage, assets: environment.assets, clock: environment.clock)
+        contentService = ContentService(storage: environment.storage, clock: environment.clock, apps: environment.apps)
         liveChannels = LiveChannels(
             configuration: configuration.live, storage: environment.storage, clock: environment.clock, metrics: environment.metrics
         )
@@ -301,30 +305,6 @@ struct SyncRoutes: Sendable {
         }
     }
 
-    // MARK: Content
-
-    @Sendable func unitsSync(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
-        let includeDeleted: Bool
-        switch request.query("include_deleted")?.lowercased() {
-        case nil, "", "false", "0": includeDeleted = false
-        case "true", "1": includeDeleted = true
-        case let other?: throw ServiceError.malformed("`include_deleted` must be true or false, not `\(other)`")
-        }
-        let response = try await contentService.unitsSync(
-            since: request.query("since").flatMap { $0.isEmpty ? nil : $0 }, limit: try limit(request),
-            includeDeleted: includeDeleted, schema: try schema(request), identity: identity,
-            assetBaseURL: assetBaseURL(context)
-        )
-        return try .json(response, request: request, compressible: true)
-    }
-
-    @Sendable func asset(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
-        let file = try await contentService.asset(id: try parameter("id", context), identity: identity)
-        return try await AssetResponse.make(file, request: request, context: context, fileIO: fileIO)
-    }
-
     // MARK: Admin
 
     @Sendable func publish(_ request: Request, context: SyncRequestContext) async throws -> Response {
@@ -342,15 +322,6 @@ struct SyncRoutes: Sendable {
             entity: try parameter("entity", context), id: try parameter("id", context), identity: identity, urgent: try flag("urgent", request)
         )
         return Response(status: .noContent)
-    }
-
-    @Sendable func uploadAsset(_ request: Request, context: SyncRequestContext) async throws -> Response {
-        let identity = try context.requireIdentity()
-        let id = try parameter("id", context)
-        let contentType = request.headers[.contentType].flatMap { $0.isEmpty ? nil : $0 } ?? "application/octet-stream"
-        let data = try await request.collectBody(limit: configuration.maximumAssetBytes)
-        let metadata = try await contentService.uploadAsset(id: id, data: data, contentType: contentType, identity: identity)
-        return try .json(metadata, request: request)
     }
 
     // MARK: Identity held by the server
@@ -437,53 +408,16 @@ struct SyncRoutes: Sendable {
         return Response(status: .noContent)
     }
 
-    // MARK: Input
+    // MARK: Input (RequestInput: the same rules for the apps' routes)
 
-    /// `X-Outpost-Schema: Unit=3,Lesson=2`; absent means "the current versions".
-    private func schema(_ request: Request) throws(ServiceError) -> [String: Int] {
-        guard let text = request.headers[.outpostSchema], !text.trimmingCharacters(in: .whitespaces).isEmpty else { return [:] }
-        guard let versions = SchemaHeader.decode(text) else {
-            throw .malformed("\(ProtocolHeaders.schema) must be `Name=version` pairs separated by commas, like `Unit=3,Lesson=2`")
-        }
-        return versions
-    }
+    private func schema(_ request: Request) throws(ServiceError) -> [String: Int] { try RequestInput.schema(request) }
 
-    private func limit(_ request: Request) throws(ServiceError) -> Int? {
-        guard let text = request.query("limit"), !text.isEmpty else { return nil }
-        guard let value = Int(text), value > 0 else { throw .malformed("`limit` must be a positive integer, not `\(text)`") }
-        return value
-    }
+    private func limit(_ request: Request) throws(ServiceError) -> Int? { try RequestInput.limit(request) }
 
-    /// A boolean query parameter: absent or `false` is false, `true` true, anything else a 400.
-    private func flag(_ name: String, _ request: Request) throws(ServiceError) -> Bool {
-        switch request.query(name) {
-        case nil, "", "false": return false
-        case "true": return true
-        case let other?: throw .malformed("`\(name)` must be `true` or `false`, not `\(other)`")
-        }
-    }
+    private func flag(_ name: String, _ request: Request) throws(ServiceError) -> Bool { try RequestInput.flag(name, request) }
 
-    /// A path parameter, percent-decoded once (the router hands them over as sent: `jos%C3%A9`
-    /// names the user `josé`, `field%20ops` the team `field ops`) and held to the identifier rule.
     private func parameter(_ name: String, _ context: SyncRequestContext) throws(ServiceError) -> String {
-        guard let raw = context.parameters.get(name), !raw.isEmpty else { throw .malformed("the path needs `\(name)`") }
-        guard let value = raw.removingPercentEncoding, !value.isEmpty else {
-            throw .malformed("the path's `\(name)` is not valid percent-encoded UTF-8: `\(raw)`")
-        }
-        try Identifier.require(value, as: name)
-        return value
+        try RequestInput.parameter(name, context)
     }
 
-    /// Where devices download assets: the configured public URL, or the address this
-    /// connection reached. Never the request's `Host` header: a client (or anything between it
-    /// and the server) chooses that, and links built from it would point wherever it says.
-    private func assetBaseURL(_ context: SyncRequestContext) -> String {
-        if let base = configuration.publicBaseURL {
-            return base.hasSuffix("/") ? String(base.dropLast()) : base
-        }
-        if let local = context.localAddress, let ip = local.ipAddress, let port = local.port {
-            return "http://\(ip.contains(":") ? "[\(ip)]" : ip):\(port)"
-        }
-        return "http://\(configuration.host):\(configuration.port)"
-    }
 }

@@ -66,6 +66,9 @@ public struct StoredRow: Hashable, Sendable {
     }
 
     /// The value of `column`; `.null` for a column the row does not have.
+    /// Whether the row is a tombstone (`_deleted`).
+    public var isDeleted: Bool { (integer("_deleted") ?? 0) != 0 }
+
     public subscript(_ column: String) -> ColumnValue {
         get { layout.position(of: column).map { values[$0] } ?? .null }
         set {

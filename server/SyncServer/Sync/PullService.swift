@@ -266,7 +266,7 @@ public struct PullService: Sendable {
     /// 410 `cursor_expired` for a cursor below the scope's compacted sequence when a compaction
     /// ran since it was issued: deletes after it may be gone. A cursor issued after the last
     /// compaction (a pull from scratch paging through old rows) is still good.
-    static func checkHorizon(_ position: SyncCursor, compacted: Int64) throws(ServiceError) {
+    public static func checkHorizon(_ position: SyncCursor, compacted: Int64) throws(ServiceError) {
         if position.sequence < compacted, position.horizon < compacted { throw .cursorExpired(scopeKey: position.scopeKey) }
     }
 
@@ -276,7 +276,7 @@ public struct PullService: Sendable {
     }
 
     /// The cursor a request sends; `nil` without one.
-    static func position(of cursor: String?, scopeKey: String) throws(ServiceError) -> SyncCursor? {
+    public static func position(of cursor: String?, scopeKey: String) throws(ServiceError) -> SyncCursor? {
         guard let cursor, !cursor.isEmpty else { return nil }
         let decoded: SyncCursor
         do {

@@ -102,9 +102,9 @@ struct PushEntityApplier {
                 throw problem
             }
             let context = ReducerContext(writer: session.writer)
-            let fact = Reducers.folds(entity.name) && mutation.op == .create ? fact(id: id, columns: write.columns, scopeKey: scopeKey) : nil
+            let fact = session.writer.contracts.reducers.folds(entity.name) && mutation.op == .create ? fact(id: id, columns: write.columns, scopeKey: scopeKey) : nil
             if let fact {
-                switch try await Reducers.verdict(for: fact, in: context) {
+                switch try await session.writer.contracts.reducers.verdict(for: fact, in: context) {
                 case .proceed: break
                 case .duplicate(let message):
                     detail.reason = message
@@ -125,7 +125,7 @@ struct PushEntityApplier {
                 detail.mergedFields = (write.appliedFields, write.keptFields)
             }
             detail.tombstone = write.deleted
-            let effects = if let fact { try await Reducers.fold(fact, in: context) } else { [ReducerEffect]() }
+            let effects = if let fact { try await session.writer.contracts.reducers.fold(fact, in: context) } else { [ReducerEffect]() }
             let shown: JSONValue? =
                 write.resolution == ConflictResolution.merged ? .object(RowShaping.wireRow(stored, entity: entity, version: version)) : nil
             return PushSession.Outcome(

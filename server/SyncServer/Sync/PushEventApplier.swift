@@ -40,7 +40,7 @@ struct PushEventApplier {
 
         let context = ReducerContext(writer: session.writer)
         let fact = ReducerFact(contract: event.name, id: mutation.id, payload: payload.wire, occurredAt: occurredAt, scopeKey: scopeKey)
-        switch try await Reducers.verdict(for: fact, in: context) {
+        switch try await session.writer.contracts.reducers.verdict(for: fact, in: context) {
         case .proceed:
             break
         case .duplicate(let message):
@@ -76,7 +76,7 @@ struct PushEventApplier {
             detail.reason = "event '\(mutation.id)' is already recorded"
             return PushSession.Outcome(result: result(.duplicate), detail: detail)
         }
-        let effects = try await Reducers.fold(fact, in: context)
+        let effects = try await session.writer.contracts.reducers.fold(fact, in: context)
         return PushSession.Outcome(result: result(.applied), detail: detail, effects: effects)
     }
 

@@ -44,9 +44,14 @@ public struct PushService: Sendable {
 
     /// - Parameter maximumClockSkew: a mutation whose `hlc` is further ahead of `clock` is
     ///   rejected with `clock_skew` (nothing written; the mutations behind it go on).
-    public init(storage: any SyncStorage, clock: any ServerClock = SystemClock(), maximumClockSkew: Duration = defaultMaximumClockSkew) {
+    /// - Parameter reducers: the apps' reducers, which fold events and created rows of the
+    ///   contracts they name into server-computed rows (``ServerApp/reducers``).
+    public init(
+        storage: any SyncStorage, clock: any ServerClock = SystemClock(), maximumClockSkew: Duration = defaultMaximumClockSkew,
+        reducers: [any Reducer] = []
+    ) {
         self.storage = storage
-        contracts = ServerContracts(storage.contracts)
+        contracts = ServerContracts(storage.contracts, reducers: reducers)
         self.clock = clock
         self.maximumClockSkew = maximumClockSkew
     }

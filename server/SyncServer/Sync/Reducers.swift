@@ -1,17 +1,19 @@
-import ContractRuntime
+public import ContractRuntime
 import Foundation
-import SyncProtocol
+public import SyncProtocol
 
-/// A fact the reducers fold into server-authoritative entities: an event, or a row of an
-/// append-only entity (a `Statement`), already validated and in its contract's current shape.
-struct ReducerFact: Sendable {
-    /// The contract name (`TaskStatusChanged`, `Statement`).
-    var contract: String
+/// A fact the reducers fold into server-authoritative entities: an event, or a created row of
+/// an entity a reducer folds (an append-only record), already validated and in its contract's
+/// current shape.
+public struct ReducerFact: Sendable {
+    /// The contract name.
+    public var contract: String
     /// The event id, or the row's primary key.
-    var id: String
-    var occurredAt: Timestamp
+    public var id: String
+    /// When it happened: the event's `occurred_at` (device clock), or the row's receipt.
+    public var occurredAt: Timestamp
     /// The scope key the fact is filed under; a reducer only touches rows of the same scope.
-    var scopeKey: String
+    public var scopeKey: String
     /// The payload as it came: wire values (an event), or a row's columns, turned into wire
     /// values only when read (most rows a reducer sees, it leaves after a field or two).
     private let values: Values
@@ -40,7 +42,7 @@ struct ReducerFact: Sendable {
     }
 
     /// Current field names → wire values, defaults filled.
-    var payload: [String: JSONValue] {
+    public var payload: [String: JSONValue] {
         switch values {
         case .wire(let payload): return payload
         case .row(let columns, let fields):
@@ -52,7 +54,7 @@ struct ReducerFact: Sendable {
     }
 
     /// The wire value of one field of the payload; `nil` when the contract has no such field.
-    func value(of name: String) -> JSONValue? {
+    public func value(of name: String) -> JSONValue? {
         switch values {
         case .wire(let payload): return payload[name]
         case .row(let columns, let fields):
@@ -62,13 +64,13 @@ struct ReducerFact: Sendable {
     }
 
     /// The payload as its generated type.
-    func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
+    public func decode<Value: Decodable>(_ type: Value.Type) throws -> Value {
         try JSONTreeDecoder.decode(Value.self, from: .object(payload))
     }
 }
 
 /// What a reducer says about a fact before anything is written.
-enum ReducerVerdict: Sendable {
+public enum ReducerVerdict: Sendable {
     /// Store the fact and fold it.
     case proceed
     /// Nothing to do: the target already reflects it (a second completion of a completed task).
@@ -81,45 +83,64 @@ enum ReducerVerdict: Sendable {
 }
 
 /// A row a reducer wrote, for the response's audit trail.
-struct ReducerEffect: Hashable, Sendable {
-    var entity: String
-    var rowID: String
-    var version: Int64
+public struct ReducerEffect: Hashable, Sendable {
+    /// The entity's contract name.
+    public var entity: String
+    /// The row's primary key.
+    public var rowID: String
+    /// The row's `_version` after the write.
+    public var version: Int64
     /// What changed, for the audit detail.
-    var summary: [String: JSONValue]
+    public var summary: [String: JSONValue]
+
+    public init(entity: String, rowID: String, version: Int64, summary: [String: JSONValue]) {
+        self.entity = entity
+        self.rowID = rowID
+        self.version = version
+        self.summary = summary
+    }
 }
 
-/// Folds facts of some contracts into server-authoritative rows.
+/// Folds facts of some contracts into server-computed rows: an app's server-side logic (a
+/// task's state from its status events, a learner's progress from their statements), given to
+/// the server when it is made (``ServerApp/reducers``).
 ///
 /// A reducer is asked twice: ``verdict(for:in:)`` before anything of the mutation is written
 /// (it may refuse), then ``fold(_:in:)`` after the fact is stored, in the same transaction.
-/// Reducers are typed against the generated DTOs; they name contracts through their types'
-/// descriptors (`TaskStarted.descriptor.name`), never as string literals.
-protocol Reducer: Sendable {
+/// Facts are events, and created rows of the entities a reducer names in ``sources``. Reducers
+/// are typed against the generated DTOs and name contracts through their types' descriptors
+/// (`TaskStarted.descriptor.name`), never as string literals. A reducer must do nothing but
+/// storage work through its context and pure computation: a transaction may run more than once.
+public protocol Reducer: Sendable {
     /// The contracts whose facts this reducer folds.
     var sources: Set<String> { get }
+    /// Whether the fact may apply: `proceed`, or why not (nothing of the mutation is written then).
     func verdict(for fact: ReducerFact, in context: ReducerContext) async throws -> ReducerVerdict
+    /// Folds the stored fact into rows; returns the rows written.
     func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect]
 }
 
-/// The reducers of the server, and how a push consults them.
-enum Reducers {
-    static let all: [any Reducer] = [LearningReducer(), FieldTaskReducer(), ServiceAssetReducer()]
-
+/// The reducers of a server, by the contracts they fold, and how a push consults them.
+struct Reducers: Sendable {
+    /// Every reducer, in the order given.
+    let all: [any Reducer]
     /// The reducers of each source contract, in the order of ``all``.
-    static let bySource: [String: [any Reducer]] = {
+    private let bySource: [String: [any Reducer]]
+
+    init(_ reducers: [any Reducer]) {
+        all = reducers
         var index: [String: [any Reducer]] = [:]
-        for reducer in all {
+        for reducer in reducers {
             for source in reducer.sources { index[source, default: []].append(reducer) }
         }
-        return index
-    }()
+        bySource = index
+    }
 
     /// Whether any reducer folds facts of `contract`.
-    static func folds(_ contract: String) -> Bool { bySource[contract] != nil }
+    func folds(_ contract: String) -> Bool { bySource[contract] != nil }
 
     /// The first verdict that is not `proceed`, or `proceed`.
-    static func verdict(for fact: ReducerFact, in context: ReducerContext) async throws -> ReducerVerdict {
+    func verdict(for fact: ReducerFact, in context: ReducerContext) async throws -> ReducerVerdict {
         for reducer in bySource[fact.contract] ?? [] {
             let verdict = try await reducer.verdict(for: fact, in: context)
             if case .proceed = verdict { continue }
@@ -129,7 +150,7 @@ enum Reducers {
     }
 
     /// Runs every reducer of the fact's contract; returns the rows they wrote.
-    static func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect] {
+    func fold(_ fact: ReducerFact, in context: ReducerContext) async throws -> [ReducerEffect] {
         var effects: [ReducerEffect] = []
         for reducer in bySource[fact.contract] ?? [] {
             effects += try await reducer.fold(fact, in: context)
@@ -139,20 +160,23 @@ enum Reducers {
 }
 
 /// Typed access to storage for reducers, inside the push's transaction.
-struct ReducerContext {
+public struct ReducerContext {
     let writer: PushWriter
 
-    var transaction: any StorageTransaction { writer.transaction }
-    var identity: DeviceIdentity { writer.identity }
-    var now: Timestamp { writer.now }
+    /// The push's transaction, for reads the typed methods do not cover.
+    public var transaction: any StorageTransaction { writer.transaction }
+    /// Who pushed.
+    public var identity: DeviceIdentity { writer.identity }
+    /// The server's time of the push.
+    public var now: Timestamp { writer.now }
     /// The tolerance of a device's clock against the server's, in milliseconds.
-    var clockSkewMilliseconds: Int64 {
+    public var clockSkewMilliseconds: Int64 {
         let parts = writer.clockSkew.components
         return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
     }
 
     /// A stored entity row with its generated value; `nil` when absent or deleted.
-    func entity<Value: ContractEntity>(_ type: Value.Type, id: String) async throws -> (value: Value, row: StoredRow)? {
+    public func entity<Value: ContractEntity>(_ type: Value.Type, id: String) async throws -> (value: Value, row: StoredRow)? {
         guard let row = try await transaction.row(in: ContractTable(Value.descriptor), tenant: identity.tenant, id: id),
             !ConflictResolution.isDeleted(row)
         else { return nil }
@@ -160,7 +184,7 @@ struct ReducerContext {
     }
 
     /// Live entity rows matching equality conditions (at most `limit`).
-    func entities<Value: ContractEntity>(
+    public func entities<Value: ContractEntity>(
         _ type: Value.Type, where conditions: [String: ColumnValue], limit: Int = 10_000
     ) async throws -> [(value: Value, row: StoredRow)] {
         try await transaction.rows(in: ContractTable(Value.descriptor), tenant: identity.tenant, where: conditions, limit: limit)
@@ -169,7 +193,7 @@ struct ReducerContext {
     }
 
     /// Stored events matching equality conditions, with their ids and device times.
-    func events<Value: ContractEvent>(
+    public func events<Value: ContractEvent>(
         _ type: Value.Type, where conditions: [String: ColumnValue], limit: Int = 10_000
     ) async throws -> [(value: Value, eventID: String, occurredAt: Int64)] {
         let descriptor = Value.descriptor
@@ -186,7 +210,7 @@ struct ReducerContext {
     /// Stores a value computed by a reducer: a new scope sequence, `_version` + 1, `_updated_by`
     /// `server`; the row's clocks (`_hlc`, `_field_clocks`) stay as they were. Returns `nil`
     /// without writing when nothing but the version field would change.
-    func store<Value: ContractEntity>(
+    public func store<Value: ContractEntity>(
         _ value: Value, previous: StoredRow?, scopeKey: String, summary: [String: JSONValue]
     ) async throws -> ReducerEffect? {
         let entity = Value.descriptor
@@ -207,7 +231,7 @@ struct ReducerContext {
     }
 
     /// The scope key a new row of `Value` takes: its scope's key filled from the token and the row.
-    func scopeKey<Value: ContractEntity>(for value: Value, fallback: String) throws -> String {
+    public func scopeKey<Value: ContractEntity>(for value: Value, fallback: String) throws -> String {
         guard let scope = writer.contracts.catalog.scope(named: Value.descriptor.scope) else { return fallback }
         let wire = try Self.wireObject(of: value)
         return ScopeAccess.key(for: scope, row: wire, identity: identity) ?? fallback
@@ -216,7 +240,8 @@ struct ReducerContext {
     /// `_updated_by` of rows the server computed.
     static let serverWriter = "server"
 
-    static func decode<Value: ContractEntity>(_ type: Value.Type, row: StoredRow) throws -> Value {
+    /// A stored row as its generated type (current version).
+    public static func decode<Value: ContractEntity>(_ type: Value.Type, row: StoredRow) throws -> Value {
         let wire = RowShaping.currentWireRow(row, entity: Value.descriptor)
         return try JSONTreeDecoder.decode(Value.self, from: .object(wire))
     }
@@ -237,9 +262,9 @@ struct ReducerContext {
     }
 }
 
-extension Reducers {
+extension ReducerContext {
     /// The UTC calendar day of a timestamp.
-    static func utcDay(_ timestamp: Timestamp) -> CalendarDate {
+    public static func utcDay(_ timestamp: Timestamp) -> CalendarDate {
         let millis = timestamp.millisecondsSince1970
         let days = millis >= 0 ? millis / 86_400_000 : (millis - 86_399_999) / 86_400_000
         return CalendarDate(daysSince1970: Int(days))

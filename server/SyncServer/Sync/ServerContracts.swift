@@ -1,15 +1,18 @@
 import ContractRuntime
 
-/// A storage's contracts with what a push looks up for every mutation worked out once: the
-/// payload rules of each contract and the stored-row layout of each entity.
+/// A storage's contracts and the reducers that fold them, with what a push looks up for every
+/// mutation worked out once: the payload rules of each contract and the stored-row layout of
+/// each entity.
 final class ServerContracts: Sendable {
     let catalog: ContractCatalog
+    let reducers: Reducers
     private let entityPayloads: [String: PayloadContract]
     private let eventPayloads: [String: PayloadContract]
     private let rowShapes: [String: RowShape]
 
-    init(_ catalog: ContractCatalog) {
+    init(_ catalog: ContractCatalog, reducers: [any Reducer] = []) {
         self.catalog = catalog
+        self.reducers = Reducers(reducers)
         entityPayloads = Dictionary(catalog.entities.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first })
         eventPayloads = Dictionary(catalog.events.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first })
         rowShapes = Dictionary(catalog.entities.map { ($0.name, RowShape($0)) }, uniquingKeysWith: { first, _ in first })

@@ -39,7 +39,7 @@ public struct ServiceError: Error, Hashable, Sendable {
 extension ServiceError {
     /// Runs storage work; a failure of storage becomes a 500 that leaks nothing, and a
     /// ``ServiceError`` thrown inside a transaction passes through unchanged.
-    static func catchingStorageFailures<T>(_ work: () async throws -> T) async throws(ServiceError) -> T {
+    public static func catchingStorageFailures<T>(_ work: () async throws -> T) async throws(ServiceError) -> T {
         do {
             return try await work()
         } catch let error as ServiceError {

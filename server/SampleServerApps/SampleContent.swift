@@ -1,6 +1,8 @@
-import ContractRuntime
+public import ContractRuntime
 import Contracts
-import Foundation
+public import Foundation
+import LearningServer
+public import SyncServer
 
 /// What ``SampleContent/seed(storage:assets:tenant:team:clock:)`` did.
 public struct SeedSummary: Sendable, Hashable, CustomStringConvertible {
@@ -71,31 +73,17 @@ public enum SampleContent {
                 "storage_key": .string(stored.checksum),
             ]
             if let duration = file.durationMs { fields["duration_ms"] = .int(duration) }
-            rows.append(SampleRow(entity: ContractRegistry.asset, fields: fields))
+            rows.append(SampleRow(entity: Asset.descriptor, fields: fields))
         }
         rows += teamRows(team: team)
 
         let identity = DeviceIdentity(tenant: tenant, userID: "sync-server", deviceID: "seed", teams: [team], isAdmin: true, expiresAt: 0)
-        var prepared: [(writer: ContentWriter, columns: ContentWriter.Columns, scopeKey: String)] = []
-        for row in rows {
-            let writer = ContentWriter(row.entity)
-            guard let scope = ContractRegistry.scope(named: row.entity.scope),
-                let scopeKey = ScopeAccess.key(for: scope, row: row.fields, identity: identity)
-            else { throw SeedError(message: "\(row.entity.name) has no scope key") }
-            do {
-                prepared.append((writer, try writer.columns(row.fields), scopeKey))
-            } catch {
-                throw SeedError(message: "sample \(row.entity.name) '\(row.fields["id"].map(CanonicalJSON.text) ?? "")': \(error.detail.message)")
-            }
-        }
-        let actor = ContentWriter.Actor(tenant: tenant, userID: identity.userID, deviceID: identity.deviceID, now: clock.now())
-        let batch = prepared
-        let written = try await storage.write { transaction in
-            var written = 0
-            for item in batch where try await item.writer.put(item.columns, scopeKey: item.scopeKey, actor: actor, operation: "seed", in: transaction).written {
-                written += 1
-            }
-            return written
+        let content = ContentService(storage: storage, clock: clock, apps: SampleServerApps.all)
+        let written: Int
+        do {
+            written = try await content.publish(rows: rows.map { ContentService.ContentRow(entity: $0.entity, fields: $0.fields) }, identity: identity)
+        } catch {
+            throw SeedError(message: "the sample does not fit the contracts: \(error.detail.message)")
         }
         var counts: [String: Int] = [:]
         for row in rows {
@@ -119,7 +107,7 @@ public enum SampleContent {
 
     /// Units, lessons and an assessment (the `content` scope).
     static func contentRows() -> [SampleRow] {
-        let unit = ContractRegistry.unit, lesson = ContractRegistry.lesson, assessment = ContractRegistry.assessment
+        let unit = Unit.descriptor, lesson = Lesson.descriptor, assessment = Assessment.descriptor
         func lessonRow(_ id: String, unit: String, _ title: String, index: Int64, kind: String, seconds: Int64, body: JSONValue) -> SampleRow {
             SampleRow(entity: lesson, fields: [
                 "id": text(id), "unit_id": text(unit), "title": text(title), "sort_index": .int(index),
@@ -205,7 +193,7 @@ public enum SampleContent {
     /// Service assets, tasks and an incident of one team (the `team` scope). Ids carry the team
     /// so that several teams can be seeded side by side.
     static func teamRows(team: String) -> [SampleRow] {
-        let serviceAsset = ContractRegistry.serviceAsset, task = ContractRegistry.task, incident = ContractRegistry.incident
+        let serviceAsset = ServiceAsset.descriptor, task = FieldTask.descriptor, incident = Incident.descriptor
         let tag = team.uppercased()
         let vehicle = "\(team)-vehicle-017", battery = "\(team)-battery-204"
         func taskRow(_ suffix: String, _ title: String, kind: String, status: String, index: Int64, asset: String, checklist: [String]) -> SampleRow {

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import SyncServer
 
 /// An assessment's revisions: its content version (`revision`, which devices see) and the
 /// grading of every earlier revision (`answer_key_history`, server-only), both owned by the

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import SyncProtocol
+import SyncServer
 
 /// Folds a learner's facts into the server-authoritative `Attempt` and `CompletionRecord`.
 ///
@@ -104,19 +105,19 @@ struct LearningReducer: Reducer {
         guard let row = try await context.transaction.row(in: table, tenant: context.identity.tenant, id: submission.assessmentId) else {
             return .proceed  // never published: stored, and scored as incomplete
         }
-        if ConflictResolution.isDeleted(row) { return .conflicted(entity: Assessment.descriptor, row: row) }
+        if row.isDeleted { return .conflicted(entity: Assessment.descriptor, row: row) }
         let assessment = try ReducerContext.decode(Assessment.self, row: row)
         let what = "the submission of attempt '\(submission.attemptId)'"
         if let refusal = Self.beforePublication(fact.occurredAt, of: row, revision: submission.assessmentRevision, what: what, in: context) {
             return .rejected(refusal)
         }
 
-        if let lastDay = assessment.availableUntil, Reducers.utcDay(fact.occurredAt) > lastDay {
+        if let lastDay = assessment.availableUntil, ReducerContext.utcDay(fact.occurredAt) > lastDay {
             return .rejected(
                 ErrorDetail(
                     code: .assessmentClosed,
                     message: "\(assessment.id) took submissions until \(lastDay) (UTC); attempt '\(submission.attemptId)' was submitted on "
-                        + "\(Reducers.utcDay(fact.occurredAt))",
+                        + "\(ReducerContext.utcDay(fact.occurredAt))",
                     details: .object(["available_until": .string(lastDay.description)])
                 )
             )
@@ -327,11 +328,11 @@ struct LearningReducer: Reducer {
         if state == .closed, let outcome, let endedAt = submittedAt, let unitID = assessment?.unitId {
             let id = "attempt:\(attemptID)"
             let existing = try await context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
-            if existing == nil || existing.map(ConflictResolution.isDeleted) == true {
+            if existing == nil || existing?.isDeleted == true {
                 let share = maxScore.flatMap { $0 > 0 ? score / $0 : nil }
                 let record = CompletionRecord(
                     id: id, unitId: unitID, lessonId: nil, attemptId: attemptID, passed: outcome == .passed, score: share,
-                    completedAt: endedAt, completedOn: Reducers.utcDay(endedAt), updatedAt: context.now
+                    completedAt: endedAt, completedOn: ReducerContext.utcDay(endedAt), updatedAt: context.now
                 )
                 let scopeKey = try context.scopeKey(for: record, fallback: fact.scopeKey)
                 let recordSummary: [String: JSONValue] = ["passed": .bool(outcome == .passed), "attempt_id": .string(attemptID)]
@@ -352,10 +353,10 @@ struct LearningReducer: Reducer {
     ) async throws -> [ReducerEffect] {
         let id = "lesson:\(context.identity.userID):\(lessonID)"
         let existing = try await context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
-        if let existing, !ConflictResolution.isDeleted(existing) { return [] }  // the first completion stands
+        if let existing, !existing.isDeleted { return [] }  // the first completion stands
         let record = CompletionRecord(
             id: id, unitId: unitID, lessonId: lessonID, attemptId: nil, passed: true, score: score, completedAt: time,
-            completedOn: Reducers.utcDay(time), updatedAt: context.now
+            completedOn: ReducerContext.utcDay(time), updatedAt: context.now
         )
         let scopeKey = try context.scopeKey(for: record, fallback: fact.scopeKey)
         let summary: [String: JSONValue] = ["lesson_id": .string(lessonID), "unit_id": .string(unitID)]

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import SyncProtocol
+import SyncServer
 
 /// Folds field-service events into the `Task` (``FieldTask``) status.
 ///

@@ -1,0 +1,38 @@
+public import ContractRuntime
+
+/// An app built on the sync server: the server-side logic of its contracts, given to the server
+/// when it is made (``ServerEnvironment/apps``). The engine names no contract; what an app's
+/// contracts mean beyond their declared policies lives here.
+///
+/// ```swift
+/// struct InspectionServerApp: ServerApp {
+///     var reducers: [any Reducer] { [ChecklistReducer()] }
+/// }
+/// let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: [InspectionServerApp()])
+/// ```
+///
+/// Every requirement has a default that does nothing.
+public protocol ServerApp: Sendable {
+    /// The reducers that fold the app's events, and created rows of the entities they name,
+    /// into server-computed rows, inside the push that brings them.
+    var reducers: [any Reducer] { get }
+
+    /// Sets the fields the server computes on a row an operator publishes (`POST
+    /// /admin/v1/content/{entity}`, seeding): `server_only` fields and those whose value is the
+    /// server's to give (a revision number), from the stored row (`existing`, `nil` for a new
+    /// row, deleted rows included) and the server's clock. Called in the write's transaction,
+    /// before the row is compared with the stored one. `values` holds every field of the row as
+    /// validated, by current name.
+    func computeFields(_ values: inout [String: ColumnValue], of entity: EntityDescriptor, existing: StoredRow?, now: Timestamp)
+
+    /// Adds the app's HTTP routes (an app's own API beside the sync protocol).
+    func addRoutes(to routes: AppRoutes)
+}
+
+extension ServerApp {
+    public var reducers: [any Reducer] { [] }
+
+    public func computeFields(_ values: inout [String: ColumnValue], of entity: EntityDescriptor, existing: StoredRow?, now: Timestamp) {}
+
+    public func addRoutes(to routes: AppRoutes) {}
+}
