@@ -20,12 +20,22 @@ struct SyncDeviceCommand: AsyncParsableCommand {
               sync-device task complete TASK_ID --home ./tablet
               sync-device offline off --home ./tablet  # back: it syncs
 
+            Any entity of the contracts, named as in its contract or by its
+            table (ServiceAsset, service-asset, service_assets):
+              sync-device rows service-asset --where category=charger
+              sync-device create service-asset --field asset_tag=CHG-9 \\
+                  --field display_name="Charger 9" --field category=charger
+              sync-device show service-asset ID
+              sync-device edit service-asset ID --field status=needs_service
+              sync-device delete service-asset ID
+
             Exit codes:
               0   success
               1   the device failed (its database or files)
               2   not logged in, or the home folder's state does not allow
                   it (another user, a newer build's database, unsynced
-                  changes at logout, no attempt in progress)
+                  changes at logout, no attempt in progress, a row that
+                  already exists)
               3   the network or the server failed (offline, unreachable,
                   refused, or a downloaded file did not match its checksum)
               4   sync finished, but conflicts, refused or quarantined
@@ -34,13 +44,15 @@ struct SyncDeviceCommand: AsyncParsableCommand {
                   reached the server; sync first
               6   no such unit, lesson, assessment, question, row, conflict
                   or queued change
-              64  usage: an unknown command, flag or field, or a value that
-                  does not fit its type
+              64  usage: an unknown command, flag, entity or field, a value
+                  that does not fit its type, a missing required field, or
+                  a write the contract does not let devices make
             """,
         subcommands: [
             LoginCommand.self, LogoutCommand.self, StatusCommand.self, SyncCommand.self, OfflineCommand.self,
             UnitsCommand.self, DownloadCommand.self, CacheCommand.self, OpenCommand.self, AnswerCommand.self, SubmitCommand.self, AttemptsCommand.self,
-            TasksCommand.self, TaskCommand.self, IncidentsCommand.self, EditCommand.self, EventCommand.self,
+            TasksCommand.self, TaskCommand.self, IncidentsCommand.self,
+            RowsCommand.self, ShowCommand.self, CreateCommand.self, EditCommand.self, DeleteCommand.self, EventCommand.self,
             ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self, PreferencesCommand.self, WatchCommand.self,
         ]
     )

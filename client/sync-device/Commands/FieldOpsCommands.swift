@@ -15,7 +15,7 @@ struct TasksCommand: DeviceCommand {
     func execute() async throws {
         let (session, team) = try list.session()
         let tasks = try session.store.tasks(teamId: team)
-        try TeamRows(session: session, json: list.output.json).show(
+        try RowListing(session: session, json: list.output.json).show(
             tasks, listKey: "tasks", rowKey: "task", none: "no tasks on this device (sync to download the team's tasks)"
         ) { task in
             ["\(task.id)  \(task.status.rawValue)  \(task.title)  (revision \(task.revision))"]
@@ -90,7 +90,7 @@ struct IncidentsCommand: DeviceCommand {
     func execute() async throws {
         let (session, team) = try list.session()
         let incidents = try session.store.incidents(teamId: team)
-        try TeamRows(session: session, json: list.output.json).show(
+        try RowListing(session: session, json: list.output.json).show(
             incidents, listKey: "incidents", rowKey: "incident", none: "no incidents on this device"
         ) { incident in
             ["\(incident.id)  \(incident.number)  \(incident.priority.rawValue)  \(incident.state.rawValue)  \(incident.shortDescription)"]
@@ -113,13 +113,15 @@ struct TeamListOptions: ParsableArguments {
     }
 }
 
-/// A list of a team's rows, each marked when it has changes not on the server yet: as text, or
-/// as `{"<list>": [{"<row>": {...}, "unsynced_changes": n}]}`.
-struct TeamRows {
+/// A list of rows, each marked when it has changes not on the server yet: as text (under
+/// `header`, if any), or as `{"<list>": [{"<row>": {...}, "unsynced_changes": n}]}`.
+struct RowListing {
     let session: DeviceSession
     let json: Bool
 
-    func show<E: ContractEntity>(_ rows: [E], listKey: String, rowKey: String, none: String, lines: (E) -> [String]) throws {
+    func show<E: ContractEntity>(
+        _ rows: [E], listKey: String, rowKey: String, none: String, header: String? = nil, lines: (E) -> [String]
+    ) throws {
         let unsynced = try session.unsyncedRows()
         let changes = { (row: E) in unsynced[E.descriptor.name + "\u{0}" + row.contractPrimaryKey] ?? 0 }
         if json {
@@ -131,6 +133,7 @@ struct TeamRows {
             return
         }
         if rows.isEmpty { Console.say(none) }
+        if let header, !rows.isEmpty { Console.say("  " + header) }
         for row in rows {
             for (index, line) in lines(row).enumerated() {
                 Console.say(index == 0 ? (changes(row) > 0 ? "* " : "  ") + line : "    " + line)
@@ -174,13 +177,7 @@ struct EditCommand: DeviceCommand {
         let (descriptor, type) = try ContractLookup.entity(named: entity)
         let editable = descriptor.fields.filter { !$0.isPrimaryKey && !$0.isVersionField }
         let assignments = FieldAssignments(contract: descriptor.name, fields: editable, clock: session.clock)
-        for argument in fields {
-            let name = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
-            if let field = descriptor.field(named: name), field.isPrimaryKey || field.isVersionField {
-                throw DeviceFailure.usage(
-                    "\(descriptor.name).\(name) cannot be edited: \(field.isPrimaryKey ? "it is the primary key" : "the server sets it")")
-            }
-        }
+        try FieldAssignments.refuseKeyAndVersion(in: fields, of: descriptor, action: "edited")
         let values = try assignments.parse(fields)
         let queued = try update(type, values: values, session: session)
         if queued {
@@ -193,9 +190,7 @@ struct EditCommand: DeviceCommand {
     /// Reads the row, sets the fields, and stores it (queued as the policy says). `false` when
     /// nothing changed.
     private func update<E: ContractEntity>(_ type: E.Type, values: [String: JSONValue], session: DeviceSession) throws -> Bool {
-        guard let current = try session.store.fetch(E.self, id: id) else {
-            throw DeviceFailure.notFound("no \(E.descriptor.name) '\(id)' on this device", hint: "sync to download the team's rows")
-        }
+        guard let current = try session.store.fetch(E.self, id: id) else { throw DeviceFailure.noRow(E.descriptor, id: id) }
         let changed = try Wire.decode(E.self, from: Wire.object(current).merging(values) { $1 }, contract: E.descriptor.name)
         return try session.store.update(changed) != nil
     }
@@ -229,18 +224,10 @@ struct EventCommand: DeviceCommand {
         let session = try device.session()
         let (descriptor, type) = try ContractLookup.event(named: self.type)
         let assignments = FieldAssignments(contract: descriptor.name, fields: descriptor.fields, clock: session.clock)
-        var values = try assignments.parse(fields)
-        if values["team_id"] == nil, descriptor.field(named: "team_id") != nil, session.profile.teams.count == 1 {
-            values["team_id"] = .string(session.profile.teams[0])
-        }
-        let missing = assignments.missingRequired(in: values)
-        guard missing.isEmpty else {
-            throw DeviceFailure.usage(
-                "\(descriptor.name) needs "
-                    + missing.map { "--field \($0.name)=<\(FieldAssignments.describe($0.kind))>" }.joined(separator: " "),
-                hint: "its fields:\n" + assignments.fieldList
-            )
-        }
+        let values = FieldAssignments.defaultingTeam(
+            try assignments.parse(fields), fields: descriptor.fields, teams: session.profile.teams
+        )
+        try assignments.requireAll(in: values)
         let eventId = try record(type, values: values, session: session, contract: descriptor.name)
         Console.say("recorded \(descriptor.name) \(eventId); \(try session.queuedNote())")
     }

@@ -10,6 +10,8 @@ struct FieldAssignments {
     let contract: String
     let fields: [FieldDescriptor]
     let clock: any DeviceClock
+    /// The option the arguments came with, for messages: `--field`, `--where`.
+    var option = "--field"
 
     /// The wire values of `arguments`, by field name.
     /// - Throws: a usage failure naming the field for a malformed argument, an unknown field, a
@@ -18,22 +20,57 @@ struct FieldAssignments {
         var values: [String: JSONValue] = [:]
         for argument in arguments {
             guard let equals = argument.firstIndex(of: "=") else {
-                throw .usage("--field '\(argument)' is not name=value", hint: "for example --field \(example)")
+                throw .usage("\(option) '\(argument)' is not name=value", hint: "for example \(option) \(example)")
             }
             let name = String(argument[..<equals])
             let text = String(argument[argument.index(after: equals)...])
             guard let field = fields.first(where: { $0.name == name }) else {
-                throw .usage("\(contract) has no field '\(name)'", hint: "its fields: " + fields.map(\.name).joined(separator: ", "))
+                let guess = SpellingSuggestion.closest(to: name, among: fields.map(\.name)).map { "did you mean '\($0)'? " } ?? ""
+                throw .usage("\(contract) has no field '\(name)'", hint: guess + "its fields: " + fields.map(\.name).joined(separator: ", "))
             }
-            guard values[name] == nil else { throw .usage("--field \(name) is given twice") }
+            guard values[name] == nil else { throw .usage("\(option) \(name) is given twice") }
             values[name] = try value(text, for: field)
         }
         return values
     }
 
     /// Fields without a value, a default or `?`, for a whole new row or event.
-    func missingRequired(in values: [String: JSONValue]) -> [FieldDescriptor] {
+    private func missingRequired(in values: [String: JSONValue]) -> [FieldDescriptor] {
         fields.filter { values[$0.name] == nil && !$0.isOptional && $0.defaultValue == nil }
+    }
+
+    /// Refuses a whole new row or event that lacks a required field, naming every one missing
+    /// with the type it expects.
+    func requireAll(in values: [String: JSONValue]) throws(DeviceFailure) {
+        let missing = missingRequired(in: values)
+        guard missing.isEmpty else {
+            throw .usage(
+                "\(contract) needs " + missing.map { "--field \($0.name)=<\(Self.describe($0.kind))>" }.joined(separator: " "),
+                hint: "its fields:\n" + fieldList
+            )
+        }
+    }
+
+    /// `team_id` set to the device's team when the contract has one, none is given and the
+    /// device is in a single team.
+    static func defaultingTeam(_ values: [String: JSONValue], fields: [FieldDescriptor], teams: [String]) -> [String: JSONValue] {
+        guard values["team_id"] == nil, fields.contains(where: { $0.name == "team_id" }), teams.count == 1 else { return values }
+        return values.merging(["team_id": .string(teams[0])]) { given, _ in given }
+    }
+
+    /// Refuses `--field` arguments naming the primary key or the version field, which the
+    /// command or the server sets: `action` says what cannot be done (`edited`).
+    static func refuseKeyAndVersion(
+        in arguments: [String], of entity: EntityDescriptor, action: String, keyHint: String? = nil
+    ) throws(DeviceFailure) {
+        for argument in arguments {
+            let name = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
+            guard let field = entity.field(named: name), field.isPrimaryKey || field.isVersionField else { continue }
+            throw .usage(
+                "\(entity.name).\(name) cannot be \(action): \(field.isPrimaryKey ? "it is the primary key" : "the server sets it")",
+                hint: field.isPrimaryKey ? keyHint : nil
+            )
+        }
     }
 
     /// Every field with its type, one per line, for help and errors.

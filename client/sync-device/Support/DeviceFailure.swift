@@ -16,7 +16,8 @@ enum DeviceExit {
     static let readOnly = ExitCode(5)
     /// No such unit, lesson, assessment, question, row, conflict or queued change.
     static let notFound = ExitCode(6)
-    /// An unknown flag or field, or a value that does not fit (ArgumentParser's own code).
+    /// An unknown flag, entity or field, a value that does not fit, a missing required field, or a
+    /// write the contract does not let devices make (ArgumentParser's own code).
     static let usage = ExitCode.validationFailure
 }
 

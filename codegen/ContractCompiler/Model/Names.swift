@@ -1,3 +1,4 @@
+import ContractRuntime
 import Foundation
 
 /// Turns contract names into Swift and SQL names, and knows which names are reserved.
@@ -138,32 +139,8 @@ package enum Names {
         "event_id", "type", "schema_version", "user_id", "device_id", "occurred_at", "recorded_at", "hash",
     ]
 
-    /// Levenshtein distance, for "did you mean" help.
-    package static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        if a.isEmpty { return b.count }
-        if b.isEmpty { return a.count }
-        var previous = Array(0...b.count)
-        var current = [Int](repeating: 0, count: b.count + 1)
-        for i in 1...a.count {
-            current[0] = i
-            for j in 1...b.count {
-                let cost = a[i - 1] == b[j - 1] ? 0 : 1
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
-            }
-            swap(&previous, &current)
-        }
-        return previous[b.count]
-    }
-
-    /// The closest candidate within a small distance, if any.
+    /// The closest candidate within a small distance, if any, for "did you mean" help.
     package static func closest(to word: String, among candidates: some Sequence<String>) -> String? {
-        let limit = max(2, word.count / 3)
-        var best: (String, Int)?
-        for candidate in candidates.sorted() {
-            let distance = editDistance(word.lowercased(), candidate.lowercased())
-            if distance <= limit, distance < (best?.1 ?? Int.max) { best = (candidate, distance) }
-        }
-        return best?.0
+        SpellingSuggestion.closest(to: word, among: candidates)
     }
 }
