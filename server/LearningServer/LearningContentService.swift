@@ -2,7 +2,7 @@ public import ContractRuntime
 import Contracts
 public import Foundation
 public import LearningAPI
-public import SyncProtocol
+import SyncProtocol
 public import SyncServer
 
 /// The learning app's content routes: the units sync route (units with their lessons and asset

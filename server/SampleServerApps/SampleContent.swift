@@ -1,6 +1,6 @@
-public import ContractRuntime
+import ContractRuntime
 import Contracts
-public import Foundation
+import Foundation
 import LearningServer
 public import SyncServer
 

@@ -1,6 +1,6 @@
 public import Foundation
 public import LearningAPI
-public import SyncProtocol
+import SyncProtocol
 
 /// How ``AssetDownloader`` talks to the server: the learning app's units route and the asset
 /// files. ``URLSessionTransport`` is the real one; tests can wrap it to fail or record.

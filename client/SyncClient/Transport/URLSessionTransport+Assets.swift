@@ -1,6 +1,6 @@
 public import Foundation
 public import LearningAPI
-public import SyncProtocol
+import SyncProtocol
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

@@ -2,7 +2,7 @@ public import Foundation
 public import HTTPTypes
 public import Hummingbird
 import NIOCore
-public import SyncProtocol
+import SyncProtocol
 
 /// Where an app adds its HTTP routes (``ServerApp/addRoutes(to:)``): behind the same
 /// middleware as the sync routes (security headers, limits, errors as JSON, authentication),

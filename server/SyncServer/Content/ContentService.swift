@@ -1,6 +1,6 @@
 public import ContractRuntime
-public import Foundation
-public import SyncProtocol
+import Foundation
+import SyncProtocol
 
 /// The admin operations that publish and delete content (rows of read-only scopes such as
 /// `content`), which devices then receive as changes and tombstones, and the same writes for an
