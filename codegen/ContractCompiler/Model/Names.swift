@@ -120,10 +120,11 @@ package enum Names {
     package static let shadowedTypeNames: Set<String> = [
         "Actor", "Any", "AnyObject", "Array", "Bool", "Character", "Codable", "ContractEntity", "ContractEvent",
         "ContractMigration", "ContractRegistry", "Contracts", "CalendarDate", "Data", "Date", "Decimal",
-        "Decodable", "Dictionary", "Double", "Encodable", "EntityDescriptor", "Equatable", "Error",
+        "Decodable", "Dictionary", "Double", "Encodable", "EntityDescriptor", "EntityFieldChange", "Equatable", "Error",
         "EventDescriptor", "EventEnvelope", "FieldDescriptor", "FieldKind", "Float", "Hashable", "Identifiable",
-        "Int", "Int64", "JSONValue", "Never", "Optional", "Result", "ScopeDescriptor", "Sendable", "Set", "String",
-        "Substring", "Task", "TaskGroup", "Timestamp", "URL", "UUID", "Void",
+        "Int", "Int64", "JSONValue", "LocalStateEntity", "Never", "Optional", "PatchableEntity", "Result",
+        "ScopeDescriptor", "Sendable", "Set", "String", "Substring", "Task", "TaskGroup", "Timestamp", "URL", "UUID",
+        "Void",
     ]
 
     /// Tables the client and server keep for themselves.
