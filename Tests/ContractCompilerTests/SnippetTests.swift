@@ -101,7 +101,7 @@ struct SnippetTests {
         let set = try compileValid(["note.yaml": note])
         let swift = DTOGenerator(set: set).render(try #require(set.contract(named: "Note")))
         for line in [
-            "public struct Note: ContractEntity {",
+            "public struct Note: ContractEntity, PatchableEntity, LocalStateEntity {",
             "    public var body: String",
             "    public var color: Color",
             "    public var wordCount: Int64?",
@@ -118,6 +118,42 @@ struct SnippetTests {
             #expect(swift.contains(line + "\n"), "missing line: \(line)")
         }
         #expect(!swift.contains("import Foundation"), "a DTO without UUID or Data must not import Foundation")
+    }
+
+    @Test("entities declare the engines' capabilities: typed changes always, a local state with local fields")
+    func conformances() throws {
+        let set = try compileValid([
+            "note.yaml": note,
+            "tag.yaml": """
+                entity: Tag
+                summary: A tag with nothing but its name.
+                version: 1
+                table: tags
+                scope: user
+                sync: { direction: both, conflict: last_writer_wins }
+                fields:
+                  name: { type: id, primary_key: true }
+                """,
+            "note_read.yaml": """
+                event: NoteRead
+                summary: Someone read a note.
+                version: 1
+                scope: user
+                fields:
+                  note_id: ref<Note>
+                """,
+        ])
+        let generator = DTOGenerator(set: set)
+        let note = generator.render(try #require(set.contract(named: "Note")))
+        #expect(note.contains("public struct Note: ContractEntity, PatchableEntity, LocalStateEntity {\n"))
+        #expect(note.contains("    public enum Change: EntityFieldChange {\n"))
+        // No field but the primary key: an empty `Change`, still an `EntityFieldChange`.
+        let tag = generator.render(try #require(set.contract(named: "Tag")))
+        #expect(tag.contains("public struct Tag: ContractEntity, PatchableEntity {\n"))
+        #expect(tag.contains("    public enum Change: EntityFieldChange {\n"))
+        let event = generator.render(try #require(set.contract(named: "NoteRead")))
+        #expect(event.contains("public struct NoteRead: ContractEvent {\n"))
+        #expect(!event.contains("Change"))
     }
 
     @Test("schema constants use the contract name in upper snake case")

@@ -1,4 +1,5 @@
 @testable import ContractCompiler
+import ContractRuntime
 import Testing
 
 @Suite("Validation rules")
@@ -124,6 +125,45 @@ struct ValidationTests {
         #expect(result.diagnostics.warningCount == 1)
         #expect(!result.diagnostics.hasErrors)
         #expect(result.diagnostics.diagnostics.first?.rule == .missingSummary)
+    }
+
+    @Test(
+        "a table the device's store or the server's database already has is refused where it is written",
+        arguments: ["repull_rows", "first_downloads", "outbox", "unit_cache", "learning_attempts", "rate_windows", "sqlite_stat1"]
+    )
+    func engineTable(_ table: String) throws {
+        let folder = try ContractFolder(files: ["thing.yaml": entity("  id: { type: id, primary_key: true }")
+            .replacingOccurrences(of: "table: things", with: "table: \(table)")])
+        defer { folder.remove() }
+        #expect(folder.report() == """
+            contracts/thing.yaml:4:8: error[RESERVED_NAME]: table name '\(table)' is reserved for the sync engine's own tables
+              help: choose another name, for example 'thing_records'
+            1 error, 0 warnings
+            """)
+    }
+
+    @Test("every name in the engines' list is refused as a table, every reserved column as a field")
+    func everyEngineName() throws {
+        for table in EngineNames.reservedTables.sorted() {
+            let contract = entity("  id: { type: id, primary_key: true }").replacingOccurrences(of: "table: things", with: "table: \(table)")
+            #expect(try rules(["thing.yaml": contract]) == [.reservedName], "table \(table)")
+        }
+        for column in EngineNames.reservedColumns.sorted() {
+            #expect(try rules(["thing.yaml": entity("  id: { type: id, primary_key: true }\n  \(column): int?")]) == [.reservedName], "field \(column)")
+            let local = entity("  id: { type: id, primary_key: true }", extra: "local:\n  \(column): int?")
+            #expect(try rules(["thing.yaml": local]) == [.reservedName], "local field \(column)")
+        }
+    }
+
+    @Test("a field named like a column the engines add is refused where it is written", arguments: ["_deleted", "_scope_key", "_version", "_synced_at"])
+    func engineColumn(_ column: String) throws {
+        let folder = try ContractFolder(files: ["thing.yaml": entity("  id: { type: id, primary_key: true }\n  \(column): bool")])
+        defer { folder.remove() }
+        #expect(folder.report() == """
+            contracts/thing.yaml:9:3: error[RESERVED_NAME]: field name '\(column)' is a column the sync engines add to contract tables
+              help: rename it to '\(column.dropFirst())'
+            1 error, 0 warnings
+            """)
     }
 
     @Test("diagnostic text format: location, severity, rule, message, then help")

@@ -110,16 +110,3 @@ struct SignOutTests {
         #expect(!FileManager.default.fileExists(atPath: test.directory.databaseURL.path))
     }
 }
-
-@Suite("Generated entities")
-struct EntityCapabilityTests {
-    @Test("every generated entity has typed changes, and every entity with local fields a local state")
-    func conformances() {
-        for type in ContractRegistry.entityTypes {
-            #expect(type is any PatchableEntity.Type, "\(type) needs `extension \(type): PatchableEntity {}` in EntityCapabilities.swift")
-            if !type.descriptor.localFields.isEmpty {
-                #expect(type is any LocalStateEntity.Type, "\(type) needs `extension \(type): LocalStateEntity {}` in EntityCapabilities.swift")
-            }
-        }
-    }
-}

@@ -5,7 +5,7 @@ public import ContractRuntime
 /// A quiz or test a learner downloads and can take offline.
 ///
 /// - Remark: Generated from entity `Assessment` version 4 (`contracts/entities/assessment.yaml`).
-public struct Assessment: ContractEntity {
+public struct Assessment: ContractEntity, PatchableEntity, LocalStateEntity {
     /// Primary key.
     public var id: String
 
@@ -110,7 +110,7 @@ public struct Assessment: ContractEntity {
 
     /// One field of `Assessment` set to a new value, for a patch:
     /// `[.unitId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case unitId(String?)
         case title(String)
         case instructions(String?)

@@ -8,7 +8,7 @@ public import Foundation
 /// Keeps an unfinished attempt in step between a learner's devices. Every final answer is also recorded as an AnswerRecorded event, which the server folds into the Attempt.
 ///
 /// - Remark: Generated from entity `AssessmentResponse` version 1 (`contracts/entities/assessment_response.yaml`).
-public struct AssessmentResponse: ContractEntity {
+public struct AssessmentResponse: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: UUID
 
@@ -50,7 +50,7 @@ public struct AssessmentResponse: ContractEntity {
 
     /// One field of `AssessmentResponse` set to a new value, for a patch:
     /// `[.assessmentId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case assessmentId(String)
         case attemptId(String)
         case questionId(String)

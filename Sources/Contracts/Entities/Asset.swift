@@ -7,7 +7,7 @@ public import ContractRuntime
 /// The file itself is served by the asset route and verified against `checksum` after download. The table is not called `assets`: that name belongs to the client's own download bookkeeping.
 ///
 /// - Remark: Generated from entity `Asset` version 1 (`contracts/entities/asset.yaml`).
-public struct Asset: ContractEntity {
+public struct Asset: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
 
@@ -75,7 +75,7 @@ public struct Asset: ContractEntity {
 
     /// One field of `Asset` set to a new value, for a patch:
     /// `[.lessonId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case lessonId(String)
         case assetKind(AssetKind)
         case contentType(String)

@@ -7,7 +7,7 @@ public import ContractRuntime
 /// The server computes state, outcome and score from the learner's statements and answers.
 ///
 /// - Remark: Generated from entity `Attempt` version 2 (`contracts/entities/attempt.yaml`).
-public struct Attempt: ContractEntity {
+public struct Attempt: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
 
@@ -81,7 +81,7 @@ public struct Attempt: ContractEntity {
 
     /// One field of `Attempt` set to a new value, for a patch:
     /// `[.assessmentId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case assessmentId(String)
         case enrollmentId(String?)
         case state(State)

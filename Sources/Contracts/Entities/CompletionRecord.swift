@@ -5,7 +5,7 @@ public import ContractRuntime
 /// The server's record that a learner completed a lesson or a unit.
 ///
 /// - Remark: Generated from entity `CompletionRecord` version 1 (`contracts/entities/completion_record.yaml`).
-public struct CompletionRecord: ContractEntity {
+public struct CompletionRecord: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
 
@@ -46,7 +46,7 @@ public struct CompletionRecord: ContractEntity {
 
     /// One field of `CompletionRecord` set to a new value, for a patch:
     /// `[.unitId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case unitId(String)
         case lessonId(String?)
         case attemptId(String?)

@@ -7,7 +7,7 @@ public import ContractRuntime
 /// A push carries the revision it was based on; a stale revision comes back conflicted with the server's row so the technician can resubmit, discard or merge.
 ///
 /// - Remark: Generated from entity `Task` version 1 (`contracts/entities/task.yaml`).
-public struct FieldTask: ContractEntity {
+public struct FieldTask: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
 
@@ -113,7 +113,7 @@ public struct FieldTask: ContractEntity {
 
     /// One field of `FieldTask` set to a new value, for a patch:
     /// `[.teamId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case teamId(String)
         case routeId(String?)
         case serviceAssetId(String?)

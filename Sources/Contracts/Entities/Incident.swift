@@ -7,7 +7,7 @@ public import ContractRuntime
 /// Two technicians may edit the same incident offline; edits to different fields merge, and an edit to the same field falls back to the later writer. Both are audited.
 ///
 /// - Remark: Generated from entity `Incident` version 1 (`contracts/entities/incident.yaml`).
-public struct Incident: ContractEntity {
+public struct Incident: ContractEntity, PatchableEntity, LocalStateEntity {
     /// Primary key.
     public var id: String
 
@@ -157,7 +157,7 @@ public struct Incident: ContractEntity {
 
     /// One field of `Incident` set to a new value, for a patch:
     /// `[.teamId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case teamId(String)
         case number(String)
         case shortDescription(String)

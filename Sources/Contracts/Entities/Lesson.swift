@@ -5,7 +5,7 @@ public import ContractRuntime
 /// One lesson of a unit, with the content the lesson player needs.
 ///
 /// - Remark: Generated from entity `Lesson` version 2 (`contracts/entities/lesson.yaml`).
-public struct Lesson: ContractEntity {
+public struct Lesson: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
 
@@ -73,7 +73,7 @@ public struct Lesson: ContractEntity {
 
     /// One field of `Lesson` set to a new value, for a patch:
     /// `[.unitId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case unitId(String)
         case title(String)
         case sortIndex(Int64)

@@ -5,7 +5,7 @@ public import ContractRuntime
 /// A piece of equipment in the field (vehicle, battery, charger) that technicians service.
 ///
 /// - Remark: Generated from entity `ServiceAsset` version 1 (`contracts/entities/service_asset.yaml`).
-public struct ServiceAsset: ContractEntity {
+public struct ServiceAsset: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
 
@@ -98,7 +98,7 @@ public struct ServiceAsset: ContractEntity {
 
     /// One field of `ServiceAsset` set to a new value, for a patch:
     /// `[.teamId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case teamId(String)
         case assetTag(String)
         case displayName(String)

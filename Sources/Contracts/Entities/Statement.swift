@@ -5,7 +5,7 @@ public import ContractRuntime
 /// One immutable learning record ("learner completed lesson X") written on the device.
 ///
 /// - Remark: Generated from entity `Statement` version 1 (`contracts/entities/statement.yaml`).
-public struct Statement: ContractEntity {
+public struct Statement: ContractEntity, PatchableEntity {
     /// A ULID made on the device; the same id twice is a duplicate.
     ///
     /// Primary key.
@@ -69,7 +69,7 @@ public struct Statement: ContractEntity {
 
     /// One field of `Statement` set to a new value, for a patch:
     /// `[.verb(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case verb(Verb)
         case objectId(String)
         case attemptId(String?)

@@ -5,7 +5,7 @@ public import ContractRuntime
 /// A unit of lessons that a learner downloads for offline use.
 ///
 /// - Remark: Generated from entity `Unit` version 3 (`contracts/entities/unit.yaml`).
-public struct Unit: ContractEntity {
+public struct Unit: ContractEntity, PatchableEntity, LocalStateEntity {
     /// Primary key.
     public var id: String
 
@@ -112,7 +112,7 @@ public struct Unit: ContractEntity {
 
     /// One field of `Unit` set to a new value, for a patch:
     /// `[.title(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case title(String)
         case description(String?)
         case learnerLevel(LearnerLevel)

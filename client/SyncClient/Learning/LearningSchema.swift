@@ -1,3 +1,5 @@
+import ContractRuntime
+
 extension ClientSchema {
     /// `client.v5.learning_attempts`: one row per attempt the learner started on this device,
     /// with what the attempt was taken on: the assessment's `revision` (sent with the
@@ -8,7 +10,7 @@ extension ClientSchema {
     /// statement that starts an attempt has no place for a revision.
     static let learningAttemptsV5Statements = [
         """
-        CREATE TABLE "learning_attempts" (
+        CREATE TABLE "\(EngineNames.ClientTable.learningAttempts.rawValue)" (
             "attempt_id" TEXT PRIMARY KEY NOT NULL,
             "assessment_id" TEXT NOT NULL,
             "assessment_revision" INTEGER NOT NULL,

@@ -34,7 +34,7 @@ enum ClientSchema {
 
     static let syncTablesV1Statements = [
         """
-        CREATE TABLE "outbox" (
+        CREATE TABLE "\(EngineNames.ClientTable.outbox.rawValue)" (
             "seq" INTEGER PRIMARY KEY,
             "client_mutation_id" TEXT NOT NULL UNIQUE,
             "entity" TEXT NOT NULL,
@@ -60,7 +60,7 @@ enum ClientSchema {
         #"CREATE INDEX "outbox_status_seq_idx" ON "outbox" ("status", "seq")"#,
         #"CREATE INDEX "outbox_entity_row_idx" ON "outbox" ("entity", "row_id")"#,
         """
-        CREATE TABLE "conflicts" (
+        CREATE TABLE "\(EngineNames.ClientTable.conflicts.rawValue)" (
             "id" INTEGER PRIMARY KEY AUTOINCREMENT,
             "outbox_seq" INTEGER NOT NULL,
             "client_mutation_id" TEXT NOT NULL,
@@ -78,7 +78,7 @@ enum ClientSchema {
         """,
         #"CREATE INDEX "conflicts_open_idx" ON "conflicts" ("resolution", "entity", "row_id")"#,
         """
-        CREATE TABLE "sync_state" (
+        CREATE TABLE "\(EngineNames.ClientTable.syncState.rawValue)" (
             "scope_key" TEXT PRIMARY KEY NOT NULL,
             "cursor" TEXT,
             "last_pull_at" INTEGER,
@@ -89,7 +89,7 @@ enum ClientSchema {
         )
         """,
         """
-        CREATE TABLE "assets" (
+        CREATE TABLE "\(EngineNames.ClientTable.assets.rawValue)" (
             "asset_id" TEXT PRIMARY KEY NOT NULL,
             "unit_id" TEXT,
             "lesson_id" TEXT,
@@ -111,7 +111,7 @@ enum ClientSchema {
         #"CREATE INDEX "assets_unit_id_idx" ON "assets" ("unit_id")"#,
         #"CREATE INDEX "assets_lesson_id_idx" ON "assets" ("lesson_id")"#,
         """
-        CREATE TABLE "metadata" (
+        CREATE TABLE "\(EngineNames.ClientTable.metadata.rawValue)" (
             "key" TEXT PRIMARY KEY NOT NULL,
             "value" TEXT NOT NULL
         )
@@ -125,7 +125,7 @@ enum ClientSchema {
     /// cannot drift from the files.
     static let unitCacheV2Statements = [
         """
-        CREATE TABLE "unit_cache" (
+        CREATE TABLE "\(EngineNames.ClientTable.unitCache.rawValue)" (
             "unit_id" TEXT PRIMARY KEY NOT NULL,
             "added_at" INTEGER NOT NULL,
             "downloaded_at" INTEGER,
@@ -142,7 +142,7 @@ enum ClientSchema {
     /// changes it, and a read-through fetches it again when the app asks.
     static let rowRetentionV4Statements = [
         """
-        CREATE TABLE "pinned_rows" (
+        CREATE TABLE "\(EngineNames.ClientTable.pinnedRows.rawValue)" (
             "entity" TEXT NOT NULL,
             "row_id" TEXT NOT NULL,
             "pinned_at" INTEGER NOT NULL,
@@ -150,7 +150,7 @@ enum ClientSchema {
         )
         """,
         """
-        CREATE TABLE "dropped_rows" (
+        CREATE TABLE "\(EngineNames.ClientTable.droppedRows.rawValue)" (
             "entity" TEXT NOT NULL,
             "row_id" TEXT NOT NULL,
             "server_version" INTEGER,

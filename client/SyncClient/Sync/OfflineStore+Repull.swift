@@ -26,7 +26,7 @@ import GRDB
 extension OfflineStore {
     static let repullStatements = [
         """
-        CREATE TABLE "repull_scopes" (
+        CREATE TABLE "\(EngineNames.ClientTable.repullScopes.rawValue)" (
             "scope_key" TEXT PRIMARY KEY NOT NULL,
             "scope_name" TEXT NOT NULL,
             "started_at" INTEGER NOT NULL,
@@ -34,7 +34,7 @@ extension OfflineStore {
         )
         """,
         """
-        CREATE TABLE "repull_rows" (
+        CREATE TABLE "\(EngineNames.ClientTable.repullRows.rawValue)" (
             "scope_name" TEXT NOT NULL,
             "entity" TEXT NOT NULL,
             "row_id" TEXT NOT NULL,
@@ -45,7 +45,7 @@ extension OfflineStore {
 
     static let firstDownloadStatements = [
         """
-        CREATE TABLE "first_downloads" (
+        CREATE TABLE "\(EngineNames.ClientTable.firstDownloads.rawValue)" (
             "scope_key" TEXT PRIMARY KEY NOT NULL,
             "started_at" INTEGER NOT NULL
         )

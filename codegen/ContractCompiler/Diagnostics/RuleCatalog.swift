@@ -78,7 +78,7 @@ public enum RuleCatalog {
         // MARK: Names
         validation(.invalidIdentifier, "a name that is not a valid identifier", "Names become Swift identifiers and SQL columns: lower snake case for fields and tables, upper camel case for contracts.", "Rename as the help line suggests."),
         validation(.reservedWord, "a name that is an SQL or Swift keyword", "Keywords would need quoting everywhere and break hand-written queries.", "Choose a more specific name."),
-        validation(.reservedName, "a name kept for the sync engine", "Names starting with `_` and tables such as `outbox` belong to the client and server.", "Choose another name."),
+        validation(.reservedName, "a name kept for the sync engine", "Names starting with `_` (the columns the engines add, such as `_deleted`) and the engines' own tables (`outbox`, `repull_rows`, …: `EngineNames`) belong to the client and server.", "Choose another name."),
         validation(.shadowsSwiftType, "a contract whose Swift type would hide a standard one", "A struct named `Task` would hide Swift's `Task` in every file that imports Contracts.", "Add `swift_name:` with another type name."),
         validation(.duplicateContract, "two contracts with the same name or Swift type", "Names identify contracts on the wire and in the registry.", "Rename one."),
         validation(.duplicateTable, "two contracts share a table", "Each contract owns its table.", "Give each contract its own `table`."),

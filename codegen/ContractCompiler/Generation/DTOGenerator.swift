@@ -23,8 +23,7 @@ struct DTOGenerator {
         }
         writer.line("///")
         writer.line("/// - Remark: Generated from \(contract.kind.rawValue) `\(contract.name)` version \(contract.version) (`\(contract.sourcePath)`).")
-        let conformance = contract.kind == .entity ? "ContractEntity" : "ContractEvent"
-        writer.block("public struct \(contract.swiftName): \(conformance)") { w in
+        writer.block("public struct \(contract.swiftName): \(conformances(contract).joined(separator: ", "))") { w in
             renderProperties(contract.deviceFields, into: &w)
             w.line()
             renderInitializer(contract.deviceFields, into: &w)
@@ -54,6 +53,13 @@ struct DTOGenerator {
             writer.line("public typealias \(contract.swiftName)Envelope = EventEnvelope<\(contract.swiftName)>")
         }
         return writer.text
+    }
+
+    /// The protocols a contract's type conforms to. Declared here, with the type, so the engines
+    /// take every entity through them and no hand-kept list of the contracts can fall behind.
+    private func conformances(_ contract: Contract) -> [String] {
+        guard contract.kind == .entity else { return ["ContractEvent"] }
+        return ["ContractEntity", "PatchableEntity"] + (contract.localFields.isEmpty ? [] : ["LocalStateEntity"])
     }
 
     /// The value to encode for a field. UUIDs go on the wire in lowercase, the canonical form
@@ -194,7 +200,7 @@ struct DTOGenerator {
             w.line("/// `[.\(Names.camelCase(example.name))(…)]`. The primary key is not a change.")
         }
         guard !fields.isEmpty else {
-            w.line("public enum Change: Sendable, Hashable {")
+            w.line("public enum Change: EntityFieldChange {")
             w.indent { w in
                 w.line("public var fieldName: String { switch self {} }")
                 w.line("public func wireValue() throws -> JSONValue { switch self {} }")
@@ -202,7 +208,7 @@ struct DTOGenerator {
             w.line("}")
             return
         }
-        w.block("public enum Change: Sendable, Hashable") { w in
+        w.block("public enum Change: EntityFieldChange") { w in
             for field in fields {
                 w.line("case \(Names.camelCase(field.name))(\(mapping.swiftOptionalType(field)))")
             }

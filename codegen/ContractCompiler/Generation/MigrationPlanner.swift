@@ -94,7 +94,7 @@ package struct MigrationPlanner {
             let columns: [String]
             let create: String
             if side.isServer {
-                columns = ["_tenant_id", "_scope_key"] + index.fields
+                columns = [EngineNames.Column.tenantID.rawValue, EngineNames.Column.scopeKey.rawValue] + index.fields
                 create = "CREATE UNIQUE INDEX IF NOT EXISTS \(TypeMapping.quoted(name + "_per_scope")) ON \(table) ("
             } else {
                 columns = index.fields

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Foundation
 
 /// Builds the tables of a contract, client side and server side.
@@ -31,13 +32,20 @@ package struct SchemaBuilder {
         TableSchema.Column(name: name, sqlType: type.sql(dialect), isNotNull: notNull, defaultSQL: value)
     }
 
+    /// A column the engines keep on every contract table; its name is reserved (``EngineNames``).
+    private func metadata(
+        _ column: EngineNames.Column, _ type: MetadataColumnType, _ dialect: SQLDialect, notNull: Bool, default value: String? = nil
+    ) -> TableSchema.Column {
+        metadata(column.rawValue, type, dialect, notNull: notNull, default: value)
+    }
+
     private func contractIndexes(_ contract: Contract, tenantPrefix: Bool) -> [TableSchema.IndexSchema] {
         // Local fields exist on the device only, so indexes that use them exist there only.
         let localNames = Set(contract.localFields.map(\.name))
         return contract.indexes.filter { !tenantPrefix || localNames.isDisjoint(with: $0.fields) }.map { index in
             // Server rows of every tenant share a table: every lookup is within one tenant, and
             // unique means unique within a tenant.
-            let columns = (tenantPrefix ? ["_tenant_id"] : []) + index.fields
+            let columns = (tenantPrefix ? [EngineNames.Column.tenantID.rawValue] : []) + index.fields
             return TableSchema.IndexSchema(
                 name: TableSchema.indexName(table: contract.table, columns: index.fields, unique: index.isUnique),
                 columns: columns, isUnique: index.isUnique
@@ -49,9 +57,9 @@ package struct SchemaBuilder {
         var columns = contract.deviceFields.map { column($0, side: .client) }
         columns += contract.localFields.map { column($0, side: .client) }
         columns += [
-            .init(name: "_schema_version", sqlType: "INTEGER", isNotNull: true, defaultSQL: nil),
-            .init(name: "_server_version", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil),
-            .init(name: "_synced_at", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil),
+            metadata(.schemaVersion, .integer, .sqlite, notNull: true),
+            metadata(.serverVersion, .integer, .sqlite, notNull: false),
+            metadata(.syncedAt, .integer, .sqlite, notNull: false),
         ]
         return TableSchema(
             name: contract.table, columns: columns, primaryKey: [contract.primaryKey?.name ?? "id"],
@@ -61,26 +69,31 @@ package struct SchemaBuilder {
 
     private func serverEntityTable(_ contract: Contract, dialect: SQLDialect) -> TableSchema {
         let side: StorageSide = dialect == .postgres ? .serverPostgres : .server
-        var columns = [metadata("_tenant_id", .text, dialect, notNull: true)]
+        var columns = [metadata(.tenantID, .text, dialect, notNull: true)]
         columns += contract.fields.map { column($0, side: side) }
         columns += [
-            metadata("_scope_key", .text, dialect, notNull: true),
-            metadata("_seq", .integer, dialect, notNull: true),
-            metadata("_version", .integer, dialect, notNull: true, default: "1"),
-            metadata("_schema_version", .integer, dialect, notNull: true),
-            metadata("_hlc", .text, dialect, notNull: false),
-            metadata("_field_clocks", .text, dialect, notNull: false),
-            metadata("_deleted", .flag, dialect, notNull: true, default: dialect == .postgres ? "false" : "0"),
-            metadata("_updated_at", .timestamp, dialect, notNull: true),
-            metadata("_updated_by", .text, dialect, notNull: false),
+            metadata(.scopeKey, .text, dialect, notNull: true),
+            metadata(.sequence, .integer, dialect, notNull: true),
+            metadata(.version, .integer, dialect, notNull: true, default: "1"),
+            metadata(.schemaVersion, .integer, dialect, notNull: true),
+            metadata(.hlc, .text, dialect, notNull: false),
+            metadata(.fieldClocks, .text, dialect, notNull: false),
+            metadata(.deleted, .flag, dialect, notNull: true, default: dialect == .postgres ? "false" : "0"),
+            metadata(.updatedAt, .timestamp, dialect, notNull: true),
+            metadata(.updatedBy, .text, dialect, notNull: false),
         ]
-        let scopeIndex = TableSchema.IndexSchema(
-            name: TableSchema.indexName(table: contract.table, columns: ["_scope", "_seq"], unique: false),
-            columns: ["_tenant_id", "_scope_key", "_seq"], isUnique: false
-        )
         return TableSchema(
-            name: contract.table, columns: columns, primaryKey: ["_tenant_id", contract.primaryKey?.name ?? "id"],
-            indexes: [scopeIndex] + contractIndexes(contract, tenantPrefix: true)
+            name: contract.table, columns: columns, primaryKey: [EngineNames.Column.tenantID.rawValue, contract.primaryKey?.name ?? "id"],
+            indexes: [scopeIndex(contract)] + contractIndexes(contract, tenantPrefix: true)
+        )
+    }
+
+    /// A server table's pull index: one scope's rows in sequence order, within a tenant.
+    private func scopeIndex(_ contract: Contract) -> TableSchema.IndexSchema {
+        let columns: [EngineNames.Column] = [.tenantID, .scopeKey, .sequence]
+        return TableSchema.IndexSchema(
+            name: TableSchema.indexName(table: contract.table, columns: ["_scope", "_seq"], unique: false),
+            columns: columns.map(\.rawValue), isUnique: false
         )
     }
 
@@ -99,7 +112,7 @@ package struct SchemaBuilder {
     private func clientEventTable(_ contract: Contract) -> TableSchema {
         var columns = envelopeColumns(.sqlite)
         columns += contract.deviceFields.map { column($0, side: .client) }
-        columns += [.init(name: "_synced_at", sqlType: "INTEGER", isNotNull: false, defaultSQL: nil)]
+        columns += [metadata(.syncedAt, .integer, .sqlite, notNull: false)]
         let occurred = TableSchema.IndexSchema(
             name: TableSchema.indexName(table: contract.table, columns: ["occurred_at"], unique: false),
             columns: ["occurred_at"], isUnique: false
@@ -109,19 +122,16 @@ package struct SchemaBuilder {
 
     private func serverEventTable(_ contract: Contract, dialect: SQLDialect) -> TableSchema {
         let side: StorageSide = dialect == .postgres ? .serverPostgres : .server
-        var columns = [metadata("_tenant_id", .text, dialect, notNull: true)]
+        var columns = [metadata(.tenantID, .text, dialect, notNull: true)]
         columns += envelopeColumns(dialect)
         columns += contract.fields.map { column($0, side: side) }
         columns += [
-            metadata("_scope_key", .text, dialect, notNull: true),
-            metadata("_seq", .integer, dialect, notNull: true),
+            metadata(.scopeKey, .text, dialect, notNull: true),
+            metadata(.sequence, .integer, dialect, notNull: true),
         ]
-        let scopeIndex = TableSchema.IndexSchema(
-            name: TableSchema.indexName(table: contract.table, columns: ["_scope", "_seq"], unique: false),
-            columns: ["_tenant_id", "_scope_key", "_seq"], isUnique: false
-        )
         return TableSchema(
-            name: contract.table, columns: columns, primaryKey: ["_tenant_id", "event_id"], indexes: [scopeIndex]
+            name: contract.table, columns: columns, primaryKey: [EngineNames.Column.tenantID.rawValue, "event_id"],
+            indexes: [scopeIndex(contract)]
         )
     }
 }

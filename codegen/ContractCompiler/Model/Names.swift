@@ -1,8 +1,9 @@
 import ContractRuntime
 import Foundation
 
-/// Turns contract names into Swift and SQL names, and knows which names are reserved.
-/// Every generated identifier goes through here, so the rules live in one place.
+/// Turns contract names into Swift and SQL names, and knows which names are keywords. Every
+/// generated identifier goes through here, so the rules live in one place. (The names the
+/// engines keep for their own tables and columns are the runtime's: `EngineNames`.)
 package enum Names {
     /// `learner_level` → `learnerLevel`.
     package static func camelCase(_ snake: String) -> String {
@@ -121,17 +122,11 @@ package enum Names {
     package static let shadowedTypeNames: Set<String> = [
         "Actor", "Any", "AnyObject", "Array", "Bool", "Character", "Codable", "ContractEntity", "ContractEvent",
         "ContractMigration", "ContractRegistry", "Contracts", "CalendarDate", "Data", "Date", "Decimal",
-        "Decodable", "Dictionary", "Double", "Encodable", "EntityDescriptor", "Equatable", "Error",
+        "Decodable", "Dictionary", "Double", "Encodable", "EntityDescriptor", "EntityFieldChange", "Equatable", "Error",
         "EventDescriptor", "EventEnvelope", "FieldDescriptor", "FieldKind", "Float", "Hashable", "Identifiable",
-        "Int", "Int64", "JSONValue", "Never", "Optional", "Result", "ScopeDescriptor", "Sendable", "Set", "String",
-        "Substring", "Task", "TaskGroup", "Timestamp", "URL", "UUID", "Void",
-    ]
-
-    /// Tables the client and server keep for themselves.
-    package static let reservedTables: Set<String> = [
-        "assets", "audit_log", "conflicts", "metadata", "outbox", "sync_state", "push_results", "clients",
-        "scope_sequences", "grdb_migrations", "audit_head", "audit_user_keys", "revocations", "team_members",
-        "rate_windows", "erasures", "urgent_changes", "pinned_rows", "dropped_rows", "outpost_migrations",
+        "Int", "Int64", "JSONValue", "LocalStateEntity", "Never", "Optional", "PatchableEntity", "Result",
+        "ScopeDescriptor", "Sendable", "Set", "String", "Substring", "Task", "TaskGroup", "Timestamp", "URL", "UUID",
+        "Void",
     ]
 
     /// Envelope fields of every event; an event's own fields must not reuse them.

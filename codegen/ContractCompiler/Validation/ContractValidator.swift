@@ -142,7 +142,7 @@ struct ContractValidator {
                 .reservedWord, "table name '\(table)' is an SQL keyword", at: contract.tableLocation,
                 help: "choose another name, for example '\(table)_records'"
             )
-        } else if table.hasPrefix("sqlite_") || table.hasPrefix("pg_") || Names.reservedTables.contains(table) {
+        } else if EngineNames.isReservedTable(table) {
             diagnostics.error(
                 .reservedName, "table name '\(table)' is reserved for the sync engine's own tables",
                 at: contract.tableLocation, help: "choose another name, for example '\(Names.snakeCase(contract.name))_records'"
@@ -324,7 +324,12 @@ struct ContractValidator {
 
     private mutating func checkFieldName(_ field: Field) {
         let name = field.name
-        if name.hasPrefix("_") {
+        if EngineNames.reservedColumns.contains(name) {
+            diagnostics.error(
+                .reservedName, "field name '\(name)' is a column the sync engines add to contract tables",
+                at: field.location, help: "rename it to '\(Names.suggestedSnakeCase(name))'"
+            )
+        } else if name.hasPrefix("_") {
             diagnostics.error(
                 .reservedName, "field name '\(name)' starts with an underscore; those names are kept for sync metadata",
                 at: field.location, help: "rename it to '\(Names.suggestedSnakeCase(name))'"

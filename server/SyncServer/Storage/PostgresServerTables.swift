@@ -9,7 +9,7 @@ import PostgresNIO
 enum PostgresServerTables {
     static let statements = [
         """
-        CREATE TABLE "clients" (
+        CREATE TABLE "\(EngineNames.ServerTable.clients.rawValue)" (
             "tenant" TEXT NOT NULL,
             "client_id" TEXT NOT NULL,
             "last_seq" BIGINT NOT NULL,
@@ -18,7 +18,7 @@ enum PostgresServerTables {
         )
         """,
         """
-        CREATE TABLE "push_results" (
+        CREATE TABLE "\(EngineNames.ServerTable.pushResults.rawValue)" (
             "tenant" TEXT NOT NULL,
             "client_id" TEXT NOT NULL,
             "seq" BIGINT NOT NULL,
@@ -28,7 +28,7 @@ enum PostgresServerTables {
         )
         """,
         """
-        CREATE TABLE "scope_sequences" (
+        CREATE TABLE "\(EngineNames.ServerTable.scopeSequences.rawValue)" (
             "tenant" TEXT NOT NULL,
             "scope_key" TEXT NOT NULL,
             "last_seq" BIGINT NOT NULL,
@@ -36,7 +36,7 @@ enum PostgresServerTables {
         )
         """,
         """
-        CREATE TABLE "audit_log" (
+        CREATE TABLE "\(EngineNames.ServerTable.auditLog.rawValue)" (
             "id" BIGINT PRIMARY KEY,
             "tenant" TEXT NOT NULL,
             "recorded_at" BIGINT NOT NULL,
@@ -52,7 +52,7 @@ enum PostgresServerTables {
         )
         """,
         """
-        CREATE TABLE "audit_head" (
+        CREATE TABLE "\(EngineNames.ServerTable.auditHead.rawValue)" (
             "singleton" BOOLEAN PRIMARY KEY DEFAULT true CHECK ("singleton"),
             "last_id" BIGINT NOT NULL,
             "last_hash" TEXT NOT NULL

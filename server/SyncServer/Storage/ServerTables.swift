@@ -8,7 +8,7 @@ import GRDB
 enum ServerTables {
     static let statements = [
         """
-        CREATE TABLE "clients" (
+        CREATE TABLE "\(EngineNames.ServerTable.clients.rawValue)" (
             "tenant" TEXT NOT NULL,
             "client_id" TEXT NOT NULL,
             "last_seq" INTEGER NOT NULL,
@@ -17,7 +17,7 @@ enum ServerTables {
         )
         """,
         """
-        CREATE TABLE "push_results" (
+        CREATE TABLE "\(EngineNames.ServerTable.pushResults.rawValue)" (
             "tenant" TEXT NOT NULL,
             "client_id" TEXT NOT NULL,
             "seq" INTEGER NOT NULL,
@@ -27,7 +27,7 @@ enum ServerTables {
         )
         """,
         """
-        CREATE TABLE "scope_sequences" (
+        CREATE TABLE "\(EngineNames.ServerTable.scopeSequences.rawValue)" (
             "tenant" TEXT NOT NULL,
             "scope_key" TEXT NOT NULL,
             "last_seq" INTEGER NOT NULL,
@@ -35,7 +35,7 @@ enum ServerTables {
         )
         """,
         """
-        CREATE TABLE "audit_log" (
+        CREATE TABLE "\(EngineNames.ServerTable.auditLog.rawValue)" (
             "id" INTEGER PRIMARY KEY,
             "tenant" TEXT NOT NULL,
             "recorded_at" INTEGER NOT NULL,

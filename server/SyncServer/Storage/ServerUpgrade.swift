@@ -1,3 +1,5 @@
+import ContractRuntime
+
 /// Changes to the server's own tables after their first release (`server.v1.sync_tables`), in
 /// order. Each runs once per database, after the generated contract migrations, in both storages;
 /// a released upgrade never changes (PostgreSQL records a checksum of its statements).
@@ -16,7 +18,7 @@ struct ServerUpgrade {
         identifier: "server.v3.erasures_urgent_changes",
         sqlite: [
             """
-            CREATE TABLE "erasures" (
+            CREATE TABLE "\(EngineNames.ServerTable.erasures.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "user_id" TEXT NOT NULL,
                 "erased_at" INTEGER NOT NULL,
@@ -24,7 +26,7 @@ struct ServerUpgrade {
             )
             """,
             """
-            CREATE TABLE "urgent_changes" (
+            CREATE TABLE "\(EngineNames.ServerTable.urgentChanges.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "scope_key" TEXT NOT NULL,
                 "seq" INTEGER NOT NULL,
@@ -37,7 +39,7 @@ struct ServerUpgrade {
         ],
         postgres: [
             """
-            CREATE TABLE "erasures" (
+            CREATE TABLE "\(EngineNames.ServerTable.erasures.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "user_id" TEXT NOT NULL,
                 "erased_at" BIGINT NOT NULL,
@@ -45,7 +47,7 @@ struct ServerUpgrade {
             )
             """,
             """
-            CREATE TABLE "urgent_changes" (
+            CREATE TABLE "\(EngineNames.ServerTable.urgentChanges.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "scope_key" TEXT NOT NULL,
                 "seq" BIGINT NOT NULL,
@@ -66,7 +68,7 @@ struct ServerUpgrade {
         identifier: "server.v3.audit_details",
         sqlite: [
             """
-            CREATE TABLE "audit_user_keys" (
+            CREATE TABLE "\(EngineNames.ServerTable.auditUserKeys.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "user_id" TEXT NOT NULL,
                 "wrapped_key" TEXT NOT NULL,
@@ -83,7 +85,7 @@ struct ServerUpgrade {
         ],
         postgres: [
             """
-            CREATE TABLE "audit_user_keys" (
+            CREATE TABLE "\(EngineNames.ServerTable.auditUserKeys.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "user_id" TEXT NOT NULL,
                 "wrapped_key" TEXT NOT NULL,
@@ -108,7 +110,7 @@ struct ServerUpgrade {
         sqlite: [
             "ALTER TABLE \"push_results\" RENAME TO \"push_results_v3\"",
             """
-            CREATE TABLE "push_results" (
+            CREATE TABLE "\(EngineNames.ServerTable.pushResults.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "client_id" TEXT NOT NULL,
                 "first_seq" INTEGER NOT NULL,
@@ -128,7 +130,7 @@ struct ServerUpgrade {
             "ALTER TABLE \"push_results\" RENAME TO \"push_results_v3\"",
             "ALTER TABLE \"push_results_v3\" RENAME CONSTRAINT \"push_results_pkey\" TO \"push_results_v3_pkey\"",
             """
-            CREATE TABLE "push_results" (
+            CREATE TABLE "\(EngineNames.ServerTable.pushResults.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "client_id" TEXT NOT NULL,
                 "first_seq" BIGINT NOT NULL,
@@ -170,7 +172,7 @@ struct ServerUpgrade {
         identifier: "server.v2.identity",
         sqlite: [
             """
-            CREATE TABLE "revocations" (
+            CREATE TABLE "\(EngineNames.ServerTable.revocations.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "kind" TEXT NOT NULL CHECK ("kind" IN ('device', 'user')),
                 "subject" TEXT NOT NULL,
@@ -179,7 +181,7 @@ struct ServerUpgrade {
             )
             """,
             """
-            CREATE TABLE "team_members" (
+            CREATE TABLE "\(EngineNames.ServerTable.teamMembers.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "team_id" TEXT NOT NULL,
                 "user_id" TEXT NOT NULL,
@@ -189,7 +191,7 @@ struct ServerUpgrade {
         ],
         postgres: [
             """
-            CREATE TABLE "revocations" (
+            CREATE TABLE "\(EngineNames.ServerTable.revocations.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "kind" TEXT NOT NULL CHECK ("kind" IN ('device', 'user')),
                 "subject" TEXT NOT NULL,
@@ -198,7 +200,7 @@ struct ServerUpgrade {
             )
             """,
             """
-            CREATE TABLE "team_members" (
+            CREATE TABLE "\(EngineNames.ServerTable.teamMembers.rawValue)" (
                 "tenant" TEXT NOT NULL,
                 "team_id" TEXT NOT NULL,
                 "user_id" TEXT NOT NULL,
@@ -215,7 +217,7 @@ struct ServerUpgrade {
         identifier: "server.v2.audit_seal",
         sqlite: [
             """
-            CREATE TABLE "audit_head" (
+            CREATE TABLE "\(EngineNames.ServerTable.auditHead.rawValue)" (
                 "singleton" INTEGER PRIMARY KEY CHECK ("singleton" = 1),
                 "last_id" INTEGER NOT NULL,
                 "last_hash" TEXT NOT NULL,
@@ -248,7 +250,7 @@ struct ServerUpgrade {
         sqlite: [],
         postgres: [
             """
-            CREATE UNLOGGED TABLE "rate_windows" (
+            CREATE UNLOGGED TABLE "\(EngineNames.ServerTable.rateWindows.rawValue)" (
                 "key" TEXT PRIMARY KEY,
                 "window_start" BIGINT NOT NULL,
                 "count" BIGINT NOT NULL
@@ -266,7 +268,7 @@ struct ServerUpgrade {
             "ALTER TABLE \"clients\" ADD COLUMN \"user_id\" TEXT",
             "ALTER TABLE \"clients\" ADD COLUMN \"device_id\" TEXT",
             """
-            CREATE TEMP TABLE "first_pushers" AS
+            CREATE TEMP TABLE "\(EngineNames.ServerTable.firstPushers.rawValue)" AS
             SELECT "tenant", json_extract("detail", '$.client_id') AS "client_id", "user_id", "device_id", MIN("id") AS "first_id"
             FROM "audit_log" WHERE json_valid("detail") AND json_extract("detail", '$.client_id') IS NOT NULL
             GROUP BY "tenant", json_extract("detail", '$.client_id')

@@ -8,7 +8,7 @@ public import Foundation
 /// Used by the compiler's golden tests.
 ///
 /// - Remark: Generated from entity `Book` version 3 (`contracts/entities/book.yaml`).
-public struct Book: ContractEntity {
+public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
     /// Primary key.
     public var id: UUID
 
@@ -126,7 +126,7 @@ public struct Book: ContractEntity {
 
     /// One field of `Book` set to a new value, for a patch:
     /// `[.shelfId(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case shelfId(String)
         case title(String)
         case pages(Int64)

@@ -5,7 +5,7 @@ public import ContractRuntime
 /// A shelf that holds books.
 ///
 /// - Remark: Generated from entity `Shelf` version 2 (`contracts/entities/shelf.yaml`).
-public struct Shelf: ContractEntity {
+public struct Shelf: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
 
@@ -27,7 +27,7 @@ public struct Shelf: ContractEntity {
 
     /// One field of `Shelf` set to a new value, for a patch:
     /// `[.label(…)]`. The primary key is not a change.
-    public enum Change: Sendable, Hashable {
+    public enum Change: EntityFieldChange {
         case label(String)
         case updatedAt(Timestamp)
 

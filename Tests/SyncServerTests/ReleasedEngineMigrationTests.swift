@@ -1,0 +1,65 @@
+import Contracts
+import Foundation
+import Testing
+
+@testable import SyncClient
+@testable import SyncServer
+
+/// The engines' own migrations (not the generated ones, which contracts.lock pins) are history:
+/// PostgreSQL records each one's checksum in `outpost_migrations` and refuses to open a database
+/// whose migration reads otherwise, and every SQLite database in the field was made by the text
+/// as released. A change to an engine's tables is a new migration, never an edit.
+@Suite("Released engine migrations")
+struct ReleasedEngineMigrationTests {
+    /// SHA-256 of the statements joined by `;\n`, as ``PostgresMigrator`` records them.
+    private static func checksum(_ statements: [String]) -> String {
+        Hex.sha256(Data(statements.joined(separator: ";\n").utf8))
+    }
+
+    /// Checksums of the migrations as released, by side and identifier. A new migration is
+    /// pinned by adding the line its failure prints.
+    private static let released: [String: String] = [
+        "client client.v1.sync_tables": "c110faeac5acfe490e93ec641a57e34e1ef848caa12306a41fc7dcd67efd37a3",
+        "client client.v2.unit_cache": "8d0dabeebffb514b10cc21fd72bd18989a65cf0037642ad423c981883df83651",
+        "client client.v3.outbox_state_seal": "8f304dacfe286360db17963d6e7252cef88cb43e62e83fbae24543eac3f7e64d",
+        "client client.v4.row_retention": "a9b2170f47b5e5701b3ce58e9ab14e52e62bc94af3eee64dddf06e36a0625083",
+        "client client.v5.learning_attempts": "d81a4435dddc253ad4ee0c8760048c2ebace20f68805fb5f8bdff5a99f3bdf3c",
+        "client client.v6.repull": "2eba30315470bbb6145777e40f2e77b68a8193884ca2595e988f2e656bdf0721",
+        "client client.v7.first_downloads": "ae1051f9f98e7d8eaa725ce7c49e19aed521020c2e6aba1146b2ca2626edf94f",
+        "server postgres server.v1.sync_tables": "b0fb6b817acc1a2a79fed877e819be74a4c6dcbf4dc8da224142d5fad3ba8d06",
+        "server postgres server.v2.audit_seal": "d27dccb9282f99ea326ec21e4a341b7c7d54e51c835b45c7065f3ea8c907aa48",
+        "server postgres server.v2.client_owners": "7d3147dcc0f632b90e6b08c54c7b2390635bdec7297ad58c49d173e28105d659",
+        "server postgres server.v2.identity": "436733dccb874c06c40bd6699b646c6aaf16750a9b021fb3b14fddbdea59a955",
+        "server postgres server.v2.rate_windows": "0fda3d633d25806c59a20a2f7fedc93e1e38febb866abf1a842b62607b49a543",
+        "server postgres server.v3.audit_details": "1c40982a0417ff6aadc37656677aed2c0e86afaa2a0e33af83773c2dbda60bb3",
+        "server postgres server.v3.erasures_urgent_changes": "4c572bea229400d03b8e6c6cb803cb302a3ac77f046d3d833c8b7be8587606a6",
+        "server postgres server.v3.horizons": "725372960c8229852a3cb0b4edcc5fdbe8b08daff7cf3279281585866ae2f5fa",
+        "server postgres server.v4.push_result_records": "d740007fc24bccd66f7b9a2dbd785728e5f83339a44bc86de11d276731415a0a",
+        "server sqlite server.v1.sync_tables": "9afd4b379cb5432593aa75ed7e7acb64b1b5132a295fe9e30e7f0c6d550df791",
+        "server sqlite server.v2.audit_seal": "dc192d1d430703d1b49accf17e4b642016bd8127c2961c34ea5a18d536668497",
+        "server sqlite server.v2.client_owners": "b13bebdd39a713621578a35e85a2d3dc6ea1b9dcf894b261def1d1dc41093b54",
+        "server sqlite server.v2.identity": "0287d269a696687bbce950fd292845461761ea15dae8bce80d7c4b9dc4e15444",
+        "server sqlite server.v2.rate_windows": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "server sqlite server.v3.audit_details": "ff3bce499f3965a283c9be279fc636e46159ade5354893b3295fe13faedf6821",
+        "server sqlite server.v3.erasures_urgent_changes": "8467c01ce5d6d31e6482fca294eef3e7e6489231013933b1c6a508f6b21461f1",
+        "server sqlite server.v3.horizons": "f8b7a86bb91da81b4f0b1887525b2e26bcee642f6576eb3690b5e2adee2ab3f6",
+        "server sqlite server.v4.push_result_records": "976bb786dec102b6682ed63267110af61c936ccf18b060cd8b30fe9bd07fd683",
+    ]
+
+    private static var engineMigrations: [(name: String, statements: [String])] {
+        let generated = Set(ContractRegistry.serverPostgresMigrations.map(\.identifier))
+        return ClientSchema.migrations.map { ("client \($0.identifier)", $0.statements) }
+            + [("server sqlite server.v1.sync_tables", ServerTables.statements)]
+            + ServerUpgrade.all.map { ("server sqlite \($0.identifier)", $0.sqlite) }
+            + PostgresMigrator.migrations.filter { !generated.contains($0.identifier) }.map { ("server postgres \($0.identifier)", $0.statements) }
+    }
+
+    @Test("every engine migration reads as it was released")
+    func unchanged() {
+        let migrations = Self.engineMigrations
+        for migration in migrations {
+            #expect(Self.released[migration.name] == Self.checksum(migration.statements), "\"\(migration.name)\": \"\(Self.checksum(migration.statements))\",")
+        }
+        #expect(migrations.count == Self.released.count, "a released migration is gone")
+    }
+}
