@@ -16,7 +16,7 @@ struct ServerEngineNamesTests {
     private func schema(_ kind: StorageKind, in folder: URL) async throws -> [String: Set<String>] {
         switch kind {
         case .sqlite:
-            _ = try SQLiteStorage(directory: folder, auditKey: StorageKind.testAuditKey)
+            _ = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self, auditKey: StorageKind.testAuditKey)
             let queue = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
             defer { try? queue.close() }
             return try await queue.read { db in

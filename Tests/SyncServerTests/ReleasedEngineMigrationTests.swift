@@ -1,5 +1,7 @@
+import ContractRuntime
 import Contracts
 import Foundation
+import Logging
 import Testing
 
 @testable import SyncClient
@@ -51,7 +53,7 @@ struct ReleasedEngineMigrationTests {
         return ClientSchema.migrations.map { ("client \($0.identifier)", $0.statements) }
             + [("server sqlite server.v1.sync_tables", ServerTables.statements)]
             + ServerUpgrade.all.map { ("server sqlite \($0.identifier)", $0.sqlite) }
-            + PostgresMigrator.migrations.filter { !generated.contains($0.identifier) }.map { ("server postgres \($0.identifier)", $0.statements) }
+            + PostgresMigrator(schema: nil, contracts: ContractCatalog(ContractRegistry.self), logger: Logger(label: "test")).migrations.filter { !generated.contains($0.identifier) }.map { ("server postgres \($0.identifier)", $0.statements) }
     }
 
     @Test("every engine migration reads as it was released")
