@@ -112,10 +112,18 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // The field operations app's client side, on the store's public API only.
+        .target(
+            name: "FieldOpsClient",
+            dependencies: ["SyncClient", "Contracts"],
+            path: "client/FieldOpsClient",
+            swiftSettings: strictSwift
+        ),
+
         .executableTarget(
             name: "sync-device",
             dependencies: [
-                "SyncClient", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
+                "SyncClient", "FieldOpsClient", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "client/sync-device",
@@ -192,7 +200,7 @@ let package = Package(
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
+                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -208,7 +216,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "fuzz/FuzzTargets",
@@ -219,7 +227,7 @@ let package = Package(
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
-                "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
+                "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
@@ -229,7 +237,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/EndToEndTests",
@@ -251,7 +259,7 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer", "SampleServerApps", "LearningServer", "FieldOpsServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
+                "SyncServer", "SampleServerApps", "LearningServer", "FieldOpsServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -266,7 +274,7 @@ let package = Package(
         .testTarget(
             name: "SimulationTests",
             dependencies: [
-                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,5 +1,6 @@
 import ContractRuntime
 import Contracts
+import FieldOpsClient
 import Foundation
 import SyncClient
 import SyncProtocol

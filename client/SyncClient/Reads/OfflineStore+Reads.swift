@@ -61,18 +61,6 @@ extension OfflineStore {
         try read { reader throws(OfflineStoreError) in try reader.attempts(assessmentId: assessmentId) }
     }
 
-    /// A team's tasks in route order.
-    public func tasks(
-        teamId: String, assigneeId: String? = nil, statuses: [FieldTask.Status]? = nil
-    ) throws(OfflineStoreError) -> [FieldTask] {
-        try read { reader throws(OfflineStoreError) in try reader.tasks(teamId: teamId, assigneeId: assigneeId, statuses: statuses) }
-    }
-
-    /// A team's incidents by priority, then newest first.
-    public func incidents(teamId: String, states: [Incident.State]? = nil) throws(OfflineStoreError) -> [Incident] {
-        try read { reader throws(OfflineStoreError) in try reader.incidents(teamId: teamId, states: states) }
-    }
-
     // MARK: Observation
 
     /// The value of `fetch` now, then again every time a table it read changes (once per

@@ -1,8 +1,8 @@
 import ContractRuntime
 public import Contracts
 
-/// The queries of the sample apps: the learning app's units and attempts, the
-/// field-ops app's tasks and incidents. Tables and relations come from the contract registry;
+/// The learning app's queries: its units and attempts (moving to the learning app's client
+/// target with the unit cache they belong to). Tables and relations come from the contract registry;
 /// filters use the generated `Change` types, so a renamed field fails to compile.
 extension StoreReader {
     /// Every cached unit, in catalogue order (`sort_index`, then title).
@@ -51,24 +51,5 @@ extension StoreReader {
             Attempt.self, where: assessmentId.map { RowFilter.equals(.assessmentId($0)) },
             orderBy: [.descending("started_at")]
         )
-    }
-
-    /// A team's tasks in route order (`sort_index`, then due date), optionally only one
-    /// assignee's and only some statuses.
-    public func tasks(
-        teamId: String, assigneeId: String? = nil, statuses: [FieldTask.Status]? = nil
-    ) throws(OfflineStoreError) -> [FieldTask] {
-        var filter = RowFilter<FieldTask>.equals(.teamId(teamId))
-        if let assigneeId { filter = filter && .equals(.assigneeId(assigneeId)) }
-        if let statuses { filter = filter && .oneOf(statuses.map { .status($0) }) }
-        return try all(FieldTask.self, where: filter, orderBy: [.ascending("sort_index"), .ascending("due_on")])
-    }
-
-    /// A team's incidents by priority (the contract's order: critical first), then newest
-    /// first, optionally only some states.
-    public func incidents(teamId: String, states: [Incident.State]? = nil) throws(OfflineStoreError) -> [Incident] {
-        var filter = RowFilter<Incident>.equals(.teamId(teamId))
-        if let states { filter = filter && .oneOf(states.map { .state($0) }) }
-        return try all(Incident.self, where: filter, orderBy: [.declaredOrder("priority"), .descending("opened_at")])
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ContractRuntime
 import Contracts
+import FieldOpsClient
 import Foundation
 import SyncClient
 
