@@ -48,7 +48,7 @@ struct HybridLogicalClockTests {
 
     @Test("Random clocks round-trip through their text (seeded)")
     func randomTextRoundTrips() throws {
-        var generator = SeededGenerator(seed: 0x000C_10C4)
+        var generator = SplitMix64(seed: 0x000C_10C4)
         for _ in 0..<2_000 {
             let clock = Self.randomClock(using: &generator)
             #expect(HybridLogicalClock(clock.description) == clock, "\(clock)")
@@ -100,7 +100,7 @@ struct HybridLogicalClockTests {
 
     @Test("The order is total and agrees with the byte order of the text (seeded)")
     func orderMatchesText() {
-        var generator = SeededGenerator(seed: 0x0000_0DE5)
+        var generator = SplitMix64(seed: 0x0000_0DE5)
         for _ in 0..<2_000 {
             // Share parts often, so the counter and node tie-breaks are exercised too.
             let a = Self.randomClock(using: &generator)
@@ -132,7 +132,7 @@ struct HybridLogicalClockTests {
 
     @Test("tick is strictly monotonic however the wall clock moves (seeded)", arguments: [1, 2, 3, 42, 0xBADC_0FFE])
     func tickIsMonotonic(_ seed: UInt64) {
-        var generator = SeededGenerator(seed: seed)
+        var generator = SplitMix64(seed: seed)
         var wall: Int64 = 1_769_846_400_000
         var clock = Self.clock(0, 0, "device-\(seed)")
         for step in 0..<5_000 {
@@ -166,7 +166,7 @@ struct HybridLogicalClockTests {
     /// so the clock order respects causality.
     @Test("receive is later than both readings, and causality is kept (seeded)", arguments: [7, 11, 2024, 0xFEED])
     func receiveKeepsCausality(_ seed: UInt64) {
-        var generator = SeededGenerator(seed: seed)
+        var generator = SplitMix64(seed: seed)
         let skews: [Int64] = [0, -40, 25, 900]
         var clocks = skews.indices.map { Self.clock(0, 0, "node-\($0)") }
         var wall: Int64 = 1_769_846_400_000
@@ -191,7 +191,7 @@ struct HybridLogicalClockTests {
 
     // MARK: Helpers
 
-    static func randomClock(using generator: inout SeededGenerator) -> HybridLogicalClock {
+    static func randomClock(using generator: inout SplitMix64) -> HybridLogicalClock {
         let nodes = ["a", "b", "device-1", "device-10", "device-2", "ios-7F3A", "x-y-z"]
         return clock(
             Int64.random(in: 0...999_999_999_999_999, using: &generator), Int.random(in: 0...99_999, using: &generator),

@@ -112,7 +112,7 @@ struct SyncCursorTests {
 
     @Test("Random cursors round-trip (seeded)")
     func randomRoundTrips() throws {
-        var generator = SeededGenerator(seed: 0x5EED_C0DE)
+        var generator = SplitMix64(seed: 0x5EED_C0DE)
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789:-_/+=\"\\ é東🚒")
         for _ in 0..<500 {
             let length = Int.random(in: 0...60, using: &generator)

@@ -1,20 +1,16 @@
+import ContractRuntime
+
 /// A small deterministic random source (SplitMix64). Every helper is written out here rather
 /// than taken from the standard library, so the same seed gives the same contracts with any
 /// Swift version on any platform.
 struct SeededGenerator {
-    private var state: UInt64
+    private var generator: SplitMix64
 
     init(seed: UInt64) {
-        state = seed
+        generator = SplitMix64(seed: seed)
     }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { generator.next() }
 
     /// A number in `range` (the tiny modulo bias does not matter here).
     mutating func int(in range: ClosedRange<Int>) -> Int {

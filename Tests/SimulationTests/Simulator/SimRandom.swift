@@ -1,25 +1,20 @@
+import ContractRuntime
 import Foundation
 
 /// SplitMix64: a small, fast generator whose whole state is one number, so a schedule, a step
 /// or a request can each carry its own seed and be replayed alone.
 struct SimRandom: RandomNumberGenerator {
-    private var state: UInt64
+    private var generator: SplitMix64
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { generator = SplitMix64(seed: seed) }
 
     /// A generator for one part of a run (`salt` names the part), independent of the others.
     init(seed: UInt64, salt: UInt64) {
-        var mixer = SimRandom(seed: seed ^ (salt &* 0x9E37_79B9_7F4A_7C15))
-        state = mixer.next()
+        var mixer = SplitMix64(seed: seed ^ (salt &* 0x9E37_79B9_7F4A_7C15))
+        generator = SplitMix64(seed: mixer.next())
     }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { generator.next() }
 
     /// A number in `0..<bound`.
     mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(bound, 1))) }

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Foundation
 
 /// Where the store's randomness comes from (the random part of ULIDs; retry jitter in the sync
@@ -42,19 +43,13 @@ public struct SystemRandomSource: RandomSource {
 
 /// A deterministic generator (SplitMix64) for tests: the same seed gives the same sequence.
 public final class SeededRandomSource: RandomSource {
-    private let state: Locked<UInt64>
+    private let generator: Locked<SplitMix64>
 
     public init(seed: UInt64) {
-        state = Locked(seed)
+        generator = Locked(SplitMix64(seed: seed))
     }
 
     public func next() -> UInt64 {
-        state.withLock { state in
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        generator.withLock { $0.next() }
     }
 }

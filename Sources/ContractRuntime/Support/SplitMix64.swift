@@ -1,0 +1,18 @@
+/// SplitMix64: a small, fast, seeded generator whose whole state is one number. The same seed
+/// gives the same sequence on every run, Swift version and platform, so a test, a simulated
+/// schedule or a benchmark's data can be replayed from its seed alone. Not for secrets.
+package struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    package init(seed: UInt64) {
+        state = seed
+    }
+
+    package mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
