@@ -268,7 +268,7 @@ extension OfflineStore {
                 if let value = row[index] as String? { try follow(reference.target, value) }
             }
         }
-        for row in try Row.fetchAll(db, sql: #"SELECT DISTINCT "entity", "row_id" FROM "outbox" WHERE "status" != 'done'"#) {
+        for row in try Row.fetchAll(db, sql: #"SELECT DISTINCT "entity", "row_id" FROM "outbox" WHERE "status" != \#(OutboxStatus.done.sql)"#) {
             try follow(row["entity"], row["row_id"])
         }
         return units

@@ -64,7 +64,7 @@ extension OfflineStore {
                     db,
                     sql: """
                         SELECT EXISTS (SELECT 1 FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "seq" > ?
-                            AND "status" IN ('pending', 'sending', 'waiting'))
+                            AND "status" IN \(OutboxStatus.sql(OutboxStatus.unsent)))
                         """,
                     arguments: [conflict.entity, conflict.rowId, conflict.seq]
                 ) ?? false
@@ -247,7 +247,7 @@ extension OfflineStore {
             arguments: [resolution.rawValue, now, conflict.id]
         )
         try db.execute(
-            sql: #"UPDATE "outbox" SET "status" = 'done', "updated_at" = ? WHERE "seq" = ? AND "status" = 'conflicted'"#,
+            sql: #"UPDATE "outbox" SET "status" = \#(OutboxStatus.done.sql), "updated_at" = ? WHERE "seq" = ? AND "status" = \#(OutboxStatus.conflicted.sql)"#,
             arguments: [now, conflict.seq]
         )
     }

@@ -77,7 +77,7 @@ extension OfflineStore {
         let now = now().millisecondsSince1970
         return try write { db in
             let rows = try Row.fetchAll(
-                db, sql: #"SELECT * FROM "outbox" WHERE "status" IN ('pending', 'sending', 'waiting') ORDER BY "seq""#
+                db, sql: #"SELECT * FROM "outbox" WHERE "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent)) ORDER BY "seq""#
             )
             var lastPushSeq = try Metadata.integer(db, .lastPushSeq) ?? 0
             let held = try Self.heldContractNames(db)
@@ -111,7 +111,7 @@ extension OfflineStore {
                 }
                 try db.execute(
                     sql: """
-                        UPDATE "outbox" SET "status" = 'sending', "push_seq" = ?, "attempts" = "attempts" + 1, "updated_at" = ?
+                        UPDATE "outbox" SET "status" = \(OutboxStatus.sending.sql), "push_seq" = ?, "attempts" = "attempts" + 1, "updated_at" = ?
                         WHERE "seq" = ?
                         """,
                     arguments: [pushSeq, now, record.seq]
@@ -209,8 +209,8 @@ extension OfflineStore {
             for id in clientMutationIds {
                 try db.execute(
                     sql: """
-                        UPDATE "outbox" SET "status" = 'waiting', "next_attempt_at" = ?, "last_error" = ?, "updated_at" = ?
-                        WHERE "client_mutation_id" = ? AND "status" IN ('pending', 'sending', 'waiting')
+                        UPDATE "outbox" SET "status" = \(OutboxStatus.waiting.sql), "next_attempt_at" = ?, "last_error" = ?, "updated_at" = ?
+                        WHERE "client_mutation_id" = ? AND "status" IN \(OutboxStatus.sql(OutboxStatus.unsent))
                         """,
                     arguments: [next, error.storedText, now, id]
                 )
@@ -226,7 +226,7 @@ extension OfflineStore {
             try db.execute(
                 sql: """
                     UPDATE "outbox" SET "push_seq" = NULL
-                    WHERE "push_seq" > ? AND "status" IN ('pending', 'sending', 'waiting', 'quarantined')
+                    WHERE "push_seq" > ? AND "status" IN \(OutboxStatus.sql(OutboxStatus.renumberable))
                     """,
                 arguments: [serverLastSeq]
             )
@@ -311,7 +311,7 @@ extension OfflineStore {
     }
 
     static func pruneCompletedOutbox(_ db: Database, before limit: Int64) throws -> Int {
-        try db.execute(sql: #"DELETE FROM "outbox" WHERE "status" = 'done' AND "updated_at" < ?"#, arguments: [limit])
+        try db.execute(sql: #"DELETE FROM "outbox" WHERE "status" = \#(OutboxStatus.done.sql) AND "updated_at" < ?"#, arguments: [limit])
         return db.changesCount
     }
 
@@ -350,7 +350,7 @@ extension OfflineStore {
     func quarantine(_ db: Database, seq: Int64, reason: String, now: Int64) throws {
         let error = ErrorDetail(code: ErrorCode("outbox_tampered"), message: "quarantined: \(reason)")
         try db.execute(
-            sql: #"UPDATE "outbox" SET "status" = 'quarantined', "last_error" = ?, "updated_at" = ? WHERE "seq" = ?"#,
+            sql: #"UPDATE "outbox" SET "status" = \#(OutboxStatus.quarantined.sql), "last_error" = ?, "updated_at" = ? WHERE "seq" = ?"#,
             arguments: [error.storedText, now, seq]
         )
     }
@@ -381,7 +381,7 @@ extension OfflineStore {
                 db,
                 sql: """
                     SELECT * FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "seq" > ?
-                    AND "status" IN ('pending', 'sending', 'waiting') AND "base_version" IS ? ORDER BY "seq"
+                    AND "status" IN \(OutboxStatus.sql(OutboxStatus.unsent)) AND "base_version" IS ? ORDER BY "seq"
                     """,
                 arguments: [record.entity, record.rowId, record.seq, record.baseVersion]
             )

@@ -22,9 +22,9 @@ extension OfflineStore {
             let row = try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT COUNT(CASE WHEN "status" IN ('pending', 'sending', 'waiting') THEN 1 END) AS "unsent",
-                        COUNT(CASE "status" WHEN 'pending' THEN 1 END) AS "new_writes",
-                        COUNT(CASE "status" WHEN 'failed' THEN 1 END) AS "failed",
+                    SELECT COUNT(CASE WHEN "status" IN \(OutboxStatus.sql(OutboxStatus.unsent)) THEN 1 END) AS "unsent",
+                        COUNT(CASE "status" WHEN \(OutboxStatus.pending.sql) THEN 1 END) AS "new_writes",
+                        COUNT(CASE "status" WHEN \(OutboxStatus.failed.sql) THEN 1 END) AS "failed",
                         (SELECT COUNT(*) FROM "conflicts" WHERE "resolution" IS NULL) AS "conflicts"
                     FROM "outbox"
                     """

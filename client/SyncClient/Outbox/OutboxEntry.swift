@@ -20,6 +20,19 @@ public enum OutboxStatus: String, Hashable, Sendable, CaseIterable {
     public static let unsent: [OutboxStatus] = [.pending, .sending, .waiting]
     /// Writes that are not (or not successfully) on the server: what sign-out protects.
     public static let unsynced: [OutboxStatus] = [.pending, .sending, .waiting, .failed, .conflicted, .quarantined]
+    /// Writes the device still holds for their row (sent or not, refused or in conflict): a
+    /// pulled row, a re-pull's sweep and eviction leave the row alone.
+    static let keepingTheirRow: [OutboxStatus] = [.pending, .sending, .waiting, .conflicted, .failed]
+    /// Writes whose push sequence is handed out again when the server did not take it.
+    static let renumberable: [OutboxStatus] = [.pending, .sending, .waiting, .quarantined]
+
+    /// The status as a SQL literal: `'pending'`.
+    var sql: String { "'\(rawValue)'" }
+
+    /// Statuses as a SQL list: `('pending', 'sending', 'waiting')`.
+    static func sql(_ statuses: [OutboxStatus]) -> String {
+        "(" + statuses.map(\.sql).joined(separator: ", ") + ")"
+    }
 }
 
 /// A queued write as the app and the sync engine see it (its payload stays sealed; see

@@ -164,7 +164,7 @@ extension OfflineStore {
         let key = "CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT)"
         var conditions = [
             #""_synced_at" IS NOT NULL"#,
-            #"\#(key) NOT IN (SELECT "row_id" FROM "outbox" WHERE "entity" = :entity AND "status" <> 'done')"#,
+            #"\#(key) NOT IN (SELECT "row_id" FROM "outbox" WHERE "entity" = :entity AND "status" <> \#(OutboxStatus.done.sql))"#,
             #"\#(key) NOT IN (SELECT "row_id" FROM "conflicts" WHERE "entity" = :entity AND "resolution" IS NULL)"#,
             #"\#(key) NOT IN (SELECT "row_id" FROM "pinned_rows" WHERE "entity" = :entity)"#,
         ]
@@ -173,7 +173,7 @@ extension OfflineStore {
                 conditions.append(
                     """
                     \(key) NOT IN (SELECT CAST(e.\(field.name.quotedDatabaseIdentifier) AS TEXT) FROM \(event.table.quotedDatabaseIdentifier) AS e
-                        JOIN "outbox" AS o ON o."entity" = '\(event.name)' AND o."row_id" = e."event_id" AND o."status" <> 'done'
+                        JOIN "outbox" AS o ON o."entity" = '\(event.name)' AND o."row_id" = e."event_id" AND o."status" <> \(OutboxStatus.done.sql)
                         WHERE e.\(field.name.quotedDatabaseIdentifier) IS NOT NULL)
                     """
                 )

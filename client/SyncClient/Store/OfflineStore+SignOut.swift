@@ -21,7 +21,7 @@ extension OfflineStore {
             unsynced = try pool.writeWithoutTransaction { db in
                 try Int.fetchOne(
                     db,
-                    sql: #"SELECT COUNT(*) FROM "outbox" WHERE "status" IN ('pending', 'sending', 'waiting', 'failed', 'conflicted', 'quarantined')"#
+                    sql: #"SELECT COUNT(*) FROM "outbox" WHERE "status" IN \#(OutboxStatus.sql(OutboxStatus.unsynced))"#
                 ) ?? 0
             }
         } catch {

@@ -90,7 +90,7 @@ extension OfflineStore {
             // take theirs: it goes). Removing it here would turn "keep mine" into a delete.
             let edited = try String.fetchSet(
                 db,
-                sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "op" != 'delete' AND "status" IN ('pending', 'sending', 'waiting', 'conflicted')"#,
+                sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "op" != 'delete' AND "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent + [.conflicted]))"#,
                 arguments: [entity.name]
             )
             for id in changes.deletes[name] ?? [] {
@@ -253,7 +253,7 @@ extension OfflineStore {
         return scope.key(values)
     }
 
-    static let unsyncedStatusesSQL = "('pending', 'sending', 'waiting', 'conflicted', 'failed')"
+    static let unsyncedStatusesSQL = OutboxStatus.sql(OutboxStatus.keepingTheirRow)
 
     /// Whether ``storePreparedRow(_:_:_:now:replay:upsert:)`` looks
     /// for unsynced writes to replay.

@@ -67,8 +67,8 @@ extension OfflineStore {
     static func releasePushSequence(_ db: Database, above serverLastSeq: Int64) throws {
         try db.execute(
             sql: """
-                UPDATE "outbox" SET "push_seq" = NULL, "status" = CASE "status" WHEN 'sending' THEN 'pending' ELSE "status" END
-                WHERE "push_seq" > ? AND "status" IN ('pending', 'sending', 'waiting', 'quarantined')
+                UPDATE "outbox" SET "push_seq" = NULL, "status" = CASE "status" WHEN \(OutboxStatus.sending.sql) THEN \(OutboxStatus.pending.sql) ELSE "status" END
+                WHERE "push_seq" > ? AND "status" IN \(OutboxStatus.sql(OutboxStatus.renumberable))
                 """,
             arguments: [serverLastSeq]
         )

@@ -400,7 +400,7 @@ extension OfflineStore {
             sql: """
                 INSERT INTO "outbox" ("seq", "client_mutation_id", "entity", "op", "row_id", "payload", "hmac", "status",
                     "base_version", "hlc", "occurred_at", "hash", "schema_version", "created_at", "updated_at")
-                VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, \(OutboxStatus.pending.sql), ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
                 seq, clientMutationId, entity, op.rawValue, rowId, sealed, mac, baseVersion, hlc, occurredAt, hash, schemaVersion,
