@@ -188,6 +188,15 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // MARK: The site-inspection example (examples/inspections): a second app on the engines
+        // alone, with its own contracts and generated module.
+        .target(
+            name: "InspectionContracts",
+            dependencies: ["ContractRuntime"],
+            path: "examples/inspections/Sources/InspectionContracts",
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Benchmarks
         .executableTarget(
             name: "outpost-bench",
