@@ -196,6 +196,12 @@ let package = Package(
             path: "examples/inspections/Sources/InspectionContracts",
             swiftSettings: strictSwift
         ),
+        .target(
+            name: "InspectionServer",
+            dependencies: ["SyncServer", "SyncProtocol", "ContractRuntime", "InspectionContracts"],
+            path: "examples/inspections/Server",
+            swiftSettings: strictSwift
+        ),
 
         // MARK: Benchmarks
         .executableTarget(
