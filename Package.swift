@@ -301,6 +301,16 @@ let package = Package(
             swiftSettings: strictSwift
         ),
         .testTarget(
+            name: "InspectionTests",
+            dependencies: [
+                "InspectionServer", "InspectionContracts", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            path: "examples/inspections/Tests",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
             name: "ContractsTests",
             dependencies: [
                 "ContractRuntime", "Contracts",
