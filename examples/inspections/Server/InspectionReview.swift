@@ -16,7 +16,8 @@ enum InspectionReview {
     static let path = "/api/v1/inspections/{id}/review"
     /// The server-only field this route writes.
     static let field = "reviewer_notes"
-    /// The largest body taken: the notes' `max_length` in UTF-8, and room for the JSON around them.
+    /// The largest body taken: room for the notes' 4000 characters (up to four bytes each in
+    /// UTF-8) and the JSON around them; the contract's limits are checked after.
     static let maximumBodyBytes = 20_000
 
     struct Review: Codable, Sendable {

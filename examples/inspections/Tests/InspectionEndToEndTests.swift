@@ -1,7 +1,5 @@
 import ContractRuntime
 import Foundation
-import Hummingbird
-import HummingbirdTesting
 import InspectionContracts
 import SyncClient
 import SyncProtocol
@@ -25,7 +23,7 @@ import Testing
     /// devices hold the same rows, the server's progress included, and never the reviewer's notes.
     @Test(arguments: InspectionStorage.allCases)
     func twoInspectorsConvergeOnEveryPolicy(storage: InspectionStorage) async throws {
-        try await InspectionServerHarness.run(on: storage) { server, client in
+        try await InspectionServerHarness.run(on: storage) { server in
             let a = try InspectorDevice(server, user: "inspector-a", device: "tablet-a", clock: ManualClock(Self.start.addingTimeInterval(60)))
             let b = try InspectorDevice(server, user: "inspector-b", device: "tablet-b", clock: ManualClock(Self.start))
 
@@ -50,24 +48,17 @@ import Testing
             #expect(try b.store.fetch(Finding.self, id: "finding-1")?.severity == .medium)
 
             // The office reviews it: a server-only field, which no device is sent.
-            let review = try await client.execute(
-                uri: "/api/v1/inspections/insp-1/review", method: .put,
-                headers: [.authorization: "Bearer \(server.token(user: "office", device: "console", isAdmin: true))"],
-                body: ByteBuffer(string: #"{"reviewer_notes": "\#(Self.reviewerNotes)"}"#)
+            let office = server.token(user: "office", device: "console", isAdmin: true)
+            let review = try await server.send(
+                "PUT", "/api/v1/inspections/insp-1/review", token: office, body: #"{"reviewer_notes": "\#(Self.reviewerNotes)"}"#
             )
-            #expect(review.status == .ok)
+            #expect(review.status == 200)
             #expect(try await server.storedInspection("insp-1")?.text("reviewer_notes") == Self.reviewerNotes)
-            let refused = try await client.execute(
-                uri: "/api/v1/inspections/insp-1/review", method: .put,
-                headers: [.authorization: "Bearer \(server.token(user: "inspector-a", device: "tablet-a"))"], body: ByteBuffer(string: "{}")
-            )
-            #expect(refused.status == .forbidden, "only the office (an admin token) reviews")
-            let unknown = try await client.execute(
-                uri: "/api/v1/inspections/insp-9/review", method: .put,
-                headers: [.authorization: "Bearer \(server.token(user: "office", device: "console", isAdmin: true))"],
-                body: ByteBuffer(string: #"{"reviewer_notes": null}"#)
-            )
-            #expect(unknown.status == .notFound)
+            let inspectorA = server.token(user: "inspector-a", device: "tablet-a")
+            let refused = try await server.send("PUT", "/api/v1/inspections/insp-1/review", token: inspectorA, body: "{}")
+            #expect(refused.status == 403, "only the office (an admin token) reviews")
+            let unknown = try await server.send("PUT", "/api/v1/inspections/insp-9/review", token: office, body: #"{"reviewer_notes": null}"#)
+            #expect(unknown.status == 404)
             // The row devices see did not change: nothing new to pull.
             #expect(await b.engine.syncNow() == .succeeded(pushed: 0, pulled: 0))
 
@@ -153,22 +144,20 @@ import Testing
                 #expect(columns.contains("site_name"))
                 #expect(!columns.contains("reviewer_notes"))
             }
-            let pull = try await client.execute(
-                uri: "/sync/v1/pull?scope=crew&limit=500", method: .get,
-                headers: [.authorization: "Bearer \(server.token(user: "inspector-b", device: "tablet-c"))"]
-            )
-            #expect(pull.status == .ok)
-            let page = String(buffer: pull.body)
-            #expect(page.contains("Pump station 4"))
-            #expect(!page.contains("reviewer_notes"))
-            #expect(!page.contains(Self.reviewerNotes))
+            // The whole scope, as a new device pulls it from the start.
+            let newDevice = server.token(user: "inspector-b", device: "tablet-c")
+            let pull = try await server.send("GET", "/sync/v1/pull?scope=crew&limit=500", token: newDevice)
+            #expect(pull.status == 200)
+            #expect(pull.body.contains("Pump station 4"))
+            #expect(!pull.body.contains("reviewer_notes"))
+            #expect(!pull.body.contains(Self.reviewerNotes))
         }
     }
 
     /// The reducer's verdict: a check of an item that is not on the inspection's checklist is
     /// refused with `row_not_found`, stored nowhere, and leaves the progress as it was.
     @Test func aCheckOfAnItemOffTheChecklistIsRejected() async throws {
-        try await InspectionServerHarness.run(on: .sqlite) { server, _ in
+        try await InspectionServerHarness.run(on: .sqlite) { server in
             let a = try InspectorDevice(server, user: "inspector-a", device: "tablet-a", clock: ManualClock(Self.start))
             let created = Timestamp(a.clock.now())
             for id in ["insp-1", "insp-2"] {

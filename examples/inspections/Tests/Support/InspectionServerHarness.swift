@@ -1,13 +1,16 @@
 import ContractRuntime
 import Foundation
 import GRDB
-import Hummingbird
 import HummingbirdTesting
 import InspectionContracts
 import InspectionServer
 import SyncClient
 import SyncServer
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The storages the example runs on: the server's embedded SQLite, and PostgreSQL from
 /// `OUTPOST_TEST_POSTGRES_URL` (which `make test` sets, on a throwaway PostgreSQL 15). Without
@@ -75,11 +78,23 @@ struct InspectionServerHarness: Sendable {
         try await storage.read { try await $0.row(in: ContractTable(Inspection.descriptor), tenant: Self.tenant, id: id) }
     }
 
-    /// Starts the server on a fresh database of `kind`, runs `body` with it and a client of its
-    /// port (for requests the devices do not make: the office's, a raw pull), then stops it.
-    static func run(
-        on kind: InspectionStorage, _ body: @Sendable (InspectionServerHarness, any TestClientProtocol) async throws -> Void
-    ) async throws {
+    /// A request the devices do not make (the office's, a raw pull), with `token`; answers the
+    /// status and the body. Through URLSession, which opens a connection again when the server
+    /// closed an idle one (a loaded machine may take longer than its idle timeout between two).
+    func send(_ method: String, _ path: String, token: String, body: String? = nil) async throws -> (status: Int, body: String) {
+        var request = URLRequest(url: URL(string: path, relativeTo: url)!)
+        request.httpMethod = method
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        if let body {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(body.utf8)
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
+    /// Starts the server on a fresh database of `kind`, runs `body` with it, then stops it.
+    static func run(on kind: InspectionStorage, _ body: @Sendable (InspectionServerHarness) async throws -> Void) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("inspection-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -96,7 +111,7 @@ struct InspectionServerHarness: Sendable {
         let app = buildApplication(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment)
         try await app.test(.live) { client in
             let server = InspectionServerHarness(url: URL(string: "http://127.0.0.1:\(client.port!)")!, signer: signer, storage: storage)
-            try await body(server, client)
+            try await body(server)
         }
     }
 }
