@@ -11,11 +11,15 @@
 #                         seeded schedules (FIRST_SEED=…, STEPS=…, DEVICES=…, JOBS=…); SEED=N replays
 #                         one, SCHEDULE=file replays a shrunk schedule a failure wrote, TRACE=1 prints
 #                         every step and exchange
-#   make codegen          regenerate Sources/Contracts from contracts/, and contracts/contract.schema.json
-#   make check-generated  fail if Sources/Contracts or the contracts' JSON Schema differs from what
-#                         the compiler writes
-#   make compat           fail if a contract change would break a device in the field (contractc check)
-#   make lock             record the current contract versions as released (contractc lock)
+#   make codegen          regenerate Sources/Contracts from contracts/, and contracts/contract.schema.json;
+#                         the same for every example (EXAMPLES: examples/inspections/contracts →
+#                         examples/inspections/Sources/InspectionContracts)
+#   make check-generated  fail if a generated module or a contracts folder's JSON Schema differs
+#                         from what the compiler writes (the sample's and every example's)
+#   make compat           fail if a contract change would break a device in the field (contractc
+#                         check, on every contracts folder)
+#   make lock             record the current contract versions as released (contractc lock) of
+#                         contracts/, or of CONTRACTS=examples/inspections/contracts
 #   make bench            the performance figures recorded in docs/PERFORMANCE.md (starts its own PostgreSQL)
 #   make server           sync-server on a seeded data folder (DATA=…, PORT=…)
 #   make fuzz             libFuzzer with AddressSanitizer on every parser of outside bytes (contracts,
@@ -28,6 +32,11 @@
 SWIFT      ?= swift
 CONTRACTS  ?= contracts
 GENERATED  ?= Sources/Contracts
+# The example apps, each with its own contracts/ and the module generated from them in
+# Sources/<Name>Contracts (the one folder there).
+EXAMPLES   ?= examples/inspections
+# Every contracts folder with the module generated from it, as contracts:module pairs.
+CONTRACT_SETS := $(CONTRACTS):$(GENERATED) $(foreach example,$(EXAMPLES),$(example)/contracts:$(wildcard $(example)/Sources/*Contracts))
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
@@ -42,27 +51,40 @@ contractc:
 	@$(SWIFT) build --product contractc
 
 codegen: contractc
-	$(CONTRACTC) generate --contracts $(CONTRACTS) --output $(GENERATED)
-	$(CONTRACTC) schema --contracts $(CONTRACTS)
+	@set -e; for set in $(CONTRACT_SETS); do \
+		contracts=$${set%%:*}; generated=$${set#*:}; \
+		[ -n "$$generated" ] || { echo "error: no Sources/*Contracts folder beside $$contracts/ to generate into"; exit 1; }; \
+		echo "$(CONTRACTC) generate --contracts $$contracts --output $$generated"; \
+		$(CONTRACTC) generate --contracts "$$contracts" --output "$$generated"; \
+		$(CONTRACTC) schema --contracts "$$contracts"; \
+	done
 
-# Regenerates into a temporary folder and diffs it with the committed code.
+# Regenerates each contracts folder into a temporary folder and diffs it with the committed code.
 check-generated: contractc
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(CONTRACTC) generate --contracts $(CONTRACTS) --output "$$tmp" > /dev/null || exit 1; \
-	if diff -ru --exclude='.*' $(GENERATED) "$$tmp"; then \
-		echo "check-generated: $(GENERATED) matches $(CONTRACTS)/"; \
-	else \
-		echo ""; \
-		echo "error: $(GENERATED) is out of date with $(CONTRACTS)/ (diff above)."; \
-		echo "help: run 'make codegen' and commit both the contracts and $(GENERATED)."; \
-		exit 1; \
-	fi
-	@$(CONTRACTC) schema --contracts $(CONTRACTS) --check
+	for set in $(CONTRACT_SETS); do \
+		contracts=$${set%%:*}; generated=$${set#*:}; \
+		rm -rf "$$tmp/out"; \
+		$(CONTRACTC) generate --contracts "$$contracts" --output "$$tmp/out" > /dev/null || exit 1; \
+		if diff -ru --exclude='.*' "$$generated" "$$tmp/out"; then \
+			echo "check-generated: $$generated matches $$contracts/"; \
+		else \
+			echo ""; \
+			echo "error: $$generated is out of date with $$contracts/ (diff above)."; \
+			echo "help: run 'make codegen' and commit both the contracts and $$generated."; \
+			exit 1; \
+		fi; \
+		$(CONTRACTC) schema --contracts "$$contracts" --check || exit 1; \
+	done
 
-# Compatibility with every released version still supported (contracts/contracts.lock).
+# Compatibility with every released version still supported (each folder's contracts.lock).
 compat: contractc
-	$(CONTRACTC) check --contracts $(CONTRACTS)
+	@set -e; for set in $(CONTRACT_SETS); do \
+		echo "$(CONTRACTC) check --contracts $${set%%:*}"; $(CONTRACTC) check --contracts "$${set%%:*}"; \
+	done
 
+# One contracts folder at a time: a release is of one app (CONTRACTS=examples/inspections/contracts
+# for the example).
 lock: contractc
 	$(CONTRACTC) lock --contracts $(CONTRACTS)
 

@@ -196,6 +196,21 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // MARK: The site-inspection example (examples/inspections): a second app on the engines
+        // alone, with its own contracts and generated module.
+        .target(
+            name: "InspectionContracts",
+            dependencies: ["ContractRuntime"],
+            path: "examples/inspections/Sources/InspectionContracts",
+            swiftSettings: strictSwift
+        ),
+        .target(
+            name: "InspectionServer",
+            dependencies: ["SyncServer", "SyncProtocol", "ContractRuntime", "InspectionContracts"],
+            path: "examples/inspections/Server",
+            swiftSettings: strictSwift
+        ),
+
         // MARK: Benchmarks
         .executableTarget(
             name: "outpost-bench",
@@ -291,6 +306,16 @@ let package = Package(
             name: "FuzzRegressionTests",
             dependencies: ["FuzzTargets"],
             path: "Tests/FuzzRegressionTests",
+            swiftSettings: strictSwift
+        ),
+        .testTarget(
+            name: "InspectionTests",
+            dependencies: [
+                "InspectionServer", "InspectionContracts", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            path: "examples/inspections/Tests",
             swiftSettings: strictSwift
         ),
         .testTarget(

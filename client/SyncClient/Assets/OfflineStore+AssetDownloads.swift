@@ -157,7 +157,8 @@ extension OfflineStore {
     /// and partial files are kept, and the next ``AssetDownloader/downloadUnit(id:progress:)``
     /// resumes them. (A second process opening the store while a first one downloads sees that
     /// download as failed until it finishes.)
-    static func markInterruptedDownloads(_ db: Database) throws {
+    static func markInterruptedDownloads(_ db: Database, contracts: ContractCatalog) throws {
+        guard UnitContent.isHeld(by: contracts) else { return }
         let unit = Contracts.Unit.DownloadStatus.self
         try db.execute(
             sql: "UPDATE \(UnitContent.unitTable) SET \"download_status\" = ? WHERE \"download_status\" IN (?, ?)",

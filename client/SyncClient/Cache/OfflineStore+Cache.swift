@@ -156,6 +156,7 @@ extension OfflineStore {
 
     /// The listing of ``cachedUnits()``.
     func cachedUnits(_ db: Database, now: Timestamp) throws -> [CachedUnit] {
+        guard UnitContent.isHeld(by: contracts) else { return [] }
         struct File {
             var size: Int64
             var onDisk: Int64

@@ -12,6 +12,14 @@ enum UnitContent {
     static let assetTable = Asset.descriptor.table.quotedDatabaseIdentifier
     static let completionTable = CompletionRecord.descriptor.table.quotedDatabaseIdentifier
 
+    /// Whether a store's contracts hold these tables. A store opened with another app's
+    /// contracts has none of them, so it has no unit to download, list or evict.
+    static func isHeld(by contracts: ContractCatalog) -> Bool {
+        [Contracts.Unit.descriptor, Lesson.descriptor, Asset.descriptor, CompletionRecord.descriptor].allSatisfy { entity in
+            contracts.entity(named: entity.name)?.table == entity.table
+        }
+    }
+
     /// The ids of the unit's lessons.
     static func lessonIds(_ db: Database, unitId: String) throws -> [String] {
         try String.fetchAll(db, sql: "SELECT \"id\" FROM \(lessonTable) WHERE \"unit_id\" = ? ORDER BY \"id\"", arguments: [unitId])

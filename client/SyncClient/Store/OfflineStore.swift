@@ -210,7 +210,7 @@ public final class OfflineStore: Sendable {
             try Metadata.set(db, .hlc, HybridLogicalClock(milliseconds: 0, counter: 0, node: clientId).description)
         }
         try liftSatisfiedHolds(db, contracts: contracts)
-        try markInterruptedDownloads(db)
+        try markInterruptedDownloads(db, contracts: contracts)
         try Metadata.set(db, .schemaVersions, CanonicalJSON.text(.object(contracts.currentVersions.mapValues { .int(Int64($0)) })))
         return StoreIdentity(
             tenantId: configuration.tenantId, userId: configuration.userId, deviceId: deviceId ?? "", clientId: clientId

@@ -45,8 +45,13 @@ struct PushWriter {
         let version = (write.previous?.integer("_version") ?? 0) + 1
         let sequence = try await transaction.nextScopeSequence(tenant: identity.tenant, scopeKey: write.scopeKey)
         var values: [ColumnValue] = []
-        values.reserveCapacity(entity.fields.count + Self.metadataColumns.count)
+        values.reserveCapacity(entity.fields.count + entity.serverOnlyFields.count + Self.metadataColumns.count)
         for field in entity.fields { values.append(write.columns[field.name] ?? .null) }
+        // No device sends a server-only field and no reducer's value holds one: the row keeps
+        // what the server stored (storage replaces the whole row), a new row takes the default.
+        for (index, field) in entity.serverOnlyFields.enumerated() {
+            values.append(write.columns[field.name] ?? write.previous.map { $0[field.name] } ?? shape.serverOnlyDefaults[index])
+        }
         values.append(.text(identity.tenant))
         values.append(.text(write.scopeKey))
         values.append(.integer(sequence))
@@ -117,9 +122,14 @@ struct RowShape: Sendable {
     /// The version field's position, and whether it takes the server clock (a timestamp)
     /// rather than the new `_version` (an int).
     let versionStamp: (position: Int, takesClock: Bool)?
+    /// The column values of the server-only fields in a new row: their defaults, else null.
+    let serverOnlyDefaults: [ColumnValue]
 
     init(_ entity: EntityDescriptor) {
-        layout = StoredRow.Layout(entity.fields.map(\.name) + PushWriter.metadataColumns)
+        layout = StoredRow.Layout(entity.fields.map(\.name) + entity.serverOnlyFields.map(\.name) + PushWriter.metadataColumns)
+        serverOnlyDefaults = entity.serverOnlyFields.map { field in
+            field.defaultValue.flatMap { try? RowCodec.columnValue($0, for: field) } ?? .null
+        }
         primaryKey = entity.fields.firstIndex { $0.name == entity.primaryKey }
         versionStamp = entity.fields.firstIndex { $0.name == entity.versionField }.flatMap { position in
             switch entity.fields[position].kind {
