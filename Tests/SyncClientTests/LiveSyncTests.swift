@@ -54,15 +54,17 @@ import Testing
 
     @Test("the transport reads hello, pokes and heartbeats; a device's third channel closes its oldest with bye")
     func transportEvents() async throws {
-        try await LiveServer.run(configuration: Self.server(heartbeat: .seconds(1))) { server in
+        try await LiveServer.run(configuration: Self.server(heartbeat: .seconds(2))) { server in
             let transport = server.transport("d-1")
             guard let first = try await transport.liveEvents() else { Issue.record("the server has a live channel"); return }
             var events = first.makeAsyncIterator()
-            #expect(try await events.next() == .hello(heartbeatMilliseconds: 1000))
+            #expect(try await events.next() == .hello(heartbeatMilliseconds: 2000))
             try await server.storage.write { _ = try await $0.nextScopeSequence(tenant: "acme", scopeKey: "ops:team:team-1") }
             #expect(try await events.next() == .change(scope: "ops:team:team-1", sequence: 1))
-            // Heartbeats keep it open well past the silence limit of 2.5 heartbeats.
-            try await Task.sleep(nanoseconds: 4_000_000_000)
+            // Heartbeats keep it open well past the silence limit of 2.5 heartbeats (5 s). Two-second
+            // heartbeats rather than one: a loaded machine can stall a connection's reads for
+            // three seconds, which a 2.5 s limit took for silence.
+            try await Task.sleep(nanoseconds: 7_000_000_000)
             try await server.storage.write { _ = try await $0.nextScopeSequence(tenant: "acme", scopeKey: "ops:team:team-1") }
             #expect(try await events.next() == .change(scope: "ops:team:team-1", sequence: 2))
 
@@ -70,7 +72,7 @@ import Testing
             #expect(try await events.next() == .bye(reason: .replaced))
             #expect(try await events.next() == nil, "the server closes the channel after bye")
             var thirdEvents = third?.makeAsyncIterator()
-            #expect(try await thirdEvents?.next() == .hello(heartbeatMilliseconds: 1000))
+            #expect(try await thirdEvents?.next() == .hello(heartbeatMilliseconds: 2000))
             _ = second
         }
     }

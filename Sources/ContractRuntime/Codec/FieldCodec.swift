@@ -164,7 +164,10 @@ public struct FieldCodec: Sendable {
 
     /// The wire value of a field's stored column.
     public func wireValue(_ value: ColumnValue, for field: FieldDescriptor) -> JSONValue {
-        wireValue(value, kind: columnKind(of: field))
+        // Only a `ref` needs its key's kind looked up; every other field reads as its own kind
+        // without a copy of it (an enum's values travel with the kind).
+        if case .ref = field.kind { return wireValue(value, kind: columnKind(of: field)) }
+        return wireValue(value, kind: field.kind)
     }
 
     /// The wire value of a stored column of `kind`.

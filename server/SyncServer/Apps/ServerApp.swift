@@ -6,12 +6,13 @@ public import ContractRuntime
 ///
 /// ```swift
 /// struct InspectionServerApp: ServerApp {
-///     var reducers: [any Reducer] { [ChecklistReducer()] }
+///     var reducers: [any Reducer] { [InspectionProgressReducer()] }
 /// }
 /// let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: [InspectionServerApp()])
 /// ```
 ///
-/// Every requirement has a default that does nothing.
+/// Every requirement has a default that does nothing. `examples/inspections` is a whole app
+/// built this way.
 public protocol ServerApp: Sendable {
     /// The reducers that fold the app's events, and created rows of the entities they name,
     /// into server-computed rows, inside the push that brings them.
