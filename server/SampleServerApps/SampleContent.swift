@@ -42,12 +42,6 @@ public struct SeedSummary: Sendable, Hashable, CustomStringConvertible {
 /// Seeding is idempotent: rows already stored as the sample has them are left alone (no new
 /// sequence number, no audit entry), files are stored by checksum.
 public enum SampleContent {
-    /// A row of the sample and the contract it belongs to.
-    struct SampleRow {
-        var entity: EntityDescriptor
-        var fields: [String: JSONValue]
-    }
-
     /// An asset file of the sample, stored before its `Asset` row is written.
     struct SampleAsset {
         var id: String
@@ -73,7 +67,7 @@ public enum SampleContent {
                 "storage_key": .string(stored.checksum),
             ]
             if let duration = file.durationMs { fields["duration_ms"] = .int(duration) }
-            rows.append(SampleRow(entity: Asset.descriptor, fields: fields))
+            rows.append(ContentService.ContentRow(entity: Asset.descriptor, fields: fields))
         }
         rows += teamRows(team: team)
 
@@ -81,7 +75,7 @@ public enum SampleContent {
         let content = ContentService(storage: storage, clock: clock, apps: SampleServerApps.all)
         let written: Int
         do {
-            written = try await content.publish(rows: rows.map { ContentService.ContentRow(entity: $0.entity, fields: $0.fields) }, identity: identity)
+            written = try await content.publish(rows: rows, identity: identity)
         } catch {
             throw SeedError(message: "the sample does not fit the contracts: \(error.detail.message)")
         }
@@ -106,16 +100,16 @@ public enum SampleContent {
     private static func text(_ value: String) -> JSONValue { .string(value) }
 
     /// Units, lessons and an assessment (the `content` scope).
-    static func contentRows() -> [SampleRow] {
+    static func contentRows() -> [ContentService.ContentRow] {
         let unit = Unit.descriptor, lesson = Lesson.descriptor, assessment = Assessment.descriptor
-        func lessonRow(_ id: String, unit: String, _ title: String, index: Int64, kind: String, seconds: Int64, body: JSONValue) -> SampleRow {
-            SampleRow(entity: lesson, fields: [
+        func lessonRow(_ id: String, unit: String, _ title: String, index: Int64, kind: String, seconds: Int64, body: JSONValue) -> ContentService.ContentRow {
+            ContentService.ContentRow(entity: lesson, fields: [
                 "id": text(id), "unit_id": text(unit), "title": text(title), "sort_index": .int(index),
                 "lesson_kind": text(kind), "duration_seconds": .int(seconds), "body": body,
             ])
         }
         return [
-            SampleRow(entity: unit, fields: [
+            ContentService.ContentRow(entity: unit, fields: [
                 "id": text("unit-battery-basics"), "title": text("Battery swap basics"),
                 "description": text("How to swap a vehicle battery safely, read its charge and report a fault."),
                 "learner_level": text("beginner"), "is_global": .bool(true), "sort_index": .int(0), "estimated_minutes": .int(25),
@@ -127,7 +121,7 @@ public enum SampleContent {
                       seconds: 240, body: .object(["format": text("figure"), "asset_ids": .array([text("asset-battery-diagram"), text("asset-battery-icon")])])),
             lessonRow("lesson-battery-briefing", unit: "unit-battery-basics", "Spoken briefing", index: 2, kind: "audio",
                       seconds: 2, body: .object(["asset_id": text("asset-battery-briefing")])),
-            SampleRow(entity: unit, fields: [
+            ContentService.ContentRow(entity: unit, fields: [
                 "id": text("unit-field-reporting"), "title": text("Reporting from the field"),
                 "description": text("Log issues with photos and keep incidents up to date while offline."),
                 "learner_level": text("intermediate"), "is_global": .bool(false), "sort_index": .int(1), "estimated_minutes": .int(15),
@@ -137,7 +131,7 @@ public enum SampleContent {
                       seconds: 180, body: .object(["format": text("markdown"), "asset_id": text("asset-reporting-notes")])),
             lessonRow("lesson-reporting-practice", unit: "unit-field-reporting", "Practice: log an issue", index: 1, kind: "practice",
                       seconds: 120, body: .object(["steps": .array([text("Pick the vehicle"), text("Choose a category"), text("Describe what you see")])])),
-            SampleRow(entity: assessment, fields: [
+            ContentService.ContentRow(entity: assessment, fields: [
                 "id": text("assessment-battery-basics"), "unit_id": text("unit-battery-basics"), "title": text("Battery swap check"),
                 "instructions": text("Answer all three questions; you need 2 of 3 to pass."),
                 "questions": .array([
@@ -192,12 +186,12 @@ public enum SampleContent {
 
     /// Service assets, tasks and an incident of one team (the `team` scope). Ids carry the team
     /// so that several teams can be seeded side by side.
-    static func teamRows(team: String) -> [SampleRow] {
+    static func teamRows(team: String) -> [ContentService.ContentRow] {
         let serviceAsset = ServiceAsset.descriptor, task = FieldTask.descriptor, incident = Incident.descriptor
         let tag = team.uppercased()
         let vehicle = "\(team)-vehicle-017", battery = "\(team)-battery-204"
-        func taskRow(_ suffix: String, _ title: String, kind: String, status: String, index: Int64, asset: String, checklist: [String]) -> SampleRow {
-            SampleRow(entity: task, fields: [
+        func taskRow(_ suffix: String, _ title: String, kind: String, status: String, index: Int64, asset: String, checklist: [String]) -> ContentService.ContentRow {
+            ContentService.ContentRow(entity: task, fields: [
                 "id": text("\(team)-task-\(suffix)"), "team_id": text(team), "route_id": text("\(team)-route-north"),
                 "service_asset_id": text(asset), "title": text(title), "task_kind": text(kind), "status": text(status),
                 "sort_index": .int(index), "checklist": .array(checklist.map(text)), "estimated_minutes": .int(20),
@@ -205,14 +199,14 @@ public enum SampleContent {
             ])
         }
         return [
-            SampleRow(entity: serviceAsset, fields: [
+            ContentService.ContentRow(entity: serviceAsset, fields: [
                 "id": text(vehicle), "team_id": text(team), "asset_tag": text("\(tag)-V017"), "display_name": text("Scooter 17"),
                 "category": text("vehicle"), "status": text("needs_service"), "serial_number": text("SC-2291-017"),
                 "battery_level": .double(0.12), "latitude": .double(52.5200), "longitude": .double(13.4050),
                 "last_seen_at": text("2026-01-31T07:45:00.000Z"), "installed_on": text("2025-04-01"),
                 "attributes": .object(["model": text("Volt S2"), "color": text("teal")]),
             ]),
-            SampleRow(entity: serviceAsset, fields: [
+            ContentService.ContentRow(entity: serviceAsset, fields: [
                 "id": text(battery), "team_id": text(team), "asset_tag": text("\(tag)-B204"), "display_name": text("Battery pack 204"),
                 "category": text("battery"), "status": text("in_service"), "battery_level": .double(0.98),
                 "attributes": .object(["capacity_wh": .int(560)]),
@@ -223,7 +217,7 @@ public enum SampleContent {
                     checklist: ["Front brake", "Rear brake"]),
             taskRow("charge-204", "Bring battery 204 to the charger", kind: "relocation", status: "in_progress", index: 2, asset: battery,
                     checklist: []),
-            SampleRow(entity: incident, fields: [
+            ContentService.ContentRow(entity: incident, fields: [
                 "id": text("\(team)-incident-0001"), "team_id": text(team), "number": text("INC-\(tag)-0001"),
                 "short_description": text("Scooter 17 reported with a low battery"),
                 "description": text("Customer report: the scooter stopped after 2 km."), "state": text("new"), "priority": text("moderate"),

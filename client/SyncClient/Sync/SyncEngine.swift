@@ -663,7 +663,7 @@ public actor SyncEngine {
                         try requeueAfterRepull(of: scope, queue: &queue, from: index)
                     }
                 }
-                pulled += try await pullScope(scope, traffic: traffic)
+                pulled += try await pullScope(scope, from: cursor, traffic: traffic)
                 if firstDownload {
                     do { try store.endFirstDownload(scope: scope) } catch { throw .store(error) }
                 }
@@ -720,13 +720,11 @@ public actor SyncEngine {
 
     /// Pulls one scope to its last page (by priority tiers when it has no cursor), then ends its
     /// re-pull when one is under way.
-    private func pullScope(_ scope: String, traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
+    private func pullScope(_ scope: String, from cursor: String?, traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var pulled = 0
         snapshot.phase = .pulling(scope: scope)
         snapshot.progress = SyncProgress(done: 0, total: 0, currentEntity: nil)
         publish()
-        let cursor: String?
-        do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
         let tiers = store.priorities.tiers(of: scope)
         if cursor == nil, tiers.count > 1, transport.filtersPullsByContract {
             // A fresh scope one priority tier at a time, then whole from the first tier's end.

@@ -143,7 +143,7 @@ enum ConflictResolution {
         }
         // Two deletes leave the same row whichever is later: the second is a duplicate, not a
         // loss the device would have to settle.
-        if input.operation == .delete, isDeleted(existing) { return .duplicate("the row is already deleted") }
+        if input.operation == .delete, existing.isDeleted { return .duplicate("the row is already deleted") }
         let current = existing.text("_hlc").flatMap(HybridLogicalClock.init)
         if let current {
             if current == hlc { return .duplicate("this write (hlc \(hlc)) is already applied") }
@@ -170,7 +170,7 @@ enum ConflictResolution {
         guard let existing = input.existing else {
             return .write(Write(columns: input.changes, deleted: false, hlc: hlc))
         }
-        if isDeleted(existing) {
+        if existing.isDeleted {
             if input.operation == .delete { return .duplicate("the row is already deleted") }
             if isRecreation(input, of: existing) { return .write(Write(columns: input.changes, deleted: false, hlc: hlc)) }
             return .conflicted(resolution: deleted)
@@ -197,7 +197,7 @@ enum ConflictResolution {
                 )
             )
         }
-        if isDeleted(existing) {
+        if existing.isDeleted {
             if input.operation == .delete { return .duplicate("the row is already deleted") }
             if isRecreation(input, of: existing) {
                 let clock = input.hlc?.description
@@ -266,8 +266,6 @@ enum ConflictResolution {
     }
 
     // MARK: - Helpers
-
-    static func isDeleted(_ row: StoredRow) -> Bool { (row.integer("_deleted") ?? 0) != 0 }
 
     /// The contract columns of a stored row (no sync metadata).
     static func contractColumns(_ row: StoredRow, _ entity: EntityDescriptor) -> [String: ColumnValue] {

@@ -91,7 +91,7 @@ struct PushEntityApplier {
             detail.reason = message
             return PushSession.Outcome(result: result(.duplicate, version: existing?.integer("_version")), detail: detail)
         case .conflicted(let resolution):
-            let shown = existing.flatMap { ConflictResolution.isDeleted($0) ? nil : JSONValue.object(RowShaping.wireRow($0, entity: entity, version: version)) }
+            let shown = existing.flatMap { $0.isDeleted ? nil : JSONValue.object(RowShaping.wireRow($0, entity: entity, version: version)) }
             return PushSession.Outcome(
                 result: result(.conflicted, version: existing?.integer("_version"), row: shown, resolution: resolution), detail: detail
             )

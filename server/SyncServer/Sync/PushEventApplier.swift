@@ -48,7 +48,7 @@ struct PushEventApplier {
             return PushSession.Outcome(result: result(.duplicate), detail: detail)
         case .conflicted(let target, let row):
             // A deleted target is a conflict without a server row, `resolution: deleted`.
-            if ConflictResolution.isDeleted(row) {
+            if row.isDeleted {
                 detail.reason = "\(target.name) '\(row.text(target.primaryKey) ?? "")' was deleted"
                 return PushSession.Outcome(
                     result: result(.conflicted, version: row.integer("_version"), resolution: ConflictResolution.deleted), detail: detail

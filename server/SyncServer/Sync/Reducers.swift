@@ -178,7 +178,7 @@ public struct ReducerContext {
     /// A stored entity row with its generated value; `nil` when absent or deleted.
     public func entity<Value: ContractEntity>(_ type: Value.Type, id: String) async throws -> (value: Value, row: StoredRow)? {
         guard let row = try await transaction.row(in: ContractTable(Value.descriptor), tenant: identity.tenant, id: id),
-            !ConflictResolution.isDeleted(row)
+            !row.isDeleted
         else { return nil }
         return (try Self.decode(Value.self, row: row), row)
     }
@@ -188,7 +188,7 @@ public struct ReducerContext {
         _ type: Value.Type, where conditions: [String: ColumnValue], limit: Int = 10_000
     ) async throws -> [(value: Value, row: StoredRow)] {
         try await transaction.rows(in: ContractTable(Value.descriptor), tenant: identity.tenant, where: conditions, limit: limit)
-            .filter { !ConflictResolution.isDeleted($0) }
+            .filter { !$0.isDeleted }
             .map { (try Self.decode(Value.self, row: $0), $0) }
     }
 
@@ -215,7 +215,7 @@ public struct ReducerContext {
     ) async throws -> ReducerEffect? {
         let entity = Value.descriptor
         let columns = try Self.columns(of: value)
-        if let previous, !ConflictResolution.isDeleted(previous),
+        if let previous, !previous.isDeleted,
             entity.fields.allSatisfy({ $0.isVersionField || previous[$0.name] == columns[$0.name] })
         {
             return nil
