@@ -104,11 +104,24 @@ let package = Package(
         .target(
             name: "SyncClient",
             dependencies: [
-                "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "SyncProtocol", "LearningAPI",
+                "ContractRuntime", "ContractRuntimeGRDB", "SyncProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "client/SyncClient",
+            swiftSettings: strictSwift
+        ),
+
+        // The learning app's client side (units for offline use, their asset files, assessments),
+        // on the store's public API only: its tables are a store extension.
+        .target(
+            name: "LearningClient",
+            dependencies: [
+                "SyncClient", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "client/LearningClient",
             swiftSettings: strictSwift
         ),
 
@@ -123,7 +136,7 @@ let package = Package(
         .executableTarget(
             name: "sync-device",
             dependencies: [
-                "SyncClient", "FieldOpsClient", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
+                "SyncClient", "LearningClient", "FieldOpsClient", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "client/sync-device",
@@ -215,7 +228,7 @@ let package = Package(
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
+                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -231,7 +244,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "fuzz/FuzzTargets",
@@ -242,7 +255,7 @@ let package = Package(
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
-                "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
+                "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
@@ -252,7 +265,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/EndToEndTests",
@@ -274,7 +287,7 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer", "SampleServerApps", "LearningServer", "FieldOpsServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
+                "SyncServer", "SampleServerApps", "LearningServer", "FieldOpsServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -289,7 +302,7 @@ let package = Package(
         .testTarget(
             name: "SimulationTests",
             dependencies: [
-                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
+                "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

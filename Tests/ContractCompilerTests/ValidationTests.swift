@@ -129,7 +129,7 @@ struct ValidationTests {
 
     @Test(
         "a table the device's store or the server's database already has is refused where it is written",
-        arguments: ["repull_rows", "first_downloads", "outbox", "unit_cache", "learning_attempts", "rate_windows", "sqlite_stat1"]
+        arguments: ["repull_rows", "first_downloads", "outbox", "dropped_rows", "sync_state", "rate_windows", "sqlite_stat1"]
     )
     func engineTable(_ table: String) throws {
         let folder = try ContractFolder(files: ["thing.yaml": entity("  id: { type: id, primary_key: true }")

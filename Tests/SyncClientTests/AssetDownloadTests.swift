@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 @testable import SyncClient
+@testable import LearningClient
 import SyncProtocol
 import SyncServer
 import Testing

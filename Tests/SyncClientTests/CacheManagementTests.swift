@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import GRDB
 @testable import SyncClient
+@testable import LearningClient
 import SyncProtocol
 import Testing
 

@@ -1,6 +1,8 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import GRDB
+import LearningClient
 import SyncClient
 import SyncProtocol
 import Testing
@@ -28,7 +30,9 @@ import Testing
                     // KeychainKeyProvider() on Apple platforms.
                     keyProvider: FileKeyProvider(directory: folder.url.appendingPathComponent("keys"))
                 ),
-                contracts: ContractRegistry.self
+                contracts: ContractRegistry.self,
+                // The learning app's tables: its unit cache, downloads and assessments.
+                extensions: [LearningStore()]
             )
             // end snippet
 
@@ -303,7 +307,7 @@ import Testing
             // end snippet
             configuration.storageLimits.minimumFreeBytes = 0
             configuration.freeSpace = volume
-            let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
+            let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
             let downloader = AssetDownloader(store: store, transport: transport)
 
             // snippet: insufficient-space
@@ -319,6 +323,38 @@ import Testing
             for try await _ in downloader.downloadUnit(id: "unit-1") {}
             #expect(try store.cacheTotals().downloadedUnits == 1)
         }
+    }
+
+    @Test func anAppKeepsItsOwnTableBesideItsRows() throws {
+        let folder = try TemporaryDirectory()
+        let configuration = OfflineStoreConfiguration(
+            databaseURL: folder.url.appendingPathComponent("outpost.sqlite"), tenantId: "acme", userId: "u-1",
+            keyProvider: FileKeyProvider(directory: folder.url.appendingPathComponent("keys"))
+        )
+        // snippet: store-extension
+        struct Bookmarks: StoreExtension {
+            var name: String { "bookmarks" }
+            var migrations: [StoreMigration] {
+                [StoreMigration("bookmarks.v1", [#"CREATE TABLE "bookmarks" ("row_id" TEXT PRIMARY KEY NOT NULL, "at" INTEGER NOT NULL)"#])]
+            }
+            var tables: [String] { ["bookmarks"] }
+        }
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [Bookmarks()])
+        // end snippet
+        // snippet: transaction
+        try store.transaction { transaction throws(OfflineStoreError) in
+            try transaction.create(FieldTask(id: "task-9", teamId: "team-1", title: "Inspect pump 9", taskKind: .inspection, revision: 0))
+            try transaction.withDatabase { db in
+                try db.execute(sql: #"INSERT INTO "bookmarks" ("row_id", "at") VALUES (?, ?)"#, arguments: ["task-9", transaction.now])
+            }
+        }
+        // end snippet
+        let bookmarked = try store.read { reader throws(OfflineStoreError) in
+            try reader.withDatabase { db in try String.fetchAll(db, sql: #"SELECT "row_id" FROM "bookmarks""#) }
+        }
+        #expect(bookmarked == ["task-9"])
+        #expect(try store.outboxCounts().unsent == 1)
+        try store.close()
     }
 
     @Test func guideMatchesTheseTests() throws {

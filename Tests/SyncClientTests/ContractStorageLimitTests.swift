@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 @testable import SyncClient
+import LearningClient
 import SyncProtocol
 import Testing
 
@@ -56,7 +57,7 @@ import Testing
         let clock = ManualClock(TestStore.start)
         var configuration = TestStore.configuration(directory: directory, clock: clock, keys: FileKeyProvider(directory: directory.keysURL))
         configuration.storageLimits = StorageLimits(contracts: ["Assessment": ContractStorageLimit(maxRowBytes: 2_000)])
-        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
         var rows = (1...51).map { assessment("quiz-\($0)") }
         rows.append(assessment("quiz-big", prompt: 5_000))
         try store.applyServerChanges(ServerChanges(upserts: ["Assessment": rows]))

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import GRDB
+import SyncClient
 import Testing
 
 /// The compiler refuses a contract that takes a name of ``EngineNames``; these tests make sure
@@ -8,24 +9,26 @@ import Testing
 /// taken by a contract (and collide with it on the device) because nobody reserved it.
 @Suite("Reserved names: the device's store")
 struct ClientEngineNamesTests {
-    /// The tables and the columns of each table of a freshly opened store.
-    private func storeSchema() throws -> [String: Set<String>] {
+    /// The tables and the columns of each table of a freshly opened store (the sample app's,
+    /// with the learning app's tables: an extension's, which the store checks when it opens).
+    private func storeSchema() throws -> (tables: [String: Set<String>], extensionTables: Set<String>) {
         let test = try TestStore()
-        return try test.raw { db in
+        let extensionTables = Set(test.store.extensions.flatMap(\.tables))
+        return (try test.raw { db in
             var tables: [String: Set<String>] = [:]
             for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") {
                 tables[table] = Set(try db.columns(in: table).map(\.name))
             }
             return tables
-        }
+        }, extensionTables)
     }
 
     @Test("every table of a device's store is a contract's or reserved, and every reserved client table is there")
     func tablesAreReserved() throws {
-        let tables = try storeSchema()
+        let (tables, extensionTables) = try storeSchema()
         let contractTables = Set(ContractRegistry.entities.map(\.table) + ContractRegistry.events.map(\.table))
         #expect(contractTables.isSubset(of: tables.keys))
-        for table in Set(tables.keys).subtracting(contractTables).sorted() {
+        for table in Set(tables.keys).subtracting(contractTables).subtracting(extensionTables).sorted() {
             let reserved = EngineNames.ClientTable(rawValue: table) != nil || EngineNames.LibraryTable(rawValue: table) != nil
                 || EngineNames.reservedTablePrefixes.contains { table.hasPrefix($0) }
             #expect(reserved, "the store's table '\(table)' is not in EngineNames.ClientTable: a contract could take its name")
@@ -37,7 +40,7 @@ struct ClientEngineNamesTests {
 
     @Test("every column the device adds to a contract table is reserved")
     func columnsAreReserved() throws {
-        let tables = try storeSchema()
+        let tables = try storeSchema().tables
         for entity in ContractRegistry.entities {
             let added = (tables[entity.table] ?? []).subtracting((entity.fields + entity.localFields).map(\.name))
             #expect(!added.isEmpty, "\(entity.table) has no columns of the device's")

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import LearningClient
 import SyncClient
 import SyncProtocol
 import Testing
@@ -113,7 +114,7 @@ import Testing
             directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
         )
         configuration.faultPauses = FaultPauses(pauses: [.pullApply: .init(milliseconds: 40)])
-        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
         let transport = PagedTransport()
         transport.pageCount = 12
         let ahead = LockedBox<[Int]>([])

@@ -4,18 +4,20 @@ import Crypto
 import Foundation
 import GRDB
 @testable import SyncClient
+import LearningClient
 import Testing
 
 @Suite("Opening the offline store")
 struct OpeningTests {
-    @Test("a new database gets the client tables, then every generated migration, in WAL mode")
+    @Test("a new database gets the client tables, then its extensions', then every generated migration, in WAL mode")
     func freshDatabase() throws {
         let test = try TestStore()
         #expect(try test.store.appliedMigrations() == test.store.migrationIdentifiers)
         #expect(test.store.migrationIdentifiers.first == "client.v1.sync_tables")
+        let extensionMigrations = LearningStore().migrations.map(\.identifier)
         #expect(
-            Array(test.store.migrationIdentifiers.dropFirst(ClientSchema.migrations.count))
-                == ContractRegistry.clientMigrations.map(\.identifier)
+            test.store.migrationIdentifiers
+                == ClientSchema.migrations.map(\.identifier) + extensionMigrations + ContractRegistry.clientMigrations.map(\.identifier)
         )
         let (tables, mode) = try test.raw { db in
             (try String.fetchSet(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"),
@@ -103,7 +105,7 @@ struct OpeningTests {
         let keys = InMemoryKeyProvider()
         let clock = ManualClock(TestStore.start)
         do {
-            let store = try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self)
+            let store = try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self, extensions: [LearningStore()])
             try store.applyServerChanges(Samples.everything)
             try store.close()
             let queue = try DatabaseQueue(path: directory.databaseURL.path)
@@ -116,7 +118,7 @@ struct OpeningTests {
         let before = try snapshot(directory)
 
         #expect(throws: OfflineStoreError.createdByNewerBuild(unknownMigrations: ["units.v4.migrate"])) {
-            try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self)
+            try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self, extensions: [LearningStore()])
         }
         let after = try snapshot(directory)
         #expect(after == before, "files before: \(before.mapValues(\.count)), after: \(after.mapValues(\.count))")

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import LearningClient
 import SyncClient
 import SyncProtocol
 import Testing
@@ -19,7 +20,7 @@ struct PageFaultPauseTests {
             directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
         )
         configuration.faultPauses = FaultPauses(pauses: [.pullApply: FaultPauses.Pause(milliseconds: 4000)])
-        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
         let page = ServerChanges(upserts: ["Unit": [Samples.wire(Samples.units[0])]], scopeKey: "content", cursor: "cursor-1")
         let applied = DispatchSemaphore(value: 0)
         Thread {

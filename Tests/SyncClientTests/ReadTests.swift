@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import FieldOpsClient
 import Foundation
+import LearningClient
 import SyncClient
 import SyncProtocol
 import Testing

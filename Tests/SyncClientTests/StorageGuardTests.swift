@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import GRDB
 @testable import SyncClient
+import LearningClient
 import SyncProtocol
 import Testing
 
@@ -46,7 +47,7 @@ import Testing
             OfflineStoreConfiguration(
                 databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: "d-1",
                 keyProvider: FileKeyProvider(directory: directory.keysURL), clock: clock, storageLimits: limits, freeSpace: free
-            ), contracts: ContractRegistry.self
+            ), contracts: ContractRegistry.self, extensions: [LearningStore()]
         )
     }
 

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import LearningClient
 import PostgresNIO
 import SyncClient
 import SyncProtocol
@@ -85,7 +86,7 @@ struct MultiProcessTests {
             OfflineStoreConfiguration(
                 databaseURL: folder.appendingPathComponent("device.sqlite"), tenantId: "acme", userId: "ben", deviceId: "ben-tablet",
                 keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys"))
-            ), contracts: ContractRegistry.self
+            ), contracts: ContractRegistry.self, extensions: [LearningStore()]
         )
         // Ben's tablet talks to the second process only; its timer would sync after an hour.
         let engine = SyncEngine(

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Testing
 
+@testable import LearningClient
 @testable import SyncClient
 @testable import SyncServer
 
@@ -21,13 +22,18 @@ struct ReleasedEngineMigrationTests {
     /// Checksums of the migrations as released, by side and identifier. A new migration is
     /// pinned by adding the line its failure prints.
     private static let released: [String: String] = [
-        "client client.v1.sync_tables": "c110faeac5acfe490e93ec641a57e34e1ef848caa12306a41fc7dcd67efd37a3",
-        "client client.v2.unit_cache": "8d0dabeebffb514b10cc21fd72bd18989a65cf0037642ad423c981883df83651",
+        // Released as c110fae… with the learning app's `assets` table, which moved to its store
+        // extension (StoreExtensionTests rebuilds the released text and checks that checksum).
+        "client client.v1.sync_tables": "6fec44a89372c2340ce5091a711e05e48ab54af755dc848286d26c5e1dd0f8b9",
         "client client.v3.outbox_state_seal": "8f304dacfe286360db17963d6e7252cef88cb43e62e83fbae24543eac3f7e64d",
         "client client.v4.row_retention": "a9b2170f47b5e5701b3ce58e9ab14e52e62bc94af3eee64dddf06e36a0625083",
-        "client client.v5.learning_attempts": "d81a4435dddc253ad4ee0c8760048c2ebace20f68805fb5f8bdff5a99f3bdf3c",
         "client client.v6.repull": "2eba30315470bbb6145777e40f2e77b68a8193884ca2595e988f2e656bdf0721",
         "client client.v7.first_downloads": "ae1051f9f98e7d8eaa725ce7c49e19aed521020c2e6aba1146b2ca2626edf94f",
+        // The learning app's tables, the store's own until its client code became a target: two
+        // migrations keep their released text and identifiers; `assets` has its own now.
+        "learning learning.v1.assets": "af152cd7998c9ce96b43e5ed7edab62026c5388471a57186b3a2778edfd28324",
+        "learning client.v2.unit_cache": "8d0dabeebffb514b10cc21fd72bd18989a65cf0037642ad423c981883df83651",
+        "learning client.v5.learning_attempts": "d81a4435dddc253ad4ee0c8760048c2ebace20f68805fb5f8bdff5a99f3bdf3c",
         "server postgres server.v1.sync_tables": "b0fb6b817acc1a2a79fed877e819be74a4c6dcbf4dc8da224142d5fad3ba8d06",
         "server postgres server.v2.audit_seal": "d27dccb9282f99ea326ec21e4a341b7c7d54e51c835b45c7065f3ea8c907aa48",
         "server postgres server.v2.client_owners": "7d3147dcc0f632b90e6b08c54c7b2390635bdec7297ad58c49d173e28105d659",
@@ -51,6 +57,7 @@ struct ReleasedEngineMigrationTests {
     private static var engineMigrations: [(name: String, statements: [String])] {
         let generated = Set(ContractRegistry.serverPostgresMigrations.map(\.identifier))
         return ClientSchema.migrations.map { ("client \($0.identifier)", $0.statements) }
+            + LearningStore().migrations.map { ("learning \($0.identifier)", $0.statements) }
             + [("server sqlite server.v1.sync_tables", ServerTables.statements)]
             + ServerUpgrade.all.map { ("server sqlite \($0.identifier)", $0.sqlite) }
             + PostgresMigrator(schema: nil, contracts: ContractCatalog(ContractRegistry.self), logger: Logger(label: "test")).migrations.filter { !generated.contains($0.identifier) }.map { ("server postgres \($0.identifier)", $0.statements) }

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import LearningClient
 import SyncClient
 import SyncProtocol
 
@@ -15,7 +16,7 @@ enum ClientStoreBenchmarks {
             OfflineStoreConfiguration(
                 databaseURL: folder.appendingPathComponent("store.sqlite"), tenantId: tenantId, userId: "learner-1",
                 deviceId: "bench-device", keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true))
-            ), contracts: ContractRegistry.self
+            ), contracts: ContractRegistry.self, extensions: [LearningStore()]
         )
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LearningClient
 import NIOCore
 import NIOPosix
 import Contracts
@@ -529,7 +530,7 @@ final class StoreDevice: @unchecked Sendable {
         store = try OfflineStore(OfflineStoreConfiguration(
             databaseURL: folder.appendingPathComponent("store.sqlite"), tenantId: LoadDeployment.tenant, userId: user, deviceId: device,
             keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true))
-        ), contracts: ContractRegistry.self)
+        ), contracts: ContractRegistry.self, extensions: [LearningStore()])
         let transport = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!, timeout: 30) { token }
         engine = SyncEngine(store: store, transport: transport, configuration: SyncEngineConfiguration(scopes: ["team"]))
     }

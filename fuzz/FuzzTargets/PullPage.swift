@@ -1,6 +1,7 @@
 import Contracts
 import ContractRuntime
 package import Foundation
+import LearningClient
 import SyncClient
 import SyncProtocol
 
@@ -15,7 +16,7 @@ private let pullPageStore: OfflineStore = {
             OfflineStoreConfiguration(
                 databaseURL: folder.appendingPathComponent("device.sqlite"), tenantId: "acme", userId: "u-1", deviceId: "d-1",
                 keyProvider: InMemoryKeyProvider()
-            ), contracts: ContractRegistry.self
+            ), contracts: ContractRegistry.self, extensions: [LearningStore()]
         )
         storeFolder = folder.path
         atexit {

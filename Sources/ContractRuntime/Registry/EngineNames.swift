@@ -15,18 +15,12 @@ public enum EngineNames {
         case conflicts
         /// Each scope's pull cursor and the times of its last syncs.
         case syncState = "sync_state"
-        /// The files of downloaded content and their download state.
-        case assets
         /// The store's identity and settings, key to value.
         case metadata
-        /// One row per unit the device downloaded (or began to), for cache management.
-        case unitCache = "unit_cache"
         /// Rows the app keeps whatever their retention.
         case pinnedRows = "pinned_rows"
         /// Rows the device dropped while the server still has them.
         case droppedRows = "dropped_rows"
-        /// Attempts the learner started on this device, with the assessment revision taken.
-        case learningAttempts = "learning_attempts"
         /// Scopes being pulled again from scratch after an expired cursor.
         case repullScopes = "repull_scopes"
         /// The rows each page of a re-pull delivered.

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import LearningClient
 import SyncClient
 
 /// Reads a device's store while no `sync-device` runs on it: what a crash left behind, and what
@@ -22,7 +23,7 @@ final class DeviceInspector {
                 databaseURL: databaseURL, tenantId: tenant, userId: user, deviceId: id,
                 keyProvider: FileKeyProvider(directory: device.home.appendingPathComponent("keys", isDirectory: true)),
                 assetsDirectory: device.home.appendingPathComponent("assets", isDirectory: true)
-            ), contracts: ContractRegistry.self
+            ), contracts: ContractRegistry.self, extensions: [LearningStore()]
         )
         var readOnly = Configuration()
         readOnly.readonly = true

@@ -1,5 +1,6 @@
 import Contracts
 import Foundation
+import LearningClient
 import SyncClient
 import SyncProtocol
 
@@ -70,7 +71,7 @@ final class SimDevice {
         // The volume's real free space would differ between runs: a fixed, ample figure.
         configuration.freeSpace = SimFreeSpace()
         if let limits { configuration.storageLimits = limits }
-        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
         // Small batches and pages, so a handful of writes already spans several requests.
         let engine = SyncEngine(
             store: store, transport: transport,

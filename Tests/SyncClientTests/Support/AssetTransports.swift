@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import LearningAPI
+import LearningClient
 import SyncClient
 import SyncProtocol
 import SyncServer

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LearningClient
 import SampleServerApps
 import SyncClient
 import SyncProtocol
@@ -78,7 +79,7 @@ func makeDeviceStore(_ directory: TemporaryDirectory, device: String, clock: any
         OfflineStoreConfiguration(
             databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: device,
             keyProvider: FileKeyProvider(directory: directory.keysURL), clock: clock
-        ), contracts: ContractRegistry.self
+        ), contracts: ContractRegistry.self, extensions: [LearningStore()]
     )
 }
 

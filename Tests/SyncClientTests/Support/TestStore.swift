@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import LearningClient
 import SyncClient
 import SyncProtocol
 import Testing
@@ -42,7 +43,7 @@ struct TestStore {
         self.clock = clock
         self.keys = keys
         store = try OfflineStore(
-            Self.configuration(directory: directory, clock: clock, keys: keys, tenantId: tenantId, userId: userId, retention: retention), contracts: ContractRegistry.self
+            Self.configuration(directory: directory, clock: clock, keys: keys, tenantId: tenantId, userId: userId, retention: retention), contracts: ContractRegistry.self, extensions: [LearningStore()]
         )
     }
 

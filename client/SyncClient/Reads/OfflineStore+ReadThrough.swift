@@ -1,5 +1,4 @@
 public import ContractRuntime
-public import Contracts
 import SyncProtocol
 
 extension OfflineStore {
@@ -50,26 +49,25 @@ extension OfflineStore {
         return unwrap(result)
     }
 
-    /// A unit with its lessons and assets, from SQLite or else fetched once.
-    public func unitDetail(id: String, from fetcher: any RemoteFetcher) async throws(OfflineStoreError) -> ReadResult<UnitDetail> {
-        let including = hasManyPaths(of: Unit.descriptor, depth: 2)
+    /// A row with the rows under it (its `has_many` relations, nested `depth` deep), from
+    /// SQLite or else fetched once, all in one request; `read` builds the value from the store.
+    ///
+    /// ```swift
+    /// let detail = try await store.fetch(Unit.self, id: id, withChildrenDepth: 2, from: engine) { reader throws(OfflineStoreError) in
+    ///     try reader.unitDetail(id: id)
+    /// }
+    /// ```
+    public func fetch<E: ContractEntity, Value: Sendable>(
+        _ type: E.Type, id: String, withChildrenDepth depth: Int, from fetcher: any RemoteFetcher,
+        read body: (StoreReader) throws(OfflineStoreError) -> Value?
+    ) async throws(OfflineStoreError) -> ReadResult<Value> {
         let result = try await readThrough(
-            .row(Unit.self, id: id, including: including), from: fetcher,
-            read: { reader throws(OfflineStoreError) in try reader.unitDetail(id: id) }, isCached: { $0 != nil }
+            .row(E.self, id: id, including: hasManyPaths(of: E.descriptor, depth: depth)), from: fetcher, read: body,
+            isCached: { $0 != nil }
         )
         return unwrap(result)
     }
 
-    /// The unit list, from SQLite or else (when no unit is cached) fetched once.
-    public func units(from fetcher: any RemoteFetcher) async throws(OfflineStoreError) -> ReadResult<[Unit]> {
-        try await readThrough(
-            .all(Unit.self), from: fetcher, read: { reader throws(OfflineStoreError) in try reader.units() },
-            isCached: { !$0.isEmpty }
-        )
-    }
-}
-
-extension OfflineStore {
     /// The `has_many` relation paths of an entity, nested up to `depth` (`lessons`, `lessons.assets`).
     func hasManyPaths(of entity: EntityDescriptor, depth: Int) -> [String] {
         guard depth > 0 else { return [] }

@@ -1,5 +1,4 @@
 public import ContractRuntime
-public import Contracts
 import GRDB
 
 /// Reads, SQLite first. Each runs in its own snapshot; use ``read(_:)`` to combine several.
@@ -39,26 +38,6 @@ extension OfflineStore {
     /// A row's sync metadata.
     public func syncInfo<E: ContractEntity>(_ type: E.Type, id: String) throws(OfflineStoreError) -> RowSyncInfo? {
         try read { reader throws(OfflineStoreError) in try reader.syncInfo(E.self, id: id) }
-    }
-
-    /// Every cached unit, in catalogue order.
-    public func units() throws(OfflineStoreError) -> [Unit] {
-        try read { reader throws(OfflineStoreError) in try reader.units() }
-    }
-
-    /// Every cached unit with its local state and lesson count.
-    public func unitSummaries() throws(OfflineStoreError) -> [UnitSummary] {
-        try read { reader throws(OfflineStoreError) in try reader.unitSummaries() }
-    }
-
-    /// A unit with its lessons, assets and asset files; `nil` when not cached.
-    public func unitDetail(id: String) throws(OfflineStoreError) -> UnitDetail? {
-        try read { reader throws(OfflineStoreError) in try reader.unitDetail(id: id) }
-    }
-
-    /// The learner's attempts, newest first.
-    public func attempts(assessmentId: String? = nil) throws(OfflineStoreError) -> [Attempt] {
-        try read { reader throws(OfflineStoreError) in try reader.attempts(assessmentId: assessmentId) }
     }
 
     // MARK: Observation

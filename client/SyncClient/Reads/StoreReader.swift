@@ -95,6 +95,13 @@ public struct StoreReader {
         try children(Child.self, ofKeys: [parent.contractPrimaryKey], parent: Parent.descriptor, orderBy: order)
     }
 
+    /// The rows of `Child` under any of `parents`, in one query (see ``children(_:of:orderBy:)-(_,Parent,_)``).
+    public func children<Parent: ContractEntity, Child: ContractEntity>(
+        _ type: Child.Type, of parents: [Parent], orderBy order: [RowOrder] = []
+    ) throws(OfflineStoreError) -> [Child] {
+        try children(Child.self, ofKeys: parents.map(\.contractPrimaryKey), parent: Parent.descriptor, orderBy: order)
+    }
+
     func children<Child: ContractEntity>(
         _ type: Child.Type, ofKeys keys: [String], parent: EntityDescriptor, orderBy order: [RowOrder]
     ) throws(OfflineStoreError) -> [Child] {

@@ -10,9 +10,6 @@ enum ClientSchema {
     /// The identifier of the first client migration.
     static let syncTablesV1 = "client.v1.sync_tables"
 
-    /// The migration that adds the per-unit cache bookkeeping (``unitCacheV2Statements``).
-    static let unitCacheV2 = "client.v2.unit_cache"
-
     /// The migration that adds each outbox entry's state MAC (``OutboxSeal``); the first write
     /// after it seals the entries already there.
     static let outboxStateSealV3 = "client.v3.outbox_state_seal"
@@ -22,12 +19,16 @@ enum ClientSchema {
     static let rowRetentionV4 = "client.v4.row_retention"
 
     /// The client's own migrations, in order.
+    ///
+    /// Until the learning app's client code became a target of its own, its tables were the
+    /// store's: `client.v1.sync_tables` also created `assets`, and `client.v2.unit_cache` and
+    /// `client.v5.learning_attempts` created its other two. Those statements are now the learning
+    /// app's store extension's (which creates `assets` if it is not there yet), so a store
+    /// created before and one created now hold the same tables.
     static let migrations: [(identifier: String, statements: [String])] = [
         (syncTablesV1, syncTablesV1Statements),
-        (unitCacheV2, unitCacheV2Statements),
         (outboxStateSealV3, [#"ALTER TABLE "outbox" ADD COLUMN "state_mac" BLOB"#]),
         (rowRetentionV4, rowRetentionV4Statements),
-        ("client.v5.learning_attempts", learningAttemptsV5Statements),
         ("client.v6.repull", OfflineStore.repullStatements),
         ("client.v7.first_downloads", OfflineStore.firstDownloadStatements),
     ]
@@ -89,51 +90,11 @@ enum ClientSchema {
         )
         """,
         """
-        CREATE TABLE "\(EngineNames.ClientTable.assets.rawValue)" (
-            "asset_id" TEXT PRIMARY KEY NOT NULL,
-            "unit_id" TEXT,
-            "lesson_id" TEXT,
-            "remote_url" TEXT,
-            "content_type" TEXT,
-            "size_bytes" INTEGER NOT NULL DEFAULT 0,
-            "checksum" TEXT NOT NULL,
-            "local_path" TEXT,
-            "status" TEXT NOT NULL DEFAULT 'remote'
-                CHECK ("status" IN ('remote', 'queued', 'downloading', 'downloaded', 'failed')),
-            "downloaded_bytes" INTEGER NOT NULL DEFAULT 0,
-            "etag" TEXT,
-            "last_error" TEXT,
-            "downloaded_at" INTEGER,
-            "last_accessed_at" INTEGER,
-            "updated_at" INTEGER NOT NULL
-        )
-        """,
-        #"CREATE INDEX "assets_unit_id_idx" ON "assets" ("unit_id")"#,
-        #"CREATE INDEX "assets_lesson_id_idx" ON "assets" ("lesson_id")"#,
-        """
         CREATE TABLE "\(EngineNames.ClientTable.metadata.rawValue)" (
             "key" TEXT PRIMARY KEY NOT NULL,
             "value" TEXT NOT NULL
         )
         """,
-    ]
-
-    /// One row per unit the device downloaded (or began to): what cache management and the
-    /// eviction order need. A table of its own rather than columns of `units`, so it never
-    /// touches a generated table and outlives a unit row the server deleted (its files are then
-    /// still found and freed). Sizes are not stored: they are summed from `assets`, so they
-    /// cannot drift from the files.
-    static let unitCacheV2Statements = [
-        """
-        CREATE TABLE "\(EngineNames.ClientTable.unitCache.rawValue)" (
-            "unit_id" TEXT PRIMARY KEY NOT NULL,
-            "added_at" INTEGER NOT NULL,
-            "downloaded_at" INTEGER,
-            "last_opened_at" INTEGER,
-            "completed_at" INTEGER,
-            "expires_at" INTEGER
-        )
-        """
     ]
 
     /// A pinned row is never dropped by retention or eviction. A dropped row is one the device
@@ -161,15 +122,27 @@ enum ClientSchema {
         """,
     ]
 
-    /// Every migration this build knows: the client's own, then the generated contract ones.
-    static func migrationIdentifiers(contracts: ContractCatalog) -> [String] {
-        migrations.map(\.identifier) + contracts.clientMigrations.map(\.identifier)
+    /// Migrations the store ran before the learning app's tables became its extension's
+    /// (``migrations``): known whether or not that extension is given, so a store created
+    /// before opens in an app without it.
+    static let migrationsMovedToExtensions: Set<String> = ["client.v2.unit_cache", "client.v5.learning_attempts"]
+
+    /// Every migration this build knows: the client's own, the extensions', then the generated
+    /// contract ones.
+    static func migrationIdentifiers(contracts: ContractCatalog, extensions: [any StoreExtension]) -> [String] {
+        migrations.map(\.identifier) + extensions.flatMap { $0.migrations.map(\.identifier) }
+            + contracts.clientMigrations.map(\.identifier)
     }
 
-    /// The migrator of this build for `contracts`.
-    static func migrator(contracts: ContractCatalog) -> DatabaseMigrator {
+    /// The migrator of this build for `contracts` and `extensions`.
+    static func migrator(contracts: ContractCatalog, extensions: [any StoreExtension]) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
         for migration in migrations {
+            migrator.registerMigration(migration.identifier) { db in
+                for statement in migration.statements { try db.execute(sql: statement) }
+            }
+        }
+        for migration in extensions.flatMap(\.migrations) {
             migrator.registerMigration(migration.identifier) { db in
                 for statement in migration.statements { try db.execute(sql: statement) }
             }

@@ -6,7 +6,8 @@ import GRDB
 /// "Storage guard"): when the store opens and after every sync, rows past their contract's
 /// `retention`, over its largest row or over its row limit are dropped, rows stored below the
 /// oldest supported schema are purged, outbox entries done long ago are pruned, and when the
-/// volume runs short of space downloaded units are evicted. Nothing the server has not
+/// volume runs short of space the store's extensions free what they can
+/// (``StoreExtension/reclaimSpace(_:in:)``). Nothing the server has not
 /// acknowledged is ever removed: a row with a write still waiting, failed or in conflict, and a
 /// row the app pinned, stay.
 extension OfflineStore {
@@ -38,30 +39,23 @@ extension OfflineStore {
             report.unsupportedRows = try purgeUnsupportedRows(db)
             report.prunedOutboxEntries = try Self.pruneCompletedOutbox(db, before: now - Int64(configuration.completedWriteRetention * 1000))
         }
-        report.evictedUnits = try reclaimSpace(toFree: limits.minimumFreeBytes)
+        report.reclaimed = try reclaimSpace(toFree: limits.minimumFreeBytes)
         return report
     }
 
-    /// The emergency clean-up: evicts downloaded units in the eviction order (docs/client.md,
-    /// "Cache management"; never one a waiting write leads to, nor those in `kept`) until the
-    /// volume has `bytes` free, or nothing more may go. Returns the evicted units' ids. Rows are
-    /// not evicted here: deleting them frees no space in the database file.
+    /// The emergency clean-up: when the volume has less than `wanted` bytes free, asks each
+    /// extension in turn to free the difference (``StoreExtension/reclaimSpace(_:in:)``) until
+    /// it is free. Returns what each removed, by extension name. Rows are not evicted here:
+    /// deleting them frees no space in the database file.
     @discardableResult
-    public func reclaimSpace(toFree wanted: Int64, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
-        guard let free = freeBytes(), free < wanted else { return [] }
-        return try evictUnits(freeing: wanted - free, keeping: kept)
-    }
-
-    /// Bytes of files ``reclaimSpace(toFree:keeping:)`` could free: units without a waiting
-    /// write that leads to them, other than `kept`.
-    public func reclaimableBytes(keeping kept: Set<String> = []) throws(OfflineStoreError) -> Int64 {
-        try cachedUnits().filter { !$0.hasUnsyncedWrites && !kept.contains($0.id) }.reduce(0) { $0 + $1.bytesOnDisk }
-    }
-
-    private func evictUnits(freeing bytes: Int64, keeping kept: Set<String>) throws(OfflineStoreError) -> [String] {
-        let files = try cacheTotals().bytesOnDisk
-        let budget = CacheBudget(maxBytes: max(0, files - bytes))
-        return try enforceCacheBudget(budget, keeping: kept)
+    public func reclaimSpace(toFree wanted: Int64) throws(OfflineStoreError) -> [String: [String]] {
+        var reclaimed: [String: [String]] = [:]
+        for storeExtension in extensions {
+            guard let free = freeBytes(), free < wanted else { break }
+            let removed = try storeExtension.reclaimSpace(wanted - free, in: self)
+            if !removed.isEmpty { reclaimed[storeExtension.name, default: []] += removed }
+        }
+        return reclaimed
     }
 
     /// Bytes free on the store's volume, or `nil` when unknown.
@@ -74,19 +68,12 @@ extension OfflineStore {
     /// arrives holds it once it does.
     public func pin<E: ContractEntity>(_ type: E.Type, id: String) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970
-        try write { db in
-            try db.execute(
-                sql: #"INSERT INTO "pinned_rows" ("entity", "row_id", "pinned_at") VALUES (?, ?, ?) ON CONFLICT DO NOTHING"#,
-                arguments: [E.descriptor.name, id, now]
-            )
-        }
+        try write { db in try Self.pin(db, E.descriptor, id: id, now: now) }
     }
 
     /// Lets a pinned row go again: the next housekeeping drops it if it is past its retention.
     public func unpin<E: ContractEntity>(_ type: E.Type, id: String) throws(OfflineStoreError) {
-        try write { db in
-            try db.execute(sql: #"DELETE FROM "pinned_rows" WHERE "entity" = ? AND "row_id" = ?"#, arguments: [E.descriptor.name, id])
-        }
+        try write { db in try Self.unpin(db, E.descriptor, id: id) }
     }
 
     /// The ids of the rows of `type` the app pinned.
@@ -143,15 +130,31 @@ extension OfflineStore {
     }
 
     private func setLocalBookkeeping(_ entity: EntityDescriptor, id: String, field: String, to value: Int64) throws(OfflineStoreError) {
-        guard entity.localFields.contains(where: { $0.name == field }) else { throw .unknownField(contract: entity.name, field: field) }
-        try write { db in
-            try db.execute(
-                sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \(field.quotedDatabaseIdentifier) = ? "
-                    + "WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
-                arguments: [value, id]
-            )
-            guard db.changesCount > 0 else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
+        try write { db in try Self.setLocalBookkeeping(db, entity, id: id, field: field, to: value) }
+    }
+
+    /// Sets a local bookkeeping column (`last_accessed_at`, `is_completed`) inside the caller's transaction.
+    static func setLocalBookkeeping(_ db: Database, _ entity: EntityDescriptor, id: String, field: String, to value: Int64) throws {
+        guard entity.localFields.contains(where: { $0.name == field }) else {
+            throw OfflineStoreError.unknownField(contract: entity.name, field: field)
         }
+        try db.execute(
+            sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \(field.quotedDatabaseIdentifier) = ? "
+                + "WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: [value, id]
+        )
+        guard db.changesCount > 0 else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
+    }
+
+    static func pin(_ db: Database, _ entity: EntityDescriptor, id: String, now: Int64) throws {
+        try db.execute(
+            sql: #"INSERT INTO "pinned_rows" ("entity", "row_id", "pinned_at") VALUES (?, ?, ?) ON CONFLICT DO NOTHING"#,
+            arguments: [entity.name, id, now]
+        )
+    }
+
+    static func unpin(_ db: Database, _ entity: EntityDescriptor, id: String) throws {
+        try db.execute(sql: #"DELETE FROM "pinned_rows" WHERE "entity" = ? AND "row_id" = ?"#, arguments: [entity.name, id])
     }
 
     // MARK: - Internals
@@ -381,8 +384,9 @@ public struct HousekeepingReport: Hashable, Sendable {
     /// Outbox entries the server acknowledged longer than
     /// ``OfflineStoreConfiguration/completedWriteRetention`` ago.
     public var prunedOutboxEntries = 0
-    /// Downloaded units evicted because the volume was short of space.
-    public var evictedUnits: [String] = []
+    /// What the store's extensions removed because the volume was short of space, by
+    /// extension name (``StoreExtension/reclaimSpace(_:in:)``).
+    public var reclaimed: [String: [String]] = [:]
 
     public init() {}
 }

@@ -5,8 +5,8 @@ import GRDB
 import SyncProtocol
 
 /// The device's offline database: one SQLite file (GRDB `DatabasePool`, WAL) holding the
-/// generated contract tables and the client's own (`outbox`, `conflicts`, `sync_state`,
-/// `assets`, `metadata`).
+/// generated contract tables, the client's own (`outbox`, `conflicts`, `sync_state`,
+/// `metadata`, …) and those of the app's ``StoreExtension``s.
 ///
 /// Reads come from SQLite; writes change the local row and append to the outbox in one
 /// transaction. The sync engine drains the outbox (``nextPushRequest(limit:)``,
@@ -30,6 +30,8 @@ public final class OfflineStore: Sendable {
     public let identity: StoreIdentity
     /// The contracts whose tables the store holds.
     public let contracts: ContractCatalog
+    /// The app's tables beside the contracts'.
+    public let extensions: [any StoreExtension]
 
     let pool: DatabasePool
     let crypto: StoreCrypto
@@ -41,19 +43,27 @@ public final class OfflineStore: Sendable {
 
     /// Opens (creating or migrating) the database of `configuration` for the contracts of a
     /// generated registry (`contracts: ContractRegistry.self`).
-    public convenience init(_ configuration: OfflineStoreConfiguration, contracts: any ContractSchema.Type) throws(OfflineStoreError) {
-        try self.init(configuration, contracts: ContractCatalog(contracts))
+    public convenience init(
+        _ configuration: OfflineStoreConfiguration, contracts: any ContractSchema.Type, extensions: [any StoreExtension] = []
+    ) throws(OfflineStoreError) {
+        try self.init(configuration, contracts: ContractCatalog(contracts), extensions: extensions)
     }
 
-    /// Opens (creating or migrating) the database of `configuration` for `contracts`.
+    /// Opens (creating or migrating) the database of `configuration` for `contracts`, with the
+    /// tables of `extensions`.
     ///
     /// - Throws: ``OfflineStoreError/createdByNewerBuild(unknownMigrations:)`` (file untouched),
     ///   ``OfflineStoreError/notADatabase(path:)``, ``OfflineStoreError/cannotOpen(path:reason:)``,
     ///   ``OfflineStoreError/belongsToAnotherAccount(tenantId:userId:)``,
-    ///   ``OfflineStoreError/keyUnavailable(tenantId:reason:)``, ``OfflineStoreError/keyMismatch(tenantId:)``.
-    public init(_ configuration: OfflineStoreConfiguration, contracts: ContractCatalog) throws(OfflineStoreError) {
+    ///   ``OfflineStoreError/keyUnavailable(tenantId:reason:)``, ``OfflineStoreError/keyMismatch(tenantId:)``,
+    ///   ``OfflineStoreError/invalidExtension(name:reason:)``.
+    public init(
+        _ configuration: OfflineStoreConfiguration, contracts: ContractCatalog, extensions: [any StoreExtension] = []
+    ) throws(OfflineStoreError) {
+        try Self.validate(extensions, contracts: contracts)
         self.configuration = configuration
         self.contracts = contracts
+        self.extensions = extensions
         priorities = PullPriorities(contracts)
         let url = configuration.databaseURL
         let path = url.path
@@ -63,7 +73,7 @@ public final class OfflineStore: Sendable {
             throw .cannotOpen(path: path, reason: error.localizedDescription)
         }
         if FileManager.default.fileExists(atPath: path) {
-            try Self.refuseNewerBuild(path: path, contracts: contracts)
+            try Self.refuseNewerBuild(path: path, contracts: contracts, extensions: extensions)
         }
 
         let tenantKey: SymmetricKey
@@ -92,10 +102,10 @@ public final class OfflineStore: Sendable {
             throw Self.openingError(error, path: path)
         }
 
-        let migrator = ClientSchema.migrator(contracts: contracts)
+        let migrator = ClientSchema.migrator(contracts: contracts, extensions: extensions)
         do {
             // Checked again here, for a database that became newer between the check and the open.
-            let unknown = try pool.read { db in try Self.unknownMigrations(db, contracts: contracts) }
+            let unknown = try pool.read { db in try Self.unknownMigrations(db, contracts: contracts, extensions: extensions) }
             guard unknown.isEmpty else {
                 try? pool.close()
                 throw OfflineStoreError.createdByNewerBuild(unknownMigrations: unknown)
@@ -111,7 +121,9 @@ public final class OfflineStore: Sendable {
         let now = configuration.clock.timestamp().millisecondsSince1970
         do {
             identity = try pool.write { db in
-                try Self.prepareMetadata(db, configuration: configured, contracts: contracts, keyCheck: check, now: now, ulids: ulids)
+                try Self.prepareMetadata(
+                    db, configuration: configured, contracts: contracts, extensions: extensions, keyCheck: check, now: now, ulids: ulids
+                )
             }
         } catch {
             try? pool.close()
@@ -131,7 +143,9 @@ public final class OfflineStore: Sendable {
 
     /// Refuses a database that holds migrations this build does not know, reading it through a
     /// read-only connection so that nothing is written to it.
-    private static func refuseNewerBuild(path: String, contracts: ContractCatalog) throws(OfflineStoreError) {
+    private static func refuseNewerBuild(
+        path: String, contracts: ContractCatalog, extensions: [any StoreExtension]
+    ) throws(OfflineStoreError) {
         var readOnly = Configuration()
         readOnly.readonly = true
         // A read-only connection to a WAL database creates empty `-wal` and `-shm` files it
@@ -146,7 +160,7 @@ public final class OfflineStore: Sendable {
         let unknown: [String]
         do {
             let queue = try DatabaseQueue(path: path, configuration: readOnly)
-            unknown = try queue.read { db in try unknownMigrations(db, contracts: contracts) }
+            unknown = try queue.read { db in try unknownMigrations(db, contracts: contracts, extensions: extensions) }
             try queue.close()
         } catch {
             throw openingError(error, path: path)
@@ -155,9 +169,10 @@ public final class OfflineStore: Sendable {
     }
 
     /// Applied migrations this build does not know, in their identifiers' order.
-    static func unknownMigrations(_ db: Database, contracts: ContractCatalog) throws -> [String] {
+    static func unknownMigrations(_ db: Database, contracts: ContractCatalog, extensions: [any StoreExtension]) throws -> [String] {
         guard try db.tableExists("grdb_migrations") else { return [] }
-        let known = Set(ClientSchema.migrationIdentifiers(contracts: contracts))
+        let known = Set(ClientSchema.migrationIdentifiers(contracts: contracts, extensions: extensions))
+            .union(ClientSchema.migrationsMovedToExtensions)
         return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
             .filter { !known.contains($0) }
     }
@@ -176,8 +191,8 @@ public final class OfflineStore: Sendable {
     }
 
     private static func prepareMetadata(
-        _ db: Database, configuration: OfflineStoreConfiguration, contracts: ContractCatalog, keyCheck: String, now: Int64,
-        ulids: ULIDGenerator
+        _ db: Database, configuration: OfflineStoreConfiguration, contracts: ContractCatalog, extensions: [any StoreExtension],
+        keyCheck: String, now: Int64, ulids: ULIDGenerator
     ) throws -> StoreIdentity {
         if let tenant = try Metadata.get(db, .tenantId) {
             let user = try Metadata.get(db, .userId) ?? ""
@@ -210,7 +225,7 @@ public final class OfflineStore: Sendable {
             try Metadata.set(db, .hlc, HybridLogicalClock(milliseconds: 0, counter: 0, node: clientId).description)
         }
         try liftSatisfiedHolds(db, contracts: contracts)
-        try markInterruptedDownloads(db, contracts: contracts)
+        for storeExtension in extensions { try storeExtension.storeDidOpen(db) }
         try Metadata.set(db, .schemaVersions, CanonicalJSON.text(.object(contracts.currentVersions.mapValues { .int(Int64($0)) })))
         return StoreIdentity(
             tenantId: configuration.tenantId, userId: configuration.userId, deviceId: deviceId ?? "", clientId: clientId
@@ -225,7 +240,7 @@ public final class OfflineStore: Sendable {
 
     /// The identifiers of the migrations this build applies, in order: the client's own
     /// (`client.v1.sync_tables`, …) then the contracts' (``ContractCatalog/clientMigrations``).
-    public var migrationIdentifiers: [String] { ClientSchema.migrationIdentifiers(contracts: contracts) }
+    public var migrationIdentifiers: [String] { ClientSchema.migrationIdentifiers(contracts: contracts, extensions: extensions) }
 
     /// The migrations applied to the database, in the order they ran.
     public func appliedMigrations() throws(OfflineStoreError) -> [String] {
@@ -365,7 +380,9 @@ public final class OfflineStore: Sendable {
         }
     }
 
-    func now() -> Timestamp { configuration.clock.timestamp() }
+    /// The store's clock now (``OfflineStoreConfiguration/clock``): what its writes and
+    /// housekeeping go by.
+    public func now() -> Timestamp { configuration.clock.timestamp() }
 }
 
 /// Keys of the `metadata` table.

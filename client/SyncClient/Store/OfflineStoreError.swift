@@ -23,6 +23,9 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     case keyMismatch(tenantId: String)
     /// The store was signed out (wiped); open a new one.
     case signedOut
+    /// A ``StoreExtension`` given to the store collides with another, with a contract or with
+    /// the store's own tables; or a feature needs an extension the store was not opened with.
+    case invalidExtension(name: String, reason: String)
 
     // MARK: Contracts and values
 
@@ -87,6 +90,7 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
         case .keyMismatch(let tenant):
             return "the encryption key of tenant '\(tenant)' is not the one the offline database was sealed with"
         case .signedOut: return "the offline store was signed out; open a new one"
+        case .invalidExtension(let name, let reason): return "store extension '\(name)': \(reason)"
         case .unknownContract(let name): return "no entity or event contract is named '\(name)'"
         case .unknownField(let contract, let field): return "\(contract) has no field '\(field)'"
         case .fieldNotQueryable(let contract, let field, let reason): return "\(contract).\(field) cannot be queried: \(reason)"

@@ -342,12 +342,7 @@ extension OfflineStore {
             contract: entity.name, table: entity.table, id: id, fields: entity.fields, wire: wire, mode: .read, missing: .skip
         )
         guard !columns.isEmpty else { return }
-        try db.execute(
-            sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET "
-                + columns.map { "\($0.name.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")
-                + " WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
-            arguments: StatementArguments(columns.map(\.value) + [id.databaseValue])
-        )
+        try Self.updateColumns(db, entity, id: id, columns)
     }
 
     /// A row in the shape of an older contract version, in the current shape: old field names

@@ -10,10 +10,11 @@ public import SyncProtocol
 /// device token as `Authorization: Bearer`, asked again of the ``TokenProvider`` after a 401.
 public final class URLSessionTransport: SyncTransport {
     public let baseURL: URL
-    // Internal, not private: the asset routes (URLSessionTransport+Assets.swift) share them.
     let tokens: any TokenProvider
-    let session: URLSession
-    let timeout: TimeInterval
+    /// The session every request goes through; an app's own routes use it too.
+    public let session: URLSession
+    /// Seconds per request.
+    public let timeout: TimeInterval
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `https://sync.example.com`.
@@ -98,9 +99,13 @@ public final class URLSessionTransport: SyncTransport {
         return (200..<300).contains(http.statusCode)
     }
 
-    // MARK: - Internals
+    // MARK: An app's own routes
+    // What an app needs to call its own routes on the same server (the learning app's units
+    // route and asset files): requests built, authorized and answered as the sync routes are.
 
-    func makeRequest(path: String, query: [URLQueryItem]) -> URLRequest {
+    /// A request to `path` under ``baseURL``, with `query`, the timeout and the JSON and gzip
+    /// `Accept` headers; ``send(_:as:)`` adds the token.
+    public func makeRequest(path: String, query: [URLQueryItem]) -> URLRequest {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query }
         var request = URLRequest(url: components.url!, timeoutInterval: timeout)
@@ -109,7 +114,9 @@ public final class URLSessionTransport: SyncTransport {
         return request
     }
 
-    func send<T: Decodable>(_ request: URLRequest, as type: T.Type) async throws(TransportError) -> T {
+    /// Sends `request` with the device token and decodes the JSON body of its 2xx answer; any
+    /// other status is its typed error (a 401 is tried once more with a fresh token).
+    public func send<T: Decodable>(_ request: URLRequest, as type: T.Type) async throws(TransportError) -> T {
         let data = try await body(of: request)
         do {
             return try JSONDecoder().decode(T.self, from: data)
@@ -144,8 +151,8 @@ public final class URLSessionTransport: SyncTransport {
         }
     }
 
-    /// Sets `Authorization: Bearer` from the token provider.
-    func authorize(_ request: inout URLRequest, refresh: Bool) async throws(TransportError) {
+    /// Sets `Authorization: Bearer` from the token provider (a fresh token with `refresh`).
+    public func authorize(_ request: inout URLRequest, refresh: Bool) async throws(TransportError) {
         do {
             request.setValue("Bearer \(try await tokens.token(refresh: refresh))", forHTTPHeaderField: "Authorization")
         } catch {
@@ -154,7 +161,7 @@ public final class URLSessionTransport: SyncTransport {
     }
 
     /// The typed error for an HTTP error answer.
-    package static func error(status: Int, data: Data, retryAfter: String?) -> TransportError {
+    public static func error(status: Int, data: Data, retryAfter: String?) -> TransportError {
         let body = try? JSONDecoder().decode(ErrorBody.self, from: data)
         if status == 426 {
             var requirement = UpdateRequired()

@@ -59,14 +59,7 @@ extension OfflineStore {
     public func patch<E: PatchableEntity>(_ type: E.Type, id: String, _ changes: [E.Change]) throws(OfflineStoreError) -> QueuedWrite? {
         let entity = E.descriptor
         try Self.requireWritable(entity, .patch)
-        var values: [String: JSONValue] = [:]
-        for change in changes {
-            do {
-                values[change.fieldName] = try change.wireValue()
-            } catch {
-                throw .invalidValue(contract: entity.name, field: change.fieldName, reason: "cannot be encoded")
-            }
-        }
+        let values = try Self.wireValues(of: changes, contract: entity.name)
         return try change(entity, id: id, newValues: values, wholeRow: false)
     }
 
@@ -77,20 +70,7 @@ extension OfflineStore {
     public func delete<E: ContractEntity>(_ type: E.Type, id: String) throws(OfflineStoreError) -> QueuedWrite {
         let entity = E.descriptor
         try Self.requireWritable(entity, .delete)
-        return try writeChange { db, now in
-            guard let row = try fetchRow(db, entity, id: id) else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
-            let current = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
-            try db.execute(
-                sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
-                arguments: [id]
-            )
-            let clock = try tickIfNeeded(db, entity, .delete, now: now)
-            return try appendOutbox(
-                db, entity: entity.name, op: .delete, rowId: id, content: OutboxContent(payload: nil, base: current),
-                baseVersion: row["_server_version"], hlc: clock, occurredAt: nil, hash: nil,
-                schemaVersion: entity.currentVersion, now: now
-            )
-        }
+        return try writeChange { db, now in try deleteRow(db, entity, id: id, now: now) }
     }
 
     /// Records an event: stores it in its table and queues it, with an envelope made here
@@ -106,11 +86,7 @@ extension OfflineStore {
     ///   ``OfflineStoreError/readOnlyUntilSync(since:)``.
     @discardableResult
     public func record<P: ContractEvent>(_ payload: P, occurredAt: Date? = nil) throws(OfflineStoreError) -> EventEnvelope<P> {
-        let event = P.descriptor
-        guard event.direction != .down else {
-            throw .notWritable(contract: event.name, reason: "the event travels from the server to devices only (direction down)")
-        }
-        let prepared = try prepareEvent(payload, occurredAt: occurredAt.map(Timestamp.init))
+        let prepared = try prepareRecord(payload, occurredAt: occurredAt)
         _ = try writeChange { db, now in try insertEvent(db, prepared, now: now) }
         return prepared.envelope
     }
@@ -122,32 +98,12 @@ extension OfflineStore {
     public func setLocalState<E: LocalStateEntity>(_ type: E.Type, id: String, _ state: E.LocalState) throws(OfflineStoreError) {
         let entity = E.descriptor
         let wire = try Self.wireObject(state, contract: entity.name)
-        try write { db in
-            let columns = try codec.columns(
-                contract: entity.name, table: entity.table, id: id, fields: entity.localFields, wire: wire, mode: .write,
-                missing: .defaults
-            )
-            guard !columns.isEmpty else { return }
-            try db.execute(
-                sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET "
-                    + columns.map { "\($0.name.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")
-                    + " WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
-                arguments: StatementArguments(columns.map(\.value) + [id.databaseValue])
-            )
-            guard db.changesCount > 0 else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
-        }
+        try write { db in try writeLocalState(db, entity, id: id, wire: wire) }
     }
 
     /// The stored events of a type, oldest first.
     public func events<P: ContractEvent>(_ type: P.Type) throws(OfflineStoreError) -> [EventEnvelope<P>] {
-        let event = P.descriptor
-        let codec = self.codec
-        return try read { db in
-            let rows = try Row.fetchAll(
-                db, sql: "SELECT * FROM \(event.table.quotedDatabaseIdentifier) ORDER BY \"occurred_at\", \"event_id\""
-            )
-            return try rows.map { row throws(OfflineStoreError) in try Self.envelope(P.self, row: row, codec: codec) }
-        }
+        try read { reader throws(OfflineStoreError) in try reader.events(P.self) }
     }
 
     // MARK: - Internals
@@ -196,6 +152,28 @@ extension OfflineStore {
         } catch {
             throw .unreadableRow(contract: event.name, id: id, reason: error.reason)
         }
+    }
+
+    /// The wire values of typed field changes.
+    static func wireValues<Change: EntityFieldChange>(of changes: [Change], contract: String) throws(OfflineStoreError) -> [String: JSONValue] {
+        var values: [String: JSONValue] = [:]
+        for change in changes {
+            do {
+                values[change.fieldName] = try change.wireValue()
+            } catch {
+                throw .invalidValue(contract: contract, field: change.fieldName, reason: "cannot be encoded")
+            }
+        }
+        return values
+    }
+
+    /// An event a device may send, with its envelope made.
+    func prepareRecord<P: ContractEvent>(_ payload: P, occurredAt: Date?) throws(OfflineStoreError) -> PreparedEvent<P> {
+        let event = P.descriptor
+        guard event.direction != .down else {
+            throw .notWritable(contract: event.name, reason: "the event travels from the server to devices only (direction down)")
+        }
+        return try prepareEvent(payload, occurredAt: occurredAt.map(Timestamp.init))
     }
 
     /// An event ready to be stored: its envelope (id, hash) and its payload's wire form.
@@ -267,14 +245,55 @@ extension OfflineStore {
         )
     }
 
+    /// Deletes a row and queues its delete, inside the caller's transaction.
+    func deleteRow(_ db: Database, _ entity: EntityDescriptor, id: String, now: Int64) throws -> QueuedWrite {
+        guard let row = try fetchRow(db, entity, id: id) else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
+        let current = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
+        try db.execute(
+            sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: [id]
+        )
+        let clock = try tickIfNeeded(db, entity, .delete, now: now)
+        return try appendOutbox(
+            db, entity: entity.name, op: .delete, rowId: id, content: OutboxContent(payload: nil, base: current),
+            baseVersion: row["_server_version"], hlc: clock, occurredAt: nil, hash: nil,
+            schemaVersion: entity.currentVersion, now: now
+        )
+    }
+
+    /// Sets a row's client-only columns, inside the caller's transaction.
+    func writeLocalState(_ db: Database, _ entity: EntityDescriptor, id: String, wire: [String: JSONValue]) throws {
+        let columns = try codec.columns(
+            contract: entity.name, table: entity.table, id: id, fields: entity.localFields, wire: wire, mode: .write,
+            missing: .defaults
+        )
+        guard !columns.isEmpty else { return }
+        try Self.updateColumns(db, entity, id: id, columns)
+        guard db.changesCount > 0 else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
+    }
+
+    /// `UPDATE` of some columns of one row.
+    static func updateColumns(_ db: Database, _ entity: EntityDescriptor, id: String, _ columns: [(name: String, value: DatabaseValue)]) throws {
+        try db.execute(
+            sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET "
+                + columns.map { "\($0.name.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")
+                + " WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: StatementArguments(columns.map(\.value) + [id.databaseValue])
+        )
+    }
+
+    /// Refuses a queued write while the store is read-only (``RetentionPolicy/readOnlyAfter``).
+    func requireNotReadOnly(_ db: Database, now: Int64) throws {
+        if case .readOnly(let since) = try Self.retentionState(db, now: now, policy: configuration.retention) {
+            throw OfflineStoreError.readOnlyUntilSync(since: since)
+        }
+    }
+
     /// Runs a queued write: refuses it in read-only mode, then runs `body` in one transaction.
     func writeChange<T>(_ body: (Database, Int64) throws -> T) throws(OfflineStoreError) -> T {
         let now = now().millisecondsSince1970
-        let policy = configuration.retention
         return try write { db in
-            if case .readOnly(let since) = try Self.retentionState(db, now: now, policy: policy) {
-                throw OfflineStoreError.readOnlyUntilSync(since: since)
-            }
+            try requireNotReadOnly(db, now: now)
             return try body(db, now)
         }
     }
@@ -283,34 +302,39 @@ extension OfflineStore {
     private func change(
         _ entity: EntityDescriptor, id: String, newValues: [String: JSONValue], wholeRow: Bool
     ) throws(OfflineStoreError) -> QueuedWrite? {
-        try writeChange { db, now in
-            guard let row = try fetchRow(db, entity, id: id) else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
-            let current = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
-            let (columns, normalized) = try encode(entity, id: id, wire: newValues, missing: wholeRow ? .defaults : .skip)
-            let changedColumns = columns.filter { normalized[$0.name] != current[$0.name] && $0.name != entity.primaryKey }
-            guard !changedColumns.isEmpty else { return nil }
-            try db.execute(
-                sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET "
-                    + changedColumns.map { "\($0.name.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")
-                    + " WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
-                arguments: StatementArguments(changedColumns.map(\.value) + [id.databaseValue])
-            )
-            let changedNames = changedColumns.map(\.name)
-            let base = current.filter { changedNames.contains($0.key) }
-            let changed = normalized.filter { changedNames.contains($0.key) }
-            // field_merge carries only the changed fields with their base values, even for an update.
-            let asPatch = !wholeRow || entity.conflict == .fieldMerge
-            let op: MutationOperation = asPatch ? .patch : .update
-            // A whole row leaves out null fields, as the generated types encode it; a patch names them.
-            var payload = asPatch ? changed : current.merging(normalized) { _, new in new }.filter { $0.value != .null }
-            payload[entity.primaryKey] = current[entity.primaryKey]
-            let clock = try tickIfNeeded(db, entity, op, now: now)
-            return try appendOutbox(
-                db, entity: entity.name, op: op, rowId: id, content: OutboxContent(payload: .object(payload), base: base),
-                baseVersion: row["_server_version"], hlc: clock, occurredAt: nil, hash: nil,
-                schemaVersion: entity.currentVersion, now: now
-            )
-        }
+        try writeChange { db, now in try changeRow(db, entity, id: id, newValues: newValues, wholeRow: wholeRow, now: now) }
+    }
+
+    /// Update or patch inside the caller's transaction.
+    func changeRow(
+        _ db: Database, _ entity: EntityDescriptor, id: String, newValues: [String: JSONValue], wholeRow: Bool, now: Int64
+    ) throws -> QueuedWrite? {
+        guard let row = try fetchRow(db, entity, id: id) else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
+        let current = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
+        let (columns, normalized) = try encode(entity, id: id, wire: newValues, missing: wholeRow ? .defaults : .skip)
+        let changedColumns = columns.filter { normalized[$0.name] != current[$0.name] && $0.name != entity.primaryKey }
+        guard !changedColumns.isEmpty else { return nil }
+        try db.execute(
+            sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET "
+                + changedColumns.map { "\($0.name.quotedDatabaseIdentifier) = ?" }.joined(separator: ", ")
+                + " WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: StatementArguments(changedColumns.map(\.value) + [id.databaseValue])
+        )
+        let changedNames = changedColumns.map(\.name)
+        let base = current.filter { changedNames.contains($0.key) }
+        let changed = normalized.filter { changedNames.contains($0.key) }
+        // field_merge carries only the changed fields with their base values, even for an update.
+        let asPatch = !wholeRow || entity.conflict == .fieldMerge
+        let op: MutationOperation = asPatch ? .patch : .update
+        // A whole row leaves out null fields, as the generated types encode it; a patch names them.
+        var payload = asPatch ? changed : current.merging(normalized) { _, new in new }.filter { $0.value != .null }
+        payload[entity.primaryKey] = current[entity.primaryKey]
+        let clock = try tickIfNeeded(db, entity, op, now: now)
+        return try appendOutbox(
+            db, entity: entity.name, op: op, rowId: id, content: OutboxContent(payload: .object(payload), base: base),
+            baseVersion: row["_server_version"], hlc: clock, occurredAt: nil, hash: nil,
+            schemaVersion: entity.currentVersion, now: now
+        )
     }
 
     /// Column values and the normalized wire values of the contract fields in `wire`.

@@ -2,6 +2,7 @@ import ArgumentParser
 import ContractRuntime
 import Contracts
 import Foundation
+import LearningClient
 import SyncClient
 
 struct OpenCommand: DeviceCommand {

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import LearningClient
 import SyncClient
 import SyncProtocol
 
@@ -35,7 +36,7 @@ struct DeviceSession {
             throw .usage(error.description)
         }
         do {
-            return try OfflineStore(configuration, contracts: ContractRegistry.self)
+            return try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
         } catch {
             throw DeviceFailure(error)
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LearningClient
 import SyncClient
 
 /// The exit codes of every command, as `sync-device --help` lists them.
@@ -48,7 +49,7 @@ struct DeviceFailure: Error {
     init(_ error: OfflineStoreError) {
         message = error.description
         switch error {
-        case .createdByNewerBuild, .belongsToAnotherAccount, .keyUnavailable, .keyMismatch, .signedOut, .pendingWrites,
+        case .createdByNewerBuild, .belongsToAnotherAccount, .keyUnavailable, .keyMismatch, .signedOut, .invalidExtension, .pendingWrites,
             .invalidOutboxState, .invalidResolution, .rowAlreadyExists:
             exitCode = DeviceExit.badState
         case .unknownContract, .unknownField, .fieldNotQueryable, .invalidValue, .notWritable, .invalidPreference:

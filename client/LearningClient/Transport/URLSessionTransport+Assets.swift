@@ -1,5 +1,6 @@
 public import Foundation
 public import LearningAPI
+public import SyncClient
 import SyncProtocol
 
 #if canImport(FoundationNetworking)

@@ -1,5 +1,6 @@
 public import Foundation
 public import LearningAPI
+public import SyncClient
 import SyncProtocol
 
 /// How ``AssetDownloader`` talks to the server: the learning app's units route and the asset

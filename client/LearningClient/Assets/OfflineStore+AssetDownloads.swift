@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import GRDB
 import LearningAPI
+import SyncClient
 import SyncProtocol
 
 /// The bookkeeping ``AssetDownloader`` keeps in the store, one transaction per step: the
@@ -13,7 +14,7 @@ extension OfflineStore {
     /// the device knows neither.
     func recordToDownload(assetId id: String) throws(OfflineStoreError) -> AssetRecord? {
         let now = now()
-        return try write { db in
+        return try writeTables { db in
             if let row = try Row.fetchOne(db, sql: #"SELECT * FROM "assets" WHERE "asset_id" = ?"#, arguments: [id]) {
                 return AssetRecord(row: row)
             }
@@ -48,7 +49,7 @@ extension OfflineStore {
     func storeUnitForDownload(_ unit: SyncedUnit) throws(OfflineStoreError) -> [AssetRecord] {
         guard let unitId = unit.id else { throw .invalidValue(contract: Contracts.Unit.descriptor.name, field: "id", reason: "is missing") }
         let assets = unit.lessons.flatMap(\.assets)
-        let (oldLessons, oldAssets) = try read { db in
+        let (oldLessons, oldAssets) = try readTables { db in
             (try UnitContent.lessonIds(db, unitId: unitId), try UnitContent.assetIds(db, unitId: unitId))
         }
         let staleLessons = Set(oldLessons).subtracting(unit.lessons.compactMap(\.id)).sorted()
@@ -66,7 +67,7 @@ extension OfflineStore {
 
         let now = now().millisecondsSince1970
         let directory = assetsDirectory
-        let (records, staleFiles) = try write { db in
+        let (records, staleFiles) = try writeTables { db in
             let staleFiles = try UnitContent.deleteRecords(db, ids: staleAssets, directory: directory)
             for asset in assets {
                 try db.execute(
@@ -101,7 +102,7 @@ extension OfflineStore {
     /// deleted meanwhile).
     func recordPartialDownload(assetId: String, bytes: Int64, etag: String?, error: String? = nil) throws(OfflineStoreError) -> Bool {
         let now = now().millisecondsSince1970
-        return try write { db in
+        return try writeTables { db in
             try db.execute(
                 sql: """
                     UPDATE "assets" SET "status" = ?, "downloaded_bytes" = ?, "etag" = ?, "local_path" = NULL,
@@ -117,7 +118,7 @@ extension OfflineStore {
     /// Records a failed download whose bytes were deleted.
     func recordFailedDownload(assetId: String, error: String) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970
-        try write { db in
+        try writeTables { db in
             try db.execute(
                 sql: """
                     UPDATE "assets" SET "status" = 'failed', "downloaded_bytes" = 0, "etag" = NULL, "local_path" = NULL,
@@ -132,7 +133,7 @@ extension OfflineStore {
     /// Records a verified file; `false` when the record is gone (its unit was deleted meanwhile).
     func recordDownloadedFile(assetId: String, fileName: String, bytes: Int64, etag: String?) throws(OfflineStoreError) -> Bool {
         let now = now().millisecondsSince1970
-        return try write { db in
+        return try writeTables { db in
             try db.execute(
                 sql: """
                     UPDATE "assets" SET "status" = 'downloaded', "local_path" = ?, "downloaded_bytes" = ?,
@@ -148,7 +149,7 @@ extension OfflineStore {
     /// Marks a unit's download finished (`downloaded`, `downloaded_at`) or failed.
     func finishUnitDownload(unitId: String, succeeded: Bool) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970
-        try write { db in try Self.noteUnitDownload(db, unitId: unitId, status: succeeded ? .downloaded : .failed, now: now) }
+        try writeTables { db in try Self.noteUnitDownload(db, unitId: unitId, status: succeeded ? .downloaded : .failed, now: now) }
     }
 
     /// Marks `failed` every unit still `queued` or `downloading` when the store opens: its
@@ -157,8 +158,7 @@ extension OfflineStore {
     /// and partial files are kept, and the next ``AssetDownloader/downloadUnit(id:progress:)``
     /// resumes them. (A second process opening the store while a first one downloads sees that
     /// download as failed until it finishes.)
-    static func markInterruptedDownloads(_ db: Database, contracts: ContractCatalog) throws {
-        guard UnitContent.isHeld(by: contracts) else { return }
+    static func markInterruptedDownloads(_ db: Database) throws {
         let unit = Contracts.Unit.DownloadStatus.self
         try db.execute(
             sql: "UPDATE \(UnitContent.unitTable) SET \"download_status\" = ? WHERE \"download_status\" IN (?, ?)",

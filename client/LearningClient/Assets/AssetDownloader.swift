@@ -1,6 +1,7 @@
 import ContractRuntime
 public import Foundation
 import LearningAPI
+public import SyncClient
 import SyncProtocol
 
 /// Settings of an ``AssetDownloader``.
@@ -174,7 +175,7 @@ public actor AssetDownloader {
         // Evict only when that makes room: a refusal costs the device nothing.
         let reclaimable = try fromStore { () throws(OfflineStoreError) in try store.reclaimableBytes(keeping: kept) }
         guard free + reclaimable >= needed else { throw .insufficientSpace(id: id, neededBytes: needed, availableBytes: free) }
-        _ = try fromStore { () throws(OfflineStoreError) in try store.reclaimSpace(toFree: needed, keeping: kept) }
+        _ = try fromStore { () throws(OfflineStoreError) in try store.reclaimUnitSpace(toFree: needed, keeping: kept) }
         let after = store.freeBytes() ?? free
         if after < needed { throw .insufficientSpace(id: id, neededBytes: needed, availableBytes: after) }
     }

@@ -1,5 +1,6 @@
 import ContractRuntime
 public import Contracts
+import SyncClient
 
 /// A unit as a list shows it.
 public struct UnitSummary: Hashable, Sendable {

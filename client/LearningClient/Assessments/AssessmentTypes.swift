@@ -1,6 +1,7 @@
 public import ContractRuntime
 public import Contracts
 public import Foundation
+public import SyncClient
 
 /// What a learner is shown of an assessment before starting it: which revision it is, until
 /// when it takes submissions and how long an attempt may last, by the device's clock. The server

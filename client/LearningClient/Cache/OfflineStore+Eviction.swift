@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+public import SyncClient
 
 /// The cache budget (docs/client.md, "Cache management"): when asset files take more than the budget, whole units are
 /// evicted (rows, records and files, like ``OfflineStore/deleteCachedUnit(id:)``) in this
@@ -21,9 +22,9 @@ extension OfflineStore {
     @discardableResult
     public func enforceCacheBudget(_ budget: CacheBudget = .standard, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
         let now = now()
-        let (units, total) = try read { db in
-            (try cachedUnits(db, now: now), try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.bytesOnDiskSQL)), 0) FROM \"assets\"") ?? 0)
-        }
+        let (units, total) = try readTables(withReader: { reader, db in
+            (try cachedUnits(reader, db, now: now), try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.bytesOnDiskSQL)), 0) FROM \"assets\"") ?? 0)
+        })
         var remaining = total
         var evicted: [String] = []
         for unit in Self.evictionOrder(units, budget: budget, now: now.date) where !kept.contains(unit.id) {
@@ -34,6 +35,29 @@ extension OfflineStore {
             evicted.append(unit.id)
         }
         return evicted
+    }
+
+    /// The emergency clean-up: evicts downloaded units in the eviction order (never one a
+    /// waiting write leads to, nor those in `kept`) until the volume has `bytes` free, or
+    /// nothing more may go. Returns the evicted units' ids. The store's housekeeping runs it
+    /// (``LearningStore/reclaimSpace(_:in:)``); a download makes room with it first.
+    @discardableResult
+    public func reclaimUnitSpace(toFree wanted: Int64, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
+        guard let free = freeBytes(), free < wanted else { return [] }
+        return try evictUnits(freeing: wanted - free, keeping: kept)
+    }
+
+    /// Bytes of files ``reclaimUnitSpace(toFree:keeping:)`` could free: units without a waiting
+    /// write that leads to them, other than `kept`.
+    public func reclaimableBytes(keeping kept: Set<String> = []) throws(OfflineStoreError) -> Int64 {
+        try cachedUnits().filter { !$0.hasUnsyncedWrites && !kept.contains($0.id) }.reduce(0) { $0 + $1.bytesOnDisk }
+    }
+
+    /// Evicts units until `bytes` more are free on the volume.
+    func evictUnits(freeing bytes: Int64, keeping kept: Set<String>) throws(OfflineStoreError) -> [String] {
+        let files = try cacheTotals().bytesOnDisk
+        let budget = CacheBudget(maxBytes: max(0, files - bytes))
+        return try enforceCacheBudget(budget, keeping: kept)
     }
 
     /// Why a unit is evicted when it is, in the order groups are evicted.

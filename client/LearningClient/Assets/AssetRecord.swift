@@ -1,6 +1,7 @@
 public import ContractRuntime
 import Foundation
 import GRDB
+import SyncClient
 
 /// The device's record of one downloadable file (a row of the `assets` table): where it comes
 /// from, what it must hash to, and where it is on disk once downloaded.

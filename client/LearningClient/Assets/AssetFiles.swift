@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SyncClient
 
 /// The asset files in the store's folder: one file per asset id, named so that any id is a
 /// safe file name, and beside it, while a download is under way, `<name>.partial`, which holds

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Foundation
 import GRDB
+import SyncClient
 
 /// Where an asset file is.
 public enum AssetStatus: String, Hashable, Sendable, CaseIterable {

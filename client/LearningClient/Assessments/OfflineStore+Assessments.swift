@@ -2,6 +2,7 @@ public import ContractRuntime
 public import Contracts
 import Foundation
 import GRDB
+public import SyncClient
 import SyncProtocol
 
 /// Taking an assessment offline, and the conflicts of a submitted attempt.
@@ -34,7 +35,7 @@ extension OfflineStore {
     /// The attempt this device is taking at an assessment: started here, neither handed in nor
     /// given up, and not closed by the server.
     public func attemptInProgress(assessmentId: String) throws(OfflineStoreError) -> AttemptInProgress? {
-        try read { (db: Database) in try inProgress(db, assessmentId: assessmentId, attemptId: nil) }
+        try readTables(withReader: { reader, db in try inProgress(reader, db, assessmentId: assessmentId, attemptId: nil) })
     }
 
     // MARK: Taking it
@@ -59,14 +60,13 @@ extension OfflineStore {
         }
         if let open = availability.attemptInProgress { throw .attemptInProgress(attemptId: open.attemptId) }
         let assessment = availability.assessment
-        let attemptId = ulids.nextString()
+        let attemptId = newIdentifier()
         let started = now()
         let statement = Statement(
-            id: ulids.nextString(), verb: .attempted, objectId: assessmentId, attemptId: attemptId, statedAt: started
+            id: newIdentifier(), verb: .attempted, objectId: assessmentId, attemptId: attemptId, statedAt: started
         )
         do {
-            let wire = try Self.wireObject(statement, contract: Statement.descriptor.name)
-            try writeChange { db, now in
+            try writeTables(withTransaction: { transaction, db in
                 try db.execute(
                     sql: """
                         INSERT INTO "learning_attempts" ("attempt_id", "assessment_id", "assessment_revision", "time_limit_seconds", "started_at")
@@ -74,16 +74,11 @@ extension OfflineStore {
                         """,
                     arguments: [attemptId, assessmentId, assessment.revision, assessment.timeLimitSeconds, started.millisecondsSince1970]
                 )
-                _ = try insertCreated(db, Statement.descriptor, id: statement.id, wire: wire, now: now)
+                try transaction.create(statement)
                 // Taken: neither retention nor the row limit may drop it until it is handed in.
-                try db.execute(
-                    sql: #"INSERT INTO "pinned_rows" ("entity", "row_id", "pinned_at") VALUES (?, ?, ?) ON CONFLICT DO NOTHING"#,
-                    arguments: [Assessment.descriptor.name, assessmentId, now]
-                )
-                try db.execute(
-                    sql: #"UPDATE "assessments" SET "last_accessed_at" = ? WHERE "id" = ?"#, arguments: [now, assessmentId]
-                )
-            }
+                try transaction.pin(Assessment.self, id: assessmentId)
+                try transaction.markAccessed(Assessment.self, id: assessmentId)
+            })
         } catch {
             throw .store(error)
         }
@@ -154,25 +149,18 @@ extension OfflineStore {
         let name = AttemptSubmitted.descriptor.name
         let records = try conflicts(includeResolved: includeResolved).filter { $0.entity == name }
         guard !records.isEmpty else { return [] }
-        let codec = self.codec
-        let table = AttemptSubmitted.descriptor.table
         var result: [AttemptConflict] = []
         for record in records {
-            let found = try read { (db: Database) -> EventEnvelope<AttemptSubmitted>? in
-                try Row.fetchOne(db, sql: "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \"event_id\" = ?", arguments: [record.rowId])
-                    .map { row throws(OfflineStoreError) in try Self.envelope(AttemptSubmitted.self, row: row, codec: codec) }
-            }
+            let found = try read { reader throws(OfflineStoreError) in try reader.event(AttemptSubmitted.self, id: record.rowId) }
             // The submission is in the device's event log, which keeps every event it recorded.
             guard let submission = found else { continue }
             let local = try fetch(Assessment.self, id: submission.payload.assessmentId)
             var kind = AttemptConflict.Kind.assessmentDeleted
-            if record.serverResolution != ConflictResolutionText.deleted, let serverRow = record.serverRow,
-                let theirs = try? WireCoding.decode(Assessment.self, from: serverRow)
-            {
+            if record.serverResolution != ConflictResolutionText.deleted, let theirs = try? record.server(as: Assessment.self) {
                 // The newer of the conflict's row and the one the device pulled since.
                 kind = .newRevision(current: local.map { $0.revision >= theirs.revision ? $0 : theirs } ?? theirs)
             }
-            let answers = try read { (db: Database) in try latestAnswers(db, attemptId: submission.payload.attemptId) }
+            let answers = try read { reader throws(OfflineStoreError) in try latestAnswers(reader, attemptId: submission.payload.attemptId) }
             result.append(
                 AttemptConflict(
                     id: record.id, attemptId: submission.payload.attemptId, assessmentId: submission.payload.assessmentId,
@@ -221,51 +209,29 @@ extension OfflineStore {
         do {
             switch choice {
             case .submitAnyway:
-                let codec = self.codec
-                let original = try read { (db: Database) -> EventEnvelope<AttemptSubmitted>? in
-                    try Row.fetchOne(
-                        db, sql: "SELECT * FROM \(AttemptSubmitted.descriptor.table.quotedDatabaseIdentifier) WHERE \"event_id\" = ?",
-                        arguments: [record.rowId]
-                    ).map { row throws(OfflineStoreError) in try Self.envelope(AttemptSubmitted.self, row: row, codec: codec) }
-                }
+                let original = try read { reader throws(OfflineStoreError) in try reader.event(AttemptSubmitted.self, id: record.rowId) }
                 guard let original else { throw OfflineStoreError.conflictNotFound(id: id) }
                 var payload = original.payload
                 payload.submitAnyway = true
-                // Handed in when it first was: the deadline and the time limit are judged by that.
-                let prepared = try prepareEvent(payload, occurredAt: original.occurredAt)
-                try writeChange { db, now in
-                    try requireOpen(db, id)
-                    _ = try insertEvent(db, prepared, now: now)
-                    try close(db, record, .keepMine, now: now)
+                return try transaction { transaction throws(OfflineStoreError) in
+                    try transaction.settleConflict(id, as: .keepMine)
+                    // Handed in when it first was: the deadline and the time limit are judged by that.
+                    return try transaction.record(payload, occurredAt: original.occurredAt.date)
                 }
-                return prepared.envelope
             case .retake:
                 guard case .newRevision = conflict.kind else { return nil }
-                let now = now().millisecondsSince1970
-                try write { db in
-                    try requireOpen(db, id)
-                    try close(db, record, .takeTheirs, now: now)
-                    try abandon(db, conflict.attemptId, now: now)
+                try writeTables(withTransaction: { transaction, db in
+                    try transaction.settleConflict(id, as: .takeTheirs)
+                    try abandon(db, conflict.attemptId, now: transaction.now)
                     // Download the new revision now: the conflict brought it.
-                    let entity = Assessment.descriptor
-                    let held: Int64? = try Int64.fetchOne(
-                        db, sql: "SELECT \"_server_version\" FROM \(entity.table.quotedDatabaseIdentifier) WHERE \"id\" = ?",
-                        arguments: [conflict.assessmentId]
-                    )
-                    if let serverRow = record.serverRow, let version = record.serverVersion, held.map({ $0 < version }) ?? true {
-                        try storeServerRow(
-                            db, entity, wire: serverRow, schemaVersion: entity.currentVersion, serverVersion: version, now: now
-                        )
-                    }
-                }
+                    try transaction.storeServerRow(Assessment.self, of: record)
+                })
                 return nil
             case .discard:
-                let now = now().millisecondsSince1970
-                try write { db in
-                    try requireOpen(db, id)
-                    try close(db, record, .discarded, now: now)
-                    try abandon(db, conflict.attemptId, now: now)
-                }
+                try writeTables(withTransaction: { transaction, db in
+                    try transaction.settleConflict(id, as: .discarded)
+                    try abandon(db, conflict.attemptId, now: transaction.now)
+                })
                 return nil
             }
         } catch {
@@ -291,7 +257,7 @@ extension OfflineStore {
     private func requireInProgress(_ attemptId: String) throws(AssessmentError) -> AttemptInProgress {
         let found: AttemptInProgress?
         do {
-            found = try read { (db: Database) in try inProgress(db, assessmentId: nil, attemptId: attemptId) }
+            found = try readTables(withReader: { reader, db in try inProgress(reader, db, assessmentId: nil, attemptId: attemptId) })
         } catch {
             throw .store(error)
         }
@@ -300,9 +266,9 @@ extension OfflineStore {
         return attempt
     }
 
-    /// The attempts in progress, newest first: those started here (``ClientSchema/learningAttemptsV5Statements``),
-    /// then those an older build started with an `attempted` statement alone.
-    private func inProgress(_ db: Database, assessmentId: String?, attemptId: String?) throws -> AttemptInProgress? {
+    /// The attempts in progress, newest first: those started here (`learning_attempts`), then
+    /// those an older build started with an `attempted` statement alone.
+    private func inProgress(_ reader: StoreReader, _ db: Database, assessmentId: String?, attemptId: String?) throws -> AttemptInProgress? {
         var candidates: [(attemptId: String, assessmentId: String, revision: Int64?, started: Int64, limit: Int64?)] = []
         let filter = attemptId != nil ? #""attempt_id" = ?"# : #""assessment_id" = ?"#
         let key = attemptId ?? assessmentId ?? ""
@@ -341,36 +307,22 @@ extension OfflineStore {
             return AttemptInProgress(
                 attemptId: candidate.attemptId, assessmentId: candidate.assessmentId, assessmentRevision: candidate.revision,
                 startedAt: started.date, deadline: Self.deadline(started, limit: candidate.limit).map(\.date),
-                answers: try latestAnswers(db, attemptId: candidate.attemptId)
+                answers: try latestAnswers(reader, attemptId: candidate.attemptId)
             )
         }
         return nil
     }
 
     /// The latest answer to each question of an attempt, from the device's event log.
-    private func latestAnswers(_ db: Database, attemptId: String) throws -> [String: RecordedAnswer] {
-        let rows = try Row.fetchAll(
-            db,
-            sql: "SELECT * FROM \(AnswerRecorded.descriptor.table.quotedDatabaseIdentifier) WHERE \"attempt_id\" = ? "
-                + #"ORDER BY "occurred_at", "event_id""#,
-            arguments: [attemptId]
-        )
+    private func latestAnswers(_ reader: StoreReader, attemptId: String) throws(OfflineStoreError) -> [String: RecordedAnswer] {
         var latest: [String: RecordedAnswer] = [:]
-        for row in rows {
-            let envelope = try Self.envelope(AnswerRecorded.self, row: row, codec: codec)
+        for envelope in try reader.events(AnswerRecorded.self, where: "attempt_id", equals: attemptId) {
             latest[envelope.payload.questionId] = RecordedAnswer(
                 questionId: envelope.payload.questionId, answer: envelope.payload.answer, timeSpentMs: envelope.payload.timeSpentMs,
                 answeredAt: envelope.occurredAt.date
             )
         }
         return latest
-    }
-
-    private func requireOpen(_ db: Database, _ id: Int64) throws {
-        let open = try Bool.fetchOne(
-            db, sql: #"SELECT EXISTS (SELECT 1 FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL)"#, arguments: [id]
-        ) ?? false
-        guard open else { throw OfflineStoreError.conflictNotFound(id: id) }
     }
 
     private func abandon(_ db: Database, _ attemptId: String, now: Int64) throws {

@@ -1,4 +1,5 @@
 public import Foundation
+import SyncClient
 
 /// Where a unit's offline copy stands.
 public enum UnitCacheStatus: String, Hashable, Sendable, CaseIterable {

@@ -1,32 +1,33 @@
 import ContractRuntime
 public import Foundation
 import GRDB
+public import SyncClient
 
 extension OfflineStore {
     /// The record of one asset file.
     public func assetRecord(id: String) throws(OfflineStoreError) -> AssetRecord? {
-        try read { db in try StoreReader(db, codec: codec, contracts: contracts).assetRecord(id: id) }
+        try read { reader throws(OfflineStoreError) in try reader.assetRecord(id: id) }
     }
 
     /// The records of asset files, all or those of one unit.
     public func assetRecords(unitId: String? = nil) throws(OfflineStoreError) -> [AssetRecord] {
-        try read { db in try StoreReader(db, codec: codec, contracts: contracts).assetRecords(unitId: unitId) }
+        try read { reader throws(OfflineStoreError) in try reader.assetRecords(unitId: unitId) }
     }
 
     /// Inserts or replaces the record of an asset file.
     package func saveAssetRecord(_ record: AssetRecord) throws(OfflineStoreError) {
-        try write { db in try record.save(db) }
+        try writeTables { db in try record.save(db) }
     }
 
     /// Forgets the record of an asset file (the file itself is the caller's to delete).
     package func removeAssetRecord(id: String) throws(OfflineStoreError) {
-        try write { db in try db.execute(sql: #"DELETE FROM "assets" WHERE "asset_id" = ?"#, arguments: [id]) }
+        try writeTables { db in try db.execute(sql: #"DELETE FROM "assets" WHERE "asset_id" = ?"#, arguments: [id]) }
     }
 
     /// Notes that an asset was opened now (for least-recently-used eviction).
     package func touchAsset(id: String) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970
-        try write { db in
+        try writeTables { db in
             try db.execute(sql: #"UPDATE "assets" SET "last_accessed_at" = ? WHERE "asset_id" = ?"#, arguments: [now, id])
         }
     }

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import SyncClient
 
 /// The rows a unit owns on the device, in the tables the registry names: the unit, its lessons
 /// (by `unit_id`), their `Asset` rows (by `lesson_id`), and the download records (`assets`) of
@@ -59,19 +60,11 @@ enum UnitContent {
         }
     }
 
-    /// Forgets the pull cursor of the scope of units, lessons and assets (stored under the
-    /// scope's name or its key, as the app subscribed), so that the next pull lists the
-    /// catalogue again, deleted units included.
-    static func forgetContentCursors(_ db: Database, contracts: ContractCatalog) throws {
-        var keys: Set<String> = []
-        for entity in [Contracts.Unit.descriptor, Lesson.descriptor, Asset.descriptor] {
-            keys.insert(entity.scope)
-            if let key = contracts.scope(named: entity.scope)?.key([:]) { keys.insert(key) }
-        }
-        try db.execute(
-            sql: #"UPDATE "sync_state" SET "cursor" = NULL WHERE "scope_key" IN ("# + placeholders(keys.count) + ")",
-            arguments: StatementArguments(keys.sorted())
-        )
+    /// The scopes of units, lessons and assets: their cursors are forgotten when a unit is
+    /// deleted from the device, so that the next pull lists the catalogue again, deleted units
+    /// included.
+    static var contentScopes: [String] {
+        Array(Set([Contracts.Unit.descriptor, Lesson.descriptor, Asset.descriptor].map(\.scope))).sorted()
     }
 
     static func placeholders(_ count: Int) -> String {

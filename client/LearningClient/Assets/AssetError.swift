@@ -1,3 +1,5 @@
+public import SyncClient
+
 /// Why ``AssetDownloader`` could not give an asset file or download a unit, as one type to
 /// `catch` and `switch` on.
 public enum AssetError: Error, Hashable, Sendable, CustomStringConvertible {

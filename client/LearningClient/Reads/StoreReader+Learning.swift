@@ -1,9 +1,10 @@
 import ContractRuntime
 public import Contracts
+public import SyncClient
 
-/// The learning app's queries: its units and attempts (moving to the learning app's client
-/// target with the unit cache they belong to). Tables and relations come from the contract registry;
-/// filters use the generated `Change` types, so a renamed field fails to compile.
+/// The learning app's queries: its units and attempts. Tables and relations come from the
+/// contract registry; filters use the generated `Change` types, so a renamed field fails to
+/// compile.
 extension StoreReader {
     /// Every cached unit, in catalogue order (`sort_index`, then title).
     public func units() throws(OfflineStoreError) -> [Unit] {
@@ -13,8 +14,7 @@ extension StoreReader {
     /// Every cached unit with its local state and number of cached lessons, in catalogue order.
     public func unitSummaries() throws(OfflineStoreError) -> [UnitSummary] {
         let units = try units()
-        let foreignKey = try Self.foreignKey(from: Unit.descriptor, to: Lesson.descriptor)
-        let lessons = try all(Lesson.self, where: RowFilter(.oneOf(field: foreignKey, values: units.map { .string($0.id) })))
+        let lessons = try children(Lesson.self, of: units)
         let counts = Dictionary(grouping: lessons, by: \.unitId).mapValues(\.count)
         var summaries: [UnitSummary] = []
         for unit in units {
@@ -30,7 +30,7 @@ extension StoreReader {
         guard let unit = try fetch(Unit.self, id: id) else { return nil }
         let local = try localState(Unit.self, id: id) ?? Unit.LocalState()
         let lessons = try children(Lesson.self, of: unit, orderBy: [.ascending("sort_index")])
-        let assets = try children(Asset.self, ofKeys: lessons.map(\.id), parent: Lesson.descriptor, orderBy: [])
+        let assets = try children(Asset.self, of: lessons)
         let records = try assetRecords(ids: assets.map(\.id))
         let assetsByLesson = Dictionary(grouping: assets, by: \.lessonId)
         return UnitDetail(

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 public import Foundation
 import GRDB
+public import SyncClient
 
 /// Cache management: what is on the device, how big it is, and removing it.
 ///
@@ -15,15 +16,15 @@ extension OfflineStore {
     /// title), the deleted ones last.
     public func cachedUnits() throws(OfflineStoreError) -> [CachedUnit] {
         let now = now()
-        return try read { db in try cachedUnits(db, now: now) }
+        return try readTables(withReader: { reader, db in try cachedUnits(reader, db, now: now) })
     }
 
     /// The storage the store uses: asset files (partial ones apart) and the database.
     public func cacheTotals() throws(OfflineStoreError) -> CacheTotals {
         let now = now()
-        let (units, files) = try read { db in
+        let (units, files) = try readTables(withReader: { reader, db in
             (
-                try cachedUnits(db, now: now),
+                try cachedUnits(reader, db, now: now),
                 try Row.fetchOne(
                     db,
                     sql: """
@@ -34,7 +35,7 @@ extension OfflineStore {
                         """
                 )
             )
-        }
+        })
         let database = configuration.databaseURL.path
         let databaseBytes = [database, database + "-wal", database + "-shm"]
             .compactMap { AssetFiles.size(of: URL(fileURLWithPath: $0)) }.reduce(0, +)
@@ -59,12 +60,12 @@ extension OfflineStore {
     /// Deletes every unit, lesson and `Asset` row, every download record and every asset file.
     /// Writes waiting in the outbox stay there and are still sent.
     public func clearCache() throws(OfflineStoreError) {
-        try write { db in
+        try writeTables(withTransaction: { transaction, db in
             for table in [UnitContent.assetTable, UnitContent.lessonTable, UnitContent.unitTable, #""assets""#, #""unit_cache""#] {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
-            try UnitContent.forgetContentCursors(db, contracts: contracts)
-        }
+            try transaction.forgetCursors(ofScopes: UnitContent.contentScopes)
+        })
         let directory = assetsDirectory
         let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
         for file in files { try Self.removeFile(file) }
@@ -108,8 +109,8 @@ extension OfflineStore {
     /// its files.
     func deleteUnitContent(_ id: String, unlessUnsynced: Bool) throws(OfflineStoreError) -> UnitDeletion {
         let directory = assetsDirectory
-        let outcome: (UnitDeletion, [URL]) = try write { db in
-            if unlessUnsynced, try unitsWithUnsyncedWrites(db).contains(id) { return (.keptForUnsyncedWrites, []) }
+        let outcome: (UnitDeletion, [URL]) = try writeTables(withTransaction: { transaction, db in
+            if unlessUnsynced, try unitsWithUnsyncedWrites(transaction.reader, db).contains(id) { return (.keptForUnsyncedWrites, []) }
             let records = try UnitContent.recordIds(db, unitId: id)
             let before = db.totalChangesCount
             try db.execute(
@@ -119,11 +120,11 @@ extension OfflineStore {
             try db.execute(sql: "DELETE FROM \(UnitContent.lessonTable) WHERE \"unit_id\" = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM \(UnitContent.unitTable) WHERE \"id\" = ?", arguments: [id])
             let deletedContent = db.totalChangesCount > before
-            if deletedContent { try UnitContent.forgetContentCursors(db, contracts: contracts) }
+            if deletedContent { try transaction.forgetCursors(ofScopes: UnitContent.contentScopes) }
             try db.execute(sql: #"DELETE FROM "unit_cache" WHERE "unit_id" = ?"#, arguments: [id])
             let found = deletedContent || db.changesCount > 0 || !records.isEmpty
             return (found ? .deleted : .notFound, try UnitContent.deleteRecords(db, ids: records, directory: directory))
-        }
+        })
         for file in outcome.1 { try Self.removeFile(file) }
         return outcome.0
     }
@@ -132,7 +133,7 @@ extension OfflineStore {
     /// same time in a local column of the unit's row.
     private func setCacheBookkeeping(_ id: String, column: String, to value: Int64?, unitColumn: String? = nil) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970
-        try write { db in
+        try writeTables { db in
             let known = try Bool.fetchOne(
                 db,
                 sql: "SELECT EXISTS (SELECT 1 FROM \(UnitContent.unitTable) WHERE \"id\" = ?) OR EXISTS (SELECT 1 FROM \"unit_cache\" WHERE \"unit_id\" = ?)",
@@ -155,7 +156,7 @@ extension OfflineStore {
     }
 
     /// The listing of ``cachedUnits()``.
-    func cachedUnits(_ db: Database, now: Timestamp) throws -> [CachedUnit] {
+    func cachedUnits(_ reader: StoreReader, _ db: Database, now: Timestamp) throws -> [CachedUnit] {
         guard UnitContent.isHeld(by: contracts) else { return [] }
         struct File {
             var size: Int64
@@ -195,7 +196,7 @@ extension OfflineStore {
         let completedByRecord = try String.fetchSet(
             db, sql: "SELECT \"unit_id\" FROM \(UnitContent.completionTable) WHERE \"lesson_id\" IS NULL"
         )
-        let unsynced = try unitsWithUnsyncedWrites(db)
+        let unsynced = try unitsWithUnsyncedWrites(reader, db)
         let catalogue = try Row.fetchAll(
             db, sql: "SELECT \"id\", \"title\" FROM \(UnitContent.unitTable) ORDER BY \"sort_index\", \"title\", \"id\""
         ).map { (id: $0["id"] as String, title: $0["title"] as String?) }
@@ -236,7 +237,7 @@ extension OfflineStore {
     /// written unit, lesson or asset, or a written row that refers to one through its `ref<…>`
     /// fields, followed from row to row (a progress event names its lesson; an attempt its
     /// assessment, which names its unit).
-    func unitsWithUnsyncedWrites(_ db: Database) throws -> Set<String> {
+    func unitsWithUnsyncedWrites(_ reader: StoreReader, _ db: Database) throws -> Set<String> {
         var units: Set<String> = []
         var visited: Set<String> = []
         func follow(_ contract: String, _ id: String) throws {
@@ -269,9 +270,7 @@ extension OfflineStore {
                 if let value = row[index] as String? { try follow(reference.target, value) }
             }
         }
-        for row in try Row.fetchAll(db, sql: #"SELECT DISTINCT "entity", "row_id" FROM "outbox" WHERE "status" != \#(OutboxStatus.done.sql)"#) {
-            try follow(row["entity"], row["row_id"])
-        }
+        for row in try reader.unsyncedRows() { try follow(row.contract, row.id) }
         return units
     }
 }

@@ -1,5 +1,6 @@
 import ContractRuntime
 public import Contracts
+import SyncClient
 
 /// A unit with its lessons, their content assets and the device's records of those files.
 public struct UnitDetail: Hashable, Sendable {
