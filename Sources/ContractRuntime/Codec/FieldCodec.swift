@@ -16,9 +16,9 @@ import Foundation
 /// | `json`, `list<T>` | any / array | text, canonical JSON |
 /// | `bytes` | base64 text | blob |
 /// | `ref<E>` | as `E`'s primary key | as `E`'s primary key |
-public struct FieldCodec: Sendable {
+package struct FieldCodec: Sendable {
     /// How strictly values are checked.
-    public enum Mode: Sendable {
+    package enum Mode: Sendable {
         /// A write (on a device, or pushed to the server): every rule of the contract (enum
         /// values, `max_length`, `max_bytes`, the length of ids, required fields). An unknown
         /// enum value is refused: the fallback is for reading, not for storing what a writer
@@ -34,7 +34,7 @@ public struct FieldCodec: Sendable {
 
     /// The longest id (a field of type `id`, or a `ref` to one), in UTF-8 bytes: every device
     /// reading the row stores and indexes it.
-    public static let maximumIDBytes = 256
+    package static let maximumIDBytes = 256
 
     /// Largest magnitude a whole `double` may have to be taken as an `int` (beyond it a
     /// double no longer holds every whole number exactly).
@@ -44,7 +44,7 @@ public struct FieldCodec: Sendable {
 
     /// A codec for the contracts of `entities`: a `ref` field is stored as its target's
     /// primary key (an `id` when the target is not among them).
-    public init(entities: [EntityDescriptor]) {
+    package init(entities: [EntityDescriptor]) {
         primaryKeyKinds = Dictionary(
             entities.map { entity in (entity.name, entity.field(named: entity.primaryKey)?.kind ?? .id) },
             uniquingKeysWith: { first, _ in first }
@@ -52,20 +52,20 @@ public struct FieldCodec: Sendable {
     }
 
     /// A codec for every entity of a generated registry.
-    public init<Schema: ContractSchema>(_ schema: Schema.Type) {
+    package init<Schema: ContractSchema>(_ schema: Schema.Type) {
         self.init(entities: Schema.entities)
     }
 
     /// The kind a field's column holds: its own, or for a `ref` its target's primary key's (as
     /// the compiler resolved it, else as the entities of this codec say).
-    public func columnKind(of field: FieldDescriptor) -> FieldKind {
+    package func columnKind(of field: FieldDescriptor) -> FieldKind {
         if case .ref = field.kind, let key = field.referencedKey { return key }
         return columnKind(field.kind)
     }
 
     /// The kind a column of `kind` holds: its own, or for a `ref` its target's primary key's
     /// among the entities of this codec (an `id` when the target is not among them).
-    public func columnKind(_ kind: FieldKind) -> FieldKind {
+    package func columnKind(_ kind: FieldKind) -> FieldKind {
         guard case .ref(let target) = kind else { return kind }
         return primaryKeyKinds[target] ?? .id
     }
@@ -75,7 +75,7 @@ public struct FieldCodec: Sendable {
     /// The column value for a field's wire value; throws when the value does not fit the type.
     /// On a write, a value whose column is larger than the field's ``FieldDescriptor/maxBytes``
     /// is refused with a ``FieldValueError`` whose ``FieldValueError/isTooLarge`` is true.
-    public func columnValue(_ value: JSONValue, for field: FieldDescriptor, mode: Mode = .write) throws(FieldValueError) -> ColumnValue {
+    package func columnValue(_ value: JSONValue, for field: FieldDescriptor, mode: Mode = .write) throws(FieldValueError) -> ColumnValue {
         if case .null = value {
             guard field.isOptional else { throw FieldValueError(field: field.name, reason: "is required") }
             return .null
@@ -163,7 +163,7 @@ public struct FieldCodec: Sendable {
     // MARK: Column → wire
 
     /// The wire value of a field's stored column.
-    public func wireValue(_ value: ColumnValue, for field: FieldDescriptor) -> JSONValue {
+    package func wireValue(_ value: ColumnValue, for field: FieldDescriptor) -> JSONValue {
         // Only a `ref` needs its key's kind looked up; every other field reads as its own kind
         // without a copy of it (an enum's values travel with the kind).
         if case .ref = field.kind { return wireValue(value, kind: columnKind(of: field)) }
@@ -171,7 +171,7 @@ public struct FieldCodec: Sendable {
     }
 
     /// The wire value of a stored column of `kind`.
-    public func wireValue(_ value: ColumnValue, kind: FieldKind) -> JSONValue {
+    package func wireValue(_ value: ColumnValue, kind: FieldKind) -> JSONValue {
         switch (kind, value) {
         case (_, .null): return .null
         case (.int, .integer(let number)): return .int(number)
@@ -230,7 +230,7 @@ public struct FieldCodec: Sendable {
 
     /// The text form of a primary key (ids as they are, UUIDs lowercased, integers in decimal),
     /// the same as the generated `contractPrimaryKey`.
-    public func keyText(_ value: JSONValue, kind: FieldKind) -> String? {
+    package func keyText(_ value: JSONValue, kind: FieldKind) -> String? {
         switch (kind, value) {
         case (.uuid, .string(let text)): return Self.normalizedUUID(text) ?? text
         case (.ref, _): return keyText(value, kind: columnKind(kind))
@@ -243,7 +243,7 @@ public struct FieldCodec: Sendable {
     /// A UUID's text in the stored form (lowercase, hyphenated), or `nil` when it is not a UUID.
     /// Text already in that form (what servers send) is taken as it is, without parsing it into
     /// a `UUID` and printing it again.
-    public static func normalizedUUID(_ text: String) -> String? {
+    package static func normalizedUUID(_ text: String) -> String? {
         var text = text
         let canonical = text.withUTF8 { bytes in
             guard bytes.count == 36 else { return false }

@@ -8,27 +8,27 @@ public import Foundation
 /// let columns = try fields.map { try codec.columnValue(payload[$0.name] ?? .null, for: $0) }
 /// if RowSize.storedBytes(of: columns) > entity.maxBytes { /* refuse: row_too_large */ }
 /// ```
-public enum RowSize {
+package enum RowSize {
     /// The row limit of a contract that writes no `max_bytes` and has no field allowed more
     /// than half of it: 1 MB (1,000,000 bytes).
-    public static let defaultMaximumBytes = 1_000_000
+    package static let defaultMaximumBytes = 1_000_000
 
     /// The most a contract's `max_bytes` (and a field's) may be: 4 MB (4,000,000 bytes). A row
     /// travels whole in one push, whose request body the server takes up to 5 MiB (5,242,880
     /// bytes); the rest is for the push's envelope and JSON's quoting. `bytes` travel as base64,
     /// a third larger than stored, so a row of mostly `bytes` fits a push up to about 3.9 MB.
-    public static let ceilingBytes = 4_000_000
+    package static let ceilingBytes = 4_000_000
 
     /// The row limit of a contract that writes no `max_bytes`, given its largest field limit
     /// (``FieldDescriptor/maxBytes``): twice that field's limit (room for it and as much again
     /// for the others), at least ``defaultMaximumBytes`` and at most ``ceilingBytes``.
-    public static func defaultMaximumBytes(largestFieldBytes: Int) -> Int {
+    package static func defaultMaximumBytes(largestFieldBytes: Int) -> Int {
         let twice = largestFieldBytes > ceilingBytes ? ceilingBytes : 2 * largestFieldBytes
         return max(defaultMaximumBytes, min(ceilingBytes, twice))
     }
 
     /// The row limit of a contract that writes no `max_bytes`, from its fields' limits.
-    public static func defaultMaximumBytes(fields: [FieldDescriptor]) -> Int {
+    package static func defaultMaximumBytes(fields: [FieldDescriptor]) -> Int {
         defaultMaximumBytes(largestFieldBytes: fields.compactMap(\.maxBytes).max() ?? 0)
     }
 
@@ -37,7 +37,7 @@ public enum RowSize {
     /// Inlinable: a pull page measures every row it reads, and an unspecialized generic walk
     /// of each row's values costs more than the measuring.
     @inlinable
-    public static func storedBytes<Columns: Sequence<ColumnValue>>(of columns: Columns) -> Int {
+    package static func storedBytes<Columns: Sequence<ColumnValue>>(of columns: Columns) -> Int {
         var total = 0
         for column in columns { total &+= column.storedBytes }
         return total
@@ -49,7 +49,7 @@ extension ColumnValue {
     /// bytes of text, the length of a blob, 8 for an integer or a real, 0 for null. Storage
     /// overhead (headers, indexes) is not counted, so every storage measures a row alike.
     @inlinable
-    public var storedBytes: Int {
+    package var storedBytes: Int {
         switch self {
         case .null: return 0
         case .integer, .real: return 8

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// One JSON text per value, the same on every platform: object keys sorted by their UTF-8
 /// bytes, no insignificant whitespace, integers in decimal, other numbers in Swift's shortest
@@ -6,19 +6,19 @@ public import Foundation
 ///
 /// `JSONEncoder`'s `.sortedKeys` is not enough: its order differs between Apple platforms and
 /// Linux, so a hash computed on a device would not match the server's.
-public enum CanonicalJSON {
+package enum CanonicalJSON {
     /// The canonical JSON text of any `Encodable` value.
-    public static func encode<Value: Encodable>(_ value: Value) throws -> Data {
+    package static func encode<Value: Encodable>(_ value: Value) throws -> Data {
         Data(bytes(try JSONTreeEncoder.encode(value)))
     }
 
     /// The canonical JSON text of a JSON value.
-    public static func text(_ value: JSONValue) -> String {
+    package static func text(_ value: JSONValue) -> String {
         String(decoding: bytes(value), as: UTF8.self)
     }
 
     /// The canonical JSON text of a JSON value, as UTF-8 bytes.
-    public static func bytes(_ value: JSONValue) -> [UInt8] {
+    package static func bytes(_ value: JSONValue) -> [UInt8] {
         var writer = JSONWriter(capacity: 256)
         writer.value(value)
         return writer.bytes

@@ -21,7 +21,7 @@ public struct ContractCatalog: Sendable {
     /// The server's PostgreSQL migrations, in the order they must run.
     public let serverPostgresMigrations: [ContractMigration]
     /// The codec of these contracts' field values (a `ref` is stored as its target's key).
-    public let codec: FieldCodec
+    package let codec: FieldCodec
     /// The current version of every contract, by name: what a device sends as its schema.
     public let currentVersions: [String: Int]
 
