@@ -28,6 +28,9 @@
 #                         hang and prints the command that replays it (scripts/fuzz.sh)
 #   make fuzz-api         schemathesis against a live sync-server and docs/openapi.yaml: no 500, every
 #                         response as documented (EXAMPLES=N per operation, SEED=N to replay)
+#   make docs             the DocC documentation of the engines (ContractRuntime, SyncServer, SyncClient)
+#                         into .build/docs, with the swift-docc-plugin; any docc warning (a broken
+#                         ``link``, an undocumented parameter of a documented function) fails it
 
 SWIFT      ?= swift
 CONTRACTS  ?= contracts
@@ -40,7 +43,7 @@ CONTRACT_SETS := $(CONTRACTS):$(GENERATED) $(foreach example,$(EXAMPLES),$(examp
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak sim bench server fuzz fuzz-api clean
+.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak sim bench server fuzz fuzz-api docs clean
 
 all: build
 
@@ -145,3 +148,14 @@ fuzz:
 
 fuzz-api:
 	scripts/fuzz-api.sh
+
+# The engines' DocC catalogs (Sources/ContractRuntime/ContractRuntime.docc,
+# server/SyncServer/SyncServer.docc, client/SyncClient/SyncClient.docc) and their public symbols'
+# doc comments, built by the swift-docc-plugin (a dependency in Package.swift, resolved from where
+# the other packages come from; docc itself ships with the toolchain). --warnings-as-errors is
+# docc's own: a warning fails the target it is in, and the command.
+DOCS_TARGETS ?= ContractRuntime SyncServer SyncClient
+DOCS_OUTPUT  ?= .build/docs
+docs:
+	$(SWIFT) package --allow-writing-to-directory $(DOCS_OUTPUT) generate-documentation \
+		$(foreach target,$(DOCS_TARGETS),--target $(target)) --output-path $(DOCS_OUTPUT) --warnings-as-errors

@@ -1,5 +1,5 @@
 /// One project's contracts as a value, its catalog: what an engine is given when it is made
-/// (`OfflineStore(…, contracts: ContractRegistry.self)`, `SQLiteStorage(path:contracts:)`), so
+/// (`OfflineStore(…, contracts: ContractRegistry.self)`, `SQLiteStorage(directory:contracts:)`), so
 /// the engines name no contract and one process can run stores of different projects.
 ///
 /// Lookups by name are dictionary reads: the engines make them per row and per mutation.

@@ -40,7 +40,7 @@ public struct AttemptInProgress: Hashable, Sendable {
     public var answers: [String: RecordedAnswer]
 }
 
-/// One answer the learner recorded (an ``Contracts/AnswerRecorded`` event), kept on the device.
+/// One answer the learner recorded (an `AnswerRecorded` event), kept on the device.
 public struct RecordedAnswer: Hashable, Sendable {
     public var questionId: String
     public var answer: JSONValue

@@ -41,7 +41,7 @@ extension OfflineStore {
     // MARK: Taking it
 
     /// Starts an attempt on the assessment's current revision: records the `attempted`
-    /// ``Contracts/Statement`` (queued) and remembers the revision and time limit on the device,
+    /// `Statement` (queued) and remembers the revision and time limit on the device,
     /// in one transaction.
     ///
     /// - Throws: ``AssessmentError/unknownAssessment(id:)``, ``AssessmentError/closed(assessmentId:lastDay:)``
@@ -88,7 +88,7 @@ extension OfflineStore {
         )
     }
 
-    /// Answers a question of an attempt in progress (an ``Contracts/AnswerRecorded`` event,
+    /// Answers a question of an attempt in progress (an `AnswerRecorded` event,
     /// queued); answering again replaces the answer.
     ///
     /// - Throws: ``AssessmentError/attemptNotInProgress(attemptId:)``,
@@ -106,12 +106,14 @@ extension OfflineStore {
         }
     }
 
-    /// Hands an attempt in (an ``Contracts/AttemptSubmitted`` event naming the revision it was
+    /// Hands an attempt in (an `AttemptSubmitted` event naming the revision it was
     /// taken on, queued); the server grades it. A submission after the assessment was deleted
     /// on the device too is still queued: the server answers it with a conflict that keeps the
     /// answers.
     ///
-    /// - Parameter submittedOffline: whether the device has no connection now (recorded for reports).
+    /// - Parameters:
+    ///   - attemptId: the attempt, as ``startAttempt(assessmentId:)`` returned it.
+    ///   - submittedOffline: whether the device has no connection now (recorded for reports).
     /// - Throws: ``AssessmentError/attemptNotInProgress(attemptId:)``,
     ///   ``AssessmentError/timeLimitReached(attemptId:deadline:)``,
     ///   ``AssessmentError/closed(assessmentId:lastDay:)`` after the assessment's last day, by

@@ -61,7 +61,9 @@ public actor AssetDownloader {
     /// After a download, enforces ``AssetDownloaderConfiguration/cacheBudget`` (never evicting
     /// the asset's unit).
     ///
-    /// - Parameter progress: told as the bytes of the file arrive.
+    /// - Parameters:
+    ///   - id: the asset's id.
+    ///   - progress: told as the bytes of the file arrive.
     /// - Throws: ``AssetError/notAvailableOffline(id:)`` when the file is not on the device and
     ///   the server cannot be reached; ``AssetError/unknownAsset(id:)``,
     ///   ``AssetError/checksumMismatch(id:expected:actual:)``, ``AssetError/http(id:status:)``, …
@@ -105,7 +107,9 @@ public actor AssetDownloader {
     /// ``AssetDownloaderConfiguration/cacheBudget`` (never evicting this unit or one still
     /// downloading).
     ///
-    /// - Parameter progress: told after each range of each file.
+    /// - Parameters:
+    ///   - id: the unit's id.
+    ///   - progress: told after each range of each file.
     /// - Throws: ``AssetError/unknownUnit(id:)`` when the server does not list it,
     ///   ``AssetError/notAvailableOffline(id:)`` when the server cannot be reached, or the
     ///   error of the first file that failed (the unit is then marked `failed`; downloaded files

@@ -6,7 +6,7 @@ import SyncClient
 /// The device's record of one downloadable file (a row of the `assets` table): where it comes
 /// from, what it must hash to, and where it is on disk once downloaded.
 ///
-/// The sync engine's downloader keeps these up to date (``OfflineStore/saveAssetRecord(_:)``);
+/// The sync engine's downloader keeps these up to date (`saveAssetRecord(_:)`);
 /// reads such as ``OfflineStore/unitDetail(id:)`` report them next to the `Asset` contract rows.
 public struct AssetRecord: Hashable, Sendable, Identifiable {
     /// The asset's id (the `Asset` contract row's id).

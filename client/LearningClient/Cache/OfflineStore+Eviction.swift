@@ -18,7 +18,9 @@ extension OfflineStore {
     /// Evicts units until asset files take at most `budget.maxBytes`; returns the evicted
     /// units' ids in eviction order. The clock is the store's (``OfflineStoreConfiguration/clock``).
     ///
-    /// - Parameter kept: units not to evict now (one being downloaded, or just downloaded).
+    /// - Parameters:
+    ///   - budget: the most bytes of asset files to keep.
+    ///   - kept: units not to evict now (one being downloaded, or just downloaded).
     @discardableResult
     public func enforceCacheBudget(_ budget: CacheBudget = .standard, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
         let now = now()

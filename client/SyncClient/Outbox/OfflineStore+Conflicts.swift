@@ -24,7 +24,7 @@ extension OfflineStore {
     /// Resolves an open conflict by keeping the device's row (queued again, based on the
     /// server's version; returns the new entry) or taking the server's (returns `nil`).
     ///
-    /// A conflicted event (a ``Contracts/TaskStatusChanged`` whose task has moved on) is a fact
+    /// A conflicted event (a `TaskStatusChanged` whose task has moved on) is a fact
     /// about what the device saw: taking theirs discards it (the row it was about comes with the
     /// next pull), and keeping it is refused with ``OfflineStoreError/invalidResolution(reason:)``,
     /// since the same event would conflict again; record a new one instead.

@@ -36,7 +36,7 @@ public enum OutboxStatus: String, Hashable, Sendable, CaseIterable {
 }
 
 /// A queued write as the app and the sync engine see it (its payload stays sealed; see
-/// ``OfflineStore/pendingMutations(limit:)`` for the unsealed form).
+/// the engine's `pendingMutations(limit:)` for the unsealed form).
 public struct OutboxEntry: Hashable, Sendable, Identifiable {
     /// Local order of the write, per client: 1, 2, 3, …
     public var seq: Int64

@@ -3,7 +3,7 @@ import Foundation
 import GRDB
 
 /// Typed reads inside one consistent snapshot: what ``OfflineStore/read(_:)`` and
-/// ``OfflineStore/observe(_:)`` hand to their closure. Every read method of ``OfflineStore``
+/// `OfflineStore.observe(_:)` hand to their closure. Every read method of ``OfflineStore``
 /// has its twin here, so several reads can share a snapshot:
 ///
 /// ```swift

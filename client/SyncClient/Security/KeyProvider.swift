@@ -6,7 +6,7 @@ public import Foundation
 /// The store never keeps the key on disk itself: it derives from it (HKDF-SHA256) one key to
 /// seal `encrypted` fields, one to seal outbox payloads and one for the outbox HMACs.
 ///
-/// Implementations: ``FileKeyProvider`` (a key file per tenant, anywhere), ``KeychainKeyProvider``
+/// Implementations: ``FileKeyProvider`` (a key file per tenant, anywhere), `KeychainKeyProvider`
 /// (Apple platforms), ``InMemoryKeyProvider`` (tests).
 public protocol KeyProvider: Sendable {
     /// The tenant's key; created and stored the first time it is asked for.

@@ -9,8 +9,9 @@ import SyncProtocol
 /// `metadata`, …) and those of the app's ``StoreExtension``s.
 ///
 /// Reads come from SQLite; writes change the local row and append to the outbox in one
-/// transaction. The sync engine drains the outbox (``nextPushRequest(limit:)``,
-/// ``applyPushResponse(_:)``) and applies server rows (``applyServerChanges(_:)``).
+/// transaction. The sync engine (``SyncEngine``) drains the outbox and applies server rows
+/// through the store's `package` methods (`nextPushRequest(limit:)`, `applyPushResponse(_:)`,
+/// `applyServerChanges(_:)`), which an app cannot call.
 ///
 /// ```swift
 /// let store = try OfflineStore(
@@ -239,7 +240,8 @@ public final class OfflineStore: Sendable {
     public var schemaVersions: [String: Int] { contracts.currentVersions }
 
     /// The identifiers of the migrations this build applies, in order: the client's own
-    /// (`client.v1.sync_tables`, …) then the contracts' (``ContractCatalog/clientMigrations``).
+    /// (`client.v1.sync_tables`, …), the extensions', then the contracts' (the catalog's
+    /// `clientMigrations`).
     public var migrationIdentifiers: [String] { ClientSchema.migrationIdentifiers(contracts: contracts, extensions: extensions) }
 
     /// The migrations applied to the database, in the order they ran.

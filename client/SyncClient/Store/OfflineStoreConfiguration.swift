@@ -15,7 +15,7 @@ public struct OfflineStoreConfiguration: Sendable {
     /// The SQLite file (created with its folder when missing). WAL mode adds `-wal` and `-shm`
     /// files next to it.
     public var databaseURL: URL
-    /// The folder of downloaded asset files the store manages (wiped by ``OfflineStore/signOut(force:)``).
+    /// The folder of downloaded asset files the store manages (wiped by ``OfflineStore/signOut(force:forgetKey:)``).
     /// Default: `<database name>-assets` next to the database.
     public var assetsDirectory: URL
     /// Who the data belongs to: a database opened by another tenant or user is refused.

@@ -29,7 +29,7 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
 
     // MARK: Contracts and values
 
-    /// No entity or event contract of that name in ``Contracts/ContractRegistry``.
+    /// No entity or event contract of that name among the store's contracts (``OfflineStore/contracts``).
     case unknownContract(String)
     /// The contract has no field of that name.
     case unknownField(contract: String, field: String)

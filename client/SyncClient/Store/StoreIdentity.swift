@@ -7,7 +7,7 @@ public struct StoreIdentity: Hashable, Sendable {
     public var userId: String
     /// The device, as the server's token names it.
     public var deviceId: String
-    /// This installation's push identity (`client_id` of ``SyncProtocol/PushRequest``), made once
+    /// This installation's push identity (`client_id` of SyncProtocol's `PushRequest`), made once
     /// when the database is created; `seq` numbers are per client id.
     public var clientId: String
 }

@@ -19,7 +19,7 @@ import ContractRuntime
 /// ``SyncEngineConfiguration/livePokeDebounce``; the timer goes on beside it, the fallback when
 /// the channel cannot be had (``SyncStatus/live``). Automatic
 /// syncs obey the ``SyncPreferences``: Wi-Fi only, the daily data budget. A 426 for one
-/// contract holds that contract (``OfflineStore/holdForUpdate(_:serverLastSeq:)``) and the sync
+/// contract holds that contract (``SyncStatus/updateRequired``) and the sync
 /// goes on with the others.
 public actor SyncEngine {
     public let store: OfflineStore

@@ -25,7 +25,7 @@ public protocol SyncTransport: Sendable {
     /// changes then arrive with the pages.
     func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data?
     /// `GET /sync/v1/live`: opens the live channel and answers its events as they arrive
-    /// (``LiveEvent``); the sequence ends when the server closes the channel and throws when
+    /// (SyncProtocol's `LiveEvent`); the sequence ends when the server closes the channel and throws when
     /// the connection fails or falls silent. `nil` when this transport or the server has no
     /// live channel (the default): the engine then syncs on its timer alone.
     func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>?

@@ -19,6 +19,8 @@ public final class URLSessionTransport: SyncTransport {
     /// - Parameters:
     ///   - baseURL: the server, e.g. `https://sync.example.com`.
     ///   - timeout: seconds per request.
+    ///   - session: the session requests go through; `nil` makes an ephemeral one with
+    ///     `timeout` and `Accept-Encoding: gzip`.
     ///   - tokenProvider: where device tokens come from (asked before each request, and again
     ///     with `refresh` after a 401, then the request is retried once).
     public init(baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, tokenProvider: any TokenProvider) {

@@ -80,7 +80,9 @@ extension OfflineStore {
     /// let envelope = try store.record(TaskStarted(teamId: "t-1", taskId: "task-1"))
     /// ```
     ///
-    /// - Parameter occurredAt: when it happened; now by default.
+    /// - Parameters:
+    ///   - payload: the event, a value of a generated event type.
+    ///   - occurredAt: when it happened; now by default.
     /// - Throws: ``OfflineStoreError/notWritable(contract:reason:)`` for an event devices do not
     ///   send, ``OfflineStoreError/invalidValue(contract:field:reason:)``,
     ///   ``OfflineStoreError/readOnlyUntilSync(since:)``.

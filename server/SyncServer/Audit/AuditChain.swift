@@ -79,7 +79,11 @@ public enum AuditChain {
     /// when given, a checkpoint exported earlier (which catches a log cut back to an older head).
     /// With an archive base (``AuditBase``), the chain starts there: the base's seal must hold and
     /// the first remaining entry must link to it; `entries` counts the entries in the database.
-    /// - Parameter key: the key to check the seals with; the storage's own when `nil`.
+    /// - Parameters:
+    ///   - storage: the storage whose log is verified.
+    ///   - key: the key to check the seals with; the storage's own when `nil`.
+    ///   - checkpoint: a checkpoint ``export(_:to:pageSize:)`` returned earlier, or `nil`.
+    ///   - pageSize: the entries read per storage read.
     public static func verify(
         _ storage: any SyncStorage, key: AuditKey? = nil, checkpoint: AuditCheckpoint? = nil, pageSize: Int = 1000
     ) async throws -> Verification {

@@ -21,7 +21,7 @@ import SyncProtocol
 /// `token_algorithm_refused` (`alg: none`, or an algorithm other than the key's),
 /// `token_unknown_key`, `token_invalid_signature`, `token_wrong_audience`, `token_expired`,
 /// `token_not_yet_valid` (issued in the future), `identifier_not_normalized` (a tenant, user,
-/// device or team not in Unicode NFC, see ``UnicodeIdentifier``), and `token_revoked` (see
+/// device or team not in Unicode NFC, see SyncProtocol's `UnicodeIdentifier`), and `token_revoked` (see
 /// ``AuthenticationMiddleware``).
 ///
 /// ```swift
@@ -136,10 +136,12 @@ public struct TokenSigner: Sendable {
     }
 
     /// The identity a token names, once its key, signature, audience and times hold.
-    /// - Parameter now: seconds since 1970.
+    /// - Parameters:
+    ///   - token: the token as sent (`Authorization: Bearer <token>`).
+    ///   - now: seconds since 1970.
+    ///   - acceptingExpired: check everything but the expiry (to tell an expired token's
+    ///     holder something else the server knows of it).
     /// - Throws: a 401 ``ServiceError`` whose code says which check failed.
-    /// - Parameter acceptingExpired: check everything but the expiry (to tell an expired token's
-    ///   holder something else the server knows of it).
     public func verify(_ token: String, now: Int64, acceptingExpired: Bool = false) async throws(ServiceError) -> DeviceIdentity {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard token.utf8.count <= 8192, parts.count == 3, let headerData = Base64URL.decode(String(parts[0])),

@@ -3,7 +3,7 @@ public import Hummingbird
 /// Requires `Authorization: Bearer <token>` and puts the verified identity in the context.
 /// A request without a valid token goes no further: nothing reads its body or writes anything.
 ///
-/// After the token's own checks (``TokenSigner/verify(_:now:)``), what the server holds about
+/// After the token's own checks (``TokenSigner/verify(_:now:acceptingExpired:)``), what the server holds about
 /// the identity decides, read from storage on every request so it holds at once on every
 /// process: a token issued at or before a revocation of its device or user is refused
 /// (`token_revoked`), one issued at or before the erasure of its user's data is told so
@@ -16,8 +16,11 @@ public struct AuthenticationMiddleware: RouterMiddleware {
     let storage: (any SyncStorage)?
     let clock: any ServerClock
 
-    /// - Parameter storage: where revocations and memberships are read; `nil` trusts the token
-    ///   alone (for tools that have no server database).
+    /// - Parameters:
+    ///   - signer: verifies the tokens.
+    ///   - storage: where revocations and memberships are read; `nil` trusts the token
+    ///     alone (for tools that have no server database).
+    ///   - clock: the server's time, against which tokens' times and revocations are checked.
     public init(signer: TokenSigner, storage: (any SyncStorage)? = nil, clock: any ServerClock = SystemClock()) {
         self.signer = signer
         self.storage = storage

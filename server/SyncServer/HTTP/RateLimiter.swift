@@ -21,7 +21,9 @@ public final class RateLimiter: Sendable {
         var updated: Double
     }
 
-    /// - Parameter now: seconds on a monotonic clock; tests pass their own.
+    /// - Parameters:
+    ///   - limit: the rate and burst each key is allowed.
+    ///   - now: seconds on a monotonic clock; tests pass their own.
     public init(_ limit: ServerConfiguration.RateLimit, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
         self.limit = limit
         self.now = now

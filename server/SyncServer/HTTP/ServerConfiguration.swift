@@ -13,7 +13,8 @@ public struct ServerConfiguration: Sendable {
     /// Requests per device, or `nil` for no limit.
     public var rateLimit: RateLimit?
     /// The URL devices reach this server at, for asset download links (`https://sync.example.com`).
-    /// `nil` uses the request's `Host` header.
+    /// `nil` uses the address the request's connection reached, never its `Host` header
+    /// (``AppRequest/baseURL``).
     public var publicBaseURL: String?
     /// How far ahead of the server's clock a pushed hybrid clock may be (5 minutes): a later
     /// one is rejected with `clock_skew`, since it would win every later edit of its row.

@@ -115,8 +115,13 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
 
 /// The sync server as a Hummingbird application, ready for `runService()` or `test(.router)`.
 ///
-/// - Parameter logger: where the server logs; every line about a request carries its
-///   `hb.request.id`. `nil` uses Hummingbird's default (level from `LOG_LEVEL`).
+/// - Parameters:
+///   - configuration: the address, limits and timeouts.
+///   - environment: storage, file store, signer, clock, metrics and apps (``buildRouter(configuration:environment:)``).
+///   - logger: where the server logs; every line about a request carries its
+///     `hb.request.id`. `nil` uses Hummingbird's default (level from `LOG_LEVEL`).
+///   - onServerRunning: called once the server listens, with the port it listens on (the
+///     one picked when ``ServerConfiguration/port`` is 0).
 public func buildApplication(
     configuration: ServerConfiguration, environment: ServerEnvironment, logger: Logger? = nil,
     onServerRunning: @escaping @Sendable (_ port: Int?) async -> Void = { _ in }

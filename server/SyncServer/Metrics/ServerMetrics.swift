@@ -11,7 +11,7 @@ import SyncProtocol
 ///   `duplicate`, `conflicted`, `rejected`).
 /// - `outpost_pull_rows_total`: upserts and deletes sent in pull pages.
 /// - `outpost_pull_pages_total{source}`: pull pages answered, by where their body came from:
-///   `read_ahead` (written while the device received the page before, ``PullReadAhead``) or
+///   `read_ahead` (written while the device received the page before) or
 ///   `request` (written for the request itself).
 /// - `outpost_request_duration_seconds{route}`: time to answer, until the body starts.
 /// - `outpost_live_connections`: live channels open on this process.

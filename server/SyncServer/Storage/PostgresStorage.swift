@@ -6,9 +6,9 @@ import PostgresNIO
 /// The storage for several server processes on one PostgreSQL database (postgres-nio).
 ///
 /// Every process opens the same database; the first to start applies the server's own tables
-/// and the generated PostgreSQL migrations (``ContractCatalog/serverPostgresMigrations``), the
+/// and the generated PostgreSQL migrations (the catalog's `serverPostgresMigrations`), the
 /// others wait for it and find them applied. Write transactions run in `READ COMMITTED` with
-/// explicit row locks (client, scope, audit head; see ``PostgresTransaction`` and
+/// explicit row locks (client, scope, audit head; see `PostgresTransaction` and
 /// docs/scaling.md); a transaction that meets a deadlock, a serialization failure or a
 /// concurrent insert of the same key is rolled back and run again, up to
 /// ``Configuration/maximumAttempts`` times. Reads run in one `REPEATABLE READ` snapshot.

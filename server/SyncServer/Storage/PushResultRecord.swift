@@ -8,7 +8,7 @@ import ContractRuntime
 public struct PushResultRecord: Hashable, Sendable {
     /// The seq the first result answers; the results answer consecutive seqs from it.
     public var firstSeq: Int64
-    /// The canonical JSON of each result (``MutationResult``), in seq order.
+    /// The canonical JSON of each result (SyncProtocol's `MutationResult`), in seq order.
     public var results: [String]
 
     public init(firstSeq: Int64, results: [String]) {

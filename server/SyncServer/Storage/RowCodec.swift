@@ -1,6 +1,6 @@
 public import ContractRuntime
 
-/// The server's use of the contract runtime's ``FieldCodec``: values pushed to the server are
+/// The server's use of the contract runtime's `FieldCodec`: values pushed to the server are
 /// checked as writes (every rule of the contract), and stored columns become wire values for
 /// pull pages, reducers and conflict answers.
 public enum RowCodec {
@@ -8,7 +8,7 @@ public enum RowCodec {
     /// compiler resolved into its descriptor (``FieldDescriptor/referencedKey``).
     static let codec = FieldCodec(entities: [])
 
-    /// The longest id, in UTF-8 bytes (``FieldCodec/maximumIDBytes``).
+    /// The longest id, in UTF-8 bytes (`FieldCodec.maximumIDBytes`).
     public static let maximumIDBytes = FieldCodec.maximumIDBytes
 
     /// The column value for a field's wire value, checked as a write; throws when the value

@@ -13,9 +13,12 @@ public final class SQLiteStorage: SyncStorage {
 
     /// Opens (creating if needed) `server.sqlite` in `directory` and runs the server's own
     /// migrations and those of `contracts` (a generated registry: `ContractRegistry.self`).
-    /// - Parameter auditKey: the key the audit log is sealed with; `nil` resolves it as
-    ///   ``AuditKey/resolve(file:dataDirectory:environment:)`` does for `directory`
-    ///   (`OUTPOST_AUDIT_KEY`, else `directory/audit.key`).
+    /// - Parameters:
+    ///   - directory: the data folder; created if needed.
+    ///   - contracts: the generated registry whose tables the storage holds.
+    ///   - auditKey: the key the audit log is sealed with; `nil` resolves it as
+    ///     ``AuditKey/resolve(file:dataDirectory:environment:)`` does for `directory`
+    ///     (`OUTPOST_AUDIT_KEY`, else `directory/audit.key`).
     /// - Throws: ``AuditKeyError/mismatch(expected:actual:)`` when the log is sealed with another key.
     public convenience init(directory: URL, contracts: any ContractSchema.Type, auditKey: AuditKey? = nil) throws {
         try self.init(directory: directory, contracts: ContractCatalog(contracts), auditKey: auditKey)

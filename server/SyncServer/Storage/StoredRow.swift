@@ -2,7 +2,7 @@ public import ContractRuntime
 
 /// A row of a contract table: column name → value, including the sync metadata columns.
 ///
-/// The values are kept by position, with the column names in a ``StoredRow/Layout`` that every
+/// The values are kept by position, with the column names in a layout that every
 /// row read by the same query shares: reading a page of rows does not hash each column name of
 /// each row into a dictionary of its own, and code that reads many rows of one layout (a pull
 /// page written as JSON) finds each column's position once, not once per row.

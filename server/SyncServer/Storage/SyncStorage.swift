@@ -53,7 +53,7 @@ public protocol StorageReader {
 
     /// Rows of the tables whose `_scope_key` is `scopeKey` and `_seq` is above `after`, in `_seq`
     /// order, tombstones included: at most `limit`, and once the rows hold more than `byteBudget`
-    /// bytes (``StoredRow/storedBytes``) no more (``StoredRow/withinBudget(_:limit:byteBudget:)``),
+    /// bytes (as stored) no more,
     /// so the last row may take them past it and a row larger than the budget comes alone.
     /// Rows left out by the budget are never read into memory whole.
     func changes(
@@ -198,7 +198,7 @@ public protocol StorageTransaction: StorageReader {
     /// Records that a user's data was erased at `at` (seconds since 1970): a token of theirs
     /// issued at or before it is told `user_erased`. Removes the user from every team, and
     /// marks the user's push streams as last moved at the erasure (one that has not moved since
-    /// comes from a store the erasure wiped, ``PushSession/refuseErasedStream(_:identity:in:)``).
+    /// comes from a store the erasure wiped, and its pushes are refused).
     func recordErasure(tenant: String, userID: String, at: Int64) async throws
 
     /// Marks a row's change urgent: devices take it before any pull page.

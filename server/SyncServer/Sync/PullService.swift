@@ -24,7 +24,7 @@ public struct PullService: Sendable {
     /// row, and a row larger than this comes alone.
     let pageBytes: Int
 
-    /// The default of ``pageBytes``: 4 MiB.
+    /// The default `pageBytes` of ``init(storage:defaultLimit:maximumLimit:pageBytes:)``: 4 MiB.
     public static let defaultPageBytes = 4 * 1024 * 1024
 
     public init(storage: any SyncStorage, defaultLimit: Int = 500, maximumLimit: Int = 1000, pageBytes: Int = defaultPageBytes) {
@@ -68,6 +68,7 @@ public struct PullService: Sendable {
     ///   - limit: rows at most; `nil` for the default, clamped to the maximum.
     ///   - schema: the device's schema version per contract; rows are shaped for it.
     ///   - clientID: the device's push client id, for `last_seq`; `nil` answers 0.
+    ///   - identity: the caller, whose token decides the scopes it may read and fills their keys.
     ///   - contracts: only these contracts' rows (a fresh device downloads its contracts by
     ///     priority, one tier at a time); `nil` for every contract the scope delivers. The
     ///     cursor still counts in the scope's sequence, so a filtered page's cursor may be used

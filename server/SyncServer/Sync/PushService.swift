@@ -4,7 +4,7 @@ public import SyncProtocol
 
 /// Applies devices' pushes (`POST /sync/v1/push`, docs/openapi.yaml): exactly once, in `seq` order,
 /// every mutation validated against its contract before anything is written, conflicts
-/// settled by the contract's policy (see ``ConflictResolution``), events folded by the
+/// settled by the contract's policy, events folded by the
 /// reducers, and every outcome audited.
 ///
 /// One push is one storage write transaction. Inside it, for each mutation in `seq` order:
@@ -17,7 +17,7 @@ public import SyncProtocol
 /// `client_id` can tell).
 ///
 /// What needs no storage (the contract, the policy's requirements, the payload against the
-/// contract, an event's scope and hash; see ``PreparedMutation``) is checked before the write
+/// contract, an event's scope and hash) is checked before the write
 /// transaction starts, so concurrent pushes queue only for the storage-dependent part.
 ///
 /// ```swift
@@ -42,10 +42,13 @@ public struct PushService: Sendable {
     let clock: any ServerClock
     let maximumClockSkew: Duration
 
-    /// - Parameter maximumClockSkew: a mutation whose `hlc` is further ahead of `clock` is
-    ///   rejected with `clock_skew` (nothing written; the mutations behind it go on).
-    /// - Parameter reducers: the apps' reducers, which fold events and created rows of the
-    ///   contracts they name into server-computed rows (``ServerApp/reducers``).
+    /// - Parameters:
+    ///   - storage: where pushes are applied; its contracts are the ones pushes are checked against.
+    ///   - clock: the server's time (`recorded_at`, `_updated_at`, the clock-skew bound).
+    ///   - maximumClockSkew: a mutation whose `hlc` is further ahead of `clock` is
+    ///     rejected with `clock_skew` (nothing written; the mutations behind it go on).
+    ///   - reducers: the apps' reducers, which fold events and created rows of the
+    ///     contracts they name into server-computed rows (``ServerApp/reducers``).
     public init(
         storage: any SyncStorage, clock: any ServerClock = SystemClock(), maximumClockSkew: Duration = defaultMaximumClockSkew,
         reducers: [any Reducer] = []

@@ -6,7 +6,7 @@ import SyncProtocol
 ///
 /// A device on `Unit` version 2 receives `position` (the name before version 3) and no
 /// `estimated_minutes` (added in 3); a device on the current version receives every field.
-/// The field lists come from the contract registry's ``EntityDescriptor/knownFieldsByVersion``,
+/// The field lists come from the contract registry's `EntityDescriptor.knownFieldsByVersion`,
 /// which the compiler derives from the released history in `contracts.lock`.
 public enum RowShaping {
     /// The version a device runs for a contract: what it sent in `schema`, or the current
