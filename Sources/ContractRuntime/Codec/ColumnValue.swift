@@ -2,7 +2,7 @@ public import Foundation
 
 /// A value as a database column holds it: SQLite's five storage classes, which the PostgreSQL
 /// storage maps onto its own column types. Every storage on both sides speaks this; the
-/// ``FieldCodec`` is the one place that turns a field's wire value into one and back.
+/// `FieldCodec` is the one place that turns a field's wire value into one and back.
 public enum ColumnValue: Hashable, Sendable {
     case null
     case integer(Int64)

@@ -2,7 +2,7 @@ public import Foundation
 
 /// The size of a row as stored, and the limits on it (a contract's `max_bytes`,
 /// ``EntityDescriptor/maxBytes``, ``EventDescriptor/maxBytes``). Server and devices measure a
-/// row the same way, from the column values ``FieldCodec`` made of it:
+/// row the same way, from the column values `FieldCodec` made of it:
 ///
 /// ```swift
 /// let columns = try fields.map { try codec.columnValue(payload[$0.name] ?? .null, for: $0) }

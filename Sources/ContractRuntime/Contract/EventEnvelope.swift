@@ -32,7 +32,7 @@ public struct EventEnvelope<Payload: ContractEvent>: Codable, Sendable, Hashable
         self.hash = try Self.hash(of: payload)
     }
 
-    /// The payload as canonical JSON (see ``CanonicalJSON``).
+    /// The payload as canonical JSON (see `CanonicalJSON`).
     public static func canonicalPayload(_ payload: Payload) throws -> Data {
         try CanonicalJSON.encode(payload)
     }

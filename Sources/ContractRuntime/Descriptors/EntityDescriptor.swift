@@ -18,8 +18,8 @@ public struct EntityDescriptor: Hashable, Sendable {
     /// The largest row a device keeps, in bytes as stored (the sync block's `max_row_bytes`);
     /// `nil`: no limit. A cache limit the app may change, not the write limit (``maxBytes``).
     public var maxRowBytes: Int?
-    /// The largest row a writer may store, in bytes as stored (``RowSize/storedBytes(of:)``):
-    /// the contract's `max_bytes`, else ``RowSize/defaultMaximumBytes(fields:)``. Devices and
+    /// The largest row a writer may store, in bytes as stored (`RowSize/storedBytes(of:)`):
+    /// the contract's `max_bytes`, else `RowSize/defaultMaximumBytes(fields:)`. Devices and
     /// the server refuse a larger write.
     public var maxBytes: Int
     public var currentVersion: Int

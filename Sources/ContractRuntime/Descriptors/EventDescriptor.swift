@@ -10,8 +10,8 @@ public struct EventDescriptor: Hashable, Sendable {
     public var oldestSupported: Int
     /// The entity the server folds this event into, if any.
     public var appliesTo: String?
-    /// The largest row a writer may store, in bytes as stored (``RowSize/storedBytes(of:)``):
-    /// the contract's `max_bytes`, else ``RowSize/defaultMaximumBytes(fields:)``. Devices and
+    /// The largest row a writer may store, in bytes as stored (`RowSize/storedBytes(of:)`):
+    /// the contract's `max_bytes`, else `RowSize/defaultMaximumBytes(fields:)`. Devices and
     /// the server refuse a larger write.
     public var maxBytes: Int
     public var fields: [FieldDescriptor]

@@ -19,11 +19,11 @@ public struct FieldDescriptor: Hashable, Sendable {
     /// The most characters (`id`, `string`), bytes (`bytes`) or items (`list<T>`) a value may
     /// have on a write (`max_length`); `nil`: no such limit.
     public var maxLength: Int?
-    /// The most bytes a value may take as stored, checked on every write (``FieldCodec/Mode/write``):
+    /// The most bytes a value may take as stored, checked on every write (`FieldCodec/Mode/write`):
     /// the UTF-8 bytes of a string, the canonical JSON text of a `json` or `list<T>`, the raw
     /// bytes of `bytes`. The contract's `max_bytes`, else ``defaultMaximumBytes(for:maxLength:)``;
     /// `nil` for the types it does not apply to (``FieldKind/acceptsMaxBytes``; ids have their
-    /// own ``FieldCodec/maximumIDBytes``) and for local fields, which never leave the device.
+    /// own `FieldCodec/maximumIDBytes`) and for local fields, which never leave the device.
     public var maxBytes: Int?
     public var isPrimaryKey: Bool
     public var isVersionField: Bool
@@ -31,7 +31,7 @@ public struct FieldDescriptor: Hashable, Sendable {
     public var isLocal: Bool
     /// For a `ref` field, the kind of its target's primary key, which its column holds (the
     /// compiler resolves it; `nil` elsewhere, and in a descriptor built by hand, which a
-    /// ``FieldCodec`` then resolves from the entities it was made with).
+    /// `FieldCodec` then resolves from the entities it was made with).
     public var referencedKey: FieldKind?
 
     public init(

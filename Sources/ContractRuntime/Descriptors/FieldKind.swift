@@ -46,7 +46,7 @@ public indirect enum FieldKind: Hashable, Sendable {
 extension FieldKind {
     /// Whether a field of this type has a byte limit (`max_bytes`): text, JSON, bytes and
     /// lists, whose values have no size of their own. Ids are bounded by
-    /// ``FieldCodec/maximumIDBytes``; the other types have a fixed size.
+    /// `FieldCodec/maximumIDBytes`; the other types have a fixed size.
     public var acceptsMaxBytes: Bool {
         switch self {
         case .string, .json, .bytes, .list: return true

@@ -1,6 +1,6 @@
 package import Foundation
 
-/// Reads the JSON text of `json` and `list` columns (canonical JSON, see ``CanonicalJSON``)
+/// Reads the JSON text of `json` and `list` columns (canonical JSON, see `CanonicalJSON`)
 /// back into a ``JSONValue``: for every row a server pull sends and every typed read on a
 /// device, and whole pull pages as a device receives them (``PullResponse/init(json:)``). It
 /// reads what `JSONDecoder` reads, into the same values.

@@ -3,7 +3,7 @@ import ContractRuntimeGRDB
 import Foundation
 import GRDB
 
-/// The device's binding of the contract runtime's ``FieldCodec`` of the store's contracts to
+/// The device's binding of the contract runtime's `FieldCodec` of the store's contracts to
 /// GRDB: the same rules as the server's, so a value the device stores is one the server
 /// accepts. Encrypted fields are sealed on top of this by ``RowCodec``; this type never sees
 /// them sealed.

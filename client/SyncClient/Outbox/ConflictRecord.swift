@@ -53,8 +53,9 @@ public enum ConflictResolution: String, Hashable, Sendable {
     case takeTheirs = "take_theirs"
     /// A merged row was written and submitted.
     case merged
-    /// The device's change was given up without taking anything in its place: the answers of an
-    /// attempt at a deleted assessment (see ``OfflineStore/resolveAttemptConflict(_:with:)``).
+    /// The device's change was given up without taking anything in its place: an app settling a
+    /// conflict its own way (``StoreTransaction/settleConflict(_:as:)``), such as the answers of
+    /// an attempt at an assessment the server deleted.
     case discarded
 }
 

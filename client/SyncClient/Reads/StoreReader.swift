@@ -95,7 +95,7 @@ public struct StoreReader {
         try children(Child.self, ofKeys: [parent.contractPrimaryKey], parent: Parent.descriptor, orderBy: order)
     }
 
-    /// The rows of `Child` under any of `parents`, in one query (see ``children(_:of:orderBy:)-(_,Parent,_)``).
+    /// The rows of `Child` under any of `parents`, in one query.
     public func children<Parent: ContractEntity, Child: ContractEntity>(
         _ type: Child.Type, of parents: [Parent], orderBy order: [RowOrder] = []
     ) throws(OfflineStoreError) -> [Child] {

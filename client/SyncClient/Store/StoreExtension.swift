@@ -5,10 +5,10 @@ public import GRDB
 /// and their part in the storage guard: what a feature needs that no contract describes (a
 /// download manager's records, bookkeeping of the device's own).
 ///
-/// Given when the store is opened (``OfflineStore/init(_:contracts:extensions:)``). Its
+/// Given when the store is opened (`OfflineStore(_:contracts:extensions:)`). Its
 /// migrations run after the store's own and before the contracts', in order, once each; its
-/// tables are read and written inside ``OfflineStore/read(_:)`` (``StoreReader/database``) and
-/// ``OfflineStore/transaction(_:)`` (``StoreTransaction/database``), in the same snapshot and
+/// tables are read and written inside ``OfflineStore/read(_:)`` (``StoreReader/withDatabase(_:)``) and
+/// ``OfflineStore/transaction(_:)`` (``StoreTransaction/withDatabase(_:)``), in the same snapshot and
 /// transaction as the rows and writes of the contracts.
 ///
 /// ```swift
@@ -31,7 +31,7 @@ public protocol StoreExtension: Sendable {
     var migrations: [StoreMigration] { get }
 
     /// The tables the migrations create. The store refuses to open when one of them is a
-    /// contract's table or one of its own (``EngineNames``).
+    /// contract's table or one of its own (`EngineNames`).
     var tables: [String] { get }
 
     /// Frees `bytes` of the volume, or as much as it can, when the store's housekeeping finds

@@ -3,7 +3,7 @@ import Foundation
 import SyncProtocol
 import PostgresNIO
 
-/// How ``ColumnValue`` (SQLite's five storage classes, which the sync logic and ``FieldCodec`` speak)
+/// How ``ColumnValue`` (SQLite's five storage classes, which the sync logic and `FieldCodec` speak)
 /// maps onto PostgreSQL's column types, in both directions. The column's declared type decides:
 /// the generated PostgreSQL migrations use real types (`BOOLEAN`, `TIMESTAMPTZ`, `DATE`, `UUID`,
 /// `JSONB`, `BYTEA`), and the storage reads each table's column types from the catalog once, at

@@ -26,7 +26,7 @@ public enum RowCodec {
         codec.wireValue(value, kind: kind)
     }
 
-    /// ``wireValue(_:kind:)`` written into `json` without building it (``FieldCodec/writeWire(_:kind:into:)``).
+    /// ``wireValue(_:kind:)`` written into `json` without building it (`FieldCodec/writeWire(_:kind:into:)`).
     static func writeWire(_ value: ColumnValue, kind: FieldKind, into json: inout JSONWriter) {
         codec.writeWire(value, kind: kind, into: &json)
     }

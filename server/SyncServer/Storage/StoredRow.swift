@@ -111,7 +111,7 @@ public struct StoredRow: Hashable, Sendable {
 }
 
 extension StoredRow {
-    /// The row's size as a pull page budgets it (``RowSize``, as a contract's `max_bytes` counts
+    /// The row's size as a pull page budgets it (`RowSize`, as a contract's `max_bytes` counts
     /// it): close to what the row weighs in memory and on the wire, the same on both storages.
     package var storedBytes: Int {
         RowSize.storedBytes(of: values)

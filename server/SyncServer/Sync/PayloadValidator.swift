@@ -12,7 +12,7 @@ struct PayloadContract: Sendable {
     var primaryKey: String?
     /// The field the server stamps on every write (`updated_at`, `revision`); devices may leave it out.
     var versionField: String?
-    /// The most bytes a row of the contract may hold (its `max_bytes`, ``RowSize``).
+    /// The most bytes a row of the contract may hold (its `max_bytes`, `RowSize`).
     var maxBytes: Int
     /// Per version with a known-field list: each wire name of that version → the position in
     /// ``fields`` of the field it is now (`nil`: a field removed since, nothing to store).

@@ -140,7 +140,7 @@ struct PreparedMutation: Sendable {
     /// write, and the hash.
     ///
     /// The `hash` must be the lowercase hex SHA-256 of the payload's canonical JSON
-    /// (``CanonicalJSON``), as ``EventEnvelope/hash(of:)`` computes it on the device. The payload
+    /// (`CanonicalJSON`), as ``EventEnvelope/hash(of:)`` computes it on the device. The payload
     /// as sent is hashed; for a device on the current version, the hash of the payload as the
     /// generated type encodes it (defaults filled, nulls left out) is accepted too.
     private static func prepareEvent(
