@@ -3,6 +3,7 @@ import Contracts
 import Crypto
 import Foundation
 import LearningAPI
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing

@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import SampleServerApps
 import Testing
 
