@@ -196,7 +196,7 @@ final class Stage {
             // A push's entry lists its mutations (and the rows its reducers wrote, `fold`).
             for (entry, text) in zip(page, details) {
                 guard let text else { continue }
-                for change in try AuditedChange.changes(of: entry, readableDetail: text) where change.operation != "fold" {
+                for change in try AuditedChange.changes(of: entry, readableDetail: text) where change.operation != .fold {
                     guard change.detail["client_id"] == .string(clientID), case .string(let mutation)? = change.detail["client_mutation_id"] else { continue }
                     counts[mutation, default: 0] += 1
                 }
