@@ -103,14 +103,14 @@ package final class SyncServerProcess: @unchecked Sendable {
     }
 
     /// The port of `sync-server listening on http://127.0.0.1:PORT (data: …)`.
-    package static func listeningPort(in output: String) -> Int? {
+    private static func listeningPort(in output: String) -> Int? {
         guard let range = output.range(of: "listening on http://") else { return nil }
         let address = output[range.upperBound...].prefix { $0 != " " && $0 != "\n" }
         return address.split(separator: ":").last.flatMap { Int($0) }
     }
 
     /// Whether `/health` answers 200 now.
-    package func isHealthy() throws -> Bool {
+    private func isHealthy() throws -> Bool {
         let semaphore = DispatchSemaphore(value: 0)
         let healthy = HealthFlag()
         var request = URLRequest(url: try url.appendingPathComponent("health"), timeoutInterval: 2)

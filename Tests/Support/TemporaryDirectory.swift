@@ -15,9 +15,4 @@ package final class TemporaryDirectory: Sendable {
     deinit {
         try? FileManager.default.removeItem(at: url)
     }
-
-    /// A path inside the folder.
-    package func appendingPathComponent(_ component: String, isDirectory: Bool = false) -> URL {
-        url.appendingPathComponent(component, isDirectory: isDirectory)
-    }
 }
