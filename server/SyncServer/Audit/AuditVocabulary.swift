@@ -1,5 +1,20 @@
 public import SyncProtocol
 
+/// A word of the audit log's vocabulary (``AuditOperation``, ``AuditOutcome``): typed in code,
+/// stored, sealed and exported as its text.
+public protocol AuditVocabulary: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible where RawValue == String {
+    init(rawValue: String)
+}
+
+extension AuditVocabulary {
+    /// An app's own word (an operation or outcome the engine does not record itself).
+    public init(_ rawValue: String) {
+        self.init(rawValue: rawValue)
+    }
+
+    public var description: String { rawValue }
+}
+
 /// What an audit entry records was done, or what a push's entry lists was done to one row.
 ///
 /// A struct with the engine's operations as static members rather than a closed enum: an app
@@ -7,24 +22,17 @@ public import SyncProtocol
 /// entries (the learning app's asset `upload`, the inspection example's `review`), which an enum
 /// would make a change to the engine. The raw value is what the audit log stores and seals, so
 /// no member's text may ever change (existing logs would no longer verify).
-public struct AuditOperation: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+public struct AuditOperation: AuditVocabulary {
     public let rawValue: String
 
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
 
-    /// An app's own operation.
-    public init(_ rawValue: String) {
-        self.rawValue = rawValue
-    }
-
     /// A pushed mutation, by its operation.
     public init(_ mutation: MutationOperation) {
-        self.rawValue = mutation.rawValue
+        self.init(rawValue: mutation.rawValue)
     }
-
-    public var description: String { rawValue }
 
     /// A push: one entry per push, its detail listing the changes it did.
     public static let push = AuditOperation("push")
@@ -48,29 +56,22 @@ public struct AuditOperation: RawRepresentable, Hashable, Sendable, Codable, Cus
 /// How what an entry records went. A struct like ``AuditOperation``, not a closed enum: a push's
 /// entry records the outcomes of all its changes together (`applied,rejected`), and an app
 /// writing entries of its own may name its own. Stored and sealed as its raw value.
-public struct AuditOutcome: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+public struct AuditOutcome: AuditVocabulary {
     public let rawValue: String
 
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
 
-    /// An app's own outcome.
-    public init(_ rawValue: String) {
-        self.rawValue = rawValue
-    }
-
     /// A pushed mutation's, by the status it was answered with.
     public init(_ status: MutationStatus) {
-        self.rawValue = status.rawValue
+        self.init(rawValue: status.rawValue)
     }
 
     /// A push's entry: the outcomes of its changes, each once, sorted, comma separated.
     public init(combining outcomes: some Sequence<AuditOutcome>) {
-        self.rawValue = Set(outcomes.map(\.rawValue)).sorted().joined(separator: ",")
+        self.init(rawValue: Set(outcomes.map(\.rawValue)).sorted().joined(separator: ","))
     }
-
-    public var description: String { rawValue }
 
     /// The answers to a pushed mutation, as ``MutationStatus`` names them; also a reducer's row.
     public static let applied = AuditOutcome(.applied)
