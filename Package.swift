@@ -254,12 +254,26 @@ let package = Package(
         ),
 
         // MARK: Tests
+        // What several test targets share: running the built executables (a real sync-server on
+        // a loopback port among them), a server in the test's own process, temporary folders, the
+        // storages the suites run on. Not on the sample apps' contracts, so an example's tests
+        // (examples/inspections) use it as well.
+        .target(
+            name: "OutpostTestSupport",
+            dependencies: [
+                "SyncServer", "SyncProtocol", "ContractRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            path: "Tests/Support",
+            swiftSettings: strictSwift
+        ),
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
+                "OutpostTestSupport",
                 "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             path: "Tests/SyncClientTests",
             swiftSettings: strictSwift
@@ -267,6 +281,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
+                "OutpostTestSupport",
                 "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -275,7 +290,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ContractCompilerTests",
-            dependencies: ["ContractCompiler", "ContractRuntime"],
+            dependencies: ["OutpostTestSupport", "ContractCompiler", "ContractRuntime"],
             path: "Tests/ContractCompilerTests",
             exclude: ["Fixtures"],
             swiftSettings: strictSwift
@@ -289,6 +304,7 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
+                "OutpostTestSupport",
                 "SyncServer", "SampleServerApps", "LearningServer", "FieldOpsServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -326,9 +342,9 @@ let package = Package(
         .testTarget(
             name: "InspectionTests",
             dependencies: [
+                "OutpostTestSupport",
                 "InspectionServer", "InspectionContracts", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             path: "examples/inspections/Tests",
             swiftSettings: strictSwift

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// `contractc check`, `lock` and `explain`, run as the real binary from a folder whose contracts
@@ -171,16 +172,11 @@ struct CheckCommandTests {
     // MARK: --against
 
     private static func git(_ arguments: [String], in directory: URL) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["git", "-c", "user.name=Outpost Tests", "-c", "user.email=tests@outpost.invalid", "-c", "commit.gpgsign=false"]
-            + arguments
-        process.currentDirectoryURL = directory
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0, "git \(arguments.joined(separator: " ")) failed")
+        let result = try ChildProcess.run(
+            tool: "git", ["-c", "user.name=Outpost Tests", "-c", "user.email=tests@outpost.invalid", "-c", "commit.gpgsign=false"] + arguments,
+            in: directory
+        )
+        try #require(result.status == 0, "git \(arguments.joined(separator: " ")) failed: \(result)")
     }
 
     @Test("check --against a git revision reports the same breaking changes, located in the working tree")

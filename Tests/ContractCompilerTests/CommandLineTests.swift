@@ -1,42 +1,13 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// Runs the real `contractc` binary, as CI and schema authors do.
 @Suite("contractc command line")
 struct CommandLineTests {
-    struct Run {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
-
-    /// `contractc` is built next to the test bundle by `swift build --build-tests`.
-    static func binary() throws -> URL {
-        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = folder.appendingPathComponent("contractc")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-            folder = folder.deletingLastPathComponent()
-        }
-        throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "contractc next to \(CommandLine.arguments[0]); run `swift build --build-tests`"])
-    }
-
-    static func run(_ arguments: [String], in directory: URL) throws -> Run {
-        let process = Process()
-        process.executableURL = try binary()
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self)
-        )
+    /// Runs `contractc ARGUMENTS` in `directory` to the end (the limit only stops a hang).
+    static func run(_ arguments: [String], in directory: URL) throws -> CommandResult {
+        try ChildProcess.run(BuiltProducts.executable("contractc"), arguments, in: directory, timeout: 300)
     }
 
     @Test("generate on broken contracts prints one located diagnostic per problem and exits 1", arguments: Fixtures.cases("invalid"))

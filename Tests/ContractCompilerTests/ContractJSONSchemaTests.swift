@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
@@ -103,22 +104,12 @@ struct ContractJSONSchemaTests {
                 verdicts[name] = [e.message for e in validator.iter_errors(json.load(open(path)))]
             json.dump(verdicts, sys.stdout)
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, repository.appendingPathComponent("contracts/\(ContractJSONSchema.fileName)").path, manifestURL.path]
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ValidatorFailure(
-                "python3 jsonschema failed (install it with `python3 -m pip install jsonschema`): \(String(decoding: stderr, as: UTF8.self))"
-            )
+        let schema = repository.appendingPathComponent("contracts/\(ContractJSONSchema.fileName)")
+        let run = try ChildProcess.run(tool: "python3", ["-c", script, schema.path, manifestURL.path], timeout: 300)
+        guard run.status == 0 else {
+            throw ValidatorFailure("python3 jsonschema failed (install it with `python3 -m pip install jsonschema`): \(run.stderr)")
         }
-        return try JSONDecoder().decode([String: [String]].self, from: stdout)
+        return try JSONDecoder().decode([String: [String]].self, from: Data(run.stdout.utf8))
     }
 
     static func yamlFiles(in folder: URL) -> [URL] {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// Every misuse of `sync-device` ends with a message saying what to do and its documented exit

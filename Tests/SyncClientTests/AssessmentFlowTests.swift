@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import LearningClient
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import SyncServer

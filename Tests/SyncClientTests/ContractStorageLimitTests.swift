@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 @testable import SyncClient
 import LearningClient
 import SyncProtocol

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import GRDB
 import LearningClient
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing

@@ -3,6 +3,7 @@ import Contracts
 import Crypto
 import Foundation
 import GRDB
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 @testable import LearningServer
 import SampleServerApps
 import SyncProtocol

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 
@@ -264,7 +265,7 @@ struct ConflictPolicyTests {
         #expect(try await h.row(Incident.descriptor, "inc-1")?.text("state") == "closed")
 
         let outcomes = try await h.auditedChanges().map(\.outcome)
-        #expect(outcomes == ["applied", "applied", "merged", "conflicted", "applied"])
+        #expect(outcomes == [.applied, .applied, .merged, .conflicted, .applied])
         let mergeEntry = try await h.auditedChanges()[2]
         #expect(mergeEntry.detail.contains("\"kept_fields\":[\"state\"]"))
         #expect(mergeEntry.detail.contains("\"applied_fields\":[\"description\"]"))

@@ -3,6 +3,7 @@ import Contracts
 import Crypto
 import Foundation
 import LearningAPI
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing
@@ -228,7 +229,7 @@ struct ContentServiceTests {
         #expect(await pullErrorStatus { try await harness.content.delete(entity: "Unit", id: "absent", identity: PullHarness.admin) } == 404)
 
         let entries = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 100) }
-        #expect(entries.map(\.outcome) == ["published", "published", "deleted"])
+        #expect(entries.map(\.outcome) == [.published, .published, .deleted])
         #expect(entries.allSatisfy { $0.entity == "Unit" && $0.rowID == "u-1" && $0.userID == "editor" })
         #expect(try await AuditChain.verify(harness.storage) == .intact(entries: 3, keyedFrom: 1))
 
@@ -281,6 +282,6 @@ struct ContentServiceTests {
         try await harness.publish("Lesson", PullHarness.lesson("l-2", unit: "u-1", index: 1))
 
         let rows = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 100) }
-        #expect(rows.map(\.outcome) == ["published", "published", "deleted", "published"])
+        #expect(rows.map(\.outcome) == [.published, .published, .deleted, .published])
     }
 }

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import HummingbirdTesting
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing
@@ -200,16 +201,16 @@ extension HousekeepingTests {
                 identity: alice
             )
         }
-        let run = try CLITests.run(["housekeeping", "--data", folder.path])
+        let run = try SyncServerCommand.run(["housekeeping", "--data", folder.path])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout == "push results pruned: 0\ntombstones compacted: 1\nscopes compacted: 1\nurgent marks forgotten: 0\n")
-        let again = try CLITests.run(["housekeeping", "--data", folder.path, "--tombstone-horizon", "off", "--push-result-retention", "12h"])
+        let again = try SyncServerCommand.run(["housekeeping", "--data", folder.path, "--tombstone-horizon", "off", "--push-result-retention", "12h"])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stdout.contains("tombstones compacted: 0"))
-        let bad = try CLITests.run(["housekeeping", "--data", folder.path, "--tombstone-horizon", "soon"])
+        let bad = try SyncServerCommand.run(["housekeeping", "--data", folder.path, "--tombstone-horizon", "soon"])
         #expect(bad.status == 64)
         #expect(bad.stderr.contains("--tombstone-horizon"))
-        let badInterval = try CLITests.run(["serve", "--data", folder.path, "--housekeeping-interval", "often"])
+        let badInterval = try SyncServerCommand.run(["serve", "--data", folder.path, "--housekeeping-interval", "often"])
         #expect(badInterval.status == 64)
     }
 }

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import LearningClient
+import OutpostTestSupport
 import PostgresNIO
 import SyncClient
 import SyncProtocol
@@ -90,27 +91,18 @@ struct MultiProcessTests {
         )
         // Ben's tablet talks to the second process only; its timer would sync after an hour.
         let engine = SyncEngine(
-            store: store, transport: URLSessionTransport(baseURL: cluster.servers[1].baseURL, timeout: 10) { benToken },
+            store: store, transport: URLSessionTransport(baseURL: try cluster.servers[1].url, timeout: 10) { benToken },
             configuration: SyncEngineConfiguration(scopes: ["team"], periodicInterval: 3600)
         )
         await engine.start(connectivity: ManualConnectivityMonitor(online: true))
-        try await Self.waitUntil("ben's live channel is open") { await engine.currentStatus.live == .connected }
+        await eventually("ben's live channel is open", within: 30) { await engine.currentStatus.live == .connected }
 
         let request = PushRequest(clientId: "ana-client", schema: [:], mutations: [Self.create(1, "Task", "task-live", Self.taskPayload("task-live"))])
         #expect(try await cluster.servers[0].push(request, token: anaToken).status == 200)
-        try await Self.waitUntil("ben's tablet has the task Ana pushed through the first process") {
+        await eventually("ben's tablet has the task Ana pushed through the first process", within: 30) {
             (try? store.fetch(FieldTask.self, id: "task-live")) != nil
         }
         await engine.stop()
-    }
-
-    static func waitUntil(_ what: String, within seconds: Double = 30, _ condition: @Sendable () async throws -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("timed out waiting until \(what)")
     }
 
     @Test("many devices pushing to three processes at once: nothing lost, nothing applied twice, no pull skips a row")

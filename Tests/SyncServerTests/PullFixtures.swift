@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing
@@ -34,7 +35,7 @@ struct PushServiceTests {
         #expect(sequence == 2)
         let audit = try await h.auditedChanges()
         #expect(audit.count == 3)
-        #expect(audit.map(\.outcome) == ["applied", "applied", "applied"])
+        #expect(audit.map(\.outcome) == [.applied, .applied, .applied])
     }
 
     @Test("a resend overlapping done and new seqs replays the done ones and applies the rest", arguments: StorageKind.allCases)
@@ -116,7 +117,7 @@ struct PushServiceTests {
         let again = try await h.push(mutations)
         #expect(again == response)
         #expect(try await h.row(Statement.descriptor, "st-2") == nil)
-        #expect(try await h.auditedChanges().map(\.outcome) == ["applied", "rejected", "applied"])
+        #expect(try await h.auditedChanges().map(\.outcome) == [.applied, .rejected, .applied])
     }
 
     @Test("426 for a schema below the oldest supported, 422 for an unknown contract name", arguments: StorageKind.allCases)
@@ -155,10 +156,10 @@ struct PushServiceTests {
             h.mutation(5, "Statement", .create, "st-1", h.statementPayload("st-1")),
         ])
         let audit = try await h.auditedChanges()
-        #expect(audit.map(\.outcome) == ["applied", "conflicted", "rejected", "applied", "duplicate"])
+        #expect(audit.map(\.outcome) == [.applied, .conflicted, .rejected, .applied, .duplicate])
         let entries = try await h.audit()
-        #expect(entries.map(\.operation) == ["push"] && entries.map(\.rowID) == ["alice-phone:1-5"])
-        #expect(entries.map(\.entity) == ["Statement,Task,Unit"] && entries.map(\.outcome) == ["applied,conflicted,duplicate,rejected"])
+        #expect(entries.map(\.operation) == [.push] && entries.map(\.rowID) == ["alice-phone:1-5"])
+        #expect(entries.map(\.entity) == ["Statement,Task,Unit"] && entries.map(\.outcome.rawValue) == ["applied,conflicted,duplicate,rejected"])
         #expect(try await AuditChain.verify(h.storage) == .intact(entries: 1, keyedFrom: 1))
 
         // Every detail is canonical JSON naming the mutation, not copying its payload.

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 
@@ -128,7 +129,7 @@ struct ReducerTests {
 
         // Reducer writes are audited after the mutation that caused them, and the chain holds.
         let audit = try await h.auditedChanges()
-        #expect(audit.contains { $0.entity == "Attempt" && $0.operation == "fold" })
+        #expect(audit.contains { $0.entity == "Attempt" && $0.operation == .fold })
         #expect(audit.last?.entity == "CompletionRecord")
         if case .intact = try await AuditChain.verify(h.storage) {} else { Issue.record("the audit chain is broken") }
     }

@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import LearningAPI
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 

@@ -180,7 +180,7 @@ struct RouteErrorTests {
             #expect(try publish.errorBody().code == .unknownEntity)
         }
         // The push's two mutations are done (one applied, one rejected); the refused publish wrote nothing.
-        let outcomes = try await harness.storage.read { try await $0.auditEntries(after: 0, limit: 10) }.map(\.outcome)
+        let outcomes = try await harness.storage.read { try await $0.auditEntries(after: 0, limit: 10) }.map(\.outcome.rawValue)
         #expect(outcomes == ["applied,rejected"], "one entry for the push, naming both outcomes")
     }
 

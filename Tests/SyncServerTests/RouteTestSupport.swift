@@ -5,6 +5,7 @@ import GRDB
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing
@@ -16,7 +17,7 @@ import Testing
 final class RouteHarness: Sendable {
     static let secret = Data(repeating: 7, count: 32)
 
-    let folder: URL
+    private let directory: TemporaryDirectory
     let storage: SQLiteStorage
     let assets: AssetStore
     let signer: TokenSigner
@@ -36,18 +37,16 @@ final class RouteHarness: Sendable {
     /// `Authorization` for `/metrics`.
     var metricsHeaders: HTTPFields { [.authorization: "Bearer \(Self.metricsToken)"] }
 
+    var folder: URL { directory.url }
+
     init(configuration: ServerConfiguration = RouteHarness.defaultConfiguration, rateLimiter: RateLimiter? = nil) throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-routes-\(UUID().uuidString)")
-        storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
-        assets = AssetStore(directory: DataDirectory(folder).assets)
+        directory = try TemporaryDirectory(prefix: "sync-routes")
+        storage = try SQLiteStorage(directory: directory.url, contracts: ContractRegistry.self)
+        assets = AssetStore(directory: DataDirectory(directory.url).assets)
         signer = try TokenSigner(secret: Self.secret)
         metrics = ServerMetrics()
         self.configuration = configuration
         self.rateLimiter = rateLimiter
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(at: folder)
     }
 
     /// Runs `body` against the router; the server logs to `logger` (Hummingbird's default if nil).
@@ -73,12 +72,7 @@ final class RouteHarness: Sendable {
                 }
             }
         }
-        return signer.sign(
-            DeviceIdentity(
-                tenant: tenant, userID: user, deviceID: device, teams: teams, isAdmin: admin,
-                expiresAt: Int64(Date().timeIntervalSince1970) + expiresIn
-            )
-        )
+        return signer.token(tenant: tenant, user: user, device: device, teams: teams, isAdmin: admin, lifetime: expiresIn)
     }
 
     /// `Authorization: Bearer <token>` plus `extra`.

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing
@@ -28,26 +29,26 @@ struct UserDataCLITests {
         )
 
         let out = folder.appendingPathComponent("u-9.jsonl")
-        let export = try CLITests.run(["export", "--data", folder.path, "--tenant", "acme", "--user", "u-9", "--out", out.path])
+        let export = try SyncServerCommand.run(["export", "--data", folder.path, "--tenant", "acme", "--user", "u-9", "--out", out.path])
         #expect(export.status == 0, "\(export.stderr)")
         let lines = try String(contentsOf: out, encoding: .utf8).split(separator: "\n")
         #expect(lines.contains { $0.contains(#""type":"row""#) && $0.contains(#""st-9""#) })
         #expect(lines.contains { $0.contains(#""type":"device""#) && $0.contains(#""tablet-9""#) })
 
-        let erase = try CLITests.run(["erase", "--data", folder.path, "--tenant", "acme", "--user", "u-9"])
+        let erase = try SyncServerCommand.run(["erase", "--data", folder.path, "--tenant", "acme", "--user", "u-9"])
         #expect(erase.status == 0, "\(erase.stderr)")
         let report = try JSONDecoder().decode(UserErasure.Report.self, from: Data(erase.stdout.utf8))
         #expect(report.userID == "u-9" && report.pushResultsDeleted == 1 && report.rowsErased >= 1)
 
-        let after = try CLITests.run(["export", "--data", folder.path, "--tenant", "acme", "--user", "u-9"])
+        let after = try SyncServerCommand.run(["export", "--data", folder.path, "--tenant", "acme", "--user", "u-9"])
         #expect(after.status == 0)
         #expect(!after.stdout.contains(#""type":"row""#))
         #expect(after.stdout.contains(#""erased_at""#))
 
-        let verify = try CLITests.run(["audit", "verify", "--data", folder.path])
+        let verify = try SyncServerCommand.run(["audit", "verify", "--data", folder.path])
         #expect(verify.status == 0, "\(verify.stdout)")
 
-        let misuse = try CLITests.run(["erase", "--data", folder.path, "--tenant", "acme", "--user", ""])
+        let misuse = try SyncServerCommand.run(["erase", "--data", folder.path, "--tenant", "acme", "--user", ""])
         #expect(misuse.status == 64)
     }
 
@@ -58,7 +59,7 @@ struct UserDataCLITests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let archive = folder.appendingPathComponent("archive.jsonl")
         try Data("{}\n".utf8).write(to: archive)
-        let run = try CLITests.run(["audit", "verify", "--data", folder.path, "--archive", archive.path])
+        let run = try SyncServerCommand.run(["audit", "verify", "--data", folder.path, "--archive", archive.path])
         #expect(run.status == 2)
         #expect(run.stderr.contains("no audit key"))
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(AuditKey.fileName).path))

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 
@@ -170,7 +171,7 @@ struct UserDataTests {
         #expect(state.erasedAt == report.erasedAt)
         #expect(state.teams.isEmpty)
         let last = try #require(try await h.audit().last)
-        #expect(last.operation == "erase" && last.outcome == "erased" && last.rowID == "alice" && last.userID == "operator")
+        #expect(last.operation == .erase && last.outcome == .erased && last.rowID == "alice" && last.userID == "operator")
         #expect(!last.detail.contains("experienced"))
         guard case .intact = try await AuditChain.verify(h.storage) else {
             Issue.record("the audit chain no longer verifies after an erasure")

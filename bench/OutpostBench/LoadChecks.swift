@@ -127,7 +127,7 @@ enum ExactlyOnce {
 
         // The audit log, whole, details in clear: each pushed id applied once and audited once
         // (a push's entry lists each of its mutations).
-        var audited: [String: [String]] = [:]
+        var audited: [String: [AuditOutcome]] = [:]
         var afterID: Int64 = 0
         while true {
             let from = afterID
@@ -139,7 +139,7 @@ enum ExactlyOnce {
             for (entry, detail) in zip(entries, details) {
                 guard let detail else { problems.append("audit entry \(entry.id): its detail was erased"); continue }
                 for change in try AuditedChange.changes(of: entry, readableDetail: detail)
-                where change.operation != "fold" && change.entity == "Task" && change.rowID.hasPrefix(prefix) {
+                where change.operation != .fold && change.entity == "Task" && change.rowID.hasPrefix(prefix) {
                     audited[change.rowID, default: []].append(change.outcome)
                 }
             }
@@ -150,7 +150,7 @@ enum ExactlyOnce {
         var appliedOnce = 0
         var notOnce: [String] = []
         for id in all {
-            if audited[id] == ["applied"] { appliedOnce += 1 } else { notOnce.append(id) }
+            if audited[id] == [.applied] { appliedOnce += 1 } else { notOnce.append(id) }
         }
         if !notOnce.isEmpty {
             problems.append(

@@ -458,8 +458,8 @@ enum PushIngestionBenchmark {
     }
 
     /// Every mutation the audit log lists (its entries' details in clear), as (client mutation id, outcome).
-    static func auditedMutations(_ storage: SQLiteStorage) async throws -> [(clientMutationID: String, outcome: String)] {
-        var listed: [(clientMutationID: String, outcome: String)] = []
+    static func auditedMutations(_ storage: SQLiteStorage) async throws -> [(clientMutationID: String, outcome: AuditOutcome)] {
+        var listed: [(clientMutationID: String, outcome: AuditOutcome)] = []
         var after: Int64 = 0
         while true {
             let from = after
@@ -470,7 +470,7 @@ enum PushIngestionBenchmark {
             guard let last = page.last else { return listed }
             for (entry, detail) in zip(page, details) {
                 guard let detail else { throw BenchmarkError("audit entry \(entry.id): its detail was erased") }
-                for change in try AuditedChange.changes(of: entry, readableDetail: detail) where change.operation != "fold" {
+                for change in try AuditedChange.changes(of: entry, readableDetail: detail) where change.operation != .fold {
                     guard case .string(let id)? = change.detail["client_mutation_id"] else { throw BenchmarkError("audit entry \(entry.id) lists a change without its mutation id") }
                     listed.append((id, change.outcome))
                 }
@@ -581,7 +581,8 @@ enum PushIngestionBenchmark {
             let listed = try runBlocking { try await auditedMutations(storage) }
             let pushedIDs = devices.flatMap { $0.requests.flatMap { $0.mutations.map(\.clientMutationId) } }
             let everyOnce = listed.count == mutationCount && Set(listed.map(\.clientMutationID)) == Set(pushedIDs)
-            let expected = entries == pushCount && after.auditByOutcome == ["applied": pushCount] && everyOnce && listed.allSatisfy { $0.outcome == "applied" }
+            let expected = entries == pushCount && after.auditByOutcome == [AuditOutcome.applied.rawValue: pushCount] && everyOnce
+                && listed.allSatisfy { $0.outcome == .applied }
             invariants.checks.append(.init(
                 name: "audit", passed: expected,
                 detail: expected

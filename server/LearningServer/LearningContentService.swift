@@ -255,7 +255,7 @@ public struct LearningContentService: Sendable {
             throw ServiceError(status: 500, .internalError, "the server could not store the file")
         }
         do {
-            return try await content.update(entity: Self.assetContract.name, id: id, identity: identity, operation: "upload") { wire throws(ServiceError) in
+            return try await content.update(entity: Self.assetContract.name, id: id, identity: identity, operation: .upload) { wire throws(ServiceError) in
                 wire["size_bytes"] = .int(file.size)
                 wire["checksum"] = .string(file.checksum)
                 wire["storage_key"] = .string(file.checksum)
@@ -265,4 +265,10 @@ public struct LearningContentService: Sendable {
             throw .notFound("no asset '\(id)': publish its Asset row (lesson_id, asset_kind) first")
         }
     }
+}
+
+extension AuditOperation {
+    /// The learning app's own operation: an asset's file stored (its row's size, checksum and
+    /// storage key updated to match).
+    static let upload = AuditOperation("upload")
 }

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 
 /// One `sync-device`: a home folder, and the binary run against it as a user would.
 struct Device {
@@ -9,7 +10,7 @@ struct Device {
     init(_ name: String, in folder: URL) throws {
         self.name = name
         home = folder.appendingPathComponent(name, isDirectory: true)
-        binary = try Binaries.url(of: "sync-device")
+        binary = try BuiltProducts.executable("sync-device")
     }
 
     /// Runs `sync-device ARGUMENTS --home HOME` to the end; `now` shifts the device's clock

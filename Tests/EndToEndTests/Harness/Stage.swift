@@ -1,8 +1,9 @@
 import ContractRuntime
 import Contracts
 import Foundation
-import SyncProtocol
+import OutpostTestSupport
 import SyncClient
+import SyncProtocol
 import SyncServer
 import Testing
 
@@ -10,7 +11,7 @@ import Testing
 /// home folders of the devices that talk to it. Everything is killed and removed when the stage
 /// is released, whatever the test did.
 ///
-/// The harness the crash suite builds on: ``ServerProcess`` can be stopped, crashed and
+/// The harness the crash suite builds on: ``SyncServerProcess`` can be stopped, crashed and
 /// restarted on its port; ``Device/start(_:now:)`` runs a command that can be killed at any
 /// moment; ``expectEveryWriteOnceOnServer(_:)`` checks the exactly-once ledger afterwards.
 final class Stage {
@@ -18,20 +19,21 @@ final class Stage {
     static let team = "team-1"
     static let teamScope = "ops:team:team-1"
 
-    let folder: URL
-    let server: ServerProcess
+    private let directory: TemporaryDirectory
+    let server: SyncServerProcess
+
+    var folder: URL { directory.url }
 
     init() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("outpost-e2e-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        server = try ServerProcess(data: folder.appendingPathComponent("server", isDirectory: true))
+        directory = try TemporaryDirectory(prefix: "outpost-e2e")
+        server = SyncServerProcess(data: directory.url.appendingPathComponent("server", isDirectory: true))
         try server.seed(team: Self.team)
         try server.start()
     }
 
     deinit {
+        // Before the folder goes (the properties are released after this).
         try? server.crash()
-        try? FileManager.default.removeItem(at: folder)
     }
 
     /// A new device logged in as `user` (with a token for `teams`), and synced once.
@@ -46,7 +48,7 @@ final class Stage {
     /// An admin token (publishes content, uploads asset files).
     func adminToken() throws -> String {
         let result = try server.command(["token", "--data", server.data.path, "--tenant", Self.tenant, "--user", "admin", "--device", "e2e", "--admin"])
-        guard result.status == 0 else { throw ServerProcess.Failure(description: "no admin token: \(result)") }
+        guard result.status == 0 else { throw SyncServerProcess.Failure("no admin token: \(result)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -194,7 +196,7 @@ final class Stage {
             // A push's entry lists its mutations (and the rows its reducers wrote, `fold`).
             for (entry, text) in zip(page, details) {
                 guard let text else { continue }
-                for change in try AuditedChange.changes(of: entry, readableDetail: text) where change.operation != "fold" {
+                for change in try AuditedChange.changes(of: entry, readableDetail: text) where change.operation != .fold {
                     guard change.detail["client_id"] == .string(clientID), case .string(let mutation)? = change.detail["client_mutation_id"] else { continue }
                     counts[mutation, default: 0] += 1
                 }

@@ -595,7 +595,7 @@ final class Simulation {
         var outcomes: [String: [String]] = [:]
         // A push's entry lists its mutations (and the rows its reducers wrote, `fold`).
         for entry in entries where !entry.detail.isEmpty {
-            for change in try AuditedChange.changes(of: entry, readableDetail: entry.detail) where change.operation != "fold" {
+            for change in try AuditedChange.changes(of: entry, readableDetail: entry.detail) where change.operation != .fold {
                 guard case .string(let id)? = change.detail["client_mutation_id"], case .string(let status)? = change.detail["status"] else { continue }
                 outcomes[id, default: []].append(status)
                 // A push stream of an erased user never writes again: its device must wipe first.
@@ -740,12 +740,12 @@ final class Simulation {
                 versions[entry.rowID] = nil
                 continue
             }
-            if entry.operation == "fold" {
+            if entry.operation == .fold {
                 versions[entry.rowID] = nil  // a reducer moved it; the next change is checked from its answer on
                 continue
             }
             guard case .string("applied")? = detail["status"] else { continue }
-            if entry.operation != "create", case .int(let base)? = detail["base_version"], let known = versions[entry.rowID], base != known {
+            if entry.operation != .create, case .int(let base)? = detail["base_version"], let known = versions[entry.rowID], base != known {
                 throw SimFailure(
                     invariant: "no-lost-update",
                     message: "task \(entry.rowID): \(entry.operation) based on version \(base) was applied over version \(known) without a conflict"

@@ -1,8 +1,6 @@
 import ContractRuntime
 import Contracts
 import Foundation
-import Hummingbird
-import HummingbirdTesting
 import SyncClient
 import SyncProtocol
 import SyncServer

@@ -1,9 +1,8 @@
 import ContractRuntime
 import Contracts
 import Foundation
-import Hummingbird
-import HummingbirdTesting
 import LearningClient
+import OutpostTestSupport
 import SampleServerApps
 import SyncClient
 import SyncProtocol
@@ -25,11 +24,7 @@ struct LiveServer: Sendable {
     /// A device token for `device` of user `user` in tenant `acme`, member of `team-1`, issued
     /// now by the server's clock.
     func token(_ device: String, user: String = "u-1") -> String {
-        let now = clock.now().millisecondsSince1970 / 1000
-        return signer.sign(
-            DeviceIdentity(tenant: "acme", userID: user, deviceID: device, teams: ["team-1"], isAdmin: false, expiresAt: now + 3600),
-            issuedAt: now
-        )
+        signer.token(tenant: "acme", user: user, device: device, teams: ["team-1"], now: clock.now().millisecondsSince1970 / 1000)
     }
 
     /// A transport for `device` talking to this server; each request gets a token of the
@@ -53,12 +48,11 @@ struct LiveServer: Sendable {
         let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         let signer = try TokenSigner(secret: secret)
         let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, clock: clock, apps: SampleServerApps.all)
-        let app = buildApplication(configuration: configuration, environment: environment)
-        try await app.test(.live) { client in
+        try await LoopbackServer.run(configuration: configuration, environment: environment) { server in
             try await body(
                 LiveServer(
-                    url: URL(string: "http://127.0.0.1:\(client.port!)")!, signer: signer, storage: storage,
-                    content: SampleContentService(storage: storage, assets: assets, clock: clock), clock: clock
+                    url: server.url, signer: signer, storage: storage, content: SampleContentService(storage: storage, assets: assets, clock: clock),
+                    clock: clock
                 )
             )
         }
@@ -81,19 +75,4 @@ func makeDeviceStore(_ directory: TemporaryDirectory, device: String, clock: any
             keyProvider: FileKeyProvider(directory: directory.keysURL), clock: clock
         ), contracts: ContractRegistry.self, extensions: [LearningStore()]
     )
-}
-
-/// Waits (polling, up to `seconds`: generous, for a loaded machine; it returns as soon as the
-/// condition holds) until `condition` holds; records an issue when it never does.
-func eventually(
-    _ what: String, within seconds: Double = 60, sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: @Sendable () async throws -> Bool
-) async rethrows {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try await condition() { return }
-        try? await Task.sleep(nanoseconds: 5_000_000)
-    }
-    if try await condition() { return }
-    Issue.record("timed out waiting until \(what)", sourceLocation: sourceLocation)
 }

@@ -3,23 +3,13 @@ import Contracts
 import Foundation
 import GRDB
 import LearningClient
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing
 
-/// A temporary folder, removed when the value is released.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("SyncClientTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(at: url)
-    }
-
+/// Where a test device keeps its store in a temporary folder.
+extension TemporaryDirectory {
     var databaseURL: URL { url.appendingPathComponent("store.sqlite") }
     var keysURL: URL { url.appendingPathComponent("keys", isDirectory: true) }
 }

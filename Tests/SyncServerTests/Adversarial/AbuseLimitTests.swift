@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing
@@ -23,7 +24,7 @@ struct AbuseLimitTests {
         // The default burst (100), refilled slowly enough that a loaded machine's pace cannot refill it.
         let h = try await HostileHarness.make(kind) { $0.peerLimit = ServerConfiguration.RateLimit(requestsPerSecond: 0.01, burst: 100) }
         let forged = try TokenSigner(secret: Data(repeating: 1, count: 32), keyID: try TokenSigner(secret: HostileHarness.secret).keyID)
-            .sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "m", expiresAt: Int64(Date().timeIntervalSince1970) + 3600))
+            .token(tenant: "acme", user: "mallory", device: "m")
         try await h.live { client in
             var statuses: [HTTPResponse.Status] = []
             for _ in 0..<140 { statuses.append(try await Self.pull(client, forged).status) }

@@ -1,6 +1,7 @@
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import SampleServerApps
 import Testing
 
@@ -20,7 +21,7 @@ struct AuditArchiveTests {
             for (index, time) in times.enumerated() {
                 try await transaction.appendAudit(AuditEntry(
                     tenant: "acme", recordedAt: time, userID: "u-1", deviceID: "d", entity: "FieldTask", rowID: "t-\(index)",
-                    operation: "update", outcome: "applied", detail: #"{"name":"Ada"}"#
+                    operation: .update, outcome: .applied, detail: #"{"name":"Ada"}"#
                 ))
             }
         }

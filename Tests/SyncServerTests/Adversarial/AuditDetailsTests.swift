@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import Testing
 
 @testable import SyncServer
@@ -19,7 +20,7 @@ struct AuditDetailsTests {
             for (index, entry) in entries.enumerated() {
                 try await transaction.appendAudit(AuditEntry(
                     tenant: tenant, recordedAt: Int64(Date().timeIntervalSince1970 * 1000), userID: entry.user, deviceID: "d-\(index)",
-                    entity: "FieldTask", rowID: "t-\(index)", operation: "update", outcome: "applied", detail: entry.detail
+                    entity: "FieldTask", rowID: "t-\(index)", operation: .update, outcome: .applied, detail: entry.detail
                 ))
             }
         }
@@ -115,7 +116,7 @@ struct AuditDetailsTests {
             for id in Int64(1)...3 {
                 var entry = AuditEntry(
                     id: id, tenant: "acme", recordedAt: id, userID: "u-1", deviceID: "d", entity: "FieldTask", rowID: "t\(id)",
-                    operation: "update", outcome: "applied", detail: #"{"name":"Ada"}"#
+                    operation: .update, outcome: .applied, detail: #"{"name":"Ada"}"#
                 )
                 entry.previousHash = previous
                 entry.hash = AuditChain.seal(of: entry, previousHash: previous, key: key)

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import PostgresNIO
 import SampleServerApps
 import Testing
@@ -59,12 +60,12 @@ struct AuditTamperTests {
         // Rewrite entry 3 and re-link everything after it with plain SHA-256, head included.
         var previous = try await setup.entries(from: 2).first!.hash
         for var entry in try await setup.entries(from: 3) {
-            if entry.id == 3 { entry.outcome = "tampered" }
+            if entry.id == 3 { entry.outcome = AuditOutcome("tampered") }
             entry.previousHash = previous
             entry.hash = AuditChain.legacyHash(of: entry, previousHash: previous)
             previous = entry.hash
             try await setup.execute(
-                "UPDATE audit_log SET outcome = \(Self.quoted(entry.outcome)), previous_hash = \(Self.quoted(entry.previousHash)), hash = \(Self.quoted(entry.hash)) WHERE id = \(entry.id)"
+                "UPDATE audit_log SET outcome = \(Self.quoted(entry.outcome.rawValue)), previous_hash = \(Self.quoted(entry.previousHash)), hash = \(Self.quoted(entry.hash)) WHERE id = \(entry.id)"
             )
         }
         #expect(try await setup.verify() == .broken(entryID: 3, reason: "its content does not match its seal"))
@@ -167,8 +168,8 @@ struct AuditTamperTests {
             var previous = AuditChain.genesis
             for id in Int64(1)...3 {
                 var entry = AuditEntry(
-                    id: id, tenant: "acme", recordedAt: id, userID: "u", deviceID: "d", entity: "Unit", rowID: "r\(id)", operation: "publish",
-                    outcome: "published", detail: "{}"
+                    id: id, tenant: "acme", recordedAt: id, userID: "u", deviceID: "d", entity: "Unit", rowID: "r\(id)", operation: .publish,
+                    outcome: .published, detail: "{}"
                 )
                 entry.previousHash = previous
                 entry.hash = AuditChain.legacyHash(of: entry, previousHash: previous)

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing
@@ -391,7 +392,7 @@ struct HostileDeviceTests {
         var configuration = ServerConfiguration(rateLimit: ServerConfiguration.RateLimit(requestsPerSecond: 0.001, burst: 4))
         configuration.peerLimit = nil
         let signer = try TokenSigner(secret: HostileHarness.secret)
-        let token = signer.sign(DeviceIdentity(tenant: "acme", userID: "u", deviceID: "busy", expiresAt: Int64(Date().timeIntervalSince1970) + 3600))
+        let token = signer.token(tenant: "acme", user: "u", device: "busy")
         let apps = storages.map {
             buildApplication(
                 configuration: configuration,

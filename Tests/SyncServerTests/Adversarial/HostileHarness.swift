@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing
@@ -23,7 +24,7 @@ final class HostileHarness: Sendable {
     static let metricsToken = "metrics-token-for-the-hostile-tests"
     static let tenant = "acme"
 
-    let folder: URL
+    private let directory: TemporaryDirectory
     let storage: any SyncStorage
     let assets: AssetStore
     let signer: TokenSigner
@@ -36,39 +37,30 @@ final class HostileHarness: Sendable {
         return configuration
     }
 
-    private init(folder: URL, storage: any SyncStorage, configuration: ServerConfiguration) throws {
-        self.folder = folder
+    private init(directory: TemporaryDirectory, storage: any SyncStorage, configuration: ServerConfiguration) throws {
+        self.directory = directory
         self.storage = storage
         self.configuration = configuration
-        assets = AssetStore(directory: DataDirectory(folder).assets)
+        assets = AssetStore(directory: DataDirectory(directory.url).assets)
         signer = try TokenSigner(secret: Self.secret)
     }
 
     static func make(_ kind: StorageKind, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> HostileHarness {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-hostile-\(UUID().uuidString)")
+        let directory = try TemporaryDirectory(prefix: "sync-hostile")
         var configuration = defaultConfiguration
         configure(&configuration)
-        return try HostileHarness(folder: folder, storage: try await kind.makeStorage(in: folder), configuration: configuration)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(at: folder)
+        return try HostileHarness(directory: directory, storage: try await kind.makeStorage(in: directory.url), configuration: configuration)
     }
 
     /// Runs `body` against the server listening on loopback.
     func live<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
         let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all)
-        return try await buildApplication(configuration: configuration, environment: environment).test(.live, body)
+        return try await LoopbackServer.run(configuration: configuration, environment: environment) { server in try await body(server.client) }
     }
 
     /// A token of a device of the tenant.
     func token(user: String, device: String, admin: Bool = false) -> String {
-        signer.sign(
-            DeviceIdentity(
-                tenant: Self.tenant, userID: user, deviceID: device, teams: ["team-1"], isAdmin: admin,
-                expiresAt: Int64(Date().timeIntervalSince1970) + 3600
-            )
-        )
+        signer.token(tenant: Self.tenant, user: user, device: device, teams: ["team-1"], isAdmin: admin)
     }
 
     var ownerToken: String { token(user: "alice", device: "alice-phone") }

@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 
@@ -112,13 +113,14 @@ struct PullMemoryTests {
         let secretFile = folder.appendingPathComponent("token.secret")
         try HostileHarness.secret.write(to: secretFile)
         let memoryBudget = 32 * 1024 * 1024
-        let server = try ServerProcess(
+        let server = try SyncServerProcess.started(
             data: folder.appendingPathComponent("data"), postgresURL: nil, secretFile: secretFile,
-            arguments: ["--pull-memory", String(memoryBudget), "--pull-page-bytes", String(2 * 1024 * 1024), "--peer-rate", "0"]
+            options: ["--pull-memory", String(memoryBudget), "--pull-page-bytes", String(2 * 1024 * 1024), "--peer-rate", "0"]
         )
-        defer { server.stop() }
+        defer { try? server.stop() }
+        let baseURL = try server.url
         let signer = try TokenSigner(secret: HostileHarness.secret)
-        let token = signer.sign(DeviceIdentity(tenant: "acme", userID: "alice", deviceID: "phone", expiresAt: Int64(Date().timeIntervalSince1970) + 3600))
+        let token = signer.token(tenant: "acme", user: "alice", device: "phone")
 
         // 96 rows as large as the contract lets `answer` be (the default 256 KiB of a field).
         let rowBytes = 250_000
@@ -139,14 +141,14 @@ struct PullMemoryTests {
         let session = URLSession(configuration: configuration)
         let outcomes = try await withThrowingTaskGroup(of: (rows: Int, busy: Int).self) { group in
             for _ in 0..<devices {
-                group.addTask { try await Self.download(from: server.baseURL, token: token, session: session) }
+                group.addTask { try await Self.download(from: baseURL, token: token, session: session) }
             }
             var sampled = 0
             group.addTask {
                 // Meanwhile a balancer's health check still gets its answer.
                 var health = 0
                 for _ in 0..<5 {
-                    let (_, response) = try await URLSession.shared.data(from: server.baseURL.appendingPathComponent("health"))
+                    let (_, response) = try await URLSession.shared.data(from: baseURL.appendingPathComponent("health"))
                     if (response as? HTTPURLResponse)?.statusCode == 200 { health += 1 }
                     try await Task.sleep(for: .milliseconds(200))
                 }
@@ -161,7 +163,7 @@ struct PullMemoryTests {
         }
         #expect(outcomes.count == devices)
         #expect(outcomes.allSatisfy { $0.rows == 96 }, "every device got every row: \(outcomes)")
-        #expect(server.process.isRunning, "the server is alive")
+        #expect(server.isRunning, "the server is alive")
 
         // The stated bound (docs/security.md): the pulls take at most three times the pull
         // memory budget above what the server held before them.

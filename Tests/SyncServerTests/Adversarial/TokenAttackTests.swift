@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import OutpostTestSupport
 import SampleServerApps
 import SyncProtocol
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import PostgresNIO
 import Testing
 

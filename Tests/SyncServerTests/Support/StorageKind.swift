@@ -1,68 +1,17 @@
 import Contracts
 import Foundation
-import Testing
+import OutpostTestSupport
+import SyncServer
 
-@testable import SyncServer
-
-/// The storages the conformance suite runs against: every service-level test of push, conflict
-/// policies, reducers, pull, content and seeding takes a `StorageKind` argument and runs once per
-/// storage, on a fresh database each time.
-///
-/// PostgreSQL comes from `OUTPOST_TEST_POSTGRES_URL`, which `make test` sets (it runs the tests
-/// under scripts/with-postgres.sh, which starts a throwaway PostgreSQL 15). Run by hand without
-/// it, the PostgreSQL cases fail and say how to get one; they are never skipped.
-enum StorageKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
-
-    var testDescription: String { rawValue }
-
-    /// The variable the tests read the PostgreSQL URL from.
-    static let postgresVariable = "OUTPOST_TEST_POSTGRES_URL"
-
-    struct MissingPostgres: Error, CustomStringConvertible {
-        var description: String {
-            "no PostgreSQL for the tests: \(StorageKind.postgresVariable) is not set. Run `make test` (it starts a throwaway "
-                + "PostgreSQL 15), or `scripts/with-postgres.sh --fast -- swift test --skip-build`, or set "
-                + "\(StorageKind.postgresVariable)=postgres://USER@HOST:PORT/DB to a database the tests may write to"
-        }
-    }
-
-    /// The configuration of the test PostgreSQL, with a schema of its own.
-    static func postgresConfiguration(schema: String = uniqueSchema()) throws -> PostgresStorage.Configuration {
-        guard let url = ProcessInfo.processInfo.environment[postgresVariable], !url.isEmpty else { throw MissingPostgres() }
-        var configuration = try PostgresStorage.Configuration(url: url)
-        configuration.schema = schema
-        configuration.auditKey = testAuditKey
-        return configuration
-    }
-
-    /// The audit key of the test databases (every storage on one schema needs the same).
-    static let testAuditKey = try! AuditKey(bytes: Data(repeating: 5, count: 32))
-
-    /// A schema name no other test uses.
-    static func uniqueSchema() -> String {
-        "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-    }
-
-    /// A fresh, empty, migrated storage of this kind. A SQLite database lives in `folder`; a
-    /// PostgreSQL one in a schema of its own, left in the throwaway cluster (its connections
-    /// close when the storage is released).
+/// The conformance suite: every service-level test of push, conflict policies, reducers, pull,
+/// content and seeding takes a `StorageKind` argument and runs once per storage, on a fresh
+/// database of the sample contracts each time.
+extension StorageKind {
     func makeStorage(in folder: URL) async throws -> any SyncStorage {
-        try await makeSharedStorages(1, in: folder)[0]
+        try await makeStorage(in: folder, contracts: ContractRegistry.self)
     }
 
-    /// `count` storages on one database, each with its own connections, as `count` server
-    /// processes open it.
     func makeSharedStorages(_ count: Int, in folder: URL, schema: String = uniqueSchema()) async throws -> [any SyncStorage] {
-        var storages: [any SyncStorage] = []
-        switch self {
-        case .sqlite:
-            for _ in 0..<count { storages.append(try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)) }
-        case .postgres:
-            let configuration = try Self.postgresConfiguration(schema: schema)
-            for _ in 0..<count { storages.append(try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)) }
-        }
-        return storages
+        try await makeSharedStorages(count, in: folder, schema: schema, contracts: ContractRegistry.self)
     }
 }

@@ -84,10 +84,15 @@ enum InspectionReview {
         try await transaction.appendAudit(
             AuditEntry(
                 tenant: identity.tenant, recordedAt: now, userID: identity.userID, deviceID: identity.deviceID,
-                entity: Inspection.descriptor.name, rowID: id, operation: "review", outcome: "published",
+                entity: Inspection.descriptor.name, rowID: id, operation: .review, outcome: .published,
                 detail: CanonicalJSON.text(.object(["scope_key": .string(scopeKey), "server_only_fields": .array([.string(field)])]))
             )
         )
         return true
     }
+}
+
+extension AuditOperation {
+    /// The inspection app's own operation: the office's review notes written on an inspection.
+    static let review = AuditOperation("review")
 }

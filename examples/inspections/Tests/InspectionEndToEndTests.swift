@@ -1,6 +1,7 @@
 import ContractRuntime
 import Foundation
 import InspectionContracts
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import SyncServer
@@ -21,8 +22,8 @@ import Testing
     /// Device A creates an inspection, its checklist and a finding; both devices then edit the
     /// same rows offline and record checks; after syncing, each policy has done its part and both
     /// devices hold the same rows, the server's progress included, and never the reviewer's notes.
-    @Test(arguments: InspectionStorage.allCases)
-    func twoInspectorsConvergeOnEveryPolicy(storage: InspectionStorage) async throws {
+    @Test(arguments: StorageKind.allCases)
+    func twoInspectorsConvergeOnEveryPolicy(storage: StorageKind) async throws {
         try await InspectionServerHarness.run(on: storage) { server in
             let a = try InspectorDevice(server, user: "inspector-a", device: "tablet-a", clock: ManualClock(Self.start.addingTimeInterval(60)))
             let b = try InspectorDevice(server, user: "inspector-b", device: "tablet-b", clock: ManualClock(Self.start))

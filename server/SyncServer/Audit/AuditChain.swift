@@ -27,8 +27,8 @@ public enum AuditChain {
         appendLengthPrefixed(entry.deviceID, to: &encoding)
         appendLengthPrefixed(entry.entity, to: &encoding)
         appendLengthPrefixed(entry.rowID, to: &encoding)
-        appendLengthPrefixed(entry.operation, to: &encoding)
-        appendLengthPrefixed(entry.outcome, to: &encoding)
+        appendLengthPrefixed(entry.operation.rawValue, to: &encoding)
+        appendLengthPrefixed(entry.outcome.rawValue, to: &encoding)
         appendLengthPrefixed(entry.detail, to: &encoding)
         return key.mac(encoding)
     }
@@ -38,7 +38,7 @@ public enum AuditChain {
     static func legacyHash(of entry: AuditEntry, previousHash: String) -> String {
         let text = [
             previousHash, String(entry.id), entry.tenant, String(entry.recordedAt), entry.userID, entry.deviceID,
-            entry.entity, entry.rowID, entry.operation, entry.outcome, entry.detail,
+            entry.entity, entry.rowID, entry.operation.rawValue, entry.outcome.rawValue, entry.detail,
         ].joined(separator: "\n")
         return Hex.sha256(Data(text.utf8))
     }
@@ -214,8 +214,8 @@ public enum AuditChain {
             device_id = entry.deviceID
             entity = entry.entity
             row_id = entry.rowID
-            operation = entry.operation
-            outcome = entry.outcome
+            operation = entry.operation.rawValue
+            outcome = entry.outcome.rawValue
             if AuditDetails.isSealed(entry.detail) {
                 sealed_detail = entry.detail
                 switch readable {
@@ -234,7 +234,7 @@ public enum AuditChain {
         var entry: AuditEntry {
             AuditEntry(
                 id: id, tenant: tenant, recordedAt: recorded_at, userID: user_id, deviceID: device_id, entity: entity, rowID: row_id,
-                operation: operation, outcome: outcome, detail: sealed_detail ?? detail ?? "", previousHash: previous_hash, hash: hash
+                operation: AuditOperation(rawValue: operation), outcome: AuditOutcome(rawValue: outcome), detail: sealed_detail ?? detail ?? "", previousHash: previous_hash, hash: hash
             )
         }
 

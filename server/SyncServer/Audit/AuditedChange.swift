@@ -1,21 +1,20 @@
 public import ContractRuntime
 import Foundation
 
-/// One change the audit log records. A push is audited as one entry (operation `push`) whose
-/// detail lists every mutation done in it, with how it went, and every row its reducers wrote
-/// (operation `fold`); any other entry (a content change, an erasure) records one change, itself.
+/// One change the audit log records. A push is audited as one entry (operation ``AuditOperation/push``)
+/// whose detail lists every mutation done in it, with how it went, and every row its reducers
+/// wrote (operation ``AuditOperation/fold``); any other entry (a content change, an erasure)
+/// records one change, itself.
 public struct AuditedChange: Hashable, Sendable {
     public var entity: String
     public var rowID: String
-    /// `create`, `update`, `delete`, `event`, `fold`, `publish`, …
-    public var operation: String
-    /// `applied`, `duplicate`, `conflicted`, `rejected`, `merged`, `published`, …
-    public var outcome: String
+    public var operation: AuditOperation
+    public var outcome: AuditOutcome
     /// The rest of what the log says of the change: for a mutation, its client stream and seq,
     /// ids, clocks, the payload's field names and hash (never its values) and the resolution.
     public var detail: [String: JSONValue]
 
-    public init(entity: String, rowID: String, operation: String, outcome: String, detail: [String: JSONValue]) {
+    public init(entity: String, rowID: String, operation: AuditOperation, outcome: AuditOutcome, detail: [String: JSONValue]) {
         self.entity = entity
         self.rowID = rowID
         self.operation = operation
@@ -23,14 +22,11 @@ public struct AuditedChange: Hashable, Sendable {
         self.detail = detail
     }
 
-    /// The `operation` of a push's entry.
-    public static let pushOperation = "push"
-
     /// The changes an entry records, from its detail in clear (``AuditChain/readableDetail(of:in:key:)``).
     public static func changes(of entry: AuditEntry, readableDetail: String) throws -> [AuditedChange] {
         let parsed = try JSONDecoder().decode(JSONValue.self, from: Data(readableDetail.utf8))
         guard case .object(let detail) = parsed else { throw AuditedChangeError(entryID: entry.id, "its detail is not a JSON object") }
-        guard entry.operation == pushOperation else {
+        guard entry.operation == .push else {
             return [AuditedChange(entity: entry.entity, rowID: entry.rowID, operation: entry.operation, outcome: entry.outcome, detail: detail)]
         }
         guard case .array(let listed)? = detail["changes"] else { throw AuditedChangeError(entryID: entry.id, "a push's detail lists no changes") }
@@ -40,7 +36,9 @@ public struct AuditedChange: Hashable, Sendable {
                 case .string(let operation)? = change["operation"], case .string(let outcome)? = change["outcome"]
             else { throw AuditedChangeError(entryID: entry.id, "a change lacks its detail, entity, id, operation or outcome") }
             changeDetail["client_id"] = detail["client_id"]
-            return AuditedChange(entity: entity, rowID: rowID, operation: operation, outcome: outcome, detail: changeDetail)
+            return AuditedChange(
+                entity: entity, rowID: rowID, operation: AuditOperation(rawValue: operation), outcome: AuditOutcome(rawValue: outcome), detail: changeDetail
+            )
         }
     }
 }

@@ -70,7 +70,7 @@ public struct ContentService: Sendable {
         let actor = actor(identity)
         let stored = try await ServiceError.catchingStorageFailures {
             try await storage.write { transaction in
-                let (row, written) = try await writer.put(columns, scopeKey: scopeKey, actor: actor, operation: "publish", in: transaction)
+                let (row, written) = try await writer.put(columns, scopeKey: scopeKey, actor: actor, operation: .publish, in: transaction)
                 if urgent, written { try await Self.markUrgent([(writer.table, row)], actor: actor, in: transaction) }
                 return row
             }
@@ -113,7 +113,7 @@ public struct ContentService: Sendable {
     /// one (each filed under its scope's key from the row and `identity`, which may name any
     /// scope's contracts: seeding writes team rows too); rows already stored as given are left
     /// alone. Returns how many were written. Nothing is written when one row is refused.
-    public func publish(rows: [ContentRow], identity: DeviceIdentity, operation: String = "seed") async throws(ServiceError) -> Int {
+    public func publish(rows: [ContentRow], identity: DeviceIdentity, operation: AuditOperation = .seed) async throws(ServiceError) -> Int {
         try Self.requireAdmin(identity)
         let contracts = storage.contracts
         var prepared: [(writer: ContentWriter, columns: ContentWriter.Columns, scopeKey: String)] = []
@@ -147,7 +147,7 @@ public struct ContentService: Sendable {
     /// - Throws: ``ServiceError``: 403 for a device token, 404 when the row is absent or
     ///   deleted, 422 for a contract that is not published or an edit the contract refuses.
     public func update(
-        entity name: String, id: String, identity: DeviceIdentity, operation: String,
+        entity name: String, id: String, identity: DeviceIdentity, operation: AuditOperation,
         change: @escaping @Sendable (inout [String: JSONValue]) throws(ServiceError) -> Void
     ) async throws(ServiceError) -> JSONValue {
         try Self.requireAdmin(identity)

@@ -75,7 +75,7 @@ struct ContentWriter {
     /// and whether it was written. The apps compute their fields of it first
     /// (``ServerApp/computeFields(_:of:existing:now:)``).
     func put(
-        _ columns: Columns, scopeKey: String, actor: Actor, operation: String, in transaction: any StorageTransaction
+        _ columns: Columns, scopeKey: String, actor: Actor, operation: AuditOperation, in transaction: any StorageTransaction
     ) async throws -> (row: StoredRow, written: Bool) {
         try await transaction.lockScope(tenant: actor.tenant, scopeKey: scopeKey)
         let existing = try await transaction.row(in: table, tenant: actor.tenant, id: columns.id)
@@ -96,7 +96,7 @@ struct ContentWriter {
         let version = (existing?.integer("_version") ?? 0) + 1
         stamp(&row, version: version, now: actor.now, when: columns.stampsVersionField)
         return (try await store(row, scopeKey: scopeKey, version: version, deleted: false, actor: actor, operation: operation,
-                          outcome: "published", in: transaction), true)
+                          outcome: .published, in: transaction), true)
     }
 
     /// Tombstones a live row, and the live rows of its `has_many` relations in the same scope
@@ -114,8 +114,8 @@ struct ContentWriter {
         }
         let version = (existing.integer("_version") ?? 0) + 1
         stamp(&row, version: version, now: actor.now, when: true)
-        var deleted = [(table, try await store(row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: "delete",
-                                         outcome: "deleted", in: transaction))]
+        var deleted = [(table, try await store(row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: .delete,
+                                         outcome: .deleted, in: transaction))]
         for relation in entity.relations where relation.kind == .hasMany {
             guard let child = contracts.entity(named: relation.target), child.scope == entity.scope else { continue }
             let childWriter = ContentWriter(child, apps: apps)
@@ -171,7 +171,7 @@ struct ContentWriter {
     }
 
     private func store(
-        _ fields: StoredRow, scopeKey: String, version: Int64, deleted: Bool, actor: Actor, operation: String, outcome: String,
+        _ fields: StoredRow, scopeKey: String, version: Int64, deleted: Bool, actor: Actor, operation: AuditOperation, outcome: AuditOutcome,
         in transaction: any StorageTransaction
     ) async throws -> StoredRow {
         var row = fields

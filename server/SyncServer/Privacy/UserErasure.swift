@@ -118,7 +118,7 @@ public struct UserErasure: Sendable {
                 try await transaction.appendAudit(
                     AuditEntry(
                         tenant: tenant, recordedAt: now.millisecondsSince1970, userID: requester.userID, deviceID: requester.deviceID,
-                        entity: "User", rowID: userID, operation: "erase", outcome: "erased",
+                        entity: "User", rowID: userID, operation: .erase, outcome: .erased,
                         detail: CanonicalJSON.text(Self.auditDetail(report))
                     )
                 )

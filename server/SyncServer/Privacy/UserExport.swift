@@ -117,7 +117,7 @@ public struct UserExport: Sendable {
                 var line: [String: JSONValue] = [
                     "id": .int(entry.id), "recorded_at": .int(entry.recordedAt), "user_id": .string(entry.userID),
                     "device_id": .string(entry.deviceID), "entity": .string(entry.entity), "row_id": .string(entry.rowID),
-                    "operation": .string(entry.operation), "outcome": .string(entry.outcome),
+                    "operation": .string(entry.operation.rawValue), "outcome": .string(entry.outcome.rawValue),
                 ]
                 if let detail {
                     line["detail"] = JSONParser.parse(detail) ?? .string(detail)

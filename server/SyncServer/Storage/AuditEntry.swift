@@ -11,9 +11,8 @@ public struct AuditEntry: Hashable, Sendable {
     public var deviceID: String
     public var entity: String
     public var rowID: String
-    public var operation: String
-    /// `applied`, `duplicate`, `conflicted`, `rejected`, `merged`, `published`, `deleted`, …
-    public var outcome: String
+    public var operation: AuditOperation
+    public var outcome: AuditOutcome
     /// Canonical JSON with what happened (the mutation, the resolution).
     public var detail: String
     public var previousHash: String
@@ -21,7 +20,7 @@ public struct AuditEntry: Hashable, Sendable {
 
     public init(
         id: Int64 = 0, tenant: String, recordedAt: Int64, userID: String, deviceID: String, entity: String, rowID: String,
-        operation: String, outcome: String, detail: String, previousHash: String = "", hash: String = ""
+        operation: AuditOperation, outcome: AuditOutcome, detail: String, previousHash: String = "", hash: String = ""
     ) {
         self.id = id
         self.tenant = tenant

@@ -512,7 +512,8 @@ final class PostgresTransaction: StorageTransaction {
         AuditEntry(
             id: row.integer("id") ?? 0, tenant: row.text("tenant") ?? "", recordedAt: row.integer("recorded_at") ?? 0,
             userID: row.text("user_id") ?? "", deviceID: row.text("device_id") ?? "", entity: row.text("entity") ?? "",
-            rowID: row.text("row_id") ?? "", operation: row.text("operation") ?? "", outcome: row.text("outcome") ?? "",
+            rowID: row.text("row_id") ?? "", operation: AuditOperation(rawValue: row.text("operation") ?? ""),
+            outcome: AuditOutcome(rawValue: row.text("outcome") ?? ""),
             detail: row.text("detail") ?? "", previousHash: row.text("previous_hash") ?? "", hash: row.text("hash") ?? ""
         )
     }
@@ -892,8 +893,8 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(audit.map(\.deviceID))
         bindings.append(audit.map(\.entity))
         bindings.append(audit.map(\.rowID))
-        bindings.append(audit.map(\.operation))
-        bindings.append(audit.map(\.outcome))
+        bindings.append(audit.map(\.operation.rawValue))
+        bindings.append(audit.map(\.outcome.rawValue))
         bindings.append(audit.map(\.detail))
         bindings.append(previousHashes)
         bindings.append(hashes)

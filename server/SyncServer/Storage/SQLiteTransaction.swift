@@ -201,8 +201,8 @@ struct SQLiteTransaction: StorageTransaction {
     private static func auditEntry(_ row: Row) -> AuditEntry {
         AuditEntry(
             id: row["id"], tenant: row["tenant"], recordedAt: row["recorded_at"], userID: row["user_id"],
-            deviceID: row["device_id"], entity: row["entity"], rowID: row["row_id"], operation: row["operation"],
-            outcome: row["outcome"], detail: row["detail"], previousHash: row["previous_hash"], hash: row["hash"]
+            deviceID: row["device_id"], entity: row["entity"], rowID: row["row_id"],
+            operation: AuditOperation(rawValue: row["operation"]), outcome: AuditOutcome(rawValue: row["outcome"]), detail: row["detail"], previousHash: row["previous_hash"], hash: row["hash"]
         )
     }
 
@@ -460,8 +460,8 @@ struct SQLiteTransaction: StorageTransaction {
             entry.hash = AuditChain.seal(of: entry, previousHash: entry.previousHash, key: auditTail.key)
             values += [
                 entry.id.databaseValue, entry.tenant.databaseValue, entry.recordedAt.databaseValue, entry.userID.databaseValue,
-                entry.deviceID.databaseValue, entry.entity.databaseValue, entry.rowID.databaseValue, entry.operation.databaseValue,
-                entry.outcome.databaseValue, entry.detail.databaseValue, entry.previousHash.databaseValue, entry.hash.databaseValue,
+                entry.deviceID.databaseValue, entry.entity.databaseValue, entry.rowID.databaseValue, entry.operation.rawValue.databaseValue,
+                entry.outcome.rawValue.databaseValue, entry.detail.databaseValue, entry.previousHash.databaseValue, entry.hash.databaseValue,
             ]
             auditTail.id = entry.id
             auditTail.hash = entry.hash

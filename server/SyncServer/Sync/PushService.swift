@@ -220,7 +220,7 @@ struct PushSession {
         if !done.results.isEmpty {
             try await writer.audit(
                 entity: trail.entities.sorted().joined(separator: ","), rowID: "\(clientID):\(done.firstSeq)-\(done.lastSeq)",
-                operation: AuditedChange.pushOperation, outcome: trail.outcomes.sorted().joined(separator: ","), detail: trail.detail(clientID: clientID)
+                operation: .push, outcome: AuditOutcome(combining: trail.outcomes), detail: trail.detail(clientID: clientID)
             )
         }
         return PushResponse(results: results, lastSeq: max(last, mutations.last!.seq))
@@ -400,11 +400,13 @@ struct PushSession {
         var count = 0
         /// The entities the push changed and the outcomes it had, for the entry's own columns.
         var entities: Set<String> = []
-        var outcomes: Set<String> = []
+        var outcomes: Set<AuditOutcome> = []
 
         /// Appends `{"detail":{…},"entity":…,"id":…,"operation":…,"outcome":…}`, its detail
         /// written by `detail` (a JSON object).
-        mutating func add(entity: String, id: String, operation: String, outcome: String, detail: (inout JSONWriter) -> Void) {
+        mutating func add(
+            entity: String, id: String, operation: AuditOperation, outcome: AuditOutcome, detail: (inout JSONWriter) -> Void
+        ) {
             if count > 0 { changes.append(0x2C) }
             count += 1
             var first = true
@@ -416,9 +418,9 @@ struct PushSession {
             changes.member(MemberKeys.id, first: &first)
             changes.string(id)
             changes.member(MemberKeys.operation, first: &first)
-            changes.string(operation)
+            changes.string(operation.rawValue)
             changes.member(MemberKeys.outcome, first: &first)
-            changes.string(outcome)
+            changes.string(outcome.rawValue)
             changes.append(0x7D)
         }
 
@@ -441,10 +443,10 @@ struct PushSession {
     /// Adds the mutation to the push's audit trail, then each row the reducers wrote for it.
     private func record(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, in trail: inout AuditTrail) {
         let result = outcome.result
-        let outcomeName = result.resolution == ConflictResolution.merged ? ConflictResolution.merged : result.status.rawValue
+        let auditOutcome = result.resolution == ConflictResolution.merged ? AuditOutcome.merged : AuditOutcome(result.status)
         trail.entities.insert(mutation.entity)
-        trail.outcomes.insert(outcomeName)
-        trail.add(entity: mutation.entity, id: mutation.id, operation: mutation.op.rawValue, outcome: outcomeName) { json in
+        trail.outcomes.insert(auditOutcome)
+        trail.add(entity: mutation.entity, id: mutation.id, operation: AuditOperation(mutation.op), outcome: auditOutcome) { json in
             writeDetail(mutation, preparation, outcome, into: &json)
         }
         for effect in outcome.effects {
@@ -454,7 +456,7 @@ struct PushSession {
             effectDetail["seq"] = .int(mutation.seq)
             effectDetail["server_version"] = .int(effect.version)
             trail.entities.insert(effect.entity)
-            trail.add(entity: effect.entity, id: effect.rowID, operation: "fold", outcome: "applied") { json in
+            trail.add(entity: effect.entity, id: effect.rowID, operation: .fold, outcome: .applied) { json in
                 json.value(.object(effectDetail))
             }
         }

@@ -96,7 +96,7 @@ struct PushWriter {
     }
 
     /// Appends an audit entry; `detail` is canonical JSON.
-    func audit(entity: String, rowID: String, operation: String, outcome: String, detail: String) async throws {
+    func audit(entity: String, rowID: String, operation: AuditOperation, outcome: AuditOutcome, detail: String) async throws {
         try await transaction.appendAudit(
             AuditEntry(
                 tenant: identity.tenant, recordedAt: now.millisecondsSince1970, userID: identity.userID,

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 #if canImport(Glibc)
     import Glibc
@@ -7,34 +7,32 @@ import Foundation
 #endif
 
 /// What a finished command printed and how it exited.
-struct CommandResult: CustomStringConvertible {
-    var arguments: [String]
-    var status: Int32
-    var stdout: String
-    var stderr: String
+package struct CommandResult: CustomStringConvertible, Sendable {
+    package var arguments: [String]
+    package var status: Int32
+    package var stdout: String
+    package var stderr: String
 
-    var description: String {
+    package var description: String {
         "`\(arguments.joined(separator: " "))` exited \(status)\n--- stdout\n\(stdout)--- stderr\n\(stderr)"
-    }
-
-    /// Standard output as JSON.
-    func json() throws -> JSON {
-        try JSON(parsing: stdout, context: description)
     }
 }
 
 /// A child process whose output goes to files (so a full pipe never blocks it), which can be
 /// waited for with a deadline or killed at any moment.
-final class ChildProcess: @unchecked Sendable {
-    let arguments: [String]
+package final class ChildProcess: @unchecked Sendable {
+    package let arguments: [String]
     private let process = Process()
     private let outputURL: URL
     private let errorURL: URL
 
-    /// Starts `executable` with `arguments`; `environment` is added to this process's own.
-    init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:], removing: [String] = []) throws {
+    /// Starts `executable` with `arguments` in `directory` (this process's own when nil);
+    /// `environment` is added to this process's own, after the variables in `removing` are taken out.
+    package init(
+        _ executable: URL, _ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:], removing: [String] = []
+    ) throws {
         self.arguments = [executable.lastPathComponent] + arguments
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-output-\(UUID().uuidString)")
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("child-output-\(UUID().uuidString)")
         outputURL = scratch.appendingPathExtension("out")
         errorURL = scratch.appendingPathExtension("err")
         for file in [outputURL, errorURL] where !FileManager.default.createFile(atPath: file.path, contents: nil) {
@@ -42,6 +40,7 @@ final class ChildProcess: @unchecked Sendable {
         }
         process.executableURL = executable
         process.arguments = arguments
+        if let directory { process.currentDirectoryURL = directory }
         var merged = ProcessInfo.processInfo.environment
         for name in removing { merged[name] = nil }
         merged.merge(environment) { $1 }
@@ -52,27 +51,40 @@ final class ChildProcess: @unchecked Sendable {
         try process.run()
     }
 
+    /// Runs a command to the end: `ChildProcess(…).wait(timeout:)`.
+    package static func run(
+        _ executable: URL, _ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:], removing: [String] = [],
+        timeout: Double = 60
+    ) throws -> CommandResult {
+        try ChildProcess(executable, arguments, in: directory, environment: environment, removing: removing).wait(timeout: timeout)
+    }
+
+    /// Runs a program found on `PATH` (`git`, `python3`) to the end.
+    package static func run(tool: String, _ arguments: [String], in directory: URL? = nil, timeout: Double = 60) throws -> CommandResult {
+        try run(URL(fileURLWithPath: "/usr/bin/env"), [tool] + arguments, in: directory, timeout: timeout)
+    }
+
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         try? FileManager.default.removeItem(at: outputURL)
         try? FileManager.default.removeItem(at: errorURL)
     }
 
-    var isRunning: Bool { process.isRunning }
-    var pid: Int32 { process.processIdentifier }
+    package var isRunning: Bool { process.isRunning }
+    package var pid: Int32 { process.processIdentifier }
 
     /// What it printed so far.
-    var stdout: String { (try? String(contentsOf: outputURL, encoding: .utf8)) ?? "" }
-    var stderr: String { (try? String(contentsOf: errorURL, encoding: .utf8)) ?? "" }
+    package var stdout: String { (try? String(contentsOf: outputURL, encoding: .utf8)) ?? "" }
+    package var stderr: String { (try? String(contentsOf: errorURL, encoding: .utf8)) ?? "" }
 
     /// Sends a signal (SIGTERM to stop, SIGKILL to crash it).
-    func signal(_ signal: Int32) {
+    package func signal(_ signal: Int32) {
         if process.isRunning { kill(process.processIdentifier, signal) }
     }
 
     /// Polls `condition` until it holds (`true`), or the process exited without it holding
     /// (`false`); throws after `timeout` seconds.
-    func poll(timeout: Double = 60, until condition: () throws -> Bool) throws -> Bool {
+    package func poll(timeout: Double = 60, until condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             let running = process.isRunning
@@ -84,19 +96,19 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// Waits until standard error holds `text` (a fault pause announcing itself).
-    func waitForError(containing text: String, timeout: Double = 60) throws -> Bool {
+    package func waitForError(containing text: String, timeout: Double = 60) throws -> Bool {
         try poll(timeout: timeout) { stderr.contains(text) }
     }
 
-    struct TimedOut: Error, CustomStringConvertible {
-        var arguments: [String]
-        var seconds: Double
-        var description: String { "`\(arguments.joined(separator: " "))` did not finish within \(seconds) s; killed" }
+    package struct TimedOut: Error, CustomStringConvertible {
+        package var arguments: [String]
+        package var seconds: Double
+        package var description: String { "`\(arguments.joined(separator: " "))` did not finish within \(seconds) s; killed" }
     }
 
     /// Waits until it exits; kills it and throws after `timeout` seconds.
     @discardableResult
-    func wait(timeout: Double = 60) throws -> CommandResult {
+    package func wait(timeout: Double = 60) throws -> CommandResult {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning {
             if Date() > deadline {
