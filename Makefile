@@ -1,7 +1,9 @@
 # Outpost — every entry point a developer or CI needs.
-#   make test             build (executables included), run every test (end-to-end ones too, and the
-#                         storage suite on a throwaway PostgreSQL 15, scripts/with-postgres.sh),
-#                         and check the generated code is current
+#   make test             check the style (make lint), build (executables included), run every test
+#                         (end-to-end ones too, and the storage suite on a throwaway PostgreSQL 15,
+#                         scripts/with-postgres.sh), and check the generated code is current
+#   make format           swift format every hand-written Swift file in place (.swift-format)
+#   make lint             fail on any file swift format would change (part of make test)
 #   make demo             a server on SQLite and sync-device devices through the learner and field-ops stories
 #   make demo-postgres    the same demo with the server on a throwaway PostgreSQL
 #   make soak             the crash suite (real processes killed with kill -9) with SOAK_ITERATIONS
@@ -43,7 +45,7 @@ CONTRACT_SETS := $(CONTRACTS):$(GENERATED) $(foreach example,$(EXAMPLES),$(examp
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak sim bench server fuzz fuzz-api docs clean
+.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak sim bench server fuzz fuzz-api docs format lint clean
 
 all: build
 
@@ -95,7 +97,20 @@ lock: contractc
 # one for the run (OUTPOST_TEST_POSTGRES_URL) and stops it afterwards, pass or fail. The servers
 # the tests start log warnings and errors only (one line per request otherwise); LOG_LEVEL=info
 # make test shows everything.
-test: check-generated compat
+# The Swift sources swift format keeps in one style (.swift-format): all but the generated
+# modules, which only the contract compiler writes, and the compiler's golden fixtures.
+FORMAT_FILES = $(shell find Sources client server codegen bench fuzz Tests examples -name '*.swift' \
+	-not -path 'Sources/Contracts/*' -not -path 'examples/*/Sources/*Contracts/*' -not -path '*/Fixtures/*' | sort)
+
+format:
+	@echo "swift format: $(words $(FORMAT_FILES)) files"
+	@$(SWIFT) format format --in-place --configuration .swift-format $(FORMAT_FILES)
+
+lint:
+	@echo "swift format lint --strict: $(words $(FORMAT_FILES)) files"
+	@$(SWIFT) format lint --strict --configuration .swift-format $(FORMAT_FILES)
+
+test: lint check-generated compat
 	$(SWIFT) build --build-tests
 	LOG_LEVEL=$${LOG_LEVEL:-warning} scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
 

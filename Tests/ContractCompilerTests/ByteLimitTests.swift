@@ -1,7 +1,8 @@
-@testable import ContractCompiler
 import ContractRuntime
 import Foundation
 import Testing
+
+@testable import ContractCompiler
 
 /// `max_bytes` on a field (the most bytes a value may take as stored) and on a contract (the
 /// largest row): what they accept, the defaults in force without them, the diagnostic for each
@@ -11,13 +12,13 @@ import Testing
 struct ByteLimitTests {
     /// An entity with `fields` after its key, and `top` lines after its sync line (line 6).
     private func entity(_ fields: [String], top: [String] = []) -> String {
-        let lines = [
-            "entity: Thing", "summary: A thing.", "version: 1", "table: things", "scope: user",
-            "sync: { direction: both, conflict: last_writer_wins }",
-        ] + top + ["fields:", "  id: { type: id, primary_key: true }"] + fields.map { "  " + $0 }
+        let lines =
+            [
+                "entity: Thing", "summary: A thing.", "version: 1", "table: things", "scope: user",
+                "sync: { direction: both, conflict: last_writer_wins }",
+            ] + top + ["fields:", "  id: { type: id, primary_key: true }"] + fields.map { "  " + $0 }
         return lines.joined(separator: "\n") + "\n"
     }
-
 
     // MARK: Values and defaults
 
@@ -31,7 +32,9 @@ struct ByteLimitTests {
         #expect(contract.field(named: "payload")?.effectiveMaxBytes == value)
     }
 
-    @Test("max_bytes applies to string, json, bytes and lists, optional or not", arguments: ["string", "string?", "json", "json?", "bytes", "bytes?", "list<int>", "list<string>?"])
+    @Test(
+        "max_bytes applies to string, json, bytes and lists, optional or not",
+        arguments: ["string", "string?", "json", "json?", "bytes", "bytes?", "list<int>", "list<string>?"])
     func applicableTypes(type: String) throws {
         let contract = try compiledThing(entity(["value: { type: \(type), max_bytes: 10kB }"]))
         #expect(contract.field(named: "value")?.effectiveMaxBytes == 10_000)
@@ -59,7 +62,8 @@ struct ByteLimitTests {
 
     @Test("the compiler's limits are the runtime's: the generated descriptors agree")
     func runtimeAgrees() throws {
-        let contract = try compiledThing(entity(["doc: json", "photo: { type: bytes?, max_length: 2097152 }", "tags: { type: list<string>, max_bytes: 2kB }"]))
+        let contract = try compiledThing(
+            entity(["doc: json", "photo: { type: bytes?, max_length: 2097152 }", "tags: { type: list<string>, max_bytes: 2kB }"]))
         let fields = contract.fields.map { FieldDescriptor(name: $0.name, kind: $0.type.type, maxLength: $0.maxLength, maxBytes: $0.maxBytes) }
         #expect(fields.map(\.maxBytes) == contract.fields.map(\.effectiveMaxBytes))
         #expect(RowSize.defaultMaximumBytes(fields: fields) == contract.effectiveMaxBytes)
@@ -67,26 +71,31 @@ struct ByteLimitTests {
 
     // MARK: Diagnostics
 
-    @Test("max_bytes on a type without a byte limit is MAX_BYTES_NOT_APPLICABLE", arguments: ["id", "int", "double?", "bool", "timestamp", "date", "uuid", "ref<Thing>?"])
+    @Test(
+        "max_bytes on a type without a byte limit is MAX_BYTES_NOT_APPLICABLE",
+        arguments: ["id", "int", "double?", "bool", "timestamp", "date", "uuid", "ref<Thing>?"])
     func notApplicable(type: String) throws {
-        #expect(try folderReport(entity(["other: { type: \(type), max_bytes: 100 }"])) == """
-            contracts/entities/thing.yaml:9:\(20 + type.count): error[MAX_BYTES_NOT_APPLICABLE]: `max_bytes` does not apply to type `\(type.replacingOccurrences(of: "?", with: ""))`
-              help: `max_bytes` limits string, json, bytes and list fields (an id is at most 256 bytes); remove it here
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(entity(["other: { type: \(type), max_bytes: 100 }"])) == """
+                contracts/entities/thing.yaml:9:\(20 + type.count): error[MAX_BYTES_NOT_APPLICABLE]: `max_bytes` does not apply to type `\(type.replacingOccurrences(of: "?", with: ""))`
+                  help: `max_bytes` limits string, json, bytes and list fields (an id is at most 256 bytes); remove it here
+                1 error, 0 warnings
+                """)
     }
 
     @Test("an enum says so too")
     func notApplicableToEnums() throws {
-        #expect(try folderReport(entity(["state: { type: enum, values: [a, b], max_bytes: 100 }"])) == """
-            contracts/entities/thing.yaml:9:40: error[MAX_BYTES_NOT_APPLICABLE]: `max_bytes` does not apply to type `enum`
-              help: `max_bytes` limits string, json, bytes and list fields (an id is at most 256 bytes); remove it here
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(entity(["state: { type: enum, values: [a, b], max_bytes: 100 }"])) == """
+                contracts/entities/thing.yaml:9:40: error[MAX_BYTES_NOT_APPLICABLE]: `max_bytes` does not apply to type `enum`
+                  help: `max_bytes` limits string, json, bytes and list fields (an id is at most 256 bytes); remove it here
+                1 error, 0 warnings
+                """)
     }
 
     private static let sizeHelp = "write a whole number of bytes, optionally with a decimal unit: `500000`, `500kB`, `10MB`, `1GB`"
-    private static let ceilingHelp = "a row travels whole in one push, which the server takes up to 5 MiB; keep larger files out of rows (upload them, and store their key)"
+    private static let ceilingHelp =
+        "a row travels whole in one push, which the server takes up to 5 MiB; keep larger files out of rows (upload them, and store their key)"
 
     @Test(
         "a bad field max_bytes says what it must be, at the value",
@@ -101,11 +110,12 @@ struct ByteLimitTests {
         ]
     )
     func badFieldValue(text: String, message: String, help: String) throws {
-        #expect(try folderReport(entity(["doc: { type: json, max_bytes: \(text) }"])) == """
-            contracts/entities/thing.yaml:9:33: error[INVALID_VALUE]: \(message)
-              help: \(help)
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(entity(["doc: { type: json, max_bytes: \(text) }"])) == """
+                contracts/entities/thing.yaml:9:33: error[INVALID_VALUE]: \(message)
+                  help: \(help)
+                1 error, 0 warnings
+                """)
     }
 
     @Test(
@@ -117,36 +127,40 @@ struct ByteLimitTests {
         ]
     )
     func badContractValue(text: String, message: String, help: String) throws {
-        #expect(try folderReport(entity(["doc: json"], top: ["max_bytes: \(text)"])) == """
-            contracts/entities/thing.yaml:7:12: error[INVALID_VALUE]: \(message)
-              help: \(help)
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(entity(["doc: json"], top: ["max_bytes: \(text)"])) == """
+                contracts/entities/thing.yaml:7:12: error[INVALID_VALUE]: \(message)
+                  help: \(help)
+                1 error, 0 warnings
+                """)
     }
 
     @Test("a field limit above the contract's max_bytes is MAX_BYTES_ABOVE_ROW_LIMIT, with a note at the row limit")
     func aboveRowLimit() throws {
-        #expect(try folderReport(entity(["doc: { type: json, max_bytes: 2MB }"], top: ["max_bytes: 1MB"])) == """
-            contracts/entities/thing.yaml:10:22: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'doc' may take more bytes (max_bytes 2MB) than its contract's max_bytes, 1MB
-              note: the row limit is set here (contracts/entities/thing.yaml:7:1)
-              help: raise the contract's `max_bytes` (at most 4MB) or lower the field's
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(entity(["doc: { type: json, max_bytes: 2MB }"], top: ["max_bytes: 1MB"])) == """
+                contracts/entities/thing.yaml:10:22: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'doc' may take more bytes (max_bytes 2MB) than its contract's max_bytes, 1MB
+                  note: the row limit is set here (contracts/entities/thing.yaml:7:1)
+                  help: raise the contract's `max_bytes` (at most 4MB) or lower the field's
+                1 error, 0 warnings
+                """)
     }
 
     @Test("a max_length above the row limit is refused too; the plain default is not")
     func maxLengthAboveRowLimit() throws {
-        #expect(try folderReport(entity(["photo: { type: bytes, max_length: 300000 }"], top: ["max_bytes: 200kB"])) == """
-            contracts/entities/thing.yaml:10:3: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'photo' may take more bytes (300000 bytes by its max_length) than its contract's max_bytes, 200kB
-              note: the row limit is set here (contracts/entities/thing.yaml:7:1)
-              help: raise the contract's `max_bytes` (at most 4MB) or lower the field's
-            1 error, 0 warnings
-            """)
-        #expect(try folderReport(entity(["photo: { type: bytes, max_length: 5000000 }"])) == """
-            contracts/entities/thing.yaml:9:3: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'photo' may take more bytes (5000000 bytes by its max_length) than its contract's default row limit, 4MB
-              help: a row takes at most 4MB; lower the field's max_length, or give it a smaller `max_bytes`
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(entity(["photo: { type: bytes, max_length: 300000 }"], top: ["max_bytes: 200kB"])) == """
+                contracts/entities/thing.yaml:10:3: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'photo' may take more bytes (300000 bytes by its max_length) than its contract's max_bytes, 200kB
+                  note: the row limit is set here (contracts/entities/thing.yaml:7:1)
+                  help: raise the contract's `max_bytes` (at most 4MB) or lower the field's
+                1 error, 0 warnings
+                """)
+        #expect(
+            try folderReport(entity(["photo: { type: bytes, max_length: 5000000 }"])) == """
+                contracts/entities/thing.yaml:9:3: error[MAX_BYTES_ABOVE_ROW_LIMIT]: field 'photo' may take more bytes (5000000 bytes by its max_length) than its contract's default row limit, 4MB
+                  help: a row takes at most 4MB; lower the field's max_length, or give it a smaller `max_bytes`
+                1 error, 0 warnings
+                """)
         // A small row limit with fields left at the default: the row check at write time bounds them.
         _ = try compiledThing(entity(["doc: json", "note: string"], top: ["max_bytes: 100kB"]))
     }
@@ -183,7 +197,8 @@ struct ByteLimitTests {
     func registry() throws {
         let set = try compileValid([
             "entities/thing.yaml": entity(["doc: { type: json, max_bytes: 64kB }", "note: string"], top: ["max_bytes: 2MB"]),
-            "entities/gadget.yaml": entity(["doc: json"]).replacingOccurrences(of: "Thing", with: "Gadget").replacingOccurrences(of: "things", with: "gadgets"),
+            "entities/gadget.yaml": entity(["doc: json"]).replacingOccurrences(of: "Thing", with: "Gadget").replacingOccurrences(
+                of: "things", with: "gadgets"),
         ])
         let registry = RegistryGenerator(set: set).render()
         #expect(registry.contains("priority: .normal,\n        maxBytes: 2000000,\n        currentVersion: 1,"), "\(registry)")

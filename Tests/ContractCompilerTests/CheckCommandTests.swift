@@ -69,10 +69,13 @@ struct CheckCommandTests {
         let run = try CommandLineTests.run(["check"], in: root)
         #expect(run.status == 1)
         Golden.compare(actual: run.stderr, expectedFile: Self.fixture.appendingPathComponent("expected.check.txt"))
-        let found = Set(run.stderr.components(separatedBy: "\n").compactMap { line -> String? in
-            guard let open = line.range(of: ": error["), let close = line.range(of: "]:", range: open.upperBound..<line.endIndex) else { return nil }
-            return String(line[open.upperBound..<close.lowerBound])
-        })
+        let found = Set(
+            run.stderr.components(separatedBy: "\n").compactMap { line -> String? in
+                guard let open = line.range(of: ": error["), let close = line.range(of: "]:", range: open.upperBound..<line.endIndex) else {
+                    return nil
+                }
+                return String(line[open.upperBound..<close.lowerBound])
+            })
         #expect(found == Self.expectedRules)
         #expect(run.stderr.hasSuffix("\n9 errors, 0 warnings\n"))
         let widget = try String(contentsOf: Self.fixture.appendingPathComponent("contracts/entities/widget.yaml"), encoding: .utf8)
@@ -80,7 +83,10 @@ struct CheckCommandTests {
         #expect(run.stderr.contains("contracts/entities/widget.yaml:\(sizeLine):9: error[FIELD_TYPE_CHANGED]"))
         let gizmo = try String(contentsOf: Self.fixture.appendingPathComponent("contracts/entities/gizmo.yaml"), encoding: .utf8)
         let allowLine = try #require(lineNumber(of: "allow:", in: gizmo))
-        #expect(run.stdout == "allowed: contracts/entities/gizmo.yaml:\(allowLine):13: FIELD_TYPE_CHANGED allowed on Gizmo.code until 2999-12-31: no gizmo was ever synced\n")
+        #expect(
+            run.stdout
+                == "allowed: contracts/entities/gizmo.yaml:\(allowLine):13: FIELD_TYPE_CHANGED allowed on Gizmo.code until 2999-12-31: no gizmo was ever synced\n"
+        )
     }
 
     @Test("json output")
@@ -220,7 +226,8 @@ struct CheckCommandTests {
     func explainKnown() throws {
         let run = try CommandLineTests.run(["explain", "FIELD_REMOVED"], in: FileManager.default.temporaryDirectory)
         #expect(run.status == 0)
-        #expect(run.stdout.hasPrefix("FIELD_REMOVED: a field was removed\n\nApplies to: `contractc check` in modes forward and full"), "\(run.stdout)")
+        #expect(
+            run.stdout.hasPrefix("FIELD_REMOVED: a field was removed\n\nApplies to: `contractc check` in modes forward and full"), "\(run.stdout)")
         #expect(run.stdout.contains("\n\nWhy: ") && run.stdout.contains("\n\nFix: "))
         let lower = try CommandLineTests.run(["explain", "field_removed"], in: FileManager.default.temporaryDirectory)
         #expect(lower.stdout == run.stdout)

@@ -1,5 +1,6 @@
-@testable import ContractCompiler
 import Testing
+
+@testable import ContractCompiler
 
 /// One version of the contract the compatibility table evolves, rendered to contract YAML.
 ///
@@ -134,10 +135,12 @@ enum CompatibilityCaseTable {
         .step("string → id is the same wire", "full", old: ["a: string"], new: ["a: id"]),
         .step("ref → id is the same wire", "full", old: ["parent: ref<Item>?"], new: ["parent: id?"]),
         .step("enum → string: new reads old values", "backward", old: ["a: { type: enum, values: [red, green] }"], new: ["a: string"]),
-        .step("enum → string: old cannot read any string", "forward", old: ["a: { type: enum, values: [red, green] }"], new: ["a: string"],
+        .step(
+            "enum → string: old cannot read any string", "forward", old: ["a: { type: enum, values: [red, green] }"], new: ["a: string"],
             expect: .fieldTypeChanged),
         .step("enum → string in full", "full", old: ["a: { type: enum, values: [red, green] }"], new: ["a: string"], expect: .fieldTypeChanged),
-        .step("string → enum: new cannot read any old string", "backward", old: ["a: string"], new: ["a: { type: enum, values: [red, green] }"],
+        .step(
+            "string → enum: new cannot read any old string", "backward", old: ["a: string"], new: ["a: { type: enum, values: [red, green] }"],
             expect: .fieldTypeChanged),
         .step("string → enum: old reads enum values as strings", "forward", old: ["a: string"], new: ["a: { type: enum, values: [red, green] }"]),
         .step("T → T?: new reads old values", "backward", old: ["a: int"], new: ["a: int?"]),
@@ -155,9 +158,11 @@ enum CompatibilityCaseTable {
         .step("timestamp → int (ISO text vs number on the wire)", "full", old: ["a: timestamp"], new: ["a: int"], expect: .fieldTypeChanged),
         .step("string → int in mode backward, made optional too", "backward", old: ["a: string"], new: ["a: int?"], expect: .fieldTypeChanged),
         .step("int → double?: widened and optional, backward", "backward", old: ["a: int"], new: ["a: double?"]),
-        .step("int? → double: widened but now required, backward", "backward", old: ["a: int?"], new: ["a: double"],
+        .step(
+            "int? → double: widened but now required, backward", "backward", old: ["a: int?"], new: ["a: double"],
             expect: .optionalMadeRequired),
-        .step("enum? → string: widened but now required, backward", "backward",
+        .step(
+            "enum? → string: widened but now required, backward", "backward",
             old: ["a: { type: enum?, values: [red, green] }"], new: ["a: string"], expect: .optionalMadeRequired),
         .step("date → string: any text reads a date, backward", "backward", old: ["a: date"], new: ["a: string"]),
         .step("date → string: old devices read dates only, full", "full", old: ["a: date"], new: ["a: string"], expect: .fieldTypeChanged),
@@ -179,42 +184,53 @@ enum CompatibilityCaseTable {
         .step("enum value added, no fallback", "none", old: [status], new: [statusAdded]),
         .step("enum value added, old version has a fallback", "forward", old: [statusWithFallback], new: [statusWithFallbackAdded]),
         .step("enum value added, old version has a fallback", "full", old: [statusWithFallback], new: [statusWithFallbackAdded]),
-        .step("enum value added with a fallback that only the new version has", "full", old: [status],
+        .step(
+            "enum value added with a fallback that only the new version has", "full", old: [status],
             new: ["status: { type: enum, values: [open, done, archived, unknown], fallback: unknown }"], expect: .enumValueAdded),
         .step("enum value removed, no fallback", "backward", old: [statusAdded], new: [status], expect: .enumValueRemoved),
         .step("enum value removed", "forward", old: [statusAdded], new: [status]),
         .step("enum value removed, no fallback", "full", old: [statusAdded], new: [status], expect: .enumValueRemoved),
         .step("enum value removed, no fallback", "none", old: [statusAdded], new: [status]),
         .step("enum value removed, the new version has a fallback", "backward", old: [statusAdded], new: [statusWithFallback]),
-        .step("enum value removed, fallback new in this version (itself an added value)", "full", old: [statusAdded], new: [statusWithFallback],
+        .step(
+            "enum value removed, fallback new in this version (itself an added value)", "full", old: [statusAdded], new: [statusWithFallback],
             expect: .enumValueAdded),
         .step("enum value removed, both versions have the fallback", "full", old: [statusWithFallbackAdded], new: [statusWithFallback]),
-        .versions("fallback shipped with oldest_supported raised to it, then a value added", "full", [
-            V(version: 1, fields: [status]),
-            V(version: 2, fields: [statusWithFallback], oldest: 2),
-        ], then: V(version: 3, fields: [statusWithFallbackAdded], oldest: 2)),
+        .versions(
+            "fallback shipped with oldest_supported raised to it, then a value added", "full",
+            [
+                V(version: 1, fields: [status]),
+                V(version: 2, fields: [statusWithFallback], oldest: 2),
+            ], then: V(version: 3, fields: [statusWithFallbackAdded], oldest: 2)),
     ]
 
     static let listsOfEnums: [CompatCase] = [
-        .step("list<enum> value added", "forward", old: ["tags: { type: list<enum>, values: [a, b] }"],
+        .step(
+            "list<enum> value added", "forward", old: ["tags: { type: list<enum>, values: [a, b] }"],
             new: ["tags: { type: list<enum>, values: [a, b, c] }"], expect: .enumValueAdded),
-        .step("list<enum> value added", "backward", old: ["tags: { type: list<enum>, values: [a, b] }"],
+        .step(
+            "list<enum> value added", "backward", old: ["tags: { type: list<enum>, values: [a, b] }"],
             new: ["tags: { type: list<enum>, values: [a, b, c] }"]),
-        .step("list<enum> value added, old version has a fallback", "full", old: ["tags: { type: list<enum>, values: [a, b, other], fallback: other }"],
+        .step(
+            "list<enum> value added, old version has a fallback", "full", old: ["tags: { type: list<enum>, values: [a, b, other], fallback: other }"],
             new: ["tags: { type: list<enum>, values: [a, b, other, c], fallback: other }"]),
-        .step("list<enum> value removed", "backward", old: ["tags: { type: list<enum>, values: [a, b, c] }"],
+        .step(
+            "list<enum> value removed", "backward", old: ["tags: { type: list<enum>, values: [a, b, c] }"],
             new: ["tags: { type: list<enum>, values: [a, b] }"], expect: .enumValueRemoved),
-        .step("list<enum> value removed", "forward", old: ["tags: { type: list<enum>, values: [a, b, c] }"],
+        .step(
+            "list<enum> value removed", "forward", old: ["tags: { type: list<enum>, values: [a, b, c] }"],
             new: ["tags: { type: list<enum>, values: [a, b] }"]),
     ]
 
     // MARK: Added fields
 
     static let addedFields: [CompatCase] = [
-        .step("required field added without default", "backward", old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"],
+        .step(
+            "required field added without default", "backward", old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"],
             expect: .requiredFieldAdded),
         .step("required field added without default", "forward", old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"]),
-        .step("required field added without default", "full", old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"],
+        .step(
+            "required field added without default", "full", old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"],
             expect: .requiredFieldAdded),
         .step("required field added without default", "none", old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"]),
         .step("required field added with a default", "backward", old: ["a: int"], new: ["a: int", "b: { type: int, default: 7, since: 2 }"]),
@@ -222,7 +238,8 @@ enum CompatibilityCaseTable {
         .step("required field added with a default", "full", old: ["a: int"], new: ["a: int", "b: { type: int, default: 7, since: 2 }"]),
         .step("optional field added", "full", old: ["a: int"], new: ["a: int", "b: { type: string?, since: 2 }"]),
         .step("optional field added", "backward", old: ["a: int"], new: ["a: int", "b: { type: string?, since: 2 }"]),
-        .step("required field added to an up entity", "full", "up", old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"],
+        .step(
+            "required field added to an up entity", "full", "up", old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"],
             expect: .requiredFieldAdded),
     ]
 
@@ -234,56 +251,74 @@ enum CompatibilityCaseTable {
         .step("default changed", "full", old: ["a: { type: int, default: 1 }"], new: ["a: { type: int, default: 2 }"], expect: .defaultChanged),
         .step("default removed", "full", old: ["a: { type: int, default: 1 }"], new: ["a: int"], expect: .defaultChanged),
         .step("default added", "full", old: ["a: int"], new: ["a: { type: int, default: 1 }"]),
-        .step("optional field drops default: null (null and no default read the same)", "full",
+        .step(
+            "optional field drops default: null (null and no default read the same)", "full",
             old: ["a: { type: int?, default: null }"], new: ["a: int?"]),
-        .step("optional field's default: null becomes a value", "full",
+        .step(
+            "optional field's default: null becomes a value", "full",
             old: ["a: { type: int?, default: null }"], new: ["a: { type: int?, default: 3 }"], expect: .defaultChanged),
-        .step("enum default changed", "full", old: ["c: { type: enum, values: [x, y], default: x }"],
+        .step(
+            "enum default changed", "full", old: ["c: { type: enum, values: [x, y], default: x }"],
             new: ["c: { type: enum, values: [x, y], default: y }"], expect: .defaultChanged),
-        .step("max_length reduced", "backward", old: ["a: { type: string, max_length: 100 }"], new: ["a: { type: string, max_length: 50 }"],
+        .step(
+            "max_length reduced", "backward", old: ["a: { type: string, max_length: 100 }"], new: ["a: { type: string, max_length: 50 }"],
             expect: .maxLengthReduced),
         .step("max_length raised", "backward", old: ["a: { type: string, max_length: 50 }"], new: ["a: { type: string, max_length: 100 }"]),
         .step("max_length raised", "full", old: ["a: { type: string, max_length: 50 }"], new: ["a: { type: string, max_length: 100 }"]),
         .step("max_length reduced", "forward", old: ["a: { type: string, max_length: 100 }"], new: ["a: { type: string, max_length: 50 }"]),
-        .step("max_length added where there was none", "full", old: ["a: string"], new: ["a: { type: string, max_length: 50 }"],
+        .step(
+            "max_length added where there was none", "full", old: ["a: string"], new: ["a: { type: string, max_length: 50 }"],
             expect: .maxLengthReduced),
         .step("max_length removed", "full", old: ["a: { type: string, max_length: 50 }"], new: ["a: string"]),
         // max_bytes compares the limits in force: a field without it has the default (256kB, or
         // what its max_length allows), a contract 1MB or twice its largest field limit.
-        .step("max_bytes reduced", "backward", old: ["a: { type: json, max_bytes: 64kB }"], new: ["a: { type: json, max_bytes: 32kB }"],
+        .step(
+            "max_bytes reduced", "backward", old: ["a: { type: json, max_bytes: 64kB }"], new: ["a: { type: json, max_bytes: 32kB }"],
             expect: .maxBytesReduced),
         .step("max_bytes reduced", "forward", old: ["a: { type: json, max_bytes: 64kB }"], new: ["a: { type: json, max_bytes: 32kB }"]),
         .step("max_bytes raised", "full", old: ["a: { type: json, max_bytes: 32kB }"], new: ["a: { type: json, max_bytes: 64kB }"]),
-        .step("max_bytes added below the default", "full", old: ["a: string"], new: ["a: { type: string, max_bytes: 1000 }"],
+        .step(
+            "max_bytes added below the default", "full", old: ["a: string"], new: ["a: { type: string, max_bytes: 1000 }"],
             expect: .maxBytesReduced),
         .step("max_bytes added above the default", "full", old: ["a: list<string>"], new: ["a: { type: list<string>, max_bytes: 512kB }"]),
-        .step("max_bytes above the default removed", "full", old: ["a: { type: bytes, max_bytes: 512kB }"], new: ["a: bytes"],
+        .step(
+            "max_bytes above the default removed", "full", old: ["a: { type: bytes, max_bytes: 512kB }"], new: ["a: bytes"],
             expect: .maxBytesReduced),
         .step("max_bytes at the default removed", "full", old: ["a: { type: bytes, max_bytes: 256kB }"], new: ["a: bytes"]),
-        .step("a lower max_length that lowers the default is MAX_LENGTH_REDUCED alone", "full",
+        .step(
+            "a lower max_length that lowers the default is MAX_LENGTH_REDUCED alone", "full",
             old: ["a: { type: bytes, max_length: 1000000 }"], new: ["a: { type: bytes, max_length: 500000 }"], expect: .maxLengthReduced),
-        .step("max_length removed, lowering the default it raised", "full", old: ["a: { type: bytes, max_length: 1000000 }"], new: ["a: bytes"],
+        .step(
+            "max_length removed, lowering the default it raised", "full", old: ["a: { type: bytes, max_length: 1000000 }"], new: ["a: bytes"],
             expect: .maxBytesReduced),
-        .versions("row max_bytes reduced", "backward",
+        .versions(
+            "row max_bytes reduced", "backward",
             [V(version: 1, fields: ["a: json"], extra: ["max_bytes: 2MB"])], then: V(version: 2, fields: ["a: json"], extra: ["max_bytes: 1500kB"]),
             expect: .maxBytesReduced),
-        .versions("row max_bytes removed, below the written one", "full",
+        .versions(
+            "row max_bytes removed, below the written one", "full",
             [V(version: 1, fields: ["a: json"], extra: ["max_bytes: 2MB"])], then: V(version: 2, fields: ["a: json"]),
             expect: .maxBytesReduced),
-        .versions("row max_bytes written at the default", "full",
+        .versions(
+            "row max_bytes written at the default", "full",
             [V(version: 1, fields: ["a: json"])], then: V(version: 2, fields: ["a: json"], extra: ["max_bytes: 1MB"])),
-        .versions("row max_bytes raised", "full",
+        .versions(
+            "row max_bytes raised", "full",
             [V(version: 1, fields: ["a: json"], extra: ["max_bytes: 1MB"])], then: V(version: 2, fields: ["a: json"], extra: ["max_bytes: 4MB"])),
-        .versions("row max_bytes reduced on an event", "backward",
+        .versions(
+            "row max_bytes reduced on an event", "backward",
             [V(kind: .event, version: 1, fields: ["a: json"], extra: ["max_bytes: 2MB"])],
             then: V(kind: .event, version: 2, fields: ["a: json"], extra: ["max_bytes: 1MB"]),
             expect: .maxBytesReduced),
-        .versions("a row limit reduced with an allowance", "full",
+        .versions(
+            "a row limit reduced with an allowance", "full",
             [V(version: 1, fields: ["a: json"], extra: ["max_bytes: 2MB"])],
-            then: V(version: 2, fields: ["a: json"], extra: [
-                "max_bytes: 1MB",
-                "allow: [{ rule: MAX_BYTES_REDUCED, reason: \"no row was ever above 1MB\", until: 2099-12-31 }]",
-            ])),
+            then: V(
+                version: 2, fields: ["a: json"],
+                extra: [
+                    "max_bytes: 1MB",
+                    "allow: [{ rule: MAX_BYTES_REDUCED, reason: \"no row was ever above 1MB\", until: 2099-12-31 }]",
+                ])),
     ]
 
     // MARK: Removed fields
@@ -295,129 +330,177 @@ enum CompatibilityCaseTable {
         .step("optional field removed", "forward", old: ["a: int", "b: int?"], new: ["a: int"], expect: .fieldRemoved),
         .step("optional field removed", "full", old: ["a: int", "b: int?"], new: ["a: int"], expect: .fieldRemoved),
         .step("field removed", "none", old: ["a: int", "b: int"], new: ["a: int"]),
-        .versions("field removed after deprecation at a version ≤ oldest_supported", "full", [
-            V(version: 1, fields: ["a: int", "b: int?"]),
-            V(version: 2, fields: ["a: int", #"b: { type: int?, deprecated: "use a" }"#]),
-        ], then: V(version: 3, fields: ["a: int"], oldest: 2)),
-        .versions("deprecated optional field removed while oldest_supported is below it: old devices read null", "full", [
-            V(version: 1, fields: ["a: int", "b: int?"]),
-            V(version: 2, fields: ["a: int", #"b: { type: int?, deprecated: "use a" }"#]),
-        ], then: V(version: 3, fields: ["a: int"])),
-        .versions("deprecated field with a default removed while oldest_supported is below it: old devices read the default", "full", [
-            V(version: 1, fields: ["a: int", "b: { type: int, default: 0 }"]),
-            V(version: 2, fields: ["a: int", #"b: { type: int, default: 0, deprecated: "use a" }"#]),
-        ], then: V(version: 3, fields: ["a: int"])),
-        .versions("deprecated field required in a supported version removed: that version cannot decode rows without it", "full", [
-            V(version: 1, fields: ["a: int", "b: int"]),
-            V(version: 2, fields: ["a: int", #"b: { type: int, deprecated: "use a" }"#]),
-        ], then: V(version: 3, fields: ["a: int"]), expect: .fieldRemoved),
-        .versions("deprecated required field with a default removed once outside the window", "full", [
-            V(version: 1, fields: ["a: int", "b: { type: int, default: 0 }"]),
-            V(version: 2, fields: ["a: int", #"b: { type: int, default: 0, deprecated: "use a" }"#]),
-        ], then: V(version: 3, fields: ["a: int"], oldest: 2)),
-        .versions("deprecated required field without default: v2 devices cannot decode rows without it", "full", [
-            V(version: 1, fields: ["a: int", "b: int"]),
-            V(version: 2, fields: ["a: int", #"b: { type: int, deprecated: "use a" }"#]),
-        ], then: V(version: 3, fields: ["a: int"], oldest: 2), expect: .fieldRemoved),
+        .versions(
+            "field removed after deprecation at a version ≤ oldest_supported", "full",
+            [
+                V(version: 1, fields: ["a: int", "b: int?"]),
+                V(version: 2, fields: ["a: int", #"b: { type: int?, deprecated: "use a" }"#]),
+            ], then: V(version: 3, fields: ["a: int"], oldest: 2)),
+        .versions(
+            "deprecated optional field removed while oldest_supported is below it: old devices read null", "full",
+            [
+                V(version: 1, fields: ["a: int", "b: int?"]),
+                V(version: 2, fields: ["a: int", #"b: { type: int?, deprecated: "use a" }"#]),
+            ], then: V(version: 3, fields: ["a: int"])),
+        .versions(
+            "deprecated field with a default removed while oldest_supported is below it: old devices read the default", "full",
+            [
+                V(version: 1, fields: ["a: int", "b: { type: int, default: 0 }"]),
+                V(version: 2, fields: ["a: int", #"b: { type: int, default: 0, deprecated: "use a" }"#]),
+            ], then: V(version: 3, fields: ["a: int"])),
+        .versions(
+            "deprecated field required in a supported version removed: that version cannot decode rows without it", "full",
+            [
+                V(version: 1, fields: ["a: int", "b: int"]),
+                V(version: 2, fields: ["a: int", #"b: { type: int, deprecated: "use a" }"#]),
+            ], then: V(version: 3, fields: ["a: int"]), expect: .fieldRemoved),
+        .versions(
+            "deprecated required field with a default removed once outside the window", "full",
+            [
+                V(version: 1, fields: ["a: int", "b: { type: int, default: 0 }"]),
+                V(version: 2, fields: ["a: int", #"b: { type: int, default: 0, deprecated: "use a" }"#]),
+            ], then: V(version: 3, fields: ["a: int"], oldest: 2)),
+        .versions(
+            "deprecated required field without default: v2 devices cannot decode rows without it", "full",
+            [
+                V(version: 1, fields: ["a: int", "b: int"]),
+                V(version: 2, fields: ["a: int", #"b: { type: int, deprecated: "use a" }"#]),
+            ], then: V(version: 3, fields: ["a: int"], oldest: 2), expect: .fieldRemoved),
         .step("field removed from an up entity (devices never read it)", "full", "up", old: ["a: int", "b: int"], new: ["a: int"]),
     ]
 
     // MARK: Renames
 
     static let renames: [CompatCase] = [
-        .step("renamed_from keeps the field", "full", old: ["position: { type: int, default: 0 }"],
+        .step(
+            "renamed_from keeps the field", "full", old: ["position: { type: int, default: 0 }"],
             new: ["sort_index: { type: int, default: 0, renamed_from: { name: position, version: 2 } }"]),
-        .step("renamed_from keeps the field", "forward", old: ["position: { type: int, default: 0 }"],
+        .step(
+            "renamed_from keeps the field", "forward", old: ["position: { type: int, default: 0 }"],
             new: ["sort_index: { type: int, default: 0, renamed_from: { name: position, version: 2 } }"]),
-        .step("renamed required field without default is not a new field", "backward", old: ["title: string"],
+        .step(
+            "renamed required field without default is not a new field", "backward", old: ["title: string"],
             new: ["heading: { type: string, renamed_from: { name: title, version: 2 } }"]),
-        .versions("rename in version 3 checked against versions 1 and 2", "full", [
-            V(version: 1, fields: ["a: int"]),
-            V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
-        ], then: V(version: 3, fields: ["c: { type: int, renamed_from: { name: a, version: 3 } }", "b: { type: int?, since: 2 }"])),
-        .step("renamed and retyped", "full", old: ["position: int"],
+        .versions(
+            "rename in version 3 checked against versions 1 and 2", "full",
+            [
+                V(version: 1, fields: ["a: int"]),
+                V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
+            ], then: V(version: 3, fields: ["c: { type: int, renamed_from: { name: a, version: 3 } }", "b: { type: int?, since: 2 }"])),
+        .step(
+            "renamed and retyped", "full", old: ["position: int"],
             new: ["sort_index: { type: string, renamed_from: { name: position, version: 2 } }"], expect: .fieldTypeChanged),
         // The bogus name also makes the field look new (so its `since: 1` is wrong) and leaves the
         // old field unmatched (removed, in forward).
-        .step("renamed_from with a typo", "full", old: ["position: { type: int, default: 0 }"],
+        .step(
+            "renamed_from with a typo", "full", old: ["position: { type: int, default: 0 }"],
             new: ["sort_index: { type: int, default: 0, renamed_from: { name: positon, version: 2 } }"],
             expect: .renamedFromUnknown, .fieldRemoved),
-        .step("renamed_from naming a field that never existed", "backward", old: ["a: int"],
+        .step(
+            "renamed_from naming a field that never existed", "backward", old: ["a: int"],
             new: ["a: int", "note: { type: string?, renamed_from: { name: memo, version: 2 } }"], expect: .renamedFromUnknown),
     ]
 
     // MARK: since
 
     static let sinces: [CompatCase] = [
-        .versions("since of a field added in 2 rewritten to 1", "backward", [
-            V(version: 1, fields: ["a: int"]),
-            V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
-        ], then: V(version: 3, fields: ["a: int", "b: { type: int?, since: 1 }"]), expect: .sinceRewritten),
-        .versions("a field released in 2 keeps since 2 without writing it", "full", [
-            V(version: 1, fields: ["a: int"]),
-            V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
-        ], then: V(version: 3, fields: ["a: int", "b: int?"])),
+        .versions(
+            "since of a field added in 2 rewritten to 1", "backward",
+            [
+                V(version: 1, fields: ["a: int"]),
+                V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
+            ], then: V(version: 3, fields: ["a: int", "b: { type: int?, since: 1 }"]), expect: .sinceRewritten),
+        .versions(
+            "a field released in 2 keeps since 2 without writing it", "full",
+            [
+                V(version: 1, fields: ["a: int"]),
+                V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
+            ], then: V(version: 3, fields: ["a: int", "b: int?"])),
         .step("since of a field from version 1 raised to 2", "full", old: ["a: int"], new: ["a: { type: int, since: 2 }"], expect: .sinceRewritten),
         .step("new optional field without since: the lock knows it is new in 2", "full", old: ["a: int"], new: ["a: int", "b: int?"]),
         .step("new optional field without since", "none", old: ["a: int"], new: ["a: int", "b: int?"]),
-        .step("new field with a since that disagrees with the lock", "full", old: ["a: int"], new: ["a: int", "b: { type: int?, since: 1 }"],
+        .step(
+            "new field with a since that disagrees with the lock", "full", old: ["a: int"], new: ["a: int", "b: { type: int?, since: 1 }"],
             expect: .sinceRewritten),
-        .versions("sinces that match the history", "full", [
-            V(version: 1, fields: ["a: int"]),
-            V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
-        ], then: V(version: 3, fields: ["a: int", "b: { type: int?, since: 2 }", "c: { type: int?, since: 3 }"])),
+        .versions(
+            "sinces that match the history", "full",
+            [
+                V(version: 1, fields: ["a: int"]),
+                V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"]),
+            ], then: V(version: 3, fields: ["a: int", "b: { type: int?, since: 2 }", "c: { type: int?, since: 3 }"])),
     ]
 
     // MARK: Structure and history
 
     static let structure: [CompatCase] = [
         .step("unchanged", "full", old: ["a: int"], new: ["a: int"]),
-        .versions("primary key moved to another field", "full", [V(version: 1, fields: ["code: string"])],
+        .versions(
+            "primary key moved to another field", "full", [V(version: 1, fields: ["code: string"])],
             then: V(version: 2, fields: ["id: id", "code: { type: string, primary_key: true }"], key: nil), expect: .primaryKeyChanged),
-        .versions("primary key type changed", "full", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "primary key type changed", "full", [V(version: 1, fields: ["a: int"])],
             then: V(version: 2, fields: ["a: int"], key: "id: { type: uuid, primary_key: true }"), expect: .primaryKeyChanged, .fieldTypeChanged),
-        .versions("table renamed", "full", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "table renamed", "full", [V(version: 1, fields: ["a: int"])],
             then: V(version: 2, fields: ["a: int"], table: "things"), expect: .tableRenamed),
-        .versions("scope changed", "full", [V(version: 1, fields: ["team_id: id", "a: int"], scope: "team")],
+        .versions(
+            "scope changed", "full", [V(version: 1, fields: ["team_id: id", "a: int"], scope: "team")],
             then: V(version: 2, fields: ["team_id: id", "a: int"], scope: "user"), expect: .scopeChanged),
-        .versions("direction changed", "full", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "direction changed", "full", [V(version: 1, fields: ["a: int"])],
             then: V(version: 2, fields: ["a: int"], direction: "up"), expect: .directionChanged),
-        .versions("direction and conflict changed", "full", direction: "down", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "direction and conflict changed", "full", direction: "down", [V(version: 1, fields: ["a: int"])],
             then: V(version: 2, fields: ["a: int"], direction: "both", conflict: "last_writer_wins"),
             expect: .directionChanged, .conflictPolicyChanged),
-        .versions("conflict policy changed", "full", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "conflict policy changed", "full", [V(version: 1, fields: ["a: int"])],
             then: V(version: 2, fields: ["a: int"], conflict: "version_check"), expect: .conflictPolicyChanged),
-        .versions("oldest_supported decreased", "full", [
-            V(version: 1, fields: ["a: int"]),
-            V(version: 2, fields: ["a: int"], oldest: 2),
-        ], then: V(version: 3, fields: ["a: int"]), expect: .oldestSupportedDecreased),
-        .versions("a breaking change shipped by raising oldest_supported to the new version", "full", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "oldest_supported decreased", "full",
+            [
+                V(version: 1, fields: ["a: int"]),
+                V(version: 2, fields: ["a: int"], oldest: 2),
+            ], then: V(version: 3, fields: ["a: int"]), expect: .oldestSupportedDecreased),
+        .versions(
+            "a breaking change shipped by raising oldest_supported to the new version", "full", [V(version: 1, fields: ["a: int"])],
             then: V(version: 2, fields: ["a: string"], oldest: 2)),
-        .versions("content changed at a released version", "full", [V(version: 1, fields: ["a: int"])],
-            then: V(version: 1, fields: ["a: string"]), expect: .versionNotBumped)
-            .toleratingFromLock(.releasedMigrationModified),
-        .versions("prose changed at a released version", "full", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "content changed at a released version", "full", [V(version: 1, fields: ["a: int"])],
+            then: V(version: 1, fields: ["a: string"]), expect: .versionNotBumped
+        )
+        .toleratingFromLock(.releasedMigrationModified),
+        .versions(
+            "prose changed at a released version", "full", [V(version: 1, fields: ["a: int"])],
             then: V(version: 1, fields: ["a: int"], summary: "The same item, described better.", extra: ["doc: Reworded."])),
-        .versions("version decreased", "full", [V(version: 1, fields: ["a: int"]), V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"])],
-            then: V(version: 1, fields: ["a: int"]), expect: .versionDecreased)
-            .toleratingFromLock(.releasedMigrationModified),
+        .versions(
+            "version decreased", "full", [V(version: 1, fields: ["a: int"]), V(version: 2, fields: ["a: int", "b: { type: int?, since: 2 }"])],
+            then: V(version: 1, fields: ["a: int"]), expect: .versionDecreased
+        )
+        .toleratingFromLock(.releasedMigrationModified),
         .versions("contract deleted", "full", [V(version: 1, fields: ["a: int"])], then: nil, expect: .contractDeleted),
-        .versions("version skipped: 1 → 3, field since 3", "full", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "version skipped: 1 → 3, field since 3", "full", [V(version: 1, fields: ["a: int"])],
             then: V(version: 3, fields: ["a: int", "b: { type: int?, since: 3 }"])),
     ]
 
     // MARK: Mode none: only the rules that protect the history itself
 
     static let modeNone: [CompatCase] = [
-        .step("type changed, field removed, required field added", "none", old: ["a: int", "b: string"],
+        .step(
+            "type changed, field removed, required field added", "none", old: ["a: int", "b: string"],
             new: ["a: string", "c: { type: int, since: 2 }"]),
-        .versions("table renamed and conflict changed", "none", [V(version: 1, fields: ["a: int"])],
+        .versions(
+            "table renamed and conflict changed", "none", [V(version: 1, fields: ["a: int"])],
             then: V(version: 2, fields: ["a: string"], conflict: "field_merge", table: "things"), expect: .tableRenamed, .conflictPolicyChanged),
-        .versions("primary key changed", "none", [V(version: 1, fields: ["code: string"])],
+        .versions(
+            "primary key changed", "none", [V(version: 1, fields: ["code: string"])],
             then: V(version: 2, fields: ["id: id", "code: { type: string, primary_key: true }"], key: nil), expect: .primaryKeyChanged),
-        .versions("content changed at a released version", "none", [V(version: 1, fields: ["a: int"])],
-            then: V(version: 1, fields: ["a: string"]), expect: .versionNotBumped)
-            .toleratingFromLock(.releasedMigrationModified),
+        .versions(
+            "content changed at a released version", "none", [V(version: 1, fields: ["a: int"])],
+            then: V(version: 1, fields: ["a: string"]), expect: .versionNotBumped
+        )
+        .toleratingFromLock(.releasedMigrationModified),
     ]
 
     // MARK: Direction up: devices never read the contract, so forward checks do not apply
@@ -434,9 +517,11 @@ enum CompatibilityCaseTable {
     // MARK: Events (the server reads every event any supported device sends)
 
     static let events: [CompatCase] = [
-        .step("event: required field added", "backward", "up", kind: .event, old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"],
+        .step(
+            "event: required field added", "backward", "up", kind: .event, old: ["a: int"], new: ["a: int", "b: { type: int, since: 2 }"],
             expect: .requiredFieldAdded),
-        .step("event: required field added (manifest default: backward)", "manifest", "up", kind: .event, old: ["a: int"],
+        .step(
+            "event: required field added (manifest default: backward)", "manifest", "up", kind: .event, old: ["a: int"],
             new: ["a: int", "b: { type: int, since: 2 }"], expect: .requiredFieldAdded),
         .step("event: optional field added", "backward", "up", kind: .event, old: ["a: int"], new: ["a: int", "b: { type: int?, since: 2 }"]),
         .step("event: field removed", "backward", "up", kind: .event, old: ["a: int", "b: int"], new: ["a: int"]),
@@ -444,7 +529,8 @@ enum CompatibilityCaseTable {
         .step("event: enum value removed", "backward", "up", kind: .event, old: [statusAdded], new: [status], expect: .enumValueRemoved),
         .step("event: int → string", "backward", "up", kind: .event, old: ["a: int"], new: ["a: string"], expect: .fieldTypeChanged),
         .step("event: int → double", "backward", "up", kind: .event, old: ["a: int"], new: ["a: double"]),
-        .step("event read by devices: enum value added", "full", "both", kind: .event, old: [status], new: [statusAdded],
+        .step(
+            "event read by devices: enum value added", "full", "both", kind: .event, old: [status], new: [statusAdded],
             expect: .enumValueAdded),
         .step("event read by devices, manifest mode: enum value added", "manifest", "both", kind: .event, old: [status], new: [statusAdded]),
     ]

@@ -1,6 +1,7 @@
-@testable import ContractCompiler
 import Foundation
 import Testing
+
+@testable import ContractCompiler
 
 /// A temporary contracts folder whose contracts are released one version after another with
 /// `ContractCompiler.lock`, then checked with `ContractCompiler.check`.
@@ -78,7 +79,8 @@ struct CompatibilityTests {
         let cases = CompatibilityCaseTable.all
         #expect(cases.count >= 60)
         let names = cases.map(\.testDescription)
-        #expect(Set(names).count == names.count, "duplicate case names: \(Dictionary(grouping: names, by: { $0 }).filter { $1.count > 1 }.keys.sorted())")
+        #expect(
+            Set(names).count == names.count, "duplicate case names: \(Dictionary(grouping: names, by: { $0 }).filter { $1.count > 1 }.keys.sorted())")
     }
 
     @Test("(old, new, mode, direction) → rule ids", arguments: CompatibilityCaseTable.all)
@@ -244,21 +246,25 @@ struct CompatibilityTests {
         try workspace.lock()
         try workspace.write(ContractText(version: 2, fields: ["a: { type: int, default: 0 }", "n: { type: string?, since: 2 }"], mode: "backward"))
         try workspace.lock()
-        try workspace.write(ContractText(
-            version: 3, fields: ["b: { type: int, default: 0, renamed_from: { name: a, version: 2 } }", "n: { type: string?, since: 2 }"],
-            mode: "backward"
-        ))
+        try workspace.write(
+            ContractText(
+                version: 3, fields: ["b: { type: int, default: 0, renamed_from: { name: a, version: 2 } }", "n: { type: string?, since: 2 }"],
+                mode: "backward"
+            ))
         let set = try workspace.loadValid()
         let result = ContractCompiler.check(set, lockPath: workspace.lockPath)
         var diagnostics = DiagnosticCollector()
         let history = ContractCompiler.history(lockPath: workspace.lockPath, diagnostics: &diagnostics)
         let migration = MigrationPlanner(set: set, history: history).migrations(side: .client).first { $0.identifier == "items.v3.migrate" }
-        #expect(result.diagnostics.diagnostics.map(\.rule).contains(.renamedFromUnknown), "check accepted it; the v3 migration is \(migration?.statements ?? [])")
+        #expect(
+            result.diagnostics.diagnostics.map(\.rule).contains(.renamedFromUnknown),
+            "check accepted it; the v3 migration is \(migration?.statements ?? [])")
         // With the rename dated correctly (version 3), the column is renamed.
-        try workspace.write(ContractText(
-            version: 3, fields: ["b: { type: int, default: 0, renamed_from: { name: a, version: 3 } }", "n: { type: string?, since: 2 }"],
-            mode: "backward"
-        ))
+        try workspace.write(
+            ContractText(
+                version: 3, fields: ["b: { type: int, default: 0, renamed_from: { name: a, version: 3 } }", "n: { type: string?, since: 2 }"],
+                mode: "backward"
+            ))
         let fixed = try workspace.loadValid()
         #expect(ContractCompiler.check(fixed, lockPath: workspace.lockPath).diagnostics.diagnostics.isEmpty)
         let renamed = MigrationPlanner(set: fixed, history: history).migrations(side: .client).first { $0.identifier == "items.v3.migrate" }
@@ -304,7 +310,8 @@ struct CompatibilityTests {
         let result = ContractCompiler.check(try #require(loaded.contracts), lockPath: workspace.lockPath)
         #expect(result.diagnostics.diagnostics.isEmpty, "\(workspace.readable(result.diagnostics))")
         #expect(result.allowancesInForce.count == 1)
-        #expect(result.allowancesInForce.first?.hasSuffix("FIELD_REMOVED allowed on Item.b until \(Self.future): b was never shipped to devices") == true,
+        #expect(
+            result.allowancesInForce.first?.hasSuffix("FIELD_REMOVED allowed on Item.b until \(Self.future): b was never shipped to devices") == true,
             "\(result.allowancesInForce)")
     }
 
@@ -314,10 +321,11 @@ struct CompatibilityTests {
         defer { workspace.remove() }
         try workspace.write(ContractText(version: 1, fields: ["a: int"], mode: "full"))
         try workspace.lock()
-        try workspace.write(ContractText(
-            version: 2, fields: ["a: int"], mode: "full", table: "things",
-            extra: [#"allow: [{ rule: TABLE_RENAMED, reason: "the table was never created on devices", until: \#(Self.future) }]"#]
-        ))
+        try workspace.write(
+            ContractText(
+                version: 2, fields: ["a: int"], mode: "full", table: "things",
+                extra: [#"allow: [{ rule: TABLE_RENAMED, reason: "the table was never created on devices", until: \#(Self.future) }]"#]
+            ))
         let result = try workspace.check()
         #expect(result.diagnostics.diagnostics.isEmpty, "\(workspace.readable(result.diagnostics))")
         #expect(result.allowancesInForce.first?.contains("TABLE_RENAMED allowed on Item until") == true, "\(result.allowancesInForce)")
@@ -335,16 +343,18 @@ struct CompatibilityTests {
         #expect(result.allowancesInForce.isEmpty, "a contract-level allowance without `field:` must not excuse removed fields")
     }
 
-    @Test("an allowance elsewhere does not excuse a finding", arguments: [
-        // On another field.
-        ([#"a: string"#, #"b: { type: int, allow: [{ rule: FIELD_TYPE_CHANGED, reason: "r", until: 2999-12-31 }] }"#], [String]()),
-        // For another rule on the right field.
-        ([#"a: { type: string, allow: [{ rule: DEFAULT_CHANGED, reason: "r", until: 2999-12-31 }] }"#, "b: int"], []),
-        // At contract level, for a field that still exists (allowances go on the exact field).
-        (["a: string", "b: int"], [#"allow: [{ rule: FIELD_TYPE_CHANGED, field: a, reason: "r", until: 2999-12-31 }]"#]),
-        // At contract level, for another removed field.
-        (["a: string", "b: int"], [#"allow: [{ rule: FIELD_TYPE_CHANGED, field: b, reason: "r", until: 2999-12-31 }]"#]),
-    ])
+    @Test(
+        "an allowance elsewhere does not excuse a finding",
+        arguments: [
+            // On another field.
+            ([#"a: string"#, #"b: { type: int, allow: [{ rule: FIELD_TYPE_CHANGED, reason: "r", until: 2999-12-31 }] }"#], [String]()),
+            // For another rule on the right field.
+            ([#"a: { type: string, allow: [{ rule: DEFAULT_CHANGED, reason: "r", until: 2999-12-31 }] }"#, "b: int"], []),
+            // At contract level, for a field that still exists (allowances go on the exact field).
+            (["a: string", "b: int"], [#"allow: [{ rule: FIELD_TYPE_CHANGED, field: a, reason: "r", until: 2999-12-31 }]"#]),
+            // At contract level, for another removed field.
+            (["a: string", "b: int"], [#"allow: [{ rule: FIELD_TYPE_CHANGED, field: b, reason: "r", until: 2999-12-31 }]"#]),
+        ])
     func misplacedAllowance(_ fields: [String], _ extra: [String]) throws {
         let (workspace, loaded) = try changed(fields, extra: extra)
         defer { workspace.remove() }
@@ -354,15 +364,17 @@ struct CompatibilityTests {
         #expect(result.allowancesInForce.isEmpty)
     }
 
-    @Test("an allowance without a reason, for an unknown rule, or with a bad date is INVALID_ALLOWANCE", arguments: [
-        #"{ rule: FIELD_TYPE_CHANGED, until: 2999-12-31 }"#,
-        #"{ rule: FIELD_TYPE_CHANGED, reason: "", until: 2999-12-31 }"#,
-        #"{ rule: FIELD_TYPE_CHANGED, reason: "  ", until: 2999-12-31 }"#,
-        #"{ rule: FIELD_TYPE_CHANGD, reason: "typo in the rule", until: 2999-12-31 }"#,
-        #"{ rule: NO_SUCH_RULE, reason: "unknown rule", until: 2999-12-31 }"#,
-        #"{ rule: UNKNOWN_KEY, reason: "a validation rule cannot be allowed", until: 2999-12-31 }"#,
-        #"{ rule: FIELD_TYPE_CHANGED, reason: "bad date", until: tomorrow }"#,
-    ])
+    @Test(
+        "an allowance without a reason, for an unknown rule, or with a bad date is INVALID_ALLOWANCE",
+        arguments: [
+            #"{ rule: FIELD_TYPE_CHANGED, until: 2999-12-31 }"#,
+            #"{ rule: FIELD_TYPE_CHANGED, reason: "", until: 2999-12-31 }"#,
+            #"{ rule: FIELD_TYPE_CHANGED, reason: "  ", until: 2999-12-31 }"#,
+            #"{ rule: FIELD_TYPE_CHANGD, reason: "typo in the rule", until: 2999-12-31 }"#,
+            #"{ rule: NO_SUCH_RULE, reason: "unknown rule", until: 2999-12-31 }"#,
+            #"{ rule: UNKNOWN_KEY, reason: "a validation rule cannot be allowed", until: 2999-12-31 }"#,
+            #"{ rule: FIELD_TYPE_CHANGED, reason: "bad date", until: tomorrow }"#,
+        ])
     func invalidAllowance(_ allowance: String) throws {
         let (workspace, loaded) = try changed(["a: { type: string, allow: [\(allowance)] }", "b: int"])
         defer { workspace.remove() }

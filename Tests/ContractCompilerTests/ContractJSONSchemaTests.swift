@@ -53,7 +53,9 @@ struct ContractJSONSchemaTests {
         let valid = [Self.repository.appendingPathComponent("contracts")] + ["valid", "compat"].map { Self.fixtures.appendingPathComponent($0) }
         for folder in valid + [Self.fixtures.appendingPathComponent("invalid")] {
             for file in Self.yamlFiles(in: folder) {
-                let name = file.path.hasPrefix(Self.fixtures.path) ? String(file.path.dropFirst(Self.fixtures.path.count + 1)) : "contracts/" + file.lastPathComponent
+                let name =
+                    file.path.hasPrefix(Self.fixtures.path)
+                    ? String(file.path.dropFirst(Self.fixtures.path.count + 1)) : "contracts/" + file.lastPathComponent
                 var diagnostics = DiagnosticCollector()
                 guard let node = YAMLParser().parse(Array(try Data(contentsOf: file)), file: file.path, diagnostics: &diagnostics) else {
                     unreadable.append(name)

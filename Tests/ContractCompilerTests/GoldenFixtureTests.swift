@@ -1,6 +1,7 @@
-@testable import ContractCompiler
 import Foundation
 import Testing
+
+@testable import ContractCompiler
 
 /// Fixture folders compared file by file: `Fixtures/valid/<case>/contracts` must generate exactly
 /// `Fixtures/valid/<case>/expected/`, and `Fixtures/invalid/<case>/contracts` must print exactly

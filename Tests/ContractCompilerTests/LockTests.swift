@@ -1,6 +1,7 @@
-@testable import ContractCompiler
 import Foundation
 import Testing
+
+@testable import ContractCompiler
 
 /// `contracts.lock`: what `lock` writes, what it refuses, and how `check` catches edits.
 @Suite("contracts.lock")
@@ -122,9 +123,12 @@ struct LockTests {
     func editedVersionText() throws {
         let workspace = try released(Self.v1, Self.v2)
         defer { workspace.remove() }
-        let edited = try editLock(workspace) { $0.replacingOccurrences(of: "max_length: 40 }\n    - version: 2", with: "max_length: 50 }\n    - version: 2") }
+        let edited = try editLock(workspace) {
+            $0.replacingOccurrences(of: "max_length: 40 }\n    - version: 2", with: "max_length: 50 }\n    - version: 2")
+        }
         let result = try workspace.check()
-        let finding = try #require(result.diagnostics.diagnostics.first { $0.rule == .releasedVersionModified }, "\(workspace.readable(result.diagnostics))")
+        let finding = try #require(
+            result.diagnostics.diagnostics.first { $0.rule == .releasedVersionModified }, "\(workspace.readable(result.diagnostics))")
         #expect(rules(result) == [.releasedVersionModified], "\(workspace.readable(result.diagnostics))")
         #expect(finding.location.file == workspace.lockPath)
         let line = try #require(lineNumber(of: "- version: 1", in: edited))
@@ -205,23 +209,26 @@ struct LockTests {
         try workspace.write(owner(2, "int"), to: "entities/owner.yaml")
         let result = try workspace.check()
         let migrationFindings = result.diagnostics.diagnostics.filter { $0.rule == .releasedMigrationModified }
-        #expect(Set(migrationFindings.map(\.message)) == [
-            "released client migration 'items.v1.create' would change", "released server migration 'items.v1.create' would change",
-            "released server_postgres migration 'items.v1.create' would change",
-        ], "\(workspace.readable(result.diagnostics))")
+        #expect(
+            Set(migrationFindings.map(\.message)) == [
+                "released client migration 'items.v1.create' would change", "released server migration 'items.v1.create' would change",
+                "released server_postgres migration 'items.v1.create' would change",
+            ], "\(workspace.readable(result.diagnostics))")
         #expect(Set(rules(result)) == [.primaryKeyChanged, .fieldTypeChanged, .releasedMigrationModified])
     }
 
-    @Test("a garbled lock is LOCK_UNREADABLE, and lock does not overwrite it", arguments: [
-        "format: [1\n",
-        "- a list\n- not a mapping\n",
-        "format: 2\ncontracts: {}\n",
-        "contracts: {}\n",
-        "format: 1\ncontracts:\n  Item:\n    - version: one\n",
-        "format: 1\ncontracts:\n  Item:\n    - version: 1\n      checksum: abc\n      contract:\n        entity: Item\n",
-        "format: 1\ncontracts:\n  Item:\n    - version: 1\n      checksum: abc\n      contract: { entity: Other, summary: x, version: 1, table: items, scope: user, sync: { direction: both, conflict: last_writer_wins }, fields: { id: { type: id, primary_key: true } } }\n",
-        "format: 1\ncontracts: {}\nmigrations:\n  client:\n    - just a string\n",
-    ])
+    @Test(
+        "a garbled lock is LOCK_UNREADABLE, and lock does not overwrite it",
+        arguments: [
+            "format: [1\n",
+            "- a list\n- not a mapping\n",
+            "format: 2\ncontracts: {}\n",
+            "contracts: {}\n",
+            "format: 1\ncontracts:\n  Item:\n    - version: one\n",
+            "format: 1\ncontracts:\n  Item:\n    - version: 1\n      checksum: abc\n      contract:\n        entity: Item\n",
+            "format: 1\ncontracts:\n  Item:\n    - version: 1\n      checksum: abc\n      contract: { entity: Other, summary: x, version: 1, table: items, scope: user, sync: { direction: both, conflict: last_writer_wins }, fields: { id: { type: id, primary_key: true } } }\n",
+            "format: 1\ncontracts: {}\nmigrations:\n  client:\n    - just a string\n",
+        ])
     func garbledLock(_ text: String) throws {
         let workspace = try CompatWorkspace()
         defer { workspace.remove() }
@@ -253,26 +260,31 @@ struct LockTests {
     func addedColumnMigration() throws {
         let workspace = try released(Self.v1)
         defer { workspace.remove() }
-        try workspace.write(ContractText(version: 2, fields: [
-            "a: int", "b: { type: string, max_length: 40 }", "c: { type: int?, since: 2 }", "d: { type: int, default: 3, since: 2 }",
-        ], mode: "full"))
+        try workspace.write(
+            ContractText(
+                version: 2,
+                fields: [
+                    "a: int", "b: { type: string, max_length: 40 }", "c: { type: int?, since: 2 }", "d: { type: int, default: 3, since: 2 }",
+                ], mode: "full"))
         // Unreleased: generated for development databases, not in the lock yet.
         let unreleased = try step(workspace, "items.v2.migrate", side: .client)
         #expect(!(workspace.lockText() ?? "").contains("items.v2.migrate"))
         try workspace.lock()
         let client = try step(workspace, "items.v2.migrate", side: .client)
         #expect(client == unreleased)
-        #expect(client.statements == [
-            #"ALTER TABLE "items" ADD COLUMN "c" INTEGER"#,
-            #"ALTER TABLE "items" ADD COLUMN "d" INTEGER NOT NULL DEFAULT 3"#,
-        ])
+        #expect(
+            client.statements == [
+                #"ALTER TABLE "items" ADD COLUMN "c" INTEGER"#,
+                #"ALTER TABLE "items" ADD COLUMN "d" INTEGER NOT NULL DEFAULT 3"#,
+            ])
         let server = try step(workspace, "items.v2.migrate", side: .server)
         #expect(server.statements == client.statements)
         let postgres = try step(workspace, "items.v2.migrate", side: .serverPostgres)
-        #expect(postgres.statements == [
-            #"ALTER TABLE "items" ADD COLUMN "c" BIGINT"#,
-            #"ALTER TABLE "items" ADD COLUMN "d" BIGINT NOT NULL DEFAULT 3"#,
-        ])
+        #expect(
+            postgres.statements == [
+                #"ALTER TABLE "items" ADD COLUMN "c" BIGINT"#,
+                #"ALTER TABLE "items" ADD COLUMN "d" BIGINT NOT NULL DEFAULT 3"#,
+            ])
 
         var diagnostics = DiagnosticCollector()
         let lock = try #require(LockFile.read(path: workspace.lockPath, diagnostics: &diagnostics))
@@ -296,15 +308,17 @@ struct LockTests {
         #expect(client.count == 5, "\(client)")
         #expect(client.first?.hasPrefix("CREATE TABLE \"_outpost_new_items\" (\n") == true, "\(client)")
         #expect(client.first?.contains(#""a" TEXT NOT NULL"#) == true)
-        #expect(client.dropFirst(1).first == """
-            INSERT INTO "_outpost_new_items" ("id", "a", "b", "_schema_version", "_server_version", "_synced_at")
-            SELECT "id", "a", "b", "_schema_version", "_server_version", "_synced_at" FROM "items"
-            """)
-        #expect(Array(client.dropFirst(2)) == [
-            #"DROP TABLE "items""#,
-            #"ALTER TABLE "_outpost_new_items" RENAME TO "items""#,
-            #"CREATE INDEX "items_b_idx" ON "items" ("b")"#,
-        ])
+        #expect(
+            client.dropFirst(1).first == """
+                INSERT INTO "_outpost_new_items" ("id", "a", "b", "_schema_version", "_server_version", "_synced_at")
+                SELECT "id", "a", "b", "_schema_version", "_server_version", "_synced_at" FROM "items"
+                """)
+        #expect(
+            Array(client.dropFirst(2)) == [
+                #"DROP TABLE "items""#,
+                #"ALTER TABLE "_outpost_new_items" RENAME TO "items""#,
+                #"CREATE INDEX "items_b_idx" ON "items" ("b")"#,
+            ])
         let server = try step(workspace, "items.v2.migrate", side: .server).statements
         #expect(server.first?.hasPrefix("CREATE TABLE \"_outpost_new_items\" (\n") == true)
         #expect(server.contains(#"DROP TABLE "items""#) && server.contains(#"ALTER TABLE "_outpost_new_items" RENAME TO "items""#))
@@ -316,34 +330,39 @@ struct LockTests {
         let indexes = ["indexes:", "  - [b]"]
         let workspace = try released(ContractText(version: 1, fields: ["a: int", "b: string", "c: int?"], mode: "full", extra: indexes))
         defer { workspace.remove() }
-        try workspace.write(ContractText(
-            version: 2, fields: ["a: string", "b: string", "c: { type: int, default: 5 }", "e: { type: bool, since: 2 }"], oldest: 2, mode: "full",
-            extra: indexes
-        ))
+        try workspace.write(
+            ContractText(
+                version: 2, fields: ["a: string", "b: string", "c: { type: int, default: 5 }", "e: { type: bool, since: 2 }"], oldest: 2,
+                mode: "full",
+                extra: indexes
+            ))
         try workspace.lock()
-        #expect(try step(workspace, "items.v2.migrate", side: .serverPostgres).statements == [
-            #"ALTER TABLE "items" ADD COLUMN "e" BOOLEAN NOT NULL DEFAULT false"#,
-            #"ALTER TABLE "items" ALTER COLUMN "e" DROP DEFAULT"#,
-            #"ALTER TABLE "items" ALTER COLUMN "a" TYPE TEXT USING "a"::TEXT"#,
-            #"ALTER TABLE "items" ALTER COLUMN "c" SET DEFAULT 5"#,
-            #"UPDATE "items" SET "c" = 5 WHERE "c" IS NULL"#,
-            #"ALTER TABLE "items" ALTER COLUMN "c" SET NOT NULL"#,
-        ])
+        #expect(
+            try step(workspace, "items.v2.migrate", side: .serverPostgres).statements == [
+                #"ALTER TABLE "items" ADD COLUMN "e" BOOLEAN NOT NULL DEFAULT false"#,
+                #"ALTER TABLE "items" ALTER COLUMN "e" DROP DEFAULT"#,
+                #"ALTER TABLE "items" ALTER COLUMN "a" TYPE TEXT USING "a"::TEXT"#,
+                #"ALTER TABLE "items" ALTER COLUMN "c" SET DEFAULT 5"#,
+                #"UPDATE "items" SET "c" = 5 WHERE "c" IS NULL"#,
+                #"ALTER TABLE "items" ALTER COLUMN "c" SET NOT NULL"#,
+            ])
     }
 
     @Test("a rename: RENAME COLUMN; a removal: DROP COLUMN")
     func renameAndDropMigrations() throws {
         let workspace = try released(ContractText(version: 1, fields: ["position: { type: int, default: 0 }", "memo: string?"], mode: "backward"))
         defer { workspace.remove() }
-        try workspace.write(ContractText(
-            version: 2, fields: ["sort_index: { type: int, default: 0, renamed_from: { name: position, version: 2 } }"], mode: "backward"
-        ))
+        try workspace.write(
+            ContractText(
+                version: 2, fields: ["sort_index: { type: int, default: 0, renamed_from: { name: position, version: 2 } }"], mode: "backward"
+            ))
         try workspace.lock()
         for side in StorageSide.allCases {
-            #expect(try step(workspace, "items.v2.migrate", side: side).statements == [
-                #"ALTER TABLE "items" RENAME COLUMN "position" TO "sort_index""#,
-                #"ALTER TABLE "items" DROP COLUMN "memo""#,
-            ])
+            #expect(
+                try step(workspace, "items.v2.migrate", side: side).statements == [
+                    #"ALTER TABLE "items" RENAME COLUMN "position" TO "sort_index""#,
+                    #"ALTER TABLE "items" DROP COLUMN "memo""#,
+                ])
         }
     }
 }

@@ -1,5 +1,6 @@
-@testable import ContractCompiler
 import Testing
+
+@testable import ContractCompiler
 
 /// The manifest's `compatibility:` sets the mode of every contract that names none: a change
 /// one mode refuses passes under another, and a contract's own `compatibility` still wins.

@@ -24,42 +24,61 @@ struct SampleBreakageTests {
     }
 
     static let mutations: [Mutation] = [
-        Mutation(name: "remove a field", edits: [("  title: { type: string, max_length: 200 }\n", "")],
+        Mutation(
+            name: "remove a field", edits: [("  title: { type: string, max_length: 200 }\n", "")],
             rule: "FIELD_REMOVED", line: "entity: Unit"),
-        Mutation(name: "change a field's type", edits: [("estimated_minutes: { type: int?", "estimated_minutes: { type: string?")],
+        Mutation(
+            name: "change a field's type", edits: [("estimated_minutes: { type: int?", "estimated_minutes: { type: string?")],
             rule: "FIELD_TYPE_CHANGED", line: "estimated_minutes:"),
-        Mutation(name: "make an optional field required", edits: [("description: { type: string?,", "description: { type: string,")],
+        Mutation(
+            name: "make an optional field required", edits: [("description: { type: string?,", "description: { type: string,")],
             rule: "OPTIONAL_MADE_REQUIRED", line: "description:"),
-        Mutation(name: "add a required field without default",
-            edits: [("  estimated_minutes: { type: int?, since: 3 }\n", "  estimated_minutes: { type: int?, since: 3 }\n  rating: { type: int, since: 4 }\n")],
+        Mutation(
+            name: "add a required field without default",
+            edits: [
+                (
+                    "  estimated_minutes: { type: int?, since: 3 }\n",
+                    "  estimated_minutes: { type: int?, since: 3 }\n  rating: { type: int, since: 4 }\n"
+                )
+            ],
             rule: "REQUIRED_FIELD_ADDED", line: "rating:"),
         Mutation(name: "change a default", edits: [("    default: false\n", "    default: true\n")], rule: "DEFAULT_CHANGED", line: "default: true"),
-        Mutation(name: "remove an enum value", edits: [("values: [beginner, intermediate, advanced]", "values: [beginner, intermediate]")],
+        Mutation(
+            name: "remove an enum value", edits: [("values: [beginner, intermediate, advanced]", "values: [beginner, intermediate]")],
             rule: "ENUM_VALUE_REMOVED", line: "learner_level:"),
-        Mutation(name: "add an enum value to an enum without fallback",
+        Mutation(
+            name: "add an enum value to an enum without fallback",
             edits: [("values: [beginner, intermediate, advanced]", "values: [beginner, intermediate, advanced, expert]")],
             rule: "ENUM_VALUE_ADDED", line: "learner_level:"),
-        Mutation(name: "change the primary key", edits: [("id: { type: id, primary_key: true }", "id: { type: uuid, primary_key: true }")],
+        Mutation(
+            name: "change the primary key", edits: [("id: { type: id, primary_key: true }", "id: { type: uuid, primary_key: true }")],
             rule: "PRIMARY_KEY_CHANGED", line: "primary_key: true"),
         Mutation(name: "rename the table", edits: [("table: units\n", "table: unit_rows\n")], rule: "TABLE_RENAMED", line: "table: unit_rows"),
         Mutation(name: "change the scope", edits: [("scope: content\n", "scope: user\n")], rule: "SCOPE_CHANGED", line: "scope: user"),
-        Mutation(name: "change the direction", file: "entities/assessment_response.yaml",
+        Mutation(
+            name: "change the direction", file: "entities/assessment_response.yaml",
             edits: [("direction: both, conflict: last_writer_wins", "direction: up, conflict: last_writer_wins")],
             bump: ("\nversion: 1\n", "\nversion: 2\n"), rule: "DIRECTION_CHANGED", line: "sync:"),
-        Mutation(name: "change the conflict policy", file: "entities/assessment_response.yaml",
+        Mutation(
+            name: "change the conflict policy", file: "entities/assessment_response.yaml",
             edits: [("direction: both, conflict: last_writer_wins", "direction: both, conflict: version_check")],
             bump: ("\nversion: 1\n", "\nversion: 2\n"), rule: "CONFLICT_POLICY_CHANGED", line: "sync:"),
-        Mutation(name: "lower oldest_supported", edits: [("oldest_supported: 2", "oldest_supported: 1")],
+        Mutation(
+            name: "lower oldest_supported", edits: [("oldest_supported: 2", "oldest_supported: 1")],
             rule: "OLDEST_SUPPORTED_DECREASED", line: "oldest_supported: 1"),
-        Mutation(name: "rewrite a since", edits: [("description: { type: string?, since: 2,", "description: { type: string?, since: 1,")],
+        Mutation(
+            name: "rewrite a since", edits: [("description: { type: string?, since: 2,", "description: { type: string?, since: 1,")],
             rule: "SINCE_REWRITTEN", line: "description:"),
-        Mutation(name: "renamed_from naming a field that never existed",
+        Mutation(
+            name: "renamed_from naming a field that never existed",
             edits: [("renamed_from: { name: position, version: 3 }", "renamed_from: { name: positon, version: 3 }")],
             rule: "RENAMED_FROM_UNKNOWN", line: "renamed_from:"),
-        Mutation(name: "change a field without bumping the version", edits: [("max_length: 200", "max_length: 300")], bump: nil,
+        Mutation(
+            name: "change a field without bumping the version", edits: [("max_length: 200", "max_length: 300")], bump: nil,
             rule: "VERSION_NOT_BUMPED", line: "version: 3"),
         Mutation(name: "reduce max_length", edits: [("max_length: 200", "max_length: 100")], rule: "MAX_LENGTH_REDUCED", line: "title:"),
-        Mutation(name: "delete a contract", file: "events/answer_recorded.yaml", edits: [], bump: nil,
+        Mutation(
+            name: "delete a contract", file: "events/answer_recorded.yaml", edits: [], bump: nil,
             rule: "CONTRACT_DELETED", line: "(lock)"),
     ]
 

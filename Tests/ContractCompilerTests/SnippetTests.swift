@@ -31,57 +31,59 @@ struct SnippetTests {
     func clientTable() throws {
         let set = try compileValid(["note.yaml": note])
         let table = SchemaBuilder(set: set).table(for: try #require(set.contract(named: "Note")), side: .client)
-        #expect(table.createStatements == [
-            """
-            CREATE TABLE "notes" (
-                "id" TEXT NOT NULL,
-                "body" TEXT NOT NULL,
-                "pinned" INTEGER NOT NULL DEFAULT 0,
-                "color" TEXT NOT NULL DEFAULT 'red',
-                "word_count" INTEGER,
-                "secret" BLOB,
-                "updated_at" INTEGER NOT NULL,
-                "is_open" INTEGER NOT NULL DEFAULT 1,
-                "_schema_version" INTEGER NOT NULL,
-                "_server_version" INTEGER,
-                "_synced_at" INTEGER,
-                PRIMARY KEY ("id")
-            )
-            """,
-            #"CREATE INDEX "notes_updated_at_idx" ON "notes" ("updated_at")"#,
-        ])
+        #expect(
+            table.createStatements == [
+                """
+                CREATE TABLE "notes" (
+                    "id" TEXT NOT NULL,
+                    "body" TEXT NOT NULL,
+                    "pinned" INTEGER NOT NULL DEFAULT 0,
+                    "color" TEXT NOT NULL DEFAULT 'red',
+                    "word_count" INTEGER,
+                    "secret" BLOB,
+                    "updated_at" INTEGER NOT NULL,
+                    "is_open" INTEGER NOT NULL DEFAULT 1,
+                    "_schema_version" INTEGER NOT NULL,
+                    "_server_version" INTEGER,
+                    "_synced_at" INTEGER,
+                    PRIMARY KEY ("id")
+                )
+                """,
+                #"CREATE INDEX "notes_updated_at_idx" ON "notes" ("updated_at")"#,
+            ])
     }
 
     @Test("server table: tenant key, plaintext fields, sync metadata, scope index; no local columns")
     func serverTable() throws {
         let set = try compileValid(["note.yaml": note])
         let table = SchemaBuilder(set: set).table(for: try #require(set.contract(named: "Note")), side: .server)
-        #expect(table.createStatements == [
-            """
-            CREATE TABLE "notes" (
-                "_tenant_id" TEXT NOT NULL,
-                "id" TEXT NOT NULL,
-                "body" TEXT NOT NULL,
-                "pinned" INTEGER NOT NULL DEFAULT 0,
-                "color" TEXT NOT NULL DEFAULT 'red',
-                "word_count" INTEGER,
-                "secret" TEXT,
-                "updated_at" INTEGER NOT NULL,
-                "_scope_key" TEXT NOT NULL,
-                "_seq" INTEGER NOT NULL,
-                "_version" INTEGER NOT NULL DEFAULT 1,
-                "_schema_version" INTEGER NOT NULL,
-                "_hlc" TEXT,
-                "_field_clocks" TEXT,
-                "_deleted" INTEGER NOT NULL DEFAULT 0,
-                "_updated_at" INTEGER NOT NULL,
-                "_updated_by" TEXT,
-                PRIMARY KEY ("_tenant_id", "id")
-            )
-            """,
-            #"CREATE INDEX "notes_scope_seq_idx" ON "notes" ("_tenant_id", "_scope_key", "_seq")"#,
-            #"CREATE INDEX "notes_updated_at_idx" ON "notes" ("_tenant_id", "updated_at")"#,
-        ])
+        #expect(
+            table.createStatements == [
+                """
+                CREATE TABLE "notes" (
+                    "_tenant_id" TEXT NOT NULL,
+                    "id" TEXT NOT NULL,
+                    "body" TEXT NOT NULL,
+                    "pinned" INTEGER NOT NULL DEFAULT 0,
+                    "color" TEXT NOT NULL DEFAULT 'red',
+                    "word_count" INTEGER,
+                    "secret" TEXT,
+                    "updated_at" INTEGER NOT NULL,
+                    "_scope_key" TEXT NOT NULL,
+                    "_seq" INTEGER NOT NULL,
+                    "_version" INTEGER NOT NULL DEFAULT 1,
+                    "_schema_version" INTEGER NOT NULL,
+                    "_hlc" TEXT,
+                    "_field_clocks" TEXT,
+                    "_deleted" INTEGER NOT NULL DEFAULT 0,
+                    "_updated_at" INTEGER NOT NULL,
+                    "_updated_by" TEXT,
+                    PRIMARY KEY ("_tenant_id", "id")
+                )
+                """,
+                #"CREATE INDEX "notes_scope_seq_idx" ON "notes" ("_tenant_id", "_scope_key", "_seq")"#,
+                #"CREATE INDEX "notes_updated_at_idx" ON "notes" ("_tenant_id", "updated_at")"#,
+            ])
     }
 
     @Test("an index that uses a local field exists on the client only")
@@ -125,23 +127,23 @@ struct SnippetTests {
         let set = try compileValid([
             "note.yaml": note,
             "tag.yaml": """
-                entity: Tag
-                summary: A tag with nothing but its name.
-                version: 1
-                table: tags
-                scope: user
-                sync: { direction: both, conflict: last_writer_wins }
-                fields:
-                  name: { type: id, primary_key: true }
-                """,
+            entity: Tag
+            summary: A tag with nothing but its name.
+            version: 1
+            table: tags
+            scope: user
+            sync: { direction: both, conflict: last_writer_wins }
+            fields:
+              name: { type: id, primary_key: true }
+            """,
             "note_read.yaml": """
-                event: NoteRead
-                summary: Someone read a note.
-                version: 1
-                scope: user
-                fields:
-                  note_id: ref<Note>
-                """,
+            event: NoteRead
+            summary: Someone read a note.
+            version: 1
+            scope: user
+            fields:
+              note_id: ref<Note>
+            """,
         ])
         let generator = DTOGenerator(set: set)
         let note = generator.render(try #require(set.contract(named: "Note")))
@@ -160,13 +162,15 @@ struct SnippetTests {
     func schemaConstants() throws {
         let set = try compileValid([
             "note.yaml": note.replacingOccurrences(of: "entity: Note", with: "entity: LessonNote")
-                .replacingOccurrences(of: "version: 2", with: "version: 2\noldest_supported: 2"),
+                .replacingOccurrences(of: "version: 2", with: "version: 2\noldest_supported: 2")
         ])
-        #expect(SchemaVersionsGenerator(set: set).render().contains("""
-            public let CURRENT_LESSON_NOTE_SCHEMA = 2
-            /// The oldest `LessonNote` schema version still supported; older rows are purged and re-fetched.
-            public let OLDEST_SUPPORTED_LESSON_NOTE_SCHEMA = 2
-            """))
+        #expect(
+            SchemaVersionsGenerator(set: set).render().contains(
+                """
+                public let CURRENT_LESSON_NOTE_SCHEMA = 2
+                /// The oldest `LessonNote` schema version still supported; older rows are purged and re-fetched.
+                public let OLDEST_SUPPORTED_LESSON_NOTE_SCHEMA = 2
+                """))
     }
 
     @Test("event: envelope alias, client and server event tables")
@@ -174,24 +178,25 @@ struct SnippetTests {
         let set = try compileValid([
             "note.yaml": note,
             "note_read.yaml": """
-                event: NoteRead
-                summary: Someone read a note.
-                version: 1
-                scope: user
-                applies_to: Note
-                fields:
-                  note_id: ref<Note>
-                  seconds: double
-                """,
+            event: NoteRead
+            summary: Someone read a note.
+            version: 1
+            scope: user
+            applies_to: Note
+            fields:
+              note_id: ref<Note>
+              seconds: double
+            """,
         ])
         let event = try #require(set.contract(named: "NoteRead"))
         #expect(event.table == "note_read_events")
         #expect(DTOGenerator(set: set).render(event).contains("public typealias NoteReadEnvelope = EventEnvelope<NoteRead>\n"))
         let server = SchemaBuilder(set: set).table(for: event, side: .server)
-        #expect(server.columns.map(\.name) == [
-            "_tenant_id", "event_id", "schema_version", "user_id", "device_id", "occurred_at", "recorded_at", "hash",
-            "note_id", "seconds", "_scope_key", "_seq",
-        ])
+        #expect(
+            server.columns.map(\.name) == [
+                "_tenant_id", "event_id", "schema_version", "user_id", "device_id", "occurred_at", "recorded_at", "hash",
+                "note_id", "seconds", "_scope_key", "_seq",
+            ])
         #expect(server.primaryKey == ["_tenant_id", "event_id"])
     }
 
@@ -209,16 +214,16 @@ struct SnippetTests {
         let set = try compileValid([
             "note.yaml": note,
             "probe.yaml": """
-                entity: Probe
-                summary: Probe.
-                version: 1
-                table: probes
-                scope: user
-                sync: { direction: both, conflict: last_writer_wins }
-                fields:
-                  id: { type: id, primary_key: true }
-                  value: \(spelling)
-                """,
+            entity: Probe
+            summary: Probe.
+            version: 1
+            table: probes
+            scope: user
+            sync: { direction: both, conflict: last_writer_wins }
+            fields:
+              id: { type: id, primary_key: true }
+              value: \(spelling)
+            """,
         ])
         let field = try #require(set.contract(named: "Probe")?.field(named: "value"))
         let mapping = TypeMapping(set: set)
@@ -233,9 +238,11 @@ struct SnippetTests {
         )
         #expect(long.count <= 63)
         #expect(long.hasSuffix("_key"))
-        #expect(long == TableSchema.indexName(
-            table: "very_long_table_name_for_testing", columns: ["first_long_column", "second_long_column"], unique: true
-        ))
+        #expect(
+            long
+                == TableSchema.indexName(
+                    table: "very_long_table_name_for_testing", columns: ["first_long_column", "second_long_column"], unique: true
+                ))
     }
 
     @Test("ISO-8601 timestamps convert both ways")

@@ -1,6 +1,7 @@
-@testable import ContractCompiler
 import Foundation
 import Testing
+
+@testable import ContractCompiler
 
 /// The sync block's `max_rows` and `max_row_bytes`: what they accept, the diagnostic for each bad
 /// value, their refusal on events, the registry they generate and their place in the lock.
@@ -17,7 +18,6 @@ struct StorageLimitKeyTests {
         lines += ["fields:", "  id: { type: id, primary_key: true }"]
         return lines.joined(separator: "\n") + "\n"
     }
-
 
     // MARK: Valid values
 
@@ -62,11 +62,12 @@ struct StorageLimitKeyTests {
     func badMaxRows(text: String, message: String) throws {
         // An empty value is where libyaml puts it: right after the colon.
         let column = text.isEmpty ? 12 : 13
-        #expect(try folderReport(entity(maxRows: text)) == """
-            contracts/entities/thing.yaml:9:\(column): error[INVALID_VALUE]: max_rows \(message)
-              help: write the most rows a device keeps, without quotes, for example `max_rows: 50`; leave the key out for no limit
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(entity(maxRows: text)) == """
+                contracts/entities/thing.yaml:9:\(column): error[INVALID_VALUE]: max_rows \(message)
+                  help: write the most rows a device keeps, without quotes, for example `max_rows: 50`; leave the key out for no limit
+                1 error, 0 warnings
+                """)
     }
 
     private static let sizeHelp = "write a whole number of bytes, optionally with a decimal unit: `500000`, `500kB`, `10MB`, `1GB`"
@@ -92,11 +93,12 @@ struct StorageLimitKeyTests {
     )
     func badMaxRowBytes(text: String, message: String, help: String) throws {
         let column = text.isEmpty ? 17 : 18
-        #expect(try folderReport(entity(maxRowBytes: text)) == """
-            contracts/entities/thing.yaml:9:\(column): error[INVALID_VALUE]: \(message)
-              help: \(help)
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(entity(maxRowBytes: text)) == """
+                contracts/entities/thing.yaml:9:\(column): error[INVALID_VALUE]: \(message)
+                  help: \(help)
+                1 error, 0 warnings
+                """)
     }
 
     @Test("both bad in one flow-style sync block: both reported, each at its value")
@@ -105,13 +107,14 @@ struct StorageLimitKeyTests {
             of: "sync:\n  direction: both\n  conflict: last_writer_wins\n",
             with: "sync: { direction: both, conflict: last_writer_wins, max_rows: none, max_row_bytes: 5 GiB }\n"
         )
-        #expect(try folderReport(text) == """
-            contracts/entities/thing.yaml:6:64: error[INVALID_VALUE]: max_rows must be a whole number from 1 to 2147483647, found 'none'
-              help: write the most rows a device keeps, without quotes, for example `max_rows: 50`; leave the key out for no limit
-            contracts/entities/thing.yaml:6:85: error[INVALID_VALUE]: max_row_bytes '5 GiB' is not a size
-              help: binary units are not accepted; \(Self.sizeHelp)
-            2 errors, 0 warnings
-            """)
+        #expect(
+            try folderReport(text) == """
+                contracts/entities/thing.yaml:6:64: error[INVALID_VALUE]: max_rows must be a whole number from 1 to 2147483647, found 'none'
+                  help: write the most rows a device keeps, without quotes, for example `max_rows: 50`; leave the key out for no limit
+                contracts/entities/thing.yaml:6:85: error[INVALID_VALUE]: max_row_bytes '5 GiB' is not a size
+                  help: binary units are not accepted; \(Self.sizeHelp)
+                2 errors, 0 warnings
+                """)
     }
 
     @Test("events refuse both keys, like retention and priority", arguments: ["max_rows: 50", "max_row_bytes: 10MB"])
@@ -126,11 +129,12 @@ struct StorageLimitKeyTests {
               at: timestamp
             """
         let name = String(key.prefix { $0 != ":" })
-        #expect(try folderReport(event, file: "events/happened.yaml") == """
-            contracts/events/happened.yaml:5:24: error[UNKNOWN_KEY]: key '\(name)' is not allowed in the sync block
-              help: events are immutable and kept until the server folds them; only `direction` (and `conflict: append_only`) apply
-            1 error, 0 warnings
-            """)
+        #expect(
+            try folderReport(event, file: "events/happened.yaml") == """
+                contracts/events/happened.yaml:5:24: error[UNKNOWN_KEY]: key '\(name)' is not allowed in the sync block
+                  help: events are immutable and kept until the server folds them; only `direction` (and `conflict: append_only`) apply
+                1 error, 0 warnings
+                """)
     }
 
     // MARK: Generated registry and JSON Schema
@@ -142,12 +146,14 @@ struct StorageLimitKeyTests {
             "entities/gadget.yaml": entity().replacingOccurrences(of: "Thing", with: "Gadget").replacingOccurrences(of: "things", with: "gadgets"),
         ])
         let registry = RegistryGenerator(set: set).render()
-        #expect(registry.contains("""
-                    priority: .normal,
-                    maxRows: 50,
-                    maxRowBytes: 10000000,
-                    currentVersion: 1,
-            """))
+        #expect(
+            registry.contains(
+                """
+                        priority: .normal,
+                        maxRows: 50,
+                        maxRowBytes: 10000000,
+                        currentVersion: 1,
+                """))
         let other = try #require(registry.components(separatedBy: "public static let gadget = EntityDescriptor(").last)
         let otherDescriptor = try #require(other.components(separatedBy: "public static let").first)
         #expect(!otherDescriptor.contains("maxRows") && !otherDescriptor.contains("maxRowBytes"))
@@ -183,15 +189,17 @@ struct StorageLimitKeyTests {
     @Test("a snapshot writes the limits only when set, so versions locked without them keep their checksums")
     func snapshot() throws {
         let without = try #require(try compileValid(["entities/item.yaml": item(version: 1)]).contract(named: "Item"))
-        #expect(ContractSnapshot.text(without).contains(
-            "sync: { direction: both, conflict: last_writer_wins, tombstones: true, retention: forever, priority: normal }\n"
-        ))
+        #expect(
+            ContractSnapshot.text(without).contains(
+                "sync: { direction: both, conflict: last_writer_wins, tombstones: true, retention: forever, priority: normal }\n"
+            ))
         let with = try #require(
             try compileValid(["entities/item.yaml": item(version: 1, limits: ", max_rows: 50, max_row_bytes: 10000000")]).contract(named: "Item")
         )
-        #expect(ContractSnapshot.text(with).contains(
-            "sync: { direction: both, conflict: last_writer_wins, tombstones: true, retention: forever, priority: normal, max_rows: 50, max_row_bytes: 10MB }\n"
-        ))
+        #expect(
+            ContractSnapshot.text(with).contains(
+                "sync: { direction: both, conflict: last_writer_wins, tombstones: true, retention: forever, priority: normal, max_rows: 50, max_row_bytes: 10MB }\n"
+            ))
         #expect(ContractSnapshot.checksum(with) != ContractSnapshot.checksum(without))
     }
 

@@ -1,6 +1,7 @@
-@testable import ContractCompiler
 import ContractRuntime
 import Testing
+
+@testable import ContractCompiler
 
 @Suite("Validation rules")
 struct ValidationTests {
@@ -36,7 +37,10 @@ struct ValidationTests {
             ("  id: { type: id, primary_key: true }\n  title: { type: string, renamed_from: old_title }", .unexpectedNode),
             ("  id: { type: json, primary_key: true }", .invalidPrimaryKey),
             ("  id: { type: id?, primary_key: true }", .invalidPrimaryKey),
-            ("  id: { type: id, primary_key: true }\n  a: { type: int, version_field: true }\n  b: { type: int, version_field: true }", .multipleVersionFields),
+            (
+                "  id: { type: id, primary_key: true }\n  a: { type: int, version_field: true }\n  b: { type: int, version_field: true }",
+                .multipleVersionFields
+            ),
             ("  id: { type: id, primary_key: true }\n  kind: { type: enum, values: [a, b], fallback: c }", .invalidEnumFallback),
             ("  id: { type: id, primary_key: true }\n  n: { type: int, default: 1.5 }", .defaultTypeMismatch),
             ("  id: { type: id, primary_key: true }\n  d: { type: date, default: \"2026-02-30\" }", .defaultTypeMismatch),
@@ -56,9 +60,13 @@ struct ValidationTests {
 
     @Test("server_only: allowed on an optional or defaulted field, refused on an index and on events")
     func serverOnly() throws {
-        let fine = entity("  id: { type: id, primary_key: true }\n  grade: { type: double?, server_only: true }\n  answers: { type: json, server_only: true, default: {} }")
+        let fine = entity(
+            "  id: { type: id, primary_key: true }\n  grade: { type: double?, server_only: true }\n  answers: { type: json, server_only: true, default: {} }"
+        )
         #expect(try rules(["thing.yaml": fine]).isEmpty)
-        let downOnly = entity("  id: { type: id, primary_key: true }\n  grade: { type: double, server_only: true }", sync: "{ direction: down, conflict: server_authoritative }")
+        let downOnly = entity(
+            "  id: { type: id, primary_key: true }\n  grade: { type: double, server_only: true }",
+            sync: "{ direction: down, conflict: server_authoritative }")
         #expect(try rules(["thing.yaml": downOnly]).isEmpty)
         let indexed = entity("  id: { type: id, primary_key: true }\n  grade: { type: double?, server_only: true }", extra: "indexes:\n  - [grade]")
         #expect(try rules(["thing.yaml": indexed]).contains(.serverOnlyNotAllowed))
@@ -101,24 +109,25 @@ struct ValidationTests {
             "c.yaml": "entity: [",
         ])
         defer { folder.remove() }
-        #expect(folder.report() == """
-            contracts/a.yaml:8:15: error[UNKNOWN_TYPE]: unknown type 'strnig'
-              help: did you mean 'string'?
-            contracts/a.yaml:9:3: error[RESERVED_WORD]: field name 'select' is an SQL keyword
-              help: choose a more specific name, for example 'select_value'
-            contracts/b.yaml:9:10: error[UNKNOWN_REFERENCE]: ref<Nothing> names 'Nothing', which is not a contract
-              help: did you mean 'Thing'?
-            contracts/c.yaml:2:1: error[YAML_SYNTAX]: did not find expected node content
-              note: while parsing a flow node (contracts/c.yaml:2:1)
-              help: fix the YAML syntax at this position (indentation, a missing `:`, or an unclosed quote or bracket)
-            4 errors, 0 warnings
-            """)
+        #expect(
+            folder.report() == """
+                contracts/a.yaml:8:15: error[UNKNOWN_TYPE]: unknown type 'strnig'
+                  help: did you mean 'string'?
+                contracts/a.yaml:9:3: error[RESERVED_WORD]: field name 'select' is an SQL keyword
+                  help: choose a more specific name, for example 'select_value'
+                contracts/b.yaml:9:10: error[UNKNOWN_REFERENCE]: ref<Nothing> names 'Nothing', which is not a contract
+                  help: did you mean 'Thing'?
+                contracts/c.yaml:2:1: error[YAML_SYNTAX]: did not find expected node content
+                  note: while parsing a flow node (contracts/c.yaml:2:1)
+                  help: fix the YAML syntax at this position (indentation, a missing `:`, or an unclosed quote or bracket)
+                4 errors, 0 warnings
+                """)
     }
 
     @Test("warnings do not fail a run")
     func warningsOnly() throws {
         let folder = try ContractFolder(files: [
-            "thing.yaml": entity("  id: { type: id, primary_key: true }").replacingOccurrences(of: "summary: A thing.\n", with: ""),
+            "thing.yaml": entity("  id: { type: id, primary_key: true }").replacingOccurrences(of: "summary: A thing.\n", with: "")
         ])
         defer { folder.remove() }
         let result = folder.load()
@@ -132,14 +141,17 @@ struct ValidationTests {
         arguments: ["repull_rows", "first_downloads", "outbox", "dropped_rows", "sync_state", "rate_windows", "sqlite_stat1"]
     )
     func engineTable(_ table: String) throws {
-        let folder = try ContractFolder(files: ["thing.yaml": entity("  id: { type: id, primary_key: true }")
-            .replacingOccurrences(of: "table: things", with: "table: \(table)")])
+        let folder = try ContractFolder(files: [
+            "thing.yaml": entity("  id: { type: id, primary_key: true }")
+                .replacingOccurrences(of: "table: things", with: "table: \(table)")
+        ])
         defer { folder.remove() }
-        #expect(folder.report() == """
-            contracts/thing.yaml:4:8: error[RESERVED_NAME]: table name '\(table)' is reserved for the sync engine's own tables
-              help: choose another name, for example 'thing_records'
-            1 error, 0 warnings
-            """)
+        #expect(
+            folder.report() == """
+                contracts/thing.yaml:4:8: error[RESERVED_NAME]: table name '\(table)' is reserved for the sync engine's own tables
+                  help: choose another name, for example 'thing_records'
+                1 error, 0 warnings
+                """)
     }
 
     @Test("every name in the engines' list is refused as a table, every reserved column as a field")
@@ -149,21 +161,24 @@ struct ValidationTests {
             #expect(try rules(["thing.yaml": contract]) == [.reservedName], "table \(table)")
         }
         for column in EngineNames.reservedColumns.sorted() {
-            #expect(try rules(["thing.yaml": entity("  id: { type: id, primary_key: true }\n  \(column): int?")]) == [.reservedName], "field \(column)")
+            #expect(
+                try rules(["thing.yaml": entity("  id: { type: id, primary_key: true }\n  \(column): int?")]) == [.reservedName], "field \(column)")
             let local = entity("  id: { type: id, primary_key: true }", extra: "local:\n  \(column): int?")
             #expect(try rules(["thing.yaml": local]) == [.reservedName], "local field \(column)")
         }
     }
 
-    @Test("a field named like a column the engines add is refused where it is written", arguments: ["_deleted", "_scope_key", "_version", "_synced_at"])
+    @Test(
+        "a field named like a column the engines add is refused where it is written", arguments: ["_deleted", "_scope_key", "_version", "_synced_at"])
     func engineColumn(_ column: String) throws {
         let folder = try ContractFolder(files: ["thing.yaml": entity("  id: { type: id, primary_key: true }\n  \(column): bool")])
         defer { folder.remove() }
-        #expect(folder.report() == """
-            contracts/thing.yaml:9:3: error[RESERVED_NAME]: field name '\(column)' is a column the sync engines add to contract tables
-              help: rename it to '\(column.dropFirst())'
-            1 error, 0 warnings
-            """)
+        #expect(
+            folder.report() == """
+                contracts/thing.yaml:9:3: error[RESERVED_NAME]: field name '\(column)' is a column the sync engines add to contract tables
+                  help: rename it to '\(column.dropFirst())'
+                1 error, 0 warnings
+                """)
     }
 
     @Test("diagnostic text format: location, severity, rule, message, then help")
@@ -172,18 +187,21 @@ struct ValidationTests {
             .error, .unknownKey, "unknown key 'defualt' in the field 'x'",
             at: SourceLocation(file: "contracts/x.yaml", line: 3, column: 7), help: "did you mean 'default'?"
         )
-        #expect(diagnostic.rendered == """
-            contracts/x.yaml:3:7: error[UNKNOWN_KEY]: unknown key 'defualt' in the field 'x'
-              help: did you mean 'default'?
-            """)
+        #expect(
+            diagnostic.rendered == """
+                contracts/x.yaml:3:7: error[UNKNOWN_KEY]: unknown key 'defualt' in the field 'x'
+                  help: did you mean 'default'?
+                """)
     }
 
     @Test("json and github formats carry the same diagnostics")
     func machineFormats() {
         var collector = DiagnosticCollector()
-        collector.error(.unknownType, "unknown type 'strng'", at: SourceLocation(file: "c/x.yaml", line: 2, column: 9), help: "did you mean 'string'?")
-        #expect(DiagnosticFormat.github.render(collector)
-            == "::error file=c/x.yaml,line=2,col=9,title=UNKNOWN_TYPE::[UNKNOWN_TYPE] unknown type 'strng'%0Ahelp: did you mean 'string'?")
+        collector.error(
+            .unknownType, "unknown type 'strng'", at: SourceLocation(file: "c/x.yaml", line: 2, column: 9), help: "did you mean 'string'?")
+        #expect(
+            DiagnosticFormat.github.render(collector)
+                == "::error file=c/x.yaml,line=2,col=9,title=UNKNOWN_TYPE::[UNKNOWN_TYPE] unknown type 'strng'%0Ahelp: did you mean 'string'?")
         let json = DiagnosticFormat.json.render(collector)
         #expect(json.contains(#""rule":"UNKNOWN_TYPE""#))
         #expect(json.contains(#""line":2,"column":9"#))

@@ -1,6 +1,7 @@
-@testable import ContractCompiler
 import ContractRuntime
 import Testing
+
+@testable import ContractCompiler
 
 @Suite("YAML through libyaml")
 struct YAMLParserTests {

@@ -56,7 +56,8 @@ struct EventEnvelopeTests {
         ])
         let payload = AnswerRecorded(attemptId: "attempt-1", questionId: "q-7", answer: answer, timeSpentMs: 5)
         let canonical = String(decoding: try AnswerRecordedEnvelope.canonicalPayload(payload), as: UTF8.self)
-        let expected = #"{"answer":{"B":2,"a1":6,"a10":3,"a9":4,"a_b":5,"b":1,"nested":[{"10":0,"9":0,"Z":true,"z":null}],"é":7},"#
+        let expected =
+            #"{"answer":{"B":2,"a1":6,"a10":3,"a9":4,"a_b":5,"b":1,"nested":[{"10":0,"9":0,"Z":true,"z":null}],"é":7},"#
             + #""attempt_id":"attempt-1","question_id":"q-7","time_spent_ms":5}"#
         #expect(canonical == expected)
         #expect(try AnswerRecordedEnvelope.hash(of: payload) == ReferenceSHA256.hex(expected))

@@ -99,7 +99,8 @@ struct MigrationHistoryTests {
         // Server-only fields are in the server's table from the version that added them, never on a device.
         let serverOnly = side == .client ? [] : ContractRegistry.entity(named: name)?.serverOnlyFields ?? []
         let wire = AllContracts.wireFields(of: name) ?? []
-        let known = ContractRegistry.entity(named: name)?.knownFields(forSchemaVersion:)
+        let known =
+            ContractRegistry.entity(named: name)?.knownFields(forSchemaVersion:)
             ?? ContractRegistry.event(named: name)?.knownFields(forSchemaVersion:)
         for version in history.versions {
             let database = try history.database(at: version)
@@ -182,8 +183,12 @@ struct MigrationHistoryTests {
                 )
             }
             #expect(history.steps.last?.identifier.hasPrefix("\(history.table).") == true, "\(history): the last step names the current table")
-            #expect(Set(history.versions) == Set(versionSteps.map(\.version)) && versionSteps.count == Set(versionSteps.map(\.version)).count, "\(history): two steps for one version: \(versionSteps.map(\.identifier))")
-            #expect(history.versions == history.versions.sorted() && history.versions.allSatisfy { $0 <= current }, "\(history): versions \(history.versions)")
+            #expect(
+                Set(history.versions) == Set(versionSteps.map(\.version)) && versionSteps.count == Set(versionSteps.map(\.version)).count,
+                "\(history): two steps for one version: \(versionSteps.map(\.identifier))")
+            #expect(
+                history.versions == history.versions.sorted() && history.versions.allSatisfy { $0 <= current },
+                "\(history): versions \(history.versions)")
             // Every field added after the first version needs a step at the version that added it.
             for field in ContractSQL.fieldColumns(of: name, side: side) where field.since > history.firstVersion {
                 #expect(history.versions.contains(field.since), "\(history): no step at v\(field.since), which added \(field.name)")
@@ -300,8 +305,10 @@ struct MigrationHistoryTests {
     func lessonHistory(_ side: Side) throws {
         let history = try ContractHistory(side: side, contract: "Lesson")
         // Lesson's unique place in its unit is made per scope on the server, right after v1 created it.
-        let expected = side == .server
-            ? ["lessons.v1.create", "lessons.v1.lessons_unit_id_sort_index_key_per_scope", "lessons.v2.migrate"] : ["lessons.v1.create", "lessons.v2.migrate"]
+        let expected =
+            side == .server
+            ? ["lessons.v1.create", "lessons.v1.lessons_unit_id_sort_index_key_per_scope", "lessons.v2.migrate"]
+            : ["lessons.v1.create", "lessons.v2.migrate"]
         #expect(history.steps.map(\.identifier) == expected)
         #expect(history.steps.last?.statements.contains { $0.contains(#"RENAME COLUMN "length_seconds" TO "duration_seconds""#) } == true)
     }

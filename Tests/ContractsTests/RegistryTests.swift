@@ -72,7 +72,9 @@ struct RegistryTests {
         #expect(ContractRegistry.assessment.maxRowBytes == 10_000_000)
         #expect(Assessment.descriptor.maxRows == 50)
         let others = ContractRegistry.entities.filter { $0.name != "Assessment" }
-        #expect(others.allSatisfy { $0.maxRows == nil && $0.maxRowBytes == nil }, "\(others.filter { $0.maxRows != nil || $0.maxRowBytes != nil }.map(\.name))")
+        #expect(
+            others.allSatisfy { $0.maxRows == nil && $0.maxRowBytes == nil },
+            "\(others.filter { $0.maxRows != nil || $0.maxRowBytes != nil }.map(\.name))")
     }
 
     @Test("Every entity descriptor is internally consistent", arguments: AllContracts.entityNames)

@@ -99,7 +99,8 @@ struct SchemaSupportTests {
             for field in contract.fields {
                 let expected = field.wireName(forSchemaVersion: version).map { KnownField(wireName: $0, currentName: field.name) }
                 let actual = known.first { $0.currentName == field.name }
-                #expect(actual == expected, "\(label).\(field.name): known as \(String(describing: actual)), expected \(String(describing: expected))")
+                #expect(
+                    actual == expected, "\(label).\(field.name): known as \(String(describing: actual)), expected \(String(describing: expected))")
             }
         }
     }

@@ -5,19 +5,23 @@ import Testing
 
 @Suite("CalendarDate")
 struct CalendarDateTests {
-    @Test("Accepts real days, leap days included", arguments: [
-        "2026-01-31", "2024-02-29", "2000-02-29", "1970-01-01", "1969-12-31", "0001-01-01", "9999-12-31", "2026-04-30",
-    ])
+    @Test(
+        "Accepts real days, leap days included",
+        arguments: [
+            "2026-01-31", "2024-02-29", "2000-02-29", "1970-01-01", "1969-12-31", "0001-01-01", "9999-12-31", "2026-04-30",
+        ])
     func acceptsValidDays(_ text: String) throws {
         let date = try #require(CalendarDate(text), "\(text) must parse")
         #expect(date.description == text)
     }
 
-    @Test("Rejects impossible days and other formats", arguments: [
-        "", "2026-02-30", "2025-02-29", "1900-02-29", "2100-02-29", "2026-04-31", "2026-13-01", "2026-00-01",
-        "2026-01-00", "2026-01-32", "2026-1-01", "2026-01-1", "26-01-01", "02026-01-01", "2026/01/31", "2026-01-31T00:00:00Z",
-        "2026-01-31 ", " 2026-01-31", "2026--01-31", "abcd-01-01", "2026-ab-01", "2026-01",
-    ])
+    @Test(
+        "Rejects impossible days and other formats",
+        arguments: [
+            "", "2026-02-30", "2025-02-29", "1900-02-29", "2100-02-29", "2026-04-31", "2026-13-01", "2026-00-01",
+            "2026-01-00", "2026-01-32", "2026-1-01", "2026-01-1", "26-01-01", "02026-01-01", "2026/01/31", "2026-01-31T00:00:00Z",
+            "2026-01-31 ", " 2026-01-31", "2026--01-31", "abcd-01-01", "2026-ab-01", "2026-01",
+        ])
     func rejectsInvalidText(_ text: String) {
         #expect(CalendarDate(text) == nil, "\(text) must be rejected")
     }
@@ -55,7 +59,8 @@ struct CalendarDateTests {
             let start = CalendarDate(year: year, month: 2, day: 27).daysSince1970
             let days = (0..<4).map { CalendarDate(daysSince1970: start + $0).description }
             let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-            let expected = leap
+            let expected =
+                leap
                 ? ["\(year)-02-27", "\(year)-02-28", "\(year)-02-29", "\(year)-03-01"]
                 : ["\(year)-02-27", "\(year)-02-28", "\(year)-03-01", "\(year)-03-02"]
             #expect(days == expected)
@@ -181,7 +186,9 @@ struct DescriptorTests {
         #expect(custom.key(["team_id": "t1", "route_id": "r9"]) == "ops:t1:route:r9")
         #expect(custom.key(["team_id": "t1"]) == nil)
         #expect(ScopeDescriptor(name: "fixed", keyTemplate: "content:global", access: .read).key([:]) == "content:global")
-        #expect(ScopeDescriptor(name: "open", keyTemplate: "a:{user_id", access: .read).key(["user_id": "u"]) == nil, "an unclosed placeholder is malformed")
+        #expect(
+            ScopeDescriptor(name: "open", keyTemplate: "a:{user_id", access: .read).key(["user_id": "u"]) == nil,
+            "an unclosed placeholder is malformed")
     }
 
     @Test("Every registry scope resolves once its placeholders are given", arguments: ContractRegistry.scopes.map(\.name))
@@ -254,9 +261,10 @@ struct DescriptorTests {
     func priorities() {
         #expect([SyncPriority.low, .critical, .normal, .high].sorted() == [.critical, .high, .normal, .low])
         #expect(ConflictPolicy(rawValue: "last_writer_wins") == .lastWriterWins)
-        #expect(Set(ConflictPolicy.allCases.map(\.rawValue)) == [
-            "append_only", "server_authoritative", "last_writer_wins", "version_check", "field_merge",
-        ])
+        #expect(
+            Set(ConflictPolicy.allCases.map(\.rawValue)) == [
+                "append_only", "server_authoritative", "last_writer_wins", "version_check", "field_merge",
+            ])
     }
 
     @Test("The reference SHA-256 used by these tests matches the standard vectors")

@@ -14,15 +14,19 @@ struct AssessmentRevisionStoryTests {
     static let revision2: [String: JSONValue] = [
         "id": .string(assessment), "unit_id": .string("unit-battery-basics"), "title": .string("Battery swap check"),
         "questions": .array(
-            [("q1", ["Switch the vehicle off", "Start the motor"]), ("q2", ["Below 20 %", "Below 80 %"]),
-             ("q3", ["Swapped as usual", "Reported as a safety issue"])].map { id, choices in
+            [
+                ("q1", ["Switch the vehicle off", "Start the motor"]), ("q2", ["Below 20 %", "Below 80 %"]),
+                ("q3", ["Swapped as usual", "Reported as a safety issue"]),
+            ].map { id, choices in
                 .object(["id": .string(id), "prompt": .string(id), "choices": .array(choices.map(JSONValue.string))])
             }),
         "answer_key": .array([("q1", 0), ("q2", 0), ("q3", 1)].map { .object(["id": .string($0.0), "correct": .int(Int64($0.1))]) }),
         "question_count": .int(3), "pass_score": .double(0.66), "time_limit_seconds": .int(600),
     ]
 
-    @Test("a submission on revision 1 after revision 2 is a conflict; retaken, the new attempt is graded on revision 2; a deleted assessment's answers are exported, then discarded")
+    @Test(
+        "a submission on revision 1 after revision 2 is a conflict; retaken, the new attempt is graded on revision 2; a deleted assessment's answers are exported, then discarded"
+    )
     func revisionConflictRetakeAndDeletion() async throws {
         let stage = try Stage()
         let phone = try stage.device("phone", user: "learner-1")

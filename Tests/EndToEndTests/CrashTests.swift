@@ -158,7 +158,9 @@ struct CrashTests {
                 let applied = committed.filter { $0.scope == index }
                 var expected = before[index].contents
                 expected.apply(applied.map(\.page))
-                #expect(after[index].contents == expected, "\(device.name), \(scope) after a kill in page \(target): \(after[index].contents) vs \(expected)")
+                #expect(
+                    after[index].contents == expected,
+                    "\(device.name), \(scope) after a kill in page \(target): \(after[index].contents) vs \(expected)")
                 var cursor = before[index].cursor
                 if let tiers = cursorAfterTiers[index], tiers.lastTierPage < committedCount { cursor = tiers.cursor }
                 if let last = applied.last(where: \.storesCursor) { cursor = last.page.cursor }
@@ -443,7 +445,9 @@ final class SyncLoop: @unchecked Sendable {
         let target = lock.withLock { summary.synced } + count
         let deadline = Date().addingTimeInterval(timeout)
         while lock.withLock({ summary.synced }) < target {
-            guard Date() < deadline else { throw Device.Unexpected(description: "the device did not sync \(count) times: \(lock.withLock { summary })") }
+            guard Date() < deadline else {
+                throw Device.Unexpected(description: "the device did not sync \(count) times: \(lock.withLock { summary })")
+            }
             usleep(20_000)
         }
     }

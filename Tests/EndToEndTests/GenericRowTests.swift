@@ -121,8 +121,12 @@ struct GenericRowTests {
             (["rows", "service-asset", "--where", "category"], 64, "--where 'category' is not name=value"),
             (["show", "service-asset", "nowhere"], 6, "no ServiceAsset 'nowhere' on this device"),
             (["delete", "service-asset", "nowhere"], 6, "no ServiceAsset 'nowhere' on this device"),
-            (["create", "service-asset", "--id", "team-1-vehicle-017", "--field", "asset_tag=X-2", "--field", "display_name=X",
-              "--field", "category=tool"], 2, "a ServiceAsset with id 'team-1-vehicle-017' already exists"),
+            (
+                [
+                    "create", "service-asset", "--id", "team-1-vehicle-017", "--field", "asset_tag=X-2", "--field", "display_name=X",
+                    "--field", "category=tool",
+                ], 2, "a ServiceAsset with id 'team-1-vehicle-017' already exists"
+            ),
         ] {
             let result = try device.run(arguments)
             #expect(result.status == status, "\(result)")

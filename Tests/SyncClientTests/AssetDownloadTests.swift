@@ -1,11 +1,12 @@
 import ContractRuntime
 import Contracts
 import Foundation
-@testable import SyncClient
-@testable import LearningClient
 import SyncProtocol
 import SyncServer
 import Testing
+
+@testable import LearningClient
+@testable import SyncClient
 
 @Suite("Assets: resolved from disk, downloaded, resumed")
 struct AssetDownloadTests {

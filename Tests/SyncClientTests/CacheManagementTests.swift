@@ -3,10 +3,11 @@ import Contracts
 import Foundation
 import GRDB
 import OutpostTestSupport
-@testable import SyncClient
-@testable import LearningClient
 import SyncProtocol
 import Testing
+
+@testable import LearningClient
+@testable import SyncClient
 
 @Suite("Cache management: listing, deleting, the byte budget")
 struct CacheManagementTests {
@@ -45,9 +46,10 @@ struct CacheManagementTests {
         server.addUnit("unit-c", fileSizes: [3_000, 100])
         _ = try await downloader().downloadUnit(id: "unit-a") { _ in }
         // unit-b is only in the catalogue.
-        try store.applyServerChanges(ServerChanges(upserts: [
-            "Unit": [Samples.wire(Unit(id: "unit-b", title: "Unit unit-b", learnerLevel: .beginner, updatedAt: Samples.t0))],
-        ]))
+        try store.applyServerChanges(
+            ServerChanges(upserts: [
+                "Unit": [Samples.wire(Unit(id: "unit-b", title: "Unit unit-b", learnerLevel: .beginner, updatedAt: Samples.t0))]
+            ]))
         // unit-c: the connection drops after the first range.
         let dropping = ScriptedAssetTransport(server)
         dropping.dropConnection(afterRanges: 1)
@@ -149,12 +151,16 @@ struct CacheManagementTests {
         // An unsynced write that names the unit…
         _ = try store.record(LessonProgressed(lessonId: "pending-lesson", unitId: "pending", sessionId: UUID(), progress: 1))
         // …and one that leads to it through other rows: statement → attempt → assessment → unit.
-        try store.applyServerChanges(ServerChanges(upserts: [
-            "Assessment": [Samples.wire(Assessment(
-                id: "quiz-s", unitId: "statement-chain", title: "Quiz", questions: .array([]), questionCount: 0, updatedAt: Samples.t0
-            ))],
-            "Attempt": [Samples.wire(Attempt(id: "att-s", assessmentId: "quiz-s", state: .open, startedAt: Samples.t0, updatedAt: Samples.t0))],
-        ]))
+        try store.applyServerChanges(
+            ServerChanges(upserts: [
+                "Assessment": [
+                    Samples.wire(
+                        Assessment(
+                            id: "quiz-s", unitId: "statement-chain", title: "Quiz", questions: .array([]), questionCount: 0, updatedAt: Samples.t0
+                        ))
+                ],
+                "Attempt": [Samples.wire(Attempt(id: "att-s", assessmentId: "quiz-s", state: .open, startedAt: Samples.t0, updatedAt: Samples.t0))],
+            ]))
         _ = try store.create(Statement(id: "st-1", verb: .attempted, objectId: "quiz-s", attemptId: "att-s", statedAt: Samples.t0))
 
         at(day: 10)

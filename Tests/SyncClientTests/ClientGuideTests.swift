@@ -194,8 +194,9 @@ import Testing
             // snippet: assessment-start
             if let quiz = try store.assessmentAvailability(id: "quiz-1") {
                 // Shown before the learner starts; the server refuses what comes too late.
-                print("revision \(quiz.revision), open: \(quiz.isOpen), last day \(quiz.availableUntil.map { "\($0)" } ?? "none"), "
-                    + "time limit \(quiz.timeLimitSeconds.map { "\($0) s" } ?? "none")")
+                print(
+                    "revision \(quiz.revision), open: \(quiz.isOpen), last day \(quiz.availableUntil.map { "\($0)" } ?? "none"), "
+                        + "time limit \(quiz.timeLimitSeconds.map { "\($0) s" } ?? "none")")
             }
             let attempt = try store.startAttempt(assessmentId: "quiz-1")  // taken on the revision shown
             try store.answer(attemptId: attempt.attemptId, questionId: "q1", answer: .string("a"))
@@ -245,8 +246,14 @@ import Testing
             let store = try makeDeviceStore(folder, device: "phone-1", clock: clock)
             let transport = server.transport("phone-1")
             let engine = SyncEngine(store: store, transport: transport, configuration: .init(scopes: ["team"]))
-            try store.create(ServiceAsset(id: "scooter-12", teamId: "team-1", assetTag: "S-12", displayName: "Scooter 12", category: .vehicle, updatedAt: Timestamp(Date())))
-            try store.create(ServiceAsset(id: "scooter-13", teamId: "team-1", assetTag: "S-13", displayName: "Scooter 13", category: .vehicle, updatedAt: Timestamp(Date())))
+            try store.create(
+                ServiceAsset(
+                    id: "scooter-12", teamId: "team-1", assetTag: "S-12", displayName: "Scooter 12", category: .vehicle, updatedAt: Timestamp(Date()))
+            )
+            try store.create(
+                ServiceAsset(
+                    id: "scooter-13", teamId: "team-1", assetTag: "S-13", displayName: "Scooter 13", category: .vehicle, updatedAt: Timestamp(Date()))
+            )
 
             // snippet: preferences
             // A settings screen: Wi-Fi only, 20 MB a day for automatic syncs, every hour.

@@ -11,7 +11,8 @@ import Testing
     typealias Device = EngineConflictPolicyTests.Device
 
     private static func sharedAsset(_ a: Device, _ b: Device) async throws {
-        try a.store.create(ServiceAsset(id: "sa-1", teamId: "team-1", assetTag: "S-1", displayName: "Scooter", category: .vehicle, updatedAt: Samples.t0))
+        try a.store.create(
+            ServiceAsset(id: "sa-1", teamId: "team-1", assetTag: "S-1", displayName: "Scooter", category: .vehicle, updatedAt: Samples.t0))
         await a.sync()
         await b.sync()
     }

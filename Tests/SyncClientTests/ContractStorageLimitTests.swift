@@ -1,11 +1,12 @@
 import ContractRuntime
 import Contracts
 import Foundation
-import OutpostTestSupport
-@testable import SyncClient
 import LearningClient
+import OutpostTestSupport
 import SyncProtocol
 import Testing
+
+@testable import SyncClient
 
 /// The storage limits a contract sets (`max_rows`, `max_row_bytes` in its sync block) are the
 /// device's defaults; the app's limits override them field by field.
@@ -37,10 +38,11 @@ import Testing
     }
 
     private func assessment(_ id: String, prompt: Int = 10) -> JSONValue {
-        Samples.wire(Assessment(
-            id: id, title: "Quiz \(id)", questions: .array([.object(["prompt": .string(String(repeating: "x", count: prompt))])]),
-            questionCount: 1, updatedAt: Samples.t0
-        ))
+        Samples.wire(
+            Assessment(
+                id: id, title: "Quiz \(id)", questions: .array([.object(["prompt": .string(String(repeating: "x", count: prompt))])]),
+                questionCount: 1, updatedAt: Samples.t0
+            ))
     }
 
     @Test func housekeepingKeepsTheContractsFiftyAssessmentsByDefault() throws {

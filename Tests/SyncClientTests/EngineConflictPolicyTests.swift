@@ -46,7 +46,8 @@ import Testing
     @Test func lastWriterWinsKeepsTheLaterWriteOnBothDevices() async throws {
         try await LiveServer.run { server in
             let (a, b) = try Self.devices(server)
-            try a.store.create(ServiceAsset(id: "sa-1", teamId: "team-1", assetTag: "S-1", displayName: "Scooter", category: .vehicle, updatedAt: Samples.t0))
+            try a.store.create(
+                ServiceAsset(id: "sa-1", teamId: "team-1", assetTag: "S-1", displayName: "Scooter", category: .vehicle, updatedAt: Samples.t0))
             await a.sync()
             await b.sync()
             #expect(try b.store.fetch(ServiceAsset.self, id: "sa-1")?.displayName == "Scooter")

@@ -14,13 +14,15 @@ struct ClientEngineNamesTests {
     private func storeSchema() throws -> (tables: [String: Set<String>], extensionTables: Set<String>) {
         let test = try TestStore()
         let extensionTables = Set(test.store.extensions.flatMap(\.tables))
-        return (try test.raw { db in
-            var tables: [String: Set<String>] = [:]
-            for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") {
-                tables[table] = Set(try db.columns(in: table).map(\.name))
-            }
-            return tables
-        }, extensionTables)
+        return (
+            try test.raw { db in
+                var tables: [String: Set<String>] = [:]
+                for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") {
+                    tables[table] = Set(try db.columns(in: table).map(\.name))
+                }
+                return tables
+            }, extensionTables
+        )
     }
 
     @Test("every table of a device's store is a contract's or reserved, and every reserved client table is there")
@@ -29,7 +31,8 @@ struct ClientEngineNamesTests {
         let contractTables = Set(ContractRegistry.entities.map(\.table) + ContractRegistry.events.map(\.table))
         #expect(contractTables.isSubset(of: tables.keys))
         for table in Set(tables.keys).subtracting(contractTables).subtracting(extensionTables).sorted() {
-            let reserved = EngineNames.ClientTable(rawValue: table) != nil || EngineNames.LibraryTable(rawValue: table) != nil
+            let reserved =
+                EngineNames.ClientTable(rawValue: table) != nil || EngineNames.LibraryTable(rawValue: table) != nil
                 || EngineNames.reservedTablePrefixes.contains { table.hasPrefix($0) }
             #expect(reserved, "the store's table '\(table)' is not in EngineNames.ClientTable: a contract could take its name")
         }

@@ -214,10 +214,12 @@ import Testing
             Issue.record("the sync did not fail on page 2")
             return
         }
-        #expect(try Self.storedAttempts(test) == Self.rows(page: 1).compactMap { row -> String? in
-            guard case .object(let fields) = row, case .string(let id)? = fields["id"] else { return nil }
-            return id
-        })
+        #expect(
+            try Self.storedAttempts(test)
+                == Self.rows(page: 1).compactMap { row -> String? in
+                    guard case .object(let fields) = row, case .string(let id)? = fields["id"] else { return nil }
+                    return id
+                })
         #expect(try test.store.cursor(forScope: "user") == "c1")
     }
 }

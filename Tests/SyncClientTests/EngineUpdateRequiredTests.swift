@@ -29,7 +29,8 @@ import Testing
             )
             try storeA.create(Samples.incident("inc-1", priority: .high, openedAt: 1_000))
             try storeA.create(FieldTask(id: "task-a", teamId: "team-1", title: "From A", taskKind: .inspection, revision: 0))
-            try storeA.create(ServiceAsset(id: "sa-1", teamId: "team-1", assetTag: "S-1", displayName: "Scooter", category: .vehicle, updatedAt: Samples.t0))
+            try storeA.create(
+                ServiceAsset(id: "sa-1", teamId: "team-1", assetTag: "S-1", displayName: "Scooter", category: .vehicle, updatedAt: Samples.t0))
             try storeA.patch(Incident.self, id: "inc-1", [.priority(.critical)])
 
             let result = await engineA.syncNow()

@@ -3,10 +3,11 @@ import Contracts
 import Crypto
 import Foundation
 import GRDB
-import OutpostTestSupport
-@testable import SyncClient
 import LearningClient
+import OutpostTestSupport
 import Testing
+
+@testable import SyncClient
 
 @Suite("Opening the offline store")
 struct OpeningTests {
@@ -21,8 +22,10 @@ struct OpeningTests {
                 == ClientSchema.migrations.map(\.identifier) + extensionMigrations + ContractRegistry.clientMigrations.map(\.identifier)
         )
         let (tables, mode) = try test.raw { db in
-            (try String.fetchSet(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"),
-             try String.fetchOne(db, sql: "PRAGMA journal_mode"))
+            (
+                try String.fetchSet(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"),
+                try String.fetchOne(db, sql: "PRAGMA journal_mode")
+            )
         }
         for table in ["outbox", "conflicts", "sync_state", "assets", "metadata"] + ContractRegistry.entities.map(\.table)
             + ContractRegistry.events.map(\.table)
@@ -106,7 +109,9 @@ struct OpeningTests {
         let keys = InMemoryKeyProvider()
         let clock = ManualClock(TestStore.start)
         do {
-            let store = try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self, extensions: [LearningStore()])
+            let store = try OfflineStore(
+                TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self,
+                extensions: [LearningStore()])
             try store.applyServerChanges(Samples.everything)
             try store.close()
             let queue = try DatabaseQueue(path: directory.databaseURL.path)
@@ -119,7 +124,9 @@ struct OpeningTests {
         let before = try snapshot(directory)
 
         #expect(throws: OfflineStoreError.createdByNewerBuild(unknownMigrations: ["units.v4.migrate"])) {
-            try OfflineStore(TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self, extensions: [LearningStore()])
+            try OfflineStore(
+                TestStore.configuration(directory: directory, clock: clock, keys: keys), contracts: ContractRegistry.self,
+                extensions: [LearningStore()])
         }
         let after = try snapshot(directory)
         #expect(after == before, "files before: \(before.mapValues(\.count)), after: \(after.mapValues(\.count))")

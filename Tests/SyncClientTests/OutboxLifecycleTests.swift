@@ -15,10 +15,13 @@ struct OutboxLifecycleTests {
         try test.store.applyServerChanges(Samples.everything)
     }
 
-    private func result(_ mutation: Mutation, _ status: MutationStatus, version: Int64? = nil, row: JSONValue? = nil,
-                        resolution: String? = nil, error: ErrorDetail? = nil) -> MutationResult {
-        MutationResult(seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: status, serverVersion: version,
-                       serverRow: row, resolution: resolution, error: error)
+    private func result(
+        _ mutation: Mutation, _ status: MutationStatus, version: Int64? = nil, row: JSONValue? = nil,
+        resolution: String? = nil, error: ErrorDetail? = nil
+    ) -> MutationResult {
+        MutationResult(
+            seq: mutation.seq, clientMutationId: mutation.clientMutationId, status: status, serverVersion: version,
+            serverRow: row, resolution: resolution, error: error)
     }
 
     @Test("a push request carries the client id, this build's schema and the mutations, oldest first")
@@ -214,7 +217,8 @@ struct OutboxLifecycleTests {
         var server = Samples.incidents[0]
         server.assigneeId = "u-7"
         server.state = .closed
-        let report = try store.applyServerChanges(ServerChanges(upserts: ["Incident": [Samples.wire(server)]], scopeKey: "ops:team:team-1", cursor: "c-1"))
+        let report = try store.applyServerChanges(
+            ServerChanges(upserts: ["Incident": [Samples.wire(server)]], scopeKey: "ops:team:team-1", cursor: "c-1"))
         #expect(report.rebased["Incident"] == 1)
         let local = try #require(try store.fetch(Incident.self, id: "inc-low"))
         #expect(local.state == .onHold)  // mine
@@ -237,8 +241,10 @@ struct OutboxLifecycleTests {
 
     @Test("events are marked synced when applied")
     func eventDone() throws {
-        let envelope = try store.record(IssueLogged(teamId: "team-1", serviceAssetId: "sa-1", category: .damage,
-                                                    description: "Cracked", photo: Data([1, 2, 3]), observedOn: CalendarDate(year: 2026, month: 1, day: 30)))
+        let envelope = try store.record(
+            IssueLogged(
+                teamId: "team-1", serviceAssetId: "sa-1", category: .damage,
+                description: "Cracked", photo: Data([1, 2, 3]), observedOn: CalendarDate(year: 2026, month: 1, day: 30)))
         let batch = try store.pendingMutations()
         #expect(batch[0].payload.flatMap { if case .object(let o) = $0 { return o["photo"] } else { return nil } } == .string("AQID"))
         try store.markResults([result(batch[0], .applied)])

@@ -45,10 +45,15 @@ import Testing
         let (decodedStore, parsedStore) = (try TestStore(), try TestStore())
         for test in [decodedStore, parsedStore] {
             // A row the page deletes.
-            _ = try test.store.applyServerChanges(ServerChanges(upserts: ["Attempt": [.object([
-                "id": .string("at-gone"), "assessment_id": .string("a-1"), "state": .string("open"),
-                "started_at": .string("2026-01-30T08:00:00.000Z"), "updated_at": .string("2026-01-30T08:00:00.000Z"),
-            ])]]))
+            _ = try test.store.applyServerChanges(
+                ServerChanges(upserts: [
+                    "Attempt": [
+                        .object([
+                            "id": .string("at-gone"), "assessment_id": .string("a-1"), "state": .string("open"),
+                            "started_at": .string("2026-01-30T08:00:00.000Z"), "updated_at": .string("2026-01-30T08:00:00.000Z"),
+                        ])
+                    ]
+                ]))
         }
 
         let decoded = try PullPageDecoder.decode(body, scopeKey: "user", store: decodedStore.store)

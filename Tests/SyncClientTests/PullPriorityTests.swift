@@ -58,7 +58,8 @@ import Testing
                 try writer.create(FieldTask(id: "task-\(i)", teamId: "team-1", title: "Task \(i)", taskKind: .inspection, revision: 0))
                 try writer.create(Samples.incident("inc-\(i)", priority: .high, openedAt: Int64(i)))
                 try writer.create(
-                    ServiceAsset(id: "sa-\(i)", teamId: "team-1", assetTag: "S-\(i)", displayName: "Asset \(i)", category: .tool, updatedAt: Samples.t0)
+                    ServiceAsset(
+                        id: "sa-\(i)", teamId: "team-1", assetTag: "S-\(i)", displayName: "Asset \(i)", category: .tool, updatedAt: Samples.t0)
                 )
             }
             let writerEngine = engine(writer, server.transport("d-writer"), scopes: ["team"])

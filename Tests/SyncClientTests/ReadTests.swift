@@ -22,7 +22,8 @@ struct ReadTests {
         #expect(try store.fetch(Unit.self, id: "unit-1") == Samples.units[1])
         #expect(try store.fetch(Unit.self, id: "missing") == nil)
         #expect(try store.all(Unit.self).map(\.id) == ["unit-1", "unit-2"])
-        #expect(try store.all(FieldTask.self, where: .equals(.teamId("team-1")), orderBy: [.descending("revision")]).map(\.id) == ["task-1", "task-2"])
+        #expect(
+            try store.all(FieldTask.self, where: .equals(.teamId("team-1")), orderBy: [.descending("revision")]).map(\.id) == ["task-1", "task-2"])
         #expect(try store.all(FieldTask.self, where: .field("revision", .greaterThan, .int(2))).map(\.id) == ["task-1", "task-2"])
         #expect(try store.all(FieldTask.self, where: .isNull("assignee_id")).map(\.id) == ["task-3"])
         #expect(try store.all(FieldTask.self, where: !.equals(.teamId("team-1"))).map(\.id) == ["task-3"])
@@ -57,8 +58,9 @@ struct ReadTests {
     @Test("a unit's detail: lessons in order with their assets and file records")
     func unitDetail() throws {
         try store.saveAssetRecord(
-            AssetRecord(id: "asset-1", unitId: "unit-1", lessonId: "lesson-a", sizeBytes: 1000, checksum: Samples.assets[0].checksum,
-                        localPath: "asset-1.mp3", status: .downloaded, downloadedBytes: 1000, updatedAt: Samples.t0)
+            AssetRecord(
+                id: "asset-1", unitId: "unit-1", lessonId: "lesson-a", sizeBytes: 1000, checksum: Samples.assets[0].checksum,
+                localPath: "asset-1.mp3", status: .downloaded, downloadedBytes: 1000, updatedAt: Samples.t0)
         )
         let detail = try #require(try store.unitDetail(id: "unit-1"))
         #expect(detail.unit == Samples.units[1])
@@ -131,9 +133,10 @@ struct ReadTests {
     func observeAll() async throws {
         var iterator = store.observeAll(Unit.self, orderBy: [.ascending("sort_index")]).makeAsyncIterator()
         #expect(try await iterator.next()?.map(\.id) == ["unit-1", "unit-2"])
-        try store.applyServerChanges(ServerChanges(upserts: [
-            "Unit": [Samples.wire(Unit(id: "unit-0", title: "Shapes", learnerLevel: .beginner, sortIndex: 0, updatedAt: Samples.t0))],
-        ]))
+        try store.applyServerChanges(
+            ServerChanges(upserts: [
+                "Unit": [Samples.wire(Unit(id: "unit-0", title: "Shapes", learnerLevel: .beginner, sortIndex: 0, updatedAt: Samples.t0))]
+            ]))
         #expect(try await iterator.next()?.map(\.id) == ["unit-0", "unit-1", "unit-2"])
     }
 }

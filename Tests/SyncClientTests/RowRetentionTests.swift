@@ -2,10 +2,11 @@ import ContractRuntime
 import Contracts
 import Foundation
 import OutpostTestSupport
-@testable import SyncClient
 import SyncProtocol
 import SyncServer
 import Testing
+
+@testable import SyncClient
 
 /// The contracts' `retention` on a device, against the real server: `ServiceAsset` keeps synced
 /// rows 7 days, `Incident` 14 days, `Unit` forever. Rows with a write not yet on the server,
@@ -129,9 +130,11 @@ import Testing
     @Test func aContractWithoutTombstonesRefusesADeleteOnTheDevice() throws {
         var entity = ServiceAsset.descriptor
         entity.tombstones = false
-        #expect(throws: OfflineStoreError.notWritable(
-            contract: "ServiceAsset", reason: "its rows are never deleted (tombstones: false): no deletion could reach other devices"
-        )) {
+        #expect(
+            throws: OfflineStoreError.notWritable(
+                contract: "ServiceAsset", reason: "its rows are never deleted (tombstones: false): no deletion could reach other devices"
+            )
+        ) {
             try OfflineStore.requireWritable(entity, .delete)
         }
         try OfflineStore.requireWritable(entity, .update)
@@ -196,9 +199,10 @@ struct ScopeFetcher: RemoteFetcher {
         while true {
             let page: PullResponse
             do {
-                page = try PullResponse(json: try await transport.pull(
-                    scope: scope, cursor: cursor, limit: nil, schema: store.schemaVersions, clientID: store.identity.clientId
-                ))
+                page = try PullResponse(
+                    json: try await transport.pull(
+                        scope: scope, cursor: cursor, limit: nil, schema: store.schemaVersions, clientID: store.identity.clientId
+                    ))
             } catch TransportError.network {
                 throw RemoteFetchFailure.offline
             }

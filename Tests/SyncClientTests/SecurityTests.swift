@@ -59,7 +59,8 @@ struct SecurityTests {
         let test = try TestStore()
         try test.store.applyServerChanges(Samples.everything)
         try test.raw { db in
-            try db.execute(sql: "UPDATE incidents SET reporter_notes = (SELECT reporter_notes FROM incidents WHERE id = 'inc-crit') WHERE id = 'inc-low'")
+            try db.execute(
+                sql: "UPDATE incidents SET reporter_notes = (SELECT reporter_notes FROM incidents WHERE id = 'inc-crit') WHERE id = 'inc-low'")
         }
         #expect(throws: OfflineStoreError.unsealFailed(table: "incidents", column: "reporter_notes", id: "inc-low")) {
             try test.store.fetch(Incident.self, id: "inc-low")

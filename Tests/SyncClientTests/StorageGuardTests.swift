@@ -2,11 +2,12 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
-import OutpostTestSupport
-@testable import SyncClient
 import LearningClient
+import OutpostTestSupport
 import SyncProtocol
 import Testing
+
+@testable import SyncClient
 
 /// The storage guard: per-contract limits (most rows, largest row) on assessments pulled from
 /// the real server, the free-space check before a download, and the emergency clean-up when
@@ -57,7 +58,8 @@ import Testing
             entity: "Assessment",
             row: .object([
                 "id": .string(id), "title": .string("Assessment \(id)"),
-                "questions": .array((0..<questions).map { .object(["id": .string("q\($0)"), "prompt": .string(String(repeating: "x", count: 100))]) }),
+                "questions": .array(
+                    (0..<questions).map { .object(["id": .string("q\($0)"), "prompt": .string(String(repeating: "x", count: 100))]) }),
                 "question_count": .int(Int64(questions)),
             ]),
             identity: LiveServer.admin
@@ -180,13 +182,17 @@ import Testing
         let day = CalendarDate(daysSince1970: 20_000)
         var upserts: [String: [JSONValue]] = ["CompletionRecord": [], "Incident": [], "ServiceAsset": []]
         for i in 0..<300 {
-            upserts["CompletionRecord"]!.append(Samples.wire(CompletionRecord(
-                id: "done-\(i)", unitId: "unit-1", passed: true, completedAt: Samples.t0, completedOn: day, updatedAt: Samples.t0
-            )))
+            upserts["CompletionRecord"]!.append(
+                Samples.wire(
+                    CompletionRecord(
+                        id: "done-\(i)", unitId: "unit-1", passed: true, completedAt: Samples.t0, completedOn: day, updatedAt: Samples.t0
+                    )))
             upserts["Incident"]!.append(Samples.wire(Samples.incident("inc-\(i)", priority: .low, openedAt: Int64(i))))
-            upserts["ServiceAsset"]!.append(Samples.wire(ServiceAsset(
-                id: "sa-\(i)", teamId: "team-1", assetTag: "S-\(i)", displayName: "Asset \(i)", category: .tool, updatedAt: Samples.t0
-            )))
+            upserts["ServiceAsset"]!.append(
+                Samples.wire(
+                    ServiceAsset(
+                        id: "sa-\(i)", teamId: "team-1", assetTag: "S-\(i)", displayName: "Asset \(i)", category: .tool, updatedAt: Samples.t0
+                    )))
         }
         try store.applyServerChanges(ServerChanges(upserts: upserts))
         try store.patch(ServiceAsset.self, id: "sa-7", [.displayName("Renamed, not sent")])

@@ -20,7 +20,11 @@ struct StoreExtensionTests {
         var name: String { "bookmarks" }
         var tables: [String] { [table] }
         var migrations: [StoreMigration] {
-            [StoreMigration("bookmarks.v1", ["CREATE TABLE \(table.quotedDatabaseIdentifier) (\"row_id\" TEXT PRIMARY KEY NOT NULL, \"at\" INTEGER NOT NULL)"])]
+            [
+                StoreMigration(
+                    "bookmarks.v1", ["CREATE TABLE \(table.quotedDatabaseIdentifier) (\"row_id\" TEXT PRIMARY KEY NOT NULL, \"at\" INTEGER NOT NULL)"]
+                )
+            ]
         }
     }
 
@@ -44,7 +48,10 @@ struct StoreExtensionTests {
         }
         #expect(try store.fetch(FieldTask.self, id: "task-1") != nil)
         #expect(try store.outboxCounts().unsent == 1)
-        #expect(try store.read { reader throws(OfflineStoreError) in try reader.withDatabase { db in try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "bookmarks""#) } } == 1)
+        #expect(
+            try store.read { reader throws(OfflineStoreError) in
+                try reader.withDatabase { db in try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "bookmarks""#) }
+            } == 1)
 
         // The second create fails (the row exists): the bookmark written before it goes too.
         #expect(throws: OfflineStoreError.rowAlreadyExists(contract: "Task", id: "task-1")) {
@@ -55,7 +62,10 @@ struct StoreExtensionTests {
                 try transaction.create(task)
             }
         }
-        #expect(try store.read { reader throws(OfflineStoreError) in try reader.withDatabase { db in try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "bookmarks""#) } } == 1)
+        #expect(
+            try store.read { reader throws(OfflineStoreError) in
+                try reader.withDatabase { db in try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "bookmarks""#) }
+            } == 1)
         #expect(try store.outboxCounts().unsent == 1)
         #expect(try store.read { reader throws(OfflineStoreError) in try reader.unsyncedRows() } == [RowReference(contract: "Task", id: "task-1")])
         try store.close()
@@ -143,8 +153,10 @@ struct StoreExtensionTests {
         defer { try? queue.close() }
         return try queue.read { db in
             Dictionary(
-                uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name != 'grdb_migrations'")
-                    .map { ($0["name"] as String, $0["sql"] as String) }
+                uniqueKeysWithValues: try Row.fetchAll(
+                    db, sql: "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name != 'grdb_migrations'"
+                )
+                .map { ($0["name"] as String, $0["sql"] as String) }
             )
         }
     }

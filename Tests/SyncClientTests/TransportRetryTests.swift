@@ -43,11 +43,14 @@ import Testing
     }
 
     @Test func errorMapping() {
-        let body = Data(#"{"error":{"code":"schema_too_old","message":"old","details":{"entity":"unit","oldest_supported":2,"current":3,"last_seq":4}}}"#.utf8)
-        #expect(URLSessionTransport.error(status: 426, data: body, retryAfter: nil)
-            == .updateRequired(UpdateRequired(entity: "unit", oldestSupported: 2, current: 3), lastSeq: 4))
-        guard case .http(429, let parsed?, 7) = URLSessionTransport.error(
-            status: 429, data: Data(#"{"error":{"code":"rate_limited","message":"slow"}}"#.utf8), retryAfter: "7")
+        let body = Data(
+            #"{"error":{"code":"schema_too_old","message":"old","details":{"entity":"unit","oldest_supported":2,"current":3,"last_seq":4}}}"#.utf8)
+        #expect(
+            URLSessionTransport.error(status: 426, data: body, retryAfter: nil)
+                == .updateRequired(UpdateRequired(entity: "unit", oldestSupported: 2, current: 3), lastSeq: 4))
+        guard
+            case .http(429, let parsed?, 7) = URLSessionTransport.error(
+                status: 429, data: Data(#"{"error":{"code":"rate_limited","message":"slow"}}"#.utf8), retryAfter: "7")
         else { Issue.record("429 not mapped"); return }
         #expect(parsed.error.code == .rateLimited)
         #expect(URLSessionTransport.parseRetryAfter("abc") == nil)

@@ -2,10 +2,11 @@ import ContractRuntime
 import Contracts
 import Foundation
 import OutpostTestSupport
-@testable import SyncClient
 import SyncProtocol
 import SyncServer
 import Testing
+
+@testable import SyncClient
 
 /// What the server's data obligations look like from a device, against the real server: an
 /// urgent change (a withdrawn unit) is stored before any page of the next pull, and a device

@@ -18,7 +18,8 @@ struct WriteTests {
 
     @Test("create (last_writer_wins): the row at once, the whole row queued with a clock")
     func createLastWriterWins() throws {
-        let asset = ServiceAsset(id: "sa-2", teamId: "team-1", assetTag: "SCOOT-2", displayName: "Scooter 2", category: .vehicle, updatedAt: Samples.t0)
+        let asset = ServiceAsset(
+            id: "sa-2", teamId: "team-1", assetTag: "SCOOT-2", displayName: "Scooter 2", category: .vehicle, updatedAt: Samples.t0)
         let queued = try store.create(asset)
         #expect(queued.seq == 1)
         #expect(queued.op == .create)
@@ -80,9 +81,11 @@ struct WriteTests {
         try store.update(incident)
         let mutation = try #require(try store.onlyPendingMutation())
         #expect(mutation.op == .patch)
-        #expect(mutation.payload == .object([
-            "id": .string("inc-crit"), "description": .string("Water on the floor"), "reporter_notes": .string("new secret"),
-        ]))
+        #expect(
+            mutation.payload
+                == .object([
+                    "id": .string("inc-crit"), "description": .string("Water on the floor"), "reporter_notes": .string("new secret"),
+                ]))
         #expect(mutation.base == ["description": .null, "reporter_notes": .string("secret notes of inc-crit")])
     }
 
@@ -124,7 +127,8 @@ struct WriteTests {
         let statement = Statement(id: "st-1", verb: .completed, objectId: "lesson-a", result: .object(["score": .int(9)]), statedAt: Samples.t0)
         try store.create(statement)
         #expect(try store.fetch(Statement.self, id: "st-1") == statement)
-        #expect(throws: OfflineStoreError.notWritable(contract: "Statement", reason: "it is append-only: rows are created, never changed or deleted")) {
+        #expect(throws: OfflineStoreError.notWritable(contract: "Statement", reason: "it is append-only: rows are created, never changed or deleted"))
+        {
             try store.patch(Statement.self, id: "st-1", [.score(1)])
         }
         let mutation = try #require(try store.onlyPendingMutation())
@@ -181,7 +185,8 @@ struct WriteTests {
         // SQLite refuses the insert after validation passed (a trigger stands in for any failure
         // of the database: a full disk, a constraint).
         try test.raw { db in
-            try db.execute(sql: "CREATE TRIGGER refuse_dup BEFORE INSERT ON incidents WHEN NEW.id = 'inc-dup' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+            try db.execute(
+                sql: "CREATE TRIGGER refuse_dup BEFORE INSERT ON incidents WHEN NEW.id = 'inc-dup' BEGIN SELECT RAISE(ABORT, 'refused'); END")
         }
         let duplicate = Samples.incident("inc-dup", priority: .high, openedAt: 1, number: "INC-dup")
         #expect(throws: OfflineStoreError.self) { try store.create(duplicate) }

@@ -133,10 +133,12 @@ struct ContentShapeTests {
         #expect(try WireJSON.encoded(lesson) == WireJSON.canonical(#"{"id": "l", "schema_version": 2, "assets": []}"#))
     }
 
-    @Test("Wrongly typed reserved keys are refused", arguments: [
-        #"{"id": "u", "schema_version": "3"}"#, #"{"id": "u", "schema_version": 2.5}"#, #"{"id": "u", "lessons": {}}"#,
-        #"{"id": "u", "lessons": [{"id": "l", "assets": "none"}]}"#, #"["u"]"#,
-    ])
+    @Test(
+        "Wrongly typed reserved keys are refused",
+        arguments: [
+            #"{"id": "u", "schema_version": "3"}"#, #"{"id": "u", "schema_version": 2.5}"#, #"{"id": "u", "lessons": {}}"#,
+            #"{"id": "u", "lessons": [{"id": "l", "assets": "none"}]}"#, #"["u"]"#,
+        ])
     func wronglyTypedUnit(_ literal: String) throws {
         #expect(throws: DecodingError.self) { try WireJSON.decode(SyncedUnit.self, from: literal) }
     }

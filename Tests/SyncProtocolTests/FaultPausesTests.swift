@@ -23,9 +23,11 @@ struct FaultPausesTests {
             ])
     }
 
-    @Test("A typo is refused by name, never ignored", arguments: [
-        "push-before-anser:10", "pull-apply", "pull-apply:", "pull-apply:-1", "pull-apply:ten", "pull-apply#0:10", "pull-apply#x:10",
-    ])
+    @Test(
+        "A typo is refused by name, never ignored",
+        arguments: [
+            "push-before-anser:10", "pull-apply", "pull-apply:", "pull-apply:-1", "pull-apply:ten", "pull-apply#0:10", "pull-apply#x:10",
+        ])
     func malformed(_ text: String) {
         #expect(throws: FaultPauses.Malformed.self) { try parse(text) }
     }

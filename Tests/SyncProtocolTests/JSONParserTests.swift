@@ -1,9 +1,8 @@
 import ContractRuntime
 import Contracts
 import Foundation
-import Testing
-
 import SyncProtocol
+import Testing
 
 @Suite("Reading stored JSON columns (pull rows and device reads)")
 struct StoredJSONTests {
@@ -22,20 +21,24 @@ struct StoredJSONTests {
         }
     }
 
-    @Test("agrees with JSONDecoder on JSON written by others", arguments: [
-        #" { "a" : [ 1 , 2.5 , -3e2 , true , null ] , "b" : "\u00e9\ud83d\udeb2\/" } "#,
-        #"[1E3, 0.0, -0, 12345678901234567890]"#,
-        #""\b\f\n\r\t""#,
-    ])
+    @Test(
+        "agrees with JSONDecoder on JSON written by others",
+        arguments: [
+            #" { "a" : [ 1 , 2.5 , -3e2 , true , null ] , "b" : "\u00e9\ud83d\udeb2\/" } "#,
+            #"[1E3, 0.0, -0, 12345678901234567890]"#,
+            #""\b\f\n\r\t""#,
+        ])
     func agreesWithFoundation(_ text: String) throws {
         let expected = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
         #expect(JSONParser.parse(text) == expected)
     }
 
-    @Test("refuses what is not one whole JSON value", arguments: [
-        "", "tru", "[1,]", "{\"a\":1,}", "[1 2]", "01", "1.", "-", "\"open", "\"bad \\x escape\"", "\"\\ud83d alone\"",
-        "{\"a\" 1}", "[1] [2]", "nul", "\"raw \n newline\"",
-    ])
+    @Test(
+        "refuses what is not one whole JSON value",
+        arguments: [
+            "", "tru", "[1,]", "{\"a\":1,}", "[1 2]", "01", "1.", "-", "\"open", "\"bad \\x escape\"", "\"\\ud83d alone\"",
+            "{\"a\" 1}", "[1] [2]", "nul", "\"raw \n newline\"",
+        ])
     func refuses(_ text: String) {
         #expect(JSONParser.parse(text) == nil)
     }

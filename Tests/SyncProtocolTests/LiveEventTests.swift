@@ -27,10 +27,12 @@ import Testing
     @Test("the parser follows the event-stream rules: CR, LF and CRLF, comments, multi-line data, unknown fields")
     func streamRules() throws {
         var parser = ServerSentEventParser()
-        let text = ": comment\r\nevent: change\r\ndata: {\"scope\":\r\n"
+        let text =
+            ": comment\r\nevent: change\r\ndata: {\"scope\":\r\n"
             + "data:\"s\",\"seq\":1}\rid: 7\rretry: 10\r\r" + "data: no name\n\n" + "event: empty\n\n"
         let events = try parser.feed(Array(text.utf8))
-        #expect(events == [ServerSentEvent(name: "change", data: "{\"scope\":\n\"s\",\"seq\":1}"), ServerSentEvent(name: "message", data: "no name")])
+        #expect(
+            events == [ServerSentEvent(name: "change", data: "{\"scope\":\n\"s\",\"seq\":1}"), ServerSentEvent(name: "message", data: "no name")])
         // Data lines join with line feeds, which JSON reads as white space.
         #expect(events.compactMap(LiveEvent.init) == [.change(scope: "s", sequence: 1)])
     }

@@ -56,10 +56,12 @@ struct PullShapeTests {
         #expect(throws: DecodingError.self) { try WireJSON.decode(PullResponse.self, from: literal) }
     }
 
-    @Test("Wrongly typed values are refused", arguments: [
-        ("has_more", JSONValue.string("true")), ("has_more", .int(1)), ("last_seq", .string("17")),
-        ("upserts", .array([])), ("deletes", .object(["Lesson": .array([.int(9)])])), ("cursor", .int(42)),
-    ])
+    @Test(
+        "Wrongly typed values are refused",
+        arguments: [
+            ("has_more", JSONValue.string("true")), ("has_more", .int(1)), ("last_seq", .string("17")),
+            ("upserts", .array([])), ("deletes", .object(["Lesson": .array([.int(9)])])), ("cursor", .int(42)),
+        ])
     func wronglyTypedValue(_ key: String, _ value: JSONValue) throws {
         let literal = try WireJSON.replacing(key, with: value, in: Self.pageJSON)
         #expect(throws: DecodingError.self) { try WireJSON.decode(PullResponse.self, from: literal) }
@@ -74,11 +76,13 @@ struct PullShapeTests {
         #expect(try PullResponse(json: Data(empty.utf8)) == PullResponse(cursor: "c", hasMore: false, upserts: [:], deletes: [:], lastSeq: 0))
     }
 
-    @Test("The one-pass reader refuses what JSONDecoder refuses", arguments: [
-        ("has_more", JSONValue.string("true")), ("has_more", .int(1)), ("last_seq", .string("17")), ("last_seq", .double(1.5)),
-        ("upserts", .array([])), ("upserts", .object(["Unit": .object([:])])), ("deletes", .object(["Lesson": .array([.int(9)])])),
-        ("cursor", .int(42)),
-    ])
+    @Test(
+        "The one-pass reader refuses what JSONDecoder refuses",
+        arguments: [
+            ("has_more", JSONValue.string("true")), ("has_more", .int(1)), ("last_seq", .string("17")), ("last_seq", .double(1.5)),
+            ("upserts", .array([])), ("upserts", .object(["Unit": .object([:])])), ("deletes", .object(["Lesson": .array([.int(9)])])),
+            ("cursor", .int(42)),
+        ])
     func onePassReaderRefuses(_ key: String, _ value: JSONValue) throws {
         let literal = try WireJSON.replacing(key, with: value, in: Self.pageJSON)
         #expect(throws: DecodingError.self) { try WireJSON.decode(PullResponse.self, from: literal) }

@@ -151,18 +151,22 @@ struct PushShapeTests {
         #expect(throws: DecodingError.self) { try WireJSON.decode(Mutation.self, from: literal) }
     }
 
-    @Test("occurred_at must be an ISO-8601 timestamp", arguments: [
-        JSONValue.string("yesterday"), .int(1_769_846_400_123), .string("2026-01-31 08:00:00"),
-    ])
+    @Test(
+        "occurred_at must be an ISO-8601 timestamp",
+        arguments: [
+            JSONValue.string("yesterday"), .int(1_769_846_400_123), .string("2026-01-31 08:00:00"),
+        ])
     func occurredAtMustBeATimestamp(_ value: JSONValue) throws {
         let literal = try WireJSON.replacing("occurred_at", with: value, in: Self.fullMutationJSON)
         #expect(throws: DecodingError.self) { try WireJSON.decode(Mutation.self, from: literal) }
     }
 
-    @Test("Wrongly typed values are refused", arguments: [
-        ("seq", JSONValue.string("4")), ("seq", .double(4.5)), ("base_version", .string("7")),
-        ("entity", .int(1)), ("base", .array([])), ("hlc", .int(1)),
-    ])
+    @Test(
+        "Wrongly typed values are refused",
+        arguments: [
+            ("seq", JSONValue.string("4")), ("seq", .double(4.5)), ("base_version", .string("7")),
+            ("entity", .int(1)), ("base", .array([])), ("hlc", .int(1)),
+        ])
     func wronglyTypedValue(_ key: String, _ value: JSONValue) throws {
         let literal = try WireJSON.replacing(key, with: value, in: Self.fullMutationJSON)
         #expect(throws: DecodingError.self) { try WireJSON.decode(Mutation.self, from: literal) }

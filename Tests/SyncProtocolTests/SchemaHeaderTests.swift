@@ -17,9 +17,11 @@ struct SchemaHeaderTests {
         #expect(SchemaHeader.encode([:]) == "")
     }
 
-    @Test("Decoding reads what encoding wrote", arguments: [
-        ["Unit": 3, "Lesson": 2, "AnswerRecorded": 1], ["Unit": 3], [:], ["Incident": 12, "Note": 1_000_000],
-    ])
+    @Test(
+        "Decoding reads what encoding wrote",
+        arguments: [
+            ["Unit": 3, "Lesson": 2, "AnswerRecorded": 1], ["Unit": 3], [:], ["Incident": 12, "Note": 1_000_000],
+        ])
     func roundTrip(_ versions: [String: Int]) {
         #expect(SchemaHeader.decode(SchemaHeader.encode(versions)) == versions)
     }
@@ -30,10 +32,12 @@ struct SchemaHeaderTests {
         #expect(SchemaHeader.decode("Lesson=2,Unit=3") == SchemaHeader.decode("Unit=3,Lesson=2"))
     }
 
-    @Test("Malformed text decodes to nil", arguments: [
-        "Unit", "Unit=", "=3", "Unit=three", "Unit=3.0", "Unit=0", "Unit=-1", "Unit=3=4", "Unit=3;Lesson=2",
-        "Unit=3,Lesson", "Unit=99999999999999999999", "Unit:3",
-    ])
+    @Test(
+        "Malformed text decodes to nil",
+        arguments: [
+            "Unit", "Unit=", "=3", "Unit=three", "Unit=3.0", "Unit=0", "Unit=-1", "Unit=3=4", "Unit=3;Lesson=2",
+            "Unit=3,Lesson", "Unit=99999999999999999999", "Unit:3",
+        ])
     func malformed(_ text: String) {
         #expect(SchemaHeader.decode(text) == nil, "\(text)")
     }

@@ -2,11 +2,11 @@ import ContractRuntime
 import Contracts
 import Foundation
 import OutpostTestSupport
-@testable import LearningServer
 import SampleServerApps
 import SyncProtocol
 import Testing
 
+@testable import LearningServer
 @testable import SyncServer
 
 /// An assessment's revisions, its deletion, its last day and its time limit, as publishing and
@@ -75,8 +75,9 @@ struct AssessmentRevisionTests {
         }
     }
 
-    @Test("publishing other questions or another answer key raises the revision and keeps the earlier grading; other edits keep it",
-          arguments: StorageKind.allCases)
+    @Test(
+        "publishing other questions or another answer key raises the revision and keeps the earlier grading; other edits keep it",
+        arguments: StorageKind.allCases)
     func publishingRevisions(_ kind: StorageKind) async throws {
         let h = try await Harness(kind)
         defer { h.push.remove() }
@@ -128,8 +129,9 @@ struct AssessmentRevisionTests {
         #expect(wire["revision"] == .int(2))
     }
 
-    @Test("a submission taken on an earlier revision is conflicted with the current assessment; submitted anyway, it is graded against the revision taken",
-          arguments: StorageKind.allCases)
+    @Test(
+        "a submission taken on an earlier revision is conflicted with the current assessment; submitted anyway, it is graded against the revision taken",
+        arguments: StorageKind.allCases)
     func revisionConflict(_ kind: StorageKind) async throws {
         let h = try await Harness(kind)
         defer { h.push.remove() }
@@ -171,7 +173,8 @@ struct AssessmentRevisionTests {
         // An older app names no revision: graded against the current one, never conflicted.
         let old = try await h.push.push([
             try h.answer(8, "att-3", "q1", "x", at: 8),
-            try h.push.eventMutation(9, id: "ev-att-3-9", AttemptSubmitted(attemptId: "att-3", assessmentId: "quiz-1", answeredCount: 1), at: Self.time(9)),
+            try h.push.eventMutation(
+                9, id: "ev-att-3-9", AttemptSubmitted(attemptId: "att-3", assessmentId: "quiz-1", answeredCount: 1), at: Self.time(9)),
         ])
         #expect(old.results.map(\.status) == [.applied, .applied])
         let unnamed = try #require(try await h.push.value(Attempt.self, "att-3"))
@@ -203,8 +206,9 @@ struct AssessmentRevisionTests {
         #expect(again.results.first?.resolution == "deleted")
     }
 
-    @Test("a submission after available_until is assessment_closed; an answer or submission past the time limit is time_limit_exceeded",
-          arguments: StorageKind.allCases)
+    @Test(
+        "a submission after available_until is assessment_closed; an answer or submission past the time limit is time_limit_exceeded",
+        arguments: StorageKind.allCases)
     func availabilityAndTimeLimit(_ kind: StorageKind) async throws {
         let h = try await Harness(kind)
         defer { h.push.remove() }

@@ -6,7 +6,8 @@ import Testing
 
 @Suite("Auth: device tokens and the signing key")
 struct AuthTokenTests {
-    static let identity = DeviceIdentity(tenant: "acme", userID: "u-1", deviceID: "d-1", teams: ["team-1", "team-2"], isAdmin: false, expiresAt: 2_000_000_000)
+    static let identity = DeviceIdentity(
+        tenant: "acme", userID: "u-1", deviceID: "d-1", teams: ["team-1", "team-2"], isAdmin: false, expiresAt: 2_000_000_000)
 
     /// ``identity`` as a token issued at 0 verifies back.
     static var issued: DeviceIdentity {
@@ -103,12 +104,17 @@ struct AuthTokenTests {
         try Data((text + "\n").utf8).write(to: secretFile)
         let environmentText = String(repeating: "e", count: 40)
 
-        let fromFile = try TokenKey.signer(secretFile: secretFile, dataDirectory: folder, environment: [TokenKey.environmentVariable: environmentText])
+        let fromFile = try TokenKey.signer(
+            secretFile: secretFile, dataDirectory: folder, environment: [TokenKey.environmentVariable: environmentText])
         let expected = try TokenSigner(secret: Data(text.utf8))
-        #expect(try await expected.verify(fromFile.sign(Self.identity, issuedAt: 0), now: 0) == Self.issued, "the trailing newline is not part of the key")
+        #expect(
+            try await expected.verify(fromFile.sign(Self.identity, issuedAt: 0), now: 0) == Self.issued, "the trailing newline is not part of the key"
+        )
 
-        let fromEnvironment = try TokenKey.signer(secretFile: nil, dataDirectory: folder, environment: [TokenKey.environmentVariable: environmentText])
-        #expect(try await TokenSigner(secret: Data(environmentText.utf8)).verify(fromEnvironment.sign(Self.identity, issuedAt: 0), now: 0) == Self.issued)
+        let fromEnvironment = try TokenKey.signer(
+            secretFile: nil, dataDirectory: folder, environment: [TokenKey.environmentVariable: environmentText])
+        #expect(
+            try await TokenSigner(secret: Data(environmentText.utf8)).verify(fromEnvironment.sign(Self.identity, issuedAt: 0), now: 0) == Self.issued)
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("token.key").path))
 
         #expect(throws: TokenKeyError.noSource) { try TokenKey.signer(secretFile: nil, dataDirectory: nil, environment: [:]) }

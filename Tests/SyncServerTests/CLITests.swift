@@ -34,11 +34,13 @@ struct CLITests {
         #expect((now + 590)...(now + 610) ~= identity.expiresAt)
         // The membership is the server's, recorded in its database.
         let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
-        #expect(try await storage.read { try await $0.identityState(tenant: "acme", userID: "u-7", deviceID: "tablet-3") }.teams == ["team-1", "team-2"])
+        #expect(
+            try await storage.read { try await $0.identityState(tenant: "acme", userID: "u-7", deviceID: "tablet-3") }.teams == ["team-1", "team-2"])
 
         // The environment variable signs when no folder or file is given.
         let secret = String(repeating: "k", count: 32)
-        let fromEnvironment = try SyncServerCommand.run(["token", "--tenant", "t", "--user", "u", "--device", "d"], environment: [TokenKey.environmentVariable: secret])
+        let fromEnvironment = try SyncServerCommand.run(
+            ["token", "--tenant", "t", "--user", "u", "--device", "d"], environment: [TokenKey.environmentVariable: secret])
         #expect(fromEnvironment.status == 0)
         let verified = try await TokenSigner(secret: Data(secret.utf8)).verify(fromEnvironment.stdout.trimmingCharacters(in: .newlines), now: now)
         #expect(verified.userID == "u")
@@ -54,7 +56,9 @@ struct CLITests {
         #expect(badTTL.status == 64)
         #expect(badTTL.stderr.contains("--ttl must be"))
         // Once a crash (the expiry overflowed): every integer option is range-checked.
-        let hugeTTL = try SyncServerCommand.run(["token", "--tenant", "t", "--user", "u", "--device", "d", "--data", "/tmp", "--ttl", "9223372036854775807"])
+        let hugeTTL = try SyncServerCommand.run([
+            "token", "--tenant", "t", "--user", "u", "--device", "d", "--data", "/tmp", "--ttl", "9223372036854775807",
+        ])
         #expect(hugeTTL.status == 64, "\(hugeTTL.stderr)")
         #expect(hugeTTL.stderr.contains("--ttl must be"))
         let unknown = try SyncServerCommand.run(["serve", "--data", "/tmp", "--colour"])
@@ -130,7 +134,8 @@ struct CLITests {
             try db.execute(sql: "DELETE FROM audit_log WHERE id > ?", arguments: [lastID])
             try db.execute(sql: "UPDATE audit_head SET last_id = ?, last_hash = ?, seal = ?", arguments: [oldHead.0, oldHead.1, oldHead.2])
         }
-        #expect(try SyncServerCommand.run(["audit", "verify", "--data", folder.path]).status == 0, "without a checkpoint the replayed head looks whole")
+        #expect(
+            try SyncServerCommand.run(["audit", "verify", "--data", folder.path]).status == 0, "without a checkpoint the replayed head looks whole")
         let caught = try SyncServerCommand.run(["audit", "verify", "--data", folder.path, "--checkpoint", laterExport.path])
         #expect(caught.status == 1)
         #expect(caught.stdout.contains("the log was cut back"), "\(caught.stdout)")
@@ -139,7 +144,10 @@ struct CLITests {
         try await database.write { db in try db.execute(sql: "DELETE FROM audit_log WHERE id = (SELECT MAX(id) FROM audit_log)") }
         let cut = try SyncServerCommand.run(["audit", "verify", "--data", folder.path])
         #expect(cut.status == 1)
-        #expect(cut.stdout == "audit log broken at entry \(lastID): the log ends at entry \(lastID - 1) but its sealed head says \(lastID): entries were cut from its end\n")
+        #expect(
+            cut.stdout
+                == "audit log broken at entry \(lastID): the log ends at entry \(lastID - 1) but its sealed head says \(lastID): entries were cut from its end\n"
+        )
     }
 
     @Test("audit archive moves the old entries to a file both verifies check; nothing to archive exits 0; a bad date exits 64")

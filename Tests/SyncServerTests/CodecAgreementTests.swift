@@ -104,14 +104,18 @@ struct CodecAgreementTests {
             // Timestamps and dates: invalid calendar values are refused, not rolled over.
             Case(probe: timestamp, value: .string("2026-01-31T08:00:00.123Z"), expected: .stored(.string("2026-01-31T08:00:00.123Z"))),
             Case(probe: timestamp, value: .string("1969-12-31T23:59:59.999Z"), expected: .stored(.string("1969-12-31T23:59:59.999Z"))),
-            Case(probe: timestamp, value: .string("2026-02-30T00:00:00.000Z"), expected: .refused("must be an ISO-8601 timestamp such as 2026-01-31T08:00:00.000Z")),
+            Case(
+                probe: timestamp, value: .string("2026-02-30T00:00:00.000Z"),
+                expected: .refused("must be an ISO-8601 timestamp such as 2026-01-31T08:00:00.000Z")),
             Case(probe: timestamp, value: .string("yesterday"), expected: .refused("must be an ISO-8601 timestamp such as 2026-01-31T08:00:00.000Z")),
             Case(probe: optionalTimestamp, value: .null, expected: .stored(.null)),
             Case(probe: date, value: .string("2024-02-29"), expected: .stored(.string("2024-02-29"))),
             Case(probe: date, value: .string("2026-02-29"), expected: .refused("must be a date such as 2026-01-31")),
             Case(probe: date, value: .string("2026-13-01"), expected: .refused("must be a date such as 2026-01-31")),
             // UUIDs are stored lowercase.
-            Case(probe: uuid, value: .string("6F1C2A8E-4B5D-4E7F-9A0B-1C2D3E4F5A6B"), expected: .stored(.string("6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b"))),
+            Case(
+                probe: uuid, value: .string("6F1C2A8E-4B5D-4E7F-9A0B-1C2D3E4F5A6B"),
+                expected: .stored(.string("6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b"))),
             Case(probe: uuid, value: .string("6f1c2a8e"), expected: .refused("must be a UUID")),
             // Bytes: base64 both ways; anything else refused.
             Case(probe: bytes, value: .string(bytesText), expected: .stored(.string(bytesText))),
@@ -125,10 +129,18 @@ struct CodecAgreementTests {
             Case(probe: list, value: .array([.string("b"), .null]), expected: .refused("must not contain null")),
             Case(probe: list, value: .string("b"), expected: .refused("must be a list")),
             // Lengths: characters for text, bytes for ids.
-            Case(probe: limitedString, value: .string(String(repeating: "é", count: limit)), expected: .stored(.string(String(repeating: "é", count: limit)))),
-            Case(probe: limitedString, value: .string(String(repeating: "é", count: limit + 1)), expected: .refused("is longer than \(limit) characters")),
-            Case(probe: id, value: .string(String(repeating: "i", count: FieldCodec.maximumIDBytes)), expected: .stored(.string(String(repeating: "i", count: FieldCodec.maximumIDBytes)))),
-            Case(probe: id, value: .string(String(repeating: "i", count: FieldCodec.maximumIDBytes + 1)), expected: .refused("is longer than \(FieldCodec.maximumIDBytes) bytes, the most an id may have")),
+            Case(
+                probe: limitedString, value: .string(String(repeating: "é", count: limit)),
+                expected: .stored(.string(String(repeating: "é", count: limit)))),
+            Case(
+                probe: limitedString, value: .string(String(repeating: "é", count: limit + 1)),
+                expected: .refused("is longer than \(limit) characters")),
+            Case(
+                probe: id, value: .string(String(repeating: "i", count: FieldCodec.maximumIDBytes)),
+                expected: .stored(.string(String(repeating: "i", count: FieldCodec.maximumIDBytes)))),
+            Case(
+                probe: id, value: .string(String(repeating: "i", count: FieldCodec.maximumIDBytes + 1)),
+                expected: .refused("is longer than \(FieldCodec.maximumIDBytes) bytes, the most an id may have")),
             // Enums: a write of an unknown value is refused, with a fallback or without one.
             Case(probe: enumWithFallback, value: .string(withFallback.known), expected: .stored(.string(withFallback.known))),
             Case(probe: enumWithFallback, value: .string("from_the_future"), expected: .refused(enumReason(enumWithFallback))),
@@ -160,10 +172,11 @@ struct CodecAgreementTests {
                 return .refused(error.reason)
             }
             return try database.write { db in
-                let type = try String.fetchOne(
-                    db, sql: "SELECT type FROM pragma_table_info(?) WHERE name = ?",
-                    arguments: [testCase.probe.table, testCase.probe.field.name]
-                ) ?? ""
+                let type =
+                    try String.fetchOne(
+                        db, sql: "SELECT type FROM pragma_table_info(?) WHERE name = ?",
+                        arguments: [testCase.probe.table, testCase.probe.field.name]
+                    ) ?? ""
                 try db.execute(sql: "CREATE TABLE probe_\(index) (v \(type))")
                 try db.execute(sql: "INSERT INTO probe_\(index) (v) VALUES (?)", arguments: [stored])
                 let read = try DatabaseValue.fetchOne(db, sql: "SELECT v FROM probe_\(index)") ?? .null

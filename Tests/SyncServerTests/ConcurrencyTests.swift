@@ -39,7 +39,9 @@ struct ConcurrencyTests {
         }
 
         var heldPush: PushService {
-            PushService(storage: GatedStorage(base: storages[0], reached: reached, release: release), clock: PushFixedClock(), reducers: SampleServerApps.reducers)
+            PushService(
+                storage: GatedStorage(base: storages[0], reached: reached, release: release), clock: PushFixedClock(),
+                reducers: SampleServerApps.reducers)
         }
         var otherPush: PushService { PushService(storage: storages[1], clock: PushFixedClock(), reducers: SampleServerApps.reducers) }
 
@@ -79,7 +81,9 @@ struct ConcurrencyTests {
         let sequence = try await storages[1].read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
         #expect(sequence == 40)
         let versions = try await storages[1].read { reader in
-            try await reader.rows(in: ContractTable(FieldTask.descriptor), tenant: PushHarness.tenant, where: [:], limit: 100).map { $0.integer("_version") }
+            try await reader.rows(in: ContractTable(FieldTask.descriptor), tenant: PushHarness.tenant, where: [:], limit: 100).map {
+                $0.integer("_version")
+            }
         }
         #expect(versions == Array(repeating: 1, count: 40))
     }
@@ -122,13 +126,16 @@ struct ConcurrencyTests {
 }
 
 extension ConcurrencyTests {
-    @Test("one new id pushed into two scopes at once is stored once, by the push that commits first; the other is refused", arguments: StorageKind.allCases)
+    @Test(
+        "one new id pushed into two scopes at once is stored once, by the push that commits first; the other is refused",
+        arguments: StorageKind.allCases)
     func sameNewIDInTwoScopes(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
         let processes = try await TwoProcesses(kind, folder: h.folder)
         let blue = DeviceIdentity(tenant: PushHarness.tenant, userID: "carol", deviceID: "carol-phone", teams: ["blue"], expiresAt: .max)
-        let red = PushRequest(clientId: "alice-phone", schema: [:], mutations: [h.mutation(1, "Task", .create, "task-twice", h.taskPayload("task-twice"))])
+        let red = PushRequest(
+            clientId: "alice-phone", schema: [:], mutations: [h.mutation(1, "Task", .create, "task-twice", h.taskPayload("task-twice"))])
         let other = PushRequest(
             clientId: "carol-phone", schema: [:], mutations: [h.mutation(1, "Task", .create, "task-twice", h.taskPayload("task-twice", team: "blue"))]
         )

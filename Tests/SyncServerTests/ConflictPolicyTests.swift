@@ -35,7 +35,8 @@ struct ConflictPolicyTests {
 
     // MARK: last_writer_wins
 
-    @Test("last_writer_wins: the later clock wins whichever arrives first; the loser is told with the row that stands", arguments: StorageKind.allCases)
+    @Test(
+        "last_writer_wins: the later clock wins whichever arrives first; the loser is told with the row that stands", arguments: StorageKind.allCases)
     func lastWriterWins(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
@@ -70,7 +71,9 @@ struct ConflictPolicyTests {
         #expect(stored.text("_hlc") == h.hlc(3000, "alice"))
     }
 
-    @Test("last_writer_wins: same millisecond and counter, the node id breaks the tie; the same clock twice is a duplicate", arguments: StorageKind.allCases)
+    @Test(
+        "last_writer_wins: same millisecond and counter, the node id breaks the tie; the same clock twice is a duplicate",
+        arguments: StorageKind.allCases)
     func lastWriterWinsTieBreak(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
@@ -125,7 +128,9 @@ struct ConflictPolicyTests {
 
     // MARK: version_check
 
-    @Test("version_check: of two edits on the same base the second is conflicted with the server row; resubmitting on it applies", arguments: StorageKind.allCases)
+    @Test(
+        "version_check: of two edits on the same base the second is conflicted with the server row; resubmitting on it applies",
+        arguments: StorageKind.allCases)
     func versionCheck(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
@@ -153,7 +158,9 @@ struct ConflictPolicyTests {
         #expect(stored.integer("revision") == 3)
     }
 
-    @Test("version_check: base_version is required; a create of an existing id is conflicted; an edit of a row the server lacks is a deletion", arguments: StorageKind.allCases)
+    @Test(
+        "version_check: base_version is required; a create of an existing id is conflicted; an edit of a row the server lacks is a deletion",
+        arguments: StorageKind.allCases)
     func versionCheckRequirements(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }

@@ -27,7 +27,8 @@ struct ContentServiceTests {
     func unitsWithLessonsAndAssets(_ kind: StorageKind) async throws {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
-        _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+        _ = try await SampleContent.seed(
+            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
 
         let page = try await sync(harness)
         #expect(page.units.compactMap(\.id) == ["unit-battery-basics", "unit-field-reporting"])
@@ -60,15 +61,18 @@ struct ContentServiceTests {
     func changesAndTombstones(_ kind: StorageKind) async throws {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
-        _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+        _ = try await SampleContent.seed(
+            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let start = try await sync(harness)
 
         try await harness.publish("Lesson", PullHarness.lesson("lesson-reporting-extra", unit: "unit-field-reporting", index: 2))
         let lessonChange = try await sync(harness, since: start.nextSince)
         #expect(lessonChange.units.compactMap(\.id) == ["unit-field-reporting"])
-        #expect(lessonChange.units[0].lessons.compactMap(\.id) == ["lesson-reporting-offline", "lesson-reporting-practice", "lesson-reporting-extra"])
+        #expect(
+            lessonChange.units[0].lessons.compactMap(\.id) == ["lesson-reporting-offline", "lesson-reporting-practice", "lesson-reporting-extra"])
 
-        _ = try await harness.content.uploadAsset(id: "asset-battery-briefing", data: Data("new audio".utf8), contentType: "audio/wav", identity: PullHarness.admin)
+        _ = try await harness.content.uploadAsset(
+            id: "asset-battery-briefing", data: Data("new audio".utf8), contentType: "audio/wav", identity: PullHarness.admin)
         let assetChange = try await sync(harness, since: lessonChange.nextSince)
         #expect(assetChange.units.compactMap(\.id) == ["unit-battery-basics"])
         let briefing = try #require(assetChange.units[0].lessons.first { $0.id == "lesson-battery-briefing" }?.assets.first)
@@ -150,7 +154,8 @@ struct ContentServiceTests {
     func wireShape(_ kind: StorageKind) async throws {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
-        _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+        _ = try await SampleContent.seed(
+            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let page = try await sync(harness)
         let data = try JSONEncoder().encode(page)
         let json = try JSONDecoder().decode(JSONValue.self, from: data)
@@ -161,7 +166,9 @@ struct ContentServiceTests {
             Issue.record("units, lessons and assets must be arrays")
             return
         }
-        #expect(units[0].pullKeys == ContractRegistry.unit.fields.map(\.name).reduce(into: Set(["schema_version", "lessons", "_server_version"])) { $0.insert($1) })
+        #expect(
+            units[0].pullKeys
+                == ContractRegistry.unit.fields.map(\.name).reduce(into: Set(["schema_version", "lessons", "_server_version"])) { $0.insert($1) })
         #expect(lessons[0].pullKeys.isSuperset(of: ["id", "unit_id", "sort_index", "schema_version", "assets"]))
         #expect(assets[0].pullKeys == ["id", "lesson_id", "type", "content_type", "size_bytes", "checksum", "updated_at", "download_url"])
         // It reads back as the same value, and a unit decodes as the generated DTO.
@@ -174,7 +181,8 @@ struct ContentServiceTests {
     func assetLookup(_ kind: StorageKind) async throws {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
-        _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+        _ = try await SampleContent.seed(
+            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let file = try await harness.content.asset(id: "asset-battery-safety-notes", identity: device)
         #expect(file.contentType == "text/markdown")
         let bytes = try Data(contentsOf: file.fileURL)
@@ -184,26 +192,31 @@ struct ContentServiceTests {
 
         #expect(await pullErrorStatus { _ = try await harness.content.asset(id: "nope", identity: device) } == 404)
         // Another tenant does not see it.
-        #expect(await pullErrorStatus {
-            _ = try await harness.content.asset(id: "asset-battery-safety-notes", identity: PullHarness.device(tenant: "globex"))
-        } == 404)
+        #expect(
+            await pullErrorStatus {
+                _ = try await harness.content.asset(id: "asset-battery-safety-notes", identity: PullHarness.device(tenant: "globex"))
+            } == 404)
         try await harness.content.delete(entity: "Asset", id: "asset-battery-safety-notes", identity: PullHarness.admin)
         #expect(await pullErrorStatus { _ = try await harness.content.asset(id: "asset-battery-safety-notes", identity: device) } == 404)
 
         // A row whose file was never uploaded.
-        try await harness.publish("Asset", .object([
-            "id": .string("asset-pending"), "lesson_id": .string("lesson-battery-safety"), "asset_kind": .string("video"),
-            "content_type": .string("video/mp4"), "size_bytes": .int(0), "checksum": .string(String(repeating: "0", count: 64)),
-            "storage_key": .string("pending"),
-        ]))
+        try await harness.publish(
+            "Asset",
+            .object([
+                "id": .string("asset-pending"), "lesson_id": .string("lesson-battery-safety"), "asset_kind": .string("video"),
+                "content_type": .string("video/mp4"), "size_bytes": .int(0), "checksum": .string(String(repeating: "0", count: 64)),
+                "storage_key": .string("pending"),
+            ]))
         #expect(await pullErrorStatus { _ = try await harness.content.asset(id: "asset-pending", identity: device) } == 404)
-        let uploaded = try await harness.content.uploadAsset(id: "asset-pending", data: Data([0, 1, 2, 3]), contentType: "video/mp4", identity: PullHarness.admin)
+        let uploaded = try await harness.content.uploadAsset(
+            id: "asset-pending", data: Data([0, 1, 2, 3]), contentType: "video/mp4", identity: PullHarness.admin)
         #expect(uploaded.pullMember("size_bytes") == .int(4))
         #expect(try await harness.content.asset(id: "asset-pending", identity: device).size == 4)
         // Uploading for an asset that has no row is refused.
-        #expect(await pullErrorStatus {
-            _ = try await harness.content.uploadAsset(id: "asset-missing", data: Data([1]), contentType: "image/png", identity: PullHarness.admin)
-        } == 404)
+        #expect(
+            await pullErrorStatus {
+                _ = try await harness.content.uploadAsset(id: "asset-missing", data: Data([1]), contentType: "image/png", identity: PullHarness.admin)
+            } == 404)
     }
 
     @Test("admin publish and delete: versioned, sequenced, audited; devices get 403", arguments: StorageKind.allCases)
@@ -217,9 +230,10 @@ struct ContentServiceTests {
         try await harness.publish("Unit", PullHarness.unit("u-1", title: "One, revised"))
         // Republishing the same content changes nothing.
         try await harness.publish("Unit", PullHarness.unit("u-1", title: "One, revised"))
-        let stored = try #require(try await harness.storage.read { reader in
-            try await reader.row(in: ContractTable(ContractRegistry.unit), tenant: PullHarness.tenant, id: "u-1")
-        })
+        let stored = try #require(
+            try await harness.storage.read { reader in
+                try await reader.row(in: ContractTable(ContractRegistry.unit), tenant: PullHarness.tenant, id: "u-1")
+            })
         #expect(stored.integer("_version") == 2)
         #expect(stored.integer("_seq") == 2)
         #expect(stored.text("_updated_by") == "editor")
@@ -236,9 +250,10 @@ struct ContentServiceTests {
         // Devices may do none of it.
         #expect(await pullErrorStatus { try await harness.publish("Unit", PullHarness.unit("u-2"), as: device) } == 403)
         #expect(await pullErrorStatus { try await harness.content.delete(entity: "Unit", id: "u-1", identity: device) } == 403)
-        #expect(await pullErrorStatus {
-            _ = try await harness.content.uploadAsset(id: "a-1", data: Data(), contentType: "image/png", identity: device)
-        } == 403)
+        #expect(
+            await pullErrorStatus {
+                _ = try await harness.content.uploadAsset(id: "a-1", data: Data(), contentType: "image/png", identity: device)
+            } == 403)
         let after = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 100) }
         #expect(after.count == 3)
     }
@@ -263,13 +278,16 @@ struct ContentServiceTests {
         #expect(invalid?.detail.details == .object(["field": .string("learner_level")]))
 
         #expect(await refusal("Unit", .object(["id": .string("u-1")]))?.detail.details == .object(["field": .string("title")]))
-        #expect(await refusal("Unit", .object(["id": .string("u-1"), "title": .string("T"), "learner_level": .string("beginner"), "colour": .string("red")]))?
-            .detail.details == .object(["field": .string("colour")]))
+        #expect(
+            await refusal(
+                "Unit", .object(["id": .string("u-1"), "title": .string("T"), "learner_level": .string("beginner"), "colour": .string("red")]))?
+                .detail.details == .object(["field": .string("colour")]))
         #expect(await refusal("Unit", .array([]))?.status == 422)
         #expect(await refusal("Unit", .object(["id": .string(""), "title": .string("T"), "learner_level": .string("beginner")]))?.status == 422)
         // An old field name is not the current contract.
-        #expect(await refusal("Unit", .object(["id": .string("u-1"), "title": .string("T"), "learner_level": .string("beginner"), "position": .int(1)]))?
-            .detail.details == .object(["field": .string("position")]))
+        #expect(
+            await refusal("Unit", .object(["id": .string("u-1"), "title": .string("T"), "learner_level": .string("beginner"), "position": .int(1)]))?
+                .detail.details == .object(["field": .string("position")]))
 
         // A lesson cannot take the place of another live lesson of its unit.
         try await harness.publish("Unit", PullHarness.unit("u-1"))

@@ -50,7 +50,8 @@ struct ServerEngineNamesTests {
         let contractTables = Set(ContractRegistry.entities.map(\.table) + ContractRegistry.events.map(\.table))
         #expect(contractTables.isSubset(of: tables.keys))
         for table in Set(tables.keys).subtracting(contractTables).sorted() {
-            let reserved = EngineNames.ServerTable(rawValue: table) != nil || EngineNames.LibraryTable(rawValue: table) != nil
+            let reserved =
+                EngineNames.ServerTable(rawValue: table) != nil || EngineNames.LibraryTable(rawValue: table) != nil
                 || EngineNames.reservedTablePrefixes.contains { table.hasPrefix($0) }
             #expect(reserved, "the server's table '\(table)' is not in EngineNames.ServerTable: a contract could take its name")
         }

@@ -29,7 +29,9 @@ struct HousekeepingTests {
         return found
     }
 
-    @Test("acknowledged results are pruned after the retention; a resend of a pruned seq is a duplicate that writes nothing", arguments: StorageKind.allCases)
+    @Test(
+        "acknowledged results are pruned after the retention; a resend of a pruned seq is a duplicate that writes nothing",
+        arguments: StorageKind.allCases)
     func pushResults(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
@@ -112,7 +114,8 @@ struct HousekeepingTests {
                 #expect(error.detail.message.contains("from scratch"))
             }
         }
-        #expect(try await pull.pull(scope: "team", cursor: afterDeletes.cursor, limit: nil, schema: [:], clientID: nil, identity: alice).upserts.isEmpty)
+        #expect(
+            try await pull.pull(scope: "team", cursor: afterDeletes.cursor, limit: nil, schema: [:], clientID: nil, identity: alice).upserts.isEmpty)
         let fresh = try await pull.pull(scope: "team", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: alice)
         #expect(fresh.upserts["Task"]?.count == 2)
         #expect(fresh.deletes.isEmpty)
@@ -128,7 +131,9 @@ struct HousekeepingTests {
     func rewrittenTombstoneStays(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
-        try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")), h.mutation(2, "Task", .delete, "task-1", baseVersion: 1)])
+        try await h.push([
+            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")), h.mutation(2, "Task", .delete, "task-1", baseVersion: 1),
+        ])
         let table = ContractTable(FieldTask.descriptor)
         let cutoff = Int64(Self.days(1).timeIntervalSince1970 * 1000)
         let deleted = try await h.storage.write { transaction in
@@ -194,10 +199,12 @@ extension HousekeepingTests {
                 "status": .string("assigned"),
             ]
             _ = try await service.push(
-                PushRequest(clientId: "c-1", schema: [:], mutations: [
-                    Mutation(seq: 1, clientMutationId: "m-1", entity: "Task", op: .create, id: "task-1", payload: .object(task)),
-                    Mutation(seq: 2, clientMutationId: "m-2", entity: "Task", op: .delete, id: "task-1", baseVersion: 1),
-                ]),
+                PushRequest(
+                    clientId: "c-1", schema: [:],
+                    mutations: [
+                        Mutation(seq: 1, clientMutationId: "m-1", entity: "Task", op: .create, id: "task-1", payload: .object(task)),
+                        Mutation(seq: 2, clientMutationId: "m-2", entity: "Task", op: .delete, id: "task-1", baseVersion: 1),
+                    ]),
                 identity: alice
             )
         }
@@ -221,7 +228,9 @@ extension MutationResult {
 }
 
 extension HousekeepingTests {
-    @Test("housekeeping in three processes at once, beside pushes, deletes each tombstone once and pages from scratch keep working", arguments: StorageKind.allCases)
+    @Test(
+        "housekeeping in three processes at once, beside pushes, deletes each tombstone once and pages from scratch keep working",
+        arguments: StorageKind.allCases)
     func severalProcesses(_ kind: StorageKind) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("housekeeping-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -234,7 +243,9 @@ extension HousekeepingTests {
                 "status": .string("assigned"),
             ])
         }
-        let creates = (1...40).map { Mutation(seq: Int64($0), clientMutationId: "c-\($0)", entity: "Task", op: .create, id: "task-\($0)", payload: task("task-\($0)")) }
+        let creates = (1...40).map {
+            Mutation(seq: Int64($0), clientMutationId: "c-\($0)", entity: "Task", op: .create, id: "task-\($0)", payload: task("task-\($0)"))
+        }
         _ = try await push.push(PushRequest(clientId: "c", schema: [:], mutations: creates), identity: alice)
         let deletes = (1...30).map {
             Mutation(seq: Int64(40 + $0), clientMutationId: "d-\($0)", entity: "Task", op: .delete, id: "task-\($0)", baseVersion: 1)
@@ -244,11 +255,14 @@ extension HousekeepingTests {
         // Three processes compact in batches of 4 while a fourth client keeps pushing to the scope.
         let now = Self.days(91)
         @Sendable func latePushes() async throws {
-            let later = PushService(storage: storages[1], clock: PushFixedClock(time: Timestamp(now.addingTimeInterval(-1))), reducers: SampleServerApps.reducers)
+            let later = PushService(
+                storage: storages[1], clock: PushFixedClock(time: Timestamp(now.addingTimeInterval(-1))), reducers: SampleServerApps.reducers)
             for seq in 1...10 {
                 let id = "late-\(seq)"
                 _ = try await later.push(
-                    PushRequest(clientId: "late", schema: [:], mutations: [Mutation(seq: Int64(seq), clientMutationId: id, entity: "Task", op: .create, id: id, payload: task(id))]),
+                    PushRequest(
+                        clientId: "late", schema: [:],
+                        mutations: [Mutation(seq: Int64(seq), clientMutationId: id, entity: "Task", op: .create, id: id, payload: task(id))]),
                     identity: alice
                 )
             }
@@ -288,7 +302,9 @@ extension HousekeepingTests {
     func metrics() async throws {
         let h = try await PushHarness(.sqlite)
         defer { h.remove() }
-        try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")), h.mutation(2, "Task", .delete, "task-1", baseVersion: 1)])
+        try await h.push([
+            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")), h.mutation(2, "Task", .delete, "task-1", baseVersion: 1),
+        ])
         try await h.push([h.mutation(3, "Task", .create, "task-2", h.taskPayload("task-2"))])
         let metrics = ServerMetrics()
         let counts = try await ServerHousekeeping(storage: h.storage, metrics: metrics).run(now: Date().addingTimeInterval(100 * 86_400))

@@ -15,10 +15,12 @@ struct JSONBytesTests {
         return String(decoding: json.bytes, as: UTF8.self)
     }
 
-    @Test("strings are escaped as JSONEncoder escapes them, slashes and non-ASCII left as they are", arguments: [
-        "", "plain", "quote \" backslash \\ slash / ", "new\nline\rreturn\ttab", "control \u{01}\u{1F}\u{7F}",
-        "ünïcødé — 日本語 — 🚲", "\u{08}\u{0C}",
-    ])
+    @Test(
+        "strings are escaped as JSONEncoder escapes them, slashes and non-ASCII left as they are",
+        arguments: [
+            "", "plain", "quote \" backslash \\ slash / ", "new\nline\rreturn\ttab", "control \u{01}\u{1F}\u{7F}",
+            "ünïcødé — 日本語 — 🚲", "\u{08}\u{0C}",
+        ])
     func strings(_ text: String) throws {
         let ours = Self.written { $0.string(text) }
         #expect(try JSONDecoder().decode(String.self, from: Data(ours.utf8)) == text)
@@ -28,10 +30,12 @@ struct JSONBytesTests {
         }
     }
 
-    @Test("timestamps are Timestamp.iso8601, whatever the date", arguments: [
-        Int64(0), 1, -1, 999, -999, 1_769_846_400_000, 1_769_846_400_125, 951_782_400_000, -62_135_596_800_000,
-        253_402_300_799_999, 253_402_300_800_000, -62_135_596_800_001, 4_102_444_800_000,
-    ])
+    @Test(
+        "timestamps are Timestamp.iso8601, whatever the date",
+        arguments: [
+            Int64(0), 1, -1, 999, -999, 1_769_846_400_000, 1_769_846_400_125, 951_782_400_000, -62_135_596_800_000,
+            253_402_300_799_999, 253_402_300_800_000, -62_135_596_800_001, 4_102_444_800_000,
+        ])
     func timestamps(_ millis: Int64) {
         #expect(Self.written { $0.timestamp(millis) } == "\"" + Timestamp(millisecondsSince1970: millis).iso8601 + "\"")
     }

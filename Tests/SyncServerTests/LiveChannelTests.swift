@@ -11,7 +11,8 @@ import Testing
 /// limits, and revalidation, on both storages (``LiveChannels`` over a real storage; the HTTP
 /// route and the engine are covered in SyncClientTests.LiveSyncTests and MultiProcessTests).
 @Suite struct LiveChannelTests {
-    static func identity(_ user: String, device: String, teams: [String] = ["red"], tenant: String = "acme", issuedAt: Int64? = nil) -> DeviceIdentity {
+    static func identity(_ user: String, device: String, teams: [String] = ["red"], tenant: String = "acme", issuedAt: Int64? = nil) -> DeviceIdentity
+    {
         DeviceIdentity(
             tenant: tenant, userID: user, deviceID: device, teams: teams, expiresAt: Int64(Date().timeIntervalSince1970) + 3600,
             issuedAt: issuedAt ?? Int64(Date().timeIntervalSince1970) - 10
@@ -37,7 +38,9 @@ import Testing
         return events
     }
 
-    func channels(_ kind: StorageKind, _ configuration: LiveChannelConfiguration = LiveChannelConfiguration()) async throws -> (LiveChannels, any SyncStorage) {
+    func channels(_ kind: StorageKind, _ configuration: LiveChannelConfiguration = LiveChannelConfiguration()) async throws -> (
+        LiveChannels, any SyncStorage
+    ) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString)")
         let storage = try await kind.makeStorage(in: folder)
         let channels = LiveChannels(configuration: configuration, storage: storage, clock: SystemClock(), metrics: ServerMetrics())
@@ -70,7 +73,10 @@ import Testing
         let otherTenant = try channels.open(Self.identity("ana", device: "a-1", tenant: "globex"))
 
         try await Self.commit(storage, "ops:team:red", "progress:user:ana")
-        #expect(Set(try await Self.events(ana, expecting: 2)) == [.change(scope: "ops:team:red", sequence: 1), .change(scope: "progress:user:ana", sequence: 1)])
+        #expect(
+            Set(try await Self.events(ana, expecting: 2)) == [
+                .change(scope: "ops:team:red", sequence: 1), .change(scope: "progress:user:ana", sequence: 1),
+            ])
         #expect(try await Self.events(ben) == [.change(scope: "ops:team:red", sequence: 1)])
         // A commit after, which they do hear, shows the earlier one did not reach them.
         try await Self.commit(storage, "ops:team:blue")

@@ -15,11 +15,16 @@ import Testing
 @Suite("Several sync-server processes on one PostgreSQL", .serialized)
 struct MultiProcessTests {
     static func taskPayload(_ id: String) -> JSONValue {
-        .object(["id": .string(id), "team_id": .string("red"), "title": .string("Swap battery"), "task_kind": .string("battery_swap"), "status": .string("assigned")])
+        .object([
+            "id": .string(id), "team_id": .string("red"), "title": .string("Swap battery"), "task_kind": .string("battery_swap"),
+            "status": .string("assigned"),
+        ])
     }
 
     static func statementPayload(_ id: String) -> JSONValue {
-        .object(["id": .string(id), "verb": .string("experienced"), "object_id": .string("lesson-1"), "stated_at": .string("2026-01-01T07:00:00.000Z")])
+        .object([
+            "id": .string(id), "verb": .string("experienced"), "object_id": .string("lesson-1"), "stated_at": .string("2026-01-01T07:00:00.000Z"),
+        ])
     }
 
     static func create(_ seq: Int64, _ entity: String, _ id: String, _ payload: JSONValue) -> Mutation {
@@ -43,7 +48,8 @@ struct MultiProcessTests {
             try await cluster.probe.client.withConnection { connection in
                 let logger = Logger(label: "test")
                 try await connection.query("BEGIN", logger: logger)
-                try await connection.query("""
+                try await connection.query(
+                    """
                     INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES ('acme', 'ops:team:red', 0)
                     ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = scope_sequences.last_seq
                     """, logger: logger)
@@ -97,7 +103,8 @@ struct MultiProcessTests {
         await engine.start(connectivity: ManualConnectivityMonitor(online: true))
         await eventually("ben's live channel is open", within: 30) { await engine.currentStatus.live == .connected }
 
-        let request = PushRequest(clientId: "ana-client", schema: [:], mutations: [Self.create(1, "Task", "task-live", Self.taskPayload("task-live"))])
+        let request = PushRequest(
+            clientId: "ana-client", schema: [:], mutations: [Self.create(1, "Task", "task-live", Self.taskPayload("task-live"))])
         #expect(try await cluster.servers[0].push(request, token: anaToken).status == 200)
         await eventually("ben's tablet has the task Ana pushed through the first process", within: 30) {
             (try? store.fetch(FieldTask.self, id: "task-live")) != nil
@@ -170,9 +177,10 @@ struct MultiProcessTests {
         try await pushing.value
         while try await pullOnce().hasMore {}
 
-        let expectedTasks = Set((0..<devices).flatMap { device in
-            (0..<(pushesPerDevice * batch)).filter { $0 % 2 == 0 }.map { "task-d\(device)-\($0 + 1)" }
-        })
+        let expectedTasks = Set(
+            (0..<devices).flatMap { device in
+                (0..<(pushesPerDevice * batch)).filter { $0 % 2 == 0 }.map { "task-d\(device)-\($0 + 1)" }
+            })
         #expect(seen.count == expectedTasks.count, "each task pulled exactly once")
         #expect(Set(seen) == expectedTasks, "no task skipped")
 
@@ -182,7 +190,9 @@ struct MultiProcessTests {
         #expect(try await probe.integer("SELECT count(*) FROM tasks WHERE _version <> 1") == 0)
         #expect(try await probe.integer("SELECT count(*) FROM push_results") == Int64(devices * pushesPerDevice), "one record per push")
         #expect(try await probe.integer("SELECT sum(last_seq - first_seq + 1)::BIGINT FROM push_results") == total, "a result per seq")
-        #expect(try await probe.integer("SELECT count(*) FROM audit_log WHERE operation = 'push'") == Int64(devices * pushesPerDevice), "one audit entry per push")
+        #expect(
+            try await probe.integer("SELECT count(*) FROM audit_log WHERE operation = 'push'") == Int64(devices * pushesPerDevice),
+            "one audit entry per push")
         #expect(try await probe.integer("SELECT count(DISTINCT _seq) FROM tasks") == Int64(expectedTasks.count))
         #expect(try await probe.integer("SELECT max(_seq) FROM tasks") == Int64(expectedTasks.count), "the scope's sequence has no gap")
         let verify = try cluster.auditVerify()

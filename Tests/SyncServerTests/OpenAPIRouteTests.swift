@@ -110,9 +110,10 @@ struct OpenAPIRouteTests {
               schemas:
                 get: {}
             """
-        #expect(Self.documentedRoutes(yaml) == [
-            RouteDescription(method: "GET", path: "/a"), RouteDescription(method: "HEAD", path: "/a"),
-            RouteDescription(method: "DELETE", path: "/b/{id}"),
-        ])
+        #expect(
+            Self.documentedRoutes(yaml) == [
+                RouteDescription(method: "GET", path: "/a"), RouteDescription(method: "HEAD", path: "/a"),
+                RouteDescription(method: "DELETE", path: "/b/{id}"),
+            ])
     }
 }

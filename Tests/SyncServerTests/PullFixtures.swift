@@ -89,16 +89,20 @@ struct PullHarness {
     }
 
     /// Writes a row straight into storage, as push would, with the scope's next sequence.
-    func storeDirectly(_ entity: EntityDescriptor, _ fields: [String: JSONValue], scopeKey: String, tenant: String = tenant, deleted: Bool = false) async throws {
+    func storeDirectly(_ entity: EntityDescriptor, _ fields: [String: JSONValue], scopeKey: String, tenant: String = tenant, deleted: Bool = false)
+        async throws
+    {
         try await storage.write { transaction in
             var row = StoredRow()
             for field in entity.fields {
                 let value = fields[field.name] ?? field.defaultValue ?? .null
                 row[field.name] = try RowCodec.columnValue(value, for: field)
             }
-            let existing = try await transaction.row(in: ContractTable(entity), tenant: tenant, id: fields[entity.primaryKey].flatMap {
-                if case .string(let id) = $0 { return id } else { return nil }
-            } ?? "")
+            let existing = try await transaction.row(
+                in: ContractTable(entity), tenant: tenant,
+                id: fields[entity.primaryKey].flatMap {
+                    if case .string(let id) = $0 { return id } else { return nil }
+                } ?? "")
             row["_tenant_id"] = .text(tenant)
             row["_scope_key"] = .text(scopeKey)
             row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: tenant, scopeKey: scopeKey))

@@ -19,41 +19,54 @@ struct PullPageJSONTests {
     static func seeded() async throws -> PullHarness {
         let harness = try await PullHarness(.sqlite)
         try await harness.publish("Unit", PullHarness.unit("u-1", title: "Fractions \"½\" / ünïcødé 🚲", sortIndex: 4, minutes: nil))
-        try await harness.publish("Lesson", .object([
-            "id": .string("l-1"), "unit_id": .string("u-1"), "title": .string("Tab\tnew\nline \\ back"), "sort_index": .int(0),
-            "lesson_kind": .string("quiz"), "duration_seconds": .int(90),
-            "body": .object(["q": .array([.string("control \u{01}\u{1F} \u{08}\u{0C}"), .double(0.1), .int(-3), .bool(true), .null])]),
-        ]))
+        try await harness.publish(
+            "Lesson",
+            .object([
+                "id": .string("l-1"), "unit_id": .string("u-1"), "title": .string("Tab\tnew\nline \\ back"), "sort_index": .int(0),
+                "lesson_kind": .string("quiz"), "duration_seconds": .int(90),
+                "body": .object(["q": .array([.string("control \u{01}\u{1F} \u{08}\u{0C}"), .double(0.1), .int(-3), .bool(true), .null])]),
+            ]))
         try await harness.publish("Unit", PullHarness.unit("u-2"))
         try await harness.content.delete(entity: "Unit", id: "u-2", identity: PullHarness.admin)
 
         let user = "progress:user:u-1"
-        try await harness.storeDirectly(ContractRegistry.assessmentResponse, [
-            "id": .string("6F1C7E0A-2B3C-4D5E-8F90-A1B2C3D4E5F6"), "assessment_id": .string("a-1"), "attempt_id": .string("at-1"),
-            "question_id": .string("q1"), "answer": .object(["text": .string("a \"quoted\" answer"), "choices": .array([.int(1), .int(2)])]),
-            "time_spent_ms": .int(1234), "flagged_for_review": .bool(true), "answered_at": .string("2026-01-31T08:00:00.125Z"),
-            "updated_at": .string("2026-01-31T08:00:01.000Z"),
-        ], scopeKey: user)
+        try await harness.storeDirectly(
+            ContractRegistry.assessmentResponse,
+            [
+                "id": .string("6F1C7E0A-2B3C-4D5E-8F90-A1B2C3D4E5F6"), "assessment_id": .string("a-1"), "attempt_id": .string("at-1"),
+                "question_id": .string("q1"), "answer": .object(["text": .string("a \"quoted\" answer"), "choices": .array([.int(1), .int(2)])]),
+                "time_spent_ms": .int(1234), "flagged_for_review": .bool(true), "answered_at": .string("2026-01-31T08:00:00.125Z"),
+                "updated_at": .string("2026-01-31T08:00:01.000Z"),
+            ], scopeKey: user)
         for (id, score) in [("at-1", 14.0), ("at-2", 0.35), ("at-3", 1e-7)] {
-            try await harness.storeDirectly(ContractRegistry.attempt, [
-                "id": .string(id), "assessment_id": .string("a-1"), "state": .string("submitted"), "outcome": .string("passed"),
-                "score": .double(score), "max_score": .double(20), "answered_count": .int(20), "started_at": .string("2026-01-30T08:00:00.000Z"),
+            try await harness.storeDirectly(
+                ContractRegistry.attempt,
+                [
+                    "id": .string(id), "assessment_id": .string("a-1"), "state": .string("submitted"), "outcome": .string("passed"),
+                    "score": .double(score), "max_score": .double(20), "answered_count": .int(20), "started_at": .string("2026-01-30T08:00:00.000Z"),
+                    "updated_at": .string("2026-01-31T08:00:00.000Z"),
+                ], scopeKey: user)
+        }
+        try await harness.storeDirectly(
+            ContractRegistry.completionRecord,
+            [
+                "id": .string("c-1"), "unit_id": .string("u-1"), "attempt_id": .string("at-1"), "passed": .bool(true),
+                "completed_at": .string("2026-01-31T08:00:00.000Z"), "completed_on": .string("2026-01-31"),
                 "updated_at": .string("2026-01-31T08:00:00.000Z"),
             ], scopeKey: user)
-        }
-        try await harness.storeDirectly(ContractRegistry.completionRecord, [
-            "id": .string("c-1"), "unit_id": .string("u-1"), "attempt_id": .string("at-1"), "passed": .bool(true),
-            "completed_at": .string("2026-01-31T08:00:00.000Z"), "completed_on": .string("2026-01-31"), "updated_at": .string("2026-01-31T08:00:00.000Z"),
-        ], scopeKey: user)
-        try await harness.storeDirectly(ContractRegistry.attempt, [
-            "id": .string("at-2"), "assessment_id": .string("a-1"), "state": .string("closed"), "started_at": .string("2026-01-30T08:00:00.000Z"),
-            "updated_at": .string("2026-01-31T09:00:00.000Z"),
-        ], scopeKey: user, deleted: true)
+        try await harness.storeDirectly(
+            ContractRegistry.attempt,
+            [
+                "id": .string("at-2"), "assessment_id": .string("a-1"), "state": .string("closed"), "started_at": .string("2026-01-30T08:00:00.000Z"),
+                "updated_at": .string("2026-01-31T09:00:00.000Z"),
+            ], scopeKey: user, deleted: true)
 
-        try await harness.storeEvent(ContractRegistry.issueLogged, id: "01J0000000000000000000ISSU", scopeKey: "ops:team:t-1", payload: [
-            "team_id": .text("t-1"), "service_asset_id": .text("sa-1"), "category": .text("damage"), "severity": .text("high"),
-            "description": .text("Cracked \"mirror\""), "tags": .text("[\"mirror\",\"glass\"]"), "observed_on": .text("2026-01-30"),
-        ])
+        try await harness.storeEvent(
+            ContractRegistry.issueLogged, id: "01J0000000000000000000ISSU", scopeKey: "ops:team:t-1",
+            payload: [
+                "team_id": .text("t-1"), "service_asset_id": .text("sa-1"), "category": .text("damage"), "severity": .text("high"),
+                "description": .text("Cracked \"mirror\""), "tags": .text("[\"mirror\",\"glass\"]"), "observed_on": .text("2026-01-30"),
+            ])
         return harness
     }
 
@@ -87,7 +100,8 @@ struct PullPageJSONTests {
                 scope: request.scope, cursor: nil, limit: request.limit, schema: request.schema, clientID: nil, identity: Self.device
             )
             let text = String(decoding: page.json(), as: UTF8.self)
-            let reencoded = try String(decoding: JSONCoding.encoder.encode(JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))), as: UTF8.self)
+            let reencoded = try String(
+                decoding: JSONCoding.encoder.encode(JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))), as: UTF8.self)
             // Re-encoding the parsed document with sorted keys changes nothing but number forms.
             #expect(Self.keyOrder(text) == Self.keyOrder(reencoded), "\(request)")
         }

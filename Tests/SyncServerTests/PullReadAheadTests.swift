@@ -188,9 +188,11 @@ struct PullReadAheadTests {
                 mutation.payload = .object(payload)
             }
             // Last writer wins by hybrid clock: a later write must carry a later one.
-            mutation.hlc = HybridLogicalClock(milliseconds: 1_769_846_400_000 + minutesLater * 60_000, counter: Int(firstSeq) + index, node: clientID)
+            mutation.hlc =
+                HybridLogicalClock(milliseconds: 1_769_846_400_000 + minutesLater * 60_000, counter: Int(firstSeq) + index, node: clientID)
                 .description
-            mutation.clientMutationId = String(format: "01J%@%03d", clientID == "client-1" ? "0000000000000000000A" : "0000000000000000000B", firstSeq + Int64(index))
+            mutation.clientMutationId = String(
+                format: "01J%@%03d", clientID == "client-1" ? "0000000000000000000A" : "0000000000000000000B", firstSeq + Int64(index))
             return mutation
         }
         let push = try await client.execute(
@@ -324,7 +326,8 @@ struct PullReadAheadTests {
             try await harness.storage.write {
                 try await $0.revoke(tenant: "acme", kind: .device, subject: "d-1", at: Int64(Date().timeIntervalSince1970) + 1)
             }
-            let next = try await client.execute(uri: "/sync/v1/pull?scope=user&limit=2&cursor=\(cursor)", method: .get, headers: harness.headers(token))
+            let next = try await client.execute(
+                uri: "/sync/v1/pull?scope=user&limit=2&cursor=\(cursor)", method: .get, headers: harness.headers(token))
             #expect(next.status == .unauthorized)
             #expect(try next.errorBody().code == .tokenRevoked)
             #expect(try await Self.readAheadCount(client, harness: harness) == 0)

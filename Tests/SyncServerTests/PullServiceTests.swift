@@ -102,7 +102,9 @@ struct PullServiceTests {
         #expect(units.first?.pullMember("title") == .string("Third"))
         #expect(try SyncCursor(encoded: page.cursor).sequence == 4)
 
-        let stored = try await harness.storage.read { reader in try await reader.row(in: ContractTable(ContractRegistry.unit), tenant: PullHarness.tenant, id: "u-1") }
+        let stored = try await harness.storage.read { reader in
+            try await reader.row(in: ContractTable(ContractRegistry.unit), tenant: PullHarness.tenant, id: "u-1")
+        }
         #expect(stored?.integer("_version") == 3)
         #expect(stored?.integer("_seq") == 3)
     }
@@ -141,14 +143,18 @@ struct PullServiceTests {
         defer { harness.remove() }
         let attempt = ContractRegistry.attempt
         func attemptRow(_ id: String) -> [String: JSONValue] {
-            ["id": .string(id), "assessment_id": .string("a-1"), "state": .string("open"), "started_at": .string("2026-01-31T08:00:00.000Z"),
-             "updated_at": .string("2026-01-31T08:00:00.000Z")]
+            [
+                "id": .string(id), "assessment_id": .string("a-1"), "state": .string("open"), "started_at": .string("2026-01-31T08:00:00.000Z"),
+                "updated_at": .string("2026-01-31T08:00:00.000Z"),
+            ]
         }
         try await harness.storeDirectly(attempt, attemptRow("att-u1"), scopeKey: "progress:user:u-1")
         try await harness.storeDirectly(attempt, attemptRow("att-u2"), scopeKey: "progress:user:u-2")
         try await harness.storeDirectly(attempt, attemptRow("att-other-tenant"), scopeKey: "progress:user:u-1", tenant: "globex")
-        _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
-        _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-2", clock: harness.clock)
+        _ = try await SampleContent.seed(
+            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+        _ = try await SampleContent.seed(
+            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-2", clock: harness.clock)
 
         let mine = try await harness.pull.pull(scope: "user", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: device)
         #expect(mine.upserts["Attempt"]?.compactMap { $0.pullMember("id")?.pullText } == ["att-u1"])
@@ -215,12 +221,17 @@ struct PullServiceTests {
 
         let current = try await harness.pull.pull(scope: "content", cursor: nil, limit: nil, schema: ["Unit": 3], clientID: nil, identity: device)
         let v3 = try #require(current.upserts["Unit"]?.first)
-        #expect(v3.pullKeys == ["id", "title", "description", "learner_level", "is_global", "sort_index", "estimated_minutes", "tags", "updated_at", "_server_version"])
+        #expect(
+            v3.pullKeys == [
+                "id", "title", "description", "learner_level", "is_global", "sort_index", "estimated_minutes", "tags", "updated_at",
+                "_server_version",
+            ])
         #expect(v3.pullMember("_server_version") == .int(1), "a pulled row carries the server version a device sends back as base_version")
         #expect(v3.pullMember("sort_index") == .int(4))
         #expect(v3.pullMember("estimated_minutes") == .int(30))
 
-        let old = try await harness.pull.pull(scope: "content", cursor: nil, limit: nil, schema: ["Unit": 2, "Lesson": 1], clientID: nil, identity: device)
+        let old = try await harness.pull.pull(
+            scope: "content", cursor: nil, limit: nil, schema: ["Unit": 2, "Lesson": 1], clientID: nil, identity: device)
         let v2 = try #require(old.upserts["Unit"]?.first)
         #expect(v2.pullKeys == ["id", "title", "description", "learner_level", "is_global", "position", "tags", "updated_at", "_server_version"])
         #expect(v2.pullMember("position") == .int(4))
@@ -244,7 +255,8 @@ struct PullServiceTests {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
         let error = await pullError {
-            _ = try await harness.pull.pull(scope: "content", cursor: nil, limit: nil, schema: ["Unit": 1, "Lesson": 1], clientID: nil, identity: device)
+            _ = try await harness.pull.pull(
+                scope: "content", cursor: nil, limit: nil, schema: ["Unit": 1, "Lesson": 1], clientID: nil, identity: device)
         }
         #expect(error?.status == 426)
         #expect(error?.detail.code == .schemaTooOld)
@@ -262,17 +274,23 @@ struct PullServiceTests {
         defer { harness.remove() }
         let scopeKey = "ops:team:t-1"
         let issue = ContractRegistry.issueLogged, started = ContractRegistry.taskStarted
-        try await harness.storeEvent(issue, id: "01J0000000000000000000ISSU", scopeKey: scopeKey, payload: [
-            "team_id": .text("t-1"), "service_asset_id": .text("sa-1"), "category": .text("damage"), "severity": .text("high"),
-            "description": .text("Cracked mirror"), "tags": .text("[\"mirror\"]"), "observed_on": .text("2026-01-30"),
-        ])
-        try await harness.storeEvent(started, id: "01J0000000000000000000STRT", scopeKey: scopeKey, payload: [
-            "team_id": .text("t-1"), "task_id": .text("task-1"),
-        ])
+        try await harness.storeEvent(
+            issue, id: "01J0000000000000000000ISSU", scopeKey: scopeKey,
+            payload: [
+                "team_id": .text("t-1"), "service_asset_id": .text("sa-1"), "category": .text("damage"), "severity": .text("high"),
+                "description": .text("Cracked mirror"), "tags": .text("[\"mirror\"]"), "observed_on": .text("2026-01-30"),
+            ])
+        try await harness.storeEvent(
+            started, id: "01J0000000000000000000STRT", scopeKey: scopeKey,
+            payload: [
+                "team_id": .text("t-1"), "task_id": .text("task-1"),
+            ])
         let statement = ContractRegistry.statement
-        try await harness.storeDirectly(statement, [
-            "id": .string("st-1"), "verb": .string("completed"), "object_id": .string("l-1"), "stated_at": .string("2026-01-31T08:00:00.000Z"),
-        ], scopeKey: "progress:user:u-1")
+        try await harness.storeDirectly(
+            statement,
+            [
+                "id": .string("st-1"), "verb": .string("completed"), "object_id": .string("l-1"), "stated_at": .string("2026-01-31T08:00:00.000Z"),
+            ], scopeKey: "progress:user:u-1")
 
         let team = try await harness.pull.pull(scope: "team", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: device)
         #expect(team.upserts.keys.sorted() == ["IssueLogged"])

@@ -55,12 +55,15 @@ struct PushResultRecordTests {
         (seq: 2, text: #"{"client_mutation_id":"m-2","error":{"code":"not_found","message":"gone"},"seq":2,"status":"rejected"}"#),
     ]
 
-    @Test("results stored a row per mutation before the upgrade become records of one, and a resend is answered from them", arguments: StorageKind.allCases)
+    @Test(
+        "results stored a row per mutation before the upgrade become records of one, and a resend is answered from them",
+        arguments: StorageKind.allCases)
     func upgradeKeepsEveryResult(_ kind: StorageKind) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-results-upgrade-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let client = "INSERT INTO clients (tenant, client_id, last_seq, updated_at, user_id, device_id, acked_seq) VALUES ('t1', 'alice-phone', 2, 0, 'alice', 'alice-phone', 0)"
+        let client =
+            "INSERT INTO clients (tenant, client_id, last_seq, updated_at, user_id, device_id, acked_seq) VALUES ('t1', 'alice-phone', 2, 0, 'alice', 'alice-phone', 0)"
         let results = Self.storedBefore.map { "('t1', 'alice-phone', \($0.seq), 'm-\($0.seq)', '\($0.text)', 0)" }.joined(separator: ", ")
         let insertResults = "INSERT INTO push_results (tenant, client_id, seq, client_mutation_id, result, recorded_at) VALUES \(results)"
         let storage: any SyncStorage

@@ -186,7 +186,8 @@ struct PushServiceTests {
             h.mutation(3, "Statement", .create, "st-2", h.statementPayload("st-2")),
         ]
         for failAfter in [0, 1, 3, 5, 7] {
-            let failing = PushService(storage: PushFailingStorage(base: h.storage, failAfter: failAfter), clock: PushFixedClock(), reducers: SampleServerApps.reducers)
+            let failing = PushService(
+                storage: PushFailingStorage(base: h.storage, failAfter: failAfter), clock: PushFixedClock(), reducers: SampleServerApps.reducers)
             do {
                 _ = try await failing.push(PushRequest(clientId: "alice-phone", schema: [:], mutations: mutations), identity: PushHarness.alice)
                 Issue.record("the push should have failed after \(failAfter) writes")

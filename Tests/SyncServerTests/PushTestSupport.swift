@@ -109,7 +109,9 @@ struct PushHarness {
 
     func seed<Value: ContractEntity>(_ value: Value) async throws {
         try await storage.write { transaction in
-            let context = ReducerContext(writer: PushWriter(transaction: transaction, identity: Self.admin, contracts: ServerContracts(storage.contracts), now: PushFixedClock().now()))
+            let context = ReducerContext(
+                writer: PushWriter(
+                    transaction: transaction, identity: Self.admin, contracts: ServerContracts(storage.contracts), now: PushFixedClock().now()))
             let scopeKey = try context.scopeKey(for: value, fallback: "content:global")
             _ = try await context.store(value, previous: nil, scopeKey: scopeKey, summary: [:])
         }
@@ -231,7 +233,9 @@ struct PushFailingStorage: SyncStorage {
         func pushResults(tenant: String, clientID: String, covering seq: Int64) async throws -> PushResultRecord? {
             try await base.pushResults(tenant: tenant, clientID: clientID, covering: seq)
         }
-        func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 { try await base.scopeSequence(tenant: tenant, scopeKey: scopeKey) }
+        func scopeSequence(tenant: String, scopeKey: String) async throws -> Int64 {
+            try await base.scopeSequence(tenant: tenant, scopeKey: scopeKey)
+        }
         func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] { try await base.auditEntries(after: afterID, limit: limit) }
         func auditHead() async throws -> AuditHead? { try await base.auditHead() }
         func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
@@ -251,7 +255,9 @@ struct PushFailingStorage: SyncStorage {
         }
         func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] { try await base.teamMemberships(tenant: tenant) }
         func revocations(tenant: String) async throws -> [Revocation] { try await base.revocations(tenant: tenant) }
-        func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord] { try await base.clients(tenant: tenant, ownedBy: userID) }
+        func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord] {
+            try await base.clients(tenant: tenant, ownedBy: userID)
+        }
         func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange] {
             try await base.urgentChanges(tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)
         }

@@ -21,7 +21,8 @@ struct PushValidationTests {
 
     @Test(
         "each kind of invalid payload is rejected as invalid_payload, naming the field, and nothing is written",
-        arguments: StorageKind.allCases, [
+        arguments: StorageKind.allCases,
+        [
             ("type", "title", JSONValue.int(42), "must be text"),
             ("enum", "task_kind", .string("teleport"), "must be one of"),
             ("length", "title", .string(String(repeating: "x", count: 161)), "longer than 160"),
@@ -253,7 +254,9 @@ struct PushValidationTests {
         #expect(refused.results.first?.error?.code == .invalidPayload)
     }
 
-    @Test("a contract version newer than the server's: that mutation is rejected schema_too_new, nothing dropped silently", arguments: StorageKind.allCases)
+    @Test(
+        "a contract version newer than the server's: that mutation is rejected schema_too_new, nothing dropped silently",
+        arguments: StorageKind.allCases)
     func newerDevice(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }

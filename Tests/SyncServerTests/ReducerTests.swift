@@ -97,13 +97,15 @@ struct ReducerTests {
         #expect(try await h.value(Attempt.self, "att-1") == nil)
 
         let rest = try await h.push([
-            try h.eventMutation(2, id: "ev-2", AnswerRecorded(attemptId: "att-1", questionId: "q2", answer: .int(42), timeSpentMs: 800), at: Self.time(3)),
+            try h.eventMutation(
+                2, id: "ev-2", AnswerRecorded(attemptId: "att-1", questionId: "q2", answer: .int(42), timeSpentMs: 800), at: Self.time(3)),
             try h.eventMutation(
                 3, id: "ev-3", AnswerRecorded(attemptId: "att-1", questionId: "q3", answer: .array([.string("x"), .string("y")]), timeSpentMs: 700),
                 at: Self.time(4)
             ),
             // The learner changes the first answer to the right one.
-            try h.eventMutation(4, id: "ev-4", AnswerRecorded(attemptId: "att-1", questionId: "q1", answer: .string("b"), timeSpentMs: 100), at: Self.time(5)),
+            try h.eventMutation(
+                4, id: "ev-4", AnswerRecorded(attemptId: "att-1", questionId: "q1", answer: .string("b"), timeSpentMs: 100), at: Self.time(5)),
             try h.eventMutation(5, id: "ev-5", AttemptSubmitted(attemptId: "att-1", assessmentId: "quiz-1", answeredCount: 3), at: Self.time(6)),
         ])
         #expect(rest.results.map(\.status) == [.applied, .applied, .applied, .applied])
@@ -185,7 +187,9 @@ struct ReducerTests {
         #expect(try await h.value(CompletionRecord.self, "attempt:att-9")?.passed == false)
     }
 
-    @Test("statements fold into the attempt: attempted names the assessment; a device's own `passed` and score decide nothing", arguments: StorageKind.allCases)
+    @Test(
+        "statements fold into the attempt: attempted names the assessment; a device's own `passed` and score decide nothing",
+        arguments: StorageKind.allCases)
     func statements(_ kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }

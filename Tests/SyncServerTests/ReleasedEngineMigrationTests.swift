@@ -60,14 +60,18 @@ struct ReleasedEngineMigrationTests {
             + LearningStore().migrations.map { ("learning \($0.identifier)", $0.statements) }
             + [("server sqlite server.v1.sync_tables", ServerTables.statements)]
             + ServerUpgrade.all.map { ("server sqlite \($0.identifier)", $0.sqlite) }
-            + PostgresMigrator(schema: nil, contracts: ContractCatalog(ContractRegistry.self), logger: Logger(label: "test")).migrations.filter { !generated.contains($0.identifier) }.map { ("server postgres \($0.identifier)", $0.statements) }
+            + PostgresMigrator(schema: nil, contracts: ContractCatalog(ContractRegistry.self), logger: Logger(label: "test")).migrations.filter {
+                !generated.contains($0.identifier)
+            }.map { ("server postgres \($0.identifier)", $0.statements) }
     }
 
     @Test("every engine migration reads as it was released")
     func unchanged() {
         let migrations = Self.engineMigrations
         for migration in migrations {
-            #expect(Self.released[migration.name] == Self.checksum(migration.statements), "\"\(migration.name)\": \"\(Self.checksum(migration.statements))\",")
+            #expect(
+                Self.released[migration.name] == Self.checksum(migration.statements),
+                "\"\(migration.name)\": \"\(Self.checksum(migration.statements))\",")
         }
         #expect(migrations.count == Self.released.count, "a released migration is gone")
     }

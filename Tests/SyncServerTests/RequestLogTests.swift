@@ -38,7 +38,8 @@ struct RequestLogTests {
         #expect(Set(answered.compactMap { $0.metadata["hb.request.id"]?.description }).count == 4)
         let authenticated = captured.filter { $0.metadata["outpost.device"] != nil }
         #expect(!authenticated.isEmpty)
-        #expect(authenticated.allSatisfy { $0.metadata["outpost.device"]?.description == "d-1" && $0.metadata["outpost.tenant"]?.description == "acme" })
+        #expect(
+            authenticated.allSatisfy { $0.metadata["outpost.device"]?.description == "d-1" && $0.metadata["outpost.tenant"]?.description == "acme" })
     }
 }
 

@@ -18,7 +18,10 @@ struct RouteAssetTests {
         let admin = harness.token(user: "admin", device: "console", admin: true)
         let row = try await client.execute(
             uri: "/admin/v1/content/Asset", method: .post, headers: harness.headers(admin),
-            body: ByteBuffer(string: #"{"id": "\#(id)", "lesson_id": "lesson-battery-safety", "asset_kind": "document", "content_type": "application/octet-stream", "size_bytes": 0, "checksum": "", "storage_key": ""}"#)
+            body: ByteBuffer(
+                string:
+                    #"{"id": "\#(id)", "lesson_id": "lesson-battery-safety", "asset_kind": "document", "content_type": "application/octet-stream", "size_bytes": 0, "checksum": "", "storage_key": ""}"#
+            )
         )
         #expect(row.status == .ok, "\(row.text)")
         let put = try await client.execute(

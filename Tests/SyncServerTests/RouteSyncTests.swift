@@ -26,14 +26,17 @@ struct RouteSyncTests {
     @Test("the same push sent 3 times answers the same bytes and has one effect")
     func pushReplay() async throws {
         let harness = try RouteHarness()
-        let request = SampleMutations.push([SampleMutations.answer(seq: 1), SampleMutations.answer(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002", questionID: "q-2")])
+        let request = SampleMutations.push([
+            SampleMutations.answer(seq: 1), SampleMutations.answer(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002", questionID: "q-2"),
+        ])
         let body = try JSONEncoder().encode(request)
         let table = ContractTable(ContractRegistry.assessmentResponse)
         try await harness.test { client in
             var answers: [Data] = []
             var auditCounts: [Int] = []
             for _ in 0..<3 {
-                let response = try await client.execute(uri: "/sync/v1/push", method: .post, headers: harness.headers(), body: ByteBuffer(bytes: body))
+                let response = try await client.execute(
+                    uri: "/sync/v1/push", method: .post, headers: harness.headers(), body: ByteBuffer(bytes: body))
                 #expect(response.status == .ok, "\(response.text)")
                 answers.append(response.data)
                 auditCounts.append(try await harness.storage.read { try await $0.auditEntries(after: 0, limit: 100).count })

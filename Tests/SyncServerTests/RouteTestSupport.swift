@@ -68,7 +68,8 @@ final class RouteHarness: Sendable {
         if !teams.isEmpty, let queue = try? DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path) {
             for team in teams {
                 try? queue.write { db in
-                    try db.execute(sql: "INSERT OR IGNORE INTO team_members (tenant, team_id, user_id) VALUES (?, ?, ?)", arguments: [tenant, team, user])
+                    try db.execute(
+                        sql: "INSERT OR IGNORE INTO team_members (tenant, team_id, user_id) VALUES (?, ?, ?)", arguments: [tenant, team, user])
                 }
             }
         }

@@ -2,10 +2,10 @@ import ContractRuntime
 import Contracts
 import Foundation
 import OutpostTestSupport
-@testable import SampleServerApps
 import SyncProtocol
 import Testing
 
+@testable import SampleServerApps
 @testable import SyncServer
 
 @Suite("Sample content seed")
@@ -14,10 +14,12 @@ struct SeedTests {
     func seeds(_ kind: StorageKind) async throws {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
-        let summary = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
-        #expect(summary.rows == [
-            "Unit": 2, "Lesson": 5, "Asset": 5, "Assessment": 1, "ServiceAsset": 2, "Task": 3, "Incident": 1,
-        ])
+        let summary = try await SampleContent.seed(
+            storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
+        #expect(
+            summary.rows == [
+                "Unit": 2, "Lesson": 5, "Asset": 5, "Assessment": 1, "ServiceAsset": 2, "Task": 3, "Incident": 1,
+            ])
         #expect(summary.written == 19 && summary.unchanged == 0)
         #expect(summary.assetFiles == 5)
         #expect(summary.description.contains("19 rows written"))
@@ -166,7 +168,9 @@ struct SeedTests {
     @Test("the sample files are the same bytes on every run")
     func deterministicFiles() {
         #expect(SampleFiles.batteryIconPNG() == SampleFiles.batteryIconPNG())
-        #expect(AssetStore.checksum(of: SampleFiles.briefingWAV(milliseconds: 1500)) == AssetStore.checksum(of: SampleFiles.briefingWAV(milliseconds: 1500)))
+        #expect(
+            AssetStore.checksum(of: SampleFiles.briefingWAV(milliseconds: 1500))
+                == AssetStore.checksum(of: SampleFiles.briefingWAV(milliseconds: 1500)))
         let first = SampleContent.sampleAssets().map { AssetStore.checksum(of: $0.data) }
         #expect(first == SampleContent.sampleAssets().map { AssetStore.checksum(of: $0.data) })
         #expect(Set(first).count == first.count)

@@ -21,7 +21,9 @@ struct StorageTests {
         #expect(try await again.read { try await $0.scopeSequence(tenant: "t", scopeKey: "k") } == 1)
     }
 
-    @Test("every column type reads back as it was written: text, numbers, flags, timestamps, dates, UUIDs, JSON, lists, bytes", arguments: StorageKind.allCases)
+    @Test(
+        "every column type reads back as it was written: text, numbers, flags, timestamps, dates, UUIDs, JSON, lists, bytes",
+        arguments: StorageKind.allCases)
     func valuesRoundTrip(_ kind: StorageKind) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-storage-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -32,23 +34,27 @@ struct StorageTests {
             for field in contract { row[field.name] = try RowCodec.columnValue(wire[field.name] ?? .null, for: field) }
             return row
         }
-        var entity = try columns(response.fields, [
-            "id": .string("6F1C2A8E-4B5D-4E7F-9A0B-1C2D3E4F5A6B"), "assessment_id": .string("as-1"), "attempt_id": .string("at-1"),
-            "question_id": .string("q-1"),
-            "answer": .object(["choice": .array([.int(2), .double(0.25), .string("naïve ✓"), .null, .bool(true)]), "a": .object([:])]),
-            "time_spent_ms": .int(Int64.max), "flagged_for_review": .bool(true), "answered_at": .string("1969-12-31T23:59:59.999Z"),
-            "updated_at": .string("2026-01-31T08:00:00.123Z"),
-        ])
+        var entity = try columns(
+            response.fields,
+            [
+                "id": .string("6F1C2A8E-4B5D-4E7F-9A0B-1C2D3E4F5A6B"), "assessment_id": .string("as-1"), "attempt_id": .string("at-1"),
+                "question_id": .string("q-1"),
+                "answer": .object(["choice": .array([.int(2), .double(0.25), .string("naïve ✓"), .null, .bool(true)]), "a": .object([:])]),
+                "time_spent_ms": .int(Int64.max), "flagged_for_review": .bool(true), "answered_at": .string("1969-12-31T23:59:59.999Z"),
+                "updated_at": .string("2026-01-31T08:00:00.123Z"),
+            ])
         entity["_tenant_id"] = .text("t"); entity["_scope_key"] = .text("progress:user:u"); entity["_seq"] = .integer(1)
         entity["_version"] = .integer(1); entity["_schema_version"] = .integer(1); entity["_hlc"] = .null
         entity["_field_clocks"] = .text("{\"answer\":\"x\"}"); entity["_deleted"] = .integer(0)
         entity["_updated_at"] = .integer(946_684_799_999); entity["_updated_by"] = .text("d")
-        var event = try columns(issue.fields, [
-            "team_id": .string("red"), "service_asset_id": .string("sa-1"), "category": .string("damage"), "severity": .string("high"),
-            "description": .string("Cracked mirror"), "photo": .string(Data([0, 1, 2, 253, 254, 255]).base64EncodedString()),
-            "tags": .array([.string("mirror"), .string("")]), "latitude": .double(-33.865143), "longitude": .int(151),
-            "observed_on": .string("1999-12-31"),
-        ])
+        var event = try columns(
+            issue.fields,
+            [
+                "team_id": .string("red"), "service_asset_id": .string("sa-1"), "category": .string("damage"), "severity": .string("high"),
+                "description": .string("Cracked mirror"), "photo": .string(Data([0, 1, 2, 253, 254, 255]).base64EncodedString()),
+                "tags": .array([.string("mirror"), .string("")]), "latitude": .double(-33.865143), "longitude": .int(151),
+                "observed_on": .string("1999-12-31"),
+            ])
         for (name, value) in [
             ("_tenant_id", ColumnValue.text("t")), ("event_id", .text("01J0000000000000000000ISSU")), ("schema_version", .integer(1)),
             ("user_id", .text("u")), ("device_id", .text("d")), ("occurred_at", .integer(-1)), ("recorded_at", .null),
@@ -57,11 +63,14 @@ struct StorageTests {
         // A row read ahead and found absent goes in by another path on PostgreSQL (`COPY`, whose
         // text format escapes tabs, newlines and backslashes): the same values must come back.
         let statement = ContractRegistry.statement
-        var copied = try columns(statement.fields, [
-            "id": .string("st\t1\\N"), "verb": .string("passed"), "object_id": .string("tab\there, newline\nthere, return\r, backslash \\ and \\N, naïve ✓"),
-            "score": .double(1e-7), "success": .bool(false), "duration_ms": .int(Int64.min),
-            "result": .object(["path": .string("C:\\temp\t\n"), "big": .double(-1.5e300)]), "stated_at": .string("0001-01-01T00:00:00.000Z"),
-        ])
+        var copied = try columns(
+            statement.fields,
+            [
+                "id": .string("st\t1\\N"), "verb": .string("passed"),
+                "object_id": .string("tab\there, newline\nthere, return\r, backslash \\ and \\N, naïve ✓"),
+                "score": .double(1e-7), "success": .bool(false), "duration_ms": .int(Int64.min),
+                "result": .object(["path": .string("C:\\temp\t\n"), "big": .double(-1.5e300)]), "stated_at": .string("0001-01-01T00:00:00.000Z"),
+            ])
         for (name, value) in [
             ("_tenant_id", ColumnValue.text("t")), ("_scope_key", .text("progress:user:u")), ("_seq", .integer(3)), ("_version", .integer(1)),
             ("_schema_version", .integer(1)), ("_hlc", .null), ("_field_clocks", .null), ("_deleted", .integer(1)),
@@ -86,7 +95,9 @@ struct StorageTests {
         #expect(readCopied == copiedRow)
         #expect(readEvent == eventRow)
         let found = try await storage.read { reader in
-            try await reader.rows(in: ContractTable(response), tenant: "t", where: ["flagged_for_review": .integer(1), "answer": .text("{\"x\":1}"), "answered_at": .null], limit: 5)
+            try await reader.rows(
+                in: ContractTable(response), tenant: "t",
+                where: ["flagged_for_review": .integer(1), "answer": .text("{\"x\":1}"), "answered_at": .null], limit: 5)
         }
         #expect(found.isEmpty)
         let flagged = try await storage.read { reader in

@@ -72,7 +72,8 @@ struct UrgentChangeTests {
         }
     }
 
-    @Test("housekeeping forgets urgent marks older than the tombstone horizon; the change still comes with the pages", arguments: StorageKind.allCases)
+    @Test(
+        "housekeeping forgets urgent marks older than the tombstone horizon; the change still comes with the pages", arguments: StorageKind.allCases)
     func oldMarksArePruned(kind: StorageKind) async throws {
         let h = try await PullHarness(kind)
         defer { h.remove() }
@@ -82,9 +83,11 @@ struct UrgentChangeTests {
         let horizons = ServerHousekeeping.Horizons(pushResultRetention: nil, tombstoneHorizon: .seconds(90 * 86_400))
         let marked = Date(timeIntervalSince1970: Double(h.clock.now().millisecondsSince1970) / 1000)
 
-        #expect(try await ServerHousekeeping(storage: h.storage, horizons: horizons).run(now: marked.addingTimeInterval(89 * 86_400)).urgentMarks == 0)
+        #expect(
+            try await ServerHousekeeping(storage: h.storage, horizons: horizons).run(now: marked.addingTimeInterval(89 * 86_400)).urgentMarks == 0)
         #expect(try await urgent(h, after: cursor).upserts["Unit"]?.count == 1)
-        #expect(try await ServerHousekeeping(storage: h.storage, horizons: horizons).run(now: marked.addingTimeInterval(91 * 86_400)).urgentMarks == 1)
+        #expect(
+            try await ServerHousekeeping(storage: h.storage, horizons: horizons).run(now: marked.addingTimeInterval(91 * 86_400)).urgentMarks == 1)
         #expect(try await urgent(h, after: cursor).upserts.isEmpty)
         #expect(try await h.pullAll("content", as: Self.device, from: cursor).flatMap { $0.upserts["Unit"] ?? [] }.count == 1)
     }

@@ -57,7 +57,8 @@ struct UserDataRouteTests {
         let harness = try RouteHarness()
         try await harness.test { client in
             let device = harness.token(user: "u-1", device: "d-1")
-            _ = try await client.execute(uri: "/sync/v1/push", method: .post, headers: harness.headers(device), body: ByteBuffer(string: Self.statement))
+            _ = try await client.execute(
+                uri: "/sync/v1/push", method: .post, headers: harness.headers(device), body: ByteBuffer(string: Self.statement))
             let admin = harness.token(user: "ops", device: "console", admin: true)
             let export = try await client.execute(uri: "/admin/v1/users/u-1/export", method: .get, headers: harness.headers(admin))
             #expect(export.status == .ok)
@@ -94,7 +95,8 @@ struct UserDataRouteTests {
             let admin = harness.token(user: "ops", device: "console", admin: true)
             let bad = try await client.execute(uri: "/admin/v1/content/Unit/\(unitID)?urgent=soon", method: .delete, headers: harness.headers(admin))
             #expect(bad.status == .badRequest)
-            let withdrawn = try await client.execute(uri: "/admin/v1/content/Unit/\(unitID)?urgent=true", method: .delete, headers: harness.headers(admin))
+            let withdrawn = try await client.execute(
+                uri: "/admin/v1/content/Unit/\(unitID)?urgent=true", method: .delete, headers: harness.headers(admin))
             #expect(withdrawn.status == .noContent)
 
             let encoded = cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? cursor

@@ -43,7 +43,8 @@ struct UserDataTests {
         var live: [String: EntityDescriptor] = [:]
         for entity in ContractRegistry.entities where entity.scope == "user" {
             let rows = try await h.storage.read {
-                try await $0.rows(in: ContractTable(entity), tenant: tenant, where: ["_scope_key": .text(scopeKey), "_deleted": .integer(0)], limit: 100_000)
+                try await $0.rows(
+                    in: ContractTable(entity), tenant: tenant, where: ["_scope_key": .text(scopeKey), "_deleted": .integer(0)], limit: 100_000)
             }
             for row in rows { live["\(entity.name)/\(row.text(entity.primaryKey) ?? "")"] = entity }
         }
@@ -82,12 +83,13 @@ struct UserDataTests {
         // folded them into), each with what it holds.
         let live = try await Self.liveRows(h, scopeKey: "progress:user:alice")
         let rows = of("row")
-        let exported = Set(rows.compactMap { row -> String? in
-            guard case .string(let entity)? = row["entity"], case .object(let fields)? = row["row"],
-                let descriptor = ContractRegistry.entity(named: entity), case .string(let id)? = fields[descriptor.primaryKey]
-            else { return nil }
-            return "\(entity)/\(id)"
-        })
+        let exported = Set(
+            rows.compactMap { row -> String? in
+                guard case .string(let entity)? = row["entity"], case .object(let fields)? = row["row"],
+                    let descriptor = ContractRegistry.entity(named: entity), case .string(let id)? = fields[descriptor.primaryKey]
+                else { return nil }
+                return "\(entity)/\(id)"
+            })
         #expect(exported == Set(live.keys))
         #expect(rows.count == live.count)
         #expect(Set(statements.map { "Statement/\($0)" }).isSubset(of: exported))
@@ -116,7 +118,9 @@ struct UserDataTests {
         #expect(try await Self.export(h, user: "alice") == lines)
     }
 
-    @Test("erasing a user leaves bare tombstones in their scopes, deletes their events and stored results, keeps the team's records and the chain", arguments: StorageKind.allCases)
+    @Test(
+        "erasing a user leaves bare tombstones in their scopes, deletes their events and stored results, keeps the team's records and the chain",
+        arguments: StorageKind.allCases)
     func erasureRemovesTheUsersData(kind: StorageKind) async throws {
         let h = try await PushHarness(kind)
         defer { h.remove() }
@@ -210,7 +214,8 @@ struct UserDataTests {
         _ = try await Self.script(h)
         let failing = PushFailingStorage(base: h.storage, failAfter: 3)
         await #expect(throws: ServiceError.self) {
-            _ = try await UserErasure(storage: failing, clock: PushFixedClock()).erase(tenant: Self.tenant, userID: "alice", requestedBy: .commandLine)
+            _ = try await UserErasure(storage: failing, clock: PushFixedClock()).erase(
+                tenant: Self.tenant, userID: "alice", requestedBy: .commandLine)
         }
         #expect(try await h.row(Statement.descriptor, "st-a1")?.integer("_deleted") == 0)
         #expect(try await h.eventRow(LessonProgressed.descriptor, "ev-alice-1") != nil)

@@ -246,14 +246,15 @@ enum ClientReadBenchmark {
 
         checks.append(("fetch(Unit.self, id:)", try measure(ids) { id in _ = try store.fetch(Unit.self, id: id) }))
         checks.append(("unitDetail(id:) with lessons and assets", try measure(ids) { id in _ = try store.unitDetail(id: id) }))
-        checks.append((
-            "first catalogue page (50 by sort_index)",
-            try measure(ids) { _ in
-                _ = try store.read { (reader: StoreReader) throws(OfflineStoreError) in
-                    try reader.all(Unit.self, orderBy: [.ascending("sort_index")], limit: 50)
+        checks.append(
+            (
+                "first catalogue page (50 by sort_index)",
+                try measure(ids) { _ in
+                    _ = try store.read { (reader: StoreReader) throws(OfflineStoreError) in
+                        try reader.all(Unit.self, orderBy: [.ascending("sort_index")], limit: 50)
+                    }
                 }
-            }
-        ))
+            ))
         checks.append(("count(Unit.self)", try measure(ids) { _ in _ = try store.count(Unit.self) }))
 
         let pool = try DatabasePool(path: folder.appendingPathComponent("store.sqlite").path)

@@ -39,7 +39,8 @@ enum CodegenBenchmark {
         }
         let summary = synthesized.summary
         guard summary.missingTypes.isEmpty else {
-            throw BenchmarkError("the synthesized contracts use no field of type \(summary.missingTypes.joined(separator: ", ")); fix ContractSynthesizer")
+            throw BenchmarkError(
+                "the synthesized contracts use no field of type \(summary.missingTypes.joined(separator: ", ")); fix ContractSynthesizer")
         }
 
         // 2. They must be valid: a benchmark of the error path would measure something else.
@@ -92,7 +93,7 @@ enum CodegenBenchmark {
         var cli = Samples()
         for run in 0...runs {
             let seconds = try generate(contractc, contracts: contracts, output: workspace.path("out-\(run)"), workspace: workspace)
-            if run > 0 { cli.append(seconds) } // run 0 is the warm-up
+            if run > 0 { cli.append(seconds) }  // run 0 is the warm-up
         }
 
         // For scale: the everyday `make codegen`, into a folder that is already current (the

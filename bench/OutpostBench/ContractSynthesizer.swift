@@ -11,7 +11,7 @@ struct ContractSynthesizer {
     var contractCount = 200
     /// Share of entities, in percent; the rest are events.
     var entityPercent = 65
-    var seed: UInt64 = 0x0075_7470_6F73_7421 // "\0utpost!"
+    var seed: UInt64 = 0x0075_7470_6F73_7421  // "\0utpost!"
 
     /// One file of the folder, relative to it.
     struct File: Sendable {
@@ -155,38 +155,48 @@ private enum Vocabulary {
         var weight: Int
         var prefixes: [String]
         var nouns: [String]
-        var summary: String // `{}` is replaced by the entity's words
+        var summary: String  // `{}` is replaced by the entity's words
     }
 
     static let domains: [Domain] = [
         Domain(
             scope: "content", folder: "learning", weight: 27, prefixes: ["Course", "Catalog", "Library", "Curriculum", "Media"],
-            nouns: ["Module", "Chapter", "Quiz", "Glossary", "Track", "Badge", "Exercise", "Flashcard", "Deck", "Podcast",
-                    "Article", "Playlist", "Skill", "Topic", "Rubric"],
+            nouns: [
+                "Module", "Chapter", "Quiz", "Glossary", "Track", "Badge", "Exercise", "Flashcard", "Deck", "Podcast",
+                "Article", "Playlist", "Skill", "Topic", "Rubric",
+            ],
             summary: "A published {} that every learner downloads and reads offline."
         ),
         Domain(
             scope: "user", folder: "progress", weight: 27, prefixes: ["Learner", "Study", "Personal"],
-            nouns: ["Enrollment", "Bookmark", "Streak", "Highlight", "Reminder", "Goal", "Note", "Review", "Submission",
-                    "Preference", "Milestone", "Journal", "Portfolio", "Schedule"],
+            nouns: [
+                "Enrollment", "Bookmark", "Streak", "Highlight", "Reminder", "Goal", "Note", "Review", "Submission",
+                "Preference", "Milestone", "Journal", "Portfolio", "Schedule",
+            ],
             summary: "One learner's {}, kept in step between their devices."
         ),
         Domain(
             scope: "team", folder: "field", weight: 27, prefixes: ["Fleet", "Depot", "Field", "Crew"],
-            nouns: ["Vehicle", "Route", "Shift", "Inspection", "WorkOrder", "Part", "Charger", "Station", "Permit",
-                    "Checklist", "Handover", "Defect", "Delivery", "Tool"],
+            nouns: [
+                "Vehicle", "Route", "Shift", "Inspection", "WorkOrder", "Part", "Charger", "Station", "Permit",
+                "Checklist", "Handover", "Defect", "Delivery", "Tool",
+            ],
             summary: "A {} shared by the members of one field team and edited offline."
         ),
         Domain(
             scope: "tenant", folder: "organisation", weight: 11, prefixes: ["Org", "Tenant"],
-            nouns: ["Policy", "Holiday", "Region", "Site", "Department", "CostCenter", "Supplier", "Calendar", "Role",
-                    "Announcement"],
+            nouns: [
+                "Policy", "Holiday", "Region", "Site", "Department", "CostCenter", "Supplier", "Calendar", "Role",
+                "Announcement",
+            ],
             summary: "The organisation's {}, the same for every member of a tenant."
         ),
         Domain(
             scope: "device", folder: "device", weight: 8, prefixes: ["Device"],
-            nouns: ["Setting", "Download", "CacheEntry", "SyncLog", "Diagnostic", "Sensor", "Printer", "Pairing",
-                    "Location", "Profile", "Camera", "Quota"],
+            nouns: [
+                "Setting", "Download", "CacheEntry", "SyncLog", "Diagnostic", "Sensor", "Printer", "Pairing",
+                "Location", "Profile", "Camera", "Quota",
+            ],
             summary: "This device's own {}, backed up to the server but never shared."
         ),
     ]
@@ -234,7 +244,7 @@ private enum Vocabulary {
         ("status", ["draft", "active", "paused", "completed", "cancelled"], "paused"),
         ("state", ["new", "in_progress", "on_hold", "resolved", "closed"], "in_progress"),
         ("severity", ["low", "medium", "high", "critical"], "medium"),
-        ("visibility", ["private", "team", "public"], "private"), // Swift keywords: generated in backticks
+        ("visibility", ["private", "team", "public"], "private"),  // Swift keywords: generated in backticks
         ("channel", ["email", "sms", "push", "in_app"], nil),
         ("difficulty", ["beginner", "intermediate", "advanced"], nil),
         ("category", ["hardware", "software", "safety", "other"], "other"),
@@ -293,7 +303,8 @@ private struct SynthesisRun {
         let totalWeight = Vocabulary.domains.reduce(0) { $0 + $1.weight }
         var result: [(String, Vocabulary.Domain)] = []
         for (index, domain) in Vocabulary.domains.enumerated() {
-            let share = index == Vocabulary.domains.count - 1
+            let share =
+                index == Vocabulary.domains.count - 1
                 ? count - result.count : count * domain.weight / totalWeight
             var candidates: [String] = []
             for prefix in domain.prefixes {
@@ -346,8 +357,9 @@ private struct SynthesisRun {
         }
         fillFields(&plan, upTo: fieldTarget - 1)
 
-        var version = FieldPlan(versionByRevision ? "revision" : "updated_at", versionByRevision ? "int" : "timestamp",
-                                versionByRevision ? .int : .timestamp)
+        var version = FieldPlan(
+            versionByRevision ? "revision" : "updated_at", versionByRevision ? "int" : "timestamp",
+            versionByRevision ? .int : .timestamp)
         version.add("version_field", "true")
         if versionByRevision { version.add("doc", quoted("Raised by the server on every accepted change.")) }
         plan.fields.append(version)
@@ -367,7 +379,8 @@ private struct SynthesisRun {
         case "content":
             pairs = [("direction", "down"), ("conflict", "server_authoritative"), ("tombstones", "true")]
         case "device":
-            pairs = rng.chance(60)
+            pairs =
+                rng.chance(60)
                 ? [("direction", "both"), ("conflict", "last_writer_wins"), ("tombstones", "true")]
                 : [("direction", "up"), ("conflict", "append_only"), ("tombstones", "false")]
         default:
@@ -404,8 +417,9 @@ private struct SynthesisRun {
             return field
         }
         let optional = rng.chance(optionalChance)
-        var field = FieldPlan(unique(base + "_id", used, alternatives: ["primary_" + base + "_id"]),
-                              "ref<\(target)>" + (optional ? "?" : ""), .ref)
+        var field = FieldPlan(
+            unique(base + "_id", used, alternatives: ["primary_" + base + "_id"]),
+            "ref<\(target)>" + (optional ? "?" : ""), .ref)
         field.refTarget = target
         if rng.chance(20) { field.add("doc", quoted("The \(SynthNames.words(target)) this belongs to.")) }
         return field
@@ -417,8 +431,10 @@ private struct SynthesisRun {
         var kinds: [TypeKind] = []
         while plan.fields.count < count {
             if kinds.isEmpty {
-                kinds = rng.shuffled([.id, .string, .int, .double, .bool, .timestamp, .date, .uuid, .json, .bytes,
-                                      .enumeration, .list, .string, .int, .timestamp, .enumeration])
+                kinds = rng.shuffled([
+                    .id, .string, .int, .double, .bool, .timestamp, .date, .uuid, .json, .bytes,
+                    .enumeration, .list, .string, .int, .timestamp, .enumeration,
+                ])
             }
             let kind = kinds.removeFirst()
             plan.fields.append(field(of: kind, in: plan))
@@ -604,7 +620,7 @@ private struct SynthesisRun {
             guard let target = field.refTarget, let targetIndex = entities.firstIndex(where: { $0.name == target })
             else { continue }
             if rng.chance(50) {
-                let name = String(field.name.dropLast(3)) // `fleet_vehicle_id` → `fleet_vehicle`
+                let name = String(field.name.dropLast(3))  // `fleet_vehicle_id` → `fleet_vehicle`
                 plan.addRelation(name, "{ belongs_to: \(target), foreign_key: \(field.name) }")
             }
             if rng.chance(45) {
@@ -675,7 +691,7 @@ private struct SynthesisRun {
         if rng.chance(10) { plan.compatibility = rng.pick(["backward", "full"]) }
         // Events take only `direction` and `conflict: append_only`; the rest is the server's business.
         switch rng.int(in: 0...5) {
-        case 0, 1, 2: plan.sync = nil // the defaults: up, append_only
+        case 0, 1, 2: plan.sync = nil  // the defaults: up, append_only
         case 3: plan.sync = syncLines([("direction", "both")])
         case 4: plan.sync = syncLines([("direction", "up"), ("conflict", "append_only")])
         default: plan.sync = syncLines([("direction", "both"), ("conflict", "append_only")])

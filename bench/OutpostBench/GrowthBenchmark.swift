@@ -86,7 +86,9 @@ enum GrowthBenchmark {
             "\(teams) teams × \(devicesPerTeam) devices; each day \(activeSharePercent) % of them push \(changesPerPush) ServiceAsset "
                 + "changes (create, edits, the oldest retired past \(liveAssetsPerTeam) per team); \(days) simulated days"
         )
-        result.fact("horizons on", "ServerHousekeeping daily (push results 7 d after acknowledged, tombstones 90 d); audit entries older than 90 d archived monthly")
+        result.fact(
+            "horizons on",
+            "ServerHousekeeping daily (push results 7 d after acknowledged, tombstones 90 d); audit entries older than 90 d archived monthly")
         result.fact("storage", "SQLiteStorage (WAL) in \(workspace.url.path); sizes after a checkpoint")
 
         let with = try simulate(horizons: true, folder: try workspace.folder("horizons-on"))
@@ -94,32 +96,47 @@ enum GrowthBenchmark {
 
         func quarters(_ year: Year) -> String { year.quarterSizes.map(Format.bytes).joined(separator: " → ") }
         result.rows = [
-            .init("mutations pushed in the year", median: Format.grouped(with.mutations), note: "each run; \(Format.duration(with.simulationSeconds)) on, \(Format.duration(without.simulationSeconds)) off"),
+            .init(
+                "mutations pushed in the year", median: Format.grouped(with.mutations),
+                note: "each run; \(Format.duration(with.simulationSeconds)) on, \(Format.duration(without.simulationSeconds)) off"),
             .init("database at each quarter, horizons on", median: quarters(with)),
             .init("database at each quarter, horizons off", median: quarters(without)),
-            .init("database at the end, horizons on", median: Format.bytes(with.databaseBytes), note: "\(Format.bytes(with.liveBytes)) in use; \(Format.bytes(with.archivedBytes)) of audit archived to files"),
-            .init("database at the end, horizons off", median: Format.bytes(without.databaseBytes), note: "\(Format.bytes(without.liveBytes)) in use"),
+            .init(
+                "database at the end, horizons on", median: Format.bytes(with.databaseBytes),
+                note: "\(Format.bytes(with.liveBytes)) in use; \(Format.bytes(with.archivedBytes)) of audit archived to files"),
+            .init(
+                "database at the end, horizons off", median: Format.bytes(without.databaseBytes), note: "\(Format.bytes(without.liveBytes)) in use"),
             .init("ratio on / off, size", median: Format.ratio(Double(with.databaseBytes) / Double(without.databaseBytes))),
             .init("stored push results on / off", median: "\(Format.grouped(with.pushResults)) / \(Format.grouped(without.pushResults))"),
             .init("tombstones on / off", median: "\(Format.grouped(with.tombstones)) / \(Format.grouped(without.tombstones))"),
             .init("audit entries in the database on / off", median: "\(Format.grouped(with.auditEntries)) / \(Format.grouped(without.auditEntries))"),
             .init("live rows on / off", median: "\(Format.grouped(with.liveRows)) / \(Format.grouped(without.liveRows))"),
             .init("housekeeping, the whole year", median: Format.duration(with.housekeepingSeconds), note: "365 runs + 12 archives"),
-            .init("pull, 1 day of changes, horizons on", median: Format.duration(with.incrementalPull.median), min: Format.duration(with.incrementalPull.min)),
-            .init("pull, 1 day of changes, horizons off", median: Format.duration(without.incrementalPull.median), min: Format.duration(without.incrementalPull.min)),
+            .init(
+                "pull, 1 day of changes, horizons on", median: Format.duration(with.incrementalPull.median),
+                min: Format.duration(with.incrementalPull.min)),
+            .init(
+                "pull, 1 day of changes, horizons off", median: Format.duration(without.incrementalPull.median),
+                min: Format.duration(without.incrementalPull.min)),
             .init("pull, whole team scope, horizons on", median: Format.duration(with.fullPull.median), min: Format.duration(with.fullPull.min)),
-            .init("pull, whole team scope, horizons off", median: Format.duration(without.fullPull.median), min: Format.duration(without.fullPull.min)),
+            .init(
+                "pull, whole team scope, horizons off", median: Format.duration(without.fullPull.median), min: Format.duration(without.fullPull.min)),
             .init("push of \(changesPerPush), horizons on", median: Format.duration(with.push.median), min: Format.duration(with.push.min)),
             .init("push of \(changesPerPush), horizons off", median: Format.duration(without.push.median), min: Format.duration(without.push.min)),
             .init(
                 "ratio on / off: pull 1 day, whole pull, push",
-                median: [with.incrementalPull.median / without.incrementalPull.median, with.fullPull.median / without.fullPull.median, with.push.median / without.push.median]
-                    .map(Format.ratio).joined(separator: ", ")
+                median: [
+                    with.incrementalPull.median / without.incrementalPull.median, with.fullPull.median / without.fullPull.median,
+                    with.push.median / without.push.median,
+                ]
+                .map(Format.ratio).joined(separator: ", ")
             ),
         ]
 
         let size = Double(with.liveBytes) / Double(without.liveBytes)
-        result.check("size", size < 1, "horizons on: \(Format.bytes(with.liveBytes)) in use against \(Format.bytes(without.liveBytes)) off (\(Format.ratio(size)))")
+        result.check(
+            "size", size < 1,
+            "horizons on: \(Format.bytes(with.liveBytes)) in use against \(Format.bytes(without.liveBytes)) off (\(Format.ratio(size)))")
         // Bounded: the second half of the year adds less than half of what the first half did.
         let firstHalf = with.quarterSizes[1] - 0, secondHalf = with.quarterSizes[3] - with.quarterSizes[1]
         result.check(
@@ -127,13 +144,18 @@ enum GrowthBenchmark {
             "horizons on: the database grew \(Format.bytes(firstHalf)) in the first half, \(Format.bytes(max(0, secondHalf))) in the second"
         )
         for (name, on, off) in [
-            ("pull 1 day", with.incrementalPull.median, without.incrementalPull.median), ("whole pull", with.fullPull.median, without.fullPull.median),
+            ("pull 1 day", with.incrementalPull.median, without.incrementalPull.median),
+            ("whole pull", with.fullPull.median, without.fullPull.median),
             ("push", with.push.median, without.push.median),
         ] {
-            result.check(name, on <= off * 1.25, "\(name): \(Format.duration(on)) on against \(Format.duration(off)) off (\(Format.ratio(on / off)); bar 1.25×)")
+            result.check(
+                name, on <= off * 1.25,
+                "\(name): \(Format.duration(on)) on against \(Format.duration(off)) off (\(Format.ratio(on / off)); bar 1.25×)")
         }
         result.check("expired cursor", with.expiredCursorRefused, "a cursor older than the tombstone horizon is answered 410 cursor_expired")
-        result.check("audit", with.auditVerified && without.auditVerified, "the audit chain verifies at the end of both years (from the last archive's base with horizons)")
+        result.check(
+            "audit", with.auditVerified && without.auditVerified,
+            "the audit chain verifies at the end of both years (from the last archive's base with horizons)")
         return result
     }
 

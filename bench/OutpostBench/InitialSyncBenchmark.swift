@@ -256,7 +256,8 @@ enum InitialSyncBenchmark {
             while true {
                 let batch = try source.read { db in
                     try Row.fetchAll(
-                        db, sql: "SELECT rowid AS \"__rowid\", * FROM \(entity.table.quotedDatabaseIdentifier) WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                        db,
+                        sql: "SELECT rowid AS \"__rowid\", * FROM \(entity.table.quotedDatabaseIdentifier) WHERE rowid > ? ORDER BY rowid LIMIT ?",
                         arguments: [after, commitRows]
                     )
                 }
@@ -291,7 +292,9 @@ enum InitialSyncBenchmark {
             var digests: Digests = [:]
             for entity in contracts {
                 digests[entity.table] = try digest(
-                    db, sql: "SELECT \"id\" FROM \(entity.table.quotedDatabaseIdentifier) WHERE \"_tenant_id\" = ? AND \"_scope_key\" = ? AND \"_deleted\" = 0 ORDER BY \"id\"",
+                    db,
+                    sql:
+                        "SELECT \"id\" FROM \(entity.table.quotedDatabaseIdentifier) WHERE \"_tenant_id\" = ? AND \"_scope_key\" = ? AND \"_deleted\" = 0 ORDER BY \"id\"",
                     arguments: [InitialSyncSeed.tenant, InitialSyncSeed.scopeKey]
                 )
             }
@@ -322,7 +325,9 @@ enum InitialSyncBenchmark {
                 let found = try digest(db, sql: "SELECT \"id\" FROM \(entity.table.quotedDatabaseIdentifier) ORDER BY \"id\"", arguments: [])
                 let wanted = expected[entity.table] ?? (0, 0)
                 if found.count != wanted.count || found.digest != wanted.digest || found.count != composition.live(entity.name) {
-                    problems.append("run \(run): the device holds \(found.count) \(entity.name) rows (digest \(found.digest)), the server \(wanted.count) (digest \(wanted.digest))")
+                    problems.append(
+                        "run \(run): the device holds \(found.count) \(entity.name) rows (digest \(found.digest)), the server \(wanted.count) (digest \(wanted.digest))"
+                    )
                 }
             }
             if try String.fetchOne(db, sql: #"SELECT "cursor" FROM "sync_state" WHERE "scope_key" = 'user'"#) == nil {
@@ -350,43 +355,57 @@ enum InitialSyncBenchmark {
             "sync-server serve --port 0 --rate 0 --housekeeping-interval 0 (its own process; the rate limit is off: at 1 000 000 rows a device "
                 + "asks for 1 000 pages; no housekeeping: it would drop the seeded years-old tombstones during the pull)"
         )
-        result.fact("device", "outpost-bench \(InitialSyncDevice.command) (its own process): fresh OfflineStore, SyncEngine, URLSessionTransport, scope 'user', pages of \(Format.grouped(pageSize))")
-        result.fact("runs", "\(measured.map { "\(runs($0.rows)) at \(Format.grouped($0.rows))" }.joined(separator: ", ")); each run a new, empty device")
+        result.fact(
+            "device",
+            "outpost-bench \(InitialSyncDevice.command) (its own process): fresh OfflineStore, SyncEngine, URLSessionTransport, scope 'user', pages of \(Format.grouped(pageSize))"
+        )
+        result.fact(
+            "runs", "\(measured.map { "\(runs($0.rows)) at \(Format.grouped($0.rows))" }.joined(separator: ", ")); each run a new, empty device")
 
         var rows: [BenchmarkResult.Row] = []
         for size in measured {
             let n = Double(size.rows)
             let label = Format.grouped(size.rows)
             let before = size.residentBeforeKiB.min() ?? 0
-            rows.append(.init(
-                "\(label) rows: device syncNow()", median: Format.duration(size.sync.median), min: Format.duration(size.sync.min),
-                note: "\(Format.rate(n / size.sync.median)); device CPU \(Format.duration(size.syncCPU.median)), server CPU \(Format.duration(size.serverCPU.median))"
-            ))
-            rows.append(.init(
-                "  for scale: the device process, launch to exit", median: Format.duration(size.process.median), min: Format.duration(size.process.min),
-                note: "opens the store, syncs, checks nothing"
-            ))
-            rows.append(.init(
-                "  baseline: device alone (the same pages from files)", median: Format.duration(size.alone.median),
-                min: Format.duration(size.alone.min), note: "no server, no HTTP; device CPU \(Format.duration(size.aloneCPU.median))"
-            ))
-            rows.append(.init(
-                "  baseline: server alone (plain GETs, no decode/apply)", median: Format.duration(size.download.median),
-                min: Format.duration(size.download.min), note: "the same pages, gzip, one connection each"
-            ))
+            rows.append(
+                .init(
+                    "\(label) rows: device syncNow()", median: Format.duration(size.sync.median), min: Format.duration(size.sync.min),
+                    note:
+                        "\(Format.rate(n / size.sync.median)); device CPU \(Format.duration(size.syncCPU.median)), server CPU \(Format.duration(size.serverCPU.median))"
+                ))
+            rows.append(
+                .init(
+                    "  for scale: the device process, launch to exit", median: Format.duration(size.process.median),
+                    min: Format.duration(size.process.min),
+                    note: "opens the store, syncs, checks nothing"
+                ))
+            rows.append(
+                .init(
+                    "  baseline: device alone (the same pages from files)", median: Format.duration(size.alone.median),
+                    min: Format.duration(size.alone.min), note: "no server, no HTTP; device CPU \(Format.duration(size.aloneCPU.median))"
+                ))
+            rows.append(
+                .init(
+                    "  baseline: server alone (plain GETs, no decode/apply)", median: Format.duration(size.download.median),
+                    min: Format.duration(size.download.min), note: "the same pages, gzip, one connection each"
+                ))
             let serial = size.alone.median + size.download.median
-            rows.append(.init(
-                "  overlap: sync / (device alone + server alone)", median: Format.ratio(size.sync.median / serial),
-                note: "1.00× one after the other; \(Format.ratio(max(size.alone.median, size.download.median) / serial)) if fully overlapped"
-            ))
-            rows.append(.init(
-                "  baseline: raw SQLite upsert of the same rows", median: Format.duration(size.raw.median), min: Format.duration(size.raw.min),
-                note: "sync is \(Format.ratio(size.sync.median / size.raw.median)) this; 1 tx per \(Format.grouped(commitRows)) rows, committed as the device does"
-            ))
-            rows.append(.init(
-                "  device peak memory (VmHWM)", median: mebibytes(size.worstPeakKiB), min: mebibytes(size.peakKiB.min() ?? 0),
-                note: "highest of the runs; \(mebibytes(before)) resident before the sync; server peak \(mebibytes(size.serverPeakKiB))"
-            ))
+            rows.append(
+                .init(
+                    "  overlap: sync / (device alone + server alone)", median: Format.ratio(size.sync.median / serial),
+                    note: "1.00× one after the other; \(Format.ratio(max(size.alone.median, size.download.median) / serial)) if fully overlapped"
+                ))
+            rows.append(
+                .init(
+                    "  baseline: raw SQLite upsert of the same rows", median: Format.duration(size.raw.median), min: Format.duration(size.raw.min),
+                    note:
+                        "sync is \(Format.ratio(size.sync.median / size.raw.median)) this; 1 tx per \(Format.grouped(commitRows)) rows, committed as the device does"
+                ))
+            rows.append(
+                .init(
+                    "  device peak memory (VmHWM)", median: mebibytes(size.worstPeakKiB), min: mebibytes(size.peakKiB.min() ?? 0),
+                    note: "highest of the runs; \(mebibytes(before)) resident before the sync; server peak \(mebibytes(size.serverPeakKiB))"
+                ))
         }
         result.rows = rows
     }

@@ -120,10 +120,12 @@ enum InitialSyncSeed {
                 ]
                 if answer != .null { wire["answered_at"] = .string(Timestamp(millisecondsSince1970: clock).iso8601) }
                 let hlc = HybridLogicalClock(milliseconds: clock, counter: 0, node: learner.deviceID).description
-                rows.append((
-                    ContractRegistry.assessmentResponse,
-                    try stored(ContractRegistry.assessmentResponse, wire, at: clock, hlc: hlc, deleted: answers % InitialSyncSeed.tombstoneEvery == 0)
-                ))
+                rows.append(
+                    (
+                        ContractRegistry.assessmentResponse,
+                        try stored(
+                            ContractRegistry.assessmentResponse, wire, at: clock, hlc: hlc, deleted: answers % InitialSyncSeed.tombstoneEvery == 0)
+                    ))
             }
             clock += Int64(ids.random.int(in: 1_000...30_000))
             let maxScore = Double(InitialSyncSeed.questionsPerAttempt)
@@ -147,7 +149,8 @@ enum InitialSyncSeed {
                     "completed_at": .string(completed.iso8601), "completed_on": .string(String(completed.iso8601.prefix(10))),
                     "updated_at": .string(completed.iso8601),
                 ]
-                rows.append((ContractRegistry.completionRecord, try stored(ContractRegistry.completionRecord, record, at: clock, hlc: nil, deleted: false)))
+                rows.append(
+                    (ContractRegistry.completionRecord, try stored(ContractRegistry.completionRecord, record, at: clock, hlc: nil, deleted: false)))
             }
             return rows
         }

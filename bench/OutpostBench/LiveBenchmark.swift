@@ -1,8 +1,8 @@
+import Contracts
 import Foundation
 import LearningClient
 import NIOCore
 import NIOPosix
-import Contracts
 import SyncClient
 import SyncProtocol
 import SyncServer
@@ -54,13 +54,18 @@ enum LiveBenchmark {
         #if DEBUG
             result.fact("build", "DEBUG — these figures are not representative; run `make bench` (release)")
         #endif
-        result.fact("machine", "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(LoadBenchmark.loadAverage()) at the start, ulimit -n \(LoadBenchmark.descriptorLimit()) (bench and server alike)")
+        result.fact(
+            "machine",
+            "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(LoadBenchmark.loadAverage()) at the start, ulimit -n \(LoadBenchmark.descriptorLimit()) (bench and server alike)"
+        )
         result.fact(
             "method",
             "teams of \(teamSize) on one live connection each; per step \(pushesPerStep) pushes of one Task create to random teams, "
                 + "\(Int(pushesPerSecond))/s, one at a time per team; latency = the poke's arrival at each other member − the push's send"
         )
-        result.fact("ramp", ramp.map(Format.grouped).joined(separator: " → ") + " devices (\(rampVariable)), server --live-max-connections \(rampConnectionCap)")
+        result.fact(
+            "ramp",
+            ramp.map(Format.grouped).joined(separator: " → ") + " devices (\(rampVariable)), server --live-max-connections \(rampConnectionCap)")
         let workspace = try TemporaryFolder("live")
         defer { workspace.remove() }
 
@@ -71,7 +76,8 @@ enum LiveBenchmark {
                 "poke p99 \(Format.duration(summary.p99)) (p50 \(Format.duration(summary.p50))) on SQLite; bar \(Format.duration(barSeconds))"
             )
         } else {
-            result.check("p99 at \(Format.grouped(barDevices)) devices", false, "the ramp did not reach \(Format.grouped(barDevices)) connected devices")
+            result.check(
+                "p99 at \(Format.grouped(barDevices)) devices", false, "the ramp did not reach \(Format.grouped(barDevices)) connected devices")
         }
         if let url = environment["OUTPOST_TEST_POSTGRES_URL"], !url.isEmpty {
             _ = try measureRamp(
@@ -112,7 +118,9 @@ enum LiveBenchmark {
         // Listeners on the last process, pushes through the first: across processes on PostgreSQL.
         let listenPort = deployment.ports.last!, pushPort = deployment.ports.first!
         let server = deployment.servers.last!.pid
-        if processes > 1 { result.fact("\(label)", "devices connected to process 2 (port \(listenPort)), pushes sent to process 1 (port \(pushPort))") }
+        if processes > 1 {
+            result.fact("\(label)", "devices connected to process 2 (port \(listenPort)), pushes sent to process 1 (port \(pushPort))")
+        }
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
@@ -143,7 +151,8 @@ enum LiveBenchmark {
             let newcomers = (listeners.count..<target).map { index in
                 LiveListener(
                     index: index, team: index / teamSize,
-                    token: deployment.token(user: LiveListener.user(index), device: LiveListener.device(index), teams: [LoadSeed.team(index / teamSize)]),
+                    token: deployment.token(
+                        user: LiveListener.user(index), device: LiveListener.device(index), teams: [LoadSeed.team(index / teamSize)]),
                     probe: probe
                 )
             }
@@ -168,12 +177,14 @@ enum LiveBenchmark {
             let failed = probe.failures - baseline
             if connected < target || failed > 0 {
                 let why = probe.failureSamples.suffix(3).joined(separator: " | ")
-                result.rows.append(.init(
-                    "\(label) · ramp stopped at \(Format.grouped(target))", median: "\(Format.grouped(connected)) connected", min: "",
-                    note: "\(failed) refused or failed\(why.isEmpty ? ", the rest without a hello in \(Int(helloTimeoutSeconds)) s" : ": " + why); "
-                        + "server \(ServerSampler.openDescriptors(pid: server)) fds, bench \(ServerSampler.openDescriptors(pid: getpid())) fds, "
-                        + "server VmRSS \(Format.bytes(ProcessMemory.status("VmRSS", pid: server) * 1024))"
-                ))
+                result.rows.append(
+                    .init(
+                        "\(label) · ramp stopped at \(Format.grouped(target))", median: "\(Format.grouped(connected)) connected", min: "",
+                        note:
+                            "\(failed) refused or failed\(why.isEmpty ? ", the rest without a hello in \(Int(helloTimeoutSeconds)) s" : ": " + why); "
+                            + "server \(ServerSampler.openDescriptors(pid: server)) fds, bench \(ServerSampler.openDescriptors(pid: getpid())) fds, "
+                            + "server VmRSS \(Format.bytes(ProcessMemory.status("VmRSS", pid: server) * 1024))"
+                    ))
                 result.fact("\(label) limit", "\(Format.grouped(connected)) live connections held; the step to \(Format.grouped(target)) failed")
                 break
             }
@@ -197,7 +208,8 @@ enum LiveBenchmark {
                         probe.willPush(team: team)
                         let seq = plan.nextSeq(team: team)
                         let pusher = pushers[number % pushers.count]
-                        let token = deployment.token(user: LiveListener.user(team * teamSize), device: LiveListener.device(team * teamSize), teams: [LoadSeed.team(team)])
+                        let token = deployment.token(
+                            user: LiveListener.user(team * teamSize), device: LiveListener.device(team * teamSize), teams: [LoadSeed.team(team)])
                         let members = min(teamSize, target - team * teamSize) - 1
                         tasks.addTask {
                             try await push(
@@ -219,22 +231,31 @@ enum LiveBenchmark {
             let descriptors = ServerSampler.openDescriptors(pid: server)
             let summary = probe.summary
             steps.append(Step(devices: target, poke: summary, missedPokes: missed, residentKiB: resident, descriptors: descriptors))
-            result.rows.append(.init(
-                "\(label) · poke, \(Format.grouped(target)) devices", median: summary?.percentiles ?? "none", min: Format.grouped(Int(summary?.count ?? 0)),
-                note: "max \(summary.map { Format.duration($0.max) } ?? "-"); \(missed) missed; connect+hello of the step's \(Format.grouped(newcomers.count)) "
-                    + "\(Format.duration(connectSeconds)); server VmRSS \(Format.bytes(resident * 1024)), \(Format.grouped(descriptors)) fds, "
-                    + "\(Format.fixed(cpu / stepSeconds, 2)) cores over the step"
-            ))
+            result.rows.append(
+                .init(
+                    "\(label) · poke, \(Format.grouped(target)) devices", median: summary?.percentiles ?? "none",
+                    min: Format.grouped(Int(summary?.count ?? 0)),
+                    note:
+                        "max \(summary.map { Format.duration($0.max) } ?? "-"); \(missed) missed; connect+hello of the step's \(Format.grouped(newcomers.count)) "
+                        + "\(Format.duration(connectSeconds)); server VmRSS \(Format.bytes(resident * 1024)), \(Format.grouped(descriptors)) fds, "
+                        + "\(Format.fixed(cpu / stepSeconds, 2)) cores over the step"
+                ))
             let store = probe.storeSummaries
             if let fromSend = store.fromSend {
-                result.rows.append(.init(
-                    "\(label) · in a store device, \(Format.grouped(target)) devices", median: fromSend.percentiles, min: Format.grouped(Int(fromSend.count)),
-                    note: "from the push's send; from its answer \(store.fromAnswer?.percentiles ?? "-"); \(store.missed) not in the store within 10 s"
-                ))
+                result.rows.append(
+                    .init(
+                        "\(label) · in a store device, \(Format.grouped(target)) devices", median: fromSend.percentiles,
+                        min: Format.grouped(Int(fromSend.count)),
+                        note:
+                            "from the push's send; from its answer \(store.fromAnswer?.percentiles ?? "-"); \(store.missed) not in the store within 10 s"
+                    ))
             }
             storeMissed += store.missed
             if let hello = probe.helloSummary {
-                result.rows.append(.init("\(label) · connect to hello, step to \(Format.grouped(target))", median: hello.percentiles, min: Format.grouped(Int(hello.count))))
+                result.rows.append(
+                    .init(
+                        "\(label) · connect to hello, step to \(Format.grouped(target))", median: hello.percentiles,
+                        min: Format.grouped(Int(hello.count))))
             }
         }
         if steps.count >= 2, let first = steps.first, let last = steps.last, last.devices > first.devices {
@@ -527,10 +548,11 @@ final class StoreDevice: @unchecked Sendable {
 
     init(team: Int, user: String, device: String, token: String, port: Int, folder: URL) throws {
         self.team = team
-        store = try OfflineStore(OfflineStoreConfiguration(
-            databaseURL: folder.appendingPathComponent("store.sqlite"), tenantId: LoadDeployment.tenant, userId: user, deviceId: device,
-            keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true))
-        ), contracts: ContractRegistry.self, extensions: [LearningStore()])
+        store = try OfflineStore(
+            OfflineStoreConfiguration(
+                databaseURL: folder.appendingPathComponent("store.sqlite"), tenantId: LoadDeployment.tenant, userId: user, deviceId: device,
+                keyProvider: FileKeyProvider(directory: folder.appendingPathComponent("keys", isDirectory: true))
+            ), contracts: ContractRegistry.self, extensions: [LearningStore()])
         let transport = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(port)")!, timeout: 30) { token }
         engine = SyncEngine(store: store, transport: transport, configuration: SyncEngineConfiguration(scopes: ["team"]))
     }
@@ -542,7 +564,9 @@ final class StoreDevice: @unchecked Sendable {
         await engine.start(connectivity: ManualConnectivityMonitor(online: true))
         let deadline = monotonicNanoseconds() + 20_000_000_000
         while await engine.currentStatus.live != .connected {
-            guard monotonicNanoseconds() < deadline else { throw BenchmarkError("a store device's live channel is \(await engine.currentStatus.live)") }
+            guard monotonicNanoseconds() < deadline else {
+                throw BenchmarkError("a store device's live channel is \(await engine.currentStatus.live)")
+            }
             try await Task.sleep(nanoseconds: 10_000_000)
         }
     }

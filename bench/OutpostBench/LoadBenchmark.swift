@@ -47,7 +47,9 @@ enum LoadBenchmark {
         let environment = ProcessInfo.processInfo.environment
         let seconds = Double(environment[secondsVariable] ?? "") ?? 30
         let devices = Int(environment[devicesVariable] ?? "") ?? 2_000
-        guard seconds >= 10, devices >= teamSize else { throw BenchmarkError("\(secondsVariable) must be at least 10 and \(devicesVariable) at least \(teamSize)") }
+        guard seconds >= 10, devices >= teamSize else {
+            throw BenchmarkError("\(secondsVariable) must be at least 10 and \(devicesVariable) at least \(teamSize)")
+        }
         #if DEBUG
             result.fact("build", "DEBUG — these figures are not representative; run `make bench` (release)")
         #endif
@@ -62,7 +64,9 @@ enum LoadBenchmark {
             "\(Int(seconds)) s per configuration (\(secondsVariable)); outage at 60 %: every connection dropped for \(Int(outageSeconds)) s, "
                 + "devices back within \(returnSpreadSeconds) s; servers: --rate 50 --burst 100 (the defaults), LOG_LEVEL=warning"
         )
-        result.fact("machine", "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAverage()) at the start, ulimit -n \(descriptorLimit())")
+        result.fact(
+            "machine",
+            "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAverage()) at the start, ulimit -n \(descriptorLimit())")
 
         var configurations = [Configuration(label: "SQLite, 1 process", database: .sqlite, processes: 1)]
         if let url = environment["OUTPOST_TEST_POSTGRES_URL"], !url.isEmpty {
@@ -83,7 +87,9 @@ enum LoadBenchmark {
         return result
     }
 
-    static func measure(_ configuration: Configuration, devices deviceCount: Int, seconds: Double, folder: URL, into result: inout BenchmarkResult) throws {
+    static func measure(_ configuration: Configuration, devices deviceCount: Int, seconds: Double, folder: URL, into result: inout BenchmarkResult)
+        throws
+    {
         let label = configuration.label
         let deployment = try LoadDeployment(database: configuration.database, folder: folder)
         let teams = (deviceCount + teamSize - 1) / teamSize
@@ -158,27 +164,31 @@ enum LoadBenchmark {
         // The figures.
         for route in run.latencies.names {
             guard let summary = run.latencies.summary(route) else { continue }
-            result.rows.append(.init(
-                "\(label) · \(route)", median: summary.percentiles, min: Format.grouped(Int(summary.count)),
-                note: "max \(Format.duration(summary.max)); \(Format.fixed(Double(summary.count) / wall, 1))/s"
-            ))
+            result.rows.append(
+                .init(
+                    "\(label) · \(route)", median: summary.percentiles, min: Format.grouped(Int(summary.count)),
+                    note: "max \(Format.duration(summary.max)); \(Format.fixed(Double(summary.count) / wall, 1))/s"
+                ))
         }
         let returns = run.returns
         if let last = returns.max() {
             let back = Double(Int64(last) - Int64(at(backBase))) / 1e9
-            result.rows.append(.init(
-                "\(label) · storm: every live device back", median: Format.duration(back), min: Format.grouped(returns.count),
-                note: "from the first instant devices could return to the last hello (returns spread over \(returnSpreadSeconds) s)"
-            ))
+            result.rows.append(
+                .init(
+                    "\(label) · storm: every live device back", median: Format.duration(back), min: Format.grouped(returns.count),
+                    note: "from the first instant devices could return to the last hello (returns spread over \(returnSpreadSeconds) s)"
+                ))
         }
         for (index, samples) in series.enumerated() {
             let peakMemory = samples.map(\.residentKiB).max() ?? 0
             let peakDescriptors = samples.map(\.descriptors).max() ?? 0
             let meanCores = samples.isEmpty ? 0 : samples.map(\.cores).reduce(0, +) / Double(samples.count)
-            result.rows.append(.init(
-                "\(label) · server \(index + 1): peak VmRSS / fds", median: "\(Format.bytes(peakMemory * 1024)) / \(Format.grouped(peakDescriptors))",
-                min: "", note: "mean CPU \(Format.fixed(meanCores, 2)) cores; \(ServerSampler.timeline(samples))"
-            ))
+            result.rows.append(
+                .init(
+                    "\(label) · server \(index + 1): peak VmRSS / fds",
+                    median: "\(Format.bytes(peakMemory * 1024)) / \(Format.grouped(peakDescriptors))",
+                    min: "", note: "mean CPU \(Format.fixed(meanCores, 2)) cores; \(ServerSampler.timeline(samples))"
+                ))
         }
 
         // The checks.
@@ -188,7 +198,9 @@ enum LoadBenchmark {
             "\(errors) errors\(errors == 0 ? "" : ": " + run.errors.byKind.map { "\($0.0) ×\($0.1)" }.joined(separator: ", ") + "; e.g. " + run.errors.firstSamples.joined(separator: " | "))"
                 + "; \(run.errors.deliberate) deliberate 429s from the \(devicesExceedingRate) devices pulling past their rate"
         )
-        result.check("\(label): live channel", !run.isLiveMissing, run.isLiveMissing ? "the server answered 404 to GET /sync/v1/live: no live channel in this build" : "every live channel opened")
+        result.check(
+            "\(label): live channel", !run.isLiveMissing,
+            run.isLiveMissing ? "the server answered 404 to GET /sync/v1/live: no live channel in this build" : "every live channel opened")
         let expected = run.answeredMutations
         let report = try runBlocking {
             let storage = try await deployment.openStorage()

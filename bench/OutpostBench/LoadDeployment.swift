@@ -109,9 +109,10 @@ final class LoadDeployment: @unchecked Sendable {
 
     /// A device token (signed with the servers' key), valid for a day.
     func token(user: String, device: String, teams: [String]) -> String {
-        signer.sign(DeviceIdentity(
-            tenant: Self.tenant, userID: user, deviceID: device, teams: teams, expiresAt: Int64(Date().timeIntervalSince1970) + 86_400
-        ))
+        signer.sign(
+            DeviceIdentity(
+                tenant: Self.tenant, userID: user, deviceID: device, teams: teams, expiresAt: Int64(Date().timeIntervalSince1970) + 86_400
+            ))
     }
 
     /// `sync-server audit verify`: its line, and whether it exited 0.
@@ -139,7 +140,9 @@ enum LoadSeed {
 
     /// Seeds `teams` teams whose members are `members(team)`, each with `tasks` Task rows, and
     /// the ranged asset's file when `rangedFile`.
-    static func seed(_ deployment: LoadDeployment, teams: Int, tasks: Int = tasksPerTeam, rangedFile: Bool = true, members: @escaping @Sendable (Int) -> [String]) throws {
+    static func seed(
+        _ deployment: LoadDeployment, teams: Int, tasks: Int = tasksPerTeam, rangedFile: Bool = true, members: @escaping @Sendable (Int) -> [String]
+    ) throws {
         try deployment.command(["seed"] + deployment.storageArguments + ["--tenant", LoadDeployment.tenant, "--team", team(0)], name: "seed")
         try runBlocking {
             let storage = try await deployment.openStorage()
@@ -159,7 +162,8 @@ enum LoadSeed {
                 for index in 0..<teams where tasks > 0 {
                     let mutations = (0..<tasks).map { number -> Mutation in
                         seq += 1
-                        return LoadMutations.taskCreate(id: "seed-\(team(index))-\(number)", team: team(index), seq: seq, clientMutationID: "seed-\(seq)")
+                        return LoadMutations.taskCreate(
+                            id: "seed-\(team(index))-\(number)", team: team(index), seq: seq, clientMutationID: "seed-\(seq)")
                     }
                     let answer = try await push.push(PushRequest(clientId: "seeder", schema: [:], mutations: mutations), identity: seeder)
                     guard answer.results.allSatisfy({ $0.status == .applied }) else { throw BenchmarkError("seeding \(team(index)) was not applied") }

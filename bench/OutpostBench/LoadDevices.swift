@@ -284,7 +284,9 @@ final class LoadDevice: @unchecked Sendable {
             headers: headers([("Range", "bytes=\(start)-\(start + Self.rangeBytes - 1)")]), body: nil, keepsBody: false
         )
         guard let response = await send(run, route: Self.routeAsset, request, expected: [206]) else { return }
-        if response.bodyBytes != Self.rangeBytes { run.errors.other(Self.routeAsset, "\(response.bodyBytes) bytes for a range of \(Self.rangeBytes)") }
+        if response.bodyBytes != Self.rangeBytes {
+            run.errors.other(Self.routeAsset, "\(response.bodyBytes) bytes for a range of \(Self.rangeBytes)")
+        }
     }
 
     /// Pulls back to back until the limiter answers 429 a few times (its burst is 100).

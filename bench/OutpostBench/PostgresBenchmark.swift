@@ -59,7 +59,8 @@ enum PostgresBenchmark {
         #if DEBUG
             result.fact("build", "DEBUG — these figures are not representative; run `make bench` (release)")
         #endif
-        result.fact("PostgreSQL", "\(base.host):\(base.port)/\(base.database), a fresh schema per run (scripts/with-postgres.sh: PostgreSQL 15, fsync on)")
+        result.fact(
+            "PostgreSQL", "\(base.host):\(base.port)/\(base.database), a fresh schema per run (scripts/with-postgres.sh: PostgreSQL 15, fsync on)")
         result.fact("SQLite", "SQLiteStorage (WAL, synchronous NORMAL), a fresh database per run in \(workspace.url.path)")
 
         // 1. Ingestion in process.
@@ -90,7 +91,8 @@ enum PostgresBenchmark {
         let rawName = rawInsert.median <= rawCopy.median ? "multi-row INSERT" : "COPY"
 
         // 2. Pull throughput in process.
-        result.fact("pull", "\(Format.grouped(pullRows)) Task rows in one team scope, pulled from the start in pages of \(pullPage); \(runs) runs each")
+        result.fact(
+            "pull", "\(Format.grouped(pullRows)) Task rows in one team scope, pulled from the start in pages of \(pullPage); \(runs) runs each")
         var pulls: [Kind: Samples] = [:]
         for kind in Kind.allCases {
             let storage = try open(kind, base: base, folder: workspace.folder("pull-\(kind)"))
@@ -116,7 +118,8 @@ enum PostgresBenchmark {
         for processes in 1...3 {
             for run in 0..<2 {
                 let seconds = try runBlocking {
-                    try await ingestOverHTTP(processes: processes, server: server, base: base, folder: try workspace.folder("http-\(processes)-\(run)"))
+                    try await ingestOverHTTP(
+                        processes: processes, server: server, base: base, folder: try workspace.folder("http-\(processes)-\(run)"))
                 }
                 scaling[processes, default: Samples()].append(seconds)
             }
@@ -125,29 +128,38 @@ enum PostgresBenchmark {
         let sqlite = ingestion[.sqlite]!, postgres = ingestion[.postgres]!
         let total = Double(mutations)
         result.rows = [
-            .init("ingestion, SQLite (PushService in process)", median: Format.rate(total / sqlite.median), min: Format.rate(total / sqlite.min),
-                  note: "mutations/s; \(Format.duration(sqlite.median)) for \(Format.grouped(mutations))"),
-            .init("ingestion, PostgreSQL (PushService in process)", median: Format.rate(total / postgres.median), min: Format.rate(total / postgres.min),
-                  note: "mutations/s; \(Format.duration(postgres.median)); \(Format.ratio(postgres.median / sqlite.median)) SQLite's time"),
-            .init("baseline: raw postgres-nio, multi-row INSERT", median: Format.duration(rawInsert.median), min: Format.duration(rawInsert.min),
-                  note: "the same rows, 1 connection, 1 transaction and 1 INSERT per 500 (\(Format.rate(total / rawInsert.median)))"),
-            .init("baseline: raw postgres-nio, COPY", median: Format.duration(rawCopy.median), min: Format.duration(rawCopy.min),
-                  note: "the same rows, 1 connection, 1 transaction and 1 COPY per 500 (\(Format.rate(total / rawCopy.median)))"),
-            .init("ratio PostgreSQL ingestion / raw (\(rawName), the faster)", median: Format.ratio(postgres.median / raw.median),
-                  min: Format.ratio(postgres.min / raw.min), note: "time; medians, mins; the bar: at most \(Format.fixed(barRatio, 1))×"),
-            .init("pull, SQLite (PullService in process)", median: Format.rate(Double(pullRows) / pulls[.sqlite]!.median),
-                  min: Format.rate(Double(pullRows) / pulls[.sqlite]!.min), note: "rows/s, shaped as JSON values, pages of \(pullPage)"),
-            .init("pull, PostgreSQL (PullService in process)", median: Format.rate(Double(pullRows) / pulls[.postgres]!.median),
-                  min: Format.rate(Double(pullRows) / pulls[.postgres]!.min),
-                  note: "rows/s; \(Format.ratio(pulls[.postgres]!.median / pulls[.sqlite]!.median)) SQLite's time"),
+            .init(
+                "ingestion, SQLite (PushService in process)", median: Format.rate(total / sqlite.median), min: Format.rate(total / sqlite.min),
+                note: "mutations/s; \(Format.duration(sqlite.median)) for \(Format.grouped(mutations))"),
+            .init(
+                "ingestion, PostgreSQL (PushService in process)", median: Format.rate(total / postgres.median),
+                min: Format.rate(total / postgres.min),
+                note: "mutations/s; \(Format.duration(postgres.median)); \(Format.ratio(postgres.median / sqlite.median)) SQLite's time"),
+            .init(
+                "baseline: raw postgres-nio, multi-row INSERT", median: Format.duration(rawInsert.median), min: Format.duration(rawInsert.min),
+                note: "the same rows, 1 connection, 1 transaction and 1 INSERT per 500 (\(Format.rate(total / rawInsert.median)))"),
+            .init(
+                "baseline: raw postgres-nio, COPY", median: Format.duration(rawCopy.median), min: Format.duration(rawCopy.min),
+                note: "the same rows, 1 connection, 1 transaction and 1 COPY per 500 (\(Format.rate(total / rawCopy.median)))"),
+            .init(
+                "ratio PostgreSQL ingestion / raw (\(rawName), the faster)", median: Format.ratio(postgres.median / raw.median),
+                min: Format.ratio(postgres.min / raw.min), note: "time; medians, mins; the bar: at most \(Format.fixed(barRatio, 1))×"),
+            .init(
+                "pull, SQLite (PullService in process)", median: Format.rate(Double(pullRows) / pulls[.sqlite]!.median),
+                min: Format.rate(Double(pullRows) / pulls[.sqlite]!.min), note: "rows/s, shaped as JSON values, pages of \(pullPage)"),
+            .init(
+                "pull, PostgreSQL (PullService in process)", median: Format.rate(Double(pullRows) / pulls[.postgres]!.median),
+                min: Format.rate(Double(pullRows) / pulls[.postgres]!.min),
+                note: "rows/s; \(Format.ratio(pulls[.postgres]!.median / pulls[.sqlite]!.median)) SQLite's time"),
         ]
         for processes in 1...3 {
             let samples = scaling[processes]!
-            result.rows.append(.init(
-                "ingestion over HTTP, \(processes) sync-server process\(processes == 1 ? "" : "es"), one PostgreSQL",
-                median: Format.rate(Double(httpTotal) / samples.median), min: Format.rate(Double(httpTotal) / samples.min),
-                note: "mutations/s; \(Format.ratio(scaling[1]!.median / samples.median)) the rate of 1 process"
-            ))
+            result.rows.append(
+                .init(
+                    "ingestion over HTTP, \(processes) sync-server process\(processes == 1 ? "" : "es"), one PostgreSQL",
+                    median: Format.rate(Double(httpTotal) / samples.median), min: Format.rate(Double(httpTotal) / samples.min),
+                    note: "mutations/s; \(Format.ratio(scaling[1]!.median / samples.median)) the rate of 1 process"
+                ))
         }
         let ratio = postgres.median / raw.median
         result.check(
@@ -187,7 +199,8 @@ enum PostgresBenchmark {
         "bench_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
     }
 
-    static let teamDevice = DeviceIdentity(tenant: "bench-tenant", userID: "dispatcher", deviceID: "tablet-1", teams: ["north"], expiresAt: 4_102_444_800)
+    static let teamDevice = DeviceIdentity(
+        tenant: "bench-tenant", userID: "dispatcher", deviceID: "tablet-1", teams: ["north"], expiresAt: 4_102_444_800)
 
     /// 10 000 `Task` creates in the team scope, in pushes of 500.
     static func seedTasks(_ storage: any SyncStorage) async throws {
@@ -243,7 +256,8 @@ enum PostgresBenchmark {
         url.host = base.host
         url.port = base.port
         url.path = "/" + base.database
-        url.queryItems = [URLQueryItem(name: "schema", value: schema)]
+        url.queryItems =
+            [URLQueryItem(name: "schema", value: schema)]
             + (maximumConnections.map { [URLQueryItem(name: "max_connections", value: String($0))] } ?? [])
         return url.string!
     }
@@ -271,10 +285,12 @@ enum PostgresBenchmark {
         }
         var ports: [Int] = []
         for _ in 0..<processes {
-            let (process, port) = try startServer(server, arguments: [
-                "serve", "--data", folder.appendingPathComponent("data").path, "--postgres", postgresURL, "--port", "0",
-                "--secret-file", secretFile.path, "--rate", "0",
-            ])
+            let (process, port) = try startServer(
+                server,
+                arguments: [
+                    "serve", "--data", folder.appendingPathComponent("data").path, "--postgres", postgresURL, "--port", "0",
+                    "--secret-file", secretFile.path, "--rate", "0",
+                ])
             servers.append(process)
             ports.append(port)
         }
@@ -284,15 +300,17 @@ enum PostgresBenchmark {
         let encoder = JSONEncoder()
         var plans: [(token: String, bodies: [Data])] = []
         for device in devices {
-            let token = signer.sign(DeviceIdentity(
-                tenant: device.identity.tenant, userID: device.identity.userID, deviceID: device.identity.deviceID,
-                expiresAt: Int64(Date().timeIntervalSince1970) + 3600
-            ))
+            let token = signer.sign(
+                DeviceIdentity(
+                    tenant: device.identity.tenant, userID: device.identity.userID, deviceID: device.identity.deviceID,
+                    expiresAt: Int64(Date().timeIntervalSince1970) + 3600
+                ))
             let statements = device.requests.flatMap(\.mutations).prefix(httpPushes * httpBatch)
             let bodies = try stride(from: 0, to: statements.count, by: httpBatch).map { start in
-                try encoder.encode(PushRequest(
-                    clientId: device.clientID, schema: [:], mutations: Array(statements.dropFirst(start).prefix(httpBatch))
-                ))
+                try encoder.encode(
+                    PushRequest(
+                        clientId: device.clientID, schema: [:], mutations: Array(statements.dropFirst(start).prefix(httpBatch))
+                    ))
             }
             plans.append((token, bodies))
         }
@@ -314,7 +332,8 @@ enum PostgresBenchmark {
                         request.setValue("Bearer \(plan.token)", forHTTPHeaderField: "Authorization")
                         let (data, response) = try await session.data(for: request)
                         guard (response as? HTTPURLResponse)?.statusCode == 200 else {
-                            throw BenchmarkError("push answered \((response as? HTTPURLResponse)?.statusCode ?? 0): \(String(decoding: data, as: UTF8.self))")
+                            throw BenchmarkError(
+                                "push answered \((response as? HTTPURLResponse)?.statusCode ?? 0): \(String(decoding: data, as: UTF8.self))")
                         }
                         let answer = try JSONDecoder().decode(PushResponse.self, from: data)
                         guard answer.results.allSatisfy({ $0.status == .applied }) else { throw BenchmarkError("a push was not applied whole") }
@@ -338,7 +357,8 @@ enum PostgresBenchmark {
                 )
             }
             guard last == perDevice, sequence == perDevice else {
-                throw BenchmarkError("\(processes) processes: \(device.clientID) has last_seq \(last) and scope sequence \(sequence), not \(perDevice)")
+                throw BenchmarkError(
+                    "\(processes) processes: \(device.clientID) has last_seq \(last) and scope sequence \(sequence), not \(perDevice)")
             }
         }
         await storage.close()
@@ -386,7 +406,8 @@ enum PostgresRawInsert {
         await (try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)).close()
         let logger = Logger(label: "outpost-bench.postgres-raw")
         let connection = try await PostgresConnection.connect(
-            configuration: .init(host: base.host, port: base.port, username: base.username, password: base.password, database: base.database, tls: .disable),
+            configuration: .init(
+                host: base.host, port: base.port, username: base.username, password: base.password, database: base.database, tls: .disable),
             id: 1, logger: logger
         )
         do {
@@ -451,7 +472,8 @@ enum PostgresRawInsert {
             try await connection.query("COMMIT", logger: logger)
         }
         let seconds = Timing.seconds(ContinuousClock.now - start)
-        let stored = try await connection.query("SELECT COUNT(*) FROM \(unescaped: "\"" + table + "\"")", logger: logger)
+        let stored =
+            try await connection.query("SELECT COUNT(*) FROM \(unescaped: "\"" + table + "\"")", logger: logger)
             .collect().first?.decode(Int64.self) ?? 0
         let expected = batches.reduce(0) { $0 + $1.count }
         guard stored == expected else { throw BenchmarkError("the raw PostgreSQL baseline stored \(stored) rows, not \(expected)") }

@@ -102,7 +102,8 @@ enum PullCompressionBenchmark {
                 }
                 let page = pulled.value
                 guard page.rowCount == pageSize, page.hasMore else {
-                    throw BenchmarkError("the '\(scope)' page has \(page.rowCount) rows (has_more \(page.hasMore)); the benchmark needs a full page of \(pageSize)")
+                    throw BenchmarkError(
+                        "the '\(scope)' page has \(page.rowCount) rows (has_more \(page.hasMore)); the benchmark needs a full page of \(pageSize)")
                 }
                 let encoded = Timing.measure { Data(page.json()) }
                 if run > 0 {
@@ -137,10 +138,12 @@ enum PullCompressionBenchmark {
                     )
                 }
                 if plain.headers["content-encoding"] != nil {
-                    pages[index].problems.append("the response without Accept-Encoding came with Content-Encoding \(plain.headers["content-encoding"]!)")
+                    pages[index].problems.append(
+                        "the response without Accept-Encoding came with Content-Encoding \(plain.headers["content-encoding"]!)")
                 }
                 if zipped.headers["content-encoding"] != "gzip" {
-                    pages[index].problems.append("the response to Accept-Encoding: gzip came with Content-Encoding \(zipped.headers["content-encoding"] ?? "none")")
+                    pages[index].problems.append(
+                        "the response to Accept-Encoding: gzip came with Content-Encoding \(zipped.headers["content-encoding"] ?? "none")")
                 }
                 pages[index].wireIdentity = plain.body
                 pages[index].wireGzip = zipped.body
@@ -160,10 +163,11 @@ enum PullCompressionBenchmark {
         for page in pages {
             let raw = page.wireIdentity.count
             rows.append(.init("\(page.name) page: JSON as served (identity)", median: Format.bytes(raw), note: "\(Format.grouped(raw)) B"))
-            rows.append(.init(
-                "\(page.name) page: gzip as served", median: Format.bytes(page.wireGzip.count),
-                note: "\(Format.percent(page.reduction)) smaller (the bar: at least \(Format.percent(barReduction)))"
-            ))
+            rows.append(
+                .init(
+                    "\(page.name) page: gzip as served", median: Format.bytes(page.wireGzip.count),
+                    note: "\(Format.percent(page.reduction)) smaller (the bar: at least \(Format.percent(barReduction)))"
+                ))
             for level in levels {
                 let time = page.times[level]!
                 let size = page.sizes[level]!
@@ -175,20 +179,23 @@ enum PullCompressionBenchmark {
                     case 6: "  baseline: zlib level 6 (zlib's default)"
                     default: "  baseline: zlib level \(level) (best)"
                     }
-                rows.append(.init(
-                    "\(label): \(Format.bytes(size))", median: Format.duration(time.median), min: Format.duration(time.min),
-                    note: "\(Format.percent(page.reduction(level: level))) smaller; "
-                        + "\(Format.ratio(Double(size) / Double(page.sizes[Zlib.serverLevel]!))) the server's size"
-                ))
+                rows.append(
+                    .init(
+                        "\(label): \(Format.bytes(size))", median: Format.duration(time.median), min: Format.duration(time.min),
+                        note: "\(Format.percent(page.reduction(level: level))) smaller; "
+                            + "\(Format.ratio(Double(size) / Double(page.sizes[Zlib.serverLevel]!))) the server's size"
+                    ))
             }
-            rows.append(.init(
-                "  for scale: PullService reads the page", median: Format.duration(page.pull.median), min: Format.duration(page.pull.min),
-                note: "\(Format.grouped(pageSize)) rows from SQLite, with their shaping plans"
-            ))
-            rows.append(.init(
-                "  for scale: the page's JSON written", median: Format.duration(page.encode.median), min: Format.duration(page.encode.min),
-                note: "PullPage.json(), as the server: rows shaped straight into sorted-key JSON"
-            ))
+            rows.append(
+                .init(
+                    "  for scale: PullService reads the page", median: Format.duration(page.pull.median), min: Format.duration(page.pull.min),
+                    note: "\(Format.grouped(pageSize)) rows from SQLite, with their shaping plans"
+                ))
+            rows.append(
+                .init(
+                    "  for scale: the page's JSON written", median: Format.duration(page.encode.median), min: Format.duration(page.encode.min),
+                    note: "PullPage.json(), as the server: rows shaped straight into sorted-key JSON"
+                ))
         }
         result.rows = rows
 
@@ -231,7 +238,8 @@ enum PullCompressionBenchmark {
         )
         result.check(
             "round trip", roundTrip.isEmpty,
-            roundTrip.isEmpty ? "both gzip bodies inflate to the identity bodies" : "gzip bodies that do not inflate to the identity body: \(roundTrip)"
+            roundTrip.isEmpty
+                ? "both gzip bodies inflate to the identity bodies" : "gzip bodies that do not inflate to the identity body: \(roundTrip)"
         )
         return result
     }
@@ -342,13 +350,16 @@ enum PullCompressionBenchmark {
                 let body: JSONValue
                 switch kind {
                 case "quiz":
-                    body = .object(["questions": .array((0..<ids.random.int(in: 2...5)).map { number in
-                        .object([
-                            "id": .string("q\(number + 1)"), "prompt": .string(sentence(&ids.random, 6...14)),
-                            "choices": .array((0..<ids.random.int(in: 2...4)).map { _ in .string(title(&ids.random)) }),
-                            "answer": .int(Int64(ids.random.int(in: 0...1))),
-                        ])
-                    })])
+                    body = .object([
+                        "questions": .array(
+                            (0..<ids.random.int(in: 2...5)).map { number in
+                                .object([
+                                    "id": .string("q\(number + 1)"), "prompt": .string(sentence(&ids.random, 6...14)),
+                                    "choices": .array((0..<ids.random.int(in: 2...4)).map { _ in .string(title(&ids.random)) }),
+                                    "answer": .int(Int64(ids.random.int(in: 0...1))),
+                                ])
+                            })
+                    ])
                 case "practice":
                     body = .object(["steps": .array((0..<ids.random.int(in: 3...6)).map { _ in .string(sentence(&ids.random, 4...10)) })])
                 case "reading":
@@ -358,11 +369,13 @@ enum PullCompressionBenchmark {
                 default:
                     body = .object(["asset_id": .string(assetID), "captions": .bool(ids.random.chance(60))])
                 }
-                try await publish(ContractRegistry.lesson.name, [
-                    "id": .string(lessonID), "unit_id": .string(unitID), "title": .string(title(&ids.random)),
-                    "sort_index": .int(Int64(lessonIndex)), "lesson_kind": .string(kind), "body": body,
-                    "duration_seconds": .int(Int64(ids.random.int(in: 60...1_200))),
-                ])
+                try await publish(
+                    ContractRegistry.lesson.name,
+                    [
+                        "id": .string(lessonID), "unit_id": .string(unitID), "title": .string(title(&ids.random)),
+                        "sort_index": .int(Int64(lessonIndex)), "lesson_kind": .string(kind), "body": body,
+                        "duration_seconds": .int(Int64(ids.random.int(in: 60...1_200))),
+                    ])
                 lessonAssets.append((lessonID, assetID, kind))
             }
             for (lessonID, assetID, kind) in lessonAssets {
@@ -376,7 +389,8 @@ enum PullCompressionBenchmark {
                 let checksum = ids.hex(64)
                 var asset: [String: JSONValue] = [
                     "id": .string(assetID), "lesson_id": .string(lessonID), "asset_kind": .string(assetKind), "content_type": .string(contentType),
-                    "size_bytes": .int(Int64(ids.random.int(in: 2_000...40_000_000))), "checksum": .string(checksum), "storage_key": .string(checksum),
+                    "size_bytes": .int(Int64(ids.random.int(in: 2_000...40_000_000))), "checksum": .string(checksum),
+                    "storage_key": .string(checksum),
                 ]
                 if assetKind == "audio" || assetKind == "video" { asset["duration_ms"] = .int(Int64(ids.random.int(in: 20_000...900_000))) }
                 try await publish(ContractRegistry.asset.name, asset)
@@ -415,11 +429,12 @@ enum PullCompressionBenchmark {
                     "flagged_for_review": .bool(ids.random.chance(8)),
                 ]
                 if answer != .null { payload["answered_at"] = .string(Timestamp(millisecondsSince1970: clock).iso8601) }
-                mutations.append(Mutation(
-                    seq: Int64(mutations.count + 1), clientMutationId: ids.make(milliseconds: clock), entity: entity.name, op: .create,
-                    id: id, payload: .object(payload),
-                    hlc: HybridLogicalClock(milliseconds: clock, counter: 0, node: learner.deviceID).description
-                ))
+                mutations.append(
+                    Mutation(
+                        seq: Int64(mutations.count + 1), clientMutationId: ids.make(milliseconds: clock), entity: entity.name, op: .create,
+                        id: id, payload: .object(payload),
+                        hlc: HybridLogicalClock(milliseconds: clock, counter: 0, node: learner.deviceID).description
+                    ))
             }
         }
         var applied = 0

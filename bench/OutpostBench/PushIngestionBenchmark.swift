@@ -387,7 +387,8 @@ enum PushIngestionBenchmark {
             for statement in migration.statements { try db.execute(sql: statement) }
         }
         let names = columns(entity)
-        let sql = "INSERT INTO \"\(entity.table)\" (\(names.map { "\"\($0)\"" }.joined(separator: ", "))) VALUES "
+        let sql =
+            "INSERT INTO \"\(entity.table)\" (\(names.map { "\"\($0)\"" }.joined(separator: ", "))) VALUES "
             + "(\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
         sync()
         let timed = try Timing.measure {
@@ -436,19 +437,25 @@ enum PushIngestionBenchmark {
             for row in try Row.fetchAll(db, sql: "SELECT client_id, last_seq FROM clients") { clients[row["client_id"]] = row["last_seq"] }
             var perClient: [String: [Int64]] = [:]
             // A record per push: (results, first seq, last seq, records) per client.
-            for row in try Row.fetchAll(db, sql: """
-                SELECT client_id, SUM(last_seq - first_seq + 1) AS n, MIN(first_seq) AS lo, MAX(last_seq) AS hi, COUNT(*) AS records
-                FROM push_results GROUP BY client_id
-                """) {
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT client_id, SUM(last_seq - first_seq + 1) AS n, MIN(first_seq) AS lo, MAX(last_seq) AS hi, COUNT(*) AS records
+                    FROM push_results GROUP BY client_id
+                    """)
+            {
                 perClient[row["client_id"]] = [row["n"], row["lo"], row["hi"], row["records"]]
             }
             var outcomes: [String: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT outcome, COUNT(*) AS n FROM audit_log GROUP BY outcome") { outcomes[row["outcome"]] = row["n"] }
+            for row in try Row.fetchAll(db, sql: "SELECT outcome, COUNT(*) AS n FROM audit_log GROUP BY outcome") {
+                outcomes[row["outcome"]] = row["n"]
+            }
             var scopes: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT scope_key, last_seq FROM scope_sequences") { scopes[row["scope_key"]] = row["last_seq"] }
             let audit = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS n, MAX(id) AS last FROM audit_log")!
             return Snapshot(
-                rows: counts["n"], distinctIDs: counts["d"], pushResults: try Int.fetchOne(db, sql: "SELECT SUM(last_seq - first_seq + 1) FROM push_results") ?? 0,
+                rows: counts["n"], distinctIDs: counts["d"],
+                pushResults: try Int.fetchOne(db, sql: "SELECT SUM(last_seq - first_seq + 1) FROM push_results") ?? 0,
                 pushResultRecords: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push_results") ?? 0,
                 clients: clients, resultsPerClient: perClient, auditCount: audit["n"], auditLastID: audit["last"] ?? 0,
                 auditLastHash: try String.fetchOne(db, sql: "SELECT hash FROM audit_log ORDER BY id DESC LIMIT 1") ?? "",
@@ -471,7 +478,9 @@ enum PushIngestionBenchmark {
             for (entry, detail) in zip(page, details) {
                 guard let detail else { throw BenchmarkError("audit entry \(entry.id): its detail was erased") }
                 for change in try AuditedChange.changes(of: entry, readableDetail: detail) where change.operation != .fold {
-                    guard case .string(let id)? = change.detail["client_mutation_id"] else { throw BenchmarkError("audit entry \(entry.id) lists a change without its mutation id") }
+                    guard case .string(let id)? = change.detail["client_mutation_id"] else {
+                        throw BenchmarkError("audit entry \(entry.id) lists a change without its mutation id")
+                    }
                     listed.append((id, change.outcome))
                 }
             }
@@ -499,15 +508,18 @@ enum PushIngestionBenchmark {
                             + (first.error.map { "\($0.code.rawValue): \($0.message)" } ?? "")
                     )
                 }
-                if response.lastSeq != request.mutations.last!.seq { problems.append("device \(index + 1) push \(push + 1): last_seq \(response.lastSeq)") }
+                if response.lastSeq != request.mutations.last!.seq {
+                    problems.append("device \(index + 1) push \(push + 1): last_seq \(response.lastSeq)")
+                }
             }
         }
-        invariants.checks.append(.init(
-            name: "all applied", passed: problems.isEmpty,
-            detail: problems.isEmpty
-                ? "every one of the \(Format.grouped(mutationCount)) results is `applied`, in seq order, with the right last_seq"
-                : problems.prefix(3).joined(separator: "; ")
-        ))
+        invariants.checks.append(
+            .init(
+                name: "all applied", passed: problems.isEmpty,
+                detail: problems.isEmpty
+                    ? "every one of the \(Format.grouped(mutationCount)) results is `applied`, in seq order, with the right last_seq"
+                    : problems.prefix(3).joined(separator: "; ")
+            ))
 
         // Exactly once, read back with a connection of its own.
         let before = try snapshot(folder)
@@ -523,21 +535,26 @@ enum PushIngestionBenchmark {
         }
         if before.pushResults != mutationCount { onceProblems.append("\(before.pushResults) stored results for \(mutationCount) mutations") }
         for device in devices {
-            if before.clients[device.clientID] != perDevice { onceProblems.append("\(device.clientID) last_seq \(before.clients[device.clientID] ?? -1)") }
+            if before.clients[device.clientID] != perDevice {
+                onceProblems.append("\(device.clientID) last_seq \(before.clients[device.clientID] ?? -1)")
+            }
             if before.resultsPerClient[device.clientID] != [perDevice, 1, perDevice, Int64(pushesPerDevice)] {
-                onceProblems.append("\(device.clientID) stored results (count, min, max seq, records) \(before.resultsPerClient[device.clientID] ?? [])")
+                onceProblems.append(
+                    "\(device.clientID) stored results (count, min, max seq, records) \(before.resultsPerClient[device.clientID] ?? [])")
             }
             if before.scopeSequences["progress:user:\(device.identity.userID)"] != perDevice {
-                onceProblems.append("scope of \(device.identity.userID) at seq \(before.scopeSequences["progress:user:\(device.identity.userID)"] ?? -1)")
+                onceProblems.append(
+                    "scope of \(device.identity.userID) at seq \(before.scopeSequences["progress:user:\(device.identity.userID)"] ?? -1)")
             }
         }
-        invariants.checks.append(.init(
-            name: "exactly once", passed: onceProblems.isEmpty,
-            detail: onceProblems.isEmpty
-                ? "\(Format.grouped(before.rows)) rows, the pushed ids exactly; \(Format.grouped(before.pushResults)) stored results, one per "
-                    + "(client, seq 1…\(Format.grouped(Int(perDevice)))), in \(before.pushResultRecords) records (one per push); each client's last_seq and each scope's sequence at \(Format.grouped(Int(perDevice)))"
-                : onceProblems.prefix(3).joined(separator: "; ")
-        ))
+        invariants.checks.append(
+            .init(
+                name: "exactly once", passed: onceProblems.isEmpty,
+                detail: onceProblems.isEmpty
+                    ? "\(Format.grouped(before.rows)) rows, the pushed ids exactly; \(Format.grouped(before.pushResults)) stored results, one per "
+                        + "(client, seq 1…\(Format.grouped(Int(perDevice)))), in \(before.pushResultRecords) records (one per push); each client's last_seq and each scope's sequence at \(Format.grouped(Int(perDevice)))"
+                    : onceProblems.prefix(3).joined(separator: "; ")
+            ))
 
         // A replay of one push: the same answer, from the stored results, and nothing written.
         let device = devices[1 % devices.count]
@@ -557,19 +574,20 @@ enum PushIngestionBenchmark {
         let original = responses[1 % devices.count][replayed]
         // The same results; `last_seq` is the client's last seq done now, the end of all its pushes.
         let sameAnswer = replay.value.results == original.results && replay.value.lastSeq == perDevice
-        invariants.checks.append(.init(
-            name: "replay", passed: sameAnswer && after == before,
-            detail: !sameAnswer
-                ? "the replay of push \(replayed + 1) of \(device.clientID) answered differently from the first time "
-                    + "(\(zip(replay.value.results, original.results).filter { $0.0 != $0.1 }.count) results differ; last_seq "
-                    + "\(replay.value.lastSeq), expected \(perDevice))"
-                : after != before
-                ? "the replay of push \(replayed + 1) of \(device.clientID) changed the database (rows \(before.rows)→\(after.rows), "
-                    + "audit \(before.auditCount)→\(after.auditCount), results \(before.pushResults)→\(after.pushResults))"
-                : "push \(replayed + 1) of \(device.clientID) (seq \(device.requests[replayed].mutations.first!.seq)…"
-                    + "\(device.requests[replayed].mutations.last!.seq)) sent again: the same \(original.results.count) results, "
-                    + "last_seq \(Format.grouped(Int(perDevice))); no row, result, sequence or audit entry written"
-        ))
+        invariants.checks.append(
+            .init(
+                name: "replay", passed: sameAnswer && after == before,
+                detail: !sameAnswer
+                    ? "the replay of push \(replayed + 1) of \(device.clientID) answered differently from the first time "
+                        + "(\(zip(replay.value.results, original.results).filter { $0.0 != $0.1 }.count) results differ; last_seq "
+                        + "\(replay.value.lastSeq), expected \(perDevice))"
+                    : after != before
+                        ? "the replay of push \(replayed + 1) of \(device.clientID) changed the database (rows \(before.rows)→\(after.rows), "
+                            + "audit \(before.auditCount)→\(after.auditCount), results \(before.pushResults)→\(after.pushResults))"
+                        : "push \(replayed + 1) of \(device.clientID) (seq \(device.requests[replayed].mutations.first!.seq)…"
+                            + "\(device.requests[replayed].mutations.last!.seq)) sent again: the same \(original.results.count) results, "
+                            + "last_seq \(Format.grouped(Int(perDevice))); no row, result, sequence or audit entry written"
+            ))
 
         // The audit chain: intact, one entry per push, which lists each of its mutations `applied`, each once.
         let verified = try Timing.measure { try runBlocking { try await AuditChain.verify(storage) } }
@@ -581,16 +599,18 @@ enum PushIngestionBenchmark {
             let listed = try runBlocking { try await auditedMutations(storage) }
             let pushedIDs = devices.flatMap { $0.requests.flatMap { $0.mutations.map(\.clientMutationId) } }
             let everyOnce = listed.count == mutationCount && Set(listed.map(\.clientMutationID)) == Set(pushedIDs)
-            let expected = entries == pushCount && after.auditByOutcome == [AuditOutcome.applied.rawValue: pushCount] && everyOnce
+            let expected =
+                entries == pushCount && after.auditByOutcome == [AuditOutcome.applied.rawValue: pushCount] && everyOnce
                 && listed.allSatisfy { $0.outcome == .applied }
-            invariants.checks.append(.init(
-                name: "audit", passed: expected,
-                detail: expected
-                    ? "AuditChain.verify: intact, \(Format.grouped(entries)) entries (one per push) listing the \(Format.grouped(mutationCount)) "
-                        + "mutations, each once and `applied`"
-                    : "AuditChain.verify: intact but \(entries) entries, by outcome \(after.auditByOutcome), listing \(listed.count) mutations "
-                        + "(\(Set(listed.map(\.clientMutationID)).count) distinct) for \(pushCount) pushes of \(mutationCount) mutations"
-            ))
+            invariants.checks.append(
+                .init(
+                    name: "audit", passed: expected,
+                    detail: expected
+                        ? "AuditChain.verify: intact, \(Format.grouped(entries)) entries (one per push) listing the \(Format.grouped(mutationCount)) "
+                            + "mutations, each once and `applied`"
+                        : "AuditChain.verify: intact but \(entries) entries, by outcome \(after.auditByOutcome), listing \(listed.count) mutations "
+                            + "(\(Set(listed.map(\.clientMutationID)).count) distinct) for \(pushCount) pushes of \(mutationCount) mutations"
+                ))
         case .broken(let entryID, let reason):
             invariants.checks.append(.init(name: "audit", passed: false, detail: "AuditChain.verify: broken at entry \(entryID): \(reason)"))
         }

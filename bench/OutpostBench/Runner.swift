@@ -71,10 +71,11 @@ struct Runner {
         }
         Console.out("== summary")
         Console.out("")
-        Console.out(table(
-            header: ["benchmark", "verdict", "wall time"],
-            rows: verdicts.map { [$0.name, $0.verdict, Format.duration($0.seconds)] }
-        ))
+        Console.out(
+            table(
+                header: ["benchmark", "verdict", "wall time"],
+                rows: verdicts.map { [$0.name, $0.verdict, Format.duration($0.seconds)] }
+            ))
         let failed = verdicts.filter { $0.verdict != "PASS" }
         Console.out("")
         if failed.isEmpty {
@@ -94,10 +95,11 @@ struct Runner {
             Console.out("")
         }
         if !result.rows.isEmpty {
-            Console.out(table(
-                header: result.columns,
-                rows: result.rows.map { [$0.measurement, $0.median, $0.min, $0.note] }
-            ))
+            Console.out(
+                table(
+                    header: result.columns,
+                    rows: result.rows.map { [$0.measurement, $0.median, $0.min, $0.note] }
+                ))
             Console.out("")
         }
         for check in result.checks {

@@ -50,7 +50,8 @@ struct SyncDeviceCommand: AsyncParsableCommand {
             """,
         subcommands: [
             LoginCommand.self, LogoutCommand.self, StatusCommand.self, SyncCommand.self, OfflineCommand.self,
-            UnitsCommand.self, DownloadCommand.self, CacheCommand.self, OpenCommand.self, AnswerCommand.self, SubmitCommand.self, AttemptsCommand.self,
+            UnitsCommand.self, DownloadCommand.self, CacheCommand.self, OpenCommand.self, AnswerCommand.self, SubmitCommand.self,
+            AttemptsCommand.self,
             TasksCommand.self, TaskCommand.self, IncidentsCommand.self,
             RowsCommand.self, ShowCommand.self, CreateCommand.self, EditCommand.self, DeleteCommand.self, EventCommand.self,
             ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self, PreferencesCommand.self, WatchCommand.self,

@@ -86,7 +86,8 @@ enum GitRevision {
         let message = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            FileHandle.standardError.write(Data("error: `\(arguments.joined(separator: " "))` failed: \(String(decoding: message, as: UTF8.self))".utf8))
+            FileHandle.standardError.write(
+                Data("error: `\(arguments.joined(separator: " "))` failed: \(String(decoding: message, as: UTF8.self))".utf8))
             throw ExitCode(2)
         }
         return String(decoding: data, as: UTF8.self)

@@ -20,7 +20,9 @@ struct Explain: ParsableCommand {
         let id = RuleID(rule.uppercased())
         guard let explanation = RuleCatalog.explanation(for: id) else {
             let guess = Names.closest(to: id.rawValue, among: RuleCatalog.allRules.map(\.rawValue))
-            FileHandle.standardError.write(Data("error: unknown rule '\(rule)'\(guess.map { "; did you mean \($0)?" } ?? "")\nhelp: `contractc explain` lists every rule\n".utf8))
+            FileHandle.standardError.write(
+                Data("error: unknown rule '\(rule)'\(guess.map { "; did you mean \($0)?" } ?? "")\nhelp: `contractc explain` lists every rule\n".utf8)
+            )
             throw ExitCode(1)
         }
         print(explanation.rendered)

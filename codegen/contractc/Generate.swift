@@ -28,10 +28,10 @@ struct Generate: ParsableCommand {
                 print("\(output) is up to date (\(files.count) files).")
                 return
             }
-            FileHandle.standardError.write(Data((
-                "error: \(output) is out of date:\n" + stale.map { "  \($0)" }.joined(separator: "\n")
-                    + "\nhelp: run `make codegen` and commit the result\n"
-            ).utf8))
+            FileHandle.standardError.write(
+                Data(
+                    ("error: \(output) is out of date:\n" + stale.map { "  \($0)" }.joined(separator: "\n")
+                        + "\nhelp: run `make codegen` and commit the result\n").utf8))
             throw ExitCode(1)
         }
         do {

@@ -51,9 +51,10 @@ struct Schema: ParsableCommand {
             print("Named the schema on the first line of \(file.path).")
         }
         guard problems.isEmpty else {
-            FileHandle.standardError.write(Data((
-                problems.map { "error: \($0)" }.joined(separator: "\n") + "\nhelp: run `contractc schema` (make codegen) and commit the result\n"
-            ).utf8))
+            FileHandle.standardError.write(
+                Data(
+                    (problems.map { "error: \($0)" }.joined(separator: "\n") + "\nhelp: run `contractc schema` (make codegen) and commit the result\n")
+                        .utf8))
             throw ExitCode(1)
         }
         if check { print("\(schemaURL.path) is up to date, and every contract file names it.") }

@@ -19,7 +19,8 @@ package func fuzzGzip(_ data: Data) throws(PropertyViolation) {
     try check(exact == .success(inflated), "\(data.count) bytes do not inflate within a limit of their \(inflated.count) inflated bytes: \(exact)")
     if !inflated.isEmpty {
         let under = Result { () throws(Gzip.InflateFailure) in try Gzip.decompress(data, limit: inflated.count - 1) }
-        try check(under == .failure(.tooLarge), "\(data.count) bytes inflating to \(inflated.count) are not too large for a limit one byte less: \(under)")
+        try check(
+            under == .failure(.tooLarge), "\(data.count) bytes inflating to \(inflated.count) are not too large for a limit one byte less: \(under)")
     }
     let again = Result { () throws(Gzip.InflateFailure) in try Gzip.decompress(Gzip.compress(inflated), limit: limit) }
     try check(again == .success(inflated), "\(inflated.count) inflated bytes do not survive compress and inflate: \(again)")

@@ -1,5 +1,5 @@
-import Contracts
 import ContractRuntime
+import Contracts
 package import Foundation
 import LearningClient
 import SyncClient

@@ -94,10 +94,11 @@ public struct LearningContentService: Sendable {
                     assets: lesson.assets.map { Self.metadata($0, base: base) }
                 )
             }
-            units.append(SyncedUnit(
-                fields: unitPlan.shape(unit.row),
-                schemaVersion: unitVersion, lessons: lessons
-            ))
+            units.append(
+                SyncedUnit(
+                    fields: unitPlan.shape(unit.row),
+                    schemaVersion: unitVersion, lessons: lessons
+                ))
         }
         return UnitsSyncResponse(
             units: units, tombstones: tombstones, nextSince: SyncCursor(scopeKey: key, sequence: page.sequence, horizon: compacted).encoded,
@@ -242,7 +243,6 @@ public struct LearningContentService: Sendable {
         )
     }
 
-
     /// Stores an asset file and refreshes its `Asset` row (`size_bytes`, `checksum`,
     /// `storage_key`, `content_type`, `updated_at`) so devices download the new file. The row
     /// must have been published first (it names the lesson and the kind); 404 otherwise.
@@ -255,13 +255,14 @@ public struct LearningContentService: Sendable {
             throw ServiceError(status: 500, .internalError, "the server could not store the file")
         }
         do {
-            return try await content.update(entity: Self.assetContract.name, id: id, identity: identity, operation: .upload) { wire throws(ServiceError) in
+            return try await content.update(entity: Self.assetContract.name, id: id, identity: identity, operation: .upload) {
+                wire throws(ServiceError) in
                 wire["size_bytes"] = .int(file.size)
                 wire["checksum"] = .string(file.checksum)
                 wire["storage_key"] = .string(file.checksum)
                 wire["content_type"] = .string(contentType)
             }
-        } catch where error.status == 404 {
+        } catch  where error.status == 404 {
             throw .notFound("no asset '\(id)': publish its Asset row (lesson_id, asset_kind) first")
         }
     }

@@ -237,7 +237,8 @@ struct LearningReducer: Reducer {
             ($0.statedAt, $0.id) < ($1.statedAt, $1.id)
         }
 
-        var assessmentID = submissions.first?.value.assessmentId ?? stored?.value.assessmentId
+        var assessmentID =
+            submissions.first?.value.assessmentId ?? stored?.value.assessmentId
             ?? statements.first { $0.verb == .attempted }?.objectId
         if assessmentID == nil {
             assessmentID = try await context.entities(AssessmentResponse.self, where: conditions, limit: 1).first?.value.assessmentId
@@ -255,7 +256,8 @@ struct LearningReducer: Reducer {
         let key = grading?.answerKey ?? AssessmentAnswerKey(.null)
         // Facts dated before the revision taken was published cannot be: an answer of an attempt
         // the server did not know yet was kept, but never counts (nor moves the start back).
-        let earliest = storedAssessment.flatMap { AssessmentRevisions.publication(of: $0.row, revision: takenRevision) }
+        let earliest =
+            storedAssessment.flatMap { AssessmentRevisions.publication(of: $0.row, revision: takenRevision) }
             .map { $0.at.millisecondsSince1970 - context.clockSkewMilliseconds } ?? .min
         let times =
             (answers.map { Timestamp(millisecondsSince1970: $0.occurredAt) }
@@ -278,7 +280,8 @@ struct LearningReducer: Reducer {
         }
         for response in try await context.entities(AssessmentResponse.self, where: conditions) {
             guard let answer = response.value.answer, answer != .null else { continue }
-            consider(response.value.questionId, answer, at: response.value.updatedAt.millisecondsSince1970, id: response.value.id.uuidString.lowercased())
+            consider(
+                response.value.questionId, answer, at: response.value.updatedAt.millisecondsSince1970, id: response.value.id.uuidString.lowercased())
         }
         let answeredStatements = statements.filter { $0.verb == .answered }
         let answeredCount = max(

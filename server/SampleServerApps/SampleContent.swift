@@ -102,50 +102,72 @@ public enum SampleContent {
     /// Units, lessons and an assessment (the `content` scope).
     static func contentRows() -> [ContentService.ContentRow] {
         let unit = Unit.descriptor, lesson = Lesson.descriptor, assessment = Assessment.descriptor
-        func lessonRow(_ id: String, unit: String, _ title: String, index: Int64, kind: String, seconds: Int64, body: JSONValue) -> ContentService.ContentRow {
-            ContentService.ContentRow(entity: lesson, fields: [
-                "id": text(id), "unit_id": text(unit), "title": text(title), "sort_index": .int(index),
-                "lesson_kind": text(kind), "duration_seconds": .int(seconds), "body": body,
-            ])
+        func lessonRow(_ id: String, unit: String, _ title: String, index: Int64, kind: String, seconds: Int64, body: JSONValue)
+            -> ContentService.ContentRow
+        {
+            ContentService.ContentRow(
+                entity: lesson,
+                fields: [
+                    "id": text(id), "unit_id": text(unit), "title": text(title), "sort_index": .int(index),
+                    "lesson_kind": text(kind), "duration_seconds": .int(seconds), "body": body,
+                ])
         }
         return [
-            ContentService.ContentRow(entity: unit, fields: [
-                "id": text("unit-battery-basics"), "title": text("Battery swap basics"),
-                "description": text("How to swap a vehicle battery safely, read its charge and report a fault."),
-                "learner_level": text("beginner"), "is_global": .bool(true), "sort_index": .int(0), "estimated_minutes": .int(25),
-                "tags": .array([text("batteries"), text("safety")]),
-            ]),
-            lessonRow("lesson-battery-safety", unit: "unit-battery-basics", "Before you touch a battery", index: 0, kind: "reading",
-                      seconds: 300, body: .object(["format": text("markdown"), "asset_id": text("asset-battery-safety-notes")])),
-            lessonRow("lesson-battery-anatomy", unit: "unit-battery-basics", "Anatomy of a battery pack", index: 1, kind: "reading",
-                      seconds: 240, body: .object(["format": text("figure"), "asset_ids": .array([text("asset-battery-diagram"), text("asset-battery-icon")])])),
-            lessonRow("lesson-battery-briefing", unit: "unit-battery-basics", "Spoken briefing", index: 2, kind: "audio",
-                      seconds: 2, body: .object(["asset_id": text("asset-battery-briefing")])),
-            ContentService.ContentRow(entity: unit, fields: [
-                "id": text("unit-field-reporting"), "title": text("Reporting from the field"),
-                "description": text("Log issues with photos and keep incidents up to date while offline."),
-                "learner_level": text("intermediate"), "is_global": .bool(false), "sort_index": .int(1), "estimated_minutes": .int(15),
-                "tags": .array([text("incidents")]),
-            ]),
-            lessonRow("lesson-reporting-offline", unit: "unit-field-reporting", "Working without a signal", index: 0, kind: "reading",
-                      seconds: 180, body: .object(["format": text("markdown"), "asset_id": text("asset-reporting-notes")])),
-            lessonRow("lesson-reporting-practice", unit: "unit-field-reporting", "Practice: log an issue", index: 1, kind: "practice",
-                      seconds: 120, body: .object(["steps": .array([text("Pick the vehicle"), text("Choose a category"), text("Describe what you see")])])),
-            ContentService.ContentRow(entity: assessment, fields: [
-                "id": text("assessment-battery-basics"), "unit_id": text("unit-battery-basics"), "title": text("Battery swap check"),
-                "instructions": text("Answer all three questions; you need 2 of 3 to pass."),
-                "questions": .array([
-                    .object(["id": text("q1"), "prompt": text("What do you do before opening the battery bay?"),
-                             "choices": .array([text("Switch the vehicle off"), text("Start the motor"), text("Nothing")])]),
-                    .object(["id": text("q2"), "prompt": text("Which charge level means the battery must be swapped?"),
-                             "choices": .array([text("Below 20 %"), text("Below 80 %"), text("Only at 0 %")])]),
-                    .object(["id": text("q3"), "prompt": text("A swollen battery is…"),
-                             "choices": .array([text("Reported as a safety issue"), text("Swapped as usual")])]),
+            ContentService.ContentRow(
+                entity: unit,
+                fields: [
+                    "id": text("unit-battery-basics"), "title": text("Battery swap basics"),
+                    "description": text("How to swap a vehicle battery safely, read its charge and report a fault."),
+                    "learner_level": text("beginner"), "is_global": .bool(true), "sort_index": .int(0), "estimated_minutes": .int(25),
+                    "tags": .array([text("batteries"), text("safety")]),
                 ]),
-                // Server-only: never in a pull page, a content answer or a device's table.
-                "answer_key": .array(["q1", "q2", "q3"].map { .object(["id": text($0), "correct": .int(0), "points": .int(1)]) }),
-                "question_count": .int(3), "pass_score": .double(0.66), "time_limit_seconds": .int(600),
-            ]),
+            lessonRow(
+                "lesson-battery-safety", unit: "unit-battery-basics", "Before you touch a battery", index: 0, kind: "reading",
+                seconds: 300, body: .object(["format": text("markdown"), "asset_id": text("asset-battery-safety-notes")])),
+            lessonRow(
+                "lesson-battery-anatomy", unit: "unit-battery-basics", "Anatomy of a battery pack", index: 1, kind: "reading",
+                seconds: 240,
+                body: .object(["format": text("figure"), "asset_ids": .array([text("asset-battery-diagram"), text("asset-battery-icon")])])),
+            lessonRow(
+                "lesson-battery-briefing", unit: "unit-battery-basics", "Spoken briefing", index: 2, kind: "audio",
+                seconds: 2, body: .object(["asset_id": text("asset-battery-briefing")])),
+            ContentService.ContentRow(
+                entity: unit,
+                fields: [
+                    "id": text("unit-field-reporting"), "title": text("Reporting from the field"),
+                    "description": text("Log issues with photos and keep incidents up to date while offline."),
+                    "learner_level": text("intermediate"), "is_global": .bool(false), "sort_index": .int(1), "estimated_minutes": .int(15),
+                    "tags": .array([text("incidents")]),
+                ]),
+            lessonRow(
+                "lesson-reporting-offline", unit: "unit-field-reporting", "Working without a signal", index: 0, kind: "reading",
+                seconds: 180, body: .object(["format": text("markdown"), "asset_id": text("asset-reporting-notes")])),
+            lessonRow(
+                "lesson-reporting-practice", unit: "unit-field-reporting", "Practice: log an issue", index: 1, kind: "practice",
+                seconds: 120, body: .object(["steps": .array([text("Pick the vehicle"), text("Choose a category"), text("Describe what you see")])])),
+            ContentService.ContentRow(
+                entity: assessment,
+                fields: [
+                    "id": text("assessment-battery-basics"), "unit_id": text("unit-battery-basics"), "title": text("Battery swap check"),
+                    "instructions": text("Answer all three questions; you need 2 of 3 to pass."),
+                    "questions": .array([
+                        .object([
+                            "id": text("q1"), "prompt": text("What do you do before opening the battery bay?"),
+                            "choices": .array([text("Switch the vehicle off"), text("Start the motor"), text("Nothing")]),
+                        ]),
+                        .object([
+                            "id": text("q2"), "prompt": text("Which charge level means the battery must be swapped?"),
+                            "choices": .array([text("Below 20 %"), text("Below 80 %"), text("Only at 0 %")]),
+                        ]),
+                        .object([
+                            "id": text("q3"), "prompt": text("A swollen battery is…"),
+                            "choices": .array([text("Reported as a safety issue"), text("Swapped as usual")]),
+                        ]),
+                    ]),
+                    // Server-only: never in a pull page, a content answer or a device's table.
+                    "answer_key": .array(["q1", "q2", "q3"].map { .object(["id": text($0), "correct": .int(0), "points": .int(1)]) }),
+                    "question_count": .int(3), "pass_score": .double(0.66), "time_limit_seconds": .int(600),
+                ]),
         ]
     }
 
@@ -155,11 +177,13 @@ public enum SampleContent {
             SampleAsset(
                 id: "asset-battery-safety-notes", lessonID: "lesson-battery-safety", kind: "document", contentType: "text/markdown",
                 durationMs: nil,
-                data: SampleFiles.markdown(title: "Before you touch a battery", paragraphs: [
-                    "Switch the vehicle off and wait until the status light is dark.",
-                    "Wear gloves. Check the pack for swelling, cracks or heat before you release the latch.",
-                    "A damaged pack is never swapped: log a safety issue and leave the vehicle out of service.",
-                ])
+                data: SampleFiles.markdown(
+                    title: "Before you touch a battery",
+                    paragraphs: [
+                        "Switch the vehicle off and wait until the status light is dark.",
+                        "Wear gloves. Check the pack for swelling, cracks or heat before you release the latch.",
+                        "A damaged pack is never swapped: log a safety issue and leave the vehicle out of service.",
+                    ])
             ),
             SampleAsset(
                 id: "asset-battery-diagram", lessonID: "lesson-battery-anatomy", kind: "image", contentType: "image/svg+xml",
@@ -176,10 +200,12 @@ public enum SampleContent {
             SampleAsset(
                 id: "asset-reporting-notes", lessonID: "lesson-reporting-offline", kind: "document", contentType: "text/markdown",
                 durationMs: nil,
-                data: SampleFiles.markdown(title: "Working without a signal", paragraphs: [
-                    "Everything you record is saved on the device first and sent when the network returns.",
-                    "The sync screen shows what is still waiting. Nothing is thrown away without asking you.",
-                ])
+                data: SampleFiles.markdown(
+                    title: "Working without a signal",
+                    paragraphs: [
+                        "Everything you record is saved on the device first and sent when the network returns.",
+                        "The sync screen shows what is still waiting. Nothing is thrown away without asking you.",
+                    ])
             ),
         ]
     }
@@ -190,40 +216,53 @@ public enum SampleContent {
         let serviceAsset = ServiceAsset.descriptor, task = FieldTask.descriptor, incident = Incident.descriptor
         let tag = team.uppercased()
         let vehicle = "\(team)-vehicle-017", battery = "\(team)-battery-204"
-        func taskRow(_ suffix: String, _ title: String, kind: String, status: String, index: Int64, asset: String, checklist: [String]) -> ContentService.ContentRow {
-            ContentService.ContentRow(entity: task, fields: [
-                "id": text("\(team)-task-\(suffix)"), "team_id": text(team), "route_id": text("\(team)-route-north"),
-                "service_asset_id": text(asset), "title": text(title), "task_kind": text(kind), "status": text(status),
-                "sort_index": .int(index), "checklist": .array(checklist.map(text)), "estimated_minutes": .int(20),
-                "latitude": .double(52.5200), "longitude": .double(13.4050), "due_on": text("2026-02-02"),
-            ])
+        func taskRow(_ suffix: String, _ title: String, kind: String, status: String, index: Int64, asset: String, checklist: [String])
+            -> ContentService.ContentRow
+        {
+            ContentService.ContentRow(
+                entity: task,
+                fields: [
+                    "id": text("\(team)-task-\(suffix)"), "team_id": text(team), "route_id": text("\(team)-route-north"),
+                    "service_asset_id": text(asset), "title": text(title), "task_kind": text(kind), "status": text(status),
+                    "sort_index": .int(index), "checklist": .array(checklist.map(text)), "estimated_minutes": .int(20),
+                    "latitude": .double(52.5200), "longitude": .double(13.4050), "due_on": text("2026-02-02"),
+                ])
         }
         return [
-            ContentService.ContentRow(entity: serviceAsset, fields: [
-                "id": text(vehicle), "team_id": text(team), "asset_tag": text("\(tag)-V017"), "display_name": text("Scooter 17"),
-                "category": text("vehicle"), "status": text("needs_service"), "serial_number": text("SC-2291-017"),
-                "battery_level": .double(0.12), "latitude": .double(52.5200), "longitude": .double(13.4050),
-                "last_seen_at": text("2026-01-31T07:45:00.000Z"), "installed_on": text("2025-04-01"),
-                "attributes": .object(["model": text("Volt S2"), "color": text("teal")]),
-            ]),
-            ContentService.ContentRow(entity: serviceAsset, fields: [
-                "id": text(battery), "team_id": text(team), "asset_tag": text("\(tag)-B204"), "display_name": text("Battery pack 204"),
-                "category": text("battery"), "status": text("in_service"), "battery_level": .double(0.98),
-                "attributes": .object(["capacity_wh": .int(560)]),
-            ]),
-            taskRow("swap-017", "Swap the battery of scooter 17", kind: "battery_swap", status: "assigned", index: 0, asset: vehicle,
-                    checklist: ["Switch off", "Check the pack", "Swap", "Confirm the charge"]),
-            taskRow("inspect-017", "Inspect the brakes of scooter 17", kind: "inspection", status: "assigned", index: 1, asset: vehicle,
-                    checklist: ["Front brake", "Rear brake"]),
-            taskRow("charge-204", "Bring battery 204 to the charger", kind: "relocation", status: "in_progress", index: 2, asset: battery,
-                    checklist: []),
-            ContentService.ContentRow(entity: incident, fields: [
-                "id": text("\(team)-incident-0001"), "team_id": text(team), "number": text("INC-\(tag)-0001"),
-                "short_description": text("Scooter 17 reported with a low battery"),
-                "description": text("Customer report: the scooter stopped after 2 km."), "state": text("new"), "priority": text("moderate"),
-                "service_asset_id": text(vehicle), "reporter_name": text("Support desk"), "tags": .array([text("battery")]),
-                "opened_at": text("2026-01-31T07:50:00.000Z"),
-            ]),
+            ContentService.ContentRow(
+                entity: serviceAsset,
+                fields: [
+                    "id": text(vehicle), "team_id": text(team), "asset_tag": text("\(tag)-V017"), "display_name": text("Scooter 17"),
+                    "category": text("vehicle"), "status": text("needs_service"), "serial_number": text("SC-2291-017"),
+                    "battery_level": .double(0.12), "latitude": .double(52.5200), "longitude": .double(13.4050),
+                    "last_seen_at": text("2026-01-31T07:45:00.000Z"), "installed_on": text("2025-04-01"),
+                    "attributes": .object(["model": text("Volt S2"), "color": text("teal")]),
+                ]),
+            ContentService.ContentRow(
+                entity: serviceAsset,
+                fields: [
+                    "id": text(battery), "team_id": text(team), "asset_tag": text("\(tag)-B204"), "display_name": text("Battery pack 204"),
+                    "category": text("battery"), "status": text("in_service"), "battery_level": .double(0.98),
+                    "attributes": .object(["capacity_wh": .int(560)]),
+                ]),
+            taskRow(
+                "swap-017", "Swap the battery of scooter 17", kind: "battery_swap", status: "assigned", index: 0, asset: vehicle,
+                checklist: ["Switch off", "Check the pack", "Swap", "Confirm the charge"]),
+            taskRow(
+                "inspect-017", "Inspect the brakes of scooter 17", kind: "inspection", status: "assigned", index: 1, asset: vehicle,
+                checklist: ["Front brake", "Rear brake"]),
+            taskRow(
+                "charge-204", "Bring battery 204 to the charger", kind: "relocation", status: "in_progress", index: 2, asset: battery,
+                checklist: []),
+            ContentService.ContentRow(
+                entity: incident,
+                fields: [
+                    "id": text("\(team)-incident-0001"), "team_id": text(team), "number": text("INC-\(tag)-0001"),
+                    "short_description": text("Scooter 17 reported with a low battery"),
+                    "description": text("Customer report: the scooter stopped after 2 km."), "state": text("new"), "priority": text("moderate"),
+                    "service_asset_id": text(vehicle), "reporter_name": text("Support desk"), "tags": .array([text("battery")]),
+                    "opened_at": text("2026-01-31T07:50:00.000Z"),
+                ]),
         ]
     }
 }

@@ -44,7 +44,9 @@ struct AuditCommand: AsyncParsableCommand {
                 if data.auditKeyFile == nil, (ProcessInfo.processInfo.environment[AuditKey.environmentVariable] ?? "").isEmpty,
                     !FileManager.default.fileExists(atPath: keyFile)
                 {
-                    throw fail("no audit key to verify \(archive) with: \(keyFile) does not exist; give --audit-key-file FILE or the folder `serve --data` uses")
+                    throw fail(
+                        "no audit key to verify \(archive) with: \(keyFile) does not exist; give --audit-key-file FILE or the folder `serve --data` uses"
+                    )
                 }
                 switch AuditChain.verifyArchive(contents, key: try data.auditKey()) {
                 case .intact(let entries, _):
@@ -149,7 +151,9 @@ struct AuditCommand: AsyncParsableCommand {
 
         @OptionGroup var data: DataOptions
 
-        @Option(help: ArgumentHelp("Archive the entries recorded before this UTC date (2026-01-01) or date-time (2026-01-01T12:00:00Z).", valueName: "DATE"))
+        @Option(
+            help: ArgumentHelp(
+                "Archive the entries recorded before this UTC date (2026-01-01) or date-time (2026-01-01T12:00:00Z).", valueName: "DATE"))
         var before: String
 
         @Option(help: ArgumentHelp("The archive file to write (refused if it exists and holds another archive).", valueName: "FILE"))

@@ -38,7 +38,9 @@ struct DataOptions: ParsableArguments {
 
     @Option(
         name: .customLong("audit-key-file"),
-        help: ArgumentHelp("A file holding the key the audit log is sealed with (at least 32 bytes); default $\(AuditKey.environmentVariable), else the data folder's audit.key.", valueName: "FILE")
+        help: ArgumentHelp(
+            "A file holding the key the audit log is sealed with (at least 32 bytes); default $\(AuditKey.environmentVariable), else the data folder's audit.key.",
+            valueName: "FILE")
     )
     var auditKeyFile: String?
 

@@ -6,13 +6,17 @@ import SyncServer
 struct HorizonOptions: ParsableArguments {
     @Option(
         name: .customLong("push-result-retention"),
-        help: ArgumentHelp("How long a stored push result its device acknowledged is kept (90d, 36h; a bare number is days); 0 or off keeps them all.", valueName: "DURATION")
+        help: ArgumentHelp(
+            "How long a stored push result its device acknowledged is kept (90d, 36h; a bare number is days); 0 or off keeps them all.",
+            valueName: "DURATION")
     )
     var pushResultRetention = "7d"
 
     @Option(
         name: .customLong("tombstone-horizon"),
-        help: ArgumentHelp("How long a deleted row's tombstone is kept (a bare number is days); older ones are deleted and a pull cursor from before them gets 410 cursor_expired. 0 or off keeps them all.", valueName: "DURATION")
+        help: ArgumentHelp(
+            "How long a deleted row's tombstone is kept (a bare number is days); older ones are deleted and a pull cursor from before them gets 410 cursor_expired. 0 or off keeps them all.",
+            valueName: "DURATION")
     )
     var tombstoneHorizon = "90d"
 

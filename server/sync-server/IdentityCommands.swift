@@ -82,7 +82,9 @@ struct RevokeCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (device == nil) != (user == nil) else { throw ValidationError("give --device D or --user U (one of them)") }
-        if tenant.isEmpty || device?.isEmpty == true || user?.isEmpty == true { throw ValidationError("--tenant, --device and --user must not be empty") }
+        if tenant.isEmpty || device?.isEmpty == true || user?.isEmpty == true {
+            throw ValidationError("--tenant, --device and --user must not be empty")
+        }
     }
 
     func run() async throws {

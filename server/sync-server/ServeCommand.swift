@@ -42,7 +42,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("housekeeping-interval"),
-        help: ArgumentHelp("How often the data horizons are applied (at start, then every DURATION: 1h, 30m; a bare number is seconds); 0 or off never.", valueName: "DURATION")
+        help: ArgumentHelp(
+            "How often the data horizons are applied (at start, then every DURATION: 1h, 30m; a bare number is seconds); 0 or off never.",
+            valueName: "DURATION")
     )
     var housekeepingInterval = "1h"
 
@@ -67,25 +69,42 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Requests a device may send at once before the rate applies.")
     var burst = ServerConfiguration.RateLimit().burst
 
-    @Option(name: .customLong("public-url"), help: ArgumentHelp("The URL devices reach the server at, for asset download links (default: the request's Host).", valueName: "URL"))
+    @Option(
+        name: .customLong("public-url"),
+        help: ArgumentHelp("The URL devices reach the server at, for asset download links (default: the request's Host).", valueName: "URL"))
     var publicURL: String?
 
-    @Option(name: .customLong("jwt-public-key"), help: ArgumentHelp("Also accept device tokens an identity provider signs: KID=FILE, a PEM public key (EC P-256 for ES256, Ed25519 for EdDSA, RSA for RS256); repeat for several.", valueName: "KID=FILE"))
+    @Option(
+        name: .customLong("jwt-public-key"),
+        help: ArgumentHelp(
+            "Also accept device tokens an identity provider signs: KID=FILE, a PEM public key (EC P-256 for ES256, Ed25519 for EdDSA, RSA for RS256); repeat for several.",
+            valueName: "KID=FILE"))
     var publicKeys: [String] = []
 
-    @Option(name: .customLong("jwks"), help: ArgumentHelp("Also accept device tokens signed by the keys of this JWKS file (each key with kid and alg).", valueName: "FILE"))
+    @Option(
+        name: .customLong("jwks"),
+        help: ArgumentHelp("Also accept device tokens signed by the keys of this JWKS file (each key with kid and alg).", valueName: "FILE"))
     var jwksFile: String?
 
     @Option(name: .customLong("token-audience"), help: "The audience (`aud`) tokens must name.")
     var audience = TokenSigner.defaultAudience
 
-    @Option(name: .customLong("max-clock-skew"), help: ArgumentHelp("How many seconds ahead of this server's clock a pushed hybrid clock may be; later ones are rejected with clock_skew.", valueName: "SECONDS"))
+    @Option(
+        name: .customLong("max-clock-skew"),
+        help: ArgumentHelp(
+            "How many seconds ahead of this server's clock a pushed hybrid clock may be; later ones are rejected with clock_skew.",
+            valueName: "SECONDS"))
     var maximumClockSkewSeconds = 300
 
-    @Option(name: .customLong("metrics-token-file"), help: ArgumentHelp("A file holding the bearer token /metrics requires (else OUTPOST_METRICS_TOKEN; with neither, /metrics is off).", valueName: "FILE"))
+    @Option(
+        name: .customLong("metrics-token-file"),
+        help: ArgumentHelp(
+            "A file holding the bearer token /metrics requires (else OUTPOST_METRICS_TOKEN; with neither, /metrics is off).", valueName: "FILE"))
     var metricsTokenFile: String?
 
-    @Option(name: .customLong("live-heartbeat"), help: ArgumentHelp("Seconds between heartbeats on a quiet live channel (GET /sync/v1/live).", valueName: "SECONDS"))
+    @Option(
+        name: .customLong("live-heartbeat"),
+        help: ArgumentHelp("Seconds between heartbeats on a quiet live channel (GET /sync/v1/live).", valueName: "SECONDS"))
     var liveHeartbeatSeconds = 15.0
 
     @Option(name: .customLong("live-connections-per-device"), help: "Live channels one device may hold open; one more closes its oldest.")
@@ -94,22 +113,35 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("live-max-connections"), help: "Live channels this process holds at most; one more is refused (503 live_capacity).")
     var liveMaximumConnections = 10_000
 
-    @Option(name: .customLong("pull-read-ahead"), help: "Pull pages written ahead of their request at most at once, for all devices, up to 4 per device (0: off).")
+    @Option(
+        name: .customLong("pull-read-ahead"),
+        help: "Pull pages written ahead of their request at most at once, for all devices, up to 4 per device (0: off).")
     var pullReadAheadPages = 256
 
-    @Option(name: .customLong("pull-page-bytes"), help: "The bytes of rows one pull page holds at most, whatever its limit; a larger row travels alone.")
+    @Option(
+        name: .customLong("pull-page-bytes"), help: "The bytes of rows one pull page holds at most, whatever its limit; a larger row travels alone.")
     var pullPageBytes = PullService.defaultPageBytes
 
-    @Option(name: .customLong("pull-memory"), help: "The bytes all pull pages may take at once in this process; past it pulls wait, then get 503 server_busy.")
+    @Option(
+        name: .customLong("pull-memory"),
+        help: "The bytes all pull pages may take at once in this process; past it pulls wait, then get 503 server_busy.")
     var pullMemoryBytes = 256 * 1024 * 1024
 
-    @Option(name: .customLong("peer-rate"), help: "Failed authentications (401) and /metrics requests per second per client address; 0 turns the limit off. /health and valid tokens are never limited.")
+    @Option(
+        name: .customLong("peer-rate"),
+        help:
+            "Failed authentications (401) and /metrics requests per second per client address; 0 turns the limit off. /health and valid tokens are never limited."
+    )
     var peerRequestsPerSecond: Double = 10
 
     @Option(name: .customLong("peer-burst"), help: "Failed authentications a client address may make at once before --peer-rate applies.")
     var peerBurst = 100
 
-    @Option(name: .customLong("trusted-proxy"), help: ArgumentHelp("A reverse proxy (CIDR, like 10.0.0.0/8 or ::1/128) whose X-Forwarded-For names the client for the per-address limit; repeat for several.", valueName: "CIDR"))
+    @Option(
+        name: .customLong("trusted-proxy"),
+        help: ArgumentHelp(
+            "A reverse proxy (CIDR, like 10.0.0.0/8 or ::1/128) whose X-Forwarded-For names the client for the per-address limit; repeat for several.",
+            valueName: "CIDR"))
     var trustedProxies: [String] = []
 
     func validate() throws {
@@ -154,7 +186,9 @@ struct ServeCommand: AsyncParsableCommand {
             signer.audience = audience
             for entry in publicKeys {
                 let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
-                guard let pem = try? String(contentsOfFile: parts[1], encoding: .utf8) else { throw fail("cannot read the public key file \(parts[1])") }
+                guard let pem = try? String(contentsOfFile: parts[1], encoding: .utf8) else {
+                    throw fail("cannot read the public key file \(parts[1])")
+                }
                 try await signer.addPublicKey(pem: pem, kid: parts[0])
             }
             if let jwksFile {
@@ -171,7 +205,8 @@ struct ServeCommand: AsyncParsableCommand {
             publicBaseURL: publicURL
         )
         configuration.maximumClockSkew = .seconds(maximumClockSkewSeconds)
-        configuration.peerLimit = peerRequestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: peerRequestsPerSecond, burst: peerBurst) : nil
+        configuration.peerLimit =
+            peerRequestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: peerRequestsPerSecond, burst: peerBurst) : nil
         configuration.trustedProxies = TrustedProxies(trustedProxies.compactMap(TrustedProxies.Block.init))
         configuration.pullReadAheadPages = pullReadAheadPages
         configuration.pullPageBytes = pullPageBytes
@@ -204,7 +239,9 @@ struct ServeCommand: AsyncParsableCommand {
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
         let app = buildApplication(configuration: configuration, environment: environment, logger: logger) { boundPort in
             started.set()
-            say("sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))")
+            say(
+                "sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))"
+            )
         }
         let housekeeping = try startHousekeeping(storage: storage, metrics: environment.metrics, logger: logger)
         do {

@@ -19,6 +19,9 @@ struct SyncServerCommand: AsyncParsableCommand {
 
             Guide: docs/server.md. Routes: docs/openapi.yaml.
             """,
-        subcommands: [ServeCommand.self, TokenCommand.self, KeysCommand.self, RevokeCommand.self, TeamsCommand.self, EraseCommand.self, ExportCommand.self, SeedCommand.self, AuditCommand.self, HousekeepingCommand.self]
+        subcommands: [
+            ServeCommand.self, TokenCommand.self, KeysCommand.self, RevokeCommand.self, TeamsCommand.self, EraseCommand.self, ExportCommand.self,
+            SeedCommand.self, AuditCommand.self, HousekeepingCommand.self,
+        ]
     )
 }

@@ -12,7 +12,6 @@ public protocol ContractEvent: Codable, Sendable, Hashable {
     static var descriptor: EventDescriptor { get }
 }
 
-
 /// Errors raised by the contract runtime.
 public enum ContractError: Error, Hashable, Sendable {
     /// An envelope's `type` names another event than its payload's.

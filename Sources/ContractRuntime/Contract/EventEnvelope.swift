@@ -1,5 +1,5 @@
-public import Foundation
 import Crypto
+public import Foundation
 
 /// The wrapper every event travels in: who recorded it, when, and a hash of its payload.
 public struct EventEnvelope<Payload: ContractEvent>: Codable, Sendable, Hashable {

@@ -1,4 +1,3 @@
-
 /// JSON text written straight into bytes: the one writer behind `CanonicalJSON` and the
 /// responses the server sends most (pull pages), with no intermediate tree and no `JSONEncoder`.
 /// Object keys come out sorted by their UTF-8 bytes; `/` and non-ASCII characters are not

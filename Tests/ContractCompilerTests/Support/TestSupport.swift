@@ -1,6 +1,7 @@
-@testable import ContractCompiler
 import Foundation
 import Testing
+
+@testable import ContractCompiler
 
 /// Where the fixture folders live in the source tree.
 enum Fixtures {

@@ -127,11 +127,12 @@ struct TableSnapshot: Equatable, Sendable {
         for row in try Row.fetchAll(db, sql: "PRAGMA table_info(\(quoted))") {
             let type = (row["type"] as String? ?? "").uppercased()
             let defaultSQL: String? = row["dflt_value"]
-            columns.append(Column(
-                name: row["name"], type: type, isNotNull: row["notnull"] as Int64? == 1,
-                defaultValue: try defaultSQL.map { try evaluatedDefault($0, type: type, db) },
-                primaryKeyIndex: Int(row["pk"] as Int64? ?? 0), defaultSQL: defaultSQL
-            ))
+            columns.append(
+                Column(
+                    name: row["name"], type: type, isNotNull: row["notnull"] as Int64? == 1,
+                    defaultValue: try defaultSQL.map { try evaluatedDefault($0, type: type, db) },
+                    primaryKeyIndex: Int(row["pk"] as Int64? ?? 0), defaultSQL: defaultSQL
+                ))
         }
         guard !columns.isEmpty else { throw SampleError("no table \(table)") }
         let primaryKey = columns.filter { $0.primaryKeyIndex > 0 }.sorted { $0.primaryKeyIndex < $1.primaryKeyIndex }.map(\.name)
@@ -182,7 +183,8 @@ struct TableSnapshot: Equatable, Sendable {
         for name in Set(wanted.keys).subtracting(actual.keys).sorted() { lines.append("missing column \(wanted[name]!)") }
         for name in Set(actual.keys).subtracting(wanted.keys).sorted() { lines.append("unexpected column \(actual[name]!)") }
         for name in Set(actual.keys).intersection(wanted.keys).sorted() where actual[name]! != wanted[name]! {
-            lines.append("column \(actual[name]!) (pk \(actual[name]!.primaryKeyIndex)), expected \(wanted[name]!) (pk \(wanted[name]!.primaryKeyIndex))")
+            lines.append(
+                "column \(actual[name]!) (pk \(actual[name]!.primaryKeyIndex)), expected \(wanted[name]!) (pk \(wanted[name]!.primaryKeyIndex))")
         }
         if primaryKey != expected.primaryKey { lines.append("primary key \(primaryKey), expected \(expected.primaryKey)") }
         for index in expected.indexes.subtracting(indexes).sorted(by: { $0.name < $1.name }) { lines.append("missing index \(index)") }
@@ -241,7 +243,8 @@ enum SampleRows {
                 values[column.name] = value(for: column, index: index, row: row)
             }
             let names = snapshot.columnList.map(\.name)
-            let sql = "INSERT INTO \(ContractSQL.quoted(table)) (\(names.map(ContractSQL.quoted).joined(separator: ", "))) VALUES ("
+            let sql =
+                "INSERT INTO \(ContractSQL.quoted(table)) (\(names.map(ContractSQL.quoted).joined(separator: ", "))) VALUES ("
                 + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
             try db.execute(sql: sql, arguments: StatementArguments(names.map { values[$0]! }))
             rows.append(values)

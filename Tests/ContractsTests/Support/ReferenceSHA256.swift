@@ -42,7 +42,8 @@ enum ReferenceSHA256 {
         for chunk in stride(from: 0, to: bytes.count, by: 64) {
             for i in 0..<16 {
                 let base = chunk + 4 * i
-                w[i] = UInt32(bytes[base]) << 24 | UInt32(bytes[base + 1]) << 16 | UInt32(bytes[base + 2]) << 8
+                w[i] =
+                    UInt32(bytes[base]) << 24 | UInt32(bytes[base + 1]) << 16 | UInt32(bytes[base + 2]) << 8
                     | UInt32(bytes[base + 3])
             }
             for i in 16..<64 {

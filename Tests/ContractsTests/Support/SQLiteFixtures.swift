@@ -184,7 +184,8 @@ enum ContractSQL {
         }
         values.merge(overrides) { _, override in override }
         let names = values.keys.sorted()
-        let sql = "INSERT INTO \(quoted(table)) (\(names.map(quoted).joined(separator: ", "))) VALUES ("
+        let sql =
+            "INSERT INTO \(quoted(table)) (\(names.map(quoted).joined(separator: ", "))) VALUES ("
             + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
         try db.execute(sql: sql, arguments: StatementArguments(names.map { values[$0]! }))
         return values

@@ -47,7 +47,9 @@ final class Stage {
 
     /// An admin token (publishes content, uploads asset files).
     func adminToken() throws -> String {
-        let result = try server.command(["token", "--data", server.data.path, "--tenant", Self.tenant, "--user", "admin", "--device", "e2e", "--admin"])
+        let result = try server.command([
+            "token", "--data", server.data.path, "--tenant", Self.tenant, "--user", "admin", "--device", "e2e", "--admin",
+        ])
         guard result.status == 0 else { throw SyncServerProcess.Failure("no admin token: \(result)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -197,7 +199,9 @@ final class Stage {
             for (entry, text) in zip(page, details) {
                 guard let text else { continue }
                 for change in try AuditedChange.changes(of: entry, readableDetail: text) where change.operation != .fold {
-                    guard change.detail["client_id"] == .string(clientID), case .string(let mutation)? = change.detail["client_mutation_id"] else { continue }
+                    guard change.detail["client_id"] == .string(clientID), case .string(let mutation)? = change.detail["client_mutation_id"] else {
+                        continue
+                    }
                     counts[mutation, default: 0] += 1
                 }
             }

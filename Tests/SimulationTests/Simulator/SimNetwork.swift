@@ -243,7 +243,8 @@ final class SimNetwork: Sendable {
             defer { state.faults[device] = random }
             guard random.chance(30) else { return .deliver }
             let faults: [NetworkFault] =
-                push ? [.dropRequest, .dropAnswer, .duplicateNow, .duplicateLater, .delay, .crashBeforeSend, .crashAfterAnswer]
+                push
+                ? [.dropRequest, .dropAnswer, .duplicateNow, .duplicateLater, .delay, .crashBeforeSend, .crashAfterAnswer]
                 : [.dropRequest, .dropAnswer]
             return random.pick(faults) ?? .deliver
         }

@@ -1,11 +1,11 @@
+import ContractRuntime
+import Contracts
 import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
 import NIOEmbedded
-import ContractRuntime
-import Contracts
 import SampleServerApps
 import SyncProtocol
 import SyncServer
@@ -58,7 +58,8 @@ final class SimServer: Sendable {
         var processes: [RouterResponder<SyncRequestContext>] = []
         for _ in 0..<max(1, count) {
             let environment = ServerEnvironment(
-                storage: storage, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, clock: clock, apps: SampleServerApps.all
+                storage: storage, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, clock: clock,
+                apps: SampleServerApps.all
             )
             processes.append(buildRouter(configuration: configuration, environment: environment).router.buildResponder())
         }
@@ -75,7 +76,9 @@ final class SimServer: Sendable {
     static let team = "team-1"
 
     /// What an admin publishes with.
-    var content: SampleContentService { SampleContentService(storage: storage, assets: AssetStore(directory: folder.appendingPathComponent("assets")), clock: clock) }
+    var content: SampleContentService {
+        SampleContentService(storage: storage, assets: AssetStore(directory: folder.appendingPathComponent("assets")), clock: clock)
+    }
 
     static let admin = DeviceIdentity(tenant: tenant, userID: "admin", deviceID: "admin", isAdmin: true, expiresAt: Int64.max)
 

@@ -256,7 +256,8 @@ final class Simulation {
         guard response.status == 200, case .object(let report)? = JSONParser.parse(String(decoding: response.body, as: UTF8.self)),
             case .int(let erasedAt)? = report["erased_at"]
         else {
-            throw SimFailure(invariant: "erasure", message: "erasing \(user) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))")
+            throw SimFailure(
+                invariant: "erasure", message: "erasing \(user) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))")
         }
         network.erased(user: user, at: erasedAt)
         erasures.append((user, erasedAt, auditBefore, clients))
@@ -284,7 +285,8 @@ final class Simulation {
         guard case .succeeded = result else {
             throw SimFailure(invariant: "erased-gone", message: "a new device of \(user) could not download after the erasure: \(result)")
         }
-        let left = try observer.store.count(AssessmentResponse.self) + observer.store.count(Attempt.self) + observer.store.count(CompletionRecord.self)
+        let left =
+            try observer.store.count(AssessmentResponse.self) + observer.store.count(Attempt.self) + observer.store.count(CompletionRecord.self)
         if left > 0 {
             throw SimFailure(invariant: "erased-gone", message: "\(left) rows of \(user)'s own scope are still on the server after the erasure")
         }
@@ -341,7 +343,8 @@ final class Simulation {
             return
         }
         for file in device.databaseFiles where FileManager.default.fileExists(atPath: file.path) {
-            throw SimFailure(invariant: "erased-wiped", message: "device \(device.index) heard its user was erased, and \(file.lastPathComponent) is still there")
+            throw SimFailure(
+                invariant: "erased-wiped", message: "device \(device.index) heard its user was erased, and \(file.lastPathComponent) is still there")
         }
         counts.wipes += 1
         clock.advance(by: 1)
@@ -396,7 +399,8 @@ final class Simulation {
         let keys = SimServer.readableKeys(user: device.user)
         let expected = server.committed.current.filter { keys.contains($0.key) && $0.value > (live.committedAtOpening[$0.key] ?? 0) }
         guard await live.settle(expected) else {
-            throw SimFailure(invariant: "poked", message: "device \(device.index)'s open channel did not hear of every commit in its scopes: \(expected)")
+            throw SimFailure(
+                invariant: "poked", message: "device \(device.index)'s open channel did not hear of every commit in its scopes: \(expected)")
         }
         var random = SimRandom(seed: salt)
         var delivered: [String: Int64] = [:]
@@ -441,14 +445,16 @@ final class Simulation {
             if requests > 0 {
                 throw SimFailure(
                     invariant: "preferences-obeyed",
-                    message: "device \(device.index) synced by itself (\(requests) requests) though its preferences pause it (expensive: \(expensive), \(used) bytes used, \(preferences))"
+                    message:
+                        "device \(device.index) synced by itself (\(requests) requests) though its preferences pause it (expensive: \(expensive), \(used) bytes used, \(preferences))"
                 )
             }
             log("device \(device.index)'s automatic sync paused by its preferences")
             return
         }
         if requests == 0, !network.isPartitioned(device.index) {
-            throw SimFailure(invariant: "automatic-sync-runs", message: "device \(device.index)'s automatic sync made no request though nothing pauses it")
+            throw SimFailure(
+                invariant: "automatic-sync-runs", message: "device \(device.index)'s automatic sync made no request though nothing pauses it")
         }
         try await afterEngineRan(device)
         log("device \(device.index) synced by itself\(poked ? " on a poke" : ""): \(requests) requests")
@@ -583,7 +589,8 @@ final class Simulation {
             if !present {
                 throw SimFailure(
                     invariant: "pending-kept",
-                    message: "device \(device.index)'s row \(entry.entity) \(entry.rowId) is gone while its \(entry.op.rawValue) (\(entry.clientMutationId)) is still \(entry.status.rawValue)"
+                    message:
+                        "device \(device.index)'s row \(entry.entity) \(entry.rowId) is gone while its \(entry.op.rawValue) (\(entry.clientMutationId)) is still \(entry.status.rawValue)"
                 )
             }
         }
@@ -596,7 +603,9 @@ final class Simulation {
         // A push's entry lists its mutations (and the rows its reducers wrote, `fold`).
         for entry in entries where !entry.detail.isEmpty {
             for change in try AuditedChange.changes(of: entry, readableDetail: entry.detail) where change.operation != .fold {
-                guard case .string(let id)? = change.detail["client_mutation_id"], case .string(let status)? = change.detail["status"] else { continue }
+                guard case .string(let id)? = change.detail["client_mutation_id"], case .string(let status)? = change.detail["status"] else {
+                    continue
+                }
                 outcomes[id, default: []].append(status)
                 // A push stream of an erased user never writes again: its device must wipe first.
                 if status == "applied", case .string(let client)? = change.detail["client_id"],
@@ -604,7 +613,8 @@ final class Simulation {
                 {
                     throw SimFailure(
                         invariant: "erased-stays-erased",
-                        message: "\(erasure.user)'s push stream \(client) wrote \(change.entity) \(change.rowID) (\(id)) after the erasure at \(erasure.at)"
+                        message:
+                            "\(erasure.user)'s push stream \(client) wrote \(change.entity) \(change.rowID) (\(id)) after the erasure at \(erasure.at)"
                     )
                 }
             }
@@ -691,7 +701,9 @@ final class Simulation {
             // Two quiet rounds: the last writes pushed, then pulled by every device.
             if quietRounds == 2 { return }
         }
-        let stuck = try devices.map { "device \($0.index): \(try $0.store.outboxCounts().unsent) unsent, \(try $0.store.conflicts().count) conflicts" }
+        let stuck = try devices.map {
+            "device \($0.index): \(try $0.store.outboxCounts().unsent) unsent, \(try $0.store.conflicts().count) conflicts"
+        }
         throw SimFailure(invariant: "nothing-stuck", message: "still busy after 12 rounds on a healed network: \(stuck.joined(separator: "; "))")
     }
 
@@ -705,12 +717,14 @@ final class Simulation {
                 case .done: break
                 case .failed:
                     guard let error = entry.lastError, !error.code.rawValue.isEmpty, !error.message.isEmpty else {
-                        throw SimFailure(invariant: "nothing-stuck", message: "device \(device.index)'s write \(entry.clientMutationId) failed without a reason")
+                        throw SimFailure(
+                            invariant: "nothing-stuck", message: "device \(device.index)'s write \(entry.clientMutationId) failed without a reason")
                     }
                 default:
                     throw SimFailure(
                         invariant: "nothing-stuck",
-                        message: "device \(device.index)'s write \(entry.clientMutationId) (\(entry.entity) \(entry.op.rawValue) \(entry.rowId)) is still \(entry.status.rawValue)"
+                        message:
+                            "device \(device.index)'s write \(entry.clientMutationId) (\(entry.entity) \(entry.op.rawValue) \(entry.rowId)) is still \(entry.status.rawValue)"
                     )
                 }
             }
@@ -797,7 +811,8 @@ final class Simulation {
             }
             throw SimFailure(
                 invariant: "converged",
-                message: "\(label) differs from the server on \(E.descriptor.name) \(id): device \(mine[id].map { "\($0)" } ?? "has none"), server \(theirs[id].map { "\($0)" } ?? "has none")"
+                message:
+                    "\(label) differs from the server on \(E.descriptor.name) \(id): device \(mine[id].map { "\($0)" } ?? "has none"), server \(theirs[id].map { "\($0)" } ?? "has none")"
             )
         }
     }

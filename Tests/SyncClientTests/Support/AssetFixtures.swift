@@ -14,15 +14,17 @@ extension OfflineStore {
     /// knows the file, but has no download record of it.
     func storeAssetRow(unitId: String, lessonId: String, assetId: String, data: Data) throws {
         let checksum = AssetStore.checksum(of: data)
-        try applyServerChanges(ServerChanges(upserts: [
-            "Unit": [Samples.wire(Unit(id: unitId, title: "Unit \(unitId)", learnerLevel: .beginner, updatedAt: Samples.t0))],
-            "Lesson": [Samples.wire(Lesson(id: lessonId, unitId: unitId, title: "L", sortIndex: 0, lessonKind: .audio, updatedAt: Samples.t0))],
-            "Asset": [
-                Samples.wire(Asset(
-                    id: assetId, lessonId: lessonId, assetKind: .audio, contentType: "audio/wav", sizeBytes: Int64(data.count),
-                    checksum: checksum, storageKey: checksum, updatedAt: Samples.t0
-                ))
-            ],
-        ]))
+        try applyServerChanges(
+            ServerChanges(upserts: [
+                "Unit": [Samples.wire(Unit(id: unitId, title: "Unit \(unitId)", learnerLevel: .beginner, updatedAt: Samples.t0))],
+                "Lesson": [Samples.wire(Lesson(id: lessonId, unitId: unitId, title: "L", sortIndex: 0, lessonKind: .audio, updatedAt: Samples.t0))],
+                "Asset": [
+                    Samples.wire(
+                        Asset(
+                            id: assetId, lessonId: lessonId, assetKind: .audio, contentType: "audio/wav", sizeBytes: Int64(data.count),
+                            checksum: checksum, storageKey: checksum, updatedAt: Samples.t0
+                        ))
+                ],
+            ]))
     }
 }

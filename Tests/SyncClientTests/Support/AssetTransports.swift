@@ -86,11 +86,12 @@ final class InMemoryAssetTransport: AssetTransport {
             let assetId = "\(id)-file-\(index)"
             let data = sampleBytes(size, seed: index)
             files.mutate { $0[assetId] = data }
-            assets.append(ContentAssetMetadata(
-                id: assetId, lessonId: "\(id)-lesson", type: "document", contentType: "application/octet-stream",
-                sizeBytes: Int64(size), checksum: AssetStore.checksum(of: data), durationMs: nil, updatedAt: Samples.t0,
-                downloadURL: "memory://files/\(assetId)"
-            ))
+            assets.append(
+                ContentAssetMetadata(
+                    id: assetId, lessonId: "\(id)-lesson", type: "document", contentType: "application/octet-stream",
+                    sizeBytes: Int64(size), checksum: AssetStore.checksum(of: data), durationMs: nil, updatedAt: Samples.t0,
+                    downloadURL: "memory://files/\(assetId)"
+                ))
         }
         let lesson = SyncedLesson(
             fields: [

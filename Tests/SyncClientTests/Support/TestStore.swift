@@ -33,7 +33,8 @@ struct TestStore {
         self.clock = clock
         self.keys = keys
         store = try OfflineStore(
-            Self.configuration(directory: directory, clock: clock, keys: keys, tenantId: tenantId, userId: userId, retention: retention), contracts: ContractRegistry.self, extensions: [LearningStore()]
+            Self.configuration(directory: directory, clock: clock, keys: keys, tenantId: tenantId, userId: userId, retention: retention),
+            contracts: ContractRegistry.self, extensions: [LearningStore()]
         )
     }
 

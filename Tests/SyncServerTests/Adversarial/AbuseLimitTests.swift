@@ -19,7 +19,9 @@ struct AbuseLimitTests {
         try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(token, extra))
     }
 
-    @Test("110 bad signatures then 30 a second from one address: a valid device there still pulls, and /health answers", arguments: [StorageKind.sqlite])
+    @Test(
+        "110 bad signatures then 30 a second from one address: a valid device there still pulls, and /health answers", arguments: [StorageKind.sqlite]
+    )
     func badTokensDoNotLockOutAnAddress(_ kind: StorageKind) async throws {
         // The default burst (100), refilled slowly enough that a loaded machine's pace cannot refill it.
         let h = try await HostileHarness.make(kind) { $0.peerLimit = ServerConfiguration.RateLimit(requestsPerSecond: 0.01, burst: 100) }
@@ -74,15 +76,19 @@ struct AbuseLimitTests {
         #expect(TrustedProxies.Block("10.0.0.0/33") == nil && TrustedProxies.Block("host") == nil)
     }
 
-    @Test("a token dated 50 s ahead (inside the leeway) is refused once its device is revoked: pulls and the live channel", arguments: StorageKind.allCases)
+    @Test(
+        "a token dated 50 s ahead (inside the leeway) is refused once its device is revoked: pulls and the live channel",
+        arguments: StorageKind.allCases)
     func futureDatedTokenAndRevocation(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind)
         try await h.live { client in
             let now = Int64(Date().timeIntervalSince1970)
-            let ahead = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "stolen", expiresAt: now + 3600), issuedAt: now + 50)
+            let ahead = h.signer.sign(
+                DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "stolen", expiresAt: now + 3600), issuedAt: now + 50)
             #expect(try await Self.pull(client, ahead).status == .ok)
             let revoke = try await client.execute(
-                uri: "/admin/v1/revocations", method: .post, headers: HostileHarness.headers(h.adminToken), body: ByteBuffer(string: #"{"device": "stolen"}"#)
+                uri: "/admin/v1/revocations", method: .post, headers: HostileHarness.headers(h.adminToken),
+                body: ByteBuffer(string: #"{"device": "stolen"}"#)
             )
             #expect(revoke.status == .ok)
             let refused = try await Self.pull(client, ahead)
@@ -116,7 +122,9 @@ struct AbuseLimitTests {
         var signer = h.signer
         try await signer.addPublicKey(pem: key.publicKey.pemRepresentation, kid: "idp")
         let now = Int64(Date().timeIntervalSince1970)
-        let claims: [String: Any] = ["sub": "mallory", "tenant": "acme", "device": "m", "exp": now + 3600, "iat": now, "aud": "outpost-sync", "admin": true]
+        let claims: [String: Any] = [
+            "sub": "mallory", "tenant": "acme", "device": "m", "exp": now + 3600, "iat": now, "aud": "outpost-sync", "admin": true,
+        ]
         let token = try TokenAttackTests.jwt(header: #"{"alg":"ES256","kid":"idp"}"#, claims: claims) { try key.signature(for: $0).rawRepresentation }
         let identity = try await signer.verify(token, now: now)
         #expect(identity.userID == "mallory")

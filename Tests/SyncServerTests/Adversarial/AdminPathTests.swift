@@ -38,7 +38,8 @@ struct AdminPathTests {
             #expect(try await h.auditCount() == auditBefore, "an erasure that matched nothing records nothing")
             let export = try await client.execute(uri: "/admin/v1/users/nobody/export", method: .get, headers: HostileHarness.headers(h.adminToken))
             #expect(export.status == .notFound)
-            let herExport = try await client.execute(uri: "/admin/v1/users/jos%C3%A9/export", method: .get, headers: HostileHarness.headers(h.adminToken))
+            let herExport = try await client.execute(
+                uri: "/admin/v1/users/jos%C3%A9/export", method: .get, headers: HostileHarness.headers(h.adminToken))
             #expect(herExport.status == .ok, "an erased user still has her erasure and audit on record")
 
             let malformed = try await client.execute(uri: "/admin/v1/users/jos%E9", method: .delete, headers: HostileHarness.headers(h.adminToken))
@@ -46,21 +47,28 @@ struct AdminPathTests {
         }
     }
 
-    @Test("DELETE /admin/v1/teams/field%20ops/members/u-fo removes u-fo from `field ops`; removing a non-member is 404", arguments: StorageKind.allCases)
+    @Test(
+        "DELETE /admin/v1/teams/field%20ops/members/u-fo removes u-fo from `field ops`; removing a non-member is 404", arguments: StorageKind.allCases
+    )
     func teamWithASpace(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind)
         try await h.live { client in
             let member = h.token(user: "u-fo", device: "fo-phone")
-            let add = try await client.execute(uri: "/admin/v1/teams/field%20ops/members/u-fo", method: .put, headers: HostileHarness.headers(h.adminToken))
+            let add = try await client.execute(
+                uri: "/admin/v1/teams/field%20ops/members/u-fo", method: .put, headers: HostileHarness.headers(h.adminToken))
             #expect(add.status == .noContent)
-            let pull = { try await client.execute(uri: "/sync/v1/pull?scope=ops:team:field%20ops", method: .get, headers: HostileHarness.headers(member)) }
+            let pull = {
+                try await client.execute(uri: "/sync/v1/pull?scope=ops:team:field%20ops", method: .get, headers: HostileHarness.headers(member))
+            }
             #expect(try await pull().status == .ok)
             #expect(try await h.storage.read { try await $0.teamMemberships(tenant: HostileHarness.tenant) }.map(\.team) == ["field ops"])
 
-            let remove = try await client.execute(uri: "/admin/v1/teams/field%20ops/members/u-fo", method: .delete, headers: HostileHarness.headers(h.adminToken))
+            let remove = try await client.execute(
+                uri: "/admin/v1/teams/field%20ops/members/u-fo", method: .delete, headers: HostileHarness.headers(h.adminToken))
             #expect(remove.status == .noContent)
             #expect(try await pull().status == .forbidden, "removed: the team's scope is gone")
-            let again = try await client.execute(uri: "/admin/v1/teams/field%20ops/members/u-fo", method: .delete, headers: HostileHarness.headers(h.adminToken))
+            let again = try await client.execute(
+                uri: "/admin/v1/teams/field%20ops/members/u-fo", method: .delete, headers: HostileHarness.headers(h.adminToken))
             #expect(again.status == .notFound)
         }
     }
@@ -78,7 +86,9 @@ struct AdminPathTests {
                 uri: "/admin/v1/content/Unit/unit%20withdrawn%20x", method: .delete, headers: HostileHarness.headers(h.adminToken)
             )
             #expect(deleted.status == .noContent, "\(deleted.bodyText)")
-            let row = try await h.storage.read { try await $0.row(in: ContractTable(Unit.descriptor), tenant: HostileHarness.tenant, id: "unit withdrawn x") }
+            let row = try await h.storage.read {
+                try await $0.row(in: ContractTable(Unit.descriptor), tenant: HostileHarness.tenant, id: "unit withdrawn x")
+            }
             #expect(row?.integer("_deleted") == 1)
         }
     }

@@ -19,10 +19,11 @@ struct AuditArchiveTests {
     static func append(_ storage: any SyncStorage, at times: [Int64]) async throws {
         try await storage.write { transaction in
             for (index, time) in times.enumerated() {
-                try await transaction.appendAudit(AuditEntry(
-                    tenant: "acme", recordedAt: time, userID: "u-1", deviceID: "d", entity: "FieldTask", rowID: "t-\(index)",
-                    operation: .update, outcome: .applied, detail: #"{"name":"Ada"}"#
-                ))
+                try await transaction.appendAudit(
+                    AuditEntry(
+                        tenant: "acme", recordedAt: time, userID: "u-1", deviceID: "d", entity: "FieldTask", rowID: "t-\(index)",
+                        operation: .update, outcome: .applied, detail: #"{"name":"Ada"}"#
+                    ))
             }
         }
     }
@@ -100,11 +101,15 @@ struct AuditArchiveTests {
 
         var edited = lines
         edited[3] = edited[3].replacingOccurrences(of: #""outcome":""#, with: #""outcome":"x"#)
-        #expect(AuditChain.verifyArchive(Data(edited.joined(separator: "\n").utf8), key: key) == .broken(entryID: 3, reason: "its content does not match its seal"))
+        #expect(
+            AuditChain.verifyArchive(Data(edited.joined(separator: "\n").utf8), key: key)
+                == .broken(entryID: 3, reason: "its content does not match its seal"))
 
         var removed = lines
         removed.remove(at: 4)
-        #expect(AuditChain.verifyArchive(Data(removed.joined(separator: "\n").utf8), key: key) == .broken(entryID: 4, reason: "the entry is missing: the log goes from 3 to 5"))
+        #expect(
+            AuditChain.verifyArchive(Data(removed.joined(separator: "\n").utf8), key: key)
+                == .broken(entryID: 4, reason: "the entry is missing: the log goes from 3 to 5"))
 
         lines.removeLast()
         #expect(
@@ -112,7 +117,9 @@ struct AuditArchiveTests {
                 == .broken(entryID: setup.entries + 1, reason: "the archive has no sealed checkpoint at its end: it was cut")
         )
         let other = try AuditKey(bytes: Data(repeating: 9, count: 32))
-        #expect(AuditChain.verifyArchive(Data(text.utf8), key: other) == .broken(entryID: 0, reason: "the archive's start line's seal does not hold under this key"))
+        #expect(
+            AuditChain.verifyArchive(Data(text.utf8), key: other)
+                == .broken(entryID: 0, reason: "the archive's start line's seal does not hold under this key"))
     }
 
     @Test("a forged base, and an entry cut after the base, are named", arguments: StorageKind.allCases)
@@ -133,7 +140,8 @@ struct AuditArchiveTests {
         // Moving the base over the cut, without the key.
         try await setup.execute("UPDATE audit_head SET base_id = \(base + 1), base_hash = \(AuditTamperTests.quoted(next.hash))")
         #expect(
-            try await setup.verify() == .broken(entryID: base + 1, reason: "the archive base's seal does not hold: it was rewritten without the audit key")
+            try await setup.verify()
+                == .broken(entryID: base + 1, reason: "the archive base's seal does not hold: it was rewritten without the audit key")
         )
         // Removing the base altogether: the log then starts at an entry that is not the first.
         try await setup.execute("UPDATE audit_head SET base_id = 0, base_hash = \(AuditTamperTests.quoted(AuditChain.genesis)), base_seal = NULL")

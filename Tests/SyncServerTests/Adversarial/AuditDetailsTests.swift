@@ -18,10 +18,11 @@ struct AuditDetailsTests {
     static func append(_ storage: any SyncStorage, _ entries: [(user: String, detail: String)], tenant: String = "acme") async throws {
         try await storage.write { transaction in
             for (index, entry) in entries.enumerated() {
-                try await transaction.appendAudit(AuditEntry(
-                    tenant: tenant, recordedAt: Int64(Date().timeIntervalSince1970 * 1000), userID: entry.user, deviceID: "d-\(index)",
-                    entity: "FieldTask", rowID: "t-\(index)", operation: .update, outcome: .applied, detail: entry.detail
-                ))
+                try await transaction.appendAudit(
+                    AuditEntry(
+                        tenant: tenant, recordedAt: Int64(Date().timeIntervalSince1970 * 1000), userID: entry.user, deviceID: "d-\(index)",
+                        entity: "FieldTask", rowID: "t-\(index)", operation: .update, outcome: .applied, detail: entry.detail
+                    ))
             }
         }
     }
@@ -35,15 +36,18 @@ struct AuditDetailsTests {
         }
     }
 
-    @Test("details are not in clear in the database; erasing a user leaves the chain intact and only that user's details unreadable",
-          arguments: StorageKind.allCases)
+    @Test(
+        "details are not in clear in the database; erasing a user leaves the chain intact and only that user's details unreadable",
+        arguments: StorageKind.allCases)
     func eraseOneUser(_ kind: StorageKind) async throws {
         let setup = try await Setup.make(kind)
         defer { setup.remove() }
-        try await Self.append(setup.storage, [
-            (user: "u-1", detail: #"{"name":"Ada Lovelace"}"#), (user: "u-2", detail: #"{"name":"Grace Hopper"}"#),
-            (user: "u-1", detail: #"{"note":"Ada again"}"#), (user: "", detail: #"{"note":"no one"}"#),
-        ])
+        try await Self.append(
+            setup.storage,
+            [
+                (user: "u-1", detail: #"{"name":"Ada Lovelace"}"#), (user: "u-2", detail: #"{"name":"Grace Hopper"}"#),
+                (user: "u-1", detail: #"{"note":"Ada again"}"#), (user: "", detail: #"{"note":"no one"}"#),
+            ])
         let byAda = try await setup.storage.read { try await $0.auditEntries(tenant: "acme", userID: "u-1", after: 0, limit: 100) }
         let byGrace = try await setup.storage.read { try await $0.auditEntries(tenant: "acme", userID: "u-2", after: 0, limit: 100) }
         #expect(byAda.map(\.id) == [setup.entries + 1, setup.entries + 3])
@@ -68,7 +72,10 @@ struct AuditDetailsTests {
         #expect(try await Self.readable(setup.storage, byAda) == [nil, nil])
         #expect(try await Self.readable(setup.storage, byGrace) == [#"{"name":"Grace Hopper"}"#])
         let key = setup.storage.auditKey
-        #expect(try await setup.storage.read { try await AuditChain.readableDetails(of: byAda + byGrace, in: $0, key: key) } == [nil, nil, #"{"name":"Grace Hopper"}"#])
+        #expect(
+            try await setup.storage.read { try await AuditChain.readableDetails(of: byAda + byGrace, in: $0, key: key) } == [
+                nil, nil, #"{"name":"Grace Hopper"}"#,
+            ])
 
         // The same user audited again gets a new key: the new entry reads, the erased ones do not.
         try await Self.append(setup.storage, [(user: "u-1", detail: #"{"note":"after"}"#)])
@@ -83,7 +90,9 @@ struct AuditDetailsTests {
         }
         let ada = lines.filter { $0["user_id"] as? String == "u-1" }
         #expect(ada.count == 3)
-        #expect(ada[0]["detail"] is NSNull && ada[0]["detail_erased"] as? Bool == true && (ada[0]["sealed_detail"] as? String)?.hasPrefix("enc:v1:") == true)
+        #expect(
+            ada[0]["detail"] is NSNull && ada[0]["detail_erased"] as? Bool == true
+                && (ada[0]["sealed_detail"] as? String)?.hasPrefix("enc:v1:") == true)
         #expect(ada[2]["detail"] as? String == #"{"note":"after"}"# && ada[2]["detail_erased"] == nil)
         #expect(lines.first { $0["user_id"] as? String == "u-2" }?["detail"] as? String == #"{"name":"Grace Hopper"}"#)
         #expect(try await setup.verify() == .intact(entries: Int(setup.entries) + 5, keyedFrom: 1))

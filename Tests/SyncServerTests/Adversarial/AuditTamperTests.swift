@@ -72,7 +72,8 @@ struct AuditTamperTests {
         // Moving the head to the new last hash does not help: its seal no longer holds.
         try await setup.execute("UPDATE audit_head SET last_hash = \(Self.quoted(previous))")
         #expect(
-            try await setup.verify() == .broken(entryID: setup.entries, reason: "the head's seal does not hold: it was rewritten without the audit key")
+            try await setup.verify()
+                == .broken(entryID: setup.entries, reason: "the head's seal does not hold: it was rewritten without the audit key")
         )
     }
 
@@ -103,7 +104,8 @@ struct AuditTamperTests {
                 == .broken(entryID: last, reason: "the log ends at entry \(last - 1) but its sealed head says \(last): entries were cut from its end")
         )
         _ = try await SampleContent.seed(
-            storage: setup.storage, assets: AssetStore(directory: DataDirectory(setup.folder).assets), tenant: "other", team: "t", clock: SystemClock()
+            storage: setup.storage, assets: AssetStore(directory: DataDirectory(setup.folder).assets), tenant: "other", team: "t",
+            clock: SystemClock()
         )
         #expect(try await setup.verify() == .broken(entryID: last, reason: "the entry is missing: the log goes from \(last - 1) to \(last + 1)"))
     }
@@ -116,7 +118,8 @@ struct AuditTamperTests {
         let before = try await setup.entries(from: last - 1).first!
         try await setup.execute("DELETE FROM audit_log WHERE id = \(last)")
         try await setup.execute("UPDATE audit_head SET last_id = \(last - 1), last_hash = \(Self.quoted(before.hash))")
-        #expect(try await setup.verify() == .broken(entryID: last - 1, reason: "the head's seal does not hold: it was rewritten without the audit key"))
+        #expect(
+            try await setup.verify() == .broken(entryID: last - 1, reason: "the head's seal does not hold: it was rewritten without the audit key"))
     }
 
     @Test("two entries swapped are named", arguments: StorageKind.allCases)
@@ -129,8 +132,9 @@ struct AuditTamperTests {
         #expect(try await setup.verify() == .broken(entryID: 4, reason: "its previous-hash does not match the entry before it"))
     }
 
-    @Test("an encrypted detail swapped for another's, or cut, is named; a user's key deleted (erasure) is not tampering",
-          arguments: StorageKind.allCases)
+    @Test(
+        "an encrypted detail swapped for another's, or cut, is named; a user's key deleted (erasure) is not tampering",
+        arguments: StorageKind.allCases)
     func encryptedDetailSwapped(_ kind: StorageKind) async throws {
         let setup = try await Setup.make(kind)
         defer { setup.remove() }

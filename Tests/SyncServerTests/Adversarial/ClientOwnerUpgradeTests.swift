@@ -21,7 +21,10 @@ struct ClientOwnerUpgradeTests {
         let queue = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
         try SQLiteStorage.migrator(contracts: ContractCatalog(ContractRegistry.self)).migrate(queue, upTo: lastBefore)
         try await queue.write { db in
-            try db.execute(sql: "INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES ('acme', 'alice-client', 3, 0), ('acme', 'silent-client', 0, 0)")
+            try db.execute(
+                sql:
+                    "INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES ('acme', 'alice-client', 3, 0), ('acme', 'silent-client', 0, 0)"
+            )
             for (id, user, device) in [(1, "alice", "alice-phone"), (2, "mallory", "mallory-phone")] {
                 try db.execute(
                     sql: """

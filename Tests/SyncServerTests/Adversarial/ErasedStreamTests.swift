@@ -13,7 +13,9 @@ import Testing
 /// comes back with (the simulation found it writing again: docs/testing.md, seeds 1, 3 and 4).
 @Suite("Push streams of an erased user")
 struct ErasedStreamTests {
-    @Test("a renewed token on a push stream from before the erasure: 410 user_erased on push and pull; a new stream works", arguments: StorageKind.allCases)
+    @Test(
+        "a renewed token on a push stream from before the erasure: 410 user_erased on push and pull; a new stream works",
+        arguments: StorageKind.allCases)
     func renewedTokenOnAnOldStream(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind)
         try await h.live { client in
@@ -25,9 +27,12 @@ struct ErasedStreamTests {
             #expect(erased.rowsErased == 1)
 
             // The token expired while the device was offline, and it got a new one.
-            let renewed = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "ana", deviceID: "phone", expiresAt: now + 3600), issuedAt: erased.erasedAt + 1)
+            let renewed = h.signer.sign(
+                DeviceIdentity(tenant: "acme", userID: "ana", deviceID: "phone", expiresAt: now + 3600), issuedAt: erased.erasedAt + 1)
             let auditBefore = try await h.auditCount()
-            let push = try await client.push(SampleMutations.push([SampleMutations.answer(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002")], client: "ana-client"), token: renewed)
+            let push = try await client.push(
+                SampleMutations.push([SampleMutations.answer(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002")], client: "ana-client"),
+                token: renewed)
             #expect(push.status == .gone)
             #expect(try push.errorDetail.code == .userErased)
             #expect(try await h.auditCount() == auditBefore, "nothing written")
@@ -40,7 +45,8 @@ struct ErasedStreamTests {
             let fresh = try await client.push(SampleMutations.push([SampleMutations.answer(seq: 1)], client: "ana-client-2"), token: renewed)
             #expect(try fresh.pushResults.map(\.status) == [.applied])
             let again = try await client.push(
-                SampleMutations.push([SampleMutations.answer(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002", questionID: "q-2")], client: "ana-client-2"),
+                SampleMutations.push(
+                    [SampleMutations.answer(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002", questionID: "q-2")], client: "ana-client-2"),
                 token: renewed
             )
             #expect(try again.pushResults.map(\.status) == [.applied], "a stream begun after the erasure goes on")
@@ -54,7 +60,8 @@ struct ErasedStreamTests {
             let now = Int64(Date().timeIntervalSince1970)
             let expired = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "ana", deviceID: "phone", expiresAt: now - 10), issuedAt: now - 3_610)
             let other = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "bob", deviceID: "phone", expiresAt: now - 10), issuedAt: now - 3_610)
-            let created = try await client.push(SampleMutations.push([SampleMutations.answer(seq: 1)], client: "ana-client"), token: h.token(user: "ana", device: "phone"))
+            let created = try await client.push(
+                SampleMutations.push([SampleMutations.answer(seq: 1)], client: "ana-client"), token: h.token(user: "ana", device: "phone"))
             #expect(try created.pushResults.map(\.status) == [.applied])
             _ = try await UserErasure(storage: h.storage).erase(tenant: "acme", userID: "ana", requestedBy: .commandLine)
             let told = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(expired))

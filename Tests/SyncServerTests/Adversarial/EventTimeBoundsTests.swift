@@ -20,8 +20,9 @@ struct EventTimeBoundsTests {
         (serverNow.millisecondsSince1970 - AssessmentRevisionTests.t0.millisecondsSince1970) / 1000 + offset
     }
 
-    @Test("answers and a submission backdated ten years, for an assessment closed yesterday: rejected occurred_at_out_of_range, not graded",
-          arguments: StorageKind.allCases)
+    @Test(
+        "answers and a submission backdated ten years, for an assessment closed yesterday: rejected occurred_at_out_of_range, not graded",
+        arguments: StorageKind.allCases)
     func backdatedSubmission(_ kind: StorageKind) async throws {
         let h = try await AssessmentRevisionTests.Harness(kind)
         defer { h.push.remove() }

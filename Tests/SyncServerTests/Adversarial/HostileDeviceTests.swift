@@ -8,11 +8,11 @@ import SampleServerApps
 import SyncProtocol
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 @testable import SyncServer
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// What a device of the same tenant can try against the real server on loopback, each attack
 /// on both storages: it must get nothing and break nothing (docs/security.md).
@@ -20,7 +20,9 @@ import Glibc
 struct HostileDeviceTests {
     // MARK: Streams bound to identity
 
-    @Test("another device's client_id: 403 client_not_owned on push, gap, pull and 426, revealing nothing; the owner goes on", arguments: StorageKind.allCases)
+    @Test(
+        "another device's client_id: 403 client_not_owned on push, gap, pull and 426, revealing nothing; the owner goes on",
+        arguments: StorageKind.allCases)
     func clientIDOfAnotherDevice(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind)
         try await h.live { client in
@@ -47,7 +49,8 @@ struct HostileDeviceTests {
                 }
             }
             // The same user on another device is another identity too.
-            let sibling = try await client.push(SampleMutations.push([SampleMutations.answer(seq: 2)], client: "alice-client"), token: h.token(user: "alice", device: "alice-tablet"))
+            let sibling = try await client.push(
+                SampleMutations.push([SampleMutations.answer(seq: 2)], client: "alice-client"), token: h.token(user: "alice", device: "alice-tablet"))
             #expect(sibling.status == .forbidden)
 
             let pull = try await client.execute(
@@ -85,9 +88,13 @@ struct HostileDeviceTests {
         #expect(stored?.text("answer_key")?.contains("correct") == true, "the server keeps the key")
         try await h.live { client in
             let bodies = [
-                try await client.execute(uri: "/sync/v1/pull?scope=content&limit=1000", method: .get, headers: HostileHarness.headers(h.hostileToken)),
-                try await client.execute(uri: "/sync/v1/pull?scope=content&limit=1000", method: .get, headers: HostileHarness.headers(h.hostileToken, [.outpostSchema: "Assessment=1"])),
-                try await client.execute(uri: "/api/v1/content/units/sync?include_deleted=true", method: .get, headers: HostileHarness.headers(h.hostileToken)),
+                try await client.execute(
+                    uri: "/sync/v1/pull?scope=content&limit=1000", method: .get, headers: HostileHarness.headers(h.hostileToken)),
+                try await client.execute(
+                    uri: "/sync/v1/pull?scope=content&limit=1000", method: .get,
+                    headers: HostileHarness.headers(h.hostileToken, [.outpostSchema: "Assessment=1"])),
+                try await client.execute(
+                    uri: "/api/v1/content/units/sync?include_deleted=true", method: .get, headers: HostileHarness.headers(h.hostileToken)),
             ]
             for response in bodies {
                 #expect(response.status == .ok)
@@ -114,7 +121,8 @@ struct HostileDeviceTests {
             #expect(results.map(\.status) == [.rejected, .applied])
             #expect(results.first?.error?.code == .clockSkew)
             let stored = try await h.storage.read { reader in
-                try await reader.row(in: ContractTable(AssessmentResponse.descriptor), tenant: HostileHarness.tenant, id: "9b2f3c1e-0000-4000-8000-000000000001")
+                try await reader.row(
+                    in: ContractTable(AssessmentResponse.descriptor), tenant: HostileHarness.tenant, id: "9b2f3c1e-0000-4000-8000-000000000001")
             }
             #expect(stored == nil)
         }
@@ -150,7 +158,8 @@ struct HostileDeviceTests {
     func sequenceOverflow(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind)
         try await h.live { client in
-            let body = #"{"client_id":"c","schema":{},"mutations":["#
+            let body =
+                #"{"client_id":"c","schema":{},"mutations":["#
                 + [0, 1].map { _ in
                     #"{"seq":9223372036854775807,"client_mutation_id":"m","entity":"AssessmentResponse","op":"create","id":"x","payload":{}}"#
                 }.joined(separator: ",") + "]}"
@@ -159,7 +168,8 @@ struct HostileDeviceTests {
             #expect(try response.errorDetail.code == .malformedRequest)
             for huge in ["9223372036854775808", "1e300", "-1"] {
                 let other = try await client.push(
-                    raw: #"{"client_id":"c","schema":{},"mutations":[{"seq":\#(huge),"client_mutation_id":"m","entity":"AssessmentResponse","op":"create","id":"x","payload":{}}]}"#,
+                    raw:
+                        #"{"client_id":"c","schema":{},"mutations":[{"seq":\#(huge),"client_mutation_id":"m","entity":"AssessmentResponse","op":"create","id":"x","payload":{}}]}"#,
                     token: h.hostileToken
                 )
                 #expect(other.status == .badRequest, "seq \(huge)")
@@ -197,9 +207,11 @@ struct HostileDeviceTests {
         let h = try await HostileHarness.make(kind)
         try await h.live { client in
             let deep = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
-            let body = #"{"client_id":"deep","schema":{},"mutations":[{"seq":1,"client_mutation_id":"m","entity":"AssessmentResponse","op":"create","id":"x","payload":{"answer":\#(deep)}}]}"#
+            let body =
+                #"{"client_id":"deep","schema":{},"mutations":[{"seq":1,"client_mutation_id":"m","entity":"AssessmentResponse","op":"create","id":"x","payload":{"answer":\#(deep)}}]}"#
             let big = String(repeating: "[", count: 30_000) + String(repeating: "]", count: 30_000)
-            let bigBody = #"{"client_id":"deep","schema":{},"mutations":[{"seq":1,"client_mutation_id":"m","entity":"AssessmentResponse","op":"create","id":"x","payload":{"answer":\#(big)}}]}"#
+            let bigBody =
+                #"{"client_id":"deep","schema":{},"mutations":[{"seq":1,"client_mutation_id":"m","entity":"AssessmentResponse","op":"create","id":"x","payload":{"answer":\#(big)}}]}"#
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<4 {
                     group.addTask {
@@ -224,7 +236,8 @@ struct HostileDeviceTests {
                 payload["answer"] = nested
                 answer.payload = .object(payload)
             }
-            #expect(try await client.push(SampleMutations.push([answer], client: "deep"), token: h.hostileToken).pushResults.first?.status == .applied)
+            #expect(
+                try await client.push(SampleMutations.push([answer], client: "deep"), token: h.hostileToken).pushResults.first?.status == .applied)
         }
     }
 
@@ -266,7 +279,9 @@ struct HostileDeviceTests {
 
     /// `identity, chunked` is read as chunked by the HTTP parser, and maybe otherwise by a proxy
     /// in front (request smuggling): refused too.
-    @Test("Transfer-Encoding other than exactly chunked is 400, not 500 and not read as chunked", arguments: ["xchunked", "identity, chunked", "gzip, chunked"])
+    @Test(
+        "Transfer-Encoding other than exactly chunked is 400, not 500 and not read as chunked",
+        arguments: ["xchunked", "identity, chunked", "gzip, chunked"])
     func badTransferEncoding(_ coding: String) async throws {
         let h = try await HostileHarness.make(.sqlite)
         try await h.live { client in
@@ -288,7 +303,10 @@ struct HostileDeviceTests {
             let bytes = Data((0..<100).map { UInt8($0) })
             let row = try await client.execute(
                 uri: "/admin/v1/content/Asset", method: .post, headers: HostileHarness.headers(h.adminToken),
-                body: ByteBuffer(string: #"{"id": "a-1", "lesson_id": "lesson-1", "asset_kind": "document", "content_type": "application/octet-stream", "size_bytes": 0, "checksum": "", "storage_key": ""}"#)
+                body: ByteBuffer(
+                    string:
+                        #"{"id": "a-1", "lesson_id": "lesson-1", "asset_kind": "document", "content_type": "application/octet-stream", "size_bytes": 0, "checksum": "", "storage_key": ""}"#
+                )
             )
             #expect(row.status == .ok, "\(row.bodyText)")
             let upload = try await client.execute(
@@ -396,7 +414,8 @@ struct HostileDeviceTests {
         let apps = storages.map {
             buildApplication(
                 configuration: configuration,
-                environment: ServerEnvironment(storage: $0, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, apps: SampleServerApps.all)
+                environment: ServerEnvironment(
+                    storage: $0, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, apps: SampleServerApps.all)
             )
         }
         var statuses: [HTTPResponse.Status] = []

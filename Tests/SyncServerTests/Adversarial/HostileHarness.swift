@@ -8,13 +8,13 @@ import SampleServerApps
 import SyncProtocol
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 @testable import SyncServer
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A real sync server on loopback (HummingbirdTesting's `.live` mode) over a fresh storage of
 /// either kind, with tokens for two devices of one tenant: `owner`, an honest device, and

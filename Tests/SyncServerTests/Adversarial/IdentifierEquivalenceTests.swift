@@ -23,10 +23,12 @@ struct IdentifierEquivalenceTests {
 
     static func rowIDs(_ response: TestResponse) throws -> [String] {
         let page = try JSONDecoder().decode(PullResponse.self, from: Data(response.body.readableBytesView))
-        return page.upserts.values.flatMap { $0.compactMap { row -> String? in
-            guard case .object(let fields) = row, case .string(let id)? = fields["id"] else { return nil }
-            return id
-        } }
+        return page.upserts.values.flatMap {
+            $0.compactMap { row -> String? in
+                guard case .object(let fields) = row, case .string(let id)? = fields["id"] else { return nil }
+                return id
+            }
+        }
     }
 
     @Test("a token naming the NFD spelling of a user reads, writes and hears nothing of the NFC user's scope", arguments: StorageKind.allCases)
@@ -58,7 +60,9 @@ struct IdentifierEquivalenceTests {
         }
     }
 
-    @Test("the NFC user naming her own scope in NFD, an NFD row id, client id or team: 400 identifier_not_normalized, nothing written", arguments: StorageKind.allCases)
+    @Test(
+        "the NFC user naming her own scope in NFD, an NFD row id, client id or team: 400 identifier_not_normalized, nothing written",
+        arguments: StorageKind.allCases)
     func decomposedSpellingsInRequests(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind)
         try await h.live { client in
@@ -110,7 +114,12 @@ struct IdentifierEquivalenceTests {
             #expect(try created.pushResults.map(\.status) == [.applied])
             let other = try await Self.pull(client, scope: "user", token: plain)
             #expect(try Self.rowIDs(other).isEmpty)
-            #expect(try await Self.pull(client, scope: "progress:user:\u{FB01}le".addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: ":")))!, token: plain).status == .forbidden)
+            #expect(
+                try await Self.pull(
+                    client,
+                    scope: "progress:user:\u{FB01}le".addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(.init(charactersIn: ":")))!,
+                    token: plain
+                ).status == .forbidden)
             var update = SampleMutations.answer(seq: 1)
             update.op = .update
             let taken = try await client.push(SampleMutations.push([update], client: "plain-client"), token: plain)

@@ -7,11 +7,11 @@ import OutpostTestSupport
 import SyncProtocol
 import Testing
 
+@testable import SyncServer
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
-
-@testable import SyncServer
 
 /// Pull pages of the largest rows the contracts allow, asked for by many devices at once: each
 /// page is bounded in bytes, and all of them together by the server's pull memory budget, so the
@@ -45,7 +45,8 @@ struct PullMemoryTests {
         return pages
     }
 
-    @Test("a page holds its rows up to the byte budget, a row larger than it travels alone, and every row comes once", arguments: StorageKind.allCases)
+    @Test(
+        "a page holds its rows up to the byte budget, a row larger than it travels alone, and every row comes once", arguments: StorageKind.allCases)
     func pagesBoundedInBytes(_ kind: StorageKind) async throws {
         let budget = 150_000
         let h = try await HostileHarness.make(kind) { $0.pullPageBytes = budget }
@@ -170,8 +171,11 @@ struct PullMemoryTests {
         let peak = try #require(resetPeak ? server.memoryKiB("VmHWM") : server.memoryKiB("VmHWM"))
         let grownMiB = Double(peak - baseline) / 1024
         let boundMiB = Double(3 * memoryBudget) / 1_048_576
-        #expect(grownMiB <= boundMiB, "the pulls took \(grownMiB) MiB over the \(Double(baseline) / 1024) MiB before them; the bound is \(boundMiB) MiB")
-        print("pull memory: baseline \(baseline / 1024) MiB, peak \(peak / 1024) MiB (reset: \(resetPeak)), grown \(Int(grownMiB)) MiB, busy answers \(outcomes.map(\.busy).reduce(0, +))")
+        #expect(
+            grownMiB <= boundMiB, "the pulls took \(grownMiB) MiB over the \(Double(baseline) / 1024) MiB before them; the bound is \(boundMiB) MiB")
+        print(
+            "pull memory: baseline \(baseline / 1024) MiB, peak \(peak / 1024) MiB (reset: \(resetPeak)), grown \(Int(grownMiB)) MiB, busy answers \(outcomes.map(\.busy).reduce(0, +))"
+        )
     }
 
     /// Pulls the whole user scope in pages of up to 1 000 rows, retrying a 503 after its
@@ -182,7 +186,8 @@ struct PullMemoryTests {
         var cursor: String?
         while true {
             var components = URLComponents(url: base.appendingPathComponent("sync/v1/pull"), resolvingAgainstBaseURL: false)!
-            components.queryItems = [URLQueryItem(name: "scope", value: "user"), URLQueryItem(name: "limit", value: "1000")]
+            components.queryItems =
+                [URLQueryItem(name: "scope", value: "user"), URLQueryItem(name: "limit", value: "1000")]
                 + (cursor.map { [URLQueryItem(name: "cursor", value: $0)] } ?? [])
             var request = URLRequest(url: components.url!)
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
@@ -241,9 +246,13 @@ struct PushByteLimitTests {
             primaryKey: "id", versionField: nil, fields: fields, localFields: [], relations: [], indexes: []
         )
         let contract = PayloadContract(card)
-        let fits: JSONValue = .object(["id": .string("c-1"), "front": .string(String(repeating: "a", count: 450)), "back": .string(String(repeating: "b", count: 450))])
+        let fits: JSONValue = .object([
+            "id": .string("c-1"), "front": .string(String(repeating: "a", count: 450)), "back": .string(String(repeating: "b", count: 450)),
+        ])
         #expect(throws: Never.self) { try PayloadValidator.validate(fits, contract: contract, schemaVersion: 1, mode: .whole, rowID: "c-1") }
-        let tooLarge: JSONValue = .object(["id": .string("c-1"), "front": .string(String(repeating: "a", count: 700)), "back": .string(String(repeating: "b", count: 700))])
+        let tooLarge: JSONValue = .object([
+            "id": .string("c-1"), "front": .string(String(repeating: "a", count: 700)), "back": .string(String(repeating: "b", count: 700)),
+        ])
         do {
             _ = try PayloadValidator.validate(tooLarge, contract: contract, schemaVersion: 1, mode: .whole, rowID: "c-1")
             Issue.record("a row over its contract's max_bytes was taken")

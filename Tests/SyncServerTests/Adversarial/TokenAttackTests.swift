@@ -74,10 +74,13 @@ struct TokenAttackTests {
         let ec = P256.Signing.PrivateKey()
         try await signer.addPublicKey(pem: ec.publicKey.pemRepresentation, kid: "idp-ec")
         let ed = Curve25519.Signing.PrivateKey()
-        let jwks = #"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"\#(Base64URL.encode(ed.publicKey.rawRepresentation))","kid":"idp-ed","alg":"EdDSA"}]}"#
+        let jwks =
+            #"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"\#(Base64URL.encode(ed.publicKey.rawRepresentation))","kid":"idp-ed","alg":"EdDSA"}]}"#
         try await signer.addJWKS(jwks)
 
-        let es256 = try Self.jwt(header: #"{"alg":"ES256","kid":"idp-ec","typ":"JWT"}"#, claims: Self.claims) { try ec.signature(for: $0).rawRepresentation }
+        let es256 = try Self.jwt(header: #"{"alg":"ES256","kid":"idp-ec","typ":"JWT"}"#, claims: Self.claims) {
+            try ec.signature(for: $0).rawRepresentation
+        }
         let verified = try await signer.verify(es256, now: Self.now)
         #expect(verified.userID == "mallory" && verified.tenant == "acme" && verified.deviceID == "mallory-phone")
 
@@ -85,7 +88,9 @@ struct TokenAttackTests {
         #expect(try await signer.verify(eddsa, now: Self.now).userID == "mallory")
 
         // Signed by another EC key under the same kid: the signature does not hold.
-        let forged = try Self.jwt(header: #"{"alg":"ES256","kid":"idp-ec"}"#, claims: Self.claims) { try P256.Signing.PrivateKey().signature(for: $0).rawRepresentation }
+        let forged = try Self.jwt(header: #"{"alg":"ES256","kid":"idp-ec"}"#, claims: Self.claims) {
+            try P256.Signing.PrivateKey().signature(for: $0).rawRepresentation
+        }
         #expect(await Self.code(signer, forged) == .tokenInvalidSignature)
 
         await #expect(throws: TokenKeyError.self) { try await signer.addPublicKey(pem: "not a key", kid: "bad") }
@@ -120,12 +125,15 @@ struct TokenAttackTests {
                 try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(token))
             }
             let issued = Int64(Date().timeIntervalSince1970) - 5
-            let phone = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-phone", expiresAt: issued + 3600), issuedAt: issued)
-            let tablet = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-tablet", expiresAt: issued + 3600), issuedAt: issued)
+            let phone = h.signer.sign(
+                DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-phone", expiresAt: issued + 3600), issuedAt: issued)
+            let tablet = h.signer.sign(
+                DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-tablet", expiresAt: issued + 3600), issuedAt: issued)
             #expect(try await pull(phone).status == .ok)
 
             let revoke = try await client.execute(
-                uri: "/admin/v1/revocations", method: .post, headers: HostileHarness.headers(h.adminToken), body: ByteBuffer(string: #"{"device": "mallory-phone"}"#)
+                uri: "/admin/v1/revocations", method: .post, headers: HostileHarness.headers(h.adminToken),
+                body: ByteBuffer(string: #"{"device": "mallory-phone"}"#)
             )
             #expect(revoke.status == .ok)
             let refused = try await pull(phone)
@@ -136,14 +144,16 @@ struct TokenAttackTests {
             // A token dated within the issuer clock leeway after the revocation could be one
             // dated ahead to outlive it: refused too.
             let soon = Int64(Date().timeIntervalSince1970) + 2
-            let tooSoon = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-phone", expiresAt: soon + 3600), issuedAt: soon)
+            let tooSoon = h.signer.sign(
+                DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-phone", expiresAt: soon + 3600), issuedAt: soon)
             #expect(try await pull(tooSoon).errorDetail.code == .tokenRevoked)
 
             // A token issued more than the leeway after a revocation re-enrols the device.
             let now = Int64(Date().timeIntervalSince1970)
             try await h.storage.write { try await $0.revoke(tenant: "acme", kind: .device, subject: "mallory-watch", at: now - 200) }
             let reissued = now - 100
-            let fresh = h.signer.sign(DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-watch", expiresAt: reissued + 3600), issuedAt: reissued)
+            let fresh = h.signer.sign(
+                DeviceIdentity(tenant: "acme", userID: "mallory", deviceID: "mallory-watch", expiresAt: reissued + 3600), issuedAt: reissued)
             #expect(try await pull(fresh).status == .ok, "a token issued after the revocation re-enrols the device")
 
             try await h.storage.write { try await $0.revoke(tenant: "acme", kind: .user, subject: "mallory", at: now) }
@@ -152,7 +162,8 @@ struct TokenAttackTests {
             #expect(try await pull(h.ownerToken).status == .ok, "another user is untouched")
 
             let deviceToken = try await client.execute(
-                uri: "/admin/v1/revocations", method: .post, headers: HostileHarness.headers(h.ownerToken), body: ByteBuffer(string: #"{"user": "mallory"}"#)
+                uri: "/admin/v1/revocations", method: .post, headers: HostileHarness.headers(h.ownerToken),
+                body: ByteBuffer(string: #"{"user": "mallory"}"#)
             )
             #expect(deviceToken.status == .forbidden, "a device token cannot revoke")
         }
@@ -170,7 +181,9 @@ struct TokenAttackTests {
         configuration.peerLimit = nil
         let second = buildApplication(
             configuration: configuration,
-            environment: ServerEnvironment(storage: storages[1], assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, apps: SampleServerApps.all)
+            environment: ServerEnvironment(
+                storage: storages[1], assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer,
+                apps: SampleServerApps.all)
         )
         try await storages[0].write { try await $0.revoke(tenant: "acme", kind: .device, subject: "stolen", at: issued + 1) }
         try await second.test(.router) { client in
@@ -188,10 +201,12 @@ struct TokenAttackTests {
             let token = h.hostileToken
             let pull = { try await client.execute(uri: "/sync/v1/pull?scope=ops:team:team-1", method: .get, headers: HostileHarness.headers(token)) }
             #expect(try await pull().status == .forbidden)
-            let add = try await client.execute(uri: "/admin/v1/teams/team-1/members/mallory", method: .put, headers: HostileHarness.headers(h.adminToken))
+            let add = try await client.execute(
+                uri: "/admin/v1/teams/team-1/members/mallory", method: .put, headers: HostileHarness.headers(h.adminToken))
             #expect(add.status == .noContent)
             #expect(try await pull().status == .ok)
-            let remove = try await client.execute(uri: "/admin/v1/teams/team-1/members/mallory", method: .delete, headers: HostileHarness.headers(h.adminToken))
+            let remove = try await client.execute(
+                uri: "/admin/v1/teams/team-1/members/mallory", method: .delete, headers: HostileHarness.headers(h.adminToken))
             #expect(remove.status == .noContent)
             #expect(try await pull().status == .forbidden, "removed from the team: the scope is gone at once")
             #expect(try await h.storage.read { try await $0.teamMemberships(tenant: "acme") }.isEmpty)

@@ -3,11 +3,11 @@ import OutpostTestSupport
 import SyncProtocol
 import Testing
 
+@testable import SyncServer
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
-
-@testable import SyncServer
 
 extension SyncServerProcess {
     /// A `sync-server serve` started on a free port, signing with `secretFile`: on PostgreSQL at
@@ -36,7 +36,8 @@ extension SyncServerProcess {
     /// One pull page over HTTP.
     func pull(scope: String, cursor: String?, limit: Int, token: String) async throws -> PullResponse {
         var components = URLComponents(url: try url.appendingPathComponent("sync/v1/pull"), resolvingAgainstBaseURL: false)!
-        components.queryItems = [URLQueryItem(name: "scope", value: scope), URLQueryItem(name: "limit", value: String(limit))]
+        components.queryItems =
+            [URLQueryItem(name: "scope", value: scope), URLQueryItem(name: "limit", value: String(limit))]
             + (cursor.map { [URLQueryItem(name: "cursor", value: $0)] } ?? [])
         var http = URLRequest(url: components.url!)
         http.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
@@ -66,7 +67,8 @@ struct ServerCluster {
         let secretFile = directory.url.appendingPathComponent("token.secret")
         try Self.secret.write(to: secretFile)
         guard var components = URLComponents(string: try StorageKind.postgresURL()) else { throw StorageKind.MissingPostgres() }
-        components.queryItems = (components.queryItems ?? []).filter { $0.name != "schema" && $0.name != "max_connections" }
+        components.queryItems =
+            (components.queryItems ?? []).filter { $0.name != "schema" && $0.name != "max_connections" }
             + [URLQueryItem(name: "schema", value: schema), URLQueryItem(name: "max_connections", value: "8")]
         postgresURL = components.string!
         let data = directory.url.appendingPathComponent("data"), url = postgresURL

@@ -299,9 +299,10 @@ extension OfflineStore {
         let submissions = AttemptSubmitted.descriptor.table.quotedDatabaseIdentifier
         let attempts = Attempt.descriptor.table.quotedDatabaseIdentifier
         for candidate in candidates {
-            let submitted = try Bool.fetchOne(
-                db, sql: "SELECT EXISTS (SELECT 1 FROM \(submissions) WHERE \"attempt_id\" = ?)", arguments: [candidate.attemptId]
-            ) ?? false
+            let submitted =
+                try Bool.fetchOne(
+                    db, sql: "SELECT EXISTS (SELECT 1 FROM \(submissions) WHERE \"attempt_id\" = ?)", arguments: [candidate.attemptId]
+                ) ?? false
             if submitted { continue }
             let state = try String.fetchOne(db, sql: "SELECT \"state\" FROM \(attempts) WHERE \"id\" = ?", arguments: [candidate.attemptId])
             if let state, state != Attempt.State.open.rawValue { continue }

@@ -220,7 +220,11 @@ public actor AssetDownloader {
         if let running = downloads[record.id] { return try await running.value.get() }
         let task = Task { await self.fetchFile(record, onBytes: onBytes) }
         downloads[record.id] = task
-        let result = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+        let result = await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            task.cancel()
+        }
         downloads[record.id] = nil
         return try result.get()
     }

@@ -56,14 +56,15 @@ extension OfflineStore {
         let staleAssets = Set(oldAssets).subtracting(assets.map(\.id)).sorted()
         var schemaVersions = [Contracts.Unit.descriptor.name: unit.schemaVersion]
         if let lesson = unit.lessons.first { schemaVersions[Lesson.descriptor.name] = lesson.schemaVersion }
-        try applyServerChanges(ServerChanges(
-            upserts: [
-                Contracts.Unit.descriptor.name: [.object(unit.fields)], Lesson.descriptor.name: unit.lessons.map { .object($0.fields) },
-                Asset.descriptor.name: assets.map(Self.assetRow),
-            ],
-            deletes: [Lesson.descriptor.name: staleLessons, Asset.descriptor.name: staleAssets],
-            schemaVersions: schemaVersions
-        ))
+        try applyServerChanges(
+            ServerChanges(
+                upserts: [
+                    Contracts.Unit.descriptor.name: [.object(unit.fields)], Lesson.descriptor.name: unit.lessons.map { .object($0.fields) },
+                    Asset.descriptor.name: assets.map(Self.assetRow),
+                ],
+                deletes: [Lesson.descriptor.name: staleLessons, Asset.descriptor.name: staleAssets],
+                schemaVersions: schemaVersions
+            ))
 
         let now = now().millisecondsSince1970
         let directory = assetsDirectory

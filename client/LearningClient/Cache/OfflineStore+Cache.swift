@@ -114,7 +114,8 @@ extension OfflineStore {
             let records = try UnitContent.recordIds(db, unitId: id)
             let before = db.totalChangesCount
             try db.execute(
-                sql: "DELETE FROM \(UnitContent.assetTable) WHERE \"lesson_id\" IN (SELECT \"id\" FROM \(UnitContent.lessonTable) WHERE \"unit_id\" = ?)",
+                sql:
+                    "DELETE FROM \(UnitContent.assetTable) WHERE \"lesson_id\" IN (SELECT \"id\" FROM \(UnitContent.lessonTable) WHERE \"unit_id\" = ?)",
                 arguments: [id]
             )
             try db.execute(sql: "DELETE FROM \(UnitContent.lessonTable) WHERE \"unit_id\" = ?", arguments: [id])
@@ -134,11 +135,13 @@ extension OfflineStore {
     private func setCacheBookkeeping(_ id: String, column: String, to value: Int64?, unitColumn: String? = nil) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970
         try writeTables { db in
-            let known = try Bool.fetchOne(
-                db,
-                sql: "SELECT EXISTS (SELECT 1 FROM \(UnitContent.unitTable) WHERE \"id\" = ?) OR EXISTS (SELECT 1 FROM \"unit_cache\" WHERE \"unit_id\" = ?)",
-                arguments: [id, id]
-            ) ?? false
+            let known =
+                try Bool.fetchOne(
+                    db,
+                    sql:
+                        "SELECT EXISTS (SELECT 1 FROM \(UnitContent.unitTable) WHERE \"id\" = ?) OR EXISTS (SELECT 1 FROM \"unit_cache\" WHERE \"unit_id\" = ?)",
+                    arguments: [id, id]
+                ) ?? false
             guard known else { throw OfflineStoreError.rowNotFound(contract: Contracts.Unit.descriptor.name, id: id) }
             let name = column.quotedDatabaseIdentifier
             try db.execute(

@@ -25,7 +25,10 @@ extension OfflineStore {
     public func enforceCacheBudget(_ budget: CacheBudget = .standard, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
         let now = now()
         let (units, total) = try readTables(withReader: { reader, db in
-            (try cachedUnits(reader, db, now: now), try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.bytesOnDiskSQL)), 0) FROM \"assets\"") ?? 0)
+            (
+                try cachedUnits(reader, db, now: now),
+                try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.bytesOnDiskSQL)), 0) FROM \"assets\"") ?? 0
+            )
         })
         var remaining = total
         var evicted: [String] = []

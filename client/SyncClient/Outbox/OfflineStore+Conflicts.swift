@@ -60,14 +60,15 @@ extension OfflineStore {
                 // A later write of the row still on its way (another conflict of it kept, or a new
                 // edit) is the user's newer word: the row it wrote stays until the server answers
                 // it. Taking theirs then settles only this conflict.
-                let newer = try Bool.fetchOne(
-                    db,
-                    sql: """
-                        SELECT EXISTS (SELECT 1 FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "seq" > ?
-                            AND "status" IN \(OutboxStatus.sql(OutboxStatus.unsent)))
-                        """,
-                    arguments: [conflict.entity, conflict.rowId, conflict.seq]
-                ) ?? false
+                let newer =
+                    try Bool.fetchOne(
+                        db,
+                        sql: """
+                            SELECT EXISTS (SELECT 1 FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "seq" > ?
+                                AND "status" IN \(OutboxStatus.sql(OutboxStatus.unsent)))
+                            """,
+                        arguments: [conflict.entity, conflict.rowId, conflict.seq]
+                    ) ?? false
                 if newer { return }
                 if let serverRow = conflict.serverRow {
                     try storeServerRow(
@@ -247,7 +248,8 @@ extension OfflineStore {
             arguments: [resolution.rawValue, now, conflict.id]
         )
         try db.execute(
-            sql: #"UPDATE "outbox" SET "status" = \#(OutboxStatus.done.sql), "updated_at" = ? WHERE "seq" = ? AND "status" = \#(OutboxStatus.conflicted.sql)"#,
+            sql:
+                #"UPDATE "outbox" SET "status" = \#(OutboxStatus.done.sql), "updated_at" = ? WHERE "seq" = ? AND "status" = \#(OutboxStatus.conflicted.sql)"#,
             arguments: [now, conflict.seq]
         )
     }
@@ -266,7 +268,8 @@ extension OfflineStore {
         }
         let mine = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
         try db.execute(
-            sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \"_server_version\" = ? WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+            sql:
+                "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \"_server_version\" = ? WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
             arguments: [conflict.serverVersion, id]
         )
         let op: MutationOperation

@@ -423,11 +423,12 @@ extension OfflineStore {
             return
         }
         guard let entity = contracts.entity(named: record.entity) else { return }
-        let others = try Int.fetchOne(
-            db,
-            sql: #"SELECT COUNT(*) FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "status" IN "# + Self.unsyncedStatusesSQL,
-            arguments: [record.entity, record.rowId]
-        ) ?? 0
+        let others =
+            try Int.fetchOne(
+                db,
+                sql: #"SELECT COUNT(*) FROM "outbox" WHERE "entity" = ? AND "row_id" = ? AND "status" IN "# + Self.unsyncedStatusesSQL,
+                arguments: [record.entity, record.rowId]
+            ) ?? 0
         let existing = try fetchRow(db, entity, id: record.rowId)
         switch record.op {
         case .create:
@@ -446,7 +447,8 @@ extension OfflineStore {
             guard existing == nil, let base = content.base else { return }
             try storeServerRow(db, entity, wire: base, schemaVersion: record.schemaVersion, serverVersion: record.baseVersion, now: 0)
             try db.execute(
-                sql: "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \"_synced_at\" = NULL WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                sql:
+                    "UPDATE \(entity.table.quotedDatabaseIdentifier) SET \"_synced_at\" = NULL WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
                 arguments: [record.rowId]
             )
         case .event:

@@ -104,7 +104,8 @@ enum OutboxSeal {
             if head == nil {
                 problem = "the outbox's seal was rewritten outside the store"
             } else if missing > 0 {
-                problem = "\(missing) outbox \(missing == 1 ? "entry was" : "entries were") removed outside the store; their writes were never confirmed by the server"
+                problem =
+                    "\(missing) outbox \(missing == 1 ? "entry was" : "entries were") removed outside the store; their writes were never confirmed by the server"
             } else if missing < 0 {
                 problem = "\(-missing) outbox \(missing == -1 ? "entry was" : "entries were") added outside the store"
             } else {

@@ -299,7 +299,9 @@ extension OfflineStore {
     /// overhead): what ``StorageLimits/databaseBudgetBytes`` bounds.
     static func rowBytes(_ db: Database, contracts: ContractCatalog) throws -> Int64 {
         try contracts.entities.reduce(Int64(0)) { total, entity in
-            total + (try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.rowBytesSQL(entity))), 0) FROM \(entity.table.quotedDatabaseIdentifier)") ?? 0)
+            total
+                + (try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.rowBytesSQL(entity))), 0) FROM \(entity.table.quotedDatabaseIdentifier)")
+                    ?? 0)
         }
     }
 

@@ -50,7 +50,8 @@ public struct OfflineStoreConfiguration: Sendable {
         storageLimits: StorageLimits = .standard, freeSpace: any FreeSpaceProvider = VolumeFreeSpace()
     ) {
         self.databaseURL = databaseURL
-        self.assetsDirectory = assetsDirectory
+        self.assetsDirectory =
+            assetsDirectory
             ?? databaseURL.deletingLastPathComponent().appendingPathComponent(
                 databaseURL.deletingPathExtension().lastPathComponent + "-assets", isDirectory: true
             )

@@ -62,9 +62,10 @@ extension OfflineStore {
     package func beginFirstDownload(scope: String, siblings: [String]) throws(OfflineStoreError) -> Bool {
         let now = now().millisecondsSince1970
         return try write { db in
-            let cutShort = try Bool.fetchOne(
-                db, sql: #"SELECT 1 FROM "first_downloads" WHERE "scope_key" = ?"#, arguments: [scope]
-            ) ?? false
+            let cutShort =
+                try Bool.fetchOne(
+                    db, sql: #"SELECT 1 FROM "first_downloads" WHERE "scope_key" = ?"#, arguments: [scope]
+                ) ?? false
             // A re-pull cut short before its first cursor restarts too: the rows it recorded
             // as delivered may have been deleted since.
             if cutShort { return true }
@@ -152,13 +153,16 @@ extension OfflineStore {
     @discardableResult
     package func finishRepull(scope: String) throws(OfflineStoreError) -> Int? {
         try write { db in
-            guard let name = try String.fetchOne(
-                db, sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#, arguments: [scope]
-            ) else { return nil }
+            guard
+                let name = try String.fetchOne(
+                    db, sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#, arguments: [scope]
+                )
+            else { return nil }
             try db.execute(sql: #"UPDATE "repull_scopes" SET "done" = 1 WHERE "scope_key" = ?"#, arguments: [scope])
-            let waiting = try Int.fetchOne(
-                db, sql: #"SELECT COUNT(*) FROM "repull_scopes" WHERE "scope_name" = ? AND "done" = 0"#, arguments: [name]
-            ) ?? 0
+            let waiting =
+                try Int.fetchOne(
+                    db, sql: #"SELECT COUNT(*) FROM "repull_scopes" WHERE "scope_name" = ? AND "done" = 0"#, arguments: [name]
+                ) ?? 0
             guard waiting == 0 else { return nil }
             let held = try Self.heldContractNames(db)
             var deleted = 0

@@ -1,7 +1,7 @@
+import ContractRuntime
 public import Foundation
 import GRDB
 public import SyncProtocol
-import ContractRuntime
 
 /// Retention (docs/client.md): unsynced writes older than ``RetentionPolicy/syncNeededAfter`` raise
 /// "sync needed"; older than ``RetentionPolicy/readOnlyAfter`` the store refuses new writes until
@@ -48,7 +48,8 @@ extension OfflineStore {
             guard let text = try Metadata.get(db, .lastSyncError), let at = try Metadata.integer(db, .lastSyncErrorAt) else {
                 return nil
             }
-            let error = (try? JSONDecoder().decode(ErrorDetail.self, from: Data(text.utf8)))
+            let error =
+                (try? JSONDecoder().decode(ErrorDetail.self, from: Data(text.utf8)))
                 ?? ErrorDetail(code: ErrorCode("unknown"), message: text)
             return (error, Timestamp(millisecondsSince1970: at).date)
         }

@@ -52,7 +52,8 @@ extension OfflineStore {
                 )
                 let upsert = try db.cachedStatement(sql: Self.serverUpsertSQL(entity))
                 for row in rows {
-                    let rebased = try storePreparedRow(db, entity, row, now: now, replay: unsynced.isEmpty ? .never : .ifQueued(unsynced), upsert: upsert)
+                    let rebased = try storePreparedRow(
+                        db, entity, row, now: now, replay: unsynced.isEmpty ? .never : .ifQueued(unsynced), upsert: upsert)
                     if rebased { report.rebased[name, default: 0] += 1 }
                 }
                 report.upserted[name, default: 0] += rows.count
@@ -90,7 +91,8 @@ extension OfflineStore {
             // take theirs: it goes). Removing it here would turn "keep mine" into a delete.
             let edited = try String.fetchSet(
                 db,
-                sql: #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "op" != 'delete' AND "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent + [.conflicted]))"#,
+                sql:
+                    #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "op" != 'delete' AND "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent + [.conflicted]))"#,
                 arguments: [entity.name]
             )
             for id in changes.deletes[name] ?? [] {
@@ -212,7 +214,8 @@ extension OfflineStore {
     package func observeRemoteClock(_ remote: HybridLogicalClock) throws(OfflineStoreError) {
         let now = now()
         try write { db in
-            let stored = try Metadata.get(db, .hlc).flatMap(HybridLogicalClock.init)
+            let stored =
+                try Metadata.get(db, .hlc).flatMap(HybridLogicalClock.init)
                 ?? HybridLogicalClock(milliseconds: 0, counter: 0, node: identity.clientId)
             try Metadata.set(db, .hlc, stored.receive(remote, now: now).description)
         }
@@ -244,7 +247,8 @@ extension OfflineStore {
             guard
                 let value = try DatabaseValue.fetchOne(
                     db,
-                    sql: "SELECT \(name.quotedDatabaseIdentifier) FROM \(table.quotedDatabaseIdentifier) WHERE \(primaryKey.quotedDatabaseIdentifier) = ?",
+                    sql:
+                        "SELECT \(name.quotedDatabaseIdentifier) FROM \(table.quotedDatabaseIdentifier) WHERE \(primaryKey.quotedDatabaseIdentifier) = ?",
                     arguments: [id]
                 ), let text = codec.columns.keyText(codec.columns.wireValue(value, for: field), kind: field.kind)
             else { return nil }
@@ -299,7 +303,8 @@ extension OfflineStore {
         if let made = upsertSQLByTable.withLock({ $0[entity.table] }) { return made }
         let names = entity.fields.map(\.name) + ["_schema_version", "_server_version", "_synced_at"]
         let updates = names.filter { $0 != entity.primaryKey }.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
-        let sql = "INSERT INTO \(entity.table.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
+        let sql =
+            "INSERT INTO \(entity.table.quotedDatabaseIdentifier) (\(names.map(\.quotedDatabaseIdentifier).joined(separator: ", "))) "
             + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) "
             + "ON CONFLICT (\(entity.primaryKey.quotedDatabaseIdentifier)) DO UPDATE SET \(updates.joined(separator: ", "))"
         upsertSQLByTable.withLock { $0[entity.table] = sql }

@@ -104,10 +104,15 @@ package enum PullPageDecoder {
         guard lastSeq else { throw FormatError(description: "'last_seq' is missing") }
         guard let upserts else { throw FormatError(description: "'upserts' is missing") }
         guard let deletes else { throw FormatError(description: "'deletes' is missing") }
-        return (cursor, hasMore, PreparedServerChanges(upserts: upserts.sorted { $0.name < $1.name }, deletes: deletes, scopeKey: scopeKey, cursor: cursor))
+        return (
+            cursor, hasMore,
+            PreparedServerChanges(upserts: upserts.sorted { $0.name < $1.name }, deletes: deletes, scopeKey: scopeKey, cursor: cursor)
+        )
     }
 
-    private static func readUpserts(_ parser: inout JSONParser.Parser, store: OfflineStore) throws -> [(name: String, rows: PreparedServerChanges.Rows)] {
+    private static func readUpserts(_ parser: inout JSONParser.Parser, store: OfflineStore) throws -> [(
+        name: String, rows: PreparedServerChanges.Rows
+    )] {
         let malformed = FormatError(description: "'upserts' must be an object of arrays")
         guard parser.consume(UInt8(ascii: "{")) else { throw malformed }
         var upserts: [(name: String, rows: PreparedServerChanges.Rows)] = []

@@ -1,6 +1,6 @@
+import ContractRuntime
 import Foundation
 import SyncProtocol
-import ContractRuntime
 
 /// Pushes the outbox and pulls the subscribed scopes, one sync at a time.
 ///

@@ -1,6 +1,6 @@
+import ContractRuntime
 public import Foundation
 import SyncProtocol
-import ContractRuntime
 
 /// Settings of a ``SyncEngine``.
 public struct SyncEngineConfiguration: Sendable {

@@ -83,7 +83,9 @@ public final class URLSessionTransport: SyncTransport {
     public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
         var urlRequest = makeRequest(
             path: "sync/v1/pull",
-            query: [URLQueryItem(name: "scope", value: scope), URLQueryItem(name: "cursor", value: cursor), URLQueryItem(name: "urgent", value: "true")]
+            query: [
+                URLQueryItem(name: "scope", value: scope), URLQueryItem(name: "cursor", value: cursor), URLQueryItem(name: "urgent", value: "true"),
+            ]
         )
         urlRequest.httpMethod = "GET"
         urlRequest.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)

@@ -397,7 +397,8 @@ extension OfflineStore {
 
     /// Ticks the persisted hybrid logical clock.
     func tickClock(_ db: Database, now: Int64) throws -> HybridLogicalClock {
-        let stored = try Metadata.get(db, .hlc).flatMap(HybridLogicalClock.init)
+        let stored =
+            try Metadata.get(db, .hlc).flatMap(HybridLogicalClock.init)
             ?? HybridLogicalClock(milliseconds: 0, counter: 0, node: identity.clientId)
         let next = stored.tick(now: Timestamp(millisecondsSince1970: now))
         try Metadata.set(db, .hlc, next.description)

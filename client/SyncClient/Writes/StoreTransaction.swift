@@ -161,7 +161,8 @@ public final class StoreTransaction {
             let id = serverRow[entity.primaryKey].flatMap { if case .string(let id) = $0 { id } else { nil } } ?? conflict.rowId
             let held = try Int64.fetchOne(
                 db,
-                sql: "SELECT \"_server_version\" FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                sql:
+                    "SELECT \"_server_version\" FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
                 arguments: [id]
             )
             guard held.map({ $0 < version }) ?? true else { return false }
@@ -219,7 +220,9 @@ extension StoreReader {
         try events(P.self, sql: "", arguments: [])
     }
 
-    private func events<P: ContractEvent>(_ type: P.Type, sql condition: String, arguments: StatementArguments) throws(OfflineStoreError) -> [EventEnvelope<P>] {
+    private func events<P: ContractEvent>(_ type: P.Type, sql condition: String, arguments: StatementArguments) throws(OfflineStoreError)
+        -> [EventEnvelope<P>]
+    {
         let rows = try withDatabase { db in
             try Row.fetchAll(
                 db,

@@ -40,7 +40,10 @@ struct LoginCommand: DeviceCommand {
     @Option(name: .customLong("scope"), help: "A scope key to sync instead of the default ones; repeat for several.")
     var scopes: [String] = []
 
-    @Option(name: .customLong("token-command"), help: ArgumentHelp("A shell command that prints a fresh token, run when the server refuses the stored one (tokens are short-lived).", valueName: "CMD"))
+    @Option(
+        name: .customLong("token-command"),
+        help: ArgumentHelp(
+            "A shell command that prints a fresh token, run when the server refuses the stored one (tokens are short-lived).", valueName: "CMD"))
     var tokenCommand: String?
 
     func execute() async throws {

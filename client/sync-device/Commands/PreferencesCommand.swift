@@ -67,16 +67,19 @@ struct PreferencesCommand: DeviceCommand {
         let usage = try store.automaticDataUsage()
         let metered = session.home.isMetered
         if output.json {
-            Console.json(.object([
-                "wifi_only": .bool(!preferences.allowsExpensiveNetwork),
-                "daily_budget_bytes": preferences.dailyAutomaticDataBudget.map { .int(Int64($0)) } ?? .null,
-                "interval_seconds": preferences.syncInterval.map { .int(Int64($0)) } ?? .null,
-                "network": .string(metered ? "metered" : "unmetered"),
-                "today": .object(["day": .string(usage.day), "automatic_bytes": .int(Int64(usage.bytes))]),
-            ]))
+            Console.json(
+                .object([
+                    "wifi_only": .bool(!preferences.allowsExpensiveNetwork),
+                    "daily_budget_bytes": preferences.dailyAutomaticDataBudget.map { .int(Int64($0)) } ?? .null,
+                    "interval_seconds": preferences.syncInterval.map { .int(Int64($0)) } ?? .null,
+                    "network": .string(metered ? "metered" : "unmetered"),
+                    "today": .object(["day": .string(usage.day), "automatic_bytes": .int(Int64(usage.bytes))]),
+                ]))
             return
         }
-        Console.say("wifi only:    " + (preferences.allowsExpensiveNetwork ? "off (automatic syncs use any network)" : "on (no automatic sync on a metered network)"))
+        Console.say(
+            "wifi only:    "
+                + (preferences.allowsExpensiveNetwork ? "off (automatic syncs use any network)" : "on (no automatic sync on a metered network)"))
         Console.say("daily budget: " + (preferences.dailyAutomaticDataBudget.map { Wording.bytes(Int64($0)) } ?? "none"))
         Console.say("interval:     " + (preferences.syncInterval.map(Self.durationText) ?? "never (no timer)"))
         Console.say("network:      " + (metered ? "metered" : "unmetered"))

@@ -208,7 +208,9 @@ struct SyncReport {
         case .storeFailed(let message):
             (result, error) = ("store_failed", .object(["code": .string("store"), "message": .string(message)]))
         case .paused(let pause):
-            (result, error) = ("paused", .object(["code": .string(PreferencesCommand.code(pause)), "message": .string(PreferencesCommand.describe(pause))]))
+            (result, error) = (
+                "paused", .object(["code": .string(PreferencesCommand.code(pause)), "message": .string(PreferencesCommand.describe(pause))])
+            )
         }
         let outcomes = self.outcomes.map { outcome -> JSONValue in
             .object([

@@ -50,8 +50,10 @@ struct WatchCommand: DeviceCommand {
                     if let line = Self.describe(live) { Console.say("\(Self.time()) \(line)") }
                 }
                 let pulled = session.network.pulledRows
-                let new = pulled.compactMap { contract, rows in rows > counted[contract, default: 0] ? (contract, rows - counted[contract, default: 0]) : nil }
-                    .sorted { $0.0 < $1.0 }
+                let new = pulled.compactMap { contract, rows in
+                    rows > counted[contract, default: 0] ? (contract, rows - counted[contract, default: 0]) : nil
+                }
+                .sorted { $0.0 < $1.0 }
                 if !new.isEmpty {
                     counted = pulled
                     arrived += new.map(\.1).reduce(0, +)
@@ -62,7 +64,11 @@ struct WatchCommand: DeviceCommand {
             return live
         }
         let timer = Task {
-            if let deadline { try? await Task.sleep(for: .seconds(max(0, deadline.timeIntervalSinceNow))) } else { try? await Task.sleep(for: .seconds(Double(Int32.max))) }
+            if let deadline {
+                try? await Task.sleep(for: .seconds(max(0, deadline.timeIntervalSinceNow)))
+            } else {
+                try? await Task.sleep(for: .seconds(Double(Int32.max)))
+            }
             watch.cancel()
         }
         let last = await watch.value
@@ -76,7 +82,8 @@ struct WatchCommand: DeviceCommand {
         case .off: nil
         case .connecting: "live: connecting"
         case .connected: "live: connected; changes arrive as they are made"
-        case .waitingToReconnect(let until): "live: lost; reconnecting in \(max(0, Int(until.timeIntervalSinceNow.rounded()))) s (syncing on the timer meanwhile)"
+        case .waitingToReconnect(let until):
+            "live: lost; reconnecting in \(max(0, Int(until.timeIntervalSinceNow.rounded()))) s (syncing on the timer meanwhile)"
         case .unavailable: "live: the server has no live channel; syncing every 15 minutes"
         }
     }

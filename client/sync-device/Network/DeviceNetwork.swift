@@ -1,9 +1,9 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import LearningAPI
 import LearningClient
 import SyncClient
-import LearningAPI
 import SyncProtocol
 
 /// The device's transport: the server over URLSession, except while the home folder's offline

@@ -27,9 +27,10 @@ struct ScopePullFetcher: RemoteFetcher {
             while true {
                 let page: PullResponse
                 do {
-                    page = try PullResponse(json: try await network.pull(
-                        scope: key, cursor: cursor, limit: nil, schema: store.schemaVersions, clientID: store.identity.clientId
-                    ))
+                    page = try PullResponse(
+                        json: try await network.pull(
+                            scope: key, cursor: cursor, limit: nil, schema: store.schemaVersions, clientID: store.identity.clientId
+                        ))
                 } catch let error as TransportError {
                     if case .network = error { throw RemoteFetchFailure.offline }
                     throw RemoteFetchFailure.server(error.detail)

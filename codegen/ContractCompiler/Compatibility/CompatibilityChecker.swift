@@ -60,7 +60,8 @@ package struct CompatibilityChecker {
     ) {
         if contract.version < latest.version {
             contractsWithVersionErrors.insert(contract.name)
-            report(.versionDecreased, "version \(contract.version) is below the released version \(latest.version)",
+            report(
+                .versionDecreased, "version \(contract.version) is below the released version \(latest.version)",
                 at: contract.versionLocation, in: contract, field: nil,
                 help: "set `version: \(latest.version + 1)` for a new version",
                 notes: [.init("version \(latest.version) released here", at: latest.location)])
@@ -69,7 +70,8 @@ package struct CompatibilityChecker {
         if let same = history.first(where: { $0.version == contract.version }) {
             if ContractSnapshot.text(contract) != ContractSnapshot.text(same.contract) {
                 contractsWithVersionErrors.insert(contract.name)
-                report(.versionNotBumped, "\(contract.kind.rawValue) '\(contract.name)' changed, but version \(contract.version) is already released",
+                report(
+                    .versionNotBumped, "\(contract.kind.rawValue) '\(contract.name)' changed, but version \(contract.version) is already released",
                     at: contract.versionLocation, in: contract, field: nil,
                     help: "bump to `version: \(latest.version + 1)`; a released version never changes",
                     notes: [.init("version \(contract.version) released here", at: same.location)])
@@ -96,7 +98,8 @@ package struct CompatibilityChecker {
         let (oldLimit, newLimit) = (old.effectiveMaxBytes, new.effectiveMaxBytes)
         guard newLimit < oldLimit, old.maxBytes != nil || new.maxBytes != nil else { return }
         once(&seen, .maxBytesReduced, "") {
-            report(.maxBytesReduced,
+            report(
+                .maxBytesReduced,
                 "the row limit of '\(new.name)' went down to \(Self.limitText(newLimit, written: new.maxBytes != nil)) from \(Self.limitText(oldLimit, written: old.maxBytes != nil)) in version \(old.version)",
                 at: new.maxBytesLocation ?? new.location, in: new, field: nil,
                 help: "keep the contract's `max_bytes` at \(ContractSnapshot.sizeText(oldLimit)) or more",
@@ -113,31 +116,37 @@ package struct CompatibilityChecker {
     private mutating func checkStructure(_ contract: Contract, against old: Contract, at lockLocation: SourceLocation) {
         let released = Diagnostic.Note("version \(old.version) released here", at: lockLocation)
         if contract.primaryKey?.name != old.primaryKey?.name || contract.primaryKey?.type != old.primaryKey?.type {
-            report(.primaryKeyChanged,
+            report(
+                .primaryKeyChanged,
                 "primary key changed from '\(old.primaryKey?.name ?? "none")' (\(old.primaryKey?.type.spelling ?? "-")) to '\(contract.primaryKey?.name ?? "none")' (\(contract.primaryKey?.type.spelling ?? "-"))",
                 at: contract.primaryKey?.location ?? contract.location, in: contract, field: nil,
                 help: "keep the primary key of version \(old.version)", notes: [released])
         }
         if contract.table != old.table {
-            report(.tableRenamed, "table renamed from '\(old.table)' to '\(contract.table)'", at: contract.tableLocation,
+            report(
+                .tableRenamed, "table renamed from '\(old.table)' to '\(contract.table)'", at: contract.tableLocation,
                 in: contract, field: nil, help: "keep `table: \(old.table)`", notes: [released])
         }
         if contract.scope != old.scope {
-            report(.scopeChanged, "scope changed from '\(old.scope)' to '\(contract.scope)'", at: contract.scopeLocation,
+            report(
+                .scopeChanged, "scope changed from '\(old.scope)' to '\(contract.scope)'", at: contract.scopeLocation,
                 in: contract, field: nil, help: "keep `scope: \(old.scope)`, or introduce a new contract", notes: [released])
         }
         if contract.sync.direction != old.sync.direction {
-            report(.directionChanged, "direction changed from \(old.sync.direction.rawValue) to \(contract.sync.direction.rawValue)",
+            report(
+                .directionChanged, "direction changed from \(old.sync.direction.rawValue) to \(contract.sync.direction.rawValue)",
                 at: contract.sync.location, in: contract, field: nil,
                 help: "keep `direction: \(old.sync.direction.rawValue)`", notes: [released])
         }
         if contract.sync.conflict != old.sync.conflict {
-            report(.conflictPolicyChanged, "conflict policy changed from \(old.sync.conflict.rawValue) to \(contract.sync.conflict.rawValue)",
+            report(
+                .conflictPolicyChanged, "conflict policy changed from \(old.sync.conflict.rawValue) to \(contract.sync.conflict.rawValue)",
                 at: contract.sync.location, in: contract, field: nil,
                 help: "keep `conflict: \(old.sync.conflict.rawValue)`", notes: [released])
         }
         if contract.oldestSupported < old.oldestSupported {
-            report(.oldestSupportedDecreased, "oldest_supported went down from \(old.oldestSupported) to \(contract.oldestSupported)",
+            report(
+                .oldestSupportedDecreased, "oldest_supported went down from \(old.oldestSupported) to \(contract.oldestSupported)",
                 at: contract.oldestSupportedLocation ?? contract.versionLocation, in: contract, field: nil,
                 help: "keep `oldest_supported: \(old.oldestSupported)` or higher", notes: [released])
         }
@@ -150,7 +159,9 @@ package struct CompatibilityChecker {
             let nameInLatest = oldName(of: field, at: latest.version)
             if let released = latest.field(named: nameInLatest) {
                 if field.since != released.since {
-                    report(.sinceRewritten, "field '\(field.name)' says `since: \(field.since)`, but version \(latest.version) released it with `since: \(released.since)`",
+                    report(
+                        .sinceRewritten,
+                        "field '\(field.name)' says `since: \(field.since)`, but version \(latest.version) released it with `since: \(released.since)`",
                         at: field.sinceLocation ?? field.location, in: contract, field: field.name,
                         help: "write `since: \(released.since)`; `since` never changes once released",
                         notes: [.init("version \(latest.version) has it here", at: released.location)])
@@ -158,14 +169,18 @@ package struct CompatibilityChecker {
             } else if !history.contains(where: { $0.field(named: oldName(of: field, at: $0.version)) != nil }),
                 field.since <= latest.version
             {
-                report(.sinceRewritten, "field '\(field.name)' is new after version \(latest.version), but says `since: \(field.since)`",
+                report(
+                    .sinceRewritten, "field '\(field.name)' is new after version \(latest.version), but says `since: \(field.since)`",
                     at: field.sinceLocation ?? field.location, in: contract, field: field.name,
                     help: "write `since: \(contract.version)`: devices on earlier versions do not know the field")
             }
             if let rename = field.renamedFrom,
-                let stale = history.first(where: { $0.version >= rename.version && $0.field(named: rename.name) != nil && $0.field(named: field.name) == nil })
+                let stale = history.first(where: {
+                    $0.version >= rename.version && $0.field(named: rename.name) != nil && $0.field(named: field.name) == nil
+                })
             {
-                report(.renamedFromUnknown,
+                report(
+                    .renamedFromUnknown,
                     "renamed_from says '\(rename.name)' became '\(field.name)' in version \(rename.version), but version \(stale.version) was released with '\(rename.name)'",
                     at: rename.location, in: contract, field: field.name,
                     help: "date the rename at the version that introduces the new name: `version: \(contract.version)`",
@@ -173,7 +188,8 @@ package struct CompatibilityChecker {
             } else if let rename = field.renamedFrom {
                 let before = history.filter { $0.version < rename.version }
                 if let previous = before.last, previous.field(named: rename.name) == nil {
-                    report(.renamedFromUnknown,
+                    report(
+                        .renamedFromUnknown,
                         "renamed_from '\(rename.name)' names a field that version \(previous.version) does not have",
                         at: rename.location, in: contract, field: field.name,
                         help: Names.closest(to: rename.name, among: previous.fields.map(\.name)).map { "did you mean '\($0)'?" }
@@ -200,7 +216,8 @@ package struct CompatibilityChecker {
             guard let previous = old.field(named: name) else {
                 if backward, !field.type.isOptional, field.defaultValue == nil {
                     once(&seen, .requiredFieldAdded, field.name) {
-                        report(.requiredFieldAdded, "required field '\(field.name)' has no default, and data written with \(against) does not have it",
+                        report(
+                            .requiredFieldAdded, "required field '\(field.name)' has no default, and data written with \(against) does not have it",
                             at: field.location, in: new, field: field.name,
                             help: "make it optional (`\(field.type.type.spelling)?`) or give it a `default`")
                     }
@@ -216,7 +233,8 @@ package struct CompatibilityChecker {
             let nullDefaultDropped = previous.defaultValue == .null && field.defaultValue == nil && field.type.isOptional
             if backward, let oldDefault = previous.defaultValue, !Self.sameValue(oldDefault, field.defaultValue), !nullDefaultDropped {
                 once(&seen, .defaultChanged, field.name) {
-                    report(.defaultChanged,
+                    report(
+                        .defaultChanged,
                         field.defaultValue == nil
                             ? "field '\(field.name)' lost the default it has in \(against)"
                             : "default of '\(field.name)' changed from \(describe(previous.defaultValue!)) in \(against) to \(describe(field.defaultValue!))",
@@ -227,7 +245,9 @@ package struct CompatibilityChecker {
             let lengthReduced = field.maxLength.map { $0 < (previous.maxLength ?? Int.max) } ?? false
             if backward, lengthReduced, let newLimit = field.maxLength {
                 once(&seen, .maxLengthReduced, field.name) {
-                    report(.maxLengthReduced, "max_length of '\(field.name)' went down to \(newLimit) from \(previous.maxLength.map(String.init) ?? "no limit") in \(against)",
+                    report(
+                        .maxLengthReduced,
+                        "max_length of '\(field.name)' went down to \(newLimit) from \(previous.maxLength.map(String.init) ?? "no limit") in \(against)",
                         at: field.location, in: new, field: field.name,
                         help: "keep max_length at \(previous.maxLength.map(String.init) ?? "no limit") or more", notes: [note])
                 }
@@ -238,7 +258,8 @@ package struct CompatibilityChecker {
                 let oldLimit = previous.effectiveMaxBytes, newLimit < oldLimit
             {
                 once(&seen, .maxBytesReduced, field.name) {
-                    report(.maxBytesReduced,
+                    report(
+                        .maxBytesReduced,
                         "max_bytes of '\(field.name)' went down to \(Self.limitText(newLimit, written: field.maxBytes != nil)) from \(Self.limitText(oldLimit, written: previous.maxBytes != nil)) in \(against)",
                         at: field.maxBytesLocation ?? field.location, in: new, field: field.name,
                         help: "keep max_bytes at \(ContractSnapshot.sizeText(oldLimit)) or more", notes: [note])
@@ -258,13 +279,16 @@ package struct CompatibilityChecker {
             once(&seen, .fieldRemoved, previous.name) {
                 let help: String
                 if windowPassed {
-                    help = "\(against) requires the field and has no default for it; give it a `default` in a released version at or above oldest_supported first"
+                    help =
+                        "\(against) requires the field and has no default for it; give it a `default` in a released version at or above oldest_supported first"
                 } else if let deprecatedIn {
-                    help = "the field is deprecated since version \(deprecatedIn); raise `oldest_supported` to \(deprecatedIn) or more before removing it"
+                    help =
+                        "the field is deprecated since version \(deprecatedIn); raise `oldest_supported` to \(deprecatedIn) or more before removing it"
                 } else {
                     help = "deprecate it first (`deprecated: \"reason\"`), release, raise `oldest_supported` past that version, then remove it"
                 }
-                report(.fieldRemoved, "field '\(previous.name)' was removed, but \(against) still reads it",
+                report(
+                    .fieldRemoved, "field '\(previous.name)' was removed, but \(against) still reads it",
                     at: new.location, in: new, field: previous.name, removed: true, help: help,
                     notes: [.init("\(against) has it here", at: previous.location)])
             }
@@ -280,7 +304,8 @@ package struct CompatibilityChecker {
         if old.type.isOptional && !new.type.isOptional && new.defaultValue == nil {
             if backward {
                 once(&seen, .optionalMadeRequired, new.name) {
-                    report(.optionalMadeRequired, "field '\(new.name)' is required now but optional in \(against), whose data may leave it out",
+                    report(
+                        .optionalMadeRequired, "field '\(new.name)' is required now but optional in \(against), whose data may leave it out",
                         at: new.typeLocation, in: contract, field: new.name,
                         help: "keep it optional, or give it a `default`", notes: [note])
                 }
@@ -302,16 +327,21 @@ package struct CompatibilityChecker {
                 let added = newValues.values.filter { !oldValues.values.contains($0) }
                 if backward, !removed.isEmpty, newValues.fallback == nil {
                     once(&seen, .enumValueRemoved, new.name) {
-                        report(.enumValueRemoved, "enum '\(new.name)' no longer has \(removed.map { "'\($0)'" }.joined(separator: ", ")), which data written with \(against) may hold",
+                        report(
+                            .enumValueRemoved,
+                            "enum '\(new.name)' no longer has \(removed.map { "'\($0)'" }.joined(separator: ", ")), which data written with \(against) may hold",
                             at: new.typeLocation, in: contract, field: new.name,
                             help: "keep the value, or name a `fallback` that unknown values decode to", notes: [note])
                     }
                 }
                 if forward, !added.isEmpty, oldValues.fallback == nil {
                     once(&seen, .enumValueAdded, new.name) {
-                        report(.enumValueAdded, "enum '\(new.name)' adds \(added.map { "'\($0)'" }.joined(separator: ", ")), which \(against) cannot decode: it has no fallback",
+                        report(
+                            .enumValueAdded,
+                            "enum '\(new.name)' adds \(added.map { "'\($0)'" }.joined(separator: ", ")), which \(against) cannot decode: it has no fallback",
                             at: new.typeLocation, in: contract, field: new.name,
-                            help: "ship a `fallback` first and raise `oldest_supported` to that version, or use compatibility backward if old devices never read it",
+                            help:
+                                "ship a `fallback` first and raise `oldest_supported` to that version, or use compatibility backward if old devices never read it",
                             notes: [note])
                     }
                 }
@@ -323,11 +353,14 @@ package struct CompatibilityChecker {
         }
         let breaks = (backward && backwardBreaks) || (forward && forwardBreaks)
         guard breaks else { return }
-        let which = backward && backwardBreaks && forward && forwardBreaks
+        let which =
+            backward && backwardBreaks && forward && forwardBreaks
             ? "neither side can read the other's data"
-            : backward && backwardBreaks ? "the new schema cannot read data written with \(against)" : "\(against) cannot read data written with the new schema"
+            : backward && backwardBreaks
+                ? "the new schema cannot read data written with \(against)" : "\(against) cannot read data written with the new schema"
         once(&seen, .fieldTypeChanged, new.name) {
-            report(.fieldTypeChanged, "type of '\(new.name)' changed from \(detail): \(which)",
+            report(
+                .fieldTypeChanged, "type of '\(new.name)' changed from \(detail): \(which)",
                 at: new.typeLocation, in: contract, field: new.name,
                 help: "keep `\(old.type.spelling)`; add a new field with the new type and deprecate this one", notes: [note])
         }

@@ -92,7 +92,9 @@ package struct LockFile: Sendable {
                     contract.name == name, contract.version == version
                 else {
                     let first = decoder.diagnostics.sorted.first { $0.severity == .error }
-                    unreadable("version \(version) of \(name) is not a valid contract" + (first.map { ": \($0.message)" } ?? ""), first?.location ?? item.location)
+                    unreadable(
+                        "version \(version) of \(name) is not a valid contract" + (first.map { ": \($0.message)" } ?? ""),
+                        first?.location ?? item.location)
                     continue
                 }
                 if ContractSnapshot.checksum(contract) != checksum {

@@ -20,7 +20,8 @@ public enum DiagnosticFormat: String, Sendable, CaseIterable {
                 var message = "[\(diagnostic.rule.rawValue)] \(diagnostic.message)"
                 if let help = diagnostic.help { message += "\nhelp: \(help)" }
                 let location = diagnostic.location
-                return "::\(command) file=\(Self.escapeProperty(location.file)),line=\(location.line),col=\(location.column),title=\(Self.escapeProperty(diagnostic.rule.rawValue))::\(Self.escapeData(message))"
+                return
+                    "::\(command) file=\(Self.escapeProperty(location.file)),line=\(location.line),col=\(location.column),title=\(Self.escapeProperty(diagnostic.rule.rawValue))::\(Self.escapeData(message))"
             }.joined(separator: "\n")
         case .json:
             var entries: [String] = []

@@ -26,7 +26,8 @@ public struct RuleExplanation: Sendable {
         switch scope {
         case .validation: applies = "every run of `contractc validate`, `generate`, `check` and `lock`"
         case .always: applies = "`contractc check`, in every compatibility mode (it protects the release history itself)"
-        case .backward: applies = "`contractc check` in modes backward and full: the new schema must read data written with every supported older schema"
+        case .backward:
+            applies = "`contractc check` in modes backward and full: the new schema must read data written with every supported older schema"
         case .forward: applies = "`contractc check` in modes forward and full: every supported older schema must read data written with the new one"
         case .both: applies = "`contractc check` in modes backward, forward and full; which direction of reading breaks depends on the change"
         }
@@ -61,140 +62,279 @@ public enum RuleCatalog {
 
     static let entries: [RuleExplanation] = [
         // MARK: Files and YAML
-        validation(.yamlSyntax, "the file is not valid YAML", "libyaml could not parse the file; nothing after the error can be trusted.", "Fix the syntax at the position shown: indentation, a missing `:`, an unclosed quote or bracket."),
-        validation(.yamlUnsupported, "a YAML feature contracts do not use", "Anchors, aliases, tags and several documents per file make a contract depend on text elsewhere; reviewers must see a contract whole.", "Write values out in full and keep one contract per file."),
-        validation(.fileUnreadable, "the file cannot be read as text", "Contract files are UTF-8 text; a binary file or a NUL byte means the wrong file is in the folder.", "Remove the file or save it as UTF-8."),
-        validation(.fileTooLarge, "the file is larger than 1 MiB", "No contract needs that much text; the limit keeps the compiler fast and safe on any input.", "Split the contract or remove the file."),
-        validation(.emptyFile, "the file is empty", "An empty file in the contracts folder is almost always a mistake.", "Write a contract or delete the file."),
-        validation(.nestingTooDeep, "nesting deeper than 32 levels", "Contracts need a few levels; deeper nesting is a broken indentation or a hostile file.", "Check the indentation of the block shown."),
-        validation(.missingManifest, "no contracts/contracts.yaml", "The manifest declares the scopes every contract refers to.", "Create contracts/contracts.yaml with `scopes:`."),
-        validation(.notAContract, "the file is not an entity or an event", "Every file below contracts/ other than the manifest and the lock is one contract.", "Start the file with `entity: Name` or `event: Name`."),
+        validation(
+            .yamlSyntax, "the file is not valid YAML", "libyaml could not parse the file; nothing after the error can be trusted.",
+            "Fix the syntax at the position shown: indentation, a missing `:`, an unclosed quote or bracket."),
+        validation(
+            .yamlUnsupported, "a YAML feature contracts do not use",
+            "Anchors, aliases, tags and several documents per file make a contract depend on text elsewhere; reviewers must see a contract whole.",
+            "Write values out in full and keep one contract per file."),
+        validation(
+            .fileUnreadable, "the file cannot be read as text",
+            "Contract files are UTF-8 text; a binary file or a NUL byte means the wrong file is in the folder.",
+            "Remove the file or save it as UTF-8."),
+        validation(
+            .fileTooLarge, "the file is larger than 1 MiB",
+            "No contract needs that much text; the limit keeps the compiler fast and safe on any input.", "Split the contract or remove the file."),
+        validation(
+            .emptyFile, "the file is empty", "An empty file in the contracts folder is almost always a mistake.",
+            "Write a contract or delete the file."),
+        validation(
+            .nestingTooDeep, "nesting deeper than 32 levels",
+            "Contracts need a few levels; deeper nesting is a broken indentation or a hostile file.", "Check the indentation of the block shown."),
+        validation(
+            .missingManifest, "no contracts/contracts.yaml", "The manifest declares the scopes every contract refers to.",
+            "Create contracts/contracts.yaml with `scopes:`."),
+        validation(
+            .notAContract, "the file is not an entity or an event",
+            "Every file below contracts/ other than the manifest and the lock is one contract.",
+            "Start the file with `entity: Name` or `event: Name`."),
         // MARK: Structure
-        validation(.unexpectedNode, "a list, mapping or value where another kind is expected", "Each key has one shape; anything else would be guessed at.", "Write the value in the shape the help line shows."),
-        validation(.unknownKey, "a key the language does not know here", "A misspelt key would otherwise be ignored silently.", "Use the key the help line suggests, or remove it."),
-        validation(.missingKey, "a required key is missing", "The compiler cannot choose for you (a version, a table, a sync policy).", "Add the key with the value the help line suggests."),
+        validation(
+            .unexpectedNode, "a list, mapping or value where another kind is expected", "Each key has one shape; anything else would be guessed at.",
+            "Write the value in the shape the help line shows."),
+        validation(
+            .unknownKey, "a key the language does not know here", "A misspelt key would otherwise be ignored silently.",
+            "Use the key the help line suggests, or remove it."),
+        validation(
+            .missingKey, "a required key is missing", "The compiler cannot choose for you (a version, a table, a sync policy).",
+            "Add the key with the value the help line suggests."),
         validation(.duplicateKey, "a key written twice", "YAML would keep one of the two values silently.", "Keep one."),
-        validation(.invalidValue, "a value outside what the key accepts", "Values are checked so that generation never guesses.", "Use one of the values listed in the message."),
+        validation(
+            .invalidValue, "a value outside what the key accepts", "Values are checked so that generation never guesses.",
+            "Use one of the values listed in the message."),
         // MARK: Names
-        validation(.invalidIdentifier, "a name that is not a valid identifier", "Names become Swift identifiers and SQL columns: lower snake case for fields and tables, upper camel case for contracts.", "Rename as the help line suggests."),
-        validation(.reservedWord, "a name that is an SQL or Swift keyword", "Keywords would need quoting everywhere and break hand-written queries.", "Choose a more specific name."),
-        validation(.reservedName, "a name kept for the sync engine", "Names starting with `_` (the columns the engines add, such as `_deleted`) and the engines' own tables (`outbox`, `repull_rows`, …: `EngineNames`) belong to the client and server.", "Choose another name."),
-        validation(.shadowsSwiftType, "a contract whose Swift type would hide a standard one", "A struct named `Task` would hide Swift's `Task` in every file that imports Contracts.", "Add `swift_name:` with another type name."),
-        validation(.duplicateContract, "two contracts with the same name or Swift type", "Names identify contracts on the wire and in the registry.", "Rename one."),
+        validation(
+            .invalidIdentifier, "a name that is not a valid identifier",
+            "Names become Swift identifiers and SQL columns: lower snake case for fields and tables, upper camel case for contracts.",
+            "Rename as the help line suggests."),
+        validation(
+            .reservedWord, "a name that is an SQL or Swift keyword", "Keywords would need quoting everywhere and break hand-written queries.",
+            "Choose a more specific name."),
+        validation(
+            .reservedName, "a name kept for the sync engine",
+            "Names starting with `_` (the columns the engines add, such as `_deleted`) and the engines' own tables (`outbox`, `repull_rows`, …: `EngineNames`) belong to the client and server.",
+            "Choose another name."),
+        validation(
+            .shadowsSwiftType, "a contract whose Swift type would hide a standard one",
+            "A struct named `Task` would hide Swift's `Task` in every file that imports Contracts.", "Add `swift_name:` with another type name."),
+        validation(
+            .duplicateContract, "two contracts with the same name or Swift type", "Names identify contracts on the wire and in the registry.",
+            "Rename one."),
         validation(.duplicateTable, "two contracts share a table", "Each contract owns its table.", "Give each contract its own `table`."),
         validation(.duplicateField, "a field declared twice", "Field names are wire keys and columns.", "Rename or remove one."),
         validation(.duplicateIndex, "the same index twice", "A second identical index only slows writes.", "Remove one."),
-        validation(.generatedNameClash, "two names that generate the same Swift name", "Swift names are derived from contract names; a clash would not compile.", "Rename one of the fields."),
+        validation(
+            .generatedNameClash, "two names that generate the same Swift name",
+            "Swift names are derived from contract names; a clash would not compile.", "Rename one of the fields."),
         // MARK: Types
-        validation(.unknownType, "a type the language does not know", "Types decide the Swift type, the SQL column and the checks on the wire.", "Use one of id, string, int, double, bool, timestamp, date, uuid, json, bytes, enum, list<T>, ref<Entity>."),
+        validation(
+            .unknownType, "a type the language does not know", "Types decide the Swift type, the SQL column and the checks on the wire.",
+            "Use one of id, string, int, double, bool, timestamp, date, uuid, json, bytes, enum, list<T>, ref<Entity>."),
         validation(.enumWithoutValues, "an enum without values", "An enum's values are its type.", "Add `values: [a, b]`."),
         validation(.duplicateEnumValue, "an enum value listed twice", "Values are wire strings and Swift cases.", "Remove the duplicate."),
-        validation(.invalidEnumFallback, "a fallback that is not one of the values", "The fallback is what unknown values decode to.", "Name one of the enum's values."),
-        validation(.defaultTypeMismatch, "a default that does not fit the type", "Defaults fill missing keys and new columns; a wrong one would corrupt data.", "Write a value of the field's type."),
-        validation(.unknownReference, "a reference to a contract that does not exist", "`ref<X>`, `has_many`, `belongs_to` and `applies_to` name entities.", "Fix the name or add the contract."),
-        validation(.maxLengthNotApplicable, "max_length on a type without a length", "Only text, ids, bytes and lists have a length.", "Remove `max_length`."),
-        validation(.maxBytesNotApplicable, "max_bytes on a type without a byte limit", "Only string, json, bytes and list values vary in size without bound; ids are at most 256 bytes and the other types have a fixed size.", "Remove `max_bytes`."),
-        validation(.maxBytesAboveRowLimit, "a field may take more bytes than its row", "A row larger than its contract's `max_bytes` is refused, so a field limit above it would accept values no write can store.", "Raise the contract's `max_bytes` (at most 4MB), or lower the field's `max_bytes` (or its `max_length`)."),
-        validation(.unknownIndexField, "an index on a field that does not exist or cannot be indexed", "Indexes are created on both sides.", "Index existing scalar fields."),
+        validation(
+            .invalidEnumFallback, "a fallback that is not one of the values", "The fallback is what unknown values decode to.",
+            "Name one of the enum's values."),
+        validation(
+            .defaultTypeMismatch, "a default that does not fit the type",
+            "Defaults fill missing keys and new columns; a wrong one would corrupt data.", "Write a value of the field's type."),
+        validation(
+            .unknownReference, "a reference to a contract that does not exist", "`ref<X>`, `has_many`, `belongs_to` and `applies_to` name entities.",
+            "Fix the name or add the contract."),
+        validation(
+            .maxLengthNotApplicable, "max_length on a type without a length", "Only text, ids, bytes and lists have a length.", "Remove `max_length`."
+        ),
+        validation(
+            .maxBytesNotApplicable, "max_bytes on a type without a byte limit",
+            "Only string, json, bytes and list values vary in size without bound; ids are at most 256 bytes and the other types have a fixed size.",
+            "Remove `max_bytes`."),
+        validation(
+            .maxBytesAboveRowLimit, "a field may take more bytes than its row",
+            "A row larger than its contract's `max_bytes` is refused, so a field limit above it would accept values no write can store.",
+            "Raise the contract's `max_bytes` (at most 4MB), or lower the field's `max_bytes` (or its `max_length`)."),
+        validation(
+            .unknownIndexField, "an index on a field that does not exist or cannot be indexed", "Indexes are created on both sides.",
+            "Index existing scalar fields."),
         validation(.unknownForeignKey, "a relation whose foreign key is not a field", "Relations join on that field.", "Name an existing field."),
-        validation(.foreignKeyTypeMismatch, "a foreign key of the wrong type", "It must hold the other entity's primary key.", "Declare it as `ref<Entity>`."),
+        validation(
+            .foreignKeyTypeMismatch, "a foreign key of the wrong type", "It must hold the other entity's primary key.", "Declare it as `ref<Entity>`."
+        ),
         // MARK: Keys and versions
-        validation(.missingPrimaryKey, "an entity without a primary key", "Rows are identified, merged and deleted by their key.", "Mark one field `primary_key: true`."),
-        validation(.multiplePrimaryKeys, "more than one primary key", "Sync identifies a row by one key.", "Keep one; use a unique index for the others."),
-        validation(.invalidPrimaryKey, "a primary key of the wrong kind", "Keys are required id, uuid, string or int fields; events use their envelope's event_id.", "Change the key's type, or remove `primary_key` from an event."),
-        validation(.invalidVersionField, "a version field that is not a timestamp or int", "The version field orders a row's versions.", "Use a required timestamp or int."),
+        validation(
+            .missingPrimaryKey, "an entity without a primary key", "Rows are identified, merged and deleted by their key.",
+            "Mark one field `primary_key: true`."),
+        validation(
+            .multiplePrimaryKeys, "more than one primary key", "Sync identifies a row by one key.", "Keep one; use a unique index for the others."),
+        validation(
+            .invalidPrimaryKey, "a primary key of the wrong kind",
+            "Keys are required id, uuid, string or int fields; events use their envelope's event_id.",
+            "Change the key's type, or remove `primary_key` from an event."),
+        validation(
+            .invalidVersionField, "a version field that is not a timestamp or int", "The version field orders a row's versions.",
+            "Use a required timestamp or int."),
         validation(.multipleVersionFields, "more than one version field", "A row has one version.", "Keep one."),
-        validation(.oldestSupportedAboveVersion, "oldest_supported above version", "The oldest supported version must exist.", "Lower oldest_supported."),
-        validation(.sinceAboveVersion, "a field added after the current version", "`since` names the version that added the field.", "Bump the version or fix `since`."),
-        validation(.invalidRename, "a rename that cannot be right", "`renamed_from` names the field's previous name and the version that introduced the new one.", "Fix the old name or the version."),
-        validation(.serverOnlyNotAllowed, "a server-only field devices would need", "A `server_only` field never reaches a device: a device cannot look its row up by it, order by it, join on it, or fill it in on a write.", "Remove `server_only` from keys, version fields, foreign keys, indexed fields and encrypted fields; on an event, or a required field of an entity devices write, make it optional or give it a default."),
-        validation(.encryptedNotAllowed, "encryption on a field that is looked up", "Ciphertext cannot be searched, ordered or joined.", "Remove `encrypted` from keys, version fields, foreign keys and indexed fields."),
-        validation(.localFieldNeedsDefault, "a required local field without a default", "Rows arriving from the server cannot fill client-only columns.", "Add a default or make it optional."),
-        validation(.deprecatedWithoutReason, "deprecated without a reason", "Readers need to know what to use instead.", "Write `deprecated: \"use x instead\"`."),
-        validation(.missingSummary, "a contract without a summary (warning)", "The summary becomes the generated type's documentation.", "Add `summary:` with one sentence."),
+        validation(
+            .oldestSupportedAboveVersion, "oldest_supported above version", "The oldest supported version must exist.", "Lower oldest_supported."),
+        validation(
+            .sinceAboveVersion, "a field added after the current version", "`since` names the version that added the field.",
+            "Bump the version or fix `since`."),
+        validation(
+            .invalidRename, "a rename that cannot be right",
+            "`renamed_from` names the field's previous name and the version that introduced the new one.", "Fix the old name or the version."),
+        validation(
+            .serverOnlyNotAllowed, "a server-only field devices would need",
+            "A `server_only` field never reaches a device: a device cannot look its row up by it, order by it, join on it, or fill it in on a write.",
+            "Remove `server_only` from keys, version fields, foreign keys, indexed fields and encrypted fields; on an event, or a required field of an entity devices write, make it optional or give it a default."
+        ),
+        validation(
+            .encryptedNotAllowed, "encryption on a field that is looked up", "Ciphertext cannot be searched, ordered or joined.",
+            "Remove `encrypted` from keys, version fields, foreign keys and indexed fields."),
+        validation(
+            .localFieldNeedsDefault, "a required local field without a default", "Rows arriving from the server cannot fill client-only columns.",
+            "Add a default or make it optional."),
+        validation(
+            .deprecatedWithoutReason, "deprecated without a reason", "Readers need to know what to use instead.",
+            "Write `deprecated: \"use x instead\"`."),
+        validation(
+            .missingSummary, "a contract without a summary (warning)", "The summary becomes the generated type's documentation.",
+            "Add `summary:` with one sentence."),
         // MARK: Sync
-        validation(.unknownScope, "a scope the manifest does not declare", "Scopes decide who may read and write rows.", "Declare it in contracts.yaml or fix the name."),
-        validation(.scopeKeyFieldMissing, "a scope key placeholder the contract does not carry", "A row's scope key is built from the device token ({tenant_id}, {user_id}, {device_id}) and from the row's own fields for any other placeholder ({team_id}); without the field the server cannot tell which scope a row belongs to.", "Add the field (for example `team_id: id`) to the contract."),
-        validation(.policyDirectionMismatch, "a conflict policy that makes no sense for the direction", "`down` means devices never push, which is exactly `server_authoritative`; a read-only scope allows only `down`.", "Match the policy to the direction."),
-        validation(.eventPolicy, "an event that is not append-only and device-recorded", "Events are immutable facts recorded on devices.", "Use `direction: up` or `both` and no other conflict policy."),
-        validation(.envelopeFieldShadowed, "an event field named like an envelope field", "Every event's envelope already carries it.", "Rename or remove the field."),
+        validation(
+            .unknownScope, "a scope the manifest does not declare", "Scopes decide who may read and write rows.",
+            "Declare it in contracts.yaml or fix the name."),
+        validation(
+            .scopeKeyFieldMissing, "a scope key placeholder the contract does not carry",
+            "A row's scope key is built from the device token ({tenant_id}, {user_id}, {device_id}) and from the row's own fields for any other placeholder ({team_id}); without the field the server cannot tell which scope a row belongs to.",
+            "Add the field (for example `team_id: id`) to the contract."),
+        validation(
+            .policyDirectionMismatch, "a conflict policy that makes no sense for the direction",
+            "`down` means devices never push, which is exactly `server_authoritative`; a read-only scope allows only `down`.",
+            "Match the policy to the direction."),
+        validation(
+            .eventPolicy, "an event that is not append-only and device-recorded", "Events are immutable facts recorded on devices.",
+            "Use `direction: up` or `both` and no other conflict policy."),
+        validation(
+            .envelopeFieldShadowed, "an event field named like an envelope field", "Every event's envelope already carries it.",
+            "Rename or remove the field."),
         // MARK: Allowances
-        validation(.invalidAllowance, "an allowance that is incomplete or names an unknown rule", "An exception must say which rule, why, and until when.", "Write `allow: [{ rule: RULE_ID, reason: \"...\", until: YYYY-MM-DD }]`."),
-        validation(.allowanceExpired, "an allowance past its date", "Exceptions are temporary by design; an expired one must be reviewed, not forgotten.", "Remove the allowance (fix the change) or, after review, extend `until`."),
+        validation(
+            .invalidAllowance, "an allowance that is incomplete or names an unknown rule", "An exception must say which rule, why, and until when.",
+            "Write `allow: [{ rule: RULE_ID, reason: \"...\", until: YYYY-MM-DD }]`."),
+        validation(
+            .allowanceExpired, "an allowance past its date", "Exceptions are temporary by design; an expired one must be reviewed, not forgotten.",
+            "Remove the allowance (fix the change) or, after review, extend `until`."),
 
         // MARK: Compatibility: the release history
-        RuleExplanation(rule: .contractDeleted, title: "a released contract was deleted", scope: .always,
+        RuleExplanation(
+            rule: .contractDeleted, title: "a released contract was deleted", scope: .always,
             rationale: "Devices in the field still hold and send rows of every released contract; the server must keep reading them.",
-            fix: "Keep the contract. To retire it, stop writing it and raise `oldest_supported` until no supported device uses it; then allow CONTRACT_DELETED on the contract's last released file with a reason."),
-        RuleExplanation(rule: .versionNotBumped, title: "the contract changed but kept a released version", scope: .always,
+            fix:
+                "Keep the contract. To retire it, stop writing it and raise `oldest_supported` until no supported device uses it; then allow CONTRACT_DELETED on the contract's last released file with a reason."
+        ),
+        RuleExplanation(
+            rule: .versionNotBumped, title: "the contract changed but kept a released version", scope: .always,
             rationale: "A released version is a promise to every device that runs it; two different schemas under one number cannot be told apart.",
             fix: "Bump `version` (and keep the change compatible), then run `contractc lock` when releasing."),
-        RuleExplanation(rule: .versionDecreased, title: "the version went down", scope: .always,
+        RuleExplanation(
+            rule: .versionDecreased, title: "the version went down", scope: .always,
             rationale: "Versions only grow; a lower number would collide with a released one.",
             fix: "Set `version` above the latest locked version."),
-        RuleExplanation(rule: .releasedVersionModified, title: "a released version in contracts.lock was edited", scope: .always,
+        RuleExplanation(
+            rule: .releasedVersionModified, title: "a released version in contracts.lock was edited", scope: .always,
             rationale: "The lock is the record of what shipped; only `contractc lock` writes it, and its checksums catch edits.",
             fix: "Restore contracts.lock from version control (`git checkout contracts/contracts.lock`)."),
-        RuleExplanation(rule: .releasedMigrationModified, title: "a released migration would change", scope: .always,
+        RuleExplanation(
+            rule: .releasedMigrationModified, title: "a released migration would change", scope: .always,
             rationale: "Devices and servers that ran a migration never run it again; changing it leaves them with another schema than new installs.",
             fix: "Revert the change that altered the released migration; express the change as a new contract version instead."),
-        RuleExplanation(rule: .lockUnreadable, title: "contracts.lock cannot be read", scope: .always,
+        RuleExplanation(
+            rule: .lockUnreadable, title: "contracts.lock cannot be read", scope: .always,
             rationale: "Without the lock the history cannot be checked.",
             fix: "Restore contracts.lock from version control; it is written only by `contractc lock`."),
-        RuleExplanation(rule: .primaryKeyChanged, title: "the primary key changed", scope: .always,
+        RuleExplanation(
+            rule: .primaryKeyChanged, title: "the primary key changed", scope: .always,
             rationale: "Rows already on devices and on the server are identified by the old key; outbox entries and tombstones refer to it.",
             fix: "Keep the key. Model a new identity as a new contract."),
-        RuleExplanation(rule: .tableRenamed, title: "the table was renamed", scope: .always,
+        RuleExplanation(
+            rule: .tableRenamed, title: "the table was renamed", scope: .always,
             rationale: "Released migrations, hand-written queries and device databases name the table.",
             fix: "Keep `table` as it was; the Swift name can change with `swift_name`."),
-        RuleExplanation(rule: .scopeChanged, title: "the scope changed", scope: .always,
-            rationale: "Cursors, access rules and cached data are per scope; moving rows would hide them from devices or show them to the wrong ones.",
+        RuleExplanation(
+            rule: .scopeChanged, title: "the scope changed", scope: .always,
+            rationale:
+                "Cursors, access rules and cached data are per scope; moving rows would hide them from devices or show them to the wrong ones.",
             fix: "Keep the scope, or introduce a new contract in the new scope."),
-        RuleExplanation(rule: .directionChanged, title: "the sync direction changed", scope: .always,
+        RuleExplanation(
+            rule: .directionChanged, title: "the sync direction changed", scope: .always,
             rationale: "Devices in the field push or pull this contract as their version says; a new direction breaks their sync loop.",
             fix: "Keep the direction, or introduce a new contract."),
-        RuleExplanation(rule: .conflictPolicyChanged, title: "the conflict policy changed", scope: .always,
-            rationale: "Old devices send what their policy needs (hlc, base_version, changed fields); the server would resolve their pushes with rules they cannot satisfy.",
+        RuleExplanation(
+            rule: .conflictPolicyChanged, title: "the conflict policy changed", scope: .always,
+            rationale:
+                "Old devices send what their policy needs (hlc, base_version, changed fields); the server would resolve their pushes with rules they cannot satisfy.",
             fix: "Keep the policy, or introduce a new contract."),
-        RuleExplanation(rule: .oldestSupportedDecreased, title: "oldest_supported went down", scope: .always,
-            rationale: "Devices below the old floor were told to update and purged their rows; lowering it again re-admits schemas no one checks against.",
+        RuleExplanation(
+            rule: .oldestSupportedDecreased, title: "oldest_supported went down", scope: .always,
+            rationale:
+                "Devices below the old floor were told to update and purged their rows; lowering it again re-admits schemas no one checks against.",
             fix: "Keep oldest_supported at or above its released value."),
-        RuleExplanation(rule: .renamedFromUnknown, title: "renamed_from names a field that never existed", scope: .always,
+        RuleExplanation(
+            rule: .renamedFromUnknown, title: "renamed_from names a field that never existed", scope: .always,
             rationale: "A rename maps an old wire key to the new one; if the old key never existed the mapping hides a removal and an addition.",
             fix: "Write the field's real previous name and the version of the rename, or treat it as a new field."),
-        RuleExplanation(rule: .sinceRewritten, title: "a field's `since` differs from its history", scope: .always,
-            rationale: "`since` tells the server which devices know the field; the lock records where it first appeared. Left out, it is taken from the lock (the first version with the field, or the current version for a new one).",
+        RuleExplanation(
+            rule: .sinceRewritten, title: "a field's `since` differs from its history", scope: .always,
+            rationale:
+                "`since` tells the server which devices know the field; the lock records where it first appeared. Left out, it is taken from the lock (the first version with the field, or the current version for a new one).",
             fix: "Leave `since` out, or set it to the version the lock shows the field first appeared in."),
 
         // MARK: Compatibility: backward (new reads old)
-        RuleExplanation(rule: .requiredFieldAdded, title: "a required field was added without a default", scope: .backward,
+        RuleExplanation(
+            rule: .requiredFieldAdded, title: "a required field was added without a default", scope: .backward,
             rationale: "Data written with an older schema lacks the field, and the new schema has no value to use for it.",
             fix: "Make the field optional (`type: T?`) or give it a `default`."),
-        RuleExplanation(rule: .optionalMadeRequired, title: "an optional field became required", scope: .backward,
+        RuleExplanation(
+            rule: .optionalMadeRequired, title: "an optional field became required", scope: .backward,
             rationale: "Data written with an older schema may leave it out or send null.",
             fix: "Keep it optional, or give it a `default` that fills missing values."),
-        RuleExplanation(rule: .defaultChanged, title: "a field's default changed", scope: .backward,
-            rationale: "Older writers that omit the field meant the old default; the new schema would read another value. An optional field that drops `default: null` is no change: null and no default read the same.",
+        RuleExplanation(
+            rule: .defaultChanged, title: "a field's default changed", scope: .backward,
+            rationale:
+                "Older writers that omit the field meant the old default; the new schema would read another value. An optional field that drops `default: null` is no change: null and no default read the same.",
             fix: "Keep the default. Change the value the app writes instead."),
-        RuleExplanation(rule: .enumValueRemoved, title: "an enum value was removed", scope: .backward,
+        RuleExplanation(
+            rule: .enumValueRemoved, title: "an enum value was removed", scope: .backward,
             rationale: "Data written with an older schema may hold the value; the new schema cannot decode it unless it names a `fallback`.",
             fix: "Keep the value (deprecate it in `doc`), or add a `fallback` that unknown values decode to."),
-        RuleExplanation(rule: .maxLengthReduced, title: "max_length was lowered", scope: .backward,
+        RuleExplanation(
+            rule: .maxLengthReduced, title: "max_length was lowered", scope: .backward,
             rationale: "Values written under the old limit may be longer than the new one and would be refused.",
             fix: "Keep or raise max_length."),
-        RuleExplanation(rule: .maxBytesReduced, title: "max_bytes was lowered", scope: .backward,
-            rationale: "Values and rows written under the old byte limit may be larger than the new one and would be refused. The limit compared is the one in force: a field or contract without `max_bytes` has the default (256kB for a field, or what its `max_length` allows; for a row, 1MB or twice its largest field limit, at most 4MB), so removing a `max_bytes` above the default lowers it too.",
+        RuleExplanation(
+            rule: .maxBytesReduced, title: "max_bytes was lowered", scope: .backward,
+            rationale:
+                "Values and rows written under the old byte limit may be larger than the new one and would be refused. The limit compared is the one in force: a field or contract without `max_bytes` has the default (256kB for a field, or what its `max_length` allows; for a row, 1MB or twice its largest field limit, at most 4MB), so removing a `max_bytes` above the default lowers it too.",
             fix: "Keep or raise max_bytes, on the field or on the contract."),
 
         // MARK: Compatibility: forward (old reads new)
-        RuleExplanation(rule: .enumValueAdded, title: "an enum value was added", scope: .forward,
+        RuleExplanation(
+            rule: .enumValueAdded, title: "an enum value was added", scope: .forward,
             rationale: "An older schema reading the new value cannot decode it, unless that older schema already named a `fallback`.",
-            fix: "Add a `fallback` in a version first and raise oldest_supported to it before adding values, or set the contract's compatibility to backward if old devices never read it."),
-        RuleExplanation(rule: .fieldRemoved, title: "a field was removed", scope: .forward,
-            rationale: "Older schemas still read the field. Removal is allowed once the field was deprecated in a released version and no supported device would misread a row without it: every supported version has it optional or with a default (and reads its absence as null or the default). A version that requires it without a default cannot decode such a row until oldest_supported passes it.",
-            fix: "Deprecate the field first (`deprecated: \"reason\"`; give it a default if it is required) and ship; remove it once every supported version reads it as optional or with a default, raising oldest_supported past any that requires it."),
-        RuleExplanation(rule: .fieldTypeChanged, title: "a field's type changed", scope: .both,
-            rationale: "Both sides must decode each other's values. id, string and ref<…> are the same text on the wire. Widenings are safe backward only: int → double, enum → string, T → T? (which is also safe forward when the older version gives the field a default). Narrowings (double → int, string → enum) are safe forward only. Any other change breaks both ways.",
+            fix:
+                "Add a `fallback` in a version first and raise oldest_supported to it before adding values, or set the contract's compatibility to backward if old devices never read it."
+        ),
+        RuleExplanation(
+            rule: .fieldRemoved, title: "a field was removed", scope: .forward,
+            rationale:
+                "Older schemas still read the field. Removal is allowed once the field was deprecated in a released version and no supported device would misread a row without it: every supported version has it optional or with a default (and reads its absence as null or the default). A version that requires it without a default cannot decode such a row until oldest_supported passes it.",
+            fix:
+                "Deprecate the field first (`deprecated: \"reason\"`; give it a default if it is required) and ship; remove it once every supported version reads it as optional or with a default, raising oldest_supported past any that requires it."
+        ),
+        RuleExplanation(
+            rule: .fieldTypeChanged, title: "a field's type changed", scope: .both,
+            rationale:
+                "Both sides must decode each other's values. id, string and ref<…> are the same text on the wire. Widenings are safe backward only: int → double, enum → string, T → T? (which is also safe forward when the older version gives the field a default). Narrowings (double → int, string → enum) are safe forward only. Any other change breaks both ways.",
             fix: "Keep the type; add a new field with the new type and deprecate the old one."),
     ]
 }

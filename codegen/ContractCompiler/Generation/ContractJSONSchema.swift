@@ -27,7 +27,8 @@ public enum ContractJSONSchema {
         let root: [String: Any] = [
             "$schema": "http://json-schema.org/draft-07/schema#",
             "title": "Outpost contract",
-            "description": "An entity, an event, or the manifest (contracts.yaml). Written by `contractc schema` from the compiler's grammar; do not edit.",
+            "description":
+                "An entity, an event, or the manifest (contracts.yaml). Written by `contractc schema` from the compiler's grammar; do not edit.",
             "oneOf": ["entity", "event", "manifest"].map { ["$ref": "#/definitions/\($0)"] },
             "definitions": definitions,
         ]

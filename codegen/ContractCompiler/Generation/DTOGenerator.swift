@@ -22,7 +22,8 @@ struct DTOGenerator {
             writer.doc(doc)
         }
         writer.line("///")
-        writer.line("/// - Remark: Generated from \(contract.kind.rawValue) `\(contract.name)` version \(contract.version) (`\(contract.sourcePath)`).")
+        writer.line(
+            "/// - Remark: Generated from \(contract.kind.rawValue) `\(contract.name)` version \(contract.version) (`\(contract.sourcePath)`).")
         writer.block("public struct \(contract.swiftName): \(conformances(contract).joined(separator: ", "))") { w in
             renderProperties(contract.deviceFields, into: &w)
             w.line()
@@ -122,7 +123,10 @@ struct DTOGenerator {
         if field.since > 1 { facts.append("Since version \(field.since).") }
         if let rename = field.renamedFrom { facts.append("Called `\(rename.name)` before version \(rename.version).") }
         if field.isEncrypted { facts.append("Encrypted at rest on the device.") }
-        if let maxLength = field.maxLength { facts.append("At most \(maxLength) \(field.type.type == .bytes ? "bytes" : field.type.type.spelling.hasPrefix("list") ? "items" : "characters").") }
+        if let maxLength = field.maxLength {
+            facts.append(
+                "At most \(maxLength) \(field.type.type == .bytes ? "bytes" : field.type.type.spelling.hasPrefix("list") ? "items" : "characters").")
+        }
         if let maxBytes = field.maxBytes { facts.append("At most \(maxBytes) bytes as stored.") }
         if !facts.isEmpty { parts.append(facts.joined(separator: " ")) }
         // A doc warning rather than `@available(deprecated)`: the generated Codable must keep

@@ -50,20 +50,22 @@ package struct MigrationPlanner {
             let versions = chain(for: contract)
             var steps: [MigrationStep] = []
             let first = versions[0]
-            steps.append(MigrationStep(
-                identifier: "\(first.table).v\(first.version).create", contract: contract.name, version: first.version,
-                statements: builder.table(for: first, side: side).createStatements
-            ))
+            steps.append(
+                MigrationStep(
+                    identifier: "\(first.table).v\(first.version).create", contract: contract.name, version: first.version,
+                    statements: builder.table(for: first, side: side).createStatements
+                ))
             for (previous, next) in zip(versions, versions.dropFirst()) {
                 let statements = Self.statements(
                     from: builder.table(for: previous, side: side), to: builder.table(for: next, side: side),
                     renames: renames(from: previous, to: next, side: side), dialect: side.dialect
                 )
                 guard !statements.isEmpty else { continue }
-                steps.append(MigrationStep(
-                    identifier: "\(next.table).v\(next.version).migrate", contract: contract.name, version: next.version,
-                    statements: statements
-                ))
+                steps.append(
+                    MigrationStep(
+                        identifier: "\(next.table).v\(next.version).migrate", contract: contract.name, version: next.version,
+                        statements: statements
+                    ))
             }
             // Each per-scope index step follows the step of the version that brought its index.
             for step in uniquenessPerScope(contract, side: side) {
@@ -102,7 +104,9 @@ package struct MigrationPlanner {
             }
             return MigrationStep(
                 identifier: "\(contract.table).v\(since).\(name)_per_scope", contract: contract.name, version: since,
-                statements: ["DROP INDEX IF EXISTS \(TypeMapping.quoted(name))", create + columns.map(TypeMapping.quoted).joined(separator: ", ") + ")"]
+                statements: [
+                    "DROP INDEX IF EXISTS \(TypeMapping.quoted(name))", create + columns.map(TypeMapping.quoted).joined(separator: ", ") + ")",
+                ]
             )
         }
     }

@@ -37,7 +37,9 @@ struct RegistryGenerator {
                 w.line("\(version): [")
                 w.indent { w in
                     for field in fields {
-                        w.line("KnownField(wireName: \(SwiftLiteral.string(field.wire)), currentName: \(field.current.map(SwiftLiteral.string) ?? "nil")),")
+                        w.line(
+                            "KnownField(wireName: \(SwiftLiteral.string(field.wire)), currentName: \(field.current.map(SwiftLiteral.string) ?? "nil")),"
+                        )
                     }
                 }
                 w.line("],")
@@ -218,7 +220,8 @@ struct RegistryGenerator {
     private func kindExpression(_ type: FieldType) -> String {
         switch type {
         case .enumeration(let values, let fallback):
-            return ".enumeration(values: [\(values.map(SwiftLiteral.string).joined(separator: ", "))], fallback: \(fallback.map(SwiftLiteral.string) ?? "nil"))"
+            return
+                ".enumeration(values: [\(values.map(SwiftLiteral.string).joined(separator: ", "))], fallback: \(fallback.map(SwiftLiteral.string) ?? "nil"))"
         case .list(let element): return ".list(\(kindExpression(element)))"
         case .ref(let target): return ".ref(\(SwiftLiteral.string(target)))"
         default: return "." + type.spelling

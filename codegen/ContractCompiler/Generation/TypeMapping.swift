@@ -100,7 +100,8 @@ struct TypeMapping {
         case .array(let items): return ".array([" + items.map(jsonExpression).joined(separator: ", ") + "])"
         case .object(let members):
             if members.isEmpty { return ".object([:])" }
-            return ".object([" + members.keys.sorted().map { SwiftLiteral.string($0) + ": " + jsonExpression(members[$0]!) }
+            return ".object(["
+                + members.keys.sorted().map { SwiftLiteral.string($0) + ": " + jsonExpression(members[$0]!) }
                 .joined(separator: ", ") + "])"
         }
     }

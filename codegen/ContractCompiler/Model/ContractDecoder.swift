@@ -32,9 +32,10 @@ struct ContractDecoder {
                     "key", help: "give the scope key template, for example `key: \"ops:team:{team_id}\"`",
                     diagnostics: &diagnostics
                 ).flatMap { ScalarReader.string($0, "a scope key", diagnostics: &diagnostics) }
-                let access = scopeReader.value("access").flatMap {
-                    ScalarReader.oneOf($0, "the scope's access", Scope.Access.self, diagnostics: &diagnostics)
-                } ?? .readWrite
+                let access =
+                    scopeReader.value("access").flatMap {
+                        ScalarReader.oneOf($0, "the scope's access", Scope.Access.self, diagnostics: &diagnostics)
+                    } ?? .readWrite
                 let doc = scopeReader.value("doc").flatMap { ScalarReader.string($0, "doc", diagnostics: &diagnostics) }
                 if let key {
                     let scope = Scope(name: name, key: key, access: access, doc: doc, location: entry.key.location)
@@ -149,9 +150,10 @@ struct ContractDecoder {
         )
         let version = versionNode.flatMap { ScalarReader.int($0, "version", diagnostics: &diagnostics) } ?? 1
         let oldestNode = reader.value("oldest_supported")
-        let oldestSupported = oldestNode.flatMap {
-            ScalarReader.int($0, "oldest_supported", diagnostics: &diagnostics)
-        } ?? 1
+        let oldestSupported =
+            oldestNode.flatMap {
+                ScalarReader.int($0, "oldest_supported", diagnostics: &diagnostics)
+            } ?? 1
 
         let table: String
         let tableNode = reader.value("table")
@@ -310,7 +312,8 @@ struct ContractDecoder {
         let eventOnlyHelp = "events are immutable and kept until the server folds them; only `direction` (and `conflict: append_only`) apply"
         reader.rejectUnknownKeys(
             known: kind == .entity ? ContractGrammar.entitySync.keyNames : ContractGrammar.eventSync.keyNames,
-            misplaced: kind == .entity ? [:] : ContractGrammar.keys(of: ContractGrammar.entitySync, notIn: ContractGrammar.eventSync, help: eventOnlyHelp),
+            misplaced: kind == .entity
+                ? [:] : ContractGrammar.keys(of: ContractGrammar.entitySync, notIn: ContractGrammar.eventSync, help: eventOnlyHelp),
             diagnostics: &diagnostics
         )
         if kind == .entity {
@@ -390,7 +393,9 @@ struct ContractDecoder {
         let unit = String(text.dropFirst(digits.count))
         let units: [String: Int] = ["": 1, "B": 1, "kB": 1_000, "MB": 1_000_000, "GB": 1_000_000_000]
         guard let multiplier = units[unit], let amount = Int(digits), digits.first != "0" || digits == "0" else {
-            let meant = units[unit] != nil ? nil : units.keys.first { !$0.isEmpty && $0.lowercased() == unit.trimmingCharacters(in: .whitespaces).lowercased() }
+            let meant =
+                units[unit] != nil
+                ? nil : units.keys.first { !$0.isEmpty && $0.lowercased() == unit.trimmingCharacters(in: .whitespaces).lowercased() }
             let binary = ["kib", "mib", "gib"].contains(unit.trimmingCharacters(in: .whitespaces).lowercased())
             diagnostics.error(
                 .invalidValue, "\(key) '\(text)' is not a size", at: node.location,
@@ -401,7 +406,8 @@ struct ContractDecoder {
             return nil
         }
         guard amount >= 1 else {
-            diagnostics.error(.invalidValue, "\(key) must be at least 1 byte, found '\(text)'", at: node.location, help: "leave the key out for \(leftOut)")
+            diagnostics.error(
+                .invalidValue, "\(key) must be at least 1 byte, found '\(text)'", at: node.location, help: "leave the key out for \(leftOut)")
             return nil
         }
         guard amount <= largest / multiplier else {
@@ -489,10 +495,11 @@ struct ContractDecoder {
                 : [:],
             diagnostics: &diagnostics
         )
-        guard let typeNode = reader.require(
-            "type", help: "add `type:` (one of \(TypeParser.knownSpellings.joined(separator: ", ")))",
-            diagnostics: &diagnostics
-        ), let typeText = ScalarReader.string(typeNode, "type", diagnostics: &diagnostics)
+        guard
+            let typeNode = reader.require(
+                "type", help: "add `type:` (one of \(TypeParser.knownSpellings.joined(separator: ", ")))",
+                diagnostics: &diagnostics
+            ), let typeText = ScalarReader.string(typeNode, "type", diagnostics: &diagnostics)
         else { return nil }
 
         guard let type = decodeType(typeText, at: typeNode.location, values: reader.value("values"), fallback: reader.value("fallback"))
@@ -500,7 +507,8 @@ struct ContractDecoder {
             field.hasValidType = false
             field.typeLocation = typeNode.location
             field.isPrimaryKey = reader.value("primary_key").flatMap { ScalarReader.bool($0, "primary_key", diagnostics: &diagnostics) } ?? false
-            field.isVersionField = reader.value("version_field").flatMap { ScalarReader.bool($0, "version_field", diagnostics: &diagnostics) } ?? false
+            field.isVersionField =
+                reader.value("version_field").flatMap { ScalarReader.bool($0, "version_field", diagnostics: &diagnostics) } ?? false
             return field
         }
         field.type = type
@@ -571,7 +579,8 @@ struct ContractDecoder {
                 diagnostics.error(
                     .maxBytesNotApplicable, "`max_bytes` does not apply to type `\(type.type.spelling)`",
                     at: reader.keyLocation("max_bytes")!,
-                    help: "`max_bytes` limits string, json, bytes and list fields (an id is at most \(FieldCodec.maximumIDBytes) bytes); remove it here"
+                    help:
+                        "`max_bytes` limits string, json, bytes and list fields (an id is at most \(FieldCodec.maximumIDBytes) bytes); remove it here"
                 )
             }
         }
@@ -753,9 +762,11 @@ struct ContractDecoder {
             if item.mapping != nil {
                 guard let reader = MappingReader(item, context: "index", diagnostics: &diagnostics) else { continue }
                 reader.rejectUnknownKeys(known: ContractGrammar.index.keyNames, diagnostics: &diagnostics)
-                guard let fields = reader.require(
-                    "fields", help: "list the indexed fields: `fields: [unit_id, position]`", diagnostics: &diagnostics
-                ) else { continue }
+                guard
+                    let fields = reader.require(
+                        "fields", help: "list the indexed fields: `fields: [unit_id, position]`", diagnostics: &diagnostics
+                    )
+                else { continue }
                 fieldsNode = fields
                 unique = reader.value("unique").flatMap { ScalarReader.bool($0, "unique", diagnostics: &diagnostics) } ?? false
             }

@@ -174,7 +174,9 @@ enum ContractGrammar {
             Key("tombstones", .boolean, "Whether deletes travel as tombstones (default true)."),
             Key("retention", .string(pattern: duration), "How long a device keeps synced rows (`30d`, `12h`, `forever`)."),
             Key("priority", .oneOf(SyncPriority.allCases.map(\.rawValue)), "What a device downloads first and evicts last."),
-            Key("max_rows", .integer(minimum: 1), "The most rows a device keeps; above it, housekeeping evicts completed, then least recently used rows."),
+            Key(
+                "max_rows", .integer(minimum: 1),
+                "The most rows a device keeps; above it, housekeeping evicts completed, then least recently used rows."),
             Key(
                 "max_row_bytes", sizeValue,
                 "The largest row a device keeps, as stored (`500kB`, `10MB`: decimal units); a larger one is dropped."
@@ -254,7 +256,8 @@ enum ContractGrammar {
     static let index = Mapping(
         name: "index", summary: "An index over fields, unique or not.",
         keys: [
-            Key("fields", .anyOf([.list(.string(pattern: lowerSnakeCase)), .string(pattern: lowerSnakeCase)]), required: true, "The indexed fields."),
+            Key(
+                "fields", .anyOf([.list(.string(pattern: lowerSnakeCase)), .string(pattern: lowerSnakeCase)]), required: true, "The indexed fields."),
             Key("unique", .boolean, "Whether two rows of a scope may share the values."),
         ]
     )

@@ -60,7 +60,8 @@ extension ContractCompiler {
     private static func describe(_ applied: [CompatibilityChecker.AppliedAllowance]) -> [String] {
         applied.map { item in
             let target = item.field.map { "\(item.contract).\($0)" } ?? item.contract
-            return "\(item.allowance.location): \(item.allowance.rule.rawValue) allowed on \(target) until \(item.allowance.until): \(item.allowance.reason)"
+            return
+                "\(item.allowance.location): \(item.allowance.rule.rawValue) allowed on \(target) until \(item.allowance.until): \(item.allowance.reason)"
         }
     }
 
@@ -81,7 +82,8 @@ extension ContractCompiler {
                     diagnostics.error(
                         .releasedMigrationModified, "released \(side.rawValue) migration '\(record.identifier)' is no longer generated",
                         at: record.location ?? .startOf(lock.path),
-                        help: "undo the change that removed it; released migrations stay in the history (see `contractc explain RELEASED_MIGRATION_MODIFIED`)"
+                        help:
+                            "undo the change that removed it; released migrations stay in the history (see `contractc explain RELEASED_MIGRATION_MODIFIED`)"
                     )
                     continue
                 }
@@ -89,7 +91,8 @@ extension ContractCompiler {
                     diagnostics.error(
                         .releasedMigrationModified, "released \(side.rawValue) migration '\(record.identifier)' would change",
                         at: record.location ?? .startOf(lock.path),
-                        help: "undo the change to the generator or the released contract; express changes as a new version (see `contractc explain RELEASED_MIGRATION_MODIFIED`)"
+                        help:
+                            "undo the change to the generator or the released contract; express changes as a new version (see `contractc explain RELEASED_MIGRATION_MODIFIED`)"
                     )
                 }
             }
@@ -117,7 +120,8 @@ extension ContractCompiler {
             var entries = lock.contracts[contract.name] ?? []
             guard !entries.contains(where: { $0.version == contract.version }) else { continue }
             entries.append(
-                LockFile.Entry(version: contract.version, checksum: ContractSnapshot.checksum(contract), contract: contract, location: contract.location)
+                LockFile.Entry(
+                    version: contract.version, checksum: ContractSnapshot.checksum(contract), contract: contract, location: contract.location)
             )
             lock.contracts[contract.name] = entries.sorted { $0.version < $1.version }
             added.append("\(contract.name) v\(contract.version)")

@@ -54,7 +54,8 @@ public enum ContractCompiler {
                 continue
             }
             if var contract = decoder.decodeContract(root, file: file.displayPath) {
-                let relative = file.displayPath.hasPrefix(directory)
+                let relative =
+                    file.displayPath.hasPrefix(directory)
                     ? String(file.displayPath.dropFirst(directory.count)).trimmingPrefix("/") : file.displayPath
                 contract.sourcePath = folderName + "/" + relative
                 contracts.append(contract)

@@ -222,7 +222,8 @@ struct ContractValidator {
                         .policyDirectionMismatch,
                         "`server_authoritative` means devices never push, but direction `\(sync.direction.rawValue)` lets them",
                         at: sync.location,
-                        help: "use `direction: down`, or pick a policy devices can write with (last_writer_wins, version_check, field_merge, append_only)"
+                        help:
+                            "use `direction: down`, or pick a policy devices can write with (last_writer_wins, version_check, field_merge, append_only)"
                     )
                 }
             case (.down, let policy):
@@ -522,7 +523,9 @@ struct ContractValidator {
                 continue
             }
             let owner = relation.kind == .hasMany ? contract : target
-            if key.hasValidType, let ownerKey = owner.primaryKey, ownerKey.hasValidType, !Self.canHold(key.type.type, keyOf: owner, keyType: ownerKey.type.type) {
+            if key.hasValidType, let ownerKey = owner.primaryKey, ownerKey.hasValidType,
+                !Self.canHold(key.type.type, keyOf: owner, keyType: ownerKey.type.type)
+            {
                 diagnostics.error(
                     .foreignKeyTypeMismatch,
                     "foreign key '\(holder.name).\(key.name)' has type `\(key.type.type.spelling)`, but it must hold the primary key of '\(owner.name)' (\(ownerKey.type.type.spelling))",

@@ -1,11 +1,11 @@
 public import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What `audit archive` wrote and moved out of the database.
@@ -148,7 +148,8 @@ extension AuditChain {
     private static func problem(with entry: AuditEntry, expectedID: Int64, previousHash: String, keyedFrom: Int64, key: AuditKey) -> String? {
         if entry.id != expectedID { return "the entry is missing: the log goes from \(expectedID - 1) to \(entry.id)" }
         if entry.previousHash != previousHash { return "its previous-hash does not match the entry before it" }
-        let expected = entry.id < keyedFrom ? legacyHash(of: entry, previousHash: previousHash) : seal(of: entry, previousHash: previousHash, key: key)
+        let expected =
+            entry.id < keyedFrom ? legacyHash(of: entry, previousHash: previousHash) : seal(of: entry, previousHash: previousHash, key: key)
         return expected == entry.hash ? nil : "its content does not match its seal"
     }
 
@@ -187,7 +188,8 @@ extension AuditChain {
                 return .broken(entryID: expectedID, reason: "line \(index + 2) is not an audit entry")
             }
             if let problem = problem(with: entry, expectedID: expectedID, previousHash: previous, keyedFrom: start.keyed_from, key: key) {
-                let reason = entry.id == start.after_id + 1 && entry.id == expectedID && entry.previousHash != previous
+                let reason =
+                    entry.id == start.after_id + 1 && entry.id == expectedID && entry.previousHash != previous
                     ? "its previous-hash does not match the archive's start" : problem
                 return .broken(entryID: expectedID, reason: reason)
             }

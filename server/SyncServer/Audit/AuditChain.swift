@@ -128,7 +128,8 @@ public enum AuditChain {
                     let before = entry.id == firstID && firstID > 1 ? "the archive base" : "the entry before it"
                     return .broken(entryID: entry.id, reason: "its previous-hash does not match \(before)")
                 }
-                let expected = entry.id < head.keyedFrom ? legacyHash(of: entry, previousHash: previous) : seal(of: entry, previousHash: previous, key: key)
+                let expected =
+                    entry.id < head.keyedFrom ? legacyHash(of: entry, previousHash: previous) : seal(of: entry, previousHash: previous, key: key)
                 if expected != entry.hash {
                     return .broken(entryID: entry.id, reason: "its content does not match its seal")
                 }
@@ -234,7 +235,8 @@ public enum AuditChain {
         var entry: AuditEntry {
             AuditEntry(
                 id: id, tenant: tenant, recordedAt: recorded_at, userID: user_id, deviceID: device_id, entity: entity, rowID: row_id,
-                operation: AuditOperation(rawValue: operation), outcome: AuditOutcome(rawValue: outcome), detail: sealed_detail ?? detail ?? "", previousHash: previous_hash, hash: hash
+                operation: AuditOperation(rawValue: operation), outcome: AuditOutcome(rawValue: outcome), detail: sealed_detail ?? detail ?? "",
+                previousHash: previous_hash, hash: hash
             )
         }
 
@@ -344,6 +346,7 @@ public struct AuditCheckpoint: Codable, Hashable, Sendable {
     public static func last(in data: Data) -> AuditCheckpoint? {
         struct Line: Decodable { var checkpoint: AuditCheckpoint }
         let decoder = JSONDecoder()
-        return data.split(separator: UInt8(ascii: "\n")).reversed().lazy.compactMap { try? decoder.decode(Line.self, from: Data($0)).checkpoint }.first
+        return data.split(separator: UInt8(ascii: "\n")).reversed().lazy.compactMap { try? decoder.decode(Line.self, from: Data($0)).checkpoint }
+            .first
     }
 }

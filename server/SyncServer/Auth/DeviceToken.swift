@@ -185,7 +185,8 @@ public struct TokenSigner: Sendable {
         }
         // Identities are compared byte for byte: a token naming `jose` + U+0301 must not reach
         // the data of `josé` (U+00E9) through Swift's canonical-equivalence `==`.
-        for (claim, value) in [("tenant", claims.tenant), ("sub", claims.sub), ("device", claims.device)] + (claims.teams ?? []).map({ ("teams", $0) })
+        for (claim, value) in [("tenant", claims.tenant), ("sub", claims.sub), ("device", claims.device)]
+            + (claims.teams ?? []).map({ ("teams", $0) })
         where !UnicodeIdentifier.isNormalized(value) {
             throw Identifier.refusal(value, as: "the token's \(claim)", status: 401)
         }
@@ -201,7 +202,8 @@ public struct TokenSigner: Sendable {
     /// The claims of an HS256 token whose MAC holds under `secret` (compared in constant time).
     private static func verifiedHS256(_ parts: [Substring], secret: Data, kid: String) throws(ServiceError) -> DeviceClaims {
         guard let signature = Base64URL.decode(String(parts[2])),
-            HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: Data((parts[0] + "." + parts[1]).utf8), using: SymmetricKey(data: secret))
+            HMAC<SHA256>.isValidAuthenticationCode(
+                signature, authenticating: Data((parts[0] + "." + parts[1]).utf8), using: SymmetricKey(data: secret))
         else {
             throw refusal(.tokenInvalidSignature, "the token's signature does not match key \(kid)")
         }

@@ -52,7 +52,8 @@ public enum TokenKey {
     static func rotatedKeys(in dataDirectory: URL) throws(TokenKeyError) -> [RotatedKey] {
         let folder = dataDirectory.appendingPathComponent(rotatedFolderName, isDirectory: true)
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return [] }
-        let current = (try? String(contentsOf: folder.appendingPathComponent("current"), encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let current = (try? String(contentsOf: folder.appendingPathComponent("current"), encoding: .utf8))?.trimmingCharacters(
+            in: .whitespacesAndNewlines)
         var keys: [RotatedKey] = []
         for name in names.sorted() where name.hasSuffix(".key") {
             let file = folder.appendingPathComponent(name)
@@ -142,7 +143,8 @@ public enum TokenKeyError: Error, Hashable, Sendable, CustomStringConvertible {
         case .uncreatable(let path, let reason):
             return "cannot create the token key file \(path): \(reason)"
         case .tooShort(let source, let bytes):
-            return "the token key from \(source) has \(bytes) bytes; it needs at least \(TokenSigner.minimumSecretBytes) (for example `openssl rand -hex 32`)"
+            return
+                "the token key from \(source) has \(bytes) bytes; it needs at least \(TokenSigner.minimumSecretBytes) (for example `openssl rand -hex 32`)"
         case .unusableKey(let kid, let reason): return "token key \(kid): \(reason)"
         case .rotation(let message): return message
         }

@@ -131,7 +131,8 @@ public struct ContentService: Sendable {
         return try await ServiceError.catchingStorageFailures {
             try await storage.write { transaction in
                 var written = 0
-                for item in batch where try await item.writer.put(item.columns, scopeKey: item.scopeKey, actor: actor, operation: operation, in: transaction).written {
+                for item in batch
+                where try await item.writer.put(item.columns, scopeKey: item.scopeKey, actor: actor, operation: operation, in: transaction).written {
                     written += 1
                 }
                 return written
@@ -175,7 +176,9 @@ public struct ContentService: Sendable {
         _ rows: [(table: ContractTable, row: StoredRow)], actor: ContentWriter.Actor, in transaction: any StorageTransaction
     ) async throws {
         for (table, row) in rows {
-            guard case .text(let scopeKey) = row["_scope_key"], let sequence = row.integer("_seq"), let id = row.text(table.primaryKey) else { continue }
+            guard case .text(let scopeKey) = row["_scope_key"], let sequence = row.integer("_seq"), let id = row.text(table.primaryKey) else {
+                continue
+            }
             try await transaction.markUrgent(
                 UrgentChange(table: table.name, rowID: id, sequence: sequence), tenant: actor.tenant, scopeKey: scopeKey,
                 at: actor.now.millisecondsSince1970

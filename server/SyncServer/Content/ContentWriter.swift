@@ -95,8 +95,11 @@ struct ContentWriter {
         }
         let version = (existing?.integer("_version") ?? 0) + 1
         stamp(&row, version: version, now: actor.now, when: columns.stampsVersionField)
-        return (try await store(row, scopeKey: scopeKey, version: version, deleted: false, actor: actor, operation: operation,
-                          outcome: .published, in: transaction), true)
+        return (
+            try await store(
+                row, scopeKey: scopeKey, version: version, deleted: false, actor: actor, operation: operation,
+                outcome: .published, in: transaction), true
+        )
     }
 
     /// Tombstones a live row, and the live rows of its `has_many` relations in the same scope
@@ -114,8 +117,14 @@ struct ContentWriter {
         }
         let version = (existing.integer("_version") ?? 0) + 1
         stamp(&row, version: version, now: actor.now, when: true)
-        var deleted = [(table, try await store(row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: .delete,
-                                         outcome: .deleted, in: transaction))]
+        var deleted = [
+            (
+                table,
+                try await store(
+                    row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: .delete,
+                    outcome: .deleted, in: transaction)
+            )
+        ]
         for relation in entity.relations where relation.kind == .hasMany {
             guard let child = contracts.entity(named: relation.target), child.scope == entity.scope else { continue }
             let childWriter = ContentWriter(child, apps: apps)
@@ -191,11 +200,12 @@ struct ContentWriter {
             "row": .object(RowShaping.currentWireRow(row, entity: entity)), "scope_key": .string(scopeKey),
             "seq": .int(sequence), "version": .int(version),
         ])
-        try await transaction.appendAudit(AuditEntry(
-            tenant: actor.tenant, recordedAt: actor.now.millisecondsSince1970, userID: actor.userID, deviceID: actor.deviceID,
-            entity: entity.name, rowID: row.text(entity.primaryKey) ?? "", operation: operation, outcome: outcome,
-            detail: CanonicalJSON.text(detail)
-        ))
+        try await transaction.appendAudit(
+            AuditEntry(
+                tenant: actor.tenant, recordedAt: actor.now.millisecondsSince1970, userID: actor.userID, deviceID: actor.deviceID,
+                entity: entity.name, rowID: row.text(entity.primaryKey) ?? "", operation: operation, outcome: outcome,
+                detail: CanonicalJSON.text(detail)
+            ))
         return row
     }
 }

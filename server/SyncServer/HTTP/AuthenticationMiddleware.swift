@@ -50,11 +50,13 @@ public struct AuthenticationMiddleware: RouterMiddleware {
         var identity: DeviceIdentity
         do {
             identity = try await signer.verify(token, now: now)
-        } catch where error.detail.code == .tokenExpired {
+        } catch  where error.detail.code == .tokenExpired {
             // An expired token of an erased user's device is told of the erasure, not of the
             // expiry: renewing it would otherwise bring back a store the erasure wiped.
             guard let storage, let expired = try? await signer.verify(token, now: now, acceptingExpired: true),
-                let state = try? await storage.read({ try await $0.identityState(tenant: expired.tenant, userID: expired.userID, deviceID: expired.deviceID) }),
+                let state = try? await storage.read({
+                    try await $0.identityState(tenant: expired.tenant, userID: expired.userID, deviceID: expired.deviceID)
+                }),
                 let refusal = state.refusal(ofTokenIssuedAt: expired.issuedAt), refusal.detail.code == .userErased
             else { throw error }
             throw refusal

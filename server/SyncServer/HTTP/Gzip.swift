@@ -27,9 +27,11 @@ package enum Gzip {
 
     private static func compress(_ input: UnsafeRawBufferPointer, level: Int32) -> Data {
         var stream = z_stream()
-        guard deflateInit2_(
-            &stream, level, Z_DEFLATED, gzipWindowBits, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)
-        ) == Z_OK else {
+        guard
+            deflateInit2_(
+                &stream, level, Z_DEFLATED, gzipWindowBits, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)
+            ) == Z_OK
+        else {
             preconditionFailure("zlib refused deflateInit2 with valid parameters")
         }
         defer { deflateEnd(&stream) }

@@ -1,6 +1,6 @@
 import Foundation
-import NIOConcurrencyHelpers
 public import Hummingbird
+import NIOConcurrencyHelpers
 
 /// Token buckets, one per device: a device may send `burst` requests at once and then
 /// `requestsPerSecond` on average. A request over the rate gets 429 with `Retry-After`.

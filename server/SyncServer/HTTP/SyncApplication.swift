@@ -192,7 +192,8 @@ struct SyncRoutes: Sendable {
         )
         pullService = PullService(storage: environment.storage, pageBytes: configuration.pullPageBytes)
         pullMemory = PullMemoryBudget(capacity: configuration.pullMemoryBytes, maximumWait: configuration.pullMemoryWait)
-        pullPageReservation = pullMemory.reservation(pageBytes: configuration.pullPageBytes, largestRowBytes: environment.storage.contracts.largestRowBytes)
+        pullPageReservation = pullMemory.reservation(
+            pageBytes: configuration.pullPageBytes, largestRowBytes: environment.storage.contracts.largestRowBytes)
         contentService = ContentService(storage: environment.storage, clock: environment.clock, apps: environment.apps)
         liveChannels = LiveChannels(
             configuration: configuration.live, storage: environment.storage, clock: environment.clock, metrics: environment.metrics

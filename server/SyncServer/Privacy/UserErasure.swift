@@ -150,7 +150,9 @@ public struct UserErasure: Sendable {
     }
 
     /// Turns every row of one entity in a scope into a bare tombstone; returns how many changed.
-    private static func erase(_ entity: EntityDescriptor, tenant: String, scopeKey: String, now: Timestamp, in transaction: any StorageTransaction) async throws -> Int {
+    private static func erase(_ entity: EntityDescriptor, tenant: String, scopeKey: String, now: Timestamp, in transaction: any StorageTransaction)
+        async throws -> Int
+    {
         let table = ContractTable(entity)
         let kept = Set(entity.indexes.filter(\.isUnique).flatMap(\.fields) + [entity.primaryKey])
         var erased = 0

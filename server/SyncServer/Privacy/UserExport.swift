@@ -59,17 +59,21 @@ public struct UserExport: Sendable {
         try write("user", user)
         let devices = Set(clients.compactMap(\.owner?.deviceID))
         for client in clients {
-            try write("device", [
-                "client_id": .string(client.clientID), "device_id": client.owner.map { .string($0.deviceID) } ?? .null,
-                "last_seq": .int(client.lastSeq), "updated_at": .int(client.updatedAt),
-            ])
+            try write(
+                "device",
+                [
+                    "client_id": .string(client.clientID), "device_id": client.owner.map { .string($0.deviceID) } ?? .null,
+                    "last_seq": .int(client.lastSeq), "updated_at": .int(client.updatedAt),
+                ])
         }
         for team in teams { try write("team", ["team_id": .string(team)]) }
         for revocation in revocations
         where (revocation.kind == .user && revocation.subject == userID) || (revocation.kind == .device && devices.contains(revocation.subject)) {
-            try write("revocation", [
-                "kind": .string(revocation.kind.rawValue), "subject": .string(revocation.subject), "revoked_at": .int(revocation.revokedAt),
-            ])
+            try write(
+                "revocation",
+                [
+                    "kind": .string(revocation.kind.rawValue), "subject": .string(revocation.subject), "revoked_at": .int(revocation.revokedAt),
+                ])
         }
 
         let owned = UserErasure.ownedScopes(tenant: tenant, userID: userID, devices: devices.sorted(), contracts: storage.contracts)
@@ -78,10 +82,12 @@ public struct UserExport: Sendable {
                 let table = ContractTable(entity)
                 let rows = try await storage.read { try await UserErasure.rows(of: table, scopeKey: scopeKey, tenant: tenant, in: $0) }
                 for row in rows where row.integer("_deleted") != 1 {
-                    try write("row", [
-                        "entity": .string(entity.name), "scope": .string(scopeKey), "version": .int(row.integer("_version") ?? 0),
-                        "row": .object(RowShaping.currentWireRow(row, entity: entity)),
-                    ])
+                    try write(
+                        "row",
+                        [
+                            "entity": .string(entity.name), "scope": .string(scopeKey), "version": .int(row.integer("_version") ?? 0),
+                            "row": .object(RowShaping.currentWireRow(row, entity: entity)),
+                        ])
                 }
             }
         }
@@ -97,10 +103,12 @@ public struct UserExport: Sendable {
             }
             for row in events.sorted(by: { ($0.text(table.primaryKey) ?? "") < ($1.text(table.primaryKey) ?? "") }) {
                 guard let id = row.text(table.primaryKey), seen.insert(id).inserted else { continue }
-                try write("event", [
-                    "event": .string(event.name), "scope": .string(row.text("_scope_key") ?? ""),
-                    "payload": .object(RowShaping.wireEvent(row, event: event, version: event.currentVersion)),
-                ])
+                try write(
+                    "event",
+                    [
+                        "event": .string(event.name), "scope": .string(row.text("_scope_key") ?? ""),
+                        "payload": .object(RowShaping.wireEvent(row, event: event, version: event.currentVersion)),
+                    ])
             }
         }
 

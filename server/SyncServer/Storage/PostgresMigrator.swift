@@ -19,7 +19,11 @@ struct PostgresMigrator {
     }
 
     var migrations: [Migration] {
-        [Migration(identifier: "server.v1.sync_tables", statements: PostgresServerTables.statements, checksum: Hex.sha256(Data(PostgresServerTables.statements.joined(separator: ";\n").utf8)))]
+        [
+            Migration(
+                identifier: "server.v1.sync_tables", statements: PostgresServerTables.statements,
+                checksum: Hex.sha256(Data(PostgresServerTables.statements.joined(separator: ";\n").utf8)))
+        ]
             + contracts.serverPostgresMigrations.map { Migration(identifier: $0.identifier, statements: $0.statements, checksum: $0.checksum) }
             + ServerUpgrade.all.map {
                 Migration(identifier: $0.identifier, statements: $0.postgres, checksum: Hex.sha256(Data($0.postgres.joined(separator: ";\n").utf8)))
@@ -32,7 +36,8 @@ struct PostgresMigrator {
             do {
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(lockName)))", logger: logger)
                 if let schema { try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger) }
-                try await connection.query("""
+                try await connection.query(
+                    """
                     CREATE TABLE IF NOT EXISTS outpost_migrations (
                         identifier TEXT PRIMARY KEY,
                         checksum TEXT NOT NULL,

@@ -268,11 +268,13 @@ public final class PostgresStorage: SyncStorage {
     }
 
     private static func readCatalog(_ client: PostgresClient, logger: Logger) async throws -> PostgresCatalog {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT c.relname::TEXT, a.attname::TEXT, a.atttypid::BIGINT
             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = current_schema() AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
-            """, logger: logger).collect()
+            """, logger: logger
+        ).collect()
         var tables: [String: [String: PostgresDataType]] = [:]
         for row in rows {
             let (table, column, type) = try row.decode((String, String, Int64).self)
@@ -292,7 +294,7 @@ public final class PostgresStorage: SyncStorage {
                     try await transaction.finish()
                     return result
                 }
-            } catch where Self.isTransient(error) {
+            } catch  where Self.isTransient(error) {
                 guard attempt < maximumAttempts else { throw PostgresStorageError.tooManyConflicts(attempts: attempt) }
                 // Back off a little, with jitter, so the transactions that collided do not collide again.
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 << min(attempt, 5)))))
@@ -338,13 +340,15 @@ extension PostgresStorage: SharedRateWindows {
     /// One statement outside any transaction, on the `rate_windows` table (unlogged: counts
     /// are worth nothing after a crash): a key's row holds its current window and count.
     public func increment(_ key: String, window: Int64) async throws -> Int64 {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             INSERT INTO rate_windows (key, window_start, count) VALUES (\(key), \(window), 1)
             ON CONFLICT (key) DO UPDATE SET
                 count = CASE WHEN rate_windows.window_start = excluded.window_start THEN rate_windows.count + 1 ELSE 1 END,
                 window_start = excluded.window_start
             RETURNING count
-            """, logger: logger).collect()
+            """, logger: logger
+        ).collect()
         guard let row = rows.first else { throw PostgresStorageError.unexpectedAnswer("rate_windows") }
         return try row.decode(Int64.self)
     }

@@ -47,7 +47,6 @@ final class PostgresTransaction: StorageTransaction {
     /// fails with a unique violation and the transaction runs again, which then reads it.
     private var absentRows: Set<StoredRowKey> = []
 
-
     private struct Key: Hashable {
         var tenant: String
         var name: String
@@ -111,7 +110,12 @@ final class PostgresTransaction: StorageTransaction {
 
     /// One statement for every id (`= ANY` of an array), instead of a round trip per row.
     func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {
-        let wanted = Array(Set(ids.filter { knownRows.index(forKey: StoredRowKey(table: table, tenant: tenant, id: $0)) == nil && unsentRows[StoredRowKey(table: table, tenant: tenant, id: $0)] == nil }))
+        let wanted = Array(
+            Set(
+                ids.filter {
+                    knownRows.index(forKey: StoredRowKey(table: table, tenant: tenant, id: $0)) == nil
+                        && unsentRows[StoredRowKey(table: table, tenant: tenant, id: $0)] == nil
+                }))
         guard !wanted.isEmpty else { return }
         // Text keys only: an id of another type is read on its own (`row`), where its value is bound as that type.
         let keyType = try catalog.columns(of: table.name).type(of: table.primaryKey)
@@ -213,7 +217,8 @@ final class PostgresTransaction: StorageTransaction {
             }
         }
         bindings.append(Int64(limit))
-        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) "
+        let sql =
+            "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) "
             + "ORDER BY \(Self.quoted(table.primaryKey)) LIMIT $\(bindings.count)"
         return try await storedRows(sql, bindings)
     }
@@ -245,7 +250,8 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(deviceID)
         bindings.append(userID)
         // One round trip: the revocation and the teams together.
-        let rows = try await run("""
+        let rows = try await run(
+            """
             SELECT (SELECT MAX(revoked_at) FROM revocations
                     WHERE tenant = $1 AND ((kind = 'device' AND subject = $2) OR (kind = 'user' AND subject = $3))),
                    ARRAY(SELECT team_id FROM team_members WHERE tenant = $1 AND user_id = $3 ORDER BY team_id),
@@ -286,10 +292,12 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(scopeKey)
         bindings.append(after)
         bindings.append(Int64(limit))
-        return try await run("""
+        return try await run(
+            """
             SELECT table_name, row_id, MAX(seq) AS seq FROM urgent_changes
             WHERE tenant = $1 AND scope_key = $2 AND seq > $3 GROUP BY table_name, row_id ORDER BY MAX(seq) LIMIT $4
-            """, bindings).map { row in
+            """, bindings
+        ).map { row in
             let (table, rowID, sequence) = try row.decode((String, String, Int64).self)
             return UrgentChange(table: table, rowID: rowID, sequence: sequence)
         }
@@ -309,12 +317,14 @@ final class PostgresTransaction: StorageTransaction {
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(userID)
-        return try await run("""
+        return try await run(
+            """
             WITH gone AS (
                 DELETE FROM push_results WHERE tenant = $1
                 AND client_id IN (SELECT client_id FROM clients WHERE tenant = $1 AND user_id = $2) RETURNING 1
             ) SELECT COUNT(*) FROM gone
-            """, bindings).first.map { try Int($0.decode(Int64.self)) } ?? 0
+            """, bindings
+        ).first.map { try Int($0.decode(Int64.self)) } ?? 0
     }
 
     func recordErasure(tenant: String, userID: String, at: Int64) async throws {
@@ -322,7 +332,8 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(tenant)
         bindings.append(userID)
         bindings.append(at)
-        try await run("""
+        try await run(
+            """
             INSERT INTO erasures (tenant, user_id, erased_at) VALUES ($1, $2, $3)
             ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = GREATEST(erasures.erased_at, excluded.erased_at)
             """, bindings)
@@ -341,13 +352,15 @@ final class PostgresTransaction: StorageTransaction {
         var bindings = PostgresBindings()
         bindings.append(markedBefore)
         bindings.append(Int64(limit))
-        return try await run("""
+        return try await run(
+            """
             WITH gone AS (
                 DELETE FROM urgent_changes WHERE ctid IN (
                     SELECT ctid FROM urgent_changes WHERE marked_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
                 RETURNING 1
             ) SELECT COUNT(*) FROM gone
-            """, bindings).first.map { try Int($0.decode(Int64.self)) } ?? 0
+            """, bindings
+        ).first.map { try Int($0.decode(Int64.self)) } ?? 0
     }
 
     func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws {
@@ -358,7 +371,8 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(change.table)
         bindings.append(change.rowID)
         bindings.append(at)
-        try await run("""
+        try await run(
+            """
             INSERT INTO urgent_changes (tenant, scope_key, seq, table_name, row_id, marked_at) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (tenant, scope_key, seq) DO UPDATE SET table_name = excluded.table_name, row_id = excluded.row_id, marked_at = excluded.marked_at
             """, bindings)
@@ -379,7 +393,8 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(kind.rawValue)
         bindings.append(subject)
         bindings.append(at)
-        try await run("""
+        try await run(
+            """
             INSERT INTO revocations (tenant, kind, subject, revoked_at) VALUES ($1, $2, $3, $4)
             ON CONFLICT (tenant, kind, subject) DO UPDATE SET revoked_at = GREATEST(revocations.revoked_at, excluded.revoked_at)
             """, bindings)
@@ -392,7 +407,9 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(userID)
         // RETURNING says whether a row was added or removed, in the same round trip.
         if isMember {
-            return try await !run("INSERT INTO team_members (tenant, team_id, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1", bindings).isEmpty
+            return try await !run(
+                "INSERT INTO team_members (tenant, team_id, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1", bindings
+            ).isEmpty
         } else {
             return try await !run("DELETE FROM team_members WHERE tenant = $1 AND team_id = $2 AND user_id = $3 RETURNING 1", bindings).isEmpty
         }
@@ -401,7 +418,8 @@ final class PostgresTransaction: StorageTransaction {
     func auditHead() async throws -> AuditHead? {
         guard let row = try await storedRows("SELECT * FROM audit_head WHERE singleton", PostgresBindings()).first else { return nil }
         let baseID = row.integer("base_id") ?? 0
-        let base = baseID > 0
+        let base =
+            baseID > 0
             ? AuditBase(lastID: baseID, lastHash: row.text("base_hash") ?? AuditChain.genesis, seal: row.text("base_seal") ?? "") : nil
         return AuditHead(
             lastID: row.integer("last_id") ?? 0, lastHash: row.text("last_hash") ?? AuditChain.genesis, keyedFrom: row.integer("keyed_from") ?? 1,
@@ -459,7 +477,8 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(clientID)
         bindings.append(seq)
         // The record starting at or before `seq` closest to it; it covers `seq` unless `seq` lies past its end.
-        let rows = try await run("""
+        let rows = try await run(
+            """
             SELECT first_seq, last_seq, results FROM push_results
             WHERE tenant = $1 AND client_id = $2 AND first_seq <= $3 ORDER BY first_seq DESC LIMIT 1
             """, bindings)
@@ -533,7 +552,8 @@ final class PostgresTransaction: StorageTransaction {
         // The update takes the row lock; a concurrent holder is waited for, then its committed
         // `last_seq` is what comes back. A stream without an owner (recorded before owners were)
         // is claimed by the caller; an owned one keeps its owner, which the caller compares.
-        let rows = try await run("""
+        let rows = try await run(
+            """
             INSERT INTO clients (tenant, client_id, last_seq, updated_at, user_id, device_id) VALUES ($1, $2, 0, $3, $4, $5)
             ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = clients.last_seq,
                 user_id = COALESCE(clients.user_id, excluded.user_id),
@@ -559,10 +579,13 @@ final class PostgresTransaction: StorageTransaction {
         var bindings = PostgresBindings()
         bindings.append(key.tenant)
         bindings.append(key.name)
-        let last = try integer(await run("""
-            INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES ($1, $2, 0)
-            ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = scope_sequences.last_seq RETURNING last_seq
-            """, bindings)) ?? 0
+        let last =
+            try integer(
+                await run(
+                    """
+                    INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES ($1, $2, 0)
+                    ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = scope_sequences.last_seq RETURNING last_seq
+                    """, bindings)) ?? 0
         scopes[key] = last
         return last
     }
@@ -625,7 +648,8 @@ final class PostgresTransaction: StorageTransaction {
         for key in order {
             let row = rows[key]!
             let isAbsent = absent.contains(key)
-            var sameColumns = key.table == batchTable && isAbsent == batchAbsent
+            var sameColumns =
+                key.table == batchTable && isAbsent == batchAbsent
                 && (row.layout === batchLayout || row.columnNames.sorted() == batchColumns)
             if sameColumns { batchLayout = row.layout }
             if sameColumns, !isAbsent, (batch.count + 1) * batchColumns.count > 30_000 { sameColumns = false }
@@ -719,7 +743,8 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(Int64(limit))
         // Results are only ever inserted, so a concurrent housekeeper is the only other deleter:
         // rows it holds are skipped rather than waited for.
-        let rows = try await run("""
+        let rows = try await run(
+            """
             DELETE FROM push_results WHERE (tenant, client_id, first_seq) IN (
                 SELECT p.tenant, p.client_id, p.first_seq FROM push_results p
                 JOIN clients c ON c.tenant = p.tenant AND c.client_id = p.client_id
@@ -771,12 +796,12 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(tenant)
         bindings.append(scopeKey)
         bindings.append(seq)
-        try await run("""
+        try await run(
+            """
             INSERT INTO scope_sequences (tenant, scope_key, last_seq, compacted_seq) VALUES ($1, $2, $3, $3)
             ON CONFLICT (tenant, scope_key) DO UPDATE SET compacted_seq = GREATEST(scope_sequences.compacted_seq, excluded.compacted_seq)
             """, bindings)
     }
-
 
     /// Writes what was kept in memory: moved counters, stored results, and the audit entries,
     /// chained under the head's lock. Called once, just before the commit.
@@ -805,7 +830,8 @@ final class PostgresTransaction: StorageTransaction {
             bindings.append(pushResults.map(\.record.lastSeq))
             bindings.append(pushResults.map(\.record.storedText))
             bindings.append(pushResults.map(\.recordedAt))
-            try await run("""
+            try await run(
+                """
                 INSERT INTO push_results (tenant, client_id, first_seq, last_seq, results, recorded_at)
                 SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BIGINT[], $5::TEXT[], $6::BIGINT[])
                 """, bindings)
@@ -818,7 +844,8 @@ final class PostgresTransaction: StorageTransaction {
             bindings.append(last)
             bindings.append(Self.nowMilliseconds())
             bindings.append(acknowledged[key] ?? 0)
-            try await run("""
+            try await run(
+                """
                 INSERT INTO clients (tenant, client_id, last_seq, updated_at, acked_seq) VALUES ($1, $2, $3, $4, $5)
                 ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at,
                     acked_seq = GREATEST(clients.acked_seq, EXCLUDED.acked_seq)
@@ -843,7 +870,8 @@ final class PostgresTransaction: StorageTransaction {
             bindings.append(try missing.map { try AuditDetails.newDataKey(tenant: $0.tenant, userID: $0.name, key: auditKey).1 })
             bindings.append(Array(repeating: Self.nowMilliseconds(), count: missing.count))
             // `DO UPDATE` (to itself) returns the stored key when the user has one already.
-            let rows = try await run("""
+            let rows = try await run(
+                """
                 INSERT INTO audit_user_keys (tenant, user_id, wrapped_key, created_at)
                 SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[])
                 ON CONFLICT (tenant, user_id) DO UPDATE SET wrapped_key = audit_user_keys.wrapped_key
@@ -898,7 +926,8 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(audit.map(\.detail))
         bindings.append(previousHashes)
         bindings.append(hashes)
-        try await run("""
+        try await run(
+            """
             INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
             SELECT * FROM UNNEST($1::BIGINT[], $2::TEXT[], $3::BIGINT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::TEXT[],
                                  $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::TEXT[])
@@ -982,7 +1011,8 @@ final class PostgresCatalog: Sendable {
         var tail = " ON CONFLICT (\"_tenant_id\", \"\(table.primaryKey)\") "
         if replacing {
             let updates = quoted.filter { $0 != "\"_tenant_id\"" && $0 != "\"\(table.primaryKey)\"" }.map { "\($0) = EXCLUDED.\($0)" }
-            tail += "DO UPDATE SET " + updates.joined(separator: ", ")
+            tail +=
+                "DO UPDATE SET " + updates.joined(separator: ", ")
                 + " WHERE \"\(table.name)\".\"_scope_key\" = EXCLUDED.\"_scope_key\" RETURNING 1"
         } else {
             tail += "DO NOTHING RETURNING 1"

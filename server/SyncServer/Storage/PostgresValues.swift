@@ -1,7 +1,7 @@
 import ContractRuntime
 import Foundation
-import SyncProtocol
 import PostgresNIO
+import SyncProtocol
 
 /// How ``ColumnValue`` (SQLite's five storage classes, which the sync logic and `FieldCodec` speak)
 /// maps onto PostgreSQL's column types, in both directions. The column's declared type decides:

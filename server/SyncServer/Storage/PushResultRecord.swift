@@ -1,5 +1,5 @@
-import Foundation
 import ContractRuntime
+import Foundation
 
 /// The answers of one push, stored as one record: exactly once needs a resend answered as it was
 /// the first time, and a push is written in one transaction, so its results are kept (and pruned

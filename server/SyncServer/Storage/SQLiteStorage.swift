@@ -1,6 +1,6 @@
 public import ContractRuntime
-import Crypto
 import ContractRuntimeGRDB
+import Crypto
 public import Foundation
 import GRDB
 

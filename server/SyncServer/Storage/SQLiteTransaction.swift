@@ -18,7 +18,8 @@ private final class InsertSQLCache: @unchecked Sendable {
         defer { lock.unlock() }
         if let text = texts[key] { return text }
         let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
-        let text = "\(verb) INTO \"\(table)\" (" + columns.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES "
+        let text =
+            "\(verb) INTO \"\(table)\" (" + columns.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES "
             + Array(repeating: tuple, count: rows).joined(separator: ", ")
         texts[key] = text
         return text
@@ -69,7 +70,8 @@ struct SQLiteTransaction: StorageTransaction {
         auditTail.knownRows.reserveCapacity(auditTail.knownRows.count + wanted.count)
         auditTail.unsentRows.reserveCapacity(auditTail.unsentRows.count + wanted.count)
         auditTail.unsentOrder.reserveCapacity(auditTail.unsentOrder.count + wanted.count)
-        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) IN ("
+        let sql =
+            "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = ? AND \(Self.quoted(table.primaryKey)) IN ("
             + Array(repeating: "?", count: Self.prefetchBatch).joined(separator: ", ") + ")"
         let select = try statement(sql)
         for start in stride(from: 0, to: wanted.count, by: Self.prefetchBatch) {
@@ -150,7 +152,8 @@ struct SQLiteTransaction: StorageTransaction {
             arguments.append(conditions[column]!.databaseValue)
         }
         arguments.append(limit.databaseValue)
-        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) ORDER BY \(Self.quoted(table.primaryKey)) LIMIT ?"
+        let sql =
+            "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) ORDER BY \(Self.quoted(table.primaryKey)) LIMIT ?"
         return try Row.fetchAll(statement(sql), arguments: StatementArguments(arguments)).map(Self.storedRow)
     }
 
@@ -162,13 +165,16 @@ struct SQLiteTransaction: StorageTransaction {
     func pushResults(tenant: String, clientID: String, covering seq: Int64) async throws -> PushResultRecord? {
         try writePendingResults()
         // The record starting at or before `seq` closest to it; it covers `seq` unless `seq` lies past its end.
-        guard let row = try Row.fetchOne(
-            statement("""
-                SELECT first_seq, last_seq, results FROM push_results
-                WHERE tenant = ? AND client_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1
-                """),
-            arguments: [tenant, clientID, seq]
-        ), seq <= row["last_seq"] as Int64 else { return nil }
+        guard
+            let row = try Row.fetchOne(
+                statement(
+                    """
+                    SELECT first_seq, last_seq, results FROM push_results
+                    WHERE tenant = ? AND client_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 1
+                    """),
+                arguments: [tenant, clientID, seq]
+            ), seq <= row["last_seq"] as Int64
+        else { return nil }
         return try PushResultRecord(firstSeq: row["first_seq"], storedText: row["results"])
     }
 
@@ -187,7 +193,8 @@ struct SQLiteTransaction: StorageTransaction {
 
     func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
         try writePendingAudit()
-        return try Row.fetchAll(statement("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit]).map(Self.auditEntry)
+        return try Row.fetchAll(statement("SELECT * FROM audit_log WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit]).map(
+            Self.auditEntry)
     }
 
     func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
@@ -202,7 +209,8 @@ struct SQLiteTransaction: StorageTransaction {
         AuditEntry(
             id: row["id"], tenant: row["tenant"], recordedAt: row["recorded_at"], userID: row["user_id"],
             deviceID: row["device_id"], entity: row["entity"], rowID: row["row_id"],
-            operation: AuditOperation(rawValue: row["operation"]), outcome: AuditOutcome(rawValue: row["outcome"]), detail: row["detail"], previousHash: row["previous_hash"], hash: row["hash"]
+            operation: AuditOperation(rawValue: row["operation"]), outcome: AuditOutcome(rawValue: row["outcome"]), detail: row["detail"],
+            previousHash: row["previous_hash"], hash: row["hash"]
         )
     }
 
@@ -260,9 +268,11 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func clientOwner(tenant: String, clientID: String) async throws -> ClientOwner? {
-        guard let row = try Row.fetchOne(
-            statement("SELECT user_id, device_id FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]
-        ), let userID: String = row["user_id"], let deviceID: String = row["device_id"] else { return nil }
+        guard
+            let row = try Row.fetchOne(
+                statement("SELECT user_id, device_id FROM clients WHERE tenant = ? AND client_id = ?"), arguments: [tenant, clientID]
+            ), let userID: String = row["user_id"], let deviceID: String = row["device_id"]
+        else { return nil }
         return ClientOwner(userID: userID, deviceID: deviceID)
     }
 
@@ -309,17 +319,21 @@ struct SQLiteTransaction: StorageTransaction {
         try writeUnsentRows()
         try writePendingResults()
         for (key, value) in auditTail.scopeSequences {
-            try statement("""
+            try statement(
+                """
                 INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, ?)
                 ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = excluded.last_seq
-                """).execute(arguments: [key.tenant, key.key, value])
+                """
+            ).execute(arguments: [key.tenant, key.key, value])
         }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         for (key, value) in auditTail.clientSequences {
-            try statement("""
+            try statement(
+                """
                 INSERT INTO clients (tenant, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
-                """).execute(arguments: [key.tenant, key.key, value, now])
+                """
+            ).execute(arguments: [key.tenant, key.key, value, now])
         }
         auditTail.scopeSequences.removeAll()
         auditTail.clientSequences.removeAll()
@@ -337,7 +351,9 @@ struct SQLiteTransaction: StorageTransaction {
             // Not addressable as a kept row: written at once, after the rows kept before it.
             try writeUnsentRows()
             auditTail.knownRows.removeAll()
-            try insertRows("INSERT OR REPLACE", into: table.name, columns: row.columnNames, values: row.columnNames.indices.map { row.value(at: $0).databaseValue })
+            try insertRows(
+                "INSERT OR REPLACE", into: table.name, columns: row.columnNames,
+                values: row.columnNames.indices.map { row.value(at: $0).databaseValue })
             return
         }
         let key = StoredRowKey(table: table, tenant: tenant, id: id)
@@ -490,11 +506,13 @@ struct SQLiteTransaction: StorageTransaction {
 
     func prunePushResults(recordedBefore: Int64, limit: Int) async throws -> Int {
         try writePendingResults()
-        try statement("""
+        try statement(
+            """
             DELETE FROM push_results WHERE rowid IN (
                 SELECT p.rowid FROM push_results p JOIN clients c ON c.tenant = p.tenant AND c.client_id = p.client_id
                 WHERE p.last_seq <= c.acked_seq AND p.recorded_at < ? LIMIT ?)
-            """).execute(arguments: [recordedBefore, limit])
+            """
+        ).execute(arguments: [recordedBefore, limit])
         return db.changesCount
     }
 
@@ -512,7 +530,8 @@ struct SQLiteTransaction: StorageTransaction {
     func deleteTombstones(_ tombstones: [Tombstone], in table: ContractTable, updatedBefore: Int64) async throws -> [Tombstone] {
         try writeUnsentRows()
         auditTail.knownRows.removeAll()
-        let delete = try statement("""
+        let delete = try statement(
+            """
             DELETE FROM \(Self.quoted(table.name))
             WHERE "_tenant_id" = ? AND "_scope_key" = ? AND "_seq" = ? AND "_deleted" = 1 AND "_updated_at" < ?
             """)
@@ -526,10 +545,12 @@ struct SQLiteTransaction: StorageTransaction {
 
     func raiseCompactedSequence(tenant: String, scopeKey: String, to seq: Int64) async throws {
         // The scope's row exists once its rows were written; the insert covers one that does not.
-        try statement("""
+        try statement(
+            """
             INSERT INTO scope_sequences (tenant, scope_key, last_seq, compacted_seq) VALUES (?, ?, ?, ?)
             ON CONFLICT (tenant, scope_key) DO UPDATE SET compacted_seq = MAX(compacted_seq, excluded.compacted_seq)
-            """).execute(arguments: [tenant, scopeKey, seq, seq])
+            """
+        ).execute(arguments: [tenant, scopeKey, seq, seq])
     }
 
     func appendAudit(_ entry: AuditEntry) async throws {
@@ -541,7 +562,8 @@ struct SQLiteTransaction: StorageTransaction {
 
     func identityState(tenant: String, userID: String, deviceID: String) async throws -> IdentityState {
         let row = try Row.fetchOne(
-            statement("""
+            statement(
+                """
                 SELECT (SELECT MAX(revoked_at) FROM revocations
                         WHERE tenant = ? AND ((kind = 'device' AND subject = ?) OR (kind = 'user' AND subject = ?))) AS revoked_at,
                        (SELECT erased_at FROM erasures WHERE tenant = ? AND user_id = ?) AS erased_at
@@ -573,7 +595,8 @@ struct SQLiteTransaction: StorageTransaction {
 
     func urgentChanges(tenant: String, scopeKey: String, after: Int64, limit: Int) async throws -> [UrgentChange] {
         try Row.fetchAll(
-            statement("""
+            statement(
+                """
                 SELECT table_name, row_id, MAX(seq) AS seq FROM urgent_changes
                 WHERE tenant = ? AND scope_key = ? AND seq > ? GROUP BY table_name, row_id ORDER BY seq LIMIT ?
                 """),
@@ -590,33 +613,41 @@ struct SQLiteTransaction: StorageTransaction {
 
     func deletePushResults(tenant: String, ownedBy userID: String) async throws -> Int {
         try writePendingResults()
-        try statement("""
+        try statement(
+            """
             DELETE FROM push_results WHERE tenant = ?
             AND client_id IN (SELECT client_id FROM clients WHERE tenant = ? AND user_id = ?)
-            """).execute(arguments: [tenant, tenant, userID])
+            """
+        ).execute(arguments: [tenant, tenant, userID])
         return db.changesCount
     }
 
     func recordErasure(tenant: String, userID: String, at: Int64) async throws {
-        try statement("""
+        try statement(
+            """
             INSERT INTO erasures (tenant, user_id, erased_at) VALUES (?, ?, ?)
             ON CONFLICT (tenant, user_id) DO UPDATE SET erased_at = MAX(erased_at, excluded.erased_at)
-            """).execute(arguments: [tenant, userID, at])
+            """
+        ).execute(arguments: [tenant, userID, at])
         try statement("DELETE FROM team_members WHERE tenant = ? AND user_id = ?").execute(arguments: [tenant, userID])
         try statement("UPDATE clients SET updated_at = ? WHERE tenant = ? AND user_id = ?").execute(arguments: [at * 1000, tenant, userID])
     }
 
     func pruneUrgentChanges(markedBefore: Int64, limit: Int) async throws -> Int {
-        try statement("""
+        try statement(
+            """
             DELETE FROM urgent_changes WHERE rowid IN (SELECT rowid FROM urgent_changes WHERE marked_at < ? LIMIT ?)
-            """).execute(arguments: [markedBefore, limit])
+            """
+        ).execute(arguments: [markedBefore, limit])
         return db.changesCount
     }
 
     func markUrgent(_ change: UrgentChange, tenant: String, scopeKey: String, at: Int64) async throws {
-        try statement("""
+        try statement(
+            """
             INSERT OR REPLACE INTO urgent_changes (tenant, scope_key, seq, table_name, row_id, marked_at) VALUES (?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [tenant, scopeKey, change.sequence, change.table, change.rowID, at])
+            """
+        ).execute(arguments: [tenant, scopeKey, change.sequence, change.table, change.rowID, at])
     }
 
     func teamMemberships(tenant: String) async throws -> [(team: String, user: String)] {
@@ -625,10 +656,12 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func revoke(tenant: String, kind: RevocationKind, subject: String, at: Int64) async throws {
-        try statement("""
+        try statement(
+            """
             INSERT INTO revocations (tenant, kind, subject, revoked_at) VALUES (?, ?, ?, ?)
             ON CONFLICT (tenant, kind, subject) DO UPDATE SET revoked_at = MAX(revoked_at, excluded.revoked_at)
-            """).execute(arguments: [tenant, kind.rawValue, subject, at])
+            """
+        ).execute(arguments: [tenant, kind.rawValue, subject, at])
     }
 
     func setTeamMembership(tenant: String, team: String, userID: String, isMember: Bool) async throws -> Bool {

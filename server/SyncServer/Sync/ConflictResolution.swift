@@ -96,7 +96,8 @@ enum ConflictResolution {
             if let problem = clockProblem(mutation.hlc, entity: entity, required: operation != .delete) { return problem }
         }
         if operation == .delete, !entity.tombstones {
-            return ErrorDetail(code: .notWritable, message: "\(entity.name) rows are never deleted (tombstones: false): no deletion could reach other devices")
+            return ErrorDetail(
+                code: .notWritable, message: "\(entity.name) rows are never deleted (tombstones: false): no deletion could reach other devices")
         }
         return nil
     }

@@ -157,9 +157,10 @@ enum PayloadValidator {
                 let column = try RowCodec.columnValue(value, for: field)
                 columns[field.name] = column
                 if case .text(let text) = column, isIdentifier(field), !UnicodeIdentifier.isNormalized(text) {
-                    unnormalized[field.name] = "'\(field.name)' is not in Unicode NFC; send it as \(CanonicalJSON.text(.string(UnicodeIdentifier.normalized(text))))"
+                    unnormalized[field.name] =
+                        "'\(field.name)' is not in Unicode NFC; send it as \(CanonicalJSON.text(.string(UnicodeIdentifier.normalized(text))))"
                 }
-            } catch where error.isTooLarge {
+            } catch  where error.isTooLarge {
                 tooLarge[field.name] = error.message
             } catch {
                 problems[field.name] = error.message
@@ -214,7 +215,9 @@ enum PayloadValidator {
     static func normalizedRowID(_ id: String, contract: PayloadContract) throws(ErrorDetail) -> String {
         guard !id.isEmpty else { throw invalid(contract, ["id": "the mutation's id is empty"]) }
         guard UnicodeIdentifier.isNormalized(id) else {
-            throw invalid(contract, ["id": "the mutation's id is not in Unicode NFC; send it as '\(UnicodeIdentifier.normalized(id))'"], code: .identifierNotNormalized)
+            throw invalid(
+                contract, ["id": "the mutation's id is not in Unicode NFC; send it as '\(UnicodeIdentifier.normalized(id))'"],
+                code: .identifierNotNormalized)
         }
         guard let key = contract.primaryKey, let field = contract.field(named: key) else { return id }
         let value: JSONValue

@@ -38,7 +38,8 @@ struct PushEntityApplier {
         if existing == nil, mutation.op != .create {
             var detail = PushSession.AuditNote(policy: entity.conflict.rawValue, schemaVersion: version)
             detail.reason = "\(entity.name) '\(id)' is not on the server: deleted"
-            let outcome = mutation.op == .delete ? result(.duplicate, version: nil) : result(.conflicted, version: nil, resolution: ConflictResolution.deleted)
+            let outcome =
+                mutation.op == .delete ? result(.duplicate, version: nil) : result(.conflicted, version: nil, resolution: ConflictResolution.deleted)
             return PushSession.Outcome(result: outcome, detail: detail)
         }
 
@@ -102,7 +103,9 @@ struct PushEntityApplier {
                 throw problem
             }
             let context = ReducerContext(writer: session.writer)
-            let fact = session.writer.contracts.reducers.folds(entity.name) && mutation.op == .create ? fact(id: id, columns: write.columns, scopeKey: scopeKey) : nil
+            let fact =
+                session.writer.contracts.reducers.folds(entity.name) && mutation.op == .create
+                ? fact(id: id, columns: write.columns, scopeKey: scopeKey) : nil
             if let fact {
                 switch try await session.writer.contracts.reducers.verdict(for: fact, in: context) {
                 case .proceed: break

@@ -75,7 +75,7 @@ public struct PushService: Sendable {
             // and versions above its own, refuse only the mutations that use them (each with its
             // own result), so a device built with newer contracts still pushes everything else.
             try RowShaping.requireSupported(request.schema, contracts: contracts.catalog)
-        } catch where error.status == 426 {
+        } catch  where error.status == 426 {
             throw await withLastSequence(error, identity: identity, clientID: request.clientId)
         }
         // Everything that needs no storage happens here, outside the write lock.
@@ -88,7 +88,8 @@ public struct PushService: Sendable {
         do {
             return try await storage.write { transaction in
                 try await PushSession(
-                    writer: PushWriter(transaction: transaction, identity: identity, contracts: contracts, now: now, clockSkew: maximumClockSkew), clientID: request.clientId,
+                    writer: PushWriter(transaction: transaction, identity: identity, contracts: contracts, now: now, clockSkew: maximumClockSkew),
+                    clientID: request.clientId,
                     schema: request.schema
                 ).run(request.mutations, prepared: prepared)
             }
@@ -378,7 +379,8 @@ struct PushSession {
         } catch is DecodingError {
             // A validated payload its generated type cannot read: refuse it rather than fail the push.
             return Outcome(
-                result: rejected(mutation, ErrorDetail(code: .invalidPayload, message: "\(mutation.entity): the payload does not decode as the contract's type"))
+                result: rejected(
+                    mutation, ErrorDetail(code: .invalidPayload, message: "\(mutation.entity): the payload does not decode as the contract's type"))
             )
         }
     }

@@ -87,7 +87,8 @@ struct PushWriter {
                 }
                 return ErrorDetail(
                     code: .invalidPayload,
-                    message: "\(entity.name) '\(other.text(entity.primaryKey) ?? "?")' already has \(values.joined(separator: ", ")), which must be unique",
+                    message:
+                        "\(entity.name) '\(other.text(entity.primaryKey) ?? "?")' already has \(values.joined(separator: ", ")), which must be unique",
                     details: .object(["fields": .object(Dictionary(uniqueKeysWithValues: index.fields.map { ($0, .string("must be unique")) }))])
                 )
             }
