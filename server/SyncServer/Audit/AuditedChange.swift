@@ -37,7 +37,8 @@ public struct AuditedChange: Hashable, Sendable {
             else { throw AuditedChangeError(entryID: entry.id, "a change lacks its detail, entity, id, operation or outcome") }
             changeDetail["client_id"] = detail["client_id"]
             return AuditedChange(
-                entity: entity, rowID: rowID, operation: AuditOperation(rawValue: operation), outcome: AuditOutcome(rawValue: outcome), detail: changeDetail
+                entity: entity, rowID: rowID, operation: AuditOperation(rawValue: operation), outcome: AuditOutcome(rawValue: outcome),
+                detail: changeDetail
             )
         }
     }

@@ -202,7 +202,8 @@ struct SQLiteTransaction: StorageTransaction {
         AuditEntry(
             id: row["id"], tenant: row["tenant"], recordedAt: row["recorded_at"], userID: row["user_id"],
             deviceID: row["device_id"], entity: row["entity"], rowID: row["row_id"],
-            operation: AuditOperation(rawValue: row["operation"]), outcome: AuditOutcome(rawValue: row["outcome"]), detail: row["detail"], previousHash: row["previous_hash"], hash: row["hash"]
+            operation: AuditOperation(rawValue: row["operation"]), outcome: AuditOutcome(rawValue: row["outcome"]), detail: row["detail"],
+            previousHash: row["previous_hash"], hash: row["hash"]
         )
     }
 
