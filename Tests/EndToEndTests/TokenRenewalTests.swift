@@ -15,8 +15,8 @@ struct TokenRenewalTests {
         let short = try server.command(issue + ["--ttl", "2"])
         #expect(short.status == 0, "\(short)")
         let shortToken = short.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        let command = ([try SyncServerCommand.executable().path] + issue).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(
-            separator: " ")
+        let command = ([try SyncServerCommand.executable().path] + issue)
+            .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
         try device.ok(["login", "--server", try server.url.absoluteString, "--token", shortToken, "--token-command", command])
         try device.ok(["sync"])
 

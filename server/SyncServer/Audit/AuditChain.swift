@@ -235,8 +235,8 @@ public enum AuditChain {
         var entry: AuditEntry {
             AuditEntry(
                 id: id, tenant: tenant, recordedAt: recorded_at, userID: user_id, deviceID: device_id, entity: entity, rowID: row_id,
-                operation: AuditOperation(rawValue: operation), outcome: AuditOutcome(rawValue: outcome), detail: sealed_detail ?? detail ?? "",
-                previousHash: previous_hash, hash: hash
+                operation: AuditOperation(rawValue: operation), outcome: AuditOutcome(rawValue: outcome),
+                detail: sealed_detail ?? detail ?? "", previousHash: previous_hash, hash: hash
             )
         }
 
