@@ -38,7 +38,7 @@ public struct AuditOperation: AuditVocabulary {
     public static let push = AuditOperation("push")
     /// A row a reducer wrote for a pushed mutation (listed in the push's entry after it).
     public static let fold = AuditOperation("fold")
-    /// The pushed mutations (listed in the push's entry), as ``MutationOperation`` names them.
+    /// The pushed mutations (listed in the push's entry), as `MutationOperation` names them.
     public static let create = AuditOperation(.create)
     public static let update = AuditOperation(.update)
     public static let patch = AuditOperation(.patch)
@@ -73,7 +73,7 @@ public struct AuditOutcome: AuditVocabulary {
         self.init(rawValue: Set(outcomes.map(\.rawValue)).sorted().joined(separator: ","))
     }
 
-    /// The answers to a pushed mutation, as ``MutationStatus`` names them; also a reducer's row.
+    /// The answers to a pushed mutation, as `MutationStatus` names them; also a reducer's row.
     public static let applied = AuditOutcome(.applied)
     public static let duplicate = AuditOutcome(.duplicate)
     public static let conflicted = AuditOutcome(.conflicted)
