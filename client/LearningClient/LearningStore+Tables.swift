@@ -5,14 +5,12 @@ import SyncClient
 extension OfflineStore {
     /// Runs `body` against one snapshot of the store, for the learning tables beside the rows.
     func readTables<T>(_ body: (Database) throws -> T) throws(OfflineStoreError) -> T {
-        try requireLearningTables()
-        return try read { reader throws(OfflineStoreError) in try reader.withDatabase(body) }
+        try readTables(withReader: { _, db in try body(db) })
     }
 
     /// Runs `body` in one write transaction.
     func writeTables<T>(_ body: (Database) throws -> T) throws(OfflineStoreError) -> T {
-        try requireLearningTables()
-        return try transaction { transaction throws(OfflineStoreError) in try transaction.withDatabase(body) }
+        try writeTables(withTransaction: { _, db in try body(db) })
     }
 
     /// Runs `body` against one snapshot, with its reader for the rows.
