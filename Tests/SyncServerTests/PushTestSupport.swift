@@ -185,6 +185,7 @@ extension PushHarness {
 /// Wraps a storage so that every write transaction throws after `failAfter` writes, as a
 /// crash between apply and commit would: nothing of the transaction may survive.
 struct PushFailingStorage: SyncStorage {
+    var backend: StorageBackend { StorageBackend(self) }
     let base: any SyncStorage
     let failAfter: Int
     var auditKey: AuditKey { base.auditKey }

@@ -9,7 +9,7 @@ public import SyncServer
 /// metadata, for a device that downloads units for offline use), and asset files (download,
 /// upload), on the engine's storage, file store and content writes.
 public struct LearningContentService: Sendable {
-    let storage: any SyncStorage
+    let storage: any ServerStorage
     let assets: AssetStore
     let content: ContentService
 
@@ -18,7 +18,7 @@ public struct LearningContentService: Sendable {
     /// The most units a page of the units sync route holds; larger limits are clamped.
     public static let maximumUnitLimit = 500
 
-    public init(storage: any SyncStorage, assets: AssetStore, content: ContentService) {
+    public init(storage: any ServerStorage, assets: AssetStore, content: ContentService) {
         self.storage = storage
         self.assets = assets
         self.content = content
@@ -48,12 +48,12 @@ public struct LearningContentService: Sendable {
         since: String?, limit: Int?, includeDeleted: Bool, schema: [String: Int], identity: DeviceIdentity,
         assetBaseURL: String
     ) async throws(ServiceError) -> UnitsSyncResponse {
-        try RowShaping.requireSupported(schema, contracts: storage.contracts)
+        let deviceSchema = try DeviceSchema(schema, contracts: storage.contracts)
         let (scope, key) = try contentScope(identity: identity)
         guard ScopeAccess.canRead(key, in: scope, identity: identity) else {
             throw .forbidden("this token does not grant the scope '\(key)'")
         }
-        let position = try PullService.position(of: since, scopeKey: key)
+        let position = try SyncCursor.requested(since, scopeKey: key)
         let after = position?.sequence ?? 0
         let pageSize: Int
         if let limit {
@@ -64,20 +64,16 @@ public struct LearningContentService: Sendable {
         }
         let tenant = identity.tenant
         let (page, compacted) = try await ServiceError.catchingStorageFailures {
-            try await storage.read { reader in
-                // As a pull does (PullService): a cursor below the compacted tombstones may have missed deletes.
-                let compacted = try await reader.compactedSequence(tenant: tenant, scopeKey: key)
-                if let position { try PullService.checkHorizon(position, compacted: compacted) }
-                return (try await Self.unitsPage(reader, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize), compacted)
+            try await storage.snapshot { snapshot in
+                // As a pull does: a cursor below the compacted tombstones may have missed deletes.
+                let compacted = try await snapshot.compactedSequence(tenant: tenant, scopeKey: key)
+                try position?.requireWithinHorizon(compacted: compacted)
+                return (try await Self.unitsPage(snapshot, tenant: tenant, scopeKey: key, after: after, pageSize: pageSize), compacted)
             }
         }
 
-        let unitVersion = RowShaping.schemaVersion(of: Self.unitContract.name, current: Self.unitContract.currentVersion, in: schema)
-        let lessonVersion = RowShaping.schemaVersion(
-            of: Self.lessonContract.name, current: Self.lessonContract.currentVersion, in: schema
-        )
-        let unitPlan = RowShaping.Plan(Self.unitContract, version: unitVersion)
-        let lessonPlan = RowShaping.Plan(Self.lessonContract, version: lessonVersion)
+        let unitShape = deviceSchema.shape(of: Self.unitContract)
+        let lessonShape = deviceSchema.shape(of: Self.lessonContract)
         let base = assetBaseURL.hasSuffix("/") ? String(assetBaseURL.dropLast()) : assetBaseURL
         var units: [SyncedUnit] = []
         var tombstones: [ContentTombstone] = []
@@ -89,15 +85,15 @@ public struct LearningContentService: Sendable {
             }
             let lessons = unit.lessons.map { lesson in
                 SyncedLesson(
-                    fields: lessonPlan.shape(lesson.row),
-                    schemaVersion: lessonVersion,
+                    fields: lessonShape.wireFields(of: lesson.row),
+                    schemaVersion: lessonShape.version,
                     assets: lesson.assets.map { Self.metadata($0, base: base) }
                 )
             }
             units.append(
                 SyncedUnit(
-                    fields: unitPlan.shape(unit.row),
-                    schemaVersion: unitVersion, lessons: lessons
+                    fields: unitShape.wireFields(of: unit.row),
+                    schemaVersion: unitShape.version, lessons: lessons
                 ))
         }
         return UnitsSyncResponse(
@@ -135,10 +131,8 @@ public struct LearningContentService: Sendable {
     /// units they belong to until `pageSize` units; the page covers every change up to the
     /// last one whose unit it holds, so the next page misses none.
     private static func unitsPage(
-        _ reader: any StorageReader, tenant: String, scopeKey: String, after: Int64, pageSize: Int
+        _ snapshot: StorageSnapshot, tenant: String, scopeKey: String, after: Int64, pageSize: Int
     ) async throws -> UnitsPage {
-        let unitTable = ContractTable(unitContract), lessonTable = ContractTable(lessonContract)
-        let assetTable = ContractTable(assetContract)
         let batchSize = 500
         var unitIDs: [String] = []
         var seen: Set<String> = []
@@ -148,21 +142,20 @@ public struct LearningContentService: Sendable {
 
         func unitID(of lessonID: String) async throws -> String? {
             if let known = lessonUnits[lessonID] { return known }
-            let unit = try await reader.row(in: lessonTable, tenant: tenant, id: lessonID)?.text("unit_id")
+            let unit = try await snapshot.row(of: lessonContract, tenant: tenant, id: lessonID)?.text("unit_id")
             lessonUnits[lessonID] = unit
             return unit
         }
 
         scan: while true {
-            let batch = try await reader.changes(
-                in: [unitTable, lessonTable, assetTable], tenant: tenant, scopeKey: scopeKey, after: sequence, limit: batchSize,
-                byteBudget: .max
+            let batch = try await snapshot.changes(
+                of: [unitContract, lessonContract, assetContract], tenant: tenant, scopeKey: scopeKey, after: sequence, limit: batchSize
             )
-            for (table, row) in batch {
+            for (entity, row) in batch {
                 let owner: String?
-                switch table.name {
-                case unitTable.name: owner = row.text(unitContract.primaryKey)
-                case lessonTable.name:
+                switch entity.name {
+                case unitContract.name: owner = row.text(unitContract.primaryKey)
+                case lessonContract.name:
                     owner = row.text("unit_id")
                     if let lessonID = row.text(lessonContract.primaryKey) { lessonUnits[lessonID] = owner }
                 default: owner = if let lessonID = row.text("lesson_id") { try await unitID(of: lessonID) } else { nil }
@@ -182,16 +175,16 @@ public struct LearningContentService: Sendable {
 
         var units: [UnitRows] = []
         for id in unitIDs {
-            guard let unit = try await reader.row(in: unitTable, tenant: tenant, id: id) else { continue }
+            guard let unit = try await snapshot.row(of: unitContract, tenant: tenant, id: id) else { continue }
             var lessons: [LessonRows] = []
             if unit.integer("_deleted") == 0 {
-                let lessonRows = try await reader.rows(
-                    in: lessonTable, tenant: tenant, where: ["unit_id": unit[unitContract.primaryKey], "_deleted": .integer(0)],
+                let lessonRows = try await snapshot.rows(
+                    of: lessonContract, tenant: tenant, where: ["unit_id": unit[unitContract.primaryKey], "_deleted": .integer(0)],
                     limit: Int(Int32.max)
                 ).sorted { ($0.integer("sort_index") ?? 0, $0.text("id") ?? "") < ($1.integer("sort_index") ?? 0, $1.text("id") ?? "") }
                 for lesson in lessonRows {
-                    let assets = try await reader.rows(
-                        in: assetTable, tenant: tenant,
+                    let assets = try await snapshot.rows(
+                        of: assetContract, tenant: tenant,
                         where: ["lesson_id": lesson[lessonContract.primaryKey], "_deleted": .integer(0)], limit: Int(Int32.max)
                     )
                     lessons.append(LessonRows(row: lesson, assets: assets))
@@ -224,10 +217,9 @@ public struct LearningContentService: Sendable {
     /// The file of a live asset. 404 when the asset is unknown, deleted, or its file was never
     /// uploaded; 403 when the token cannot read the asset's scope.
     public func asset(id: String, identity: DeviceIdentity) async throws(ServiceError) -> AssetFile {
-        let table = ContractTable(Self.assetContract)
         let tenant = identity.tenant
         let stored = try await ServiceError.catchingStorageFailures {
-            try await storage.read { reader in try await reader.row(in: table, tenant: tenant, id: id) }
+            try await storage.snapshot { snapshot in try await snapshot.row(of: Self.assetContract, tenant: tenant, id: id) }
         }
         guard let row = stored, row.integer("_deleted") == 0 else { throw .notFound("no asset '\(id)'") }
         guard let scope = storage.contracts.scope(named: Self.assetContract.scope), let key = row.text("_scope_key"),

@@ -101,8 +101,7 @@ struct LearningReducer: Reducer {
     private func submissionVerdict(
         _ submission: AttemptSubmitted, attempt: Attempt?, fact: ReducerFact, in context: ReducerContext
     ) async throws -> ReducerVerdict {
-        let table = ContractTable(Assessment.descriptor)
-        guard let row = try await context.transaction.row(in: table, tenant: context.identity.tenant, id: submission.assessmentId) else {
+        guard let row = try await context.row(of: Assessment.descriptor, id: submission.assessmentId) else {
             return .proceed  // never published: stored, and scored as incomplete
         }
         if row.isDeleted { return .conflicted(entity: Assessment.descriptor, row: row) }
@@ -318,7 +317,7 @@ struct LearningReducer: Reducer {
             assessmentRevision: submittedAt == nil ? nil : takenRevision ?? assessment?.revision,
             startedAt: startedAt, endedAt: submittedAt, updatedAt: context.now
         )
-        let previous = try await context.transaction.row(in: ContractTable(Attempt.descriptor), tenant: context.identity.tenant, id: attemptID)
+        let previous = try await context.row(of: Attempt.descriptor, id: attemptID)
         var effects: [ReducerEffect] = []
         let summary: [String: JSONValue] = [
             "state": .string(state.rawValue), "outcome": outcome.map { .string($0.rawValue) } ?? .null, "score": .double(score),
@@ -330,7 +329,7 @@ struct LearningReducer: Reducer {
 
         if state == .closed, let outcome, let endedAt = submittedAt, let unitID = assessment?.unitId {
             let id = "attempt:\(attemptID)"
-            let existing = try await context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
+            let existing = try await context.row(of: CompletionRecord.descriptor, id: id)
             if existing == nil || existing?.isDeleted == true {
                 let share = maxScore.flatMap { $0 > 0 ? score / $0 : nil }
                 let record = CompletionRecord(
@@ -355,7 +354,7 @@ struct LearningReducer: Reducer {
         _ lessonID: String, unitID: String, at time: Timestamp, score: Double?, fact: ReducerFact, in context: ReducerContext
     ) async throws -> [ReducerEffect] {
         let id = "lesson:\(context.identity.userID):\(lessonID)"
-        let existing = try await context.transaction.row(in: ContractTable(CompletionRecord.descriptor), tenant: context.identity.tenant, id: id)
+        let existing = try await context.row(of: CompletionRecord.descriptor, id: id)
         if let existing, !existing.isDeleted { return [] }  // the first completion stands
         let record = CompletionRecord(
             id: id, unitId: unitID, lessonId: lessonID, attemptId: nil, passed: true, score: score, completedAt: time,

@@ -54,7 +54,7 @@ public enum SampleContent {
 
     /// Loads the sample into `tenant`, its team-scoped rows into `team`.
     public static func seed(
-        storage: any SyncStorage, assets: AssetStore, tenant: String, team: String, clock: any ServerClock
+        storage: any ServerStorage, assets: AssetStore, tenant: String, team: String, clock: any ServerClock
     ) async throws -> SeedSummary {
         var rows = contentRows()
         var assetBytes: Int64 = 0

@@ -13,7 +13,7 @@ public struct SampleContentService: Sendable {
     /// The learning app's units sync and asset files.
     public let learning: LearningContentService
 
-    public init(storage: any SyncStorage, assets: AssetStore, clock: any ServerClock = SystemClock()) {
+    public init(storage: any ServerStorage, assets: AssetStore, clock: any ServerClock = SystemClock()) {
         content = ContentService(storage: storage, clock: clock, apps: SampleServerApps.all)
         learning = LearningContentService(storage: storage, assets: assets, content: content)
     }

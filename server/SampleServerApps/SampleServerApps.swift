@@ -8,6 +8,6 @@ public enum SampleServerApps {
     /// Both apps, for ``ServerEnvironment/apps``.
     public static let all: [any ServerApp] = [LearningServerApp(), FieldOpsServerApp()]
 
-    /// Their reducers, for a ``PushService`` made on its own.
+    /// Their reducers, for a `PushService` made on its own.
     public static var reducers: [any Reducer] { all.flatMap(\.reducers) }
 }

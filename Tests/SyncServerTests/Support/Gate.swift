@@ -40,6 +40,7 @@ final class Gate: @unchecked Sendable {
 /// A storage whose write transactions, once their work is done, wait at a gate before they
 /// commit: a test holds a transaction open while others run.
 struct GatedStorage: SyncStorage {
+    var backend: StorageBackend { StorageBackend(self) }
     let base: any SyncStorage
     /// Opened when the transaction's work is done (before it waits).
     let reached: Gate

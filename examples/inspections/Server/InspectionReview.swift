@@ -8,10 +8,10 @@ import SyncServer
 /// reviewer notes from `{"reviewer_notes": "…"}` (`null` clears them) and answers
 /// `{"id": …, "reviewer_notes": …}`; 404 when the inspection is absent or deleted.
 ///
-/// `reviewer_notes` is `server_only`: no device ever receives it, so writing it changes nothing
-/// a device holds. The row therefore keeps its scope sequence and `_version` (a pull has nothing
-/// new to send), and the write is audited. It is made under the scope's lock, on the row as
-/// stored then, so a push to the same inspection is neither lost nor overwritten.
+/// `reviewer_notes` is `server_only`: no device ever receives it. The engine's
+/// `ContentService.setServerOnlyFields` writes it: checked against the contract, under the
+/// scope's lock, audited, and without a new scope sequence or `_version` (a pull has nothing new
+/// to send).
 enum InspectionReview {
     static let path = "/api/v1/inspections/{id}/review"
     /// The server-only field this route writes.
@@ -31,64 +31,26 @@ enum InspectionReview {
     }
 
     static func addRoute(to routes: AppRoutes) {
-        let storage = routes.environment.storage
-        let clock = routes.environment.clock
+        let environment = routes.environment
+        let content = ContentService(storage: environment.storage, clock: environment.clock, apps: environment.apps)
         routes.add(.put, path, access: .admin) { request in
             let id = try request.parameter("id")
-            let identity = try request.identity()
             let review: Review
             do {
                 review = try JSONDecoder().decode(Review.self, from: try await request.body(limit: maximumBodyBytes))
             } catch {
                 throw ServiceError.malformed("the body must be {\"\(field)\": text or null}")
             }
-            let notes = try column(review.reviewerNotes)
-            let now = clock.now().millisecondsSince1970
-            let reviewed = try await ServiceError.catchingStorageFailures {
-                try await storage.write { transaction in
-                    try await write(notes, to: id, identity: identity, now: now, in: transaction)
-                }
+            do {
+                try await content.setServerOnlyFields(
+                    entity: Inspection.descriptor.name, id: id, [field: review.reviewerNotes.map(JSONValue.string) ?? .null],
+                    identity: try request.identity(), operation: .review
+                )
+            } catch let error as ServiceError where error.status == 404 {
+                throw ServiceError.notFound("no inspection '\(id)'")
             }
-            guard reviewed else { throw ServiceError.notFound("no inspection '\(id)'") }
             return try request.json(Review(id: id, reviewerNotes: review.reviewerNotes))
         }
-    }
-
-    /// The notes as the column holds them, checked against the contract (`max_length`).
-    private static func column(_ notes: String?) throws(ServiceError) -> ColumnValue {
-        guard let descriptor = Inspection.descriptor.serverOnlyFields.first(where: { $0.name == field }) else {
-            throw ServiceError(status: 500, .internalError, "Inspection has no server-only field '\(field)'")
-        }
-        do {
-            return try RowCodec.columnValue(notes.map(JSONValue.string) ?? .null, for: descriptor)
-        } catch {
-            throw ServiceError(
-                status: 422, error.isTooLarge ? .valueTooLarge : .invalidPayload, "\(field) \(error.reason)",
-                details: .object(["field": .string(field)])
-            )
-        }
-    }
-
-    /// Sets the column on the stored row; `false` when there is no live inspection `id`.
-    private static func write(
-        _ notes: ColumnValue, to id: String, identity: DeviceIdentity, now: Int64, in transaction: any StorageTransaction
-    ) async throws -> Bool {
-        let table = ContractTable(Inspection.descriptor)
-        guard let scopeKey = try await transaction.row(in: table, tenant: identity.tenant, id: id)?.text("_scope_key") else { return false }
-        // Read again under the lock: no push changes the row between this read and the write.
-        try await transaction.lockScope(tenant: identity.tenant, scopeKey: scopeKey)
-        guard var row = try await transaction.row(in: table, tenant: identity.tenant, id: id), !row.isDeleted else { return false }
-        guard row[field] != notes else { return true }
-        row[field] = notes
-        try await transaction.upsert(row, in: table)
-        try await transaction.appendAudit(
-            AuditEntry(
-                tenant: identity.tenant, recordedAt: now, userID: identity.userID, deviceID: identity.deviceID,
-                entity: Inspection.descriptor.name, rowID: id, operation: .review, outcome: .published,
-                detail: CanonicalJSON.text(.object(["scope_key": .string(scopeKey), "server_only_fields": .array([.string(field)])]))
-            )
-        )
-        return true
     }
 }
 

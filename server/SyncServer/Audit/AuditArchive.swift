@@ -62,8 +62,9 @@ extension AuditChain {
     /// a complete file: running again with the same file rewrites it and finishes.
     /// - Returns: `nil` when no entry is before `cutoff` (nothing written).
     public static func archive(
-        _ storage: any SyncStorage, before cutoff: Int64, to file: URL, pageSize: Int = 1000
+        _ storage: any ServerStorage, before cutoff: Int64, to file: URL, pageSize: Int = 1000
     ) async throws -> AuditArchiveSummary? {
+        let storage = storage.engine
         let key = storage.auditKey
         guard let head = try await storage.read({ try await $0.auditHead() }) else { throw AuditArchiveError.noHead }
         if let fingerprint = head.keyFingerprint, fingerprint != key.fingerprint {

@@ -7,7 +7,7 @@ public import Foundation
 /// seal that cannot be made again without the key.
 ///
 /// Entries written before the chain was keyed (a database from an earlier release) keep their
-/// plain SHA-256 links; ``AuditHead/keyedFrom`` says where the keyed chain starts, and
+/// plain SHA-256 links; the head (`keyed_from`) says where the keyed chain starts, and
 /// verification reports the unkeyed prefix as such.
 public enum AuditChain {
     /// The `previousHash` of the first entry.
@@ -15,7 +15,7 @@ public enum AuditChain {
 
     /// The seal of an entry: HMAC-SHA256 over its fields, each length-prefixed (so no two
     /// different entries encode alike, whatever their text holds), after the previous seal.
-    public static func seal(of entry: AuditEntry, previousHash: String, key: AuditKey) -> String {
+    package static func seal(of entry: AuditEntry, previousHash: String, key: AuditKey) -> String {
         var encoding: [UInt8] = []
         encoding.reserveCapacity(entry.detail.utf8.count + previousHash.utf8.count + 256)
         appendLengthPrefixed("outpost.audit.v2", to: &encoding)
@@ -77,7 +77,7 @@ public enum AuditChain {
 
     /// Recomputes the chain over every entry, in pages, and checks it against the sealed head and,
     /// when given, a checkpoint exported earlier (which catches a log cut back to an older head).
-    /// With an archive base (``AuditBase``), the chain starts there: the base's seal must hold and
+    /// With an archive base (the base `sync-server audit archive` moves), the chain starts there: the base's seal must hold and
     /// the first remaining entry must link to it; `entries` counts the entries in the database.
     /// - Parameters:
     ///   - storage: the storage whose log is verified.
@@ -85,8 +85,9 @@ public enum AuditChain {
     ///   - checkpoint: a checkpoint ``export(_:to:pageSize:)`` returned earlier, or `nil`.
     ///   - pageSize: the entries read per storage read.
     public static func verify(
-        _ storage: any SyncStorage, key: AuditKey? = nil, checkpoint: AuditCheckpoint? = nil, pageSize: Int = 1000
+        _ storage: any ServerStorage, key: AuditKey? = nil, checkpoint: AuditCheckpoint? = nil, pageSize: Int = 1000
     ) async throws -> Verification {
+        let storage = storage.engine
         let key = key ?? storage.auditKey
         guard let head = try await storage.read({ try await $0.auditHead() }) else {
             return .broken(entryID: 1, reason: "the log has no head: the database's migrations have not run")
@@ -158,11 +159,12 @@ public enum AuditChain {
 
     /// Writes every entry as a JSON line, then the head as a checkpoint line, to `output`.
     /// Returns the checkpoint, which verification takes back (`audit verify --checkpoint FILE`).
-    /// Details are written in clear (``AuditDetails``); an erased one is `null` with
+    /// Details are written in clear (decrypted with the audit key); an erased one is `null` with
     /// `"detail_erased": true`, and an encrypted one keeps its stored text as `sealed_detail`, so
     /// every line can still be checked against its seal.
     @discardableResult
-    public static func export(_ storage: any SyncStorage, to output: (Data) throws -> Void, pageSize: Int = 1000) async throws -> AuditCheckpoint? {
+    public static func export(_ storage: any ServerStorage, to output: (Data) throws -> Void, pageSize: Int = 1000) async throws -> AuditCheckpoint? {
+        let storage = storage.engine
         // The head first, in the same snapshot as nothing: entries appended meanwhile come after it
         // and are exported too; the checkpoint names what the head said when the export began.
         guard let head = try await storage.read({ try await $0.auditHead() }) else { return nil }
@@ -261,24 +263,24 @@ public enum AuditChain {
 }
 
 /// The head of the audit chain as the database holds it.
-public struct AuditHead: Hashable, Sendable {
+package struct AuditHead: Hashable, Sendable {
     /// The last entry's id (entries are numbered 1, 2, 3, … without gaps).
-    public var lastID: Int64
+    package var lastID: Int64
     /// The last entry's seal (or hash, before the chain was keyed).
-    public var lastHash: String
+    package var lastHash: String
     /// The first entry sealed with the audit key.
-    public var keyedFrom: Int64
+    package var keyedFrom: Int64
     /// The fingerprint of the key the log is sealed with; `nil` until a keyed storage opened it.
-    public var keyFingerprint: String?
+    package var keyFingerprint: String?
     /// The head's own seal.
-    public var seal: String?
+    package var seal: String?
     /// The first entry whose detail may be encrypted (``AuditDetails``): entries before it were
     /// written before the upgrade and keep their details in clear. `nil` before the upgrade.
-    public var detailsFrom: Int64?
+    package var detailsFrom: Int64?
     /// Where the entries still in the database start; `nil` when none was archived.
-    public var base: AuditBase?
+    package var base: AuditBase?
 
-    public init(
+    package init(
         lastID: Int64, lastHash: String, keyedFrom: Int64, keyFingerprint: String?, seal: String?, detailsFrom: Int64? = nil,
         base: AuditBase? = nil
     ) {
@@ -294,15 +296,15 @@ public struct AuditHead: Hashable, Sendable {
 
 /// The last archived entry (`audit archive`): its id and seal, sealed under the audit key in a
 /// domain of its own. Verification of the database starts from it.
-public struct AuditBase: Hashable, Sendable {
+package struct AuditBase: Hashable, Sendable {
     /// The last archived entry's id; 0 for the genesis (nothing archived).
-    public var lastID: Int64
+    package var lastID: Int64
     /// The last archived entry's seal (hash); ``AuditChain/genesis`` for the genesis.
-    public var lastHash: String
+    package var lastHash: String
     /// The base's own seal, over `lastID`, `lastHash` and the head's `keyedFrom`.
-    public var seal: String
+    package var seal: String
 
-    public init(lastID: Int64, lastHash: String, seal: String) {
+    package init(lastID: Int64, lastHash: String, seal: String) {
         self.lastID = lastID
         self.lastHash = lastHash
         self.seal = seal

@@ -24,21 +24,21 @@ import Foundation
 /// actor, `sync-server` (sample content seeding): no person's data is in them. Entries written
 /// before the `server.v3.audit_details` upgrade keep their plain details (their seals cover them)
 /// and cannot be erased; ``AuditHead/detailsFrom`` says where encryption starts.
-public enum AuditDetails {
+package enum AuditDetails {
     /// What an encrypted detail starts with. Details in clear are canonical JSON (`{…}`), so the
     /// two never look alike.
-    public static let prefix = "enc:v1:"
+    package static let prefix = "enc:v1:"
 
     /// The server's own actors: their entries' details stay in clear.
-    public static let systemActors: Set<String> = ["sync-server"]
+    package static let systemActors: Set<String> = ["sync-server"]
 
     /// Whether an entry of this user has its detail encrypted.
-    public static func isEncrypted(userID: String) -> Bool {
+    package static func isEncrypted(userID: String) -> Bool {
         !userID.isEmpty && !systemActors.contains(userID)
     }
 
     /// Whether a stored detail is encrypted (else it is in clear).
-    public static func isSealed(_ storedDetail: String) -> Bool {
+    package static func isSealed(_ storedDetail: String) -> Bool {
         storedDetail.hasPrefix(prefix)
     }
 
@@ -163,13 +163,13 @@ extension AuditChain {
     /// An entry's detail in clear: as stored for entries in clear, decrypted under its user's key
     /// for encrypted ones, `nil` when that key was erased
     /// (``StorageTransaction/eraseAuditDetails(tenant:userID:)``).
-    public static func readableDetail(of entry: AuditEntry, in reader: any StorageReader, key: AuditKey) async throws -> String? {
+    package static func readableDetail(of entry: AuditEntry, in reader: any StorageReader, key: AuditKey) async throws -> String? {
         try await AuditDetails.Reader(key: key).detail(of: entry, in: reader)
     }
 
     /// The details of many entries in clear, in order (`nil` where erased), each user's key read
     /// once: for an export of one user's entries (``StorageReader/auditEntries(tenant:userID:after:limit:)``).
-    public static func readableDetails(of entries: [AuditEntry], in reader: any StorageReader, key: AuditKey) async throws -> [String?] {
+    package static func readableDetails(of entries: [AuditEntry], in reader: any StorageReader, key: AuditKey) async throws -> [String?] {
         let details = AuditDetails.Reader(key: key)
         var readable: [String?] = []
         readable.reserveCapacity(entries.count)

@@ -1,20 +1,20 @@
-public import ContractRuntime
+package import ContractRuntime
 import Foundation
 
 /// One change the audit log records. A push is audited as one entry (operation ``AuditOperation/push``)
 /// whose detail lists every mutation done in it, with how it went, and every row its reducers
 /// wrote (operation ``AuditOperation/fold``); any other entry (a content change, an erasure)
 /// records one change, itself.
-public struct AuditedChange: Hashable, Sendable {
-    public var entity: String
-    public var rowID: String
-    public var operation: AuditOperation
-    public var outcome: AuditOutcome
+package struct AuditedChange: Hashable, Sendable {
+    package var entity: String
+    package var rowID: String
+    package var operation: AuditOperation
+    package var outcome: AuditOutcome
     /// The rest of what the log says of the change: for a mutation, its client stream and seq,
     /// ids, clocks, the payload's field names and hash (never its values) and the resolution.
-    public var detail: [String: JSONValue]
+    package var detail: [String: JSONValue]
 
-    public init(entity: String, rowID: String, operation: AuditOperation, outcome: AuditOutcome, detail: [String: JSONValue]) {
+    package init(entity: String, rowID: String, operation: AuditOperation, outcome: AuditOutcome, detail: [String: JSONValue]) {
         self.entity = entity
         self.rowID = rowID
         self.operation = operation
@@ -23,7 +23,7 @@ public struct AuditedChange: Hashable, Sendable {
     }
 
     /// The changes an entry records, from its detail in clear (``AuditChain/readableDetail(of:in:key:)``).
-    public static func changes(of entry: AuditEntry, readableDetail: String) throws -> [AuditedChange] {
+    package static func changes(of entry: AuditEntry, readableDetail: String) throws -> [AuditedChange] {
         let parsed = try JSONDecoder().decode(JSONValue.self, from: Data(readableDetail.utf8))
         guard case .object(let detail) = parsed else { throw AuditedChangeError(entryID: entry.id, "its detail is not a JSON object") }
         guard entry.operation == .push else {
@@ -45,14 +45,14 @@ public struct AuditedChange: Hashable, Sendable {
 }
 
 /// An entry's detail does not read as the changes it records.
-public struct AuditedChangeError: Error, CustomStringConvertible {
-    public var entryID: Int64
-    public var reason: String
+package struct AuditedChangeError: Error, CustomStringConvertible {
+    package var entryID: Int64
+    package var reason: String
 
     init(entryID: Int64, _ reason: String) {
         self.entryID = entryID
         self.reason = reason
     }
 
-    public var description: String { "audit entry \(entryID): \(reason)" }
+    package var description: String { "audit entry \(entryID): \(reason)" }
 }

@@ -22,7 +22,7 @@ import SyncProtocol
 /// `token_unknown_key`, `token_invalid_signature`, `token_wrong_audience`, `token_expired`,
 /// `token_not_yet_valid` (issued in the future), `identifier_not_normalized` (a tenant, user,
 /// device or team not in Unicode NFC, see SyncProtocol's `UnicodeIdentifier`), and `token_revoked` (see
-/// ``AuthenticationMiddleware``).
+/// the authentication middleware).
 ///
 /// ```swift
 /// let signer = try TokenSigner(secret: keyBytes)

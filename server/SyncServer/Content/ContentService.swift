@@ -11,8 +11,8 @@ public struct ContentService: Sendable {
     let clock: any ServerClock
     let apps: [any ServerApp]
 
-    public init(storage: any SyncStorage, clock: any ServerClock = SystemClock(), apps: [any ServerApp] = []) {
-        self.storage = storage
+    public init(storage: any ServerStorage, clock: any ServerClock = SystemClock(), apps: [any ServerApp] = []) {
+        self.storage = storage.engine
         self.clock = clock
         self.apps = apps
     }
@@ -169,6 +169,75 @@ public struct ContentService: Sendable {
             }
         }
         return .object(RowShaping.currentWireRow(stored, entity: entity))
+    }
+
+    /// Writes `server_only` fields of a live row of any entity (an office's review notes on an
+    /// inspection), from wire values (`null` clears a field). No device ever receives these
+    /// fields, so the write changes nothing a device holds: the row keeps its scope sequence and
+    /// `_version` (a pull has nothing new to send). The row is read again under its scope's lock,
+    /// so a push to the same row is neither lost nor overwritten, and the write is audited
+    /// (`operation`, outcome `published`, the fields named in the detail). Writing the values a
+    /// row already holds writes nothing. Returns the row's server-only fields in wire form.
+    ///
+    /// - Throws: ``ServiceError``: 403 for a device token, 404 when the row is absent or
+    ///   deleted, 422 for an unknown entity, a field that is not one of its `server_only` fields
+    ///   (`not_writable`), or a value the contract refuses (`invalid_payload`, `value_too_large`;
+    ///   `details.field`).
+    @discardableResult
+    public func setServerOnlyFields(
+        entity name: String, id: String, _ values: [String: JSONValue], identity: DeviceIdentity, operation: AuditOperation
+    ) async throws(ServiceError) -> [String: JSONValue] {
+        try Self.requireAdmin(identity)
+        guard let entity = storage.contracts.entity(named: name) else { throw .unknownEntity(name) }
+        var columns: [String: ColumnValue] = [:]
+        for (fieldName, value) in values {
+            guard let field = entity.serverOnlyFields.first(where: { $0.name == fieldName }) else {
+                throw ServiceError(
+                    status: 422, .notWritable, "\(fieldName) is not a server_only field of \(name)",
+                    details: .object(["field": .string(fieldName)])
+                )
+            }
+            do {
+                columns[fieldName] = try RowCodec.columnValue(value, for: field)
+            } catch {
+                throw ServiceError(
+                    status: 422, error.isTooLarge ? .valueTooLarge : .invalidPayload, "\(fieldName) \(error.reason)",
+                    details: .object(["field": .string(fieldName)])
+                )
+            }
+        }
+        let table = ContractTable(entity)
+        let actor = actor(identity)
+        let changedFields = values.keys.sorted()
+        let validated = columns
+        let stored = try await ServiceError.catchingStorageFailures {
+            try await storage.write { transaction -> StoredRow in
+                guard let scopeKey = try await transaction.row(in: table, tenant: actor.tenant, id: id)?.text("_scope_key") else {
+                    throw ServiceError.notFound("no \(name) '\(id)'")
+                }
+                // Read again under the lock: no push changes the row between this read and the write.
+                try await transaction.lockScope(tenant: actor.tenant, scopeKey: scopeKey)
+                guard var row = try await transaction.row(in: table, tenant: actor.tenant, id: id), !row.isDeleted else {
+                    throw ServiceError.notFound("no \(name) '\(id)'")
+                }
+                guard validated.contains(where: { row[$0.key] != $0.value }) else { return row }
+                for (column, value) in validated { row[column] = value }
+                try await transaction.upsert(row, in: table)
+                try await transaction.appendAudit(
+                    AuditEntry(
+                        tenant: actor.tenant, recordedAt: actor.now.millisecondsSince1970, userID: actor.userID,
+                        deviceID: actor.deviceID, entity: name, rowID: id, operation: operation, outcome: .published,
+                        detail: CanonicalJSON.text(
+                            .object(["scope_key": .string(scopeKey), "server_only_fields": .array(changedFields.map(JSONValue.string))])
+                        )
+                    )
+                )
+                return row
+            }
+        }
+        var wire: [String: JSONValue] = [:]
+        for field in entity.serverOnlyFields { wire[field.name] = RowCodec.wireValue(stored[field.name], for: field) }
+        return wire
     }
 
     /// Records written rows as urgent changes of their scope, each at the sequence it was written with.

@@ -1,4 +1,4 @@
-public import Hummingbird
+package import Hummingbird
 
 /// Requires `Authorization: Bearer <token>` and puts the verified identity in the context.
 /// A request without a valid token goes no further: nothing reads its body or writes anything.
@@ -9,8 +9,8 @@ public import Hummingbird
 /// (`token_revoked`), one issued at or before the erasure of its user's data is told so
 /// (`410 user_erased`), and the teams whose scope it may use are the user's memberships, whatever
 /// the token says.
-public struct AuthenticationMiddleware: RouterMiddleware {
-    public typealias Context = SyncRequestContext
+package struct AuthenticationMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
 
     let signer: TokenSigner
     let storage: (any SyncStorage)?
@@ -21,13 +21,13 @@ public struct AuthenticationMiddleware: RouterMiddleware {
     ///   - storage: where revocations and memberships are read; `nil` trusts the token
     ///     alone (for tools that have no server database).
     ///   - clock: the server's time, against which tokens' times and revocations are checked.
-    public init(signer: TokenSigner, storage: (any SyncStorage)? = nil, clock: any ServerClock = SystemClock()) {
+    package init(signer: TokenSigner, storage: (any ServerStorage)? = nil, clock: any ServerClock = SystemClock()) {
         self.signer = signer
-        self.storage = storage
+        self.storage = storage?.engine
         self.clock = clock
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         let identity = try await authenticate(request.headers[.authorization])
         context.identity = identity
@@ -77,12 +77,12 @@ public struct AuthenticationMiddleware: RouterMiddleware {
 }
 
 /// Lets only admin tokens through; devices get 403.
-public struct AdminOnlyMiddleware: RouterMiddleware {
-    public typealias Context = SyncRequestContext
+package struct AdminOnlyMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
 
-    public init() {}
+    package init() {}
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard try context.requireIdentity().isAdmin else {
             throw ServiceError.forbidden("\(request.uri.path) needs an admin token; device tokens cannot publish content")
         }

@@ -1,5 +1,5 @@
 import Foundation
-public import Hummingbird
+package import Hummingbird
 import NIOHTTP1
 import SyncProtocol
 
@@ -8,12 +8,12 @@ import SyncProtocol
 /// `WWW-Authenticate` for 401), a decoding failure into 400 `malformed_request`, Hummingbird's
 /// own refusals (unknown route, body too large) into their status, and anything else into a 500
 /// `internal_error` that says nothing about the cause (the cause goes to the log).
-public struct ErrorMiddleware: RouterMiddleware {
-    public typealias Context = SyncRequestContext
+package struct ErrorMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
 
-    public init() {}
+    package init() {}
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async -> Response {
         do {
             return try await next(request, context)
         } catch {

@@ -1,4 +1,4 @@
-public import Hummingbird
+package import Hummingbird
 
 /// Limits what one client address may get wrong: requests refused with 401 (a peer guessing
 /// tokens) and requests to `/metrics`. Authenticated requests are limited per device instead
@@ -10,8 +10,8 @@ public import Hummingbird
 /// instead of 401 (which tells it nothing more), while a valid device behind the same address
 /// goes on. Behind a reverse proxy the address is the one ``TrustedProxies`` finds in
 /// `X-Forwarded-For`, so one client's failures do not lock out every device behind the proxy.
-public struct PeerLimitMiddleware: RouterMiddleware {
-    public typealias Context = SyncRequestContext
+package struct PeerLimitMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
 
     let limiter: RateLimiter
     let trustedProxies: TrustedProxies
@@ -20,7 +20,7 @@ public struct PeerLimitMiddleware: RouterMiddleware {
     /// Paths never limited.
     let exemptPaths: Set<String>
 
-    public init(
+    package init(
         limiter: RateLimiter, trustedProxies: TrustedProxies = TrustedProxies(), limitedOpenPaths: Set<String> = ["/metrics"],
         exemptPaths: Set<String> = ["/health"]
     ) {
@@ -30,7 +30,7 @@ public struct PeerLimitMiddleware: RouterMiddleware {
         self.exemptPaths = exemptPaths
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let path = request.uri.path
         if exemptPaths.contains(path) { return try await next(request, context) }
         let client = trustedProxies.client(peer: context.peerAddress, forwardedFor: request.headers[values: .xForwardedFor]) ?? "unknown"

@@ -1,5 +1,5 @@
 import Foundation
-public import Hummingbird
+package import Hummingbird
 import NIOConcurrencyHelpers
 
 /// Token buckets, one per device: a device may send `burst` requests at once and then
@@ -69,11 +69,11 @@ public final class RateLimiter: Sendable {
 }
 
 /// Applies a rate limit per authenticated device (tenant, user and device id).
-public struct RateLimitMiddleware: RouterMiddleware {
-    public typealias Context = SyncRequestContext
+package struct RateLimitMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
 
     /// Where the counts live.
-    public enum Limiter: Sendable {
+    package enum Limiter: Sendable {
         /// In this process's memory: token buckets.
         case local(RateLimiter)
         /// In the storage every process shares (PostgreSQL): fixed windows.
@@ -89,15 +89,15 @@ public struct RateLimitMiddleware: RouterMiddleware {
 
     let limiter: Limiter
 
-    public init(limiter: RateLimiter) {
+    package init(limiter: RateLimiter) {
         self.limiter = .local(limiter)
     }
 
-    public init(limiter: Limiter) {
+    package init(limiter: Limiter) {
         self.limiter = limiter
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let identity = try context.requireIdentity()
         // The user too: a device id names a device within its user's devices, and two users
         // whose devices happen to share an id must not share (or drain) one bucket.

@@ -32,7 +32,8 @@ public struct SyncRouter {
 
 /// What the routes call: storage, services and the token signer.
 public struct ServerEnvironment: Sendable {
-    public var storage: any SyncStorage
+    /// The database (``SQLiteStorage`` or ``PostgresStorage``).
+    public var storage: any ServerStorage
     public var assets: AssetStore
     public var signer: TokenSigner
     public var metrics: ServerMetrics
@@ -46,7 +47,7 @@ public struct ServerEnvironment: Sendable {
     package var faultPauses = FaultPauses.none
 
     public init(
-        storage: any SyncStorage, assets: AssetStore, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
+        storage: any ServerStorage, assets: AssetStore, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
         clock: any ServerClock = SystemClock(), rateLimiter: RateLimiter? = nil, apps: [any ServerApp] = []
     ) {
         self.storage = storage
@@ -90,7 +91,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     } else if let limit = configuration.rateLimit {
         // On a storage several processes share, the limit is counted there, so it holds
         // across processes; otherwise in this process's memory.
-        let shared = environment.storage.sharedRateWindows.map { SharedRateLimiter(limit: limit, windows: $0, clock: environment.clock) }
+        let shared = environment.storage.engine.sharedRateWindows.map { SharedRateLimiter(limit: limit, windows: $0, clock: environment.clock) }
         authenticated.add(middleware: RateLimitMiddleware(limiter: shared.map { .shared($0) } ?? .local(RateLimiter(limit))))
     }
     table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
@@ -149,7 +150,7 @@ public func buildApplication(
 
 /// The sync server with the default metrics, system clock and rate limiter of `configuration`.
 public func buildApplication(
-    configuration: ServerConfiguration, storage: any SyncStorage, assets: AssetStore, signer: TokenSigner
+    configuration: ServerConfiguration, storage: any ServerStorage, assets: AssetStore, signer: TokenSigner
 ) -> some ApplicationProtocol {
     buildApplication(configuration: configuration, environment: ServerEnvironment(storage: storage, assets: assets, signer: signer))
 }
@@ -205,7 +206,7 @@ struct SyncRoutes: Sendable {
 
     @Sendable func health(_ request: Request, context: SyncRequestContext) async throws -> Response {
         do {
-            _ = try await environment.storage.read { reader in try await reader.lastSequence(tenant: "", clientID: "") }
+            _ = try await environment.storage.engine.read { reader in try await reader.lastSequence(tenant: "", clientID: "") }
         } catch {
             context.logger.error("health: storage unreachable: \(String(reflecting: error))")
             throw ServiceError(status: 503, .internalError, "storage is unreachable")
@@ -389,7 +390,7 @@ struct SyncRoutes: Sendable {
         try Identifier.require(target.1, as: target.0.rawValue)
         let (tenant, now) = (identity.tenant, environment.clock.now().millisecondsSince1970 / 1000)
         try await ServiceError.catchingStorageFailures {
-            try await environment.storage.write { try await $0.revoke(tenant: tenant, kind: target.0, subject: target.1, at: now) }
+            try await environment.storage.engine.write { try await $0.revoke(tenant: tenant, kind: target.0, subject: target.1, at: now) }
         }
         return try .json(["revoked": target.0.rawValue, "subject": target.1, "tenant": tenant], request: request)
     }
@@ -406,7 +407,9 @@ struct SyncRoutes: Sendable {
         let tenant = try context.requireIdentity().tenant
         let (team, user) = (try parameter("team", context), try parameter("user", context))
         let changed = try await ServiceError.catchingStorageFailures {
-            try await environment.storage.write { try await $0.setTeamMembership(tenant: tenant, team: team, userID: user, isMember: isMember) }
+            try await environment.storage.engine.write {
+                try await $0.setTeamMembership(tenant: tenant, team: team, userID: user, isMember: isMember)
+            }
         }
         // Adding a member twice is the same request twice; removing one who is not a member
         // matched nothing, and the operator must hear so rather than believe it done.

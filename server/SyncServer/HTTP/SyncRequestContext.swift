@@ -2,7 +2,7 @@ public import Hummingbird
 package import NIOCore
 
 /// The per-request context of the server's router: Hummingbird's core storage plus the
-/// identity the bearer token proved (set by ``AuthenticationMiddleware``).
+/// identity the bearer token proved (set by the authentication middleware).
 public struct SyncRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// `nil` until authenticated; routes behind authentication always see a value.
@@ -21,7 +21,7 @@ public struct SyncRequestContext: RequestContext {
         channel = source.channel.remoteAddress == nil ? nil : source.channel
     }
 
-    /// The authenticated identity; only routes registered behind ``AuthenticationMiddleware`` call it.
+    /// The authenticated identity; only routes registered behind the authentication middleware call it.
     func requireIdentity() throws(ServiceError) -> DeviceIdentity {
         guard let identity else { throw .unauthorized("this route needs Authorization: Bearer <token>") }
         return identity

@@ -1,5 +1,5 @@
 import Foundation
-public import Hummingbird
+package import Hummingbird
 
 /// Refuses a request whose `Transfer-Encoding` is anything but exactly `chunked` with 400,
 /// before its body is read.
@@ -8,12 +8,12 @@ public import Hummingbird
 /// comes last; a proxy in front may read the same header another way (as `identity`, or by
 /// `Content-Length`) and the two would then disagree on where the request ends: request
 /// smuggling. The server applies no transfer coding but chunked, so nothing else is taken.
-public struct TransferCodingMiddleware: RouterMiddleware {
-    public typealias Context = SyncRequestContext
+package struct TransferCodingMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
 
-    public init() {}
+    package init() {}
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let codings = request.headers[values: .transferEncoding].flatMap { $0.split(separator: ",") }
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         guard codings.isEmpty || codings == ["chunked"] else {

@@ -73,14 +73,14 @@ public struct ServerHousekeeping: Sendable {
         }
     }
 
-    public let storage: any SyncStorage
+    let storage: any SyncStorage
     public let horizons: Horizons
     /// Rows per transaction at most.
     public let batchSize: Int
     let metrics: ServerMetrics?
 
-    public init(storage: any SyncStorage, horizons: Horizons = Horizons(), batchSize: Int = 500, metrics: ServerMetrics? = nil) {
-        self.storage = storage
+    public init(storage: any ServerStorage, horizons: Horizons = Horizons(), batchSize: Int = 500, metrics: ServerMetrics? = nil) {
+        self.storage = storage.engine
         self.horizons = horizons
         self.batchSize = max(1, batchSize)
         self.metrics = metrics

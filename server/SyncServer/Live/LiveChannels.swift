@@ -67,12 +67,12 @@ package final class LiveChannels: Sendable {
     private let clock: any ServerClock
     private let metrics: ServerMetrics
 
-    init(configuration: LiveChannelConfiguration, storage: any SyncStorage, clock: any ServerClock, metrics: ServerMetrics) {
+    init(configuration: LiveChannelConfiguration, storage: any ServerStorage, clock: any ServerClock, metrics: ServerMetrics) {
         self.configuration = configuration
-        self.storage = storage
+        self.storage = storage.engine
         self.clock = clock
         self.metrics = metrics
-        storage.observeCommits { [weak self] notice in self?.publish(notice) }
+        self.storage.observeCommits { [weak self] notice in self?.publish(notice) }
     }
 
     /// Channels open now.

@@ -1,13 +1,13 @@
 import NIOConcurrencyHelpers
 
 /// A scope whose sequence a commit moved: what the live channel pokes devices about.
-public struct ScopeChange: Hashable, Sendable {
-    public var tenant: String
-    public var scopeKey: String
+package struct ScopeChange: Hashable, Sendable {
+    package var tenant: String
+    package var scopeKey: String
     /// The scope's sequence after the commit.
-    public var sequence: Int64
+    package var sequence: Int64
 
-    public init(tenant: String, scopeKey: String, sequence: Int64) {
+    package init(tenant: String, scopeKey: String, sequence: Int64) {
         self.tenant = tenant
         self.scopeKey = scopeKey
         self.sequence = sequence
@@ -15,7 +15,7 @@ public struct ScopeChange: Hashable, Sendable {
 }
 
 /// What a storage tells its commit observers (``SyncStorage/observeCommits(_:)``).
-public enum CommitNotice: Hashable, Sendable {
+package enum CommitNotice: Hashable, Sendable {
     /// A commit moved these scopes.
     case changed([ScopeChange])
     /// Commits may have moved scopes without a notice (the storage was not listening for a

@@ -1,5 +1,5 @@
 import Dispatch
-public import Hummingbird
+package import Hummingbird
 import Logging
 
 /// Counts, times and logs the final status of every request. Registered before the error
@@ -7,16 +7,16 @@ import Logging
 ///
 /// The log line (`info`, through the request's logger, so it carries Hummingbird's
 /// `hb.request.id`) names the method, the route template, the status and the milliseconds taken.
-public struct RequestMetricsMiddleware: RouterMiddleware {
-    public typealias Context = SyncRequestContext
+package struct RequestMetricsMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
 
     let metrics: ServerMetrics
 
-    public init(metrics: ServerMetrics) {
+    package init(metrics: ServerMetrics) {
         self.metrics = metrics
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = DispatchTime.now().uptimeNanoseconds
         var status = 500
         defer {

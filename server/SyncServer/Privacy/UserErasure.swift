@@ -25,8 +25,8 @@ public struct UserErasure: Sendable {
     let storage: any SyncStorage
     let clock: any ServerClock
 
-    public init(storage: any SyncStorage, clock: any ServerClock = SystemClock()) {
-        self.storage = storage
+    public init(storage: any ServerStorage, clock: any ServerClock = SystemClock()) {
+        self.storage = storage.engine
         self.clock = clock
     }
 

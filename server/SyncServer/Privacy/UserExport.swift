@@ -19,8 +19,8 @@ public struct UserExport: Sendable {
     let storage: any SyncStorage
     let clock: any ServerClock
 
-    public init(storage: any SyncStorage, clock: any ServerClock = SystemClock()) {
-        self.storage = storage
+    public init(storage: any ServerStorage, clock: any ServerClock = SystemClock()) {
+        self.storage = storage.engine
         self.clock = clock
     }
 

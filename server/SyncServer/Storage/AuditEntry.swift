@@ -2,23 +2,23 @@ import ContractRuntime
 import Foundation
 
 /// One entry of the append-only audit log.
-public struct AuditEntry: Hashable, Sendable {
-    public var id: Int64
-    public var tenant: String
+package struct AuditEntry: Hashable, Sendable {
+    package var id: Int64
+    package var tenant: String
     /// Server clock, milliseconds since 1970.
-    public var recordedAt: Int64
-    public var userID: String
-    public var deviceID: String
-    public var entity: String
-    public var rowID: String
-    public var operation: AuditOperation
-    public var outcome: AuditOutcome
+    package var recordedAt: Int64
+    package var userID: String
+    package var deviceID: String
+    package var entity: String
+    package var rowID: String
+    package var operation: AuditOperation
+    package var outcome: AuditOutcome
     /// Canonical JSON with what happened (the mutation, the resolution).
-    public var detail: String
-    public var previousHash: String
-    public var hash: String
+    package var detail: String
+    package var previousHash: String
+    package var hash: String
 
-    public init(
+    package init(
         id: Int64 = 0, tenant: String, recordedAt: Int64, userID: String, deviceID: String, entity: String, rowID: String,
         operation: AuditOperation, outcome: AuditOutcome, detail: String, previousHash: String = "", hash: String = ""
     ) {

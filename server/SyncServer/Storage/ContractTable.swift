@@ -1,22 +1,22 @@
-public import ContractRuntime
+package import ContractRuntime
 import Foundation
 
 /// A table of a contract, as storage needs to address it.
-public struct ContractTable: Hashable, Sendable {
-    public var name: String
+package struct ContractTable: Hashable, Sendable {
+    package var name: String
     /// The primary-key column of the contract (`id`, or `event_id` for events).
-    public var primaryKey: String
+    package var primaryKey: String
 
-    public init(name: String, primaryKey: String) {
+    package init(name: String, primaryKey: String) {
         self.name = name
         self.primaryKey = primaryKey
     }
 
-    public init(_ entity: EntityDescriptor) {
+    package init(_ entity: EntityDescriptor) {
         self.init(name: entity.table, primaryKey: entity.primaryKey)
     }
 
-    public init(_ event: EventDescriptor) {
+    package init(_ event: EventDescriptor) {
         self.init(name: event.table, primaryKey: "event_id")
     }
 }

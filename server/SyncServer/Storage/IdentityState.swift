@@ -3,15 +3,15 @@ import Foundation
 import SyncProtocol
 
 /// What the server holds about an identity (``StorageReader/identityState(tenant:userID:deviceID:)``).
-public struct IdentityState: Hashable, Sendable {
+package struct IdentityState: Hashable, Sendable {
     /// Seconds since 1970 of the latest revocation of the device or the user; `nil` when none.
-    public var revokedAt: Int64?
+    package var revokedAt: Int64?
     /// The teams the user belongs to, sorted.
-    public var teams: [String]
+    package var teams: [String]
     /// Seconds since 1970 of the erasure of the user's data; `nil` when never erased.
-    public var erasedAt: Int64?
+    package var erasedAt: Int64?
 
-    public init(revokedAt: Int64?, teams: [String], erasedAt: Int64? = nil) {
+    package init(revokedAt: Int64?, teams: [String], erasedAt: Int64? = nil) {
         self.revokedAt = revokedAt
         self.teams = teams
         self.erasedAt = erasedAt
@@ -40,13 +40,13 @@ public struct IdentityState: Hashable, Sendable {
 }
 
 /// A revocation the server holds.
-public struct Revocation: Hashable, Sendable {
-    public var kind: RevocationKind
-    public var subject: String
+package struct Revocation: Hashable, Sendable {
+    package var kind: RevocationKind
+    package var subject: String
     /// Seconds since 1970.
-    public var revokedAt: Int64
+    package var revokedAt: Int64
 
-    public init(kind: RevocationKind, subject: String, revokedAt: Int64) {
+    package init(kind: RevocationKind, subject: String, revokedAt: Int64) {
         self.kind = kind
         self.subject = subject
         self.revokedAt = revokedAt
@@ -54,15 +54,15 @@ public struct Revocation: Hashable, Sendable {
 }
 
 /// A push stream and what the server holds of it.
-public struct ClientRecord: Hashable, Sendable {
-    public var clientID: String
-    public var owner: ClientOwner?
+package struct ClientRecord: Hashable, Sendable {
+    package var clientID: String
+    package var owner: ClientOwner?
     /// The last `seq` done.
-    public var lastSeq: Int64
+    package var lastSeq: Int64
     /// When it last moved, milliseconds since 1970.
-    public var updatedAt: Int64
+    package var updatedAt: Int64
 
-    public init(clientID: String, owner: ClientOwner?, lastSeq: Int64, updatedAt: Int64) {
+    package init(clientID: String, owner: ClientOwner?, lastSeq: Int64, updatedAt: Int64) {
         self.clientID = clientID
         self.owner = owner
         self.lastSeq = lastSeq
@@ -72,12 +72,12 @@ public struct ClientRecord: Hashable, Sendable {
 
 /// A row whose change an operator marked urgent (a withdrawn unit): the contract table and the
 /// row's primary key, and the scope sequence of the change marked.
-public struct UrgentChange: Hashable, Sendable {
-    public var table: String
-    public var rowID: String
-    public var sequence: Int64
+package struct UrgentChange: Hashable, Sendable {
+    package var table: String
+    package var rowID: String
+    package var sequence: Int64
 
-    public init(table: String, rowID: String, sequence: Int64) {
+    package init(table: String, rowID: String, sequence: Int64) {
         self.table = table
         self.rowID = rowID
         self.sequence = sequence
@@ -85,7 +85,7 @@ public struct UrgentChange: Hashable, Sendable {
 }
 
 /// What a revocation names.
-public enum RevocationKind: String, Hashable, Sendable, CaseIterable {
+package enum RevocationKind: String, Hashable, Sendable, CaseIterable {
     case device
     case user
 }

@@ -20,7 +20,7 @@ import PostgresNIO
 /// defer { Task { await storage.close() } }
 /// let push = PushService(storage: storage)
 /// ```
-public final class PostgresStorage: SyncStorage {
+public final class PostgresStorage: ServerStorage, SyncStorage {
     /// Where the database is and how to use it.
     public struct Configuration: Sendable {
         public var host: String
@@ -130,6 +130,7 @@ public final class PostgresStorage: SyncStorage {
     private let maximumAttempts: Int
     public let auditKey: AuditKey
     public let contracts: ContractCatalog
+    public var backend: StorageBackend { StorageBackend(self) }
     private let commitObservers = CommitObservers()
     private let notificationChannel: String
     /// The task that listens for every process's commits, started by the first observer.
@@ -221,7 +222,7 @@ public final class PostgresStorage: SyncStorage {
         running.cancel()
     }
 
-    public func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void) {
+    package func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void) {
         commitObservers.add(observer)
         listening.withLockedValue { task in
             guard task == nil else { return }
@@ -285,7 +286,7 @@ public final class PostgresStorage: SyncStorage {
 
     // MARK: - SyncStorage
 
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
+    package func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
@@ -303,7 +304,7 @@ public final class PostgresStorage: SyncStorage {
         }
     }
 
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
+    package func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
         // One snapshot for every statement: a page of changes read table by table must not see
         // a commit between two of its statements.
         try await transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { try await body($0) }

@@ -5,22 +5,22 @@ import Foundation
 /// the first time, and a push is written in one transaction, so its results are kept (and pruned
 /// and erased) together. One record per push rather than one row per mutation: a push of 500
 /// writes one row of bookkeeping instead of 500.
-public struct PushResultRecord: Hashable, Sendable {
+package struct PushResultRecord: Hashable, Sendable {
     /// The seq the first result answers; the results answer consecutive seqs from it.
-    public var firstSeq: Int64
+    package var firstSeq: Int64
     /// The canonical JSON of each result (SyncProtocol's `MutationResult`), in seq order.
-    public var results: [String]
+    package var results: [String]
 
-    public init(firstSeq: Int64, results: [String]) {
+    package init(firstSeq: Int64, results: [String]) {
         self.firstSeq = firstSeq
         self.results = results
     }
 
     /// The last seq the record answers.
-    public var lastSeq: Int64 { firstSeq + Int64(results.count) - 1 }
+    package var lastSeq: Int64 { firstSeq + Int64(results.count) - 1 }
 
     /// The stored text of the result of `seq`, `nil` when the record does not answer it.
-    public func result(of seq: Int64) -> String? {
+    package func result(of seq: Int64) -> String? {
         guard seq >= firstSeq, seq <= lastSeq else { return nil }
         return results[Int(seq - firstSeq)]
     }

@@ -5,10 +5,11 @@ public import Foundation
 import GRDB
 
 /// The embedded default: one SQLite database (WAL) in the data folder, through GRDB.
-public final class SQLiteStorage: SyncStorage {
+public final class SQLiteStorage: ServerStorage, SyncStorage {
     private let pool: DatabasePool
     public let auditKey: AuditKey
     public let contracts: ContractCatalog
+    public var backend: StorageBackend { StorageBackend(self) }
     private let commitObservers = CommitObservers()
 
     /// Opens (creating if needed) `server.sqlite` in `directory` and runs the server's own
@@ -79,7 +80,7 @@ public final class SQLiteStorage: SyncStorage {
 
     /// One writer at a time (SQLite's own rule): every lock of ``StorageTransaction`` is held by
     /// construction, so `lockClient` and `lockScope` take nothing more.
-    public func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
+    package func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
         let (result, changes) = try await pool.write { db in
             let transaction = SQLiteTransaction(db: db, auditTail: AuditTail(key: self.auditKey))
             let result = try ConnectionThreadExecutor.run { [transaction = UncheckedTransaction(transaction)] in
@@ -92,11 +93,11 @@ public final class SQLiteStorage: SyncStorage {
         return result
     }
 
-    public func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void) {
+    package func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void) {
         commitObservers.add(observer)
     }
 
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
+    package func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
         try await pool.read { db in
             let reader = UncheckedTransaction(SQLiteTransaction(db: db, auditTail: AuditTail(key: self.auditKey)))
             return try ConnectionThreadExecutor.run { try await body(reader.value) }

@@ -1,4 +1,4 @@
-public import ContractRuntime
+package import ContractRuntime
 import Foundation
 
 /// Where the server keeps everything. The sync logic (push, conflict policies, reducers, pull,
@@ -23,19 +23,13 @@ import Foundation
 /// An implementation may run a write closure more than once (PostgreSQL does when the database
 /// reports a deadlock or a write conflict and rolls the attempt back): the closure must do nothing
 /// but storage work and pure computation.
-public protocol SyncStorage: Sendable {
+package protocol SyncStorage: ServerStorage {
     /// Runs `body` in one write transaction: everything it writes commits together, or nothing
     /// does when it throws.
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T
 
     /// Runs `body` against one consistent snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T
-
-    /// The key this storage seals the audit log with.
-    var auditKey: AuditKey { get }
-
-    /// The contracts whose tables this storage holds (it ran their migrations when it opened).
-    var contracts: ContractCatalog { get }
 
     /// Calls `observer` after each commit that moved a scope's sequence, with those scopes at
     /// their sequence after the commit (what the live channel pokes devices about): commits of
@@ -47,7 +41,7 @@ public protocol SyncStorage: Sendable {
 }
 
 /// Reads, inside a transaction or a snapshot.
-public protocol StorageReader {
+package protocol StorageReader {
     /// The row with this primary key in a tenant, tombstones included.
     func row(in table: ContractTable, tenant: String, id: String) async throws -> StoredRow?
 
@@ -122,7 +116,7 @@ public protocol StorageReader {
 }
 
 /// Writes, inside one transaction.
-public protocol StorageTransaction: StorageReader {
+package protocol StorageTransaction: StorageReader {
     /// Takes the client's push lock until the transaction ends and returns its last `seq` done
     /// (0 when it never pushed). A second push of the same client, in this process or another,
     /// waits here until this one commits or rolls back, then sees its `seq`s as done.
@@ -227,23 +221,23 @@ public protocol StorageTransaction: StorageReader {
 
 extension StorageReader {
     /// The stored result (canonical JSON) of one of a client's mutations; `nil` when none is kept.
-    public func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
+    package func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
         try await pushResults(tenant: tenant, clientID: clientID, covering: seq)?.result(of: seq)
     }
 }
 
 extension StorageTransaction {
     /// Reading ahead only saves queries: a transaction without it reads each row when asked.
-    public func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {}
+    package func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {}
 }
 
 /// A deleted row, as compaction addresses it: its scope and its `_seq` (unique in its scope).
-public struct Tombstone: Hashable, Sendable {
-    public var tenant: String
-    public var scopeKey: String
-    public var seq: Int64
+package struct Tombstone: Hashable, Sendable {
+    package var tenant: String
+    package var scopeKey: String
+    package var seq: Int64
 
-    public init(tenant: String, scopeKey: String, seq: Int64) {
+    package init(tenant: String, scopeKey: String, seq: Int64) {
         self.tenant = tenant
         self.scopeKey = scopeKey
         self.seq = seq

@@ -32,7 +32,7 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
     }
 
     /// The owner a push stream of this identity records (see ``ClientOwner``).
-    public var clientOwner: ClientOwner { ClientOwner(userID: userID, deviceID: deviceID) }
+    package var clientOwner: ClientOwner { ClientOwner(userID: userID, deviceID: deviceID) }
 
     enum CodingKeys: String, CodingKey {
         case tenant = "tnt"

@@ -1,6 +1,6 @@
 import ContractRuntime
 import Foundation
-public import SyncProtocol
+package import SyncProtocol
 
 /// `GET /sync/v1/pull`: one page of the changes in a scope after a cursor.
 ///
@@ -15,7 +15,7 @@ public import SyncProtocol
 /// var page = try await pull.pull(scope: "user", cursor: nil, limit: 500, schema: ["Unit": 3], clientID: "c-1", identity: identity)
 /// while page.hasMore { page = try await pull.pull(scope: "user", cursor: page.cursor, …) }
 /// ```
-public struct PullService: Sendable {
+package struct PullService: Sendable {
     let storage: any SyncStorage
     let defaultLimit: Int
     let maximumLimit: Int
@@ -25,10 +25,10 @@ public struct PullService: Sendable {
     let pageBytes: Int
 
     /// The default `pageBytes` of ``init(storage:defaultLimit:maximumLimit:pageBytes:)``: 4 MiB.
-    public static let defaultPageBytes = 4 * 1024 * 1024
+    package static let defaultPageBytes = 4 * 1024 * 1024
 
-    public init(storage: any SyncStorage, defaultLimit: Int = 500, maximumLimit: Int = 1000, pageBytes: Int = defaultPageBytes) {
-        self.storage = storage
+    package init(storage: any ServerStorage, defaultLimit: Int = 500, maximumLimit: Int = 1000, pageBytes: Int = defaultPageBytes) {
+        self.storage = storage.engine
         self.maximumLimit = max(1, maximumLimit)
         self.defaultLimit = min(max(1, defaultLimit), self.maximumLimit)
         self.pageBytes = max(1, pageBytes)
@@ -78,7 +78,7 @@ public struct PullService: Sendable {
     ///   does not deliver; 403 when the token does not grant the scope; 404 for an unknown
     ///   scope; 410 `cursor_expired` for a cursor below the scope's compacted sequence
     ///   (``ServerHousekeeping``; pull again without a cursor); 426 when `schema` names a version below a contract's oldest supported one.
-    public func pull(
+    package func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity,
         contracts: [String]? = nil
     ) async throws(ServiceError) -> PullResponse {
@@ -267,7 +267,7 @@ public struct PullService: Sendable {
     /// 410 `cursor_expired` for a cursor below the scope's compacted sequence when a compaction
     /// ran since it was issued: deletes after it may be gone. A cursor issued after the last
     /// compaction (a pull from scratch paging through old rows) is still good.
-    public static func checkHorizon(_ position: SyncCursor, compacted: Int64) throws(ServiceError) {
+    package static func checkHorizon(_ position: SyncCursor, compacted: Int64) throws(ServiceError) {
         if position.sequence < compacted, position.horizon < compacted { throw .cursorExpired(scopeKey: position.scopeKey) }
     }
 
@@ -277,7 +277,7 @@ public struct PullService: Sendable {
     }
 
     /// The cursor a request sends; `nil` without one.
-    public static func position(of cursor: String?, scopeKey: String) throws(ServiceError) -> SyncCursor? {
+    package static func position(of cursor: String?, scopeKey: String) throws(ServiceError) -> SyncCursor? {
         guard let cursor, !cursor.isEmpty else { return nil }
         let decoded: SyncCursor
         do {

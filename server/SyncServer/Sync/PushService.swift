@@ -1,6 +1,6 @@
 import ContractRuntime
 import Foundation
-public import SyncProtocol
+package import SyncProtocol
 
 /// Applies devices' pushes (`POST /sync/v1/push`, docs/openapi.yaml): exactly once, in `seq` order,
 /// every mutation validated against its contract before anything is written, conflicts
@@ -25,17 +25,17 @@ public import SyncProtocol
 /// let response = try await service.push(request, identity: identity)
 /// for result in response.results where result.status == .conflicted { … }
 /// ```
-public struct PushService: Sendable {
+package struct PushService: Sendable {
     /// The most mutations one push may carry.
-    public static let maximumMutations = 1000
+    package static let maximumMutations = 1000
     /// The largest `seq` a client stream reaches: 2^53, the largest integer every JSON reader
     /// keeps exact, and far from where `Int64` arithmetic could overflow.
-    public static let maximumSequence: Int64 = 1 << 53
+    package static let maximumSequence: Int64 = 1 << 53
     /// The longest `client_id`, `client_mutation_id`, contract name or `hlc`, in UTF-8 bytes.
-    public static let maximumNameBytes = 128
+    package static let maximumNameBytes = 128
 
     /// How far ahead of the server's clock a mutation's hybrid clock may be: 5 minutes.
-    public static let defaultMaximumClockSkew: Duration = .seconds(300)
+    package static let defaultMaximumClockSkew: Duration = .seconds(300)
 
     let storage: any SyncStorage
     let contracts: ServerContracts
@@ -49,11 +49,11 @@ public struct PushService: Sendable {
     ///     rejected with `clock_skew` (nothing written; the mutations behind it go on).
     ///   - reducers: the apps' reducers, which fold events and created rows of the
     ///     contracts they name into server-computed rows (``ServerApp/reducers``).
-    public init(
-        storage: any SyncStorage, clock: any ServerClock = SystemClock(), maximumClockSkew: Duration = defaultMaximumClockSkew,
+    package init(
+        storage: any ServerStorage, clock: any ServerClock = SystemClock(), maximumClockSkew: Duration = defaultMaximumClockSkew,
         reducers: [any Reducer] = []
     ) {
-        self.storage = storage
+        self.storage = storage.engine
         contracts = ServerContracts(storage.contracts, reducers: reducers)
         self.clock = clock
         self.maximumClockSkew = maximumClockSkew
@@ -68,7 +68,7 @@ public struct PushService: Sendable {
     /// its own (`schema_too_new`) are rejected one by one; the others apply.
     ///
     /// Refusals write nothing. A storage failure is a 500 (`internal_error`) and writes nothing either.
-    public func push(_ request: PushRequest, identity: DeviceIdentity) async throws(ServiceError) -> PushResponse {
+    package func push(_ request: PushRequest, identity: DeviceIdentity) async throws(ServiceError) -> PushResponse {
         try Self.checkShape(request)
         do {
             // 426 for a version below the oldest supported. Contracts the server does not know,

@@ -163,8 +163,8 @@ struct Reducers: Sendable {
 public struct ReducerContext {
     let writer: PushWriter
 
-    /// The push's transaction, for reads the typed methods do not cover.
-    public var transaction: any StorageTransaction { writer.transaction }
+    /// The push's transaction.
+    package var transaction: any StorageTransaction { writer.transaction }
     /// Who pushed.
     public var identity: DeviceIdentity { writer.identity }
     /// The server's time of the push.
@@ -173,6 +173,13 @@ public struct ReducerContext {
     public var clockSkewMilliseconds: Int64 {
         let parts = writer.clockSkew.components
         return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// The stored row of `entity` with this primary key in the pusher's tenant, as stored:
+    /// tombstones included, with its sync metadata (`_scope_key`, `_version`, `_deleted`, …);
+    /// `nil` when there is none.
+    public func row(of entity: EntityDescriptor, id: String) async throws -> StoredRow? {
+        try await transaction.row(in: ContractTable(entity), tenant: identity.tenant, id: id)
     }
 
     /// A stored entity row with its generated value; `nil` when absent or deleted.

@@ -1,4 +1,4 @@
-public import ContractRuntime
+package import ContractRuntime
 import SyncProtocol
 
 /// Turns stored rows into the wire form a device understands: the fields its schema version
@@ -8,11 +8,11 @@ import SyncProtocol
 /// `estimated_minutes` (added in 3); a device on the current version receives every field.
 /// The field lists come from the contract registry's `EntityDescriptor.knownFieldsByVersion`,
 /// which the compiler derives from the released history in `contracts.lock`.
-public enum RowShaping {
+package enum RowShaping {
     /// The version a device runs for a contract: what it sent in `schema`, or the current
     /// version when it sent nothing for that contract. A version above the current one (a
     /// newer build) gets the current shape.
-    public static func schemaVersion(of name: String, current: Int, in schema: [String: Int]) -> Int {
+    package static func schemaVersion(of name: String, current: Int, in schema: [String: Int]) -> Int {
         guard let version = schema[name] else { return current }
         return min(version, current)
     }
@@ -23,7 +23,7 @@ public enum RowShaping {
     ///
     /// The details name the first such contract (in name order):
     /// `{"entity": "Unit", "oldest_supported": 2, "current": 3}`.
-    public static func requireSupported(_ schema: [String: Int], contracts: ContractCatalog) throws(ServiceError) {
+    package static func requireSupported(_ schema: [String: Int], contracts: ContractCatalog) throws(ServiceError) {
         for name in schema.keys.sorted() {
             let version = schema[name]!
             let range: (oldest: Int, current: Int)?
@@ -60,7 +60,7 @@ public enum RowShaping {
     /// The fields a device at one version of a contract knows, each with the key it goes
     /// under; worked out once per page, not per row. A field the version knows but the contract
     /// has since removed has no column any more and is left out.
-    public struct Plan: Sendable {
+    package struct Plan: Sendable {
         let fields: [(wireName: String, field: FieldDescriptor)]
         /// What ``write(_:positions:into:)`` writes, in key order: each member's `"key":` bytes and its
         /// field's column with the kind the column is read as (a `ref` as its target's key); no
@@ -83,17 +83,17 @@ public enum RowShaping {
         }
 
         /// The plan for schema `version` of an entity.
-        public init(_ entity: EntityDescriptor, version: Int) {
+        package init(_ entity: EntityDescriptor, version: Int) {
             self.init(fields: entity.fields, known: RowShaping.knownFields(entity, version: version))
         }
 
         /// The plan for the payload of schema `version` of an event.
-        public init(_ event: EventDescriptor, version: Int) {
+        package init(_ event: EventDescriptor, version: Int) {
             self.init(fields: event.fields, known: RowShaping.knownFields(event, version: version))
         }
 
         /// The row's fields in wire form, read from their columns (which carry the current names).
-        public func shape(_ row: StoredRow) -> [String: JSONValue] {
+        package func shape(_ row: StoredRow) -> [String: JSONValue] {
             var wire: [String: JSONValue] = [:]
             wire.reserveCapacity(fields.count)
             for (wireName, field) in fields {
@@ -134,16 +134,16 @@ public enum RowShaping {
         }
 
         /// The key of the server's row version in a pulled entity row.
-        public static let serverVersionKey = "_server_version"
+        package static let serverVersionKey = "_server_version"
     }
 
     /// An entity row in the wire form of schema `version` of its contract.
-    public static func wireRow(_ row: StoredRow, entity: EntityDescriptor, version: Int) -> [String: JSONValue] {
+    package static func wireRow(_ row: StoredRow, entity: EntityDescriptor, version: Int) -> [String: JSONValue] {
         Plan(entity, version: version).shape(row)
     }
 
     /// An entity row in the wire form of its contract's current version.
-    public static func currentWireRow(_ row: StoredRow, entity: EntityDescriptor) -> [String: JSONValue] {
+    package static func currentWireRow(_ row: StoredRow, entity: EntityDescriptor) -> [String: JSONValue] {
         var wire: [String: JSONValue] = [:]
         for field in entity.fields {
             wire[field.name] = RowCodec.wireValue(row[field.name], for: field)
@@ -155,7 +155,7 @@ public enum RowShaping {
     /// `user_id`, `device_id`, `occurred_at`, `recorded_at`, `hash`) and the `payload` shaped
     /// for schema `version`. `schema_version` says the version the payload is shaped for;
     /// `hash` stays the one the recording device computed over its own payload.
-    public static func wireEvent(_ row: StoredRow, event: EventDescriptor, version: Int) -> [String: JSONValue] {
+    package static func wireEvent(_ row: StoredRow, event: EventDescriptor, version: Int) -> [String: JSONValue] {
         wireEvent(row, event: event, version: version, plan: Plan(event, version: version))
     }
 
