@@ -302,4 +302,55 @@ struct ContentServiceTests {
         let rows = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 100) }
         #expect(rows.map(\.outcome) == [.published, .published, .deleted, .published])
     }
+
+    @Test(
+        "server-only fields are written under the scope's lock, checked and audited, without a new sequence or version",
+        arguments: StorageKind.allCases)
+    func serverOnlyFields(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
+        defer { harness.remove() }
+        _ = try await SampleContent.seed(
+            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+        let content = harness.content.content
+        let id = "assessment-battery-basics"
+        let entity = Assessment.descriptor.name
+        func stored() async throws -> StoredRow {
+            try #require(try await harness.storage.snapshot { try await $0.row(of: Assessment.descriptor, tenant: PullHarness.tenant, id: id) })
+        }
+        func auditCount() async throws -> Int {
+            try await harness.storage.read { try await $0.auditEntries(after: 0, limit: 100_000).count }
+        }
+        let before = try await stored()
+        let auditBefore = try await auditCount()
+        let key: JSONValue = .array([.object(["id": .string("q1"), "correct": .string("b"), "points": .int(2)])])
+
+        let written = try await content.setServerOnlyFields(
+            entity: entity, id: id, ["answer_key": key], identity: PullHarness.admin, operation: .publish)
+        #expect(written["answer_key"] == key)
+        let after = try await stored()
+        #expect(after.text("answer_key") == CanonicalJSON.text(key))
+        #expect(after.integer("_seq") == before.integer("_seq") && after.integer("_version") == before.integer("_version"))
+        #expect(after.text("title") == before.text("title"))
+        #expect(try await auditCount() == auditBefore + 1)
+        // The same value again writes nothing, and audits nothing.
+        try await content.setServerOnlyFields(entity: entity, id: id, ["answer_key": key], identity: PullHarness.admin, operation: .publish)
+        #expect(try await auditCount() == auditBefore + 1)
+
+        func refusal(_ values: [String: JSONValue], id: String = id, as identity: DeviceIdentity = PullHarness.admin) async -> ServiceError? {
+            do {
+                try await content.setServerOnlyFields(entity: entity, id: id, values, identity: identity, operation: .publish)
+                return nil
+            } catch { return error }
+        }
+        let notServerOnly = await refusal(["title": .string("Renamed")])
+        #expect(notServerOnly?.status == 422 && notServerOnly?.detail.code == .notWritable)
+        #expect(notServerOnly?.detail.details == JSONValue.object(["field": .string("title")]))
+        let tooLarge = await refusal(["answer_key": .string(String(repeating: "a", count: 4 * 1024 * 1024))])
+        #expect(tooLarge?.status == 422 && tooLarge?.detail.code == .valueTooLarge)
+        #expect(await refusal(["answer_key": .null], id: "assessment-none")?.status == 404)
+        #expect(await refusal(["answer_key": .null], as: device)?.status == 403)
+        // Nothing refused was written.
+        #expect(try await stored().text("answer_key") == CanonicalJSON.text(key))
+        #expect(try await stored().text("title") == before.text("title"))
+    }
 }
