@@ -73,10 +73,23 @@ import Testing
             // The normal tier's first page is asked for while the critical tier's last pages are
             // stored; before that page arrives, the critical rows are on the device and usable,
             // and the writer changes a critical row the device already pulled.
+            // The team scope's tiers as the contracts declare them, highest priority first (its
+            // events are `normal`): a contract added to the scope joins its tier.
+            var byPriority: [SyncPriority: [String]] = [:]
+            for entity in ContractRegistry.entities where entity.scope == "team" && entity.direction != .up {
+                byPriority[entity.priority, default: []].append(entity.name)
+            }
+            for event in ContractRegistry.events where event.scope == "team" && event.direction != .up {
+                byPriority[.normal, default: []].append(event.name)
+            }
+            let declaredTiers = byPriority.keys.sorted().map { byPriority[$0]!.sorted() }
+            try #require(declaredTiers.count == 2, "the team scope has critical and normal contracts")
+            let (criticalTier, normalTier) = (declaredTiers[0], declaredTiers[1])
+            #expect(Set(criticalTier).isSuperset(of: ["Incident", "Task"]) && Set(normalTier).isSuperset(of: ["IssueLogged", "ServiceAsset"]))
             let changed = LockedValues<Bool>()
             let available = LockedValues<Set<String>>()
             transport.beforePull = { scope, contracts in
-                guard contracts == ["IssueLogged", "ServiceAsset"], changed.values.isEmpty else { return }
+                guard contracts == normalTier, changed.values.isEmpty else { return }
                 changed.append(true)
                 for _ in 0..<500 where await !fresh.currentStatus.availableContracts.isSuperset(of: ["Incident", "Task"]) {
                     try? await Task.sleep(for: .milliseconds(10))
@@ -95,7 +108,7 @@ import Testing
             #expect(requests.first?.scope == "team")
             let teamFilters = requests.filter { $0.scope == "team" }.map(\.contracts)
             let tiers = teamFilters.reduce(into: [[String]?]()) { if $0.last != $1 { $0.append($1) } }
-            #expect(tiers == [["Incident", "Task"], ["IssueLogged", "ServiceAsset"], nil])
+            #expect(tiers == [criticalTier, normalTier, nil])
             #expect(available.values.first?.isSuperset(of: ["Incident", "Task"]) == true)
             #expect(available.values.first?.contains("ServiceAsset") == false)
             #expect(await fresh.currentStatus.availableContracts.isSuperset(of: ["Task", "Incident", "ServiceAsset", "Unit", "Lesson"]))
