@@ -106,6 +106,60 @@ struct StorageTests {
         #expect(flagged.count == 1)
     }
 
+    @Test(
+        "a lookup inside a write sees the transaction's own writes: new rows, changed rows, rows that no longer match",
+        arguments: StorageKind.allCases)
+    func lookupsSeeTheTransactionsOwnWrites(_ kind: StorageKind) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-storage-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storage = try await kind.makeStorage(in: folder)
+        let contract = ContractRegistry.entity(named: "AssessmentResponse")!
+        let table = ContractTable(contract)
+        func response(_ id: String, attempt: String, question: String, seq: Int64) throws -> StoredRow {
+            var row = StoredRow()
+            let wire: [String: JSONValue] = [
+                "id": .string(id), "assessment_id": .string("as-1"), "attempt_id": .string(attempt), "question_id": .string(question),
+                "answer": .int(1), "time_spent_ms": .int(0), "flagged_for_review": .bool(false), "updated_at": .string("2026-01-31T08:00:00.000Z"),
+            ]
+            for field in contract.fields { row[field.name] = try RowCodec.columnValue(wire[field.name] ?? .null, for: field) }
+            for (name, value) in [
+                ("_tenant_id", ColumnValue.text("t")), ("_scope_key", .text("progress:user:u")), ("_seq", .integer(seq)), ("_version", .integer(1)),
+                ("_schema_version", .integer(1)), ("_hlc", .null), ("_field_clocks", .null), ("_deleted", .integer(0)),
+                ("_updated_at", .integer(1)), ("_updated_by", .text("d")),
+            ] { row[name] = value }
+            return row
+        }
+        let ids = (0..<3).map { _ in UUID().uuidString.lowercased() }.sorted()
+        let (first, second, third) = (
+            try response(ids[0], attempt: "att-1", question: "q-1", seq: 1), try response(ids[1], attempt: "att-1", question: "q-2", seq: 2),
+            try response(ids[2], attempt: "att-1", question: "q-3", seq: 4)
+        )
+        let secondMoved = try response(ids[1], attempt: "att-2", question: "q-2", seq: 3)
+        try await storage.write { transaction in
+            try await transaction.upsert(first, in: table)
+            try await transaction.upsert(second, in: table)
+        }
+        @Sendable func lookups(_ reader: any StorageReader) async throws -> [[String]] {
+            func ids(_ conditions: [String: ColumnValue], limit: Int = 10) async throws -> [String] {
+                try await reader.rows(in: table, tenant: "t", where: conditions, limit: limit).compactMap { $0.text("id") }
+            }
+            return [
+                try await ids(["attempt_id": .text("att-1")]), try await ids(["attempt_id": .text("att-1")], limit: 1),
+                try await ids(["attempt_id": .text("att-1"), "question_id": .text("q-3")]), try await ids(["attempt_id": .text("att-2")]),
+                try await ids(["attempt_id": .text("att-1"), "question_id": .text("q-2")]),
+            ]
+        }
+        let expected = [[ids[0], ids[2]], [ids[0]], [ids[2]], [ids[1]], []]
+        let inside = try await storage.write { transaction in
+            // The second row moves to another attempt, a third joins the first's.
+            try await transaction.upsert(secondMoved, in: table)
+            try await transaction.upsert(third, in: table)
+            return try await lookups(transaction)
+        }
+        #expect(inside == expected)
+        #expect(try await storage.read { try await lookups($0) } == expected)
+    }
+
     @Test("a PostgreSQL URL is read with its options, and a bad one is refused with a reason")
     func postgresURL() throws {
         let configuration = try PostgresStorage.Configuration(

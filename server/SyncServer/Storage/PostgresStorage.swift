@@ -132,6 +132,7 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
     public let contracts: ContractCatalog
     public var backend: StorageBackend { StorageBackend(self) }
     private let commitObservers = CommitObservers()
+    private let statistics = PostgresTableStatistics()
     private let notificationChannel: String
     /// The task that listens for every process's commits, started by the first observer.
     private let listening = NIOLockedValueBox<Task<Void, Never>?>(nil)
@@ -290,11 +291,15 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
         var attempt = 1
         while true {
             do {
-                return try await transaction("BEGIN ISOLATION LEVEL READ COMMITTED") { transaction in
-                    let result = try await body(transaction)
-                    try await transaction.finish()
-                    return result
-                }
+                return try await transaction(
+                    "BEGIN ISOLATION LEVEL READ COMMITTED",
+                    { transaction in
+                        let result = try await body(transaction)
+                        try await transaction.finish()
+                        return result
+                    },
+                    committed: { transaction in self.keepStatistics(afterSending: transaction.sentRowCounts) }
+                )
             } catch  where Self.isTransient(error) {
                 guard attempt < maximumAttempts else { throw PostgresStorageError.tooManyConflicts(attempts: attempt) }
                 // Back off a little, with jitter, so the transactions that collided do not collide again.
@@ -310,7 +315,9 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
         try await transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { try await body($0) }
     }
 
-    private func transaction<T: Sendable>(_ begin: PostgresQuery, _ body: (PostgresTransaction) async throws -> T) async throws -> T {
+    private func transaction<T: Sendable>(
+        _ begin: PostgresQuery, _ body: (PostgresTransaction) async throws -> T, committed: (PostgresTransaction) -> Void = { _ in }
+    ) async throws -> T {
         try await client.withConnection { connection in
             try await connection.query(begin, logger: logger)
             let transaction = PostgresTransaction(
@@ -319,10 +326,24 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
             do {
                 let result = try await body(transaction)
                 try await connection.query("COMMIT", logger: logger)
+                committed(transaction)
                 return result
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw error
+            }
+        }
+    }
+
+    /// Counts the rows a committed transaction sent, and analyzes, in the background, the tables
+    /// that need statistics (``PostgresTableStatistics``). A failure only means another look later.
+    private func keepStatistics(afterSending rows: [String: Int]) {
+        for table in statistics.recordSent(rows) {
+            Task { [client, logger, statistics] in
+                let analyzed = try? await client.withConnection { connection in
+                    try await PostgresTableStatistics.refresh(table, on: connection, logger: logger)
+                }
+                statistics.finished(table, analyzed: analyzed ?? false)
             }
         }
     }

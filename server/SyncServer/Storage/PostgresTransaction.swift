@@ -46,6 +46,8 @@ final class PostgresTransaction: StorageTransaction {
     /// than `INSERT … ON CONFLICT`. Should another transaction insert one meanwhile, the `COPY`
     /// fails with a unique violation and the transaction runs again, which then reads it.
     private var absentRows: Set<StoredRowKey> = []
+    /// Rows sent to each contract table (``PostgresTableStatistics`` counts them once committed).
+    private(set) var sentRowCounts: [String: Int] = [:]
 
     private struct Key: Hashable {
         var tenant: String
@@ -110,16 +112,25 @@ final class PostgresTransaction: StorageTransaction {
 
     /// One statement for every id (`= ANY` of an array), instead of a round trip per row.
     func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {
-        let wanted = Array(
+        var wanted = Array(
             Set(
                 ids.filter {
                     knownRows.index(forKey: StoredRowKey(table: table, tenant: tenant, id: $0)) == nil
                         && unsentRows[StoredRowKey(table: table, tenant: tenant, id: $0)] == nil
                 }))
         guard !wanted.isEmpty else { return }
-        // Text keys only: an id of another type is read on its own (`row`), where its value is bound as that type.
+        // Text and UUID keys (sent as text, cast): an id of another type, or a UUID not in the
+        // lowercase form PostgreSQL answers with, is read on its own (`row`), bound as its type.
         let keyType = try catalog.columns(of: table.name).type(of: table.primaryKey)
-        guard keyType == .text || keyType == .varchar else { return }
+        let cast: String
+        switch keyType {
+        case .text, .varchar: cast = ""
+        case .uuid:
+            cast = "::uuid[]"
+            wanted = wanted.filter { UUID(uuidString: $0)?.uuidString.lowercased() == $0 }
+            guard !wanted.isEmpty else { return }
+        default: return
+        }
         // The rows read ahead are the ones the push goes on to write, with a result each: room for them at once.
         knownRows.reserveCapacity(knownRows.count + wanted.count)
         unsentRows.reserveCapacity(unsentRows.count + wanted.count)
@@ -127,7 +138,7 @@ final class PostgresTransaction: StorageTransaction {
         var bindings = PostgresBindings()
         bindings.append(tenant)
         bindings.append(wanted)
-        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = $1 AND \(Self.quoted(table.primaryKey)) = ANY($2)"
+        let sql = "SELECT * FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = $1 AND \(Self.quoted(table.primaryKey)) = ANY($2\(cast))"
         for id in wanted { knownRows[StoredRowKey(table: table, tenant: tenant, id: id)] = .some(nil) }
         for row in try await storedRows(sql, bindings) {
             guard let id = row.text(table.primaryKey) else { continue }
@@ -200,9 +211,12 @@ final class PostgresTransaction: StorageTransaction {
         return "(" + (terms.isEmpty ? "0" : terms.joined(separator: " + ")) + ")::bigint"
     }
 
+    /// Reads the stored rows, then lays this transaction's unsent rows of the table over them:
+    /// a lookup (a push's uniqueness check, a reducer's read) costs one statement and leaves the
+    /// unsent rows to go out together, instead of sending them first, one round trip each.
     func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
-        try await sendRows()
         let columns = try catalog.columns(of: table.name)
+        let unsent = unsentOrder.filter { $0.table == table && $0.tenant == tenant }
         var bindings = PostgresBindings()
         bindings.append(tenant)
         var clauses = ["\"_tenant_id\" = $1"]
@@ -216,11 +230,41 @@ final class PostgresTransaction: StorageTransaction {
                 clauses.append("\(Self.quoted(column)) = $\(bindings.count)")
             }
         }
-        bindings.append(Int64(limit))
+        // Stored rows an unsent version replaces may no longer match: read enough to fill the
+        // limit without them.
+        bindings.append(Int64(min(Int(Int32.max), limit + unsent.count)))
         let sql =
             "SELECT * FROM \(Self.quoted(table.name)) WHERE \(clauses.joined(separator: " AND ")) "
             + "ORDER BY \(Self.quoted(table.primaryKey)) LIMIT $\(bindings.count)"
-        return try await storedRows(sql, bindings)
+        let stored = try await storedRows(sql, bindings)
+        guard !unsent.isEmpty else { return stored }
+        var merged: [StoredRow] = []
+        var replaced: Set<StoredRowKey> = []
+        for row in stored {
+            let key = row.text(table.primaryKey).map { StoredRowKey(table: table, tenant: tenant, id: $0) }
+            if let key, let newer = unsentRows[key] {
+                replaced.insert(key)
+                if Self.row(newer, matches: conditions) { merged.append(newer) }
+            } else {
+                merged.append(row)
+            }
+        }
+        for key in unsent where !replaced.contains(key) {
+            if let row = unsentRows[key], Self.row(row, matches: conditions) { merged.append(row) }
+        }
+        merged.sort { ($0.text(table.primaryKey) ?? "").utf8.lexicographicallyPrecedes(($1.text(table.primaryKey) ?? "").utf8) }
+        return Array(merged.prefix(limit))
+    }
+
+    /// Whether a row's columns equal `conditions`, text compared byte for byte as PostgreSQL's
+    /// `=` does (not by Unicode equivalence, as Swift's `String` does).
+    private static func row(_ row: StoredRow, matches conditions: [String: ColumnValue]) -> Bool {
+        conditions.allSatisfy { column, value in
+            switch (row[column], value) {
+            case (.text(let stored), .text(let wanted)): stored.utf8.elementsEqual(wanted.utf8)
+            case (let stored, let wanted): stored == wanted
+            }
+        }
     }
 
     func lastSequence(tenant: String, clientID: String) async throws -> Int64 {
@@ -620,6 +664,7 @@ final class PostgresTransaction: StorageTransaction {
             knownRows.removeAll()
         }
         let (sql, bindings) = try insert([row], in: table, replacing: false)
+        sentRowCounts[table.name, default: 0] += 1
         return try await !run(sql, bindings).isEmpty
     }
 
@@ -640,6 +685,7 @@ final class PostgresTransaction: StorageTransaction {
         func send() async throws {
             guard let table = batchTable, !batch.isEmpty else { return }
             defer { batch = [] }
+            sentRowCounts[table.name, default: 0] += batch.count
             if batchAbsent, try await copy(batch, into: table) { return }
             let (sql, bindings) = try insert(batch, in: table, replacing: true)
             // Each row comes back unless the id is stored in another scope.

@@ -1,0 +1,70 @@
+import ContractRuntime
+import Contracts
+import Foundation
+import OutpostTestSupport
+import PostgresNIO
+import Testing
+
+@testable import SyncServer
+
+/// The plans of the hot statements on PostgreSQL stay right as a contract table grows from empty
+/// (docs/scaling.md, "Plans as a table grows").
+@Suite("PostgreSQL: plans as a table grows from empty")
+struct PostgresPlanTests {
+    static let contract = ContractRegistry.entity(named: "AssessmentResponse")!
+
+    static func response(_ index: Int, scopeKey: String) throws -> StoredRow {
+        var row = StoredRow()
+        let wire: [String: JSONValue] = [
+            "id": .string(UUID().uuidString.lowercased()), "assessment_id": .string("as-1"), "attempt_id": .string("att-\(index / 10)"),
+            "question_id": .string("q-\(index % 10)"), "answer": .int(1), "time_spent_ms": .int(0), "flagged_for_review": .bool(false),
+            "updated_at": .string("2026-01-31T08:00:00.000Z"),
+        ]
+        for field in contract.fields { row[field.name] = try RowCodec.columnValue(wire[field.name] ?? .null, for: field) }
+        for (name, value) in [
+            ("_tenant_id", ColumnValue.text("t")), ("_scope_key", .text(scopeKey)), ("_seq", .integer(Int64(index + 1))),
+            ("_version", .integer(1)), ("_schema_version", .integer(1)), ("_hlc", .null), ("_field_clocks", .null), ("_deleted", .integer(0)),
+            ("_updated_at", .integer(1)), ("_updated_by", .text("d")),
+        ] { row[name] = value }
+        return row
+    }
+
+    @Test("a table written from empty gets statistics, and a uniqueness lookup then takes the unique index, not a scan of the scope")
+    func uniquenessLookupsTakeTheUniqueIndex() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-plans-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let schema = StorageKind.uniqueSchema()
+        let storage = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema)[0]
+        let probe = try PostgresProbe(schema: schema)
+        let table = ContractTable(Self.contract)
+        // Autovacuum must not be what takes the statistics here.
+        _ = try await probe.client.query(PostgresQuery(unsafeSQL: "ALTER TABLE assessment_responses SET (autovacuum_enabled = false)")).collect()
+        let statistics = "SELECT count(*)::BIGINT FROM pg_stats WHERE schemaname = '\(schema)' AND tablename = 'assessment_responses'"
+        #expect(try await probe.integer(statistics) == 0)
+
+        // Three pushes' worth of rows, in one scope, each checked for uniqueness as a push does.
+        for batch in 0..<3 {
+            let rows = try (0..<500).map { try Self.response(batch * 500 + $0, scopeKey: "progress:user:u") }
+            try await storage.write { transaction in
+                for row in rows {
+                    let conditions: [String: ColumnValue] = [
+                        "_scope_key": row["_scope_key"], "attempt_id": row["attempt_id"], "question_id": row["question_id"],
+                    ]
+                    #expect(try await transaction.rows(in: table, tenant: "t", where: conditions, limit: 2).isEmpty)
+                    try await transaction.upsert(row, in: table)
+                }
+            }
+        }
+        try await eventually("the table has statistics") { try await probe.integer(statistics) > 0 }
+
+        let plan = try await probe.client.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    EXPLAIN SELECT * FROM "assessment_responses" WHERE "_tenant_id" = 't' AND "_scope_key" = 'progress:user:u'
+                    AND "attempt_id" = 'att-7' AND "question_id" = 'q-3' ORDER BY "id" LIMIT 2
+                    """)
+        ).collect().map { try $0.decode(String.self) }.joined(separator: "\n")
+        #expect(plan.contains("assessment_responses_attempt_id_question_id_key_per_scope"), "\(plan)")
+        #expect(!plan.contains("scope_seq_idx"), "\(plan)")
+    }
+}
