@@ -147,10 +147,16 @@ struct StorageTests {
                 try await ids(["attempt_id": .text("att-1")]), try await ids(["attempt_id": .text("att-1")], limit: 1),
                 try await ids(["attempt_id": .text("att-1"), "question_id": .text("q-3")]), try await ids(["attempt_id": .text("att-2")]),
                 try await ids(["attempt_id": .text("att-1"), "question_id": .text("q-2")]),
+                try await ids(["attempt_id": .text("att-2"), "question_id": .text("q-2")]),
             ]
         }
-        let expected = [[ids[0], ids[2]], [ids[0]], [ids[2]], [ids[1]], []]
+        let expected = [[ids[0], ids[2]], [ids[0]], [ids[2]], [ids[1]], [], [ids[1]]]
         let inside = try await storage.write { transaction in
+            // Read ahead as a push does for its uniqueness checks (answered from it on PostgreSQL).
+            try await transaction.prefetchMatches(
+                in: table, tenant: "t", columns: ["attempt_id", "question_id"],
+                keys: [[.text("att-1"), .text("q-3")], [.text("att-1"), .text("q-2")], [.text("att-2"), .text("q-2")], [.text("att-9"), .null]]
+            )
             // The second row moves to another attempt, a third joins the first's.
             try await transaction.upsert(secondMoved, in: table)
             try await transaction.upsert(third, in: table)

@@ -46,6 +46,12 @@ final class PostgresTransaction: StorageTransaction {
     /// than `INSERT … ON CONFLICT`. Should another transaction insert one meanwhile, the `COPY`
     /// fails with a unique violation and the transaction runs again, which then reads it.
     private var absentRows: Set<StoredRowKey> = []
+    /// Lookups read ahead (``prefetchMatches(in:tenant:columns:keys:)``): the stored rows each
+    /// key's columns held when read, before this transaction wrote any of them.
+    private var matches: [MatchKey: [StoredRow]] = [:]
+    /// The newest version of every row this transaction wrote, by table name: laid over
+    /// ``matches`` when a lookup is answered from them.
+    private var written: [String: [StoredRowKey: StoredRow]] = [:]
     /// Rows sent to each contract table (``PostgresTableStatistics`` counts them once committed).
     private(set) var sentRowCounts: [String: Int] = [:]
 
@@ -215,6 +221,7 @@ final class PostgresTransaction: StorageTransaction {
     /// a lookup (a push's uniqueness check, a reducer's read) costs one statement and leaves the
     /// unsent rows to go out together, instead of sending them first, one round trip each.
     func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
+        if !matches.isEmpty, let answer = matchedRows(in: table, tenant: tenant, where: conditions, limit: limit) { return answer }
         let columns = try catalog.columns(of: table.name)
         let unsent = unsentOrder.filter { $0.table == table && $0.tenant == tenant }
         var bindings = PostgresBindings()
@@ -251,6 +258,123 @@ final class PostgresTransaction: StorageTransaction {
         }
         for key in unsent where !replaced.contains(key) {
             if let row = unsentRows[key], Self.row(row, matches: conditions) { merged.append(row) }
+        }
+        merged.sort { ($0.text(table.primaryKey) ?? "").utf8.lexicographicallyPrecedes(($1.text(table.primaryKey) ?? "").utf8) }
+        return Array(merged.prefix(limit))
+    }
+
+    /// A lookup's key among the ones read ahead: columns sorted, values compared byte for byte.
+    private struct MatchKey: Hashable {
+        var table: String
+        var tenant: String
+        var columns: [String]
+        var values: [ExactValue]
+
+        init(table: String, tenant: String, conditions: [(column: String, value: ColumnValue)]) {
+            let sorted = conditions.sorted { $0.column < $1.column }
+            self.table = table
+            self.tenant = tenant
+            columns = sorted.map(\.column)
+            values = sorted.map { ExactValue($0.value) }
+        }
+    }
+
+    /// A column value whose text is equal only to the same bytes, as PostgreSQL's `=` has it
+    /// (Swift's `String` equality is Unicode equivalence).
+    private struct ExactValue: Hashable {
+        var value: ColumnValue
+
+        init(_ value: ColumnValue) { self.value = value }
+
+        static func == (left: ExactValue, right: ExactValue) -> Bool {
+            switch (left.value, right.value) {
+            case (.text(let a), .text(let b)): a.utf8.elementsEqual(b.utf8)
+            case (let a, let b): a == b
+            }
+        }
+
+        func hash(into hasher: inout Hasher) {
+            switch value {
+            case .text(let text):
+                hasher.combine(0)
+                for byte in text.utf8 { hasher.combine(byte) }
+            default: hasher.combine(value)
+            }
+        }
+    }
+
+    /// Reads the stored rows holding each key in one statement per call: the keys go as one
+    /// text array per column, joined to the table on its columns (cast to their types), which
+    /// takes the unique index they belong to. Only text and integer columns, whose values read
+    /// back exactly as they were sent, are read ahead; other keys are looked up when asked.
+    func prefetchMatches(in table: ContractTable, tenant: String, columns: [String], keys: [[ColumnValue]]) async throws {
+        let types = try catalog.columns(of: table.name)
+        var casts: [String] = []
+        for column in columns {
+            switch try types.type(of: column) {
+            case .text, .varchar: casts.append("text")
+            case .int8: casts.append("bigint")
+            case .int4: casts.append("integer")
+            default: return
+            }
+        }
+        var wanted: [MatchKey: [ColumnValue]] = [:]
+        for values in keys where values.count == columns.count && !values.contains(.null) {
+            let key = MatchKey(table: table.name, tenant: tenant, conditions: Array(zip(columns, values)))
+            if matches[key] == nil { wanted[key] = values }
+        }
+        guard !wanted.isEmpty else { return }
+        // Rows written before the read ahead would be missing from `written`: send them first.
+        try await sendRows()
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        var joins: [String] = []
+        for (position, column) in columns.enumerated() {
+            let texts: [String] = wanted.values.map { values in
+                switch values[position] {
+                case .text(let text): text
+                case .integer(let number): String(number)
+                default: ""
+                }
+            }
+            bindings.append(texts)
+            joins.append("t.\(Self.quoted(column)) = k.c\(position)::\(casts[position])")
+        }
+        let unnest = columns.indices.map { "$\($0 + 2)::text[]" }.joined(separator: ", ")
+        let names = columns.indices.map { "c\($0)" }.joined(separator: ", ")
+        let sql = """
+            SELECT t.* FROM \(Self.quoted(table.name)) AS t JOIN UNNEST(\(unnest)) AS k(\(names))
+            ON \(joins.joined(separator: " AND ")) WHERE t."_tenant_id" = $1
+            """
+        let found = try await storedRows(sql, bindings)
+        var byKey: [MatchKey: [StoredRow]] = [:]
+        for row in found {
+            let key = MatchKey(table: table.name, tenant: tenant, conditions: columns.map { ($0, row[$0]) })
+            byKey[key, default: []].append(row)
+        }
+        for key in wanted.keys { matches[key] = byKey[key] ?? [] }
+    }
+
+    /// A lookup answered from the rows read ahead, with this transaction's writes laid over
+    /// them; `nil` when its key was not read ahead.
+    private func matchedRows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) -> [StoredRow]? {
+        let key = MatchKey(table: table.name, tenant: tenant, conditions: conditions.map { ($0.key, $0.value) })
+        guard let stored = matches[key] else { return nil }
+        let ownWrites = written[table.name] ?? [:]
+        var merged: [StoredRow] = []
+        var seen: Set<StoredRowKey> = []
+        for row in stored {
+            guard let id = row.text(table.primaryKey) else { continue }
+            let rowKey = StoredRowKey(table: table, tenant: tenant, id: id)
+            seen.insert(rowKey)
+            if let newer = ownWrites[rowKey] {
+                if Self.row(newer, matches: conditions) { merged.append(newer) }
+            } else {
+                merged.append(row)
+            }
+        }
+        for (rowKey, row) in ownWrites where rowKey.tenant == tenant && !seen.contains(rowKey) && Self.row(row, matches: conditions) {
+            merged.append(row)
         }
         merged.sort { ($0.text(table.primaryKey) ?? "").utf8.lexicographicallyPrecedes(($1.text(table.primaryKey) ?? "").utf8) }
         return Array(merged.prefix(limit))
@@ -350,6 +474,8 @@ final class PostgresTransaction: StorageTransaction {
     func deleteRow(in table: ContractTable, tenant: String, id: String) async throws {
         try await sendRows()
         knownRows.removeValue(forKey: StoredRowKey(table: table, tenant: tenant, id: id))
+        // A lookup read ahead may name the row: the table's are read again when asked.
+        if !matches.isEmpty { matches = matches.filter { $0.key.table != table.name } }
         let columns = try catalog.columns(of: table.name)
         var bindings = PostgresBindings()
         bindings.append(tenant)
@@ -649,6 +775,7 @@ final class PostgresTransaction: StorageTransaction {
             throw PostgresStorageError.unsupportedValue("a row of '\(table.name)' without its tenant or primary key")
         }
         let key = StoredRowKey(table: table, tenant: tenant, id: id)
+        if !matches.isEmpty { written[table.name, default: [:]][key] = row }
         let known = knownRows.removeValue(forKey: key)
         if unsentRows.updateValue(row, forKey: key) == nil {
             unsentOrder.append(key)

@@ -139,6 +139,13 @@ package protocol StorageTransaction: StorageReader {
     /// the locks of the scopes the rows are decided in (``lockScope(tenant:scopeKey:)``).
     func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws
 
+    /// Reads ahead the rows of `table` in a tenant whose `columns` hold one of `keys` (a value per
+    /// column, in order; a key holding `.null` is left out), in a few statements, so that
+    /// ``StorageReader/rows(in:tenant:where:limit:)`` with exactly those columns as conditions
+    /// answers each of them without a query of its own: a push's uniqueness checks. The caller
+    /// holds the locks of the scopes the keys name (`_scope_key` among the columns).
+    func prefetchMatches(in table: ContractTable, tenant: String, columns: [String], keys: [[ColumnValue]]) async throws
+
     /// Inserts or replaces a row (all its columns, sync metadata included). The logic never moves
     /// a row to another scope; should a concurrent transaction have stored the same id in another
     /// scope meanwhile, PostgreSQL fails the attempt (and runs the transaction again).
@@ -229,6 +236,9 @@ extension StorageReader {
 extension StorageTransaction {
     /// Reading ahead only saves queries: a transaction without it reads each row when asked.
     package func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {}
+
+    /// Reading ahead only saves queries: a transaction without it looks each key up when asked.
+    package func prefetchMatches(in table: ContractTable, tenant: String, columns: [String], keys: [[ColumnValue]]) async throws {}
 }
 
 /// A deleted row, as compaction addresses it: its scope and its `_seq` (unique in its scope).

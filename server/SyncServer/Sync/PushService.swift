@@ -228,19 +228,28 @@ struct PushSession {
     }
 
     /// Locks the scopes the push's new creates, updates and events name, in the order they come
-    /// (the order the mutations would take them), then reads the rows they address in one go per
-    /// table: each mutation then finds its row without a read of its own (on PostgreSQL, a round
-    /// trip per mutation).
+    /// (the order the mutations would take them), then reads the rows they address, and the rows
+    /// holding the values their unique indexes would take, in one go per table (and index): each
+    /// mutation then finds its row and checks its uniqueness without a read of its own (on
+    /// PostgreSQL, a round trip per mutation).
     private func readAhead(_ mutations: [Mutation], _ prepared: [PreparedMutation], after last: Int64) async throws {
         var locked: Set<String> = []
         var tables: [ContractTable] = []
         var ids: [ContractTable: [String]] = [:]
+        // The keys of unique indexes new rows take, by table and index columns.
+        var uniqueKeys: [ContractTable: [[String]: [[ColumnValue]]]] = [:]
         for (mutation, preparation) in zip(mutations, prepared) where mutation.seq > last {
             let table: ContractTable, scopeKey: String, id: String
             switch preparation.target {
             case .success(.entity(let entity)):
                 guard let key = entity.payloadScopeKey else { continue }
                 (table, scopeKey, id) = (ContractTable(entity.entity), key, entity.id)
+                if let payload = entity.payload {
+                    for index in entity.entity.indexes where index.isUnique {
+                        let values = [ColumnValue.text(key)] + index.fields.map { payload.columns[$0] ?? .null }
+                        uniqueKeys[table, default: [:]][["_scope_key"] + index.fields, default: []].append(values)
+                    }
+                }
             case .success(.event(let event)):
                 (table, scopeKey, id) = (ContractTable(event.event), event.scopeKey, mutation.id)
             case .failure:
@@ -251,6 +260,11 @@ struct PushSession {
             ids[table, default: []].append(id)
         }
         for table in tables { try await transaction.prefetchRows(in: table, tenant: identity.tenant, ids: ids[table]!) }
+        for table in tables {
+            for (columns, keys) in uniqueKeys[table] ?? [:] {
+                try await transaction.prefetchMatches(in: table, tenant: identity.tenant, columns: columns, keys: keys)
+            }
+        }
     }
 
     /// A result's stored text: the canonical JSON of `MutationResult`'s `Codable` form (absent
