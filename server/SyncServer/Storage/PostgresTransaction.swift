@@ -86,11 +86,17 @@ final class PostgresTransaction: StorageTransaction {
         try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger).collect()
     }
 
+    /// The rows of a query as stored rows sharing one layout (the query's columns, found once),
+    /// rather than each row hashing every column name into a layout of its own.
     private func storedRows(_ sql: String, _ bindings: PostgresBindings) async throws -> [StoredRow] {
-        try await run(sql, bindings).map { row in
-            var stored = StoredRow()
-            for cell in row { stored[cell.columnName] = try PostgresValues.value(of: cell) }
-            return stored
+        let rows = try await run(sql, bindings)
+        guard let first = rows.first else { return [] }
+        let layout = StoredRow.Layout(first.map(\.columnName))
+        return try rows.map { row in
+            var values: [ColumnValue] = []
+            values.reserveCapacity(layout.names.count)
+            for cell in row { values.append(try PostgresValues.value(of: cell)) }
+            return StoredRow(layout: layout, values: values)
         }
     }
 
@@ -152,6 +158,43 @@ final class PostgresTransaction: StorageTransaction {
         }
     }
 
+    /// One statement for every id not known already (text and lowercase UUID keys; another id
+    /// is left out of the answer, and its mutation reads its row itself).
+    func scopeKeys(in table: ContractTable, tenant: String, ids: [String]) async throws -> [String: String] {
+        var keys: [String: String] = [:]
+        var wanted: [String] = []
+        for id in Set(ids) {
+            let key = StoredRowKey(table: table, tenant: tenant, id: id)
+            if let row = unsentRows[key] ?? knownRows[key] ?? nil {
+                if let scope = row.text("_scope_key") { keys[id] = scope }
+            } else if knownRows[key] == nil {
+                wanted.append(id)
+            }
+        }
+        let cast: String
+        switch try catalog.columns(of: table.name).type(of: table.primaryKey) {
+        case .text, .varchar: cast = ""
+        case .uuid:
+            cast = "::uuid[]"
+            wanted = wanted.filter { UUID(uuidString: $0)?.uuidString.lowercased() == $0 }
+        default: return keys
+        }
+        guard !wanted.isEmpty else { return keys }
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(wanted)
+        let primaryKey = Self.quoted(table.primaryKey)
+        let sql = """
+            SELECT \(primaryKey)::text, "_scope_key" FROM \(Self.quoted(table.name))
+            WHERE "_tenant_id" = $1 AND \(primaryKey) = ANY($2\(cast))
+            """
+        for row in try await run(sql, bindings) {
+            let (id, scope) = try row.decode((String, String).self)
+            keys[id] = scope
+        }
+        return keys
+    }
+
     func changes(
         in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
     ) async throws -> [(table: ContractTable, row: StoredRow)] {
@@ -179,16 +222,27 @@ final class PostgresTransaction: StorageTransaction {
                 WHERE "\(Self.runningBytesColumn)" - "\(Self.rowBytesColumn)" <= $5
                 ORDER BY "_seq"
                 """
-            for cells in try await run(sql, bindings) {
-                var row = StoredRow()
+            let page = try await run(sql, bindings)
+            guard let first = page.first else { continue }
+            // One layout for the page's rows: the table's columns, without the two the query adds.
+            let names = first.map(\.columnName)
+            let kept = names.indices.filter { names[$0] != Self.runningBytesColumn && names[$0] != Self.rowBytesColumn }
+            guard let runningPosition = names.firstIndex(of: Self.runningBytesColumn) else {
+                throw PostgresStorageError.unexpectedAnswer("a page of '\(table.name)' without its running bytes")
+            }
+            let layout = StoredRow.Layout(kept.map { names[$0] })
+            for cells in page {
+                var values: [ColumnValue] = []
+                values.reserveCapacity(kept.count)
                 var running: Int64 = 0
-                for cell in cells {
-                    switch cell.columnName {
-                    case Self.runningBytesColumn: running = try cell.decode(Int64.self)
-                    case Self.rowBytesColumn: continue
-                    default: row[cell.columnName] = try PostgresValues.value(of: cell)
+                for (position, cell) in cells.enumerated() {
+                    if position == runningPosition {
+                        running = try cell.decode(Int64.self)
+                    } else if names[position] != Self.rowBytesColumn {
+                        values.append(try PostgresValues.value(of: cell))
                     }
                 }
+                let row = StoredRow(layout: layout, values: values)
                 let order = row.integer("_seq") ?? 0
                 merged.append((order, table, row))
                 // Past the budget: no table's rows beyond this one can be in the page.

@@ -139,6 +139,11 @@ package protocol StorageTransaction: StorageReader {
     /// the locks of the scopes the rows are decided in (``lockScope(tenant:scopeKey:)``).
     func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws
 
+    /// The scope key of each stored row of `table` with these primary keys (tombstones included;
+    /// an id with no row is absent from the answer), read without the scopes' locks: a row never
+    /// moves to another scope, so the caller locks what it learns here, then reads the rows.
+    func scopeKeys(in table: ContractTable, tenant: String, ids: [String]) async throws -> [String: String]
+
     /// Reads ahead the rows of `table` in a tenant whose `columns` hold one of `keys` (a value per
     /// column, in order; a key holding `.null` is left out), in a few statements, so that
     /// ``StorageReader/rows(in:tenant:where:limit:)`` with exactly those columns as conditions
@@ -236,6 +241,15 @@ extension StorageReader {
 extension StorageTransaction {
     /// Reading ahead only saves queries: a transaction without it reads each row when asked.
     package func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {}
+
+    /// One row at a time: a storage whose reads cost no round trip needs nothing better.
+    package func scopeKeys(in table: ContractTable, tenant: String, ids: [String]) async throws -> [String: String] {
+        var keys: [String: String] = [:]
+        for id in ids {
+            if let key = try await row(in: table, tenant: tenant, id: id)?.text("_scope_key") { keys[id] = key }
+        }
+        return keys
+    }
 
     /// Reading ahead only saves queries: a transaction without it looks each key up when asked.
     package func prefetchMatches(in table: ContractTable, tenant: String, columns: [String], keys: [[ColumnValue]]) async throws {}

@@ -228,41 +228,78 @@ struct PushSession {
     }
 
     /// Locks the scopes the push's new creates, updates and events name, in the order they come
-    /// (the order the mutations would take them), then reads the rows they address, and the rows
+    /// (the order the mutations would take them), then those of the rows its patches and deletes
+    /// address, then reads the rows they all address, and the rows
     /// holding the values their unique indexes would take, in one go per table (and index): each
     /// mutation then finds its row and checks its uniqueness without a read of its own (on
     /// PostgreSQL, a round trip per mutation).
     private func readAhead(_ mutations: [Mutation], _ prepared: [PreparedMutation], after last: Int64) async throws {
+        let tenant = identity.tenant
         var locked: Set<String> = []
         var tables: [ContractTable] = []
         var ids: [ContractTable: [String]] = [:]
-        // The keys of unique indexes new rows take, by table and index columns.
+        func readAhead(_ id: String, in table: ContractTable) {
+            if ids[table] == nil { tables.append(table) }
+            ids[table, default: []].append(id)
+        }
+        // The keys of unique indexes the written rows take, by table and index columns.
         var uniqueKeys: [ContractTable: [[String]: [[ColumnValue]]]] = [:]
+        func uniquenessKeys(of entity: EntityDescriptor, scopeKey: String, _ value: (String) -> ColumnValue) {
+            for index in entity.indexes where index.isUnique {
+                let values = [ColumnValue.text(scopeKey)] + index.fields.map(value)
+                uniqueKeys[ContractTable(entity), default: [:]][["_scope_key"] + index.fields, default: []].append(values)
+            }
+        }
+        // Patches and deletes name no scope: their rows' scopes are read (one statement per
+        // table) and locked after the others, then their rows read ahead with the rest.
+        var unscoped: [ContractTable: [String]] = [:]
+        var unscopedTables: [ContractTable] = []
+        var patches: [(entity: EntityDescriptor, id: String, payload: ValidatedPayload)] = []
         for (mutation, preparation) in zip(mutations, prepared) where mutation.seq > last {
             let table: ContractTable, scopeKey: String, id: String
             switch preparation.target {
             case .success(.entity(let entity)):
-                guard let key = entity.payloadScopeKey else { continue }
+                guard let key = entity.payloadScopeKey else {
+                    guard mutation.op == .patch || mutation.op == .delete else { continue }
+                    let table = ContractTable(entity.entity)
+                    if unscoped[table] == nil { unscopedTables.append(table) }
+                    unscoped[table, default: []].append(entity.id)
+                    if let payload = entity.payload, entity.entity.indexes.contains(where: \.isUnique) {
+                        patches.append((entity.entity, entity.id, payload))
+                    }
+                    continue
+                }
                 (table, scopeKey, id) = (ContractTable(entity.entity), key, entity.id)
                 if let payload = entity.payload {
-                    for index in entity.entity.indexes where index.isUnique {
-                        let values = [ColumnValue.text(key)] + index.fields.map { payload.columns[$0] ?? .null }
-                        uniqueKeys[table, default: [:]][["_scope_key"] + index.fields, default: []].append(values)
-                    }
+                    uniquenessKeys(of: entity.entity, scopeKey: key) { payload.columns[$0] ?? .null }
                 }
             case .success(.event(let event)):
                 (table, scopeKey, id) = (ContractTable(event.event), event.scopeKey, mutation.id)
             case .failure:
                 continue
             }
-            if locked.insert(scopeKey).inserted { try await transaction.lockScope(tenant: identity.tenant, scopeKey: scopeKey) }
-            if ids[table] == nil { tables.append(table) }
-            ids[table, default: []].append(id)
+            if locked.insert(scopeKey).inserted { try await transaction.lockScope(tenant: tenant, scopeKey: scopeKey) }
+            readAhead(id, in: table)
         }
-        for table in tables { try await transaction.prefetchRows(in: table, tenant: identity.tenant, ids: ids[table]!) }
+        for table in unscopedTables {
+            let scopes = try await transaction.scopeKeys(in: table, tenant: tenant, ids: unscoped[table]!)
+            for id in unscoped[table]! {
+                guard let key = scopes[id] else { continue }
+                if locked.insert(key).inserted { try await transaction.lockScope(tenant: tenant, scopeKey: key) }
+                readAhead(id, in: table)
+            }
+        }
+        for table in tables { try await transaction.prefetchRows(in: table, tenant: tenant, ids: ids[table]!) }
+        // A patch's row keeps the stored values of the fields it does not send.
+        for patch in patches {
+            guard let existing = try await transaction.row(in: ContractTable(patch.entity), tenant: tenant, id: patch.id), !existing.isDeleted,
+                let key = existing.text("_scope_key")
+            else { continue }
+            uniquenessKeys(of: patch.entity, scopeKey: key) { patch.payload.columns[$0] ?? existing[$0] }
+        }
         for table in tables {
             for (columns, keys) in uniqueKeys[table] ?? [:] {
-                try await transaction.prefetchMatches(in: table, tenant: identity.tenant, columns: columns, keys: keys)
+                try await transaction.prefetchMatches(in: table, tenant: tenant, columns: columns, keys: keys)
             }
         }
     }
