@@ -49,9 +49,13 @@ final class PostgresTransaction: StorageTransaction {
     /// Lookups read ahead (``prefetchMatches(in:tenant:columns:keys:)``): the stored rows each
     /// key's columns held when read, before this transaction wrote any of them.
     private var matches: [MatchKey: [StoredRow]] = [:]
-    /// The newest version of every row this transaction wrote, by table name: laid over
-    /// ``matches`` when a lookup is answered from them.
+    /// The newest version of every row this transaction wrote since it first read ahead, by
+    /// table name: laid over ``matches`` when a lookup is answered from them.
     private var written: [String: [StoredRowKey: StoredRow]] = [:]
+    /// The column sets read ahead, by table name, and the rows written since under each key
+    /// they took (a row written again under another key stays listed, and is checked).
+    private var matchColumns: [String: Set<[String]>] = [:]
+    private var writtenByMatch: [MatchKey: [StoredRowKey]] = [:]
     /// Rows sent to each contract table (``PostgresTableStatistics`` counts them once committed).
     private(set) var sentRowCounts: [String: Int] = [:]
 
@@ -407,6 +411,7 @@ final class PostgresTransaction: StorageTransaction {
             byKey[key, default: []].append(row)
         }
         for key in wanted.keys { matches[key] = byKey[key] ?? [] }
+        matchColumns[table.name, default: []].insert(columns.sorted())
     }
 
     /// A lookup answered from the rows read ahead, with this transaction's writes laid over
@@ -427,8 +432,8 @@ final class PostgresTransaction: StorageTransaction {
                 merged.append(row)
             }
         }
-        for (rowKey, row) in ownWrites where rowKey.tenant == tenant && !seen.contains(rowKey) && Self.row(row, matches: conditions) {
-            merged.append(row)
+        for rowKey in writtenByMatch[key] ?? [] where seen.insert(rowKey).inserted {
+            if let row = ownWrites[rowKey], Self.row(row, matches: conditions) { merged.append(row) }
         }
         merged.sort { ($0.text(table.primaryKey) ?? "").utf8.lexicographicallyPrecedes(($1.text(table.primaryKey) ?? "").utf8) }
         return Array(merged.prefix(limit))
@@ -529,7 +534,10 @@ final class PostgresTransaction: StorageTransaction {
         try await sendRows()
         knownRows.removeValue(forKey: StoredRowKey(table: table, tenant: tenant, id: id))
         // A lookup read ahead may name the row: the table's are read again when asked.
-        if !matches.isEmpty { matches = matches.filter { $0.key.table != table.name } }
+        if !matches.isEmpty {
+            matches = matches.filter { $0.key.table != table.name }
+            matchColumns[table.name] = nil
+        }
         let columns = try catalog.columns(of: table.name)
         var bindings = PostgresBindings()
         bindings.append(tenant)
@@ -829,7 +837,12 @@ final class PostgresTransaction: StorageTransaction {
             throw PostgresStorageError.unsupportedValue("a row of '\(table.name)' without its tenant or primary key")
         }
         let key = StoredRowKey(table: table, tenant: tenant, id: id)
-        if !matches.isEmpty { written[table.name, default: [:]][key] = row }
+        if !matches.isEmpty, let columnSets = matchColumns[table.name] {
+            written[table.name, default: [:]][key] = row
+            for columns in columnSets {
+                writtenByMatch[MatchKey(table: table.name, tenant: tenant, conditions: columns.map { ($0, row[$0]) }), default: []].append(key)
+            }
+        }
         let known = knownRows.removeValue(forKey: key)
         if unsentRows.updateValue(row, forKey: key) == nil {
             unsentOrder.append(key)
