@@ -8,7 +8,8 @@
 #   make demo-postgres    the same demo with the server on a throwaway PostgreSQL
 #   make soak             the crash suite (real processes killed with kill -9) with SOAK_ITERATIONS
 #                         kills per crash point instead of make test's few (OUTPOST_CRASH_SEED=N
-#                         for another seed); prints where the kills landed
+#                         for another seed); prints where the kills landed; then PostgreSQL
+#                         faults under load with a 30 s outage (make test's is 6 s)
 #   make sim              the deterministic simulation (Tests/SimulationTests), release build: SEEDS
 #                         seeded schedules (FIRST_SEED=…, STEPS=…, DEVICES=…, JOBS=…); SEED=N replays
 #                         one, SCHEDULE=file replays a shrunk schedule a failure wrote, TRACE=1 prints
@@ -125,6 +126,7 @@ SOAK_ITERATIONS ?= 100
 soak:
 	$(SWIFT) build --build-tests
 	OUTPOST_SOAK_ITERATIONS=$(SOAK_ITERATIONS) $(SWIFT) test --skip-build --filter CrashTests
+	OUTPOST_FAULT_OUTAGE_SECONDS=30 scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build --filter PostgresFaultTests
 
 bench:
 	$(SWIFT) build -c release --product contractc

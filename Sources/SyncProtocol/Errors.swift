@@ -75,6 +75,8 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// 503: the server is holding as many pull pages in memory as it allows; retry after
     /// `Retry-After` seconds (nothing is wrong with the request).
     public static let serverBusy = ErrorCode("server_busy")
+    /// 503: the server cannot reach its database now; retry after `Retry-After` seconds.
+    public static let storageUnavailable = ErrorCode("storage_unavailable")
     /// 400 (a whole request) or per mutation: an identifier (tenant, user, device, team, scope
     /// key, row id, client id, contract name) is not in Unicode Normalization Form C. The server
     /// compares identifiers byte for byte and takes them in NFC only, so two spellings of one

@@ -102,6 +102,9 @@ package final class SyncServerProcess: @unchecked Sendable {
         }
     }
 
+    /// What the running (or last) process printed: its log.
+    package var output: String { (child?.stdout ?? "") + (child?.stderr ?? "") }
+
     /// The port of `sync-server listening on http://127.0.0.1:PORT (data: …)`.
     private static func listeningPort(in output: String) -> Int? {
         guard let range = output.range(of: "listening on http://") else { return nil }

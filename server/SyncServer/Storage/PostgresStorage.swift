@@ -38,6 +38,11 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
         public var maximumConnections: Int
         /// How many times a write transaction runs before a conflict is reported as a failure.
         public var maximumAttempts: Int
+        /// The longest a request waits for a connection. While the database cannot be reached
+        /// the pool keeps trying to connect; a request that gets no connection in this time
+        /// fails as unavailable (503 `storage_unavailable` with `Retry-After`) instead of
+        /// waiting with it.
+        public var connectionWait: Duration = .seconds(5)
         /// The key the audit log is sealed with; `nil` takes `OUTPOST_AUDIT_KEY` (and fails
         /// without it). Every process on one database needs the same key.
         public var auditKey: AuditKey?
@@ -65,7 +70,7 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
 
         /// Reads a URL such as `postgres://user:password@host:5432/database?sslmode=disable`
         /// (`postgresql://` too). Query items: `sslmode` (`disable`, `prefer`, `require`),
-        /// `schema`, `max_connections`.
+        /// `schema`, `max_connections`, `connect_wait` (seconds, ``connectionWait``).
         public init(url text: String) throws(URLError) {
             guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? ""),
                 let host = components.host, !host.isEmpty
@@ -88,8 +93,13 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
                 case "max_connections":
                     guard let count = item.value.flatMap(Int.init), count > 0 else { throw URLError("max_connections must be a positive number") }
                     maximumConnections = count
+                case "connect_wait":
+                    guard let seconds = item.value.flatMap(Double.init), seconds > 0, seconds <= 600 else {
+                        throw URLError("connect_wait must be a number of seconds above 0 and at most 600")
+                    }
+                    connectionWait = .milliseconds(Int64((seconds * 1000).rounded()))
                 default:
-                    throw URLError("unknown PostgreSQL URL parameter '\(item.name)' (known: sslmode, schema, max_connections)")
+                    throw URLError("unknown PostgreSQL URL parameter '\(item.name)' (known: sslmode, schema, max_connections, connect_wait)")
                 }
             }
             if let schema, !Self.isIdentifier(schema) {
@@ -128,6 +138,7 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
     private let catalog: PostgresCatalog
     private let logger: Logger
     private let maximumAttempts: Int
+    private let connectionWait: Duration
     public let auditKey: AuditKey
     public let contracts: ContractCatalog
     public var backend: StorageBackend { StorageBackend(self) }
@@ -175,6 +186,7 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
         self.running = running
         self.logger = logger
         self.maximumAttempts = max(1, configuration.maximumAttempts)
+        self.connectionWait = configuration.connectionWait
         notificationChannel = CommitNotification.channel(schema: configuration.schema)
         self.auditKey = key
     }
@@ -316,9 +328,11 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
     }
 
     private func transaction<T: Sendable>(
-        _ begin: PostgresQuery, _ body: (PostgresTransaction) async throws -> T, committed: (PostgresTransaction) -> Void = { _ in }
+        _ begin: PostgresQuery, _ body: @escaping @Sendable (PostgresTransaction) async throws -> T,
+        committed: @escaping @Sendable (PostgresTransaction) -> Void = { _ in }
     ) async throws -> T {
-        try await client.withConnection { connection in
+        let (catalog, logger, auditKey, notificationChannel) = (catalog, logger, auditKey, notificationChannel)
+        return try await leased { connection in
             try await connection.query(begin, logger: logger)
             let transaction = PostgresTransaction(
                 connection: connection, catalog: catalog, logger: logger, auditKey: auditKey, notificationChannel: notificationChannel
@@ -333,6 +347,69 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
                 throw error
             }
         }
+    }
+
+    /// Runs `body` on a pooled connection, waiting at most ``Configuration/connectionWait`` for
+    /// one: while the database cannot be reached, a request fails at once with
+    /// ``PostgresStorageError/unavailable(_:)`` rather than waiting while the pool retries.
+    ///
+    /// The wait and the lease race under one lock: either the connection comes first and `body`
+    /// runs to its end (a dropped connection fails it), or the wait ends first, the request is
+    /// answered, and a connection granted later is handed back without running `body`. The
+    /// lease left waiting is cancelled in the background: the request does not wait for it.
+    private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let (client, wait) = (client, connectionWait)
+        let race = LeaseRace<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.start(continuation)
+                let work = Task {
+                    do {
+                        let value = try await client.withConnection { connection in
+                            guard race.acquire() else { throw CancellationError() }
+                            // The driver does not always fail a statement whose connection the
+                            // database ends (a restart, a terminated session): watch it, and
+                            // answer as unavailable when it closes under the work.
+                            let watcher = Task {
+                                while race.isRunning {
+                                    if connection.isClosed {
+                                        race.giveUp(PostgresStorageError.unavailable("the connection to the database closed"), running: true)
+                                        return
+                                    }
+                                    try? await Task.sleep(for: .milliseconds(50))
+                                }
+                            }
+                            defer { watcher.cancel() }
+                            return try await body(connection)
+                        }
+                        race.finish(.success(value))
+                    } catch {
+                        race.finish(.failure(error))
+                    }
+                }
+                race.onAbandon { work.cancel() }
+                Task {
+                    try? await Task.sleep(for: wait)
+                    race.giveUp(PostgresStorageError.unavailable("no connection to the database within \(wait)"))
+                }
+            }
+        } onCancel: {
+            race.giveUp(CancellationError())
+        }
+    }
+
+    /// Whether an error says the database cannot be reached now (a connection that fails or
+    /// drops, the server shutting down or starting), as opposed to a fault of the request.
+    static func isUnavailable(_ error: any Error) -> Bool {
+        if case PostgresStorageError.unavailable = error { return true }
+        guard let error = error as? PSQLError else { return false }
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed: return true
+        default: break
+        }
+        // Class 08, connection exception; 57P01–57P03, the server shutting down or starting.
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(state)
     }
 
     /// Counts the rows a committed transaction sent, and analyzes, in the background, the tables
@@ -362,16 +439,86 @@ extension PostgresStorage: SharedRateWindows {
     /// One statement outside any transaction, on the `rate_windows` table (unlogged: counts
     /// are worth nothing after a crash): a key's row holds its current window and count.
     public func increment(_ key: String, window: Int64) async throws -> Int64 {
-        let rows = try await client.query(
-            """
-            INSERT INTO rate_windows (key, window_start, count) VALUES (\(key), \(window), 1)
-            ON CONFLICT (key) DO UPDATE SET
-                count = CASE WHEN rate_windows.window_start = excluded.window_start THEN rate_windows.count + 1 ELSE 1 END,
-                window_start = excluded.window_start
-            RETURNING count
-            """, logger: logger
-        ).collect()
+        let rows = try await leased { connection in
+            try await connection.query(
+                """
+                INSERT INTO rate_windows (key, window_start, count) VALUES (\(key), \(window), 1)
+                ON CONFLICT (key) DO UPDATE SET
+                    count = CASE WHEN rate_windows.window_start = excluded.window_start THEN rate_windows.count + 1 ELSE 1 END,
+                    window_start = excluded.window_start
+                RETURNING count
+                """, logger: self.logger
+            ).collect()
+        }
         guard let row = rows.first else { throw PostgresStorageError.unexpectedAnswer("rate_windows") }
         return try row.decode(Int64.self)
+    }
+}
+
+/// The race of a request's wait for a connection against the lease (``PostgresStorage``'s
+/// `leased`): whichever comes first decides, once.
+private final class LeaseRace<T: Sendable>: Sendable {
+    private enum Phase {
+        case waiting
+        case running
+        case done
+    }
+
+    private struct State {
+        var phase = Phase.waiting
+        var continuation: CheckedContinuation<T, any Error>?
+        var abandon: (@Sendable () -> Void)?
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    func start(_ continuation: CheckedContinuation<T, any Error>) {
+        state.withLockedValue { $0.continuation = continuation }
+    }
+
+    func onAbandon(_ abandon: @escaping @Sendable () -> Void) {
+        let abandoned = state.withLockedValue { state -> Bool in
+            guard state.phase == .waiting || state.phase == .running else { return true }
+            state.abandon = abandon
+            return false
+        }
+        // Given up before the lease was set going: cancel it now.
+        if abandoned { abandon() }
+    }
+
+    /// The lease came: whether the work may run (not if the wait already ended).
+    func acquire() -> Bool {
+        state.withLockedValue { state in
+            guard state.phase == .waiting else { return false }
+            state.phase = .running
+            return true
+        }
+    }
+
+    /// Whether the work has its connection and has not ended.
+    var isRunning: Bool { state.withLockedValue { $0.phase == .running } }
+
+    /// The wait ended (or the request was cancelled) before the lease came, or, `running`, the
+    /// connection closed under the work: answer with `error`, and cancel the work.
+    func giveUp(_ error: any Error, running: Bool = false) {
+        let (continuation, abandon) = state.withLockedValue { state -> (CheckedContinuation<T, any Error>?, (@Sendable () -> Void)?) in
+            guard state.phase == (running ? .running : .waiting) else { return (nil, nil) }
+            state.phase = .done
+            defer { state.continuation = nil }
+            return (state.continuation, state.abandon)
+        }
+        continuation?.resume(throwing: error)
+        abandon?()
+    }
+
+    /// The work ended (or the lease failed): answer with its result, unless answered already.
+    func finish(_ result: Result<T, any Error>) {
+        let continuation = state.withLockedValue { state -> CheckedContinuation<T, any Error>? in
+            guard state.phase != .done else { return nil }
+            state.phase = .done
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(with: result)
     }
 }

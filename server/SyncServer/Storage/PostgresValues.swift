@@ -217,6 +217,8 @@ enum PostgresStorageError: Error, CustomStringConvertible {
     case tooManyConflicts(attempts: Int)
     /// A statement answered rows of another shape than it asks for.
     case unexpectedAnswer(String)
+    /// The database cannot be reached now (no connection within the configured wait).
+    case unavailable(String)
 
     var description: String {
         switch self {
@@ -227,6 +229,7 @@ enum PostgresStorageError: Error, CustomStringConvertible {
             return "migration '\(identifier)' was applied to this database with other statements; released migrations never change"
         case .tooManyConflicts(let attempts): return "the transaction met a conflict on each of \(attempts) attempts"
         case .unexpectedAnswer(let table): return "a statement on '\(table)' answered rows of an unexpected shape"
+        case .unavailable(let reason): return "the database cannot be reached: \(reason)"
         }
     }
 }

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Foundation
 package import SyncProtocol
+import Logging
 
 /// Applies devices' pushes (`POST /sync/v1/push`, docs/openapi.yaml): exactly once, in `seq` order,
 /// every mutation validated against its contract before anything is written, conflicts
@@ -26,6 +27,9 @@ package import SyncProtocol
 /// for result in response.results where result.status == .conflicted { … }
 /// ```
 package struct PushService: Sendable {
+    /// Where the causes of failed pushes go (the answer says nothing of them).
+    static let logger = Logger(label: "outpost.push")
+
     /// The most mutations one push may carry.
     package static let maximumMutations = 1000
     /// The largest `seq` a client stream reaches: 2^53, the largest integer every JSON reader
@@ -96,6 +100,10 @@ package struct PushService: Sendable {
         } catch let error as ServiceError {
             throw error
         } catch {
+            // Unavailable: a connection dropped at the commit may have stored it; sent again, it
+            // is answered from what was stored.
+            if PostgresStorage.isUnavailable(error) { throw .storageUnavailable }
+            Self.logger.error("push failed: \(String(reflecting: error))")
             throw ServiceError(status: 500, .internalError, "the push could not be stored; nothing of it was written, send it again")
         }
     }

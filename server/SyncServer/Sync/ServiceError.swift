@@ -1,5 +1,6 @@
 public import ContractRuntime
 public import SyncProtocol
+import Logging
 
 /// A refusal of a whole request, with the HTTP status it maps to and a stable error code.
 /// Services throw it; the HTTP layer turns it into `{"error": {...}}` in one place.
@@ -37,7 +38,8 @@ public struct ServiceError: Error, Hashable, Sendable {
 }
 
 extension ServiceError {
-    /// Runs storage work; a failure of storage becomes a 500 that leaks nothing, and a
+    /// Runs storage work; a failure of storage becomes a 500 that leaks nothing (a 503
+    /// `storage_unavailable` with `Retry-After` while the database cannot be reached), and a
     /// ``ServiceError`` thrown inside a transaction passes through unchanged.
     public static func catchingStorageFailures<T>(_ work: () async throws -> T) async throws(ServiceError) -> T {
         do {
@@ -45,7 +47,23 @@ extension ServiceError {
         } catch let error as ServiceError {
             throw error
         } catch {
+            if PostgresStorage.isUnavailable(error) { throw .storageUnavailable }
+            storageLogger.error("storage failure: \(String(reflecting: error))")
             throw ServiceError(status: 500, .internalError, "the server could not read or write its storage")
         }
+    }
+
+    /// Where the causes of storage failures go (the answer says nothing of them).
+    private static let storageLogger = Logger(label: "outpost.storage")
+
+    /// The seconds a client is told to wait while the database cannot be reached.
+    package static let storageRetryAfter = 5
+
+    /// 503: the database cannot be reached now; nothing of the request was done, or, when the
+    /// connection dropped at the commit, perhaps all of it (a push sent again is answered
+    /// from what was stored, never applied twice).
+    package static var storageUnavailable: ServiceError {
+        ServiceError(
+            status: 503, .storageUnavailable, "the server cannot reach its database now; try again shortly", retryAfter: storageRetryAfter)
     }
 }
