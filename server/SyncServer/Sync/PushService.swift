@@ -1,7 +1,7 @@
 import ContractRuntime
 import Foundation
-package import SyncProtocol
 import Logging
+package import SyncProtocol
 
 /// Applies devices' pushes (`POST /sync/v1/push`, docs/openapi.yaml): exactly once, in `seq` order,
 /// every mutation validated against its contract before anything is written, conflicts

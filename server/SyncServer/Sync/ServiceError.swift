@@ -1,6 +1,6 @@
 public import ContractRuntime
-public import SyncProtocol
 import Logging
+public import SyncProtocol
 
 /// A refusal of a whole request, with the HTTP status it maps to and a stable error code.
 /// Services throw it; the HTTP layer turns it into `{"error": {...}}` in one place.
