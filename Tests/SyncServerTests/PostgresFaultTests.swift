@@ -119,7 +119,8 @@ struct PostgresFaultTests {
         defer { for server in servers { try? server.stop() } }
         let signer = try TokenSigner(secret: Self.secret)
         for device in 0..<Self.devices {
-            _ = try postgres.sql("INSERT INTO team_members (tenant, team_id, user_id) VALUES ('acme', 'red', 'tech-\(device)') ON CONFLICT DO NOTHING")
+            _ = try postgres.sql(
+                "INSERT INTO team_members (tenant, team_id, user_id) VALUES ('acme', 'red', 'tech-\(device)') ON CONFLICT DO NOTHING")
         }
         let urls = try servers.map { try $0.url }
 
