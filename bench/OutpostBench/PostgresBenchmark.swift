@@ -90,6 +90,62 @@ enum PostgresBenchmark {
         let raw = rawInsert.median <= rawCopy.median ? rawInsert : rawCopy
         let rawName = rawInsert.median <= rawCopy.median ? "multi-row INSERT" : "COPY"
 
+        // 1b. A table filled from empty by last_writer_wins creates with a unique index.
+        let growthRequests = PostgresGrowthWorkload.requests()
+        result.fact(
+            "growth",
+            "\(PostgresGrowthWorkload.pushes) pushes × \(PostgresGrowthWorkload.batch) AssessmentResponse creates (last_writer_wins, "
+                + "unique (attempt_id, question_id)) by one device into an empty table; each push timed; "
+                + "medians of the first and last \(PostgresGrowthWorkload.window)"
+        )
+        var growth: [Kind: PostgresGrowthWorkload.Outcome] = [:]
+        for kind in Kind.allCases {
+            let storage = try open(kind, base: base, folder: workspace.folder("growth-\(kind)"))
+            growth[kind] = try runBlocking { try await PostgresGrowthWorkload.run(growthRequests, on: storage) }
+            try close(storage)
+        }
+
+        // 1c. Entity writes of every policy, into tables already holding rows.
+        let sizes = EntityWriteWorkload.sizes
+        result.fact(
+            "entity writes",
+            EntityWriteWorkload.policies.map(\.label).joined(separator: ", ")
+                + ": \(EntityWriteWorkload.pushes) pushes × \(EntityWriteWorkload.batch) creates, then as many of updates of them, "
+                + "by one device, into tables preloaded with \(sizes.map { Format.grouped($0) }.joined(separator: " and ")) rows "
+                + "over \(EntityWriteWorkload.scopes) scopes (its own among them); medians of each phase's pushes"
+        )
+        var entityMedians: [Kind: [String: [Int: Double]]] = [:]
+        var preloadSeconds: [Kind: [Int: Double]] = [:]
+        var pushedRows: [String: [EntityWriteWorkload.Phase: [[StoredRow]]]] = [:]
+        for kind in Kind.allCases {
+            for size in sizes {
+                let storage = try open(kind, base: base, folder: workspace.folder("entities-\(kind)-\(size)"))
+                let preload = try Timing.measure { try runBlocking { try await EntityWriteWorkload.preload(storage, rows: size) } }
+                preloadSeconds[kind, default: [:]][size] = preload.seconds
+                let pushed = try runBlocking { try await EntityWriteWorkload.push(storage) }
+                for (key, samples) in pushed.times { entityMedians[kind, default: [:]][key, default: [:]][size] = samples.median }
+                if kind == .postgres, size == sizes.last { pushedRows = pushed.stored }
+                try close(storage)
+            }
+        }
+        // The baseline: the rows the PostgreSQL pushes stored, written raw into a fresh schema.
+        var rawEntity: [String: Samples] = [:]
+        do {
+            var fresh = base
+            fresh.schema = schemaName()
+            let configuration = fresh
+            try runBlocking { await (try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)).close() }
+            for policy in EntityWriteWorkload.policies {
+                for phase in EntityWriteWorkload.Phase.allCases {
+                    let batches = pushedRows[policy.label]?[phase] ?? []
+                    rawEntity[EntityWriteWorkload.Figures.key(policy, phase)] = try runBlocking {
+                        try await PostgresRawInsert.write(
+                            batches, entity: policy.entity, upserting: phase == .update, schema: configuration.schema!, base: base)
+                    }
+                }
+            }
+        }
+
         // 2. Pull throughput in process.
         result.fact(
             "pull", "\(Format.grouped(pullRows)) Task rows in one team scope, pulled from the start in pages of \(pullPage); \(runs) runs each")
@@ -152,6 +208,40 @@ enum PostgresBenchmark {
                 min: Format.rate(Double(pullRows) / pulls[.postgres]!.min),
                 note: "rows/s; \(Format.ratio(pulls[.postgres]!.median / pulls[.sqlite]!.median)) SQLite's time"),
         ]
+        for kind in Kind.allCases {
+            let outcome = growth[kind]!
+            result.rows.append(
+                .init(
+                    "growth from empty, \(kind == .sqlite ? "SQLite" : "PostgreSQL"): a push of 500, last / first",
+                    median: Format.ratio(outcome.growth), min: Format.duration(outcome.total),
+                    note: "first pushes \(Format.duration(outcome.first)), last \(Format.duration(outcome.last)) (16× the rows); "
+                        + "'min' column: the whole run; the bar: at most \(Format.fixed(PostgresGrowthWorkload.flatBar, 1))×"
+                ))
+        }
+        for kind in Kind.allCases {
+            for policy in EntityWriteWorkload.policies {
+                for phase in EntityWriteWorkload.Phase.allCases {
+                    let key = EntityWriteWorkload.Figures.key(policy, phase)
+                    let bySize = entityMedians[kind]![key]!
+                    let (small, large) = (bySize[sizes[0]]!, bySize[sizes[1]]!)
+                    var note =
+                        "\(Format.duration(small)) with \(Format.grouped(sizes[0])) rows, \(Format.duration(large)) with \(Format.grouped(sizes[1]))"
+                    if kind == .postgres, let raw = rawEntity[key] {
+                        note += "; raw postgres-nio \(Format.duration(raw.median)): \(Format.ratio(large / raw.median))"
+                    }
+                    result.rows.append(
+                        .init(
+                            "\(kind == .sqlite ? "SQLite" : "PostgreSQL"), \(key): a push of 500, large / small table",
+                            median: Format.ratio(large / small), note: note))
+                }
+            }
+            result.fact(
+                "preload (\(kind))",
+                sizes.map {
+                    "\(Format.grouped($0)) rows × \(EntityWriteWorkload.policies.count) tables in \(Format.duration(preloadSeconds[kind]![$0]!))"
+                }
+                .joined(separator: ", "))
+        }
         for processes in 1...3 {
             let samples = scaling[processes]!
             result.rows.append(
@@ -168,6 +258,50 @@ enum PostgresBenchmark {
                 + (ratio <= barRatio ? "<=" : ">") + " \(Format.fixed(barRatio, 1))× (medians, same run: \(Format.duration(postgres.median)) "
                 + "against \(Format.duration(raw.median))); rate \(Format.rate(total / postgres.median))"
         )
+        for kind in Kind.allCases {
+            let outcome = growth[kind]!
+            result.check(
+                "flat as the table grows (\(kind))", outcome.growth <= PostgresGrowthWorkload.flatBar,
+                "\(kind): a push of 500 creates with a unique index takes \(Format.ratio(outcome.growth)) as long in the full table "
+                    + "as in the nearly empty one (\(Format.duration(outcome.last)) against \(Format.duration(outcome.first))) "
+                    + (outcome.growth <= PostgresGrowthWorkload.flatBar ? "<=" : ">") + " \(Format.fixed(PostgresGrowthWorkload.flatBar, 1))×"
+            )
+        }
+        for kind in Kind.allCases {
+            let ratios = EntityWriteWorkload.policies.flatMap { policy in
+                EntityWriteWorkload.Phase.allCases.map { phase -> (String, Double) in
+                    let key = EntityWriteWorkload.Figures.key(policy, phase)
+                    let bySize = entityMedians[kind]![key]!
+                    return (key, bySize[sizes[1]]! / bySize[sizes[0]]!)
+                }
+            }
+            let worst = ratios.max { $0.1 < $1.1 }!
+            result.check(
+                "entity writes flat in the table's size (\(kind))", worst.1 <= EntityWriteWorkload.flatBar,
+                "\(kind): every policy's push of 500 with \(Format.grouped(sizes[1])) rows in the table within "
+                    + "\(Format.fixed(EntityWriteWorkload.flatBar, 1))× of the same with \(Format.grouped(sizes[0])); worst \(worst.0): \(Format.ratio(worst.1))"
+            )
+        }
+        let rawRatios = EntityWriteWorkload.policies.flatMap { policy in
+            EntityWriteWorkload.Phase.allCases.map { phase -> (String, Double) in
+                let key = EntityWriteWorkload.Figures.key(policy, phase)
+                return (key, entityMedians[.postgres]![key]![sizes[1]]! / rawEntity[key]!.median)
+            }
+        }
+        let worstRaw = rawRatios.max { $0.1 < $1.1 }!
+        result.check(
+            "entity writes against raw postgres-nio", worstRaw.1 <= EntityWriteWorkload.rawBar,
+            "PostgreSQL: every policy's push of 500 (\(Format.grouped(sizes[1])) rows in the table) within "
+                + "\(Format.fixed(EntityWriteWorkload.rawBar, 1))× of writing the same rows raw; worst \(worstRaw.0): \(Format.ratio(worstRaw.1))"
+        )
+        let pullRatio = pulls[.postgres]!.median / pulls[.sqlite]!.median
+        result.check(
+            "pull against SQLite", pullRatio <= 2.0,
+            "PostgreSQL pulls \(Format.grouped(pullRows)) rows in \(Format.ratio(pullRatio)) SQLite's time (medians) "
+                + (pullRatio <= 2.0 ? "<=" : ">") + " 2×"
+        )
+        let growthRatio = growth[.postgres]!.total / growth[.sqlite]!.total
+        result.fact("growth, PostgreSQL / SQLite", "\(Format.ratio(growthRatio)) the time for the same 20 000 creates")
         result.check("exactly once", true, "every run: every mutation applied once (counted in the answers, and in PostgreSQL for the HTTP runs)")
         return result
     }
@@ -482,7 +616,7 @@ enum PostgresRawInsert {
 
     /// A value as the column's type takes it (the server stores timestamps as TIMESTAMPTZ and
     /// flags as BOOLEAN; ColumnValue holds milliseconds and 0/1).
-    private static func bind(_ value: ColumnValue, type: String, into bindings: inout PostgresBindings) {
+    static func bind(_ value: ColumnValue, type: String, into bindings: inout PostgresBindings) {
         switch (value, type) {
         case (.null, _): bindings.appendNull()
         case (.integer(let number), "boolean"): bindings.append(number != 0)
