@@ -37,6 +37,7 @@ struct ErrorShapeTests {
         ("rateLimited", .rateLimited, "rate_limited"),
         ("liveCapacity", .liveCapacity, "live_capacity"),
         ("serverBusy", .serverBusy, "server_busy"),
+        ("storageUnavailable", .storageUnavailable, "storage_unavailable"),
         ("identifierNotNormalized", .identifierNotNormalized, "identifier_not_normalized"),
         ("internalError", .internalError, "internal_error"),
         ("invalidPayload", .invalidPayload, "invalid_payload"),
