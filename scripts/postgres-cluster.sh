@@ -30,15 +30,8 @@ done
 mode=${3:-fast}
 data="$folder/data"
 
-as_pg=()
-if [ "$(id -u)" -eq 0 ]; then
-    pg_user=outpost-pg
-    if ! id -u "$pg_user" >/dev/null 2>&1; then
-        useradd --system --no-create-home --shell /usr/sbin/nologin "$pg_user" \
-            || fail "cannot create the system user $pg_user to run PostgreSQL as"
-    fi
-    as_pg=(runuser -u "$pg_user" --)
-fi
+# The user the server runs as.
+source "$(dirname "${BASH_SOURCE[0]}")/postgres-user.sh"
 
 url() { echo "postgres://outpost@127.0.0.1:$(cat "$folder/port")/outpost"; }
 

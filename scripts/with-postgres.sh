@@ -39,16 +39,7 @@ for tool in initdb pg_ctl createdb; do
 done
 
 # The user the server runs as.
-as_pg=()
-if [ "$(id -u)" -eq 0 ]; then
-    pg_user=outpost-pg
-    if ! id -u "$pg_user" >/dev/null 2>&1; then
-        useradd --system --no-create-home --shell /usr/sbin/nologin "$pg_user" \
-            || fail "cannot create the system user $pg_user to run PostgreSQL as (it refuses to run as root)"
-    fi
-    command -v runuser >/dev/null || fail "runuser (util-linux) is needed to start PostgreSQL as $pg_user"
-    as_pg=(runuser -u "$pg_user" --)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/postgres-user.sh"
 
 folder=$(mktemp -d "${TMPDIR:-/tmp}/outpost-pg.XXXXXX")
 data="$folder/data"
