@@ -388,10 +388,12 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
                     }
                 }
                 race.onAbandon { work.cancel() }
-                Task {
-                    try? await Task.sleep(for: wait)
-                    race.giveUp(PostgresStorageError.unavailable("no connection to the database within \(wait)"))
-                }
+                // Cancelled as soon as the lease comes: a transaction leaves no timer behind.
+                race.setTimer(
+                    Task {
+                        guard (try? await Task.sleep(for: wait)) != nil else { return }
+                        race.giveUp(PostgresStorageError.unavailable("no connection to the database within \(wait)"))
+                    })
             }
         } onCancel: {
             race.giveUp(CancellationError())
@@ -468,6 +470,7 @@ private final class LeaseRace<T: Sendable>: Sendable {
         var phase = Phase.waiting
         var continuation: CheckedContinuation<T, any Error>?
         var abandon: (@Sendable () -> Void)?
+        var timer: Task<Void, Never>?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -486,13 +489,26 @@ private final class LeaseRace<T: Sendable>: Sendable {
         if abandoned { abandon() }
     }
 
+    func setTimer(_ timer: Task<Void, Never>) {
+        // Decided already (the lease came, or failed): the timer has nothing to wait for.
+        let decided = state.withLockedValue { state -> Bool in
+            guard state.phase == .waiting else { return true }
+            state.timer = timer
+            return false
+        }
+        if decided { timer.cancel() }
+    }
+
     /// The lease came: whether the work may run (not if the wait already ended).
     func acquire() -> Bool {
-        state.withLockedValue { state in
-            guard state.phase == .waiting else { return false }
+        let (acquired, timer) = state.withLockedValue { state -> (Bool, Task<Void, Never>?) in
+            guard state.phase == .waiting else { return (false, nil) }
             state.phase = .running
-            return true
+            defer { state.timer = nil }
+            return (true, state.timer)
         }
+        timer?.cancel()
+        return acquired
     }
 
     /// Whether the work has its connection and has not ended.

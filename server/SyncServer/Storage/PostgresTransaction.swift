@@ -303,19 +303,30 @@ final class PostgresTransaction: StorageTransaction {
             + "ORDER BY \(Self.quoted(table.primaryKey)) LIMIT $\(bindings.count)"
         let stored = try await storedRows(sql, bindings)
         guard !unsent.isEmpty else { return stored }
+        return Self.overlay(stored, in: table, tenant: tenant, where: conditions, limit: limit, newer: { self.unsentRows[$0] }, others: unsent)
+    }
+
+    /// `stored` with this transaction's newer version of each row laid over it (kept only while
+    /// it still matches `conditions`), and those of `others` (rows it wrote) that match, in
+    /// primary-key order (bytes), at most `limit`.
+    private static func overlay(
+        _ stored: [StoredRow], in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int,
+        newer: (StoredRowKey) -> StoredRow?, others: some Sequence<StoredRowKey>
+    ) -> [StoredRow] {
         var merged: [StoredRow] = []
-        var replaced: Set<StoredRowKey> = []
+        var seen: Set<StoredRowKey> = []
         for row in stored {
-            let key = row.text(table.primaryKey).map { StoredRowKey(table: table, tenant: tenant, id: $0) }
-            if let key, let newer = unsentRows[key] {
-                replaced.insert(key)
+            guard let id = row.text(table.primaryKey) else { continue }
+            let key = StoredRowKey(table: table, tenant: tenant, id: id)
+            seen.insert(key)
+            if let newer = newer(key) {
                 if Self.row(newer, matches: conditions) { merged.append(newer) }
             } else {
                 merged.append(row)
             }
         }
-        for key in unsent where !replaced.contains(key) {
-            if let row = unsentRows[key], Self.row(row, matches: conditions) { merged.append(row) }
+        for key in others where seen.insert(key).inserted {
+            if let row = newer(key), Self.row(row, matches: conditions) { merged.append(row) }
         }
         merged.sort { ($0.text(table.primaryKey) ?? "").utf8.lexicographicallyPrecedes(($1.text(table.primaryKey) ?? "").utf8) }
         return Array(merged.prefix(limit))
@@ -420,23 +431,8 @@ final class PostgresTransaction: StorageTransaction {
         let key = MatchKey(table: table.name, tenant: tenant, conditions: conditions.map { ($0.key, $0.value) })
         guard let stored = matches[key] else { return nil }
         let ownWrites = written[table.name] ?? [:]
-        var merged: [StoredRow] = []
-        var seen: Set<StoredRowKey> = []
-        for row in stored {
-            guard let id = row.text(table.primaryKey) else { continue }
-            let rowKey = StoredRowKey(table: table, tenant: tenant, id: id)
-            seen.insert(rowKey)
-            if let newer = ownWrites[rowKey] {
-                if Self.row(newer, matches: conditions) { merged.append(newer) }
-            } else {
-                merged.append(row)
-            }
-        }
-        for rowKey in writtenByMatch[key] ?? [] where seen.insert(rowKey).inserted {
-            if let row = ownWrites[rowKey], Self.row(row, matches: conditions) { merged.append(row) }
-        }
-        merged.sort { ($0.text(table.primaryKey) ?? "").utf8.lexicographicallyPrecedes(($1.text(table.primaryKey) ?? "").utf8) }
-        return Array(merged.prefix(limit))
+        return Self.overlay(
+            stored, in: table, tenant: tenant, where: conditions, limit: limit, newer: { ownWrites[$0] }, others: writtenByMatch[key] ?? [])
     }
 
     /// Whether a row's columns equal `conditions`, text compared byte for byte as PostgreSQL's
