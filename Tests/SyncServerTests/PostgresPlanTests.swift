@@ -11,22 +11,9 @@ import Testing
 /// (docs/scaling.md, "Plans as a table grows").
 @Suite("PostgreSQL: plans as a table grows from empty")
 struct PostgresPlanTests {
-    static let contract = ContractRegistry.entity(named: "AssessmentResponse")!
-
     static func response(_ index: Int, scopeKey: String) throws -> StoredRow {
-        var row = StoredRow()
-        let wire: [String: JSONValue] = [
-            "id": .string(UUID().uuidString.lowercased()), "assessment_id": .string("as-1"), "attempt_id": .string("att-\(index / 10)"),
-            "question_id": .string("q-\(index % 10)"), "answer": .int(1), "time_spent_ms": .int(0), "flagged_for_review": .bool(false),
-            "updated_at": .string("2026-01-31T08:00:00.000Z"),
-        ]
-        for field in contract.fields { row[field.name] = try RowCodec.columnValue(wire[field.name] ?? .null, for: field) }
-        for (name, value) in [
-            ("_tenant_id", ColumnValue.text("t")), ("_scope_key", .text(scopeKey)), ("_seq", .integer(Int64(index + 1))),
-            ("_version", .integer(1)), ("_schema_version", .integer(1)), ("_hlc", .null), ("_field_clocks", .null), ("_deleted", .integer(0)),
-            ("_updated_at", .integer(1)), ("_updated_by", .text("d")),
-        ] { row[name] = value }
-        return row
+        try StoredResponse.row(
+            id: UUID().uuidString.lowercased(), attempt: "att-\(index / 10)", question: "q-\(index % 10)", seq: Int64(index + 1), scopeKey: scopeKey)
     }
 
     @Test("a table written from empty gets statistics, and a uniqueness lookup then takes the unique index, not a scan of the scope")
@@ -36,7 +23,7 @@ struct PostgresPlanTests {
         let schema = StorageKind.uniqueSchema()
         let storage = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema)[0]
         let probe = try PostgresProbe(schema: schema)
-        let table = ContractTable(Self.contract)
+        let table = ContractTable(StoredResponse.contract)
         // Autovacuum must not be what takes the statistics here.
         _ = try await probe.client.query(PostgresQuery(unsafeSQL: "ALTER TABLE assessment_responses SET (autovacuum_enabled = false)")).collect()
         let statistics = "SELECT count(*)::BIGINT FROM pg_stats WHERE schemaname = '\(schema)' AND tablename = 'assessment_responses'"

@@ -113,21 +113,9 @@ struct StorageTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-storage-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try await kind.makeStorage(in: folder)
-        let contract = ContractRegistry.entity(named: "AssessmentResponse")!
-        let table = ContractTable(contract)
+        let table = ContractTable(StoredResponse.contract)
         func response(_ id: String, attempt: String, question: String, seq: Int64) throws -> StoredRow {
-            var row = StoredRow()
-            let wire: [String: JSONValue] = [
-                "id": .string(id), "assessment_id": .string("as-1"), "attempt_id": .string(attempt), "question_id": .string(question),
-                "answer": .int(1), "time_spent_ms": .int(0), "flagged_for_review": .bool(false), "updated_at": .string("2026-01-31T08:00:00.000Z"),
-            ]
-            for field in contract.fields { row[field.name] = try RowCodec.columnValue(wire[field.name] ?? .null, for: field) }
-            for (name, value) in [
-                ("_tenant_id", ColumnValue.text("t")), ("_scope_key", .text("progress:user:u")), ("_seq", .integer(seq)), ("_version", .integer(1)),
-                ("_schema_version", .integer(1)), ("_hlc", .null), ("_field_clocks", .null), ("_deleted", .integer(0)),
-                ("_updated_at", .integer(1)), ("_updated_by", .text("d")),
-            ] { row[name] = value }
-            return row
+            try StoredResponse.row(id: id, attempt: attempt, question: question, seq: seq)
         }
         let ids = (0..<3).map { _ in UUID().uuidString.lowercased() }.sorted()
         let (first, second, third) = (

@@ -21,8 +21,9 @@ enum PostgresGrowthWorkload {
     /// A push's cost in the full table at most this many times its cost in the nearly empty one.
     static let flatBar = 1.2
 
-    static let learner = DeviceIdentity(
-        tenant: "bench-tenant", userID: "learner-1", deviceID: "phone-1", teams: [], expiresAt: 4_102_444_800)
+    /// The `last_writer_wins` policy of the entity-write workload: its identity, rows and ids.
+    static let policy = EntityWriteWorkload.policies.first { $0.entity.conflict == .lastWriterWins }!
+    static var learner: DeviceIdentity { policy.identity(0) }
 
     struct Outcome {
         var total: Double
@@ -31,29 +32,20 @@ enum PostgresGrowthWorkload {
         var growth: Double { last / first }
     }
 
-    /// The pushes: answers to 10 questions per attempt, each a new row with a new UUID.
+    /// The pushes: answers to 10 questions per attempt, each a new row (set 2 of the policy's ids).
     static func requests() -> [PushRequest] {
-        var generator = SeededGenerator(seed: 0x6772_6F77)
-        let start = Timestamp(iso8601: "2026-02-02T08:00:00.000Z")!.millisecondsSince1970
-        return (0..<pushes).map { push in
+        (0..<pushes).map { push in
             let mutations = (0..<batch).map { index -> Mutation in
                 let number = push * batch + index
                 let seq = Int64(number + 1)
-                let id = UUID(generator: &generator).uuidString.lowercased()
-                let at = start + Int64(number) * 1000
+                let at = EntityWriteWorkload.start + Int64(number) * 1000
                 return Mutation(
-                    seq: seq, clientMutationId: "cm-\(seq)", entity: "AssessmentResponse", op: .create, id: id,
-                    payload: .object([
-                        "id": .string(id), "assessment_id": .string("assessment-\(number / 1000)"), "attempt_id": .string("attempt-\(number / 10)"),
-                        "question_id": .string("q-\(number % 10)"), "answer": .object(["choice": .int(Int64(number % 4))]),
-                        "time_spent_ms": .int(Int64(1000 + number % 9000)), "flagged_for_review": .bool(number % 17 == 0),
-                        "answered_at": .string(Timestamp(millisecondsSince1970: at).iso8601),
-                        "updated_at": .string(Timestamp(millisecondsSince1970: at).iso8601),
-                    ]),
-                    hlc: HybridLogicalClock(milliseconds: at, counter: 0, node: "phone-1").description
+                    seq: seq, clientMutationId: "cm-\(seq)", entity: policy.entity.name, op: .create, id: policy.id(2, number),
+                    payload: .object(policy.row(2, number, 0)),
+                    hlc: HybridLogicalClock(milliseconds: at, counter: 0, node: learner.deviceID).description
                 )
             }
-            return PushRequest(clientId: "phone-1", schema: [:], mutations: mutations)
+            return PushRequest(clientId: learner.deviceID, schema: [:], mutations: mutations)
         }
     }
 
@@ -81,19 +73,5 @@ enum PostgresGrowthWorkload {
         }
         return Outcome(
             total: durations.reduce(0, +), first: median(durations.prefix(window)), last: median(durations.suffix(window)))
-    }
-}
-
-extension UUID {
-    /// A version-4 UUID from a seeded generator: the same run, the same ids.
-    init(generator: inout SeededGenerator) {
-        var bytes = (0..<16).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
-        bytes[6] = (bytes[6] & 0x0F) | 0x40
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        self.init(
-            uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9], bytes[10], bytes[11],
-                bytes[12], bytes[13], bytes[14], bytes[15]
-            ))
     }
 }
