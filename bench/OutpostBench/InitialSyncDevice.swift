@@ -164,4 +164,30 @@ enum ProcessMemory {
         guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
+
+    /// User + system CPU seconds so far of every process whose command is `name` (`postgres`:
+    /// the database's backends and workers alive now).
+    static func cpuSeconds(named name: String) -> Double {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).reduce(0) { total, pid in
+            guard let command = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8),
+                command.trimmingCharacters(in: .whitespacesAndNewlines) == name
+            else { return total }
+            return total + (cpuSeconds(pid: pid) ?? 0)
+        }
+    }
+
+    /// The machine's busy and total CPU seconds so far, over every core (`/proc/stat`).
+    static func machineCPUSeconds() -> (busy: Double, total: Double) {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") })
+        else { return (0, 0) }
+        // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+        let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard ticks.count >= 8 else { return (0, 0) }
+        let total = ticks.prefix(8).reduce(0, +)
+        let busy = total - ticks[3] - ticks[4]
+        let perSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return (busy / perSecond, total / perSecond)
+    }
 }

@@ -20,6 +20,8 @@ import SyncServer
 enum LoadBenchmark {
     static let secondsVariable = "OUTPOST_BENCH_LOAD_SECONDS"
     static let devicesVariable = "OUTPOST_BENCH_LOAD_DEVICES"
+    /// Only some configurations (`sqlite`, `postgres-1`, `postgres-2`, comma-separated); all by default.
+    static let onlyVariable = "OUTPOST_BENCH_LOAD_ONLY"
     static let teamSize = 10
     /// The share of devices holding a live channel; the others only poll.
     static let livePercent = 80
@@ -36,6 +38,7 @@ enum LoadBenchmark {
     )
 
     struct Configuration {
+        var key: String
         var label: String
         var database: LoadDeployment.Database
         var processes: Int
@@ -68,16 +71,23 @@ enum LoadBenchmark {
             "machine",
             "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAverage()) at the start, ulimit -n \(descriptorLimit())")
 
-        var configurations = [Configuration(label: "SQLite, 1 process", database: .sqlite, processes: 1)]
+        var configurations = [Configuration(key: "sqlite", label: "SQLite, 1 process", database: .sqlite, processes: 1)]
         if let url = environment["OUTPOST_TEST_POSTGRES_URL"], !url.isEmpty {
-            configurations.append(Configuration(label: "PostgreSQL, 1 process", database: .postgres(url: url), processes: 1))
-            configurations.append(Configuration(label: "PostgreSQL, 2 processes", database: .postgres(url: url), processes: 2))
+            configurations.append(Configuration(key: "postgres-1", label: "PostgreSQL, 1 process", database: .postgres(url: url), processes: 1))
+            configurations.append(Configuration(key: "postgres-2", label: "PostgreSQL, 2 processes", database: .postgres(url: url), processes: 2))
         } else {
             result.fact(
                 "PostgreSQL",
                 "skipped: OUTPOST_TEST_POSTGRES_URL is not set (`make bench` starts one; by hand: "
                     + "`scripts/with-postgres.sh -- $(swift build -c release --show-bin-path)/outpost-bench load`)"
             )
+        }
+        if let only = environment[onlyVariable].map({ Set($0.split(separator: ",").map(String.init)) }), !only.isEmpty {
+            let known = Set(configurations.map(\.key))
+            if let unknown = only.subtracting(known).first {
+                throw BenchmarkError("\(onlyVariable): no configuration '\(unknown)' here (known: \(known.sorted().joined(separator: ", ")))")
+            }
+            configurations = configurations.filter { only.contains($0.key) }
         }
         let workspace = try TemporaryFolder("load")
         defer { workspace.remove() }
@@ -116,6 +126,11 @@ enum LoadBenchmark {
                 exceedsRate: exceeds
             )
         }
+        // Where the machine's CPU goes over the run: the servers, PostgreSQL, this process (the devices).
+        let serverCPUBefore = deployment.servers.map { ProcessMemory.cpuSeconds(pid: $0.pid) ?? 0 }.reduce(0, +)
+        let databaseCPUBefore = ProcessMemory.cpuSeconds(named: "postgres")
+        let benchCPUBefore = ProcessMemory.cpuSeconds(pid: getpid()) ?? 0
+        let machineBefore = ProcessMemory.machineCPUSeconds()
         let started = monotonicNanoseconds()
         let at: @Sendable (Double) -> UInt64 = { started + UInt64($0 * 1e9) }
         let outageAt = seconds * 0.6
@@ -160,6 +175,20 @@ enum LoadBenchmark {
         }
         let wall = Double(monotonicNanoseconds() - started) / 1e9
         let series = sampler.stop()
+        let serverCores = (deployment.servers.map { ProcessMemory.cpuSeconds(pid: $0.pid) ?? 0 }.reduce(0, +) - serverCPUBefore) / wall
+        let databaseCores = (ProcessMemory.cpuSeconds(named: "postgres") - databaseCPUBefore) / wall
+        let benchCores = ((ProcessMemory.cpuSeconds(pid: getpid()) ?? 0) - benchCPUBefore) / wall
+        let machineAfter = ProcessMemory.machineCPUSeconds()
+        let busy = (machineAfter.busy - machineBefore.busy) / max(machineAfter.total - machineBefore.total, 1e-9)
+        result.rows.append(
+            .init(
+                "\(label) · CPU over the run",
+                median: "\(Format.fixed(busy * 100, 0)) % of \(ProcessInfo.processInfo.activeProcessorCount) cores busy",
+                min: "",
+                note:
+                    "server\(deployment.servers.count > 1 ? "s" : "") \(Format.fixed(serverCores, 2)) cores, PostgreSQL \(Format.fixed(databaseCores, 2)), "
+                    + "the devices (this process) \(Format.fixed(benchCores, 2))"
+            ))
 
         // The figures.
         for route in run.latencies.names {

@@ -39,6 +39,10 @@ final class LoadDeployment: @unchecked Sendable {
     private(set) var servers: [ChildProcess] = []
     private(set) var ports: [Int] = []
 
+    /// The connections each server keeps to PostgreSQL (`max_connections` of its URL), for a
+    /// run that sizes the pool; the server's default when unset.
+    static let poolVariable = "OUTPOST_BENCH_POOL"
+
     init(database: Database, folder: URL) throws {
         self.database = database
         executable = try siblingExecutable("sync-server")
@@ -51,7 +55,10 @@ final class LoadDeployment: @unchecked Sendable {
         case .sqlite:
             postgresURL = nil
         case .postgres(let url):
-            postgresURL = PostgresBenchmark.url(try PostgresStorage.Configuration(url: url), schema: PostgresBenchmark.schemaName())
+            // Each server's pool: the server's default unless `OUTPOST_BENCH_POOL` names a size.
+            let pool = ProcessInfo.processInfo.environment[Self.poolVariable].flatMap(Int.init)
+            postgresURL = PostgresBenchmark.url(
+                try PostgresStorage.Configuration(url: url), schema: PostgresBenchmark.schemaName(), maximumConnections: pool)
         }
     }
 

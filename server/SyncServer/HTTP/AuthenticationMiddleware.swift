@@ -54,7 +54,7 @@ package struct AuthenticationMiddleware: RouterMiddleware {
             // An expired token of an erased user's device is told of the erasure, not of the
             // expiry: renewing it would otherwise bring back a store the erasure wiped.
             guard let storage, let expired = try? await signer.verify(token, now: now, acceptingExpired: true),
-                let state = try? await storage.read({
+                let state = try? await storage.readOneStatement({
                     try await $0.identityState(tenant: expired.tenant, userID: expired.userID, deviceID: expired.deviceID)
                 }),
                 let refusal = state.refusal(ofTokenIssuedAt: expired.issuedAt), refusal.detail.code == .userErased
@@ -65,7 +65,7 @@ package struct AuthenticationMiddleware: RouterMiddleware {
         let (tenant, user, device) = (identity.tenant, identity.userID, identity.deviceID)
         let state: IdentityState
         do {
-            state = try await storage.read { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
+            state = try await storage.readOneStatement { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
         } catch {
             if PostgresStorage.isUnavailable(error) { throw ServiceError.storageUnavailable }
             throw ServiceError(status: 503, .internalError, "the server cannot check the token now; try again")

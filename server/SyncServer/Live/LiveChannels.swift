@@ -143,7 +143,7 @@ package final class LiveChannels: Sendable {
     func revalidate(_ connection: LiveConnection) async {
         var identity = connection.identity
         let (tenant, user, device) = (identity.tenant, identity.userID, identity.deviceID)
-        guard let state = try? await storage.read({ try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }) else {
+        guard let state = try? await storage.readOneStatement({ try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }) else {
             // Storage unreachable: keep the channel; the next check or request decides.
             return
         }

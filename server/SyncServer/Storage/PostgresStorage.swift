@@ -327,6 +327,17 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
         try await transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { try await body($0) }
     }
 
+    package func readOneStatement<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
+        // No BEGIN and COMMIT: two round trips of three for the statement every request runs
+        // (the token's identity state).
+        let (catalog, logger, auditKey, notificationChannel) = (catalog, logger, auditKey, notificationChannel)
+        return try await leased { connection in
+            try await body(
+                PostgresTransaction(
+                    connection: connection, catalog: catalog, logger: logger, auditKey: auditKey, notificationChannel: notificationChannel))
+        }
+    }
+
     private func transaction<T: Sendable>(
         _ begin: PostgresQuery, _ body: @escaping @Sendable (PostgresTransaction) async throws -> T,
         committed: @escaping @Sendable (PostgresTransaction) -> Void = { _ in }

@@ -205,7 +205,7 @@ final class PostgresTransaction: StorageTransaction {
         try await sendRows()
         var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
         var last = Int64.max
-        for table in tables {
+        for table in try await tablesWithChanges(tables, tenant: tenant, scopeKey: scopeKey, after: after) {
             var bindings = PostgresBindings()
             bindings.append(tenant)
             bindings.append(scopeKey)
@@ -255,6 +255,26 @@ final class PostgresTransaction: StorageTransaction {
         }
         merged.sort { $0.sequence < $1.sequence }
         return StoredRow.withinBudget(merged.lazy.filter { $0.sequence <= last }.map { ($0.table, $0.row) }, limit: limit, byteBudget: byteBudget)
+    }
+
+    /// The tables of `tables` holding rows of the scope after `after`, in one statement: a pull
+    /// most often finds changes in one of its scope's tables, and an empty table's page query
+    /// would cost a round trip for nothing.
+    private func tablesWithChanges(_ tables: [ContractTable], tenant: String, scopeKey: String, after: Int64) async throws -> [ContractTable] {
+        guard tables.count > 1 else { return tables }
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(scopeKey)
+        bindings.append(after)
+        let probes = tables.map { table in
+            "EXISTS (SELECT 1 FROM \(Self.quoted(table.name)) WHERE \"_tenant_id\" = $1 AND \"_scope_key\" = $2 AND \"_seq\" > $3)"
+        }
+        guard let row = try await run("SELECT ARRAY[" + probes.joined(separator: ", ") + "]", bindings).first else {
+            throw PostgresStorageError.unexpectedAnswer("no answer to which tables changed")
+        }
+        let changed = try row.decode([Bool].self)
+        guard changed.count == tables.count else { throw PostgresStorageError.unexpectedAnswer("which tables changed: \(changed.count) answers") }
+        return zip(tables, changed).filter(\.1).map(\.0)
     }
 
     /// The columns a page query adds: a row's bytes, and the bytes of the table's rows up to
@@ -722,6 +742,30 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(tenant)
         bindings.append(scopeKey)
         return try integer(await run("SELECT last_seq FROM scope_sequences WHERE tenant = $1 AND scope_key = $2", bindings)) ?? 0
+    }
+
+    func pullState(tenant: String, scopeKey: String, clientID: String?) async throws -> PullState {
+        // One statement for the three reads, unless this transaction holds newer values of its own.
+        if let clientID, clients[Key(tenant: tenant, name: clientID)] != nil {
+            return PullState(
+                compactedSequence: try await compactedSequence(tenant: tenant, scopeKey: scopeKey),
+                owner: try await clientOwner(tenant: tenant, clientID: clientID),
+                lastSequence: try await lastSequence(tenant: tenant, clientID: clientID)
+            )
+        }
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(scopeKey)
+        bindings.append(clientID)
+        let rows = try await run(
+            """
+            SELECT (SELECT compacted_seq FROM scope_sequences WHERE tenant = $1 AND scope_key = $2), c.user_id, c.device_id, c.last_seq
+            FROM (SELECT 1) AS one LEFT JOIN clients c ON c.tenant = $1 AND c.client_id = $3
+            """, bindings)
+        guard let row = rows.first else { throw PostgresStorageError.unexpectedAnswer("no pull state") }
+        let (compacted, userID, deviceID, lastSeq) = try row.decode((Int64?, String?, String?, Int64?).self)
+        let owner = userID.flatMap { user in deviceID.map { ClientOwner(userID: user, deviceID: $0) } }
+        return PullState(compactedSequence: compacted ?? 0, owner: owner, lastSequence: lastSeq ?? 0)
     }
 
     func compactedSequence(tenant: String, scopeKey: String) async throws -> Int64 {

@@ -31,6 +31,11 @@ package protocol SyncStorage: ServerStorage {
     /// Runs `body` against one consistent snapshot.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T
 
+    /// Runs `body`, which reads with one statement (``StorageReader/identityState(tenant:userID:deviceID:)``),
+    /// without a transaction around it where that saves round trips: one statement sees one
+    /// snapshot anyway. A body that runs more than one statement must use ``read(_:)``.
+    func readOneStatement<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T
+
     /// Calls `observer` after each commit that moved a scope's sequence, with those scopes at
     /// their sequence after the commit (what the live channel pokes devices about): commits of
     /// this process on SQLite; on PostgreSQL, commits of every process on the database (each
@@ -76,6 +81,10 @@ package protocol StorageReader {
     /// pull cursor below it may have skipped a delete that no longer exists (see
     /// ``ServerHousekeeping``). Read in the same snapshot as the rows a pull returns.
     func compactedSequence(tenant: String, scopeKey: String) async throws -> Int64
+
+    /// The scope's compacted sequence, and the push stream's owner and last `seq` when
+    /// `clientID` is given (a pull's state besides its rows).
+    func pullState(tenant: String, scopeKey: String, clientID: String?) async throws -> PullState
 
     /// Audit entries in order, starting after `afterID`, at most `limit`.
     func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry]
@@ -231,7 +240,34 @@ package protocol StorageTransaction: StorageReader {
     func moveAuditBase(from previous: AuditBase, to base: AuditBase) async throws -> Int
 }
 
+extension SyncStorage {
+    /// A snapshot costs nothing more than a statement here.
+    package func readOneStatement<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
+        try await read(body)
+    }
+}
+
+/// What a pull reads besides its rows (``StorageReader/pullState(tenant:scopeKey:clientID:)``).
+package struct PullState: Sendable, Equatable {
+    /// The scope's compacted sequence: a cursor below it has expired.
+    package var compactedSequence: Int64
+    /// Who owns the device's push stream; `nil` without a client id or a stream.
+    package var owner: ClientOwner?
+    /// The stream's last applied `seq`; 0 without one.
+    package var lastSequence: Int64
+}
+
 extension StorageReader {
+    /// Three reads: a storage whose reads cost nothing more than a statement needs no better.
+    package func pullState(tenant: String, scopeKey: String, clientID: String?) async throws -> PullState {
+        let compacted = try await compactedSequence(tenant: tenant, scopeKey: scopeKey)
+        guard let clientID else { return PullState(compactedSequence: compacted, owner: nil, lastSequence: 0) }
+        return PullState(
+            compactedSequence: compacted, owner: try await clientOwner(tenant: tenant, clientID: clientID),
+            lastSequence: try await lastSequence(tenant: tenant, clientID: clientID)
+        )
+    }
+
     /// The stored result (canonical JSON) of one of a client's mutations; `nil` when none is kept.
     package func pushResult(tenant: String, clientID: String, seq: Int64) async throws -> String? {
         try await pushResults(tenant: tenant, clientID: clientID, covering: seq)?.result(of: seq)

@@ -126,20 +126,19 @@ package struct PullService: Sendable {
             try await storage.read { reader in
                 // In the same snapshot as the rows: a compaction either committed before it or is
                 // not seen at all. It expires a cursor below it that was issued before it.
-                let compacted = try await reader.compactedSequence(tenant: tenant, scopeKey: key)
-                if let position { try Self.checkHorizon(position, compacted: compacted) }
+                let state = try await reader.pullState(tenant: tenant, scopeKey: key, clientID: clientID)
+                if let position { try Self.checkHorizon(position, compacted: state.compactedSequence) }
+                // Only the stream's owner learns its last seq; a stream no one pushed with yet is at 0.
+                if let clientID {
+                    if let owner = state.owner, owner != identity.clientOwner { throw ServiceError.clientNotOwned() }
+                    try await PushSession.refuseErasedStream(clientID, identity: identity, in: reader)
+                }
                 // Read before the rows: every row at or below it is committed and read below.
                 let head = filtered ? try await reader.scopeSequence(tenant: tenant, scopeKey: key) : nil
                 let changes = try await reader.changes(
                     in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1, byteBudget: pageBytes
                 )
-                guard let clientID else { return (head, changes, Int64(0), compacted) }
-                // Only the stream's owner learns its last seq; a stream no one pushed with yet is at 0.
-                if let owner = try await reader.clientOwner(tenant: tenant, clientID: clientID), owner != identity.clientOwner {
-                    throw ServiceError.clientNotOwned()
-                }
-                try await PushSession.refuseErasedStream(clientID, identity: identity, in: reader)
-                return (head, changes, try await reader.lastSequence(tenant: tenant, clientID: clientID), compacted)
+                return (head, changes, clientID == nil ? 0 : state.lastSequence, state.compactedSequence)
             }
         }
 
