@@ -128,7 +128,7 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (_ port: Int?) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     Application(
-        router: buildRouter(configuration: configuration, environment: environment).router,
+        responder: ChildTaskResponder(buildRouter(configuration: configuration, environment: environment).router.buildResponder()),
         server: .http1(
             configuration: HTTP1Channel.Configuration(
                 additionalChannelHandlers: [

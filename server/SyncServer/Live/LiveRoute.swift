@@ -45,7 +45,10 @@ extension SyncRoutes {
                 sinceCheck += heartbeat
                 if sinceCheck >= channels.configuration.revalidationInterval {
                     sinceCheck = .zero
-                    await channels.revalidate(connection)
+                    // In a child task: the storage read's frames go back to the heap with it,
+                    // instead of staying with this task for the channel's life (see ChildTaskMiddleware).
+                    async let revalidated: Void = channels.revalidate(connection)
+                    await revalidated
                 }
                 connection.heartbeatDue()
             }
