@@ -223,9 +223,10 @@ struct PushFailingStorage: SyncStorage {
             try await base.row(in: table, tenant: tenant, id: id)
         }
         func changes(
-            in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
+            in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int, pageColumnsOnly: Bool
         ) async throws -> [(table: ContractTable, row: StoredRow)] {
-            try await base.changes(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit, byteBudget: byteBudget)
+            try await base.changes(
+                in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit, byteBudget: byteBudget, pageColumnsOnly: pageColumnsOnly)
         }
         func rows(in table: ContractTable, tenant: String, where conditions: [String: ColumnValue], limit: Int) async throws -> [StoredRow] {
             try await base.rows(in: table, tenant: tenant, where: conditions, limit: limit)

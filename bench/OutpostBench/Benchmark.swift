@@ -69,6 +69,7 @@ enum Benchmarks {
         PushIngestionBenchmark.benchmark,
         PullCompressionBenchmark.benchmark,
         PostgresBenchmark.benchmark,
+        PeerBenchmark.benchmark,
         ClientApplyBenchmark.benchmark,
         ClientReadBenchmark.benchmark,
         InitialSyncBenchmark.benchmark,

@@ -108,7 +108,8 @@ enum ExactlyOnce {
             while true {
                 let from = after
                 let changes = try await storage.read { reader in
-                    try await reader.changes(in: [table], tenant: tenant, scopeKey: scopeKey, after: from, limit: 5_000, byteBudget: .max)
+                    try await reader.changes(
+                        in: [table], tenant: tenant, scopeKey: scopeKey, after: from, limit: 5_000, byteBudget: .max, pageColumnsOnly: false)
                 }
                 for (_, row) in changes {
                     if let id = row.text("id"), id.hasPrefix(prefix) { found[id, default: 0] += 1 }

@@ -200,7 +200,7 @@ final class PostgresTransaction: StorageTransaction {
     }
 
     func changes(
-        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
+        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int, pageColumnsOnly: Bool
     ) async throws -> [(table: ContractTable, row: StoredRow)] {
         try await sendRows()
         var merged: [(sequence: Int64, table: ContractTable, row: StoredRow)] = []
@@ -216,9 +216,15 @@ final class PostgresTransaction: StorageTransaction {
             // takes the table past the budget, so they never cross the connection or take memory.
             let columns = try catalog.columns(of: table.name)
             let size = Self.rowBytes(columns)
+            // A page leaves out the columns it never writes (each costs a decode per row) and
+            // gets their bytes instead, so a row still measures whole.
+            let left = pageColumnsOnly ? Self.pageOmitted(columns) : []
+            let selected = columns.types.keys.filter { !left.contains($0) }.sorted().map(Self.quoted).joined(separator: ", ")
+            let leftBytes = left.isEmpty ? "" : ", \(Self.exactBytes(of: left, in: columns)) AS \"\(Self.omittedBytesColumn)\""
+            let outerLeftBytes = left.isEmpty ? "" : ", \"\(Self.omittedBytesColumn)\""
             let sql = """
-                SELECT * FROM (
-                    SELECT *, \(size) AS "\(Self.rowBytesColumn)",
+                SELECT \(selected)\(outerLeftBytes), "\(Self.runningBytesColumn)" FROM (
+                    SELECT \(selected)\(leftBytes), \(size) AS "\(Self.rowBytesColumn)",
                         (SUM(\(size)) OVER (ORDER BY "_seq" ROWS UNBOUNDED PRECEDING))::bigint AS "\(Self.runningBytesColumn)"
                     FROM \(Self.quoted(table.name))
                     WHERE "_tenant_id" = $1 AND "_scope_key" = $2 AND "_seq" > $3 ORDER BY "_seq" LIMIT $4
@@ -228,25 +234,33 @@ final class PostgresTransaction: StorageTransaction {
                 """
             let page = try await run(sql, bindings)
             guard let first = page.first else { continue }
-            // One layout for the page's rows: the table's columns, without the two the query adds.
+            // One layout for the page's rows: the table's columns, without those the query adds.
             let names = first.map(\.columnName)
-            let kept = names.indices.filter { names[$0] != Self.runningBytesColumn && names[$0] != Self.rowBytesColumn }
+            let kept = names.indices.filter { names[$0] != Self.runningBytesColumn && names[$0] != Self.omittedBytesColumn }
             guard let runningPosition = names.firstIndex(of: Self.runningBytesColumn) else {
                 throw PostgresStorageError.unexpectedAnswer("a page of '\(table.name)' without its running bytes")
             }
+            let omittedPosition = names.firstIndex(of: Self.omittedBytesColumn)
             let layout = StoredRow.Layout(kept.map { names[$0] })
             for cells in page {
                 var values: [ColumnValue] = []
                 values.reserveCapacity(kept.count)
                 var running: Int64 = 0
+                var omitted: Int64?
                 for (position, cell) in cells.enumerated() {
+                    let value = try PostgresValues.value(of: cell)
                     if position == runningPosition {
-                        running = try cell.decode(Int64.self)
-                    } else if names[position] != Self.rowBytesColumn {
-                        values.append(try PostgresValues.value(of: cell))
+                        guard case .integer(let bytes) = value else { throw PostgresStorageError.unexpectedAnswer("a page's running bytes") }
+                        running = bytes
+                    } else if position == omittedPosition {
+                        guard case .integer(let bytes) = value else { throw PostgresStorageError.unexpectedAnswer("a page's omitted bytes") }
+                        omitted = bytes
+                    } else {
+                        values.append(value)
                     }
                 }
-                let row = StoredRow(layout: layout, values: values)
+                let row = StoredRow(
+                    layout: layout, values: values, measuredBytes: omitted.map { RowSize.storedBytes(of: values) + Int($0) })
                 let order = row.integer("_seq") ?? 0
                 merged.append((order, table, row))
                 // Past the budget: no table's rows beyond this one can be in the page.
@@ -255,6 +269,33 @@ final class PostgresTransaction: StorageTransaction {
         }
         merged.sort { $0.sequence < $1.sequence }
         return StoredRow.withinBudget(merged.lazy.filter { $0.sequence <= last }.map { ($0.table, $0.row) }, limit: limit, byteBudget: byteBudget)
+    }
+
+    /// The engine's columns a pull page never writes: whose the row is, when and by whom it was
+    /// last written, its clocks. Only those whose bytes the database counts exactly as
+    /// ``StoredRow/storedBytes`` does (text and fixed-size values; a `jsonb` column's text is
+    /// not the canonical JSON the row holds).
+    private static let pageUnwritten = ["_tenant_id", "_scope_key", "_hlc", "_field_clocks", "_updated_by", "_updated_at", "_schema_version"]
+
+    private static func pageOmitted(_ columns: PostgresCatalog.Columns) -> [String] {
+        pageUnwritten.filter { name in
+            switch columns.types[name] {
+            case .text?, .varchar?, .int8?, .int4?, .int2?, .float8?, .float4?, .bool?, .timestamptz?: true
+            default: false
+            }
+        }
+    }
+
+    /// The bytes of `names` as ``StoredRow/storedBytes`` counts them: a text's UTF-8 bytes, 8 for
+    /// a number, a boolean or a time, 0 for NULL.
+    private static func exactBytes(of names: [String], in columns: PostgresCatalog.Columns) -> String {
+        let terms = names.map { name -> String in
+            switch columns.types[name]! {
+            case .text, .varchar: "COALESCE(octet_length(\(quoted(name))), 0)"
+            default: "(CASE WHEN \(quoted(name)) IS NULL THEN 0 ELSE 8 END)"
+            }
+        }
+        return "(" + terms.joined(separator: " + ") + ")::bigint"
     }
 
     /// The tables of `tables` holding rows of the scope after `after`, in one statement: a pull
@@ -277,8 +318,10 @@ final class PostgresTransaction: StorageTransaction {
         return zip(tables, changed).filter(\.1).map(\.0)
     }
 
-    /// The columns a page query adds: a row's bytes, and the bytes of the table's rows up to
-    /// and including it. Neither is part of the stored row.
+    /// The columns a page query adds: the bytes of the columns it left out, a row's bytes (only
+    /// inside the query), and the bytes of the table's rows up to and including it. None is
+    /// part of the stored row.
+    private static let omittedBytesColumn = "_omitted_bytes"
     private static let rowBytesColumn = "_row_bytes"
     private static let runningBytesColumn = "_page_bytes"
 

@@ -87,7 +87,7 @@ struct SQLiteTransaction: StorageTransaction {
     }
 
     func changes(
-        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
+        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int, pageColumnsOnly: Bool
     ) async throws -> [(table: ContractTable, row: StoredRow)] {
         try writeUnsentRows()
         var last = try lastSequenceOfChanges(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit)

@@ -65,8 +65,10 @@ public struct StorageSnapshot {
     ) async throws -> [(entity: EntityDescriptor, row: StoredRow)] {
         let tables = entities.map(ContractTable.init)
         let byTable = Dictionary(zip(tables.map(\.name), entities), uniquingKeysWith: { first, _ in first })
-        return try await reader.changes(in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit, byteBudget: .max)
-            .compactMap { change in byTable[change.table.name].map { ($0, change.row) } }
+        return try await reader.changes(
+            in: tables, tenant: tenant, scopeKey: scopeKey, after: after, limit: limit, byteBudget: .max, pageColumnsOnly: false
+        )
+        .compactMap { change in byTable[change.table.name].map { ($0, change.row) } }
     }
 
     /// The highest `_seq` of the scope whose tombstones were compacted (0 when none were): a

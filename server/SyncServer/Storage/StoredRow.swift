@@ -40,6 +40,9 @@ public struct StoredRow: Hashable, Sendable {
 
     package private(set) var layout: Layout
     private var values: [ColumnValue]
+    /// The whole row's ``storedBytes`` as the storage measured it, for a row read with only
+    /// some of its columns; `nil` to count the values held.
+    private var measuredBytes: Int?
 
     public init(_ columns: [String: ColumnValue] = [:]) {
         let names = Array(columns.keys)
@@ -48,10 +51,11 @@ public struct StoredRow: Hashable, Sendable {
     }
 
     /// A row read by a query whose columns `layout` names, `values` in the same order.
-    package init(layout: Layout, values: [ColumnValue]) {
+    package init(layout: Layout, values: [ColumnValue], measuredBytes: Int? = nil) {
         precondition(values.count == layout.names.count, "a stored row needs one value per column of its layout")
         self.layout = layout
         self.values = values
+        self.measuredBytes = measuredBytes
     }
 
     /// Every column with its value.
@@ -72,6 +76,7 @@ public struct StoredRow: Hashable, Sendable {
     public subscript(_ column: String) -> ColumnValue {
         get { layout.position(of: column).map { values[$0] } ?? .null }
         set {
+            measuredBytes = nil
             if let position = layout.position(of: column) {
                 values[position] = newValue
                 return
@@ -114,7 +119,7 @@ extension StoredRow {
     /// The row's size as a pull page budgets it (`RowSize`, as a contract's `max_bytes` counts
     /// it): close to what the row weighs in memory and on the wire, the same on both storages.
     package var storedBytes: Int {
-        RowSize.storedBytes(of: values)
+        measuredBytes ?? RowSize.storedBytes(of: values)
     }
 
     /// The first of `rows` (in page order) as a page takes them: at most `limit`, and once they

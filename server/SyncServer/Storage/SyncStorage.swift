@@ -55,8 +55,12 @@ package protocol StorageReader {
     /// bytes (as stored) no more,
     /// so the last row may take them past it and a row larger than the budget comes alone.
     /// Rows left out by the budget are never read into memory whole.
+    ///
+    /// With `pageColumnsOnly`, a row may hold only what a pull page writes (the contract's
+    /// columns, `_seq`, `_version` and `_deleted`): a storage whose every column costs a decode
+    /// leaves the others out. Its ``StoredRow/storedBytes`` still counts the whole row.
     func changes(
-        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int
+        in tables: [ContractTable], tenant: String, scopeKey: String, after: Int64, limit: Int, byteBudget: Int, pageColumnsOnly: Bool
     ) async throws -> [(table: ContractTable, row: StoredRow)]
 
     /// Rows of one table in a tenant matching equality conditions on columns (`.null` matches

@@ -136,7 +136,8 @@ package struct PullService: Sendable {
                 // Read before the rows: every row at or below it is committed and read below.
                 let head = filtered ? try await reader.scopeSequence(tenant: tenant, scopeKey: key) : nil
                 let changes = try await reader.changes(
-                    in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1, byteBudget: pageBytes
+                    in: contracts.tables, tenant: tenant, scopeKey: key, after: after, limit: pageSize + 1, byteBudget: pageBytes,
+                    pageColumnsOnly: true
                 )
                 return (head, changes, clientID == nil ? 0 : state.lastSequence, state.compactedSequence)
             }
