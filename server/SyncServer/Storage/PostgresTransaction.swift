@@ -222,12 +222,15 @@ final class PostgresTransaction: StorageTransaction {
             let selected = columns.types.keys.filter { !left.contains($0) }.sorted().map(Self.quoted).joined(separator: ", ")
             let leftBytes = left.isEmpty ? "" : ", \(Self.exactBytes(of: left, in: columns)) AS \"\(Self.omittedBytesColumn)\""
             let outerLeftBytes = left.isEmpty ? "" : ", \"\(Self.omittedBytesColumn)\""
+            // Each row's bytes computed once (a `jsonb` column's as text), then summed in order.
             let sql = """
                 SELECT \(selected)\(outerLeftBytes), "\(Self.runningBytesColumn)" FROM (
-                    SELECT \(selected)\(leftBytes), \(size) AS "\(Self.rowBytesColumn)",
-                        (SUM(\(size)) OVER (ORDER BY "_seq" ROWS UNBOUNDED PRECEDING))::bigint AS "\(Self.runningBytesColumn)"
-                    FROM \(Self.quoted(table.name))
-                    WHERE "_tenant_id" = $1 AND "_scope_key" = $2 AND "_seq" > $3 ORDER BY "_seq" LIMIT $4
+                    SELECT *, (SUM("\(Self.rowBytesColumn)") OVER (ORDER BY "_seq" ROWS UNBOUNDED PRECEDING))::bigint AS "\(Self.runningBytesColumn)"
+                    FROM (
+                        SELECT \(selected)\(leftBytes), \(size) AS "\(Self.rowBytesColumn)"
+                        FROM \(Self.quoted(table.name))
+                        WHERE "_tenant_id" = $1 AND "_scope_key" = $2 AND "_seq" > $3 ORDER BY "_seq" LIMIT $4
+                    ) AS taken
                 ) AS page
                 WHERE "\(Self.runningBytesColumn)" - "\(Self.rowBytesColumn)" <= $5
                 ORDER BY "_seq"
