@@ -29,6 +29,9 @@ enum LoadBenchmark {
     static let outageSeconds = 1.0
     static let returnSpreadSeconds = 1.5
     static let joinSpreadSeconds = 5.0
+    /// The bar on PostgreSQL (docs/PERFORMANCE.md): push p99 under 500 ms, p50 within 3× SQLite's.
+    static let pushP99Bar = 0.500
+    static let pushP50Bar = 3.0
 
     static let benchmark = Benchmark(
         name: "load",
@@ -91,14 +94,31 @@ enum LoadBenchmark {
         }
         let workspace = try TemporaryFolder("load")
         defer { workspace.remove() }
+        var pushes: [String: LatencySummary] = [:]
         for (index, configuration) in configurations.enumerated() {
-            try measure(configuration, devices: devices, seconds: seconds, folder: try workspace.folder("configuration-\(index)"), into: &result)
+            pushes[configuration.key] = try measure(
+                configuration, devices: devices, seconds: seconds, folder: try workspace.folder("configuration-\(index)"), into: &result)
+        }
+        // The bar on PostgreSQL: a push's p99, and its p50 against SQLite's in the same run.
+        for configuration in configurations where configuration.key != "sqlite" {
+            guard let push = pushes[configuration.key] else { continue }
+            result.check(
+                "\(configuration.label): push p99 under \(Format.duration(pushP99Bar))", push.p99 < pushP99Bar,
+                "p99 \(Format.duration(push.p99)) at \(Format.grouped(devices)) devices")
+            if let sqlite = pushes["sqlite"] {
+                let ratio = push.p50 / sqlite.p50
+                result.check(
+                    "\(configuration.label): push p50 within \(Format.fixed(pushP50Bar, 0))× SQLite's", ratio <= pushP50Bar,
+                    "\(Format.fixed(ratio, 2))× (\(Format.duration(push.p50)) against \(Format.duration(sqlite.p50)))")
+            }
         }
         return result
     }
 
+    /// Measures one configuration into `result`; the push route's latencies.
+    @discardableResult
     static func measure(_ configuration: Configuration, devices deviceCount: Int, seconds: Double, folder: URL, into result: inout BenchmarkResult)
-        throws
+        throws -> LatencySummary?
     {
         let label = configuration.label
         let deployment = try LoadDeployment(database: configuration.database, folder: folder)
@@ -251,6 +271,7 @@ enum LoadBenchmark {
         deployment.stop()
         let audit = deployment.verifyAudit()
         result.check("\(label): audit verify", audit.intact, audit.message)
+        return run.latencies.summary(LoadDevice.routePush)
     }
 
     static func sleep(until instant: UInt64) async {

@@ -219,8 +219,70 @@ enum PeerBenchmark {
     }
 }
 
+/// A server of the comparison, through its own HTTP API.
+private protocol PeerServer {
+    var name: String { get }
+    /// The request body that stores a push's records (a push, or a batch of creates).
+    func body(of request: PushRequest) throws -> Data
+    /// Sends one body; fails unless every record in it was stored.
+    func push(_ body: Data, session: URLSession) throws
+    /// Every page after `position` (from the start when `nil`), and the position after them.
+    func pull(after position: String?, session: URLSession) throws -> ([Data], String)
+    /// The records of pages, parsed as a client would.
+    func count(_ pages: [Data]) throws -> Int
+    /// The server's CPU seconds so far.
+    func serverCPUSeconds() -> Double
+}
+
+extension PeerServer {
+    /// Pushes `pushes`, pulls them all with fresh clients, pushes `extra` and pulls it incrementally.
+    func measure(_ pushes: [PushRequest], extra: PushRequest, records: Int) throws -> PeerBenchmark.Figures {
+        let session = PeerBenchmark.session()
+        let bodies = try pushes.map(body(of:))
+        let start = monotonicNanoseconds()
+        for body in bodies { try push(body, session: session) }
+        let push = Double(monotonicNanoseconds() - start) / 1e9
+
+        var pulls: [Double] = []
+        var parses: [Double] = []
+        var bytes = 0
+        var position = ""
+        var serverCPU = 0.0
+        var databaseCPU = 0.0
+        for _ in 0..<PeerBenchmark.pullRuns {
+            let cpuBefore = (serverCPUSeconds(), ProcessMemory.cpuSeconds(named: "postgres"))
+            let started = monotonicNanoseconds()
+            let (pages, last) = try pull(after: nil, session: session)
+            pulls.append(Double(monotonicNanoseconds() - started) / 1e9)
+            serverCPU = serverCPUSeconds() - cpuBefore.0
+            databaseCPU = ProcessMemory.cpuSeconds(named: "postgres") - cpuBefore.1
+            let parseStart = monotonicNanoseconds()
+            let count = try count(pages)
+            parses.append(Double(monotonicNanoseconds() - parseStart) / 1e9)
+            bytes = pages.reduce(0) { $0 + $1.count }
+            guard count == records else { throw BenchmarkError("\(name): a fresh client pulled \(count) records, not \(records)") }
+            position = last
+        }
+        try self.push(try body(of: extra), session: session)
+        var incrementals: [Double] = []
+        for _ in 0..<PeerBenchmark.pullRuns {
+            let started = monotonicNanoseconds()
+            let (pages, _) = try pull(after: position, session: session)
+            incrementals.append(Double(monotonicNanoseconds() - started) / 1e9)
+            let count = try count(pages)
+            guard count == PeerBenchmark.batch else {
+                throw BenchmarkError("\(name): the incremental pull brought \(count) records, not \(PeerBenchmark.batch)")
+            }
+        }
+        return .init(
+            push: push, pulls: pulls, parses: parses, incrementals: incrementals, pullServerCPU: serverCPU, pullDatabaseCPU: databaseCPU,
+            pullBytes: bytes)
+    }
+}
+
 /// sync-server on a fresh data folder (SQLite) or a fresh schema (PostgreSQL).
-private struct OutpostPeer {
+private struct OutpostPeer: PeerServer {
+    let name = "Outpost"
     let process: Process
     let port: Int
     let token: String
@@ -251,51 +313,11 @@ private struct OutpostPeer {
         }
     }
 
-    func measure(_ pushes: [PushRequest], extra: PushRequest, records: Int) throws -> PeerBenchmark.Figures {
-        let session = PeerBenchmark.session()
-        let encoder = JSONEncoder()
-        let bodies = try pushes.map { try encoder.encode($0) }
-        let start = monotonicNanoseconds()
-        for body in bodies { try push(body, session: session) }
-        let push = Double(monotonicNanoseconds() - start) / 1e9
+    func body(of request: PushRequest) throws -> Data { try JSONEncoder().encode(request) }
 
-        var pulls: [Double] = []
-        var parses: [Double] = []
-        var bytes = 0
-        var cursor = ""
-        var serverCPU = 0.0
-        var databaseCPU = 0.0
-        for _ in 0..<PeerBenchmark.pullRuns {
-            let cpuBefore = (ProcessMemory.cpuSeconds(pid: process.processIdentifier) ?? 0, ProcessMemory.cpuSeconds(named: "postgres"))
-            let started = monotonicNanoseconds()
-            let (pages, last) = try pull(after: nil, session: session)
-            pulls.append(Double(monotonicNanoseconds() - started) / 1e9)
-            serverCPU = (ProcessMemory.cpuSeconds(pid: process.processIdentifier) ?? 0) - cpuBefore.0
-            databaseCPU = ProcessMemory.cpuSeconds(named: "postgres") - cpuBefore.1
-            let parseStart = monotonicNanoseconds()
-            let count = try Self.count(pages)
-            parses.append(Double(monotonicNanoseconds() - parseStart) / 1e9)
-            bytes = pages.reduce(0) { $0 + $1.count }
-            guard count == records else { throw BenchmarkError("Outpost: a fresh client pulled \(count) records, not \(records)") }
-            cursor = last
-        }
-        try self.push(try encoder.encode(extra), session: session)
-        var incrementals: [Double] = []
-        for _ in 0..<PeerBenchmark.pullRuns {
-            let started = monotonicNanoseconds()
-            let (pages, _) = try pull(after: cursor, session: session)
-            incrementals.append(Double(monotonicNanoseconds() - started) / 1e9)
-            let count = try Self.count(pages)
-            guard count == PeerBenchmark.batch else {
-                throw BenchmarkError("Outpost: the incremental pull brought \(count) records, not \(PeerBenchmark.batch)")
-            }
-        }
-        return .init(
-            push: push, pulls: pulls, parses: parses, incrementals: incrementals, pullServerCPU: serverCPU, pullDatabaseCPU: databaseCPU,
-            pullBytes: bytes)
-    }
+    func serverCPUSeconds() -> Double { ProcessMemory.cpuSeconds(pid: process.processIdentifier) ?? 0 }
 
-    private func push(_ body: Data, session: URLSession) throws {
+    func push(_ body: Data, session: URLSession) throws {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/sync/v1/push")!)
         request.httpMethod = "POST"
         request.httpBody = body
@@ -309,7 +331,7 @@ private struct OutpostPeer {
     /// Pages of the learner's scope from `after` (the start when `nil`) until `has_more` is false:
     /// the pages' bodies and the last cursor. Only each page's head (`cursor` and `has_more`,
     /// which the server writes before the rows) is read here; the rows are parsed afterwards.
-    private func pull(after: String?, session: URLSession) throws -> ([Data], String) {
+    func pull(after: String?, session: URLSession) throws -> ([Data], String) {
         var cursor = after
         var bodies: [Data] = []
         while true {
@@ -337,7 +359,7 @@ private struct OutpostPeer {
     }
 
     /// The records of pages, parsed as a client would.
-    static func count(_ pages: [Data]) throws -> Int {
+    func count(_ pages: [Data]) throws -> Int {
         try pages.reduce(0) { total, data in
             guard let page = try JSONSerialization.jsonObject(with: data) as? [String: Any], let upserts = page["upserts"] as? [String: Any] else {
                 throw BenchmarkError("Outpost: a pull page without upserts")
@@ -349,7 +371,8 @@ private struct OutpostPeer {
 
 /// Kinto, installed into a virtual environment of the run and started on the same PostgreSQL
 /// (`scripts/kinto-peer.sh`).
-private struct KintoPeer {
+private struct KintoPeer: PeerServer {
+    let name = "Kinto"
     static let version = "Kinto 26.5.0"
     static let credentials = "Basic " + Data("bench:bench".utf8).base64EncodedString()
     static let records = "/v1/buckets/bench/collections/records/records"
@@ -378,48 +401,10 @@ private struct KintoPeer {
         try? Self.run(script, ["stop", work.path])
     }
 
-    func measure(_ pushes: [PushRequest], extra: PushRequest, records: Int) throws -> PeerBenchmark.Figures {
-        let session = PeerBenchmark.session()
-        let bodies = try pushes.map(Self.batchBody)
-        let start = monotonicNanoseconds()
-        for body in bodies { try push(body, session: session) }
-        let push = Double(monotonicNanoseconds() - start) / 1e9
+    func body(of request: PushRequest) throws -> Data { try Self.batchBody(request) }
 
-        var pulls: [Double] = []
-        var parses: [Double] = []
-        var bytes = 0
-        var since = ""
-        var serverCPU = 0.0
-        var databaseCPU = 0.0
-        for _ in 0..<PeerBenchmark.pullRuns {
-            let cpuBefore = (PeerBenchmark.cpuSeconds(processGroup: group), ProcessMemory.cpuSeconds(named: "postgres"))
-            let started = monotonicNanoseconds()
-            let (pages, etag) = try pull(since: nil, session: session)
-            pulls.append(Double(monotonicNanoseconds() - started) / 1e9)
-            serverCPU = PeerBenchmark.cpuSeconds(processGroup: group) - cpuBefore.0
-            databaseCPU = ProcessMemory.cpuSeconds(named: "postgres") - cpuBefore.1
-            let parseStart = monotonicNanoseconds()
-            let count = try Self.count(pages)
-            parses.append(Double(monotonicNanoseconds() - parseStart) / 1e9)
-            bytes = pages.reduce(0) { $0 + $1.count }
-            guard count == records else { throw BenchmarkError("Kinto: a fresh client pulled \(count) records, not \(records)") }
-            since = etag
-        }
-        try self.push(try Self.batchBody(extra), session: session)
-        var incrementals: [Double] = []
-        for _ in 0..<PeerBenchmark.pullRuns {
-            let started = monotonicNanoseconds()
-            let (pages, _) = try pull(since: since, session: session)
-            incrementals.append(Double(monotonicNanoseconds() - started) / 1e9)
-            let count = try Self.count(pages)
-            guard count == PeerBenchmark.batch else {
-                throw BenchmarkError("Kinto: the incremental pull brought \(count) records, not \(PeerBenchmark.batch)")
-            }
-        }
-        return .init(
-            push: push, pulls: pulls, parses: parses, incrementals: incrementals, pullServerCPU: serverCPU, pullDatabaseCPU: databaseCPU,
-            pullBytes: bytes)
-    }
+    /// Every gunicorn process's.
+    func serverCPUSeconds() -> Double { PeerBenchmark.cpuSeconds(processGroup: group) }
 
     /// A `POST /v1/batch` of record creates: each mutation's row as the record's data.
     static func batchBody(_ request: PushRequest) throws -> Data {
@@ -433,7 +418,7 @@ private struct KintoPeer {
         return try JSONEncoder().encode(body)
     }
 
-    private func push(_ body: Data, session: URLSession) throws {
+    func push(_ body: Data, session: URLSession) throws {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/batch")!)
         request.httpMethod = "POST"
         request.httpBody = body
@@ -452,7 +437,7 @@ private struct KintoPeer {
     /// Pages of the collection after `since` (everything when `nil`), following `Next-Page`: the
     /// pages' bodies, parsed afterwards, and the collection's `ETag` (its newest timestamp) for
     /// the next pull.
-    private func pull(since: String?, session: URLSession) throws -> ([Data], String) {
+    func pull(after since: String?, session: URLSession) throws -> ([Data], String) {
         var url = URL(string: "http://127.0.0.1:\(port)\(Self.records)?_sort=last_modified&_limit=\(PeerBenchmark.page)&_since=\(since ?? "0")")!
         var bodies: [Data] = []
         var etag = since ?? "0"
@@ -468,7 +453,7 @@ private struct KintoPeer {
     }
 
     /// The records of pages, parsed as a client would.
-    static func count(_ pages: [Data]) throws -> Int {
+    func count(_ pages: [Data]) throws -> Int {
         try pages.reduce(0) { total, data in
             guard let page = try JSONSerialization.jsonObject(with: data) as? [String: Any], let records = page["data"] as? [Any] else {
                 throw BenchmarkError("Kinto: a page without data")
