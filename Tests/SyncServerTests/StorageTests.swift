@@ -104,6 +104,25 @@ struct StorageTests {
             try await reader.rows(in: ContractTable(response), tenant: "t", where: ["flagged_for_review": .integer(1), "_hlc": .null], limit: 5)
         }
         #expect(flagged.count == 1)
+
+        // A pull page may leave out the columns it never writes, but each row still measures
+        // what the whole row does, so a page's byte budget cuts where it would with every column.
+        let tables = [ContractTable(response), ContractTable(statement)]
+        let (whole, page) = try await storage.read { reader in
+            (
+                try await reader.changes(
+                    in: tables, tenant: "t", scopeKey: "progress:user:u", after: 0, limit: 10, byteBudget: .max, pageColumnsOnly: false),
+                try await reader.changes(
+                    in: tables, tenant: "t", scopeKey: "progress:user:u", after: 0, limit: 10, byteBudget: .max, pageColumnsOnly: true)
+            )
+        }
+        #expect(whole.map(\.row) == [entityRow, copiedRow])
+        #expect(page.map(\.table.name) == whole.map(\.table.name))
+        for (full, paged) in zip(whole.map(\.row), page.map(\.row)) {
+            #expect(paged.storedBytes == full.storedBytes)
+            for column in paged.columnNames { #expect(paged[column] == full[column], "\(column)") }
+            for column in ["_seq", "_version", "_deleted", "id"] { #expect(paged[column] == full[column], "\(column)") }
+        }
     }
 
     @Test(

@@ -330,24 +330,22 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
     package func readOneStatement<T: Sendable>(_ body: @escaping @Sendable (any StorageReader) async throws -> T) async throws -> T {
         // No BEGIN and COMMIT: two round trips of three for the statement every request runs
         // (the token's identity state).
-        let (catalog, logger, auditKey, notificationChannel) = (catalog, logger, auditKey, notificationChannel)
-        return try await leased { connection in
-            try await body(
-                PostgresTransaction(
-                    connection: connection, catalog: catalog, logger: logger, auditKey: auditKey, notificationChannel: notificationChannel))
-        }
+        try await leased { [self] connection in try await body(self.transaction(on: connection)) }
+    }
+
+    /// The storage's transaction state on a leased connection (its statements, not its `BEGIN`).
+    private func transaction(on connection: PostgresConnection) -> PostgresTransaction {
+        PostgresTransaction(connection: connection, catalog: catalog, logger: logger, auditKey: auditKey, notificationChannel: notificationChannel)
     }
 
     private func transaction<T: Sendable>(
         _ begin: PostgresQuery, _ body: @escaping @Sendable (PostgresTransaction) async throws -> T,
         committed: @escaping @Sendable (PostgresTransaction) -> Void = { _ in }
     ) async throws -> T {
-        let (catalog, logger, auditKey, notificationChannel) = (catalog, logger, auditKey, notificationChannel)
-        return try await leased { connection in
+        let logger = logger
+        return try await leased { [self] connection in
             try await connection.query(begin, logger: logger)
-            let transaction = PostgresTransaction(
-                connection: connection, catalog: catalog, logger: logger, auditKey: auditKey, notificationChannel: notificationChannel
-            )
+            let transaction = self.transaction(on: connection)
             do {
                 let result = try await body(transaction)
                 try await connection.query("COMMIT", logger: logger)

@@ -135,18 +135,11 @@ final class PostgresTransaction: StorageTransaction {
                         && unsentRows[StoredRowKey(table: table, tenant: tenant, id: $0)] == nil
                 }))
         guard !wanted.isEmpty else { return }
-        // Text and UUID keys (sent as text, cast): an id of another type, or a UUID not in the
-        // lowercase form PostgreSQL answers with, is read on its own (`row`), bound as its type.
-        let keyType = try catalog.columns(of: table.name).type(of: table.primaryKey)
-        let cast: String
-        switch keyType {
-        case .text, .varchar: cast = ""
-        case .uuid:
-            cast = "::uuid[]"
-            wanted = wanted.filter { UUID(uuidString: $0)?.uuidString.lowercased() == $0 }
-            guard !wanted.isEmpty else { return }
-        default: return
-        }
+        // An id of another type, or a UUID not in the lowercase form PostgreSQL answers with,
+        // is read on its own (`row`), bound as its type.
+        guard let (cast, sendable) = try idArray(of: table) else { return }
+        wanted = wanted.filter(sendable)
+        guard !wanted.isEmpty else { return }
         // The rows read ahead are the ones the push goes on to write, with a result each: room for them at once.
         knownRows.reserveCapacity(knownRows.count + wanted.count)
         unsentRows.reserveCapacity(unsentRows.count + wanted.count)
@@ -159,6 +152,17 @@ final class PostgresTransaction: StorageTransaction {
         for row in try await storedRows(sql, bindings) {
             guard let id = row.text(table.primaryKey) else { continue }
             knownRows[StoredRowKey(table: table, tenant: tenant, id: id)] = .some(row)
+        }
+    }
+
+    /// How a table's ids go in one array parameter (`= ANY($2…)`): sent as text with the cast
+    /// its key's type needs, and which ids may go (a UUID only in the lowercase form PostgreSQL
+    /// answers with, so the rows found match their ids); `nil` for a key of another type.
+    private func idArray(of table: ContractTable) throws -> (cast: String, sendable: (String) -> Bool)? {
+        switch try catalog.columns(of: table.name).type(of: table.primaryKey) {
+        case .text, .varchar: ("", { _ in true })
+        case .uuid: ("::uuid[]", { UUID(uuidString: $0)?.uuidString.lowercased() == $0 })
+        default: nil
         }
     }
 
@@ -175,14 +179,8 @@ final class PostgresTransaction: StorageTransaction {
                 wanted.append(id)
             }
         }
-        let cast: String
-        switch try catalog.columns(of: table.name).type(of: table.primaryKey) {
-        case .text, .varchar: cast = ""
-        case .uuid:
-            cast = "::uuid[]"
-            wanted = wanted.filter { UUID(uuidString: $0)?.uuidString.lowercased() == $0 }
-        default: return keys
-        }
+        guard let (cast, sendable) = try idArray(of: table) else { return keys }
+        wanted = wanted.filter(sendable)
         guard !wanted.isEmpty else { return keys }
         var bindings = PostgresBindings()
         bindings.append(tenant)
