@@ -16,7 +16,8 @@ import SyncServer
 /// What it shows: a push's cost does not grow with the table (each push's median at 1 000 000
 /// rows against the same at 1 000), and on PostgreSQL how the push compares with writing the
 /// same rows straight through postgres-nio (the rows the pushes stored, read back, written by
-/// multi-row `INSERT`, then `INSERT … ON CONFLICT DO UPDATE`, one transaction per 500).
+/// multi-row `INSERT`, then `INSERT … ON CONFLICT DO UPDATE`, one transaction per 500, into a
+/// copy of the tables as the preload left them).
 enum EntityWriteWorkload {
     /// Rows in each table before the pushes; `OUTPOST_BENCH_ENTITY_ROWS` (comma-separated) for a
     /// quick run.
@@ -264,8 +265,34 @@ enum EntityWriteWorkload {
 }
 
 extension PostgresRawInsert {
+    /// Copies `tables` of schema `source`, their rows, columns, defaults, constraints and
+    /// indexes, into a new schema `target`, then analyzes them: the raw baseline then writes
+    /// into tables in the state the pushes met. Done inside PostgreSQL (`INSERT … SELECT`),
+    /// far faster than loading them again through the client.
+    static func copyTables(_ tables: [String], from source: String, into target: String, base: PostgresStorage.Configuration) async throws {
+        let logger = Logger(label: "outpost-bench.postgres-raw")
+        let connection = try await PostgresConnection.connect(
+            configuration: .init(
+                host: base.host, port: base.port, username: base.username, password: base.password, database: base.database, tls: .disable),
+            id: 3, logger: logger
+        )
+        do {
+            try await connection.query("CREATE SCHEMA \(unescaped: target)", logger: logger)
+            for table in tables {
+                let (from, to) = ("\(source).\"\(table)\"", "\(target).\"\(table)\"")
+                try await connection.query("CREATE TABLE \(unescaped: to) (LIKE \(unescaped: from) INCLUDING ALL)", logger: logger)
+                try await connection.query("INSERT INTO \(unescaped: to) SELECT * FROM \(unescaped: from)", logger: logger)
+                try await connection.query("ANALYZE \(unescaped: to)", logger: logger)
+            }
+            try await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
     /// The baseline of entity writes: `batches` of rows written straight through postgres-nio into
-    /// the contract's table (the server's migrations, in a fresh schema), one transaction and one
+    /// the contract's table in `schema` (a copy made by ``copyTables(_:from:into:base:)``), one transaction and one
     /// multi-row statement per batch: `INSERT` for `.create`, `INSERT … ON CONFLICT DO UPDATE`
     /// of every column for `.update` (the rows must be there). Returns each batch's time.
     static func write(

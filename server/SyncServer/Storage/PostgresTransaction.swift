@@ -456,7 +456,17 @@ final class PostgresTransaction: StorageTransaction {
             let key = MatchKey(table: table.name, tenant: tenant, conditions: Array(zip(columns, values)))
             if matches[key] == nil { wanted[key] = values }
         }
-        guard !wanted.isEmpty else { return }
+        // A key a row read ahead holds is held by that row alone (the index is unique): an
+        // update that keeps its row's unique values needs no lookup.
+        for (rowKey, known) in knownRows where rowKey.table == table && rowKey.tenant == tenant && !wanted.isEmpty {
+            guard let row = known else { continue }
+            let key = MatchKey(table: table.name, tenant: tenant, conditions: columns.map { ($0, row[$0]) })
+            if wanted.removeValue(forKey: key) != nil { matches[key] = [row] }
+        }
+        guard !wanted.isEmpty else {
+            matchColumns[table.name, default: []].insert(columns.sorted())
+            return
+        }
         // Rows written before the read ahead would be missing from `written`: send them first.
         try await sendRows()
         var bindings = PostgresBindings()

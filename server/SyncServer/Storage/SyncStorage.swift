@@ -157,8 +157,9 @@ package protocol StorageTransaction: StorageReader {
     /// moves to another scope, so the caller locks what it learns here, then reads the rows.
     func scopeKeys(in table: ContractTable, tenant: String, ids: [String]) async throws -> [String: String]
 
-    /// Reads ahead the rows of `table` in a tenant whose `columns` hold one of `keys` (a value per
-    /// column, in order; a key holding `.null` is left out), in a few statements, so that
+    /// Reads ahead the rows of `table` in a tenant whose `columns`, those of a unique index, hold
+    /// one of `keys` (a value per column, in order; a key holding `.null` is left out), in a few
+    /// statements (none for a key a row read ahead already holds), so that
     /// ``StorageReader/rows(in:tenant:where:limit:)`` with exactly those columns as conditions
     /// answers each of them without a query of its own: a push's uniqueness checks. The caller
     /// holds the locks of the scopes the keys name (`_scope_key` among the columns).

@@ -43,29 +43,30 @@ struct PushEntityApplier {
             return PushSession.Outcome(result: outcome, detail: detail)
         }
 
-        // The changes in the current version's names, and the row they leave (in wire values,
-        // made only when the scope key must be read from it).
+        // The changes in the current version's names, and the wire value of each field of the
+        // row they leave: only the scope key's fields are looked up, and only when the payload
+        // does not name the scope (a patch or delete), so a stored row is not turned into wire
+        // values whole for one or two of its fields.
         var changes: [String: ColumnValue] = [:]
-        let wireRow: () -> [String: JSONValue]
+        let wireField: (String) -> JSONValue?
+        func storedWireValue(_ row: StoredRow, _ name: String) -> JSONValue? {
+            entity.fields.first { $0.name == name }.map { RowCodec.wireValue(row[name], for: $0) }
+        }
         switch (mutation.op, prepared.payload) {
         case (.create, let payload?), (.update, let payload?):
             if mutation.op == .update, existing == nil { throw rowNotFound(id) }
             changes = payload.columns
-            wireRow = { payload.wire }
+            wireField = { payload.wire[$0] }
         case (.patch, let payload?):
             guard let existing else { throw rowNotFound(id) }
             changes = payload.columns.filter { $0.key != entity.versionField && $0.key != entity.primaryKey }
-            wireRow = {
-                var row = RowShaping.currentWireRow(existing, entity: entity)
-                for (name, value) in payload.wire { row[name] = value }
-                return row
-            }
+            wireField = { name in payload.wire[name] ?? storedWireValue(existing, name) }
         default:
             guard let existing else { throw rowNotFound(id) }
-            wireRow = { RowShaping.currentWireRow(existing, entity: entity) }
+            wireField = { storedWireValue(existing, $0) }
         }
 
-        guard let scopeKey = payloadScopeKey ?? ScopeAccess.key(for: scope, row: wireRow(), identity: identity) else {
+        guard let scopeKey = payloadScopeKey ?? ScopeAccess.key(for: scope, identity: identity, field: wireField) else {
             throw ErrorDetail(
                 code: .invalidPayload, message: "\(entity.name) '\(id)' lacks the fields that make its scope key (\(scope.keyTemplate))"
             )
