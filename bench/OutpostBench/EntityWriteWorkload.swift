@@ -270,13 +270,7 @@ extension PostgresRawInsert {
     /// into tables in the state the pushes met. Done inside PostgreSQL (`INSERT … SELECT`),
     /// far faster than loading them again through the client.
     static func copyTables(_ tables: [String], from source: String, into target: String, base: PostgresStorage.Configuration) async throws {
-        let logger = Logger(label: "outpost-bench.postgres-raw")
-        let connection = try await PostgresConnection.connect(
-            configuration: .init(
-                host: base.host, port: base.port, username: base.username, password: base.password, database: base.database, tls: .disable),
-            id: 3, logger: logger
-        )
-        do {
+        try await withConnection(base) { connection, logger in
             try await connection.query("CREATE SCHEMA \(unescaped: target)", logger: logger)
             for table in tables {
                 let (from, to) = ("\(source).\"\(table)\"", "\(target).\"\(table)\"")
@@ -284,10 +278,6 @@ extension PostgresRawInsert {
                 try await connection.query("INSERT INTO \(unescaped: to) SELECT * FROM \(unescaped: from)", logger: logger)
                 try await connection.query("ANALYZE \(unescaped: to)", logger: logger)
             }
-            try await connection.close()
-        } catch {
-            try? await connection.close()
-            throw error
         }
     }
 
@@ -298,19 +288,8 @@ extension PostgresRawInsert {
     static func write(
         _ batches: [[StoredRow]], entity: EntityDescriptor, upserting: Bool, schema: String, base: PostgresStorage.Configuration
     ) async throws -> Samples {
-        let logger = Logger(label: "outpost-bench.postgres-raw")
-        let connection = try await PostgresConnection.connect(
-            configuration: .init(
-                host: base.host, port: base.port, username: base.username, password: base.password, database: base.database, tls: .disable),
-            id: 2, logger: logger
-        )
-        do {
-            let samples = try await write(batches, entity: entity, upserting: upserting, schema: schema, connection: connection, logger: logger)
-            try await connection.close()
-            return samples
-        } catch {
-            try? await connection.close()
-            throw error
+        try await withConnection(base) { connection, logger in
+            try await write(batches, entity: entity, upserting: upserting, schema: schema, connection: connection, logger: logger)
         }
     }
 

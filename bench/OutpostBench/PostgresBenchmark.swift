@@ -538,12 +538,10 @@ private let benchAuditKey = Data((0..<32).map { UInt8(100 + $0) })
 /// with postgres-nio alone into the contract's own table (the server's migrations, in a fresh
 /// schema), one transaction per push of 500, on one connection.
 enum PostgresRawInsert {
-    /// Returns the wall time of the inserts; checks every row arrived.
-    static func run(_ batches: [[PushIngestionBenchmark.BaselineRow]], base: PostgresStorage.Configuration, copy: Bool) async throws -> Double {
-        var configuration = base
-        configuration.schema = PostgresBenchmark.schemaName()
-        // The server's migrations make the table and its indexes.
-        await (try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)).close()
+    /// Runs `body` on a connection of its own to the benchmark's PostgreSQL, closed afterwards.
+    static func withConnection<Value>(
+        _ base: PostgresStorage.Configuration, _ body: (PostgresConnection, Logger) async throws -> Value
+    ) async throws -> Value {
         let logger = Logger(label: "outpost-bench.postgres-raw")
         let connection = try await PostgresConnection.connect(
             configuration: .init(
@@ -551,12 +549,23 @@ enum PostgresRawInsert {
             id: 1, logger: logger
         )
         do {
-            let seconds = try await insert(batches, schema: configuration.schema!, connection: connection, logger: logger, copy: copy)
+            let value = try await body(connection, logger)
             try await connection.close()
-            return seconds
+            return value
         } catch {
             try? await connection.close()
             throw error
+        }
+    }
+
+    /// Returns the wall time of the inserts; checks every row arrived.
+    static func run(_ batches: [[PushIngestionBenchmark.BaselineRow]], base: PostgresStorage.Configuration, copy: Bool) async throws -> Double {
+        var configuration = base
+        configuration.schema = PostgresBenchmark.schemaName()
+        // The server's migrations make the table and its indexes.
+        await (try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)).close()
+        return try await withConnection(base) { connection, logger in
+            try await insert(batches, schema: configuration.schema!, connection: connection, logger: logger, copy: copy)
         }
     }
 
