@@ -25,7 +25,7 @@ enum EntityWriteWorkload {
         let configured = ProcessInfo.processInfo.environment["OUTPOST_BENCH_ENTITY_ROWS"]?.split(separator: ",").compactMap { Int($0) }
         return configured.flatMap { $0.count == 2 ? $0 : nil } ?? [1_000, 1_000_000]
     }
-    static let pushes = 5
+    static let pushes = 10
     static let batch = 500
     static let scopes = 100
     static let tenant = "bench-tenant"

@@ -1141,27 +1141,31 @@ final class PostgresTransaction: StorageTransaction {
     /// chained under the head's lock. Called once, just before the commit.
     func finish() async throws {
         try await sendRows()
-        try await writePositions()
-        if !audit.isEmpty {
-            try await encryptAuditDetails()
-            try await chainAudit()
+        guard !audit.isEmpty else {
+            var bindings = PostgresBindings()
+            guard let positions = positionClauses(&bindings) else { return }
+            try await run("WITH \(positions) SELECT count(*) FROM notified", bindings)
+            return
         }
+        let head = try await writePositionsAndLockAuditHead()
+        try sealAuditDetails()
+        try await chainAudit(after: head)
     }
 
-    /// The moved scopes' sequences and their notification, the push results and the clients'
-    /// positions, in one statement: one round trip at the end of a push instead of one each.
-    private func writePositions() async throws {
+    /// The `WITH` clauses that write the moved scopes' sequences and their notification (read
+    /// from `notified`: a `SELECT` clause runs only when read), the push results and the clients'
+    /// positions; `nil` when there is nothing to write.
+    private func positionClauses(_ bindings: inout PostgresBindings) -> String? {
         let order = { (left: Key, right: Key) in (left.tenant, left.name) < (right.tenant, right.name) }
         let scopeKeys = movedScopes.sorted(by: order)
         let clientKeys = movedClients.union(acknowledged.keys).filter { clients[$0] != nil }.sorted(by: order)
-        guard !scopeKeys.isEmpty || !pushResults.isEmpty || !clientKeys.isEmpty else { return }
-        var bindings = PostgresBindings()
+        guard !scopeKeys.isEmpty || !pushResults.isEmpty || !clientKeys.isEmpty else { return nil }
         func parameter<Value: PostgresDynamicTypeEncodable>(_ value: Value) -> String {
             bindings.append(value)
             return "$\(bindings.count)"
         }
-        let sql = """
-            WITH moved_scopes AS (
+        return """
+            moved_scopes AS (
                 UPDATE scope_sequences AS stored SET last_seq = moved.last_seq
                 FROM UNNEST(\(parameter(scopeKeys.map(\.tenant)))::TEXT[], \(parameter(scopeKeys.map(\.name)))::TEXT[],
                             \(parameter(scopeKeys.map { scopes[$0]! }))::BIGINT[]) AS moved (tenant, scope_key, last_seq)
@@ -1179,42 +1183,63 @@ final class PostgresTransaction: StorageTransaction {
                                      \(parameter(clientKeys.map { acknowledged[$0] ?? 0 }))::BIGINT[])
                 ON CONFLICT (tenant, client_id) DO UPDATE SET last_seq = EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at,
                     acked_seq = GREATEST(clients.acked_seq, EXCLUDED.acked_seq)
+            ), notified AS (
+                -- Delivered to every listening process (this one too) when the transaction
+                -- commits, and never when it rolls back.
+                SELECT pg_notify(\(parameter(notificationChannel)), payload)
+                FROM UNNEST(\(parameter(CommitNotification.payloads(scopeKeys.map { ScopeChange(tenant: $0.tenant, scopeKey: $0.name, sequence: scopes[$0]!) })))::TEXT[]) AS payload
             )
-            -- Delivered to every listening process (this one too) when the transaction commits,
-            -- and never when it rolls back.
-            SELECT pg_notify(\(parameter(notificationChannel)), payload)
-            FROM UNNEST(\(parameter(CommitNotification.payloads(scopeKeys.map { ScopeChange(tenant: $0.tenant, scopeKey: $0.name, sequence: scopes[$0]!) })))::TEXT[]) AS payload
             """
-        try await run(sql, bindings)
+    }
+
+    /// The chain's head as this transaction locked it.
+    private struct AuditHeadState {
+        var lastID: Int64
+        var lastHash: String
+        var keyedFrom: Int64
+    }
+
+    /// One statement, one round trip: writes the positions (``positionClauses(_:)``), reads or
+    /// makes the data keys of the users whose audit details this transaction lacks keys for (a
+    /// key another transaction is making is waited for and read), and takes the chain's head,
+    /// held to the commit so the next transaction chains after this one.
+    private func writePositionsAndLockAuditHead() async throws -> AuditHeadState {
+        let missing = Set(audit.filter { AuditDetails.isEncrypted(userID: $0.userID) }.map { Key(tenant: $0.tenant, name: $0.userID) })
+            .filter { userKeys[$0] == nil }.sorted { ($0.tenant, $0.name) < ($1.tenant, $1.name) }
+        var bindings = PostgresBindings()
+        let positions = positionClauses(&bindings)
+        bindings.append(missing.map(\.tenant))
+        let keys = bindings.count
+        bindings.append(missing.map(\.name))
+        bindings.append(try missing.map { try AuditDetails.newDataKey(tenant: $0.tenant, userID: $0.name, key: auditKey).1 })
+        bindings.append(Array(repeating: Self.nowMilliseconds(), count: missing.count))
+        // `DO UPDATE` (to itself) returns the stored key when the user has one already.
+        let sql = """
+            WITH \(positions.map { $0 + ", " } ?? "")keys AS (
+                INSERT INTO audit_user_keys (tenant, user_id, wrapped_key, created_at)
+                SELECT * FROM UNNEST($\(keys)::TEXT[], $\(keys + 1)::TEXT[], $\(keys + 2)::TEXT[], $\(keys + 3)::BIGINT[])
+                ON CONFLICT (tenant, user_id) DO UPDATE SET wrapped_key = audit_user_keys.wrapped_key
+                RETURNING tenant, user_id, wrapped_key
+            )
+            SELECT h.last_id, h.last_hash, h.keyed_from,
+                   ARRAY(SELECT tenant FROM keys), ARRAY(SELECT user_id FROM keys), ARRAY(SELECT wrapped_key FROM keys),
+                   \(positions == nil ? "0" : "(SELECT count(*) FROM notified)")
+            FROM audit_head AS h WHERE h.singleton FOR UPDATE OF h
+            """
+        guard let row = try await run(sql, bindings).first else { throw PostgresStorageError.unexpectedAnswer("audit_head") }
+        let (lastID, lastHash, keyedFrom, tenants, users, wrapped, _) = try row.decode(
+            (Int64, String, Int64?, [String], [String], [String], Int64).self)
+        for (tenant, (userID, wrappedKey)) in zip(tenants, zip(users, wrapped)) {
+            userKeys[Key(tenant: tenant, name: userID)] = AuditDetails.DataKey(
+                try AuditDetails.unwrap(wrappedKey, tenant: tenant, userID: userID, key: auditKey)
+            )
+        }
+        return AuditHeadState(lastID: lastID, lastHash: lastHash, keyedFrom: keyedFrom ?? 1)
     }
 
     /// Encrypts the details of the entries kept in memory under their users' data keys
-    /// (``AuditDetails``): the keys this transaction lacks are read, or made, in one statement
-    /// (a key another transaction is making is waited for and read), before the head's lock.
-    private func encryptAuditDetails() async throws {
-        let missing = Set(audit.filter { AuditDetails.isEncrypted(userID: $0.userID) }.map { Key(tenant: $0.tenant, name: $0.userID) })
-            .filter { userKeys[$0] == nil }.sorted { ($0.tenant, $0.name) < ($1.tenant, $1.name) }
-        if !missing.isEmpty {
-            var bindings = PostgresBindings()
-            bindings.append(missing.map(\.tenant))
-            bindings.append(missing.map(\.name))
-            bindings.append(try missing.map { try AuditDetails.newDataKey(tenant: $0.tenant, userID: $0.name, key: auditKey).1 })
-            bindings.append(Array(repeating: Self.nowMilliseconds(), count: missing.count))
-            // `DO UPDATE` (to itself) returns the stored key when the user has one already.
-            let rows = try await run(
-                """
-                INSERT INTO audit_user_keys (tenant, user_id, wrapped_key, created_at)
-                SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[])
-                ON CONFLICT (tenant, user_id) DO UPDATE SET wrapped_key = audit_user_keys.wrapped_key
-                RETURNING tenant, user_id, wrapped_key
-                """, bindings)
-            for row in rows {
-                let (tenant, userID, wrapped) = try row.decode((String, String, String).self)
-                userKeys[Key(tenant: tenant, name: userID)] = AuditDetails.DataKey(
-                    try AuditDetails.unwrap(wrapped, tenant: tenant, userID: userID, key: auditKey)
-                )
-            }
-        }
+    /// (``AuditDetails``), read or made by ``writePositionsAndLockAuditHead()``.
+    private func sealAuditDetails() throws {
         var nonces = try AuditDetails.nonces(audit.count(where: { AuditDetails.isEncrypted(userID: $0.userID) }))[...]
         for index in audit.indices where AuditDetails.isEncrypted(userID: audit[index].userID) {
             guard let dataKey = userKeys[Key(tenant: audit[index].tenant, name: audit[index].userID)] else {
@@ -1224,13 +1249,10 @@ final class PostgresTransaction: StorageTransaction {
         }
     }
 
-    /// Takes the chain's head (held to the commit: the next transaction chains after this one),
-    /// numbers and hashes the entries, and writes them and the new head.
-    private func chainAudit() async throws {
-        let head = try await storedRows("SELECT last_id, last_hash, keyed_from FROM audit_head WHERE singleton FOR UPDATE", PostgresBindings())
-        var id = head.first?.integer("last_id") ?? 0
-        var hash = head.first?.text("last_hash") ?? AuditChain.genesis
-        let keyedFrom = head.first?.integer("keyed_from") ?? 1
+    /// Numbers and hashes the entries after the locked head, and writes them and the new head.
+    private func chainAudit(after head: AuditHeadState) async throws {
+        var id = head.lastID
+        var hash = head.lastHash
         // Numbered and sealed in order; only the id and the two hashes differ from the entries kept.
         var ids: [Int64] = [], previousHashes: [String] = [], hashes: [String] = []
         ids.reserveCapacity(audit.count)
@@ -1259,7 +1281,7 @@ final class PostgresTransaction: StorageTransaction {
         bindings.append(hashes)
         bindings.append(id)
         bindings.append(hash)
-        bindings.append(AuditChain.seal(lastID: id, lastHash: hash, keyedFrom: keyedFrom, key: auditKey))
+        bindings.append(AuditChain.seal(lastID: id, lastHash: hash, keyedFrom: head.keyedFrom, key: auditKey))
         // The entries and the new head in one statement: one round trip less while the head is held.
         try await run(
             """
