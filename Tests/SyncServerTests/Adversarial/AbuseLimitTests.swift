@@ -131,15 +131,28 @@ struct AbuseLimitTests {
         #expect(!identity.isAdmin)
     }
 
-    @Test("two users whose devices share an id do not share a rate bucket", arguments: [StorageKind.sqlite])
+    @Test(
+        "two users whose devices share an id do not share a rate bucket; a revoked device over its rate is told 401, not 429",
+        arguments: StorageKind.allCases)
     func sharedDeviceID(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind) { $0.rateLimit = ServerConfiguration.RateLimit(requestsPerSecond: 0.01, burst: 3) }
         try await h.live { client in
             let mallory = h.token(user: "mallory", device: "phone")
             let alice = h.token(user: "alice", device: "phone")
             for _ in 0..<4 { _ = try await Self.pull(client, mallory) }
-            #expect(try await Self.pull(client, mallory).status == .tooManyRequests)
+            let limited = try await Self.pull(client, mallory)
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.headers[.retryAfter] != nil)
             #expect(try await Self.pull(client, alice).status == .ok, "another user's device of the same id has its own bucket")
+
+            let revoke = try await client.execute(
+                uri: "/admin/v1/revocations", method: .post, headers: HostileHarness.headers(h.adminToken),
+                body: ByteBuffer(string: #"{"user": "mallory"}"#)
+            )
+            #expect(revoke.status == .ok)
+            let refused = try await Self.pull(client, mallory)
+            #expect(refused.status == .unauthorized, "the identity's refusal comes before the rate's")
+            #expect(try refused.errorDetail.code == .tokenRevoked)
         }
     }
 }

@@ -15,21 +15,31 @@ package struct AuthenticationMiddleware: RouterMiddleware {
     let signer: TokenSigner
     let storage: (any SyncStorage)?
     let clock: any ServerClock
+    /// A rate limit counted in shared storage, checked while the identity's state is read (two
+    /// statements at once rather than one after the other: a round trip less per request).
+    let sharedRateLimit: SharedRateLimiter?
 
     /// - Parameters:
     ///   - signer: verifies the tokens.
     ///   - storage: where revocations and memberships are read; `nil` trusts the token
     ///     alone (for tools that have no server database).
     ///   - clock: the server's time, against which tokens' times and revocations are checked.
-    package init(signer: TokenSigner, storage: (any ServerStorage)? = nil, clock: any ServerClock = SystemClock()) {
+    ///   - sharedRateLimit: a per-device limit counted in `storage`, checked at the same time
+    ///     as the identity once the token's signature holds (a refused identity still answers
+    ///     401 or 410, never 429).
+    package init(
+        signer: TokenSigner, storage: (any ServerStorage)? = nil, clock: any ServerClock = SystemClock(), sharedRateLimit: SharedRateLimiter? = nil
+    ) {
         self.signer = signer
         self.storage = storage?.engine
         self.clock = clock
+        self.sharedRateLimit = sharedRateLimit
     }
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        let identity = try await authenticate(request.headers[.authorization])
+        let (identity, wait) = try await authenticate(request.headers[.authorization])
+        if let sharedRateLimit, let wait { throw RateLimitMiddleware.refusal(identity: identity, limit: sharedRateLimit.limit, wait: wait) }
         context.identity = identity
         // What the routes log about this request names who sent it.
         context.logger[metadataKey: "outpost.tenant"] = .string(identity.tenant)
@@ -37,7 +47,8 @@ package struct AuthenticationMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 
-    func authenticate(_ header: String?) async throws(ServiceError) -> DeviceIdentity {
+    /// The verified identity, and the seconds to wait when the shared rate limit refuses it.
+    func authenticate(_ header: String?) async throws(ServiceError) -> (identity: DeviceIdentity, rateLimitWait: Int?) {
         guard let header, !header.isEmpty else {
             throw ServiceError(status: 401, .tokenMissing, "missing token: send Authorization: Bearer <token>")
         }
@@ -61,8 +72,10 @@ package struct AuthenticationMiddleware: RouterMiddleware {
             else { throw error }
             throw refusal
         }
-        guard let storage else { return identity }
+        guard let storage else { return (identity, nil) }
         let (tenant, user, device) = (identity.tenant, identity.userID, identity.deviceID)
+        let (rateLimit, rateKey) = (sharedRateLimit, RateLimitMiddleware.key(of: identity))
+        async let wait = rateLimit?.acquire(rateKey)
         let state: IdentityState
         do {
             state = try await storage.readOneStatement { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
@@ -73,7 +86,7 @@ package struct AuthenticationMiddleware: RouterMiddleware {
         if let refusal = state.refusal(ofTokenIssuedAt: identity.issuedAt) { throw refusal }
         identity.teams = state.teams
         identity.userErasedAt = state.erasedAt
-        return identity
+        return (identity, await wait)
     }
 }
 

@@ -99,21 +99,29 @@ package struct RateLimitMiddleware: RouterMiddleware {
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let identity = try context.requireIdentity()
-        // The user too: a device id names a device within its user's devices, and two users
-        // whose devices happen to share an id must not share (or drain) one bucket.
-        let key = identity.tenant + "\u{1F}" + identity.userID + "\u{1F}" + identity.deviceID
+        let key = Self.key(of: identity)
         let wait: Int?
         switch limiter {
         case .local(let local): wait = local.acquire(key)
         case .shared(let shared): wait = await shared.acquire(key)
         }
-        if let wait {
-            throw ServiceError(
-                status: 429, .rateLimited,
-                "device \(identity.deviceID) is over \(limiter.limit.requestsPerSecond) requests per second; retry after \(wait) s",
-                retryAfter: wait
-            )
-        }
+        if let wait { throw Self.refusal(identity: identity, limit: limiter.limit, wait: wait) }
         return try await next(request, context)
+    }
+
+    /// The bucket or window a device's requests count in. The user too: a device id names a
+    /// device within its user's devices, and two users whose devices happen to share an id
+    /// must not share (or drain) one bucket.
+    static func key(of identity: DeviceIdentity) -> String {
+        identity.tenant + "\u{1F}" + identity.userID + "\u{1F}" + identity.deviceID
+    }
+
+    /// `429 rate_limited` with `Retry-After`.
+    static func refusal(identity: DeviceIdentity, limit: ServerConfiguration.RateLimit, wait: Int) -> ServiceError {
+        ServiceError(
+            status: 429, .rateLimited,
+            "device \(identity.deviceID) is over \(limit.requestsPerSecond) requests per second; retry after \(wait) s",
+            retryAfter: wait
+        )
     }
 }

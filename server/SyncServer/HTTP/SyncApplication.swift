@@ -85,14 +85,19 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.get, "/metrics", on: router, use: routes.metrics)
 
     let authenticated = router.group()
-    authenticated.add(middleware: AuthenticationMiddleware(signer: environment.signer, storage: environment.storage, clock: environment.clock))
+    // On a storage several processes share, the limit is counted there, so it holds across
+    // processes, and checked while the identity is read; otherwise in this process's memory.
+    let shared = configuration.rateLimit.flatMap { limit in
+        environment.storage.engine.sharedRateWindows.map { SharedRateLimiter(limit: limit, windows: $0, clock: environment.clock) }
+    }
+    authenticated.add(
+        middleware: AuthenticationMiddleware(
+            signer: environment.signer, storage: environment.storage, clock: environment.clock,
+            sharedRateLimit: environment.rateLimiter == nil ? shared : nil))
     if let limiter = environment.rateLimiter {
         authenticated.add(middleware: RateLimitMiddleware(limiter: limiter))
-    } else if let limit = configuration.rateLimit {
-        // On a storage several processes share, the limit is counted there, so it holds
-        // across processes; otherwise in this process's memory.
-        let shared = environment.storage.engine.sharedRateWindows.map { SharedRateLimiter(limit: limit, windows: $0, clock: environment.clock) }
-        authenticated.add(middleware: RateLimitMiddleware(limiter: shared.map { .shared($0) } ?? .local(RateLimiter(limit))))
+    } else if let limit = configuration.rateLimit, shared == nil {
+        authenticated.add(middleware: RateLimitMiddleware(limiter: .local(RateLimiter(limit))))
     }
     table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
     table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
