@@ -240,6 +240,9 @@ struct PushFailingStorage: SyncStorage {
         }
         func auditEntries(after afterID: Int64, limit: Int) async throws -> [AuditEntry] { try await base.auditEntries(after: afterID, limit: limit) }
         func auditHead() async throws -> AuditHead? { try await base.auditHead() }
+        func auditEntries(tenant: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
+            try await base.auditEntries(tenant: tenant, after: afterID, limit: limit)
+        }
         func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
             try await base.auditEntries(tenant: tenant, userID: userID, after: afterID, limit: limit)
         }

@@ -58,6 +58,13 @@ final class HostileHarness: Sendable {
         return try await LoopbackServer.run(configuration: configuration, environment: environment) { server in try await body(server.client) }
     }
 
+    /// Runs `body` against the server listening on loopback, with its URL for clients of other
+    /// connections (HummingbirdTesting's client sends one request at a time).
+    func serve<Value: Sendable>(_ body: @Sendable (LoopbackServer) async throws -> Value) async throws -> Value {
+        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all)
+        return try await LoopbackServer.run(configuration: configuration, environment: environment) { server in try await body(server) }
+    }
+
     /// A token of a device of the tenant.
     func token(user: String, device: String, admin: Bool = false) -> String {
         signer.token(tenant: Self.tenant, user: user, device: device, teams: ["team-1"], isAdmin: admin)

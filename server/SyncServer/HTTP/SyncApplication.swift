@@ -108,6 +108,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.post, "/admin/v1/content/{entity}", on: admin, use: routes.publish)
     table.add(.delete, "/admin/v1/content/{entity}/{id}", on: admin, use: routes.deleteContent)
     table.add(.post, "/admin/v1/revocations", on: admin, use: routes.revoke)
+    table.add(.get, "/admin/v1/changes", on: admin, use: routes.changes)
     table.add(.delete, "/admin/v1/users/{user}", on: admin, use: routes.eraseUser)
     table.add(.get, "/admin/v1/users/{user}/export", on: admin, use: routes.exportUser)
     table.add(.put, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.addTeamMember)
@@ -188,6 +189,10 @@ struct SyncRoutes: Sendable {
     let pullMemory: PullMemoryBudget
     /// What one pull page reserves of ``pullMemory`` while it is built.
     let pullPageReservation: Int
+    /// A tenant's applied changes for backend services (`GET /admin/v1/changes`).
+    let changeFeed: ChangeFeed
+    /// Wakes change-feed requests that wait for the next commit.
+    let commitSignal: CommitSignal
 
     init(configuration: ServerConfiguration, environment: ServerEnvironment) {
         self.configuration = configuration
@@ -205,6 +210,10 @@ struct SyncRoutes: Sendable {
             configuration: configuration.live, storage: environment.storage, clock: environment.clock, metrics: environment.metrics
         )
         pullReadAhead = PullReadAhead(maximumPages: configuration.pullReadAheadPages)
+        changeFeed = ChangeFeed(storage: environment.storage)
+        let signal = CommitSignal()
+        commitSignal = signal
+        environment.storage.engine.observeCommits { _ in signal.signal() }
     }
 
     // MARK: Operations
@@ -381,6 +390,46 @@ struct SyncRoutes: Sendable {
 
     /// `{"device": "D"}` or `{"user": "U"}`: every token of it in the admin's tenant issued until
     /// now is refused from the next request on, on every process.
+    /// `GET /admin/v1/changes?after=CURSOR&contracts=A,B&limit=N&wait=S`: the admin's tenant's
+    /// applied changes in commit order (``ChangeFeed``); with `wait`, an empty page waits up to
+    /// that many seconds for a commit.
+    @Sendable func changes(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        var cursor: ChangeFeed.Cursor?
+        if let text = request.query("after"), !text.isEmpty {
+            guard let parsed = ChangeFeed.Cursor(text: text) else {
+                throw ServiceError.malformed("`after` must be a cursor the change feed returned")
+            }
+            cursor = parsed
+        }
+        var contracts: Set<String>?
+        if let names = request.query("contracts") {
+            let listed = Set(names.split(separator: ",", omittingEmptySubsequences: false).map(String.init))
+            let catalog = environment.storage.contracts
+            if let unknown = listed.sorted().first(where: { catalog.entity(named: $0) == nil && catalog.event(named: $0) == nil }) {
+                throw ServiceError(status: 400, .unknownEntity, "'\(unknown)' is not a contract of this server")
+            }
+            contracts = listed
+        }
+        let limit = try RequestInput.limit(request) ?? 100
+        guard (1...1000).contains(limit) else { throw ServiceError.malformed("`limit` must be from 1 to 1000") }
+        var wait = 0
+        if let text = request.query("wait") {
+            guard let seconds = Int(text), (0...60).contains(seconds) else { throw ServiceError.malformed("`wait` must be seconds from 0 to 60") }
+            wait = seconds
+        }
+        let deadline = ContinuousClock.now + .seconds(wait)
+        while true {
+            let generation = commitSignal.generation
+            let page = try await changeFeed.page(tenant: identity.tenant, after: cursor, contracts: contracts, limit: limit)
+            if !page.changes.isEmpty || page.hasMore || ContinuousClock.now >= deadline {
+                return Response.json(encoded: Data(CanonicalJSON.bytes(page.json)), request: request, compressible: true)
+            }
+            cursor = page.cursor
+            await commitSignal.wait(after: generation, until: deadline)
+        }
+    }
+
     @Sendable func revoke(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         guard case .object(let body) = try await request.jsonBody(limit: 4096, maximumDepth: 4) else {

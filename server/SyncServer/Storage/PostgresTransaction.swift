@@ -840,6 +840,18 @@ final class PostgresTransaction: StorageTransaction {
         return try await storedRows(sql, bindings).map(Self.auditEntry)
     }
 
+    func auditEntries(tenant: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
+        var bindings = PostgresBindings()
+        bindings.append(tenant)
+        bindings.append(afterID)
+        bindings.append(Int64(limit))
+        let sql = """
+            SELECT id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash
+            FROM audit_log WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3
+            """
+        return try await storedRows(sql, bindings).map(Self.auditEntry)
+    }
+
     func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
         var bindings = PostgresBindings()
         bindings.append(tenant)

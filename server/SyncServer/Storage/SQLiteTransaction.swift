@@ -197,6 +197,13 @@ struct SQLiteTransaction: StorageTransaction {
             Self.auditEntry)
     }
 
+    func auditEntries(tenant: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
+        try writePendingAudit()
+        return try Row.fetchAll(
+            statement("SELECT * FROM audit_log WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?"), arguments: [tenant, afterID, limit]
+        ).map(Self.auditEntry)
+    }
+
     func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
         try writePendingAudit()
         return try Row.fetchAll(

@@ -9,8 +9,15 @@ struct ServerUpgrade {
     let postgres: [String]
 
     static let all: [ServerUpgrade] = [
-        clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords,
+        clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords, changeFeed,
     ]
+
+    /// The change feed (``ChangeFeed``) reads a tenant's audit entries in order.
+    static let changeFeed = ServerUpgrade(
+        identifier: "server.v5.change_feed",
+        sqlite: ["CREATE INDEX \"audit_log_by_tenant\" ON \"audit_log\" (\"tenant\", \"id\")"],
+        postgres: ["CREATE INDEX \"audit_log_by_tenant\" ON \"audit_log\" (\"tenant\", \"id\")"]
+    )
 
     /// Users whose data was erased (a token issued at or before is told `user_erased`), and the
     /// changes an operator marked urgent, which a device takes before any pull page.

@@ -96,6 +96,10 @@ package protocol StorageReader {
     /// The audit chain's head; `nil` only before the migrations ran.
     func auditHead() async throws -> AuditHead?
 
+    /// A tenant's audit entries in order, starting after `afterID`, at most `limit` (details as
+    /// stored): what the change feed reads (``ChangeFeed``).
+    func auditEntries(tenant: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry]
+
     /// One user's audit entries in a tenant, in order, starting after `afterID`, at most `limit`
     /// (details as stored: read them with ``AuditChain/readableDetail(of:in:key:)``).
     func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry]

@@ -1,0 +1,186 @@
+package import ContractRuntime
+import Foundation
+import SyncProtocol
+
+/// A tenant's applied changes in commit order, for a backend service: every created, updated,
+/// patched or deleted row, every event and every row a reducer wrote, read from the audit log.
+///
+/// The audit log is the feed's outbox: its entries are written in the transaction that applies
+/// the change, numbered in commit order (every writer chains its entry under the chain head's
+/// lock, held to its commit, on SQLite and on PostgreSQL alike, whatever the process), kept
+/// across restarts, and bounded by the same horizon (`audit archive`). Nothing is written for
+/// the feed, so it costs a push nothing.
+///
+/// A change carries its row as it is when read: an event as it was recorded; an entity row
+/// whose later change the feed has not reached yet is left out at this position and delivered
+/// at that later change (its version tells which). A consumer that keeps its cursor therefore
+/// sees each row's changes in order, once each, with a row that moved on in between delivered
+/// at its latest change only, as a changes feed that compacts by key does.
+package struct ChangeFeed: Sendable {
+    let storage: any ServerStorage
+
+    package init(storage: any ServerStorage) {
+        self.storage = storage
+    }
+
+    /// Where a consumer is: the next audit entry to read and how many of its changes were
+    /// passed already. Its text is opaque to consumers.
+    package struct Cursor: Hashable, Sendable {
+        var entry: Int64
+        var passed: Int
+
+        init(entry: Int64, passed: Int) {
+            self.entry = entry
+            self.passed = passed
+        }
+
+        /// Parses a cursor's text; `nil` when it is not one this server wrote.
+        package init?(text: String) {
+            let parts = text.split(separator: "_", omittingEmptySubsequences: false)
+            guard parts.count == 3, parts[0] == "c1", let entry = Int64(parts[1]), let passed = Int(parts[2]), entry >= 1, passed >= 0
+            else { return nil }
+            self.init(entry: entry, passed: passed)
+        }
+
+        package var text: String { "c1_\(entry)_\(passed)" }
+    }
+
+    /// One page of changes and the cursor after the last change it examined.
+    package struct Page: Sendable {
+        package var changes: [JSONValue]
+        package var cursor: Cursor
+        /// Whether more changes may follow right away (the page stopped at its limit).
+        package var hasMore: Bool
+
+        /// `{"changes":[…],"cursor":"…","has_more":…}`.
+        package var json: JSONValue {
+            .object(["changes": .array(changes), "cursor": .string(cursor.text), "has_more": .bool(hasMore)])
+        }
+    }
+
+    /// Audit entries read per statement while a page fills.
+    static let entriesPerRead = 64
+
+    /// Up to `limit` changes of `tenant` after `cursor` (from the oldest kept without one), of
+    /// the contracts named in `contracts` (all when `nil`).
+    ///
+    /// - Throws: `410 cursor_expired` when the cursor points before the oldest entry kept (the
+    ///   log was archived past it).
+    package func page(tenant: String, after cursor: Cursor?, contracts: Set<String>?, limit: Int) async throws -> Page {
+        let (key, catalog) = (storage.auditKey, storage.contracts)
+        return try await storage.engine.read { reader in
+            let base = try await reader.auditHead()?.base?.lastID ?? 0
+            var position = cursor ?? Cursor(entry: base + 1, passed: 0)
+            if position.entry <= base {
+                throw ServiceError(
+                    status: 410, .cursorExpired,
+                    "the change feed no longer holds entry \(position.entry): the audit log was archived through \(base); "
+                        + "read again without `after` (from the oldest change kept) and reconcile"
+                )
+            }
+            let details = AuditDetails.Reader(key: key)
+            var changes: [JSONValue] = []
+            while changes.count < limit {
+                let entries = try await reader.auditEntries(tenant: tenant, after: position.entry - 1, limit: Self.entriesPerRead)
+                guard !entries.isEmpty else { return Page(changes: changes, cursor: position, hasMore: false) }
+                for entry in entries {
+                    if entry.id > position.entry { position = Cursor(entry: entry.id, passed: 0) }
+                    // An erased user's details no longer read: their changes are gone from the feed.
+                    let listed =
+                        try await details.detail(of: entry, in: reader).map { try AuditedChange.changes(of: entry, readableDetail: $0) } ?? []
+                    for (index, change) in listed.enumerated() where index >= position.passed {
+                        if changes.count == limit { return Page(changes: changes, cursor: position, hasMore: true) }
+                        position.passed = index + 1
+                        // An erasure concerns every contract: a consumer must drop what it holds of the user.
+                        guard change.operation == .erase || contracts?.contains(change.entity) ?? true,
+                            let delivered = try await Self.delivered(change, of: entry, catalog: catalog, in: reader)
+                        else { continue }
+                        changes.append(delivered.adding(cursor: position))
+                    }
+                    position = Cursor(entry: entry.id + 1, passed: 0)
+                }
+            }
+            return Page(changes: changes, cursor: position, hasMore: true)
+        }
+    }
+
+    /// The change as the feed delivers it, or `nil` when the feed leaves it out here: refused
+    /// or duplicate mutations, a row a later change moved on (delivered there), an event no
+    /// longer kept. A user's erasure is delivered as a change of kind `erasure` whose `id` is
+    /// the user.
+    private static func delivered(
+        _ change: AuditedChange, of entry: AuditEntry, catalog: ContractCatalog, in reader: any StorageReader
+    ) async throws -> Change? {
+        var delivered = Change(entry: entry, change: change)
+        if change.operation == .erase {
+            guard change.outcome == .erased else { return nil }
+            delivered.kind = "erasure"
+            return delivered
+        }
+        guard change.outcome == .applied || change.outcome == .merged else { return nil }
+        if let event = catalog.event(named: change.entity) {
+            guard let row = try await reader.row(in: ContractTable(event), tenant: entry.tenant, id: change.rowID) else { return nil }
+            delivered.kind = "event"
+            delivered.scopeKey = row.text("_scope_key")
+            delivered.row = .object(RowShaping.wireEvent(row, event: event, version: event.currentVersion))
+            return delivered
+        }
+        guard let entity = catalog.entity(named: change.entity) else { return nil }
+        // The version the change left: a push's mutation and a reducer's row say `server_version`,
+        // a content change `version`.
+        let version = [change.detail["server_version"], change.detail["version"]].lazy.compactMap { value -> Int64? in
+            guard case .int(let number)? = value else { return nil }
+            return number
+        }.first
+        guard let row = try await reader.row(in: ContractTable(entity), tenant: entry.tenant, id: change.rowID) else {
+            // Deleted, and its tombstone compacted: only the deletion itself still says so.
+            guard change.operation == .delete else { return nil }
+            delivered.operation = AuditOperation.delete.rawValue
+            return delivered
+        }
+        let stored = row.integer("_version")
+        if let version, let stored, stored > version { return nil }
+        delivered.version = stored ?? version
+        delivered.scopeKey = row.text("_scope_key")
+        if row.isDeleted {
+            delivered.operation = AuditOperation.delete.rawValue
+        } else {
+            delivered.row = .object(RowShaping.wireRow(row, entity: entity, version: entity.currentVersion))
+        }
+        return delivered
+    }
+
+    /// A change as the feed delivers it.
+    struct Change {
+        var contract: String
+        var kind = "entity"
+        var id: String
+        var operation: String
+        var version: Int64?
+        var scopeKey: String?
+        var recordedAt: Int64
+        var userID: String
+        var deviceID: String
+        var row: JSONValue = .null
+
+        init(entry: AuditEntry, change: AuditedChange) {
+            contract = change.entity
+            id = change.rowID
+            operation = change.operation.rawValue
+            recordedAt = entry.recordedAt
+            userID = entry.userID
+            deviceID = entry.deviceID
+        }
+
+        func adding(cursor: Cursor) -> JSONValue {
+            var object: [String: JSONValue] = [
+                "contract": .string(contract), "kind": .string(kind), "id": .string(id), "operation": .string(operation),
+                "recorded_at": .string(Timestamp(millisecondsSince1970: recordedAt).iso8601), "user_id": .string(userID),
+                "device_id": .string(deviceID), "row": row, "cursor": .string(cursor.text),
+            ]
+            if let version { object["version"] = .int(version) }
+            if let scopeKey { object["scope_key"] = .string(scopeKey) }
+            return .object(object)
+        }
+    }
+}
