@@ -202,6 +202,17 @@ struct ChangeFeedTests {
             #expect(try await Self.feed(client, h.adminToken, "?wait=61").error == "malformed_request")
             #expect(try await Self.feed(client, h.ownerToken).status == .forbidden)
 
+            // A backend service's integration token reads the feed, and does nothing else an admin may.
+            let integration = h.signer.sign(
+                DeviceIdentity(
+                    tenant: HostileHarness.tenant, userID: "billing", deviceID: "billing-service", isIntegration: true,
+                    expiresAt: Int64(Date().timeIntervalSince1970) + 600))
+            #expect(try await Self.feed(client, integration).ids == ["task-1"])
+            let revoke = try await client.execute(
+                uri: "/admin/v1/revocations", method: .post, headers: HostileHarness.headers(integration),
+                body: ByteBuffer(string: #"{"user": "alice"}"#))
+            #expect(revoke.status == .forbidden)
+
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("feed-archive-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: folder) }

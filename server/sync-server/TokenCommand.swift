@@ -30,6 +30,9 @@ struct TokenCommand: AsyncParsableCommand {
     @Flag(help: "An admin token: may publish and delete content and upload assets.")
     var admin = false
 
+    @Flag(help: "An integration token, for a backend service: may read the tenant's change feed (GET /admin/v1/changes).")
+    var integration = false
+
     @Option(help: "Seconds until the token expires (default one hour: devices ask their app for a new one; at most 366 days).")
     var ttl: Int64 = 3600
 
@@ -50,6 +53,7 @@ struct TokenCommand: AsyncParsableCommand {
             throw ValidationError("\(flag) must not be empty")
         }
         if teams.contains(where: \.isEmpty) { throw ValidationError("--team must not be empty") }
+        if admin, integration { throw ValidationError("give --admin or --integration, not both (an admin reads the change feed too)") }
         guard (1...Self.maximumTTL).contains(ttl) else {
             throw ValidationError("--ttl must be between 1 and \(Self.maximumTTL) seconds (366 days), not \(ttl)")
         }
@@ -73,7 +77,8 @@ struct TokenCommand: AsyncParsableCommand {
         }
         signer.audience = audience
         let now = Int64(Date().timeIntervalSince1970)
-        let identity = DeviceIdentity(tenant: tenant, userID: user, deviceID: device, teams: teams, isAdmin: admin, expiresAt: now + ttl)
+        let identity = DeviceIdentity(
+            tenant: tenant, userID: user, deviceID: device, teams: teams, isAdmin: admin, isIntegration: integration, expiresAt: now + ttl)
         if !teams.isEmpty, let directory { try await recordMemberships(directory) }
         say(signer.sign(identity, issuedAt: now))
     }

@@ -115,7 +115,7 @@ struct AbuseLimitTests {
         }
     }
 
-    @Test("an identity provider's token saying admin: true is no admin", arguments: [StorageKind.sqlite])
+    @Test("an identity provider's token saying admin: true or role: integration is neither", arguments: [StorageKind.sqlite])
     func identityProviderAdmin(_ kind: StorageKind) async throws {
         let key = P256.Signing.PrivateKey()
         let h = try await HostileHarness.make(kind)
@@ -124,11 +124,13 @@ struct AbuseLimitTests {
         let now = Int64(Date().timeIntervalSince1970)
         let claims: [String: Any] = [
             "sub": "mallory", "tenant": "acme", "device": "m", "exp": now + 3600, "iat": now, "aud": "outpost-sync", "admin": true,
+            "role": "integration",
         ]
         let token = try TokenAttackTests.jwt(header: #"{"alg":"ES256","kid":"idp"}"#, claims: claims) { try key.signature(for: $0).rawRepresentation }
         let identity = try await signer.verify(token, now: now)
         #expect(identity.userID == "mallory")
         #expect(!identity.isAdmin)
+        #expect(!identity.isIntegration)
     }
 
     @Test(

@@ -12,7 +12,8 @@ import SyncProtocol
 ///   public keys (PEM files, or a JWKS file) are added with ``addPublicKey(pem:kid:)`` and
 ///   ``addJWKS(_:)``.
 ///
-/// Claims: `sub` (the user), `tenant`, `device`, `exp`, `iat`, `aud` (``audience``), `admin`
+/// Claims: `sub` (the user), `tenant`, `device`, `exp`, `iat`, `aud` (``audience``), `role`
+/// (`integration` for a backend service reading the change feed, honoured like `admin`), `admin`
 /// for admin tokens (honoured only under the server's own HS256 keys: an identity provider's
 /// token never makes an admin), and `teams`, which only tells a device which team scopes to ask for: the
 /// server authorizes teams by the memberships it holds, never by the token.
@@ -192,10 +193,10 @@ public struct TokenSigner: Sendable {
         }
         // Only the server's own keys make admins: an identity provider vouches for who a
         // device's user is, not for what this server lets them administer.
-        let isAdmin = secrets[kid] != nil && claims.admin == true
+        let ownKey = secrets[kid] != nil
         return DeviceIdentity(
-            tenant: claims.tenant, userID: claims.sub, deviceID: claims.device, teams: claims.teams ?? [], isAdmin: isAdmin,
-            expiresAt: claims.exp, issuedAt: claims.iat
+            tenant: claims.tenant, userID: claims.sub, deviceID: claims.device, teams: claims.teams ?? [], isAdmin: ownKey && claims.admin == true,
+            isIntegration: ownKey && claims.role == DeviceClaims.integrationRole, expiresAt: claims.exp, issuedAt: claims.iat
         )
     }
 
@@ -234,6 +235,8 @@ struct DeviceClaims: JWTPayload {
     var device: String
     var teams: [String]?
     var admin: Bool?
+    /// `integration` for a backend service's token (``DeviceIdentity/isIntegration``).
+    var role: String?
     var exp: Int64
     var iat: Int64
     var audiences: [String]
@@ -244,14 +247,17 @@ struct DeviceClaims: JWTPayload {
         device = identity.deviceID
         teams = identity.teams.isEmpty ? nil : identity.teams
         admin = identity.isAdmin ? true : nil
+        role = identity.isIntegration ? Self.integrationRole : nil
         exp = identity.expiresAt
         iat = issuedAt
         audiences = [audience]
     }
 
     enum CodingKeys: String, CodingKey {
-        case sub, tenant, device, teams, admin, exp, iat, aud
+        case sub, tenant, device, teams, admin, role, exp, iat, aud
     }
+
+    static let integrationRole = "integration"
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -260,6 +266,7 @@ struct DeviceClaims: JWTPayload {
         device = try container.decode(String.self, forKey: .device)
         teams = try container.decodeIfPresent([String].self, forKey: .teams)
         admin = try container.decodeIfPresent(Bool.self, forKey: .admin)
+        role = try container.decodeIfPresent(String.self, forKey: .role)
         exp = try container.decode(Int64.self, forKey: .exp)
         iat = try container.decode(Int64.self, forKey: .iat)
         // `aud` is one string or a list (RFC 7519 §4.1.3).
@@ -277,6 +284,7 @@ struct DeviceClaims: JWTPayload {
         try container.encode(device, forKey: .device)
         try container.encodeIfPresent(teams, forKey: .teams)
         try container.encodeIfPresent(admin, forKey: .admin)
+        try container.encodeIfPresent(role, forKey: .role)
         try container.encode(exp, forKey: .exp)
         try container.encode(iat, forKey: .iat)
         try container.encode(audiences.count == 1 ? .init(audiences[0]) : AudienceValue(list: audiences), forKey: .aud)

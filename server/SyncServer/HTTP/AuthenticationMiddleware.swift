@@ -90,6 +90,21 @@ package struct AuthenticationMiddleware: RouterMiddleware {
     }
 }
 
+/// Lets admin and integration tokens through (the change feed); devices get 403.
+package struct FeedReaderMiddleware: RouterMiddleware {
+    package typealias Context = SyncRequestContext
+
+    package init() {}
+
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let identity = try context.requireIdentity()
+        guard identity.isAdmin || identity.isIntegration else {
+            throw ServiceError.forbidden("\(request.uri.path) needs an admin or integration token")
+        }
+        return try await next(request, context)
+    }
+}
+
 /// Lets only admin tokens through; devices get 403.
 package struct AdminOnlyMiddleware: RouterMiddleware {
     package typealias Context = SyncRequestContext

@@ -103,12 +103,15 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
     table.add(.get, "/sync/v1/live", on: authenticated, use: routes.live)
 
+    let feedReaders = authenticated.group()
+    feedReaders.add(middleware: FeedReaderMiddleware())
+    table.add(.get, "/admin/v1/changes", on: feedReaders, use: routes.changes)
+
     let admin = authenticated.group()
     admin.add(middleware: AdminOnlyMiddleware())
     table.add(.post, "/admin/v1/content/{entity}", on: admin, use: routes.publish)
     table.add(.delete, "/admin/v1/content/{entity}/{id}", on: admin, use: routes.deleteContent)
     table.add(.post, "/admin/v1/revocations", on: admin, use: routes.revoke)
-    table.add(.get, "/admin/v1/changes", on: admin, use: routes.changes)
     table.add(.delete, "/admin/v1/users/{user}", on: admin, use: routes.eraseUser)
     table.add(.get, "/admin/v1/users/{user}/export", on: admin, use: routes.exportUser)
     table.add(.put, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.addTeamMember)

@@ -10,6 +10,9 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
     public var teams: [String]
     /// Admin tokens publish and delete content; they are not devices.
     public var isAdmin: Bool
+    /// Integration tokens (a backend service's) read the tenant's change feed, and nothing
+    /// else an admin may do. Not encoded: a decoded identity holds no more than a device's.
+    public var isIntegration = false
     /// Seconds since 1970.
     public var expiresAt: Int64
     /// When the token was issued, seconds since 1970; a revocation refuses every token issued at or before it.
@@ -20,13 +23,15 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
     public var userErasedAt: Int64?
 
     public init(
-        tenant: String, userID: String, deviceID: String, teams: [String] = [], isAdmin: Bool = false, expiresAt: Int64, issuedAt: Int64? = nil
+        tenant: String, userID: String, deviceID: String, teams: [String] = [], isAdmin: Bool = false, isIntegration: Bool = false,
+        expiresAt: Int64, issuedAt: Int64? = nil
     ) {
         self.tenant = tenant
         self.userID = userID
         self.deviceID = deviceID
         self.teams = teams
         self.isAdmin = isAdmin
+        self.isIntegration = isIntegration
         self.expiresAt = expiresAt
         self.issuedAt = issuedAt
     }
