@@ -226,3 +226,43 @@ struct ChangeFeedTests {
         }
     }
 }
+
+extension ChangeFeedTests {
+    @Test(
+        "two processes on one database: a push held open while another commits is delivered in commit order, by either process's feed",
+        arguments: StorageKind.allCases)
+    func commitOrderAcrossProcesses(_ kind: StorageKind) async throws {
+        let h = try await PushHarness(kind)
+        defer { h.remove() }
+        let processes = try await ConcurrencyTests.TwoProcesses(kind, folder: h.folder)
+        let slow = processes.heldPush, fast = processes.otherPush
+        let device = DeviceIdentity(tenant: PushHarness.tenant, userID: "alice", deviceID: "alice-phone", teams: ["red"], expiresAt: .max)
+        let tablet = DeviceIdentity(tenant: PushHarness.tenant, userID: "bob", deviceID: "bob-tablet", teams: ["red"], expiresAt: .max)
+        let held = Task {
+            try await slow.push(
+                PushRequest(clientId: "alice-phone", schema: [:], mutations: [h.mutation(1, "Task", .create, "slow-1", h.taskPayload("slow-1"))]),
+                identity: device)
+        }
+        await processes.reached.wait()
+        // The second push reaches the audit head while the first holds it, and commits after it.
+        let other = Task {
+            try await fast.push(
+                PushRequest(clientId: "bob-tablet", schema: [:], mutations: [h.mutation(1, "Task", .create, "fast-1", h.taskPayload("fast-1"))]),
+                identity: tablet)
+        }
+        try await processes.waitUntilBlocked("the second push waits for the first")
+        for storage in processes.storages {
+            let page = try await ChangeFeed(storage: storage).page(
+                tenant: PushHarness.tenant, after: nil, contracts: nil, limit: 10)
+            #expect(page.changes.isEmpty, "nothing committed yet")
+        }
+        processes.release.open()
+        _ = try await held.value
+        _ = try await other.value
+        for storage in processes.storages {
+            let page = try await ChangeFeed(storage: storage).page(
+                tenant: PushHarness.tenant, after: nil, contracts: nil, limit: 10)
+            #expect(page.changes.map { if case .object(let change) = $0 { Self.text(change["id"]) ?? "?" } else { "?" } } == ["slow-1", "fast-1"])
+        }
+    }
+}
