@@ -76,6 +76,7 @@ enum Benchmarks {
         GrowthBenchmark.benchmark,
         LoadBenchmark.benchmark,
         LiveBenchmark.benchmark,
+        FeedBenchmark.benchmark,
     ]
 }
 

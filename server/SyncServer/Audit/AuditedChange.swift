@@ -24,8 +24,9 @@ package struct AuditedChange: Hashable, Sendable {
 
     /// The changes an entry records, from its detail in clear (``AuditChain/readableDetail(of:in:key:)``).
     package static func changes(of entry: AuditEntry, readableDetail: String) throws -> [AuditedChange] {
-        let parsed = try JSONDecoder().decode(JSONValue.self, from: Data(readableDetail.utf8))
-        guard case .object(let detail) = parsed else { throw AuditedChangeError(entryID: entry.id, "its detail is not a JSON object") }
+        guard case .object(let detail)? = JSONParser.parse(readableDetail) else {
+            throw AuditedChangeError(entryID: entry.id, "its detail is not a JSON object")
+        }
         guard entry.operation == .push else {
             return [AuditedChange(entity: entry.entity, rowID: entry.rowID, operation: entry.operation, outcome: entry.outcome, detail: detail)]
         }

@@ -58,8 +58,9 @@ package struct ChangeFeed: Sendable {
         }
     }
 
-    /// Audit entries read per statement while a page fills.
-    static let entriesPerRead = 64
+    /// Audit entries read per statement while a page fills (a push's entry lists all its
+    /// changes: a few entries may fill a page).
+    static let entriesPerRead = 8
 
     /// Up to `limit` changes of `tenant` after `cursor` (from the oldest kept without one), of
     /// the contracts named in `contracts` (all when `nil`).
@@ -80,28 +81,66 @@ package struct ChangeFeed: Sendable {
             }
             let details = AuditDetails.Reader(key: key)
             var changes: [JSONValue] = []
+            // Changes of the entries read so far, not examined yet; entries are read and their
+            // details parsed only as far as the page needs.
+            var pending: [Candidate] = []
+            var lastRead = position.entry - 1
+            var entriesLeft = true
             while changes.count < limit {
-                let entries = try await reader.auditEntries(tenant: tenant, after: position.entry - 1, limit: Self.entriesPerRead)
-                guard !entries.isEmpty else { return Page(changes: changes, cursor: position, hasMore: false) }
-                for entry in entries {
-                    if entry.id > position.entry { position = Cursor(entry: entry.id, passed: 0) }
-                    // An erased user's details no longer read: their changes are gone from the feed.
-                    let listed =
-                        try await details.detail(of: entry, in: reader).map { try AuditedChange.changes(of: entry, readableDetail: $0) } ?? []
-                    for (index, change) in listed.enumerated() where index >= position.passed {
-                        if changes.count == limit { return Page(changes: changes, cursor: position, hasMore: true) }
-                        position.passed = index + 1
-                        // An erasure concerns every contract: a consumer must drop what it holds of the user.
-                        guard change.operation == .erase || contracts?.contains(change.entity) ?? true,
-                            let delivered = try await Self.delivered(change, of: entry, catalog: catalog, in: reader)
-                        else { continue }
-                        changes.append(delivered.adding(cursor: position))
+                let needed = limit - changes.count
+                while pending.count < needed, entriesLeft {
+                    let entries = try await reader.auditEntries(tenant: tenant, after: lastRead, limit: Self.entriesPerRead)
+                    entriesLeft = entries.count == Self.entriesPerRead
+                    for entry in entries {
+                        lastRead = entry.id
+                        // An erased user's details no longer read: their changes are gone from the feed.
+                        guard let detail = try await details.detail(of: entry, in: reader) else { continue }
+                        for (index, change) in try AuditedChange.changes(of: entry, readableDetail: detail).enumerated()
+                        where entry.id > position.entry || index >= position.passed {
+                            pending.append(Candidate(entry: entry, index: index, change: change))
+                        }
                     }
-                    position = Cursor(entry: entry.id + 1, passed: 0)
+                }
+                guard !pending.isEmpty else {
+                    if lastRead >= position.entry { position = Cursor(entry: lastRead + 1, passed: 0) }
+                    return Page(changes: changes, cursor: position, hasMore: false)
+                }
+                // The rows of what the page still takes, read ahead per table, then examined in order.
+                let chunk = pending.prefix(needed)
+                pending.removeFirst(chunk.count)
+                try await Self.readAhead(chunk, catalog: catalog, in: reader)
+                for candidate in chunk {
+                    position = Cursor(entry: candidate.entry.id, passed: candidate.index + 1)
+                    // An erasure concerns every contract: a consumer must drop what it holds of the user.
+                    guard candidate.change.operation == .erase || contracts?.contains(candidate.change.entity) ?? true,
+                        let delivered = try await Self.delivered(candidate.change, of: candidate.entry, catalog: catalog, in: reader)
+                    else { continue }
+                    changes.append(delivered.adding(cursor: position))
                 }
             }
-            return Page(changes: changes, cursor: position, hasMore: true)
+            return Page(changes: changes, cursor: position, hasMore: !pending.isEmpty || entriesLeft)
         }
+    }
+
+    /// A change an entry lists, at its index there.
+    private struct Candidate {
+        var entry: AuditEntry
+        var index: Int
+        var change: AuditedChange
+    }
+
+    /// Reads the candidates' rows in one statement per table (on PostgreSQL), instead of one
+    /// round trip per change.
+    private static func readAhead(_ candidates: ArraySlice<Candidate>, catalog: ContractCatalog, in reader: any StorageReader) async throws {
+        var ids: [ContractTable: (tenant: String, ids: [String])] = [:]
+        for candidate in candidates {
+            let name = candidate.change.entity
+            guard let table = catalog.entity(named: name).map(ContractTable.init) ?? catalog.event(named: name).map(ContractTable.init) else {
+                continue
+            }
+            ids[table, default: (candidate.entry.tenant, [])].ids.append(candidate.change.rowID)
+        }
+        for (table, wanted) in ids { try await reader.prefetchRows(in: table, tenant: wanted.tenant, ids: wanted.ids) }
     }
 
     /// The change as the feed delivers it, or `nil` when the feed leaves it out here: refused

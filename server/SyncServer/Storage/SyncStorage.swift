@@ -96,6 +96,13 @@ package protocol StorageReader {
     /// The audit chain's head; `nil` only before the migrations ran.
     func auditHead() async throws -> AuditHead?
 
+    /// Reads ahead the rows of `table` with these primary keys (tombstones included), in a few
+    /// statements, so that ``row(in:tenant:id:)`` answers each of them, present or absent,
+    /// without a query of its own (in a write transaction, until it writes the row). A writer
+    /// holds the locks of the scopes the rows are decided in
+    /// (``StorageTransaction/lockScope(tenant:scopeKey:)``).
+    func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws
+
     /// A tenant's audit entries in order, starting after `afterID`, at most `limit` (details as
     /// stored): what the change feed reads (``ChangeFeed``).
     func auditEntries(tenant: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry]
@@ -149,12 +156,6 @@ package protocol StorageTransaction: StorageReader {
 
     /// Increments and returns the scope's Lamport sequence (taking the scope's lock if needed).
     func nextScopeSequence(tenant: String, scopeKey: String) async throws -> Int64
-
-    /// Reads ahead the rows of `table` with these primary keys (tombstones included), in a few
-    /// statements, so that ``StorageReader/row(in:tenant:id:)`` answers each of them, present
-    /// or absent, without a query of its own until this transaction writes it. The caller holds
-    /// the locks of the scopes the rows are decided in (``lockScope(tenant:scopeKey:)``).
-    func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws
 
     /// The scope key of each stored row of `table` with these primary keys (tombstones included;
     /// an id with no row is absent from the answer), read without the scopes' locks: a row never
@@ -283,9 +284,12 @@ extension StorageReader {
     }
 }
 
-extension StorageTransaction {
-    /// Reading ahead only saves queries: a transaction without it reads each row when asked.
+extension StorageReader {
+    /// Reading ahead only saves queries: a reader without it reads each row when asked.
     package func prefetchRows(in table: ContractTable, tenant: String, ids: [String]) async throws {}
+}
+
+extension StorageTransaction {
 
     /// One row at a time: a storage whose reads cost no round trip needs nothing better.
     package func scopeKeys(in table: ContractTable, tenant: String, ids: [String]) async throws -> [String: String] {
