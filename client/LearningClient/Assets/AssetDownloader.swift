@@ -4,6 +4,12 @@ import LearningAPI
 public import SyncClient
 import SyncProtocol
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Settings of an ``AssetDownloader``.
 public struct AssetDownloaderConfiguration: Hashable, Sendable {
     /// Bytes asked for per request: the most an interruption can lose, and the step progress
@@ -269,6 +275,12 @@ public actor AssetDownloader {
         } catch {
             throw .store(.fileSystem(path: store.assetsDirectory.path, reason: error.localizedDescription))
         }
+        // Range bodies go to a folder of the store's (made by the transport when a body comes),
+        // which the first download of a process clears of what a killed one left there.
+        let bodies = store.assetsDirectory.appendingPathComponent("ranges-in-flight", isDirectory: true)
+        FileDownload.removeLeftovers(in: bodies)
+        // Gone again once no download uses it (`rmdir` leaves a folder another one writes in).
+        defer { _ = bodies.withUnsafeFileSystemRepresentation { $0.map(rmdir) } }
         var (offset, etag) = try resumePoint(record, partial: files.partial)
         var total = record.sizeBytes
         var fetched = false
@@ -280,7 +292,7 @@ public actor AssetDownloader {
             }
             let whole = offset == 0 && total <= configuration.rangeSize
             let request = AssetRangeRequest(
-                url: url, offset: offset, length: whole ? nil : configuration.rangeSize, ifRange: offset > 0 ? etag : nil
+                url: url, offset: offset, length: whole ? nil : configuration.rangeSize, ifRange: offset > 0 ? etag : nil, bodyDirectory: bodies
             )
             let response: AssetRangeResponse
             do {

@@ -36,12 +36,17 @@ public struct AssetRangeRequest: Hashable, Sendable {
     /// The `ETag` of the bytes already on the device: sent as `If-Range`, so a file that changed
     /// since comes back whole (200) instead of as a range of the new file spliced onto the old.
     public var ifRange: String?
+    /// The folder the transport writes the body's file in (``AssetDownloader`` gives one in the
+    /// store's assets folder, which it clears of what a killed process left); `nil` for the
+    /// temporary folder.
+    public var bodyDirectory: URL?
 
-    public init(url: URL, offset: Int64, length: Int64? = nil, ifRange: String? = nil) {
+    public init(url: URL, offset: Int64, length: Int64? = nil, ifRange: String? = nil, bodyDirectory: URL? = nil) {
         self.url = url
         self.offset = offset
         self.length = length
         self.ifRange = ifRange
+        self.bodyDirectory = bodyDirectory
     }
 
     /// The `Range` header (`bytes=N-` or `bytes=N-M`); `nil` for the whole file.

@@ -9,10 +9,9 @@ import SyncProtocol
 
 /// The asset routes over URLSession.
 ///
-/// Files come as byte ranges, each fetched with `download(for:)`: the body goes to a temporary
-/// file, never into memory (whatever its size, even when a changed file comes back whole), and
-/// the call exists both on Apple platforms and in Linux's FoundationNetworking, where
-/// `bytes(for:)` does not. Download tasks cannot be resumed on Linux (no resume data), so
+/// Files come as byte ranges, each written to a temporary file as it arrives (``FileDownload``),
+/// never into memory (whatever its size, even when a changed file comes back whole), and removed
+/// when the range fails or is cancelled. Transfers cannot be resumed on Linux (no resume data), so
 /// ``AssetDownloader`` asks for ranges of a bounded size and records each one it appends:
 /// an interruption loses at most one range.
 extension URLSessionTransport: AssetTransport {
@@ -57,7 +56,7 @@ extension URLSessionTransport: AssetTransport {
         let body: URL
         let response: URLResponse
         do {
-            (body, response) = try await session.download(for: request)
+            (body, response) = try await FileDownload.body(of: request, configuration: session.configuration, in: range.bodyDirectory)
         } catch {
             throw .network(String(describing: error))
         }
