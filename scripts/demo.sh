@@ -210,6 +210,22 @@ sed 's/^/  /' "$work/watch-output"
 on tablet-b tasks
 
 # ---------------------------------------------------------------------------------------------
+step "A backend service reads what the devices changed: the change feed, in commit order"
+feed_token="$(token --user billing --device billing-service --integration)"
+curl -sf -H "Authorization: Bearer $feed_token" "$server/admin/v1/changes?contracts=Task,TaskStatusChanged&limit=1000" > "$work/feed.json" \
+    || { echo "demo: the change feed did not answer" >&2; exit 1; }
+python3 - "$work/feed.json" <<'PY' || { echo "demo: the change feed lacks the field-ops changes" >&2; exit 1; }
+import json, sys
+page = json.load(open(sys.argv[1]))
+for change in page["changes"]:
+    row = change["row"] or {}
+    print(f'  {change["recorded_at"]}  {change["device_id"]:<9} {change["operation"]:<7} {change["contract"]} {change["id"]}'
+          + (f'  status={row["status"]}' if "status" in row else ""))
+print(f'  cursor {page["cursor"]}: a consumer resumes there (GET /admin/v1/changes?after=…&wait=30), see docs/integration.md')
+sys.exit(0 if any(c["contract"] == "Task" for c in page["changes"]) else 1)
+PY
+
+# ---------------------------------------------------------------------------------------------
 step "The audit log: every change and its outcome, in a hash chain"
 stop_server
 "$bin/sync-server" audit verify --data "$data"
