@@ -73,9 +73,17 @@ package struct AuthenticationMiddleware: RouterMiddleware {
             throw refusal
         }
         guard let storage else { return (identity, nil) }
+        guard let rateLimit = sharedRateLimit else { return (try await Self.withState(of: identity, from: storage), nil) }
+        // Only a shared limit costs a round trip: run it beside the identity's.
+        async let wait = rateLimit.acquire(RateLimitMiddleware.key(of: identity))
+        let checked = try await Self.withState(of: identity, from: storage)
+        return (checked, await wait)
+    }
+
+    /// `identity` with what the server holds about it (teams, erasure); refused when revoked
+    /// or erased since the token was issued.
+    private static func withState(of identity: DeviceIdentity, from storage: any SyncStorage) async throws(ServiceError) -> DeviceIdentity {
         let (tenant, user, device) = (identity.tenant, identity.userID, identity.deviceID)
-        let (rateLimit, rateKey) = (sharedRateLimit, RateLimitMiddleware.key(of: identity))
-        async let wait = rateLimit?.acquire(rateKey)
         let state: IdentityState
         do {
             state = try await storage.readOneStatement { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
@@ -84,9 +92,10 @@ package struct AuthenticationMiddleware: RouterMiddleware {
             throw ServiceError(status: 503, .internalError, "the server cannot check the token now; try again")
         }
         if let refusal = state.refusal(ofTokenIssuedAt: identity.issuedAt) { throw refusal }
+        var identity = identity
         identity.teams = state.teams
         identity.userErasedAt = state.erasedAt
-        return (identity, await wait)
+        return identity
     }
 }
 

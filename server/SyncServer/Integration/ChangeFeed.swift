@@ -95,8 +95,10 @@ package struct ChangeFeed: Sendable {
                         lastRead = entry.id
                         // An erased user's details no longer read: their changes are gone from the feed.
                         guard let detail = try await details.detail(of: entry, in: reader) else { continue }
+                        // Only what the page may deliver is kept: its rows are read, and it counts
+                        // towards the page's size; the cursor moves past the rest all the same.
                         for (index, change) in try AuditedChange.changes(of: entry, readableDetail: detail).enumerated()
-                        where entry.id > position.entry || index >= position.passed {
+                        where (entry.id > position.entry || index >= position.passed) && Self.mayDeliver(change, contracts: contracts) {
                             pending.append(Candidate(entry: entry, index: index, change: change))
                         }
                     }
@@ -111,15 +113,21 @@ package struct ChangeFeed: Sendable {
                 try await Self.readAhead(chunk, catalog: catalog, in: reader)
                 for candidate in chunk {
                     position = Cursor(entry: candidate.entry.id, passed: candidate.index + 1)
-                    // An erasure concerns every contract: a consumer must drop what it holds of the user.
-                    guard candidate.change.operation == .erase || contracts?.contains(candidate.change.entity) ?? true,
-                        let delivered = try await Self.delivered(candidate.change, of: candidate.entry, catalog: catalog, in: reader)
+                    guard let delivered = try await Self.delivered(candidate.change, of: candidate.entry, catalog: catalog, in: reader)
                     else { continue }
                     changes.append(delivered.adding(cursor: position))
                 }
             }
             return Page(changes: changes, cursor: position, hasMore: !pending.isEmpty || entriesLeft)
         }
+    }
+
+    /// Whether a change is one the feed delivers when its row says so: applied (or merged)
+    /// changes of the contracts asked for, and every erasure, which concerns every contract (a
+    /// consumer must drop what it holds of the user).
+    private static func mayDeliver(_ change: AuditedChange, contracts: Set<String>?) -> Bool {
+        if change.operation == .erase { return change.outcome == .erased }
+        return (change.outcome == .applied || change.outcome == .merged) && contracts?.contains(change.entity) ?? true
     }
 
     /// A change an entry lists, at its index there.
@@ -143,20 +151,18 @@ package struct ChangeFeed: Sendable {
         for (table, wanted) in ids { try await reader.prefetchRows(in: table, tenant: wanted.tenant, ids: wanted.ids) }
     }
 
-    /// The change as the feed delivers it, or `nil` when the feed leaves it out here: refused
-    /// or duplicate mutations, a row a later change moved on (delivered there), an event no
-    /// longer kept. A user's erasure is delivered as a change of kind `erasure` whose `id` is
-    /// the user.
+    /// The change (one ``mayDeliver(_:contracts:)`` kept) as the feed delivers it, or `nil`
+    /// when the feed leaves it out here: a row a later change moved on (delivered there), an
+    /// event no longer kept. A user's erasure is delivered as a change of kind `erasure` whose
+    /// `id` is the user.
     private static func delivered(
         _ change: AuditedChange, of entry: AuditEntry, catalog: ContractCatalog, in reader: any StorageReader
     ) async throws -> Change? {
         var delivered = Change(entry: entry, change: change)
         if change.operation == .erase {
-            guard change.outcome == .erased else { return nil }
             delivered.kind = "erasure"
             return delivered
         }
-        guard change.outcome == .applied || change.outcome == .merged else { return nil }
         if let event = catalog.event(named: change.entity) {
             guard let row = try await reader.row(in: ContractTable(event), tenant: entry.tenant, id: change.rowID) else { return nil }
             delivered.kind = "event"
