@@ -56,6 +56,8 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let notFound = ErrorCode("not_found")
     /// 409: the push does not continue where the server is; `details.last_seq` says where.
     public static let sequenceGap = ErrorCode("sequence_gap")
+    /// 409: a sink with this id exists already in the tenant.
+    public static let sinkExists = ErrorCode("sink_exists")
     /// 410: the pull's cursor is older than the scope's data horizon (deletes it may not have
     /// seen were compacted); pull the scope again from scratch (no cursor).
     public static let cursorExpired = ErrorCode("cursor_expired")

@@ -30,6 +30,7 @@ struct ErrorShapeTests {
         ("notFound", .notFound, "not_found"),
         ("sequenceGap", .sequenceGap, "sequence_gap"),
         ("cursorExpired", .cursorExpired, "cursor_expired"),
+        ("sinkExists", .sinkExists, "sink_exists"),
         ("payloadTooLarge", .payloadTooLarge, "payload_too_large"),
         ("rangeNotSatisfiable", .rangeNotSatisfiable, "range_not_satisfiable"),
         ("unknownEntity", .unknownEntity, "unknown_entity"),

@@ -243,6 +243,9 @@ struct PushFailingStorage: SyncStorage {
         func auditEntries(tenant: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
             try await base.auditEntries(tenant: tenant, after: afterID, limit: limit)
         }
+        func serverTableQuery(_ sql: String, _ arguments: [ColumnValue]) async throws -> [StoredRow] {
+            try await base.serverTableQuery(sql, arguments)
+        }
         func auditEntries(tenant: String, userID: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
             try await base.auditEntries(tenant: tenant, userID: userID, after: afterID, limit: limit)
         }

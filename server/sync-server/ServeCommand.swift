@@ -48,6 +48,18 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var housekeepingInterval = "1h"
 
+    @Flag(
+        name: .customLong("no-sink-delivery"),
+        help: "Do not deliver sinks from this process (another process of the same database does).")
+    var noSinkDelivery = false
+
+    @Option(
+        name: .customLong("sink-lease"),
+        help: ArgumentHelp(
+            "Seconds a process holds a sink between renewals; a sink whose process stopped is taken over after at most this long.",
+            valueName: "SECONDS"))
+    var sinkLeaseSeconds = 30
+
     @Option(help: "The address to listen on; 0.0.0.0 serves every interface.")
     var host = "127.0.0.1"
 
@@ -211,6 +223,10 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.pullReadAheadPages = pullReadAheadPages
         configuration.pullPageBytes = pullPageBytes
         configuration.pullMemoryBytes = pullMemoryBytes
+        configuration.sinks.isEnabled = !noSinkDelivery
+        guard (2...3600).contains(sinkLeaseSeconds) else { throw ValidationError("--sink-lease takes 2 to 3600 seconds, not \(sinkLeaseSeconds)") }
+        configuration.sinks.lease = .seconds(sinkLeaseSeconds)
+        configuration.sinks.pollInterval = min(configuration.sinks.pollInterval, .seconds(sinkLeaseSeconds))
         configuration.live = LiveChannelConfiguration(
             heartbeat: .milliseconds(Int64(liveHeartbeatSeconds * 1000)), connectionsPerDevice: liveConnectionsPerDevice,
             maximumConnections: liveMaximumConnections

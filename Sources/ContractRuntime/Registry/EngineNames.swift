@@ -53,6 +53,11 @@ public enum EngineNames {
         case teamMembers = "team_members"
         /// Rate-limit counters shared by the server processes (PostgreSQL only).
         case rateWindows = "rate_windows"
+        /// Where the server delivers applied changes (webhooks, a learning record store), and
+        /// how far each got.
+        case sinks
+        /// Batches a sink refused, kept for an operator to inspect and replay.
+        case sinkDeadLetters = "sink_dead_letters"
         /// The PostgreSQL migrations applied, with their checksums.
         case migrations = "outpost_migrations"
         /// `push_results` while an upgrade rebuilds it (`server.v4.push_result_records`).

@@ -24,6 +24,9 @@ public struct AuditKey: Sendable {
     /// The key users' data keys are wrapped under (``AuditDetails``), derived from this one with
     /// HKDF-SHA256: a dump of the database alone cannot unwrap them.
     let keyEncryptionKey: SymmetricKey
+    /// The key sinks' secrets are sealed under in the database (``SinkStore``), derived the same
+    /// way for another purpose.
+    let sinkSecretKey: SymmetricKey
 
     /// - Throws: ``AuditKeyError/tooShort(source:bytes:)`` under ``minimumBytes``.
     public init(bytes: Data, source: String = "the audit key") throws(AuditKeyError) {
@@ -33,6 +36,10 @@ public struct AuditKey: Sendable {
         keyEncryptionKey = HKDF<SHA256>.deriveKey(
             inputKeyMaterial: SymmetricKey(data: bytes), salt: Data("outpost.audit.user-keys".utf8),
             info: Data("outpost audit key-encryption key v1".utf8), outputByteCount: 32
+        )
+        sinkSecretKey = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: bytes), salt: Data("outpost.sinks".utf8),
+            info: Data("outpost sink secrets v1".utf8), outputByteCount: 32
         )
     }
 

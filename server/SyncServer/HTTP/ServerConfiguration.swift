@@ -48,6 +48,8 @@ public struct ServerConfiguration: Sendable {
     public var pullMemoryBytes = 256 * 1024 * 1024
     /// How long a pull waits for room in ``pullMemoryBytes`` before it is refused (10 s).
     public var pullMemoryWait: Duration = .seconds(10)
+    /// How this process delivers the sinks (webhooks, learning record stores).
+    public var sinks = SinkDeliveryConfiguration()
 
     /// Deadlines of ``timeouts``.
     public struct Timeouts: Sendable, Hashable {

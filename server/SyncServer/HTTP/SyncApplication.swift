@@ -28,6 +28,9 @@ public struct RouteDescription: Hashable, Sendable, Comparable, CustomStringConv
 public struct SyncRouter {
     public let router: Router<SyncRequestContext>
     public let routes: [RouteDescription]
+    /// Delivers the sinks (webhooks, learning record stores); runs beside the server as one of
+    /// its services (``buildApplication(configuration:environment:logger:onServerRunning:)``).
+    package let sinkDelivery: SinkDelivery
 }
 
 /// What the routes call: storage, services and the token signer.
@@ -116,11 +119,18 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.get, "/admin/v1/users/{user}/export", on: admin, use: routes.exportUser)
     table.add(.put, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.addTeamMember)
     table.add(.delete, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.removeTeamMember)
+    let sinkRoutes = SinkRoutes(storage: environment.storage.engine, clock: environment.clock, delivery: routes.sinkDelivery)
+    table.add(.post, "/admin/v1/sinks", on: admin, use: sinkRoutes.add)
+    table.add(.get, "/admin/v1/sinks", on: admin, use: sinkRoutes.list)
+    table.add(.get, "/admin/v1/sinks/{sink}", on: admin, use: sinkRoutes.show)
+    table.add(.delete, "/admin/v1/sinks/{sink}", on: admin, use: sinkRoutes.remove)
+    table.add(.get, "/admin/v1/sinks/{sink}/dead-letters", on: admin, use: sinkRoutes.deadLetters)
+    table.add(.post, "/admin/v1/sinks/{sink}/dead-letters/replay", on: admin, use: sinkRoutes.replay)
 
     let appRoutes = AppRoutes(configuration: configuration, environment: environment, table: table, authenticated: authenticated, admin: admin)
     for app in environment.apps { app.addRoutes(to: appRoutes) }
 
-    return SyncRouter(router: router, routes: table.routes)
+    return SyncRouter(router: router, routes: table.routes, sinkDelivery: routes.sinkDelivery)
 }
 
 /// The sync server as a Hummingbird application, ready for `runService()` or `test(.router)`.
@@ -136,8 +146,9 @@ public func buildApplication(
     configuration: ServerConfiguration, environment: ServerEnvironment, logger: Logger? = nil,
     onServerRunning: @escaping @Sendable (_ port: Int?) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
-    Application(
-        responder: ChildTaskResponder(buildRouter(configuration: configuration, environment: environment).router.buildResponder()),
+    let built = buildRouter(configuration: configuration, environment: environment)
+    return Application(
+        responder: ChildTaskResponder(built.router.buildResponder()),
         server: .http1(
             configuration: HTTP1Channel.Configuration(
                 additionalChannelHandlers: [
@@ -152,6 +163,7 @@ public func buildApplication(
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "outpost-sync-server"
         ),
+        services: [built.sinkDelivery],
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port) },
         logger: logger
     )
@@ -196,6 +208,8 @@ struct SyncRoutes: Sendable {
     let changeFeed: ChangeFeed
     /// Wakes change-feed requests that wait for the next commit.
     let commitSignal: CommitSignal
+    /// Delivers the sinks.
+    let sinkDelivery: SinkDelivery
 
     init(configuration: ServerConfiguration, environment: ServerEnvironment) {
         self.configuration = configuration
@@ -217,6 +231,9 @@ struct SyncRoutes: Sendable {
         let signal = CommitSignal()
         commitSignal = signal
         environment.storage.engine.observeCommits { _ in signal.signal() }
+        sinkDelivery = SinkDelivery(
+            storage: environment.storage.engine, configuration: configuration.sinks, metrics: environment.metrics, clock: environment.clock,
+            logger: Logger(label: "outpost.sinks"))
     }
 
     // MARK: Operations

@@ -67,7 +67,10 @@ package struct ChangeFeed: Sendable {
     ///
     /// - Throws: `410 cursor_expired` when the cursor points before the oldest entry kept (the
     ///   log was archived past it).
-    package func page(tenant: String, after cursor: Cursor?, contracts: Set<String>?, limit: Int) async throws -> Page {
+    /// With `until`, the page ends there: changes at or after it are left for later pages, and
+    /// a page that examined everything before it ends with `until` as its cursor (a sink
+    /// sending again the batch it was sending, ``SinkDelivery``).
+    package func page(tenant: String, after cursor: Cursor?, contracts: Set<String>?, limit: Int, until: Cursor? = nil) async throws -> Page {
         let (key, catalog) = (storage.auditKey, storage.contracts)
         return try await storage.engine.read { reader in
             let base = try await reader.auditHead()?.base?.lastID ?? 0
@@ -92,19 +95,29 @@ package struct ChangeFeed: Sendable {
                     let entries = try await reader.auditEntries(tenant: tenant, after: lastRead, limit: Self.entriesPerRead)
                     entriesLeft = entries.count == Self.entriesPerRead
                     for entry in entries {
+                        if let until, entry.id > until.entry || (entry.id == until.entry && until.passed == 0) {
+                            entriesLeft = false
+                            break
+                        }
                         lastRead = entry.id
                         // An erased user's details no longer read: their changes are gone from the feed.
                         guard let detail = try await details.detail(of: entry, in: reader) else { continue }
                         // Only what the page may deliver is kept: its rows are read, and it counts
                         // towards the page's size; the cursor moves past the rest all the same.
                         for (index, change) in try AuditedChange.changes(of: entry, readableDetail: detail).enumerated()
-                        where (entry.id > position.entry || index >= position.passed) && Self.mayDeliver(change, contracts: contracts) {
+                        where (entry.id > position.entry || index >= position.passed) && Self.isBefore(entry.id, index, until)
+                            && Self.mayDeliver(change, contracts: contracts)
+                        {
                             pending.append(Candidate(entry: entry, index: index, change: change))
                         }
                     }
                 }
                 guard !pending.isEmpty else {
-                    if lastRead >= position.entry { position = Cursor(entry: lastRead + 1, passed: 0) }
+                    if let until {
+                        position = until
+                    } else if lastRead >= position.entry {
+                        position = Cursor(entry: lastRead + 1, passed: 0)
+                    }
                     return Page(changes: changes, cursor: position, hasMore: false)
                 }
                 // The rows of what the page still takes, read ahead per table, then examined in order.
@@ -120,6 +133,12 @@ package struct ChangeFeed: Sendable {
             }
             return Page(changes: changes, cursor: position, hasMore: !pending.isEmpty || entriesLeft)
         }
+    }
+
+    /// Whether the change at `index` of entry `entry` comes before `until` (always without one).
+    private static func isBefore(_ entry: Int64, _ index: Int, _ until: Cursor?) -> Bool {
+        guard let until else { return true }
+        return entry < until.entry || (entry == until.entry && index < until.passed)
     }
 
     /// Whether a change is one the feed delivers when its row says so: applied (or merged)

@@ -480,12 +480,22 @@ private final class LeaseRace<T: Sendable>: Sendable {
         var continuation: CheckedContinuation<T, any Error>?
         var abandon: (@Sendable () -> Void)?
         var timer: Task<Void, Never>?
+        /// Why the race was given up before it started: a task cancelled before it asked for a
+        /// connection gives up at once, before its continuation exists.
+        var earlyError: (any Error)?
     }
 
     private let state = NIOLockedValueBox(State())
 
     func start(_ continuation: CheckedContinuation<T, any Error>) {
-        state.withLockedValue { $0.continuation = continuation }
+        let given = state.withLockedValue { state -> (any Error)? in
+            guard state.phase == .done else {
+                state.continuation = continuation
+                return nil
+            }
+            return state.earlyError ?? CancellationError()
+        }
+        if let given { continuation.resume(throwing: given) }
     }
 
     func onAbandon(_ abandon: @escaping @Sendable () -> Void) {
@@ -529,6 +539,7 @@ private final class LeaseRace<T: Sendable>: Sendable {
         let (continuation, abandon) = state.withLockedValue { state -> (CheckedContinuation<T, any Error>?, (@Sendable () -> Void)?) in
             guard state.phase == (running ? .running : .waiting) else { return (nil, nil) }
             state.phase = .done
+            if state.continuation == nil { state.earlyError = error }
             defer { state.continuation = nil }
             return (state.continuation, state.abandon)
         }

@@ -840,6 +840,31 @@ final class PostgresTransaction: StorageTransaction {
         return try await storedRows(sql, bindings).map(Self.auditEntry)
     }
 
+    func serverTableQuery(_ sql: String, _ arguments: [ColumnValue]) async throws -> [StoredRow] {
+        var bindings = PostgresBindings()
+        for argument in arguments {
+            switch argument {
+            case .null: bindings.appendNull()
+            case .integer(let number): bindings.append(number)
+            case .real(let number): bindings.append(number)
+            case .text(let text): bindings.append(text)
+            case .blob(let data): bindings.append(ByteBuffer(bytes: data))
+            }
+        }
+        // `?` placeholders become `$1`, `$2`…: the statements are the storages' shared SQL.
+        var numbered = ""
+        var index = 0
+        for character in sql {
+            if character == "?" {
+                index += 1
+                numbered += "$\(index)"
+            } else {
+                numbered.append(character)
+            }
+        }
+        return try await storedRows(numbered, bindings)
+    }
+
     func auditEntries(tenant: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
         var bindings = PostgresBindings()
         bindings.append(tenant)

@@ -197,6 +197,10 @@ struct SQLiteTransaction: StorageTransaction {
             Self.auditEntry)
     }
 
+    func serverTableQuery(_ sql: String, _ arguments: [ColumnValue]) async throws -> [StoredRow] {
+        try Row.fetchAll(statement(sql), arguments: StatementArguments(arguments.map(\.databaseValue))).map(Self.storedRow)
+    }
+
     func auditEntries(tenant: String, after afterID: Int64, limit: Int) async throws -> [AuditEntry] {
         try writePendingAudit()
         return try Row.fetchAll(

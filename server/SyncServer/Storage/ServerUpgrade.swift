@@ -10,7 +10,58 @@ struct ServerUpgrade {
 
     static let all: [ServerUpgrade] = [
         clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords, changeFeed,
+        sinks,
     ]
+
+    /// Sinks (``SinkStore``): where applied changes are delivered, each with its place in the
+    /// change feed, its batch in flight and its lease; and the batches a sink refused.
+    static let sinks = ServerUpgrade(
+        identifier: "server.v6.sinks",
+        sqlite: sinkTables(integer: "INTEGER", serial: "INTEGER PRIMARY KEY"),
+        postgres: sinkTables(integer: "BIGINT", serial: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
+    )
+
+    private static func sinkTables(integer: String, serial: String) -> [String] {
+        [
+            """
+            CREATE TABLE "\(EngineNames.ServerTable.sinks.rawValue)" (
+                "tenant" TEXT NOT NULL,
+                "id" TEXT NOT NULL,
+                "kind" TEXT NOT NULL,
+                "url" TEXT NOT NULL,
+                "contracts" TEXT,
+                "sealed_secret" TEXT NOT NULL,
+                "options" TEXT NOT NULL,
+                "created_at" \(integer) NOT NULL,
+                "cursor" TEXT NOT NULL,
+                "pending_until" TEXT,
+                "pending_key" TEXT,
+                "attempts" \(integer) NOT NULL DEFAULT 0,
+                "next_attempt_at" \(integer) NOT NULL DEFAULT 0,
+                "last_error" TEXT,
+                "delivered" \(integer) NOT NULL DEFAULT 0,
+                "delivered_at" \(integer),
+                "lease_holder" TEXT,
+                "lease_until" \(integer) NOT NULL DEFAULT 0,
+                PRIMARY KEY ("tenant", "id")
+            )
+            """,
+            """
+            CREATE TABLE "\(EngineNames.ServerTable.sinkDeadLetters.rawValue)" (
+                "id" \(serial),
+                "tenant" TEXT NOT NULL,
+                "sink_id" TEXT NOT NULL,
+                "idempotency_key" TEXT NOT NULL,
+                "body" TEXT NOT NULL,
+                "changes" \(integer) NOT NULL,
+                "status" \(integer) NOT NULL,
+                "response" TEXT NOT NULL,
+                "failed_at" \(integer) NOT NULL
+            )
+            """,
+            "CREATE INDEX \"sink_dead_letters_by_sink\" ON \"sink_dead_letters\" (\"tenant\", \"sink_id\", \"id\")",
+        ]
+    }
 
     /// The change feed (``ChangeFeed``) reads a tenant's audit entries in order.
     static let changeFeed = ServerUpgrade(

@@ -132,6 +132,14 @@ package protocol StorageReader {
     /// The push streams a user's devices own, by `client_id`.
     func clients(tenant: String, ownedBy userID: String) async throws -> [ClientRecord]
 
+    // MARK: The server's own small tables
+
+    /// Runs one statement on a table of the server's own whose SQL both storages speak alike (the
+    /// sinks' tables, ``SinkStore``), `?` for each bound value, and returns the rows it yields (a
+    /// write says what it changed with `RETURNING`). Never for contract tables: those go through
+    /// the methods above, which keep the transaction's pending writes in order.
+    func serverTableQuery(_ sql: String, _ arguments: [ColumnValue]) async throws -> [StoredRow]
+
     // MARK: Urgent changes
 
     /// The rows marked urgent in a scope after `after` (by the scope sequence their change had),

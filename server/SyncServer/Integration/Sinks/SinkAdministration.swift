@@ -1,0 +1,204 @@
+import AsyncHTTPClient
+package import ContractRuntime
+import Foundation
+import SyncProtocol
+
+/// Adding, listing and removing sinks and replaying their dead letters: what the admin routes
+/// (`/admin/v1/sinks`) and `sync-server sinks` both do, with the same checks.
+package struct SinkAdministration: Sendable {
+    let store: SinkStore
+    let storage: any SyncStorage
+    let clock: any ServerClock
+
+    package init(storage: any SyncStorage, clock: any ServerClock = SystemClock()) {
+        self.storage = storage
+        store = SinkStore(storage: storage)
+        self.clock = clock
+    }
+
+    /// What a new sink is to be.
+    package struct Request: Sendable {
+        package var id: String?
+        package var kind: SinkKind = .webhook
+        package var url: String
+        package var contracts: [String]?
+        package var secret: String
+        /// Deliver the whole change feed kept, not only what is applied from now on.
+        package var fromStart = false
+        package var xapiUser: String?
+        package var xapiPassword: String?
+        package var xapiContract: String?
+        package var xapiHomePage: String?
+        package var xapiActivityBase: String?
+
+        package init(url: String, secret: String) {
+            self.url = url
+            self.secret = secret
+        }
+    }
+
+    /// The shortest signing secret taken: HMAC-SHA256 wants a key that cannot be guessed.
+    package static let minimumSecretBytes = 16
+
+    /// Checks and adds a sink to `tenant`; it starts at the change feed's end unless `fromStart`.
+    ///
+    /// - Throws: ``ServiceError`` 400 for a bad URL, secret, contract or xAPI setting, 409
+    ///   `sink_exists` for an id taken.
+    package func add(_ request: Request, tenant: String) async throws -> Sink {
+        try Self.requireHTTPURL(request.url, as: "url")
+        guard request.secret.utf8.count >= Self.minimumSecretBytes else {
+            throw ServiceError.malformed(
+                "the signing secret must be at least \(Self.minimumSecretBytes) bytes (make one with `openssl rand -hex 32`)")
+        }
+        let id = request.id ?? "snk_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
+        try Identifier.require(id, as: "sink id")
+        guard id.count <= 64, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) else {
+            throw ServiceError.malformed("a sink id is 1 to 64 ASCII letters, digits, `_` or `-`, not '\(id)'")
+        }
+        let catalog = storage.contracts
+        if let contracts = request.contracts {
+            guard !contracts.isEmpty else { throw ServiceError.malformed("`contracts` names at least one contract (leave it out for all)") }
+            if let unknown = contracts.first(where: { catalog.entity(named: $0) == nil && catalog.event(named: $0) == nil }) {
+                throw ServiceError(status: 400, .unknownEntity, "'\(unknown)' is not a contract of this server")
+            }
+        }
+        var options = Sink.Options()
+        var secrets = Sink.Secrets(signing: request.secret)
+        if request.kind == .xapi {
+            let contract = request.xapiContract ?? "Statement"
+            guard let entity = catalog.entity(named: contract) else {
+                throw ServiceError(
+                    status: 400, .unknownEntity, "'\(contract)' is not an entity of this server (xAPI statements are made of its rows)")
+            }
+            if let problem = XAPIStatements.problem(with: entity) { throw ServiceError.malformed(problem) }
+            guard let user = request.xapiUser, !user.isEmpty, let password = request.xapiPassword, !password.isEmpty else {
+                throw ServiceError.malformed("an xAPI sink needs the learning record store's Basic credentials (user and password)")
+            }
+            guard let homePage = request.xapiHomePage else {
+                throw ServiceError.malformed("an xAPI sink needs the home page of its actors' accounts (the system the user ids belong to)")
+            }
+            try Self.requireHTTPURL(homePage, as: "the xAPI home page")
+            if let base = request.xapiActivityBase { try Self.requireHTTPURL(base, as: "the xAPI activity base") }
+            options = Sink.Options(user: user, contract: contract, homePage: homePage, activityBase: request.xapiActivityBase)
+            secrets.password = password
+            if request.contracts != nil { throw ServiceError.malformed("an xAPI sink delivers its one contract: leave `contracts` out") }
+        }
+        let (now, fromStart) = (clock.now().millisecondsSince1970, request.fromStart)
+        let cursor = try await storage.read { reader in
+            // From now: the entry after the last one written (every entry is some tenant's).
+            fromStart
+                ? ChangeFeed.Cursor(entry: (try await reader.auditHead()?.base?.lastID ?? 0) + 1, passed: 0)
+                : ChangeFeed.Cursor(entry: (try await reader.auditHead()?.lastID ?? 0) + 1, passed: 0)
+        }
+        let sink = Sink(
+            tenant: tenant, id: id, kind: request.kind, url: request.url, contracts: request.contracts, secrets: secrets, options: options,
+            createdAt: now, cursor: cursor, pending: nil, attempts: 0, nextAttemptAt: 0, lastError: nil, delivered: 0, deliveredAt: nil,
+            leaseHolder: nil, leaseUntil: 0)
+        if try await store.sink(tenant: tenant, id: id) != nil {
+            throw ServiceError(status: 409, .sinkExists, "the tenant has a sink '\(id)' already")
+        }
+        do {
+            try await store.add(sink)
+        } catch {
+            // Added in between by another request: the primary key refused the second.
+            if try await store.sink(tenant: tenant, id: id) != nil {
+                throw ServiceError(status: 409, .sinkExists, "the tenant has a sink '\(id)' already")
+            }
+            throw error
+        }
+        return sink
+    }
+
+    package func sinks(tenant: String) async throws -> [Sink] { try await store.sinks(tenant: tenant) }
+
+    package func sink(tenant: String, id: String) async throws -> Sink {
+        guard let sink = try await store.sink(tenant: tenant, id: id) else { throw ServiceError.notFound("the tenant has no sink '\(id)'") }
+        return sink
+    }
+
+    package func remove(tenant: String, id: String) async throws {
+        guard try await store.remove(tenant: tenant, id: id) else { throw ServiceError.notFound("the tenant has no sink '\(id)'") }
+    }
+
+    package func deadLetters(tenant: String, sinkID: String, after: Int64, limit: Int) async throws -> [DeadLetter] {
+        _ = try await sink(tenant: tenant, id: sinkID)
+        return try await store.deadLetters(tenant: tenant, sinkID: sinkID, after: after, limit: limit)
+    }
+
+    /// What a replay of one dead letter did.
+    package struct Replay: Sendable {
+        package var id: Int64
+        package var outcome: SinkRequest.Outcome
+
+        package var json: JSONValue {
+            switch outcome {
+            case .delivered(let status): .object(["id": .int(id), "delivered": .bool(true), "status": .int(Int64(status))])
+            case .retry(let reason, _): .object(["id": .int(id), "delivered": .bool(false), "error": .string(reason)])
+            case .refused(let status, let response):
+                .object(["id": .int(id), "delivered": .bool(false), "status": .int(Int64(status)), "response": .string(response)])
+            }
+        }
+    }
+
+    /// Sends dead letters again, as they were sent (same body, same idempotency key, signed
+    /// now), in order: `ids`, or every one. A delivered letter is removed; one refused again
+    /// keeps the new answer; one that failed otherwise (5xx, timeout) stays as it was.
+    package func replay(tenant: String, sinkID: String, ids: [Int64]?, timeout: Duration = .seconds(10)) async throws -> [Replay] {
+        let sink = try await sink(tenant: tenant, id: sinkID)
+        var letters: [DeadLetter] = []
+        var after: Int64 = 0
+        while true {
+            let page = try await store.deadLetters(tenant: tenant, sinkID: sinkID, after: after, limit: 500)
+            letters += page
+            guard let last = page.last, page.count == 500 else { break }
+            after = last.id
+        }
+        if let ids {
+            let known = Set(letters.map(\.id))
+            if let missing = ids.first(where: { !known.contains($0) }) {
+                throw ServiceError.notFound("sink '\(sinkID)' has no dead letter \(missing)")
+            }
+            letters = letters.filter { ids.contains($0.id) }
+        }
+        guard !letters.isEmpty else { return [] }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        var replays: [Replay] = []
+        for letter in letters {
+            let request = SinkRequest(
+                url: sink.kind == .xapi ? (sink.url.hasSuffix("/") ? String(sink.url.dropLast()) : sink.url) + "/statements" : sink.url,
+                body: Array(letter.body.utf8), headers: Self.headers(of: sink, key: letter.idempotencyKey))
+            let outcome = await request.send(using: client, secret: sink.secrets.signing, timeout: timeout, now: clock.now().millisecondsSince1970)
+            switch outcome {
+            case .delivered: _ = try await store.removeDeadLetter(tenant: tenant, sinkID: sinkID, id: letter.id)
+            case .refused(let status, let response):
+                try await store.refusedAgain(
+                    tenant: tenant, sinkID: sinkID, id: letter.id, status: status, response: response, at: clock.now().millisecondsSince1970)
+            case .retry: break
+            }
+            replays.append(Replay(id: letter.id, outcome: outcome))
+        }
+        try? await client.shutdown()
+        return replays
+    }
+
+    /// The headers of a sink's requests (the signature is added as each is sent).
+    static func headers(of sink: Sink, key: String) -> [(String, String)] {
+        var headers = [
+            ("Content-Type", "application/json"), ("Idempotency-Key", key), ("Outpost-Sink", sink.id), ("User-Agent", "outpost-sync-server"),
+        ]
+        if sink.kind == .xapi {
+            headers.append(("X-Experience-API-Version", "1.0.3"))
+            let credentials = Data("\(sink.options.user ?? ""):\(sink.secrets.password ?? "")".utf8).base64EncodedString()
+            headers.append(("Authorization", "Basic \(credentials)"))
+        }
+        return headers
+    }
+
+    private static func requireHTTPURL(_ text: String, as name: String) throws(ServiceError) {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = url.host, !host.isEmpty, url.user == nil, url.password == nil
+        else {
+            throw ServiceError.malformed("\(name) must be an http or https URL without credentials in it, not '\(text)'")
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import ContractRuntime
+import Foundation
+import Hummingbird
+import SyncProtocol
+
+/// The admin routes of sinks (`/admin/v1/sinks…`), on the admin's tenant (``SinkAdministration``).
+struct SinkRoutes: Sendable {
+    let administration: SinkAdministration
+    let delivery: SinkDelivery
+
+    init(storage: any SyncStorage, clock: any ServerClock, delivery: SinkDelivery) {
+        administration = SinkAdministration(storage: storage, clock: clock)
+        self.delivery = delivery
+    }
+
+    /// `POST /admin/v1/sinks` `{"url", "secret", "id"?, "kind"?, "contracts"?, "from_start"?, "xapi"?}`:
+    /// 201 with the sink (its secrets never shown again).
+    @Sendable func add(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        guard case .object(let body) = try await request.jsonBody(limit: 16 * 1024, maximumDepth: 4) else {
+            throw ServiceError.malformed("the body must be a JSON object: {\"url\": …, \"secret\": …}")
+        }
+        let known: Set<String> = ["id", "kind", "url", "contracts", "secret", "from_start", "xapi"]
+        if let unknown = body.keys.sorted().first(where: { !known.contains($0) }) { throw ServiceError.malformed("unknown member `\(unknown)`") }
+        guard case .string(let url)? = body["url"] else { throw ServiceError.malformed("`url` (a string) is required") }
+        guard case .string(let secret)? = body["secret"] else { throw ServiceError.malformed("`secret` (a string) is required") }
+        var sink = SinkAdministration.Request(url: url, secret: secret)
+        sink.id = try Self.string("id", in: body)
+        if let kind = try Self.string("kind", in: body) {
+            guard let parsed = SinkKind(rawValue: kind) else { throw ServiceError.malformed("`kind` is `webhook` or `xapi`, not '\(kind)'") }
+            sink.kind = parsed
+        }
+        switch body["contracts"] {
+        case nil, .null?: break
+        case .array(let names)?:
+            sink.contracts = try names.map { name in
+                guard case .string(let text) = name else { throw ServiceError.malformed("`contracts` is an array of contract names") }
+                return text
+            }
+        default: throw ServiceError.malformed("`contracts` is an array of contract names")
+        }
+        switch body["from_start"] {
+        case nil, .null?: break
+        case .bool(let flag)?: sink.fromStart = flag
+        default: throw ServiceError.malformed("`from_start` is a boolean")
+        }
+        switch body["xapi"] {
+        case nil, .null?: break
+        case .object(let xapi)?:
+            let known: Set<String> = ["user", "password", "contract", "home_page", "activity_base"]
+            if let unknown = xapi.keys.sorted().first(where: { !known.contains($0) }) {
+                throw ServiceError.malformed("unknown member `xapi.\(unknown)`")
+            }
+            sink.xapiUser = try Self.string("user", in: xapi)
+            sink.xapiPassword = try Self.string("password", in: xapi)
+            sink.xapiContract = try Self.string("contract", in: xapi)
+            sink.xapiHomePage = try Self.string("home_page", in: xapi)
+            sink.xapiActivityBase = try Self.string("activity_base", in: xapi)
+        default: throw ServiceError.malformed("`xapi` is an object")
+        }
+        if sink.kind != .xapi, body["xapi"] != nil { throw ServiceError.malformed("`xapi` settings are for a sink of kind `xapi`") }
+        let added = try await ServiceError.catchingStorageFailures { try await administration.add(sink, tenant: tenant) }
+        delivery.sinkAdded()
+        return Response.json(encoded: Data(CanonicalJSON.bytes(added.json)), status: .created, request: request)
+    }
+
+    /// `GET /admin/v1/sinks`: the tenant's sinks and where each one is.
+    @Sendable func list(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let sinks = try await ServiceError.catchingStorageFailures { try await administration.sinks(tenant: tenant) }
+        return Response.json(encoded: Data(CanonicalJSON.bytes(.object(["sinks": .array(sinks.map(\.json))]))), request: request)
+    }
+
+    /// `GET /admin/v1/sinks/{sink}`.
+    @Sendable func show(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let id = try RequestInput.parameter("sink", context)
+        let sink = try await ServiceError.catchingStorageFailures { try await administration.sink(tenant: tenant, id: id) }
+        return Response.json(encoded: Data(CanonicalJSON.bytes(sink.json)), request: request)
+    }
+
+    /// `DELETE /admin/v1/sinks/{sink}`: the sink and its dead letters go.
+    @Sendable func remove(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let id = try RequestInput.parameter("sink", context)
+        try await ServiceError.catchingStorageFailures { try await administration.remove(tenant: tenant, id: id) }
+        return try .json(["removed": id], request: request)
+    }
+
+    /// `GET /admin/v1/sinks/{sink}/dead-letters?after=N&limit=N`: refused batches, oldest first,
+    /// each with the body that was sent.
+    @Sendable func deadLetters(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let id = try RequestInput.parameter("sink", context)
+        var after: Int64 = 0
+        if let text = request.query("after") {
+            guard let number = Int64(text), number >= 0 else { throw ServiceError.malformed("`after` is a dead letter's id") }
+            after = number
+        }
+        let limit = try RequestInput.limit(request) ?? 100
+        guard (1...1000).contains(limit) else { throw ServiceError.malformed("`limit` must be from 1 to 1000") }
+        let letters = try await ServiceError.catchingStorageFailures {
+            try await administration.deadLetters(tenant: tenant, sinkID: id, after: after, limit: limit)
+        }
+        let json = letters.map { letter -> JSONValue in
+            guard case .object(var object) = letter.json else { return letter.json }
+            object["body"] = .string(letter.body)
+            return .object(object)
+        }
+        return Response.json(encoded: Data(CanonicalJSON.bytes(.object(["dead_letters": .array(json)]))), request: request, compressible: true)
+    }
+
+    /// `POST /admin/v1/sinks/{sink}/dead-letters/replay` `{"ids": [1, 2]}` (or `{}` for every
+    /// one): sends them again now, and says what each answer was.
+    @Sendable func replay(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let id = try RequestInput.parameter("sink", context)
+        guard case .object(let body) = try await request.jsonBody(limit: 64 * 1024, maximumDepth: 4) else {
+            throw ServiceError.malformed("the body must be {\"ids\": [...]} or {}")
+        }
+        var ids: [Int64]?
+        switch body["ids"] {
+        case nil, .null?: break
+        case .array(let values)?:
+            ids = try values.map { value in
+                guard case .int(let number) = value else { throw ServiceError.malformed("`ids` is an array of dead letter ids") }
+                return number
+            }
+        default: throw ServiceError.malformed("`ids` is an array of dead letter ids")
+        }
+        let replays = try await ServiceError.catchingStorageFailures { try await administration.replay(tenant: tenant, sinkID: id, ids: ids) }
+        return Response.json(encoded: Data(CanonicalJSON.bytes(.object(["replayed": .array(replays.map(\.json))]))), request: request)
+    }
+
+    private static func string(_ name: String, in object: [String: JSONValue]) throws(ServiceError) -> String? {
+        switch object[name] {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        default: throw ServiceError.malformed("`\(name)` is a string")
+        }
+    }
+}
