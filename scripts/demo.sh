@@ -33,7 +33,15 @@ stop_server() {
     fi
     server_pid=""
 }
-trap 'stop_server; rm -rf "$work"' EXIT
+receiver_pid=""
+stop_receiver() {
+    if [ -n "$receiver_pid" ] && kill -0 "$receiver_pid" 2>/dev/null; then
+        kill "$receiver_pid"
+        wait "$receiver_pid" 2>/dev/null || :
+    fi
+    receiver_pid=""
+}
+trap 'stop_server; stop_receiver; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # Runs `sync-device ARGS --home $work/NAME`, shown as the user would type it, and fails the demo
@@ -88,6 +96,24 @@ phone_token="$(token --user learner-1 --device phone)"
 ana_token="$(token --user op-ana --device tablet-a --team team-1)"
 ben_token="$(token --user op-ben --device tablet-b --team team-1)"
 note "Device tokens issued for learner-1 (phone), op-ana (tablet-a) and op-ben (tablet-b), both of team-1."
+
+note "A backend's receiver (scripts/sink-receiver.py: checks signatures, deduplicates by Idempotency-Key, validates"
+note "xAPI statements with the tincan library) gets the field-ops changes as signed webhooks and the learner's"
+note "statements as xAPI; both sinks are added now, so they deliver what the stories below apply."
+python3 -c 'import tincan' 2>/dev/null || python3 -m pip install --quiet tincan
+printf 'demo-webhook-secret-%s\n' "$RANDOM$RANDOM" > "$work/sink.secret"
+printf 'lrs-password\n' > "$work/lrs.password"
+python3 scripts/sink-receiver.py --port 0 --port-file "$work/receiver.port" --store "$work/receiver" \
+    --secret-file "$work/sink.secret" --xapi-user lrs --xapi-password lrs-password > "$work/receiver.log" 2>&1 &
+receiver_pid=$!
+for _ in $(seq 1 100); do [ -s "$work/receiver.port" ] && break; sleep 0.1; done
+[ -s "$work/receiver.port" ] || { echo "demo: the receiver did not start" >&2; cat "$work/receiver.log" >&2; exit 1; }
+receiver="http://127.0.0.1:$(cat "$work/receiver.port")"
+"$bin/sync-server" sinks add --data "$data" --tenant demo --id dispatch --url "$receiver/hooks" \
+    --secret-file "$work/sink.secret" --contracts Task,TaskStatusChanged,Incident
+"$bin/sync-server" sinks add --data "$data" --tenant demo --id lrs --kind xapi --url "$receiver/xAPI" \
+    --secret-file "$work/sink.secret" --xapi-user lrs --xapi-password-file "$work/lrs.password" \
+    --xapi-home-page https://learn.example.com
 
 # ---------------------------------------------------------------------------------------------
 step "Story 1: a learner downloads a unit and takes its assessment on the train, without a network"
@@ -224,6 +250,40 @@ for change in page["changes"]:
 print(f'  cursor {page["cursor"]}: a consumer resumes there (GET /admin/v1/changes?after=…&wait=30), see docs/integration.md')
 sys.exit(0 if any(c["contract"] == "Task" for c in page["changes"]) else 1)
 PY
+note "The receiver got the same changes pushed to it (webhook sink 'dispatch') and the learner's statements"
+note "as xAPI (sink 'lrs'): what it recorded, once each, after checking each batch's Outpost-Signature:"
+delivered=0
+for _ in $(seq 1 150); do
+    curl -sf "$receiver/stats" > "$work/receiver-stats.json" || true
+    python3 - "$work/receiver-stats.json" <<'PY' && delivered=1 && break
+import json, sys
+stats = json.load(open(sys.argv[1]))
+sys.exit(0 if stats.get("changes", 0) > 0 and stats.get("statements", 0) > 0 else 1)
+PY
+    sleep 0.2
+done
+[ "$delivered" -eq 1 ] || { echo "demo: the receiver got no webhook or no xAPI statement" >&2; cat "$work/receiver.log" >&2; exit 1; }
+sleep 1
+curl -sf "$receiver/changes" > "$work/receiver-changes.json"
+curl -sf "$receiver/xAPI/statements" > "$work/receiver-statements.json"
+curl -sf "$receiver/stats" > "$work/receiver-stats.json"
+python3 - "$work/receiver-changes.json" "$work/receiver-statements.json" "$work/receiver-stats.json" <<'PY'
+import json, sys
+changes = json.load(open(sys.argv[1]))
+statements = json.load(open(sys.argv[2]))["statements"]
+stats = json.load(open(sys.argv[3]))
+for change in changes:
+    row = change["row"] or {}
+    print(f'  webhook  {change["operation"]:<7} {change["contract"]} {change["id"]}' + (f'  status={row["status"]}' if "status" in row else ""))
+for statement in statements[:4]:
+    print(f'  xAPI     {statement["actor"]["account"]["name"]} {statement["verb"]["display"]["en-US"]} {statement["object"]["id"]}')
+if len(statements) > 4:
+    print(f'  xAPI     … {len(statements) - 4} more statements')
+print(f'  {stats["batches"]} signed batches, {stats["duplicates"]} sent again and deduplicated, {stats["bad_signatures"]} bad signatures;'
+      f' {len(statements)} xAPI statements valid for tincan ({stats["invalid_statements"]} refused)')
+PY
+"$bin/sync-server" sinks list --data "$data" --tenant demo | sed 's/^/  /'
+stop_receiver
 
 # ---------------------------------------------------------------------------------------------
 step "The audit log: every change and its outcome, in a hash chain"
