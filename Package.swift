@@ -236,6 +236,7 @@ let package = Package(
                 "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

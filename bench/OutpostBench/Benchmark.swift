@@ -77,6 +77,7 @@ enum Benchmarks {
         LoadBenchmark.benchmark,
         LiveBenchmark.benchmark,
         FeedBenchmark.benchmark,
+        SinkBenchmark.benchmark,
     ]
 }
 

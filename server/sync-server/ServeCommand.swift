@@ -56,7 +56,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("sink-lease"),
         help: ArgumentHelp(
-            "Seconds a process holds a sink between renewals; a sink whose process stopped is taken over after at most this long.",
+            "Seconds a process holds a sink between renewals (a receiver gets at most half of it to answer); a sink whose process was killed is taken over within about this long.",
             valueName: "SECONDS"))
     var sinkLeaseSeconds = 30
 

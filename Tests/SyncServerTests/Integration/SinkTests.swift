@@ -111,7 +111,7 @@ struct SinkTests {
         #expect(!stored.contains { ($0.text("sealed_secret") ?? "").contains(Self.secret) || ($0.text("options") ?? "").contains(Self.secret) })
     }
 
-    @Test("5xx, 429 and timeouts are retried with the same idempotency key, after Retry-After, until acknowledged", arguments: StorageKind.allCases)
+    @Test("5xx and 429 are retried with the same idempotency key, after Retry-After, until acknowledged", arguments: StorageKind.allCases)
     func retries(_ kind: StorageKind) async throws {
         let h = try await Self.harness(kind)
         let receiver = TestReceiver(script: [(503, "1"), (500, nil), (429, "0")])
@@ -138,6 +138,48 @@ struct SinkTests {
                 #expect(metrics.bodyText.contains("outpost_sink_lag_seconds"))
             }
         }
+    }
+
+    @Test(
+        "a receiver that cannot be reached is retried, not dead-lettered: the batch stays in flight with its error", arguments: StorageKind.allCases)
+    func unreachableReceiver(_ kind: StorageKind) async throws {
+        let h = try await Self.harness(kind)
+        try await h.live { client in
+            try await ChangeFeedTests.join(client, h)
+            // Port 9 (discard) is closed on loopback: every attempt is a connection error.
+            #expect(
+                try await Self.addSink(
+                    client, h, ["id": .string("down"), "url": .string("http://127.0.0.1:9/hooks"), "secret": .string(Self.secret)]
+                ).status == .created)
+            try await ChangeFeedTests.push(client, h.ownerToken, client: "alice-phone", [ChangeFeedTests.task(1, "task-1")])
+            await eventually("the batch was tried several times") {
+                guard case .int(let attempts)? = try? await Self.sink(client, h, "down")["attempts"] else { return false }
+                return attempts >= 2
+            }
+            let sink = try await Self.sink(client, h, "down")
+            #expect(sink["in_flight"] == .bool(true) && sink["delivered"] == .int(0))
+            guard case .string(let error)? = sink["last_error"] else { Issue.record("no last_error: \(sink)"); return }
+            #expect(error.contains("connection") || error.contains("timed out"), "\(error)")
+            let letters = try await client.execute(
+                uri: "/admin/v1/sinks/down/dead-letters", method: .get, headers: HostileHarness.headers(h.adminToken))
+            #expect(letters.bodyText == "{\"dead_letters\":[]}")
+        }
+    }
+
+    @Test("Retry-After is read as seconds or as an HTTP date; anything else is ignored")
+    func retryAfterForms() {
+        let now: Int64 = 1_795_000_000_000
+        #expect(SinkRequest.retryAfter("120", now: now) == 120)
+        #expect(SinkRequest.retryAfter(" 0 ", now: now) == 0)
+        #expect(SinkRequest.retryAfter("-5", now: now) == 0)
+        let date = Date(timeIntervalSince1970: Double(now) / 1000 + 90)
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        #expect(SinkRequest.retryAfter(formatter.string(from: date), now: now) == 90)
+        #expect(SinkRequest.retryAfter("soon", now: now) == nil)
+        #expect(SinkRequest.retryAfter(nil, now: now) == nil)
     }
 
     @Test(

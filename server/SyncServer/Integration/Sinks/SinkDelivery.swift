@@ -107,9 +107,12 @@ package final class SinkDelivery: Service, Sendable {
     private static func key(_ sink: Sink) -> String { sink.tenant + "\u{0}" + sink.id }
 
     private func leaseEnd() -> Int64 {
-        clock.now().millisecondsSince1970 + Int64(configuration.lease.components.seconds) * 1000
-            + configuration.lease.components.attoseconds / 1_000_000_000_000_000
+        clock.now().millisecondsSince1970 + configuration.lease.milliseconds
     }
+
+    /// How long a receiver has: never past half the lease, so that no other process takes the
+    /// sink while a batch is still being sent.
+    private var requestTimeout: Duration { min(configuration.requestTimeout, configuration.lease / 2) }
 
     /// Delivers one sink while this process holds it: until cancelled, the sink removed, or the
     /// lease lost. A storage failure ends the turn; the sink is taken again at the next poll.
@@ -135,7 +138,12 @@ package final class SinkDelivery: Service, Sendable {
                 guard let current = try await store.sink(tenant: sink.tenant, id: sink.id), current.leaseHolder == holder else { break }
                 sink = current
             }
-            if Task.isCancelled { try await store.release(sink, holder: holder) }
+            if Task.isCancelled {
+                // Given back from a task of its own: this one is cancelled, and a storage call
+                // of a cancelled task ends before it starts.
+                let (store, holder, last) = (store, holder, sink)
+                try await Task { try await store.release(last, holder: holder) }.value
+            }
         } catch {
             logger.warning("sink \(sink.id): delivery paused (taken again at the next poll): \(error)")
         }
@@ -191,7 +199,7 @@ package final class SinkDelivery: Service, Sendable {
         }
         let started = ContinuousClock.now
         let outcome = await request.send(
-            using: client, secret: sink.secrets.signing, timeout: configuration.requestTimeout, now: clock.now().millisecondsSince1970)
+            using: client, secret: sink.secrets.signing, timeout: requestTimeout, now: clock.now().millisecondsSince1970)
         let now = clock.now().millisecondsSince1970
         metrics.recordSinkAttempt(sink: sink.id, outcome: outcome, seconds: (ContinuousClock.now - started).seconds)
         switch outcome {

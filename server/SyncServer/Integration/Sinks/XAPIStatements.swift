@@ -39,7 +39,8 @@ package enum XAPIStatements {
     /// The statement of a change the feed delivered (``ChangeFeed``); `nil` for a change that is
     /// not a created row of `contract` (statements are immutable: a deletion is not forwarded).
     package static func statement(of change: JSONValue, tenant: String, contract: String, homePage: String, activityBase: String) -> JSONValue? {
-        guard case .object(let change) = change, change["contract"] == .string(contract), case .object(let row)? = change["row"],
+        guard case .object(let change) = change, change["contract"] == .string(contract), change["operation"] == .string("create"),
+            case .object(let row)? = change["row"],
             case .string(let rowID)? = change["id"], case .string(let verb)? = row["verb"], case .string(let objectID)? = row["object_id"],
             let timestamp = timestamp(row["stated_at"]), case .string(let userID)? = change["user_id"]
         else { return nil }
