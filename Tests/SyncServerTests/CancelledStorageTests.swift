@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import OutpostTestSupport
 import Testing
 
@@ -12,24 +13,17 @@ struct CancelledStorageTests {
     func cancelledTaskEnds(_ kind: StorageKind) async throws {
         let folder = try TemporaryDirectory(prefix: "cancelled-storage")
         let storage = try await kind.makeStorage(in: folder.url)
-        let calls = Task {
+        let finished = NIOLockedValueBox(false)
+        // Not awaited: a call that never returns must fail the test, not hang it.
+        Task {
             withUnsafeCurrentTask { $0?.cancel() }
             _ = try? await storage.read { try await $0.lastSequence(tenant: "acme", clientID: "c") }
             _ = try? await storage.write { try await $0.lastSequence(tenant: "acme", clientID: "c") }
+            finished.withLockedValue { $0 = true }
         }
-        let ended = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await calls.value
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(20))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !finished.withLockedValue({ $0 }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        let ended = finished.withLockedValue { $0 }
         #expect(ended, "the calls of a cancelled task never returned")
     }
 }
