@@ -6,7 +6,8 @@ import NIOConcurrencyHelpers
 import ServiceLifecycle
 import SyncProtocol
 
-/// How a server delivers its sinks (``SinkDelivery``).
+/// How a server delivers its sinks: the webhooks and learning record stores a tenant's applied
+/// changes go to (`sync-server sinks`, docs/integration.md).
 public struct SinkDeliveryConfiguration: Sendable, Hashable {
     /// Whether this process delivers sinks at all (several processes may; one holds each sink).
     public var isEnabled = true
@@ -22,8 +23,10 @@ public struct SinkDeliveryConfiguration: Sendable, Hashable {
     /// The wait after a batch's first failure; each further failure doubles it, up to
     /// ``maximumBackoff``, and the wait is drawn at random from its upper half (jitter).
     public var initialBackoff: Duration = .seconds(1)
+    /// The longest wait between two attempts of a batch (before jitter).
     public var maximumBackoff: Duration = .seconds(300)
 
+    /// The defaults: every process delivers, batches of 100, 10 s to answer, a 30 s lease.
     public init() {}
 }
 
