@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import OutpostTestSupport
 import SyncProtocol
 import Testing
@@ -316,5 +317,69 @@ struct SinkTests {
                 try await client.execute(uri: "/admin/v1/sinks/one", method: .delete, headers: HostileHarness.headers(h.adminToken)).status
                     == .notFound)
         }
+    }
+}
+
+/// Two processes on one PostgreSQL database, each running the sinks' delivery: one holds a sink
+/// at a time, and the receiver gets each change once, in commit order, even when the holder
+/// stops and the other takes over.
+@Suite("Sinks across processes")
+struct SinkProcessesTests {
+    @Test("two deliveries on one database: each change once and in order, across a takeover when the holder stops")
+    func twoDeliveries() async throws {
+        let folder = try TemporaryDirectory(prefix: "sink-two")
+        let storages = try await StorageKind.postgres.makeSharedStorages(2, in: folder.url)
+        var configuration = SinkDeliveryConfiguration()
+        configuration.pollInterval = .milliseconds(100)
+        configuration.lease = .seconds(2)
+        let deliveries = storages.map {
+            SinkDelivery(storage: $0, configuration: configuration, metrics: ServerMetrics(), clock: SystemClock(), logger: Logger(label: "test"))
+        }
+        // A slow receiver: a batch is still being sent when the other process looks for sinks.
+        let receiver = TestReceiver(delay: .milliseconds(150))
+        let identity = DeviceIdentity(tenant: "acme", userID: "alice", deviceID: "alice-phone", teams: ["team-1"], expiresAt: 4_102_444_800)
+        try await receiver.run { base in
+            var request = SinkAdministration.Request(url: base + "/hooks", secret: SinkTests.secret)
+            request.id = "shared"
+            _ = try await SinkAdministration(storage: storages[0]).add(request, tenant: "acme")
+            let first = Task { try await deliveries[0].run() }
+            let second = Task { try await deliveries[1].run() }
+            let pushes = [PushService(storage: storages[0]), PushService(storage: storages[1])]
+            var seq: Int64 = 0
+            for round in 0..<20 {
+                var mutations: [Mutation] = []
+                for index in 0..<5 {
+                    seq += 1
+                    mutations.append(ChangeFeedTests.task(seq, "task-\(round)-\(index)"))
+                }
+                _ = try await pushes[round % 2].push(PushRequest(clientId: "alice-phone", schema: [:], mutations: mutations), identity: identity)
+                // Half way, the process holding the sink stops (gives its lease back): the other goes on.
+                if round == 10 {
+                    (try await SinkStore(storage: storages[0]).sink(tenant: "acme", id: "shared"))?.leaseHolder == deliveries[0].holder
+                        ? first.cancel() : second.cancel()
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            await eventually("every change arrived") { receiver.acknowledgedChanges.count >= 100 }
+            try await Task.sleep(for: .milliseconds(500))
+            first.cancel()
+            second.cancel()
+            _ = try? await first.value
+            _ = try? await second.value
+        }
+        // As a receiver that deduplicates by key sees them.
+        var keys = Set<String>()
+        var resent = 0
+        var ids: [String] = []
+        for request in receiver.acknowledged {
+            guard keys.insert(request.headers["idempotency-key"] ?? "").inserted else {
+                resent += 1
+                continue
+            }
+            ids += request.changes.compactMap { $0["id"] as? String }
+        }
+        #expect(ids == (0..<20).flatMap { round in (0..<5).map { "task-\(round)-\($0)" } }, "each change once, in commit order")
+        #expect(resent <= 1, "only the batch in flight when its holder stopped may be sent twice, not one per look of the other process")
+        for storage in storages { if let postgres = storage as? PostgresStorage { await postgres.close() } }
     }
 }

@@ -26,9 +26,12 @@ final class TestReceiver: Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
+    /// How long each answer takes (a slow receiver).
+    private let delay: Duration
 
-    init(script: [(status: Int, retryAfter: String?)] = []) {
+    init(script: [(status: Int, retryAfter: String?)] = [], delay: Duration = .zero) {
         state = NIOLockedValueBox(State(script: script))
+        self.delay = delay
     }
 
     var received: [Received] { state.withLockedValue { $0.received } }
@@ -54,6 +57,7 @@ final class TestReceiver: Sendable {
 
     private func answer(_ request: Request, path: String) async throws -> Response {
         let bytes = try await request.body.collect(upTo: 1 << 24)
+        if delay > .zero { try await Task.sleep(for: delay) }
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName.lowercased()] = field.value }
         let (status, retryAfter) = state.withLockedValue { state -> (Int, String?) in
