@@ -134,9 +134,44 @@ struct SinkTests {
                 let sink = try await Self.sink(client, h, "flaky")
                 #expect(sink["attempts"] == .int(0) && sink["last_error"] == nil)
                 let metrics = try await client.execute(uri: "/metrics", method: .get, headers: HostileHarness.headers(HostileHarness.metricsToken))
-                #expect(metrics.bodyText.contains("outpost_sink_attempts_total{sink=\"flaky\",outcome=\"retried\"} 3"), "\(metrics.bodyText)")
-                #expect(metrics.bodyText.contains("outpost_sink_changes_delivered_total{sink=\"flaky\"} 1"))
+                #expect(
+                    metrics.bodyText.contains("outpost_sink_attempts_total{tenant=\"acme\",sink=\"flaky\",outcome=\"retried\"} 3"),
+                    "\(metrics.bodyText)")
+                #expect(metrics.bodyText.contains("outpost_sink_changes_delivered_total{tenant=\"acme\",sink=\"flaky\"} 1"))
                 #expect(metrics.bodyText.contains("outpost_sink_lag_seconds"))
+            }
+        }
+    }
+
+    @Test(
+        "a sink whose secrets do not open with the audit key is listed with the reason and left out; the others are delivered",
+        arguments: StorageKind.allCases)
+    func unreadableSecrets(_ kind: StorageKind) async throws {
+        let h = try await Self.harness(kind)
+        let receiver = TestReceiver()
+        try await receiver.run { base in
+            try await h.live { client in
+                try await ChangeFeedTests.join(client, h)
+                for id in ["broken", "fine"] {
+                    #expect(
+                        try await Self.addSink(client, h, ["id": .string(id), "url": .string(base + "/hooks"), "secret": .string(Self.secret)]).status
+                            == .created)
+                }
+                // As if sealed under another audit key.
+                _ = try await h.storage.write {
+                    try await $0.serverTableQuery(
+                        "UPDATE sinks SET sealed_secret = ? WHERE id = ? RETURNING id", [.text("c2VhbGVkIGVsc2V3aGVyZQ=="), .text("broken")])
+                }
+                try await ChangeFeedTests.push(client, h.ownerToken, client: "alice-phone", [ChangeFeedTests.task(1, "task-1")])
+                await eventually("the readable sink is delivered") { !receiver.acknowledged.isEmpty }
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(receiver.received.allSatisfy { $0.headers["outpost-sink"] == "fine" })
+                let broken = try await Self.sink(client, h, "broken")
+                guard case .string(let error)? = broken["last_error"] else { Issue.record("no reason: \(broken)"); return }
+                #expect(error.contains("audit key") && broken["delivered"] == .int(0))
+                #expect(
+                    try await client.execute(uri: "/admin/v1/sinks/broken", method: .delete, headers: HostileHarness.headers(h.adminToken)).status
+                        == .ok)
             }
         }
     }

@@ -18,13 +18,13 @@ import SyncProtocol
 /// - `outpost_live_pokes_total`: pokes handed to live channels (before coalescing).
 /// - `outpost_housekeeping_deleted_total{kind}`: what ``ServerHousekeeping`` deleted past the
 ///   data horizons (`push_result`, `tombstone`).
-/// - `outpost_sink_attempts_total{sink,outcome}`: batches POSTed to a sink's receiver, by
+/// - `outpost_sink_attempts_total{tenant,sink,outcome}`: batches POSTed to a sink's receiver, by
 ///   outcome (`delivered`, `retried`: 5xx, 408, 429, timeout or connection error, `refused`:
 ///   another 4xx, parked as a dead letter).
-/// - `outpost_sink_request_duration_seconds{sink}`: time a receiver took to answer.
-/// - `outpost_sink_changes_delivered_total{sink}`: changes a receiver acknowledged.
-/// - `outpost_sink_lag_seconds{sink}`: from a change's commit to its receiver's acknowledgement.
-/// - `outpost_sink_dead_letters_total{sink}`: batches parked as dead letters.
+/// - `outpost_sink_request_duration_seconds{tenant,sink}`: time a receiver took to answer.
+/// - `outpost_sink_changes_delivered_total{tenant,sink}`: changes a receiver acknowledged.
+/// - `outpost_sink_lag_seconds{tenant,sink}`: from a change's commit to its receiver's acknowledgement.
+/// - `outpost_sink_dead_letters_total{tenant,sink}`: batches parked as dead letters.
 ///
 /// Each server has its own registry, handed to swift-metrics as an explicit factory rather than
 /// through the process-wide `MetricsSystem`, so that several servers in one process (tests, an
@@ -74,29 +74,31 @@ public struct ServerMetrics: Sendable {
     }
 
     /// Counts one POST to a sink's receiver and the time it took.
-    func recordSinkAttempt(sink: String, outcome: SinkRequest.Outcome, seconds: Double) {
+    func recordSinkAttempt(tenant: String, sink: String, outcome: SinkRequest.Outcome, seconds: Double) {
         let name =
             switch outcome {
             case .delivered: "delivered"
             case .retry: "retried"
             case .refused: "refused"
             }
-        CoreMetrics.Counter(label: "outpost_sink_attempts_total", dimensions: [("sink", sink), ("outcome", name)], factory: factory).increment()
-        CoreMetrics.Timer(label: "outpost_sink_request_duration_seconds", dimensions: [("sink", sink)], factory: factory)
+        CoreMetrics.Counter(
+            label: "outpost_sink_attempts_total", dimensions: [("tenant", tenant), ("sink", sink), ("outcome", name)], factory: factory
+        ).increment()
+        CoreMetrics.Timer(label: "outpost_sink_request_duration_seconds", dimensions: [("tenant", tenant), ("sink", sink)], factory: factory)
             .recordNanoseconds(Int64(seconds * 1e9))
     }
 
     /// Counts the changes of an acknowledged batch and how long each took from its commit.
-    func recordSinkDelivery(sink: String, lags: [Double]) {
-        CoreMetrics.Counter(label: "outpost_sink_changes_delivered_total", dimensions: [("sink", sink)], factory: factory)
+    func recordSinkDelivery(tenant: String, sink: String, lags: [Double]) {
+        CoreMetrics.Counter(label: "outpost_sink_changes_delivered_total", dimensions: [("tenant", tenant), ("sink", sink)], factory: factory)
             .increment(by: lags.count)
-        let timer = CoreMetrics.Timer(label: "outpost_sink_lag_seconds", dimensions: [("sink", sink)], factory: factory)
+        let timer = CoreMetrics.Timer(label: "outpost_sink_lag_seconds", dimensions: [("tenant", tenant), ("sink", sink)], factory: factory)
         for lag in lags { timer.recordNanoseconds(Int64(max(0, lag) * 1e9)) }
     }
 
     /// Counts a batch parked as a dead letter.
-    func recordDeadLetter(sink: String) {
-        CoreMetrics.Counter(label: "outpost_sink_dead_letters_total", dimensions: [("sink", sink)], factory: factory).increment()
+    func recordDeadLetter(tenant: String, sink: String) {
+        CoreMetrics.Counter(label: "outpost_sink_dead_letters_total", dimensions: [("tenant", tenant), ("sink", sink)], factory: factory).increment()
     }
 
     /// The exposition of every metric of ``registry``.

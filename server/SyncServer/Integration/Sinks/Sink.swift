@@ -45,6 +45,9 @@ package struct Sink: Sendable {
     package var deliveredAt: Int64?
     package var leaseHolder: String?
     package var leaseUntil: Int64
+    /// Whether its secrets open with this server's audit key; a sink added under another key
+    /// is not delivered until it is added again.
+    package var secretsReadable = true
 
     /// The batch in flight: the feed up to `until` (exclusive), under one idempotency key.
     package struct Pending: Sendable, Equatable {
@@ -93,6 +96,9 @@ package struct Sink: Sendable {
         ]
         if let deliveredAt { object["delivered_at"] = .string(Timestamp(millisecondsSince1970: deliveredAt).iso8601) }
         if let lastError { object["last_error"] = .string(lastError) }
+        if !secretsReadable {
+            object["last_error"] = .string("its secrets do not open with this server's audit key: remove it and add it again")
+        }
         if nextAttemptAt > 0 { object["next_attempt_at"] = .string(Timestamp(millisecondsSince1970: nextAttemptAt).iso8601) }
         if kind == .xapi {
             object["xapi"] = .object([

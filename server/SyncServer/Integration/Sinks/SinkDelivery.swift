@@ -84,12 +84,20 @@ package final class SinkDelivery: Service, Sendable {
     /// task of its own, until cancelled.
     private func deliverAll(using client: HTTPClient) async {
         let running = NIOLockedValueBox(Set<String>())
+        // Sinks already reported as unreadable (said once, not at every look).
+        var unreadable = Set<String>()
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
                 let generation = sinksChanged.generation
                 do {
                     let now = clock.now().millisecondsSince1970
                     for sink in try await store.sinks() where !running.withLockedValue({ $0.contains(Self.key(sink)) }) {
+                        guard sink.secretsReadable else {
+                            if unreadable.insert(Self.key(sink)).inserted {
+                                logger.error("sink \(sink.id) of \(sink.tenant): its secrets do not open with this server's audit key; not delivered")
+                            }
+                            continue
+                        }
                         guard sink.leaseHolder == nil || sink.leaseHolder == holder || sink.leaseUntil < now else { continue }
                         guard let claimed = try await store.claim(tenant: sink.tenant, id: sink.id, holder: holder, now: now, until: leaseEnd())
                         else { continue }
@@ -138,7 +146,8 @@ package final class SinkDelivery: Service, Sendable {
                     guard try await store.renew(next.sink, holder: holder, until: leaseEnd()) else { break }
                 }
                 // Read again: an operator may have removed the sink or a replay changed it.
-                guard let current = try await store.sink(tenant: sink.tenant, id: sink.id), current.leaseHolder == holder else { break }
+                guard let current = try await store.sink(tenant: sink.tenant, id: sink.id), current.leaseHolder == holder, current.secretsReadable
+                else { break }
                 sink = current
             }
             if Task.isCancelled {
@@ -204,12 +213,12 @@ package final class SinkDelivery: Service, Sendable {
         let outcome = await request.send(
             using: client, secret: sink.secrets.signing, timeout: requestTimeout, now: clock.now().millisecondsSince1970)
         let now = clock.now().millisecondsSince1970
-        metrics.recordSinkAttempt(sink: sink.id, outcome: outcome, seconds: (ContinuousClock.now - started).seconds)
+        metrics.recordSinkAttempt(tenant: sink.tenant, sink: sink.id, outcome: outcome, seconds: (ContinuousClock.now - started).seconds)
         switch outcome {
         case .delivered:
             guard try await store.delivered(sink, to: pending.until, changes: page.changes.count, at: now, holder: holder, leaseUntil: leaseEnd())
             else { return nil }
-            metrics.recordSinkDelivery(sink: sink.id, lags: page.changes.compactMap { Self.lag(of: $0, now: now) })
+            metrics.recordSinkDelivery(tenant: sink.tenant, sink: sink.id, lags: page.changes.compactMap { Self.lag(of: $0, now: now) })
             sink.cursor = pending.until
             sink.pending = nil
             sink.attempts = 0
@@ -227,7 +236,7 @@ package final class SinkDelivery: Service, Sendable {
                 id: 0, sinkID: sink.id, idempotencyKey: pending.key, body: String(decoding: request.body, as: UTF8.self),
                 changes: page.changes.count, status: status, response: response, failedAt: now)
             guard try await store.deadLetter(sink, to: pending.until, letter: letter, holder: holder, leaseUntil: leaseEnd()) else { return nil }
-            metrics.recordDeadLetter(sink: sink.id)
+            metrics.recordDeadLetter(tenant: sink.tenant, sink: sink.id)
             sink.cursor = pending.until
             sink.pending = nil
         }

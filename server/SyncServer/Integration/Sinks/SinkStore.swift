@@ -26,7 +26,7 @@ package struct SinkStore: Sendable {
                 } else {
                     try await reader.serverTableQuery("SELECT * FROM sinks ORDER BY tenant, id", [])
                 }
-            return try rows.map { try Self.sink($0, key: key) }
+            return rows.map { Self.sink($0, key: key) }
         }
     }
 
@@ -34,7 +34,7 @@ package struct SinkStore: Sendable {
         let key = storage.auditKey
         return try await storage.read { reader in
             try await reader.serverTableQuery("SELECT * FROM sinks WHERE tenant = ? AND id = ?", [.text(tenant), .text(id)])
-                .first.map { try Self.sink($0, key: key) }
+                .first.map { Self.sink($0, key: key) }
         }
     }
 
@@ -91,7 +91,7 @@ package struct SinkStore: Sendable {
                 WHERE tenant = ? AND id = ? AND (lease_holder IS NULL OR lease_holder = ? OR lease_until < ?) RETURNING *
                 """,
                 [.text(holder), .integer(until), .text(tenant), .text(id), .text(holder), .integer(now)]
-            ).first.map { try Self.sink($0, key: key) }
+            ).first.map { Self.sink($0, key: key) }
         }
     }
 
@@ -201,7 +201,7 @@ package struct SinkStore: Sendable {
 
     // MARK: Rows
 
-    private static func sink(_ row: StoredRow, key: AuditKey) throws -> Sink {
+    private static func sink(_ row: StoredRow, key: AuditKey) -> Sink {
         let (tenant, id) = (row.text("tenant") ?? "", row.text("id") ?? "")
         let pending = row.text("pending_until").flatMap(ChangeFeed.Cursor.init(text:)).flatMap { until in
             row.text("pending_key").map { Sink.Pending(until: until, key: $0) }
@@ -209,13 +209,16 @@ package struct SinkStore: Sendable {
         return Sink(
             tenant: tenant, id: id, kind: SinkKind(rawValue: row.text("kind") ?? "") ?? .webhook, url: row.text("url") ?? "",
             contracts: row.text("contracts").map { $0.split(separator: ",").map(String.init) },
-            secrets: try unseal(row.text("sealed_secret") ?? "", tenant: tenant, id: id, key: key),
+            // A sink sealed under another audit key is still listed (and can be removed); it is
+            // not delivered, and the others go on.
+            secrets: (try? unseal(row.text("sealed_secret") ?? "", tenant: tenant, id: id, key: key)) ?? Sink.Secrets(signing: ""),
             options: (try? JSONDecoder().decode(Sink.Options.self, from: Data((row.text("options") ?? "{}").utf8))) ?? Sink.Options(),
             createdAt: row.integer("created_at") ?? 0,
             cursor: row.text("cursor").flatMap(ChangeFeed.Cursor.init(text:)) ?? ChangeFeed.Cursor(entry: 1, passed: 0), pending: pending,
             attempts: Int(row.integer("attempts") ?? 0), nextAttemptAt: row.integer("next_attempt_at") ?? 0, lastError: row.text("last_error"),
             delivered: row.integer("delivered") ?? 0, deliveredAt: row.integer("delivered_at"), leaseHolder: row.text("lease_holder"),
-            leaseUntil: row.integer("lease_until") ?? 0
+            leaseUntil: row.integer("lease_until") ?? 0,
+            secretsReadable: (try? unseal(row.text("sealed_secret") ?? "", tenant: tenant, id: id, key: key)) != nil
         )
     }
 
