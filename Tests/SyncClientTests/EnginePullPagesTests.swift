@@ -138,14 +138,15 @@ import Testing
         let test = try TestStore()
         let transport = PagedTransport()
         // Serving page 1 takes the database's write lock from another connection, so storing
-        // page 1 has to wait; only the request for page 2 releases it (or, failing that, 5 s).
+        // page 1 has to wait; only the request for page 2 releases it (or, failing that, 20 s:
+        // long enough that a loaded machine does not fail it).
         let blocker = try WriteLock(path: test.directory.databaseURL.path)
         transport.onPull = { cursor in
             if cursor == nil { blocker.take() }
             if cursor == "c1" { blocker.release() }
         }
         let timeout = Task {
-            try? await Task.sleep(for: .seconds(5))
+            try? await Task.sleep(for: .seconds(20))
             return blocker.release()
         }
         let result = await Self.engine(test.store, transport).syncNow()

@@ -9,7 +9,7 @@ import Testing
 /// client went away) ends at once instead of waiting for an answer that never comes.
 @Suite("Storage calls from a cancelled task")
 struct CancelledStorageTests {
-    @Test("a read and a write asked for by a cancelled task end within seconds", arguments: StorageKind.allCases)
+    @Test("a read and a write asked for by a cancelled task end instead of waiting forever", arguments: StorageKind.allCases)
     func cancelledTaskEnds(_ kind: StorageKind) async throws {
         let folder = try TemporaryDirectory(prefix: "cancelled-storage")
         let storage = try await kind.makeStorage(in: folder.url)
@@ -21,7 +21,8 @@ struct CancelledStorageTests {
             _ = try? await storage.write { try await $0.lastSequence(tenant: "acme", clientID: "c") }
             finished.withLockedValue { $0 = true }
         }
-        let deadline = ContinuousClock.now + .seconds(20)
+        // Generous: they end at once on a quiet machine; a machine busy with the whole suite is slower.
+        let deadline = ContinuousClock.now + .seconds(90)
         while !finished.withLockedValue({ $0 }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         let ended = finished.withLockedValue { $0 }
         #expect(ended, "the calls of a cancelled task never returned")
