@@ -24,23 +24,18 @@ bin="$(swift build --show-bin-path)"
 started=$SECONDS
 
 work="$(mktemp -d)"
-server_pid=""
-stop_server() {
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill "$server_pid"
+# Stops the background process whose pid is $1, if it still runs.
+stop_process() {
+    if [ -n "$1" ] && kill -0 "$1" 2>/dev/null; then
+        kill "$1"
         # A process stopped by a signal has a non-zero status; that is the expected outcome here.
-        wait "$server_pid" 2>/dev/null || :
+        wait "$1" 2>/dev/null || :
     fi
-    server_pid=""
 }
+server_pid=""
+stop_server() { stop_process "$server_pid"; server_pid=""; }
 receiver_pid=""
-stop_receiver() {
-    if [ -n "$receiver_pid" ] && kill -0 "$receiver_pid" 2>/dev/null; then
-        kill "$receiver_pid"
-        wait "$receiver_pid" 2>/dev/null || :
-    fi
-    receiver_pid=""
-}
+stop_receiver() { stop_process "$receiver_pid"; receiver_pid=""; }
 trap 'stop_server; stop_receiver; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 

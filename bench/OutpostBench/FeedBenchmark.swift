@@ -24,20 +24,15 @@ enum FeedBenchmark {
         #endif
         let workspace = try TemporaryFolder("feed")
         defer { workspace.remove() }
-        let url = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-        let base = try url.map(PostgresBenchmark.configuration(url:))
-        let kinds: [PostgresBenchmark.Kind] = base == nil ? [.sqlite] : [.sqlite, .postgres]
-        if base == nil { result.fact("PostgreSQL", "not measured: OUTPOST_TEST_POSTGRES_URL is not set (`make bench` starts one)") }
+        let storages = try PostgresBenchmark.Storages(noting: &result)
         result.fact(
             "workload",
             "\(Format.grouped(PostgresBenchmark.pullRows)) Task creates in one team scope, pushes of 500; the feed and a pull read them "
                 + "from the start in pages of \(page); \(runs) runs each")
         let expected = (1...PostgresBenchmark.pullRows).map { "task-\($0)" }
         var everyRowOnce = true
-        for kind in kinds {
-            let storage = try PostgresBenchmark.open(
-                kind, base: try base ?? PostgresStorage.Configuration(url: "postgres://unused@localhost/unused"),
-                folder: workspace.folder("feed-\(kind)"))
+        for kind in storages.kinds {
+            let storage = try storages.open(kind, folder: workspace.folder("feed-\(kind)"))
             try runBlocking { try await PostgresBenchmark.seedTasks(storage) }
             let feed = ChangeFeed(storage: storage)
             let service = PullService(storage: storage, defaultLimit: page, maximumLimit: page)

@@ -330,6 +330,26 @@ enum PostgresBenchmark {
         }
     }
 
+    /// The storages a benchmark of both measures: SQLite, and PostgreSQL when
+    /// `OUTPOST_TEST_POSTGRES_URL` names one (`make bench` starts one; `result` says so when not).
+    struct Storages {
+        let kinds: [Kind]
+        private let base: PostgresStorage.Configuration?
+
+        init(noting result: inout BenchmarkResult) throws {
+            let url = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+            base = try url.map(PostgresBenchmark.configuration(url:))
+            kinds = base == nil ? [.sqlite] : [.sqlite, .postgres]
+            if base == nil { result.fact("PostgreSQL", "not measured: OUTPOST_TEST_POSTGRES_URL is not set (`make bench` starts one)") }
+        }
+
+        /// A fresh storage of `kind`: a SQLite file in `folder`, or a new PostgreSQL schema.
+        func open(_ kind: Kind, folder: URL) throws -> any SyncStorage {
+            try PostgresBenchmark.open(
+                kind, base: try base ?? PostgresStorage.Configuration(url: "postgres://unused@localhost/unused"), folder: folder)
+        }
+    }
+
     static func close(_ storage: any SyncStorage) throws {
         guard let postgres = storage as? PostgresStorage else { return }
         try runBlocking { await postgres.close() }

@@ -30,19 +30,14 @@ enum SinkBenchmark {
         #endif
         let workspace = try TemporaryFolder("sinks")
         defer { workspace.remove() }
-        let url = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-        let base = try url.map(PostgresBenchmark.configuration(url:))
-        let kinds: [PostgresBenchmark.Kind] = base == nil ? [.sqlite] : [.sqlite, .postgres]
-        if base == nil { result.fact("PostgreSQL", "not measured: OUTPOST_TEST_POSTGRES_URL is not set (`make bench` starts one)") }
+        let storages = try PostgresBenchmark.Storages(noting: &result)
         result.fact(
             "workload",
             "\(pushes) pushes of \(perPush) Task creates, one every \(interval) (\(Format.grouped(perPush * 1000 / 50)) changes/s), "
                 + "to a webhook sink (batches of up to 100) whose receiver is on loopback in the same process")
         var allOnce = true
-        for kind in kinds {
-            let storage = try PostgresBenchmark.open(
-                kind, base: try base ?? PostgresStorage.Configuration(url: "postgres://unused@localhost/unused"),
-                folder: workspace.folder("sinks-\(kind)"))
+        for kind in storages.kinds {
+            let storage = try storages.open(kind, folder: workspace.folder("sinks-\(kind)"))
             let measured = try runBlocking { try await measure(storage) }
             try PostgresBenchmark.close(storage)
             let name = kind == .sqlite ? "SQLite" : "PostgreSQL"

@@ -176,6 +176,30 @@ struct SinkTests {
         }
     }
 
+    @Test("a batch keeps under its byte budget: changes beyond it go in the next batches, in order", arguments: StorageKind.allCases)
+    func batchByteBudget(_ kind: StorageKind) async throws {
+        let h = try await HostileHarness.make(kind) { configuration in
+            configuration.sinks.pollInterval = .milliseconds(100)
+            configuration.sinks.maximumBatchBytes = 1500
+        }
+        let receiver = TestReceiver()
+        try await receiver.run { base in
+            try await h.live { client in
+                try await ChangeFeedTests.join(client, h)
+                #expect(
+                    try await Self.addSink(client, h, ["id": .string("small"), "url": .string(base + "/hooks"), "secret": .string(Self.secret)])
+                        .status == .created)
+                let tasks = (1...6).map { ChangeFeedTests.task(Int64($0), "task-\($0)") }
+                try await ChangeFeedTests.push(client, h.ownerToken, client: "alice-phone", tasks)
+                await eventually("every change arrived") { receiver.acknowledgedChanges.count >= 6 }
+                #expect(receiver.acknowledgedChanges.map { $0["id"] as? String } == (1...6).map { "task-\($0)" })
+                let batches = receiver.acknowledged
+                #expect(batches.count >= 2, "one push of 6 went out in \(batches.count) batch(es)")
+                #expect(batches.allSatisfy { $0.changes.count == 1 || $0.body.count <= 1500 + 200 }, "\(batches.map(\.body.count))")
+            }
+        }
+    }
+
     @Test(
         "a receiver that cannot be reached is retried, not dead-lettered: the batch stays in flight with its error", arguments: StorageKind.allCases)
     func unreachableReceiver(_ kind: StorageKind) async throws {

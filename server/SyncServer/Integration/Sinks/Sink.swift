@@ -85,6 +85,12 @@ package struct Sink: Sendable {
         }
     }
 
+    /// Where its batches are POSTed: the URL of a webhook, an LRS's `statements` resource.
+    package var requestURL: String {
+        guard kind == .xapi else { return url }
+        return (url.hasSuffix("/") ? String(url.dropLast()) : url) + "/statements"
+    }
+
     /// The sink as the admin routes and `sinks list` show it: everything but its secrets.
     package var json: JSONValue {
         var object: [String: JSONValue] = [

@@ -165,7 +165,7 @@ package struct SinkAdministration: Sendable {
         var replays: [Replay] = []
         for letter in letters {
             let request = SinkRequest(
-                url: sink.kind == .xapi ? (sink.url.hasSuffix("/") ? String(sink.url.dropLast()) : sink.url) + "/statements" : sink.url,
+                url: sink.requestURL,
                 body: Array(letter.body.utf8), headers: Self.headers(of: sink, key: letter.idempotencyKey))
             let outcome = await request.send(using: client, secret: sink.secrets.signing, timeout: timeout, now: clock.now().millisecondsSince1970)
             switch outcome {

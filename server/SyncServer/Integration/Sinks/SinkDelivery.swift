@@ -13,6 +13,9 @@ public struct SinkDeliveryConfiguration: Sendable, Hashable {
     public var isEnabled = true
     /// Changes per batch at most.
     public var batchSize = 100
+    /// Bytes of changes per batch at most (their JSON); a single change larger than this is sent
+    /// alone. Rows may be as large as their contracts allow: a batch of 100 must not be 100 of them.
+    public var maximumBatchBytes = 1 << 20
     /// How long a receiver has to answer a batch.
     public var requestTimeout: Duration = .seconds(10)
     /// How long a process holds a sink without renewing it; another process takes a sink whose
@@ -171,7 +174,7 @@ package final class SinkDelivery: Service, Sendable {
     private func step(_ sink: Sink, using client: HTTPClient) async throws -> Step? {
         let contracts = sink.kind == .xapi ? sink.options.contract.map { Set([$0]) } : sink.contracts.map(Set.init)
         var sink = sink
-        let page: ChangeFeed.Page
+        var page: ChangeFeed.Page
         let pending: Sink.Pending
         do {
             if let inFlight = sink.pending {
@@ -187,6 +190,7 @@ package final class SinkDelivery: Service, Sendable {
                     }
                     return Step(sink: sink, waitForCommits: true)
                 }
+                page = Self.trimmed(page, toBytes: configuration.maximumBatchBytes)
                 pending = Sink.Pending(until: page.cursor, key: "\(sink.id)-\(sink.cursor.text)")
                 guard try await store.begin(sink, pending: pending, holder: holder, leaseUntil: leaseEnd()) else { return nil }
                 sink.pending = pending
@@ -243,12 +247,26 @@ package final class SinkDelivery: Service, Sendable {
         return Step(sink: sink, waitForCommits: false)
     }
 
+    /// The first changes of `page` whose JSON fits in `bytes` (at least one), ending at the
+    /// cursor after the last of them. A batch sent again reads the feed up to that cursor, so it
+    /// never grows past what was measured here.
+    static func trimmed(_ page: ChangeFeed.Page, toBytes bytes: Int) -> ChangeFeed.Page {
+        var total = 0
+        for (index, change) in page.changes.enumerated() {
+            total += CanonicalJSON.bytes(change).count + 1
+            guard total > bytes, index > 0 else { continue }
+            guard case .object(let object) = page.changes[index - 1], case .string(let text)? = object["cursor"],
+                let end = ChangeFeed.Cursor(text: text)
+            else { return page }
+            return ChangeFeed.Page(changes: Array(page.changes[..<index]), cursor: end, hasMore: true)
+        }
+        return page
+    }
+
     /// Milliseconds to wait after `attempts` failures: exponential, capped, with jitter over
     /// its upper half so that many sinks failing together do not retry together.
     func backoff(attempts: Int) -> Int64 {
-        let initial = Double(configuration.initialBackoff.components.seconds) + Double(configuration.initialBackoff.components.attoseconds) / 1e18
-        let maximum = Double(configuration.maximumBackoff.components.seconds)
-        let ceiling = min(maximum, initial * pow(2, Double(min(attempts - 1, 30))))
+        let ceiling = min(configuration.maximumBackoff.seconds, configuration.initialBackoff.seconds * pow(2, Double(min(attempts - 1, 30))))
         return Int64(Double.random(in: (ceiling / 2)...ceiling) * 1000)
     }
 
@@ -270,8 +288,7 @@ package final class SinkDelivery: Service, Sendable {
                     activityBase: sink.options.activityBase ?? homePage + "/activities/")
             }
             guard !statements.isEmpty else { return nil }
-            let base = sink.url.hasSuffix("/") ? String(sink.url.dropLast()) : sink.url
-            return SinkRequest(url: base + "/statements", body: CanonicalJSON.bytes(.array(statements)), headers: headers)
+            return SinkRequest(url: sink.requestURL, body: CanonicalJSON.bytes(.array(statements)), headers: headers)
         }
     }
 

@@ -31,7 +31,7 @@ package struct SinkRequest: Sendable {
         var mac = HMAC<SHA256>(key: SymmetricKey(data: Data(secret.utf8)))
         mac.update(data: Data("\(timestamp).".utf8))
         mac.update(data: body)
-        return "t=\(timestamp),v1=" + mac.finalize().map { String(format: "%02x", $0) }.joined()
+        return "t=\(timestamp),v1=" + Hex.string(mac.finalize())
     }
 
     /// Sends the request, signed now, and reads the answer (at most `responseLimit` bytes of it).

@@ -203,22 +203,23 @@ package struct SinkStore: Sendable {
 
     private static func sink(_ row: StoredRow, key: AuditKey) -> Sink {
         let (tenant, id) = (row.text("tenant") ?? "", row.text("id") ?? "")
+        // A sink sealed under another audit key is still listed (and can be removed); it is not
+        // delivered, and the others go on.
+        let secrets = try? unseal(row.text("sealed_secret") ?? "", tenant: tenant, id: id, key: key)
         let pending = row.text("pending_until").flatMap(ChangeFeed.Cursor.init(text:)).flatMap { until in
             row.text("pending_key").map { Sink.Pending(until: until, key: $0) }
         }
         return Sink(
             tenant: tenant, id: id, kind: SinkKind(rawValue: row.text("kind") ?? "") ?? .webhook, url: row.text("url") ?? "",
             contracts: row.text("contracts").map { $0.split(separator: ",").map(String.init) },
-            // A sink sealed under another audit key is still listed (and can be removed); it is
-            // not delivered, and the others go on.
-            secrets: (try? unseal(row.text("sealed_secret") ?? "", tenant: tenant, id: id, key: key)) ?? Sink.Secrets(signing: ""),
+            secrets: secrets ?? Sink.Secrets(signing: ""),
             options: (try? JSONDecoder().decode(Sink.Options.self, from: Data((row.text("options") ?? "{}").utf8))) ?? Sink.Options(),
             createdAt: row.integer("created_at") ?? 0,
             cursor: row.text("cursor").flatMap(ChangeFeed.Cursor.init(text:)) ?? ChangeFeed.Cursor(entry: 1, passed: 0), pending: pending,
             attempts: Int(row.integer("attempts") ?? 0), nextAttemptAt: row.integer("next_attempt_at") ?? 0, lastError: row.text("last_error"),
             delivered: row.integer("delivered") ?? 0, deliveredAt: row.integer("delivered_at"), leaseHolder: row.text("lease_holder"),
             leaseUntil: row.integer("lease_until") ?? 0,
-            secretsReadable: (try? unseal(row.text("sealed_secret") ?? "", tenant: tenant, id: id, key: key)) != nil
+            secretsReadable: secrets != nil
         )
     }
 
