@@ -17,19 +17,68 @@ public struct HybridLogicalClock: Hashable, Sendable, Comparable, CustomStringCo
     }
 
     public init?(_ text: String) {
-        let parts = text.split(separator: "-", maxSplits: 2, omittingEmptySubsequences: false)
-        // Digits only: `Int("+1")` would accept a sign, and two texts would name one clock.
-        func digits(_ part: Substring) -> Bool { part.utf8.allSatisfy { (48...57).contains($0) } }
-        guard parts.count == 3, parts[0].count == 15, parts[1].count == 5, digits(parts[0]), digits(parts[1]),
-            let milliseconds = Int64(parts[0]), let counter = Int(parts[1]), !parts[2].isEmpty
-        else { return nil }
-        self.init(milliseconds: milliseconds, counter: counter, node: String(parts[2]))
+        // Every mutation's clock is read several times on the server's path (checked, compared,
+        // merged): its fixed-width head is read as bytes, not split into substrings.
+        guard let head = text.utf8.withContiguousStorageIfAvailable(Self.head) ?? Self.head(of: Array(text.utf8)) else { return nil }
+        let node = text.utf8.dropFirst(Self.headBytes)
+        // A node that begins with a combining mark would join the `-` before it in one character:
+        // the slow path reads it as text, as it always was.
+        guard let first = node.first else { return nil }
+        guard first < 0x80 else {
+            let parts = text.split(separator: "-", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3, parts[0].utf8.count == 15, parts[1].utf8.count == 5, !parts[2].isEmpty else { return nil }
+            self.init(milliseconds: head.milliseconds, counter: head.counter, node: String(parts[2]))
+            return
+        }
+        self.init(milliseconds: head.milliseconds, counter: head.counter, node: String(Substring(node)))
+    }
+
+    /// `<15 digits>-<5 digits>-`: the bytes before the node.
+    private static let headBytes = 22
+
+    private static func head(of bytes: UnsafeBufferPointer<UInt8>) -> (milliseconds: Int64, counter: Int)? {
+        guard bytes.count > headBytes, bytes[15] == UInt8(ascii: "-"), bytes[21] == UInt8(ascii: "-") else { return nil }
+        var milliseconds: Int64 = 0
+        for index in 0..<15 {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            milliseconds = milliseconds * 10 + Int64(digit)
+        }
+        var counter = 0
+        for index in 16..<21 {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            counter = counter * 10 + Int(digit)
+        }
+        return (milliseconds, counter)
+    }
+
+    private static func head(of bytes: [UInt8]) -> (milliseconds: Int64, counter: Int)? {
+        bytes.withUnsafeBufferPointer(head)
     }
 
     public var description: String {
-        let millis = String(milliseconds), count = String(counter)
-        return String(repeating: "0", count: max(0, 15 - millis.count)) + millis + "-"
-            + String(repeating: "0", count: max(0, 5 - count.count)) + count + "-" + node
+        guard (0...999_999_999_999_999).contains(milliseconds), (0...Self.maximumCounter).contains(counter) else {
+            let millis = String(milliseconds), count = String(counter)
+            return String(repeating: "0", count: max(0, 15 - millis.count)) + millis + "-"
+                + String(repeating: "0", count: max(0, 5 - count.count)) + count + "-" + node
+        }
+        var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: Self.headBytes)
+        bytes.reserveCapacity(Self.headBytes + node.utf8.count)
+        var value = milliseconds
+        for index in stride(from: 14, through: 0, by: -1) {
+            bytes[index] = UInt8(ascii: "0") + UInt8(value % 10)
+            value /= 10
+        }
+        var count = counter
+        for index in stride(from: 20, through: 16, by: -1) {
+            bytes[index] = UInt8(ascii: "0") + UInt8(count % 10)
+            count /= 10
+        }
+        bytes[15] = UInt8(ascii: "-")
+        bytes[21] = UInt8(ascii: "-")
+        bytes.append(contentsOf: node.utf8)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     public static func < (lhs: HybridLogicalClock, rhs: HybridLogicalClock) -> Bool {

@@ -15,9 +15,29 @@ public enum UnicodeIdentifier {
     /// Whether `text` is in Normalization Form C. ASCII text always is, and is checked without
     /// normalizing anything.
     public static func isNormalized(_ text: some StringProtocol) -> Bool {
-        if text.utf8.allSatisfy({ $0 < 0x80 }) { return true }
+        // Every id of every mutation passes here: the ASCII check runs over the contiguous bytes
+        // (a generic walk of `UTF8View` cost a server 3 % of a push's CPU).
+        let ascii = text.utf8.withContiguousStorageIfAvailable(isASCII) ?? text.utf8.allSatisfy { $0 < 0x80 }
+        if ascii { return true }
         let string = String(text)
         return string.precomposedStringWithCanonicalMapping.utf8.elementsEqual(string.utf8)
+    }
+
+    /// Whether every byte is below 0x80, eight at a time.
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let count = bytes.count
+        var index = 0
+        let raw = UnsafeRawPointer(base)
+        while index + 8 <= count {
+            if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
+            index += 8
+        }
+        while index < count {
+            if base[index] >= 0x80 { return false }
+            index += 1
+        }
+        return true
     }
 
     /// `text` in Normalization Form C, for a message that suggests the accepted spelling.

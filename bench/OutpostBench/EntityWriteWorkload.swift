@@ -132,12 +132,8 @@ enum EntityWriteWorkload {
         ),
     ]
 
-    /// One storage's figures: each (policy, phase)'s push medians by table size.
-    struct Figures {
-        var medians: [String: [Int: Double]] = [:]
-        /// The rows the pushes stored, by policy and phase, read back (for the raw baseline).
-        var stored: [String: [Phase: [[StoredRow]]]] = [:]
-
+    /// The names of each (policy, phase)'s figures.
+    enum Figures {
         static func key(_ policy: Policy, _ phase: Phase) -> String { "\(policy.label) \(phase.rawValue)" }
     }
 
@@ -224,49 +220,72 @@ enum EntityWriteWorkload {
         return phases
     }
 
-    /// Pushes each policy's creates then updates; returns each phase's push times and the rows stored.
-    static func push(_ storage: any SyncStorage) async throws -> (times: [String: Samples], stored: [String: [Phase: [[StoredRow]]]]) {
-        let service = PushService(storage: storage, reducers: SampleServerApps.reducers)
+    /// The tables of one size a run pushes into: a storage preloaded with `size` rows per table.
+    struct Target {
+        var size: Int
+        var storage: any SyncStorage
+    }
+
+    /// What the pushes into one target took and stored.
+    struct Pushed {
+        /// Each phase's push times, by ``Figures/key(_:_:)``.
         var times: [String: Samples] = [:]
+        /// The rows the pushes stored, by policy and phase, read back (for the raw baseline).
         var stored: [String: [Phase: [[StoredRow]]]] = [:]
+    }
+
+    /// Pushes each policy's creates then updates into every target, alternating: push *i* into
+    /// the first target, then push *i* into the next, so the sizes compared meet the same machine
+    /// in the same seconds (run one after the other, a size's figures took whatever load the
+    /// machine had in its minutes, and that moved the ratio by more than the bar's margin).
+    /// `warm` runs before each policy's pushes into each target (on PostgreSQL: its table's
+    /// indexes read into the buffer cache, see ``PostgresRawInsert/prewarmIndexes(of:in:base:)``).
+    static func push(_ targets: [Target], warm: (Policy, Target) async throws -> Void = { _, _ in }) async throws -> [Int: Pushed] {
+        let services = targets.map { PushService(storage: $0.storage, reducers: SampleServerApps.reducers) }
+        var pushed: [Int: Pushed] = [:]
         for policy in policies {
+            for target in targets { try await warm(policy, target) }
             let phases = requests(policy)
             let identity = policy.identity(0)
+            let table = ContractTable(policy.entity)
             for phase in Phase.allCases {
                 for request in phases[phase]! {
-                    let started = ContinuousClock.now
-                    let response: PushResponse
-                    do throws(ServiceError) {
-                        response = try await service.push(request, identity: identity)
-                    } catch {
-                        throw BenchmarkError("\(policy.label): push refused (\(error.status) \(error.detail.code.rawValue)): \(error.detail.message)")
+                    for (target, service) in zip(targets, services) {
+                        let started = ContinuousClock.now
+                        let response: PushResponse
+                        do throws(ServiceError) {
+                            response = try await service.push(request, identity: identity)
+                        } catch {
+                            throw BenchmarkError(
+                                "\(policy.label): push refused (\(error.status) \(error.detail.code.rawValue)): \(error.detail.message)")
+                        }
+                        pushed[target.size, default: Pushed()].times[Figures.key(policy, phase), default: Samples()]
+                            .append(Timing.seconds(ContinuousClock.now - started))
+                        let applied = response.results.filter { $0.status == .applied }
+                        guard applied.count == request.mutations.count else {
+                            let other = response.results.first { $0.status != .applied }
+                            throw BenchmarkError(
+                                "\(policy.label) \(phase): \(applied.count) of \(request.mutations.count) applied; first other: "
+                                    + "\(other.map { "\($0.status) \($0.error?.message ?? $0.resolution ?? "")" } ?? "none")")
+                        }
+                        let ids = request.mutations.map(\.id)
+                        let rows = try await target.storage.read { reader in
+                            var rows: [StoredRow] = []
+                            for id in ids { if let row = try await reader.row(in: table, tenant: tenant, id: id) { rows.append(row) } }
+                            return rows
+                        }
+                        pushed[target.size, default: Pushed()].stored[policy.label, default: [:]][phase, default: []].append(rows)
                     }
-                    times[Figures.key(policy, phase), default: Samples()].append(Timing.seconds(ContinuousClock.now - started))
-                    let applied = response.results.filter { $0.status == .applied }
-                    guard applied.count == request.mutations.count else {
-                        let other = response.results.first { $0.status != .applied }
-                        throw BenchmarkError(
-                            "\(policy.label) \(phase): \(applied.count) of \(request.mutations.count) applied; first other: "
-                                + "\(other.map { "\($0.status) \($0.error?.message ?? $0.resolution ?? "")" } ?? "none")")
-                    }
-                    let ids = request.mutations.map(\.id)
-                    let table = ContractTable(policy.entity)
-                    let rows = try await storage.read { reader in
-                        var rows: [StoredRow] = []
-                        for id in ids { if let row = try await reader.row(in: table, tenant: tenant, id: id) { rows.append(row) } }
-                        return rows
-                    }
-                    stored[policy.label, default: [:]][phase, default: []].append(rows)
                 }
             }
         }
-        return (times, stored)
+        return pushed
     }
 }
 
 extension PostgresRawInsert {
     /// Copies `tables` of schema `source`, their rows, columns, defaults, constraints and
-    /// indexes, into a new schema `target`, then analyzes them: the raw baseline then writes
+    /// indexes, into a new schema `target`, then brings them to rest (``settle(_:in:base:)``): the raw baseline then writes
     /// into tables in the state the pushes met. Done inside PostgreSQL (`INSERT … SELECT`),
     /// far faster than loading them again through the client.
     static func copyTables(_ tables: [String], from source: String, into target: String, base: PostgresStorage.Configuration) async throws {
@@ -276,8 +295,35 @@ extension PostgresRawInsert {
                 let (from, to) = ("\(source).\"\(table)\"", "\(target).\"\(table)\"")
                 try await connection.query("CREATE TABLE \(unescaped: to) (LIKE \(unescaped: from) INCLUDING ALL)", logger: logger)
                 try await connection.query("INSERT INTO \(unescaped: to) SELECT * FROM \(unescaped: from)", logger: logger)
-                try await connection.query("ANALYZE \(unescaped: to)", logger: logger)
             }
+        }
+        try await settle(tables, in: target, base: base)
+    }
+
+    /// Brings freshly loaded tables to rest, as a long-lived table is: vacuumed (the visibility
+    /// map set, as autovacuum leaves a table after a bulk insert), analyzed, and the load's WAL
+    /// checkpointed. Without it, autovacuum's pass over a million fresh rows and the checkpoint
+    /// of the load land inside the pushes timed right after, on the same two cores, and a
+    /// push's cost in the large table measures the preload's aftermath, not the table's size.
+    static func settle(_ tables: [String], in schema: String, base: PostgresStorage.Configuration) async throws {
+        try await withConnection(base) { connection, logger in
+            for table in tables {
+                try await connection.query("VACUUM (ANALYZE) \(unescaped: schema).\"\(unescaped: table)\"", logger: logger)
+            }
+            try await connection.query("CHECKPOINT", logger: logger)
+        }
+    }
+
+    /// Reads `table`'s indexes in `schema` into PostgreSQL's buffer cache (`pg_prewarm`). With a
+    /// million rows in each of three tables, twice (the pushes' and the raw baseline's copy),
+    /// they do not all fit in `shared_buffers`: whichever side ran last would find its indexes
+    /// cached and the other would read them from the OS. Each side warms its own table's indexes
+    /// before it is timed, so both meet the same cache.
+    static func prewarmIndexes(of table: String, in schema: String, base: PostgresStorage.Configuration) async throws {
+        try await withConnection(base) { connection, logger in
+            try await connection.query("CREATE EXTENSION IF NOT EXISTS pg_prewarm", logger: logger)
+            let qualified = "\(schema).\"\(table)\""
+            try await connection.query("SELECT pg_prewarm(indexrelid) FROM pg_index WHERE indrelid = \(qualified)::regclass", logger: logger)
         }
     }
 

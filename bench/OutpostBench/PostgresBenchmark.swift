@@ -122,6 +122,9 @@ enum PostgresBenchmark {
         var rawEntity: [String: [Int: Samples]] = [:]
         let tables = EntityWriteWorkload.policies.map(\.entity.table)
         for kind in Kind.allCases {
+            // Both sizes side by side, their pushes alternating (EntityWriteWorkload.push).
+            var targets: [EntityWriteWorkload.Target] = []
+            var schemas: [Int: (pushed: String, raw: String)] = [:]
             for size in sizes {
                 let schema = schemaName()
                 let storage = try open(kind, base: base, folder: workspace.folder("entities-\(kind)-\(size)"), schema: schema)
@@ -129,17 +132,34 @@ enum PostgresBenchmark {
                 preloadSeconds[kind, default: [:]][size] = preload.seconds
                 let rawSchema = schemaName()
                 if kind == .postgres {
-                    try runBlocking { try await PostgresRawInsert.copyTables(tables, from: schema, into: rawSchema, base: base) }
+                    try runBlocking {
+                        try await PostgresRawInsert.settle(tables, in: schema, base: base)
+                        try await PostgresRawInsert.copyTables(tables, from: schema, into: rawSchema, base: base)
+                    }
                 }
-                let pushed = try runBlocking { try await EntityWriteWorkload.push(storage) }
-                for (key, samples) in pushed.times { entityMedians[kind, default: [:]][key, default: [:]][size] = samples.median }
-                try close(storage)
-                guard kind == .postgres else { continue }
+                schemas[size] = (schema, rawSchema)
+                targets.append(EntityWriteWorkload.Target(size: size, storage: storage))
+            }
+            let (filled, named) = (targets, schemas)
+            let pushed = try runBlocking {
+                try await EntityWriteWorkload.push(filled) { policy, target in
+                    guard kind == .postgres else { return }
+                    try await PostgresRawInsert.prewarmIndexes(of: policy.entity.table, in: named[target.size]!.pushed, base: base)
+                }
+            }
+            for target in targets { try close(target.storage) }
+            for (size, figures) in pushed {
+                for (key, samples) in figures.times { entityMedians[kind, default: [:]][key, default: [:]][size] = samples.median }
+            }
+            guard kind == .postgres else { continue }
+            for size in sizes {
+                let rawSchema = schemas[size]!.raw
                 for policy in EntityWriteWorkload.policies {
                     for phase in EntityWriteWorkload.Phase.allCases {
-                        let batches = pushed.stored[policy.label]?[phase] ?? []
+                        let batches = pushed[size]?.stored[policy.label]?[phase] ?? []
                         rawEntity[EntityWriteWorkload.Figures.key(policy, phase), default: [:]][size] = try runBlocking {
-                            try await PostgresRawInsert.write(
+                            if phase == .create { try await PostgresRawInsert.prewarmIndexes(of: policy.entity.table, in: rawSchema, base: base) }
+                            return try await PostgresRawInsert.write(
                                 batches, entity: policy.entity, upserting: phase == .update, schema: rawSchema, base: base)
                         }
                     }
@@ -215,7 +235,8 @@ enum PostgresBenchmark {
                 .init(
                     "growth from empty, \(kind == .sqlite ? "SQLite" : "PostgreSQL"): a push of 500, last / first",
                     median: Format.ratio(outcome.growth), min: Format.duration(outcome.total),
-                    note: "first pushes \(Format.duration(outcome.first)), last \(Format.duration(outcome.last)) (16× the rows); "
+                    note:
+                        "first pushes \(Format.duration(outcome.first)), last \(Format.duration(outcome.last)) (\(PostgresGrowthWorkload.rowsGrowth)× the rows); "
                         + "'min' column: the whole run; the bar: at most \(Format.fixed(PostgresGrowthWorkload.flatBar, 1))×"
                 ))
         }
@@ -307,7 +328,10 @@ enum PostgresBenchmark {
                 + (pullRatio <= 2.0 ? "<=" : ">") + " 2×"
         )
         let growthRatio = growth[.postgres]!.total / growth[.sqlite]!.total
-        result.fact("growth, PostgreSQL / SQLite", "\(Format.ratio(growthRatio)) the time for the same 20 000 creates")
+        result.fact(
+            "growth, PostgreSQL / SQLite",
+            "\(Format.ratio(growthRatio)) the time for the same \(Format.grouped(PostgresGrowthWorkload.pushes * PostgresGrowthWorkload.batch)) creates"
+        )
         result.check("exactly once", true, "every run: every mutation applied once (counted in the answers, and in PostgreSQL for the HTTP runs)")
         return result
     }

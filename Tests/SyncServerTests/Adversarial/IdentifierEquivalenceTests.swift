@@ -134,6 +134,15 @@ struct IdentifierEquivalenceTests {
         #expect(!UnicodeIdentifier.isNormalized(Self.decomposed))
         #expect(!UnicodeIdentifier.isNormalized("\u{212B}"))
         #expect(UnicodeIdentifier.isNormalized("\u{FB01}"))
+        // Past the first eight bytes, at every offset of the word-at-a-time ASCII check, and in a substring.
+        for prefix in 0..<17 {
+            let padding = String(repeating: "a", count: prefix)
+            #expect(!UnicodeIdentifier.isNormalized(padding + Self.decomposed), "NFD after \(prefix) ASCII bytes")
+            #expect(UnicodeIdentifier.isNormalized(padding + Self.composed), "NFC after \(prefix) ASCII bytes")
+            #expect(UnicodeIdentifier.isNormalized(padding + "-device-0123456789"), "ASCII of \(prefix + 18) bytes")
+        }
+        let tail = ("row-0123456789/" + Self.decomposed).dropFirst(4)
+        #expect(!UnicodeIdentifier.isNormalized(tail))
         #expect(UnicodeIdentifier.normalized(Self.decomposed).utf8.elementsEqual(Self.composed.utf8))
     }
 }

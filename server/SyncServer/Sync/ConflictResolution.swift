@@ -231,9 +231,10 @@ enum ConflictResolution {
         )
         if outcome.applied.isEmpty, !outcome.kept.isEmpty { return .conflicted(resolution: lost) }
         var columns = contractColumns(existing, input.entity)
+        let clock = hlc.description
         for name in outcome.applied {
             columns[name] = input.changes[name]
-            clocks[name] = hlc.description
+            clocks[name] = clock
         }
         let top = [existing.text("_hlc").flatMap(HybridLogicalClock.init), hlc].compactMap { $0 }.max()
         return .write(
@@ -273,6 +274,7 @@ enum ConflictResolution {
     /// The contract columns of a stored row (no sync metadata).
     static func contractColumns(_ row: StoredRow, _ entity: EntityDescriptor) -> [String: ColumnValue] {
         var columns: [String: ColumnValue] = [:]
+        columns.reserveCapacity(entity.fields.count)
         for field in entity.fields { columns[field.name] = row[field.name] }
         return columns
     }
