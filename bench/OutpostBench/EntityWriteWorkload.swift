@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import GRDB
 import Logging
 import PostgresNIO
 import SampleServerApps
@@ -170,6 +171,12 @@ enum EntityWriteWorkload {
         }
     }
 
+    /// Checkpoints a preloaded SQLite server database's WAL into it and truncates the WAL.
+    static func settleSQLite(in folder: URL) throws {
+        let queue = try DatabaseQueue(path: folder.appendingPathComponent("server.sqlite").path)
+        try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+    }
+
     static func columns(_ wire: [String: JSONValue], of entity: EntityDescriptor) throws -> StoredRow {
         var row = StoredRow()
         for field in entity.fields {
@@ -312,6 +319,11 @@ extension PostgresRawInsert {
             }
             try await connection.query("CHECKPOINT", logger: logger)
         }
+    }
+
+    /// Writes out what the WAL holds (`CHECKPOINT`), so no checkpoint begins inside a timed run.
+    static func checkpoint(base: PostgresStorage.Configuration) async throws {
+        try await withConnection(base) { connection, logger in _ = try await connection.query("CHECKPOINT", logger: logger) }
     }
 
     /// Reads `table`'s indexes in `schema` into PostgreSQL's buffer cache (`pg_prewarm`). With a

@@ -19,6 +19,8 @@ enum PostgresGrowthWorkload {
     static let batch = 500
     /// The pushes compared at each end of the run (medians).
     static let window = 10
+    /// Rounds, each from an empty table; the round with the median growth counts.
+    static let rounds = 3
     /// A push's cost in the full table at most this many times its cost in the nearly empty one.
     static let flatBar = 1.2
     /// How many times the rows the last window's pushes meet exceed those the first window's

@@ -174,7 +174,16 @@ package struct JSONWriter {
         case .double(let number): double(number)
         case .string(let text): string(text)
         case .array(let items): array(items) { item, json in json.value(item) }
-        case .object(let members): object(members.keys) { key, json in json.value(members[key]!) }
+        case .object(let members):
+            // The members sorted with their values: no lookup of each value by its key again.
+            bytes.append(0x7B)
+            for (index, member) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
+                if index > 0 { bytes.append(0x2C) }
+                string(member.key)
+                bytes.append(0x3A)
+                self.value(member.value)
+            }
+            bytes.append(0x7D)
         }
     }
 }

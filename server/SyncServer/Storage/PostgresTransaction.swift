@@ -404,7 +404,9 @@ final class PostgresTransaction: StorageTransaction {
         var values: [ExactValue]
 
         init(table: String, tenant: String, conditions: [(column: String, value: ColumnValue)]) {
-            let sorted = conditions.sorted { $0.column < $1.column }
+            // Thousands are made per push: the columns usually come sorted already.
+            let inOrder = zip(conditions, conditions.dropFirst()).allSatisfy { $0.column < $1.column }
+            let sorted = inOrder ? conditions : conditions.sorted { $0.column < $1.column }
             self.table = table
             self.tenant = tenant
             columns = sorted.map(\.column)
@@ -430,7 +432,10 @@ final class PostgresTransaction: StorageTransaction {
             switch value {
             case .text(let text):
                 hasher.combine(0)
-                for byte in text.utf8 { hasher.combine(byte) }
+                // The bytes at once: a byte at a time was most of a push's uniqueness bookkeeping.
+                hasher.combine(text.utf8.count)
+                let hashed: Void? = text.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+                if hashed == nil { Array(text.utf8).withUnsafeBytes { hasher.combine(bytes: $0) } }
             default: hasher.combine(value)
             }
         }
@@ -452,6 +457,9 @@ final class PostgresTransaction: StorageTransaction {
             }
         }
         var wanted: [MatchKey: [ColumnValue]] = [:]
+        wanted.reserveCapacity(keys.count)
+        matches.reserveCapacity(matches.count + keys.count)
+        writtenByMatch.reserveCapacity(writtenByMatch.count + keys.count)
         for values in keys where values.count == columns.count && !values.contains(.null) {
             let key = MatchKey(table: table.name, tenant: tenant, conditions: Array(zip(columns, values)))
             if matches[key] == nil { wanted[key] = values }
@@ -505,8 +513,15 @@ final class PostgresTransaction: StorageTransaction {
         let key = MatchKey(table: table.name, tenant: tenant, conditions: conditions.map { ($0.key, $0.value) })
         guard let stored = matches[key] else { return nil }
         let ownWrites = written[table.name] ?? [:]
-        return Self.overlay(
-            stored, in: table, tenant: tenant, where: conditions, limit: limit, newer: { ownWrites[$0] }, others: writtenByMatch[key] ?? [])
+        let others = writtenByMatch[key] ?? []
+        // The usual uniqueness check: at most the row itself holds the values, and nothing this
+        // transaction wrote does; what `overlay` answers, without its set and sort.
+        if others.isEmpty, stored.count <= 1 {
+            guard limit > 0, let row = stored.first, let id = row.text(table.primaryKey) else { return [] }
+            guard let newer = ownWrites[StoredRowKey(table: table, tenant: tenant, id: id)] else { return [row] }
+            return Self.row(newer, matches: conditions) ? [newer] : []
+        }
+        return Self.overlay(stored, in: table, tenant: tenant, where: conditions, limit: limit, newer: { ownWrites[$0] }, others: others)
     }
 
     /// Whether a row's columns equal `conditions`, text compared byte for byte as PostgreSQL's

@@ -108,9 +108,8 @@ enum PayloadValidator {
 
     /// Validates `payload` for a device at `schemaVersion`; `rowID` is the mutation's id, which
     /// fills the primary key when the payload leaves it out and must match it otherwise.
-    /// `sortedNames`: the payload's member names in `sorted()` order, when the caller has them.
     static func validate(
-        _ payload: JSONValue?, contract: PayloadContract, schemaVersion: Int, mode: Mode, rowID: String?, sortedNames: [String]? = nil
+        _ payload: JSONValue?, contract: PayloadContract, schemaVersion: Int, mode: Mode, rowID: String?
     ) throws(ErrorDetail) -> ValidatedPayload {
         guard case .object(let sent)? = payload else {
             throw invalid(contract, ["payload": "the payload must be a JSON object of \(contract.name)'s fields"])
@@ -123,14 +122,15 @@ enum PayloadValidator {
         // The sent values by the position of their current field: no dictionary per payload.
         var values = [JSONValue?](repeating: nil, count: contract.fields.count)
         let positions = contract.positions(atVersion: schemaVersion)
-        for key in sortedNames ?? sent.keys.sorted() {
+        // In the payload's own order: each problem is keyed by its field, so the order changes nothing.
+        for (key, value) in sent {
             guard let position = positions[key] else {
                 problems[key] = "'\(key)' is not a field of \(contract.name) version \(schemaVersion)"
                 continue
             }
             // A field the device's version knew but the contract has since removed: nothing to store.
             guard let position else { continue }
-            values[position] = sent[key]
+            values[position] = value
         }
 
         var columns: [String: ColumnValue] = [:]

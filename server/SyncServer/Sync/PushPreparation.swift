@@ -116,11 +116,11 @@ struct PreparedMutation: Sendable {
         switch mutation.op {
         case .create, .update:
             payload = try PayloadValidator.validate(
-                mutation.payload, contract: contract, schemaVersion: version, mode: .whole, rowID: id, sortedNames: names
+                mutation.payload, contract: contract, schemaVersion: version, mode: .whole, rowID: id
             )
         case .patch:
             payload = try PayloadValidator.validate(
-                mutation.payload, contract: contract, schemaVersion: version, mode: .partial, rowID: id, sortedNames: names
+                mutation.payload, contract: contract, schemaVersion: version, mode: .partial, rowID: id
             )
         case .delete, .event:
             payload = nil
@@ -171,7 +171,7 @@ struct PreparedMutation: Sendable {
             )
         }
         let payload = try PayloadValidator.validate(
-            mutation.payload, contract: contracts.payload(event), schemaVersion: version, mode: .whole, rowID: nil, sortedNames: names
+            mutation.payload, contract: contracts.payload(event), schemaVersion: version, mode: .whole, rowID: nil
         )
         guard let scope = contracts.catalog.scope(named: event.scope),
             let scopeKey = ScopeAccess.key(for: scope, identity: identity, field: payload.wireValue(of:))
