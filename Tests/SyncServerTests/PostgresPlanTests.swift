@@ -54,4 +54,38 @@ struct PostgresPlanTests {
         #expect(plan.contains("assessment_responses_attempt_id_question_id_key_per_scope"), "\(plan)")
         #expect(!plan.contains("scope_seq_idx"), "\(plan)")
     }
+
+    /// A push reads its rows ahead by id, 500 at a time (`id = ANY($2)`). Under PostgreSQL's
+    /// default `random_page_cost` (4.0) the planner scans the whole table for that until it
+    /// holds about 40 000 rows, so between a few thousand and 40 000 rows every push grew with
+    /// the table. The server's sessions take 1.1 (``PostgresStorage/Configuration/randomPageCost``).
+    @Test("a push's read-ahead of 500 ids takes the primary key on a table of 20 000 rows, where the database's default setting scans it")
+    func readAheadTakesThePrimaryKey() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-plans-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let schema = StorageKind.uniqueSchema()
+        let storage = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema)[0]
+        let probe = try PostgresProbe(schema: schema)
+        let table = ContractTable(StoredResponse.contract)
+        for batch in 0..<20 {
+            let rows = try (0..<1_000).map { try Self.response(batch * 1_000 + $0, scopeKey: "progress:user:u-\($0 % 50)") }
+            try await storage.write { transaction in
+                for row in rows { try await transaction.upsert(row, in: table) }
+            }
+        }
+        _ = try await probe.client.query(PostgresQuery(unsafeSQL: "ANALYZE assessment_responses")).collect()
+        let ids = (0..<500).map { _ in "'\(UUID().uuidString.lowercased())'" }.joined(separator: ",")
+        let explain = "EXPLAIN SELECT * FROM \"assessment_responses\" WHERE \"_tenant_id\" = 't' AND \"id\" = ANY(ARRAY[\(ids)]::uuid[])"
+
+        let setting = try await storage.read { try await $0.serverTableQuery("SHOW random_page_cost", []) }
+        #expect(setting.first?.text("random_page_cost") == "1.1")
+        let plan = try await storage.read { try await $0.serverTableQuery(explain, []) }.compactMap { $0.text("QUERY PLAN") }.joined(separator: "\n")
+        #expect(plan.contains("assessment_responses_pkey"), "\(plan)")
+        #expect(!plan.contains("Seq Scan"), "\(plan)")
+
+        // The same statement in a session with the database's default: the scan this setting avoids.
+        let defaultPlan = try await probe.client.query(PostgresQuery(unsafeSQL: explain)).collect().map { try $0.decode(String.self) }
+            .joined(separator: "\n")
+        #expect(defaultPlan.contains("Seq Scan"), "\(defaultPlan)")
+    }
 }

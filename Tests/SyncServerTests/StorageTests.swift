@@ -183,10 +183,14 @@ struct StorageTests {
         #expect(configuration.tls == .require && configuration.schema == "sync_a" && configuration.maximumConnections == 7)
         let plain = try PostgresStorage.Configuration(url: "postgres://outpost@127.0.0.1/outpost")
         #expect(plain.port == 5432 && plain.tls == .disable && plain.schema == nil && plain.password == nil)
+        #expect(plain.randomPageCost == 1.1)
+        #expect(try PostgresStorage.Configuration(url: "postgres://u@h/db?random_page_cost=2.5").randomPageCost == 2.5)
+        #expect(try PostgresStorage.Configuration(url: "postgres://u@h/db?random_page_cost=default").randomPageCost == nil)
         for (url, reason) in [
             ("mysql://u@h/db", "is not a PostgreSQL URL"), ("postgres://h/db", "names no user"), ("postgres://u@h", "names no database"),
             ("postgres://u@h/db?sslmode=maybe", "sslmode must be"), ("postgres://u@h/db?colour=red", "unknown PostgreSQL URL parameter"),
-            ("postgres://u@h/db?schema=Bad-Name", "schema must be"),
+            ("postgres://u@h/db?schema=Bad-Name", "schema must be"), ("postgres://u@h/db?random_page_cost=0", "random_page_cost must be"),
+            ("postgres://u@h/db?random_page_cost=fast", "random_page_cost must be"),
         ] {
             #expect(throws: PostgresStorage.Configuration.URLError.self, "\(url)") { try PostgresStorage.Configuration(url: url) }
             do {
