@@ -16,13 +16,18 @@ struct PostgresPlanTests {
             id: UUID().uuidString.lowercased(), attempt: "att-\(index / 10)", question: "q-\(index % 10)", seq: Int64(index + 1), scopeKey: scopeKey)
     }
 
+    /// A PostgreSQL storage on a schema of its own, and a probe of that schema.
+    static func emptyStorage(in folder: URL) async throws -> (storage: any SyncStorage, probe: PostgresProbe, schema: String) {
+        let schema = StorageKind.uniqueSchema()
+        let storage = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema)[0]
+        return (storage, try PostgresProbe(schema: schema), schema)
+    }
+
     @Test("a table written from empty gets statistics, and a uniqueness lookup then takes the unique index, not a scan of the scope")
     func uniquenessLookupsTakeTheUniqueIndex() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-plans-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let schema = StorageKind.uniqueSchema()
-        let storage = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema)[0]
-        let probe = try PostgresProbe(schema: schema)
+        let (storage, probe, schema) = try await Self.emptyStorage(in: folder)
         let table = ContractTable(StoredResponse.contract)
         // Autovacuum must not be what takes the statistics here.
         _ = try await probe.client.query(PostgresQuery(unsafeSQL: "ALTER TABLE assessment_responses SET (autovacuum_enabled = false)")).collect()
@@ -63,9 +68,7 @@ struct PostgresPlanTests {
     func readAheadTakesThePrimaryKey() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-plans-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let schema = StorageKind.uniqueSchema()
-        let storage = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema)[0]
-        let probe = try PostgresProbe(schema: schema)
+        let (storage, probe, _) = try await Self.emptyStorage(in: folder)
         let table = ContractTable(StoredResponse.contract)
         for batch in 0..<20 {
             let rows = try (0..<1_000).map { try Self.response(batch * 1_000 + $0, scopeKey: "progress:user:u-\($0 % 50)") }
