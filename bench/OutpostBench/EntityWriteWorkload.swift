@@ -397,3 +397,59 @@ extension PostgresRawInsert {
         return samples
     }
 }
+
+/// The SQLite side's baseline of entity writes: the rows the SQLite pushes stored, written
+/// straight through GRDB into a copy of the server database as the preload left it, one
+/// transaction and one multi-row statement per 500 (`INSERT`, then `INSERT OR REPLACE`, as the
+/// server's own write), the sizes alternating batch by batch. It shows what SQLite's own B-trees
+/// cost as a table grows, apart from the push.
+enum SQLiteRawEntityWrites {
+    /// Copies a preloaded server database whose WAL was checkpointed (``EntityWriteWorkload/settleSQLite(in:)``).
+    static func copy(in folder: URL) throws -> URL {
+        let copy = folder.appendingPathComponent("raw.sqlite")
+        try FileManager.default.copyItem(at: folder.appendingPathComponent("server.sqlite"), to: copy)
+        return copy
+    }
+
+    /// Each (policy, phase)'s batch times by table size.
+    static func write(_ pushed: [Int: EntityWriteWorkload.Pushed], copies: [Int: URL]) throws -> [String: [Int: Samples]] {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        let sizes = copies.keys.sorted()
+        let queues = try sizes.map { try DatabaseQueue(path: copies[$0]!.path, configuration: configuration) }
+        var samples: [String: [Int: Samples]] = [:]
+        for policy in EntityWriteWorkload.policies {
+            for phase in EntityWriteWorkload.Phase.allCases {
+                let key = EntityWriteWorkload.Figures.key(policy, phase)
+                let batches = sizes.map { pushed[$0]?.stored[policy.label]?[phase] ?? [] }
+                for index in 0..<(batches.map(\.count).min() ?? 0) {
+                    for (position, size) in sizes.enumerated() {
+                        let rows = batches[position][index]
+                        guard let first = rows.first else { continue }
+                        let names = first.columnNames
+                        let tuple = "(" + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
+                        let sql =
+                            (phase == .create ? "INSERT" : "INSERT OR REPLACE") + " INTO \"\(policy.entity.table)\" ("
+                            + names.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES "
+                            + Array(repeating: tuple, count: rows.count).joined(separator: ", ")
+                        let arguments = StatementArguments(rows.flatMap { row in names.map { databaseValue(row[$0]) } })
+                        let started = ContinuousClock.now
+                        try queues[position].write { db in try db.execute(sql: sql, arguments: arguments) }
+                        samples[key, default: [:]][size, default: Samples()].append(Timing.seconds(ContinuousClock.now - started))
+                    }
+                }
+            }
+        }
+        return samples
+    }
+
+    private static func databaseValue(_ value: ColumnValue) -> DatabaseValue {
+        switch value {
+        case .null: .null
+        case .integer(let number): number.databaseValue
+        case .real(let number): number.databaseValue
+        case .text(let text): text.databaseValue
+        case .blob(let data): data.databaseValue
+        }
+    }
+}

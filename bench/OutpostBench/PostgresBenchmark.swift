@@ -127,11 +127,14 @@ enum PostgresBenchmark {
         // written raw into a copy of the tables as the preload left them (the same rows into
         // the same table state).
         var rawEntity: [String: [Int: Samples]] = [:]
+        // The same on SQLite: SQLite's own write of the rows the SQLite pushes stored.
+        var rawSQLiteEntity: [String: [Int: Samples]] = [:]
         let tables = EntityWriteWorkload.policies.map(\.entity.table)
         for kind in Kind.allCases {
             // Both sizes side by side, their pushes alternating (EntityWriteWorkload.push).
             var targets: [EntityWriteWorkload.Target] = []
             var schemas: [Int: (pushed: String, raw: String)] = [:]
+            var sqliteCopies: [Int: URL] = [:]
             for size in sizes {
                 let schema = schemaName()
                 let folder = try workspace.folder("entities-\(kind)-\(size)")
@@ -143,6 +146,7 @@ enum PostgresBenchmark {
                     // At rest as on PostgreSQL: the load's WAL checkpointed and truncated, not left
                     // for the timed pushes to work through.
                     try EntityWriteWorkload.settleSQLite(in: folder)
+                    sqliteCopies[size] = try SQLiteRawEntityWrites.copy(in: folder)
                 }
                 if kind == .postgres {
                     try runBlocking {
@@ -164,6 +168,7 @@ enum PostgresBenchmark {
             for (size, figures) in pushed {
                 for (key, samples) in figures.times { entityMedians[kind, default: [:]][key, default: [:]][size] = samples.median }
             }
+            if kind == .sqlite { rawSQLiteEntity = try SQLiteRawEntityWrites.write(pushed, copies: sqliteCopies) }
             guard kind == .postgres else { continue }
             for size in sizes {
                 let rawSchema = schemas[size]!.raw
@@ -266,6 +271,11 @@ enum PostgresBenchmark {
                             "; raw postgres-nio \(Format.duration(rawSmall.median)) / \(Format.duration(rawLarge.median)): "
                             + "\(Format.ratio(small / rawSmall.median)) / \(Format.ratio(large / rawLarge.median))"
                     }
+                    if kind == .sqlite, let raw = rawSQLiteEntity[key], let rawSmall = raw[sizes[0]], let rawLarge = raw[sizes[1]] {
+                        note +=
+                            "; raw SQLite \(Format.duration(rawSmall.median)) → \(Format.duration(rawLarge.median)) "
+                            + "(\(Format.ratio(rawLarge.median / rawSmall.median)))"
+                    }
                     result.rows.append(
                         .init(
                             "\(kind == .sqlite ? "SQLite" : "PostgreSQL"), \(key): a push of 500, large / small table",
@@ -319,6 +329,26 @@ enum PostgresBenchmark {
                     + "\(Format.fixed(EntityWriteWorkload.flatBar, 1))× of the same with \(Format.grouped(sizes[0])); worst \(worst.0): \(Format.ratio(worst.1))"
             )
         }
+        // Where SQLite's push grows past the bar, whether SQLite's own write of the same rows
+        // grows as much: the B-trees' cost, not the push's.
+        let sqliteBeyondRaw = EntityWriteWorkload.policies.flatMap { policy in
+            EntityWriteWorkload.Phase.allCases.map { phase -> (key: String, push: Double, raw: Double) in
+                let key = EntityWriteWorkload.Figures.key(policy, phase)
+                let bySize = entityMedians[.sqlite]![key]!, raw = rawSQLiteEntity[key]!
+                return (key, bySize[sizes[1]]! / bySize[sizes[0]]!, raw[sizes[1]]!.median / raw[sizes[0]]!.median)
+            }
+        }
+        let grownPastRaw = sqliteBeyondRaw.filter { $0.push > EntityWriteWorkload.flatBar && $0.push > $0.raw }
+        let pastBar = sqliteBeyondRaw.filter { $0.push > EntityWriteWorkload.flatBar }.map {
+            "\($0.key) \(Format.ratio($0.push)) against raw \(Format.ratio($0.raw))"
+        }
+        result.check(
+            "SQLite entity writes grow no more than SQLite's own", grownPastRaw.isEmpty,
+            "sqlite: every policy's push of 500 that grows past \(Format.fixed(EntityWriteWorkload.flatBar, 1))× from "
+                + "\(Format.grouped(sizes[0])) to \(Format.grouped(sizes[1])) rows grows no more than writing the same rows raw into the "
+                + "same tables: "
+                + (pastBar.isEmpty ? "none grows past the bar" : pastBar.joined(separator: "; "))
+        )
         let rawRatios = EntityWriteWorkload.policies.flatMap { policy in
             EntityWriteWorkload.Phase.allCases.flatMap { phase -> [(String, Double)] in
                 let key = EntityWriteWorkload.Figures.key(policy, phase)
