@@ -46,7 +46,7 @@ CONTRACT_SETS := $(CONTRACTS):$(GENERATED) $(foreach example,$(EXAMPLES),$(examp
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated compat lock test demo demo-postgres soak sim bench server fuzz fuzz-api docs format lint clean
+.PHONY: all build contractc codegen check-generated check-alerts compat lock test demo demo-postgres soak sim bench server fuzz fuzz-api docs format lint clean
 
 all: build
 
@@ -111,7 +111,12 @@ lint:
 	@echo "swift format lint --strict: $(words $(FORMAT_FILES)) files"
 	@$(SWIFT) format lint --strict --configuration .swift-format $(FORMAT_FILES)
 
-test: lint check-generated compat
+# The Prometheus alert rules shipped in docs/alerts: valid, and firing on what their unit tests say.
+check-alerts:
+	@command -v promtool >/dev/null || { echo "check-alerts: promtool is missing (Debian: apt-get install prometheus)" >&2; exit 1; }
+	cd docs/alerts && promtool check rules outpost.rules.yml && promtool test rules outpost.rules.test.yml
+
+test: lint check-generated compat check-alerts
 	$(SWIFT) build --build-tests
 	LOG_LEVEL=$${LOG_LEVEL:-warning} scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
 
