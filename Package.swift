@@ -233,7 +233,7 @@ let package = Package(
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
+                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),

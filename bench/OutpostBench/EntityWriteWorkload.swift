@@ -1,4 +1,5 @@
 import ContractRuntime
+import ContractRuntimeGRDB
 import Contracts
 import Foundation
 import GRDB
@@ -317,8 +318,8 @@ extension PostgresRawInsert {
             for table in tables {
                 try await connection.query("VACUUM (ANALYZE) \(unescaped: schema).\"\(unescaped: table)\"", logger: logger)
             }
-            try await connection.query("CHECKPOINT", logger: logger)
         }
+        try await checkpoint(base: base)
     }
 
     /// Writes out what the WAL holds (`CHECKPOINT`), so no checkpoint begins inside a timed run.
@@ -432,7 +433,7 @@ enum SQLiteRawEntityWrites {
                             (phase == .create ? "INSERT" : "INSERT OR REPLACE") + " INTO \"\(policy.entity.table)\" ("
                             + names.map { "\"\($0)\"" }.joined(separator: ", ") + ") VALUES "
                             + Array(repeating: tuple, count: rows.count).joined(separator: ", ")
-                        let arguments = StatementArguments(rows.flatMap { row in names.map { databaseValue(row[$0]) } })
+                        let arguments = StatementArguments(rows.flatMap { row in names.map { row[$0].databaseValue } })
                         let started = ContinuousClock.now
                         try queues[position].write { db in try db.execute(sql: sql, arguments: arguments) }
                         samples[key, default: [:]][size, default: Samples()].append(Timing.seconds(ContinuousClock.now - started))
@@ -441,15 +442,5 @@ enum SQLiteRawEntityWrites {
             }
         }
         return samples
-    }
-
-    private static func databaseValue(_ value: ColumnValue) -> DatabaseValue {
-        switch value {
-        case .null: .null
-        case .integer(let number): number.databaseValue
-        case .real(let number): number.databaseValue
-        case .text(let text): text.databaseValue
-        case .blob(let data): data.databaseValue
-        }
     }
 }
