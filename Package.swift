@@ -36,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // The sinks' deliveries (webhooks, a learning record store): pooled connections, timeouts, TLS.
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // The operator console's pages (server-rendered HTML).
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
         // Latency percentiles of the load and live benchmarks (outpost-bench only).
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", exact: "0.2.0"),
         // `make docs` only (the generate-documentation command plugin); no target depends on it.
@@ -173,6 +175,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
             path: "server/SyncServer",
             swiftSettings: strictSwift

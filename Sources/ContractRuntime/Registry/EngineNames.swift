@@ -58,6 +58,8 @@ public enum EngineNames {
         case sinks
         /// Batches a sink refused, kept for an operator to inspect and replay.
         case sinkDeadLetters = "sink_dead_letters"
+        /// Signed-in sessions of the operator console, by the SHA-256 of their id.
+        case consoleSessions = "console_sessions"
         /// The PostgreSQL migrations applied, with their checksums.
         case migrations = "outpost_migrations"
         /// `push_results` while an upgrade rebuilds it (`server.v4.push_result_records`).

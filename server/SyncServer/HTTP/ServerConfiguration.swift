@@ -50,6 +50,8 @@ public struct ServerConfiguration: Sendable {
     public var pullMemoryWait: Duration = .seconds(10)
     /// How this process delivers the sinks (webhooks, learning record stores).
     public var sinks = SinkDeliveryConfiguration()
+    /// The operator console at `/console` (on by default; it needs an admin token to sign in).
+    public var console = ConsoleConfiguration()
 
     /// Deadlines of ``timeouts``.
     public struct Timeouts: Sendable, Hashable {
@@ -85,6 +87,25 @@ public struct ServerConfiguration: Sendable {
             self.requestsPerSecond = requestsPerSecond
             self.burst = burst
         }
+    }
+}
+
+/// The operator console's settings (``ServerConfiguration/console``).
+public struct ConsoleConfiguration: Sendable, Hashable {
+    /// Whether `/console` is served at all.
+    public var isEnabled: Bool
+    /// Whether the session cookie is always marked `Secure`, as for a server reached only over
+    /// HTTPS. Without it the cookie is `Secure` when the request came over HTTPS: a trusted
+    /// proxy's `X-Forwarded-Proto: https`, or an `https` ``ServerConfiguration/publicBaseURL``.
+    public var secureCookie: Bool
+    /// How long a session lasts at most (8 hours); never past the expiry of the admin token it
+    /// was opened with.
+    public var sessionLifetime: Duration
+
+    public init(isEnabled: Bool = true, secureCookie: Bool = false, sessionLifetime: Duration = .seconds(8 * 3600)) {
+        self.isEnabled = isEnabled
+        self.secureCookie = secureCookie
+        self.sessionLifetime = sessionLifetime
     }
 }
 

@@ -10,8 +10,35 @@ struct ServerUpgrade {
 
     static let all: [ServerUpgrade] = [
         clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords, changeFeed,
-        sinks,
+        sinks, consoleSessions,
     ]
+
+    /// The operator console's sessions (``ConsoleSessionStore``): only the SHA-256 of a session's
+    /// id is stored, with the admin it belongs to, the issue time of the token it was opened
+    /// with (revocations are checked against it on every request), its CSRF token and its expiry.
+    static let consoleSessions = ServerUpgrade(
+        identifier: "server.v8.console_sessions",
+        sqlite: consoleSessionTables(integer: "INTEGER"),
+        postgres: consoleSessionTables(integer: "BIGINT")
+    )
+
+    private static func consoleSessionTables(integer: String) -> [String] {
+        [
+            """
+            CREATE TABLE "\(EngineNames.ServerTable.consoleSessions.rawValue)" (
+                "id_sha256" TEXT PRIMARY KEY,
+                "tenant" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "device_id" TEXT NOT NULL,
+                "token_issued_at" \(integer) NOT NULL,
+                "csrf_token" TEXT NOT NULL,
+                "created_at" \(integer) NOT NULL,
+                "expires_at" \(integer) NOT NULL
+            )
+            """,
+            "CREATE INDEX \"console_sessions_by_expiry\" ON \"console_sessions\" (\"expires_at\")",
+        ]
+    }
 
     /// Sinks (``SinkStore``): where applied changes are delivered, each with its place in the
     /// change feed, its batch in flight and its lease; and the batches a sink refused.
