@@ -53,6 +53,16 @@ struct ServeCommand: AsyncParsableCommand {
         help: "Do not deliver sinks from this process (another process of the same database does).")
     var noSinkDelivery = false
 
+    @Flag(
+        name: .customLong("no-console"),
+        help: "Do not serve the operator console at /console (it is on by default; signing in needs an admin token).")
+    var noConsole = false
+
+    @Flag(
+        name: .customLong("console-secure-cookie"),
+        help: "Always mark the console's session cookie Secure (it is when the request came over HTTPS, as --public-url or a trusted proxy says).")
+    var consoleSecureCookie = false
+
     @Option(
         name: .customLong("sink-lease"),
         help: ArgumentHelp(
@@ -224,6 +234,8 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.pullPageBytes = pullPageBytes
         configuration.pullMemoryBytes = pullMemoryBytes
         configuration.sinks.isEnabled = !noSinkDelivery
+        configuration.console.isEnabled = !noConsole
+        configuration.console.secureCookie = consoleSecureCookie
         guard (2...3600).contains(sinkLeaseSeconds) else { throw ValidationError("--sink-lease takes 2 to 3600 seconds, not \(sinkLeaseSeconds)") }
         configuration.sinks.lease = .seconds(sinkLeaseSeconds)
         configuration.sinks.pollInterval = min(configuration.sinks.pollInterval, .seconds(sinkLeaseSeconds))

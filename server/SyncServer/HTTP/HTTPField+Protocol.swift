@@ -11,4 +11,10 @@ extension HTTPField.Name {
 extension HTTPField.Name {
     /// `X-Forwarded-For`: the addresses a request passed through, read only from a trusted proxy.
     static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
+    /// `X-Forwarded-Proto`: the scheme a client used, read only from a trusted proxy.
+    static let xForwardedProto = HTTPField.Name("X-Forwarded-Proto")!
+    /// `Sec-Fetch-Site`: whether a browser's request came from the same site (the console's forms).
+    static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
+    static let xFrameOptions = HTTPField.Name("X-Frame-Options")!
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
 }

@@ -42,12 +42,20 @@ package struct PeerLimitMiddleware: RouterMiddleware {
         // address did. Only a refusal counts, and past the limit it is answered 429.
         let response = try await next(request, context)
         guard response.status == .unauthorized else { return response }
-        if let wait = limiter.acquire(client) { return refusal(wait) }
+        if let wait = limiter.acquire(client) { return refusal(wait, console: path.hasPrefix(ConsoleRoutes.root)) }
         return response
     }
 
-    private func refusal(_ wait: Int) -> Response {
-        ErrorMiddleware.render(
+    private func refusal(_ wait: Int, console: Bool = false) -> Response {
+        if console {
+            // The console's sign-in form answers a page, not the API's JSON.
+            var response = ConsolePageMiddleware.page(
+                status: .tooManyRequests, heading: "Too many attempts",
+                message: "Too many tokens were refused from this address. Wait \(wait) seconds, then sign in again.")
+            response.headers[.retryAfter] = String(wait)
+            return response
+        }
+        return ErrorMiddleware.render(
             ServiceError(
                 status: 429, .rateLimited,
                 "too many requests without a valid token from this address; retry after \(wait) s", retryAfter: wait

@@ -70,7 +70,8 @@ public struct ServerEnvironment: Sendable {
 /// (`debug`: method and path), metrics and the outcome log line (see every final status), the
 /// per-address limit on failed authentication and `/metrics` (never `/health`), errors (the one place
 /// errors become JSON), then, for everything but `/health` and `/metrics`, authentication and
-/// the per-device rate limit; admin routes also require an admin token.
+/// the per-device rate limit; admin routes also require an admin token. The operator console
+/// (`/console`, ``ServerConfiguration/console``) signs in with its own session cookie.
 public func buildRouter(configuration: ServerConfiguration, environment: ServerEnvironment) -> SyncRouter {
     let router = Router(context: SyncRequestContext.self)
     router.add(middleware: SecurityHeadersMiddleware())
@@ -129,6 +130,9 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
 
     let appRoutes = AppRoutes(configuration: configuration, environment: environment, table: table, authenticated: authenticated, admin: admin)
     for app in environment.apps { app.addRoutes(to: appRoutes) }
+
+    // HTML for operators, not API: on the router itself, outside the route table.
+    if configuration.console.isEnabled { ConsoleRoutes(configuration: configuration, environment: environment).register(on: router) }
 
     return SyncRouter(router: router, routes: table.routes, sinkDelivery: routes.sinkDelivery)
 }

@@ -1,0 +1,432 @@
+import ContractRuntime
+import Foundation
+import Hummingbird
+import Logging
+import Mustache
+import NIOCore
+
+/// The operator console at `/console`: server-rendered pages over the same storage and services
+/// the admin routes use, for an admin signed in with an admin token (docs/console.md).
+///
+/// HTML, not API: its routes are registered on the router directly, outside the route table
+/// `docs/openapi.yaml` describes, and answer pages (errors too, through ``ConsolePageMiddleware``).
+///
+/// - Sign-in exchanges an admin token, checked exactly as ``AuthenticationMiddleware`` checks it,
+///   for a session (``ConsoleSessionStore``) held in an `HttpOnly; SameSite=Strict` cookie; every
+///   request checks the session again, and the admin's revocation or erasure ends it.
+/// - Every POST carries the session's CSRF token (compared in constant time) and must come from
+///   the console's own pages as the browser tells it (`Origin` or `Referer`, `Sec-Fetch-Site`);
+///   anything else is 403 and changes nothing.
+package struct ConsoleRoutes: Sendable {
+    /// Where the console lives.
+    package static let root = "/console"
+    /// How many troubled pushes a page of the conflicts page shows.
+    static let conflictsPageSize = 25
+
+    let configuration: ServerConfiguration
+    let environment: ServerEnvironment
+    let sessions: ConsoleSessionStore
+    let queries: ConsoleQueries
+    let authenticator: AuthenticationMiddleware
+
+    init(configuration: ServerConfiguration, environment: ServerEnvironment) {
+        self.configuration = configuration
+        self.environment = environment
+        sessions = ConsoleSessionStore(storage: environment.storage.engine)
+        queries = ConsoleQueries(storage: environment.storage.engine)
+        authenticator = AuthenticationMiddleware(signer: environment.signer, storage: environment.storage, clock: environment.clock)
+    }
+
+    /// Adds the console's routes to `router` (not to the API's route table).
+    func register(on router: Router<SyncRequestContext>) {
+        let console = router.group(RouterPath(Self.root))
+        console.add(middleware: ConsolePageMiddleware())
+        console.get(use: overview)
+        console.get("sign-in", use: signInForm)
+        console.post("sign-in", use: signIn)
+        console.post("sign-out", use: signOut)
+        console.get("static/{file}", use: staticFile)
+        console.get("devices/{user}/{device}", use: device)
+        console.post("devices/{user}/{device}/revoke", use: revokeDevice)
+        console.get("conflicts", use: conflicts)
+        console.get("audit", use: audit)
+        console.post("audit/verify", use: verifyAudit)
+        console.get("access", use: access)
+        console.post("revocations", use: revoke)
+        console.get("erasures/confirm", use: confirmErasure)
+        console.post("erasures", use: erase)
+        console.get("activity", use: activity)
+        console.get("activity/charts", use: activityCharts)
+    }
+
+    private var now: Int64 { environment.clock.now().millisecondsSince1970 / 1000 }
+
+    // MARK: Signing in and out
+
+    @Sendable func signInForm(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let notice: String? =
+            switch request.query("ended") {
+            case "signed-out": "You are signed out."
+            case "expired": "Your session ended. Sign in again."
+            case "revoked": "Your session ended: the admin token's device or user was revoked, or its user erased."
+            default: nil
+            }
+        return ConsolePages.page("sign-in", title: "Sign in", session: nil, context: ["notice": notice])
+    }
+
+    @Sendable func signIn(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        if let reason = ConsoleRequest.crossSiteRefusal(request, configuration: configuration) { throw ConsoleRefusal.crossSite(reason) }
+        let form = try await ConsoleRequest.form(request)
+        let token = (form["token"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        let identity: DeviceIdentity
+        do {
+            identity = try await authenticator.authenticate("Bearer " + token).identity
+        } catch  where error.status == 503 {
+            return ConsolePages.page(
+                "sign-in", title: "Sign in", session: nil, status: .serviceUnavailable,
+                context: ["error": "The server cannot check tokens right now. Try again in a moment."])
+        } catch {
+            // The log says what was wrong; the page does not tell a guesser which part was.
+            context.logger.notice("console sign-in refused", metadata: ["reason": .string(error.detail.code.rawValue)])
+            return refusedSignIn()
+        }
+        guard identity.isAdmin else {
+            context.logger.notice("console sign-in refused", metadata: ["reason": "not an admin token"])
+            return refusedSignIn()
+        }
+        let now = self.now
+        let lifetime = configuration.console.sessionLifetime.components.seconds
+        let expiresAt = min(identity.expiresAt, now + lifetime)
+        let (id, _) = try await ServiceError.catchingStorageFailures {
+            try await sessions.open(for: identity, now: now, expiresAt: expiresAt)
+        }
+        context.logger.notice("console session opened", metadata: ["outpost.user": .string(identity.userID)])
+        var response = ConsolePages.redirect(to: Self.root)
+        response.headers[.setCookie] = ConsoleRequest.sessionCookie(
+            id, maxAge: expiresAt - now, secure: ConsoleRequest.wantsSecureCookie(request, context: context, configuration: configuration))
+        return response
+    }
+
+    private func refusedSignIn() -> Response {
+        ConsolePages.page(
+            "sign-in", title: "Sign in", session: nil, status: .unauthorized,
+            context: [
+                "error":
+                    "That token was not accepted. Paste an admin token of this server that has not expired or been revoked (sync-server token --admin prints one)."
+            ])
+    }
+
+    @Sendable func signOut(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let (_, _) = try await signedInForm(request, context)
+        if let id = ConsoleRequest.sessionID(request) {
+            _ = try await ServiceError.catchingStorageFailures { try await sessions.close(id: id) }
+        }
+        var response = ConsolePages.redirect(to: Self.root + "/sign-in?ended=signed-out")
+        response.headers[.setCookie] = ConsoleRequest.expiredCookie(
+            secure: ConsoleRequest.wantsSecureCookie(request, context: context, configuration: configuration))
+        return response
+    }
+
+    /// The session of a page request; without a valid one the browser is sent to sign in.
+    func signedIn(_ request: Request, _ context: SyncRequestContext) async throws -> ConsoleSession {
+        guard let id = ConsoleRequest.sessionID(request) else { throw ConsoleRedirect.signIn(nil) }
+        let now = self.now
+        let found = try await ServiceError.catchingStorageFailures { try await sessions.session(id: id, now: now) }
+        guard let session = found else { throw ConsoleRedirect.signIn("expired") }
+        // The admin's revocation or erasure ends the session at once, as it refuses the token.
+        let (tenant, user, device) = (session.tenant, session.userID, session.deviceID)
+        let state = try await ServiceError.catchingStorageFailures {
+            try await environment.storage.engine.readOneStatement { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
+        }
+        if state.refusal(ofTokenIssuedAt: session.tokenIssuedAt) != nil {
+            _ = try? await sessions.close(id: id)
+            throw ConsoleRedirect.signIn("revoked")
+        }
+        return session
+    }
+
+    /// The session and form of a state-changing request, once it proved it came from the
+    /// session's own pages: the form's `csrf` is the session's token, and the browser does not
+    /// say it came from another site.
+    func signedInForm(_ request: Request, _ context: SyncRequestContext) async throws -> (ConsoleSession, [String: String]) {
+        let session = try await signedIn(request, context)
+        if let reason = ConsoleRequest.crossSiteRefusal(request, configuration: configuration) { throw ConsoleRefusal.crossSite(reason) }
+        let form = try await ConsoleRequest.form(request)
+        guard let sent = form["csrf"], !sent.isEmpty else { throw ConsoleRefusal.csrf("it carries no security token") }
+        guard MetricsToken.matches(sent, session.csrfToken) else { throw ConsoleRefusal.csrf("its security token is not this session's") }
+        return (session, form)
+    }
+
+    // MARK: Static files
+
+    @Sendable func staticFile(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        guard let name = context.parameters.get("file"), let file = ConsoleAssets.files[name] else {
+            throw ConsoleRefusal(status: .notFound, heading: "Not found", message: "There is no such file.")
+        }
+        return Response(
+            status: .ok, headers: [.contentType: file.contentType, .cacheControl: "no-cache"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: file.text)))
+    }
+
+    // MARK: Fleet and devices
+
+    @Sendable func overview(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let session = try await signedIn(request, context)
+        return ConsolePages.page(
+            "fleet", title: "Fleet", session: session, current: "fleet",
+            context: ["unavailable": "This server does not record a device census."])
+    }
+
+    @Sendable func device(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let session = try await signedIn(request, context)
+        let (user, device) = (try RequestInput.parameter("user", context), try RequestInput.parameter("device", context))
+        throw ConsoleRefusal(
+            status: .notFound, heading: "Device \(device)", message: "This server keeps no census of user \(user)'s device \(device).",
+            session: session)
+    }
+
+    @Sendable func revokeDevice(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let (session, _) = try await signedInForm(request, context)
+        let (user, device) = (try RequestInput.parameter("user", context), try RequestInput.parameter("device", context))
+        try await revoke(.device, device, in: session.tenant)
+        context.logger.notice("console revoked a device", metadata: ["outpost.subject": .string(device)])
+        return ConsolePages.redirect(to: Self.devicePath(user: user, device: device) + "?done=revoked")
+    }
+
+    static func devicePath(user: String, device: String) -> String {
+        "\(root)/devices/\(pathComponent(user))/\(pathComponent(device))"
+    }
+
+    static func pathComponent(_ text: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "/?#%")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
+    // MARK: Conflicts
+
+    @Sendable func conflicts(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let session = try await signedIn(request, context)
+        var before: Int64?
+        if let text = request.query("before"), !text.isEmpty {
+            guard let id = Int64(text), id > 0 else {
+                throw ConsoleRefusal(status: .badRequest, heading: "Not a page", message: "`before` must be an entry number.", session: session)
+            }
+            before = id
+        }
+        let tenant = session.tenant
+        let pushes = try await ServiceError.catchingStorageFailures {
+            try await queries.troubledPushes(tenant: tenant, before: before, limit: Self.conflictsPageSize)
+        }
+        let entries: [[String: Any]] = pushes.map { push in
+            ConsolePages.present([
+                "id": push.entry.id, "when": ConsolePages.time(milliseconds: push.entry.recordedAt), "user": push.entry.userID,
+                "device": push.entry.deviceID, "push": push.entry.rowID, "outcome": push.entry.outcome.rawValue, "erased": push.detailErased,
+                "hasChanges": !push.changes.isEmpty,
+                "changes": push.changes.map { change in
+                    ConsolePages.present([
+                        "entity": change.entity, "rowID": change.rowID, "outcome": change.outcome, "reason": change.reason,
+                        "seq": change.seq,
+                    ])
+                },
+            ])
+        }
+        let older = pushes.count == Self.conflictsPageSize ? pushes.last.map { "\(Self.root)/conflicts?before=\($0.entry.id)" } : nil
+        return ConsolePages.page(
+            "conflicts", title: "Conflicts", session: session, current: "conflicts",
+            context: ["tenant": tenant, "entries": entries, "hasEntries": !entries.isEmpty, "older": older, "paged": before != nil])
+    }
+
+    // MARK: Audit
+
+    @Sendable func audit(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let session = try await signedIn(request, context)
+        return try await auditPage(session, result: nil)
+    }
+
+    @Sendable func verifyAudit(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let (session, _) = try await signedInForm(request, context)
+        let verification: AuditChain.Verification
+        do {
+            verification = try await AuditChain.verify(environment.storage)
+        } catch {
+            context.logger.error("console audit verification failed: \(String(reflecting: error))")
+            throw ConsoleRefusal(
+                status: .serviceUnavailable, heading: "Verification did not finish",
+                message: "The audit log could not be read to the end. Try again in a moment.", session: session)
+        }
+        let result: [String: Any]
+        switch verification {
+        case .intact(let entries, let keyedFrom):
+            environment.metrics.recordAuditVerification(intact: true)
+            var notes: [String] = []
+            if keyedFrom > 1 { notes.append("Entries 1–\(keyedFrom - 1) were written before the log was keyed: they are hash-chained only.") }
+            result = [
+                "tone": "ok",
+                "headline": "Audit log intact: \(entries) \(entries == 1 ? "entry" : "entries") verified at \(ConsolePages.time(seconds: now)).",
+                "notes": notes,
+            ]
+        case .broken(let entryID, let reason):
+            environment.metrics.recordAuditVerification(intact: false)
+            context.logger.error("console audit verification: broken at entry \(entryID): \(reason)")
+            result = ["tone": "bad", "headline": "Audit log broken at entry \(entryID): \(reason).", "notes": [String]()]
+        }
+        return try await auditPage(session, result: result)
+    }
+
+    private func auditPage(_ session: ConsoleSession, result: [String: Any]?) async throws -> Response {
+        let head = try await ServiceError.catchingStorageFailures { try await environment.storage.engine.read { try await $0.auditHead() } }
+        return ConsolePages.page(
+            "audit", title: "Audit log", session: session, current: "audit",
+            context: [
+                "lastID": head?.lastID ?? 0, "lastHash": head?.lastHash ?? AuditChain.genesis, "keyedFrom": head?.keyedFrom ?? 1,
+                "fingerprint": head?.keyFingerprint ?? "none yet", "archivedThrough": head?.base.map(\.lastID),
+                "result": result,
+            ])
+    }
+
+    // MARK: Revocations and erasures
+
+    @Sendable func access(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let session = try await signedIn(request, context)
+        let notice: String? =
+            switch (request.query("done"), request.query("subject")) {
+            case ("revoked-device", let subject?): "Device \(subject) is revoked: its next request gets 401."
+            case ("revoked-user", let subject?): "User \(subject) is revoked: their devices' next requests get 401."
+            default: nil
+            }
+        return try await accessPage(session, notice: notice)
+    }
+
+    private func accessPage(_ session: ConsoleSession, notice: String?, status: HTTPResponse.Status = .ok) async throws -> Response {
+        let tenant = session.tenant
+        let (revocations, erasures) = try await ServiceError.catchingStorageFailures {
+            (
+                try await environment.storage.engine.read { try await $0.revocations(tenant: tenant) },
+                try await queries.erasures(tenant: tenant)
+            )
+        }
+        return ConsolePages.page(
+            "access", title: "Revocations and erasures", session: session, current: "access", status: status,
+            context: [
+                "tenant": tenant, "notice": notice, "hasRevocations": !revocations.isEmpty,
+                "revocations": revocations.sorted { $0.revokedAt > $1.revokedAt }.map {
+                    ["kind": $0.kind.rawValue, "subject": $0.subject, "when": ConsolePages.time(seconds: $0.revokedAt)]
+                },
+                "hasErasures": !erasures.isEmpty,
+                "erasures": erasures.map { ["user": $0.userID, "when": ConsolePages.time(seconds: $0.erasedAt)] },
+            ])
+    }
+
+    @Sendable func revoke(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let (session, form) = try await signedInForm(request, context)
+        guard let kind = form["kind"].flatMap(RevocationKind.init(rawValue:)) else {
+            throw ConsoleRefusal(status: .badRequest, heading: "Nothing revoked", message: "Choose a device or a user.", session: session)
+        }
+        let subject = (form["subject"] ?? "").trimmingCharacters(in: .whitespaces)
+        guard !subject.isEmpty else {
+            throw ConsoleRefusal(status: .badRequest, heading: "Nothing revoked", message: "Give the id of the device or user.", session: session)
+        }
+        do {
+            try Identifier.require(subject, as: kind.rawValue)
+        } catch {
+            throw ConsoleRefusal(status: .badRequest, heading: "Nothing revoked", message: error.detail.message, session: session)
+        }
+        try await revoke(kind, subject, in: session.tenant)
+        context.logger.notice("console revoked a \(kind.rawValue)", metadata: ["outpost.subject": .string(subject)])
+        return ConsolePages.redirect(to: "\(Self.root)/access?done=revoked-\(kind.rawValue)&subject=\(Self.queryValue(subject))")
+    }
+
+    /// The revocation `POST /admin/v1/revocations` makes.
+    private func revoke(_ kind: RevocationKind, _ subject: String, in tenant: String) async throws {
+        let now = self.now
+        try await ServiceError.catchingStorageFailures {
+            try await environment.storage.engine.write { try await $0.revoke(tenant: tenant, kind: kind, subject: subject, at: now) }
+        }
+    }
+
+    @Sendable func confirmErasure(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let session = try await signedIn(request, context)
+        let user = try erasable(request.query("user"), session)
+        return try await confirmationPage(session, user: user, error: nil)
+    }
+
+    private func confirmationPage(_ session: ConsoleSession, user: String, error: String?) async throws -> Response {
+        let tenant = session.tenant
+        let preview = try await ServiceError.catchingStorageFailures { try await queries.erasurePreview(tenant: tenant, userID: user) }
+        guard preview.holdsAnything else {
+            throw ConsoleRefusal(
+                status: .notFound, heading: "Nothing to erase",
+                message: "The server holds nothing of user \(user) in tenant \(tenant) to erase. Check the id.", session: session)
+        }
+        return ConsolePages.page(
+            "erase-confirm", title: "Erase \(user)?", session: session, current: "access",
+            status: error == nil ? .ok : .unprocessableContent,
+            context: [
+                "tenant": tenant, "user": user, "error": error, "rows": preview.scopes.reduce(0) { $0 + $1.rows },
+                "events": preview.scopes.reduce(0) { $0 + $1.events }, "hasScopes": !preview.scopes.isEmpty,
+                "scopes": preview.scopes.map { ["key": $0.key, "rows": $0.rows, "events": $0.events] },
+                "hasDevices": !preview.devices.isEmpty, "devices": preview.devices, "hasTeams": !preview.teams.isEmpty, "teams": preview.teams,
+                "erasedBefore": preview.erasedAt.map { ConsolePages.time(seconds: $0) },
+            ])
+    }
+
+    @Sendable func erase(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let (session, form) = try await signedInForm(request, context)
+        let user = try erasable(form["user"], session)
+        guard form["confirm"]?.trimmingCharacters(in: .whitespaces) == user else {
+            return try await confirmationPage(
+                session, user: user, error: "The id you typed is not \(user). Nothing was erased: type it exactly to confirm.")
+        }
+        let report = try await UserErasure(storage: environment.storage, clock: environment.clock).erase(
+            tenant: session.tenant, userID: user, requestedBy: UserErasure.Requester(userID: session.userID, deviceID: session.deviceID))
+        context.logger.notice("user erased", metadata: ["user": .string(report.userID), "rows": .stringConvertible(report.rowsErased)])
+        return ConsolePages.page(
+            "erased", title: "\(user) erased", session: session, current: "access",
+            context: [
+                "tenant": report.tenant, "user": report.userID, "when": ConsolePages.time(seconds: report.erasedAt), "rows": report.rowsErased,
+                "events": report.eventsDeleted, "pushResults": report.pushResultsDeleted, "auditDetails": report.auditDetailsErased,
+            ])
+    }
+
+    /// A user id the admin may erase: present, an identifier, and not the admin's own (whose
+    /// session, and every token, the erasure would end).
+    private func erasable(_ text: String?, _ session: ConsoleSession) throws -> String {
+        let user = (text ?? "").trimmingCharacters(in: .whitespaces)
+        guard !user.isEmpty else {
+            throw ConsoleRefusal(status: .badRequest, heading: "Nothing to erase", message: "Give the id of the user to erase.", session: session)
+        }
+        do {
+            try Identifier.require(user, as: "user")
+        } catch {
+            throw ConsoleRefusal(status: .badRequest, heading: "Nothing to erase", message: error.detail.message, session: session)
+        }
+        guard user != session.userID else {
+            throw ConsoleRefusal(
+                status: .badRequest, heading: "Not your own user",
+                message: "An admin cannot erase its own user (\(user)): every token of it, this session's included, would be refused.",
+                session: session)
+        }
+        return user
+    }
+
+    static func queryValue(_ text: String) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: "&=+#")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
+    // MARK: Activity
+
+    @Sendable func activity(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let session = try await signedIn(request, context)
+        let charts = ConsoleCharts.fragment(environment.metrics.recentActivity.lastHour(at: now))
+        return ConsolePages.page("activity", title: "The last hour", session: session, current: "activity", context: ["charts": charts])
+    }
+
+    /// The charts alone, for the page's script to refresh them.
+    @Sendable func activityCharts(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        _ = try await signedIn(request, context)
+        return ConsolePages.html(ConsoleCharts.fragment(environment.metrics.recentActivity.lastHour(at: now)))
+    }
+}
