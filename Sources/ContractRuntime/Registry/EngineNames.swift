@@ -58,6 +58,9 @@ public enum EngineNames {
         case sinks
         /// Batches a sink refused, kept for an operator to inspect and replay.
         case sinkDeadLetters = "sink_dead_letters"
+        /// What the server knows of each device from its requests: last seen, app and schema
+        /// versions, latest syncs, telemetry.
+        case deviceCensus = "device_census"
         /// The PostgreSQL migrations applied, with their checksums.
         case migrations = "outpost_migrations"
         /// `push_results` while an upgrade rebuilds it (`server.v4.push_result_records`).
