@@ -6,6 +6,23 @@ public enum ProtocolHeaders {
     public static let schema = "X-Outpost-Schema"
     /// The device's client id on a pull, so the answer can say `last_seq`.
     public static let clientID = "X-Outpost-Client"
+    /// The app and its version on every request (`fieldops-ios/1.4.2`), for the server's fleet
+    /// census: at most ``AppVersionHeader/maximumLength`` printable ASCII characters.
+    public static let appVersion = "X-Outpost-App"
+    /// The device's telemetry since its last accepted request, opt-in (``TelemetryHeader``).
+    public static let telemetry = "X-Outpost-Telemetry"
+}
+
+/// `X-Outpost-App` text: an app's name and version as the app chooses to write them.
+public enum AppVersionHeader {
+    public static let maximumLength = 64
+
+    /// Whether `text` is a value the server records: 1 to ``maximumLength`` printable ASCII
+    /// characters (a version is not row data, and a census must not hold arbitrary bytes).
+    public static func isValid(_ text: some StringProtocol) -> Bool {
+        let bytes = text.utf8
+        return !bytes.isEmpty && bytes.count <= maximumLength && bytes.allSatisfy { (0x20...0x7E).contains($0) }
+    }
 }
 
 /// `X-Outpost-Schema` text: `Name=version` pairs separated by commas.
@@ -31,5 +48,67 @@ public enum SchemaHeader {
             versions[name] = version
         }
         return versions
+    }
+}
+
+/// What a device counts about its own syncing and sends, opt-in, with its requests
+/// (`X-Outpost-Telemetry: syncs_ok=3,conflicts=1,outbox_pending=0`): only these names and whole
+/// numbers, never row data. Counters are what happened since the last request the server
+/// accepted (the device adds them back when a request fails); gauges are the value now.
+public enum DeviceTelemetry: String, CaseIterable, Sendable, Hashable {
+    /// Sync rounds that ended well.
+    case syncsOK = "syncs_ok"
+    /// Sync rounds that ended in an error (network, server, refusal).
+    case syncsFailed = "syncs_failed"
+    /// Writes the server answered `conflicted` or `rejected`.
+    case conflicts
+    /// Writes the app made into the outbox.
+    case writesQueued = "writes_queued"
+    /// Writes the server accepted (applied or known already): with ``writesQueued``, the offline completion rate.
+    case writesDelivered = "writes_delivered"
+    /// Reads through the cache that found the row on the device.
+    case cacheHits = "cache_hits"
+    /// Reads through the cache that had to fetch the row.
+    case cacheMisses = "cache_misses"
+    /// Rows the device's retention or storage limits evicted.
+    case cacheEvictions = "cache_evictions"
+    /// Gauge: writes waiting in the outbox.
+    case outboxPending = "outbox_pending"
+    /// Gauge: conflicts recorded on the device and not resolved yet.
+    case conflictsOpen = "conflicts_open"
+
+    /// Whether the value is the state now rather than a count since the last request.
+    public var isGauge: Bool { self == .outboxPending || self == .conflictsOpen }
+}
+
+/// `X-Outpost-Telemetry` text: `name=count` pairs separated by commas.
+public enum TelemetryHeader {
+    /// The largest value one header may carry per name: a device never does a million things between two requests.
+    public static let maximumValue: Int64 = 1_000_000
+    /// The longest header the server reads.
+    public static let maximumLength = 512
+
+    public static func encode(_ values: [DeviceTelemetry: Int64]) -> String {
+        DeviceTelemetry.allCases.compactMap { name in values[name].map { "\(name.rawValue)=\(min(max($0, 0), maximumValue))" } }
+            .joined(separator: ",")
+    }
+
+    /// The values of the names this build knows; names it does not know are skipped (a newer
+    /// device may count more). `nil` when the text is malformed: too long, a pair without `=`,
+    /// a value that is not a whole number from 0 to ``maximumValue``, or a name given twice.
+    public static func decode(_ text: String) -> [DeviceTelemetry: Int64]? {
+        guard text.utf8.count <= maximumLength else { return nil }
+        var values: [DeviceTelemetry: Int64] = [:]
+        var seen: Set<Substring> = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: true) {
+            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard pair.count == 2 else { return nil }
+            let name = pair[0].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, seen.insert(Substring(name)).inserted,
+                let value = Int64(pair[1].trimmingCharacters(in: .whitespaces)), (0...maximumValue).contains(value)
+            else { return nil }
+            if let known = DeviceTelemetry(rawValue: name) { values[known] = value }
+        }
+        return values
     }
 }

@@ -45,6 +45,7 @@ struct ReleasedEngineMigrationTests {
         "server postgres server.v4.push_result_records": "d740007fc24bccd66f7b9a2dbd785728e5f83339a44bc86de11d276731415a0a",
         "server postgres server.v5.change_feed": "326dbfeeecf6ea69d669651f175b36e1f2c5c30203adfeca2a840d6c44234d44",
         "server postgres server.v6.sinks": "a6f09f168350b0edc84c2b10f170841f19003b7a37fbcc727f880b9bae1779ae",
+        "server postgres server.v7.device_census": "9a253cdef4cd3b184f148fadaf3065f5b650e5a05b756d0eb4d7a78a89177d77",
         "server postgres server.v8.console_sessions": "98fa394e259633cf94c3d0d2c3343f2d20c97dbaf84a59d7370783b52c156757",
         "server sqlite server.v1.sync_tables": "9afd4b379cb5432593aa75ed7e7acb64b1b5132a295fe9e30e7f0c6d550df791",
         "server sqlite server.v2.audit_seal": "dc192d1d430703d1b49accf17e4b642016bd8127c2961c34ea5a18d536668497",
@@ -57,6 +58,7 @@ struct ReleasedEngineMigrationTests {
         "server sqlite server.v4.push_result_records": "976bb786dec102b6682ed63267110af61c936ccf18b060cd8b30fe9bd07fd683",
         "server sqlite server.v5.change_feed": "326dbfeeecf6ea69d669651f175b36e1f2c5c30203adfeca2a840d6c44234d44",
         "server sqlite server.v6.sinks": "fe1bec336a546654d0609020286f142429a2dd28fed0b0a7206ac162af87d3c0",
+        "server sqlite server.v7.device_census": "4af1489a4e4f1debb2b726e64267cb1cc7777d185a7979f83386a2e1c59c064e",
         "server sqlite server.v8.console_sessions": "d5ae34013f09eb4d7a929cf2c5a3acd17e1a48682ba9e05cc8fbdb882e3bc7a4",
     ]
 

@@ -21,7 +21,7 @@ struct SyncServerCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ServeCommand.self, TokenCommand.self, KeysCommand.self, RevokeCommand.self, TeamsCommand.self, EraseCommand.self, ExportCommand.self,
-            SeedCommand.self, AuditCommand.self, HousekeepingCommand.self, SinksCommand.self,
+            SeedCommand.self, AuditCommand.self, HousekeepingCommand.self, SinksCommand.self, FleetCommand.self,
         ]
     )
 }

@@ -58,6 +58,9 @@ public enum EngineNames {
         case sinks
         /// Batches a sink refused, kept for an operator to inspect and replay.
         case sinkDeadLetters = "sink_dead_letters"
+        /// What the server knows of each device from its requests: last seen, app and schema
+        /// versions, latest syncs, telemetry.
+        case deviceCensus = "device_census"
         /// Signed-in sessions of the operator console, by the SHA-256 of their id.
         case consoleSessions = "console_sessions"
         /// The PostgreSQL migrations applied, with their checksums.

@@ -6,6 +6,10 @@ extension HTTPField.Name {
     public static let outpostSchema = HTTPField.Name(ProtocolHeaders.schema)!
     /// `X-Outpost-Client`: the device's push client id, for `last_seq` on a pull.
     public static let outpostClient = HTTPField.Name(ProtocolHeaders.clientID)!
+    /// `X-Outpost-App`: the app and its version, for the fleet census.
+    public static let outpostApp = HTTPField.Name(ProtocolHeaders.appVersion)!
+    /// `X-Outpost-Telemetry`: the device's own counts, opt-in (SyncProtocol's `TelemetryHeader`).
+    public static let outpostTelemetry = HTTPField.Name(ProtocolHeaders.telemetry)!
 }
 
 extension HTTPField.Name {

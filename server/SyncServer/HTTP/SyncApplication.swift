@@ -31,6 +31,8 @@ public struct SyncRouter {
     /// Delivers the sinks (webhooks, learning record stores); runs beside the server as one of
     /// its services (``buildApplication(configuration:environment:logger:onServerRunning:)``).
     package let sinkDelivery: SinkDelivery
+    /// The fleet census; writes its observations as one of the server's services.
+    package let census: FleetCensus
 }
 
 /// What the routes call: storage, services and the token signer.
@@ -98,6 +100,8 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
         middleware: AuthenticationMiddleware(
             signer: environment.signer, storage: environment.storage, clock: environment.clock,
             sharedRateLimit: environment.rateLimiter == nil ? shared : nil))
+    // Before the rate limit: a device refused for its rate was still seen, and its sync's outcome is that refusal.
+    authenticated.add(middleware: FleetCensusMiddleware(census: routes.census, clock: environment.clock))
     if let limiter = environment.rateLimiter {
         authenticated.add(middleware: RateLimitMiddleware(limiter: limiter))
     } else if let limit = configuration.rateLimit, shared == nil {
@@ -118,6 +122,9 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.post, "/admin/v1/revocations", on: admin, use: routes.revoke)
     table.add(.delete, "/admin/v1/users/{user}", on: admin, use: routes.eraseUser)
     table.add(.get, "/admin/v1/users/{user}/export", on: admin, use: routes.exportUser)
+    table.add(.get, "/admin/v1/fleet", on: admin, use: routes.fleet)
+    table.add(.get, "/admin/v1/fleet/devices", on: admin, use: routes.fleetDevices)
+    table.add(.get, "/admin/v1/fleet/devices/{user}/{device}", on: admin, use: routes.fleetDevice)
     table.add(.put, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.addTeamMember)
     table.add(.delete, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.removeTeamMember)
     let sinkRoutes = SinkRoutes(storage: environment.storage.engine, clock: environment.clock, delivery: routes.sinkDelivery)
@@ -134,7 +141,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     // HTML for operators, not API: on the router itself, outside the route table.
     if configuration.console.isEnabled { ConsoleRoutes(configuration: configuration, environment: environment).register(on: router) }
 
-    return SyncRouter(router: router, routes: table.routes, sinkDelivery: routes.sinkDelivery)
+    return SyncRouter(router: router, routes: table.routes, sinkDelivery: routes.sinkDelivery, census: routes.census)
 }
 
 /// The sync server as a Hummingbird application, ready for `runService()` or `test(.router)`.
@@ -167,7 +174,7 @@ public func buildApplication(
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "outpost-sync-server"
         ),
-        services: [built.sinkDelivery],
+        services: [built.sinkDelivery, built.census],
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port) },
         logger: logger
     )
@@ -214,6 +221,8 @@ struct SyncRoutes: Sendable {
     let commitSignal: CommitSignal
     /// Delivers the sinks.
     let sinkDelivery: SinkDelivery
+    /// What the server knows of each device (`/admin/v1/fleet`).
+    let census: FleetCensus
 
     init(configuration: ServerConfiguration, environment: ServerEnvironment) {
         self.configuration = configuration
@@ -235,6 +244,7 @@ struct SyncRoutes: Sendable {
         let signal = CommitSignal()
         commitSignal = signal
         environment.storage.engine.observeCommits { _ in signal.signal() }
+        census = FleetCensus(storage: environment.storage.engine, clock: environment.clock, metrics: environment.metrics)
         sinkDelivery = SinkDelivery(
             storage: environment.storage.engine, configuration: configuration.sinks, metrics: environment.metrics, clock: environment.clock,
             logger: Logger(label: "outpost.sinks"))
@@ -471,6 +481,47 @@ struct SyncRoutes: Sendable {
             try await environment.storage.engine.write { try await $0.revoke(tenant: tenant, kind: target.0, subject: target.1, at: now) }
         }
         return try .json(["revoked": target.0.rawValue, "subject": target.1, "tenant": tenant], request: request)
+    }
+
+    // MARK: The fleet census
+
+    /// `GET /admin/v1/fleet?active=30d`: the admin's tenant's devices per contract version and app
+    /// version, active (seen within the window) and stale: the census file `contractc check --fleet` reads.
+    @Sendable func fleet(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let window = try activeWindow(request)
+        let now = environment.clock.now().millisecondsSince1970 / 1000
+        let summary = try await ServiceError.catchingStorageFailures { try await census.summary(tenant: tenant, now: now, activeSeconds: window) }
+        return Response.json(encoded: Data(CanonicalJSON.bytes(summary.json)), request: request)
+    }
+
+    /// `GET /admin/v1/fleet/devices?active=30d&limit=N`: the tenant's devices, the latest seen
+    /// first; only those seen within `active` when it is given.
+    @Sendable func fleetDevices(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let since = try request.query("active").map { _ in environment.clock.now().millisecondsSince1970 / 1000 - (try activeWindow(request)) }
+        let limit = try RequestInput.limit(request) ?? 100
+        guard (1...1000).contains(limit) else { throw ServiceError.malformed("`limit` must be from 1 to 1000") }
+        let devices = try await ServiceError.catchingStorageFailures { try await census.devices(tenant: tenant, activeSince: since, limit: limit) }
+        return Response.json(
+            encoded: Data(CanonicalJSON.bytes(.object(["devices": .array(devices.map(\.json))]))), request: request, compressible: true)
+    }
+
+    /// `GET /admin/v1/fleet/devices/{user}/{device}`: one device as the census knows it.
+    @Sendable func fleetDevice(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let tenant = try context.requireIdentity().tenant
+        let (user, device) = (try parameter("user", context), try parameter("device", context))
+        let found = try await ServiceError.catchingStorageFailures { try await census.device(tenant: tenant, userID: user, deviceID: device) }
+        guard let found else { throw ServiceError.notFound("the census has not seen device '\(device)' of user '\(user)' in tenant \(tenant)") }
+        return Response.json(encoded: Data(CanonicalJSON.bytes(found.json)), request: request)
+    }
+
+    private func activeWindow(_ request: Request) throws(ServiceError) -> Int64 {
+        guard let text = request.query("active") else { return FleetSummary.defaultActiveWindow }
+        guard let seconds = FleetSummary.window(text) else {
+            throw ServiceError.malformed("`active` is a window like `30d`, `12h`, `90m` or seconds, not '\(text)'")
+        }
+        return seconds
     }
 
     @Sendable func addTeamMember(_ request: Request, context: SyncRequestContext) async throws -> Response {

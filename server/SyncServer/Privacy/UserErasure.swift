@@ -105,6 +105,9 @@ public struct UserErasure: Sendable {
                 }
                 report.pushResultsDeleted = try await transaction.deletePushResults(tenant: tenant, ownedBy: userID)
                 report.auditDetailsErased = try await transaction.eraseAuditDetails(tenant: tenant, userID: userID)
+                // What the fleet census knew of the user's devices (app versions, syncs, telemetry).
+                _ = try await transaction.serverTableQuery(
+                    "DELETE FROM device_census WHERE tenant = ? AND user_id = ? RETURNING device_id", [.text(tenant), .text(userID)])
                 let held = try await transaction.identityState(tenant: tenant, userID: userID, deviceID: "")
                 let erasedNothing = report.rowsErased + report.eventsDeleted + report.pushResultsDeleted + report.auditDetailsErased == 0
                 if erasedNothing, held.teams.isEmpty, devices.isEmpty || held.erasedAt != nil {

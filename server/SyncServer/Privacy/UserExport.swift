@@ -76,6 +76,17 @@ public struct UserExport: Sendable {
                 ])
         }
 
+        let census = try await storage.read { reader in
+            try await reader.serverTableQuery(
+                "SELECT * FROM device_census WHERE tenant = ? AND user_id = ? ORDER BY device_id", [.text(tenant), .text(userID)])
+        }
+        for device in census.map(FleetCensus.device) {
+            guard case .object(var fields) = device.json else { continue }
+            fields["tenant"] = nil
+            fields["user"] = nil
+            try write("census", fields)
+        }
+
         let owned = UserErasure.ownedScopes(tenant: tenant, userID: userID, devices: devices.sorted(), contracts: storage.contracts)
         for (scope, scopeKey) in owned {
             for entity in storage.contracts.entities.sorted(by: { $0.name < $1.name }) where entity.scope == scope.name {

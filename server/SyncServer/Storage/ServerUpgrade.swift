@@ -1,4 +1,5 @@
 import ContractRuntime
+import SyncProtocol
 
 /// Changes to the server's own tables after their first release (`server.v1.sync_tables`), in
 /// order. Each runs once per database, after the generated contract migrations, in both storages;
@@ -10,8 +11,44 @@ struct ServerUpgrade {
 
     static let all: [ServerUpgrade] = [
         clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords, changeFeed,
-        sinks, consoleSessions,
+        sinks, deviceCensus, consoleSessions,
     ]
+
+    /// The fleet census (``FleetCensus``): one row per device, what its requests said of it.
+    static let deviceCensus = ServerUpgrade(
+        identifier: "server.v7.device_census",
+        sqlite: deviceCensusTables(integer: "INTEGER"),
+        postgres: deviceCensusTables(integer: "BIGINT")
+    )
+
+    private static func deviceCensusTables(integer: String) -> [String] {
+        let telemetry = DeviceTelemetry.allCases.map { name in
+            name.isGauge ? "\"t_\(name.rawValue)\" \(integer)" : "\"t_\(name.rawValue)\" \(integer) NOT NULL DEFAULT 0"
+        }
+        return [
+            """
+            CREATE TABLE "\(EngineNames.ServerTable.deviceCensus.rawValue)" (
+                "tenant" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "device_id" TEXT NOT NULL,
+                "first_seen_at" \(integer) NOT NULL,
+                "last_seen_at" \(integer) NOT NULL,
+                "app_version" TEXT,
+                "schema" TEXT NOT NULL,
+                "last_outcome" TEXT,
+                "last_status" \(integer),
+                "last_route" TEXT,
+                "pushes" \(integer) NOT NULL DEFAULT 0,
+                "pulls" \(integer) NOT NULL DEFAULT 0,
+                "failures" \(integer) NOT NULL DEFAULT 0,
+                "recent" TEXT NOT NULL,
+                \(telemetry.joined(separator: ",\n    ")),
+                PRIMARY KEY ("tenant", "user_id", "device_id")
+            )
+            """,
+            "CREATE INDEX \"device_census_by_last_seen\" ON \"device_census\" (\"tenant\", \"last_seen_at\")",
+        ]
+    }
 
     /// The operator console's sessions (``ConsoleSessionStore``): only the SHA-256 of a session's
     /// id is stored, with the admin it belongs to, the issue time of the token it was opened
