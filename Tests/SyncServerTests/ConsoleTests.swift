@@ -215,6 +215,54 @@ struct ConsoleTests {
         }
     }
 
+    // MARK: Fleet and devices
+
+    @Test(
+        "the fleet page counts the census's devices per contract and app version, the rollout gate counts who a higher floor refuses, and a device's page shows its syncs and queue",
+        arguments: StorageKind.allCases)
+    func fleetAndDevice(_ kind: StorageKind) async throws {
+        let h = try await Self.harness(kind)
+        try await h.live { client in
+            let alice = h.token(user: "alice", device: "alice-phone")
+            let bob = h.token(user: "bob", device: "bob-tablet")
+            let pulled = [
+                try await client.execute(
+                    uri: "/sync/v1/pull?scope=user", method: .get,
+                    headers: FleetCensusTests.headers(
+                        alice, app: "fieldops-ios/1.4.2", schema: "Task=1,Unit=3", telemetry: "outbox_pending=3,conflicts_open=1")),
+                try await client.execute(
+                    uri: "/sync/v1/pull?scope=user", method: .get,
+                    headers: FleetCensusTests.headers(bob, app: "fieldops-android/1.3.0", schema: "Task=1,Unit=2")),
+            ]
+            #expect(pulled.allSatisfy { $0.status == .ok })
+            var browser = Browser(client)
+            _ = try await browser.signIn(h.adminToken)
+
+            let fleet = try await browser.get("/console")
+            #expect(fleet.status == .ok)
+            let text = fleet.bodyText
+            #expect(text.contains("<li><span class=\"figure\">2</span> active</li>"), "\(text)")
+            #expect(text.contains("<tr><th scope=\"row\">Unit</th><td>2</td><td>1</td><td>0</td></tr>"))
+            #expect(text.contains("<tr><th scope=\"row\">fieldops-ios/1.4.2</th><td>1</td><td>0</td></tr>"))
+            #expect(text.contains("<a href=\"/console/devices/alice/alice-phone\">alice-phone</a>"))
+            #expect(!text.contains(">console<"), "the admin's own requests are not a device")
+
+            let gate = try await browser.get("/console?active=7d&contract=Unit&oldest_supported=3")
+            #expect(gate.bodyText.contains("1 active device would be refused and purge Unit (50.0 % of 2): above the 1 % gate."))
+            let safe = try await browser.get("/console?contract=Unit&oldest_supported=2")
+            #expect(safe.bodyText.contains("No active device would be refused"))
+            #expect(try await browser.get("/console?active=soon").status == .badRequest)
+
+            let device = try await browser.get("/console/devices/alice/alice-phone")
+            #expect(device.status == .ok)
+            #expect(device.bodyText.contains("<dt>App version</dt><dd>fieldops-ios/1.4.2</dd>"))
+            #expect(device.bodyText.contains("<tr><th scope=\"row\">Outbox: writes waiting</th><td>3</td></tr>"))
+            #expect(device.bodyText.contains("<td>pull</td><td>200</td><td>ok</td>"))
+            #expect(device.bodyText.contains("action=\"/console/devices/alice/alice-phone/revoke\""))
+            #expect(try await browser.get("/console/devices/alice/nobody").status == .notFound)
+        }
+    }
+
     // MARK: Revoking and erasing
 
     @Test("revoking a device from its console page: its next request gets 401 token_revoked", arguments: StorageKind.allCases)
@@ -306,6 +354,15 @@ struct ConsoleTests {
             #expect(text.contains("unknown_entity"))
             #expect(!text.contains("<script>") && !text.contains("<img"))
             #expect(!text.contains(">nil<") && !text.contains("seq nil"), "absent values are left out, not written as nil")
+
+            let fleet = try await browser.get("/console")
+            #expect(fleet.bodyText.contains(">&lt;script&gt;alert(1)&lt;/script&gt;</a>"))
+            #expect(fleet.bodyText.contains("href=\"/console/devices/mallory/%3Cscript%3Ealert(1)%3C%2Fscript%3E\""))
+            #expect(!fleet.bodyText.contains("<script>"))
+            let device = try await browser.get("/console/devices/mallory/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
+            #expect(device.status == .ok)
+            #expect(device.bodyText.contains("<h1>Device &lt;script&gt;alert(1)&lt;/script&gt;</h1>"))
+            #expect(!device.bodyText.contains("<script>"))
         }
     }
 

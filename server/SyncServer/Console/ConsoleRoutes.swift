@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import Mustache
 import NIOCore
+import SyncProtocol
 
 /// The operator console at `/console`: server-rendered pages over the same storage and services
 /// the admin routes use, for an admin signed in with an admin token (docs/console.md).
@@ -28,10 +29,13 @@ package struct ConsoleRoutes: Sendable {
     let sessions: ConsoleSessionStore
     let queries: ConsoleQueries
     let authenticator: AuthenticationMiddleware
+    /// The devices the server has seen (the fleet and device pages).
+    let census: FleetCensus
 
-    init(configuration: ServerConfiguration, environment: ServerEnvironment) {
+    init(configuration: ServerConfiguration, environment: ServerEnvironment, census: FleetCensus) {
         self.configuration = configuration
         self.environment = environment
+        self.census = census
         sessions = ConsoleSessionStore(storage: environment.storage.engine)
         queries = ConsoleQueries(storage: environment.storage.engine)
         authenticator = AuthenticationMiddleware(signer: environment.signer, storage: environment.storage, clock: environment.clock)
@@ -170,19 +174,168 @@ package struct ConsoleRoutes: Sendable {
 
     // MARK: Fleet and devices
 
+    /// The active windows the fleet page offers (any other `?active=` is taken too).
+    static let activeWindows = [("24h", "24 hours"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days")]
+    /// The devices the fleet page lists.
+    static let fleetDeviceLimit = 100
+    /// A share of active devices refused above which the rollout gate warns (1 %).
+    static let gateThreshold = 0.01
+
     @Sendable func overview(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let session = try await signedIn(request, context)
+        let activeText = request.query("active").flatMap { $0.isEmpty ? nil : $0 } ?? "30d"
+        guard let window = FleetSummary.window(activeText) else {
+            throw ConsoleRefusal(
+                status: .badRequest, heading: "Not a window", message: "`active` is a duration such as 7d, 24h or 90d.", session: session)
+        }
+        let (tenant, now) = (session.tenant, self.now)
+        let (summary, devices, revocations) = try await ServiceError.catchingStorageFailures {
+            (
+                try await census.summary(tenant: tenant, now: now, activeSeconds: window),
+                try await census.devices(tenant: tenant, limit: Self.fleetDeviceLimit),
+                try await environment.storage.engine.read { try await $0.revocations(tenant: tenant) }
+            )
+        }
+        let revokedDevices = Dictionary(revocations.filter { $0.kind == .device }.map { ($0.subject, $0.revokedAt) }, uniquingKeysWith: max)
+        let revokedUsers = Dictionary(revocations.filter { $0.kind == .user }.map { ($0.subject, $0.revokedAt) }, uniquingKeysWith: max)
+        var windows = Self.activeWindows.map { ["value": $0.0, "label": $0.1, "selected": $0.0 == activeText] }
+        if !Self.activeWindows.contains(where: { $0.0 == activeText }) {
+            windows.append(["value": activeText, "label": Self.windowLabel(window), "selected": true])
+        }
+        let contractNames = summary.contracts.keys.sorted()
+        let gateContract = request.query("contract").flatMap { contractNames.contains($0) ? $0 : nil } ?? contractNames.first
+        var gate: [String: Any]?
+        var gateVersion = ""
+        if let gateContract, let text = request.query("oldest_supported"), !text.isEmpty {
+            guard let version = Int(text), version >= 1 else {
+                throw ConsoleRefusal(
+                    status: .badRequest, heading: "Not a version", message: "`oldest_supported` is a schema version, 1 or more.", session: session)
+            }
+            gateVersion = String(version)
+            gate = Self.gate(summary, contract: gateContract, oldestSupported: version)
+        } else if let gateContract, let versions = summary.contracts[gateContract], let current = versions.keys.max() {
+            gateVersion = String(current)
+        }
+        let fleet: [String: Any?] = [
+            "tenant": tenant, "generatedAt": ConsolePages.time(seconds: summary.generatedAt), "windowLabel": Self.windowLabel(window),
+            "windows": windows, "activeValue": activeText, "active": summary.devices.active, "stale": summary.devices.stale,
+            "hasContracts": !summary.contracts.isEmpty,
+            "contracts": contractNames.flatMap { name in
+                summary.contracts[name]!.sorted { $0.key > $1.key }.map { version, counts in
+                    ["contract": name, "version": version, "active": counts.active, "stale": counts.stale] as [String: Any]
+                }
+            },
+            "hasAppVersions": !summary.appVersions.isEmpty,
+            "appVersions": summary.appVersions.sorted { $0.key > $1.key }.map {
+                ["version": $0.key, "active": $0.value.active, "stale": $0.value.stale] as [String: Any]
+            },
+            "contractNames": contractNames.map { ["name": $0, "selected": $0 == gateContract] },
+            "gateVersion": gateVersion, "gate": gate,
+            "hasDevices": !devices.isEmpty, "deviceCount": devices.count,
+            "devices": devices.map { device -> [String: Any] in
+                let revoked = revokedDevices[device.deviceID] ?? revokedUsers[device.userID]
+                return [
+                    "href": Self.devicePath(user: device.userID, device: device.deviceID), "device": device.deviceID, "user": device.userID,
+                    "app": device.appVersion ?? "unknown", "lastSeen": ConsolePages.time(seconds: device.lastSeenAt),
+                    "outcome": "\(device.lastRoute) \(device.lastOutcome)",
+                    "state": revoked.map { "revoked \(ConsolePages.time(seconds: $0))" }
+                        ?? (device.lastSeenAt >= now - window ? "active" : "stale"),
+                ]
+            },
+        ]
         return ConsolePages.page(
-            "fleet", title: "Fleet", session: session, current: "fleet",
-            context: ["unavailable": "This server does not record a device census."])
+            "fleet", title: "Fleet", session: session, current: "fleet", context: ["census": ConsolePages.present(fleet)])
+    }
+
+    /// What raising `contract`'s oldest supported version to `oldestSupported` would refuse now.
+    static func gate(_ summary: FleetSummary, contract: String, oldestSupported: Int) -> [String: Any] {
+        let (refused, active) = summary.cutoff(contract: contract, oldestSupported: oldestSupported)
+        let share = active == 0 ? 0 : Double(refused) / Double(active)
+        let percent = String(format: "%.1f %%", share * 100)
+        let devices = refused == 1 ? "device" : "devices"
+        if refused == 0 {
+            return [
+                "tone": "ok", "headline": "No active device would be refused: oldest_supported \(oldestSupported) for \(contract) is safe now.",
+                "explanation": "Every active device that declared \(contract) runs version \(oldestSupported) or later.",
+            ]
+        }
+        let over = share > gateThreshold
+        return [
+            "tone": over ? "bad" : "ok",
+            "headline":
+                "\(refused) active \(devices) would be refused and purge \(contract) (\(percent) of \(active)): \(over ? "above" : "within") the 1 % gate.",
+            "explanation":
+                "They run \(contract) below version \(oldestSupported): raising oldest_supported to it answers them 426 schema_too_old until they update. "
+                + (over ? "Wait until more of them updated." : "Few enough to go ahead."),
+        ]
+    }
+
+    static func windowLabel(_ seconds: Int64) -> String {
+        if seconds % 86_400 == 0 { return seconds == 86_400 ? "24 hours" : "\(seconds / 86_400) days" }
+        if seconds % 3600 == 0 { return seconds == 3600 ? "hour" : "\(seconds / 3600) hours" }
+        if seconds % 60 == 0 { return "\(seconds / 60) minutes" }
+        return "\(seconds) seconds"
     }
 
     @Sendable func device(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let session = try await signedIn(request, context)
         let (user, device) = (try RequestInput.parameter("user", context), try RequestInput.parameter("device", context))
-        throw ConsoleRefusal(
-            status: .notFound, heading: "Device \(device)", message: "This server keeps no census of user \(user)'s device \(device).",
-            session: session)
+        let tenant = session.tenant
+        let (found, state) = try await ServiceError.catchingStorageFailures {
+            (
+                try await census.device(tenant: tenant, userID: user, deviceID: device),
+                try await environment.storage.engine.read { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
+            )
+        }
+        guard let found else {
+            throw ConsoleRefusal(
+                status: .notFound, heading: "Device \(device)",
+                message: "The census has not seen device \(device) of user \(user) in tenant \(tenant).",
+                session: session)
+        }
+        let access: String =
+            if let erased = state.erasedAt {
+                "The user's data was erased at \(ConsolePages.time(seconds: erased)) (UTC)."
+            } else if let revoked = state.revokedAt {
+                "Revoked at \(ConsolePages.time(seconds: revoked)) (UTC): its tokens issued until then are refused."
+            } else {
+                "Not revoked."
+            }
+        let telemetry = DeviceTelemetry.allCases.compactMap { name in
+            found.telemetry[name].map { ["name": Self.telemetryLabel(name), "value": $0] as [String: Any] }
+        }
+        let context: [String: Any?] = [
+            "tenant": tenant, "user": user, "device": device, "app": found.appVersion ?? "unknown (the app sends no X-Outpost-App)",
+            "firstSeen": ConsolePages.time(seconds: found.firstSeenAt), "lastSeen": ConsolePages.time(seconds: found.lastSeenAt),
+            "pushes": found.pushes, "pulls": found.pulls, "failures": found.failures, "access": access,
+            "notice": request.query("done") == "revoked" ? "Device \(device) is revoked: its next request gets 401." : nil,
+            "hasSchema": !found.schema.isEmpty,
+            "schema": found.schema.sorted { $0.key < $1.key }.map { ["contract": $0.key, "version": $0.value] as [String: Any] },
+            "hasTelemetry": !telemetry.isEmpty, "telemetry": telemetry, "hasRecent": !found.recent.isEmpty,
+            "recent": found.recent.map {
+                [
+                    "when": ConsolePages.time(seconds: $0.at), "route": $0.route, "status": $0.status, "outcome": $0.outcome,
+                    "milliseconds": $0.milliseconds,
+                ] as [String: Any]
+            },
+            "revokeAction": Self.devicePath(user: user, device: device) + "/revoke",
+        ]
+        return ConsolePages.page("device", title: "Device \(device)", session: session, current: "fleet", context: context)
+    }
+
+    static func telemetryLabel(_ name: DeviceTelemetry) -> String {
+        switch name {
+        case .outboxPending: "Outbox: writes waiting"
+        case .conflictsOpen: "Conflicts open on the device"
+        case .syncsOK: "Syncs that ended well"
+        case .syncsFailed: "Syncs that failed"
+        case .conflicts: "Writes answered conflicted or rejected"
+        case .writesQueued: "Writes queued"
+        case .writesDelivered: "Writes delivered"
+        case .cacheHits: "Cache hits"
+        case .cacheMisses: "Cache misses"
+        case .cacheEvictions: "Rows evicted"
+        }
     }
 
     @Sendable func revokeDevice(_ request: Request, context: SyncRequestContext) async throws -> Response {

@@ -139,7 +139,9 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     for app in environment.apps { app.addRoutes(to: appRoutes) }
 
     // HTML for operators, not API: on the router itself, outside the route table.
-    if configuration.console.isEnabled { ConsoleRoutes(configuration: configuration, environment: environment).register(on: router) }
+    if configuration.console.isEnabled {
+        ConsoleRoutes(configuration: configuration, environment: environment, census: routes.census).register(on: router)
+    }
 
     return SyncRouter(router: router, routes: table.routes, sinkDelivery: routes.sinkDelivery, census: routes.census)
 }
