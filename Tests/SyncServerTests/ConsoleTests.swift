@@ -118,12 +118,17 @@ struct ConsoleTests {
             let columns = ["id_sha256", "tenant", "user_id", "device_id", "csrf_token"]
             #expect(!stored.contains { row in columns.contains { row.text($0) == id } }, "the id itself is nowhere")
 
+            let token = try #require(browser.csrf)
+            #expect(token.count >= 43)
             for path in ["/console", "/console/conflicts", "/console/audit", "/console/access", "/console/activity"] {
                 let page = try await browser.get(path)
                 #expect(page.status == .ok, "\(path)")
                 #expect(page.bodyText.contains("<main id=\"main\""), "\(path)")
+                // Every form that posts carries the session's token, the page's own ones included.
+                let posts = page.bodyText.components(separatedBy: "method=\"post\"").count - 1
+                let tokens = page.bodyText.components(separatedBy: "name=\"csrf\" value=\"\(token)\"").count - 1
+                #expect(posts >= 1 && tokens == posts, "\(path): \(posts) forms post, \(tokens) carry the token")
             }
-            #expect(browser.csrf != nil)
         }
     }
 
@@ -259,6 +264,8 @@ struct ConsoleTests {
             #expect(device.bodyText.contains("<tr><th scope=\"row\">Outbox: writes waiting</th><td>3</td></tr>"))
             #expect(device.bodyText.contains("<td>pull</td><td>200</td><td>ok</td>"))
             #expect(device.bodyText.contains("action=\"/console/devices/alice/alice-phone/revoke\""))
+            let token = try #require(browser.csrf)
+            #expect(device.bodyText.components(separatedBy: "name=\"csrf\" value=\"\(token)\"").count == 3, "sign-out and revoke carry the token")
             #expect(try await browser.get("/console/devices/alice/nobody").status == .notFound)
         }
     }
@@ -304,6 +311,8 @@ struct ConsoleTests {
             #expect(confirm.bodyText.contains("Erase the data of user alice?"))
             #expect(confirm.bodyText.contains("<code>alice-phone</code>") && confirm.bodyText.contains("<code>team-1</code>"))
             #expect(confirm.bodyText.contains("name=\"confirm\""))
+            let token = try #require(browser.csrf)
+            #expect(confirm.bodyText.components(separatedBy: "name=\"csrf\" value=\"\(token)\"").count == 3, "sign-out and erase carry the token")
 
             for typed in ["", "alic", "bob"] {
                 let wrong = try await browser.post("/console/erasures", ["user": "alice", "confirm": typed])

@@ -5,7 +5,14 @@ enum ConsoleAssets {
     static let files: [String: (contentType: String, text: String)] = [
         "console.css": ("text/css; charset=utf-8", stylesheet),
         "console.js": ("text/javascript; charset=utf-8", script),
+        "favicon.svg": ("image/svg+xml", icon),
     ]
+
+    /// The tab's icon (without one a browser asks for `/favicon.ico`, which the server does not have).
+    static let icon = """
+        <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1a5fb4"/><path d="M4 8h8M8 4v8" stroke="#fff" stroke-width="2"/></svg>
+
+        """
 
     /// Text #1f2328 on white is 15.8:1, links and buttons #1a5fb4 6.3:1, errors #8a1526 on
     /// #fbe9eb 7.9:1: every pair of text and background is above 4.5:1.

@@ -29,6 +29,9 @@ enum ConsolePages {
     }
 
     static func document(_ template: String, title: String, session: ConsoleSession?, current: String?, context: [String: Any]) -> String {
+        var context = context
+        // Every form of a signed-in page carries the session's CSRF token.
+        if let session { context["csrf"] = session.csrfToken }
         let body = ConsoleTemplates.library.render(context, withTemplate: template) ?? ""
         var layout: [String: Any] = ["title": title, "body": body]
         if let session {

@@ -25,6 +25,7 @@ enum ConsoleTemplates {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>{{title}} · Outpost console</title>
+        <link rel="icon" href="/console/static/favicon.svg" type="image/svg+xml">
         <link rel="stylesheet" href="/console/static/console.css">
         <script src="/console/static/console.js" defer></script>
         </head>
