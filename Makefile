@@ -1,7 +1,11 @@
 # Outpost — every entry point a developer or CI needs.
 #   make test             check the style (make lint), build (executables included), run every test
 #                         (end-to-end ones too, and the storage suite on a throwaway PostgreSQL 15,
-#                         scripts/with-postgres.sh), and check the generated code is current
+#                         scripts/with-postgres.sh), the console in a browser (make test-console),
+#                         and check the generated code is current
+#   make test-console     the operator console in headless Chromium, driven by selenium, against a real
+#                         sync-server and sync-device devices (Tests/Console); SCREENSHOTS=DIR writes
+#                         a PNG of each page (docs/console holds the committed ones)
 #   make format           swift format every hand-written Swift file in place (.swift-format)
 #   make lint             fail on any file swift format would change (part of make test)
 #   make demo             a server on SQLite and sync-device devices through the learner and field-ops stories
@@ -46,7 +50,7 @@ CONTRACT_SETS := $(CONTRACTS):$(GENERATED) $(foreach example,$(EXAMPLES),$(examp
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated check-alerts compat lock test demo demo-postgres soak sim bench server fuzz fuzz-api docs format lint clean
+.PHONY: all build contractc codegen check-generated check-alerts compat lock test test-console demo demo-postgres soak sim bench server fuzz fuzz-api docs format lint clean
 
 all: build
 
@@ -119,6 +123,14 @@ check-alerts:
 test: lint check-generated compat check-alerts
 	$(SWIFT) build --build-tests
 	LOG_LEVEL=$${LOG_LEVEL:-warning} scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
+	$(MAKE) test-console
+
+# The console in a real browser: Debian's chromium and chromium-driver, PyPI's selenium.
+SCREENSHOTS ?=
+test-console:
+	@$(SWIFT) build --product sync-server 2>&1 | tail -n 1
+	@$(SWIFT) build --product sync-device 2>&1 | tail -n 1
+	python3 Tests/Console/console_browser_test.py --bin "$(BIN)" $(if $(SCREENSHOTS),--screenshots $(SCREENSHOTS))
 
 demo:
 	@scripts/demo.sh
