@@ -192,6 +192,9 @@ def run(bin_dir, screenshots, keep):
         # Some of each one's own: ana starts a task, cleo answers a question (her data to erase later).
         ana.run("task", "start", "team-1-task-swap-017")
         ana.sync()
+        # Ben started the same task from what he pulled before: his write comes back conflicted.
+        ben.run("task", "start", "team-1-task-swap-017")
+        ben.sync(expect=4)  # sync-device's exit status for "synced, with conflicts to resolve"
         cleo.run("open", "lesson-battery-anatomy")
         cleo.run("answer", "assessment-battery-basics", "q1", "0")
         cleo.sync()
@@ -213,7 +216,6 @@ def run(bin_dir, screenshots, keep):
         token_field.send_keys("not-a-token")
         browser.submit("form[action='/console/sign-in']")
         check("That token was not accepted" in browser.text(), "a wrong token shows the form again with a message")
-        browser.shot("sign-in-refused")
         page = driver.find_element(By.TAG_NAME, "html")
         driver.find_element(By.ID, "token").send_keys(admin + Keys.ENTER)
         browser.wait_for_new_page(page)
@@ -285,6 +287,9 @@ def run(bin_dir, screenshots, keep):
         check("tablet-ben" in browser.text() and "learner-cleo" in browser.text(), "revocations and erasures are listed")
         browser.shot("access")
         browser.open("/console/conflicts")
+        conflicts = browser.text()
+        check("tablet-ben" in conflicts and "conflicted" in conflicts and "team-1-task-swap-017" in conflicts,
+              "the conflicts page shows ben's conflicted write")
         browser.shot("conflicts")
         browser.open("/console/audit")
         browser.submit("form[action='/console/audit/verify']")

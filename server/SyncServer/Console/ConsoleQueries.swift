@@ -21,7 +21,8 @@ struct ConsoleQueries: Sendable {
         var entity: String
         var rowID: String
         var outcome: String
-        /// The refusal's code (`version_check`, `invalid_payload`, …) or the resolution.
+        /// The refusal's code (`invalid_payload`, …), else the resolution, else the conflict policy
+        /// that decided (`version_check`).
         var reason: String?
         var seq: Int64?
     }
@@ -59,6 +60,8 @@ struct ConsoleQueries: Sendable {
             reason = code
         } else if case .string(let resolution)? = audited.detail["resolution"] {
             reason = resolution
+        } else if case .string(let policy)? = audited.detail["policy"] {
+            reason = policy
         }
         var seq: Int64?
         if case .int(let number)? = audited.detail["seq"] { seq = number }

@@ -374,7 +374,8 @@ package struct ConsoleRoutes: Sendable {
         let entries: [[String: Any]] = pushes.map { push in
             ConsolePages.present([
                 "id": push.entry.id, "when": ConsolePages.time(milliseconds: push.entry.recordedAt), "user": push.entry.userID,
-                "device": push.entry.deviceID, "push": push.entry.rowID, "outcome": push.entry.outcome.rawValue, "erased": push.detailErased,
+                "device": push.entry.deviceID, "deviceHref": Self.devicePath(user: push.entry.userID, device: push.entry.deviceID),
+                "push": push.entry.rowID, "outcome": push.entry.outcome.rawValue, "erased": push.detailErased,
                 "hasChanges": !push.changes.isEmpty,
                 "changes": push.changes.map { change in
                     ConsolePages.present([

@@ -233,7 +233,7 @@ enum ConsoleTemplates {
         <caption>Pushes with conflicts or rejections</caption>
         <thead><tr><th scope="col">Entry</th><th scope="col">Recorded (UTC)</th><th scope="col">User</th><th scope="col">Device</th><th scope="col">Push</th><th scope="col">Conflicted or rejected mutations</th></tr></thead>
         <tbody>
-        {{#entries}}<tr><td>{{id}}</td><td>{{when}}</td><td>{{user}}</td><td>{{device}}</td><td>{{push}} ({{outcome}})</td>
+        {{#entries}}<tr><td>{{id}}</td><td>{{when}}</td><td>{{user}}</td><td><a href="{{deviceHref}}">{{device}}</a></td><td>{{push}} ({{outcome}})</td>
         <td>{{#erased}}Details erased with the user's data.{{/erased}}{{#hasChanges}}<ul class="plain">{{#changes}}<li>{{entity}} <code>{{rowID}}</code>: {{outcome}}{{#reason}} ({{reason}}){{/reason}}{{#seq}}, seq {{seq}}{{/seq}}</li>{{/changes}}</ul>{{/hasChanges}}</td></tr>
         {{/entries}}
         </tbody>
