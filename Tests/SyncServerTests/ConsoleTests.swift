@@ -160,6 +160,28 @@ struct ConsoleTests {
         }
     }
 
+    @Test("refused sign-ins count against the per-address limit on failed authentication: past it, a 429 page with Retry-After")
+    func signInsAreRateLimited() async throws {
+        let h = try await Self.harness(.sqlite) { $0.peerLimit = ServerConfiguration.RateLimit(requestsPerSecond: 0.01, burst: 2) }
+        try await h.live { client in
+            var statuses: [HTTPResponse.Status] = []
+            var last: TestResponse?
+            for _ in 0..<3 {
+                var browser = Browser(client)
+                let response = try await browser.signIn("guess")
+                statuses.append(response.status)
+                last = response
+            }
+            #expect(statuses == [.unauthorized, .unauthorized, .tooManyRequests])
+            #expect(last?.headers[.retryAfter] != nil)
+            #expect(last?.headers[.contentType]?.hasPrefix("text/html") == true)
+            #expect(last?.bodyText.contains("Too many attempts") == true)
+            // A valid admin token is never refused for what others at its address did.
+            var admin = Browser(client)
+            #expect(try await admin.signIn(h.adminToken).status == .seeOther)
+        }
+    }
+
     @Test("the cookie is Secure behind a trusted proxy that says HTTPS, and not when an untrusted peer says so")
     func secureCookie() async throws {
         for trusted in [true, false] {

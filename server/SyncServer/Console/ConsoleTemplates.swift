@@ -335,10 +335,13 @@ enum ConsoleTemplates {
         {{#error}}<p class="error" role="alert" id="confirm-error">{{error}}</p>{{/error}}
         <p>This cannot be undone. In tenant {{tenant}}, in one transaction:</p>
         <ul>
-        <li>{{rows}} rows of the scopes the user owns become bare tombstones, and {{events}} events are deleted{{#hasScopes}} (scopes: {{#scopes}}<code>{{key}}</code> {{rows}} rows, {{events}} events; {{/scopes}}){{/hasScopes}}.</li>
-        <li>The stored push results of the user's devices are deleted{{#hasDevices}} (devices: {{#devices}}<code>{{.}}</code> {{/devices}}){{/hasDevices}}.</li>
+        <li>{{rows}} rows of the scopes the user owns become bare tombstones, and {{events}} events are deleted.{{#hasScopes}}
+        <ul>{{#scopes}}<li><code>{{key}}</code>: {{rows}} rows, {{events}} events</li>{{/scopes}}</ul>{{/hasScopes}}</li>
+        <li>The stored push results of the user's devices are deleted.{{#hasDevices}}
+        <ul>{{#devices}}<li><code>{{.}}</code></li>{{/devices}}</ul>{{/hasDevices}}</li>
         <li>The details of the user's audit entries become unreadable; every seal still verifies.</li>
-        <li>The user leaves every team{{#hasTeams}} ({{#teams}}<code>{{.}}</code> {{/teams}}){{/hasTeams}}.</li>
+        <li>The user leaves every team.{{#hasTeams}}
+        <ul>{{#teams}}<li><code>{{.}}</code></li>{{/teams}}</ul>{{/hasTeams}}</li>
         <li>Every token of the user issued until now is refused with 410 <code>user_erased</code>: their devices wipe their stores.</li>
         </ul>
         {{#erasedBefore}}<p>This user's data was already erased at {{erasedBefore}}: this erases what arrived since.</p>{{/erasedBefore}}
