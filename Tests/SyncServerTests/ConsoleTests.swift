@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import OutpostTestSupport
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -322,9 +323,11 @@ struct ConsoleTests {
     @Test("an erasure shows what it erases and needs the user id typed again; then the user's device gets 410", arguments: StorageKind.allCases)
     func erasureNeedsConfirmation(_ kind: StorageKind) async throws {
         let h = try await Self.harness(kind)
+        // One token throughout: one issued after the erasure would rightly be a fresh start.
+        let alice = h.ownerToken
         try await h.live { client in
             try await ChangeFeedTests.join(client, h)
-            try await ChangeFeedTests.push(client, h.ownerToken, client: "alice-phone", [ChangeFeedTests.task(1, "task-1")])
+            try await ChangeFeedTests.push(client, alice, client: "alice-phone", [ChangeFeedTests.task(1, "task-1")])
             var browser = Browser(client)
             _ = try await browser.signIn(h.adminToken)
 
@@ -341,7 +344,7 @@ struct ConsoleTests {
                 #expect(wrong.status == .unprocessableContent)
                 #expect(wrong.bodyText.contains("Nothing was erased"))
             }
-            let stillThere = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(h.ownerToken))
+            let stillThere = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(alice))
             #expect(stillThere.status == .ok, "nothing was erased")
 
             let own = try await browser.get("/console/erasures/confirm?user=admin")
@@ -352,7 +355,7 @@ struct ConsoleTests {
             let erased = try await browser.post("/console/erasures", ["user": "alice", "confirm": "alice"])
             #expect(erased.status == .ok, "\(erased.bodyText)")
             #expect(erased.bodyText.contains("User alice erased"))
-            let told = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(h.ownerToken))
+            let told = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(alice))
             #expect(told.status == .gone)
             let access = try await browser.get("/console/access")
             #expect(access.bodyText.contains("<td>alice</td>"))
@@ -438,17 +441,43 @@ struct ConsoleTests {
 
     // MARK: Sessions
 
-    @Test("a session ends at its expiry: the next page goes to sign in", arguments: StorageKind.allCases)
+    /// The server's clock, moved by hand (it starts at the system's time, which tokens are issued at).
+    final class ManualClock: ServerClock, @unchecked Sendable {
+        private let lock = NSLock()
+        private var milliseconds = Int64(Date().timeIntervalSince1970 * 1000)
+
+        func now() -> Timestamp { lock.withLock { Timestamp(millisecondsSince1970: milliseconds) } }
+        func advance(seconds: Int64) { lock.withLock { milliseconds += seconds * 1000 } }
+    }
+
+    @Test(
+        "a session ends after 8 hours, or with its admin token if that expires first: the next page goes to sign in",
+        arguments: StorageKind.allCases)
     func sessionExpiry(_ kind: StorageKind) async throws {
-        let h = try await Self.harness(kind) { $0.console.sessionLifetime = .seconds(2) }
-        try await h.live { client in
-            var browser = Browser(client)
-            let signedIn = try await browser.signIn(h.adminToken)
-            #expect(signedIn.headers[.setCookie]?.contains("Max-Age=2;") == true)
+        let h = try await Self.harness(kind)
+        let clock = ManualClock()
+        let environment = ServerEnvironment(storage: h.storage, assets: h.assets, signer: h.signer, clock: clock, apps: SampleServerApps.all)
+        try await LoopbackServer.run(configuration: h.configuration, environment: environment) { server in
+            var browser = Browser(server.client)
+            let day = h.signer.token(tenant: HostileHarness.tenant, user: "admin", device: "console", isAdmin: true, lifetime: 86_400)
+            let signedIn = try await browser.signIn(day)
+            #expect(signedIn.headers[.setCookie]?.contains("Max-Age=28800;") == true)
             #expect(try await browser.get("/console").status == .ok)
-            try await Task.sleep(for: .milliseconds(3100))
+            clock.advance(seconds: 8 * 3600 - 5)
+            #expect(try await browser.get("/console").status == .ok)
+            clock.advance(seconds: 10)
             let expired = try await browser.get("/console")
             #expect(expired.status == .seeOther && expired.headers[.location] == "/console/sign-in?ended=expired")
+
+            // A token that expires within a minute opens a session of that minute.
+            let now = clock.now().millisecondsSince1970 / 1000
+            let short = h.signer.token(
+                tenant: HostileHarness.tenant, user: "admin", device: "console", isAdmin: true, lifetime: 60, now: now)
+            var second = Browser(server.client)
+            let opened = try await second.signIn(short)
+            #expect(opened.headers[.setCookie]?.contains("Max-Age=60;") == true)
+            clock.advance(seconds: 61)
+            #expect(try await second.get("/console").headers[.location] == "/console/sign-in?ended=expired")
         }
     }
 
@@ -484,5 +513,49 @@ struct ConsoleTests {
         for name in ConsoleTemplates.all.keys {
             #expect(ConsoleTemplates.library.render([String: Any](), withTemplate: name) != nil, "\(name)")
         }
+    }
+}
+
+/// The console's last hour: a ring of one-minute buckets.
+@Suite("Recent activity: the last hour, a minute at a time")
+struct RecentActivityTests {
+    @Test("pushes and pulls land in their minute, p99 is the bound of the bucket it falls in, an hour-old slot is reused")
+    func minutes() {
+        let activity = RecentActivity()
+        let start: Int64 = 1_800_000_000 - 1_800_000_000 % 60
+        for milliseconds in [1, 2, 2, 3] + Array(repeating: 4, count: 95) + [900] {
+            activity.recordRequest(route: "/sync/v1/push", nanoseconds: UInt64(milliseconds) * 1_000_000, at: start + 5)
+        }
+        activity.recordRequest(route: "/sync/v1/pull", nanoseconds: 20_000_000, at: start + 65)
+        activity.recordRequest(route: "/health", nanoseconds: 1_000_000, at: start + 65)
+        let hour = activity.lastHour(at: start + 90)
+        #expect(hour.count == 60)
+        #expect(hour.last?.start == start + 60)
+        let first = hour[58]
+        #expect(first.start == start && first.pushes == 100 && first.pulls == 0)
+        #expect(first.pushP99Milliseconds == 5, "99 of 100 took 4 ms or less: the 5 ms bucket")
+        #expect(first.pullP99Milliseconds == nil)
+        #expect(hour[59].pulls == 1 && hour[59].pullP99Milliseconds == 20 && hour[59].pushes == 0)
+        // An hour later the same slot holds the new minute only.
+        activity.recordRequest(route: "/sync/v1/pull", nanoseconds: 1_000_000, at: start + 3600)
+        let later = activity.lastHour(at: start + 3600)
+        #expect(later.last?.pulls == 1 && later.last?.pushes == 0)
+        #expect(!later.contains { $0.pushes > 0 }, "the first minute left the window")
+    }
+
+    @Test("live channels carry over minutes without a change, and each minute shows its most")
+    func liveConnections() {
+        let activity = RecentActivity()
+        let start: Int64 = 1_800_000_000 - 1_800_000_000 % 60
+        activity.recordLiveConnections(3, at: start)
+        activity.recordLiveConnections(5, at: start + 10)
+        activity.recordLiveConnections(2, at: start + 50)
+        activity.recordLiveConnections(4, at: start + 300)
+        let hour = activity.lastHour(at: start + 600)
+        let byStart = Dictionary(uniqueKeysWithValues: hour.map { ($0.start, $0.liveConnections) })
+        #expect(byStart[start] == 5)
+        #expect(byStart[start + 60] == 2 && byStart[start + 240] == 2, "no change: as many as the minute before ended with")
+        #expect(byStart[start + 300] == 4 && byStart[start + 600] == 4)
+        #expect(byStart[start - 60] == 0, "before anything was recorded")
     }
 }

@@ -70,8 +70,9 @@ package final class RecentActivity: Sendable {
     /// Records how many live channels are open now.
     func recordLiveConnections(_ count: Int, at seconds: Int64 = RecentActivity.now()) {
         state.withLockedValue { state in
-            state.live = count
+            // The minute's bucket starts from the count before this change.
             state.touch(seconds / 60) { $0.liveMost = max($0.liveMost, count) }
+            state.live = count
         }
     }
 
