@@ -111,6 +111,8 @@ let package = Package(
                 "ContractRuntime", "ContractRuntimeGRDB", "SyncProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // The device's own counts (SyncTelemetry), for the app's metrics backend.
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "client/SyncClient",
             swiftSettings: strictSwift
