@@ -24,6 +24,7 @@ public struct FleetCensus: Hashable, Sendable {
     /// that never reported a contract is in no entry of it.
     public var activeDevicesByVersion: [String: [Int: Int]]
 
+    /// A census as counted, without reading a document (for tools and tests that count themselves).
     public init(
         activeDevices: Int, activeDevicesByVersion: [String: [Int: Int]], tenant: String? = nil, generatedAt: String? = nil,
         activeWindowSeconds: Int? = nil

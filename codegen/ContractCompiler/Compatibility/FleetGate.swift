@@ -35,6 +35,7 @@ public enum FleetGate {
 
     /// A contract whose `oldest_supported` rises, and the active devices that refuses.
     public struct Raise: Hashable, Sendable {
+        /// The contract's name, as the census keys it.
         public var contract: String
         /// The released `oldest_supported` (the lock's, or the compared revision's).
         public var from: Int
@@ -66,7 +67,9 @@ public enum FleetGate {
 
     /// What the gate found.
     public struct Report: Sendable {
+        /// The census counted with.
         public var census: FleetCensus
+        /// The maximum each raise was measured against.
         public var maxCutoff: MaxCutoff
         /// Every contract whose `oldest_supported` rises, by name.
         public var raises: [Raise]
