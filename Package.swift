@@ -296,7 +296,12 @@ let package = Package(
         ),
         .testTarget(
             name: "ContractCompilerTests",
-            dependencies: ["OutpostTestSupport", "ContractCompiler", "ContractRuntime"],
+            dependencies: [
+                "OutpostTestSupport", "ContractCompiler", "ContractRuntime",
+                // A census route on loopback for `contractc check --fleet-url`.
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
             path: "Tests/ContractCompilerTests",
             exclude: ["Fixtures"],
             swiftSettings: strictSwift
