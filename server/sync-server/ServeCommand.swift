@@ -61,6 +61,11 @@ struct ServeCommand: AsyncParsableCommand {
         help: "Do not deliver sinks from this process (another process of the same database does).")
     var noSinkDelivery = false
 
+    @Flag(
+        name: .customLong("no-census"),
+        help: "Do not note the devices' requests in the fleet census (app and schema versions, latest syncs, telemetry).")
+    var noCensus = false
+
     @Option(
         name: .customLong("sink-lease"),
         help: ArgumentHelp(
@@ -235,6 +240,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.pullPageBytes = pullPageBytes
         configuration.pullMemoryBytes = pullMemoryBytes
         configuration.sinks.isEnabled = !noSinkDelivery
+        configuration.fleetCensus = !noCensus
         guard (2...3600).contains(sinkLeaseSeconds) else { throw ValidationError("--sink-lease takes 2 to 3600 seconds, not \(sinkLeaseSeconds)") }
         configuration.sinks.lease = .seconds(sinkLeaseSeconds)
         configuration.sinks.pollInterval = min(configuration.sinks.pollInterval, .seconds(sinkLeaseSeconds))
