@@ -113,6 +113,8 @@ let package = Package(
                 "ContractRuntime", "ContractRuntimeGRDB", "SyncProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // The device's own counts (SyncTelemetry), for the app's metrics backend.
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "client/SyncClient",
             swiftSettings: strictSwift
@@ -297,7 +299,12 @@ let package = Package(
         ),
         .testTarget(
             name: "ContractCompilerTests",
-            dependencies: ["OutpostTestSupport", "ContractCompiler", "ContractRuntime"],
+            dependencies: [
+                "OutpostTestSupport", "ContractCompiler", "ContractRuntime",
+                // A census route on loopback for `contractc check --fleet-url`.
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
             path: "Tests/ContractCompilerTests",
             exclude: ["Fixtures"],
             swiftSettings: strictSwift

@@ -97,18 +97,38 @@ public enum TelemetryHeader {
     /// device may count more). `nil` when the text is malformed: too long, a pair without `=`,
     /// a value that is not a whole number from 0 to ``maximumValue``, or a name given twice.
     public static func decode(_ text: String) -> [DeviceTelemetry: Int64]? {
-        guard text.utf8.count <= maximumLength else { return nil }
-        var values: [DeviceTelemetry: Int64] = [:]
-        var seen: Set<Substring> = []
-        for part in text.split(separator: ",", omittingEmptySubsequences: true) {
-            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard pair.count == 2 else { return nil }
-            let name = pair[0].trimmingCharacters(in: .whitespaces)
-            guard !name.isEmpty, seen.insert(Substring(name)).inserted,
-                let value = Int64(pair[1].trimmingCharacters(in: .whitespaces)), (0...maximumValue).contains(value)
-            else { return nil }
-            if let known = DeviceTelemetry(rawValue: name) { values[known] = value }
+        // Read as bytes: the server reads this header on every request of a device that sends it.
+        var text = text
+        return text.withUTF8 { bytes -> [DeviceTelemetry: Int64]? in
+            guard bytes.count <= maximumLength else { return nil }
+            var values: [DeviceTelemetry: Int64] = [:]
+            var seen: Set<String> = []
+            var index = 0
+            while index < bytes.count {
+                let start = index
+                while index < bytes.count, bytes[index] != UInt8(ascii: ",") { index += 1 }
+                let part = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                guard let equals = part.firstIndex(of: UInt8(ascii: "=")) else {
+                    if part.allSatisfy({ $0 == UInt8(ascii: " ") }) { continue }
+                    return nil
+                }
+                let name = trimmed(part[part.startIndex..<equals])
+                let digits = trimmed(part[(equals + 1)..<part.endIndex])
+                guard !name.isEmpty, !digits.isEmpty, digits.count <= 7, digits.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+                let value = digits.reduce(Int64(0)) { $0 * 10 + Int64($1 - 0x30) }
+                let key = String(decoding: name, as: UTF8.self)
+                guard value <= maximumValue, seen.insert(key).inserted else { return nil }
+                if let known = DeviceTelemetry(rawValue: key) { values[known] = value }
+            }
+            return values
         }
-        return values
+    }
+
+    private static func trimmed(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Slice<UnsafeBufferPointer<UInt8>> {
+        var slice = bytes
+        while let first = slice.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { slice = slice.dropFirst() }
+        while let last = slice.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { slice = slice.dropLast() }
+        return slice
     }
 }

@@ -78,6 +78,7 @@ enum Benchmarks {
         LiveBenchmark.benchmark,
         FeedBenchmark.benchmark,
         SinkBenchmark.benchmark,
+        CensusBenchmark.benchmark,
     ]
 }
 

@@ -5,7 +5,16 @@ import Foundation
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check that the contracts stay compatible with every released version still supported.",
-        discussion: "Compares with contracts.lock (default) or with the contracts at a git revision (--against)."
+        discussion: """
+            Compares with contracts.lock (default) or with the contracts at a git revision (--against).
+
+            The rollout gate (--fleet FILE, or --fleet-url URL --token-file FILE): for each contract \
+            whose oldest_supported rises above the value it is compared with, counts the census's \
+            active devices that run an older version of it; the server would refuse them (426) and \
+            they would purge its rows. More than --max-cutoff percent of the census's active devices \
+            is a FLEET_CUTOFF_EXCEEDED error; otherwise the count is a `fleet:` line on standard \
+            output. A census that cannot be read or fetched exits 2 before anything is checked.
+            """
     )
 
     @OptionGroup var options: ContractOptions
@@ -14,7 +23,11 @@ struct Check: ParsableCommand {
     @Option(name: .long, help: "Compare with the contracts folder at this git revision instead of the lock.")
     var against: String?
 
+    @OptionGroup(title: "Rollout gate") var fleet: FleetOptions
+
     func run() throws {
+        // The census first: a bad one stops the run before anything is reported.
+        let census = try fleet.census()
         let loaded = options.load()
         guard let set = loaded.contracts, !loaded.diagnostics.hasErrors else {
             report(loaded.diagnostics, format: options.format)
@@ -41,9 +54,14 @@ struct Check: ParsableCommand {
             baseline = path
         }
         result.diagnostics.append(contentsOf: loaded.diagnostics)
-        report(result.diagnostics, format: options.format, rewriting: rewrite)
+        let gate = census.map {
+            FleetGate.evaluate(set, releasedOldestSupported: result.releasedOldestSupported, census: $0, maxCutoff: fleet.maxCutoff)
+        }
+        if let gate { result.diagnostics.append(contentsOf: gate.diagnostics) }
+        report(result.diagnostics, format: options.format, rewriting: rewrite, jsonMembers: gate.map { [("fleet", $0.json)] } ?? [])
         if options.format == .text {
             for line in result.allowancesInForce { print("allowed: \(line)") }
+            for line in gate?.notes ?? [] { print("fleet: \(line)") }
         }
         if result.diagnostics.hasErrors { throw ExitCode(1) }
         if options.format == .text {

@@ -48,10 +48,23 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var housekeepingInterval = "1h"
 
+    @Option(
+        name: .customLong("audit-verify-interval"),
+        help: ArgumentHelp(
+            "How often this process verifies the audit chain (as `audit verify` does) and counts the outcome in outpost_audit_verifications_total (6h, 30m; a bare number is seconds); 0 or off never.",
+            valueName: "DURATION")
+    )
+    var auditVerifyInterval = "6h"
+
     @Flag(
         name: .customLong("no-sink-delivery"),
         help: "Do not deliver sinks from this process (another process of the same database does).")
     var noSinkDelivery = false
+
+    @Flag(
+        name: .customLong("no-census"),
+        help: "Do not note the devices' requests in the fleet census (app and schema versions, latest syncs, telemetry).")
+    var noCensus = false
 
     @Flag(
         name: .customLong("no-console"),
@@ -186,6 +199,9 @@ struct ServeCommand: AsyncParsableCommand {
         guard ServerHousekeeping.parseDuration(housekeepingInterval, bareUnit: 1) != nil else {
             throw ValidationError("--housekeeping-interval takes a duration such as 1h, 30m or off, not \(housekeepingInterval)")
         }
+        guard ServerHousekeeping.parseDuration(auditVerifyInterval, bareUnit: 1) != nil else {
+            throw ValidationError("--audit-verify-interval takes a duration such as 6h, 30m or off, not \(auditVerifyInterval)")
+        }
         for entry in publicKeys where entry.split(separator: "=", maxSplits: 1).count != 2 {
             throw ValidationError("--jwt-public-key takes KID=FILE, not \(entry)")
         }
@@ -234,6 +250,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.pullPageBytes = pullPageBytes
         configuration.pullMemoryBytes = pullMemoryBytes
         configuration.sinks.isEnabled = !noSinkDelivery
+        configuration.fleetCensus = !noCensus
         configuration.console.isEnabled = !noConsole
         configuration.console.secureCookie = consoleSecureCookie
         guard (2...3600).contains(sinkLeaseSeconds) else { throw ValidationError("--sink-lease takes 2 to 3600 seconds, not \(sinkLeaseSeconds)") }
@@ -272,14 +289,19 @@ struct ServeCommand: AsyncParsableCommand {
             )
         }
         let housekeeping = try startHousekeeping(storage: storage, metrics: environment.metrics, logger: logger)
+        let verification = startAuditVerification(storage: storage, metrics: environment.metrics, logger: logger)
         do {
             try await app.runService()
             housekeeping?.cancel()
+            verification?.cancel()
             await housekeeping?.value
+            await verification?.value
             await data.close(storage)
         } catch {
             housekeeping?.cancel()
+            verification?.cancel()
             await housekeeping?.value
+            await verification?.value
             await data.close(storage)
             throw fail(started.isSet ? "the server stopped: \(error)" : "cannot listen on \(host):\(port): \(error)")
         }
@@ -303,6 +325,34 @@ extension ServeCommand {
                     break
                 case .failure(let error):
                     logger.error("housekeeping failed (tried again in \(interval)): \(error)")
+                }
+            }
+        }
+    }
+}
+
+extension ServeCommand {
+    /// Verifies the audit chain every --audit-verify-interval (the first time one interval after
+    /// start), counting each outcome in `outpost_audit_verifications_total`: a broken chain
+    /// fires the `OutpostAuditChainBroken` alert (docs/alerts).
+    func startAuditVerification(storage: any SyncStorage, metrics: ServerMetrics, logger: Logger) -> Task<Void, Never>? {
+        guard let interval = ServerHousekeeping.parseDuration(auditVerifyInterval, bareUnit: 1) ?? nil else { return nil }
+        metrics.prepareAuditVerifications()
+        return Task {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: interval)
+                } catch {
+                    return
+                }
+                do {
+                    let verification = try await AuditChain.verify(storage)
+                    metrics.recordAuditVerification(verification)
+                    if case .broken(let entryID, let reason) = verification {
+                        logger.critical("the audit chain is broken at entry \(entryID): \(reason)")
+                    }
+                } catch {
+                    logger.error("the audit chain could not be verified (tried again in \(interval)): \(error)")
                 }
             }
         }

@@ -27,6 +27,11 @@ struct ServerClient {
         _ = try await send(request, token: adminToken)
     }
 
+    /// The JSON of an admin route answering `GET` (`admin/v1/fleet`).
+    func adminGet(_ path: String, adminToken: String) async throws -> JSONValue {
+        try JSONDecoder().decode(JSONValue.self, from: try await send(URLRequest(url: base.appendingPathComponent(path)), token: adminToken))
+    }
+
     /// Deletes a row of a read-only scope (`DELETE /admin/v1/content/{entity}/{id}`).
     func delete(_ entity: String, id: String, adminToken: String) async throws {
         var request = URLRequest(url: base.appendingPathComponent("admin/v1/content/\(entity)/\(id)"))

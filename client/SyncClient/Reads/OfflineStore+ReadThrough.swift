@@ -20,7 +20,11 @@ extension OfflineStore {
         read body: (StoreReader) throws(OfflineStoreError) -> Value, isCached: (Value) -> Bool
     ) async throws(OfflineStoreError) -> ReadResult<Value> {
         let local = try read(body)
-        if isCached(local) { return .cached(local) }
+        if isCached(local) {
+            telemetry.count(.cacheHits)
+            return .cached(local)
+        }
+        telemetry.count(.cacheMisses)
         let changes: ServerChanges
         do {
             changes = try await fetcher.fetch(request)

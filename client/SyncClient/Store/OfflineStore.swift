@@ -33,6 +33,8 @@ public final class OfflineStore: Sendable {
     public let contracts: ContractCatalog
     /// The app's tables beside the contracts'.
     public let extensions: [any StoreExtension]
+    /// What the store and its engine count of their syncing (``OfflineStoreConfiguration/telemetry``).
+    public var telemetry: SyncTelemetry { configuration.telemetry }
 
     let pool: DatabasePool
     let crypto: StoreCrypto
@@ -121,11 +123,15 @@ public final class OfflineStore: Sendable {
         let ulids = self.ulids
         let now = configuration.clock.timestamp().millisecondsSince1970
         do {
-            identity = try pool.write { db in
-                try Self.prepareMetadata(
+            let (prepared, unsentTelemetry) = try pool.write { db in
+                let identity = try Self.prepareMetadata(
                     db, configuration: configured, contracts: contracts, extensions: extensions, keyCheck: check, now: now, ulids: ulids
                 )
+                // The counts an earlier run of the app kept for the server, to go with the next request.
+                return (identity, try Metadata.get(db, .telemetryUnsent))
             }
+            identity = prepared
+            if let unsentTelemetry, let counts = TelemetryHeader.decode(unsentTelemetry) { configuration.telemetry.giveBack(counts) }
         } catch {
             try? pool.close()
             throw Self.map(error)
@@ -138,6 +144,9 @@ public final class OfflineStore: Sendable {
             try? pool.close()
             throw error
         }
+        // Once a request carried the counts, the store forgets them at once: a run that ends
+        // right after does not send them again.
+        configuration.telemetry.whenSent { [weak self] in try? self?.saveUnsentTelemetry() }
     }
 
     // MARK: Opening
@@ -210,6 +219,7 @@ public final class OfflineStore: Sendable {
             try Metadata.set(db, .clientId, ulids.nextString())
             try Metadata.set(db, .nextSeq, "1")
             try Metadata.set(db, .lastPushSeq, "0")
+            try Metadata.set(db, .telemetryQueuedThrough, "0")
             try Metadata.set(db, .createdAt, String(now))
         }
         var deviceId = try Metadata.get(db, .deviceId)
@@ -418,6 +428,10 @@ enum Metadata: String {
     /// The UTC day automatic syncs' data is counted for, and the bytes they moved that day.
     case automaticDataDay = "automatic_data_day"
     case automaticDataBytes = "automatic_data_bytes"
+    /// Telemetry counted and not sent yet when the engine last saved it (`X-Outpost-Telemetry` text).
+    case telemetryUnsent = "telemetry_unsent"
+    /// The last outbox `seq` counted in the telemetry's queued writes.
+    case telemetryQueuedThrough = "telemetry_queued_through"
 
     static func get(_ db: Database, _ key: Metadata) throws -> String? {
         try String.fetchOne(db.cachedStatement(sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#), arguments: [key.rawValue])

@@ -39,6 +39,9 @@ public struct OfflineStoreConfiguration: Sendable {
     public var storageLimits: StorageLimits
     /// Where free space is read (the volume's, by default).
     public var freeSpace: any FreeSpaceProvider
+    /// Where the store and its engine count their syncing (``SyncTelemetry``); sent to the
+    /// server only when the transport is given it too.
+    public var telemetry = SyncTelemetry()
     /// Test-only pauses: ``SyncProtocol/FaultPoint/pullApply`` inside each pulled page's
     /// transaction, set by sync-device for crash tests; none by default.
     package var faultPauses = FaultPauses.none

@@ -123,8 +123,12 @@ public actor SyncEngine {
         if let counts = try? store.outboxCounts() {
             snapshot.pending = counts.unsent
             snapshot.failed = counts[.failed]
+            store.telemetry.set(.outboxPending, to: Int64(counts.unsent))
         }
-        if let conflicts = try? store.conflicts() { snapshot.conflicts = conflicts.count }
+        if let conflicts = try? store.conflicts() {
+            snapshot.conflicts = conflicts.count
+            store.telemetry.set(.conflictsOpen, to: Int64(conflicts.count))
+        }
         if let retention = try? store.retentionState() { snapshot.retention = retention }
         if let last = try? store.lastSyncSuccess() { snapshot.lastSuccess = last }
         if let held = try? store.updateRequirements() { snapshot.updateRequired = held }
@@ -281,7 +285,14 @@ public actor SyncEngine {
         retryTask = nil
         // Only automatic syncs count against the data budget: a manual one measures nothing.
         let traffic = automatic ? TrafficCounter() : nil
+        try? store.countQueuedWrites()
         let result = await performSync(kind, traffic: traffic)
+        if case .succeeded = result {
+            store.telemetry.count(.syncsOK)
+        } else {
+            store.telemetry.count(.syncsFailed)
+        }
+        try? store.saveUnsentTelemetry()
         if let traffic { try? store.recordAutomaticData(bytes: traffic.bytes) }
         if queued == nil { current = nil }
         return result
@@ -460,7 +471,8 @@ public actor SyncEngine {
                 pulled = try await pullAll(traffic: traffic)
                 snapshot.phase = .reconciling
                 publish()
-                try store.runHousekeeping()
+                let housekeeping = try store.runHousekeeping()
+                store.telemetry.count(.cacheEvictions, by: Int64(housekeeping.evictedRows.values.reduce(0, +)))
                 try store.recordSyncSuccess()
                 // The pulled rows' log is copied into the database after this sync, not during it.
                 if pulled > 0 { store.checkpointLater() }
@@ -574,6 +586,7 @@ public actor SyncEngine {
             do {
                 let response = try await transport.push(request)
                 do { try store.applyPushResponse(response) } catch { throw EngineFailure.store(error) }
+                countDelivered(response)
                 pushed += request.mutations.count
                 snapshot.progress.done = min(snapshot.progress.total, snapshot.progress.done + request.mutations.count)
                 refreshCounts()
@@ -606,6 +619,20 @@ public actor SyncEngine {
             }
         }
         return pushed
+    }
+
+    /// The push's answers in the device's telemetry: writes the server took, and those it did not.
+    private func countDelivered(_ response: PushResponse) {
+        var delivered: Int64 = 0
+        var conflicts: Int64 = 0
+        for result in response.results {
+            switch result.status {
+            case .applied, .duplicate: delivered += 1
+            case .conflicted, .rejected: conflicts += 1
+            }
+        }
+        store.telemetry.count(.writesDelivered, by: delivered)
+        store.telemetry.count(.conflicts, by: conflicts)
     }
 
     /// After a 426 naming a contract the request carried: holds it (see

@@ -18,6 +18,7 @@ extension URLSessionTransport {
             var request = makeRequest(path: "sync/v1/live", query: [])
             request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
             request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+            if let appVersion { request.setValue(appVersion, forHTTPHeaderField: ProtocolHeaders.appVersion) }
             // The channel's own watchdog decides when it is dead; URLSession must not time it out first.
             request.timeoutInterval = 7 * 24 * 3600
             try await authorize(&request, refresh: refresh)

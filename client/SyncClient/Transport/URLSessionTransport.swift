@@ -15,6 +15,10 @@ public final class URLSessionTransport: SyncTransport {
     public let session: URLSession
     /// Seconds per request.
     public let timeout: TimeInterval
+    /// Sent as `X-Outpost-App` with every request, for the server's fleet census (`fieldops-ios/1.4.2`).
+    public let appVersion: String?
+    /// Sent with every request when given (opt-in): the counts since the last accepted request.
+    public let telemetry: SyncTelemetry?
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `https://sync.example.com`.
@@ -23,10 +27,19 @@ public final class URLSessionTransport: SyncTransport {
     ///     `timeout` and `Accept-Encoding: gzip`.
     ///   - tokenProvider: where device tokens come from (asked before each request, and again
     ///     with `refresh` after a 401, then the request is retried once).
-    public init(baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, tokenProvider: any TokenProvider) {
+    ///   - appVersion: the app and its version, sent as `X-Outpost-App` (1 to 64 printable
+    ///     ASCII characters; the server refuses anything else with 400).
+    ///   - telemetry: the store's ``OfflineStore/telemetry`` to send its counts with every
+    ///     request (opt-in); `nil` sends none.
+    public init(
+        baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, tokenProvider: any TokenProvider, appVersion: String? = nil,
+        telemetry: SyncTelemetry? = nil
+    ) {
         self.baseURL = baseURL
         self.timeout = timeout
         self.tokens = tokenProvider
+        self.appVersion = appVersion
+        self.telemetry = telemetry
         if let session {
             self.session = session
         } else {
@@ -39,8 +52,13 @@ public final class URLSessionTransport: SyncTransport {
     }
 
     /// A transport whose token is read from `token` for every request.
-    public convenience init(baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, token: @escaping @Sendable () -> String) {
-        self.init(baseURL: baseURL, timeout: timeout, session: session, tokenProvider: ClosureTokenProvider(token))
+    public convenience init(
+        baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, appVersion: String? = nil, telemetry: SyncTelemetry? = nil,
+        token: @escaping @Sendable () -> String
+    ) {
+        self.init(
+            baseURL: baseURL, timeout: timeout, session: session, tokenProvider: ClosureTokenProvider(token), appVersion: appVersion,
+            telemetry: telemetry)
     }
 
     public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
@@ -133,6 +151,13 @@ public final class URLSessionTransport: SyncTransport {
     /// provider for a fresh token and sends the request once more.
     func body(of request: URLRequest) async throws(TransportError) -> Data {
         var refresh = false
+        var request = request
+        if let appVersion { request.setValue(appVersion, forHTTPHeaderField: ProtocolHeaders.appVersion) }
+        // Taken for this request; given back unless the server accepts it.
+        let counts = telemetry?.takeUnsent() ?? [:]
+        if !counts.isEmpty { request.setValue(TelemetryHeader.encode(counts), forHTTPHeaderField: ProtocolHeaders.telemetry) }
+        var accepted = false
+        defer { if !accepted, !counts.isEmpty { telemetry?.giveBack(counts) } }
         while true {
             var request = request
             try await authorize(&request, refresh: refresh)
@@ -151,6 +176,8 @@ public final class URLSessionTransport: SyncTransport {
             guard (200..<300).contains(http.statusCode) else {
                 throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
             }
+            accepted = true
+            if !counts.isEmpty { telemetry?.sent() }
             return data
         }
     }

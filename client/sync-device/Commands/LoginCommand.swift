@@ -3,6 +3,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import SyncClient
+import SyncProtocol
 
 struct LoginCommand: DeviceCommand {
     static let configuration = CommandConfiguration(
@@ -46,11 +47,23 @@ struct LoginCommand: DeviceCommand {
             "A shell command that prints a fresh token, run when the server refuses the stored one (tokens are short-lived).", valueName: "CMD"))
     var tokenCommand: String?
 
+    @Option(
+        name: .customLong("app-version"),
+        help: ArgumentHelp("The app and version the device reports to the server's fleet census (X-Outpost-App).", valueName: "TEXT"))
+    var appVersion = "sync-device/1.0"
+
+    @Flag(help: "Send the device's sync telemetry with its requests (X-Outpost-Telemetry; counts only, no row data).")
+    var telemetry = false
+
     func execute() async throws {
         let home = try device.deviceHome()
         let clock = try device.clock()
         guard let url = URL(string: server), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
             throw DeviceFailure.usage("--server '\(server)' is not an http(s) URL", hint: "for example --server http://127.0.0.1:8080")
+        }
+        guard AppVersionHeader.isValid(appVersion) else {
+            throw DeviceFailure.usage(
+                "--app-version must be 1 to \(AppVersionHeader.maximumLength) printable ASCII characters", hint: "for example sync-device/1.0")
         }
         let claims = TokenClaims.read(token)
         guard let tenant = tenant ?? claims?.tenant, let user = user ?? claims?.user, let deviceID = deviceID ?? claims?.device else {
@@ -74,7 +87,7 @@ struct LoginCommand: DeviceCommand {
         let profile = DeviceProfile(
             server: url, token: token, tenant: tenant, user: user, device: deviceID, teams: teams.sorted(),
             scopes: scopes.isEmpty ? Self.defaultScopes(tenant: tenant, user: user, device: deviceID, teams: teams) : scopes,
-            loggedInAt: clock.now(), tokenCommand: tokenCommand
+            loggedInAt: clock.now(), tokenCommand: tokenCommand, appVersion: appVersion, sendsTelemetry: telemetry
         )
         // Opening the store creates the database and the tenant's key, and refuses a database that
         // belongs to someone else or to a newer build.

@@ -16,11 +16,17 @@ struct DeviceProfile: Codable, Equatable {
     /// A shell command printing a fresh token, run when the server refuses the stored one (the
     /// app's sign-in, for this command-line device); `nil` keeps the stored token.
     var tokenCommand: String?
+    /// What the device reports as its app (`X-Outpost-App`); `nil` for a login before it existed.
+    var appVersion: String?
+    /// Whether the device sends its telemetry with its requests.
+    var sendsTelemetry: Bool?
 
     enum CodingKeys: String, CodingKey {
         case server, token, tenant, user, device, teams, scopes
         case loggedInAt = "logged_in_at"
         case tokenCommand = "token_command"
+        case appVersion = "app_version"
+        case sendsTelemetry = "sends_telemetry"
     }
 
     /// The team a field-service command works in: the only one, or the one asked for.

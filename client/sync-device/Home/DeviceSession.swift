@@ -19,7 +19,10 @@ struct DeviceSession {
         profile = try home.profile()
         store = try Self.openStore(home: home, profile: profile, clock: clock)
         network = DeviceNetwork(
-            server: URLSessionTransport(baseURL: profile.server, timeout: 20, tokenProvider: ProfileTokens(home: home, profile: profile)), home: home
+            server: URLSessionTransport(
+                baseURL: profile.server, timeout: 20, tokenProvider: ProfileTokens(home: home, profile: profile), appVersion: profile.appVersion,
+                telemetry: profile.sendsTelemetry == true ? store.telemetry : nil),
+            home: home
         )
     }
 

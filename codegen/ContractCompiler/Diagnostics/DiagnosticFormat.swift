@@ -10,7 +10,9 @@ public enum DiagnosticFormat: String, Sendable, CaseIterable {
     case github
 
     /// The diagnostics of a run in this format (sorted, with the summary line for `text`).
-    public func render(_ collector: DiagnosticCollector) -> String {
+    /// - Parameter jsonMembers: more members of the `json` document after `diagnostics`, each a
+    ///   name and its value as JSON text (the rollout gate's `fleet`); the other formats leave them out.
+    public func render(_ collector: DiagnosticCollector, jsonMembers: [(name: String, json: String)] = []) -> String {
         switch self {
         case .text:
             return collector.renderedReport()
@@ -50,8 +52,9 @@ public enum DiagnosticFormat: String, Sendable, CaseIterable {
                 }
                 entries.append("    {" + fields.joined(separator: ",") + "}")
             }
+            let members = jsonMembers.map { ",\n  " + DefaultParser.quote($0.name) + ": " + $0.json }.joined()
             return "{\n  \"errors\": \(collector.errorCount),\n  \"warnings\": \(collector.warningCount),\n  \"diagnostics\": [\n"
-                + entries.joined(separator: ",\n") + (entries.isEmpty ? "" : "\n") + "  ]\n}"
+                + entries.joined(separator: ",\n") + (entries.isEmpty ? "" : "\n") + "  ]" + members + "\n}"
         }
     }
 

@@ -12,6 +12,9 @@ public struct RuleExplanation: Sendable {
         case forward
         /// Either question, depending on the change (the rationale says which).
         case both
+        /// The rollout gate: `contractc check` against a census of the device fleet
+        /// (`--fleet`, `--fleet-url`). Not a compatibility rule: no allowance excuses it.
+        case fleet
     }
 
     public var rule: RuleID
@@ -30,6 +33,9 @@ public struct RuleExplanation: Sendable {
             applies = "`contractc check` in modes backward and full: the new schema must read data written with every supported older schema"
         case .forward: applies = "`contractc check` in modes forward and full: every supported older schema must read data written with the new one"
         case .both: applies = "`contractc check` in modes backward, forward and full; which direction of reading breaks depends on the change"
+        case .fleet:
+            applies =
+                "`contractc check --fleet` and `--fleet-url`, in every compatibility mode: the rollout gate, against a census of the device fleet (`--max-cutoff` sets the limit; no allowance excuses it)"
         }
         return """
             \(rule.rawValue): \(title)
@@ -51,7 +57,7 @@ public enum RuleCatalog {
 
     /// Compatibility rules an allowance may name.
     public static var allowableRules: Set<RuleID> {
-        Set(entries.filter { $0.scope != .validation }.map(\.rule))
+        Set(entries.filter { $0.scope != .validation && $0.scope != .fleet }.map(\.rule))
     }
 
     private static let byID: [RuleID: RuleExplanation] = Dictionary(uniqueKeysWithValues: entries.map { ($0.rule, $0) })
@@ -336,5 +342,14 @@ public enum RuleCatalog {
             rationale:
                 "Both sides must decode each other's values. id, string and ref<…> are the same text on the wire. Widenings are safe backward only: int → double, enum → string, T → T? (which is also safe forward when the older version gives the field a default). Narrowings (double → int, string → enum) are safe forward only. Any other change breaks both ways.",
             fix: "Keep the type; add a new field with the new type and deprecate the old one."),
+
+        // MARK: The rollout gate
+        RuleExplanation(
+            rule: .fleetCutoffExceeded, title: "raising oldest_supported would cut off too many active devices", scope: .fleet,
+            rationale:
+                "Once a raised oldest_supported ships, the server answers every device whose version of the contract is below it with 426, and the device purges the contract's rows: it stops syncing until it is updated. The fleet census says how many devices active within its window still run each version; a raise that refuses more of them than `--max-cutoff` (1 % by default) is more likely early than deliberate. Devices that never reported the contract, and stale ones, do not count.",
+            fix:
+                "Keep oldest_supported where it was released until more devices have updated (ship the version that needs the raise first, and raise it in a later release), or, when the cutoff is deliberate, run the gate for that release with a higher `--max-cutoff`."
+        ),
     ]
 }

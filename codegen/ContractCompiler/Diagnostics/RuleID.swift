@@ -104,4 +104,7 @@ extension RuleID {
     public static let oldestSupportedDecreased = RuleID("OLDEST_SUPPORTED_DECREASED")
     public static let renamedFromUnknown = RuleID("RENAMED_FROM_UNKNOWN")
     public static let sinceRewritten = RuleID("SINCE_REWRITTEN")
+
+    // Rollout gate (contractc check --fleet)
+    public static let fleetCutoffExceeded = RuleID("FLEET_CUTOFF_EXCEEDED")
 }

@@ -8,6 +8,10 @@ extension ContractCompiler {
         public var allowancesInForce: [String]
         /// How many contracts have released versions to compare with.
         public var releasedContracts: Int
+        /// The released `oldest_supported` of every contract compared (its latest released
+        /// version's, or the compared revision's), by name: what the rollout gate
+        /// (``FleetGate/evaluate(_:releasedOldestSupported:census:maxCutoff:)``) measures a raise from.
+        public var releasedOldestSupported: [String: Int] = [:]
     }
 
     /// The default lock path for a contracts folder.
@@ -42,7 +46,8 @@ extension ContractCompiler {
         diagnostics.append(contentsOf: checker.diagnostics)
         checkReleasedMigrations(set, lock: lock, skipping: checker.contractsWithVersionErrors, diagnostics: &diagnostics)
         return CheckResult(
-            diagnostics: diagnostics, allowancesInForce: describe(checker.applied), releasedContracts: lock.contracts.count
+            diagnostics: diagnostics, allowancesInForce: describe(checker.applied), releasedContracts: lock.contracts.count,
+            releasedOldestSupported: lock.contracts.compactMapValues { $0.last?.contract.oldestSupported }
         )
     }
 
@@ -53,7 +58,8 @@ extension ContractCompiler {
         checker.run()
         return CheckResult(
             diagnostics: checker.diagnostics, allowancesInForce: describe(checker.applied),
-            releasedContracts: previous.contracts.count
+            releasedContracts: previous.contracts.count,
+            releasedOldestSupported: Dictionary(previous.contracts.map { ($0.name, $0.oldestSupported) }) { first, _ in first }
         )
     }
 

@@ -409,10 +409,11 @@ package struct ConsoleRoutes: Sendable {
                 status: .serviceUnavailable, heading: "Verification did not finish",
                 message: "The audit log could not be read to the end. Try again in a moment.", session: session)
         }
+        environment.metrics.prepareAuditVerifications()
+        environment.metrics.recordAuditVerification(verification)
         let result: [String: Any]
         switch verification {
         case .intact(let entries, let keyedFrom):
-            environment.metrics.recordAuditVerification(intact: true)
             var notes: [String] = []
             if keyedFrom > 1 { notes.append("Entries 1–\(keyedFrom - 1) were written before the log was keyed: they are hash-chained only.") }
             result = [
@@ -421,7 +422,6 @@ package struct ConsoleRoutes: Sendable {
                 "notes": notes,
             ]
         case .broken(let entryID, let reason):
-            environment.metrics.recordAuditVerification(intact: false)
             context.logger.error("console audit verification: broken at entry \(entryID): \(reason)")
             result = ["tone": "bad", "headline": "Audit log broken at entry \(entryID): \(reason).", "notes": [String]()]
         }

@@ -62,7 +62,8 @@ package final class FleetCensus: Service, Sendable {
         /// Seconds since 1970.
         package var at: Int64
         package var appVersion: String?
-        package var schema: [String: Int]
+        /// `X-Outpost-Schema` as sent (``SchemaHeader``), read only when it changed.
+        package var schemaHeader: String?
         /// `push`, `pull` or `live` for a sync; `nil` for any other request (seen, not a sync).
         package var route: String?
         package var status: Int
@@ -70,6 +71,34 @@ package final class FleetCensus: Service, Sendable {
         package var milliseconds: Int
         /// The device's telemetry, only from a request the server accepted.
         package var telemetry: [DeviceTelemetry: Int64]
+
+        package init(
+            tenant: String, userID: String, deviceID: String, at: Int64, appVersion: String?, schemaHeader: String?, route: String?, status: Int,
+            outcome: String, milliseconds: Int, telemetry: [DeviceTelemetry: Int64]
+        ) {
+            self.tenant = tenant
+            self.userID = userID
+            self.deviceID = deviceID
+            self.at = at
+            self.appVersion = appVersion
+            self.schemaHeader = schemaHeader
+            self.route = route
+            self.status = status
+            self.outcome = outcome
+            self.milliseconds = milliseconds
+            self.telemetry = telemetry
+        }
+
+        /// An observation whose schema versions are given already read.
+        package init(
+            tenant: String, userID: String, deviceID: String, at: Int64, appVersion: String?, schema: [String: Int], route: String?, status: Int,
+            outcome: String, milliseconds: Int, telemetry: [DeviceTelemetry: Int64]
+        ) {
+            self.init(
+                tenant: tenant, userID: userID, deviceID: deviceID, at: at, appVersion: appVersion,
+                schemaHeader: schema.isEmpty ? nil : SchemaHeader.encode(schema), route: route, status: status, outcome: outcome,
+                milliseconds: milliseconds, telemetry: telemetry)
+        }
     }
 
     /// What this process observed of one device since its last flush.
@@ -78,12 +107,17 @@ package final class FleetCensus: Service, Sendable {
         var lastSeenAt: Int64
         var appVersion: String?
         var schema: [String: Int] = [:]
+        /// The `X-Outpost-Schema` text last read into ``schema``.
+        var schemaHeader: String?
         var last: SyncOutcome?
         var pushes: Int64 = 0
         var pulls: Int64 = 0
         var failures: Int64 = 0
         var recent: [SyncOutcome] = []
         var counters: [DeviceTelemetry: Int64] = [:]
+        /// The part of ``counters`` not in the metrics yet (all of it until a flush records it;
+        /// none once a failed flush puts the observation back).
+        var unrecorded: [DeviceTelemetry: Int64] = [:]
         var gauges: [DeviceTelemetry: Int64] = [:]
     }
 
@@ -95,7 +129,10 @@ package final class FleetCensus: Service, Sendable {
             observed.lastSeenAt = max(observed.lastSeenAt, observation.at)
             observed.firstSeenAt = min(observed.firstSeenAt, observation.at)
             if let app = observation.appVersion { observed.appVersion = app }
-            observed.schema.merge(observation.schema) { $1 }
+            if let header = observation.schemaHeader, header != observed.schemaHeader {
+                observed.schemaHeader = header
+                if let versions = SchemaHeader.decode(header) { observed.schema.merge(versions) { $1 } }
+            }
             if let route = observation.route {
                 let outcome = SyncOutcome(
                     at: observation.at, route: route, status: observation.status, outcome: observation.outcome, milliseconds: observation.milliseconds
@@ -107,21 +144,36 @@ package final class FleetCensus: Service, Sendable {
                 if observation.status >= 400 { observed.failures += 1 }
             }
             for (name, value) in observation.telemetry {
-                if name.isGauge { observed.gauges[name] = value } else { observed.counters[name, default: 0] += value }
+                if name.isGauge {
+                    observed.gauges[name] = value
+                } else {
+                    observed.counters[name, default: 0] += value
+                    observed.unrecorded[name, default: 0] += value
+                }
             }
             pending[key] = observed
             return pending.count
         }
-        if let metrics, !observation.telemetry.isEmpty {
-            let label = labelledTenants.withLockedValue { tenants in
-                if tenants.contains(observation.tenant) { return observation.tenant }
-                guard tenants.count < Self.labelledTenantLimit else { return "_other" }
-                tenants.insert(observation.tenant)
-                return observation.tenant
-            }
-            metrics.recordDeviceTelemetry(tenantLabel: label, observation.telemetry)
-        }
         if count >= Self.pendingLimit { wake.yield() }
+    }
+
+    /// The telemetry counters noted since the last flush, summed per tenant, into the metrics:
+    /// at most every ``flushInterval`` behind, which a scrape every 15 s or more does not see.
+    private func recordMetrics(_ taken: [DeviceKey: Observed]) {
+        guard let metrics else { return }
+        var perTenant: [String: [DeviceTelemetry: Int64]] = [:]
+        for (key, observed) in taken where !observed.unrecorded.isEmpty {
+            perTenant[key.tenant, default: [:]].merge(observed.unrecorded, uniquingKeysWith: +)
+        }
+        for (tenant, counters) in perTenant {
+            let label = labelledTenants.withLockedValue { tenants in
+                if tenants.contains(tenant) { return tenant }
+                guard tenants.count < Self.labelledTenantLimit else { return "_other" }
+                tenants.insert(tenant)
+                return tenant
+            }
+            metrics.recordDeviceTelemetry(tenantLabel: label, counters)
+        }
     }
 
     /// Writes every observation noted so far.
@@ -132,13 +184,15 @@ package final class FleetCensus: Service, Sendable {
             defer { pending = [:] }
             return pending
         }
+        recordMetrics(taken)
         do {
             if !taken.isEmpty { try await write(Array(taken)) }
             await flushTurns.give()
         } catch {
             // Put them back (merged with what arrived meanwhile) for the next flush.
             pending.withLockedValue { pending in
-                for (key, observed) in taken {
+                for (key, var observed) in taken {
+                    observed.unrecorded = [:]
                     pending[key] = pending[key].map { Self.merge(older: observed, newer: $0) } ?? observed
                 }
             }
@@ -181,12 +235,14 @@ package final class FleetCensus: Service, Sendable {
         merged.firstSeenAt = min(older.firstSeenAt, newer.firstSeenAt)
         merged.appVersion = newer.appVersion ?? older.appVersion
         merged.schema = older.schema.merging(newer.schema) { $1 }
+        merged.schemaHeader = newer.schemaHeader ?? older.schemaHeader
         merged.last = newer.last ?? older.last
         merged.pushes += older.pushes
         merged.pulls += older.pulls
         merged.failures += older.failures
         merged.recent = Array((newer.recent + older.recent).prefix(recentLimit))
         merged.counters.merge(older.counters) { $0 + $1 }
+        merged.unrecorded.merge(older.unrecorded) { $0 + $1 }
         merged.gauges = older.gauges.merging(newer.gauges) { $1 }
         return merged
     }

@@ -40,15 +40,16 @@ package struct FleetCensusMiddleware: RouterMiddleware {
             }
             telemetry = values
         }
-        // A malformed schema header is the routes' to refuse; the census only keeps a valid one.
-        let schema = request.headers[.outpostSchema].flatMap(SchemaHeader.decode) ?? [:]
+        // Read when the census writes (a device sends the same text request after request); a
+        // malformed one is the routes' to refuse, and the census keeps only a valid one.
+        let schema = request.headers[.outpostSchema]
         let route = context.endpointPath.flatMap { Self.syncRoutes[$0] }
         let start = DispatchTime.now().uptimeNanoseconds
         func observe(status: Int, outcome: String) {
             census.observe(
                 FleetCensus.Observation(
                     tenant: identity.tenant, userID: identity.userID, deviceID: identity.deviceID, at: clock.now().millisecondsSince1970 / 1000,
-                    appVersion: app, schema: schema, route: route, status: status, outcome: outcome,
+                    appVersion: app, schemaHeader: schema, route: route, status: status, outcome: outcome,
                     milliseconds: Int((DispatchTime.now().uptimeNanoseconds - start) / 1_000_000),
                     telemetry: (200..<300).contains(status) ? telemetry : [:]))
         }

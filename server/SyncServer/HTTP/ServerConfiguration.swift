@@ -50,6 +50,9 @@ public struct ServerConfiguration: Sendable {
     public var pullMemoryWait: Duration = .seconds(10)
     /// How this process delivers the sinks (webhooks, learning record stores).
     public var sinks = SinkDeliveryConfiguration()
+    /// Whether the fleet census notes the devices' requests (on by default; `serve --no-census`).
+    /// Off, its admin routes answer what earlier runs recorded.
+    public var fleetCensus = true
     /// The operator console at `/console` (on by default; it needs an admin token to sign in).
     public var console = ConsoleConfiguration()
 

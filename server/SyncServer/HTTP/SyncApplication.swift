@@ -101,7 +101,9 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
             signer: environment.signer, storage: environment.storage, clock: environment.clock,
             sharedRateLimit: environment.rateLimiter == nil ? shared : nil))
     // Before the rate limit: a device refused for its rate was still seen, and its sync's outcome is that refusal.
-    authenticated.add(middleware: FleetCensusMiddleware(census: routes.census, clock: environment.clock))
+    if configuration.fleetCensus {
+        authenticated.add(middleware: FleetCensusMiddleware(census: routes.census, clock: environment.clock))
+    }
     if let limiter = environment.rateLimiter {
         authenticated.add(middleware: RateLimitMiddleware(limiter: limiter))
     } else if let limit = configuration.rateLimit, shared == nil {

@@ -25,8 +25,6 @@ import SyncProtocol
 /// - `outpost_sink_changes_delivered_total{tenant,sink}`: changes a receiver acknowledged.
 /// - `outpost_sink_lag_seconds{tenant,sink}`: from a change's commit to its receiver's acknowledgement.
 /// - `outpost_sink_dead_letters_total{tenant,sink}`: batches parked as dead letters.
-/// - `outpost_audit_verifications_total{outcome}`: audit log verifications the console ran, by
-///   outcome (`ok`, `broken`).
 ///
 /// Each server has its own registry, handed to swift-metrics as an explicit factory rather than
 /// through the process-wide `MetricsSystem`, so that several servers in one process (tests, an
@@ -56,22 +54,12 @@ public struct ServerMetrics: Sendable {
         liveConnections(0)
         livePokes(0)
         for kind in ["push_result", "tombstone"] { housekeepingDeleted(kind).increment(by: 0) }
-        for outcome in ["ok", "broken"] { auditVerifications(outcome).increment(by: 0) }
     }
 
     /// Records how many live channels are open.
     func liveConnections(_ count: Int) {
         CoreMetrics.Gauge(label: "outpost_live_connections", factory: factory).record(count)
         recentActivity.recordLiveConnections(count)
-    }
-
-    /// Counts one verification of the audit log and whether it held.
-    package func recordAuditVerification(intact: Bool) {
-        auditVerifications(intact ? "ok" : "broken").increment()
-    }
-
-    private func auditVerifications(_ outcome: String) -> CoreMetrics.Counter {
-        CoreMetrics.Counter(label: "outpost_audit_verifications_total", dimensions: [("outcome", outcome)], factory: factory)
     }
 
     /// Counts pokes handed to live channels.
