@@ -92,12 +92,13 @@ class Server:
 class Device:
     """A sync-device home folder logged in to the server."""
 
-    def __init__(self, server, work, user, device, team="team-1"):
+    def __init__(self, server, work, user, device, team="team-1", app="fieldops-cli/1.4.2"):
         self.server = server
         self.name = device
         self.token = server.token(user, device, team=team)
         self.home = os.path.join(work, device)
-        self.run("login", "--server", server.url, "--token", self.token)
+        # The app version and the opt-in telemetry (queue, conflicts) the census keeps.
+        self.run("login", "--server", server.url, "--token", self.token, "--app-version", app, "--telemetry")
 
     def run(self, *arguments, expect=0):
         result = subprocess.run(
@@ -185,8 +186,8 @@ def run(bin_dir, screenshots, keep):
     try:
         print(f"sync-server at {server.url}")
         ana = Device(server, work, "op-ana", "tablet-ana")
-        ben = Device(server, work, "op-ben", "tablet-ben")
-        cleo = Device(server, work, "learner-cleo", "phone-cleo", team=None)
+        ben = Device(server, work, "op-ben", "tablet-ben", app="fieldops-cli/1.3.0")
+        cleo = Device(server, work, "learner-cleo", "phone-cleo", team=None, app="learning-cli/2.0.0")
         for device in (ana, ben, cleo):
             device.sync()
         # Some of each one's own: ana starts a task, cleo answers a question (her data to erase later).
@@ -229,6 +230,8 @@ def run(bin_dir, screenshots, keep):
         fleet = browser.text()
         for name in ("tablet-ana", "tablet-ben", "phone-cleo"):
             check(name in fleet, f"the fleet page lists {name}")
+        for app in ("fieldops-cli/1.4.2", "fieldops-cli/1.3.0", "learning-cli/2.0.0"):
+            check(app in fleet, f"the fleet page counts devices of {app}")
         active_before = int(driver.find_element(By.CSS_SELECTOR, ".figures li:first-child .figure").text)
         check(active_before >= 3, f"{active_before} devices are active")
         browser.shot("fleet")
@@ -247,7 +250,9 @@ def run(bin_dir, screenshots, keep):
         browser.open("/console")
         browser.click(driver.find_element(By.LINK_TEXT, "tablet-ben"))
         check("Device tablet-ben" in driver.find_element(By.TAG_NAME, "h1").text, "the device page opens")
-        check("op-ben" in browser.text(), "it names the device's user")
+        device_page = browser.text()
+        check("op-ben" in device_page and "fieldops-cli/1.3.0" in device_page, "it names the device's user and app")
+        check("Conflicts open on the device 1" in device_page, "it shows the conflict the device reported")
         browser.shot("device")
         check(ben.status_of_request()[0] == 200, "tablet-ben's requests are answered before the revocation")
         browser.click(driver.find_element(By.XPATH, "//button[contains(., 'Revoke device tablet-ben')]"))
