@@ -51,7 +51,7 @@ public final class SyncTelemetry: Sendable {
         }
     }
 
-    /// Sets a gauge (``DeviceTelemetry/outboxPending``, ``DeviceTelemetry/conflictsOpen``).
+    /// Sets a gauge (`outboxPending`, `conflictsOpen`).
     public func set(_ name: DeviceTelemetry, to value: Int64) {
         guard name.isGauge else { return }
         let value = max(0, value)
