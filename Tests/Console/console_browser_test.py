@@ -172,8 +172,24 @@ class Browser:
         WebDriverWait(self.driver, 15).until(lambda driver: driver.execute_script("return document.readyState") == "complete")
         self.collect_problems()
 
+    def click_css(self, selector, attempts=3):
+        """Finds the element anew and activates it; tried again when chromedriver finds the node
+        it was handed gone from the document (seen once on a loaded machine, with no page change)."""
+        for attempt in range(attempts):
+            page = self.driver.find_element(By.TAG_NAME, "html")
+            try:
+                self.driver.find_element(By.CSS_SELECTOR, selector).send_keys(Keys.ENTER)
+            except WebDriverException as error:
+                message = str(error)
+                if attempt + 1 == attempts or ("does not belong to the document" not in message and "stale element" not in message):
+                    raise
+                time.sleep(0.2)
+                continue
+            self.wait_for_new_page(page)
+            return
+
     def submit(self, form_selector):
-        self.click(self.driver.find_element(By.CSS_SELECTOR, form_selector + " button[type=submit]"))
+        self.click_css(form_selector + " button[type=submit]")
 
     def quit(self):
         self.driver.quit()
@@ -305,7 +321,7 @@ def run(bin_dir, screenshots, keep):
         browser.shot("activity")
 
         print("signing out")
-        browser.click(driver.find_element(By.CSS_SELECTOR, ".sign-out button"))
+        browser.click_css(".sign-out button")
         check("You are signed out" in browser.text(), "signing out ends the session")
         browser.open("/console")
         check(driver.current_url.endswith("/console/sign-in"), "the console needs signing in again")
