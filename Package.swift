@@ -113,6 +113,8 @@ let package = Package(
                 "ContractRuntime", "ContractRuntimeGRDB", "SyncProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // PBKDF2, for PassphraseKeyProvider.
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 // The device's own counts (SyncTelemetry), for the app's metrics backend.
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],

@@ -6,14 +6,42 @@ public import Foundation
 /// The store never keeps the key on disk itself: it derives from it (HKDF-SHA256) one key to
 /// seal `encrypted` fields, one to seal outbox payloads and one for the outbox HMACs.
 ///
+/// Keys have versions, 1 first: ``OfflineStore/rotateDataKey(batchSize:)`` asks for the next
+/// version with ``key(forTenant:version:)`` and seals everything again under it. Version 1 is
+/// ``key(forTenant:)``, so a provider written before versions keeps working; it only cannot
+/// rotate (the default ``key(forTenant:version:)`` refuses any other version).
+///
 /// Implementations: ``FileKeyProvider`` (a key file per tenant, anywhere), `KeychainKeyProvider`
-/// (Apple platforms), ``InMemoryKeyProvider`` (tests).
+/// (Apple platforms), ``PassphraseKeyProvider`` (derived from the user's passphrase),
+/// ``InMemoryKeyProvider`` (tests). All of them rotate.
 public protocol KeyProvider: Sendable {
-    /// The tenant's key; created and stored the first time it is asked for.
+    /// The tenant's key (version 1); created and stored the first time it is asked for.
     func key(forTenant tenantId: String) throws -> SymmetricKey
 
-    /// Forgets the tenant's key: everything sealed under it becomes unreadable.
+    /// Forgets the tenant's key (version 1): everything sealed under it becomes unreadable.
     func deleteKey(forTenant tenantId: String) throws
+
+    /// Version `version` of the tenant's key (1 is ``key(forTenant:)``); created and stored the
+    /// first time it is asked for.
+    func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey
+
+    /// Forgets version `version` of the tenant's key (nothing happens when there is none).
+    func deleteKey(forTenant tenantId: String, version: Int) throws
+}
+
+extension KeyProvider {
+    /// Version 1 is ``key(forTenant:)``; a provider that does not implement versions refuses the others.
+    public func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey {
+        guard version == 1 else {
+            throw KeyProviderError("\(Self.self) keeps one key per tenant: it cannot give key version \(version)")
+        }
+        return try key(forTenant: tenantId)
+    }
+
+    /// Version 1 is ``deleteKey(forTenant:)``; a provider that does not implement versions has no other.
+    public func deleteKey(forTenant tenantId: String, version: Int) throws {
+        if version == 1 { try deleteKey(forTenant: tenantId) }
+    }
 }
 
 /// Why a ``KeyProvider`` could not give a key.
@@ -35,21 +63,36 @@ public final class InMemoryKeyProvider: KeyProvider {
         self.keys = Locked(keys.mapValues { $0.withUnsafeBytes { Data($0) } })
     }
 
+    /// Version 1 is kept under the tenant id (as `init(keys:)` gives it), later ones beside it.
+    private static func name(_ tenantId: String, _ version: Int) -> String {
+        version == 1 ? tenantId : "\(tenantId)\u{0}v\(version)"
+    }
+
     public func key(forTenant tenantId: String) throws -> SymmetricKey {
+        try key(forTenant: tenantId, version: 1)
+    }
+
+    public func deleteKey(forTenant tenantId: String) throws {
+        try deleteKey(forTenant: tenantId, version: 1)
+    }
+
+    public func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey {
         keys.withLock { keys in
-            if let data = keys[tenantId] { return SymmetricKey(data: data) }
+            let name = Self.name(tenantId, version)
+            if let data = keys[name] { return SymmetricKey(data: data) }
             let key = SymmetricKey(size: .bits256)
-            keys[tenantId] = key.withUnsafeBytes { Data($0) }
+            keys[name] = key.withUnsafeBytes { Data($0) }
             return key
         }
     }
 
-    public func deleteKey(forTenant tenantId: String) throws {
-        keys.withLock { $0[tenantId] = nil }
+    public func deleteKey(forTenant tenantId: String, version: Int) throws {
+        keys.withLock { $0[Self.name(tenantId, version)] = nil }
     }
 }
 
-/// One key file per tenant in a folder (`<sha256 of the tenant id>.key`, 32 bytes, mode 0600;
+/// One key file per tenant and key version in a folder (`<sha256 of the tenant id>.key` for
+/// version 1, `<sha256 of the tenant id>.v<version>.key` for later ones; 32 bytes, mode 0600;
 /// on Apple platforms also protected until the first unlock).
 ///
 /// For platforms without a keychain, and for command-line devices. Keep the folder outside
@@ -61,13 +104,21 @@ public struct FileKeyProvider: KeyProvider {
         self.directory = directory
     }
 
-    func fileURL(forTenant tenantId: String) -> URL {
+    func fileURL(forTenant tenantId: String, version: Int = 1) -> URL {
         let name = SHA256.hash(data: Data(tenantId.utf8)).map { String(format: "%02x", $0) }.joined()
-        return directory.appendingPathComponent(name + ".key")
+        return directory.appendingPathComponent(name + (version == 1 ? "" : ".v\(version)") + ".key")
     }
 
     public func key(forTenant tenantId: String) throws -> SymmetricKey {
-        let url = fileURL(forTenant: tenantId)
+        try key(forTenant: tenantId, version: 1)
+    }
+
+    public func deleteKey(forTenant tenantId: String) throws {
+        try deleteKey(forTenant: tenantId, version: 1)
+    }
+
+    public func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey {
+        let url = fileURL(forTenant: tenantId, version: version)
         if let data = try? Data(contentsOf: url) {
             guard data.count == 32 else { throw KeyProviderError("the key file \(url.path) is not 32 bytes long") }
             return SymmetricKey(data: data)
@@ -108,8 +159,8 @@ public struct FileKeyProvider: KeyProvider {
         return key
     }
 
-    public func deleteKey(forTenant tenantId: String) throws {
-        let url = fileURL(forTenant: tenantId)
+    public func deleteKey(forTenant tenantId: String, version: Int) throws {
+        let url = fileURL(forTenant: tenantId, version: version)
         guard FileManager.default.fileExists(atPath: url.path) else { return }
         do {
             try FileManager.default.removeItem(at: url)

@@ -3,8 +3,9 @@
     public import Foundation
     import Security
 
-    /// Tenant keys in the keychain (a generic password per tenant, this device only, readable
-    /// after the first unlock so background syncs work).
+    /// Tenant keys in the keychain (a generic password per tenant and key version, this device
+    /// only, readable after the first unlock so background syncs work). Version 1's account is
+    /// the tenant id, a later version's `<tenant id>#v<version>`.
     ///
     /// ```swift
     /// let keys = KeychainKeyProvider(service: "com.example.app.outpost")
@@ -22,18 +23,26 @@
             self.accessGroup = accessGroup
         }
 
-        private func query(_ tenantId: String) -> [String: Any] {
+        private func query(_ tenantId: String, _ version: Int) -> [String: Any] {
             var query: [String: Any] = [
                 kSecClass as String: kSecClassGenericPassword,
                 kSecAttrService as String: service,
-                kSecAttrAccount as String: tenantId,
+                kSecAttrAccount as String: version == 1 ? tenantId : "\(tenantId)#v\(version)",
             ]
             if let accessGroup { query[kSecAttrAccessGroup as String] = accessGroup }
             return query
         }
 
         public func key(forTenant tenantId: String) throws -> SymmetricKey {
-            var lookup = query(tenantId)
+            try key(forTenant: tenantId, version: 1)
+        }
+
+        public func deleteKey(forTenant tenantId: String) throws {
+            try deleteKey(forTenant: tenantId, version: 1)
+        }
+
+        public func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey {
+            var lookup = query(tenantId, version)
             lookup[kSecReturnData as String] = true
             lookup[kSecMatchLimit as String] = kSecMatchLimitOne
             var item: CFTypeRef?
@@ -45,13 +54,13 @@
                 throw KeyProviderError("the keychain refused to read the key (OSStatus \(status))")
             }
             let key = SymmetricKey(size: .bits256)
-            var add = query(tenantId)
+            var add = query(tenantId, version)
             add[kSecValueData as String] = key.withUnsafeBytes { Data($0) }
             add[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
             let added = SecItemAdd(add as CFDictionary, nil)
             if added == errSecDuplicateItem {
                 // Another thread or process added it first: read theirs.
-                return try self.key(forTenant: tenantId)
+                return try self.key(forTenant: tenantId, version: version)
             }
             guard added == errSecSuccess else {
                 throw KeyProviderError("the keychain refused to store the key (OSStatus \(added))")
@@ -59,8 +68,8 @@
             return key
         }
 
-        public func deleteKey(forTenant tenantId: String) throws {
-            let status = SecItemDelete(query(tenantId) as CFDictionary)
+        public func deleteKey(forTenant tenantId: String, version: Int) throws {
+            let status = SecItemDelete(query(tenantId, version) as CFDictionary)
             guard status == errSecSuccess || status == errSecItemNotFound else {
                 throw KeyProviderError("the keychain refused to delete the key (OSStatus \(status))")
             }

@@ -8,8 +8,8 @@ extension OfflineStore {
     ///
     /// - Parameters:
     ///   - force: wipe even though some writes have not reached the server (they are lost).
-    ///   - forgetKey: also delete the tenant's key from the ``KeyProvider`` (only when no other
-    ///     store on the device uses that tenant).
+    ///   - forgetKey: also delete the tenant's key from the ``KeyProvider``, every version up to
+    ///     the store's (only when no other store on the device uses that tenant).
     /// - Throws: ``OfflineStoreError/pendingWrites(count:)`` without `force` while writes are
     ///   unsynced (pending, sending, waiting, failed, conflicted or quarantined); nothing is
     ///   changed then.
@@ -44,7 +44,9 @@ extension OfflineStore {
         }
         if forgetKey {
             do {
-                try configuration.keyProvider.deleteKey(forTenant: configuration.tenantId)
+                for version in 1...max(1, crypto.currentVersion) {
+                    try configuration.keyProvider.deleteKey(forTenant: configuration.tenantId, version: version)
+                }
             } catch {
                 throw .keyUnavailable(tenantId: configuration.tenantId, reason: String(describing: error))
             }

@@ -59,11 +59,22 @@ public final class OfflineStore: Sendable {
     ///   ``OfflineStoreError/notADatabase(path:)``, ``OfflineStoreError/cannotOpen(path:reason:)``,
     ///   ``OfflineStoreError/belongsToAnotherAccount(tenantId:userId:)``,
     ///   ``OfflineStoreError/keyUnavailable(tenantId:reason:)``, ``OfflineStoreError/keyMismatch(tenantId:)``,
-    ///   ``OfflineStoreError/invalidExtension(name:reason:)``.
+    ///   ``OfflineStoreError/invalidExtension(name:reason:)``,
+    ///   ``OfflineStoreError/databaseEncryptionUnavailable(reason:)``.
+    ///
+    /// A data key rotation a previous run left unfinished (``rotateDataKey(batchSize:)``) is
+    /// finished here, before the store is returned.
     public init(
         _ configuration: OfflineStoreConfiguration, contracts: ContractCatalog, extensions: [any StoreExtension] = []
     ) throws(OfflineStoreError) {
         try Self.validate(extensions, contracts: contracts)
+        #if !SQLITE_HAS_CODEC
+            if configuration.databasePassphrase != nil {
+                throw .databaseEncryptionUnavailable(
+                    reason: "this build's SQLite has no encryption (GRDB is not built with SQLCipher): the passphrase would be ignored"
+                )
+            }
+        #endif
         self.configuration = configuration
         self.contracts = contracts
         self.extensions = extensions
@@ -75,22 +86,23 @@ public final class OfflineStore: Sendable {
         } catch {
             throw .cannotOpen(path: path, reason: error.localizedDescription)
         }
+        var keyVersions = StoredKeyVersions(current: 1, previous: nil)
         if FileManager.default.fileExists(atPath: path) {
-            try Self.refuseNewerBuild(path: path, contracts: contracts, extensions: extensions)
+            keyVersions = try Self.refuseNewerBuild(path: path, configuration: configuration, contracts: contracts, extensions: extensions)
+        } else {
+            try Self.createProtected(url, configuration.fileProtection)
         }
 
-        let tenantKey: SymmetricKey
-        do {
-            tenantKey = try configuration.keyProvider.key(forTenant: configuration.tenantId)
-        } catch {
-            throw .keyUnavailable(tenantId: configuration.tenantId, reason: String(describing: error))
+        let crypto = StoreCrypto(tenantKey: try Self.tenantKey(configuration, version: keyVersions.current), version: keyVersions.current)
+        if let previous = keyVersions.previous {
+            crypto.keyRing.previous = StoreCrypto.VersionKeys(version: previous, tenantKey: try Self.tenantKey(configuration, version: previous))
         }
-        crypto = StoreCrypto(tenantKey: tenantKey)
+        self.crypto = crypto
         codec = RowCodec(crypto: crypto, columns: ColumnCodec(codec: contracts.codec))
         ulids = ULIDGenerator(clock: configuration.clock, random: configuration.random)
         closed = Locked(false)
 
-        var databaseConfiguration = Configuration()
+        var databaseConfiguration = Self.databaseConfiguration(configuration)
         databaseConfiguration.label = "OutpostOfflineStore"
         databaseConfiguration.busyMode = .timeout(10)
         databaseConfiguration.prepareDatabase { db in
@@ -104,6 +116,7 @@ public final class OfflineStore: Sendable {
         } catch {
             throw Self.openingError(error, path: path)
         }
+        Self.protectFiles(url, configuration.fileProtection)
 
         let migrator = ClientSchema.migrator(contracts: contracts, extensions: extensions)
         do {
@@ -119,13 +132,13 @@ public final class OfflineStore: Sendable {
         }
 
         let configured = configuration
-        let check = crypto.keyCheck
+        let keyRing = crypto.keyRing
         let ulids = self.ulids
         let now = configuration.clock.timestamp().millisecondsSince1970
         do {
             let (prepared, unsentTelemetry) = try pool.write { db in
                 let identity = try Self.prepareMetadata(
-                    db, configuration: configured, contracts: contracts, extensions: extensions, keyCheck: check, now: now, ulids: ulids
+                    db, configuration: configured, contracts: contracts, extensions: extensions, keyRing: keyRing, now: now, ulids: ulids
                 )
                 // The counts an earlier run of the app kept for the server, to go with the next request.
                 return (identity, try Metadata.get(db, .telemetryUnsent))
@@ -137,8 +150,10 @@ public final class OfflineStore: Sendable {
             throw Self.map(error)
         }
         // Rows past their retention or below the oldest supported schema (an app update may
-        // have raised it), and old acknowledged outbox entries, go before the app reads.
+        // have raised it), and old acknowledged outbox entries, go before the app reads; a key
+        // rotation a killed run left half done is finished first.
         do {
+            if crypto.keyRing.previous != nil { _ = try continueKeyRotation(batchSize: Self.keyRotationBatchSize) }
             try runHousekeeping()
         } catch {
             try? pool.close()
@@ -151,12 +166,38 @@ public final class OfflineStore: Sendable {
 
     // MARK: Opening
 
+    /// The tenant key of `version` from the configuration's ``KeyProvider``.
+    static func tenantKey(_ configuration: OfflineStoreConfiguration, version: Int) throws(OfflineStoreError) -> SymmetricKey {
+        do {
+            return try configuration.keyProvider.key(forTenant: configuration.tenantId, version: version)
+        } catch PassphraseKeyProviderError.wrongPassphrase {
+            throw .keyMismatch(tenantId: configuration.tenantId)
+        } catch {
+            throw .keyUnavailable(tenantId: configuration.tenantId, reason: String(describing: error))
+        }
+    }
+
+    /// GRDB's configuration for the store's connections: with the SQLCipher passphrase when
+    /// there is one (the initializer refuses one when SQLite has no encryption).
+    static func databaseConfiguration(_ configuration: OfflineStoreConfiguration) -> Configuration {
+        #if SQLITE_HAS_CODEC
+            var databaseConfiguration = Configuration()
+            if let passphrase = configuration.databasePassphrase {
+                databaseConfiguration.prepareDatabase { db in try db.usePassphrase(passphrase) }
+            }
+            return databaseConfiguration
+        #else
+            return Configuration()
+        #endif
+    }
+
     /// Refuses a database that holds migrations this build does not know, reading it through a
     /// read-only connection so that nothing is written to it.
+    /// - Returns: the key versions the database is sealed with.
     private static func refuseNewerBuild(
-        path: String, contracts: ContractCatalog, extensions: [any StoreExtension]
-    ) throws(OfflineStoreError) {
-        var readOnly = Configuration()
+        path: String, configuration: OfflineStoreConfiguration, contracts: ContractCatalog, extensions: [any StoreExtension]
+    ) throws(OfflineStoreError) -> StoredKeyVersions {
+        var readOnly = databaseConfiguration(configuration)
         readOnly.readonly = true
         // A read-only connection to a WAL database creates empty `-wal` and `-shm` files it
         // cannot remove; remove the ones it created, so a refused file is left as it was found.
@@ -168,14 +209,18 @@ public final class OfflineStore: Sendable {
             }
         }
         let unknown: [String]
+        let keyVersions: StoredKeyVersions
         do {
             let queue = try DatabaseQueue(path: path, configuration: readOnly)
-            unknown = try queue.read { db in try unknownMigrations(db, contracts: contracts, extensions: extensions) }
+            (unknown, keyVersions) = try queue.read { db in
+                (try unknownMigrations(db, contracts: contracts, extensions: extensions), try StoredKeyVersions.read(db))
+            }
             try queue.close()
         } catch {
             throw openingError(error, path: path)
         }
         if !unknown.isEmpty { throw .createdByNewerBuild(unknownMigrations: unknown) }
+        return keyVersions
     }
 
     /// Applied migrations this build does not know, in their identifiers' order.
@@ -202,20 +247,23 @@ public final class OfflineStore: Sendable {
 
     private static func prepareMetadata(
         _ db: Database, configuration: OfflineStoreConfiguration, contracts: ContractCatalog, extensions: [any StoreExtension],
-        keyCheck: String, now: Int64, ulids: ULIDGenerator
+        keyRing: StoreCrypto.KeyRing, now: Int64, ulids: ULIDGenerator
     ) throws -> StoreIdentity {
         if let tenant = try Metadata.get(db, .tenantId) {
             let user = try Metadata.get(db, .userId) ?? ""
             guard tenant == configuration.tenantId, user == configuration.userId else {
                 throw OfflineStoreError.belongsToAnotherAccount(tenantId: tenant, userId: user)
             }
-            guard try Metadata.get(db, .keyCheck) == keyCheck else {
+            // Each key version in use must be the one the database was sealed with.
+            guard try Metadata.get(db, .keyCheck) == keyRing.current.keyCheck,
+                try Metadata.get(db, .rotatingFromKeyCheck) == keyRing.previous?.keyCheck
+            else {
                 throw OfflineStoreError.keyMismatch(tenantId: tenant)
             }
         } else {
             try Metadata.set(db, .tenantId, configuration.tenantId)
             try Metadata.set(db, .userId, configuration.userId)
-            try Metadata.set(db, .keyCheck, keyCheck)
+            try Metadata.set(db, .keyCheck, keyRing.current.keyCheck)
             try Metadata.set(db, .clientId, ulids.nextString())
             try Metadata.set(db, .nextSeq, "1")
             try Metadata.set(db, .lastPushSeq, "0")
@@ -403,7 +451,13 @@ enum Metadata: String {
     case userId = "user_id"
     case deviceId = "device_id"
     case clientId = "client_id"
+    /// The check value of the current key version (`StoreCrypto.VersionKeys.keyCheck`).
     case keyCheck = "key_check"
+    /// The key version new values are sealed with; absent in a store that never rotated (1).
+    case keyVersion = "key_version"
+    /// While a rotation is under way: the version it rotates from, and that version's check value.
+    case rotatingFromKeyVersion = "rotating_from_key_version"
+    case rotatingFromKeyCheck = "rotating_from_key_check"
     /// The `seq` the next outbox entry gets.
     case nextSeq = "next_seq"
     /// The last `seq` handed to the server (see `push_seq`).

@@ -42,6 +42,17 @@ public struct OfflineStoreConfiguration: Sendable {
     /// Where the store and its engine count their syncing (``SyncTelemetry``); sent to the
     /// server only when the transport is given it too.
     public var telemetry = SyncTelemetry()
+    /// The Data Protection class of the database files on iOS, tvOS, watchOS and visionOS
+    /// (``StoreFileProtection/completeUntilFirstUserAuthentication`` by default, so that syncs
+    /// run in the background while the device is locked); ignored on other platforms.
+    public var fileProtection = StoreFileProtection.completeUntilFirstUserAuthentication
+    /// A passphrase to encrypt the whole database with SQLCipher, or `nil` (the default).
+    ///
+    /// Only for an app that builds GRDB with SQLCipher and this library with the same
+    /// `SQLITE_HAS_CODEC` compilation condition; any other build refuses to open with
+    /// ``OfflineStoreError/databaseEncryptionUnavailable(reason:)`` rather than leave the
+    /// database in the clear. Encrypted fields and the outbox are sealed either way.
+    public var databasePassphrase: String?
     /// Test-only pauses: ``SyncProtocol/FaultPoint/pullApply`` inside each pulled page's
     /// transaction, set by sync-device for crash tests; none by default.
     package var faultPauses = FaultPauses.none
@@ -69,4 +80,16 @@ public struct OfflineStoreConfiguration: Sendable {
         self.storageLimits = storageLimits
         self.freeSpace = freeSpace
     }
+}
+
+/// The Data Protection class of the store's database files (``OfflineStoreConfiguration/fileProtection``).
+public enum StoreFileProtection: String, Hashable, Sendable {
+    /// No protection beyond the file system's.
+    case none
+    /// Readable only while the device is unlocked: no background sync while it is locked.
+    case complete
+    /// Files already open stay readable when the device locks; new ones cannot be created.
+    case completeUnlessOpen
+    /// Readable once the device was unlocked after it started: background syncs work.
+    case completeUntilFirstUserAuthentication
 }

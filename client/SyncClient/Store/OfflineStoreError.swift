@@ -21,6 +21,9 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     /// The tenant's key is not the one the database was sealed with (it was lost or replaced):
     /// sealed fields and queued writes cannot be read. Sign out with `force: true` to start afresh.
     case keyMismatch(tenantId: String)
+    /// ``OfflineStoreConfiguration/databasePassphrase`` was given, but this build's SQLite cannot
+    /// encrypt the database (GRDB is not built with SQLCipher): refused rather than ignored.
+    case databaseEncryptionUnavailable(reason: String)
     /// The store was signed out (wiped); open a new one.
     case signedOut
     /// A ``StoreExtension`` given to the store collides with another, with a contract or with
@@ -89,6 +92,7 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
         case .keyUnavailable(let tenant, let reason): return "no encryption key for tenant '\(tenant)': \(reason)"
         case .keyMismatch(let tenant):
             return "the encryption key of tenant '\(tenant)' is not the one the offline database was sealed with"
+        case .databaseEncryptionUnavailable(let reason): return "the offline database cannot be encrypted: \(reason)"
         case .signedOut: return "the offline store was signed out; open a new one"
         case .invalidExtension(let name, let reason): return "store extension '\(name)': \(reason)"
         case .unknownContract(let name): return "no entity or event contract is named '\(name)'"
