@@ -27,6 +27,8 @@ public struct PassphraseKeyProvider: KeyProvider {
     private let passphrase: Data
 
     /// - Parameters:
+    ///   - passphrase: what the user typed; kept in memory only, by this value.
+    ///   - saltFile: where the salts are kept (``saltFile(besideDatabase:)``).
     ///   - rounds: PBKDF2-HMAC-SHA256 rounds: 600 000 by default (OWASP's advice in 2023); fewer
     ///     only in tests.
     public init(passphrase: String, saltFile: URL, rounds: Int = 600_000) {
