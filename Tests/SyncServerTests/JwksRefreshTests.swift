@@ -124,9 +124,12 @@ struct JwksRefreshTests {
         let provider = TestIdentityProvider(maxAge: 3600, delay: .milliseconds(200))
         let key = P256.Signing.PrivateKey()
         provider.publish([("idp-1", key)])
+        let interval = Duration.seconds(2)
         try await provider.run { url in
             var signer = try TokenSigner(secret: Data(repeating: 3, count: 32))
-            try await signer.addJWKS(url: url, policy: Self.policy(retry: .seconds(2)))
+            let clock = ContinuousClock()
+            let start = clock.now
+            try await signer.addJWKS(url: url, policy: Self.policy(retry: interval))
             #expect(provider.hits == 1)
             let finalSigner = signer
             func flood() async throws -> [ErrorCode?] {
@@ -138,13 +141,18 @@ struct JwksRefreshTests {
                     return try await group.reduce(into: []) { $0.append($1) }
                 }
             }
+            /// At most the first fetch and one per interval begun since (a loaded machine may
+            /// take longer than an interval over a flood); never one per request.
+            func mostHits() -> Int { 1 + Int((clock.now - start) / interval) }
             #expect(try await flood().allSatisfy { $0 == .tokenUnknownKey })
-            #expect(provider.hits == 1, "within the interval of the first fetch: none")
-            try await Task.sleep(for: .milliseconds(2100))
+            #expect(provider.hits <= mostHits(), "within the interval of the first fetch: none")
+            try await Task.sleep(for: interval + .milliseconds(100))
+            let before = provider.hits
             #expect(try await flood().allSatisfy { $0 == .tokenUnknownKey })
-            #expect(provider.hits == 2, "past the interval: one fetch, shared by the concurrent requests")
+            #expect(provider.hits > before, "past the interval: fetched again")
+            #expect(provider.hits <= mostHits(), "one fetch, shared by the concurrent requests")
             #expect(try await flood().allSatisfy { $0 == .tokenUnknownKey })
-            #expect(provider.hits == 2)
+            #expect(provider.hits <= mostHits())
             #expect(await Self.code(signer, try TestIdentityProvider.token(kid: "idp-1", key: key)) == nil)
         }
     }
