@@ -120,7 +120,7 @@ final class JWKSEndpoint: Sendable {
                 state.expiresAt = .now + policy.retryInterval
                 state.inFlight = nil
             }
-            logger.error("\(error.description) (the keys fetched before stay; tried again in \(policy.retryInterval))")
+            logger.error("\(error.description) (the keys fetched before, if any, stay; tried again in \(policy.retryInterval))")
             return error
         }
     }
