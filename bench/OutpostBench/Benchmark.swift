@@ -79,7 +79,6 @@ enum Benchmarks {
         FeedBenchmark.benchmark,
         SinkBenchmark.benchmark,
         CensusBenchmark.benchmark,
-        TokenBenchmark.benchmark,
     ]
 }
 
