@@ -30,7 +30,9 @@ struct LiveServer: Sendable {
     /// A transport for `device` talking to this server; each request gets a token of the
     /// server's time, so a server clock moved days ahead does not expire it.
     func transport(_ device: String, user: String = "u-1") -> URLSessionTransport {
-        URLSessionTransport(baseURL: url, timeout: 10) { [self] in token(device, user: user) }
+        // Generous: in the full parallel run, synchronous suites can hold the few cooperative threads
+        // this process's server answers on for a minute.
+        URLSessionTransport(baseURL: url, timeout: 120) { [self] in token(device, user: user) }
     }
 
     /// Starts a server on a fresh SQLite folder, runs `body`, stops it and removes the folder.
