@@ -368,7 +368,7 @@ let package = Package(
         .testTarget(
             name: "ContractsTests",
             dependencies: [
-                "ContractRuntime", "Contracts",
+                "OutpostTestSupport", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/ContractsTests",

@@ -1,5 +1,6 @@
 import ContractRuntime
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
@@ -8,7 +9,7 @@ import Testing
 /// largest row): what they accept, the defaults in force without them, the diagnostic for each
 /// misuse, the registry they generate and their place in the lock. (Lowering either is
 /// MAX_BYTES_REDUCED: CompatibilityCaseTable.)
-@Suite("Byte limits")
+@Suite("Byte limits", .blockingWork)
 struct ByteLimitTests {
     /// An entity with `fields` after its key, and `top` lines after its sync line (line 6).
     private func entity(_ fields: [String], top: [String] = []) -> String {

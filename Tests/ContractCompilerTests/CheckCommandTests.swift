@@ -4,7 +4,7 @@ import Testing
 
 /// `contractc check`, `lock` and `explain`, run as the real binary from a folder whose contracts
 /// were locked and then broken in several ways (Fixtures/compat/check-golden).
-@Suite("contractc check, lock and explain")
+@Suite("contractc check, lock and explain", .blockingWork)
 struct CheckCommandTests {
     static let fixture = Fixtures.root.appendingPathComponent("compat/check-golden")
 

@@ -3,7 +3,7 @@ import OutpostTestSupport
 import Testing
 
 /// Runs the real `contractc` binary, as CI and schema authors do.
-@Suite("contractc command line")
+@Suite("contractc command line", .blockingWork)
 struct CommandLineTests {
     /// Runs `contractc ARGUMENTS` in `directory` to the end (the limit only stops a hang).
     static func run(_ arguments: [String], in directory: URL) throws -> CommandResult {

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
@@ -72,7 +73,7 @@ func lineNumber(of needle: String, in text: String) -> Int? {
     text.components(separatedBy: "\n").firstIndex { $0.contains(needle) }.map { $0 + 1 }
 }
 
-@Suite("Compatibility checks")
+@Suite("Compatibility checks", .blockingWork)
 struct CompatibilityTests {
     @Test("the table has enough cases, each with a unique name")
     func tableSize() {

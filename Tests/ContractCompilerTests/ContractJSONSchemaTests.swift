@@ -7,7 +7,7 @@ import Testing
 /// The JSON Schema editors use (`contracts/contract.schema.json`), checked with a real JSON Schema
 /// validator (Python's `jsonschema`, installed by `.ci/run`) against every fixture: it must take
 /// every valid one and refuse the invalid ones a schema can see.
-@Suite("Contract JSON Schema")
+@Suite("Contract JSON Schema", .blockingWork)
 struct ContractJSONSchemaTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let fixtures = repository.appendingPathComponent("Tests/ContractCompilerTests/Fixtures")

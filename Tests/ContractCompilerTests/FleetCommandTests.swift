@@ -7,7 +7,7 @@ import Testing
 /// `contractc check --fleet` and `--fleet-url`, run as the real binary on a temporary contracts
 /// folder whose `Item` was locked at version 1 and then raised, with a census file or a census
 /// route on loopback.
-@Suite("contractc check --fleet", .serialized)
+@Suite("contractc check --fleet", .serialized, .blockingWork)
 struct FleetCommandTests {
     /// A folder holding `contracts/` with `Item` locked at version 1 (`oldest_supported: 1`),
     /// then at version 2 with `oldest_supported: raisedTo` (nil: left at version 1), and

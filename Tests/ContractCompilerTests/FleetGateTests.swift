@@ -1,11 +1,12 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
 
 /// The rollout gate's computation (`FleetGate`) on contracts released with `ContractCompiler.lock`,
 /// and the census file it reads (`FleetCensus`).
-@Suite("Rollout gate: census and cutoff")
+@Suite("Rollout gate: census and cutoff", .blockingWork)
 struct FleetGateTests {
     /// `Item` released at versions 1 to `released` (`oldest_supported: 1`), then its next version
     /// with `oldest_supported: raisedTo`, checked against the lock.

@@ -1,9 +1,10 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
 
-@Suite("Generation and the output folder")
+@Suite("Generation and the output folder", .blockingWork)
 struct GenerationTests {
     private func sampleSet() throws -> ContractSet {
         let folder = Fixtures.root.appendingPathComponent("valid/every-type/contracts")

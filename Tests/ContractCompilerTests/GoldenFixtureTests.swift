@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
@@ -6,7 +7,7 @@ import Testing
 /// Fixture folders compared file by file: `Fixtures/valid/<case>/contracts` must generate exactly
 /// `Fixtures/valid/<case>/expected/`, and `Fixtures/invalid/<case>/contracts` must print exactly
 /// `Fixtures/invalid/<case>/expected.stderr`.
-@Suite("Golden fixtures")
+@Suite("Golden fixtures", .blockingWork)
 struct GoldenFixtureTests {
     @Test("valid fixtures generate the expected files", arguments: Fixtures.cases("valid"))
     func validFixture(_ name: String) throws {

@@ -1,10 +1,11 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
 
 /// `contracts.lock`: what `lock` writes, what it refuses, and how `check` catches edits.
-@Suite("contracts.lock")
+@Suite("contracts.lock", .blockingWork)
 struct LockTests {
     private static let v1 = ContractText(version: 1, fields: ["a: int", "b: { type: string, max_length: 40 }"], mode: "full")
     private static let v2 = ContractText(

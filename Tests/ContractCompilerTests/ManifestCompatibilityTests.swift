@@ -1,10 +1,11 @@
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
 
 /// The manifest's `compatibility:` sets the mode of every contract that names none: a change
 /// one mode refuses passes under another, and a contract's own `compatibility` still wins.
-@Suite("Manifest compatibility defaults")
+@Suite("Manifest compatibility defaults", .blockingWork)
 struct ManifestCompatibilityTests {
     private static func manifest(_ compatibility: String?) -> String {
         ContractFolder.defaultManifest + (compatibility.map { "\ncompatibility: \($0)\n" } ?? "\n")

@@ -1,9 +1,10 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// Breaking the repository's own sample contracts in each listed way makes `contractc check`
 /// (what `make compat` runs) fail with the rule id at the line of the change.
-@Suite("Sample contracts: breaking changes are caught")
+@Suite("Sample contracts: breaking changes are caught", .blockingWork)
 struct SampleBreakageTests {
     /// The repository's `contracts/` folder.
     static let samples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -1,10 +1,11 @@
 import ContractRuntime
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
 
 /// A few lines of YAML in, exact Swift or SQL out.
-@Suite("Snippets")
+@Suite("Snippets", .blockingWork)
 struct SnippetTests {
     private let note = """
         entity: Note

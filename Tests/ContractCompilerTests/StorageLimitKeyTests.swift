@@ -1,11 +1,12 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
 
 /// The sync block's `max_rows` and `max_row_bytes`: what they accept, the diagnostic for each bad
 /// value, their refusal on events, the registry they generate and their place in the lock.
-@Suite("Storage limit keys")
+@Suite("Storage limit keys", .blockingWork)
 struct StorageLimitKeyTests {
     /// An entity whose sync block (lines 6 to 10) ends with the limits given.
     private func entity(maxRows: String? = nil, maxRowBytes: String? = nil) -> String {

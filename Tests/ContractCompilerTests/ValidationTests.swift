@@ -1,9 +1,10 @@
 import ContractRuntime
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
 
-@Suite("Validation rules")
+@Suite("Validation rules", .blockingWork)
 struct ValidationTests {
     private func entity(_ fields: String, extra: String = "", sync: String = "{ direction: both, conflict: last_writer_wins }") -> String {
         """

@@ -1,9 +1,10 @@
 import ContractRuntime
+import OutpostTestSupport
 import Testing
 
 @testable import ContractCompiler
 
-@Suite("YAML through libyaml")
+@Suite("YAML through libyaml", .blockingWork)
 struct YAMLParserTests {
     private func parse(_ text: String) -> (YAMLNode?, DiagnosticCollector) {
         var diagnostics = DiagnosticCollector()

@@ -1,12 +1,13 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// `max_bytes` as the runtime applies it: a value's size as stored is checked on every write and
 /// refused with a ``FieldValueError`` that says it is too large, never on reading or querying;
 /// a row's size is the sum of its columns' (``RowSize``), for the contract's row limit.
-@Suite("Byte limits")
+@Suite("Byte limits", .blockingWork)
 struct ByteLimitTests {
     private let codec = FieldCodec(ContractRegistry.self)
 

@@ -1,9 +1,10 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
-@Suite("Typed field changes")
+@Suite("Typed field changes", .blockingWork)
 struct ChangeTests {
     @Test("a change names its wire field and carries its value in wire form")
     func wireForm() throws {
@@ -19,7 +20,7 @@ struct ChangeTests {
 
 /// The compiler writes the conformances into every generated file, so the engines' typed writes
 /// and reads take every contract with no list kept by hand.
-@Suite("Generated conformances")
+@Suite("Generated conformances", .blockingWork)
 struct GeneratedConformanceTests {
     /// What a typed patch needs of an entity, as the client's `patch` asks for it.
     private func fieldNames<E: PatchableEntity>(_ type: E.Type, _ changes: [E.Change]) -> [String] {

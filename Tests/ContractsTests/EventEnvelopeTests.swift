@@ -1,9 +1,10 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
-@Suite("Event envelopes")
+@Suite("Event envelopes", .blockingWork)
 struct EventEnvelopeTests {
     static let occurredAt = Timestamp(millisecondsSince1970: 1_769_846_400_123)
 

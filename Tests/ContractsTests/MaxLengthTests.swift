@@ -1,13 +1,14 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// `max_length` as the registry carries it: characters for `id` and `string`, bytes for `bytes`,
 /// items for `list<T>`, checked on every write (a device's, a push) and never on reading a row
 /// the server sent. (String limits are also checked end to end by WriteTests and
 /// PushValidationTests; these cover the byte and item counts.)
-@Suite("max_length")
+@Suite("max_length", .blockingWork)
 struct MaxLengthTests {
     private let codec = FieldCodec(ContractRegistry.self)
 

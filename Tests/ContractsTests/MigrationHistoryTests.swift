@@ -2,11 +2,12 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import Testing
 
 /// The migrations derived from the released history, run for real: a database at every version
 /// a device may still have, filled and brought to the current version.
-@Suite("Migrations from the released history")
+@Suite("Migrations from the released history", .blockingWork)
 struct MigrationHistoryTests {
     // MARK: Data survives every upgrade path
 

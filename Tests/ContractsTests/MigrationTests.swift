@@ -2,11 +2,12 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import Testing
 
 /// The generated SQL, run for real: every migration on a fresh SQLite file, for the client and
 /// the server separately, then the resulting schema checked against the descriptors.
-@Suite("Generated SQLite migrations")
+@Suite("Generated SQLite migrations", .blockingWork)
 struct MigrationTests {
     // MARK: The migration lists
 

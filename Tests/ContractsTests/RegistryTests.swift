@@ -1,10 +1,11 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// The registry lists every generated type, and its descriptors are consistent with each other.
-@Suite("Contract registry")
+@Suite("Contract registry", .blockingWork)
 struct RegistryTests {
     @Test("The registry lists entities, events and scopes")
     func registryIsNotEmpty() {

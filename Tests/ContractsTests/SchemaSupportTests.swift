@@ -1,10 +1,11 @@
 import ContractRuntime
 import Contracts
+import OutpostTestSupport
 import Testing
 
 /// The generated run-time schema-version checks: which versions a contract still syncs with, and
 /// what a device at each of them knows.
-@Suite("Schema versions at run time")
+@Suite("Schema versions at run time", .blockingWork)
 struct SchemaSupportTests {
     /// An entity or event descriptor, seen through what both have in common.
     struct Versioned: Sendable, CustomStringConvertible {

@@ -1,9 +1,10 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
-@Suite("CalendarDate")
+@Suite("CalendarDate", .blockingWork)
 struct CalendarDateTests {
     @Test(
         "Accepts real days, leap days included",
@@ -85,7 +86,7 @@ struct CalendarDateTests {
     }
 }
 
-@Suite("JSONValue")
+@Suite("JSONValue", .blockingWork)
 struct JSONValueTests {
     static let values: [JSONValue] = [
         .null, .bool(true), .bool(false), .int(0), .int(-42), .int(Int64.max), .int(Int64.min), .double(2.5),
@@ -130,7 +131,7 @@ struct JSONValueTests {
     }
 }
 
-@Suite("Descriptors")
+@Suite("Descriptors", .blockingWork)
 struct DescriptorTests {
     @Test("Every contract's schema constants equal the registry")
     func schemaConstantsMatchTheRegistry() throws {

@@ -1,9 +1,10 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
-@Suite("Timestamp")
+@Suite("Timestamp", .blockingWork)
 struct TimestampTests {
     /// Known instants, computed independently (Unix epoch milliseconds).
     static let known: [(text: String, milliseconds: Int64)] = [

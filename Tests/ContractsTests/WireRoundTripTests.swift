@@ -1,11 +1,12 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// Every generated DTO, driven only by its descriptor: JSON built from the fields decodes into
 /// the type and encodes back to the same JSON, with the descriptor's field names as wire keys.
-@Suite("Wire round trips of every DTO")
+@Suite("Wire round trips of every DTO", .blockingWork)
 struct WireRoundTripTests {
     @Test("Every registry contract has a generated type the round trips can reach")
     func everyContractIsCovered() throws {

@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SyncProtocol
 import SyncServer
 import Testing
@@ -8,7 +9,7 @@ import Testing
 @testable import LearningClient
 @testable import SyncClient
 
-@Suite("Assets: resolved from disk, downloaded, resumed")
+@Suite("Assets: resolved from disk, downloaded, resumed", .blockingWork)
 struct AssetDownloadTests {
     /// Small ranges, so that a file of a few dozen kilobytes takes several requests.
     static let rangeSize: Int64 = 16_384

@@ -9,7 +9,7 @@ import Testing
 @testable import LearningClient
 @testable import SyncClient
 
-@Suite("Cache management: listing, deleting, the byte budget")
+@Suite("Cache management: listing, deleting, the byte budget", .blockingWork)
 struct CacheManagementTests {
     let test: TestStore
     let server: InMemoryAssetTransport

@@ -11,7 +11,7 @@ import Testing
 /// The code of `docs/client.md`. Every `// snippet: NAME` … `// end snippet` region below is
 /// copied verbatim into the guide under `<!-- snippet: NAME -->`; ``guideMatchesTheseTests()``
 /// fails when the two differ, so the guide's examples are always code that ran.
-@Suite struct ClientGuideTests {
+@Suite(.blockingWork) struct ClientGuideTests {
     @Test func anAppsDayOffline() async throws {
         try await LiveServer.run { server in
             let folder = try TemporaryDirectory()

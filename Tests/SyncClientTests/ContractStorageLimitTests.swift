@@ -10,7 +10,7 @@ import Testing
 
 /// The storage limits a contract sets (`max_rows`, `max_row_bytes` in its sync block) are the
 /// device's defaults; the app's limits override them field by field.
-@Suite struct ContractStorageLimitTests {
+@Suite(.blockingWork) struct ContractStorageLimitTests {
     @Test func theDescriptorsLimitsAreTheDefaults() throws {
         let assessment = ContractStorageLimit(maxRows: ContractRegistry.assessment.maxRows, maxRowBytes: ContractRegistry.assessment.maxRowBytes)
         #expect(assessment == ContractStorageLimit(maxRows: 50, maxRowBytes: 10_000_000))

@@ -1,13 +1,14 @@
 import ContractRuntime
 import Contracts
 import GRDB
+import OutpostTestSupport
 import SyncClient
 import Testing
 
 /// The compiler refuses a contract that takes a name of ``EngineNames``; these tests make sure
 /// the list holds every table a device's store really has, so a new client table cannot be
 /// taken by a contract (and collide with it on the device) because nobody reserved it.
-@Suite("Reserved names: the device's store")
+@Suite("Reserved names: the device's store", .blockingWork)
 struct ClientEngineNamesTests {
     /// The tables and the columns of each table of a freshly opened store (the sample app's,
     /// with the learning app's tables: an extension's, which the store checks when it opens).

@@ -8,7 +8,7 @@ import SyncClient
 import SyncProtocol
 import Testing
 
-@Suite("Keys at rest: data key rotation, the passphrase-derived key, the database passphrase")
+@Suite("Keys at rest: data key rotation, the passphrase-derived key, the database passphrase", .blockingWork)
 struct KeyRotationTests {
     /// Everything sealed a store can hold: sealed fields (a contract field and a local one),
     /// queued writes, and a conflict's recorded rows.

@@ -9,7 +9,7 @@ import Testing
 
 @testable import SyncClient
 
-@Suite("Opening the offline store")
+@Suite("Opening the offline store", .blockingWork)
 struct OpeningTests {
     @Test("a new database gets the client tables, then its extensions', then every generated migration, in WAL mode")
     func freshDatabase() throws {

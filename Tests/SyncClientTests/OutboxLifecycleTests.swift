@@ -1,11 +1,12 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing
 
-@Suite("The outbox lifecycle a push loop drives")
+@Suite("The outbox lifecycle a push loop drives", .blockingWork)
 struct OutboxLifecycleTests {
     let test: TestStore
     var store: OfflineStore { test.store }

@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 
 /// Someone with the device's database file edits the outbox: no entry is lost without the
 /// store noticing, and nothing tampered with is sent.
-@Suite("Outbox seal: status and order")
+@Suite("Outbox seal: status and order", .blockingWork)
 struct OutboxSealTests {
     /// A store with three queued writes (seq 1, 2, 3).
     static func queued() throws -> TestStore {

@@ -10,7 +10,7 @@ import Testing
 
 /// The crash tests kill a device at `pull-apply` to prove a page and its cursor commit together;
 /// that only proves something if the pause is inside the page's transaction.
-@Suite("The pull-apply pause of the crash tests")
+@Suite("The pull-apply pause of the crash tests", .blockingWork)
 struct PageFaultPauseTests {
     // Synchronous, with the page applied on a thread of its own: nothing here waits for the
     // concurrency pool, which end-to-end tests running beside this one may keep busy.

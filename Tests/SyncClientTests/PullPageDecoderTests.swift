@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 
@@ -10,7 +11,7 @@ import Testing
 /// ``PullPageDecoder`` reads a page's bytes straight into column values; what it stores must be
 /// exactly what the parsed page (``PullResponse/init(json:)`` then ``OfflineStore/prepare(_:)``)
 /// stores, and it must refuse what that refuses.
-@Suite struct PullPageDecoderTests {
+@Suite(.blockingWork) struct PullPageDecoderTests {
     /// Rows in every way a server (or a newer one) may write them: keys in another order, an
     /// escaped key, a key given twice, unknown keys, missing fields (defaults), explicit nulls,
     /// an upper-case UUID, a JSON answer, with and without `_server_version`; a contract this

@@ -3,11 +3,12 @@ import Contracts
 import FieldOpsClient
 import Foundation
 import LearningClient
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing
 
-@Suite("Reads, SQLite first")
+@Suite("Reads, SQLite first", .blockingWork)
 struct ReadTests {
     let test: TestStore
     var store: OfflineStore { test.store }
@@ -185,7 +186,7 @@ final class LockedBox<Value: Sendable>: @unchecked Sendable {
     }
 }
 
-@Suite("Read-through: one fetch when nothing is cached")
+@Suite("Read-through: one fetch when nothing is cached", .blockingWork)
 struct ReadThroughTests {
     @Test("cached rows are returned without the network")
     func cached() async throws {

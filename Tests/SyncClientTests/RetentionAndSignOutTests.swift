@@ -2,11 +2,12 @@ import ContractRuntime
 import Contracts
 import Foundation
 import LearningClient
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing
 
-@Suite("Retention")
+@Suite("Retention", .blockingWork)
 struct RetentionTests {
     @Test("7 days of unsynced writes → sync needed; 14 days → read-only until a sync succeeds")
     func thresholds() throws {
@@ -66,7 +67,7 @@ struct RetentionTests {
     }
 }
 
-@Suite("Signing out")
+@Suite("Signing out", .blockingWork)
 struct SignOutTests {
     @Test("refuses while writes are pending, changing nothing")
     func refuses() throws {

@@ -11,7 +11,7 @@ import Testing
 /// The contracts' `retention` on a device, against the real server: `ServiceAsset` keeps synced
 /// rows 7 days, `Incident` 14 days, `Unit` forever. Rows with a write not yet on the server,
 /// and pinned rows, are never dropped; dropped rows come back when the app asks.
-@Suite struct RowRetentionTests {
+@Suite(.blockingWork) struct RowRetentionTests {
     static let day: TimeInterval = 86_400
 
     func engine(_ store: OfflineStore, _ transport: any SyncTransport, scopes: [String] = ["team"]) -> SyncEngine {

@@ -8,7 +8,7 @@ import SyncClient
 import SyncProtocol
 import Testing
 
-@Suite("Security: sealed fields, sealed and signed outbox, quarantine")
+@Suite("Security: sealed fields, sealed and signed outbox, quarantine", .blockingWork)
 struct SecurityTests {
     /// Every byte of the database files.
     private func fileBytes(_ test: TestStore) throws -> Data {

@@ -12,7 +12,7 @@ import Testing
 /// The storage guard: per-contract limits (most rows, largest row) on assessments pulled from
 /// the real server, the free-space check before a download, and the emergency clean-up when
 /// the volume runs short, which never touches unsynced writes.
-@Suite struct StorageGuardTests {
+@Suite(.blockingWork) struct StorageGuardTests {
     /// A volume of `capacity` bytes holding the files of a folder (and nothing else): evicting a
     /// unit frees space on it, as on a device.
     final class FakeFreeSpace: FreeSpaceProvider, @unchecked Sendable {

@@ -12,7 +12,7 @@ import Testing
 /// An app's own tables beside its contracts' (``StoreExtension``), written in the same
 /// transaction as its rows (``StoreTransaction``); and the learning app's tables, which were
 /// the store's own before they became its extension.
-@Suite("Store extensions and transactions")
+@Suite("Store extensions and transactions", .blockingWork)
 struct StoreExtensionTests {
     /// An app's bookmarks: one table of its own.
     struct Bookmarks: StoreExtension {

@@ -1,10 +1,11 @@
 import Foundation
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 
 @testable import SyncClient
 
-@Suite struct TransportRetryTests {
+@Suite(.blockingWork) struct TransportRetryTests {
     @Test func scheduleWithoutJitter() {
         let policy = RetryPolicy(jitter: 0)
         let delays = (0..<7).map { policy.delay(attempt: $0, after: .network("offline")) }

@@ -2,11 +2,12 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing
 
-@Suite("Writes into the outbox")
+@Suite("Writes into the outbox", .blockingWork)
 struct WriteTests {
     let test: TestStore
     var store: OfflineStore { test.store }
@@ -214,7 +215,7 @@ struct WriteTests {
     }
 }
 
-@Suite("ULIDs")
+@Suite("ULIDs", .blockingWork)
 struct ULIDTests {
     @Test("26 Crockford characters, time first, parsed back")
     func format() throws {

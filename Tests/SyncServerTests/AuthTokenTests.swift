@@ -1,10 +1,11 @@
 import Foundation
+import OutpostTestSupport
 import SyncProtocol
 import Testing
 
 @testable import SyncServer
 
-@Suite("Auth: device tokens and the signing key")
+@Suite("Auth: device tokens and the signing key", .blockingWork)
 struct AuthTokenTests {
     static let identity = DeviceIdentity(
         tenant: "acme", userID: "u-1", deviceID: "d-1", teams: ["team-1", "team-2"], isAdmin: false, expiresAt: 2_000_000_000)

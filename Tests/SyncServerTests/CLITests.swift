@@ -8,7 +8,7 @@ import Testing
 @testable import SyncServer
 
 /// Runs the real `sync-server` binary, as an operator does.
-@Suite("sync-server command line")
+@Suite("sync-server command line", .blockingWork)
 struct CLITests {
     static func temporaryFolder() -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("sync-cli-\(UUID().uuidString)")

@@ -8,7 +8,7 @@ import Testing
 
 /// The tests' own child processes (`ChildProcess`, started with `posix_spawn`): what they get
 /// and what they do not inherit.
-@Suite("ChildProcess")
+@Suite("ChildProcess", .blockingWork)
 struct ChildProcessTests {
     static let shell = URL(fileURLWithPath: "/bin/sh")
 
@@ -39,5 +39,28 @@ struct ChildProcessTests {
         defer { close(descriptor) }
         let result = try ChildProcess.run(Self.shell, ["-c", "test -e /proc/self/fd/\(descriptor) && echo inherited || echo closed"])
         #expect(result.stdout == "closed\n")
+    }
+}
+
+/// The harness trait that keeps blocking tests off the cooperative pool.
+@Suite("Blocking work off the cooperative pool")
+struct BlockingWorkTraitTests {
+    @Suite(.blockingWork)
+    struct Marked {
+        @Test("a synchronous test of a suite marked .blockingWork runs on the blocking-work threads")
+        func synchronousTestRunsOffThePool() {
+            #expect(BlockingWorkExecutor.isCurrent)
+        }
+
+        @Test("so does an asynchronous one, after it suspends")
+        func asynchronousTestRunsOffThePool() async throws {
+            try await Task.sleep(for: .milliseconds(1))
+            #expect(BlockingWorkExecutor.isCurrent)
+        }
+    }
+
+    @Test("a test of an unmarked suite runs on the cooperative pool")
+    func unmarkedTestRunsOnThePool() {
+        #expect(!BlockingWorkExecutor.isCurrent)
     }
 }

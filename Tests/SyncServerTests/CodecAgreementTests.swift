@@ -13,7 +13,7 @@ import Testing
 /// column of the device's real table type, the server's SQLite storage and its PostgreSQL
 /// storage (real databases, the real contract column types): each must give the same answer,
 /// and the answer the table states.
-@Suite("Contract types: device, server and PostgreSQL agree")
+@Suite("Contract types: device, server and PostgreSQL agree", .blockingWork)
 struct CodecAgreementTests {
     /// The device's codec of the sample contracts.
     static let columns = ColumnCodec(codec: ContractCatalog(ContractRegistry.self).codec)

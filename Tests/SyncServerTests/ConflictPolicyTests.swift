@@ -8,7 +8,7 @@ import Testing
 @testable import SyncServer
 
 /// Two devices pushing conflicting edits end with the outcome each policy promises.
-@Suite("Conflict policies")
+@Suite("Conflict policies", .blockingWork)
 struct ConflictPolicyTests {
     // MARK: append_only
 

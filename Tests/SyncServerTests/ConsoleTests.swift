@@ -12,7 +12,7 @@ import Testing
 /// The operator console (`/console`) over a real server on loopback, on both storages: signing in
 /// with an admin token, the session cookie, CSRF and cross-site refusals, revoking and erasing
 /// through its forms, escaping, expiry and signing out.
-@Suite("Operator console")
+@Suite("Operator console", .blockingWork)
 struct ConsoleTests {
     /// The `Host` the test client sends, and so the origin of the console's own pages.
     static let ownOrigin = "http://localhost"
@@ -520,7 +520,7 @@ struct ConsoleTests {
 }
 
 /// The console's last hour: a ring of one-minute buckets.
-@Suite("Recent activity: the last hour, a minute at a time")
+@Suite("Recent activity: the last hour, a minute at a time", .blockingWork)
 struct RecentActivityTests {
     @Test("pushes and pulls land in their minute, p99 is the bound of the bucket it falls in, an hour-old slot is reused")
     func minutes() {

@@ -9,7 +9,7 @@ import Testing
 
 @testable import SyncServer
 
-@Suite("Data horizons: push results pruned, tombstones compacted, 410 cursor_expired")
+@Suite("Data horizons: push results pruned, tombstones compacted, 410 cursor_expired", .blockingWork)
 struct HousekeepingTests {
     /// The push clock's time (PushFixedClock), as a date: rows are written then.
     static let written = PushFixedClock().time.date

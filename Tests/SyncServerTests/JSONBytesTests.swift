@@ -1,13 +1,14 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
 @testable import SyncServer
 
 /// The byte writer behind pull pages writes what the server's `JSONEncoder` writes, or the same
 /// value where the two spell numbers differently.
-@Suite("JSON written as bytes")
+@Suite("JSON written as bytes", .blockingWork)
 struct JSONBytesTests {
     static func written(_ write: (inout JSONWriter) -> Void) -> String {
         var json = JSONWriter()

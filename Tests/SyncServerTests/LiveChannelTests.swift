@@ -10,7 +10,7 @@ import Testing
 /// Who hears of which commit on the live channel, coalescing, the per-device and per-process
 /// limits, and revalidation, on both storages (``LiveChannels`` over a real storage; the HTTP
 /// route and the engine are covered in SyncClientTests.LiveSyncTests and MultiProcessTests).
-@Suite struct LiveChannelTests {
+@Suite(.blockingWork) struct LiveChannelTests {
     static func identity(_ user: String, device: String, teams: [String] = ["red"], tenant: String = "acme", issuedAt: Int64? = nil) -> DeviceIdentity
     {
         DeviceIdentity(

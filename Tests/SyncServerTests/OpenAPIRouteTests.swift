@@ -1,4 +1,5 @@
 import Foundation
+import OutpostTestSupport
 import SampleServerApps
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 
 /// `docs/openapi.yaml` and the router describe the same routes: a route added, renamed or
 /// removed on one side only fails here.
-@Suite("OpenAPI document")
+@Suite("OpenAPI document", .blockingWork)
 struct OpenAPIRouteTests {
     static let document = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("docs/openapi.yaml")

@@ -8,7 +8,7 @@ import Testing
 
 @testable import SyncServer
 
-@Suite("Push: exactly once, sequencing, whole-request refusals")
+@Suite("Push: exactly once, sequencing, whole-request refusals", .blockingWork)
 struct PushServiceTests {
     @Test("the same push sent 3 times gives the same results and one effect, audited once", arguments: StorageKind.allCases)
     func exactlyOnce(_ kind: StorageKind) async throws {

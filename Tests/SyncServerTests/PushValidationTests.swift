@@ -7,7 +7,7 @@ import Testing
 
 @testable import SyncServer
 
-@Suite("Push: payload validation, direction, scopes and schema versions")
+@Suite("Push: payload validation, direction, scopes and schema versions", .blockingWork)
 struct PushValidationTests {
     /// Pushes one Task create with `payload` and returns its result.
     private func createTask(_ payload: [String: JSONValue], in h: PushHarness) async throws -> MutationResult {

@@ -8,7 +8,7 @@ import Testing
 @testable import FieldOpsServer
 @testable import SyncServer
 
-@Suite("Events and reducers")
+@Suite("Events and reducers", .blockingWork)
 struct ReducerTests {
     static let unit = "unit-1"
     static let t0 = Timestamp(millisecondsSince1970: 1_767_220_000_000)

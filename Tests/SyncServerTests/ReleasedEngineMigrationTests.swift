@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import Logging
+import OutpostTestSupport
 import Testing
 
 @testable import LearningClient
@@ -12,7 +13,7 @@ import Testing
 /// PostgreSQL records each one's checksum in `outpost_migrations` and refuses to open a database
 /// whose migration reads otherwise, and every SQLite database in the field was made by the text
 /// as released. A change to an engine's tables is a new migration, never an edit.
-@Suite("Released engine migrations")
+@Suite("Released engine migrations", .blockingWork)
 struct ReleasedEngineMigrationTests {
     /// SHA-256 of the statements joined by `;\n`, as ``PostgresMigrator`` records them.
     private static func checksum(_ statements: [String]) -> String {

@@ -1,11 +1,12 @@
 import ContractRuntime
 import Contracts
+import OutpostTestSupport
 import Testing
 
 @testable import SyncServer
 
 /// `json` and `list` columns reach the wire through the shared `JSONParser` parser.
-@Suite struct RowCodecJSONColumnTests {
+@Suite(.blockingWork) struct RowCodecJSONColumnTests {
     @Test("list and json columns go through it to the wire")
     func columns() throws {
         let tags = try #require(ContractRegistry.unit.field(named: "tags"))

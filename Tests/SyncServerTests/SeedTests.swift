@@ -8,7 +8,7 @@ import Testing
 @testable import SampleServerApps
 @testable import SyncServer
 
-@Suite("Sample content seed")
+@Suite("Sample content seed", .blockingWork)
 struct SeedTests {
     @Test("seeding loads units, lessons, real files, an assessment and a team's field work", arguments: StorageKind.allCases)
     func seeds(_ kind: StorageKind) async throws {

@@ -6,7 +6,7 @@ import Testing
 
 @testable import SyncServer
 
-@Suite("Conformance: storage")
+@Suite("Conformance: storage", .blockingWork)
 struct StorageTests {
     @Test("opening applies the server tables and every generated server migration, once", arguments: StorageKind.allCases)
     func opens(_ kind: StorageKind) async throws {

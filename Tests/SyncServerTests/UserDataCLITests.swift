@@ -9,7 +9,7 @@ import Testing
 @testable import SyncServer
 
 /// `sync-server export` and `sync-server erase`, run as an operator runs them.
-@Suite("sync-server export and erase")
+@Suite("sync-server export and erase", .blockingWork)
 struct UserDataCLITests {
     @Test("export writes the user's JSON lines to a file; erase prints what it erased, and the export after it holds no row")
     func exportThenErase() async throws {

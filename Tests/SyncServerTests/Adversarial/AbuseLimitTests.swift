@@ -13,7 +13,7 @@ import Testing
 
 /// Limits meant for attackers must not land on the devices beside them, and what a request says
 /// of itself (its Host, its transfer coding, its token's future date) must not buy it more.
-@Suite("Abuse limits and what a request claims")
+@Suite("Abuse limits and what a request claims", .blockingWork)
 struct AbuseLimitTests {
     static func pull(_ client: any TestClientProtocol, _ token: String, _ extra: HTTPFields = [:]) async throws -> TestResponse {
         try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(token, extra))

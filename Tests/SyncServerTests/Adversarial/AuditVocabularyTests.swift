@@ -7,7 +7,7 @@ import Testing
 
 /// The audit log's operations and outcomes are typed in code but stored and sealed as text:
 /// the texts existing logs hold may never change, or their seals would no longer verify.
-@Suite("Audit vocabulary: the stored texts")
+@Suite("Audit vocabulary: the stored texts", .blockingWork)
 struct AuditVocabularyTests {
     @Test("every operation and outcome of the engine keeps the text existing audit logs hold")
     func storedTexts() {

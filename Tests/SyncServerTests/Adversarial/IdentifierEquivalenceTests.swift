@@ -11,7 +11,7 @@ import Testing
 
 /// Identifiers that Swift's `String ==` calls equal (canonical equivalence) and the databases
 /// do not: every identifier must be in NFC, so the two never disagree (docs/security.md).
-@Suite("Unicode-equivalent identifiers")
+@Suite("Unicode-equivalent identifiers", .blockingWork)
 struct IdentifierEquivalenceTests {
     /// `josé` with U+00E9 (NFC) and with `e` + U+0301 (NFD).
     static let composed = "jos\u{E9}"

@@ -16,7 +16,7 @@ import Testing
 /// Pull pages of the largest rows the contracts allow, asked for by many devices at once: each
 /// page is bounded in bytes, and all of them together by the server's pull memory budget, so the
 /// server answers (or says 503 `server_busy`) and never dies (docs/security.md).
-@Suite("Pull pages and memory under large rows")
+@Suite("Pull pages and memory under large rows", .blockingWork)
 struct PullMemoryTests {
     /// An `AssessmentResponse` create whose `answer` is a JSON string of `bytes` characters.
     static func largeAnswer(seq: Int64, bytes: Int) -> Mutation {
@@ -212,7 +212,7 @@ struct PullMemoryTests {
 
 /// The contracts' byte limits on a push: a value over its field's `max_bytes` and a row over its
 /// contract's are refused, each with its code, nothing written; the queue behind goes on.
-@Suite("Byte limits on a push")
+@Suite("Byte limits on a push", .blockingWork)
 struct PushByteLimitTests {
     @Test("a 4 MB answer (the attack's) is value_too_large; the next mutation applies; nothing of it is stored", arguments: StorageKind.allCases)
     func valueTooLarge(_ kind: StorageKind) async throws {

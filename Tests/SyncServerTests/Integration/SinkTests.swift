@@ -13,7 +13,7 @@ import Testing
 /// Sinks over a real server on loopback, delivering to a receiver on loopback, on both storages:
 /// signed batches in commit order, retries, dead letters and their replay, xAPI statements, and
 /// the admin routes' refusals.
-@Suite("Sinks: webhooks and xAPI statements from the change feed")
+@Suite("Sinks: webhooks and xAPI statements from the change feed", .blockingWork)
 struct SinkTests {
     static let secret = "a-signing-secret-of-the-tests-0123456789"
 
@@ -382,7 +382,7 @@ struct SinkTests {
 /// Two processes on one PostgreSQL database, each running the sinks' delivery: one holds a sink
 /// at a time, and the receiver gets each change once, in commit order, even when the holder
 /// stops and the other takes over.
-@Suite("Sinks across processes")
+@Suite("Sinks across processes", .blockingWork)
 struct SinkProcessesTests {
     @Test("two deliveries on one database: each change once and in order, across a takeover when the holder stops")
     func twoDeliveries() async throws {
