@@ -79,6 +79,7 @@ enum Benchmarks {
         FeedBenchmark.benchmark,
         SinkBenchmark.benchmark,
         CensusBenchmark.benchmark,
+        TokenBenchmark.benchmark,
     ]
 }
 

@@ -10,8 +10,8 @@ struct KeysCommand: ParsableCommand {
         discussion: """
             Rotation without logging anyone out: `keys rotate` adds a new key that signs new tokens; the earlier keys \\
             stay accepted. Once every token signed with an old key has expired (device tokens last an hour by \\
-            default), `keys retire KID` stops accepting it. Running servers read the keys at start: restart them \\
-            (one by one) after a rotation. See docs/security.md.
+            default), `keys retire KID` stops accepting it. Running servers of the data folder read the keys again \\
+            within seconds, and at once for a token of a key they do not know yet: no restart. See docs/security.md.
             """,
         subcommands: [List.self, Rotate.self, Retire.self]
     )

@@ -121,6 +121,13 @@ struct ServeCommand: AsyncParsableCommand {
         help: ArgumentHelp("Also accept device tokens signed by the keys of this JWKS file (each key with kid and alg).", valueName: "FILE"))
     var jwksFile: String?
 
+    @Option(
+        name: .customLong("jwks-url"),
+        help: ArgumentHelp(
+            "Also accept device tokens signed by the keys an identity provider publishes at this JWKS URL (https; http for loopback and tests), fetched at start and again as its keys change; repeat for several.",
+            valueName: "URL"))
+    var jwksURLs: [String] = []
+
     @Option(name: .customLong("token-audience"), help: "The audience (`aud`) tokens must name.")
     var audience = TokenSigner.defaultAudience
 
@@ -233,6 +240,7 @@ struct ServeCommand: AsyncParsableCommand {
                 guard let json = try? String(contentsOfFile: jwksFile, encoding: .utf8) else { throw fail("cannot read the JWKS file \(jwksFile)") }
                 try await signer.addJWKS(json)
             }
+            try await addJWKSURLs(to: &signer)
         } catch let error as TokenKeyError {
             throw fail(error.description)
         }
@@ -306,6 +314,26 @@ struct ServeCommand: AsyncParsableCommand {
             throw fail(started.isSet ? "the server stopped: \(error)" : "cannot listen on \(host):\(port): \(error)")
         }
         say("sync-server stopped")
+    }
+}
+
+extension ServeCommand {
+    /// Adds the --jwks-url keys. A URL that cannot be fetched at start stops the start when no
+    /// other identity provider key was given; otherwise it is said and tried again while serving.
+    func addJWKSURLs(to signer: inout TokenSigner) async throws {
+        var failures: [String] = []
+        for text in jwksURLs {
+            guard let url = URL(string: text) else { throw fail("--jwks-url \(text) is not a URL") }
+            do {
+                try await signer.addJWKS(url: url)
+            } catch {
+                failures.append(error.description)
+            }
+        }
+        guard !failures.isEmpty else { return }
+        let fetched = jwksURLs.count - failures.count
+        guard fetched > 0 || !publicKeys.isEmpty || jwksFile != nil else { throw fail(failures.joined(separator: "; ")) }
+        for failure in failures { say("warning: \(failure); serving with the other identity provider keys, tried again every 30 seconds") }
     }
 }
 

@@ -7,10 +7,18 @@ import SyncProtocol
 ///
 /// - The server signs with its current HS256 key (a secret in the data folder, see
 ///   ``TokenKey``); earlier keys stay accepted until retired, so keys rotate without logging
-///   anyone out.
+///   anyone out. A signer made from a data folder reads its keys again when `sync-server keys
+///   rotate` or `keys retire` changes them, so a running server needs no restart.
 /// - An app's own identity provider can issue device tokens instead: its ES256, RS256 or EdDSA
-///   public keys (PEM files, or a JWKS file) are added with ``addPublicKey(pem:kid:)`` and
-///   ``addJWKS(_:)``.
+///   public keys (PEM files, a JWKS file, or a JWKS URL fetched again as its keys change) are
+///   added with ``addPublicKey(pem:kid:)``, ``addJWKS(_:)`` and ``addJWKS(url:)``.
+///
+/// Every token is verified by jwt-kit, the server's own HS256 keys as HMAC keys beside the
+/// identity provider's public keys, after the checks that give each refusal its code.
+///
+/// A signer is a small value holding its keys behind a lock: copies share them, so keys read
+/// again or fetched while the server runs reach every copy at once. A copy changed with one of
+/// the `add` methods gets keys of its own; ``audience`` is each copy's own.
 ///
 /// Claims: `sub` (the user), `tenant`, `device`, `exp`, `iat`, `aud` (``audience``), `role`
 /// (`integration` for a backend service reading the change feed, honoured like `admin`), `admin`
@@ -38,15 +46,8 @@ public struct TokenSigner: Sendable {
     /// How far in the future a token's `iat` may be (clocks differ a little).
     public static let issuedAtLeeway: Int64 = 60
 
-    /// The kid and secret of the key new tokens are signed with.
-    public let keyID: String
-    private let secret: Data
-    /// Every key tokens are accepted from: kid → algorithm.
-    private var algorithms: [String: String]
-    /// The server's own HS256 keys by kid, checked here (an HMAC needs no more).
-    private var secrets: [String: Data]
-    /// The identity provider's public keys, checked by jwt-kit.
-    private let keys: JWTKeyCollection
+    /// Every key tokens are accepted from, shared by this signer's copies.
+    private var keyring: TokenKeyring
     /// The `aud` tokens must name.
     public var audience: String
 
@@ -56,83 +57,112 @@ public struct TokenSigner: Sendable {
     ///   ``minimumSecretBytes``.
     public init(secret: Data, source: String = "the secret", keyID: String? = nil, audience: String = defaultAudience) throws(TokenKeyError) {
         guard secret.count >= Self.minimumSecretBytes else { throw .tooShort(source: source, bytes: secret.count) }
-        self.secret = secret
-        self.keyID = keyID ?? Self.keyID(of: secret)
+        keyring = TokenKeyring(currentKeyID: keyID ?? Self.keyID(of: secret), currentSecret: secret)
         self.audience = audience
-        algorithms = [:]
-        secrets = [:]
-        keys = JWTKeyCollection()
-        addSecret(secret, keyID: self.keyID)
     }
+
+    /// The kid of the key new tokens are signed with (after a rotation in the data folder, the
+    /// new key's).
+    public var keyID: String { keyring.material.currentKeyID }
 
     /// The kid of a secret that has no name of its own: `hs-` and 12 hex digits of its SHA-256.
     public static func keyID(of secret: Data) -> String {
         "hs-" + Hex.sha256(secret).prefix(12)
     }
 
+    /// The keyring to change: this copy's own once it is changed.
+    private mutating func ownKeyring() -> TokenKeyring {
+        if !isKnownUniquelyReferenced(&keyring) { keyring = keyring.copy() }
+        return keyring
+    }
+
     /// Also accepts tokens signed with `secret` (an earlier key, kept until it is retired).
     public mutating func addSecret(_ secret: Data, keyID: String) {
-        algorithms[keyID] = "HS256"
-        secrets[keyID] = secret
+        ownKeyring().change { $0.secrets[keyID] = secret }
+    }
+
+    /// Reads the server's own keys from `dataDirectory` again when they change there.
+    package mutating func watchKeyFolder(_ dataDirectory: URL) {
+        ownKeyring().watch(OwnKeyFolder(directory: dataDirectory))
     }
 
     /// Accepts tokens signed by the private half of a PEM public key: EC P-256 (ES256), Ed25519
     /// (EdDSA) or RSA (RS256, 2048 bits or more).
     public mutating func addPublicKey(pem: String, kid: String) async throws(TokenKeyError) {
-        let identifier = JWKIdentifier(string: kid)
-        if let key = try? ES256PublicKey(pem: pem) {
-            algorithms[kid] = "ES256"
-            await keys.add(ecdsa: key, kid: identifier)
-        } else if let key = try? EdDSA.PublicKey(pem: pem) {
-            algorithms[kid] = "EdDSA"
-            await keys.add(eddsa: key, kid: identifier)
-        } else if let key = try? Insecure.RSA.PublicKey(pem: pem) {
-            algorithms[kid] = "RS256"
-            await keys.add(rsa: key, digestAlgorithm: .sha256, kid: identifier)
+        let algorithm: String
+        if (try? ES256PublicKey(pem: pem)) != nil {
+            algorithm = "ES256"
+        } else if (try? EdDSA.PublicKey(pem: pem)) != nil {
+            algorithm = "EdDSA"
+        } else if (try? Insecure.RSA.PublicKey(pem: pem)) != nil {
+            algorithm = "RS256"
         } else {
             throw .unusableKey(kid: kid, reason: "not an EC P-256, Ed25519 or RSA (2048 bits or more) public key in PEM")
         }
+        ownKeyring().change { $0.publicKeys[kid] = TokenKeyring.PublicKey(pem: pem, algorithm: algorithm) }
     }
 
     /// Accepts tokens signed by any key of a JWKS document (each key needs its `kid` and `alg`).
     public mutating func addJWKS(_ json: String) async throws(TokenKeyError) {
-        struct Document: Decodable {
-            struct Key: Decodable {
-                var kid: String?
-                var alg: String?
-            }
-            var keys: [Key]
-        }
-        guard let document = try? JSONDecoder().decode(Document.self, from: Data(json.utf8)) else {
-            throw .unusableKey(kid: "?", reason: "the JWKS is not a JSON object with a `keys` list")
-        }
-        for key in document.keys {
-            guard let kid = key.kid, let alg = key.alg, ["ES256", "RS256", "EdDSA"].contains(alg) else {
-                throw .unusableKey(kid: key.kid ?? "?", reason: "every JWKS key needs a kid and an alg of ES256, RS256 or EdDSA")
-            }
-            algorithms[kid] = alg
-        }
+        let document = try JWKSDocument.strict(json)
         do {
-            try await keys.add(jwksJSON: json)
+            try await JWTKeyCollection().add(jwksJSON: json)
         } catch {
             throw .unusableKey(kid: "?", reason: "the JWKS has a key that cannot be used (\(error))")
         }
+        ownKeyring().change { $0.documents["JWKS \($0.documents.count + 1)"] = document }
+    }
+
+    /// Accepts tokens signed by the keys an identity provider publishes at `url` (a JWKS; keys
+    /// without an `alg` get their kind's, encryption keys are left out).
+    ///
+    /// The JWKS is fetched now, again when the lifetime its answer gives ends (`Cache-Control:
+    /// max-age` or `Expires`; 5 minutes when it says nothing, at least 1 minute, at most 24
+    /// hours), and again when a token names a kid no key has (at most once per 30 seconds; the
+    /// requests meanwhile share that fetch): an identity provider's new key is accepted without
+    /// a restart, and a dropped key stops being accepted once the cache lifetime ends. A fetch
+    /// that fails keeps the keys fetched before (logged) and is tried again 30 seconds later.
+    ///
+    /// - Parameter url: an `https` URL (`http` is meant for tests and loopback only).
+    /// - Throws: ``TokenKeyError/jwksUnavailable(url:reason:)`` when this first fetch fails. The URL
+    ///   stays added all the same, tried again as above: a caller that has other keys may serve
+    ///   without it meanwhile.
+    public mutating func addJWKS(url: URL) async throws(TokenKeyError) {
+        try await addJWKS(url: url, policy: JWKSRefreshPolicy())
+    }
+
+    /// ``addJWKS(url:)`` with another refresh policy (tests shorten its intervals).
+    package mutating func addJWKS(url: URL, policy: JWKSRefreshPolicy) async throws(TokenKeyError) {
+        guard let scheme = url.scheme?.lowercased(), ["https", "http"].contains(scheme), url.host != nil else {
+            throw .jwksUnavailable(url: url.absoluteString, reason: "is not an https (or http) URL")
+        }
+        if let failure = await ownKeyring().add(JWKSEndpoint(url: url, policy: policy)) { throw failure }
     }
 
     /// The kids accepted, with their algorithms, sorted by kid.
     public var acceptedKeys: [(kid: String, algorithm: String)] {
-        algorithms.sorted { $0.key < $1.key }.map { (kid: $0.key, algorithm: $0.value) }
+        let material = keyring.material
+        var algorithms: [String: String] = [:]
+        for document in material.documents.values { algorithms.merge(document.algorithms) { _, new in new } }
+        for (kid, key) in material.publicKeys { algorithms[kid] = key.algorithm }
+        for kid in material.secrets.keys { algorithms[kid] = "HS256" }
+        return algorithms.sorted { $0.key < $1.key }.map { (kid: $0.key, algorithm: $0.value) }
     }
 
     /// The signed token of `identity`, issued now (or at `issuedAt`).
+    ///
+    /// The header and claims are written here rather than by jwt-kit, whose signing is
+    /// asynchronous: the same identity always gives the same token, `{"alg":"HS256","kid":…,
+    /// "typ":"JWT"}` and claims with sorted keys.
     public func sign(_ identity: DeviceIdentity, issuedAt: Int64? = nil) -> String {
-        let header = #"{"alg":"HS256","kid":"# + Self.jsonString(keyID) + #","typ":"JWT"}"#
+        let material = keyring.material
+        let header = #"{"alg":"HS256","kid":"# + Self.jsonString(material.currentKeyID) + #","typ":"JWT"}"#
         let claims = DeviceClaims(identity, audience: audience, issuedAt: issuedAt ?? identity.issuedAt ?? Int64(Date().timeIntervalSince1970))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // Encoding a struct of strings, booleans and integers cannot fail.
         let signingInput = Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode((try? encoder.encode(claims)) ?? Data())
-        let mac = HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: SymmetricKey(data: secret))
+        let mac = HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: SymmetricKey(data: material.currentSecret))
         return signingInput + "." + Base64URL.encode(Data(mac))
     }
 
@@ -153,23 +183,29 @@ public struct TokenSigner: Sendable {
         guard let alg = header.alg, alg.lowercased() != "none" else {
             throw Self.refusal(.tokenAlgorithmRefused, "unsigned tokens (alg none) are refused")
         }
-        guard let kid = header.kid, let expected = algorithms[kid] else {
+        var keys = await keyring.verifier()
+        // A kid no key has may be a key added since (a rotation here, or at the identity provider).
+        if let kid = header.kid, keys.algorithms[kid] == nil, await keyring.lookAgain(for: kid) {
+            keys = await keyring.verifier()
+        }
+        guard let kid = header.kid, let expected = keys.algorithms[kid] else {
             throw Self.refusal(.tokenUnknownKey, "the token's key (kid \(header.kid ?? "none")) is not one this server accepts")
         }
         guard alg == expected else {
             throw Self.refusal(.tokenAlgorithmRefused, "key \(kid) signs with \(expected), not \(alg)")
         }
+        let ownKey = keys.ownKeyIDs.contains(kid)
+        // An HS256 signature that is not base64url cannot match: told as such, as ever.
+        guard !ownKey || Base64URL.decode(String(parts[2])) != nil else {
+            throw Self.refusal(.tokenInvalidSignature, "the token's signature does not match key \(kid)")
+        }
         let claims: DeviceClaims
-        if let secret = secrets[kid] {
-            claims = try Self.verifiedHS256(parts, secret: secret, kid: kid)
-        } else {
-            do {
-                claims = try await keys.verify(token, as: DeviceClaims.self)
-            } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
-                throw Self.refusal(.tokenInvalidSignature, "the token's signature does not match key \(kid)")
-            } catch {
-                throw Self.refusal(.tokenMalformed, "the token's claims are not a device identity (sub, tenant, device, exp, iat, aud)")
-            }
+        do {
+            claims = try await keys.collection.verify(token, as: DeviceClaims.self)
+        } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
+            throw Self.refusal(.tokenInvalidSignature, "the token's signature does not match key \(kid)")
+        } catch {
+            throw Self.refusal(.tokenMalformed, "the token's claims are not a device identity (sub, tenant, device, exp, iat, aud)")
         }
         guard claims.audiences.contains(audience) else {
             throw Self.refusal(.tokenWrongAudience, "the token is for \(claims.audiences.joined(separator: ", ")), not \(audience)")
@@ -193,25 +229,10 @@ public struct TokenSigner: Sendable {
         }
         // Only the server's own keys make admins: an identity provider vouches for who a
         // device's user is, not for what this server lets them administer.
-        let ownKey = secrets[kid] != nil
         return DeviceIdentity(
             tenant: claims.tenant, userID: claims.sub, deviceID: claims.device, teams: claims.teams ?? [], isAdmin: ownKey && claims.admin == true,
             isIntegration: ownKey && claims.role == DeviceClaims.integrationRole, expiresAt: claims.exp, issuedAt: claims.iat
         )
-    }
-
-    /// The claims of an HS256 token whose MAC holds under `secret` (compared in constant time).
-    private static func verifiedHS256(_ parts: [Substring], secret: Data, kid: String) throws(ServiceError) -> DeviceClaims {
-        guard let signature = Base64URL.decode(String(parts[2])),
-            HMAC<SHA256>.isValidAuthenticationCode(
-                signature, authenticating: Data((parts[0] + "." + parts[1]).utf8), using: SymmetricKey(data: secret))
-        else {
-            throw refusal(.tokenInvalidSignature, "the token's signature does not match key \(kid)")
-        }
-        guard let payload = Base64URL.decode(String(parts[1])), let claims = try? JSONDecoder().decode(DeviceClaims.self, from: payload) else {
-            throw refusal(.tokenMalformed, "the token's claims are not a device identity (sub, tenant, device, exp, iat, aud)")
-        }
-        return claims
     }
 
     static func refusal(_ code: ErrorCode, _ message: String) -> ServiceError {

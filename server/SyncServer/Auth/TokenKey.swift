@@ -24,17 +24,44 @@ public enum TokenKey {
             return try TokenSigner(secret: Data(text.utf8), source: environmentVariable)
         }
         guard let dataDirectory else { throw .noSource }
+        let file = dataDirectory.appendingPathComponent(fileName)
+        if try rotatedKeys(in: dataDirectory).isEmpty { try createIfMissing(file) }
+        let keys = try ownKeys(in: dataDirectory)
+        var signer = try TokenSigner(secret: keys.currentSecret, source: keys.currentSource, keyID: keys.currentKeyID)
+        for (kid, secret) in keys.secrets.sorted(by: { $0.key < $1.key }) where kid != keys.currentKeyID { signer.addSecret(secret, keyID: kid) }
+        // `keys rotate` and `keys retire` reach a running server without a restart.
+        signer.watchKeyFolder(dataDirectory)
+        return signer
+    }
+
+    /// The keys of a data folder: the rotated ones (the current one signs), and `token.key`
+    /// while it is not retired (the current one when nothing was rotated).
+    static func ownKeys(in dataDirectory: URL) throws(TokenKeyError) -> OwnKeyFolder.Keys {
         let rotated = try rotatedKeys(in: dataDirectory)
         let file = dataDirectory.appendingPathComponent(fileName)
-        if rotated.isEmpty { try createIfMissing(file) }
-        let legacy: Data? = FileManager.default.fileExists(atPath: file.path) ? try readSecret(file) : nil
         guard let current = rotated.first(where: \.isCurrent) ?? rotated.last else {
-            return try TokenSigner(secret: try readSecret(file), source: file.path)
+            let secret = try readSecret(file)
+            guard secret.count >= TokenSigner.minimumSecretBytes else { throw .tooShort(source: file.path, bytes: secret.count) }
+            let kid = TokenSigner.keyID(of: secret)
+            return OwnKeyFolder.Keys(currentKeyID: kid, currentSecret: secret, currentSource: file.path, secrets: [kid: secret])
         }
-        var signer = try TokenSigner(secret: current.secret, source: current.file.path, keyID: current.kid)
-        for key in rotated where key.kid != current.kid { signer.addSecret(key.secret, keyID: key.kid) }
-        if let legacy { signer.addSecret(legacy, keyID: TokenSigner.keyID(of: legacy)) }
-        return signer
+        var secrets: [String: Data] = [:]
+        for key in rotated { secrets[key.kid] = key.secret }
+        if FileManager.default.fileExists(atPath: file.path) {
+            let legacy = try readSecret(file)
+            secrets[TokenSigner.keyID(of: legacy)] = legacy
+        }
+        return OwnKeyFolder.Keys(currentKeyID: current.kid, currentSecret: current.secret, currentSource: current.file.path, secrets: secrets)
+    }
+
+    /// What changes when `keys rotate` or `keys retire` changes a data folder's keys: the key
+    /// files' names, the current kid, and `token.key`'s presence and modification time.
+    static func fingerprint(of dataDirectory: URL) -> String {
+        let folder = dataDirectory.appendingPathComponent(rotatedFolderName, isDirectory: true)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path))?.sorted() ?? []
+        let current = (try? String(contentsOf: folder.appendingPathComponent("current"), encoding: .utf8)) ?? ""
+        let legacy = try? FileManager.default.attributesOfItem(atPath: dataDirectory.appendingPathComponent(fileName).path)[.modificationDate]
+        return names.joined(separator: "/") + "|" + current + "|" + String(describing: legacy)
     }
 
     /// The folder of rotated keys in a data folder: `KID.key` files and `current`, naming the
@@ -133,6 +160,8 @@ public enum TokenKeyError: Error, Hashable, Sendable, CustomStringConvertible {
     case unusableKey(kid: String, reason: String)
     /// A rotation or retirement that cannot be done.
     case rotation(String)
+    /// An identity provider's JWKS URL that could not be fetched or used.
+    case jwksUnavailable(url: String, reason: String)
 
     public var description: String {
         switch self {
@@ -147,6 +176,7 @@ public enum TokenKeyError: Error, Hashable, Sendable, CustomStringConvertible {
                 "the token key from \(source) has \(bytes) bytes; it needs at least \(TokenSigner.minimumSecretBytes) (for example `openssl rand -hex 32`)"
         case .unusableKey(let kid, let reason): return "token key \(kid): \(reason)"
         case .rotation(let message): return message
+        case .jwksUnavailable(let url, let reason): return "the JWKS at \(url) \(reason)"
         }
     }
 }
