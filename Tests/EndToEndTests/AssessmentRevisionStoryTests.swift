@@ -1,12 +1,13 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// The assessment's versions with the real binaries: an attempt taken on revision 1 meets
 /// revision 2 and is retaken; an attempt at an assessment deleted meanwhile is exported and
 /// discarded, its answers never dropped silently. (`make demo` shows submit-anyway.)
-@Suite("End-to-end: an assessment that changes while a learner takes it", .serialized)
+@Suite("End-to-end: an assessment that changes while a learner takes it", .serialized, .blockingWork)
 struct AssessmentRevisionStoryTests {
     static let assessment = StoryTests.assessment
 

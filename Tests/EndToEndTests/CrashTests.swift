@@ -2,6 +2,7 @@ import ContractRuntime
 import Contracts
 import Foundation
 import LearningClient
+import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import SyncServer
@@ -21,7 +22,7 @@ import Testing
 ///
 /// Each test prints where its kills landed (`crash suite: …`). `OUTPOST_SOAK_ITERATIONS` sets the
 /// kills per crash point (`make soak`), `OUTPOST_CRASH_SEED` the seed.
-@Suite("Crash suite", .serialized)
+@Suite("Crash suite", .serialized, .blockingWork)
 struct CrashTests {
     @Test("kill -9 of a device during a push, at random moments")
     func deviceKilledDuringPush() async throws {

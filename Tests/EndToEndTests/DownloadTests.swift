@@ -1,9 +1,10 @@
 import Foundation
+import OutpostTestSupport
 import SyncServer
 import Testing
 
 /// `download`, `cache` and the files of `open`, with the real binaries.
-@Suite("Downloads and the cache", .serialized)
+@Suite("Downloads and the cache", .serialized, .blockingWork)
 struct DownloadTests {
     static let unit = "unit-battery-basics"
 

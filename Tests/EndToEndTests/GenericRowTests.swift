@@ -9,7 +9,7 @@ import Testing
 /// `create`, `rows`, `show`, `edit` and `delete`, which work on any entity through the generated
 /// registry, with the real `sync-server` and `sync-device` binaries. ServiceAsset has no command
 /// of its own, so everything here goes through the generic path.
-@Suite("sync-device generic row commands", .serialized)
+@Suite("sync-device generic row commands", .serialized, .blockingWork)
 struct GenericRowTests {
     static let tool = "team-1-tool-1"
 

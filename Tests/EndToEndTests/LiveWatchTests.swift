@@ -1,9 +1,10 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// `sync-device watch`: a device left online shows another device's change as it is made,
 /// through the server's live channel, with no sync asked for (its timer would take 15 minutes).
-@Suite("Live changes", .serialized)
+@Suite("Live changes", .serialized, .blockingWork)
 struct LiveWatchTests {
     @Test("a device watching sees the task another device starts, moments after that device syncs")
     func watchShowsAnotherDevicesChange() async throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// Every misuse of `sync-device` ends with a message saying what to do and its documented exit
 /// code (0 ok, 2 state, 3 network, 5 read-only, 6 not found, 64 usage).
-@Suite("sync-device misuse", .serialized)
+@Suite("sync-device misuse", .serialized, .blockingWork)
 struct MisuseTests {
     @Test("no home, not logged in, another user's home")
     func homeAndLogin() async throws {

@@ -8,7 +8,7 @@ import Testing
 
 /// The rollout gate on a live fleet: devices sync with a real `sync-server`, whose census
 /// `contractc check --fleet-url` reads to tell what raising a contract's `oldest_supported` cuts off.
-@Suite("The rollout gate reads a live server's census")
+@Suite("The rollout gate reads a live server's census", .blockingWork)
 struct RolloutGateStoryTests {
     /// The repository's `contracts` folder.
     static let contracts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -1,11 +1,12 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// The stories of `make demo`, as assertions, with the real `sync-server` and `sync-device`
 /// binaries talking over loopback HTTP.
-@Suite("End-to-end stories", .serialized)
+@Suite("End-to-end stories", .serialized, .blockingWork)
 struct StoryTests {
     static let assessment = "assessment-battery-basics"
     static let swapTask = "team-1-task-swap-017"

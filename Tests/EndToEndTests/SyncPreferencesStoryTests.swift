@@ -1,10 +1,11 @@
 import Foundation
+import OutpostTestSupport
 import Testing
 
 /// The user's sync preferences with the real binaries: Wi-Fi only holds the sync when the
 /// network returns on a metered network, `sync` still runs, and the preferences outlive the
 /// process (they are in the device's store).
-@Suite("End-to-end: sync preferences", .serialized)
+@Suite("End-to-end: sync preferences", .serialized, .blockingWork)
 struct SyncPreferencesStoryTests {
     @Test("Wi-Fi only holds the automatic sync on a metered network; sync now runs; a data budget is counted per day")
     func wifiOnlyAndDataBudget() async throws {

@@ -6,7 +6,7 @@ import Testing
 /// A device's own telemetry reaching the server's fleet census, over real processes: the
 /// `sync-device` CLI (a new process per command, as an app that is killed and launched again)
 /// against a real `sync-server`.
-@Suite("Device telemetry reaches the fleet census")
+@Suite("Device telemetry reaches the fleet census", .blockingWork)
 struct TelemetryStoryTests {
     @Test("a device that opts in reports its app and its counts; a failed sync's counts come with the next one, across runs of the app")
     func telemetryReachesTheCensus() async throws {

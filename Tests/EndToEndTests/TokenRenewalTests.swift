@@ -4,7 +4,7 @@ import Testing
 
 /// Device tokens are short-lived: a device whose token expired gets a new one from its app (here,
 /// the login's `--token-command`) when the server refuses the old one, and syncs on.
-@Suite("Token renewal", .serialized)
+@Suite("Token renewal", .serialized, .blockingWork)
 struct TokenRenewalTests {
     @Test("a token that expires between syncs is renewed through the token command, and the sync goes through")
     func renewal() async throws {

@@ -4,9 +4,10 @@ package import Testing
 /// Runs a suite's tests on threads of their own instead of Swift's cooperative pool.
 ///
 /// The test process runs every suite at once, and the cooperative pool has one thread per core
-/// (two here). A synchronous test that writes files, spawns a process or opens SQLite holds its
-/// pool thread until it returns; two such tests at once left no thread for the loopback servers
-/// and clients of the other suites, whose requests then timed out under a full run. Suites whose
+/// (two here). A test that blocks (writes files, opens SQLite, or waits for a child process
+/// with ``ChildProcess``, whose waits are synchronous, even in an `async` test) holds its pool
+/// thread until it returns; two such tests at once left no thread for the loopback servers and
+/// clients of the other suites, whose requests then timed out under a full run. Suites whose
 /// tests block carry this trait, so their blocking waits on threads the operating system adds
 /// and shares out, and the pool stays free for work that suspends.
 package struct BlockingWorkTrait: SuiteTrait, TestTrait, TestScoping {

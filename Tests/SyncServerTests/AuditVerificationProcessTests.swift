@@ -9,7 +9,7 @@ import Testing
 
 /// `sync-server serve --audit-verify-interval`: a real server verifies its audit chain on its
 /// own and counts each outcome in /metrics, where the `OutpostAuditChainBroken` alert reads it.
-@Suite("The server verifies its audit chain on its own")
+@Suite("The server verifies its audit chain on its own", .blockingWork)
 struct AuditVerificationProcessTests {
     static func metrics(_ server: SyncServerProcess, token: String) async throws -> String {
         var request = URLRequest(url: try server.url.appendingPathComponent("metrics"))

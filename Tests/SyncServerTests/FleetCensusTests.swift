@@ -12,7 +12,7 @@ import Testing
 
 /// The fleet census: what the server records of each device from its requests, its admin
 /// routes and `sync-server fleet`, on both storages.
-@Suite("Fleet census: last seen, app and schema versions, latest syncs, telemetry")
+@Suite("Fleet census: last seen, app and schema versions, latest syncs, telemetry", .blockingWork)
 struct FleetCensusTests {
     static func headers(_ token: String, app: String? = nil, schema: String? = nil, telemetry: String? = nil) -> HTTPFields {
         var extra: HTTPFields = [.contentType: "application/json"]

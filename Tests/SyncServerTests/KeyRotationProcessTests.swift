@@ -8,7 +8,7 @@ import Testing
 
 /// `sync-server keys rotate` beside a running `sync-server serve` of the same data folder: the
 /// server takes the new key's tokens at once, with no restart.
-@Suite("Key rotation reaches a running server")
+@Suite("Key rotation reaches a running server", .blockingWork)
 struct KeyRotationProcessTests {
     static func status(_ server: SyncServerProcess, token: String) async throws -> Int {
         var request = URLRequest(url: try server.url.appendingPathComponent("sync/v1/pull"))

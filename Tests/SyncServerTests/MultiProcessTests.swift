@@ -12,7 +12,7 @@ import Testing
 
 /// Real `sync-server` processes (the built binary) on one PostgreSQL, over HTTP, as behind a
 /// load balancer (docs/scaling.md).
-@Suite("Several sync-server processes on one PostgreSQL", .serialized)
+@Suite("Several sync-server processes on one PostgreSQL", .serialized, .blockingWork)
 struct MultiProcessTests {
     static func taskPayload(_ id: String) -> JSONValue {
         .object([

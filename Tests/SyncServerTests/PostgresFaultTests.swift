@@ -19,7 +19,7 @@ import Testing
 ///
 /// `make test` runs the short version (a 6 s outage); `OUTPOST_FAULT_OUTAGE_SECONDS=30` (what
 /// `make soak` sets) the long one.
-@Suite("PostgreSQL faults under load", .serialized)
+@Suite("PostgreSQL faults under load", .serialized, .blockingWork)
 struct PostgresFaultTests {
     static let secret = Data(repeating: 7, count: 32)
     static let devices = 4

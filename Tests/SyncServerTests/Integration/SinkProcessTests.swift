@@ -16,7 +16,7 @@ import Testing
 /// Sinks across crashes: a real `sync-server` killed with SIGKILL again and again while it
 /// delivers to a real receiver process (`scripts/sink-receiver.py`, which deduplicates by
 /// `Idempotency-Key` and checks every xAPI statement with the PyPI `tincan` library).
-@Suite("Sinks survive kill -9: a real server and a real receiver", .serialized)
+@Suite("Sinks survive kill -9: a real server and a real receiver", .serialized, .blockingWork)
 struct SinkProcessTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
