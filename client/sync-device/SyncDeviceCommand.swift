@@ -54,7 +54,7 @@ struct SyncDeviceCommand: AsyncParsableCommand {
             AttemptsCommand.self,
             TasksCommand.self, TaskCommand.self, IncidentsCommand.self,
             RowsCommand.self, ShowCommand.self, CreateCommand.self, EditCommand.self, DeleteCommand.self, EventCommand.self,
-            ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self, PreferencesCommand.self, WatchCommand.self,
+            ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self, PreferencesCommand.self, WatchCommand.self, KeysCommand.self,
         ]
     )
 }

@@ -104,7 +104,7 @@ public struct FileKeyProvider: KeyProvider {
         self.directory = directory
     }
 
-    func fileURL(forTenant tenantId: String, version: Int = 1) -> URL {
+    package func fileURL(forTenant tenantId: String, version: Int = 1) -> URL {
         let name = SHA256.hash(data: Data(tenantId.utf8)).map { String(format: "%02x", $0) }.joined()
         return directory.appendingPathComponent(name + (version == 1 ? "" : ".v\(version)") + ".key")
     }

@@ -77,10 +77,17 @@ extension OfflineStore {
         try rotateDataKey(batchSize: batchSize, stoppingAfterBatches: nil).report
     }
 
+    /// ``rotateDataKey(batchSize:)``, calling `onBatch` after each committed batch with what the
+    /// rotation did so far (to show progress; a kill after any call leaves the store as
+    /// ``rotateDataKey(batchSize:)`` describes).
+    public func rotateDataKey(batchSize: Int = 200, onBatch: (KeyRotationReport) -> Void) throws(OfflineStoreError) -> KeyRotationReport {
+        try rotateDataKey(batchSize: batchSize, stoppingAfterBatches: nil, onBatch: onBatch).report
+    }
+
     /// ``rotateDataKey(batchSize:)`` that stops (as a killed app would) after `stoppingAfterBatches`
     /// re-sealing transactions, for tests; `finished` says whether it ended the rotation.
     package func rotateDataKey(
-        batchSize: Int, stoppingAfterBatches limit: Int?
+        batchSize: Int, stoppingAfterBatches limit: Int?, onBatch: (KeyRotationReport) -> Void = { _ in }
     ) throws(OfflineStoreError) -> (report: KeyRotationReport, finished: Bool) {
         try ensureOpen()
         if crypto.keyRing.previous != nil { _ = try continueKeyRotation(batchSize: batchSize) }
@@ -102,13 +109,13 @@ extension OfflineStore {
             crypto.keyRing = StoreCrypto.KeyRing(current: previous, previous: nil)
             throw error
         }
-        return try continueKeyRotation(batchSize: batchSize, stoppingAfterBatches: limit)
+        return try continueKeyRotation(batchSize: batchSize, stoppingAfterBatches: limit, onBatch: onBatch)
     }
 
     /// Seals again, batch after batch, what the rotation under way has not reached yet, and ends
     /// the rotation in the transaction that finds nothing left.
     func continueKeyRotation(
-        batchSize: Int, stoppingAfterBatches limit: Int? = nil
+        batchSize: Int, stoppingAfterBatches limit: Int? = nil, onBatch: (KeyRotationReport) -> Void = { _ in }
     ) throws(OfflineStoreError) -> (report: KeyRotationReport, finished: Bool) {
         let ring = crypto.keyRing
         var report = KeyRotationReport(
@@ -140,6 +147,7 @@ extension OfflineStore {
                 return true
             }
             report.batches += 1
+            onBatch(report)
             if finished {
                 crypto.keyRing.previous = nil
                 return (report, true)
