@@ -46,6 +46,18 @@ struct FleetCensusTests {
         return (active, stale)
     }
 
+    @Test("an active window reads as the server's durations do, in whole seconds; none, zero, under a second or over ten years is no window")
+    func activeWindows() {
+        #expect(FleetSummary.window("30d") == 2_592_000)
+        #expect(FleetSummary.window("12h") == 43_200)
+        #expect(FleetSummary.window("90m") == 5_400)
+        #expect(FleetSummary.window("3600") == 3_600)
+        #expect(FleetSummary.window("1.5h") == 5_400)
+        for malformed in ["soon", "", "d", "0", "off", "-1d", "0.2s", "3651d"] {
+            #expect(FleetSummary.window(malformed) == nil, "\(malformed)")
+        }
+    }
+
     @Test(
         "each device's last seen, app version, schema versions and last sync outcome; admin requests are not devices", arguments: StorageKind.allCases
     )

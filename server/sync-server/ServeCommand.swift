@@ -367,18 +367,15 @@ extension ServeCommand {
         guard let interval = ServerHousekeeping.parseDuration(auditVerifyInterval, bareUnit: 1) ?? nil else { return nil }
         metrics.prepareAuditVerifications()
         return Task {
-            while !Task.isCancelled {
-                do {
-                    try await Task.sleep(for: interval)
-                } catch {
-                    return
-                }
+            await repeatEvery(interval, startingNow: false) {
                 do {
                     let verification = try await AuditChain.verify(storage)
                     metrics.recordAuditVerification(verification)
                     if case .broken(let entryID, let reason) = verification {
                         logger.critical("the audit chain is broken at entry \(entryID): \(reason)")
                     }
+                } catch is CancellationError {
+                    return
                 } catch {
                     logger.error("the audit chain could not be verified (tried again in \(interval)): \(error)")
                 }

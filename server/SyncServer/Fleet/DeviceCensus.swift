@@ -146,17 +146,14 @@ package struct FleetSummary: Sendable, Hashable {
         ])
     }
 
-    /// A window written as `30d`, `12h`, `90m` or seconds (`3600`); `nil` when malformed or not positive.
+    /// A window written as `30d`, `12h`, `90m` or seconds (`3600`), read as the server's other
+    /// durations are (``ServerHousekeeping/parseDuration(_:bareUnit:)``), in whole seconds; `nil`
+    /// when malformed, under a second, or over ten years.
     package static func window(_ text: String) -> Int64? {
-        let units: [Character: Int64] = ["d": 86_400, "h": 3_600, "m": 60, "s": 1]
-        var digits = Substring(text)
-        var unit: Int64 = 1
-        if let last = text.last, let seconds = units[last] {
-            unit = seconds
-            digits = digits.dropLast()
-        }
-        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let count = Int64(digits), count > 0, count <= 3_650 * 86_400 / unit else { return nil }
-        return count * unit
+        guard let duration = ServerHousekeeping.parseDuration(text, bareUnit: 1) ?? nil else { return nil }
+        let seconds = duration.components.seconds
+        guard seconds > 0, seconds <= 3_650 * 86_400 else { return nil }
+        return seconds
     }
 
     /// Thirty days: a device not seen for longer is stale.

@@ -177,18 +177,13 @@ extension ServerHousekeeping {
     /// it beside the routes). A failed run is reported to `report` and tried again at the next
     /// interval; every process on one database may run this at once.
     public func runPeriodically(every interval: Duration, report: @escaping @Sendable (Result<Counts, any Error>) -> Void) async {
-        while !Task.isCancelled {
+        await repeatEvery(interval, startingNow: true) {
             do {
                 report(.success(try await run(now: Date())))
             } catch is CancellationError {
                 return
             } catch {
                 report(.failure(error))
-            }
-            do {
-                try await Task.sleep(for: interval)
-            } catch {
-                return
             }
         }
     }
