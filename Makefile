@@ -120,9 +120,13 @@ check-alerts:
 	@command -v promtool >/dev/null || { echo "check-alerts: promtool is missing (Debian: apt-get install prometheus)" >&2; exit 1; }
 	cd docs/alerts && promtool check rules outpost.rules.yml && promtool test rules outpost.rules.test.yml
 
+# Tests running at once in the test process. Unbounded, a full run on 2 cores started every
+# suite together and loopback requests timed out behind one another; 8 at once took no longer.
+TEST_WIDTH ?= 8
 test: lint check-generated compat check-alerts
 	$(SWIFT) build --build-tests
-	LOG_LEVEL=$${LOG_LEVEL:-warning} scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
+	LOG_LEVEL=$${LOG_LEVEL:-warning} SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) \
+		scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
 	$(MAKE) test-console
 
 # The console in a real browser: Debian's chromium and chromium-driver, PyPI's selenium.
