@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "Contracts", targets: ["Contracts"]),
         .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
         .library(name: "SyncClient", targets: ["SyncClient"]),
+        .library(name: "SyncClientNIO", targets: ["SyncClientNIO"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .executable(name: "sync-server", targets: ["sync-server"]),
         .executable(name: "sync-device", targets: ["sync-device"]),
@@ -30,6 +31,11 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.34.1"),
+        // TLS: the server's certificate (through Hummingbird) and the client's pinned connections.
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // The pinned client's validation of the server's chain (SyncClientNIO).
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -122,6 +128,25 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // Public-key pinning where URLSession cannot pin (Linux): HTTPS over SwiftNIO for
+        // URLSessionTransport. Its own target, so SyncClient stays free of NIO for the apps.
+        .target(
+            name: "SyncClientNIO",
+            dependencies: [
+                "SyncClient",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            path: "client/SyncClientNIO",
+            swiftSettings: strictSwift
+        ),
+
         // The learning app's client side (units for offline use, their asset files, assessments),
         // on the store's public API only: its tables are a store extension.
         .target(
@@ -146,7 +171,7 @@ let package = Package(
         .executableTarget(
             name: "sync-device",
             dependencies: [
-                "SyncClient", "LearningClient", "FieldOpsClient", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
+                "SyncClient", "SyncClientNIO", "LearningClient", "FieldOpsClient", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "client/sync-device",
@@ -167,6 +192,8 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),

@@ -63,7 +63,7 @@ package final class SyncServerProcess: @unchecked Sendable {
     package var url: URL {
         get throws {
             guard let port else { throw Failure("the server was never started") }
-            return URL(string: "http://127.0.0.1:\(port)")!
+            return URL(string: "\(isTLS ? "https" : "http")://127.0.0.1:\(port)")!
         }
     }
 
@@ -93,7 +93,7 @@ package final class SyncServerProcess: @unchecked Sendable {
                 usleep(20_000)
             }
         }
-        while !(try isHealthy()) {
+        while !isTLS, !(try isHealthy()) {
             guard process.isRunning, Date() < deadline else {
                 process.signal(SIGKILL)
                 throw Failure("sync-server did not answer /health:\n\(process.stdout)\(process.stderr)")
@@ -105,9 +105,13 @@ package final class SyncServerProcess: @unchecked Sendable {
     /// What the running (or last) process printed: its log.
     package var output: String { (child?.stdout ?? "") + (child?.stderr ?? "") }
 
-    /// The port of `sync-server listening on http://127.0.0.1:PORT (data: …)`.
+    /// Whether it serves HTTPS (`--tls-cert`): it is then taken as started once it listens, since
+    /// this process's URLSession does not trust a test's CA.
+    package var isTLS: Bool { serveOptions.contains("--tls-cert") }
+
+    /// The port of `sync-server listening on http(s)://127.0.0.1:PORT (data: …)`.
     private static func listeningPort(in output: String) -> Int? {
-        guard let range = output.range(of: "listening on http://") else { return nil }
+        guard let range = output.range(of: "listening on http://") ?? output.range(of: "listening on https://") else { return nil }
         let address = output[range.upperBound...].prefix { $0 != " " && $0 != "\n" }
         return address.split(separator: ":").last.flatMap { Int($0) }
     }

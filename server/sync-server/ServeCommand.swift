@@ -186,7 +186,22 @@ struct ServeCommand: AsyncParsableCommand {
             valueName: "CIDR"))
     var trustedProxies: [String] = []
 
+    @Option(
+        name: .customLong("tls-cert"),
+        help: ArgumentHelp(
+            "Serve HTTPS (HTTP/2 to clients that offer it) with this PEM certificate chain, the server's certificate first; read again when it changes. Needs --tls-key.",
+            valueName: "FILE"))
+    var tlsCertificate: String?
+
+    @Option(
+        name: .customLong("tls-key"),
+        help: ArgumentHelp("The PEM private key of --tls-cert's certificate; read again when it changes.", valueName: "FILE"))
+    var tlsKey: String?
+
     func validate() throws {
+        guard (tlsCertificate == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together: give both (the certificate chain and its private key) or neither")
+        }
         guard pullPageBytes >= 1024, pullMemoryBytes >= pullPageBytes else {
             throw ValidationError("--pull-page-bytes must be at least 1024 and --pull-memory at least --pull-page-bytes")
         }
@@ -225,6 +240,18 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let directory = data.directory
+        var tls: TLSFiles?
+        if let tlsCertificate, let tlsKey {
+            tls = TLSFiles(certificateChain: URL(fileURLWithPath: tlsCertificate), privateKey: URL(fileURLWithPath: tlsKey))
+        }
+        if let tls {
+            // Checked before anything is opened: a bad file is a clear error, not a failed start.
+            do {
+                _ = try ServerCertificate(files: tls)
+            } catch {
+                throw fail(error.description)
+            }
+        }
         var signer: TokenSigner
         do {
             signer = try TokenKey.signer(secretFile: secretFile.map { URL(fileURLWithPath: $0) }, dataDirectory: directory.url)
@@ -261,6 +288,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.fleetCensus = !noCensus
         configuration.console.isEnabled = !noConsole
         configuration.console.secureCookie = consoleSecureCookie
+        configuration.tls = tls
         guard (2...3600).contains(sinkLeaseSeconds) else { throw ValidationError("--sink-lease takes 2 to 3600 seconds, not \(sinkLeaseSeconds)") }
         configuration.sinks.lease = .seconds(sinkLeaseSeconds)
         configuration.sinks.pollInterval = min(configuration.sinks.pollInterval, .seconds(sinkLeaseSeconds))
@@ -282,6 +310,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw fail(error.description)
         }
         let host = self.host
+        let scheme = tls == nil ? "http" : "https"
         let started = StartFlag()
         let storageDescription = data.storageDescription
         // The process-wide systems point at this server's: libraries that log or count through
@@ -293,7 +322,7 @@ struct ServeCommand: AsyncParsableCommand {
         let app = buildApplication(configuration: configuration, environment: environment, logger: logger) { boundPort in
             started.set()
             say(
-                "sync-server listening on http://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))"
+                "sync-server listening on \(scheme)://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))"
             )
         }
         let housekeeping = try startHousekeeping(storage: storage, metrics: environment.metrics, logger: logger)

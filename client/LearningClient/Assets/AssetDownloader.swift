@@ -424,6 +424,7 @@ public actor AssetDownloader {
         case .http(let status, _, _): return .http(id: id, status: status)
         case .updateRequired: return .http(id: id, status: 426)
         case .decoding(let message): return .invalidResponse(id: id, reason: message)
+        case .publicKeyPinMismatch: return .invalidResponse(id: id, reason: error.pinMismatchMessage ?? "public key pin mismatch")
         }
     }
 }

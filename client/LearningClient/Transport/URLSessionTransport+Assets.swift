@@ -55,10 +55,24 @@ extension URLSessionTransport: AssetTransport {
         }
         let body: URL
         let response: URLResponse
-        do {
-            (body, response) = try await FileDownload.body(of: request, configuration: session.configuration, in: range.bodyDirectory)
-        } catch {
-            throw .network(String(describing: error))
+        if let exchange {
+            // Through the exchange's checked connections; a range is bounded in size, so its
+            // bytes pass through memory on their way to the file.
+            let data: Data
+            (data, response) = try await exchange.send(request)
+            body = (range.bodyDirectory ?? FileManager.default.temporaryDirectory).appendingPathComponent(
+                FileDownload.filePrefix + UUID().uuidString)
+            do {
+                try data.write(to: body)
+            } catch {
+                throw .network("the range could not be written to \(body.path): \(error)")
+            }
+        } else {
+            do {
+                (body, response) = try await FileDownload.body(of: request, configuration: session.configuration, in: range.bodyDirectory)
+            } catch {
+                throw .network(String(describing: error))
+            }
         }
         var keepsBody = false
         defer { if !keepsBody { try? FileManager.default.removeItem(at: body) } }

@@ -22,7 +22,7 @@ public struct RetryPolicy: Sendable {
         switch error {
         case .network: true
         case .http(let status, _, _): status == 429 || status == 408 || status >= 500
-        case .decoding, .updateRequired: false
+        case .decoding, .updateRequired, .publicKeyPinMismatch: false
         }
     }
 

@@ -68,13 +68,18 @@ public enum TransportError: Error, Sendable, Hashable {
     /// `lastSeq` is the last push seq the server applied for this device, when it said (a
     /// refused push's seqs above it were not taken).
     case updateRequired(UpdateRequired, lastSeq: Int64?)
+    /// The server's certificate chain validated, but none of its keys is one of the client's
+    /// ``PublicKeyPins``: the connection was closed before any request was sent. `served` are the
+    /// pins of the chain's keys, the server's own first. Not retried: it needs a pin or a
+    /// certificate changed, or it is an interception.
+    case publicKeyPinMismatch(expected: [String], served: [String])
 
     /// The HTTP status, when there was one.
     public var status: Int? {
         switch self {
         case .http(let status, _, _): status
         case .updateRequired: 426
-        case .network, .decoding: nil
+        case .network, .decoding, .publicKeyPinMismatch: nil
         }
     }
 
@@ -93,6 +98,15 @@ public enum TransportError: Error, Sendable, Hashable {
         case .decoding(let message): ErrorDetail(code: ErrorCode("decoding"), message: message)
         case .updateRequired(let requirement, _):
             ErrorDetail(code: .schemaTooOld, message: "update required for \(requirement.entity ?? "a contract")")
+        case .publicKeyPinMismatch: ErrorDetail(code: ErrorCode("public_key_pin_mismatch"), message: pinMismatchMessage ?? "")
         }
+    }
+
+    /// For ``publicKeyPinMismatch(expected:served:)``: what the server served and what was pinned.
+    public var pinMismatchMessage: String? {
+        guard case .publicKeyPinMismatch(let expected, let served) = self else { return nil }
+        return "the server's certificate does not match the pinned public keys: it served "
+            + (served.isEmpty ? "no key" : served.map { "pin-sha256 \($0)" }.joined(separator: ", "))
+            + "; the pins are " + expected.joined(separator: ", ")
     }
 }

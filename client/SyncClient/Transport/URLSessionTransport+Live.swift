@@ -11,8 +11,10 @@ extension URLSessionTransport {
     /// ``TransportError/network(_:)`` when nothing arrives for 2.5 heartbeats (the timeout of
     /// the request until `hello` says the heartbeat), and with the route's typed error when it
     /// answers anything but 200; a 401 asks the token provider for a fresh token once. A 404
-    /// (a server without the channel) answers `nil`: the engine keeps to its timer.
+    /// (a server without the channel) answers `nil`: the engine keeps to its timer, as it does
+    /// with an ``exchange`` (whose checks a URLSession of its own would bypass).
     public func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
+        guard exchange == nil else { return nil }
         var refresh = false
         while true {
             var request = makeRequest(path: "sync/v1/live", query: [])

@@ -19,6 +19,11 @@ public final class URLSessionTransport: SyncTransport {
     public let appVersion: String?
     /// Sent with every request when given (opt-in): the counts since the last accepted request.
     public let telemetry: SyncTelemetry?
+    /// What every request goes through instead of ``session``, when given (pinned connections):
+    /// the sync and app routes, health checks and asset ranges alike. The live channel needs
+    /// URLSession's streaming, so a transport with an exchange opens none
+    /// (``liveEvents()`` answers `nil` and the engine syncs on its timer).
+    public let exchange: (any HTTPExchange)?
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `https://sync.example.com`.
@@ -31,15 +36,17 @@ public final class URLSessionTransport: SyncTransport {
     ///     ASCII characters; the server refuses anything else with 400).
     ///   - telemetry: the store's ``OfflineStore/telemetry`` to send its counts with every
     ///     request (opt-in); `nil` sends none.
+    ///   - exchange: sends the requests instead of `session` (``exchange``); `nil` uses the session.
     public init(
         baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, tokenProvider: any TokenProvider, appVersion: String? = nil,
-        telemetry: SyncTelemetry? = nil
+        telemetry: SyncTelemetry? = nil, exchange: (any HTTPExchange)? = nil
     ) {
         self.baseURL = baseURL
         self.timeout = timeout
         self.tokens = tokenProvider
         self.appVersion = appVersion
         self.telemetry = telemetry
+        self.exchange = exchange
         if let session {
             self.session = session
         } else {
@@ -115,9 +122,7 @@ public final class URLSessionTransport: SyncTransport {
         var request = makeRequest(path: "health", query: [])
         request.httpMethod = "GET"
         request.timeoutInterval = min(timeout, 10)
-        guard let (_, response) = try? await session.data(for: request), let http = response as? HTTPURLResponse else {
-            return false
-        }
+        guard let (_, http) = try? await perform(request) else { return false }
         return (200..<300).contains(http.statusCode)
     }
 
@@ -161,14 +166,7 @@ public final class URLSessionTransport: SyncTransport {
         while true {
             var request = request
             try await authorize(&request, refresh: refresh)
-            let data: Data
-            let response: URLResponse
-            do {
-                (data, response) = try await session.data(for: request)
-            } catch {
-                throw .network(String(describing: error))
-            }
-            guard let http = response as? HTTPURLResponse else { throw .network("not an HTTP response") }
+            let (data, http) = try await perform(request)
             if http.statusCode == 401, !refresh {
                 refresh = true
                 continue
@@ -180,6 +178,21 @@ public final class URLSessionTransport: SyncTransport {
             if !counts.isEmpty { telemetry?.sent() }
             return data
         }
+    }
+
+    /// One request as it is, and its answer of any status, through ``exchange`` when there is
+    /// one, else ``session``; nothing is added (no token: see ``authorize(_:refresh:)``).
+    public func perform(_ request: URLRequest) async throws(TransportError) -> (Data, HTTPURLResponse) {
+        if let exchange { return try await exchange.send(request) }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: request)
+        } catch {
+            throw .network(String(describing: error))
+        }
+        guard let http = response as? HTTPURLResponse else { throw .network("not an HTTP response") }
+        return (data, http)
     }
 
     /// Sets `Authorization: Bearer` from the token provider (a fresh token with `refresh`).

@@ -55,6 +55,13 @@ struct LoginCommand: DeviceCommand {
     @Flag(help: "Send the device's sync telemetry with its requests (X-Outpost-Telemetry; counts only, no row data).")
     var telemetry = false
 
+    @Option(
+        name: .customLong("pin-sha256"),
+        help: ArgumentHelp(
+            "Only talk to the server when its validated certificate chain holds this public key (base64 SHA-256 of the SubjectPublicKeyInfo); repeat for a backup pin. Needs an https --server.",
+            valueName: "BASE64"))
+    var pins: [String] = []
+
     func execute() async throws {
         let home = try device.deviceHome()
         let clock = try device.clock()
@@ -64,6 +71,16 @@ struct LoginCommand: DeviceCommand {
         guard AppVersionHeader.isValid(appVersion) else {
             throw DeviceFailure.usage(
                 "--app-version must be 1 to \(AppVersionHeader.maximumLength) printable ASCII characters", hint: "for example sync-device/1.0")
+        }
+        if !pins.isEmpty {
+            do {
+                _ = try PublicKeyPins(sha256: pins)
+            } catch {
+                throw DeviceFailure.usage("--pin-sha256: \(error.description)", hint: "print a server's pin with the runbook of docs/security.md")
+            }
+            guard scheme == "https" else {
+                throw DeviceFailure.usage("--pin-sha256 needs an https --server, not \(server)", hint: "pins check the server's TLS certificate")
+            }
         }
         let claims = TokenClaims.read(token)
         guard let tenant = tenant ?? claims?.tenant, let user = user ?? claims?.user, let deviceID = deviceID ?? claims?.device else {
@@ -87,8 +104,22 @@ struct LoginCommand: DeviceCommand {
         let profile = DeviceProfile(
             server: url, token: token, tenant: tenant, user: user, device: deviceID, teams: teams.sorted(),
             scopes: scopes.isEmpty ? Self.defaultScopes(tenant: tenant, user: user, device: deviceID, teams: teams) : scopes,
-            loggedInAt: clock.now(), tokenCommand: tokenCommand, appVersion: appVersion, sendsTelemetry: telemetry
+            loggedInAt: clock.now(), tokenCommand: tokenCommand, appVersion: appVersion, sendsTelemetry: telemetry,
+            publicKeyPins: pins.isEmpty ? nil : try PublicKeyPins(sha256: pins).sha256
         )
+        // A server that answers with a key outside the pins is refused before anything is stored.
+        let exchange = try DeviceSession.pinnedExchange(profile.publicKeyPins, timeout: .seconds(5))
+        let probe = URLSessionTransport(baseURL: url, timeout: 5, tokenProvider: ClosureTokenProvider { token }, exchange: exchange)
+        var answers = true
+        do throws(TransportError) {
+            var request = probe.makeRequest(path: "health", query: [])
+            request.httpMethod = "GET"
+            _ = try await probe.perform(request)
+        } catch .publicKeyPinMismatch(let expected, let served) {
+            throw TransportError.publicKeyPinMismatch(expected: expected, served: served).failure
+        } catch {
+            answers = false
+        }
         // Opening the store creates the database and the tenant's key, and refuses a database that
         // belongs to someone else or to a newer build.
         let store = try DeviceSession.openStore(home: home, profile: profile, clock: clock)
@@ -97,7 +128,7 @@ struct LoginCommand: DeviceCommand {
         Console.say("logged in to \(url.absoluteString) as user '\(user)' of tenant '\(tenant)' (device '\(deviceID)')")
         Console.say("syncs: " + profile.scopes.joined(separator: ", "))
         Console.say("home: \(home.url.path)")
-        if !(await URLSessionTransport(baseURL: url, timeout: 5) { token }.health()) {
+        if !answers {
             Console.note("note: \(url.absoluteString) does not answer right now; the device works offline and syncs once it does")
         }
     }

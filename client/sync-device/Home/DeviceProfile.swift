@@ -20,6 +20,9 @@ struct DeviceProfile: Codable, Equatable {
     var appVersion: String?
     /// Whether the device sends its telemetry with its requests.
     var sendsTelemetry: Bool?
+    /// The server's public-key pins (`login --pin-sha256`): every connection must show one of
+    /// these keys in its validated chain. `nil` or empty trusts any certificate the system's roots do.
+    var publicKeyPins: [String]?
 
     enum CodingKeys: String, CodingKey {
         case server, token, tenant, user, device, teams, scopes
@@ -27,6 +30,7 @@ struct DeviceProfile: Codable, Equatable {
         case tokenCommand = "token_command"
         case appVersion = "app_version"
         case sendsTelemetry = "sends_telemetry"
+        case publicKeyPins = "pin_sha256"
     }
 
     /// The team a field-service command works in: the only one, or the one asked for.

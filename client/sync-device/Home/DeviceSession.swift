@@ -3,6 +3,7 @@ import Contracts
 import Foundation
 import LearningClient
 import SyncClient
+import SyncClientNIO
 import SyncProtocol
 
 /// A logged-in device: its login, its open store and its network.
@@ -21,10 +22,30 @@ struct DeviceSession {
         network = DeviceNetwork(
             server: URLSessionTransport(
                 baseURL: profile.server, timeout: 20, tokenProvider: ProfileTokens(home: home, profile: profile), appVersion: profile.appVersion,
-                telemetry: profile.sendsTelemetry == true ? store.telemetry : nil),
+                telemetry: profile.sendsTelemetry == true ? store.telemetry : nil, exchange: try Self.pinnedExchange(profile.publicKeyPins)),
             home: home
         )
     }
+
+    /// The pinned connections of a login with pins (`login --pin-sha256`), `nil` without.
+    /// They trust the system's roots and the CA certificates of the PEM file
+    /// `OUTPOST_CA_FILE` names, when set (a private CA).
+    static func pinnedExchange(_ pins: [String]?, timeout: Duration = .seconds(20)) throws(DeviceFailure) -> PinnedHTTPSExchange? {
+        guard let pins, !pins.isEmpty else { return nil }
+        do {
+            let extraRoots = ProcessInfo.processInfo.environment[certificateAuthorityVariable].map { [URL(fileURLWithPath: $0)] } ?? []
+            return try PinnedHTTPSExchange(pins: PublicKeyPins(sha256: pins), additionalTrustRoots: extraRoots, timeout: timeout)
+        } catch let error as PublicKeyPinsError {
+            throw .badState("the login's pins are not usable: \(error.description)", hint: "log in again with --pin-sha256")
+        } catch let error as TrustRootsError {
+            throw .usage(error.description, hint: "check \(certificateAuthorityVariable)")
+        } catch {
+            throw .usage("\(error)")
+        }
+    }
+
+    /// A PEM file of CA certificates pinned connections trust beside the system's roots.
+    static let certificateAuthorityVariable = "OUTPOST_CA_FILE"
 
     /// Opens (creating or migrating) the device's store, with the crash tests' pauses of
     /// `OUTPOST_FAULT_DELAY_MS` when set (docs/sync-device.md).

@@ -114,6 +114,7 @@ extension TransportError {
         case .decoding(let message): return "the server's answer could not be read: \(message)"
         case .updateRequired(let requirement, _):
             return "this device is too old for the server (\(requirement.entity ?? "a contract")): update sync-device"
+        case .publicKeyPinMismatch: return pinMismatchMessage ?? "the server's public key is not pinned"
         }
     }
 
@@ -124,6 +125,9 @@ extension TransportError {
             return .network(summary, hint: "check the server address and the network (`sync-device status`); changes stay queued")
         case .http(401, _, _):
             return .network(summary, hint: "the token was refused; log in again with a new token")
+        case .publicKeyPinMismatch:
+            return .network(
+                summary, hint: "nothing was sent; if the server's key was replaced on purpose, log in again with its pin (--pin-sha256)")
         default:
             return .network(summary)
         }

@@ -55,6 +55,10 @@ public struct ServerConfiguration: Sendable {
     public var fleetCensus = true
     /// The operator console at `/console` (on by default; it needs an admin token to sign in).
     public var console = ConsoleConfiguration()
+    /// Serve HTTPS with this certificate and key, HTTP/2 to clients that offer it (ALPN) and
+    /// HTTP/1.1 to the others; the files are read again when they change. `nil` (the default)
+    /// serves plain HTTP/1.1, as behind a proxy that terminates TLS.
+    public var tls: TLSFiles?
 
     /// Deadlines of ``timeouts``.
     public struct Timeouts: Sendable, Hashable {

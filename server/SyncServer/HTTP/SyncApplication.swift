@@ -2,8 +2,10 @@ import ContractRuntime
 import Foundation
 public import Hummingbird
 import HummingbirdCore
+import HummingbirdHTTP2
 public import Logging
 import NIOCore
+import ServiceLifecycle
 package import SyncProtocol
 
 /// One route the server answers: a method and a path template (`/assets/{id}`).
@@ -162,23 +164,38 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (_ port: Int?) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let built = buildRouter(configuration: configuration, environment: environment)
+    let timeouts = configuration.timeouts
+    let http1 = HTTP1Channel.Configuration(
+        additionalChannelHandlers: [
+            RequestDeadlineHandler(headers: TimeAmount(timeouts.headers), body: TimeAmount(timeouts.body), idle: TimeAmount(timeouts.idle))
+        ],
+        idleTimeout: TimeAmount(timeouts.idle)
+    )
+    var services: [any Service] = [built.sinkDelivery, built.census]
+    let server: HTTPServerBuilder
+    if let files = configuration.tls {
+        do {
+            let certificate = try ServerCertificate(files: files, logger: logger ?? Logger(label: "outpost.tls"))
+            services.append(certificate)
+            // ALPN offers h2 and http/1.1: a client that offers h2 gets it, any other HTTP/1.1.
+            server = try .http2Upgrade(
+                tlsConfiguration: certificate.tlsConfiguration(),
+                configuration: HTTP2UpgradeChannel.Configuration(idleTimeout: timeouts.idle, streamConfiguration: http1)
+            )
+        } catch {
+            // Reported when the server starts (`runService` throws it): this function cannot throw.
+            server = HTTPServerBuilder { _ in throw error }
+        }
+    } else {
+        server = .http1(configuration: http1)
+    }
     return Application(
         responder: ChildTaskResponder(built.router.buildResponder()),
-        server: .http1(
-            configuration: HTTP1Channel.Configuration(
-                additionalChannelHandlers: [
-                    RequestDeadlineHandler(
-                        headers: TimeAmount(configuration.timeouts.headers), body: TimeAmount(configuration.timeouts.body),
-                        idle: TimeAmount(configuration.timeouts.idle)
-                    )
-                ],
-                idleTimeout: TimeAmount(configuration.timeouts.idle)
-            )
-        ),
+        server: server,
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.host, port: configuration.port), serverName: "outpost-sync-server"
         ),
-        services: [built.sinkDelivery, built.census],
+        services: services,
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port) },
         logger: logger
     )
