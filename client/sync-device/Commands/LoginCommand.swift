@@ -97,8 +97,20 @@ struct LoginCommand: DeviceCommand {
         Console.say("logged in to \(url.absoluteString) as user '\(user)' of tenant '\(tenant)' (device '\(deviceID)')")
         Console.say("syncs: " + profile.scopes.joined(separator: ", "))
         Console.say("home: \(home.url.path)")
-        if !(await URLSessionTransport(baseURL: url, timeout: 5) { token }.health()) {
+        let transport = URLSessionTransport(baseURL: url, timeout: 5) { token }
+        guard await transport.health() else {
             Console.note("note: \(url.absoluteString) does not answer right now; the device works offline and syncs once it does")
+            return
+        }
+        // The device's key, for the signatures of its writes; a sync registers it too.
+        let key = try DeviceSession.signingKey(home: home)
+        do {
+            let registration = DeviceKeyRegistration(publicKey: key.publicKeyX963.base64EncodedString())
+            if let answer = try await transport.registerDeviceKey(registration) {
+                Console.say("device key: \(answer.fingerprint) (\(answer.outcome))")
+            }
+        } catch {
+            Console.note("note: the device key is not registered yet (\(error.detail.message)); the next sync registers it")
         }
     }
 
