@@ -318,4 +318,57 @@ struct DeviceSignatureTests {
         #expect(try await register(reinstalled, at: 30) == .replaced)
         #expect(await push(try Self.signed(Self.statement(2, "st-2"), with: reinstalled)) == nil)
     }
+
+    @Test(
+        "on a contract that does not require them, a signature sent is still checked: a bad one refuses the push, a good one is audited",
+        arguments: StorageKind.allCases)
+    func signatureOnAnUnsignedContract(_ kind: StorageKind) async throws {
+        let h = try await HostileHarness.make(kind)
+        let key = P256.Signing.PrivateKey()
+        let valid = try Self.signed(Self.statement(1, "st-1"), with: key)
+        var signedOther = try Self.signed(Self.statement(1, "st-2"), with: key)
+        signedOther.payload = Self.statement(1, "st-2", verb: "completed").payload
+        let tampered = signedOther
+        let unsignedWrite = Self.statement(2, "st-3")
+        try await h.live { client in
+            let token = h.token(user: "alice", device: "alice-phone")
+            _ = try await Self.register(key.publicKey, token: token, on: client)
+            let refused = try await client.push(Self.push([tampered]), token: token)
+            #expect(refused.status == .forbidden)
+            #expect(try refused.errorDetail.code == .signatureInvalid)
+            let applied = try await client.push(Self.push([valid, unsignedWrite]), token: token)
+            #expect(try applied.pushResults.map(\.status) == [.applied, .applied], "\(applied.bodyText)")
+        }
+        let audit = try await h.storage.read { reader in
+            let entries = try await reader.auditEntries(after: 0, limit: 1000)
+            return try await AuditChain.readableDetails(of: entries, in: reader, key: h.storage.auditKey).compactMap { $0 }
+        }
+        let push = try #require(audit.first { $0.contains("\"changes\"") })
+        #expect(push.contains(try #require(valid.signature)))
+        // Only the signed mutation names a key.
+        #expect(push.components(separatedBy: "\"key_fingerprint\"").count == 2, "\(push)")
+    }
+
+    @Test("a user's export lists their devices' keys; their erasure deletes them", arguments: StorageKind.allCases)
+    func exportAndErasure(_ kind: StorageKind) async throws {
+        let h = try await HostileHarness.make(kind)
+        let key = P256.Signing.PrivateKey()
+        let fingerprint = Hex.sha256(key.publicKey.x963Representation)
+        try await h.live { client in
+            let token = h.token(user: "alice", device: "alice-phone")
+            _ = try await Self.register(key.publicKey, token: token, on: client)
+            _ = try await client.push(Self.push([try Self.signed(Self.statement(1, "st-1"), with: key)]), token: token)
+            let export = try await client.execute(uri: "/admin/v1/users/alice/export", method: .get, headers: HostileHarness.headers(h.adminToken))
+            #expect(export.status == .ok)
+            let keyLine = try #require(String(buffer: export.body).split(separator: "\n").first { $0.contains("\"device_key\"") })
+            #expect(
+                keyLine.contains(fingerprint) && keyLine.contains("alice-phone")
+                    && keyLine.contains(key.publicKey.x963Representation.base64EncodedString()))
+
+            let erased = try await client.execute(uri: "/admin/v1/users/alice", method: .delete, headers: HostileHarness.headers(h.adminToken))
+            #expect(erased.status == .ok, "\(erased.bodyText)")
+        }
+        let left = try await h.storage.read { try await $0.serverTableQuery("SELECT device_id FROM device_keys WHERE user_id = ?", [.text("alice")]) }
+        #expect(left.isEmpty)
+    }
 }

@@ -66,6 +66,8 @@ package struct PushService: Sendable {
     /// Applies a push exactly once. Whole-request refusals throw ServiceError:
     /// 400 malformed (empty client_id, seqs not consecutive within the request or out of range, more than 1000 mutations),
     /// 403 .clientNotOwned when another identity owns the client_id's stream,
+    /// 403 .signatureInvalid when a new mutation of a `signed: true` contract carries no signature, or any new
+    /// mutation's signature does not hold under the key its device registered (`SignatureVerifier`),
     /// 409 .sequenceGap with details {"last_seq": N} when the first new seq is beyond last_seq+1,
     /// 426 .schemaTooOld with details {"entity": name, "oldest_supported": n, "current": m, "last_seq": l} when request.schema names a version below a contract's oldest_supported.
     /// Mutations of a contract the server does not know (`unknown_entity`) or at a version above
