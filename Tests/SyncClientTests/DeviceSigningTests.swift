@@ -95,4 +95,37 @@ struct DeviceSigningTests {
         try store.create(FieldTask(id: "task-1", teamId: "team-1", title: "Inspect pump 7", taskKind: .inspection, revision: 0))
         #expect(try store.outboxCounts().unsent == 1)
     }
+
+    @Test("a server that no longer holds the key answers signature_invalid: the engine registers it again and the push goes through")
+    func engineRegistersAgainAfterSignatureInvalid() async throws {
+        try await LiveServer.run(contracts: SignedStatementContracts.self) { server in
+            let directory = try TemporaryDirectory()
+            let store = try openStore(directory, key: SoftwareDeviceSigningKey())
+            let engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["user"]))
+            try store.create(Self.statement("st-1"))
+            guard case .succeeded = await engine.syncNow() else {
+                Issue.record("first sync")
+                return
+            }
+            // The server lost the key (restored from a backup older than the registration).
+            _ = try await server.storage.write { transaction in
+                try await transaction.serverTableQuery("DELETE FROM device_keys RETURNING device_id", [])
+            }
+            try store.create(Self.statement("st-2"))
+            let result = await engine.syncNow()
+            guard case .succeeded = result else {
+                Issue.record("second sync: \(result)")
+                return
+            }
+            #expect(try store.outboxCounts().unsent == 0)
+            let rows = try await server.storage.read { reader in
+                try await reader.row(in: ContractTable(Statement.descriptor), tenant: "acme", id: "st-2")
+            }
+            #expect(rows != nil)
+            let registrations = try await server.storage.read { reader in
+                try await reader.auditEntries(after: 0, limit: 1000).filter { $0.entity == "device_key" }.count
+            }
+            #expect(registrations == 2)
+        }
+    }
 }
