@@ -44,7 +44,7 @@ public actor SyncEngine {
     private var failures = 0
     /// The fingerprint of the device signing key the server confirmed during this engine's
     /// life: registered before the first push, and again after a `signature_invalid` (the server
-    /// forgot it: a revocation, an erasure).
+    /// no longer holds it: a revocation and re-enrolment, a restored backup).
     private var registeredKeyFingerprint: String?
     /// Set once the server said the user's data was erased and the store was wiped.
     private var erasure: TransportError?
@@ -638,9 +638,12 @@ public actor SyncEngine {
 
     /// Registers the store's device signing key with the server (`PUT /sync/v1/device-key`,
     /// idempotent) unless this engine already did: before any push, so the server can verify
-    /// the first signed write. A store without a key registers nothing.
+    /// the first signed write. A store without a key, or without a `signed: true` contract,
+    /// registers nothing (a server without the route still takes its pushes).
     private func registerDeviceKeyIfNeeded() async throws(TransportError) {
-        guard let key = store.configuration.deviceSigningKey, registeredKeyFingerprint != key.fingerprint else { return }
+        guard let key = store.configuration.deviceSigningKey, registeredKeyFingerprint != key.fingerprint,
+            store.contracts.entities.contains(where: \.isSigned) || store.contracts.events.contains(where: \.isSigned)
+        else { return }
         let registration = DeviceKeyRegistration(publicKey: key.publicKeyX963.base64EncodedString())
         guard let answer = try await transport.registerDeviceKey(registration) else { return }
         registeredKeyFingerprint = answer.fingerprint
