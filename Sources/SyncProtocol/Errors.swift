@@ -50,6 +50,10 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let nestingTooDeep = ErrorCode("nesting_too_deep")
     /// 400: a string in the request holds U+0000.
     public static let nulCharacter = ErrorCode("nul_character")
+    /// 403: a mutation's device signature does not hold: missing on a contract with `signed:
+    /// true`, made with another key than the one this device registered, or over other bytes
+    /// (another mutation, payload, device or user). Nothing of the push is applied.
+    public static let signatureInvalid = ErrorCode("signature_invalid")
     /// 403: the `client_id` belongs to another device's push stream.
     public static let clientNotOwned = ErrorCode("client_not_owned")
     /// 404

@@ -59,11 +59,15 @@ public struct Mutation: Codable, Sendable, Hashable {
     public var occurredAt: Timestamp?
     /// Events: SHA-256 of the canonical payload.
     public var hash: String?
+    /// The device's ES256 signature of ``DeviceSignature/signedBytes(of:schemaVersion:signer:)``,
+    /// base64 of its 64-byte raw form (r then s). Required for a contract with `signed: true`;
+    /// checked whenever it is present.
+    public var signature: String?
 
     public init(
         seq: Int64, clientMutationId: String, entity: String, op: MutationOperation, id: String, payload: JSONValue? = nil,
         baseVersion: Int64? = nil, hlc: String? = nil, base: [String: JSONValue]? = nil, occurredAt: Timestamp? = nil,
-        hash: String? = nil
+        hash: String? = nil, signature: String? = nil
     ) {
         self.seq = seq
         self.clientMutationId = clientMutationId
@@ -76,6 +80,7 @@ public struct Mutation: Codable, Sendable, Hashable {
         self.base = base
         self.occurredAt = occurredAt
         self.hash = hash
+        self.signature = signature
     }
 
     enum CodingKeys: String, CodingKey {
@@ -90,6 +95,7 @@ public struct Mutation: Codable, Sendable, Hashable {
         case base
         case occurredAt = "occurred_at"
         case hash
+        case signature
     }
 }
 

@@ -88,7 +88,8 @@ extension Mutation {
             entity: try PushRequest.string(members["entity"], "\(path).entity"), op: op, id: try PushRequest.string(members["id"], "\(path).id"),
             payload: payload, baseVersion: try PushRequest.optionalInteger(members["base_version"], "\(path).base_version"),
             hlc: try PushRequest.optionalString(members["hlc"], "\(path).hlc"), base: base, occurredAt: occurredAt,
-            hash: try PushRequest.optionalString(members["hash"], "\(path).hash")
+            hash: try PushRequest.optionalString(members["hash"], "\(path).hash"),
+            signature: try PushRequest.optionalString(members["signature"], "\(path).signature")
         )
     }
 }

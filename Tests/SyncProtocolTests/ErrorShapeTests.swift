@@ -26,6 +26,7 @@ struct ErrorShapeTests {
         ("forbidden", .forbidden, "forbidden"),
         ("nestingTooDeep", .nestingTooDeep, "nesting_too_deep"),
         ("nulCharacter", .nulCharacter, "nul_character"),
+        ("signatureInvalid", .signatureInvalid, "signature_invalid"),
         ("clientNotOwned", .clientNotOwned, "client_not_owned"),
         ("notFound", .notFound, "not_found"),
         ("sequenceGap", .sequenceGap, "sequence_gap"),

@@ -38,11 +38,15 @@ public struct EntityDescriptor: Hashable, Sendable {
     /// Fields only the server holds (`server_only`): in its table, never in ``fields``, a DTO,
     /// a device's table, a pull page or a content answer.
     public var serverOnlyFields: [FieldDescriptor]
+    /// Whether each write must carry its device's signature (the contract's `signed: true`,
+    /// append-only entities only): the server refuses one without a valid signature from the
+    /// key its device registered.
+    public var isSigned: Bool
 
     public init(
         name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
         conflict: ConflictPolicy, tombstones: Bool, retentionSeconds: Int?, priority: SyncPriority, maxRows: Int? = nil,
-        maxRowBytes: Int? = nil, maxBytes: Int? = nil, currentVersion: Int,
+        maxRowBytes: Int? = nil, maxBytes: Int? = nil, isSigned: Bool = false, currentVersion: Int,
         oldestSupported: Int, primaryKey: String, versionField: String?, fields: [FieldDescriptor],
         localFields: [FieldDescriptor], relations: [RelationDescriptor], indexes: [IndexDescriptor],
         knownFieldsByVersion: [Int: [KnownField]] = [:], serverOnlyFields: [FieldDescriptor] = []
@@ -52,6 +56,7 @@ public struct EntityDescriptor: Hashable, Sendable {
         self.maxBytes = maxBytes ?? RowSize.defaultMaximumBytes(fields: fields + serverOnlyFields)
         self.knownFieldsByVersion = knownFieldsByVersion
         self.serverOnlyFields = serverOnlyFields
+        self.isSigned = isSigned
         self.name = name
         self.swiftName = swiftName
         self.summary = summary

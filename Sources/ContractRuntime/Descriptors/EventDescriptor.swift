@@ -18,12 +18,16 @@ public struct EventDescriptor: Hashable, Sendable {
     /// For every supported schema version, the fields a device at that version sends, and the
     /// current field each one maps to.
     public var knownFieldsByVersion: [Int: [KnownField]]
+    /// Whether each event must carry its device's signature (the contract's `signed: true`):
+    /// the server refuses one without a valid signature from the key its device registered.
+    public var isSigned: Bool
 
     public init(
         name: String, swiftName: String, summary: String, table: String, scope: String, direction: SyncDirection,
-        currentVersion: Int, oldestSupported: Int, appliesTo: String?, maxBytes: Int? = nil, fields: [FieldDescriptor],
-        knownFieldsByVersion: [Int: [KnownField]] = [:]
+        currentVersion: Int, oldestSupported: Int, appliesTo: String?, maxBytes: Int? = nil, isSigned: Bool = false,
+        fields: [FieldDescriptor], knownFieldsByVersion: [Int: [KnownField]] = [:]
     ) {
+        self.isSigned = isSigned
         // Generated code passes only a written `max_bytes`.
         self.maxBytes = maxBytes ?? RowSize.defaultMaximumBytes(fields: fields)
         self.knownFieldsByVersion = knownFieldsByVersion

@@ -63,6 +63,8 @@ public enum EngineNames {
         case deviceCensus = "device_census"
         /// Signed-in sessions of the operator console, by the SHA-256 of their id.
         case consoleSessions = "console_sessions"
+        /// Each device's registered public key, for the signatures of its writes.
+        case deviceKeys = "device_keys"
         /// The PostgreSQL migrations applied, with their checksums.
         case migrations = "outpost_migrations"
         /// `push_results` while an upgrade rebuilds it (`server.v4.push_result_records`).

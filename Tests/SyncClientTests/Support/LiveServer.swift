@@ -36,15 +36,17 @@ struct LiveServer: Sendable {
     }
 
     /// Starts a server on a fresh SQLite folder, runs `body`, stops it and removes the folder.
-    /// - Parameter clock: the server's clock; a test that moves a device's clock by hours or
-    ///   days moves the server's with it (``DeviceFollowingClock``), as time passes for both.
+    /// - Parameters:
+    ///   - clock: the server's clock; a test that moves a device's clock by hours or
+    ///     days moves the server's with it (``DeviceFollowingClock``), as time passes for both.
+    ///   - contracts: the server's contracts (the sample's, or a test's variant of them).
     static func run(
         configuration: ServerConfiguration = ServerConfiguration(port: 0, rateLimit: nil), clock: any ServerClock = SyncServer.SystemClock(),
-        _ body: @Sendable (LiveServer) async throws -> Void
+        contracts: any ContractSchema.Type = ContractRegistry.self, _ body: @Sendable (LiveServer) async throws -> Void
     ) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
+        let storage = try SQLiteStorage(directory: folder, contracts: contracts)
         // The server authorizes team scopes by the memberships it holds: u-1 is in team-1.
         _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
         let assets = AssetStore(directory: folder.appendingPathComponent("assets"))

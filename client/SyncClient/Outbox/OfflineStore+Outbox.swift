@@ -121,7 +121,8 @@ extension OfflineStore {
                         seq: pushSeq, clientMutationId: record.clientMutationId, entity: record.entity, op: record.op,
                         id: record.rowId, payload: content.payload, baseVersion: record.baseVersion, hlc: record.hlc,
                         base: record.op == .patch ? content.base : nil,
-                        occurredAt: record.occurredAt.map { Timestamp(millisecondsSince1970: $0) }, hash: record.hash
+                        occurredAt: record.occurredAt.map { Timestamp(millisecondsSince1970: $0) }, hash: record.hash,
+                        signature: content.signature
                     )
                 )
             }

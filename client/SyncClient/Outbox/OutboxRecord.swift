@@ -90,14 +90,21 @@ struct OutboxRecord {
 struct OutboxContent: Hashable {
     var payload: JSONValue?
     var base: [String: JSONValue]?
+    /// The device's signature of the write (a contract with `signed: true`), made when it was
+    /// queued; sealed and covered by the entry's MAC with the rest.
+    var signature: String?
 
     var json: JSONValue {
-        .object(["payload": payload ?? .null, "base": base.map(JSONValue.object) ?? .null])
+        var members: [String: JSONValue] = ["payload": payload ?? .null, "base": base.map(JSONValue.object) ?? .null]
+        // Left out when absent: entries written before signatures keep their sealed text.
+        if let signature { members["signature"] = .string(signature) }
+        return .object(members)
     }
 
-    init(payload: JSONValue?, base: [String: JSONValue]?) {
+    init(payload: JSONValue?, base: [String: JSONValue]?, signature: String? = nil) {
         self.payload = payload
         self.base = base
+        self.signature = signature
     }
 
     init?(json: JSONValue) {
@@ -107,5 +114,6 @@ struct OutboxContent: Hashable {
         case .object(let base)?: self.base = base
         default: base = nil
         }
+        if case .string(let text)? = fields["signature"] { signature = text } else { signature = nil }
     }
 }

@@ -26,6 +26,10 @@ public struct OfflineStoreConfiguration: Sendable {
     public var deviceId: String?
     /// Where the per-tenant key comes from.
     public var keyProvider: any KeyProvider
+    /// The device's key pair, which signs each write of a contract with `signed: true` when it
+    /// is queued (``DeviceSigningKey``); `nil` by default, and then such a write is refused
+    /// with ``OfflineStoreError/notWritable(contract:reason:)``.
+    public var deviceSigningKey: (any DeviceSigningKey)?
     /// The wall clock (injectable for tests).
     public var clock: any DeviceClock
     /// The randomness of ULIDs (injectable for tests; keys and nonces never use it).

@@ -42,6 +42,10 @@ public actor SyncEngine {
     private var liveGeneration = 0
     private var pokeDebounce: Task<Void, Never>?
     private var failures = 0
+    /// The fingerprint of the device signing key the server confirmed during this engine's
+    /// life: registered before the first push, and again after a `signature_invalid` (the server
+    /// no longer holds it: a revocation and re-enrolment, a restored backup).
+    private var registeredKeyFingerprint: String?
     /// Set once the server said the user's data was erased and the store was wiped.
     private var erasure: TransportError?
     /// The path last reported by the monitor: expensive paths may be closed to automatic syncs.
@@ -572,7 +576,9 @@ public actor SyncEngine {
         var pushed = 0
         var gapRetries = 0
         var holds = 0
+        var signatureRetries = 0
         while true {
+            do { try await registerDeviceKeyIfNeeded() } catch { throw .transport(error) }
             let request: PushRequest
             do {
                 guard let next = try store.nextPushRequest(limit: configuration.pushBatchSize) else { break }
@@ -599,6 +605,15 @@ public actor SyncEngine {
                     do { try store.resetPushSequence(serverLastSeq: lastSeq) } catch { throw .store(error) }
                     continue
                 }
+                // The server does not hold this device's key (any more): register it again, once.
+                if case .http(403, let body?, _) = error, body.error.code == .signatureInvalid, signatureRetries < 1,
+                    registeredKeyFingerprint != nil
+                {
+                    signatureRetries += 1
+                    // The batch's entries stay `sending` with their seqs: the next request sends them again.
+                    registeredKeyFingerprint = nil
+                    continue
+                }
                 // Hold that contract and push the others; its entries wait for the app update.
                 if holds < request.schema.count, try holdIfUpdateRequired(error, sentSchema: request.schema) {
                     holds += 1
@@ -619,6 +634,19 @@ public actor SyncEngine {
             }
         }
         return pushed
+    }
+
+    /// Registers the store's device signing key with the server (`PUT /sync/v1/device-key`,
+    /// idempotent) unless this engine already did: before any push, so the server can verify
+    /// the first signed write. A store without a key, or without a `signed: true` contract,
+    /// registers nothing (a server without the route still takes its pushes).
+    private func registerDeviceKeyIfNeeded() async throws(TransportError) {
+        guard let key = store.configuration.deviceSigningKey, registeredKeyFingerprint != key.fingerprint,
+            store.contracts.entities.contains(where: \.isSigned) || store.contracts.events.contains(where: \.isSigned)
+        else { return }
+        let registration = DeviceKeyRegistration(publicKey: key.publicKeyX963.base64EncodedString())
+        guard let answer = try await transport.registerDeviceKey(registration) else { return }
+        registeredKeyFingerprint = answer.fingerprint
     }
 
     /// The push's answers in the device's telemetry: writes the server took, and those it did not.

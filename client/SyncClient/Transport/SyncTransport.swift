@@ -35,10 +35,19 @@ public protocol SyncTransport: Sendable {
     /// server, so the engine may download a fresh scope by priority tiers. Default `false`: the
     /// engine then pulls every scope whole.
     var filtersPullsByContract: Bool { get }
+
+    /// Registers the device's public key for the token's identity (`PUT /sync/v1/device-key`),
+    /// or returns `nil` when this transport cannot (the default): the server then refuses the
+    /// device's signed writes with `signature_invalid`.
+    func registerDeviceKey(_ registration: DeviceKeyRegistration) async throws(TransportError) -> DeviceKeyRegistered?
 }
 
 extension SyncTransport {
     public var filtersPullsByContract: Bool { false }
+
+    public func registerDeviceKey(_ registration: DeviceKeyRegistration) async throws(TransportError) -> DeviceKeyRegistered? {
+        nil
+    }
 
     public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
         nil

@@ -82,6 +82,18 @@ public final class URLSessionTransport: SyncTransport {
         return try await send(urlRequest, as: PushResponse.self)
     }
 
+    public func registerDeviceKey(_ registration: DeviceKeyRegistration) async throws(TransportError) -> DeviceKeyRegistered? {
+        var urlRequest = makeRequest(path: "sync/v1/device-key", query: [])
+        urlRequest.httpMethod = "PUT"
+        urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        do {
+            urlRequest.httpBody = try JSONEncoder().encode(registration)
+        } catch {
+            throw .decoding("encoding the key registration: \(error)")
+        }
+        return try await send(urlRequest, as: DeviceKeyRegistered.self)
+    }
+
     public func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> Data
     {

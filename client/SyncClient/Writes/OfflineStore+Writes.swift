@@ -405,6 +405,26 @@ extension OfflineStore {
         return next
     }
 
+    /// The device's signature of a write of a contract with `signed: true`, over exactly what
+    /// the push will send (``DeviceSignature``); `nil` for other contracts.
+    func signature(of mutation: Mutation, schemaVersion: Int) throws(OfflineStoreError) -> String? {
+        let isSigned = contracts.entity(named: mutation.entity)?.isSigned ?? contracts.event(named: mutation.entity)?.isSigned ?? false
+        guard isSigned else { return nil }
+        guard let key = configuration.deviceSigningKey else {
+            throw .notWritable(
+                contract: mutation.entity,
+                reason: "its contract is signed: true, and the store has no device signing key (OfflineStoreConfiguration.deviceSigningKey)")
+        }
+        let signer = DeviceSignature.Signer(
+            tenant: identity.tenantId, userID: identity.userId, deviceID: identity.deviceId, clientID: identity.clientId)
+        do {
+            return try key.signature(for: DeviceSignature.signedBytes(of: mutation, schemaVersion: schemaVersion, signer: signer))
+                .base64EncodedString()
+        } catch {
+            throw .notWritable(contract: mutation.entity, reason: "the device signing key could not sign: \(error)")
+        }
+    }
+
     /// Appends a sealed, signed entry with the next `seq`.
     func appendOutbox(
         _ db: Database, entity: String, op: MutationOperation, rowId: String, content: OutboxContent, baseVersion: Int64?,
@@ -413,6 +433,13 @@ extension OfflineStore {
         let seq = try Metadata.integer(db, .nextSeq) ?? 1
         try Metadata.set(db, .nextSeq, String(seq + 1))
         let clientMutationId = ulids.nextString()
+        var content = content
+        content.signature = try signature(
+            of: Mutation(
+                seq: seq, clientMutationId: clientMutationId, entity: entity, op: op, id: rowId, payload: content.payload,
+                baseVersion: baseVersion, hlc: hlc, base: op == .patch ? content.base : nil,
+                occurredAt: occurredAt.map { Timestamp(millisecondsSince1970: $0) }, hash: hash
+            ), schemaVersion: schemaVersion)
         let sealed = try crypto.sealRecord(
             Data(CanonicalJSON.text(content.json).utf8), context: OutboxRecord.sealContext(clientMutationId)
         )

@@ -130,6 +130,17 @@ struct LoginCommand: DeviceCommand {
         Console.say("home: \(home.url.path)")
         if !answers {
             Console.note("note: \(url.absoluteString) does not answer right now; the device works offline and syncs once it does")
+            return
+        }
+        // The device's key, for the signatures of its writes; a sync registers it too.
+        let key = try DeviceSession.signingKey(home: home)
+        do {
+            let registration = DeviceKeyRegistration(publicKey: key.publicKeyX963.base64EncodedString())
+            if let answer = try await probe.registerDeviceKey(registration) {
+                Console.say("device key: \(answer.fingerprint) (\(answer.outcome))")
+            }
+        } catch {
+            Console.note("note: the device key is not registered yet (\(error.detail.message)); the next sync registers it")
         }
     }
 

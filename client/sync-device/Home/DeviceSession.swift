@@ -59,10 +59,22 @@ struct DeviceSession {
         } catch {
             throw .usage(error.description)
         }
+        configuration.deviceSigningKey = try signingKey(home: home)
         do {
             return try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
         } catch {
             throw DeviceFailure(error)
+        }
+    }
+
+    /// The device's P-256 signing key, kept beside the tenant key in the home's key folder (made
+    /// on first use): it signs the writes of `signed: true` contracts.
+    static func signingKey(home: DeviceHome) throws(DeviceFailure) -> SoftwareDeviceSigningKey {
+        let file = home.keysURL.appendingPathComponent("device-signing.key")
+        do {
+            return try SoftwareDeviceSigningKey(loadingOrCreatingAt: file)
+        } catch {
+            throw .badState("cannot read or make the device signing key \(file.path): \(error)", hint: "remove the file to make a new key")
         }
     }
 

@@ -79,6 +79,7 @@ package struct CompatibilityChecker {
             return
         }
         checkStructure(contract, against: latest.contract, at: latest.location)
+        checkSignatures(contract, history: history)
         checkHistory(contract, history: history.map(\.contract))
         let mode = contract.effectiveCompatibility(set.manifest.compatibility)
         guard mode != .none else { return }
@@ -150,6 +151,24 @@ package struct CompatibilityChecker {
                 at: contract.oldestSupportedLocation ?? contract.versionLocation, in: contract, field: nil,
                 help: "keep `oldest_supported: \(old.oldestSupported)` or higher", notes: [released])
         }
+    }
+
+    /// A signed contract refuses every unsigned write, so every supported version before it must
+    /// have been signed too: a device built with an unsigned one never signs, and its queue
+    /// would stop at its first write. Raising `oldest_supported` past them tells those devices
+    /// to update instead (426). Turning `signed` off breaks nobody: signatures sent are still checked.
+    private mutating func checkSignatures(
+        _ contract: Contract, history: [(version: Int, contract: Contract, location: SourceLocation)]
+    ) {
+        guard contract.isSigned,
+            let unsigned = history.first(where: { $0.version >= contract.oldestSupported && !$0.contract.isSigned })
+        else { return }
+        report(
+            .signedTurnedOn,
+            "'\(contract.name)' turns `signed` on, but version \(unsigned.version), which does not sign, is still supported (oldest_supported \(contract.oldestSupported))",
+            at: contract.signedLocation ?? contract.location, in: contract, field: nil,
+            help: "raise `oldest_supported` to \(contract.version), so devices that do not sign are told to update",
+            notes: [.init("version \(unsigned.version) released here, unsigned", at: unsigned.location)])
     }
 
     /// `since` and `renamed_from` must agree with what the history shows.

@@ -22,6 +22,7 @@ package enum ContractSnapshot {
         // Written only when set, like the storage limits below: versions released before the
         // key existed keep their snapshots and checksums.
         if let bytes = contract.maxBytes { lines.append("max_bytes: \(sizeText(bytes))") }
+        if contract.isSigned { lines.append("signed: true") }
         let sync = contract.sync
         if contract.kind == .entity {
             let retention = sync.retentionSeconds.map(durationText) ?? "forever"

@@ -221,6 +221,10 @@ public enum RuleCatalog {
             .eventPolicy, "an event that is not append-only and device-recorded", "Events are immutable facts recorded on devices.",
             "Use `direction: up` or `both` and no other conflict policy."),
         validation(
+            .signedNotAllowed, "`signed: true` on a contract whose rows change after they are written",
+            "A signature covers one immutable write; an entity whose rows are updated, patched or deleted, or that devices never write, has nothing a device signs once and for all.",
+            "Sign events and `append_only` entities with `direction: up` or `both`; leave `signed` out elsewhere."),
+        validation(
             .envelopeFieldShadowed, "an event field named like an envelope field", "Every event's envelope already carries it.",
             "Rename or remove the field."),
         // MARK: Allowances
@@ -285,6 +289,13 @@ public enum RuleCatalog {
             rationale:
                 "Devices below the old floor were told to update and purged their rows; lowering it again re-admits schemas no one checks against.",
             fix: "Keep oldest_supported at or above its released value."),
+        RuleExplanation(
+            rule: .signedTurnedOn, title: "`signed: true` turned on while devices that do not sign are supported", scope: .always,
+            rationale:
+                "A device built with a version that is not signed sends its writes without a signature, and the server refuses every one of them (`signature_invalid`): its queue stops for good.",
+            fix:
+                "Raise `oldest_supported` to the first signed version, so that older devices are told to update (426) instead of being refused write after write; or allow the rule with a reason and a last day."
+        ),
         RuleExplanation(
             rule: .renamedFromUnknown, title: "renamed_from names a field that never existed", scope: .always,
             rationale: "A rename maps an old wire key to the new one; if the old key never existed the mapping hides a removal and an addition.",

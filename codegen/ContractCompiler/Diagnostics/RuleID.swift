@@ -73,6 +73,7 @@ extension RuleID {
     public static let policyDirectionMismatch = RuleID("POLICY_DIRECTION_MISMATCH")
     public static let eventPolicy = RuleID("EVENT_POLICY")
     public static let envelopeFieldShadowed = RuleID("ENVELOPE_FIELD_SHADOWED")
+    public static let signedNotAllowed = RuleID("SIGNED_NOT_ALLOWED")
     public static let deprecatedWithoutReason = RuleID("DEPRECATED_WITHOUT_REASON")
     public static let missingSummary = RuleID("MISSING_SUMMARY")
 
@@ -102,6 +103,7 @@ extension RuleID {
     public static let directionChanged = RuleID("DIRECTION_CHANGED")
     public static let conflictPolicyChanged = RuleID("CONFLICT_POLICY_CHANGED")
     public static let oldestSupportedDecreased = RuleID("OLDEST_SUPPORTED_DECREASED")
+    public static let signedTurnedOn = RuleID("SIGNED_TURNED_ON")
     public static let renamedFromUnknown = RuleID("RENAMED_FROM_UNKNOWN")
     public static let sinceRewritten = RuleID("SINCE_REWRITTEN")
 

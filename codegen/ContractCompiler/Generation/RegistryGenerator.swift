@@ -124,6 +124,7 @@ struct RegistryGenerator {
                 if let bytes = contract.sync.maxRowBytes { w.line("maxRowBytes: \(bytes),") }
                 // Only a written `max_bytes`: the descriptor applies the default from the fields.
                 if let bytes = contract.maxBytes { w.line("maxBytes: \(bytes),") }
+                if contract.isSigned { w.line("isSigned: true,") }
                 w.line("currentVersion: \(contract.version),")
                 w.line("oldestSupported: \(contract.oldestSupported),")
                 w.line("primaryKey: \(SwiftLiteral.string(contract.primaryKey?.name ?? "id")),")
@@ -177,6 +178,7 @@ struct RegistryGenerator {
                 w.line("oldestSupported: \(contract.oldestSupported),")
                 w.line("appliesTo: \(contract.appliesTo.map(SwiftLiteral.string) ?? "nil"),")
                 if let bytes = contract.maxBytes { w.line("maxBytes: \(bytes),") }
+                if contract.isSigned { w.line("isSigned: true,") }
                 renderFieldList("fields", contract.fields, trailingComma: true, into: &w)
                 renderKnownFields(contract, trailingComma: false, into: &w)
             }

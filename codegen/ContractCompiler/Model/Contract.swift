@@ -276,6 +276,11 @@ public struct Contract: Hashable, Sendable {
     public var maxBytes: Int?
     /// Where the contract's `max_bytes` is written.
     public var maxBytesLocation: SourceLocation?
+    /// Whether every write of it must carry its device's signature (`signed: true`; events and
+    /// append-only entities): the server refuses one without a valid signature.
+    public var isSigned = false
+    /// Where `signed` is written.
+    public var signedLocation: SourceLocation?
     /// A per-contract override of the manifest's compatibility mode.
     public var compatibility: CompatibilityMode?
     /// Compatibility exceptions for the contract as a whole (or for removed fields).

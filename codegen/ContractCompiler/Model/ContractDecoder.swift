@@ -212,6 +212,10 @@ struct ContractDecoder {
             contract.maxBytes = decodeSize(node, key: "max_bytes", largest: RowSize.ceilingBytes, leftOut: "the default")
             contract.maxBytesLocation = reader.keyLocation("max_bytes")
         }
+        if let node = reader.value("signed"), let signed = ScalarReader.bool(node, "signed", diagnostics: &diagnostics) {
+            contract.isSigned = signed
+            contract.signedLocation = reader.keyLocation("signed")
+        }
         checkFieldsFitRow(contract)
         if let node = reader.value("allow") {
             contract.allowances = decodeAllowances(node, contractLevel: true)

@@ -140,6 +140,7 @@ enum ContractGrammar {
             Key("relations", .orNull(.namedEntries(keyPattern: lowerSnakeCase, .mapping(relation))), "Links to other entities."),
             Key("indexes", .orNull(.list(.anyOf([.list(.string(pattern: lowerSnakeCase)), .mapping(index)]))), "Indexes, each a list of fields."),
             rowMaxBytes,
+            signed,
             Key("compatibility", compatibility, "This contract's compatibility mode, instead of the manifest's."),
             Key("swift_name", .string(pattern: upperCamelCase), "The generated type's name, when the contract name would shadow a Swift type."),
             Key("allow", allowances(field: false), "Compatibility rules this change may break, each with a reason and a last day."),
@@ -160,10 +161,17 @@ enum ContractGrammar {
             Key("applies_to", .orNull(.string(pattern: upperCamelCase)), "The entity the server folds the event into."),
             Key("fields", .namedEntries(keyPattern: lowerSnakeCase, field), required: true, "The payload's fields, by name."),
             rowMaxBytes,
+            signed,
             Key("compatibility", compatibility, "This contract's compatibility mode, instead of the manifest's."),
             Key("swift_name", .string(pattern: upperCamelCase), "The generated type's name, when the contract name would shadow a Swift type."),
             Key("allow", allowances(field: false), "Compatibility rules this change may break, each with a reason and a last day."),
         ]
+    )
+
+    /// `signed: true`: every write carries its device's signature (events, append-only entities).
+    static let signed = Key(
+        "signed", .boolean,
+        "Whether every write must carry its device's signature, which the server verifies (default false; events and append-only entities)."
     )
 
     static let entitySync = Mapping(

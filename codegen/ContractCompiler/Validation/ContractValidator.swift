@@ -234,6 +234,20 @@ struct ContractValidator {
                 )
             }
         }
+        if contract.isSigned {
+            if contract.kind == .entity, sync.conflict != .appendOnly {
+                diagnostics.error(
+                    .signedNotAllowed, "`signed: true` needs an append-only entity; '\(contract.name)' is \(sync.conflict.rawValue)",
+                    at: contract.signedLocation ?? contract.location,
+                    help: "remove `signed`, or make the entity `conflict: append_only` (its rows never change once written)"
+                )
+            } else if sync.direction == .down {
+                diagnostics.error(
+                    .signedNotAllowed, "`signed: true` on a contract devices never write (direction `down`)",
+                    at: contract.signedLocation ?? contract.location, help: "remove `signed`"
+                )
+            }
+        }
         if let scope, scope.access == .read, sync.direction != .down {
             diagnostics.error(
                 .policyDirectionMismatch,

@@ -114,6 +114,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
     table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
     table.add(.get, "/sync/v1/live", on: authenticated, use: routes.live)
+    table.add(.put, "/sync/v1/device-key", on: authenticated, use: routes.registerDeviceKey)
 
     let feedReaders = authenticated.group()
     feedReaders.add(middleware: FeedReaderMiddleware())
@@ -316,6 +317,33 @@ struct SyncRoutes: Sendable {
             metadata: ["mutations": .stringConvertible(response.results.count), "last_seq": .stringConvertible(response.lastSeq)]
         )
         return try .json(response, request: request)
+    }
+
+    /// `PUT /sync/v1/device-key`: files the body's public key under the token's (tenant, user,
+    /// device), never an identity the body names (``DeviceKeyStore``). Idempotent; another key
+    /// replaces the device's earlier one (a reinstall), audited.
+    @Sendable func registerDeviceKey(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let identity = try context.requireIdentity()
+        guard !identity.isAdmin, !identity.isIntegration else {
+            throw ServiceError.forbidden("only a device token registers a device key")
+        }
+        guard case .object(let body) = try await request.jsonBody(limit: 4096, maximumDepth: 4),
+            case .string(let publicKey)? = body["public_key"]
+        else {
+            throw ServiceError.malformed("the body must be {\"public_key\": \"<base64>\", \"algorithm\": \"ES256\"}")
+        }
+        var registration = DeviceKeyRegistration(publicKey: publicKey)
+        switch body["algorithm"] {
+        case nil: break
+        case .string(let algorithm)?: registration.algorithm = algorithm
+        default: throw ServiceError.malformed("algorithm must be a string")
+        }
+        let key = try DeviceKeyStore.publicKey(of: registration)
+        let now = environment.clock.now()
+        let outcome = try await ServiceError.catchingStorageFailures {
+            try await environment.storage.engine.write { try await DeviceKeyStore.register(key, for: identity, at: now, in: $0) }
+        }
+        return try .json(DeviceKeyRegistered(fingerprint: DeviceKeyStore.fingerprint(of: key), outcome: outcome.rawValue), request: request)
     }
 
     @Sendable func pull(_ request: Request, context: SyncRequestContext) async throws -> Response {

@@ -108,6 +108,8 @@ public struct UserErasure: Sendable {
                 // What the fleet census knew of the user's devices (app versions, syncs, telemetry).
                 _ = try await transaction.serverTableQuery(
                     "DELETE FROM device_census WHERE tenant = ? AND user_id = ? RETURNING device_id", [.text(tenant), .text(userID)])
+                // The user's devices' public keys: a re-enrolled device registers again.
+                _ = try await DeviceKeyStore.deleteKeys(tenant: tenant, userID: userID, in: transaction)
                 let held = try await transaction.identityState(tenant: tenant, userID: userID, deviceID: "")
                 let erasedNothing = report.rowsErased + report.eventsDeleted + report.pushResultsDeleted + report.auditDetailsErased == 0
                 if erasedNothing, held.teams.isEmpty, devices.isEmpty || held.erasedAt != nil {

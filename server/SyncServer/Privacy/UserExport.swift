@@ -123,6 +123,11 @@ public struct UserExport: Sendable {
             }
         }
 
+        // The public keys the user's devices registered, which the audit names their signed writes by.
+        for deviceKey in try await storage.read({ try await DeviceKeyStore.keys(tenant: tenant, userID: userID, in: $0) }) {
+            try write("device_key", deviceKey)
+        }
+
         var after: Int64 = 0
         while true {
             let from = after

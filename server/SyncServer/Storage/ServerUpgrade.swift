@@ -11,8 +11,33 @@ struct ServerUpgrade {
 
     static let all: [ServerUpgrade] = [
         clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords, changeFeed,
-        sinks, deviceCensus, consoleSessions,
+        sinks, deviceCensus, consoleSessions, deviceKeys,
     ]
+
+    /// Devices' public keys (``DeviceKeyStore``): one per (tenant, user, device), the identity of
+    /// the token that registered it; a reinstalled device replaces it.
+    static let deviceKeys = ServerUpgrade(
+        identifier: "server.v9.device_keys",
+        sqlite: deviceKeyTables(integer: "INTEGER"),
+        postgres: deviceKeyTables(integer: "BIGINT")
+    )
+
+    private static func deviceKeyTables(integer: String) -> [String] {
+        [
+            """
+            CREATE TABLE "\(EngineNames.ServerTable.deviceKeys.rawValue)" (
+                "tenant" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "device_id" TEXT NOT NULL,
+                "algorithm" TEXT NOT NULL,
+                "public_key" TEXT NOT NULL,
+                "fingerprint" TEXT NOT NULL,
+                "registered_at" \(integer) NOT NULL,
+                PRIMARY KEY ("tenant", "user_id", "device_id")
+            )
+            """
+        ]
+    }
 
     /// The fleet census (``FleetCensus``): one row per device, what its requests said of it.
     static let deviceCensus = ServerUpgrade(

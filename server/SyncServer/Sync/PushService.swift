@@ -66,6 +66,8 @@ package struct PushService: Sendable {
     /// Applies a push exactly once. Whole-request refusals throw ServiceError:
     /// 400 malformed (empty client_id, seqs not consecutive within the request or out of range, more than 1000 mutations),
     /// 403 .clientNotOwned when another identity owns the client_id's stream,
+    /// 403 .signatureInvalid when a new mutation of a `signed: true` contract carries no signature, or any new
+    /// mutation's signature does not hold under the key its device registered (`SignatureVerifier`),
     /// 409 .sequenceGap with details {"last_seq": N} when the first new seq is beyond last_seq+1,
     /// 426 .schemaTooOld with details {"entity": name, "oldest_supported": n, "current": m, "last_seq": l} when request.schema names a version below a contract's oldest_supported.
     /// Mutations of a contract the server does not know (`unknown_entity`) or at a version above
@@ -209,6 +211,9 @@ struct PushSession {
         if acknowledged > 0 {
             try await transaction.acknowledgePushResults(tenant: identity.tenant, clientID: clientID, through: acknowledged)
         }
+        // Signatures hold for every new mutation, or nothing of the push is applied.
+        let signatures = try await SignatureVerifier(identity: identity, clientID: clientID, schema: schema, catalog: writer.contracts.catalog)
+            .verify(mutations.filter { $0.seq > last }, in: transaction)
         try await readAhead(mutations, prepared, after: last)
         var results: [MutationResult] = []
         results.reserveCapacity(mutations.count)
@@ -222,7 +227,7 @@ struct PushSession {
             }
             let outcome = try await apply(mutation, preparation)
             done.results.append(Self.storedText(outcome.result))
-            record(mutation, preparation, outcome, in: &trail)
+            record(mutation, preparation, outcome, signature: signatures[mutation.clientMutationId], in: &trail)
             results.append(outcome.result)
         }
         try await transaction.recordPushResults(tenant: identity.tenant, clientID: clientID, done, recordedAt: writer.now.millisecondsSince1970)
@@ -373,6 +378,7 @@ struct PushSession {
         static let hlc = JSONWriter.key("hlc")
         static let id = JSONWriter.key("id")
         static let keptFields = JSONWriter.key("kept_fields")
+        static let keyFingerprint = JSONWriter.key("key_fingerprint")
         static let message = JSONWriter.key("message")
         static let operation = JSONWriter.key("operation")
         static let outcome = JSONWriter.key("outcome")
@@ -384,6 +390,7 @@ struct PushSession {
         static let seq = JSONWriter.key("seq")
         static let serverRow = JSONWriter.key("server_row")
         static let serverVersion = JSONWriter.key("server_version")
+        static let signature = JSONWriter.key("signature")
         static let status = JSONWriter.key("status")
         static let tombstone = JSONWriter.key("tombstone")
     }
@@ -502,13 +509,16 @@ struct PushSession {
     }
 
     /// Adds the mutation to the push's audit trail, then each row the reducers wrote for it.
-    private func record(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, in trail: inout AuditTrail) {
+    private func record(
+        _ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, signature: SignatureVerifier.Verified?,
+        in trail: inout AuditTrail
+    ) {
         let result = outcome.result
         let auditOutcome = result.resolution == ConflictResolution.merged ? AuditOutcome.merged : AuditOutcome(result.status)
         trail.entities.insert(mutation.entity)
         trail.outcomes.insert(auditOutcome)
         trail.add(entity: mutation.entity, id: mutation.id, operation: AuditOperation(mutation.op), outcome: auditOutcome) { json in
-            writeDetail(mutation, preparation, outcome, into: &json)
+            writeDetail(mutation, preparation, outcome, signature: signature, into: &json)
         }
         for effect in outcome.effects {
             var effectDetail = effect.summary
@@ -525,8 +535,13 @@ struct PushSession {
 
     /// The detail of a mutation in its push's audit entry, canonical JSON written member by
     /// member in sorted order: the applier's note, the mutation (seq, ids, clocks, the payload's
-    /// field names and hash, never its values) and how it went. The client stream is the entry's.
-    private func writeDetail(_ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, into json: inout JSONWriter) {
+    /// field names and hash, never its values), its verified device signature with the key's
+    /// fingerprint (sealed with the rest of the entry, so the chain covers them), and how it
+    /// went. The client stream is the entry's.
+    private func writeDetail(
+        _ mutation: Mutation, _ preparation: PreparedMutation, _ outcome: Outcome, signature: SignatureVerifier.Verified?,
+        into json: inout JSONWriter
+    ) {
         typealias Keys = MemberKeys
         let note = outcome.detail, result = outcome.result
         var first = true
@@ -567,6 +582,10 @@ struct PushSession {
             json.member(Keys.keptFields, first: &first)
             json.strings(merged.kept)
         }
+        if let signature {
+            json.member(Keys.keyFingerprint, first: &first)
+            json.string(signature.fingerprint)
+        }
         if mutation.payload != nil, let hash = preparation.payloadHash {
             json.member(Keys.payloadSHA256, first: &first)
             json.string(hash)
@@ -592,6 +611,10 @@ struct PushSession {
         if let version = result.serverVersion {
             json.member(Keys.serverVersion, first: &first)
             json.int(version)
+        }
+        if let signature {
+            json.member(Keys.signature, first: &first)
+            json.string(signature.signature)
         }
         json.member(Keys.status, first: &first)
         json.string(result.status.rawValue)
