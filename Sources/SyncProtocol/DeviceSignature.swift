@@ -1,4 +1,4 @@
-public import ContractRuntime
+import ContractRuntime
 public import Foundation
 
 /// What a device signs of each write, and the wire shapes of registering its key.
