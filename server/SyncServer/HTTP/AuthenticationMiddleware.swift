@@ -88,7 +88,7 @@ package struct AuthenticationMiddleware: RouterMiddleware {
         do {
             state = try await storage.readOneStatement { try await $0.identityState(tenant: tenant, userID: user, deviceID: device) }
         } catch {
-            if PostgresStorage.isUnavailable(error) { throw ServiceError.storageUnavailable }
+            if StorageAvailability.isUnavailable(error) { throw ServiceError.storageUnavailable }
             throw ServiceError(status: 503, .internalError, "the server cannot check the token now; try again")
         }
         if let refusal = state.refusal(ofTokenIssuedAt: identity.issuedAt) { throw refusal }

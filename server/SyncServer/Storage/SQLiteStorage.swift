@@ -26,11 +26,17 @@ public final class SQLiteStorage: ServerStorage, SyncStorage {
     }
 
     /// Opens (creating if needed) `server.sqlite` in `directory` for the contracts of `contracts`.
-    public init(directory: URL, contracts: ContractCatalog, auditKey: AuditKey? = nil) throws {
+    public convenience init(directory: URL, contracts: ContractCatalog, auditKey: AuditKey? = nil) throws {
+        try self.init(directory: directory, contracts: contracts, auditKey: auditKey, busyTimeout: 10)
+    }
+
+    /// As ``init(directory:contracts:auditKey:)``, waiting at most `busyTimeout` seconds for a
+    /// lock another process holds before the request is answered 503 `storage_unavailable`.
+    package init(directory: URL, contracts: ContractCatalog, auditKey: AuditKey?, busyTimeout: TimeInterval) throws {
         self.contracts = contracts
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
+        configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }

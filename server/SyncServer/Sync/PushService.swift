@@ -104,7 +104,7 @@ package struct PushService: Sendable {
         } catch {
             // Unavailable: a connection dropped at the commit may have stored it; sent again, it
             // is answered from what was stored.
-            if PostgresStorage.isUnavailable(error) { throw .storageUnavailable }
+            if StorageAvailability.isUnavailable(error) { throw .storageUnavailable }
             Self.logger.error("push failed: \(String(reflecting: error))")
             throw ServiceError(status: 500, .internalError, "the push could not be stored; nothing of it was written, send it again")
         }

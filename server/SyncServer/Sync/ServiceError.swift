@@ -47,7 +47,7 @@ extension ServiceError {
         } catch let error as ServiceError {
             throw error
         } catch {
-            if PostgresStorage.isUnavailable(error) { throw .storageUnavailable }
+            if StorageAvailability.isUnavailable(error) { throw .storageUnavailable }
             storageLogger.error("storage failure: \(String(reflecting: error))")
             throw ServiceError(status: 500, .internalError, "the server could not read or write its storage")
         }
@@ -64,6 +64,7 @@ extension ServiceError {
     /// from what was stored, never applied twice).
     package static var storageUnavailable: ServiceError {
         ServiceError(
-            status: 503, .storageUnavailable, "the server cannot reach its database now; try again shortly", retryAfter: storageRetryAfter)
+            status: 503, .storageUnavailable, "the server cannot use its database now (unreachable, or locked by another process); try again shortly",
+            retryAfter: storageRetryAfter)
     }
 }
