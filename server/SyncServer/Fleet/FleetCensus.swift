@@ -254,27 +254,44 @@ package final class FleetCensus: Service, Sendable {
     private func write(_ observations: [(key: DeviceKey, value: Observed)]) async throws {
         for batch in stride(from: 0, to: observations.count, by: 500).map({ observations[$0..<min($0 + 500, observations.count)] }) {
             try await storage.write { transaction in
-                for (key, observed) in batch {
-                    // A user erased since: the census keeps nothing of them (their tokens are refused from then on).
-                    let erased = try await transaction.serverTableQuery(
-                        "SELECT erased_at FROM erasures WHERE tenant = ? AND user_id = ?", [.text(key.tenant), .text(key.userID)]
-                    ).first
-                    if let erased, case .integer(let erasedAt) = erased["erased_at"], erasedAt >= observed.lastSeenAt { continue }
-                    let existing = try await transaction.serverTableQuery(
-                        "SELECT last_seen_at, recent, schema FROM device_census WHERE tenant = ? AND user_id = ? AND device_id = ?",
-                        [.text(key.tenant), .text(key.userID), .text(key.deviceID)]
-                    ).first
-                    var recent = observed.recent
-                    var schema = observed.schema
-                    if let existing, case .text(let stored) = existing["recent"], case .text(let storedSchema) = existing["schema"],
-                        case .integer(let seen) = existing["last_seen_at"]
+                // Two reads per tenant of the batch, not two per device: the users' erasures and
+                // the devices' stored rows.
+                for (tenant, devices) in Dictionary(grouping: batch, by: \.key.tenant) {
+                    let users = Array(Set(devices.map(\.key.userID))).sorted()
+                    let marks = Array(repeating: "?", count: users.count).joined(separator: ", ")
+                    let arguments = [ColumnValue.text(tenant)] + users.map(ColumnValue.text)
+                    var erasedAt: [String: Int64] = [:]
+                    for row in try await transaction.serverTableQuery(
+                        "SELECT user_id, erased_at FROM erasures WHERE tenant = ? AND user_id IN (\(marks))", arguments)
                     {
-                        recent = Array((recent + Self.decodeRecent(stored)).sorted { $0.at > $1.at }.prefix(Self.recentLimit))
-                        // The newer list of versions wins, with the contracts only the older one named.
-                        let older = SchemaHeader.decode(storedSchema) ?? [:]
-                        schema = seen > observed.lastSeenAt ? schema.merging(older) { $1 } : older.merging(schema) { $1 }
+                        if case .text(let user) = row["user_id"], case .integer(let at) = row["erased_at"] {
+                            erasedAt[user] = max(erasedAt[user] ?? at, at)
+                        }
                     }
-                    try await Self.upsert(key, observed, recent: recent, schema: schema, in: transaction)
+                    var stored: [DeviceKey: (seen: Int64, recent: String, schema: String)] = [:]
+                    for row in try await transaction.serverTableQuery(
+                        "SELECT user_id, device_id, last_seen_at, recent, schema FROM device_census WHERE tenant = ? AND user_id IN (\(marks))",
+                        arguments)
+                    {
+                        guard case .text(let user) = row["user_id"], case .text(let device) = row["device_id"],
+                            case .integer(let seen) = row["last_seen_at"], case .text(let recent) = row["recent"],
+                            case .text(let schema) = row["schema"]
+                        else { continue }
+                        stored[DeviceKey(tenant: tenant, userID: user, deviceID: device)] = (seen, recent, schema)
+                    }
+                    for (key, observed) in devices {
+                        // A user erased since: the census keeps nothing of them (their tokens are refused from then on).
+                        if let erased = erasedAt[key.userID], erased >= observed.lastSeenAt { continue }
+                        var recent = observed.recent
+                        var schema = observed.schema
+                        if let existing = stored[key] {
+                            recent = Array((recent + Self.decodeRecent(existing.recent)).sorted { $0.at > $1.at }.prefix(Self.recentLimit))
+                            // The newer list of versions wins, with the contracts only the older one named.
+                            let older = SchemaHeader.decode(existing.schema) ?? [:]
+                            schema = existing.seen > observed.lastSeenAt ? schema.merging(older) { $1 } : older.merging(schema) { $1 }
+                        }
+                        try await Self.upsert(key, observed, recent: recent, schema: schema, in: transaction)
+                    }
                 }
             }
         }
