@@ -67,6 +67,7 @@ enum Benchmarks {
     static let all: [Benchmark] = [
         CodegenBenchmark.benchmark,
         PushIngestionBenchmark.benchmark,
+        SignatureBenchmark.benchmark,
         PullCompressionBenchmark.benchmark,
         PostgresBenchmark.benchmark,
         PeerBenchmark.benchmark,

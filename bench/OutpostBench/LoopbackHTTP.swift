@@ -21,6 +21,12 @@ enum LoopbackHTTP {
 
     /// `GET path` with `Connection: close`; reads until the server closes.
     static func get(port: Int, path: String, headers: [(String, String)]) throws -> Response {
+        try request("GET", port: port, path: path, headers: headers)
+    }
+
+    /// `method path` with `body` (its `Content-Length` set) and `Connection: close`; reads until
+    /// the server closes.
+    static func request(_ method: String, port: Int, path: String, headers: [(String, String)], body: Data = Data()) throws -> Response {
         #if canImport(Darwin)
             let descriptor = socket(AF_INET, SOCK_STREAM, 0)
         #else
@@ -41,10 +47,11 @@ enum LoopbackHTTP {
         }
         guard connected == 0 else { throw BenchmarkError("connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
 
-        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
-        for (name, value) in headers { request += "\(name): \(value)\r\n" }
-        request += "\r\n"
-        let bytes = Array(request.utf8)
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if !body.isEmpty || method != "GET" { head += "Content-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        let bytes = Array(head.utf8) + Array(body)
         var sent = 0
         while sent < bytes.count {
             let count = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }

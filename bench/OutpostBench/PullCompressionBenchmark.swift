@@ -248,7 +248,8 @@ enum PullCompressionBenchmark {
 
     /// Runs the sync server on a free port of 127.0.0.1 while `body` runs, then stops it.
     static func withServer(
-        storage: SQLiteStorage, assets: AssetStore, signer: TokenSigner, _ body: (Int) throws -> Void
+        storage: SQLiteStorage, assets: AssetStore, signer: TokenSigner,
+        configuration: ServerConfiguration = ServerConfiguration(host: "127.0.0.1", port: 0, rateLimit: nil), _ body: (Int) throws -> Void
     ) throws {
         // The application logs on standard output, in the middle of the tables: "Server
         // started" (info) and, when the task is cancelled to stop it, "Waiting on child channel:
@@ -262,7 +263,7 @@ enum PullCompressionBenchmark {
         }
         let port = Port()
         let app = buildApplication(
-            configuration: ServerConfiguration(host: "127.0.0.1", port: 0, rateLimit: nil),
+            configuration: configuration,
             environment: ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all),
             onServerRunning: { port.set($0 ?? -1) }
         )
