@@ -92,11 +92,17 @@ package struct PushService: Sendable {
             PreparedMutation.prepare($0, schema: request.schema, identity: identity, clockLimit: clockLimit, contracts: contracts)
         }
         do {
+            // Device signatures are checked here, beside other pushes; the transaction checks the
+            // key is still the one they were checked under.
+            let preverified = try await SignatureVerifier(
+                identity: identity, clientID: request.clientId, schema: request.schema, catalog: contracts.catalog
+            ).preverify(request.mutations, in: storage)
             return try await storage.write { transaction in
                 try await PushSession(
                     writer: PushWriter(transaction: transaction, identity: identity, contracts: contracts, now: now, clockSkew: maximumClockSkew),
                     clientID: request.clientId,
-                    schema: request.schema
+                    schema: request.schema,
+                    preverified: preverified
                 ).run(request.mutations, prepared: prepared)
             }
         } catch let error as ServiceError {
@@ -188,6 +194,8 @@ struct PushSession {
     let writer: PushWriter
     let clientID: String
     let schema: [String: Int]
+    /// Signatures checked before the transaction (``PushService/push(_:identity:)``).
+    var preverified: SignatureVerifier.Preverified? = nil
 
     var transaction: any StorageTransaction { writer.transaction }
     var identity: DeviceIdentity { writer.identity }
@@ -213,7 +221,7 @@ struct PushSession {
         }
         // Signatures hold for every new mutation, or nothing of the push is applied.
         let signatures = try await SignatureVerifier(identity: identity, clientID: clientID, schema: schema, catalog: writer.contracts.catalog)
-            .verify(mutations.filter { $0.seq > last }, in: transaction)
+            .verify(mutations.filter { $0.seq > last }, in: transaction, preverified: preverified)
         try await readAhead(mutations, prepared, after: last)
         var results: [MutationResult] = []
         results.reserveCapacity(mutations.count)
