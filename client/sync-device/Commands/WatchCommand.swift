@@ -74,7 +74,14 @@ struct WatchCommand: DeviceCommand {
         let last = await watch.value
         timer.cancel()
         await engine.stop()
-        if last != .connected { throw DeviceExit.network }
+        if last != .connected {
+            // A refusal that is not the network's (a pin mismatch, a refused token) is why the
+            // channel never opened: say it, as `sync` would.
+            switch session.network.lastLiveFailure {
+            case nil, .network?: throw DeviceExit.network
+            case let failure?: throw failure.failure
+            }
+        }
     }
 
     static func describe(_ state: LiveChannelState) -> String? {
