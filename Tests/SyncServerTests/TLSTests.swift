@@ -110,6 +110,8 @@ struct TLSTests {
         #expect(result.stdout.contains("pulled 1 ServiceAsset"), "\(result)")
         let rows = try ben.ok(["rows", "service-asset"])
         #expect(rows.stdout.contains("LIVE-1"), "\(rows)")
+        // What makes the wrong-pin test's "no live request reached the server" mean something.
+        #expect(server.log.contains("/sync/v1/live"), "the server logged the live channel:\n\(server.log)")
     }
 
     @Test("a wrong pin refuses the live channel too, with the pin mismatch, before the request is written")

@@ -91,7 +91,7 @@ struct WatchCommand: DeviceCommand {
         case .connected: "live: connected; changes arrive as they are made"
         case .waitingToReconnect(let until):
             "live: lost; reconnecting in \(max(0, Int(until.timeIntervalSinceNow.rounded()))) s (syncing on the timer meanwhile)"
-        case .unavailable: "live: the server has no live channel; syncing every 15 minutes"
+        case .unavailable: "live: unavailable (the server has none, or refused it for good); syncing every 15 minutes"
         }
     }
 
