@@ -82,6 +82,59 @@ struct TLSTests {
         #expect(!server.log.contains("/sync/v1/push"), "no push reached the server:\n\(server.log)")
     }
 
+    @Test("a pinned device's live channel runs over TLS through its pins: watching, it pulls what another device pushes")
+    func liveChannelOverTLS() throws {
+        let folder = try TemporaryDirectory(prefix: "outpost-tls")
+        let ca = try ThrowawayCA(in: folder.url)
+        let server = try ca.startServer(in: folder.url)
+        defer { try? server.stop() }
+        let port = try #require(server.port)
+
+        let ana = try PinnedDevice("ana", in: folder.url, ca: ca)
+        try ana.ok(["login", "--server", "https://localhost:\(port)", "--token", try token(server, "op-ana"), "--pin-sha256", ca.leafPin])
+        let ben = try PinnedDevice("ben", in: folder.url, ca: ca)
+        try ben.ok(["login", "--server", "https://localhost:\(port)", "--token", try token(server, "op-ben"), "--pin-sha256", ca.caPin])
+        // The seeded rows first, so the only rows `watch` counts are the pushed one.
+        try ben.ok(["sync"])
+
+        let watching = try ben.start(["watch", "--changes", "1", "--seconds", "60"])
+        defer { watching.signal(SIGKILL) }
+        #expect(try watching.poll(timeout: 30) { watching.stdout.contains("live: connected") }, "\(watching.stdout)\(watching.stderr)")
+        // Let the catch-up sync that follows `hello` finish first, so the row can only come from
+        // a poke on the channel (the timer would take 15 minutes).
+        usleep(1_000_000)
+        try ana.ok(["create", "service-asset", "--field", "asset_tag=LIVE-1", "--field", "display_name=Live", "--field", "category=tool"])
+        try ana.ok(["sync"])
+        let result = try watching.wait(timeout: 30)
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.contains("pulled 1 ServiceAsset"), "\(result)")
+        let rows = try ben.ok(["rows", "service-asset"])
+        #expect(rows.stdout.contains("LIVE-1"), "\(rows)")
+        // What makes the wrong-pin test's "no live request reached the server" mean something.
+        #expect(server.log.contains("/sync/v1/live"), "the server logged the live channel:\n\(server.log)")
+    }
+
+    @Test("a wrong pin refuses the live channel too, with the pin mismatch, before the request is written")
+    func wrongPinRefusesLiveChannel() throws {
+        let folder = try TemporaryDirectory(prefix: "outpost-tls")
+        let ca = try ThrowawayCA(in: folder.url)
+        let server = try ca.startServer(in: folder.url)
+        defer { try? server.stop() }
+        let port = try #require(server.port)
+        let device = try PinnedDevice("watcher", in: folder.url, ca: ca)
+        try device.ok(["login", "--server", "https://localhost:\(port)", "--token", try token(server, "op-ana"), "--pin-sha256", ca.leafPin])
+
+        let replaced = try ca.issueLeaf(named: "other", serial: 4004)
+        try ca.install(replaced)
+        try waitForServedSerial(4004, port: port)
+        let watch = try device.run(["watch", "--seconds", "3"])
+        #expect(watch.status == 3, "\(watch)")
+        #expect(watch.stderr.contains("does not match the pinned public keys"), "\(watch)")
+        #expect(watch.stderr.contains(try ca.pin(ofCertificate: replaced.certificate)), "the served key's pin is named: \(watch)")
+        #expect(!watch.stdout.contains("live: connected"), "\(watch)")
+        #expect(!server.log.contains("/sync/v1/live"), "no live request reached the server:\n\(server.log)")
+    }
+
     @Test("ALPN: a client offering h2 gets HTTP/2, an HTTP/1.1 client still gets HTTP/1.1")
     func http2WhenOffered() throws {
         let folder = try TemporaryDirectory(prefix: "outpost-tls")
@@ -297,11 +350,15 @@ struct PinnedDevice {
         caFile = ca?.caFile
     }
 
-    func run(_ arguments: [String]) throws -> CommandResult {
+    /// Starts a long-running command (`watch`) without waiting for it.
+    func start(_ arguments: [String]) throws -> ChildProcess {
         try ChildProcess(
             binary, arguments + ["--home", home.path], environment: caFile.map { ["OUTPOST_CA_FILE": $0.path] } ?? [:],
-            removing: ["OUTPOST_DEVICE_NOW", "OUTPOST_HOME", "OUTPOST_FAULT_DELAY_MS", "OUTPOST_CA_FILE"]
-        ).wait(timeout: 60)
+            removing: ["OUTPOST_DEVICE_NOW", "OUTPOST_HOME", "OUTPOST_FAULT_DELAY_MS", "OUTPOST_CA_FILE"])
+    }
+
+    func run(_ arguments: [String]) throws -> CommandResult {
+        try start(arguments).wait(timeout: 60)
     }
 
     @discardableResult

@@ -61,36 +61,15 @@ public struct PinnedHTTPSExchange: HTTPExchange {
     }
 
     public func send(_ request: URLRequest) async throws(TransportError) -> (Data, HTTPURLResponse) {
-        guard let url = request.url, url.scheme?.lowercased() == "https", let host = url.host, !host.isEmpty else {
-            throw .network("a pinned connection needs an https URL, not \(request.url?.absoluteString ?? "none")")
-        }
-        let port = url.port ?? 443
+        let (url, host, port) = try Self.target(of: request)
         let refusal = NIOLockedValueBox<TransportError?>(nil)
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let answer = eventLoop.makePromise(of: (HTTPResponseHead, ByteBuffer).self)
         let (head, body) = Self.requestParts(request, url: url, host: host, port: port)
-        let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
-        let (context, roots, pins) = (self.context, self.roots, self.pins)
-        let verify: @Sendable ([NIOSSLCertificate], EventLoopPromise<NIOSSLVerificationResult>) -> Void = { served, verdict in
-            verdict.completeWithTask {
-                if let error = await Self.check(served, host: host, isAddress: isAddress, roots: roots, pins: pins) {
-                    refusal.withLockedValue { $0 = error }
-                    return .failed
-                }
-                return .certificateVerified
-            }
+        let bootstrap = makeBootstrap(eventLoop: eventLoop, host: host, refusal: refusal) { _ in
+            OneExchangeHandler(head: head, body: body, answer: answer)
         }
-        let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(TimeAmount(timeout))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let tls = try NIOSSLClientHandler(
-                        context: context, serverHostname: isAddress ? nil : host, customVerificationCallback: verify)
-                    try channel.pipeline.syncOperations.addHandler(tls)
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(OneExchangeHandler(head: head, body: body, answer: answer))
-                }
-            }
+        let timeout = self.timeout
         let deadline = eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             answer.fail(ExchangeFailure("no answer within \(timeout)"))
         }
@@ -111,13 +90,100 @@ public struct PinnedHTTPSExchange: HTTPExchange {
             if let refused = refusal.withLockedValue({ $0 }) { throw refused }
             throw .network("\(host):\(port): \(error)")
         }
+        return (Data(responseBody.readableBytesView), try Self.response(responseHead, url: url))
+    }
+
+    /// The answer streamed on a connection of its own, checked as ``send(_:)`` checks (the
+    /// request is written only once the chain and the pins have passed): answered once the
+    /// response head arrived, its body yielded as it arrives. The timeout bounds the connection,
+    /// the handshake and the wait for the head, and an error answer's whole body; a 2xx body
+    /// streams until the server ends it. Cancelling the consumer closes the connection.
+    public func stream(_ request: URLRequest) async throws(TransportError) -> (HTTPURLResponse, AsyncThrowingStream<Data, any Error>)? {
+        let (url, host, port) = try Self.target(of: request)
+        let refusal = NIOLockedValueBox<TransportError?>(nil)
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        let opened = eventLoop.makePromise(of: HTTPResponseHead.self)
+        // Unbounded: the live channel's events are small and few; the connection is closed when
+        // the consumer goes away, so nothing accumulates for nobody.
+        let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, bufferingPolicy: .unbounded)
+        let (head, requestBody) = Self.requestParts(request, url: url, host: host, port: port)
+        let timeout = self.timeout
+        let bootstrap = makeBootstrap(eventLoop: eventLoop, host: host, refusal: refusal) { channel in
+            let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+                opened.fail(ExchangeFailure("no answer within \(timeout)"))
+                continuation.finish(throwing: ExchangeFailure("the answer did not end within \(timeout)"))
+                channel.close(promise: nil)
+            }
+            return StreamingExchangeHandler(head: head, body: requestBody, opened: opened, continuation: continuation, deadline: deadline)
+        }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.connect(host: host, port: port).get()
+        } catch {
+            opened.fail(error)
+            continuation.finish(throwing: error)
+            throw .network("cannot connect to \(host):\(port): \(error)")
+        }
+        continuation.onTermination = { _ in channel.close(promise: nil) }
+        let responseHead: HTTPResponseHead
+        do {
+            responseHead = try await opened.futureResult.get()
+        } catch {
+            channel.close(promise: nil)
+            if let refused = refusal.withLockedValue({ $0 }) { throw refused }
+            throw .network("\(host):\(port): \(error)")
+        }
+        return (try Self.response(responseHead, url: url), body)
+    }
+
+    /// The URL, host and port of `request`, which must be `https`.
+    private static func target(of request: URLRequest) throws(TransportError) -> (URL, String, Int) {
+        guard let url = request.url, url.scheme?.lowercased() == "https", let host = url.host, !host.isEmpty else {
+            throw .network("a pinned connection needs an https URL, not \(request.url?.absoluteString ?? "none")")
+        }
+        return (url, host, url.port ?? 443)
+    }
+
+    /// A connection to `host` whose TLS handshake validates the chain and checks the pins
+    /// (recording why it refused in `refusal`), then HTTP/1.1, then the handler `exchange`
+    /// makes, which writes the request once the handshake passed.
+    private func makeBootstrap(
+        eventLoop: any EventLoop, host: String, refusal: NIOLockedValueBox<TransportError?>,
+        exchange: @escaping @Sendable (any Channel) -> any ChannelHandler
+    ) -> ClientBootstrap {
+        let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
+        let (context, roots, pins) = (self.context, self.roots, self.pins)
+        let verify: @Sendable ([NIOSSLCertificate], EventLoopPromise<NIOSSLVerificationResult>) -> Void = { served, verdict in
+            verdict.completeWithTask {
+                if let error = await Self.check(served, host: host, isAddress: isAddress, roots: roots, pins: pins) {
+                    refusal.withLockedValue { $0 = error }
+                    return .failed
+                }
+                return .certificateVerified
+            }
+        }
+        return ClientBootstrap(group: eventLoop)
+            .connectTimeout(TimeAmount(timeout))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let tls = try NIOSSLClientHandler(
+                        context: context, serverHostname: isAddress ? nil : host, customVerificationCallback: verify)
+                    try channel.pipeline.syncOperations.addHandler(tls)
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(exchange(channel))
+                }
+            }
+    }
+
+    /// `head` as Foundation's response for `url` (repeated fields joined with commas).
+    private static func response(_ head: HTTPResponseHead, url: URL) throws(TransportError) -> HTTPURLResponse {
         var fields: [String: String] = [:]
-        for (name, value) in responseHead.headers {
+        for (name, value) in head.headers {
             fields[name] = fields[name].map { "\($0), \(value)" } ?? value
         }
-        guard let response = HTTPURLResponse(url: url, statusCode: Int(responseHead.status.code), httpVersion: "HTTP/1.1", headerFields: fields)
+        guard let response = HTTPURLResponse(url: url, statusCode: Int(head.status.code), httpVersion: "HTTP/1.1", headerFields: fields)
         else { throw .network("not an HTTP response") }
-        return (Data(responseBody.readableBytesView), response)
+        return response
     }
 
     /// The request's head and body as NIO writes them: its headers, but `identity` as the only
@@ -247,5 +313,70 @@ private final class OneExchangeHandler: ChannelDuplexHandler {
         guard !isDone else { return }
         isDone = true
         answer.completeWith(result)
+    }
+}
+
+/// Writes one request once the TLS handshake has passed, answers its response head, and yields
+/// the body's pieces as they arrive to a stream.
+private final class StreamingExchangeHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = HTTPClientRequestPart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private let head: HTTPRequestHead
+    private let body: ByteBuffer?
+    private let opened: EventLoopPromise<HTTPResponseHead>
+    private let continuation: AsyncThrowingStream<Data, any Error>.Continuation
+    private let deadline: Scheduled<Void>
+
+    init(
+        head: HTTPRequestHead, body: ByteBuffer?, opened: EventLoopPromise<HTTPResponseHead>,
+        continuation: AsyncThrowingStream<Data, any Error>.Continuation, deadline: Scheduled<Void>
+    ) {
+        self.head = head
+        self.body = body
+        self.opened = opened
+        self.continuation = continuation
+        self.deadline = deadline
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted? = event as? TLSUserEvent {
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            if let body { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            // A 2xx body streams as long as the server keeps it open (the live channel); an
+            // error answer is short and stays under the deadline.
+            if (200..<300).contains(head.status.code) { deadline.cancel() }
+            opened.succeed(head)
+        case .body(let bytes):
+            continuation.yield(Data(bytes.readableBytesView))
+        case .end:
+            deadline.cancel()
+            continuation.finish()
+            context.close(promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        deadline.cancel()
+        opened.fail(error)
+        continuation.finish(throwing: error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline.cancel()
+        let failure = ExchangeFailure("the connection closed before a whole answer")
+        opened.fail(failure)
+        continuation.finish(throwing: failure)
+        context.fireChannelInactive()
     }
 }

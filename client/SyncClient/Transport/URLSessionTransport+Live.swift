@@ -6,15 +6,16 @@ public import SyncProtocol
 #endif
 
 extension URLSessionTransport {
-    /// `GET /sync/v1/live` through a session of its own whose delegate receives the body as it
-    /// arrives (the same code on Apple platforms and Linux). The stream fails with
-    /// ``TransportError/network(_:)`` when nothing arrives for 2.5 heartbeats (the timeout of
-    /// the request until `hello` says the heartbeat), and with the route's typed error when it
-    /// answers anything but 200; a 401 asks the token provider for a fresh token once. A 404
-    /// (a server without the channel) answers `nil`: the engine keeps to its timer, as it does
-    /// with an ``exchange`` (whose checks a URLSession of its own would bypass).
+    /// `GET /sync/v1/live`, read as it arrives: through ``exchange``'s
+    /// ``HTTPExchange/stream(_:)`` when there is an exchange (its checks, pins included, made on
+    /// the channel's own connection before the request is written), else through a session of
+    /// its own whose delegate receives the body (the same code on Apple platforms and Linux).
+    /// Either way the stream fails with ``TransportError/network(_:)`` when nothing arrives for
+    /// 2.5 heartbeats (the timeout of the request until `hello` says the heartbeat), and with
+    /// the route's typed error when it answers anything but 200; a 401 asks the token provider
+    /// for a fresh token once. A 404 (a server without the channel), or an exchange that cannot
+    /// stream, answers `nil`: the engine keeps to its timer.
     public func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
-        guard exchange == nil else { return nil }
         var refresh = false
         while true {
             var request = makeRequest(path: "sync/v1/live", query: [])
@@ -24,8 +25,14 @@ extension URLSessionTransport {
             // The channel's own watchdog decides when it is dead; URLSession must not time it out first.
             request.timeoutInterval = 7 * 24 * 3600
             try await authorize(&request, refresh: refresh)
-            let channel = LiveChannelConnection(request: request, openTimeout: timeout)
-            switch await channel.open() {
+            let opening: LiveChannelOpening
+            if let exchange {
+                guard let (response, body) = try await exchange.stream(request) else { return nil }
+                opening = await Self.openLiveChannel(response: response, body: body, openTimeout: timeout)
+            } else {
+                opening = await LiveChannelConnection(request: request, openTimeout: timeout).open()
+            }
+            switch opening {
             case .streaming(let events):
                 return events
             case .refused(let status, let body, let retryAfter):
@@ -40,41 +47,81 @@ extension URLSessionTransport {
             }
         }
     }
+
+    /// The live channel from an exchange's streamed answer: a 200's body read into a
+    /// ``LiveEventFeed`` by a task of its own (ending the feed cancels the task, which closes the
+    /// exchange's stream and so its connection); any other status with its error body.
+    static func openLiveChannel(
+        response: HTTPURLResponse, body: AsyncThrowingStream<Data, any Error>, openTimeout: TimeInterval
+    ) async -> LiveChannelOpening {
+        guard response.statusCode == 200 else {
+            var data = Data()
+            do {
+                for try await chunk in body {
+                    data.append(chunk)
+                    // An error body is a small JSON document; more is not worth waiting for.
+                    if data.count > 64 * 1024 { break }
+                }
+            } catch {
+                // The status is the answer; a body cut short only loses its details.
+            }
+            return .refused(status: response.statusCode, body: data, retryAfter: response.value(forHTTPHeaderField: "Retry-After"))
+        }
+        // The reader, or whether the feed ended before it was set (then it is cancelled at once).
+        let reader = Locked<(task: Task<Void, Never>?, ended: Bool)>((nil, false))
+        let feed = LiveEventFeed(openTimeout: openTimeout) { _ in
+            reader.withLock { state in
+                state.ended = true
+                return state.task
+            }?.cancel()
+        }
+        let task = Task {
+            do {
+                for try await chunk in body { feed.receive(chunk) }
+                // The server closed the stream (after `bye`, or without one): the channel ended.
+                feed.end(failure: nil)
+            } catch {
+                feed.end(failure: String(describing: error))
+            }
+        }
+        let ended = reader.withLock { state in
+            state.task = task
+            return state.ended
+        }
+        if ended { task.cancel() }
+        return .streaming(feed.events)
+    }
 }
 
-/// One live channel on a URLSession of its own: parses the event stream as bytes arrive and
-/// hands the events to an `AsyncThrowingStream`; cancelling the stream's consumer closes it.
-final class LiveChannelConnection: NSObject, URLSessionDataDelegate, Sendable {
-    enum Opening {
-        case streaming(AsyncThrowingStream<LiveEvent, any Error>)
-        case refused(status: Int, body: Data, retryAfter: String?)
-        case failed(String)
-    }
+/// How opening the live channel went.
+enum LiveChannelOpening {
+    case streaming(AsyncThrowingStream<LiveEvent, any Error>)
+    case refused(status: Int, body: Data, retryAfter: String?)
+    case failed(String)
+}
 
-    /// Everything the delegate callbacks, the watchdog and the consumer share.
+/// One live channel on a URLSession of its own: hands the bytes to a ``LiveEventFeed`` as they
+/// arrive; the feed ending (its watchdog, its consumer gone) cancels the request.
+final class LiveChannelConnection: NSObject, URLSessionDataDelegate, Sendable {
+    /// Everything the delegate callbacks and the feed share.
     private struct State {
         var session: URLSession?
         var task: URLSessionDataTask?
-        var opening: CheckedContinuation<Opening, Never>?
+        var opening: CheckedContinuation<LiveChannelOpening, Never>?
         var refusal: (status: Int, body: Data, retryAfter: String?)?
-        var parser = ServerSentEventParser()
-        var continuation: AsyncThrowingStream<LiveEvent, any Error>.Continuation?
-        var lastActivity = Date()
-        /// Silence longer than this means the connection is dead: the open timeout until
-        /// `hello`, then 2.5 heartbeats.
-        var silenceLimit: TimeInterval
-        var watchdog: Task<Void, Never>?
+        var feed: LiveEventFeed?
     }
 
     private let request: URLRequest
-    private let state: Locked<State>
+    private let openTimeout: TimeInterval
+    private let state = Locked(State())
 
     init(request: URLRequest, openTimeout: TimeInterval) {
         self.request = request
-        state = Locked(State(silenceLimit: openTimeout))
+        self.openTimeout = openTimeout
     }
 
-    func open() async -> Opening {
+    func open() async -> LiveChannelOpening {
         await withCheckedContinuation { continuation in
             let configuration = URLSessionConfiguration.ephemeral
             configuration.timeoutIntervalForRequest = request.timeoutInterval
@@ -82,49 +129,38 @@ final class LiveChannelConnection: NSObject, URLSessionDataDelegate, Sendable {
             configuration.urlCache = nil
             let session = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
             let task = session.dataTask(with: request)
-            let watchdog = Task { [weak self] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(nanoseconds: 250_000_000)
-                    guard let self else { return }
-                    let (silence, limit) = self.state.withLock { (Date().timeIntervalSince($0.lastActivity), $0.silenceLimit) }
-                    if silence > limit {
-                        let seconds = { (value: TimeInterval) in String(format: "%.1f", value) }
-                        self.finish(.failed("the live channel was silent for \(seconds(silence)) s (its limit: \(seconds(limit)) s)"))
-                        return
-                    }
-                }
+            // Made now so its watchdog also times out an opening that never answers.
+            let feed = LiveEventFeed(openTimeout: openTimeout) { [weak self] failure in
+                self?.finish(.failed(failure ?? "the live channel ended"))
             }
             state.withLock { state in
                 state.opening = continuation
                 state.session = session
                 state.task = task
-                state.lastActivity = Date()
-                state.watchdog = watchdog
+                state.feed = feed
             }
             task.resume()
         }
     }
 
-    /// Ends the channel once: answers a pending `open()`, ends the stream, cancels the request.
-    private func finish(_ outcome: Opening) {
+    /// Ends the channel once: answers a pending `open()`, ends the feed, cancels the request.
+    private func finish(_ outcome: LiveChannelOpening) {
         let ending = state.withLock { state in
             defer {
                 state.opening = nil
-                state.continuation = nil
                 state.task = nil
                 state.session = nil
-                state.watchdog = nil
+                state.feed = nil
             }
-            return (state.opening, state.continuation, state.task, state.session, state.watchdog)
+            return (state.opening, state.feed, state.task, state.session)
         }
-        let (opening, continuation, task, session, watchdog) = ending
+        let (opening, feed, task, session) = ending
         opening?.resume(returning: outcome)
         if case .failed(let message) = outcome {
-            continuation?.finish(throwing: TransportError.network(message))
+            feed?.end(failure: message)
         } else {
-            continuation?.finish()
+            feed?.end(failure: nil)
         }
-        watchdog?.cancel()
         task?.cancel()
         session?.invalidateAndCancel()
     }
@@ -139,43 +175,31 @@ final class LiveChannelConnection: NSObject, URLSessionDataDelegate, Sendable {
         }
         guard http.statusCode == 200 else {
             // Read the error body, answered at completion.
-            state.withLock { $0.refusal = (http.statusCode, Data(), http.value(forHTTPHeaderField: "Retry-After")) }
+            let feed = state.withLock { state in
+                state.refusal = (http.statusCode, Data(), http.value(forHTTPHeaderField: "Retry-After"))
+                return state.feed
+            }
+            feed?.touch()
             return completionHandler(.allow)
         }
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: LiveEvent.self, bufferingPolicy: .unbounded)
-        continuation.onTermination = { [weak self] _ in self?.finish(.failed("closed by the device")) }
-        let opening = state.withLock { state in
-            state.continuation = continuation
-            state.lastActivity = Date()
+        let (opening, feed) = state.withLock { state in
             defer { state.opening = nil }
-            return state.opening
+            return (state.opening, state.feed)
         }
+        feed?.touch()
         completionHandler(.allow)
-        opening?.resume(returning: .streaming(stream))
+        if let feed { opening?.resume(returning: .streaming(feed.events)) }
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        let outcome: Result<[ServerSentEvent], ServerSentEventParser.Failure>? = state.withLock { state in
-            state.lastActivity = Date()
-            if state.refusal != nil {
-                state.refusal!.body.append(data)
-                return nil
-            }
-            return Result { () throws(ServerSentEventParser.Failure) in try state.parser.feed(data) }
+        let (refused, feed) = state.withLock { state in
+            if state.refusal != nil { state.refusal!.body.append(data) }
+            return (state.refusal != nil, state.feed)
         }
-        switch outcome {
-        case nil:
-            return
-        case .failure(let failure):
-            finish(.failed(failure.description))
-        case .success(let events):
-            let continuation = state.withLock { $0.continuation }
-            for event in events.compactMap(LiveEvent.init) {
-                if case .hello(let heartbeat) = event {
-                    state.withLock { $0.silenceLimit = Double(heartbeat) / 1000 * 2.5 }
-                }
-                continuation?.yield(event)
-            }
+        if refused {
+            feed?.touch()
+        } else {
+            feed?.receive(data)
         }
     }
 

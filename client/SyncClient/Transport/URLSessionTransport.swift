@@ -20,9 +20,9 @@ public final class URLSessionTransport: SyncTransport {
     /// Sent with every request when given (opt-in): the counts since the last accepted request.
     public let telemetry: SyncTelemetry?
     /// What every request goes through instead of ``session``, when given (pinned connections):
-    /// the sync and app routes, health checks and asset ranges alike. The live channel needs
-    /// URLSession's streaming, so a transport with an exchange opens none
-    /// (``liveEvents()`` answers `nil` and the engine syncs on its timer).
+    /// the sync and app routes, health checks and asset ranges alike, and the live channel
+    /// through ``HTTPExchange/stream(_:)`` (an exchange that cannot stream opens none:
+    /// ``liveEvents()`` answers `nil` and the engine syncs on its timer).
     public let exchange: (any HTTPExchange)?
 
     /// - Parameters:

@@ -74,7 +74,14 @@ struct WatchCommand: DeviceCommand {
         let last = await watch.value
         timer.cancel()
         await engine.stop()
-        if last != .connected { throw DeviceExit.network }
+        if last != .connected {
+            // A refusal that is not the network's (a pin mismatch, a refused token) is why the
+            // channel never opened: say it, as `sync` would.
+            switch session.network.lastLiveFailure {
+            case nil, .network?: throw DeviceExit.network
+            case let failure?: throw failure.failure
+            }
+        }
     }
 
     static func describe(_ state: LiveChannelState) -> String? {
@@ -84,7 +91,7 @@ struct WatchCommand: DeviceCommand {
         case .connected: "live: connected; changes arrive as they are made"
         case .waitingToReconnect(let until):
             "live: lost; reconnecting in \(max(0, Int(until.timeIntervalSinceNow.rounded()))) s (syncing on the timer meanwhile)"
-        case .unavailable: "live: the server has no live channel; syncing every 15 minutes"
+        case .unavailable: "live: unavailable (the server has none, or refused it for good); syncing every 15 minutes"
         }
     }
 

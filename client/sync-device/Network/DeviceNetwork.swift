@@ -22,6 +22,7 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
     private let lock = NSLock()
     private var outcomes: [Outcome] = []
     private var pulled: [String: Int] = [:]
+    private var liveFailure: TransportError?
 
     init(server: any SyncTransport & AssetTransport, home: DeviceHome) {
         self.server = server
@@ -36,6 +37,10 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
 
     /// Rows (upserts and deletes) pulled so far, by contract name.
     var pulledRows: [String: Int] { lock.withLock { pulled } }
+
+    /// Why the live channel last failed to open, if it did: `watch` names it when it ends
+    /// without the channel (the engine only says the channel is unavailable).
+    var lastLiveFailure: TransportError? { lock.withLock { liveFailure } }
 
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         try requireNetwork()
@@ -59,7 +64,12 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
 
     func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
         try requireNetwork()
-        return try await server.liveEvents()
+        do {
+            return try await server.liveEvents()
+        } catch {
+            lock.withLock { liveFailure = error }
+            throw error
+        }
     }
 
     func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
