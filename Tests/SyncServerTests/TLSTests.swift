@@ -287,7 +287,9 @@ struct ThrowawayCA {
     func startServer(in parent: URL) throws -> SyncServerProcess {
         let data = parent.appendingPathComponent("data", isDirectory: true)
         let server = SyncServerProcess(data: data, serveOptions: ["--tls-cert", certificateFile.path, "--tls-key", keyFile.path])
-        try server.start()
+        // Requests are logged at info: the tests read the log to see which routes were reached
+        // (`make test` runs with LOG_LEVEL=warning).
+        try server.start(environment: ["LOG_LEVEL": "info"])
         let seeded = try server.command(["seed", "--data", data.path, "--tenant", TLSTests.tenant, "--team", TLSTests.team])
         guard seeded.status == 0 else { throw SyncServerProcess.Failure("seeding failed: \(seeded)") }
         return server
