@@ -41,19 +41,17 @@ enum SignedStatementContracts: ContractSchema {
 /// both), the added wall time per mutation, and beside it the bare cost of one
 /// `P256.Signing.PublicKey.isValidSignature` measured in the same run: where the time goes.
 ///
-/// The bar (docs/PERFORMANCE.md): "a signed push within 4× the time of the same push
+/// The bar (docs/PERFORMANCE.md): "a signed push within 2.5× the time of the same push
 /// unsigned". Signatures are paid only by contracts that ask for them (an unsigned contract's
 /// push does not even read the device's key), and what they cost is one ECDSA verification per
-/// mutation, inside the push's write transaction (verified before anything is applied, so a bad
-/// signature refuses the whole push). On SQLite the write transactions are serialised, so the
-/// verifications of the four devices do not overlap, and one verification (about 40 µs here,
-/// plus 3 µs of signed bytes) is twice as long as all the rest of a mutation's ingestion (about
-/// 20 µs on a quiet machine): the floor is then about 1 + 43/20 ≈ 3.2×, and 3.3× was measured
-/// quiet (2.9× under load, when the unsigned push slows and the verification does not). 4×
-/// leaves room for that and fails when verification becomes markedly dearer: a second
-/// verification per mutation would put it near 5.5×. The ratio is a fixed cost over the
-/// unsigned push's: a faster push ingestion raises it, which is why the added time per
-/// mutation is printed beside one bare verification.
+/// mutation (about 40 µs here, plus 3 µs of signed bytes), about twice all the rest of a
+/// mutation's ingestion (about 20 µs on a quiet machine). The server checks them before the
+/// push's write transaction, under the key read then (the transaction checks the key is still
+/// that one), so the four devices' verifications run on both cores beside SQLite's one writer:
+/// about 1 + 43/2/20 ≈ 2×, and 1.96× was measured. Checked inside the transaction, as they first
+/// were, they did not overlap and read 2.8–3.3×: 2.5× fails that, and a second verification
+/// per mutation. The ratio is a fixed cost over the unsigned push's: a faster push ingestion
+/// raises it, which is why the added time per mutation is printed beside one bare verification.
 ///
 /// After the runs: every row stored once in both databases of the last pair, the signed run's
 /// audit lists each mutation with its `signature` and `key_fingerprint` (the device's key), and a
@@ -66,7 +64,7 @@ enum SignatureBenchmark {
     /// Timed pairs (signed, unsigned), each run on a fresh database, after one untimed warm-up pair.
     static let pairs = 5
     /// The bar: the median of the pairs' ratios signed/unsigned at most this.
-    static let barRatio = 4.0
+    static let barRatio = 2.5
     /// Bare verifications timed for scale.
     static let bareVerifications = 4_000
 
