@@ -466,7 +466,13 @@ enum PushIngestionBenchmark {
 
     /// Every mutation the audit log lists (its entries' details in clear), as (client mutation id, outcome).
     static func auditedMutations(_ storage: SQLiteStorage) async throws -> [(clientMutationID: String, outcome: AuditOutcome)] {
-        var listed: [(clientMutationID: String, outcome: AuditOutcome)] = []
+        try await auditedChanges(storage).map { ($0.clientMutationID, $0.change.outcome) }
+    }
+
+    /// Every mutation the audit log's push entries list, in order, with its change as the
+    /// entry's detail (in clear) records it.
+    static func auditedChanges(_ storage: SQLiteStorage) async throws -> [(clientMutationID: String, change: AuditedChange)] {
+        var listed: [(clientMutationID: String, change: AuditedChange)] = []
         var after: Int64 = 0
         while true {
             let from = after
@@ -475,13 +481,13 @@ enum PushIngestionBenchmark {
                 return (page, try await AuditChain.readableDetails(of: page, in: reader, key: storage.auditKey))
             }
             guard let last = page.last else { return listed }
-            for (entry, detail) in zip(page, details) {
+            for (entry, detail) in zip(page, details) where entry.operation == .push {
                 guard let detail else { throw BenchmarkError("audit entry \(entry.id): its detail was erased") }
                 for change in try AuditedChange.changes(of: entry, readableDetail: detail) where change.operation != .fold {
                     guard case .string(let id)? = change.detail["client_mutation_id"] else {
                         throw BenchmarkError("audit entry \(entry.id) lists a change without its mutation id")
                     }
-                    listed.append((id, change.outcome))
+                    listed.append((id, change))
                 }
             }
             after = last.id

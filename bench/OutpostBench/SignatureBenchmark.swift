@@ -424,29 +424,12 @@ enum SignatureBenchmark {
 
     /// Every mutation the audit log lists for a push, with the `signature` and `key_fingerprint` of its detail.
     static func auditedSignatures(_ storage: SQLiteStorage) async throws -> [(clientMutationID: String, signature: String?, fingerprint: String?)] {
-        var listed: [(clientMutationID: String, signature: String?, fingerprint: String?)] = []
-        var after: Int64 = 0
-        while true {
-            let from = after
-            let (page, details) = try await storage.read { reader in
-                let page = try await reader.auditEntries(after: from, limit: 100)
-                return (page, try await AuditChain.readableDetails(of: page, in: reader, key: storage.auditKey))
-            }
-            guard let last = page.last else { return listed }
-            for (entry, detail) in zip(page, details) where entry.operation == .push {
-                guard let detail else { throw BenchmarkError("audit entry \(entry.id): its detail was erased") }
-                for change in try AuditedChange.changes(of: entry, readableDetail: detail) where change.operation != .fold {
-                    guard case .string(let id)? = change.detail["client_mutation_id"] else {
-                        throw BenchmarkError("audit entry \(entry.id) lists a change without its mutation id")
-                    }
-                    var signature: String?
-                    var fingerprint: String?
-                    if case .string(let text)? = change.detail["signature"] { signature = text }
-                    if case .string(let text)? = change.detail["key_fingerprint"] { fingerprint = text }
-                    listed.append((id, signature, fingerprint))
-                }
-            }
-            after = last.id
+        try await PushIngestionBenchmark.auditedChanges(storage).map { id, change in
+            var signature: String?
+            var fingerprint: String?
+            if case .string(let text)? = change.detail["signature"] { signature = text }
+            if case .string(let text)? = change.detail["key_fingerprint"] { fingerprint = text }
+            return (id, signature, fingerprint)
         }
     }
 }

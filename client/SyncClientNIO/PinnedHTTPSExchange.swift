@@ -66,8 +66,8 @@ public struct PinnedHTTPSExchange: HTTPExchange {
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let answer = eventLoop.makePromise(of: (HTTPResponseHead, ByteBuffer).self)
         let (head, body) = Self.requestParts(request, url: url, host: host, port: port)
-        let bootstrap = makeBootstrap(eventLoop: eventLoop, host: host, refusal: refusal) { _ in
-            OneExchangeHandler(head: head, body: body, answer: answer)
+        let bootstrap = makeBootstrap(eventLoop: eventLoop, host: host, refusal: refusal, request: (head, body)) { _ in
+            OneExchangeHandler(answer: answer)
         }
         let timeout = self.timeout
         let deadline = eventLoop.scheduleTask(in: TimeAmount(timeout)) {
@@ -108,13 +108,13 @@ public struct PinnedHTTPSExchange: HTTPExchange {
         let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, bufferingPolicy: .unbounded)
         let (head, requestBody) = Self.requestParts(request, url: url, host: host, port: port)
         let timeout = self.timeout
-        let bootstrap = makeBootstrap(eventLoop: eventLoop, host: host, refusal: refusal) { channel in
+        let bootstrap = makeBootstrap(eventLoop: eventLoop, host: host, refusal: refusal, request: (head, requestBody)) { channel in
             let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
                 opened.fail(ExchangeFailure("no answer within \(timeout)"))
                 continuation.finish(throwing: ExchangeFailure("the answer did not end within \(timeout)"))
                 channel.close(promise: nil)
             }
-            return StreamingExchangeHandler(head: head, body: requestBody, opened: opened, continuation: continuation, deadline: deadline)
+            return StreamingExchangeHandler(opened: opened, continuation: continuation, deadline: deadline)
         }
         let channel: any Channel
         do {
@@ -145,10 +145,11 @@ public struct PinnedHTTPSExchange: HTTPExchange {
     }
 
     /// A connection to `host` whose TLS handshake validates the chain and checks the pins
-    /// (recording why it refused in `refusal`), then HTTP/1.1, then the handler `exchange`
-    /// makes, which writes the request once the handshake passed.
+    /// (recording why it refused in `refusal`), then HTTP/1.1; `request` is written once the
+    /// handshake passed, and the handler `exchange` makes reads the answer.
     private func makeBootstrap(
         eventLoop: any EventLoop, host: String, refusal: NIOLockedValueBox<TransportError?>,
+        request: (head: HTTPRequestHead, body: ByteBuffer?),
         exchange: @escaping @Sendable (any Channel) -> any ChannelHandler
     ) -> ClientBootstrap {
         let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
@@ -170,6 +171,7 @@ public struct PinnedHTTPSExchange: HTTPExchange {
                         context: context, serverHostname: isAddress ? nil : host, customVerificationCallback: verify)
                     try channel.pipeline.syncOperations.addHandler(tls)
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(RequestAfterHandshake(head: request.head, body: request.body))
                     try channel.pipeline.syncOperations.addHandler(exchange(channel))
                 }
             }
@@ -259,23 +261,18 @@ struct ExchangeFailure: Error, CustomStringConvertible {
     }
 }
 
-/// Writes one request once the TLS handshake has passed, and collects its answer.
-private final class OneExchangeHandler: ChannelDuplexHandler {
+/// Writes the request when the TLS handshake has passed (the chain validated and the pins
+/// checked): nothing of it leaves before.
+private final class RequestAfterHandshake: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart
 
     private let head: HTTPRequestHead
     private let body: ByteBuffer?
-    private let answer: EventLoopPromise<(HTTPResponseHead, ByteBuffer)>
-    private var responseHead: HTTPResponseHead?
-    private var responseBody = ByteBuffer()
-    private var isDone = false
 
-    init(head: HTTPRequestHead, body: ByteBuffer?, answer: EventLoopPromise<(HTTPResponseHead, ByteBuffer)>) {
+    init(head: HTTPRequestHead, body: ByteBuffer?) {
         self.head = head
         self.body = body
-        self.answer = answer
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -285,6 +282,20 @@ private final class OneExchangeHandler: ChannelDuplexHandler {
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
+    }
+}
+
+/// Collects the answer to the request ``RequestAfterHandshake`` wrote.
+private final class OneExchangeHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    private let answer: EventLoopPromise<(HTTPResponseHead, ByteBuffer)>
+    private var responseHead: HTTPResponseHead?
+    private var responseBody = ByteBuffer()
+    private var isDone = false
+
+    init(answer: EventLoopPromise<(HTTPResponseHead, ByteBuffer)>) {
+        self.answer = answer
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -316,37 +327,22 @@ private final class OneExchangeHandler: ChannelDuplexHandler {
     }
 }
 
-/// Writes one request once the TLS handshake has passed, answers its response head, and yields
-/// the body's pieces as they arrive to a stream.
-private final class StreamingExchangeHandler: ChannelDuplexHandler {
+/// Answers the response head of the request ``RequestAfterHandshake`` wrote, and yields the
+/// body's pieces as they arrive to a stream.
+private final class StreamingExchangeHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundIn = HTTPClientRequestPart
-    typealias OutboundOut = HTTPClientRequestPart
 
-    private let head: HTTPRequestHead
-    private let body: ByteBuffer?
     private let opened: EventLoopPromise<HTTPResponseHead>
     private let continuation: AsyncThrowingStream<Data, any Error>.Continuation
     private let deadline: Scheduled<Void>
 
     init(
-        head: HTTPRequestHead, body: ByteBuffer?, opened: EventLoopPromise<HTTPResponseHead>,
+        opened: EventLoopPromise<HTTPResponseHead>,
         continuation: AsyncThrowingStream<Data, any Error>.Continuation, deadline: Scheduled<Void>
     ) {
-        self.head = head
-        self.body = body
         self.opened = opened
         self.continuation = continuation
         self.deadline = deadline
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted? = event as? TLSUserEvent {
-            context.write(wrapOutboundOut(.head(head)), promise: nil)
-            if let body { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        }
-        context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

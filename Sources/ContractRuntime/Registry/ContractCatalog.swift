@@ -25,6 +25,9 @@ public struct ContractCatalog: Sendable {
     /// The current version of every contract, by name: what a device sends as its schema.
     public let currentVersions: [String: Int]
 
+    /// The contracts whose writes devices sign (`signed: true`): read on every push, so kept
+    /// here rather than found again per mutation.
+    package let signedContracts: Set<String>
     private let entitiesByName: [String: EntityDescriptor]
     private let eventsByName: [String: EventDescriptor]
     private let scopesByName: [String: ScopeDescriptor]
@@ -61,6 +64,7 @@ public struct ContractCatalog: Sendable {
         for event in events { versions[event.name] = event.currentVersion }
         currentVersions = versions
         entitiesByName = Dictionary(entities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        signedContracts = Set(entities.filter(\.isSigned).map(\.name) + events.filter(\.isSigned).map(\.name))
         eventsByName = Dictionary(events.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         scopesByName = Dictionary(scopes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         eventTypesByName = Dictionary(eventTypes.map { ($0.descriptor.name, $0) }, uniquingKeysWith: { first, _ in first })

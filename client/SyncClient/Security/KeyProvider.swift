@@ -113,6 +113,19 @@ public struct FileKeyProvider: KeyProvider {
         try key(forTenant: tenantId, version: 1)
     }
 
+    /// The versions of the tenant's key that have a file here, oldest first.
+    package func versions(forTenant tenantId: String) -> [Int] {
+        let first = fileURL(forTenant: tenantId).deletingPathExtension().lastPathComponent
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.compactMap { name -> Int? in
+            guard name.hasPrefix(first), name.hasSuffix(".key") else { return nil }
+            let middle = name.dropFirst(first.count).dropLast(".key".count)
+            if middle.isEmpty { return 1 }
+            guard middle.hasPrefix(".v") else { return nil }
+            return Int(middle.dropFirst(2))
+        }.sorted()
+    }
+
     public func deleteKey(forTenant tenantId: String) throws {
         try deleteKey(forTenant: tenantId, version: 1)
     }

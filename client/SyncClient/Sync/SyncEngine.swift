@@ -642,7 +642,7 @@ public actor SyncEngine {
     /// registers nothing (a server without the route still takes its pushes).
     private func registerDeviceKeyIfNeeded() async throws(TransportError) {
         guard let key = store.configuration.deviceSigningKey, registeredKeyFingerprint != key.fingerprint,
-            store.contracts.entities.contains(where: \.isSigned) || store.contracts.events.contains(where: \.isSigned)
+            !store.contracts.signedContracts.isEmpty
         else { return }
         let registration = DeviceKeyRegistration(publicKey: key.publicKeyX963.base64EncodedString())
         guard let answer = try await transport.registerDeviceKey(registration) else { return }

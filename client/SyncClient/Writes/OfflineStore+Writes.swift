@@ -408,8 +408,7 @@ extension OfflineStore {
     /// The device's signature of a write of a contract with `signed: true`, over exactly what
     /// the push will send (``DeviceSignature``); `nil` for other contracts.
     func signature(of mutation: Mutation, schemaVersion: Int) throws(OfflineStoreError) -> String? {
-        let isSigned = contracts.entity(named: mutation.entity)?.isSigned ?? contracts.event(named: mutation.entity)?.isSigned ?? false
-        guard isSigned else { return nil }
+        guard contracts.signedContracts.contains(mutation.entity) else { return nil }
         guard let key = configuration.deviceSigningKey else {
             throw .notWritable(
                 contract: mutation.entity,

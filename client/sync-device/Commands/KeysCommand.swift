@@ -100,17 +100,7 @@ private struct KeyFiles {
     }
 
     /// The versions with a key file, oldest first.
-    func versions() -> [Int] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: provider.directory.path)) ?? []
-        let first = provider.fileURL(forTenant: tenant).deletingPathExtension().lastPathComponent
-        return names.compactMap { name -> Int? in
-            guard name.hasPrefix(first), name.hasSuffix(".key") else { return nil }
-            let middle = name.dropFirst(first.count).dropLast(".key".count)
-            if middle.isEmpty { return 1 }
-            guard middle.hasPrefix(".v") else { return nil }
-            return Int(middle.dropFirst(2))
-        }.sorted()
-    }
+    func versions() -> [Int] { provider.versions(forTenant: tenant) }
 
     /// Deletes the key files of versions below `version`; returns the versions deleted.
     func deleteVersions(before version: Int) throws(DeviceFailure) -> [Int] {

@@ -149,7 +149,7 @@ struct SignatureVerifier {
 
     /// Whether the contract named by `mutation` requires a signature.
     func requiresSignature(_ mutation: Mutation) -> Bool {
-        catalog.entity(named: mutation.entity)?.isSigned ?? catalog.event(named: mutation.entity)?.isSigned ?? false
+        catalog.signedContracts.contains(mutation.entity)
     }
 
     /// Signatures checked before the push's write transaction, under the key the device had
