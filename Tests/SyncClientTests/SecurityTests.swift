@@ -79,7 +79,10 @@ struct SecurityTests {
         // byte of entry 3's sealed payload.
         try test.raw { db in
             try db.execute(sql: "UPDATE outbox SET base_version = 99 WHERE seq = 1")
-            try db.execute(sql: "UPDATE outbox SET payload = CAST(substr(payload, 1, 20) || X'00' || substr(payload, 22) AS BLOB) WHERE seq = 3")
+            // Flipped, not overwritten: a byte set to a fixed value is already that value once in 256 runs.
+            var payload = try #require(try Data.fetchOne(db, sql: "SELECT payload FROM outbox WHERE seq = 3"))
+            payload[payload.startIndex + 20] ^= 0xFF
+            try db.execute(sql: "UPDATE outbox SET payload = ? WHERE seq = 3", arguments: [payload])
         }
         let mutations = try test.store.pendingMutations()
         #expect(mutations.map(\.id) == ["task-2"])
