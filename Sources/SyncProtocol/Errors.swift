@@ -88,6 +88,12 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// compares identifiers byte for byte and takes them in NFC only, so two spellings of one
     /// name can never reach each other's data.
     public static let identifierNotNormalized = ErrorCode("identifier_not_normalized")
+    /// 400: an identifier from a path, query, header, form or body is empty, longer than the
+    /// server takes (256 bytes of UTF-8 by default), or holds a control character.
+    public static let identifierInvalid = ErrorCode("identifier_invalid")
+    /// 409: the identity already holds as many of something (sinks, console sessions, census
+    /// names) as the server keeps for it; `details.limit` says how many. Remove one first.
+    public static let limitReached = ErrorCode("limit_reached")
     /// 500: the server failed; nothing was written.
     public static let internalError = ErrorCode("internal_error")
 
@@ -96,7 +102,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let invalidPayload = ErrorCode("invalid_payload")
     /// A value is larger than its field's `max_bytes` (`details.fields` names it).
     public static let valueTooLarge = ErrorCode("value_too_large")
-    /// The row's values together are larger than its contract's `max_row_bytes`.
+    /// The row's values together, measured as stored, are larger than its contract's top-level
+    /// `max_bytes` (`details.max_bytes`); a patch is measured once merged with the stored row.
+    /// Not the sync block's `max_row_bytes`, which only bounds what a device keeps.
     public static let rowTooLarge = ErrorCode("row_too_large")
     /// An event's `occurred_at` is outside what the server knows to be possible: before the
     /// thing it is about existed on the server (an attempt's start, an assessment revision's

@@ -53,6 +53,9 @@ public struct ServerConfiguration: Sendable {
     /// Whether the fleet census notes the devices' requests (on by default; `serve --no-census`).
     /// Off, its admin routes answer what earlier runs recorded.
     public var fleetCensus = true
+    /// The caps on what one identity can make the server keep (census names, sinks, console
+    /// sessions).
+    public var identityLimits = IdentityStateLimits()
     /// The operator console at `/console` (on by default; it needs an admin token to sign in).
     public var console = ConsoleConfiguration()
     /// Serve HTTPS with this certificate and key, HTTP/2 to clients that offer it (ALPN) and

@@ -73,7 +73,8 @@ public struct ServerEnvironment: Sendable {
 /// codings other than chunked, Hummingbird's request log
 /// (`debug`: method and path), metrics and the outcome log line (see every final status), the
 /// per-address limit on failed authentication and `/metrics` (never `/health`), errors (the one place
-/// errors become JSON), then, for everything but `/health` and `/metrics`, authentication and
+/// errors become JSON), the identifier check of every path segment, query parameter and
+/// identifier header (``RequestInputMiddleware``), then, for everything but `/health` and `/metrics`, authentication and
 /// the per-device rate limit; admin routes also require an admin token. The operator console
 /// (`/console`, ``ServerConfiguration/console``) signs in with its own session cookie.
 public func buildRouter(configuration: ServerConfiguration, environment: ServerEnvironment) -> SyncRouter {
@@ -86,6 +87,8 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
         router.add(middleware: PeerLimitMiddleware(limiter: RateLimiter(peerLimit), trustedProxies: configuration.trustedProxies))
     }
     router.add(middleware: ErrorMiddleware())
+    // Every path segment, query parameter and identifier header, once, before any route.
+    router.add(middleware: RequestInputMiddleware())
     let routes = SyncRoutes(configuration: configuration, environment: environment)
     let table = RouteTable()
 
