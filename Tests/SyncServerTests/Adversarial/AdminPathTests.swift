@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import OutpostTestSupport
@@ -91,5 +92,33 @@ struct AdminPathTests {
             }
             #expect(row?.integer("_deleted") == 1)
         }
+    }
+    @Test(
+        "U+0000 in an admin path never reaches another identifier: u-nul%00x erases nobody, team-1%00x grants nothing, the audit verifies",
+        arguments: StorageKind.allCases)
+    func nulInAdminPaths(_ kind: StorageKind) async throws {
+        let h = try await HostileHarness.make(kind)
+        try await h.live { client in
+            let victim = h.token(user: "u-nul", device: "d-nul")
+            let created = try await client.push(SampleMutations.push([SampleMutations.answer(seq: 1)], client: "nul-client"), token: victim)
+            #expect(try created.pushResults.map(\.status) == [.applied])
+            let memberships = { try await h.storage.read { try await $0.teamMemberships(tenant: HostileHarness.tenant) }.map(\.team) }
+            let teamsBefore = try await memberships()
+
+            for (method, path) in [
+                (HTTPRequest.Method.delete, "/admin/v1/users/u-nul%00x"), (.get, "/admin/v1/users/u-nul%00x/export"),
+                (.put, "/admin/v1/teams/team-1%00x/members/u-nul"), (.delete, "/admin/v1/teams/team-1%00x/members/u-nul"),
+                (.put, "/admin/v1/teams/team-1/members/u-nul%00x"), (.get, "/admin/v1/fleet/devices/u-nul%00x/d-nul"),
+                (.delete, "/admin/v1/content/Unit/unit-1%00x"),
+            ] {
+                let response = try await client.execute(uri: path, method: method, headers: HostileHarness.headers(h.adminToken))
+                #expect(response.status == .badRequest, "\(method) \(path): \(response.status) \(response.bodyText)")
+                #expect(try response.errorDetail.code == .nulCharacter, "\(method) \(path)")
+            }
+            let pulled = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(victim))
+            #expect(pulled.status == .ok, "u-nul was not erased: \(pulled.bodyText.prefix(200))")
+            #expect(try await memberships() == teamsBefore, "no team was granted or removed")
+        }
+        #expect(try await AuditChain.verify(h.storage).isIntact)
     }
 }
