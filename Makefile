@@ -34,7 +34,7 @@
 #                         FUZZ_SECONDS per target (FUZZ_TARGET=name for one); fails on a crash or a
 #                         hang and prints the command that replays it (scripts/fuzz.sh)
 #   make fuzz-api         schemathesis against a live sync-server and docs/openapi.yaml: no 500, every
-#                         response as documented (EXAMPLES=N per operation, SEED=N to replay)
+#                         response as documented (FUZZ_EXAMPLES=N per operation, SEED=N to replay)
 #   make docs             the DocC documentation of the engines (ContractRuntime, SyncServer, SyncClient)
 #                         into .build/docs, with the swift-docc-plugin; any docc warning (a broken
 #                         ``link``, an undocumented parameter of a documented function) fails it
@@ -184,8 +184,10 @@ FUZZ_TARGET  ?=
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGET="$(FUZZ_TARGET)" scripts/fuzz.sh
 
+# Requests generated per operation and token (not EXAMPLES, the example folders of codegen).
+FUZZ_EXAMPLES ?= 100
 fuzz-api:
-	scripts/fuzz-api.sh
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) scripts/fuzz-api.sh
 
 # The engines' DocC catalogs (Sources/ContractRuntime/ContractRuntime.docc,
 # server/SyncServer/SyncServer.docc, client/SyncClient/SyncClient.docc) and their public symbols'

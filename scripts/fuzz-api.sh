@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes the HTTP API against docs/openapi.yaml with schemathesis (PyPI): a sync-server on a
-# seeded throwaway folder, a device token and an admin token, EXAMPLES generated requests per
+# seeded throwaway folder, a device token and an admin token, FUZZ_EXAMPLES generated requests per
 # operation and token. Fails on any 500 and on any response whose status, Content-Type, headers
 # or body the document does not describe. SEED=N replays a run (schemathesis prints its seed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-examples="${EXAMPLES:-100}"
+examples="${FUZZ_EXAMPLES:-100}"
 python3 -c 'import schemathesis' 2>/dev/null || python3 -m pip install --quiet schemathesis
 swift build --product sync-server
 bin="$(swift build --show-bin-path)"

@@ -36,7 +36,10 @@ import Testing
         #expect(policy.delay(attempt: 1, after: .network("down")) != nil)
         #expect(policy.delay(attempt: 1, after: .http(status: 500, body: nil, retryAfter: nil)) != nil)
         #expect(policy.delay(attempt: 1, after: .http(status: 429, body: nil, retryAfter: nil)) != nil)
-        for status in [400, 401, 403, 404, 422] {
+        // 408 Request Timeout: the server gave up waiting for the request; sending it again may pass.
+        #expect(policy.delay(attempt: 1, after: .http(status: 408, body: nil, retryAfter: nil)) != nil)
+        #expect(RetryPolicy.isRetryable(.http(status: 408, body: nil, retryAfter: nil)))
+        for status in [400, 401, 403, 404, 409, 410, 413, 422, 426] {
             #expect(policy.delay(attempt: 1, after: .http(status: status, body: nil, retryAfter: nil)) == nil)
         }
         #expect(policy.delay(attempt: 1, after: .updateRequired(UpdateRequired(entity: "unit", oldestSupported: 2, current: 3), lastSeq: nil)) == nil)

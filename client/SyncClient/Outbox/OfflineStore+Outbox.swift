@@ -201,7 +201,7 @@ extension OfflineStore {
         }
     }
 
-    /// Puts mutations that could not be delivered (network error, 5xx, 429) back to wait until
+    /// Puts mutations that could not be delivered (network error, 5xx, 429, 408) back to wait until
     /// `until`: `waiting`, retried by ``pendingMutations(limit:)`` once due.
     package func deferMutations(_ clientMutationIds: [String], until: Date, error: ErrorDetail) throws(OfflineStoreError) {
         let now = now().millisecondsSince1970

@@ -2,7 +2,8 @@ public import Foundation
 
 /// When to try again after a failed sync: immediately, then 5 s, 30 s, 5 min, then every 30 min,
 /// each (but the first) spread by ±`jitter` with an injectable random source, and never sooner
-/// than the server's `Retry-After`. Network errors, 5xx and 429 are retried; other 4xx are not.
+/// than the server's `Retry-After`. Network errors, 5xx, 429 and 408 (Request Timeout) are
+/// retried; other 4xx are not.
 public struct RetryPolicy: Sendable {
     /// Delays for the first failures, in seconds; the last repeats.
     public var schedule: [TimeInterval]
