@@ -62,25 +62,14 @@ package enum StorageKind: String, CaseIterable, Sendable, CustomTestStringConver
     package func makeSharedStorages(
         _ count: Int, in folder: URL, schema: String = uniqueSchema(), contracts: any ContractSchema.Type
     ) async throws -> [any SyncStorage] {
+        var storages: [any SyncStorage] = []
         switch self {
         case .sqlite:
-            return try (0..<count).map { _ in try SQLiteStorage(directory: folder, contracts: contracts) }
+            for _ in 0..<count { storages.append(try SQLiteStorage(directory: folder, contracts: contracts)) }
         case .postgres:
-            return try await Self.postgresStorages(count, configuration: try Self.postgresConfiguration(schema: schema), contracts: contracts)
+            let configuration = try Self.postgresConfiguration(schema: schema)
+            for _ in 0..<count { storages.append(try await PostgresStorage(configuration: configuration, contracts: contracts)) }
         }
-    }
-
-    /// `count` PostgreSQL storages of one configuration.
-    ///
-    /// Kept out of the optimizer: Swift 6.3's release build crashed (signal 11 in LLVM's
-    /// coroutine splitting) on the loop of awaits this was written as inside
-    /// ``makeSharedStorages(_:in:schema:contracts:)``'s switch.
-    @_optimize(none)
-    private static func postgresStorages(
-        _ count: Int, configuration: PostgresStorage.Configuration, contracts: any ContractSchema.Type
-    ) async throws -> [any SyncStorage] {
-        var storages: [any SyncStorage] = []
-        for _ in 0..<count { storages.append(try await PostgresStorage(configuration: configuration, contracts: contracts)) }
         return storages
     }
 }
