@@ -75,7 +75,8 @@ storage="an embedded SQLite in a temporary folder"
 step "The server: sync-server on $storage, on a free loopback port"
 data="$work/server"
 "$bin/sync-server" seed --data "$data"
-"$bin/sync-server" serve --data "$data" --port 0 --rate 0 > "$work/server.log" 2>&1 &
+# --outbound-allow: the demo's sink receiver is on loopback, which sinks may not reach otherwise.
+"$bin/sync-server" serve --data "$data" --port 0 --rate 0 --outbound-allow 127.0.0.1/32 > "$work/server.log" 2>&1 &
 server_pid=$!
 server=""
 for _ in $(seq 1 100); do
@@ -104,9 +105,9 @@ receiver_pid=$!
 for _ in $(seq 1 100); do [ -s "$work/receiver.port" ] && break; sleep 0.1; done
 [ -s "$work/receiver.port" ] || { echo "demo: the receiver did not start" >&2; cat "$work/receiver.log" >&2; exit 1; }
 receiver="http://127.0.0.1:$(cat "$work/receiver.port")"
-"$bin/sync-server" sinks add --data "$data" --tenant demo --id dispatch --url "$receiver/hooks" \
+"$bin/sync-server" sinks add --data "$data" --outbound-allow 127.0.0.1/32 --tenant demo --id dispatch --url "$receiver/hooks" \
     --secret-file "$work/sink.secret" --contracts Task,TaskStatusChanged,Incident
-"$bin/sync-server" sinks add --data "$data" --tenant demo --id lrs --kind xapi --url "$receiver/xAPI" \
+"$bin/sync-server" sinks add --data "$data" --outbound-allow 127.0.0.1/32 --tenant demo --id lrs --kind xapi --url "$receiver/xAPI" \
     --secret-file "$work/sink.secret" --xapi-user lrs --xapi-password-file "$work/lrs.password" \
     --xapi-home-page https://learn.example.com
 

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import OutpostTestSupport
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -263,6 +264,66 @@ extension ChangeFeedTests {
             let page = try await ChangeFeed(storage: storage).page(
                 tenant: PushHarness.tenant, after: nil, contracts: nil, limit: 10)
             #expect(page.changes.map { if case .object(let change) = $0 { Self.text(change["id"]) ?? "?" } else { "?" } } == ["slow-1", "fast-1"])
+        }
+    }
+}
+
+extension ChangeFeedTests {
+    static func publish(_ client: any TestClientProtocol, _ h: HostileHarness, _ entity: String, _ row: String) async throws {
+        let response = try await client.execute(
+            uri: "/admin/v1/content/\(entity)", method: .post, headers: HostileHarness.headers(h.adminToken, [.contentType: "application/json"]),
+            body: ByteBuffer(string: row))
+        #expect(response.status == .ok, "\(String(buffer: response.body))")
+    }
+
+    @Test(
+        "content an admin publishes and deletes is in the feed, in commit order with the devices' changes; a write of server-only fields alone is not",
+        arguments: StorageKind.allCases)
+    func contentChanges(_ kind: StorageKind) async throws {
+        let h = try await HostileHarness.make(kind)
+        try await h.live { client in
+            try await Self.join(client, h)
+            try await Self.publish(client, h, "Unit", #"{"id": "unit-a", "title": "Ladders", "learner_level": "beginner", "sort_index": 1}"#)
+            try await Self.push(client, h.ownerToken, client: "alice-phone", [Self.task(1, "task-1")])
+            try await Self.publish(client, h, "Unit", #"{"id": "unit-b", "title": "Roofs", "learner_level": "advanced", "sort_index": 2}"#)
+
+            let all = try await Self.feed(client, h.adminToken)
+            #expect(all.ids == ["unit-a", "task-1", "unit-b"])
+            #expect(all.operations == ["publish", "create", "publish"])
+            let published = try #require(all.changes.first)
+            #expect(published["kind"] == .string("entity") && published["version"] == .int(1))
+            #expect(published["scope_key"] == .string("content:global"))
+            #expect(published["user_id"] == .string("admin") && published["device_id"] == .string("console"))
+            guard case .object(let row)? = published["row"] else {
+                Issue.record("no row: \(published)")
+                return
+            }
+            #expect(row["title"] == .string("Ladders") && row["learner_level"] == .string("beginner"))
+            #expect(try await Self.feed(client, h.adminToken, "?contracts=Unit").ids == ["unit-a", "unit-b"])
+
+            // A deletion: delivered as one, without a row; read from the start, unit-a's publish
+            // is delivered at its deletion.
+            let delete = try await client.execute(
+                uri: "/admin/v1/content/Unit/unit-a", method: .delete, headers: HostileHarness.headers(h.adminToken))
+            #expect(delete.status == .noContent)
+            let deleted = try await Self.feed(client, h.adminToken, "?after=\(all.cursor)")
+            #expect(deleted.ids == ["unit-a"] && deleted.operations == ["delete"])
+            #expect(deleted.changes.first?["row"] == .null && deleted.changes.first?["version"] == .int(2))
+            #expect(try await Self.feed(client, h.adminToken).ids == ["task-1", "unit-b", "unit-a"])
+
+            // Seeded content comes as `seed`; a write of server-only fields alone changes nothing
+            // a device or the feed's row shows, and is not a change.
+            _ = try await SampleContent.seed(
+                storage: h.storage, assets: h.assets, tenant: HostileHarness.tenant, team: "team-1", clock: SystemClock())
+            let seeded = try await Self.feed(client, h.adminToken, "?after=\(deleted.cursor)&contracts=Assessment&limit=1000")
+            #expect(seeded.ids.contains("assessment-battery-basics") && Set(seeded.operations) == ["seed"], "\(seeded.ids) \(seeded.operations)")
+            let admin = DeviceIdentity(tenant: HostileHarness.tenant, userID: "admin", deviceID: "console", isAdmin: true, expiresAt: .max)
+            try await ContentService(storage: h.storage, apps: SampleServerApps.all).setServerOnlyFields(
+                entity: "Assessment", id: "assessment-battery-basics",
+                ["answer_key": .array([.object(["id": .string("q1"), "correct": .string("b"), "points": .int(2)])])], identity: admin,
+                operation: .publish)
+            let serverOnly = try await Self.feed(client, h.adminToken, "?after=\(seeded.cursor)")
+            #expect(serverOnly.status == .ok && serverOnly.changes.isEmpty, "\(serverOnly.ids)")
         }
     }
 }

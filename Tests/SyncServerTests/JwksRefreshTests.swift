@@ -83,6 +83,8 @@ struct JwksRefreshTests {
         policy.shortestLifetime = .milliseconds(100)
         policy.retryInterval = retry
         policy.timeout = .seconds(5)
+        // The identity provider is on loopback, which outbound requests refuse unless allowed.
+        policy.outbound = OutboundAddressPolicy(allowList: [CIDRBlock("127.0.0.1/32")!])
         return policy
     }
 
@@ -187,12 +189,14 @@ struct JwksRefreshTests {
     @Test("a JWKS URL that cannot be fetched at start is an error; one that is not a JWKS too")
     func unreachableAtStart() async throws {
         var signer = try TokenSigner(secret: Data(repeating: 3, count: 32))
-        await #expect(throws: TokenKeyError.self) { try await signer.addJWKS(url: URL(string: "http://127.0.0.1:1/jwks.json")!) }
+        await #expect(throws: TokenKeyError.self) {
+            try await signer.addJWKS(url: URL(string: "http://127.0.0.1:1/jwks.json")!, policy: Self.policy(retry: .seconds(30)))
+        }
         await #expect(throws: TokenKeyError.self) { try await signer.addJWKS(url: URL(string: "ftp://example.com/jwks.json")!) }
         let provider = TestIdentityProvider(maxAge: 60)
         try await provider.run { url in
             var withoutKeys = try TokenSigner(secret: Data(repeating: 3, count: 32))
-            await #expect(throws: TokenKeyError.self, "no key") { try await withoutKeys.addJWKS(url: url) }
+            await #expect(throws: TokenKeyError.self, "no key") { try await withoutKeys.addJWKS(url: url, policy: Self.policy(retry: .seconds(30))) }
         }
     }
 

@@ -122,4 +122,32 @@ struct RouteAssetTests {
             #expect(stranger.status == .notFound)
         }
     }
+
+    @Test(
+        "asset links are https when the server serves TLS itself without --public-url, http without TLS, the public URL when given",
+        arguments: [
+            (tls: true, publicURL: nil, base: "https://127.0.0.1:8080/assets/"),
+            (tls: false, publicURL: nil, base: "http://127.0.0.1:8080/assets/"),
+            (tls: true, publicURL: "https://sync.example.com/", base: "https://sync.example.com/assets/"),
+        ] as [(tls: Bool, publicURL: String?, base: String)])
+    func linkScheme(tls: Bool, publicURL: String?, base: String) async throws {
+        var configuration = RouteHarness.defaultConfiguration
+        configuration.publicBaseURL = publicURL
+        if tls {
+            // Never read here: the in-process router serves no connection, only the scheme counts.
+            let folder = URL(fileURLWithPath: "/nonexistent-outpost-tls", isDirectory: true)
+            configuration.tls = TLSFiles(
+                certificateChain: folder.appendingPathComponent("server.pem"), privateKey: folder.appendingPathComponent("server.key"))
+        }
+        let harness = try RouteHarness(configuration: configuration)
+        try await harness.seed()
+        try await harness.test { client in
+            let units = try await client.execute(uri: "/api/v1/content/units/sync", method: .get, headers: harness.headers())
+            #expect(units.status == .ok)
+            let synced = try JSONDecoder().decode(UnitsSyncResponse.self, from: units.data)
+            let links = synced.units.flatMap(\.lessons).flatMap(\.assets).map(\.downloadURL)
+            #expect(!links.isEmpty)
+            #expect(links.allSatisfy { $0.hasPrefix(base) }, "\(links)")
+        }
+    }
 }

@@ -202,6 +202,44 @@ struct TLSTests {
         #expect(alone.status == 64 && alone.stderr.contains("--tls-cert and --tls-key go together"), "\(alone)")
     }
 
+    @Test("without --public-url, the asset links a TLS server hands out are https to the address reached, and download over it")
+    func assetLinksOverTLS() throws {
+        let folder = try TemporaryDirectory(prefix: "outpost-tls")
+        let ca = try ThrowawayCA(in: folder.url)
+        let server = try ca.startServer(in: folder.url)
+        defer { try? server.stop() }
+        let port = try #require(server.port)
+        let token = try token(server, "op-links")
+
+        let units = try ChildProcess.run(
+            tool: "curl",
+            [
+                "-sS", "--fail", "--cacert", ca.caFile.path, "-H", "Authorization: Bearer \(token)",
+                "https://127.0.0.1:\(port)/api/v1/content/units/sync",
+            ])
+        #expect(units.status == 0, "\(units)")
+        let links = Self.values(of: "download_url", in: try JSONSerialization.jsonObject(with: Data(units.stdout.utf8)))
+        #expect(!links.isEmpty, "\(units.stdout)")
+        #expect(links.allSatisfy { $0.hasPrefix("https://127.0.0.1:\(port)/assets/") }, "\(links)")
+
+        let link = try #require(links.first)
+        let file = try ChildProcess.run(
+            tool: "curl",
+            ["-sS", "--fail", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", ca.caFile.path, "-H", "Authorization: Bearer \(token)", link])
+        #expect(file.stdout == "200", "\(file)")
+    }
+
+    /// Every string under `key`, at any depth of a JSON value.
+    private static func values(of key: String, in json: Any) -> [String] {
+        if let object = json as? [String: Any] {
+            return object.flatMap { name, value in
+                name == key ? [value as? String].compactMap { $0 } : values(of: key, in: value)
+            }
+        }
+        if let array = json as? [Any] { return array.flatMap { values(of: key, in: $0) } }
+        return []
+    }
+
     // MARK: Helpers
 
     private func token(_ server: SyncServerProcess, _ user: String) throws -> String {

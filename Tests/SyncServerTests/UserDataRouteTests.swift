@@ -43,9 +43,11 @@ struct UserDataRouteTests {
             #expect(told.status == .gone)
             #expect(try told.errorBody().code == .userErased)
 
-            // Signed in again after the erasure: a fresh start, nothing of before.
+            // Signed in again after the erasure: a fresh start, nothing of before. Its token is
+            // dated past the erasure's leeway, which the server takes from the next second on.
+            try await ErasureMarginTests.waitPast(report.erasedAt)
             let identity = DeviceIdentity(tenant: "acme", userID: "u-1", deviceID: "d-2", expiresAt: Int64(Date().timeIntervalSince1970) + 3600)
-            let fresh = harness.signer.sign(identity, issuedAt: report.erasedAt + 1)
+            let fresh = harness.signer.sign(identity, issuedAt: report.erasedAt + TokenSigner.issuedAtLeeway + 1)
             let pulled = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: harness.headers(fresh))
             #expect(pulled.status == .ok, "\(pulled.text)")
             #expect(!pulled.text.contains("lesson-1"))

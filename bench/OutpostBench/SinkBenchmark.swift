@@ -107,10 +107,13 @@ enum SinkBenchmark {
         configuration.pollInterval = .milliseconds(200)
         var silent = Logger(label: "bench.sinks")
         silent.logLevel = .error
-        let delivery = SinkDelivery(storage: storage, configuration: configuration, metrics: ServerMetrics(), clock: SystemClock(), logger: silent)
+        // The receiver is on loopback, which outbound requests refuse unless allowed.
+        let loopback = OutboundAddressPolicy(allowList: [CIDRBlock("127.0.0.1/32")!])
+        let delivery = SinkDelivery(
+            storage: storage, configuration: configuration, metrics: ServerMetrics(), clock: SystemClock(), logger: silent, outbound: loopback)
         var request = SinkAdministration.Request(url: "http://127.0.0.1:\(receiverPort)/hooks", secret: "the-benchmark-webhook-secret")
         request.id = "bench"
-        _ = try await SinkAdministration(storage: storage).add(request, tenant: PostgresBenchmark.teamDevice.tenant)
+        _ = try await SinkAdministration(storage: storage, outbound: loopback).add(request, tenant: PostgresBenchmark.teamDevice.tenant)
         let delivering = Task { try await delivery.run() }
         defer { delivering.cancel() }
         delivery.sinkAdded()

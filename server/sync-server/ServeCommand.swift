@@ -73,8 +73,23 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Flag(
         name: .customLong("console-secure-cookie"),
-        help: "Always mark the console's session cookie Secure (it is when the request came over HTTPS, as --public-url or a trusted proxy says).")
+        help: "Always mark the console's session cookie Secure (it is anyway under --tls-cert, an https --public-url or a trusted proxy's https).")
     var consoleSecureCookie = false
+
+    @Option(
+        name: .customLong("console-sessions-per-tenant"),
+        help: ArgumentHelp("Console sessions open at once in one tenant; signing in past it ends the tenant's oldest session.", valueName: "N"))
+    var consoleSessionsPerTenant = IdentityStateLimits().consoleSessionsPerTenant
+
+    @Option(
+        name: .customLong("census-contracts-per-device"),
+        help: ArgumentHelp("Contract names the fleet census keeps for one device (only contracts this server knows).", valueName: "N"))
+    var censusContractsPerDevice = IdentityStateLimits().censusContractsPerDevice
+
+    @Option(
+        name: .customLong("sinks-per-tenant"),
+        help: ArgumentHelp("Sinks one tenant may hold; adding one more is 409 limit_reached.", valueName: "N"))
+    var sinksPerTenant = IdentityStateLimits().sinksPerTenant
 
     @Option(
         name: .customLong("sink-lease"),
@@ -106,7 +121,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("public-url"),
-        help: ArgumentHelp("The URL devices reach the server at, for asset download links (default: the request's Host).", valueName: "URL"))
+        help: ArgumentHelp(
+            "The URL devices reach the server at, for asset download links (default: the address and port the connection reached, https with --tls-cert; never the request's Host header).",
+            valueName: "URL"))
     var publicURL: String?
 
     @Option(
@@ -161,13 +178,29 @@ struct ServeCommand: AsyncParsableCommand {
     var pullReadAheadPages = 256
 
     @Option(
-        name: .customLong("pull-page-bytes"), help: "The bytes of rows one pull page holds at most, whatever its limit; a larger row travels alone.")
-    var pullPageBytes = PullService.defaultPageBytes
+        name: .customLong("page-bytes"),
+        help:
+            "The bytes of items one page of any listing (pull, change feed, export chunk, fleet, sinks, console) holds at most, whatever its limit; a larger item travels alone."
+    )
+    var pageBytes = PullService.defaultPageBytes
 
     @Option(
-        name: .customLong("pull-memory"),
-        help: "The bytes all pull pages may take at once in this process; past it pulls wait, then get 503 server_busy.")
-    var pullMemoryBytes = 256 * 1024 * 1024
+        name: .customLong("response-memory"),
+        help: "The bytes all listing pages (pulls included) may take at once in this process; past it requests wait, then get 503 server_busy.")
+    var responseMemoryBytes = 256 * 1024 * 1024
+
+    /// `--pull-page-bytes`, the earlier name of `--page-bytes`, still taken.
+    @Option(name: .customLong("pull-page-bytes"), help: .hidden)
+    var pullPageBytes: Int?
+
+    /// `--pull-memory`, the earlier name of `--response-memory`, still taken.
+    @Option(name: .customLong("pull-memory"), help: .hidden)
+    var pullMemoryBytes: Int?
+
+    /// `--page-bytes`, or its earlier name.
+    var effectivePageBytes: Int { pullPageBytes ?? pageBytes }
+    /// `--response-memory`, or its earlier name.
+    var effectiveResponseMemoryBytes: Int { pullMemoryBytes ?? responseMemoryBytes }
 
     @Option(
         name: .customLong("peer-rate"),
@@ -198,19 +231,46 @@ struct ServeCommand: AsyncParsableCommand {
         help: ArgumentHelp("The PEM private key of --tls-cert's certificate; read again when it changes.", valueName: "FILE"))
     var tlsKey: String?
 
+    @Option(
+        name: .customLong("tls-handshake-timeout"),
+        help: ArgumentHelp("Seconds a connection has to complete its TLS handshake (with --tls-cert); a slower one is closed.", valueName: "SECONDS"))
+    var tlsHandshakeTimeoutSeconds = 10.0
+
+    @Option(
+        name: .customLong("outbound-allow"),
+        help: ArgumentHelp(
+            "Let sinks and --jwks-url reach this address or CIDR block (like 10.0.0.0/8 or ::1/128) although it is loopback, private, link-local or otherwise refused; repeat for several.",
+            valueName: "CIDR"))
+    var outboundAllow: [String] = []
+
     func validate() throws {
         guard (tlsCertificate == nil) == (tlsKey == nil) else {
             throw ValidationError("--tls-cert and --tls-key go together: give both (the certificate chain and its private key) or neither")
         }
-        guard pullPageBytes >= 1024, pullMemoryBytes >= pullPageBytes else {
-            throw ValidationError("--pull-page-bytes must be at least 1024 and --pull-memory at least --pull-page-bytes")
+        guard effectivePageBytes >= 1024, effectiveResponseMemoryBytes >= effectivePageBytes else {
+            throw ValidationError("--page-bytes must be at least 1024 and --response-memory at least --page-bytes")
         }
         guard peerRequestsPerSecond >= 0, peerBurst > 0 else { throw ValidationError("--peer-rate must be 0 or more and --peer-burst at least 1") }
+        for block in outboundAllow where CIDRBlock(block) == nil {
+            throw ValidationError("--outbound-allow takes an address or a CIDR block like 10.0.0.0/8 or fd00::/8, not \(block)")
+        }
+        guard tlsHandshakeTimeoutSeconds >= 0.1, tlsHandshakeTimeoutSeconds <= 300 else {
+            throw ValidationError("--tls-handshake-timeout must be between 0.1 and 300 seconds, not \(tlsHandshakeTimeoutSeconds)")
+        }
         for proxy in trustedProxies where TrustedProxies.Block(proxy) == nil {
             throw ValidationError("--trusted-proxy takes an address or a CIDR block like 10.0.0.0/8 or fd00::/8, not \(proxy)")
         }
         guard liveHeartbeatSeconds >= 0.05, liveHeartbeatSeconds <= 3600 else {
             throw ValidationError("--live-heartbeat must be between 0.05 and 3600 seconds, not \(liveHeartbeatSeconds)")
+        }
+        guard consoleSessionsPerTenant >= 1 else {
+            throw ValidationError("--console-sessions-per-tenant must be at least 1, not \(consoleSessionsPerTenant)")
+        }
+        guard censusContractsPerDevice >= 1 else {
+            throw ValidationError("--census-contracts-per-device must be at least 1, not \(censusContractsPerDevice)")
+        }
+        guard sinksPerTenant >= 1 else {
+            throw ValidationError("--sinks-per-tenant must be at least 1, not \(sinksPerTenant)")
         }
         guard pullReadAheadPages >= 0 else {
             throw ValidationError("--pull-read-ahead must be 0 or more, not \(pullReadAheadPages)")
@@ -282,13 +342,18 @@ struct ServeCommand: AsyncParsableCommand {
             peerRequestsPerSecond > 0 ? ServerConfiguration.RateLimit(requestsPerSecond: peerRequestsPerSecond, burst: peerBurst) : nil
         configuration.trustedProxies = TrustedProxies(trustedProxies.compactMap(TrustedProxies.Block.init))
         configuration.pullReadAheadPages = pullReadAheadPages
-        configuration.pullPageBytes = pullPageBytes
-        configuration.pullMemoryBytes = pullMemoryBytes
+        configuration.pageBytes = effectivePageBytes
+        configuration.responseMemoryBytes = effectiveResponseMemoryBytes
         configuration.sinks.isEnabled = !noSinkDelivery
         configuration.fleetCensus = !noCensus
         configuration.console.isEnabled = !noConsole
         configuration.console.secureCookie = consoleSecureCookie
+        configuration.identityLimits.consoleSessionsPerTenant = consoleSessionsPerTenant
+        configuration.identityLimits.censusContractsPerDevice = censusContractsPerDevice
+        configuration.identityLimits.sinksPerTenant = sinksPerTenant
         configuration.tls = tls
+        configuration.timeouts.handshake = .milliseconds(Int64(tlsHandshakeTimeoutSeconds * 1000))
+        configuration.outboundAllowList = outboundAllow.compactMap(CIDRBlock.init)
         guard (2...3600).contains(sinkLeaseSeconds) else { throw ValidationError("--sink-lease takes 2 to 3600 seconds, not \(sinkLeaseSeconds)") }
         configuration.sinks.lease = .seconds(sinkLeaseSeconds)
         configuration.sinks.pollInterval = min(configuration.sinks.pollInterval, .seconds(sinkLeaseSeconds))
@@ -354,7 +419,7 @@ extension ServeCommand {
         for text in jwksURLs {
             guard let url = URL(string: text) else { throw fail("--jwks-url \(text) is not a URL") }
             do {
-                try await signer.addJWKS(url: url)
+                try await signer.addJWKS(url: url, outboundAllowList: outboundAllow.compactMap(CIDRBlock.init))
             } catch {
                 failures.append(error.description)
             }

@@ -33,6 +33,12 @@ struct SinksCommand: AsyncParsableCommand {
         @Option(help: "xapi: the contract whose rows become statements.") var xapiContract: String?
         @Option(help: "xapi: the homePage of the actors' accounts (the system user ids belong to).") var xapiHomePage: String?
         @Option(help: "xapi: where activity IRIs start (default <home page>/activities/).") var xapiActivityBase: String?
+        @Option(
+            name: .customLong("outbound-allow"),
+            help: ArgumentHelp(
+                "Let the sink's URL be at this address or CIDR block although it is loopback, private or link-local (serve needs the same --outbound-allow to deliver it); repeat for several.",
+                valueName: "CIDR"))
+        var outboundAllow: [String] = []
 
         func run() async throws {
             guard let kind = SinkKind(rawValue: kind) else { throw ValidationError("--kind is webhook or xapi, not \(kind)") }
@@ -47,7 +53,7 @@ struct SinksCommand: AsyncParsableCommand {
             request.xapiHomePage = xapiHomePage
             request.xapiActivityBase = xapiActivityBase
             let (asked, tenant) = (request, tenant)
-            let sink = try await withAdministration(data) { try await $0.add(asked, tenant: tenant) }
+            let sink = try await withAdministration(data, outboundAllow: outboundAllow) { try await $0.add(asked, tenant: tenant) }
             say("added sink \(sink.id) (\(sink.kind.rawValue)) of \(tenant) → \(sink.url), from \(sink.cursor.text)")
         }
     }
@@ -110,9 +116,15 @@ struct SinksCommand: AsyncParsableCommand {
         @Option(help: "The tenant.") var tenant: String
         @Option(help: "The sink's id.") var sink: String
         @Option(name: .customLong("dead-letter"), help: "A dead letter's id (repeat it); every one when left out.") var ids: [Int64] = []
+        @Option(
+            name: .customLong("outbound-allow"),
+            help: ArgumentHelp(
+                "Let the replay reach this address or CIDR block although it is loopback, private or link-local; repeat for several.",
+                valueName: "CIDR"))
+        var outboundAllow: [String] = []
 
         func run() async throws {
-            let replays = try await withAdministration(data) {
+            let replays = try await withAdministration(data, outboundAllow: outboundAllow) {
                 try await $0.replay(tenant: tenant, sinkID: sink, ids: ids.isEmpty ? nil : ids)
             }
             for replay in replays { say(String(decoding: CanonicalJSON.bytes(replay.json), as: UTF8.self)) }
@@ -127,11 +139,18 @@ struct SinksCommand: AsyncParsableCommand {
 
 /// Runs `work` on the data folder's storage, closing it after; a refusal becomes its message.
 private func withAdministration<T: Sendable>(
-    _ data: DataOptions, _ work: @escaping @Sendable (SinkAdministration) async throws -> T
+    _ data: DataOptions, outboundAllow: [String] = [], _ work: @escaping @Sendable (SinkAdministration) async throws -> T
 ) async throws -> T {
+    var allowList: [CIDRBlock] = []
+    for text in outboundAllow {
+        guard let block = CIDRBlock(text) else {
+            throw ValidationError("--outbound-allow takes an address or a CIDR block like 10.0.0.0/8 or fd00::/8, not \(text)")
+        }
+        allowList.append(block)
+    }
     let storage = try await data.openStorage()
     do {
-        let result = try await work(SinkAdministration(storage: storage))
+        let result = try await work(SinkAdministration(storage: storage, outbound: OutboundAddressPolicy(allowList: allowList)))
         await data.close(storage)
         return result
     } catch let error as ServiceError {

@@ -401,9 +401,10 @@ final class SimTransport: SyncTransport {
         return token.withLock { token in
             if refresh || token == nil {
                 guard !refused, let server else { return nil }
-                // A revocation refuses tokens dated up to the issuers' clock leeway after it:
-                // the sign-in dates a re-enrolled device's token past that.
-                token = server.token(user: user, device: deviceID, revokedAt: network.revokedAt(deviceID: deviceID))
+                // A revocation or an erasure refuses tokens dated up to the issuers' clock leeway
+                // after it: the sign-in dates a re-enrolled device's or an erased user's token past that.
+                token = server.token(
+                    user: user, device: deviceID, revokedAt: network.revokedAt(deviceID: deviceID), erasedAt: network.erasedAt(user))
             }
             return token
         }

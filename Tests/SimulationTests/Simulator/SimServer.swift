@@ -83,11 +83,12 @@ final class SimServer: Sendable {
     static let admin = DeviceIdentity(tenant: tenant, userID: "admin", deviceID: "admin", isAdmin: true, expiresAt: Int64.max)
 
     /// A token for a device, valid for an hour of simulated time, and when it was issued: now,
-    /// or for a device revoked at `revokedAt`, dated past the leeway a revocation covers (as far
-    /// as the server takes a token dated ahead of its clock).
-    func token(user: String, device: String, revokedAt: Int64? = nil) -> (token: String, issuedAt: Int64) {
+    /// or for a device revoked at `revokedAt` or a user erased at `erasedAt`, dated past the
+    /// leeway a revocation or an erasure covers (as far as the server takes a token dated ahead
+    /// of its clock).
+    func token(user: String, device: String, revokedAt: Int64? = nil, erasedAt: Int64? = nil) -> (token: String, issuedAt: Int64) {
         let now = clock.seconds
-        let notBefore = revokedAt.map { $0 + TokenSigner.issuedAtLeeway + 1 } ?? now
+        let notBefore = [revokedAt, erasedAt].compactMap { $0.map { $0 + TokenSigner.issuedAtLeeway + 1 } }.max() ?? now
         let issued = max(now, min(notBefore, now + TokenSigner.issuedAtLeeway))
         let token = signer.sign(
             DeviceIdentity(tenant: Self.tenant, userID: user, deviceID: device, teams: [Self.team], expiresAt: now + 3_600),

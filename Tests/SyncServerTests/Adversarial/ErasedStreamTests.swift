@@ -26,9 +26,12 @@ struct ErasedStreamTests {
             let erased = try await UserErasure(storage: h.storage).erase(tenant: "acme", userID: "ana", requestedBy: .commandLine)
             #expect(erased.rowsErased == 1)
 
-            // The token expired while the device was offline, and it got a new one.
+            // The token expired while the device was offline, and it got a new one: dated past
+            // the erasure's leeway, which the server takes from the second after the erasure.
+            try await ErasureMarginTests.waitPast(erased.erasedAt)
             let renewed = h.signer.sign(
-                DeviceIdentity(tenant: "acme", userID: "ana", deviceID: "phone", expiresAt: now + 3600), issuedAt: erased.erasedAt + 1)
+                DeviceIdentity(tenant: "acme", userID: "ana", deviceID: "phone", expiresAt: now + 3600),
+                issuedAt: erased.erasedAt + TokenSigner.issuedAtLeeway + 1)
             let auditBefore = try await h.auditCount()
             let push = try await client.push(
                 SampleMutations.push([SampleMutations.answer(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002")], client: "ana-client"),

@@ -29,6 +29,8 @@ final class HostileHarness: Sendable {
     let assets: AssetStore
     let signer: TokenSigner
     let configuration: ServerConfiguration
+    /// The data folder (a SQLite storage's database lives here).
+    var folder: URL { directory.url }
 
     /// The default configuration of these tests: a free port, no per-device rate limit, a metrics token.
     static var defaultConfiguration: ServerConfiguration {

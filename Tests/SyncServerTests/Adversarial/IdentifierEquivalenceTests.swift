@@ -43,7 +43,9 @@ struct IdentifierEquivalenceTests {
             let his = h.token(user: Self.decomposed, device: "his-phone")
             for scope in ["user", "progress:user:jos%C3%A9", "progress:user:jose%CC%81"] {
                 let response = try await Self.pull(client, scope: scope, token: his)
-                #expect(response.status == .unauthorized, "\(scope): \(response.bodyText)")
+                // A non-NFC spelling in the query is refused before the token is read (400); the
+                // token's own spelling otherwise (401). Either way, identifier_not_normalized.
+                #expect(response.status == (scope.contains("%CC%81") ? .badRequest : .unauthorized), "\(scope): \(response.bodyText)")
                 #expect(try response.errorDetail.code == .identifierNotNormalized)
             }
             var update = SampleMutations.answer(seq: 1)

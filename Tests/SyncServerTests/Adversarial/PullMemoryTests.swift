@@ -49,7 +49,7 @@ struct PullMemoryTests {
         "a page holds its rows up to the byte budget, a row larger than it travels alone, and every row comes once", arguments: StorageKind.allCases)
     func pagesBoundedInBytes(_ kind: StorageKind) async throws {
         let budget = 150_000
-        let h = try await HostileHarness.make(kind) { $0.pullPageBytes = budget }
+        let h = try await HostileHarness.make(kind) { $0.pageBytes = budget }
         try await h.live { client in
             var mutations = (1...12).map { Self.largeAnswer(seq: $0, bytes: 60_000) }
             mutations.insert(Self.largeAnswer(seq: 13, bytes: 200_000), at: 5)
@@ -78,7 +78,7 @@ struct PullMemoryTests {
 
     @Test("the pull memory budget: requests wait their turn, first come first served, then get 503 server_busy; leases go back when dropped")
     func budget() async throws {
-        let budget = PullMemoryBudget(capacity: 100, maximumWait: .milliseconds(300))
+        let budget = ResponseMemoryBudget(capacity: 100, maximumWait: .milliseconds(300))
         let first = try await budget.acquire(60)
         #expect(budget.held == 60)
         #expect(budget.tryAcquire(60) == nil, "no room")
@@ -99,7 +99,7 @@ struct PullMemoryTests {
             #expect(error.retryAfter != nil)
         }
         _ = second
-        var lease: PullMemoryBudget.Lease? = budget.tryAcquire(40)
+        var lease: ResponseMemoryBudget.Lease? = budget.tryAcquire(40)
         #expect(lease != nil && budget.held == 100)
         lease = nil
         #expect(budget.held == 60, "a dropped lease gives its bytes back")

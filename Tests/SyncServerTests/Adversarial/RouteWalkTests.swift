@@ -1,5 +1,6 @@
 import ContractRuntime
 import Foundation
+import GRDB
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -75,6 +76,7 @@ struct RouteWalkTests {
         var current: Operation?
         var pendingName: String?
         var pendingRequired = false
+        var lastNamed: String?
         var inRequestBody = false
         func finish() {
             if let operation = current { operations.append(operation) }
@@ -107,11 +109,17 @@ struct RouteWalkTests {
             } else if trimmed.hasPrefix("- name: ") {
                 pendingName = String(trimmed.dropFirst("- name: ".count))
                 pendingRequired = false
+                lastNamed = nil
             } else if trimmed.hasPrefix("required: true") {
+                // Before or after `in:`: either way it belongs to the parameter named last.
                 pendingRequired = true
+                if let last = current?.parameters.indices.last, current?.parameters[last].name == lastNamed {
+                    current?.parameters[last].required = true
+                }
             } else if trimmed.hasPrefix("in: "), let name = pendingName {
                 let location = String(trimmed.dropFirst("in: ".count))
                 if location != "path" { current?.parameters.append((name, location, pendingRequired)) }
+                lastNamed = name
                 pendingName = nil
             }
         }
@@ -192,6 +200,8 @@ struct RouteWalkTests {
         #expect(Set(operations.map { RouteDescription(method: $0.method, path: $0.path) }) == registered)
         let pull = try #require(operations.first { $0.path == "/sync/v1/pull" })
         #expect(pull.queryParameters.contains("scope") && pull.queryParameters.contains("cursor"))
+        #expect(pull.parameters.first { $0.name == "scope" }?.required == true)
+        #expect(pull.parameters.first { $0.name == "cursor" }?.required == false)
         #expect(pull.headerParameters.contains(ProtocolHeaders.clientID))
         #expect(operations.first { $0.path == "/sync/v1/push" }?.jsonBody == true)
         #expect(operations.first { $0.path == "/admin/v1/assets/{id}" }.map { $0.hasBody && !$0.jsonBody } == true)
@@ -291,6 +301,107 @@ struct RouteWalkTests {
                 #expect((try? response.errorDetail.code) == .nulCharacter, "\(operation): \(response.bodyText.prefix(200))")
             }
             #expect(try await h.auditCount() == auditBefore, "nothing refused was recorded")
+        }
+        #expect(try await AuditChain.verify(h.storage).isIntact)
+    }
+
+    /// The rows of every table but the audit log's, as a sum: what requests have made the
+    /// server keep.
+    static func storedRows(_ h: HostileHarness) async throws -> Int {
+        let queue = try GRDB.DatabaseQueue(path: h.folder.appendingPathComponent("server.sqlite").path)
+        return try await queue.read { db in
+            var total = 0
+            for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            where !table.hasPrefix("audit") {
+                total += try Int.fetchOne(db, sql: "SELECT count(*) FROM \"\(table)\"") ?? 0
+            }
+            return total
+        }
+    }
+
+    @Test("many distinct values from one identity grow nothing past its caps: census names, sinks, stored rows")
+    func manyDistinctValuesFromOneIdentity() async throws {
+        let limits = IdentityStateLimits()
+        let h = try await HostileHarness.make(.sqlite)
+        let operations = try Self.walked().filter {
+            $0.method == "GET" && !$0.path.hasPrefix("/admin") && $0.path != "/sync/v1/live"
+        }
+        #expect(operations.count >= 3, "\(operations)")
+        try await h.live { client in
+            // Alice's device exists in the census before the flood.
+            #expect(
+                try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(h.ownerToken)).status == .ok)
+            let before = try await Self.storedRows(h)
+            for operation in operations {
+                for index in 0..<60 {
+                    let made = (0..<20).map { "Made\(index)x\($0)=1" }.joined(separator: ",")
+                    let headers = HostileHarness.headers(
+                        h.ownerToken,
+                        [
+                            HTTPField.Name(ProtocolHeaders.schema)!: "AssessmentResponse=1," + made,
+                            HTTPField.Name(ProtocolHeaders.appVersion)!: "walk-app/\(index)",
+                            HTTPField.Name(ProtocolHeaders.clientID)!: "walk-client-\(index)",
+                        ])
+                    _ = try await client.execute(uri: Self.uri(operation), method: .get, headers: headers)
+                }
+            }
+            let after = try await Self.storedRows(h)
+            #expect(after - before <= 2, "\(operations.count * 60) requests from one device made the server keep \(after - before) more rows")
+
+            let device = try await client.execute(
+                uri: "/admin/v1/fleet/devices/alice/alice-phone", method: .get, headers: HostileHarness.headers(h.adminToken))
+            #expect(device.status == .ok, "\(device.bodyText.prefix(200))")
+            #expect(!device.bodyText.contains("Made"), "the census recorded a contract the server does not know")
+            #expect(device.body.readableBytes < 16_384, "the device's census record is \(device.body.readableBytes) bytes")
+            let fleet = try await client.execute(uri: "/admin/v1/fleet", method: .get, headers: HostileHarness.headers(h.adminToken))
+            #expect(fleet.status == .ok && !fleet.bodyText.contains("Made") && fleet.body.readableBytes < 16_384)
+
+            // An admin adding sinks with new ids: the tenant's cap, then 409 limit_reached.
+            var refused = 0
+            for index in 0..<(limits.sinksPerTenant + 5) {
+                let body = #"{"id": "walk-\#(index)", "url": "https://receiver-\#(index).example.com/hook", "secret": "s3cret-s3cret-s3cret"}"#
+                let added = try await client.execute(
+                    uri: "/admin/v1/sinks", method: .post, headers: HostileHarness.headers(h.adminToken), body: ByteBuffer(string: body))
+                if added.status == .conflict {
+                    #expect((try? added.errorDetail.code) == .limitReached)
+                    refused += 1
+                } else {
+                    #expect(added.status == .ok || added.status == .created, "\(added.status) \(added.bodyText.prefix(200))")
+                }
+            }
+            #expect(refused == 5, "sinks past the tenant's cap of \(limits.sinksPerTenant)")
+        }
+        #expect(try await AuditChain.verify(h.storage).isIntact)
+    }
+
+    @Test("every listing route answers within its page budget over rows near the largest a contract allows", arguments: StorageKind.allCases)
+    func listingsStayWithinThePageBudget(_ kind: StorageKind) async throws {
+        let pageBytes = 200_000
+        let rowBytes = 60_000
+        let h = try await HostileHarness.make(kind) { $0.pageBytes = pageBytes }
+        let operations = try Self.walked().filter { $0.method == "GET" && $0.path != "/sync/v1/live" }
+        try await h.live { client in
+            for start in stride(from: 1, through: 12, by: 4) {
+                let mutations = (start...start + 3).map { ListingBudgetTests.largeStatement(seq: Int64($0), bytes: rowBytes) }
+                let pushed = try await client.push(SampleMutations.push(mutations, client: "alice-phone"), token: h.ownerToken)
+                #expect(pushed.status == .ok, "\(pushed.bodyText.prefix(200))")
+            }
+            var listed = 0
+            for operation in operations {
+                var uri = Self.uri(operation).replacingOccurrences(of: "/u-1", with: "/alice").replacingOccurrences(of: "/d-1", with: "/alice-phone")
+                if operation.queryParameters.contains("limit") { uri += (uri.contains("?") ? "&" : "?") + "limit=1000" }
+                let token = operation.path.hasPrefix("/admin") ? h.adminToken : h.ownerToken
+                let response = try await client.execute(uri: uri, method: .get, headers: HostileHarness.headers(token))
+                #expect([.ok, .notFound].contains(response.status), "\(uri): \(response.status) \(response.bodyText.prefix(200))")
+                // The export streams the whole of a user's data in chunks of the page budget,
+                // each holding its room in the memory budget: its body is not one page.
+                guard response.status == .ok, !operation.path.hasSuffix("/export") else { continue }
+                #expect(
+                    response.body.readableBytes <= pageBytes + rowBytes + 16_384,
+                    "\(uri): \(response.body.readableBytes) bytes in one answer (page budget \(pageBytes))")
+                listed += 1
+            }
+            #expect(listed >= 5, "\(listed) listings answered")
         }
         #expect(try await AuditChain.verify(h.storage).isIntact)
     }

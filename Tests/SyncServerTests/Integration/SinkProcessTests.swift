@@ -89,7 +89,7 @@ struct SinkProcessTests {
         }
         let data = folder.url.appendingPathComponent("data")
         let server = try SyncServerProcess.started(
-            data: data, postgresURL: postgres.last, secretFile: tokenSecret, options: ["--sink-lease", "2"])
+            data: data, postgresURL: postgres.last, secretFile: tokenSecret, options: ["--sink-lease", "2", "--outbound-allow", "127.0.0.1/32"])
         defer { try? server.crash() }
         let cli = ["--data", data.path] + postgres
         func run(_ arguments: [String]) throws {
@@ -101,10 +101,14 @@ struct SinkProcessTests {
         try Data(Self.webhookSecret.utf8).write(to: secretFile)
         try Data("lrs-password\n".utf8).write(to: passwordFile)
         let base = "http://127.0.0.1:\(receiverPort)"
-        try run(["sinks", "add"] + cli + ["--tenant", "acme", "--id", "hooks", "--url", base + "/hooks", "--secret-file", secretFile.path])
         try run(
             ["sinks", "add"] + cli + [
-                "--tenant", "acme", "--id", "lrs", "--kind", "xapi", "--url", base + "/xAPI", "--secret-file", secretFile.path,
+                "--outbound-allow", "127.0.0.1", "--tenant", "acme", "--id", "hooks", "--url", base + "/hooks", "--secret-file", secretFile.path,
+            ])
+        try run(
+            ["sinks", "add"] + cli + [
+                "--outbound-allow", "127.0.0.1", "--tenant", "acme", "--id", "lrs", "--kind", "xapi", "--url", base + "/xAPI", "--secret-file",
+                secretFile.path,
                 "--xapi-user", "lrs", "--xapi-password-file", passwordFile.path, "--xapi-home-page", "https://learn.example.com",
             ])
 

@@ -16,9 +16,13 @@ import Testing
 @Suite("Sinks: webhooks and xAPI statements from the change feed", .blockingWork)
 struct SinkTests {
     static let secret = "a-signing-secret-of-the-tests-0123456789"
+    /// The tests' receivers' addresses, allowed for outbound requests.
+    static let loopback = CIDRBlock("127.0.0.1/32")!
 
     static func harness(_ kind: StorageKind) async throws -> HostileHarness {
         try await HostileHarness.make(kind) { configuration in
+            // The receivers are on loopback, which outbound requests refuse unless allowed.
+            configuration.outboundAllowList = [Self.loopback]
             configuration.sinks.pollInterval = .milliseconds(100)
             configuration.sinks.initialBackoff = .milliseconds(50)
             configuration.sinks.maximumBackoff = .milliseconds(400)
@@ -179,6 +183,7 @@ struct SinkTests {
     @Test("a batch keeps under its byte budget: changes beyond it go in the next batches, in order", arguments: StorageKind.allCases)
     func batchByteBudget(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind) { configuration in
+            configuration.outboundAllowList = [Self.loopback]
             configuration.sinks.pollInterval = .milliseconds(100)
             configuration.sinks.maximumBatchBytes = 1500
         }
@@ -219,10 +224,10 @@ struct SinkTests {
             let sink = try await Self.sink(client, h, "down")
             #expect(sink["in_flight"] == .bool(true) && sink["delivered"] == .int(0))
             guard case .string(let error)? = sink["last_error"] else { Issue.record("no last_error: \(sink)"); return }
-            #expect(error.contains("connection") || error.contains("timed out"), "\(error)")
+            #expect(error == "connection_failed" || error == "timeout", "a fixed category, nothing of the error's text: \(error)")
             let letters = try await client.execute(
                 uri: "/admin/v1/sinks/down/dead-letters", method: .get, headers: HostileHarness.headers(h.adminToken))
-            #expect(letters.bodyText == "{\"dead_letters\":[]}")
+            #expect(letters.bodyText.contains("\"dead_letters\":[]"), "\(letters.bodyText)")
         }
     }
 
@@ -281,7 +286,7 @@ struct SinkTests {
                 #expect(Self.isSigned(replayed, secret: Self.secret))
                 let after = try await client.execute(
                     uri: "/admin/v1/sinks/strict/dead-letters", method: .get, headers: HostileHarness.headers(h.adminToken))
-                #expect(after.bodyText == "{\"dead_letters\":[]}")
+                #expect(after.bodyText.contains("\"dead_letters\":[]"), "\(after.bodyText)")
             }
         }
     }
@@ -367,7 +372,7 @@ struct SinkTests {
             // Another tenant's admin sees none of them.
             let other = h.signer.token(tenant: "globex", user: "admin", device: "console", teams: [], isAdmin: true)
             let theirs = try await client.execute(uri: "/admin/v1/sinks", method: .get, headers: HostileHarness.headers(other))
-            #expect(theirs.bodyText == "{\"sinks\":[]}")
+            #expect(theirs.bodyText.contains("\"sinks\":[]"), "\(theirs.bodyText)")
             #expect(try await client.execute(uri: "/admin/v1/sinks/one", method: .get, headers: HostileHarness.headers(other)).status == .notFound)
 
             let removed = try await client.execute(uri: "/admin/v1/sinks/one", method: .delete, headers: HostileHarness.headers(h.adminToken))
@@ -391,8 +396,11 @@ struct SinkProcessesTests {
         var configuration = SinkDeliveryConfiguration()
         configuration.pollInterval = .milliseconds(100)
         configuration.lease = .seconds(2)
+        let loopback = OutboundAddressPolicy(allowList: [SinkTests.loopback])
         let deliveries = storages.map {
-            SinkDelivery(storage: $0, configuration: configuration, metrics: ServerMetrics(), clock: SystemClock(), logger: Logger(label: "test"))
+            SinkDelivery(
+                storage: $0, configuration: configuration, metrics: ServerMetrics(), clock: SystemClock(), logger: Logger(label: "test"),
+                outbound: loopback)
         }
         // A slow receiver: a batch is still being sent when the other process looks for sinks.
         let receiver = TestReceiver(delay: .milliseconds(150))
@@ -400,7 +408,7 @@ struct SinkProcessesTests {
         try await receiver.run { base in
             var request = SinkAdministration.Request(url: base + "/hooks", secret: SinkTests.secret)
             request.id = "shared"
-            _ = try await SinkAdministration(storage: storages[0]).add(request, tenant: "acme")
+            _ = try await SinkAdministration(storage: storages[0], outbound: loopback).add(request, tenant: "acme")
             let first = Task { try await deliveries[0].run() }
             let second = Task { try await deliveries[1].run() }
             let pushes = [PushService(storage: storages[0]), PushService(storage: storages[1])]

@@ -67,7 +67,8 @@ public struct AppRequest: Sendable {
     public func body(limit: Int) async throws -> Data { try await request.collectBody(limit: limit) }
 
     /// Where clients reach this server for links the app hands out: the configured public URL
-    /// (`--public-url`), else the address this connection reached; never the `Host` header.
+    /// (`--public-url`), else the address this connection reached (`https` when the server
+    /// serves TLS itself); never the `Host` header.
     public var baseURL: String { RequestInput.baseURL(configuration, context) }
 
     /// A file of the server's file store (``AssetStore``) streamed from disk, with its SHA-256
@@ -85,11 +86,29 @@ public struct AppRequest: Sendable {
 
 /// How the routes read their input: one set of rules for the sync routes and the apps' routes.
 enum RequestInput {
-    /// `X-Outpost-Schema: Unit=3,Lesson=2`; absent means "the current versions".
+    /// `X-Outpost-Schema` at most, in bytes: far more than any app's contracts take (16 KiB).
+    static let maximumSchemaHeaderBytes = 16_384
+    /// Contracts one `X-Outpost-Schema` may name at most (256).
+    static let maximumSchemaEntries = 256
+    /// A contract name's length at most, in `X-Outpost-Schema` as in a push (128 bytes).
+    static let maximumContractNameBytes = 128
+
+    /// `X-Outpost-Schema: Unit=3,Lesson=2`; absent means "the current versions". Bounded before
+    /// it is read (``maximumSchemaHeaderBytes``, ``maximumSchemaEntries``) and each name held to
+    /// the identifier rule (``Identifier``): an absurd header is a 400, never a table to keep.
     static func schema(_ request: Request) throws(ServiceError) -> [String: Int] {
         guard let text = request.headers[.outpostSchema], !text.trimmingCharacters(in: .whitespaces).isEmpty else { return [:] }
+        guard text.utf8.count <= maximumSchemaHeaderBytes else {
+            throw .malformed("\(ProtocolHeaders.schema) is longer than \(maximumSchemaHeaderBytes) bytes")
+        }
         guard let versions = SchemaHeader.decode(text) else {
             throw .malformed("\(ProtocolHeaders.schema) must be `Name=version` pairs separated by commas, like `Unit=3,Lesson=2`")
+        }
+        guard versions.count <= maximumSchemaEntries else {
+            throw .malformed("\(ProtocolHeaders.schema) names \(versions.count) contracts; at most \(maximumSchemaEntries) are read")
+        }
+        for name in versions.keys {
+            try Identifier.require(name, as: "a contract name in \(ProtocolHeaders.schema)", maximumBytes: maximumContractNameBytes)
         }
         return versions
     }
@@ -121,15 +140,17 @@ enum RequestInput {
     }
 
     /// Where clients reach the server: the configured public URL, or the address this
-    /// connection reached. Never the request's `Host` header: a client (or anything between it
-    /// and the server) chooses that, and links built from it would point wherever it says.
+    /// connection reached, `https` when the server serves TLS itself (``ServerConfiguration/tls``).
+    /// Never the request's `Host` header: a client (or anything between it and the server)
+    /// chooses that, and links built from it would point wherever it says.
     static func baseURL(_ configuration: ServerConfiguration, _ context: SyncRequestContext) -> String {
         if let base = configuration.publicBaseURL {
             return base.hasSuffix("/") ? String(base.dropLast()) : base
         }
+        let scheme = configuration.tls == nil ? "http" : "https"
         if let local = context.localAddress, let ip = local.ipAddress, let port = local.port {
-            return "http://\(ip.contains(":") ? "[\(ip)]" : ip):\(port)"
+            return "\(scheme)://\(ip.contains(":") ? "[\(ip)]" : ip):\(port)"
         }
-        return "http://\(configuration.host):\(configuration.port)"
+        return "\(scheme)://\(configuration.host):\(configuration.port)"
     }
 }

@@ -1,5 +1,5 @@
 import AsyncHTTPClient
-package import Foundation
+public import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -17,10 +17,14 @@ package struct JWKSRefreshPolicy: Sendable {
     /// failed fetch is tried again: a flood of bogus kids, or an identity provider that is
     /// down, costs it one request per interval.
     package var retryInterval: Duration = .seconds(30)
-    /// How long one fetch may take.
+    /// How long one fetch may take: connecting, the answer's head and its body, all within it.
     package var timeout: Duration = .seconds(10)
     /// The largest JWKS read.
     package var maximumBytes = 1 << 20
+    /// Where a fetch may connect: never loopback, private or link-local addresses (or any other
+    /// ``OutboundAddressPolicy`` refuses) unless its allow-list names them
+    /// (``ServerConfiguration/outboundAllowList``, `serve --outbound-allow`).
+    package var outbound = OutboundAddressPolicy()
 
     package init() {}
 
@@ -128,18 +132,16 @@ final class JWKSEndpoint: Sendable {
     private func download() async throws(TokenKeyError) -> (JWKSDocument, Duration) {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.headers.add(name: "Accept", value: "application/json")
-        let (seconds, attoseconds) = policy.timeout.components
-        let timeout = TimeAmount.nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
         let fail = { (reason: String) in TokenKeyError.jwksUnavailable(url: self.name, reason: reason) }
-        let response: HTTPClientResponse
-        let body: ByteBuffer
+        let answer: OutboundHTTP.Answer
         do {
-            response = try await HTTPClient.shared.execute(request, timeout: timeout)
-            body = try await response.body.collect(upTo: policy.maximumBytes)
+            answer = try await OutboundHTTP.exchange(request, policy: policy.outbound, timeout: policy.timeout, bodyLimit: policy.maximumBytes)
         } catch {
             throw fail("cannot be fetched: \(error)")
         }
-        guard response.status == .ok else { throw fail("answered \(response.status.code), not 200") }
+        guard answer.status == 200 else { throw fail("answered \(answer.status), not 200") }
+        guard !answer.truncated else { throw fail("is larger than \(policy.maximumBytes) bytes") }
+        let (response, body) = (answer, answer.body)
         let document: JWKSDocument
         do {
             document = try JWKSDocument.lenient(String(buffer: body))
@@ -150,5 +152,16 @@ final class JWKSEndpoint: Sendable {
         let lifetime = policy.lifetime(
             cacheControl: response.headers.first(name: "Cache-Control"), expires: response.headers.first(name: "Expires"), now: Date())
         return (document, lifetime)
+    }
+}
+
+extension TokenSigner {
+    /// ``addJWKS(url:)`` for an identity provider at an address outbound requests refuse unless
+    /// allowed (loopback, private, link-local…): `outboundAllowList` names the blocks it may be
+    /// fetched from (``ServerConfiguration/outboundAllowList``, `serve --outbound-allow`).
+    public mutating func addJWKS(url: URL, outboundAllowList: [CIDRBlock]) async throws(TokenKeyError) {
+        var policy = JWKSRefreshPolicy()
+        policy.outbound = OutboundAddressPolicy(allowList: outboundAllowList)
+        try await addJWKS(url: url, policy: policy)
     }
 }

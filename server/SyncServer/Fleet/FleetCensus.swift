@@ -14,6 +14,12 @@ package import SyncProtocol
 /// census service (``run()``), and once more when it stops: a push or pull never waits on the
 /// census. A process that dies loses at most its last interval of observations; the devices
 /// are seen again at their next sync. Reads flush this process's observations first.
+///
+/// What one device can make it keep is bounded: only the contracts of the server's catalog are
+/// recorded of its `X-Outpost-Schema` (a made-up name is never stored), at most
+/// ``IdentityStateLimits/censusContractsPerDevice`` of them, and rows stored before that bound
+/// are trimmed when the device is next written and when the census service starts
+/// (``trimStoredSchemas()``).
 package final class FleetCensus: Service, Sendable {
     /// How many of a device's latest syncs are kept.
     package static let recentLimit = 20
@@ -26,6 +32,11 @@ package final class FleetCensus: Service, Sendable {
     let flushInterval: Duration
     let metrics: ServerMetrics?
     let logger: Logger
+    /// The contracts whose versions are recorded (the server's catalog); `nil` records any name
+    /// (a tool that only reads the census).
+    let knownContracts: Set<String>?
+    /// Contract versions kept per device at most (``IdentityStateLimits/censusContractsPerDevice``).
+    let contractsPerDevice: Int
     private let pending = NIOLockedValueBox([DeviceKey: Observed]())
     /// Tenants with labels of their own in the telemetry metrics: at most ``labelledTenantLimit``,
     /// the others count as `_other`, so a server of many tenants keeps a bounded exposition.
@@ -36,15 +47,22 @@ package final class FleetCensus: Service, Sendable {
     /// One flush at a time: two would write one device's observations twice.
     private let flushTurns = FlushTurns()
 
+    /// - Parameters:
+    ///   - contracts: the contract names whose versions are recorded (the server's catalog);
+    ///     `nil` records any name, for a tool that only reads the census.
+    ///   - contractsPerDevice: the contract versions kept per device at most.
     package init(
         storage: any SyncStorage, clock: any ServerClock, flushInterval: Duration = .seconds(5), metrics: ServerMetrics? = nil,
-        logger: Logger = Logger(label: "outpost.census")
+        logger: Logger = Logger(label: "outpost.census"), contracts: Set<String>? = nil,
+        contractsPerDevice: Int = IdentityStateLimits().censusContractsPerDevice
     ) {
         self.storage = storage
         self.clock = clock
         self.flushInterval = flushInterval
         self.metrics = metrics
         self.logger = logger
+        knownContracts = contracts
+        self.contractsPerDevice = max(0, contractsPerDevice)
         (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -62,8 +80,9 @@ package final class FleetCensus: Service, Sendable {
         /// Seconds since 1970.
         package var at: Int64
         package var appVersion: String?
-        /// `X-Outpost-Schema` as sent (``SchemaHeader``), read only when it changed.
-        package var schemaHeader: String?
+        /// `X-Outpost-Schema` as read (``RequestInput/schema(_:)``); empty when not sent. Only
+        /// the contracts the census knows are kept of it.
+        package var schema: [String: Int]
         /// `push`, `pull` or `live` for a sync; `nil` for any other request (seen, not a sync).
         package var route: String?
         package var status: Int
@@ -73,7 +92,7 @@ package final class FleetCensus: Service, Sendable {
         package var telemetry: [DeviceTelemetry: Int64]
 
         package init(
-            tenant: String, userID: String, deviceID: String, at: Int64, appVersion: String?, schemaHeader: String?, route: String?, status: Int,
+            tenant: String, userID: String, deviceID: String, at: Int64, appVersion: String?, schema: [String: Int], route: String?, status: Int,
             outcome: String, milliseconds: Int, telemetry: [DeviceTelemetry: Int64]
         ) {
             self.tenant = tenant
@@ -81,23 +100,12 @@ package final class FleetCensus: Service, Sendable {
             self.deviceID = deviceID
             self.at = at
             self.appVersion = appVersion
-            self.schemaHeader = schemaHeader
+            self.schema = schema
             self.route = route
             self.status = status
             self.outcome = outcome
             self.milliseconds = milliseconds
             self.telemetry = telemetry
-        }
-
-        /// An observation whose schema versions are given already read.
-        package init(
-            tenant: String, userID: String, deviceID: String, at: Int64, appVersion: String?, schema: [String: Int], route: String?, status: Int,
-            outcome: String, milliseconds: Int, telemetry: [DeviceTelemetry: Int64]
-        ) {
-            self.init(
-                tenant: tenant, userID: userID, deviceID: deviceID, at: at, appVersion: appVersion,
-                schemaHeader: schema.isEmpty ? nil : SchemaHeader.encode(schema), route: route, status: status, outcome: outcome,
-                milliseconds: milliseconds, telemetry: telemetry)
         }
     }
 
@@ -107,8 +115,6 @@ package final class FleetCensus: Service, Sendable {
         var lastSeenAt: Int64
         var appVersion: String?
         var schema: [String: Int] = [:]
-        /// The `X-Outpost-Schema` text last read into ``schema``.
-        var schemaHeader: String?
         var last: SyncOutcome?
         var pushes: Int64 = 0
         var pulls: Int64 = 0
@@ -129,9 +135,8 @@ package final class FleetCensus: Service, Sendable {
             observed.lastSeenAt = max(observed.lastSeenAt, observation.at)
             observed.firstSeenAt = min(observed.firstSeenAt, observation.at)
             if let app = observation.appVersion { observed.appVersion = app }
-            if let header = observation.schemaHeader, header != observed.schemaHeader {
-                observed.schemaHeader = header
-                if let versions = SchemaHeader.decode(header) { observed.schema.merge(versions) { $1 } }
+            if !observation.schema.isEmpty, observation.schema != observed.schema {
+                observed.schema = kept(newer: observation.schema, older: observed.schema)
             }
             if let route = observation.route {
                 let outcome = SyncOutcome(
@@ -193,7 +198,7 @@ package final class FleetCensus: Service, Sendable {
             pending.withLockedValue { pending in
                 for (key, var observed) in taken {
                     observed.unrecorded = [:]
-                    pending[key] = pending[key].map { Self.merge(older: observed, newer: $0) } ?? observed
+                    pending[key] = pending[key].map { merge(older: observed, newer: $0) } ?? observed
                 }
             }
             await flushTurns.give()
@@ -201,8 +206,9 @@ package final class FleetCensus: Service, Sendable {
         }
     }
 
-    /// Flushes every ``flushInterval`` (sooner when ``pendingLimit`` is reached) until the
-    /// server stops, then once more.
+    /// Trims rows stored before the census's bounds (``trimStoredSchemas()``), then flushes every
+    /// ``flushInterval`` (sooner when ``pendingLimit`` is reached) until the server stops, then
+    /// once more.
     package func run() async throws {
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
@@ -210,6 +216,7 @@ package final class FleetCensus: Service, Sendable {
                     for await _ in self.wakeups { await self.flushLogging() }
                 }
                 group.addTask {
+                    await self.trimStoredSchemasLogging()
                     while !Task.isCancelled {
                         try? await Task.sleep(for: self.flushInterval)
                         self.wake.yield()
@@ -222,6 +229,15 @@ package final class FleetCensus: Service, Sendable {
         await flushLogging()
     }
 
+    private func trimStoredSchemasLogging() async {
+        do {
+            let trimmed = try await trimStoredSchemas()
+            if trimmed > 0 { logger.notice("trimmed the schema versions of \(trimmed) fleet census rows to the census's bounds") }
+        } catch {
+            logger.warning("the fleet census's stored rows could not be trimmed; they are trimmed when next written: \(String(reflecting: error))")
+        }
+    }
+
     private func flushLogging() async {
         do {
             try await flush()
@@ -230,21 +246,95 @@ package final class FleetCensus: Service, Sendable {
         }
     }
 
-    private static func merge(older: Observed, newer: Observed) -> Observed {
+    private func merge(older: Observed, newer: Observed) -> Observed {
         var merged = newer
         merged.firstSeenAt = min(older.firstSeenAt, newer.firstSeenAt)
         merged.appVersion = newer.appVersion ?? older.appVersion
-        merged.schema = older.schema.merging(newer.schema) { $1 }
-        merged.schemaHeader = newer.schemaHeader ?? older.schemaHeader
+        merged.schema = kept(newer: newer.schema, older: older.schema)
         merged.last = newer.last ?? older.last
         merged.pushes += older.pushes
         merged.pulls += older.pulls
         merged.failures += older.failures
-        merged.recent = Array((newer.recent + older.recent).prefix(recentLimit))
+        merged.recent = Array((newer.recent + older.recent).prefix(Self.recentLimit))
         merged.counters.merge(older.counters) { $0 + $1 }
         merged.unrecorded.merge(older.unrecorded) { $0 + $1 }
         merged.gauges = older.gauges.merging(newer.gauges) { $1 }
         return merged
+    }
+
+    // MARK: Bounds
+
+    /// The longest contract name kept, in UTF-8 bytes (the bound of a name in a push or a header).
+    static let maximumContractNameBytes = 128
+
+    /// The contract versions a device's census keeps of `newer` and `older` (the newer's version
+    /// of a contract both name): only contracts the catalog knows (``knownContracts``), named
+    /// within ``maximumContractNameBytes``, at most ``contractsPerDevice`` of them, the newer's
+    /// first and each side's by name.
+    func kept(newer: [String: Int], older: [String: Int] = [:]) -> [String: Int] {
+        var kept: [String: Int] = [:]
+        for versions in [newer, older] {
+            guard kept.count < contractsPerDevice else { break }
+            let names = versions.keys.filter { name in
+                kept[name] == nil && name.utf8.count <= Self.maximumContractNameBytes && (knownContracts?.contains(name) ?? true)
+            }
+            for name in names.count + kept.count <= contractsPerDevice ? names : Array(names.sorted().prefix(contractsPerDevice - kept.count)) {
+                kept[name] = versions[name]
+            }
+        }
+        return kept
+    }
+
+    /// The longest `schema` text a row this census writes can hold: a longer stored one
+    /// predates the bounds (``trimStoredSchemas()``).
+    var longestKeptSchema: Int {
+        // `name=version,` with a version of up to 19 digits.
+        let lengths = (knownContracts.map { $0.map(\.utf8.count) } ?? []).sorted(by: >)
+        let named = lengths.prefix(contractsPerDevice).reduce(0) { $0 + $1 + 21 }
+        let unnamed = max(0, contractsPerDevice - lengths.count) * (knownContracts == nil ? Self.maximumContractNameBytes + 21 : 0)
+        return named + unnamed
+    }
+
+    /// Trims the stored rows whose schema versions exceed what this census keeps (rows written
+    /// before the bound: made-up contract names, past ``contractsPerDevice``) to what it would
+    /// keep of them, in batches; returns how many rows it rewrote. The census service runs it
+    /// when it starts, so the fleet routes are bounded again after an upgrade.
+    @discardableResult
+    package func trimStoredSchemas() async throws -> Int {
+        await flushTurns.take()
+        do {
+            let trimmed = try await trimStoredSchemasInTurn()
+            await flushTurns.give()
+            return trimmed
+        } catch {
+            await flushTurns.give()
+            throw error
+        }
+    }
+
+    private func trimStoredSchemasInTurn() async throws -> Int {
+        let longest = Int64(longestKeptSchema)
+        var trimmed = 0
+        while true {
+            let rewritten = try await storage.write { transaction in
+                let rows = try await transaction.serverTableQuery(
+                    "SELECT tenant, user_id, device_id, schema FROM device_census WHERE length(schema) > ? LIMIT 100", [.integer(longest)])
+                var rewritten = 0
+                for row in rows {
+                    guard case .text(let tenant) = row["tenant"], case .text(let user) = row["user_id"], case .text(let device) = row["device_id"]
+                    else { continue }
+                    let stored = if case .text(let text) = row["schema"] { SchemaHeader.decode(text) ?? [:] } else { [String: Int]() }
+                    _ = try await transaction.serverTableQuery(
+                        "UPDATE device_census SET schema = ? WHERE tenant = ? AND user_id = ? AND device_id = ?",
+                        [.text(SchemaHeader.encode(self.kept(newer: stored))), .text(tenant), .text(user), .text(device)])
+                    rewritten += 1
+                }
+                return rewritten
+            }
+            trimmed += rewritten
+            // A batch under its size was the last; every row rewritten is within the bound now.
+            if rewritten < 100 { return trimmed }
+        }
     }
 
     // MARK: Writing
@@ -287,8 +377,11 @@ package final class FleetCensus: Service, Sendable {
                         if let existing = stored[key] {
                             recent = Array((recent + Self.decodeRecent(existing.recent)).sorted { $0.at > $1.at }.prefix(Self.recentLimit))
                             // The newer list of versions wins, with the contracts only the older one named.
+                            // Both bounded: a row stored before the bounds is trimmed here.
                             let older = SchemaHeader.decode(existing.schema) ?? [:]
-                            schema = existing.seen > observed.lastSeenAt ? schema.merging(older) { $1 } : older.merging(schema) { $1 }
+                            schema =
+                                existing.seen > observed.lastSeenAt
+                                ? self.kept(newer: older, older: schema) : self.kept(newer: schema, older: older)
                         }
                         try await Self.upsert(key, observed, recent: recent, schema: schema, in: transaction)
                     }
@@ -352,37 +445,98 @@ package final class FleetCensus: Service, Sendable {
 
     // MARK: Reading
 
+    /// The bytes a `device_census` row is counted for in a page: its text columns as stored.
+    static let rowBytesSQL =
+        "(LENGTH(user_id) + LENGTH(device_id) + COALESCE(LENGTH(app_version), 0) + COALESCE(LENGTH(schema), 0) + COALESCE(LENGTH(recent), 0) + 256)"
+
     /// Devices per contract version and app version, active when seen within `activeSeconds`
-    /// of `now`; of one tenant, or of every tenant when `tenant` is `nil`.
-    package func summary(tenant: String?, now: Int64, activeSeconds: Int64) async throws -> FleetSummary {
+    /// of `now`; of one tenant, or of every tenant when `tenant` is `nil`. The rows are read a
+    /// page of `pageBytes` at a time (``ResponsePage``), never all at once.
+    package func summary(tenant: String?, now: Int64, activeSeconds: Int64, pageBytes: Int = 4 * 1024 * 1024) async throws -> FleetSummary {
         try await flush()
-        return try await storage.read { reader in
-            var summary = FleetSummary(tenant: tenant, generatedAt: now, activeWindowSeconds: activeSeconds)
-            let rows =
-                if let tenant {
-                    try await reader.serverTableQuery("SELECT last_seen_at, schema, app_version FROM device_census WHERE tenant = ?", [.text(tenant)])
-                } else {
-                    try await reader.serverTableQuery("SELECT last_seen_at, schema, app_version FROM device_census", [])
-                }
+        var summary = FleetSummary(tenant: tenant, generatedAt: now, activeWindowSeconds: activeSeconds)
+        var after = ["", "", ""]
+        while true {
+            let filter = (tenant == nil ? "" : "tenant = ? AND ") + "(tenant, user_id, device_id) > (?, ?, ?)"
+            let arguments = (tenant.map { [ColumnValue.text($0)] } ?? []) + after.map(ColumnValue.text)
+            let rows = try await storage.read { reader in
+                let count = try await Self.countWithinBudget(
+                    reader, filter: filter, arguments: arguments, order: "tenant, user_id, device_id", limit: 1000, byteBudget: pageBytes)
+                return try await reader.serverTableQuery(
+                    "SELECT tenant, user_id, device_id, last_seen_at, schema, app_version FROM device_census WHERE \(filter) "
+                        + "ORDER BY tenant, user_id, device_id LIMIT ?", arguments + [.integer(Int64(count.taken))])
+            }
+            guard let last = rows.last else { return summary }
+            after = [last.text("tenant") ?? "", last.text("user_id") ?? "", last.text("device_id") ?? ""]
             for row in rows {
                 guard case .integer(let seen) = row["last_seen_at"] else { continue }
                 let schema = if case .text(let text) = row["schema"] { SchemaHeader.decode(text) ?? [:] } else { [String: Int]() }
                 let app: String? = if case .text(let text) = row["app_version"] { text } else { nil }
                 summary.add(lastSeenAt: seen, schema: schema, appVersion: app)
             }
-            return summary
         }
     }
 
-    /// A tenant's devices, the latest seen first; only those seen since `activeSince` when given.
-    package func devices(tenant: String, activeSince: Int64? = nil, limit: Int = 1000) async throws -> [DeviceCensus] {
-        try await flush()
-        return try await storage.read { reader in
-            try await reader.serverTableQuery(
-                "SELECT * FROM device_census WHERE tenant = ? AND last_seen_at >= ? ORDER BY last_seen_at DESC, user_id, device_id LIMIT ?",
-                [.text(tenant), .integer(activeSince ?? Int64.min), .integer(Int64(limit))]
-            ).map(Self.device)
+    /// Where a page of ``devicesPage(tenant:activeSince:after:limit:pageBytes:)`` ends: the last
+    /// device's time seen, user and device.
+    package struct DevicesCursor: Hashable, Sendable {
+        package var lastSeenAt: Int64
+        package var userID: String
+        package var deviceID: String
+
+        package init(lastSeenAt: Int64, userID: String, deviceID: String) {
+            self.lastSeenAt = lastSeenAt
+            self.userID = userID
+            self.deviceID = deviceID
         }
+    }
+
+    /// A page of a tenant's devices, the latest seen first, after `after`; only those seen since
+    /// `activeSince` when given. At most `limit`, and as many as ``ResponsePage`` takes of
+    /// `pageBytes` (sizes read first: rows past the budget are never read).
+    package func devicesPage(
+        tenant: String, activeSince: Int64? = nil, after: DevicesCursor? = nil, limit: Int = 1000, pageBytes: Int
+    ) async throws -> (devices: [DeviceCensus], hasMore: Bool) {
+        try await flush()
+        let start = after ?? DevicesCursor(lastSeenAt: Int64.max, userID: "", deviceID: "")
+        let filter =
+            "tenant = ? AND last_seen_at >= ? AND (last_seen_at < ? OR (last_seen_at = ? AND (user_id > ? OR (user_id = ? AND device_id > ?))))"
+        let arguments: [ColumnValue] = [
+            .text(tenant), .integer(activeSince ?? Int64.min), .integer(start.lastSeenAt), .integer(start.lastSeenAt), .text(start.userID),
+            .text(start.userID), .text(start.deviceID),
+        ]
+        let order = "last_seen_at DESC, user_id, device_id"
+        return try await storage.read { reader in
+            let count = try await Self.countWithinBudget(
+                reader, filter: filter, arguments: arguments, order: order, limit: limit, byteBudget: pageBytes)
+            let rows = try await reader.serverTableQuery(
+                "SELECT * FROM device_census WHERE \(filter) ORDER BY \(order) LIMIT ?", arguments + [.integer(Int64(count.taken))])
+            return (rows.map(Self.device), count.hasMore)
+        }
+    }
+
+    /// A tenant's devices, the latest seen first, at most `limit`; only those seen since
+    /// `activeSince` when given (the command line's `fleet --devices`).
+    package func devices(tenant: String, activeSince: Int64? = nil, limit: Int = 1000) async throws -> [DeviceCensus] {
+        try await devicesPage(tenant: tenant, activeSince: activeSince, limit: limit, pageBytes: .max).devices
+    }
+
+    /// How many of the rows `filter` selects, in `order`, a page takes (at most `limit`, and by
+    /// ``rowBytesSQL`` within `byteBudget` but for the last), and whether more follow: read from
+    /// the rows' sizes only.
+    private static func countWithinBudget(
+        _ reader: any StorageReader, filter: String, arguments: [ColumnValue], order: String, limit: Int, byteBudget: Int
+    ) async throws -> (taken: Int, hasMore: Bool) {
+        let sizes = try await reader.serverTableQuery(
+            "SELECT \(rowBytesSQL) AS bytes FROM device_census WHERE \(filter) ORDER BY \(order) LIMIT ?",
+            arguments + [.integer(Int64(min(limit, Int(Int32.max) - 1) + 1))])
+        var page = ResponsePage(byteBudget: byteBudget)
+        var taken = 0
+        while taken < sizes.count, taken < limit, page.hasRoom {
+            page.take(bytes: Int(sizes[taken].integer("bytes") ?? 0))
+            taken += 1
+        }
+        return (taken, taken < sizes.count)
     }
 
     /// One device, `nil` when the census never saw it.

@@ -7,8 +7,13 @@ import SyncProtocol
 /// `X-Outpost-Telemetry` only when the request was accepted (a device sends a refused request's
 /// counts again with its next one). Admin and integration tokens are not devices and are not counted.
 ///
-/// A malformed `X-Outpost-App` or `X-Outpost-Telemetry` is refused with 400 before the route
-/// runs: an app that sends one hears so at once rather than lose its figures.
+/// It runs after authentication and the per-device rate limit (``buildRouter(configuration:environment:)``):
+/// a request refused for its token or its rate is not noted, so a device cannot make the census
+/// work faster than its rate allows.
+///
+/// A malformed `X-Outpost-App`, `X-Outpost-Telemetry` or `X-Outpost-Schema` (the routes' own
+/// bounds: ``RequestInput/schema(_:)``) is refused with 400 before the route runs: an app that
+/// sends one hears so at once rather than lose its figures.
 package struct FleetCensusMiddleware: RouterMiddleware {
     package typealias Context = SyncRequestContext
 
@@ -40,16 +45,16 @@ package struct FleetCensusMiddleware: RouterMiddleware {
             }
             telemetry = values
         }
-        // Read when the census writes (a device sends the same text request after request); a
-        // malformed one is the routes' to refuse, and the census keeps only a valid one.
-        let schema = request.headers[.outpostSchema]
+        // Bounded and checked as the routes read it; the census keeps only the contracts its
+        // catalog knows, up to its cap per device (``FleetCensus/observe(_:)``).
+        let schema = try RequestInput.schema(request)
         let route = context.endpointPath.flatMap { Self.syncRoutes[$0] }
         let start = DispatchTime.now().uptimeNanoseconds
         func observe(status: Int, outcome: String) {
             census.observe(
                 FleetCensus.Observation(
                     tenant: identity.tenant, userID: identity.userID, deviceID: identity.deviceID, at: clock.now().millisecondsSince1970 / 1000,
-                    appVersion: app, schemaHeader: schema, route: route, status: status, outcome: outcome,
+                    appVersion: app, schema: schema, route: route, status: status, outcome: outcome,
                     milliseconds: Int((DispatchTime.now().uptimeNanoseconds - start) / 1_000_000),
                     telemetry: (200..<300).contains(status) ? telemetry : [:]))
         }

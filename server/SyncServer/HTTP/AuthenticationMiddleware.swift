@@ -7,8 +7,9 @@ package import Hummingbird
 /// the identity decides, read from storage on every request so it holds at once on every
 /// process: a token issued at or before a revocation of its device or user is refused
 /// (`token_revoked`), one issued at or before the erasure of its user's data is told so
-/// (`410 user_erased`), and the teams whose scope it may use are the user's memberships, whatever
-/// the token says.
+/// (`410 user_erased`) — each up to ``TokenSigner/issuedAtLeeway`` after them, the margin a
+/// token dated ahead of the server's clock may take (``IdentityState``) — and the teams whose
+/// scope it may use are the user's memberships, whatever the token says.
 package struct AuthenticationMiddleware: RouterMiddleware {
     package typealias Context = SyncRequestContext
 

@@ -31,7 +31,7 @@ public struct ServerConfiguration: Sendable {
     public var metricsToken: String?
     /// How long a connection may take to send a request's headers (10 s), a request's body once
     /// its headers arrived (120 s), and the next request's headers on a kept-alive connection
-    /// (60 s); a slower one is closed.
+    /// (60 s), and, under ``tls``, to complete its TLS handshake (10 s); a slower one is closed.
     public var timeouts = Timeouts()
     /// The live channel's heartbeat and limits.
     public var live = LiveChannelConfiguration()
@@ -39,17 +39,26 @@ public struct ServerConfiguration: Sendable {
     /// a device receives and stores a page that has more after it, the server writes the next
     /// ones, up to 4 ahead of it. 0 turns read-ahead off.
     public var pullReadAheadPages = 256
-    /// The bytes of rows one pull page holds at most, whatever its `limit` (4 MiB): a page ends
-    /// with the first row that takes it past this, and a larger row travels alone.
-    public var pullPageBytes = PullService.defaultPageBytes
-    /// The memory all pull pages may take at once in this process (256 MiB): pages being read,
-    /// written, kept ahead or sent. A pull that finds no room waits up to ``pullMemoryWait``,
-    /// then gets 503 `server_busy` with `Retry-After`; read-ahead stops while it is full.
-    public var pullMemoryBytes = 256 * 1024 * 1024
-    /// How long a pull waits for room in ``pullMemoryBytes`` before it is refused (10 s).
-    public var pullMemoryWait: Duration = .seconds(10)
+    /// The bytes of items one page of any response that lists stored data holds at most,
+    /// whatever its `limit` (4 MiB): pull pages, the change feed, the export's chunks, the fleet,
+    /// sinks and dead letters, the console's lists. A page ends with the first item that takes it
+    /// past this (a larger item travels alone) and says `has_more`.
+    public var pageBytes = PullService.defaultPageBytes
+    /// The memory all those pages may take at once in this process (256 MiB): pages being read,
+    /// written, kept ahead or sent. A request that finds no room waits up to
+    /// ``responseMemoryWait``, then gets 503 `server_busy` with `Retry-After`; pull read-ahead
+    /// stops while it is full.
+    public var responseMemoryBytes = 256 * 1024 * 1024
+    /// How long a request waits for room in ``responseMemoryBytes`` before it is refused (10 s).
+    public var responseMemoryWait: Duration = .seconds(10)
     /// How this process delivers the sinks (webhooks, learning record stores).
     public var sinks = SinkDeliveryConfiguration()
+    /// Addresses the server's own requests (sinks' deliveries and replays, JWKS fetches) may
+    /// reach although they are loopback, link-local, private, shared (CGNAT), unspecified,
+    /// multicast, reserved or this machine's own (none by default: `serve --outbound-allow
+    /// CIDR`, repeatable). Checked after name resolution, at every connection
+    /// (``OutboundAddressPolicy``).
+    public var outboundAllowList: [CIDRBlock] = []
     /// Whether the fleet census notes the devices' requests (on by default; `serve --no-census`).
     /// Off, its admin routes answer what earlier runs recorded.
     public var fleetCensus = true
@@ -68,11 +77,16 @@ public struct ServerConfiguration: Sendable {
         public var headers: Duration
         public var body: Duration
         public var idle: Duration
+        /// From a connection's opening to the end of its TLS handshake (under ``ServerConfiguration/tls``).
+        public var handshake: Duration
 
-        public init(headers: Duration = .seconds(10), body: Duration = .seconds(120), idle: Duration = .seconds(60)) {
+        public init(
+            headers: Duration = .seconds(10), body: Duration = .seconds(120), idle: Duration = .seconds(60), handshake: Duration = .seconds(10)
+        ) {
             self.headers = headers
             self.body = body
             self.idle = idle
+            self.handshake = handshake
         }
     }
 

@@ -74,8 +74,9 @@ public struct ServerEnvironment: Sendable {
 /// (`debug`: method and path), metrics and the outcome log line (see every final status), the
 /// per-address limit on failed authentication and `/metrics` (never `/health`), errors (the one place
 /// errors become JSON), the identifier check of every path segment, query parameter and
-/// identifier header (``RequestInputMiddleware``), then, for everything but `/health` and `/metrics`, authentication and
-/// the per-device rate limit; admin routes also require an admin token. The operator console
+/// identifier header (``RequestInputMiddleware``), then, for everything but `/health` and `/metrics`, authentication,
+/// the per-device rate limit and the fleet census (which notes only what those let through); admin
+/// routes also require an admin token. The operator console
 /// (`/console`, ``ServerConfiguration/console``) signs in with its own session cookie.
 public func buildRouter(configuration: ServerConfiguration, environment: ServerEnvironment) -> SyncRouter {
     let router = Router(context: SyncRequestContext.self)
@@ -105,14 +106,15 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
         middleware: AuthenticationMiddleware(
             signer: environment.signer, storage: environment.storage, clock: environment.clock,
             sharedRateLimit: environment.rateLimiter == nil ? shared : nil))
-    // Before the rate limit: a device refused for its rate was still seen, and its sync's outcome is that refusal.
-    if configuration.fleetCensus {
-        authenticated.add(middleware: FleetCensusMiddleware(census: routes.census, clock: environment.clock))
-    }
     if let limiter = environment.rateLimiter {
         authenticated.add(middleware: RateLimitMiddleware(limiter: limiter))
     } else if let limit = configuration.rateLimit, shared == nil {
         authenticated.add(middleware: RateLimitMiddleware(limiter: .local(RateLimiter(limit))))
+    }
+    // After authentication and the rate limit: a request refused for its token or its rate
+    // (429) is not noted, so a device makes the census work no faster than its rate allows.
+    if configuration.fleetCensus {
+        authenticated.add(middleware: FleetCensusMiddleware(census: routes.census, clock: environment.clock))
     }
     table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
     table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
@@ -135,7 +137,9 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.get, "/admin/v1/fleet/devices/{user}/{device}", on: admin, use: routes.fleetDevice)
     table.add(.put, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.addTeamMember)
     table.add(.delete, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.removeTeamMember)
-    let sinkRoutes = SinkRoutes(storage: environment.storage.engine, clock: environment.clock, delivery: routes.sinkDelivery)
+    let sinkRoutes = SinkRoutes(
+        storage: environment.storage.engine, clock: environment.clock, delivery: routes.sinkDelivery, configuration: configuration,
+        listing: routes.listing)
     table.add(.post, "/admin/v1/sinks", on: admin, use: sinkRoutes.add)
     table.add(.get, "/admin/v1/sinks", on: admin, use: sinkRoutes.list)
     table.add(.get, "/admin/v1/sinks/{sink}", on: admin, use: sinkRoutes.show)
@@ -148,7 +152,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
 
     // HTML for operators, not API: on the router itself, outside the route table.
     if configuration.console.isEnabled {
-        ConsoleRoutes(configuration: configuration, environment: environment, census: routes.census).register(on: router)
+        ConsoleRoutes(configuration: configuration, environment: environment, census: routes.census, listing: routes.listing).register(on: router)
     }
 
     return SyncRouter(router: router, routes: table.routes, sinkDelivery: routes.sinkDelivery, census: routes.census)
@@ -181,10 +185,12 @@ public func buildApplication(
         do {
             let certificate = try ServerCertificate(files: files, logger: logger ?? Logger(label: "outpost.tls"))
             services.append(certificate)
-            // ALPN offers h2 and http/1.1: a client that offers h2 gets it, any other HTTP/1.1.
+            // ALPN offers h2 and http/1.1: a client that offers h2 gets it, any other HTTP/1.1. A
+            // connection whose handshake is not done within `timeouts.handshake` is closed.
             server = try .http2Upgrade(
                 tlsConfiguration: certificate.tlsConfiguration(),
-                configuration: HTTP2UpgradeChannel.Configuration(idleTimeout: timeouts.idle, streamConfiguration: http1)
+                configuration: HTTP2UpgradeChannel.Configuration(idleTimeout: timeouts.idle, streamConfiguration: http1),
+                handshakeTimeout: timeouts.handshake
             )
         } catch {
             // Reported when the server starts (`runService` throws it): this function cannot throw.
@@ -236,10 +242,14 @@ struct SyncRoutes: Sendable {
     let liveChannels: LiveChannels
     /// Pull pages written ahead of their request (see ``PullReadAhead``).
     let pullReadAhead: PullReadAhead
-    /// The memory pull pages may take at once (``ServerConfiguration/pullMemoryBytes``).
-    let pullMemory: PullMemoryBudget
-    /// What one pull page reserves of ``pullMemory`` while it is built.
+    /// The memory pull pages and every other listing page may take at once
+    /// (``ServerConfiguration/responseMemoryBytes``).
+    let responseMemory: ResponseMemoryBudget
+    /// What one pull page reserves of ``responseMemory`` while it is built.
     let pullPageReservation: Int
+    /// The byte budget of every listing response (``ListingBudget``): pages in bytes, and their
+    /// room in ``responseMemory``.
+    let listing: ListingBudget
     /// A tenant's applied changes for backend services (`GET /admin/v1/changes`).
     let changeFeed: ChangeFeed
     /// Wakes change-feed requests that wait for the next commit.
@@ -256,10 +266,13 @@ struct SyncRoutes: Sendable {
             storage: environment.storage, clock: environment.clock, maximumClockSkew: configuration.maximumClockSkew,
             reducers: environment.apps.flatMap(\.reducers)
         )
-        pullService = PullService(storage: environment.storage, pageBytes: configuration.pullPageBytes)
-        pullMemory = PullMemoryBudget(capacity: configuration.pullMemoryBytes, maximumWait: configuration.pullMemoryWait)
-        pullPageReservation = pullMemory.reservation(
-            pageBytes: configuration.pullPageBytes, largestRowBytes: environment.storage.contracts.largestRowBytes)
+        pullService = PullService(storage: environment.storage, pageBytes: configuration.pageBytes)
+        let responseMemory = ResponseMemoryBudget(capacity: configuration.responseMemoryBytes, maximumWait: configuration.responseMemoryWait)
+        self.responseMemory = responseMemory
+        pullPageReservation = responseMemory.reservation(
+            pageBytes: configuration.pageBytes, largestRowBytes: environment.storage.contracts.largestRowBytes)
+        listing = ListingBudget(
+            pageBytes: configuration.pageBytes, memory: responseMemory, largestItemBytes: environment.storage.contracts.largestRowBytes)
         contentService = ContentService(storage: environment.storage, clock: environment.clock, apps: environment.apps)
         liveChannels = LiveChannels(
             configuration: configuration.live, storage: environment.storage, clock: environment.clock, metrics: environment.metrics
@@ -269,10 +282,13 @@ struct SyncRoutes: Sendable {
         let signal = CommitSignal()
         commitSignal = signal
         environment.storage.engine.observeCommits { _ in signal.signal() }
-        census = FleetCensus(storage: environment.storage.engine, clock: environment.clock, metrics: environment.metrics)
+        census = FleetCensus(
+            storage: environment.storage.engine, clock: environment.clock, metrics: environment.metrics,
+            contracts: Set(environment.storage.contracts.currentVersions.keys),
+            contractsPerDevice: configuration.identityLimits.censusContractsPerDevice)
         sinkDelivery = SinkDelivery(
             storage: environment.storage.engine, configuration: configuration.sinks, metrics: environment.metrics, clock: environment.clock,
-            logger: Logger(label: "outpost.sinks"))
+            logger: Logger(label: "outpost.sinks"), outbound: OutboundAddressPolicy(allowList: configuration.outboundAllowList))
     }
 
     // MARK: Operations
@@ -358,7 +374,7 @@ struct SyncRoutes: Sendable {
         if let client = request.headers[.outpostClient] { try Identifier.require(client, as: ProtocolHeaders.clientID) }
         let cursor = request.query("cursor").flatMap { $0.isEmpty ? nil : $0 }
         if try flag("urgent", request) {
-            let lease = try await pullMemory.acquire(pullPageReservation)
+            let lease = try await responseMemory.acquire(pullPageReservation)
             let page = try await pullService.urgentPage(scope: scope, cursor: cursor, schema: try schema(request), identity: identity)
             environment.metrics.recordPull(rows: page.rowCount)
             let response = Response.json(encoded: Data(page.json()), request: request, compressible: true)
@@ -377,11 +393,11 @@ struct SyncRoutes: Sendable {
         case .hit(let ready):
             (body, readAhead) = (ready, true)
         case .miss:
-            let lease = try await pullMemory.acquire(pullPageReservation)
+            let lease = try await responseMemory.acquire(pullPageReservation)
             (body, readAhead) = (try await readPull(asked, lease: lease).write(), false)
             pullReadAhead.readAhead(after: asked, answered: body) { [self] next in
                 // Read-ahead only uses room that is free: it never makes a request wait.
-                guard let lease = pullMemory.tryAcquire(pullPageReservation) else { throw CancellationError() }
+                guard let lease = responseMemory.tryAcquire(pullPageReservation) else { throw CancellationError() }
                 return try await readPull(next, lease: lease)
             }
         }
@@ -397,9 +413,9 @@ struct SyncRoutes: Sendable {
 
     /// A pull page read from storage, and how to write its response body: its JSON, compressed
     /// when the device takes gzip.
-    /// `lease` holds the page's room in the pull memory budget; once the body is written it keeps
+    /// `lease` holds the page's room in the response memory budget; once the body is written it keeps
     /// only the body's bytes, and goes with the body.
-    private func readPull(_ asked: PullReadAhead.Request, lease: PullMemoryBudget.Lease) async throws(ServiceError) -> PullReadAhead.Read {
+    private func readPull(_ asked: PullReadAhead.Request, lease: ResponseMemoryBudget.Lease) async throws(ServiceError) -> PullReadAhead.Read {
         let page = try await pullService.page(
             scope: asked.scope, cursor: asked.cursor, limit: asked.limit, schema: asked.schema, clientID: asked.clientID,
             identity: asked.identity, contracts: asked.contracts
@@ -449,36 +465,42 @@ struct SyncRoutes: Sendable {
         return try .json(report, request: request)
     }
 
-    /// Everything held about the user in the admin's tenant, as JSON lines (``UserExport``).
+    /// Everything held about the user in the admin's tenant, as JSON lines (``UserExport``),
+    /// streamed as it is read: chunks of the listing page budget, each holding its room in the
+    /// response memory (``ListingBudget/stream(request:contentType:lease:produce:)``), never the
+    /// whole body at once.
     @Sendable func exportUser(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         let user = try parameter("user", context)
-        var body = Data()
+        let (tenant, export) = (identity.tenant, UserExport(storage: environment.storage, clock: environment.clock))
+        let lease = try await listing.reserve()
+        let found: Bool
         do {
-            let summary = try await UserExport(storage: environment.storage, clock: environment.clock).export(tenant: identity.tenant, userID: user) {
-                body.append($0)
-            }
-            guard summary.foundAnything else {
-                throw ServiceError.notFound("the server holds nothing about user '\(user)' in tenant \(identity.tenant)")
-            }
+            found = try await export.holdsAnything(tenant: tenant, userID: user)
         } catch let error as ServiceError {
             throw error
         } catch {
             throw ServiceError(status: 500, .internalError, "the export could not be read; try again")
         }
-        var headers: HTTPFields = [.contentType: "application/x-ndjson; charset=utf-8", .vary: "Accept-Encoding"]
-        if request.acceptsGzip {
-            body = Gzip.compress(body)
-            headers[.contentEncoding] = "gzip"
+        guard found else { throw ServiceError.notFound("the server holds nothing about user '\(user)' in tenant \(tenant)") }
+        let (pageBytes, logger) = (listing.pageBytes, context.logger)
+        return listing.stream(request: request, contentType: "application/x-ndjson; charset=utf-8", lease: lease) { output in
+            do {
+                try await export.export(tenant: tenant, userID: user, pageBytes: pageBytes, to: output)
+            } catch {
+                // The status is sent: the body ends short, and the client sees it cut.
+                logger.error("user export failed while it was sent: \(String(reflecting: error))")
+                throw error
+            }
         }
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 
     /// `{"device": "D"}` or `{"user": "U"}`: every token of it in the admin's tenant issued until
     /// now is refused from the next request on, on every process.
     /// `GET /admin/v1/changes?after=CURSOR&contracts=A,B&limit=N&wait=S`: the admin's tenant's
     /// applied changes in commit order (``ChangeFeed``); with `wait`, an empty page waits up to
-    /// that many seconds for a commit.
+    /// that many seconds for a commit. A page is bounded in bytes and holds its room in the
+    /// response memory while it is read and sent (``ListingBudget``), never while it waits.
     @Sendable func changes(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let identity = try context.requireIdentity()
         var cursor: ChangeFeed.Cursor?
@@ -507,10 +529,13 @@ struct SyncRoutes: Sendable {
         let deadline = ContinuousClock.now + .seconds(wait)
         while true {
             let generation = commitSignal.generation
-            let page = try await changeFeed.page(tenant: identity.tenant, after: cursor, contracts: contracts, limit: limit)
+            let lease = try await listing.reserve()
+            let page = try await changeFeed.page(
+                tenant: identity.tenant, after: cursor, contracts: contracts, limit: limit, byteBudget: listing.pageBytes)
             if !page.changes.isEmpty || page.hasMore || ContinuousClock.now >= deadline {
-                return Response.json(encoded: Data(CanonicalJSON.bytes(page.json)), request: request, compressible: true)
+                return listing.respond(Data(CanonicalJSON.bytes(page.json)), request: request, lease: lease)
             }
+            lease.release()
             cursor = page.cursor
             await commitSignal.wait(after: generation, until: deadline)
         }
@@ -543,29 +568,52 @@ struct SyncRoutes: Sendable {
         let tenant = try context.requireIdentity().tenant
         let window = try activeWindow(request)
         let now = environment.clock.now().millisecondsSince1970 / 1000
-        let summary = try await ServiceError.catchingStorageFailures { try await census.summary(tenant: tenant, now: now, activeSeconds: window) }
-        return Response.json(encoded: Data(CanonicalJSON.bytes(summary.json)), request: request)
+        let lease = try await listing.reserve()
+        let pageBytes = listing.pageBytes
+        let summary = try await ServiceError.catchingStorageFailures {
+            try await census.summary(tenant: tenant, now: now, activeSeconds: window, pageBytes: pageBytes)
+        }
+        return listing.respond(Data(CanonicalJSON.bytes(summary.json)), request: request, lease: lease)
     }
 
-    /// `GET /admin/v1/fleet/devices?active=30d&limit=N`: the tenant's devices, the latest seen
-    /// first; only those seen within `active` when it is given.
+    /// `GET /admin/v1/fleet/devices?active=30d&limit=N&after=CURSOR`: the tenant's devices, the
+    /// latest seen first; only those seen within `active` when it is given. A page is bounded in
+    /// bytes (``ListingBudget``): `has_more` and `cursor` say where the next one starts.
     @Sendable func fleetDevices(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let tenant = try context.requireIdentity().tenant
         let since = try request.query("active").map { _ in environment.clock.now().millisecondsSince1970 / 1000 - (try activeWindow(request)) }
         let limit = try RequestInput.limit(request) ?? 100
         guard (1...1000).contains(limit) else { throw ServiceError.malformed("`limit` must be from 1 to 1000") }
-        let devices = try await ServiceError.catchingStorageFailures { try await census.devices(tenant: tenant, activeSince: since, limit: limit) }
-        return Response.json(
-            encoded: Data(CanonicalJSON.bytes(.object(["devices": .array(devices.map(\.json))]))), request: request, compressible: true)
+        var after: FleetCensus.DevicesCursor?
+        if let text = request.query("after"), !text.isEmpty {
+            let key = try ListingCursor.decode(text, count: 3)
+            guard case .int(let seen) = key[0], case .string(let user) = key[1], case .string(let device) = key[2] else {
+                throw ServiceError.malformed("`after` must be the `cursor` a page of this list returned")
+            }
+            after = FleetCensus.DevicesCursor(lastSeenAt: seen, userID: user, deviceID: device)
+        }
+        let lease = try await listing.reserve()
+        let pageBytes = listing.pageBytes
+        let (devices, hasMore) = try await ServiceError.catchingStorageFailures {
+            try await census.devicesPage(tenant: tenant, activeSince: since, after: after, limit: limit, pageBytes: pageBytes)
+        }
+        var page: [String: JSONValue] = ["devices": .array(devices.map(\.json)), "has_more": .bool(hasMore)]
+        if let last = devices.last {
+            page["cursor"] = .string(ListingCursor.encode([.int(last.lastSeenAt), .string(last.userID), .string(last.deviceID)]))
+        } else if let text = request.query("after"), !text.isEmpty {
+            page["cursor"] = .string(text)
+        }
+        return listing.respond(Data(CanonicalJSON.bytes(.object(page))), request: request, lease: lease)
     }
 
     /// `GET /admin/v1/fleet/devices/{user}/{device}`: one device as the census knows it.
     @Sendable func fleetDevice(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let tenant = try context.requireIdentity().tenant
         let (user, device) = (try parameter("user", context), try parameter("device", context))
+        let lease = try await listing.reserve()
         let found = try await ServiceError.catchingStorageFailures { try await census.device(tenant: tenant, userID: user, deviceID: device) }
         guard let found else { throw ServiceError.notFound("the census has not seen device '\(device)' of user '\(user)' in tenant \(tenant)") }
-        return Response.json(encoded: Data(CanonicalJSON.bytes(found.json)), request: request)
+        return listing.respond(Data(CanonicalJSON.bytes(found.json)), request: request, lease: lease)
     }
 
     private func activeWindow(_ request: Request) throws(ServiceError) -> Int64 {

@@ -3,7 +3,8 @@ import Foundation
 import SyncProtocol
 
 /// A tenant's applied changes in commit order, for a backend service: every created, updated,
-/// patched or deleted row, every event and every row a reducer wrote, read from the audit log.
+/// patched or deleted row, every event, every row a reducer wrote and every content row an
+/// admin, `seed` or an app published or deleted, read from the audit log.
 ///
 /// The audit log is the feed's outbox: its entries are written in the transaction that applies
 /// the change, numbered in commit order (every writer chains its entry under the chain head's
@@ -49,8 +50,19 @@ package struct ChangeFeed: Sendable {
     package struct Page: Sendable {
         package var changes: [JSONValue]
         package var cursor: Cursor
-        /// Whether more changes may follow right away (the page stopped at its limit).
+        /// Whether more changes may follow right away (the page stopped at its limit or its
+        /// byte budget).
         package var hasMore: Bool
+        /// The bytes of the rows its changes carry, as stored (``StoredRow/storedBytes``), plus
+        /// ``envelopeBytes`` each.
+        package var bytes = 0
+
+        package init(changes: [JSONValue], cursor: Cursor, hasMore: Bool, bytes: Int = 0) {
+            self.changes = changes
+            self.cursor = cursor
+            self.hasMore = hasMore
+            self.bytes = bytes
+        }
 
         /// `{"changes":[…],"cursor":"…","has_more":…}`.
         package var json: JSONValue {
@@ -62,15 +74,24 @@ package struct ChangeFeed: Sendable {
     /// changes: a few entries may fill a page).
     static let entriesPerRead = 8
 
+    /// What a change weighs in a page besides its row: its ids, times and cursor, generously.
+    static let envelopeBytes = 256
+
     /// Up to `limit` changes of `tenant` after `cursor` (from the oldest kept without one), of
-    /// the contracts named in `contracts` (all when `nil`).
+    /// the contracts named in `contracts` (all when `nil`), and no more than `byteBudget` bytes
+    /// of rows but for the last change (``ResponsePage``): a page ends with the first change
+    /// that takes it past the budget, and a change larger than it comes alone. Rows are read
+    /// ahead only as far as the budget may take them (by their contracts' `max_bytes`), so a
+    /// page of large rows never holds much more than its budget.
     ///
     /// - Throws: `410 cursor_expired` when the cursor points before the oldest entry kept (the
     ///   log was archived past it).
     /// With `until`, the page ends there: changes at or after it are left for later pages, and
     /// a page that examined everything before it ends with `until` as its cursor (a sink
     /// sending again the batch it was sending, ``SinkDelivery``).
-    package func page(tenant: String, after cursor: Cursor?, contracts: Set<String>?, limit: Int, until: Cursor? = nil) async throws -> Page {
+    package func page(
+        tenant: String, after cursor: Cursor?, contracts: Set<String>?, limit: Int, byteBudget: Int = .max, until: Cursor? = nil
+    ) async throws -> Page {
         let (key, catalog) = (storage.auditKey, storage.contracts)
         return try await storage.engine.read { reader in
             let base = try await reader.auditHead()?.base?.lastID ?? 0
@@ -84,12 +105,13 @@ package struct ChangeFeed: Sendable {
             }
             let details = AuditDetails.Reader(key: key)
             var changes: [JSONValue] = []
+            var filled = ResponsePage(byteBudget: byteBudget)
             // Changes of the entries read so far, not examined yet; entries are read and their
             // details parsed only as far as the page needs.
             var pending: [Candidate] = []
             var lastRead = position.entry - 1
             var entriesLeft = true
-            while changes.count < limit {
+            while changes.count < limit, filled.hasRoom {
                 let needed = limit - changes.count
                 while pending.count < needed, entriesLeft {
                     let entries = try await reader.auditEntries(tenant: tenant, after: lastRead, limit: Self.entriesPerRead)
@@ -118,21 +140,43 @@ package struct ChangeFeed: Sendable {
                     } else if lastRead >= position.entry {
                         position = Cursor(entry: lastRead + 1, passed: 0)
                     }
-                    return Page(changes: changes, cursor: position, hasMore: false)
+                    return Page(changes: changes, cursor: position, hasMore: false, bytes: filled.bytes)
                 }
-                // The rows of what the page still takes, read ahead per table, then examined in order.
-                let chunk = pending.prefix(needed)
+                // The rows of what the page may still take, read ahead per table, then examined in
+                // order: as many as their contracts' largest rows fit in what is left of the budget
+                // (at least one), so rows the page will not take are not read.
+                var room = filled.remaining
+                var count = 0
+                while count < min(needed, pending.count) {
+                    let largest = Self.largestRowBytes(of: pending[count].change, catalog: catalog)
+                    if count > 0, largest > room { break }
+                    room -= largest
+                    count += 1
+                }
+                let chunk = pending.prefix(count)
                 pending.removeFirst(chunk.count)
                 try await Self.readAhead(chunk, catalog: catalog, in: reader)
-                for candidate in chunk {
+                for (offset, candidate) in chunk.enumerated() {
+                    guard filled.hasRoom else {
+                        // Left for the next page, examined there.
+                        pending.insert(contentsOf: chunk.dropFirst(offset), at: 0)
+                        break
+                    }
                     position = Cursor(entry: candidate.entry.id, passed: candidate.index + 1)
                     guard let delivered = try await Self.delivered(candidate.change, of: candidate.entry, catalog: catalog, in: reader)
                     else { continue }
                     changes.append(delivered.adding(cursor: position))
+                    filled.take(bytes: delivered.rowBytes + Self.envelopeBytes)
                 }
             }
-            return Page(changes: changes, cursor: position, hasMore: !pending.isEmpty || entriesLeft)
+            return Page(changes: changes, cursor: position, hasMore: !pending.isEmpty || entriesLeft, bytes: filled.bytes)
         }
+    }
+
+    /// The largest row a change may carry: its contract's `max_bytes` (nothing for an erasure).
+    private static func largestRowBytes(of change: AuditedChange, catalog: ContractCatalog) -> Int {
+        if change.operation == .erase { return 0 }
+        return catalog.entity(named: change.entity)?.maxBytes ?? catalog.event(named: change.entity)?.maxBytes ?? 0
     }
 
     /// Whether the change at `index` of entry `entry` comes before `until` (always without one).
@@ -142,11 +186,20 @@ package struct ChangeFeed: Sendable {
     }
 
     /// Whether a change is one the feed delivers when its row says so: applied (or merged)
-    /// changes of the contracts asked for, and every erasure, which concerns every contract (a
-    /// consumer must drop what it holds of the user).
+    /// changes and content rows published or deleted (``ContentWriter``), of the contracts asked
+    /// for, and every erasure, which concerns every contract (a consumer must drop what it holds
+    /// of the user).
     private static func mayDeliver(_ change: AuditedChange, contracts: Set<String>?) -> Bool {
         if change.operation == .erase { return change.outcome == .erased }
-        return (change.outcome == .applied || change.outcome == .merged) && contracts?.contains(change.entity) ?? true
+        guard contracts?.contains(change.entity) ?? true else { return false }
+        switch change.outcome {
+        case .applied, .merged, .deleted: return true
+        // A content row written with a new version; not a write of `server_only` fields alone
+        // (``ContentService/setServerOnlyFields(entity:id:_:identity:operation:)``), which
+        // changes nothing the feed's row shows and keeps the row's version.
+        case .published: return change.detail["version"] != nil
+        default: return false
+        }
     }
 
     /// A change an entry lists, at its index there.
@@ -185,6 +238,7 @@ package struct ChangeFeed: Sendable {
         if let event = catalog.event(named: change.entity) {
             guard let row = try await reader.row(in: ContractTable(event), tenant: entry.tenant, id: change.rowID) else { return nil }
             delivered.kind = "event"
+            delivered.rowBytes = row.storedBytes
             delivered.scopeKey = row.text("_scope_key")
             delivered.row = .object(RowShaping.wireEvent(row, event: event, version: event.currentVersion))
             return delivered
@@ -205,6 +259,7 @@ package struct ChangeFeed: Sendable {
         let stored = row.integer("_version")
         if let version, let stored, stored > version { return nil }
         delivered.version = stored ?? version
+        delivered.rowBytes = row.storedBytes
         delivered.scopeKey = row.text("_scope_key")
         if row.isDeleted {
             delivered.operation = AuditOperation.delete.rawValue
@@ -226,6 +281,8 @@ package struct ChangeFeed: Sendable {
         var userID: String
         var deviceID: String
         var row: JSONValue = .null
+        /// The bytes of the row as stored (0 without one).
+        var rowBytes = 0
 
         init(entry: AuditEntry, change: AuditedChange) {
             contract = change.entity

@@ -15,7 +15,8 @@ import Foundation
 /// - the user's audit details become unreadable (their key is destroyed), the chain's seals
 ///   untouched, so `audit verify` still holds;
 /// - the user leaves every team, and the erasure is recorded: every token of the user issued
-///   until now is refused with `410 user_erased`, which tells the device to wipe its store;
+///   until now, or dated up to ``TokenSigner/issuedAtLeeway`` after it (an issuer's clock ahead
+///   of the server's), is refused with `410 user_erased`, which tells the device to wipe its store;
 /// - the erasure itself is audited (who asked, and how much was erased; no personal data).
 ///
 /// What stays: the user's id where it names an actor (audit entries, the push streams'

@@ -13,8 +13,14 @@ public import Foundation
 /// - `audit`: each audit entry the user's identity wrote, with its detail in clear (`null`
 ///   with `detail_erased` once erased).
 ///
-/// The lines come in that order, rows and events by contract then primary key, audit entries
-/// by id, so two exports of the same history are byte for byte the same but for `exported_at`.
+/// The lines come in that order, rows and events by contract then by the order they were last
+/// written in their scope (events the user sent into scopes of others then by primary key), audit
+/// entries by id, so two exports of the same history are byte for byte the same but for
+/// `exported_at`.
+///
+/// An export is read a page at a time, each page bounded in bytes (`pageBytes`, the server's
+/// listing budget, ``ListingBudget``), never whole: a user with a thousand rows of 250 kB is read
+/// and written in pages of a few MB, whatever the total.
 public struct UserExport: Sendable {
     let storage: any SyncStorage
     let clock: any ServerClock
@@ -34,15 +40,42 @@ public struct UserExport: Sendable {
     }
 
     /// Writes the export to `output`, line by line.
+    /// - Parameters:
+    ///   - pageBytes: the bytes of rows (or audit details) read from storage at once, at most
+    ///     but for the last one read; the server's listing page budget.
+    ///   - output: takes each line (it may wait: a response sent as it is written).
     /// - Throws: ``ServiceError`` 400 for an empty tenant or user; a storage failure as 500.
     @discardableResult
-    public func export(tenant: String, userID: String, to output: (Data) throws -> Void) async throws -> Summary {
+    public func export(
+        tenant: String, userID: String, pageBytes: Int = 4 * 1024 * 1024, to output: (Data) async throws -> Void
+    ) async throws -> Summary {
+        try await run(tenant: tenant, userID: userID, pageBytes: pageBytes, stopAtFinding: false, to: output)
+    }
+
+    /// Whether the server holds anything about the user (``Summary/foundAnything``), read as the
+    /// export reads it, up to the first thing found.
+    public func holdsAnything(tenant: String, userID: String) async throws -> Bool {
+        do {
+            return try await run(tenant: tenant, userID: userID, pageBytes: 64 * 1024, stopAtFinding: true) { _ in }.foundAnything
+        } catch is FoundSomething {
+            return true
+        }
+    }
+
+    /// Thrown to stop a probe at the first line beyond the `user` line.
+    private struct FoundSomething: Error {}
+
+    private func run(
+        tenant: String, userID: String, pageBytes: Int, stopAtFinding: Bool, to output: (Data) async throws -> Void
+    ) async throws -> Summary {
         guard !tenant.isEmpty, !userID.isEmpty else { throw ServiceError.malformed("an export names a tenant and a user") }
+        let pageBytes = max(1, pageBytes)
         var summary = Summary()
-        func write(_ type: String, _ fields: [String: JSONValue]) throws {
+        func write(_ type: String, _ fields: [String: JSONValue]) async throws {
+            if stopAtFinding, type != "user" { throw FoundSomething() }
             var object = fields
             object["type"] = .string(type)
-            try output(Data((CanonicalJSON.text(.object(object)) + "\n").utf8))
+            try await output(Data((CanonicalJSON.text(.object(object)) + "\n").utf8))
             summary.lines[type, default: 0] += 1
         }
         let key = storage.auditKey
@@ -56,20 +89,20 @@ public struct UserExport: Sendable {
             "tenant": .string(tenant), "user_id": .string(userID), "exported_at": .string(now.iso8601),
         ]
         if let erasedAt = identity.erasedAt { user["erased_at"] = .int(erasedAt) }
-        try write("user", user)
+        try await write("user", user)
         let devices = Set(clients.compactMap(\.owner?.deviceID))
         for client in clients {
-            try write(
+            try await write(
                 "device",
                 [
                     "client_id": .string(client.clientID), "device_id": client.owner.map { .string($0.deviceID) } ?? .null,
                     "last_seq": .int(client.lastSeq), "updated_at": .int(client.updatedAt),
                 ])
         }
-        for team in teams { try write("team", ["team_id": .string(team)]) }
+        for team in teams { try await write("team", ["team_id": .string(team)]) }
         for revocation in revocations
         where (revocation.kind == .user && revocation.subject == userID) || (revocation.kind == .device && devices.contains(revocation.subject)) {
-            try write(
+            try await write(
                 "revocation",
                 [
                     "kind": .string(revocation.kind.rawValue), "subject": .string(revocation.subject), "revoked_at": .int(revocation.revokedAt),
@@ -84,16 +117,15 @@ public struct UserExport: Sendable {
             guard case .object(var fields) = device.json else { continue }
             fields["tenant"] = nil
             fields["user"] = nil
-            try write("census", fields)
+            try await write("census", fields)
         }
 
         let owned = UserErasure.ownedScopes(tenant: tenant, userID: userID, devices: devices.sorted(), contracts: storage.contracts)
         for (scope, scopeKey) in owned {
             for entity in storage.contracts.entities.sorted(by: { $0.name < $1.name }) where entity.scope == scope.name {
-                let table = ContractTable(entity)
-                let rows = try await storage.read { try await UserErasure.rows(of: table, scopeKey: scopeKey, tenant: tenant, in: $0) }
-                for row in rows where row.integer("_deleted") != 1 {
-                    try write(
+                try await forEachRow(of: ContractTable(entity), scopeKey: scopeKey, tenant: tenant, pageBytes: pageBytes) { row in
+                    guard row.integer("_deleted") != 1 else { return }
+                    try await write(
                         "row",
                         [
                             "entity": .string(entity.name), "scope": .string(scopeKey), "version": .int(row.integer("_version") ?? 0),
@@ -102,41 +134,44 @@ public struct UserExport: Sendable {
                 }
             }
         }
+        let ownedKeys = Set(owned.map(\.1))
         for event in storage.contracts.events.sorted(by: { $0.name < $1.name }) {
             let table = ContractTable(event)
-            var seen = Set<String>()
-            let events = try await storage.read { reader in
-                var events: [StoredRow] = []
-                for (scope, scopeKey) in owned where scope.name == event.scope {
-                    events += try await UserErasure.rows(of: table, scopeKey: scopeKey, tenant: tenant, in: reader)
-                }
-                return events + (try await reader.rows(in: table, tenant: tenant, where: ["user_id": .text(userID)], limit: Int(Int32.max)))
-            }
-            for row in events.sorted(by: { ($0.text(table.primaryKey) ?? "") < ($1.text(table.primaryKey) ?? "") }) {
-                guard let id = row.text(table.primaryKey), seen.insert(id).inserted else { continue }
-                try write(
+            func line(_ row: StoredRow) async throws {
+                try await write(
                     "event",
                     [
                         "event": .string(event.name), "scope": .string(row.text("_scope_key") ?? ""),
                         "payload": .object(RowShaping.wireEvent(row, event: event, version: event.currentVersion)),
                     ])
             }
+            // Every event of the scopes the user owns, then those the user sent into others'.
+            for (scope, scopeKey) in owned where scope.name == event.scope {
+                try await forEachRow(of: table, scopeKey: scopeKey, tenant: tenant, pageBytes: pageBytes) { try await line($0) }
+            }
+            try await forEachEvent(
+                of: table, largestRowBytes: event.maxBytes, sentBy: userID, outside: ownedKeys, tenant: tenant, pageBytes: pageBytes
+            ) { try await line($0) }
         }
 
         // The public keys the user's devices registered, which the audit names their signed writes by.
         for deviceKey in try await storage.read({ try await DeviceKeyStore.keys(tenant: tenant, userID: userID, in: $0) }) {
-            try write("device_key", deviceKey)
+            try await write("device_key", deviceKey)
         }
 
         var after: Int64 = 0
+        // Entries per read: a few at first, then as many as the largest seen so far fit in a page.
+        var entriesPerRead = 8
         while true {
-            let from = after
+            let (from, limit) = (after, entriesPerRead)
             let (page, details) = try await storage.read { reader in
-                let page = try await reader.auditEntries(tenant: tenant, userID: userID, after: from, limit: 1000)
+                let page = try await reader.auditEntries(tenant: tenant, userID: userID, after: from, limit: limit)
                 return (page, try await AuditChain.readableDetails(of: page, in: reader, key: key))
             }
             guard let last = page.last else { break }
             after = last.id
+            let largest = page.map { $0.detail.utf8.count + 256 }.max() ?? 256
+            entriesPerRead = max(1, min(1000, pageBytes / max(1024, largest)))
             for (entry, detail) in zip(page, details) {
                 var line: [String: JSONValue] = [
                     "id": .int(entry.id), "recorded_at": .int(entry.recordedAt), "user_id": .string(entry.userID),
@@ -149,10 +184,63 @@ public struct UserExport: Sendable {
                     line["detail"] = .null
                     line["detail_erased"] = .bool(true)
                 }
-                try write("audit", line)
+                try await write("audit", line)
             }
         }
         summary.foundAnything = identity.erasedAt != nil || summary.lines.contains { $0.key != "user" && $0.value > 0 }
         return summary
+    }
+
+    /// Rows a page at most: read one page of `pageBytes` at a time, each in a read of its own
+    /// (so none stays in memory after its page), in the order the scope last wrote them.
+    private func forEachRow(
+        of table: ContractTable, scopeKey: String, tenant: String, pageBytes: Int, _ body: (StoredRow) async throws -> Void
+    ) async throws {
+        var after: Int64 = 0
+        while true {
+            let from = after
+            let rows = try await storage.read { reader in
+                try await reader.changes(
+                    in: [table], tenant: tenant, scopeKey: scopeKey, after: from, limit: 1000, byteBudget: pageBytes, pageColumnsOnly: false)
+            }
+            guard let last = rows.last?.row.integer("_seq") else { return }
+            after = last
+            for (_, row) in rows { try await body(row) }
+        }
+    }
+
+    /// The events `userID` sent into scopes not in `outside` (the scopes of others), by primary
+    /// key: their ids a page at a time, then their rows as many at once as `largestRowBytes`
+    /// each fit in `pageBytes` (at least one).
+    private func forEachEvent(
+        of table: ContractTable, largestRowBytes: Int, sentBy userID: String, outside owned: Set<String>, tenant: String, pageBytes: Int,
+        _ body: (StoredRow) async throws -> Void
+    ) async throws {
+        func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+        let key = "CAST(\(quoted(table.primaryKey)) AS TEXT)"
+        let sql = """
+            SELECT \(key) AS id, "_scope_key" AS scope_key FROM \(quoted(table.name))
+            WHERE "_tenant_id" = ? AND "user_id" = ? AND \(key) > ? ORDER BY \(key) LIMIT 1000
+            """
+        let perRead = max(1, pageBytes / max(1, largestRowBytes))
+        var after = ""
+        while true {
+            let from = after
+            let found = try await storage.read { reader in
+                try await reader.serverTableQuery(sql, [.text(tenant), .text(userID), .text(from)])
+            }
+            guard let last = found.last?.text("id") else { return }
+            after = last
+            let ids = found.filter { !owned.contains($0.text("scope_key") ?? "") }.compactMap { $0.text("id") }
+            for start in stride(from: 0, to: ids.count, by: perRead) {
+                let batch = Array(ids[start..<min(start + perRead, ids.count)])
+                let rows = try await storage.read { reader in
+                    var rows: [StoredRow] = []
+                    for id in batch { if let row = try await reader.row(in: table, tenant: tenant, id: id) { rows.append(row) } }
+                    return rows
+                }
+                for row in rows { try await body(row) }
+            }
+        }
     }
 }

@@ -19,17 +19,19 @@ package struct IdentityState: Hashable, Sendable {
 
     /// Why a token issued at `issuedAt` (seconds since 1970; `nil` counts as the epoch) no
     /// longer holds, or `nil` when it does: the user's data was erased, or the device or user
-    /// revoked, at or after its issue. Requests and open live channels judge by this one rule.
+    /// revoked, at or after its issue. Requests and open live channels judge by this one rule,
+    /// on either storage (both only read the times; the rule is this one).
     ///
     /// A token may say it was issued up to ``TokenSigner/issuedAtLeeway`` ahead of the server's
-    /// clock (issuers' clocks differ a little), so a revocation covers every token issued up to
-    /// that far after it: otherwise a token dated 50 s ahead would outlive a revocation made now
-    /// until it expired. A device re-enrolled within that minute needs a token issued after it.
-    /// An erasure needs no such margin: a token dated after it is a new session, and a store
-    /// from before it is told by its push stream (``PushSession/refuseErasedStream(_:identity:in:)``).
+    /// clock (issuers' clocks differ a little), so an erasure and a revocation each cover every
+    /// token issued up to that far after them: otherwise a token dated 50 s ahead would outlive
+    /// an erasure or a revocation made now until it expired, pulling and pushing into what the
+    /// erasure removed. A user signing in again, or a device re-enrolled, within that minute
+    /// needs a token dated past it. A store from before an erasure is also told by its push
+    /// stream, whatever token it comes back with (``PushSession/refuseErasedStream(_:identity:in:)``).
     func refusal(ofTokenIssuedAt issuedAt: Int64?) -> ServiceError? {
         let issuedAt = issuedAt ?? 0
-        if let erasedAt, issuedAt <= erasedAt {
+        if let erasedAt, issuedAt - TokenSigner.issuedAtLeeway <= erasedAt {
             return ServiceError(status: 410, .userErased, "this user's data was erased on the server; wipe the device's store and sign in again")
         }
         if let revokedAt, issuedAt - TokenSigner.issuedAtLeeway <= revokedAt {

@@ -11,7 +11,23 @@ struct ServerUpgrade {
 
     static let all: [ServerUpgrade] = [
         clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords, changeFeed,
-        sinks, deviceCensus, consoleSessions, deviceKeys,
+        sinks, deviceCensus, consoleSessions, deviceKeys, consoleSessionKeys,
+    ]
+
+    /// Console sessions keep the kid of the key their admin token was signed with (a retired key
+    /// ends them) and a public handle (the Sessions page ends one by it); sessions stored before
+    /// have neither and are ended, and a tenant's sessions are counted by an index (the cap).
+    static let consoleSessionKeys = ServerUpgrade(
+        identifier: "server.v10.console_session_keys",
+        sqlite: consoleSessionKeyStatements,
+        postgres: consoleSessionKeyStatements
+    )
+
+    private static let consoleSessionKeyStatements = [
+        "DELETE FROM \"console_sessions\"",
+        "ALTER TABLE \"console_sessions\" ADD COLUMN \"key_id\" TEXT",
+        "ALTER TABLE \"console_sessions\" ADD COLUMN \"handle\" TEXT",
+        "CREATE INDEX \"console_sessions_by_tenant\" ON \"console_sessions\" (\"tenant\", \"created_at\")",
     ]
 
     /// Devices' public keys (``DeviceKeyStore``): one per (tenant, user, device), the identity of

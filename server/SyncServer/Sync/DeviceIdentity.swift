@@ -15,7 +15,8 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
     public var isIntegration = false
     /// Seconds since 1970.
     public var expiresAt: Int64
-    /// When the token was issued, seconds since 1970; a revocation refuses every token issued at or before it.
+    /// When the token was issued, seconds since 1970; a revocation or an erasure refuses every
+    /// token issued at or before it, and up to ``TokenSigner/issuedAtLeeway`` after it.
     public var issuedAt: Int64?
     /// When the server erased this user's data, seconds since 1970, as authentication read it;
     /// `nil` when never. A push stream that last moved before it belongs to a store the erasure

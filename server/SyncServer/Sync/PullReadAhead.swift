@@ -60,9 +60,9 @@ final class PullReadAhead: Sendable {
         var rowCount: Int
         var cursor: String
         var hasMore: Bool
-        /// The memory the body holds in the server's pull budget, given back when the body is
+        /// The memory the body holds in the server's response memory budget, given back when the body is
         /// sent or dropped.
-        var lease: PullMemoryBudget.Lease?
+        var lease: ResponseMemoryBudget.Lease?
     }
 
     /// A page read from storage, its cursor known, its body not written yet.

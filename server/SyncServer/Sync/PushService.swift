@@ -180,10 +180,15 @@ struct PushSession {
     /// `410 user_erased` for a push stream of an erased user that last moved before the erasure:
     /// the store it comes from held what the erasure removed, and must be wiped, whatever token
     /// (renewed after the erasure) it now sends. A stream begun after the erasure goes on.
+    ///
+    /// The erasure is dated in whole seconds and a stream in milliseconds: a stream that moved
+    /// within the erasure's second counts as before it. No token accepted after the erasure can
+    /// have moved it then: one must be dated past the erasure by the issuers' leeway
+    /// (``IdentityState``), and the server takes such a token from the next second on.
     static func refuseErasedStream(_ clientID: String, identity: DeviceIdentity, in reader: any StorageReader) async throws {
         guard let erasedAt = identity.userErasedAt,
             let stream = try await reader.clients(tenant: identity.tenant, ownedBy: identity.userID).first(where: { $0.clientID == clientID }),
-            stream.lastSeq > 0, stream.updatedAt <= erasedAt * 1000
+            stream.lastSeq > 0, stream.updatedAt < (erasedAt + 1) * 1000
         else { return }
         throw ServiceError(
             status: 410, .userErased,

@@ -126,15 +126,17 @@ package struct DeadLetter: Sendable {
     /// The request body as it was sent.
     package var body: String
     package var changes: Int
-    /// The receiver's status, and the start of its answer.
+    /// The receiver's status. Nothing else of its answer is kept (rows stored before kept its
+    /// start in the `response` column; it is never shown).
     package var status: Int
-    package var response: String
     package var failedAt: Int64
 
+    /// The letter as the admin routes and `sinks dead-letters` show it: `response` is the fixed
+    /// category of the receiver's status (`receiver_status 404`), never the receiver's words.
     package var json: JSONValue {
         .object([
             "id": .int(id), "sink": .string(sinkID), "idempotency_key": .string(idempotencyKey), "changes": .int(Int64(changes)),
-            "status": .int(Int64(status)), "response": .string(response),
+            "status": .int(Int64(status)), "response": .string(SinkRequest.category(status: status)),
             "failed_at": .string(Timestamp(millisecondsSince1970: failedAt).iso8601),
         ])
     }

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 package import ContractRuntime
 import Foundation
 import SyncProtocol
@@ -9,11 +8,20 @@ package struct SinkAdministration: Sendable {
     let store: SinkStore
     let storage: any SyncStorage
     let clock: any ServerClock
+    /// Where replays may connect, and which URLs are refused when a sink is added.
+    let outbound: OutboundAddressPolicy
+    /// Sinks one tenant may hold (``IdentityStateLimits/sinksPerTenant``).
+    let sinksPerTenant: Int
 
-    package init(storage: any SyncStorage, clock: any ServerClock = SystemClock()) {
+    package init(
+        storage: any SyncStorage, clock: any ServerClock = SystemClock(), outbound: OutboundAddressPolicy = OutboundAddressPolicy(),
+        sinksPerTenant: Int = IdentityStateLimits().sinksPerTenant
+    ) {
         self.storage = storage
         store = SinkStore(storage: storage)
         self.clock = clock
+        self.outbound = outbound
+        self.sinksPerTenant = sinksPerTenant
     }
 
     /// What a new sink is to be.
@@ -42,10 +50,12 @@ package struct SinkAdministration: Sendable {
 
     /// Checks and adds a sink to `tenant`; it starts at the change feed's end unless `fromStart`.
     ///
-    /// - Throws: ``ServiceError`` 400 for a bad URL, secret, contract or xAPI setting, 409
-    ///   `sink_exists` for an id taken.
+    /// - Throws: ``ServiceError`` 400 for a bad URL (not http or https, a port outside 1–65535,
+    ///   credentials in it, or a host that is an address outbound requests may not reach,
+    ///   `refused_address`), secret, id, contract or xAPI setting; 409 `sink_exists` for an id
+    ///   taken, 409 `limit_reached` when the tenant holds ``sinksPerTenant`` sinks already.
     package func add(_ request: Request, tenant: String) async throws -> Sink {
-        try Self.requireHTTPURL(request.url, as: "url")
+        try requireReachableURL(request.url, as: "url")
         guard request.secret.utf8.count >= Self.minimumSecretBytes else {
             throw ServiceError.malformed(
                 "the signing secret must be at least \(Self.minimumSecretBytes) bytes (make one with `openssl rand -hex 32`)")
@@ -97,6 +107,13 @@ package struct SinkAdministration: Sendable {
         if try await store.sink(tenant: tenant, id: id) != nil {
             throw ServiceError(status: 409, .sinkExists, "the tenant has a sink '\(id)' already")
         }
+        // Two adds at once may both pass; the cap is then passed by one add per request in
+        // flight at most, never without bound.
+        if try await store.count(tenant: tenant) >= sinksPerTenant {
+            throw ServiceError(
+                status: 409, .limitReached, "the tenant holds \(sinksPerTenant) sinks, the most it may: remove one before adding another",
+                details: .object(["limit": .int(Int64(sinksPerTenant))]))
+        }
         do {
             try await store.add(sink)
         } catch {
@@ -134,15 +151,19 @@ package struct SinkAdministration: Sendable {
             switch outcome {
             case .delivered(let status): .object(["id": .int(id), "delivered": .bool(true), "status": .int(Int64(status))])
             case .retry(let reason, _): .object(["id": .int(id), "delivered": .bool(false), "error": .string(reason)])
-            case .refused(let status, let response):
-                .object(["id": .int(id), "delivered": .bool(false), "status": .int(Int64(status)), "response": .string(response)])
+            case .refused(let status):
+                .object([
+                    "id": .int(id), "delivered": .bool(false), "status": .int(Int64(status)),
+                    "response": .string(SinkRequest.category(status: status)),
+                ])
             }
         }
     }
 
     /// Sends dead letters again, as they were sent (same body, same idempotency key, signed
-    /// now), in order: `ids`, or every one. A delivered letter is removed; one refused again
-    /// keeps the new answer; one that failed otherwise (5xx, timeout) stays as it was.
+    /// now), in order: `ids`, or every one, each within `timeout` (connecting, the answer's head
+    /// and body), to an address ``outbound`` allows. A delivered letter is removed; one refused
+    /// again keeps the new status; one that failed otherwise (5xx, timeout) stays as it was.
     package func replay(tenant: String, sinkID: String, ids: [Int64]?, timeout: Duration = .seconds(10)) async throws -> [Replay] {
         let sink = try await sink(tenant: tenant, id: sinkID)
         var letters: [DeadLetter] = []
@@ -161,23 +182,20 @@ package struct SinkAdministration: Sendable {
             letters = letters.filter { ids.contains($0.id) }
         }
         guard !letters.isEmpty else { return [] }
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
         var replays: [Replay] = []
         for letter in letters {
             let request = SinkRequest(
                 url: sink.requestURL,
                 body: Array(letter.body.utf8), headers: Self.headers(of: sink, key: letter.idempotencyKey))
-            let outcome = await request.send(using: client, secret: sink.secrets.signing, timeout: timeout, now: clock.now().millisecondsSince1970)
+            let outcome = await request.send(policy: outbound, secret: sink.secrets.signing, timeout: timeout, now: clock.now().millisecondsSince1970)
             switch outcome {
             case .delivered: _ = try await store.removeDeadLetter(tenant: tenant, sinkID: sinkID, id: letter.id)
-            case .refused(let status, let response):
-                try await store.refusedAgain(
-                    tenant: tenant, sinkID: sinkID, id: letter.id, status: status, response: response, at: clock.now().millisecondsSince1970)
+            case .refused(let status):
+                try await store.refusedAgain(tenant: tenant, sinkID: sinkID, id: letter.id, status: status, at: clock.now().millisecondsSince1970)
             case .retry: break
             }
             replays.append(Replay(id: letter.id, outcome: outcome))
         }
-        try? await client.shutdown()
         return replays
     }
 
@@ -195,10 +213,40 @@ package struct SinkAdministration: Sendable {
     }
 
     private static func requireHTTPURL(_ text: String, as name: String) throws(ServiceError) {
+        _ = try httpURL(text, as: name)
+    }
+
+    /// `text` as an http or https URL with a host, no credentials and a port from 1 to 65535.
+    private static func httpURL(_ text: String, as name: String) throws(ServiceError) -> URL {
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty, url.user == nil, url.password == nil
         else {
             throw ServiceError.malformed("\(name) must be an http or https URL without credentials in it, not '\(text)'")
+        }
+        if let port = url.port, !(1...65535).contains(port) {
+            throw ServiceError.malformed("\(name) names port \(port): a port is from 1 to 65535")
+        }
+        // Foundation may drop a port it cannot read (`:99999`, `:-1`, `:8o`) rather than fail.
+        let authority = text.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false).dropFirst(2).first ?? ""
+        if let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]") {
+            let digits = authority[authority.index(after: colon)...]
+            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber), let port = Int(digits), (1...65535).contains(port)
+            else { throw ServiceError.malformed("\(name) names port '\(digits)': a port is from 1 to 65535") }
+        }
+        return url
+    }
+
+    /// A sink's URL: ``httpURL(_:as:)``, and a host that is not an address outbound requests
+    /// may not reach (in any of its forms: `2130706433`, `0x7f000001`, `[::1]`, `localhost`).
+    /// A name is checked at each connection, once resolved (``OutboundHTTP``).
+    private func requireReachableURL(_ text: String, as name: String) throws(ServiceError) {
+        let url = try Self.httpURL(text, as: name)
+        var host = url.host ?? ""
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if let refusal = outbound.literalRefusal(host: host) {
+            throw ServiceError.malformed(
+                "refused_address: \(name) names \(host), \(refusal.rawValue): sinks may not reach loopback, link-local, private, shared, unspecified, multicast or reserved addresses unless the operator allows them (serve --outbound-allow)"
+            )
         }
     }
 }

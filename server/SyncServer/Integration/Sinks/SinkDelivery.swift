@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import ContractRuntime
 import Foundation
 package import Logging
@@ -16,7 +15,8 @@ public struct SinkDeliveryConfiguration: Sendable, Hashable {
     /// Bytes of changes per batch at most (their JSON); a single change larger than this is sent
     /// alone. Rows may be as large as their contracts allow: a batch of 100 must not be 100 of them.
     public var maximumBatchBytes = 1 << 20
-    /// How long a receiver has to answer a batch.
+    /// How long a receiver has to take a batch: connecting, its answer's head and its body, all
+    /// within it (never more than half of ``lease``).
     public var requestTimeout: Duration = .seconds(10)
     /// How long a process holds a sink without renewing it; another process takes a sink whose
     /// holder stopped (killed, cut off) once its lease ran out.
@@ -51,6 +51,8 @@ package final class SinkDelivery: Service, Sendable {
     let metrics: ServerMetrics
     let clock: any ServerClock
     let logger: Logger
+    /// Where deliveries may connect (``ServerConfiguration/outboundAllowList``).
+    let outbound: OutboundAddressPolicy
     /// This process's name in the sinks' leases.
     let holder = "process-" + UUID().uuidString.lowercased()
     private let commits = CommitSignal()
@@ -58,8 +60,10 @@ package final class SinkDelivery: Service, Sendable {
     private let sinksChanged = CommitSignal()
 
     package init(
-        storage: any SyncStorage, configuration: SinkDeliveryConfiguration, metrics: ServerMetrics, clock: any ServerClock, logger: Logger
+        storage: any SyncStorage, configuration: SinkDeliveryConfiguration, metrics: ServerMetrics, clock: any ServerClock, logger: Logger,
+        outbound: OutboundAddressPolicy = OutboundAddressPolicy()
     ) {
+        self.outbound = outbound
         store = SinkStore(storage: storage)
         feed = ChangeFeed(storage: storage)
         catalog = storage.contracts
@@ -76,16 +80,14 @@ package final class SinkDelivery: Service, Sendable {
 
     package func run() async throws {
         guard configuration.isEnabled else { return }
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
         await cancelWhenGracefulShutdown {
-            await self.deliverAll(using: client)
+            await self.deliverAll()
         }
-        try? await client.shutdown()
     }
 
     /// Looks for sinks every poll interval and delivers each one this process can hold, in a
     /// task of its own, until cancelled.
-    private func deliverAll(using client: HTTPClient) async {
+    private func deliverAll() async {
         let running = NIOLockedValueBox(Set<String>())
         // Sinks already reported as unreadable (said once, not at every look).
         var unreadable = Set<String>()
@@ -106,7 +108,7 @@ package final class SinkDelivery: Service, Sendable {
                         else { continue }
                         running.withLockedValue { _ = $0.insert(Self.key(claimed)) }
                         group.addTask {
-                            await self.deliver(claimed, using: client)
+                            await self.deliver(claimed)
                             running.withLockedValue { _ = $0.remove(Self.key(claimed)) }
                         }
                     }
@@ -124,13 +126,14 @@ package final class SinkDelivery: Service, Sendable {
         clock.now().millisecondsSince1970 + configuration.lease.milliseconds
     }
 
-    /// How long a receiver has: never past half the lease, so that no other process takes the
-    /// sink while a batch is still being sent.
+    /// How long a receiver has, for the whole exchange: never past half the lease, which is
+    /// renewed right before each send, so that no other process takes the sink while a batch is
+    /// still being sent.
     private var requestTimeout: Duration { min(configuration.requestTimeout, configuration.lease / 2) }
 
     /// Delivers one sink while this process holds it: until cancelled, the sink removed, or the
     /// lease lost. A storage failure ends the turn; the sink is taken again at the next poll.
-    private func deliver(_ claimed: Sink, using client: HTTPClient) async {
+    private func deliver(_ claimed: Sink) async {
         var sink = claimed
         let renewEvery = configuration.lease / 3
         do {
@@ -143,7 +146,7 @@ package final class SinkDelivery: Service, Sendable {
                     continue
                 }
                 let generation = commits.generation
-                guard let next = try await step(sink, using: client) else { break }
+                guard let next = try await step(sink) else { break }
                 if next.waitForCommits {
                     await commits.wait(after: generation, until: .now + renewEvery)
                     guard try await store.renew(next.sink, holder: holder, until: leaseEnd()) else { break }
@@ -171,7 +174,7 @@ package final class SinkDelivery: Service, Sendable {
     }
 
     /// Sends the batch in flight, or starts the next one; `nil` when the lease was lost.
-    private func step(_ sink: Sink, using client: HTTPClient) async throws -> Step? {
+    private func step(_ sink: Sink) async throws -> Step? {
         let contracts = sink.kind == .xapi ? sink.options.contract.map { Set([$0]) } : sink.contracts.map(Set.init)
         var sink = sink
         var page: ChangeFeed.Page
@@ -213,9 +216,12 @@ package final class SinkDelivery: Service, Sendable {
             sink.pending = nil
             return Step(sink: sink, waitForCommits: false)
         }
+        // The lease is renewed right before the send: it outlasts the whole exchange (at most half
+        // the lease), so no other process sends this batch meanwhile.
+        guard try await store.renew(sink, holder: holder, until: leaseEnd()) else { return nil }
         let started = ContinuousClock.now
         let outcome = await request.send(
-            using: client, secret: sink.secrets.signing, timeout: requestTimeout, now: clock.now().millisecondsSince1970)
+            policy: outbound, secret: sink.secrets.signing, timeout: requestTimeout, now: clock.now().millisecondsSince1970)
         let now = clock.now().millisecondsSince1970
         metrics.recordSinkAttempt(tenant: sink.tenant, sink: sink.id, outcome: outcome, seconds: (ContinuousClock.now - started).seconds)
         switch outcome {
@@ -234,11 +240,11 @@ package final class SinkDelivery: Service, Sendable {
             else { return nil }
             sink.attempts = attempts
             sink.nextAttemptAt = now + wait
-        case .refused(let status, let response):
+        case .refused(let status):
             logger.warning("sink \(sink.id): batch \(pending.key) refused with HTTP \(status); parked as a dead letter")
             let letter = DeadLetter(
                 id: 0, sinkID: sink.id, idempotencyKey: pending.key, body: String(decoding: request.body, as: UTF8.self),
-                changes: page.changes.count, status: status, response: response, failedAt: now)
+                changes: page.changes.count, status: status, failedAt: now)
             guard try await store.deadLetter(sink, to: pending.until, letter: letter, holder: holder, leaseUntil: leaseEnd()) else { return nil }
             metrics.recordDeadLetter(tenant: sink.tenant, sink: sink.id)
             sink.cursor = pending.until

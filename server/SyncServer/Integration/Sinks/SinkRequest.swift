@@ -1,4 +1,4 @@
-package import AsyncHTTPClient
+import AsyncHTTPClient
 import Crypto
 package import Foundation
 import NIOCore
@@ -11,15 +11,28 @@ package struct SinkRequest: Sendable {
     package var headers: [(String, String)]
 
     /// What became of a POST.
+    ///
+    /// Nothing of what a receiver answers but its status is kept or shown: a sink's URL is an
+    /// admin's to choose, and the server's own answers to it must not come back through the
+    /// admin routes (``OutboundHTTP``).
     package enum Outcome: Sendable, Equatable {
         /// 2xx: the receiver has the batch.
         case delivered(status: Int)
-        /// 408, 425, 429, 5xx, a timeout or a connection error: send it again later, no sooner
-        /// than `retryAfter` seconds when the receiver said so.
+        /// 408, 425, 429, 5xx, a timeout, a connection error or a refused address: send it again
+        /// later, no sooner than `retryAfter` seconds when the receiver said so. `reason` is a
+        /// fixed category (``category(status:)``, `timeout`, `connection_failed`,
+        /// `refused_address`).
         case retry(reason: String, retryAfter: Int?)
         /// Any other answer (4xx, a redirect, which is not followed): the batch is parked.
-        case refused(status: Int, response: String)
+        case refused(status: Int)
     }
+
+    /// What the admin routes say of a receiver's answer: `receiver_status 404`.
+    package static func category(status: Int) -> String { "receiver_status \(status)" }
+
+    /// The bytes of a receiver's answer read at most (and dropped): enough to end a small body
+    /// cleanly, never more.
+    static let responseLimit = 4096
 
     /// The header carrying the signature: `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>`,
     /// as Stripe signs its webhooks: the receiver recomputes it, compares in constant time and
@@ -34,27 +47,27 @@ package struct SinkRequest: Sendable {
         return "t=\(timestamp),v1=" + Hex.string(mac.finalize())
     }
 
-    /// Sends the request, signed now, and reads the answer (at most `responseLimit` bytes of it).
-    package func send(using client: HTTPClient, secret: String, timeout: Duration, now: Int64, responseLimit: Int = 4096) async -> Outcome {
+    /// Sends the request, signed now, to an address `policy` allows, the whole exchange
+    /// (connecting, the answer's head and body) within `timeout`.
+    package func send(policy: OutboundAddressPolicy, secret: String, timeout: Duration, now: Int64) async -> Outcome {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.headers.replaceOrAdd(name: Self.signatureHeader, value: Self.signature(body: body, timestamp: now / 1000, secret: secret))
         request.body = .bytes(ByteBuffer(bytes: body))
         do {
-            let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
-            let status = Int(response.status.code)
-            let answer = (try? await response.body.collect(upTo: responseLimit)).map { String(buffer: $0) } ?? ""
-            switch status {
+            let answer = try await OutboundHTTP.exchange(request, policy: policy, timeout: timeout, bodyLimit: Self.responseLimit)
+            switch answer.status {
             case 200..<300:
-                return .delivered(status: status)
+                return .delivered(status: answer.status)
             case 408, 425, 429, 500..<600:
-                return .retry(reason: "HTTP \(status)", retryAfter: Self.retryAfter(response.headers.first(name: "retry-after"), now: now))
+                return .retry(
+                    reason: Self.category(status: answer.status), retryAfter: Self.retryAfter(answer.headers.first(name: "retry-after"), now: now))
             default:
-                return .refused(status: status, response: answer)
+                return .refused(status: answer.status)
             }
         } catch {
-            return .retry(reason: Self.describe(error), retryAfter: nil)
+            return .retry(reason: error.category, retryAfter: nil)
         }
     }
 
@@ -68,13 +81,5 @@ package struct SinkRequest: Sendable {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         guard let date = formatter.date(from: value) else { return nil }
         return max(0, Int((date.timeIntervalSince1970 * 1000 - Double(now)) / 1000))
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
-            if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout { return "timed out" }
-            return "HTTP client error: \(error)"
-        }
-        return "connection failed: \(error)"
     }
 }

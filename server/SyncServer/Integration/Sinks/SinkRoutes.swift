@@ -7,10 +7,27 @@ import SyncProtocol
 struct SinkRoutes: Sendable {
     let administration: SinkAdministration
     let delivery: SinkDelivery
+    /// How long a replayed letter's exchange may take (``SinkDeliveryConfiguration/requestTimeout``).
+    let replayTimeout: Duration
+    let storage: any SyncStorage
+    /// The byte budget and shared memory of the listing routes (list, show, dead letters).
+    let listing: ListingBudget
 
-    init(storage: any SyncStorage, clock: any ServerClock, delivery: SinkDelivery) {
-        administration = SinkAdministration(storage: storage, clock: clock)
+    init(
+        storage: any SyncStorage, clock: any ServerClock, delivery: SinkDelivery, configuration: ServerConfiguration = ServerConfiguration(),
+        listing: ListingBudget? = nil
+    ) {
+        self.storage = storage
+        self.listing =
+            listing
+            ?? ListingBudget(
+                pageBytes: configuration.pageBytes, memory: ResponseMemoryBudget(capacity: configuration.responseMemoryBytes),
+                largestItemBytes: configuration.maximumBodyBytes)
+        administration = SinkAdministration(
+            storage: storage, clock: clock, outbound: OutboundAddressPolicy(allowList: configuration.outboundAllowList),
+            sinksPerTenant: configuration.identityLimits.sinksPerTenant)
         self.delivery = delivery
+        replayTimeout = configuration.sinks.requestTimeout
     }
 
     /// `POST /admin/v1/sinks` `{"url", "secret", "id"?, "kind"?, "contracts"?, "from_start"?, "xapi"?}`:
@@ -65,18 +82,34 @@ struct SinkRoutes: Sendable {
     }
 
     /// `GET /admin/v1/sinks`: the tenant's sinks and where each one is.
+    /// A page is bounded in bytes (``ListingBudget``); `after=ID` continues after the sink `ID`
+    /// (the page's `cursor`) when `has_more` says so.
     @Sendable func list(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let tenant = try context.requireIdentity().tenant
+        let after = request.query("after").flatMap { $0.isEmpty ? nil : $0 }
+        if let after { try Identifier.require(after, as: "after") }
+        let lease = try await listing.reserve()
         let sinks = try await ServiceError.catchingStorageFailures { try await administration.sinks(tenant: tenant) }
-        return Response.json(encoded: Data(CanonicalJSON.bytes(.object(["sinks": .array(sinks.map(\.json))]))), request: request)
+        let items = sinks.filter { after == nil || $0.id > after! }.map { (id: $0.id, json: Data(CanonicalJSON.bytes($0.json))) }
+        let (page, hasMore) = listing.prefix(items) { $0.json.count }
+        var body = Data("{\"cursor\":".utf8)
+        body += Data(CanonicalJSON.bytes((page.last?.id ?? after).map(JSONValue.string) ?? .null))
+        body += Data(",\"has_more\":\(hasMore),\"sinks\":[".utf8)
+        for (index, item) in page.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body += item.json
+        }
+        body += Data("]}".utf8)
+        return listing.respond(body, request: request, lease: lease)
     }
 
     /// `GET /admin/v1/sinks/{sink}`.
     @Sendable func show(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let tenant = try context.requireIdentity().tenant
         let id = try RequestInput.parameter("sink", context)
+        let lease = try await listing.reserve()
         let sink = try await ServiceError.catchingStorageFailures { try await administration.sink(tenant: tenant, id: id) }
-        return Response.json(encoded: Data(CanonicalJSON.bytes(sink.json)), request: request)
+        return listing.respond(Data(CanonicalJSON.bytes(sink.json)), request: request, lease: lease)
     }
 
     /// `DELETE /admin/v1/sinks/{sink}`: the sink and its dead letters go.
@@ -88,7 +121,9 @@ struct SinkRoutes: Sendable {
     }
 
     /// `GET /admin/v1/sinks/{sink}/dead-letters?after=N&limit=N`: refused batches, oldest first,
-    /// each with the body that was sent.
+    /// each with the body that was sent. A page is bounded in bytes (``ListingBudget``): the
+    /// letters' sizes are read first, and only those the page takes are read whole; `has_more`
+    /// and `cursor` (the last letter's id, for `after`) say where the next page starts.
     @Sendable func deadLetters(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let tenant = try context.requireIdentity().tenant
         let id = try RequestInput.parameter("sink", context)
@@ -99,19 +134,35 @@ struct SinkRoutes: Sendable {
         }
         let limit = try RequestInput.limit(request) ?? 100
         guard (1...1000).contains(limit) else { throw ServiceError.malformed("`limit` must be from 1 to 1000") }
-        let letters = try await ServiceError.catchingStorageFailures {
-            try await administration.deadLetters(tenant: tenant, sinkID: id, after: after, limit: limit)
+        let lease = try await listing.reserve()
+        let (from, budget) = (after, listing)
+        let sizes = try await ServiceError.catchingStorageFailures {
+            try await storage.read { reader in
+                try await reader.serverTableQuery(
+                    "SELECT LENGTH(body) + COALESCE(LENGTH(response), 0) + 256 AS bytes FROM sink_dead_letters "
+                        + "WHERE tenant = ? AND sink_id = ? AND id > ? ORDER BY id LIMIT ?",
+                    [.text(tenant), .text(id), .integer(from), .integer(Int64(limit + 1))])
+            }
         }
+        let (taken, hasMore) = budget.prefix(sizes, limit: limit) { Int($0.integer("bytes") ?? 0) }
+        let letters = try await ServiceError.catchingStorageFailures {
+            try await administration.deadLetters(tenant: tenant, sinkID: id, after: from, limit: max(1, taken.count))
+        }.prefix(taken.count)
         let json = letters.map { letter -> JSONValue in
             guard case .object(var object) = letter.json else { return letter.json }
             object["body"] = .string(letter.body)
             return .object(object)
         }
-        return Response.json(encoded: Data(CanonicalJSON.bytes(.object(["dead_letters": .array(json)]))), request: request, compressible: true)
+        let page: JSONValue = .object([
+            "dead_letters": .array(json), "has_more": .bool(hasMore), "cursor": .string(String(letters.last?.id ?? after)),
+        ])
+        return listing.respond(Data(CanonicalJSON.bytes(page)), request: request, lease: lease)
     }
 
     /// `POST /admin/v1/sinks/{sink}/dead-letters/replay` `{"ids": [1, 2]}` (or `{}` for every
-    /// one): sends them again now, and says what each answer was.
+    /// one): sends them again now, and says what became of each: the receiver's status and its
+    /// fixed category, or why it was not delivered (`timeout`, `connection_failed`,
+    /// `refused_address`), never the receiver's words.
     @Sendable func replay(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let tenant = try context.requireIdentity().tenant
         let id = try RequestInput.parameter("sink", context)
@@ -128,7 +179,9 @@ struct SinkRoutes: Sendable {
             }
         default: throw ServiceError.malformed("`ids` is an array of dead letter ids")
         }
-        let replays = try await ServiceError.catchingStorageFailures { try await administration.replay(tenant: tenant, sinkID: id, ids: ids) }
+        let replays = try await ServiceError.catchingStorageFailures {
+            try await administration.replay(tenant: tenant, sinkID: id, ids: ids, timeout: replayTimeout)
+        }
         return Response.json(encoded: Data(CanonicalJSON.bytes(.object(["replayed": .array(replays.map(\.json))]))), request: request)
     }
 

@@ -17,6 +17,13 @@ package struct SinkStore: Sendable {
 
     // MARK: Reading
 
+    /// How many sinks `tenant` holds.
+    package func count(tenant: String) async throws -> Int {
+        try await storage.read { reader in
+            Int(try await reader.serverTableQuery("SELECT COUNT(*) AS n FROM sinks WHERE tenant = ?", [.text(tenant)]).first?.integer("n") ?? 0)
+        }
+    }
+
     package func sinks(tenant: String? = nil) async throws -> [Sink] {
         let key = storage.auditKey
         return try await storage.read { reader in
@@ -153,7 +160,8 @@ package struct SinkStore: Sendable {
                 lease_until = ? WHERE tenant = ? AND id = ? AND lease_holder = ? RETURNING id
                 """,
                 [
-                    .text(cursor.text), .text("HTTP \(letter.status): parked as dead letter"), .integer(leaseUntil), .text(sink.tenant),
+                    .text(cursor.text), .text(SinkRequest.category(status: letter.status) + ": parked as a dead letter"), .integer(leaseUntil),
+                    .text(sink.tenant),
                     .text(sink.id), .text(holder),
                 ]
             ).isEmpty
@@ -165,7 +173,7 @@ package struct SinkStore: Sendable {
                 """,
                 [
                     .text(sink.tenant), .text(sink.id), .text(letter.idempotencyKey), .text(letter.body), .integer(Int64(letter.changes)),
-                    .integer(Int64(letter.status)), .text(letter.response), .integer(letter.failedAt),
+                    .integer(Int64(letter.status)), .text(SinkRequest.category(status: letter.status)), .integer(letter.failedAt),
                 ])
             return true
         }
@@ -182,11 +190,14 @@ package struct SinkStore: Sendable {
     }
 
     /// Records a replay's refusal on its dead letter.
-    package func refusedAgain(tenant: String, sinkID: String, id: Int64, status: Int, response: String, at now: Int64) async throws {
+    package func refusedAgain(tenant: String, sinkID: String, id: Int64, status: Int, at now: Int64) async throws {
         _ = try await storage.write { transaction in
             try await transaction.serverTableQuery(
                 "UPDATE sink_dead_letters SET status = ?, response = ?, failed_at = ? WHERE tenant = ? AND sink_id = ? AND id = ? RETURNING id",
-                [.integer(Int64(status)), .text(response), .integer(now), .text(tenant), .text(sinkID), .integer(id)])
+                [
+                    .integer(Int64(status)), .text(SinkRequest.category(status: status)), .integer(now), .text(tenant), .text(sinkID),
+                    .integer(id),
+                ])
         }
     }
 
@@ -227,7 +238,7 @@ package struct SinkStore: Sendable {
         DeadLetter(
             id: row.integer("id") ?? 0, sinkID: row.text("sink_id") ?? "", idempotencyKey: row.text("idempotency_key") ?? "",
             body: row.text("body") ?? "", changes: Int(row.integer("changes") ?? 0), status: Int(row.integer("status") ?? 0),
-            response: row.text("response") ?? "", failedAt: row.integer("failed_at") ?? 0
+            failedAt: row.integer("failed_at") ?? 0
         )
     }
 

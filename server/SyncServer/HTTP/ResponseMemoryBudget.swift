@@ -1,18 +1,20 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// The memory every pull page of a server process may take at once: pages being read from
-/// storage, written, kept ahead of their request (``PullReadAhead``) or sent. Without it, a few
-/// devices asking at once for pages of large rows take the process past its memory and it
-/// dies (a page is bounded, ``PullService/pageBytes``; how many are built at once was not).
+/// The memory every response that lists stored data may take at once in a server process: pull
+/// pages being read from storage, written, kept ahead of their request (``PullReadAhead``) or
+/// sent, and the pages of the change feed, the exports, the fleet, the sinks and the console
+/// (``ListingBudget``). Without it, a few clients asking at once for pages of large rows take the
+/// process past its memory and it dies (a page is bounded in bytes; how many are built at once
+/// was not).
 ///
-/// A page reserves what it may weigh before it is read (``reservation(pageBytes:)``), and
+/// A page reserves what it may weigh before it is read (``reservation(pageBytes:largestRowBytes:)``), and
 /// gives back what it does not hold once written; the rest goes when the page is sent or
 /// dropped (``Lease``, released when the last reference to it goes). A request that finds no
 /// room waits, first come first served, up to ``maximumWait``; then it is answered 503
 /// `server_busy` with `Retry-After`, and the device retries on its schedule. Read-ahead never
 /// waits: without room it is simply not done.
-final class PullMemoryBudget: Sendable {
+final class ResponseMemoryBudget: Sendable {
     /// Bytes in all.
     let capacity: Int
     /// How long a request waits for room before it is refused.
@@ -48,10 +50,10 @@ final class PullMemoryBudget: Sendable {
     /// Memory held for one page; what is left of it goes back when the lease is released or
     /// its last reference goes.
     final class Lease: Sendable {
-        private let budget: PullMemoryBudget
+        private let budget: ResponseMemoryBudget
         private let held: NIOLockedValueBox<Int>
 
-        fileprivate init(budget: PullMemoryBudget, bytes: Int) {
+        fileprivate init(budget: ResponseMemoryBudget, bytes: Int) {
             self.budget = budget
             held = NIOLockedValueBox(bytes)
         }
@@ -75,6 +77,22 @@ final class PullMemoryBudget: Sendable {
     /// A lease of `bytes`, waiting for room up to ``maximumWait``.
     /// - Throws: ``ServiceError`` 503 `server_busy` when no room came in time.
     func acquire(_ bytes: Int) async throws(ServiceError) -> Lease {
+        guard let lease = await acquire(bytes, waitingAtMost: maximumWait) else {
+            throw ServiceError(
+                status: 503, .serverBusy, "the server is sending as many pages as its memory allows; retry after 1 s", retryAfter: 1
+            )
+        }
+        return lease
+    }
+
+    /// A lease of `bytes`, waiting for its turn however long it takes: for a response already
+    /// under way (the next chunk of a streamed export), which can no longer be answered 503.
+    func acquireWaiting(_ bytes: Int) async -> Lease {
+        // `nil` only when the wait expires, and this one never does.
+        await acquire(bytes, waitingAtMost: nil)!
+    }
+
+    private func acquire(_ bytes: Int, waitingAtMost maximumWait: Duration?) async -> Lease? {
         let bytes = min(bytes, capacity)
         if let lease = tryAcquire(bytes) { return lease }
         let id = state.withLockedValue { state -> UInt64 in
@@ -95,21 +113,16 @@ final class PullMemoryBudget: Sendable {
             }
             if grantedAtOnce {
                 continuation.resume(returning: true)
-            } else {
+            } else if let maximumWait {
                 timeout.withLockedValue {
-                    $0 = Task { [maximumWait] in
+                    $0 = Task {
                         try? await Task.sleep(for: maximumWait)
                         self.expire(id)
                     }
                 }
             }
         }
-        guard granted else {
-            throw ServiceError(
-                status: 503, .serverBusy, "the server is sending as many pull pages as its memory allows; retry after 1 s", retryAfter: 1
-            )
-        }
-        return Lease(budget: self, bytes: bytes)
+        return granted ? Lease(budget: self, bytes: bytes) : nil
     }
 
     /// A lease of `bytes` at once, or `nil` when there is no room (or requests are waiting).
