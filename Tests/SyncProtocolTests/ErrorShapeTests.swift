@@ -41,6 +41,8 @@ struct ErrorShapeTests {
         ("serverBusy", .serverBusy, "server_busy"),
         ("storageUnavailable", .storageUnavailable, "storage_unavailable"),
         ("identifierNotNormalized", .identifierNotNormalized, "identifier_not_normalized"),
+        ("identifierInvalid", .identifierInvalid, "identifier_invalid"),
+        ("limitReached", .limitReached, "limit_reached"),
         ("internalError", .internalError, "internal_error"),
         ("invalidPayload", .invalidPayload, "invalid_payload"),
         ("valueTooLarge", .valueTooLarge, "value_too_large"),
