@@ -5,8 +5,10 @@ Starts a real `sync-server serve` on a loopback port over a temporary data folde
 `sync-device` devices sync (so the census knows them), then drives headless Chromium through
 selenium: signs in with an admin token (after a wrong one), sees the devices, opens one and
 revokes it (its next request is refused 401), sees the census change after another device syncs,
-checks that erasing a user asks for confirmation and erases after it, and checks that no page
-broke the content security policy and that the pages work by keyboard.
+checks that erasing a user asks for confirmation and erases after it, lists the open sessions and
+ends another admin's, and checks that no page broke the content security policy and that the
+pages work by keyboard. Every form submitted and link followed waits for the new page to replace
+the old one before anything is read from it (Browser.navigate).
 
     python3 Tests/Console/console_browser_test.py [--bin DIR] [--screenshots DIR] [--keep]
 
@@ -16,6 +18,7 @@ Needs Debian's chromium and chromium-driver and PyPI's selenium (.ci/run install
 
 import argparse
 import base64
+import itertools
 import json
 import os
 import re
@@ -25,10 +28,11 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import TimeoutException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -120,6 +124,27 @@ class Device:
             return error.code, json.loads(error.read() or b"{}").get("error", {}).get("code", "")
 
 
+class NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def console_request(server, path, cookie=None, form=None):
+    """One request to the console outside the browser (another admin's), redirects not followed:
+    (status, Location, the session cookie it set)."""
+    headers = {"Cookie": f"outpost_console={cookie}"} if cookie else {}
+    data = urllib.parse.urlencode(form).encode() if form is not None else None
+    request = urllib.request.Request(server.url + path, data=data, headers=headers)
+    opener = urllib.request.build_opener(NoRedirects)
+    try:
+        response = opener.open(request, timeout=10)
+    except urllib.error.HTTPError as error:
+        response = error
+    set_cookie = response.headers.get("Set-Cookie") or ""
+    match = re.match(r"outpost_console=([^;]*)", set_cookie)
+    return response.status if hasattr(response, "status") else response.code, response.headers.get("Location"), match.group(1) if match else None
+
+
 class Browser:
     def __init__(self, base, screenshots):
         options = Options()
@@ -135,11 +160,15 @@ class Browser:
         self.problems = []
 
     def open(self, path):
-        self.driver.get(self.base + path)
-        self.collect_problems()
+        """Loads a page and waits until it is the document in the window (driver.get waits for
+        the load; the marker check makes that explicit)."""
+        self.navigate(lambda: self.driver.get(self.base + path))
 
     def text(self):
         return self.driver.find_element(By.TAG_NAME, "body").text
+
+    def heading(self):
+        return self.driver.find_element(By.TAG_NAME, "h1").text
 
     def shot(self, name):
         if self.screenshots:
@@ -161,32 +190,55 @@ class Browser:
             if entry.get("level") in ("SEVERE", "WARNING") or "Content Security Policy" in message:
                 self.problems.append(message)
 
-    def click(self, element):
-        """Activates a link or button from the keyboard (Enter), as someone without a mouse does."""
-        page = self.driver.find_element(By.TAG_NAME, "html")
-        element.send_keys(Keys.ENTER)
-        self.wait_for_new_page(page)
+    # Navigation. A form submitted or a link followed replaces the document some time after the
+    # key press that did it: reading the page before then reads the old one, or a node of a
+    # document being torn down ("Node with given id does not belong to the document"). So every
+    # action that navigates marks the current window first, and the page is read only once a
+    # document without the mark (a new one) has loaded completely and shows its <main>.
 
-    def wait_for_new_page(self, old):
-        WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(old))
-        WebDriverWait(self.driver, 15).until(lambda driver: driver.execute_script("return document.readyState") == "complete")
+    _marks = itertools.count(1)
+
+    def _mark(self):
+        mark = next(self._marks)
+        self.driver.execute_script("window.__outpostPage = arguments[0];", mark)
+        return mark
+
+    def _replaced(self, mark):
+        """Whether the window holds a new document, fully loaded; False while it is changing."""
+        try:
+            return self.driver.execute_script(
+                "return window.__outpostPage !== arguments[0] && document.readyState === 'complete'"
+                " && document.querySelector('main') !== null;", mark)
+        except WebDriverException:
+            # The document is being replaced (no execution context for a moment): not yet.
+            return False
+
+    def navigate(self, action, timeout=20):
+        """Runs `action` (which makes the window load another page) and waits until the new page
+        has replaced the old one and loaded."""
+        try:
+            mark = self._mark()
+        except WebDriverException:
+            mark = -1  # no page yet (the first load)
+        action()
+        try:
+            WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(lambda _: self._replaced(mark))
+        except TimeoutException:
+            raise Failure(f"no new page replaced {self.driver.current_url} within {timeout} s")
         self.collect_problems()
 
-    def click_css(self, selector, attempts=3):
-        """Finds the element anew and activates it; tried again when chromedriver finds the node
-        it was handed gone from the document (seen once on a loaded machine, with no page change)."""
-        for attempt in range(attempts):
-            page = self.driver.find_element(By.TAG_NAME, "html")
-            try:
-                self.driver.find_element(By.CSS_SELECTOR, selector).send_keys(Keys.ENTER)
-            except WebDriverException as error:
-                message = str(error)
-                if attempt + 1 == attempts or ("does not belong to the document" not in message and "stale element" not in message):
-                    raise
-                time.sleep(0.2)
-                continue
-            self.wait_for_new_page(page)
-            return
+    def press_enter(self, find):
+        """Finds an element with `find` and activates it from the keyboard (Enter), as someone
+        without a mouse does; then waits for the page it leads to."""
+        self.navigate(lambda: find().send_keys(Keys.ENTER))
+
+    def click(self, locator):
+        """Activates the link or button `locator` (a (By, value) pair) with Enter and waits for the
+        page it leads to."""
+        self.press_enter(lambda: self.driver.find_element(*locator))
+
+    def click_css(self, selector):
+        self.click((By.CSS_SELECTOR, selector))
 
     def submit(self, form_selector):
         self.click_css(form_selector + " button[type=submit]")
@@ -233,9 +285,7 @@ def run(bin_dir, screenshots, keep):
         token_field.send_keys("not-a-token")
         browser.submit("form[action='/console/sign-in']")
         check("That token was not accepted" in browser.text(), "a wrong token shows the form again with a message")
-        page = driver.find_element(By.TAG_NAME, "html")
-        driver.find_element(By.ID, "token").send_keys(admin + Keys.ENTER)
-        browser.wait_for_new_page(page)
+        browser.navigate(lambda: driver.find_element(By.ID, "token").send_keys(admin + Keys.ENTER))
         check(driver.current_url.endswith("/console"), "the admin token signs in and lands on the fleet page")
         cookies = {cookie["name"]: cookie for cookie in driver.get_cookies()}
         session = cookies.get("outpost_console")
@@ -264,14 +314,14 @@ def run(bin_dir, screenshots, keep):
 
         print("a device and its revocation")
         browser.open("/console")
-        browser.click(driver.find_element(By.LINK_TEXT, "tablet-ben"))
-        check("Device tablet-ben" in driver.find_element(By.TAG_NAME, "h1").text, "the device page opens")
+        browser.click((By.LINK_TEXT, "tablet-ben"))
+        check("Device tablet-ben" in browser.heading(), "the device page opens")
         device_page = browser.text()
         check("op-ben" in device_page and "fieldops-cli/1.3.0" in device_page, "it names the device's user and app")
         check("Conflicts open on the device 1" in device_page, "it shows the conflict the device reported")
         browser.shot("device")
         check(ben.status_of_request()[0] == 200, "tablet-ben's requests are answered before the revocation")
-        browser.click(driver.find_element(By.XPATH, "//button[contains(., 'Revoke device tablet-ben')]"))
+        browser.click((By.XPATH, "//button[contains(., 'Revoke device tablet-ben')]"))
         check("revoked" in driver.find_element(By.CSS_SELECTOR, ".notice").text, "the page says the device is revoked")
         status, code = ben.status_of_request()
         check(status == 401 and code == "token_revoked", f"tablet-ben's next request gets 401 token_revoked ({status} {code})")
@@ -288,7 +338,7 @@ def run(bin_dir, screenshots, keep):
         browser.open("/console/access")
         driver.find_element(By.ID, "erase-user").send_keys("learner-cleo")
         browser.submit("form[action='/console/erasures/confirm']")
-        check("Erase the data of user learner-cleo?" in driver.find_element(By.TAG_NAME, "h1").text, "erasing asks for confirmation first")
+        check("Erase the data of user learner-cleo?" in browser.heading(), "erasing asks for confirmation first")
         check("phone-cleo" in browser.text(), "the confirmation names the user's devices")
         browser.shot("erase-confirm")
         check(cleo.status_of_request()[0] == 200, "nothing is erased by the confirmation page")
@@ -298,7 +348,7 @@ def run(bin_dir, screenshots, keep):
         check(cleo.status_of_request()[0] == 200, "the user is still there")
         driver.find_element(By.ID, "confirm").send_keys("learner-cleo")
         browser.submit("form[action='/console/erasures']")
-        check("User learner-cleo erased" in driver.find_element(By.TAG_NAME, "h1").text, "typing the id again erases")
+        check("User learner-cleo erased" in browser.heading(), "typing the id again erases")
         browser.shot("erased")
         status, code = cleo.status_of_request()
         check(status == 410 and code == "user_erased", f"the erased user's device is told 410 user_erased ({status} {code})")
@@ -319,6 +369,28 @@ def run(bin_dir, screenshots, keep):
         browser.open("/console/activity")
         check(len(driver.find_elements(By.CSS_SELECTOR, "svg[role=img]")) == 5, "the activity page draws five charts")
         browser.shot("activity")
+
+        print("sessions")
+        # Another admin's session, opened outside this browser.
+        other_admin = server.token("ops-other", "console-other", admin=True)
+        status, location, other_cookie = console_request(server, "/console/sign-in", form={"token": other_admin})
+        check(status == 303 and other_cookie, f"another admin signs in ({status} {location})")
+        check(console_request(server, "/console", cookie=other_cookie)[0] == 200, "the other admin's session opens pages")
+        browser.click((By.LINK_TEXT, "Sessions"))
+        check(browser.heading() == "Sessions", "the Sessions page opens from the navigation")
+        sessions = browser.text()
+        check("ops-admin (this session)" in sessions and "console-browser" in sessions, "it lists this session")
+        check("ops-other" in sessions and "console-other" in sessions, "it lists the other admin's session")
+        own_cookie = (driver.get_cookie("outpost_console") or {}).get("value", "")
+        source = driver.page_source
+        check(own_cookie and own_cookie not in source and other_cookie not in source, "no session id is on the page")
+        browser.shot("sessions")
+        browser.click((By.XPATH, "//button[contains(., 'End the session of ops-other')]"))
+        check("The session is ended" in browser.text(), "ending the other admin's session says so")
+        check("console-other" not in browser.text(), "the ended session is no longer listed")
+        status, location, _ = console_request(server, "/console", cookie=other_cookie)
+        check(status == 303 and location.startswith("/console/sign-in"), f"the ended session's next page goes to sign in ({status} {location})")
+        check("ops-admin (this session)" in browser.text(), "this session goes on")
 
         print("signing out")
         browser.click_css(".sign-out button")

@@ -121,7 +121,7 @@ struct ConsoleTests {
 
             let token = try #require(browser.csrf)
             #expect(token.count >= 43)
-            for path in ["/console", "/console/conflicts", "/console/audit", "/console/access", "/console/activity"] {
+            for path in ["/console", "/console/conflicts", "/console/audit", "/console/access", "/console/activity", "/console/sessions"] {
                 let page = try await browser.get(path)
                 #expect(page.status == .ok, "\(path)")
                 #expect(page.bodyText.contains("<main id=\"main\""), "\(path)")

@@ -149,6 +149,21 @@ public struct TokenSigner: Sendable {
         return algorithms.sorted { $0.key < $1.key }.map { (kid: $0.key, algorithm: $0.value) }
     }
 
+    /// Whether tokens signed with the server's own key `kid` are accepted now: it is one of the
+    /// keys this signer verifies with and was not retired (the data folder's keys are read
+    /// again first when they changed, as for any token). The console asks this on every request
+    /// of the key its session's admin token was signed with.
+    package func acceptsOwnKey(_ kid: String) async -> Bool {
+        await keyring.verifier().ownKeyIDs.contains(kid)
+    }
+
+    /// The kid in the header of `token`, unverified: for a token ``verify(_:now:acceptingExpired:)``
+    /// accepted, the key it was verified with.
+    package static func keyID(ofToken token: String) -> String? {
+        guard let header = token.split(separator: ".", maxSplits: 1).first, let data = Base64URL.decode(String(header)) else { return nil }
+        return (try? JSONDecoder().decode(Header.self, from: data))?.kid
+    }
+
     /// The signed token of `identity`, issued now (or at `issuedAt`).
     ///
     /// The header and claims are written here rather than by jwt-kit, whose signing is
@@ -224,8 +239,8 @@ public struct TokenSigner: Sendable {
         // the data of `josé` (U+00E9) through Swift's canonical-equivalence `==`.
         for (claim, value) in [("tenant", claims.tenant), ("sub", claims.sub), ("device", claims.device)]
             + (claims.teams ?? []).map({ ("teams", $0) })
-        where !UnicodeIdentifier.isNormalized(value) {
-            throw Identifier.refusal(value, as: "the token's \(claim)", status: 401)
+        {
+            try Identifier.require(value, as: "the token's \(claim)", status: 401)
         }
         // Only the server's own keys make admins: an identity provider vouches for who a
         // device's user is, not for what this server lets them administer.

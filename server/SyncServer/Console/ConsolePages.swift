@@ -11,7 +11,7 @@ enum ConsolePages {
     static let sections = [
         ("fleet", "Fleet", ConsoleRoutes.root), ("conflicts", "Conflicts", ConsoleRoutes.root + "/conflicts"),
         ("audit", "Audit log", ConsoleRoutes.root + "/audit"), ("access", "Revocations and erasures", ConsoleRoutes.root + "/access"),
-        ("activity", "Last hour", ConsoleRoutes.root + "/activity"),
+        ("activity", "Last hour", ConsoleRoutes.root + "/activity"), ("sessions", "Sessions", ConsoleRoutes.root + "/sessions"),
     ]
 
     /// The page `template` renders from `context`, in the layout.
@@ -99,6 +99,14 @@ struct ConsoleRefusal: Error {
 
     static func crossSite(_ reason: String) -> ConsoleRefusal {
         csrf(reason)
+    }
+
+    /// A form that does not read (``ConsoleRequest/form(_:)``): refused whole.
+    static func form(_ reason: String, session: ConsoleSession?) -> ConsoleRefusal {
+        ConsoleRefusal(
+            status: .badRequest, heading: "Refused: the form could not be read",
+            message: "The request was refused because \(reason). Nothing was changed. Open the console's page again and repeat what you did there.",
+            session: session)
     }
 }
 

@@ -30,27 +30,40 @@ struct ConsoleQueries: Sendable {
     /// The tenant's pushes with a conflicted or rejected mutation, newest first, with ids below
     /// `before` (all when `nil`), at most `limit`.
     func troubledPushes(tenant: String, before: Int64?, limit: Int) async throws -> [TroubledPush] {
+        try await troubledPushesPage(tenant: tenant, before: before, limit: limit, pageBytes: .max).pushes
+    }
+
+    /// A page of ``troubledPushes(tenant:before:limit:)`` bounded in bytes as every listing is
+    /// (``ResponsePage``, by the size of each entry's detail, read first), and whether more follow.
+    func troubledPushesPage(tenant: String, before: Int64?, limit: Int, pageBytes: Int) async throws -> (pushes: [TroubledPush], hasMore: Bool) {
         let key = storage.auditKey
+        let filter = "tenant = ? AND id < ? AND operation = ? AND (outcome LIKE ? OR outcome LIKE ?)"
+        let arguments: [ColumnValue] = [
+            .text(tenant), .integer(before ?? Int64.max), .text(AuditOperation.push.rawValue), .text("%conflicted%"), .text("%rejected%"),
+        ]
         return try await storage.read { reader in
+            let sizes = try await reader.serverTableQuery(
+                "SELECT LENGTH(detail) + 512 AS bytes FROM audit_log WHERE \(filter) ORDER BY id DESC LIMIT ?",
+                arguments + [.integer(Int64(limit + 1))])
+            var page = ResponsePage(byteBudget: pageBytes)
+            while page.count < sizes.count, page.count < limit, page.hasRoom { page.take(bytes: Int(sizes[page.count].integer("bytes") ?? 0)) }
             let rows = try await reader.serverTableQuery(
                 """
                 SELECT id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash
-                FROM audit_log WHERE tenant = ? AND id < ? AND operation = ? AND (outcome LIKE ? OR outcome LIKE ?)
-                ORDER BY id DESC LIMIT ?
+                FROM audit_log WHERE \(filter) ORDER BY id DESC LIMIT ?
                 """,
-                [
-                    .text(tenant), .integer(before ?? Int64.max), .text(AuditOperation.push.rawValue), .text("%conflicted%"),
-                    .text("%rejected%"), .integer(Int64(limit)),
-                ])
+                arguments + [.integer(Int64(page.count))])
             let entries = rows.map(Self.auditEntry)
             let details = try await AuditChain.readableDetails(of: entries, in: reader, key: key)
-            return zip(entries, details).map { entry, detail in
-                guard let detail else { return TroubledPush(entry: entry, changes: [], detailErased: true) }
-                let changes = ((try? AuditedChange.changes(of: entry, readableDetail: detail)) ?? []).filter {
-                    $0.outcome == .conflicted || $0.outcome == .rejected
-                }
-                return TroubledPush(entry: entry, changes: changes.map(Self.change), detailErased: false)
-            }
+            return (
+                zip(entries, details).map { entry, detail in
+                    guard let detail else { return TroubledPush(entry: entry, changes: [], detailErased: true) }
+                    let changes = ((try? AuditedChange.changes(of: entry, readableDetail: detail)) ?? []).filter {
+                        $0.outcome == .conflicted || $0.outcome == .rejected
+                    }
+                    return TroubledPush(entry: entry, changes: changes.map(Self.change), detailErased: false)
+                }, page.count < sizes.count
+            )
         }
     }
 
@@ -77,12 +90,28 @@ struct ConsoleQueries: Sendable {
             previousHash: row.text("previous_hash") ?? "", hash: row.text("hash") ?? "")
     }
 
-    /// The tenant's erased users, most recent first.
-    func erasures(tenant: String) async throws -> [(userID: String, erasedAt: Int64)] {
+    /// The tenant's erased users, most recent first, at most `limit` (a page of identifiers of
+    /// 256 bytes at most each: far within any byte budget).
+    func erasures(tenant: String, limit: Int = 1000) async throws -> [(userID: String, erasedAt: Int64)] {
         try await storage.read { reader in
             try await reader.serverTableQuery(
-                "SELECT user_id, erased_at FROM erasures WHERE tenant = ? ORDER BY erased_at DESC, user_id", [.text(tenant)]
+                "SELECT user_id, erased_at FROM erasures WHERE tenant = ? ORDER BY erased_at DESC, user_id LIMIT ?",
+                [.text(tenant), .integer(Int64(limit))]
             ).map { ($0.text("user_id") ?? "", $0.integer("erased_at") ?? 0) }
+        }
+    }
+
+    /// The tenant's latest revocations, most recent first, at most `limit`.
+    func revocations(tenant: String, limit: Int = 1000) async throws -> [Revocation] {
+        try await storage.read { reader in
+            try await reader.serverTableQuery(
+                "SELECT kind, subject, revoked_at FROM revocations WHERE tenant = ? ORDER BY revoked_at DESC, kind, subject LIMIT ?",
+                [.text(tenant), .integer(Int64(limit))]
+            ).compactMap { row in
+                RevocationKind(rawValue: row.text("kind") ?? "").map {
+                    Revocation(kind: $0, subject: row.text("subject") ?? "", revokedAt: row.integer("revoked_at") ?? 0)
+                }
+            }
         }
     }
 

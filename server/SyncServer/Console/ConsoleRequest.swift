@@ -34,11 +34,13 @@ enum ConsoleRequest {
         sessionCookie("", maxAge: 0, secure: secure)
     }
 
-    /// Whether the session cookie is marked `Secure`: always when configured so, or with an
-    /// `https` public URL; else when the request came over HTTPS, as a trusted proxy's
+    /// Whether the session cookie is marked `Secure`: always when configured so, when the server
+    /// serves its own TLS (`--tls-cert`), or with an `https` public URL; else when the request came over HTTPS, as a trusted proxy's
     /// `X-Forwarded-Proto` says (from any other peer the header proves nothing).
     static func wantsSecureCookie(_ request: Request, context: SyncRequestContext, configuration: ServerConfiguration) -> Bool {
         if configuration.console.secureCookie { return true }
+        // The server's own TLS: every request it answers came over HTTPS.
+        if configuration.tls != nil { return true }
         if let base = configuration.publicBaseURL, base.lowercased().hasPrefix("https://") { return true }
         guard let peer = context.peerAddress, configuration.trustedProxies.trusts(peer),
             let proto = request.headers[values: .xForwardedProto].last?.split(separator: ",").last
@@ -46,7 +48,12 @@ enum ConsoleRequest {
         return proto.trimmingCharacters(in: .whitespaces).lowercased() == "https"
     }
 
-    /// The form fields of a `application/x-www-form-urlencoded` body (the last value of a repeated name).
+    /// The most fields a console form has (a token, a few ids, the CSRF token).
+    static let maximumFormFields = 16
+
+    /// The form fields of an `application/x-www-form-urlencoded` body. A form that is not one
+    /// (not UTF-8, a bad percent-encoding, too many fields, a name given twice) is refused whole
+    /// (400, nothing done): no field of it is guessed at.
     static func form(_ request: Request) async throws(ServiceError) -> [String: String] {
         let body: Data
         do {
@@ -56,18 +63,24 @@ enum ConsoleRequest {
         } catch {
             throw .malformed("the form could not be read")
         }
-        return decodeForm(String(decoding: body, as: UTF8.self))
+        guard let text = String(data: body, encoding: .utf8) else { throw .malformed("the form is not UTF-8") }
+        return try decodeForm(text)
     }
 
-    static func decodeForm(_ text: String) -> [String: String] {
+    static func decodeForm(_ text: String) throws(ServiceError) -> [String: String] {
         var fields: [String: String] = [:]
-        for pair in text.split(separator: "&") {
+        let pairs = text.split(separator: "&")
+        guard pairs.count <= maximumFormFields else { throw .malformed("the form has \(pairs.count) fields; at most \(maximumFormFields) are read") }
+        for pair in pairs {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             func decode(_ part: Substring) -> String? {
                 String(part).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
             }
-            guard let name = parts.first.flatMap(decode) else { continue }
-            fields[name] = parts.count == 2 ? decode(parts[1]) ?? "" : ""
+            guard let name = decode(parts[0]), let value = parts.count == 2 ? decode(parts[1]) : "" else {
+                throw .malformed("the form field `\(parts[0].prefix(64))` is not valid percent-encoded UTF-8")
+            }
+            guard fields[name] == nil else { throw .malformed("the form gives `\(name.prefix(64))` more than once") }
+            fields[name] = value
         }
         return fields
     }

@@ -14,7 +14,11 @@ import SyncProtocol
 ///
 /// - Sign-in exchanges an admin token, checked exactly as ``AuthenticationMiddleware`` checks it,
 ///   for a session (``ConsoleSessionStore``) held in an `HttpOnly; SameSite=Strict` cookie; every
-///   request checks the session again, and the admin's revocation or erasure ends it.
+///   request checks the session again: the retirement of the key that signed the admin token, or
+///   the admin's revocation or erasure, ends it. A tenant has at most
+///   ``IdentityStateLimits/consoleSessionsPerTenant`` sessions; the Sessions page lists and ends them.
+/// - Every form field that names something passes ``Identifier`` before it is used; a form that
+///   does not read is refused whole.
 /// - Every POST carries the session's CSRF token (compared in constant time) and must come from
 ///   the console's own pages as the browser tells it (`Origin` or `Referer`, `Sec-Fetch-Site`);
 ///   anything else is 403 and changes nothing.
@@ -31,8 +35,15 @@ package struct ConsoleRoutes: Sendable {
     let authenticator: AuthenticationMiddleware
     /// The devices the server has seen (the fleet and device pages).
     let census: FleetCensus
+    /// The byte budget and shared memory of the list pages (fleet, conflicts, access).
+    let listing: ListingBudget
 
-    init(configuration: ServerConfiguration, environment: ServerEnvironment, census: FleetCensus) {
+    init(configuration: ServerConfiguration, environment: ServerEnvironment, census: FleetCensus, listing: ListingBudget? = nil) {
+        self.listing =
+            listing
+            ?? ListingBudget(
+                pageBytes: configuration.pageBytes, memory: ResponseMemoryBudget(capacity: configuration.responseMemoryBytes),
+                largestItemBytes: environment.storage.contracts.largestRowBytes)
         self.configuration = configuration
         self.environment = environment
         self.census = census
@@ -61,6 +72,8 @@ package struct ConsoleRoutes: Sendable {
         console.post("erasures", use: erase)
         console.get("activity", use: activity)
         console.get("activity/charts", use: activityCharts)
+        console.get("sessions", use: sessionList)
+        console.post("sessions/end", use: endSession)
     }
 
     private var now: Int64 { environment.clock.now().millisecondsSince1970 / 1000 }
@@ -71,8 +84,10 @@ package struct ConsoleRoutes: Sendable {
         let notice: String? =
             switch request.query("ended") {
             case "signed-out": "You are signed out."
-            case "expired": "Your session ended. Sign in again."
+            case "expired":
+                "Your session ended: it expired, or it was ended from the Sessions page or by newer sign-ins past the tenant's limit. Sign in again."
             case "revoked": "Your session ended: the admin token's device or user was revoked, or its user erased."
+            case "key-retired": "Your session ended: the key that signed its admin token was retired. Sign in with a token signed by a current key."
             default: nil
             }
         return ConsolePages.page("sign-in", title: "Sign in", session: nil, context: ["notice": notice])
@@ -80,7 +95,12 @@ package struct ConsoleRoutes: Sendable {
 
     @Sendable func signIn(_ request: Request, context: SyncRequestContext) async throws -> Response {
         if let reason = ConsoleRequest.crossSiteRefusal(request, configuration: configuration) { throw ConsoleRefusal.crossSite(reason) }
-        let form = try await ConsoleRequest.form(request)
+        let form: [String: String]
+        do {
+            form = try await ConsoleRequest.form(request)
+        } catch {
+            throw ConsoleRefusal.form(error.detail.message, session: nil)
+        }
         let token = (form["token"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         let identity: DeviceIdentity
         do {
@@ -94,15 +114,18 @@ package struct ConsoleRoutes: Sendable {
             context.logger.notice("console sign-in refused", metadata: ["reason": .string(error.detail.code.rawValue)])
             return refusedSignIn()
         }
-        guard identity.isAdmin else {
+        // An admin token is signed with one of the server's own keys: the session holds while
+        // that key is accepted.
+        guard identity.isAdmin, let keyID = TokenSigner.keyID(ofToken: token) else {
             context.logger.notice("console sign-in refused", metadata: ["reason": "not an admin token"])
             return refusedSignIn()
         }
         let now = self.now
         let lifetime = configuration.console.sessionLifetime.components.seconds
         let expiresAt = min(identity.expiresAt, now + lifetime)
+        let limit = configuration.identityLimits.consoleSessionsPerTenant
         let (id, _) = try await ServiceError.catchingStorageFailures {
-            try await sessions.open(for: identity, now: now, expiresAt: expiresAt)
+            try await sessions.open(for: identity, keyID: keyID, now: now, expiresAt: expiresAt, limit: limit)
         }
         context.logger.notice("console session opened", metadata: ["outpost.user": .string(identity.userID)])
         var response = ConsolePages.redirect(to: Self.root)
@@ -137,6 +160,13 @@ package struct ConsoleRoutes: Sendable {
         let now = self.now
         let found = try await ServiceError.catchingStorageFailures { try await sessions.session(id: id, now: now) }
         guard let session = found else { throw ConsoleRedirect.signIn("expired") }
+        // The key that signed the admin token, against the keyring the API verifies with: once
+        // it is retired (or was never recorded), the session ends as the token is refused.
+        guard let keyID = session.keyID, await environment.signer.acceptsOwnKey(keyID) else {
+            _ = try? await sessions.close(id: id)
+            context.logger.notice("console session ended: its key was retired", metadata: ["outpost.user": .string(session.userID)])
+            throw ConsoleRedirect.signIn("key-retired")
+        }
         // The admin's revocation or erasure ends the session at once, as it refuses the token.
         let (tenant, user, device) = (session.tenant, session.userID, session.deviceID)
         let state = try await ServiceError.catchingStorageFailures {
@@ -155,9 +185,16 @@ package struct ConsoleRoutes: Sendable {
     func signedInForm(_ request: Request, _ context: SyncRequestContext) async throws -> (ConsoleSession, [String: String]) {
         let session = try await signedIn(request, context)
         if let reason = ConsoleRequest.crossSiteRefusal(request, configuration: configuration) { throw ConsoleRefusal.crossSite(reason) }
-        let form = try await ConsoleRequest.form(request)
+        let form: [String: String]
+        do {
+            form = try await ConsoleRequest.form(request)
+        } catch {
+            throw ConsoleRefusal.form(error.detail.message, session: session)
+        }
         guard let sent = form["csrf"], !sent.isEmpty else { throw ConsoleRefusal.csrf("it carries no security token") }
-        guard MetricsToken.matches(sent, session.csrfToken) else { throw ConsoleRefusal.csrf("its security token is not this session's") }
+        guard ConsoleSessionStore.isWellFormedToken(sent), MetricsToken.matches(sent, session.csrfToken) else {
+            throw ConsoleRefusal.csrf("its security token is not this session's")
+        }
         return (session, form)
     }
 
@@ -188,11 +225,13 @@ package struct ConsoleRoutes: Sendable {
             throw ConsoleRefusal(
                 status: .badRequest, heading: "Not a window", message: "`active` is a duration such as 7d, 24h or 90d.", session: session)
         }
-        let (tenant, now) = (session.tenant, self.now)
+        let (tenant, now, pageBytes) = (session.tenant, self.now, listing.pageBytes)
+        let lease = try await listing.reserve()
+        defer { lease.release() }
         let (summary, devices, revocations) = try await ServiceError.catchingStorageFailures {
             (
-                try await census.summary(tenant: tenant, now: now, activeSeconds: window),
-                try await census.devices(tenant: tenant, limit: Self.fleetDeviceLimit),
+                try await census.summary(tenant: tenant, now: now, activeSeconds: window, pageBytes: pageBytes),
+                try await census.devicesPage(tenant: tenant, limit: Self.fleetDeviceLimit, pageBytes: pageBytes).devices,
                 try await environment.storage.engine.read { try await $0.revocations(tenant: tenant) }
             )
         }
@@ -367,9 +406,11 @@ package struct ConsoleRoutes: Sendable {
             }
             before = id
         }
-        let tenant = session.tenant
-        let pushes = try await ServiceError.catchingStorageFailures {
-            try await queries.troubledPushes(tenant: tenant, before: before, limit: Self.conflictsPageSize)
+        let (tenant, pageBytes) = (session.tenant, listing.pageBytes)
+        let lease = try await listing.reserve()
+        defer { lease.release() }
+        let (pushes, hasMore) = try await ServiceError.catchingStorageFailures {
+            try await queries.troubledPushesPage(tenant: tenant, before: before, limit: Self.conflictsPageSize, pageBytes: pageBytes)
         }
         let entries: [[String: Any]] = pushes.map { push in
             ConsolePages.present([
@@ -385,7 +426,7 @@ package struct ConsoleRoutes: Sendable {
                 },
             ])
         }
-        let older = pushes.count == Self.conflictsPageSize ? pushes.last.map { "\(Self.root)/conflicts?before=\($0.entry.id)" } : nil
+        let older = hasMore ? pushes.last.map { "\(Self.root)/conflicts?before=\($0.entry.id)" } : nil
         return ConsolePages.page(
             "conflicts", title: "Conflicts", session: session, current: "conflicts",
             context: ["tenant": tenant, "entries": entries, "hasEntries": !entries.isEmpty, "older": older, "paged": before != nil])
@@ -456,7 +497,7 @@ package struct ConsoleRoutes: Sendable {
         let tenant = session.tenant
         let (revocations, erasures) = try await ServiceError.catchingStorageFailures {
             (
-                try await environment.storage.engine.read { try await $0.revocations(tenant: tenant) },
+                try await queries.revocations(tenant: tenant),
                 try await queries.erasures(tenant: tenant)
             )
         }
@@ -477,15 +518,8 @@ package struct ConsoleRoutes: Sendable {
         guard let kind = form["kind"].flatMap(RevocationKind.init(rawValue:)) else {
             throw ConsoleRefusal(status: .badRequest, heading: "Nothing revoked", message: "Choose a device or a user.", session: session)
         }
-        let subject = (form["subject"] ?? "").trimmingCharacters(in: .whitespaces)
-        guard !subject.isEmpty else {
-            throw ConsoleRefusal(status: .badRequest, heading: "Nothing revoked", message: "Give the id of the device or user.", session: session)
-        }
-        do {
-            try Identifier.require(subject, as: kind.rawValue)
-        } catch {
-            throw ConsoleRefusal(status: .badRequest, heading: "Nothing revoked", message: error.detail.message, session: session)
-        }
+        let subject = try Self.identifier(
+            form["subject"], as: kind.rawValue, missing: "Give the id of the device or user.", heading: "Nothing revoked", session)
         try await revoke(kind, subject, in: session.tenant)
         context.logger.notice("console revoked a \(kind.rawValue)", metadata: ["outpost.subject": .string(subject)])
         return ConsolePages.redirect(to: "\(Self.root)/access?done=revoked-\(kind.rawValue)&subject=\(Self.queryValue(subject))")
@@ -546,15 +580,7 @@ package struct ConsoleRoutes: Sendable {
     /// A user id the admin may erase: present, an identifier, and not the admin's own (whose
     /// session, and every token, the erasure would end).
     private func erasable(_ text: String?, _ session: ConsoleSession) throws -> String {
-        let user = (text ?? "").trimmingCharacters(in: .whitespaces)
-        guard !user.isEmpty else {
-            throw ConsoleRefusal(status: .badRequest, heading: "Nothing to erase", message: "Give the id of the user to erase.", session: session)
-        }
-        do {
-            try Identifier.require(user, as: "user")
-        } catch {
-            throw ConsoleRefusal(status: .badRequest, heading: "Nothing to erase", message: error.detail.message, session: session)
-        }
+        let user = try Self.identifier(text, as: "user", missing: "Give the id of the user to erase.", heading: "Nothing to erase", session)
         guard user != session.userID else {
             throw ConsoleRefusal(
                 status: .badRequest, heading: "Not your own user",
@@ -564,10 +590,81 @@ package struct ConsoleRoutes: Sendable {
         return user
     }
 
+    /// A form field or query value that names a device or user: trimmed of spaces, then held to
+    /// ``Identifier`` (not empty, no U+0000 or other control character, at most 256 bytes, NFC)
+    /// before anything is looked up or changed; refused with a page that says why otherwise.
+    static func identifier(
+        _ text: String?, as name: String, missing: String, heading: String, _ session: ConsoleSession
+    ) throws(ConsoleRefusal) -> String {
+        let value = (text ?? "").trimmingCharacters(in: .whitespaces)
+        guard !value.isEmpty else { throw ConsoleRefusal(status: .badRequest, heading: heading, message: missing, session: session) }
+        do {
+            try Identifier.require(value, as: name)
+        } catch {
+            throw ConsoleRefusal(
+                status: .badRequest, heading: heading, message: "Nothing was changed: \(error.detail.message).", session: session)
+        }
+        return value
+    }
+
     static func queryValue(_ text: String) -> String {
         var allowed = CharacterSet.urlQueryAllowed
         allowed.remove(charactersIn: "&=+#")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+
+    // MARK: Sessions
+
+    @Sendable func sessionList(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let session = try await signedIn(request, context)
+        let notice: String? = request.query("done") == "ended" ? "The session is ended: its next request goes to the sign-in form." : nil
+        return try await sessionsPage(session, notice: notice)
+    }
+
+    private func sessionsPage(_ session: ConsoleSession, notice: String?, status: HTTPResponse.Status = .ok) async throws -> Response {
+        let (tenant, now) = (session.tenant, self.now)
+        let limit = configuration.identityLimits.consoleSessionsPerTenant
+        // The cap bounds the list; the margin shows any that concurrent sign-ins left over it.
+        let open = try await ServiceError.catchingStorageFailures {
+            try await sessions.sessions(tenant: tenant, now: now, limit: max(1, limit) + 16)
+        }
+        return ConsolePages.page(
+            "sessions", title: "Sessions", session: session, current: "sessions", status: status,
+            context: [
+                "tenant": tenant, "notice": notice, "limit": limit, "count": open.count,
+                "sessions": open.map { other -> [String: Any] in
+                    [
+                        "handle": other.handle, "user": other.userID, "device": other.deviceID, "kid": other.keyID ?? "unknown",
+                        "opened": ConsolePages.time(seconds: other.createdAt), "expires": ConsolePages.time(seconds: other.expiresAt),
+                        "own": other.handle == session.handle,
+                    ]
+                },
+            ])
+    }
+
+    /// Ends one of the tenant's sessions by its handle; ending one's own is signing out.
+    @Sendable func endSession(_ request: Request, context: SyncRequestContext) async throws -> Response {
+        let (session, form) = try await signedInForm(request, context)
+        guard let handle = form["session"], ConsoleSessionStore.isWellFormedHandle(handle) else {
+            throw ConsoleRefusal(
+                status: .badRequest, heading: "No session ended",
+                message: "Nothing was changed: the form names no session (a session is named by 32 hex digits, as the Sessions page lists it).",
+                session: session)
+        }
+        let tenant = session.tenant
+        let ended = try await ServiceError.catchingStorageFailures { try await sessions.close(handle: handle, tenant: tenant) }
+        guard ended else {
+            return try await sessionsPage(
+                session, notice: "No session \(handle) is open in tenant \(tenant): it ended already. Nothing was changed.", status: .notFound)
+        }
+        context.logger.notice("console session ended", metadata: ["outpost.user": .string(session.userID)])
+        guard handle != session.handle else {
+            var response = ConsolePages.redirect(to: Self.root + "/sign-in?ended=signed-out")
+            response.headers[.setCookie] = ConsoleRequest.expiredCookie(
+                secure: ConsoleRequest.wantsSecureCookie(request, context: context, configuration: configuration))
+            return response
+        }
+        return ConsolePages.redirect(to: Self.root + "/sessions?done=ended")
     }
 
     // MARK: Activity

@@ -15,7 +15,7 @@ enum ConsoleTemplates {
 
     static let all: [String: String] = [
         "layout": layout, "sign-in": signIn, "message": message, "fleet": fleet, "device": device, "conflicts": conflicts, "audit": audit,
-        "access": access, "erase-confirm": eraseConfirm, "erased": erased, "activity": activity,
+        "access": access, "erase-confirm": eraseConfirm, "erased": erased, "activity": activity, "sessions": sessions,
     ]
 
     static let layout = """
@@ -364,6 +364,25 @@ enum ConsoleTemplates {
         <li>{{auditDetails}} audit details made unreadable.</li>
         </ul>
         <p><a href="/console/access">Back to revocations and erasures</a></p>
+        """
+
+    static let sessions = """
+        <h1>Sessions</h1>
+        {{#notice}}<p class="notice" role="status">{{notice}}</p>{{/notice}}
+        <p>The console sessions open in tenant {{tenant}}, newest first: at most {{limit}} at once (signing in past it ends the oldest). A session also ends when it expires, when the key that signed its admin token is retired, and when the admin's device or user is revoked or erased. Ending your own signs you out.</p>
+        <table>
+        <caption>{{count}} open console sessions of tenant {{tenant}}</caption>
+        <thead><tr><th scope="col">Opened (UTC)</th><th scope="col">Expires (UTC)</th><th scope="col">User</th><th scope="col">Device</th><th scope="col">Token key</th><th scope="col">End</th></tr></thead>
+        <tbody>
+        {{#sessions}}<tr><td>{{opened}}</td><td>{{expires}}</td><td>{{user}}{{#own}} (this session){{/own}}</td><td>{{device}}</td><td><code>{{kid}}</code></td>
+        <td><form method="post" action="/console/sessions/end" class="inline">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <input type="hidden" name="session" value="{{handle}}">
+        <button type="submit" class="danger" id="end-{{handle}}">{{#own}}End this session (sign out){{/own}}{{^own}}End the session of {{user}} opened {{opened}}{{/own}}</button>
+        </form></td></tr>
+        {{/sessions}}
+        </tbody>
+        </table>
         """
 
     static let activity = """
