@@ -406,6 +406,96 @@ struct RouteWalkTests {
         #expect(try await AuditChain.verify(h.storage).isIntact)
     }
 
+    /// A form of a console page: its method, action and fields with the values the page gave them.
+    struct ConsoleForm: Hashable {
+        var method: String
+        var action: String
+        var fields: [String: String]
+    }
+
+    /// The value of `attribute` in one HTML tag's text.
+    static func attribute(_ name: String, in tag: Substring) -> String? {
+        guard let range = tag.range(of: " \(name)=\"") else { return nil }
+        return String(tag[range.upperBound...].prefix { $0 != "\"" }).replacingOccurrences(of: "&amp;", with: "&")
+    }
+
+    /// The forms of a console page and the console links it holds.
+    static func scan(_ page: String) -> (forms: [ConsoleForm], links: [String]) {
+        var forms: [ConsoleForm] = []
+        for chunk in page.components(separatedBy: "<form").dropFirst() {
+            let body = chunk.components(separatedBy: "</form>")[0]
+            let head = body.prefix { $0 != ">" }
+            guard let action = attribute("action", in: " " + head) else { continue }
+            var form = ConsoleForm(method: (attribute("method", in: " " + head) ?? "get").uppercased(), action: action, fields: [:])
+            for tag in body.components(separatedBy: "<").dropFirst() where tag.hasPrefix("input") || tag.hasPrefix("select") {
+                let text = " " + tag.prefix { $0 != ">" }
+                guard let name = attribute("name", in: Substring(text)) else { continue }
+                if form.fields[name] == nil || text.contains(" checked") { form.fields[name] = attribute("value", in: Substring(text)) ?? "x" }
+            }
+            forms.append(form)
+        }
+        var links: [String] = []
+        for chunk in page.components(separatedBy: "href=\"/console").dropFirst() {
+            let path = "/console" + chunk.prefix { $0 != "\"" && $0 != "?" && $0 != "#" }
+            if !path.hasPrefix("/console/assets") { links.append(path.replacingOccurrences(of: "&amp;", with: "&")) }
+        }
+        return (forms, links)
+    }
+
+    @Test("every form of every console page, each field holding U+0000 in turn, is refused and changes nothing", arguments: StorageKind.allCases)
+    func consoleForms(_ kind: StorageKind) async throws {
+        let h = try await HostileHarness.make(kind)
+        try await h.live { client in
+            let pushed = try await client.push(SampleMutations.push([SampleMutations.answer(seq: 1)], client: "alice-phone"), token: h.ownerToken)
+            #expect(pushed.status == .ok)
+            var browser = ConsoleTests.Browser(client)
+            _ = try await browser.signIn(h.adminToken)
+            let auditBefore = try await h.auditCount()
+
+            // Every console page reachable from the overview, and their forms.
+            var queue = ["/console"]
+            var visited: Set<String> = []
+            var forms: Set<ConsoleForm> = []
+            while let path = queue.popLast(), visited.count < 60 {
+                guard visited.insert(path).inserted, path != "/console/sign-out" else { continue }
+                let page = try await browser.get(path)
+                guard page.status == .ok else { continue }
+                let (found, links) = Self.scan(page.bodyText)
+                forms.formUnion(found.filter { $0.action != "/console/sign-out" && $0.action != "/console/sign-in" })
+                queue.append(contentsOf: links.filter { !visited.contains($0) })
+            }
+            #expect(visited.count >= 6, "console pages walked: \(visited.sorted())")
+            #expect(forms.contains { $0.action == "/console/revocations" }, "forms found: \(forms.map(\.action).sorted())")
+            #expect(forms.contains { $0.method == "GET" }, "a GET form (the rollout gate, the erasure's confirmation)")
+
+            var probes = 0
+            for form in forms {
+                for field in form.fields.keys.sorted() {
+                    var fields = form.fields
+                    fields[field] = "walk\u{0}x"
+                    let response: TestResponse
+                    if form.method == "POST" {
+                        let csrf = fields.removeValue(forKey: "csrf")
+                        response = try await browser.post(form.action, fields, csrf: field == "csrf" ? .some(csrf ?? nil) : .none)
+                    } else {
+                        let query = fields.map { "\(ConsoleTests.Browser.encode($0.key))=\(ConsoleTests.Browser.encode($0.value))" }.sorted()
+                        response = try await browser.get(form.action + "?" + query.joined(separator: "&"))
+                    }
+                    #expect(
+                        [.badRequest, .forbidden].contains(response.status),
+                        "\(form.method) \(form.action) `\(field)` with U+0000: \(response.status) \(response.bodyText.prefix(200))")
+                    probes += 1
+                }
+            }
+            #expect(probes >= 6, "\(probes) form fields probed")
+            #expect(try await h.auditCount() == auditBefore, "a refused form wrote something")
+            let pulled = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: HostileHarness.headers(h.ownerToken))
+            #expect(pulled.status == .ok, "alice is neither revoked nor erased")
+            #expect(try await browser.get("/console").status == .ok, "the session is still open")
+        }
+        #expect(try await AuditChain.verify(h.storage).isIntact)
+    }
+
     @Test("a peer that sends a route's headers and stalls its body is cut off at the body deadline, on every route that takes one")
     func stalledBodies() async throws {
         let h = try await HostileHarness.make(.sqlite) { configuration in
