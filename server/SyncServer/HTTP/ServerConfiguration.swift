@@ -57,7 +57,7 @@ public struct ServerConfiguration: Sendable {
     /// reach although they are loopback, link-local, private, shared (CGNAT), unspecified,
     /// multicast, reserved or this machine's own (none by default: `serve --outbound-allow
     /// CIDR`, repeatable). Checked after name resolution, at every connection
-    /// (``OutboundAddressPolicy``).
+    /// (`OutboundAddressPolicy`).
     public var outboundAllowList: [CIDRBlock] = []
     /// Whether the fleet census notes the devices' requests (on by default; `serve --no-census`).
     /// Off, its admin routes answer what earlier runs recorded.

@@ -74,7 +74,7 @@ public struct ServerEnvironment: Sendable {
 /// (`debug`: method and path), metrics and the outcome log line (see every final status), the
 /// per-address limit on failed authentication and `/metrics` (never `/health`), errors (the one place
 /// errors become JSON), the identifier check of every path segment, query parameter and
-/// identifier header (``RequestInputMiddleware``), then, for everything but `/health` and `/metrics`, authentication,
+/// identifier header (`RequestInputMiddleware`), then, for everything but `/health` and `/metrics`, authentication,
 /// the per-device rate limit and the fleet census (which notes only what those let through); admin
 /// routes also require an admin token. The operator console
 /// (`/console`, ``ServerConfiguration/console``) signs in with its own session cookie.

@@ -19,7 +19,7 @@ public import Foundation
 /// `exported_at`.
 ///
 /// An export is read a page at a time, each page bounded in bytes (`pageBytes`, the server's
-/// listing budget, ``ListingBudget``), never whole: a user with a thousand rows of 250 kB is read
+/// listing budget), never whole: a user with a thousand rows of 250 kB is read
 /// and written in pages of a few MB, whatever the total.
 public struct UserExport: Sendable {
     let storage: any SyncStorage
@@ -41,6 +41,8 @@ public struct UserExport: Sendable {
 
     /// Writes the export to `output`, line by line.
     /// - Parameters:
+    ///   - tenant: the tenant the user belongs to.
+    ///   - userID: the user whose data is exported.
     ///   - pageBytes: the bytes of rows (or audit details) read from storage at once, at most
     ///     but for the last one read; the server's listing page budget.
     ///   - output: takes each line (it may wait: a response sent as it is written).
