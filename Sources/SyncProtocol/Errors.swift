@@ -94,6 +94,13 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     /// 409: the identity already holds as many of something (sinks, console sessions, census
     /// names) as the server keeps for it; `details.limit` says how many. Remove one first.
     public static let limitReached = ErrorCode("limit_reached")
+    /// 400: a subscription pull names more subscriptions than the server takes from one device.
+    public static let tooManySubscriptions = ErrorCode("too_many_subscriptions")
+    /// 400 (in a subscription's page): its filter selects more rows than one subscription may
+    /// hold; subscribe to something narrower.
+    public static let subscriptionTooBroad = ErrorCode("subscription_too_broad")
+    /// 400 (in a subscription's page): the contracts declare no subscription by that name.
+    public static let unknownSubscription = ErrorCode("unknown_subscription")
     /// 500: the server failed; nothing was written.
     public static let internalError = ErrorCode("internal_error")
 

@@ -37,9 +37,11 @@ struct PullHarness {
     static let tenant = "acme"
     static let admin = DeviceIdentity(tenant: tenant, userID: "editor", deviceID: "console", isAdmin: true, expiresAt: 4_000_000_000)
 
-    init(_ kind: StorageKind, defaultLimit: Int = 500, maximumLimit: Int = 1000) async throws {
+    init(
+        _ kind: StorageKind, defaultLimit: Int = 500, maximumLimit: Int = 1000, contracts: any ContractSchema.Type = ContractRegistry.self
+    ) async throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-pull-\(UUID().uuidString)")
-        storage = try await kind.makeStorage(in: folder.appendingPathComponent("db"))
+        storage = try await kind.makeStorage(in: folder.appendingPathComponent("db"), contracts: contracts)
         assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         pull = PullService(storage: storage, defaultLimit: defaultLimit, maximumLimit: maximumLimit)
         content = SampleContentService(storage: storage, assets: assets, clock: clock)

@@ -20,6 +20,8 @@ public struct ContractCatalog: Sendable {
     public let serverMigrations: [ContractMigration]
     /// The server's PostgreSQL migrations, in the order they must run.
     public let serverPostgresMigrations: [ContractMigration]
+    /// The subscriptions of the manifest.
+    public let subscriptions: [SubscriptionDescriptor]
     /// The codec of these contracts' field values (a `ref` is stored as its target's key).
     package let codec: FieldCodec
     /// The current version of every contract, by name: what a device sends as its schema.
@@ -31,6 +33,7 @@ public struct ContractCatalog: Sendable {
     private let entitiesByName: [String: EntityDescriptor]
     private let eventsByName: [String: EventDescriptor]
     private let scopesByName: [String: ScopeDescriptor]
+    private let subscriptionsByName: [String: SubscriptionDescriptor]
     private let eventTypesByName: [String: any ContractEvent.Type]
 
     /// The contracts of a generated registry.
@@ -39,7 +42,7 @@ public struct ContractCatalog: Sendable {
             scopes: schema.scopes, entities: schema.entities, events: schema.events,
             entityTypes: schema.entityTypes, eventTypes: schema.eventTypes,
             clientMigrations: schema.clientMigrations, serverMigrations: schema.serverMigrations,
-            serverPostgresMigrations: schema.serverPostgresMigrations
+            serverPostgresMigrations: schema.serverPostgresMigrations, subscriptions: schema.subscriptions
         )
     }
 
@@ -48,7 +51,7 @@ public struct ContractCatalog: Sendable {
         scopes: [ScopeDescriptor], entities: [EntityDescriptor], events: [EventDescriptor],
         entityTypes: [any ContractEntity.Type] = [], eventTypes: [any ContractEvent.Type] = [],
         clientMigrations: [ContractMigration] = [], serverMigrations: [ContractMigration] = [],
-        serverPostgresMigrations: [ContractMigration] = []
+        serverPostgresMigrations: [ContractMigration] = [], subscriptions: [SubscriptionDescriptor] = []
     ) {
         self.scopes = scopes
         self.entities = entities
@@ -58,6 +61,8 @@ public struct ContractCatalog: Sendable {
         self.clientMigrations = clientMigrations
         self.serverMigrations = serverMigrations
         self.serverPostgresMigrations = serverPostgresMigrations
+        self.subscriptions = subscriptions
+        subscriptionsByName = Dictionary(subscriptions.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         codec = FieldCodec(entities: entities)
         var versions: [String: Int] = [:]
         for entity in entities { versions[entity.name] = entity.currentVersion }
@@ -78,6 +83,9 @@ public struct ContractCatalog: Sendable {
 
     /// The scope called `name`.
     public func scope(named name: String) -> ScopeDescriptor? { scopesByName[name] }
+
+    /// The subscription called `name`.
+    public func subscription(named name: String) -> SubscriptionDescriptor? { subscriptionsByName[name] }
 
     /// The generated type of the event called `name`.
     public func eventType(named name: String) -> (any ContractEvent.Type)? { eventTypesByName[name] }

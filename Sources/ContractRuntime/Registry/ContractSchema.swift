@@ -19,9 +19,14 @@ public protocol ContractSchema {
     static var serverMigrations: [ContractMigration] { get }
     /// The server's PostgreSQL migrations, in the order they must run.
     static var serverPostgresMigrations: [ContractMigration] { get }
+    /// The subscriptions of the manifest.
+    static var subscriptions: [SubscriptionDescriptor] { get }
 }
 
 extension ContractSchema {
+    /// A registry generated before subscriptions existed declares none.
+    public static var subscriptions: [SubscriptionDescriptor] { [] }
+
     /// The scope called `name`.
     public static func scope(named name: String) -> ScopeDescriptor? {
         scopes.first { $0.name == name }

@@ -65,6 +65,9 @@ public enum EngineNames {
         case consoleSessions = "console_sessions"
         /// Each device's registered public key, for the signatures of its writes.
         case deviceKeys = "device_keys"
+        /// Rows that moved off a value a subscription selects by (``SubscriptionDescriptor``),
+        /// recorded by triggers, so devices learn which rows left a subscription.
+        case subscriptionMoves = "subscription_moves"
         /// The PostgreSQL migrations applied, with their checksums.
         case migrations = "outpost_migrations"
         /// `push_results` while an upgrade rebuilds it (`server.v4.push_result_records`).

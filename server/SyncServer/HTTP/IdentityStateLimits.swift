@@ -10,10 +10,21 @@ public struct IdentityStateLimits: Sendable, Hashable {
     /// Console sessions open at once in one tenant (32): signing in past it ends that tenant's
     /// oldest session.
     public var consoleSessionsPerTenant: Int
+    /// Subscriptions one device pulls at once (64): a subscription pull naming more is 400
+    /// `too_many_subscriptions`.
+    public var subscriptionsPerDevice: Int
+    /// Rows one subscription may select, its included rows counted (10 000): past it, that
+    /// subscription's page is `subscription_too_broad`.
+    public var rowsPerSubscription: Int
 
-    public init(censusContractsPerDevice: Int = 64, sinksPerTenant: Int = 32, consoleSessionsPerTenant: Int = 32) {
+    public init(
+        censusContractsPerDevice: Int = 64, sinksPerTenant: Int = 32, consoleSessionsPerTenant: Int = 32, subscriptionsPerDevice: Int = 64,
+        rowsPerSubscription: Int = 10_000
+    ) {
         self.censusContractsPerDevice = censusContractsPerDevice
         self.sinksPerTenant = sinksPerTenant
         self.consoleSessionsPerTenant = consoleSessionsPerTenant
+        self.subscriptionsPerDevice = subscriptionsPerDevice
+        self.rowsPerSubscription = rowsPerSubscription
     }
 }

@@ -118,6 +118,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     }
     table.add(.post, "/sync/v1/push", on: authenticated, use: routes.push)
     table.add(.get, "/sync/v1/pull", on: authenticated, use: routes.pull)
+    table.add(.post, "/sync/v1/subscriptions/pull", on: authenticated, use: routes.subscriptionPull)
     table.add(.get, "/sync/v1/live", on: authenticated, use: routes.live)
     table.add(.put, "/sync/v1/device-key", on: authenticated, use: routes.registerDeviceKey)
 
@@ -238,6 +239,8 @@ struct SyncRoutes: Sendable {
     let environment: ServerEnvironment
     let pushService: PushService
     let pullService: PullService
+    /// Pages of the subscriptions devices hold (`POST /sync/v1/subscriptions/pull`).
+    let subscriptionService: SubscriptionService
     let contentService: ContentService
     let liveChannels: LiveChannels
     /// Pull pages written ahead of their request (see ``PullReadAhead``).
@@ -267,6 +270,7 @@ struct SyncRoutes: Sendable {
             reducers: environment.apps.flatMap(\.reducers)
         )
         pullService = PullService(storage: environment.storage, pageBytes: configuration.pageBytes)
+        subscriptionService = SubscriptionService(storage: environment.storage, pages: pullService, limits: configuration.identityLimits)
         let responseMemory = ResponseMemoryBudget(capacity: configuration.responseMemoryBytes, maximumWait: configuration.responseMemoryWait)
         self.responseMemory = responseMemory
         pullPageReservation = responseMemory.reservation(

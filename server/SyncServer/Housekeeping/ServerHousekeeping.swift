@@ -151,6 +151,10 @@ public struct ServerHousekeeping: Sendable {
                 for tombstone in deleted { highest[tombstone.scope] = max(highest[tombstone.scope] ?? 0, tombstone.seq) }
                 for (scope, seq) in highest.sorted(by: { ($0.key.tenant, $0.key.key) < ($1.key.tenant, $1.key.key) }) {
                     try await transaction.raiseCompactedSequence(tenant: scope.tenant, scopeKey: scope.key, to: seq)
+                    // Moves below the horizon: a subscription cursor there is expired anyway.
+                    _ = try await transaction.serverTableQuery(
+                        "DELETE FROM \"\(RowMoves.table)\" WHERE \"tenant\" = ? AND \"scope_key\" = ? AND \"seq\" <= ?",
+                        [.text(scope.tenant), .text(scope.key), .integer(seq)])
                 }
             }
             return (found.count, deleted)

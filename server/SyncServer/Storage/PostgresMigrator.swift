@@ -63,6 +63,17 @@ struct PostgresMigrator {
                         logger: logger
                     )
                 }
+                // The triggers recording rows that move off a subscription's values, derived
+                // from the contracts again each time (``RowMoves``).
+                var existing: [(trigger: String, table: String)] = []
+                for try await (trigger, table) in try await connection.query(
+                    PostgresQuery(unsafeSQL: RowMoves.existingTriggersSQL(.postgres)), logger: logger
+                ).decode((String, String).self) {
+                    existing.append((trigger, table))
+                }
+                for statement in RowMoves.statements(for: contracts, dialect: .postgres, existing: existing) {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
                 try await connection.query("COMMIT", logger: logger)
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: logger)

@@ -44,7 +44,10 @@ public final class SQLiteStorage: ServerStorage, SyncStorage {
         let key = try auditKey ?? AuditKey.resolve(file: nil, dataDirectory: directory)
         self.auditKey = key
         try Self.migrator(contracts: contracts).migrate(pool)
-        try pool.write { db in try Self.claimAuditHead(db, key: key) }
+        try pool.write { db in
+            try Self.claimAuditHead(db, key: key)
+            try Self.installRowMoveTriggers(db, contracts: contracts)
+        }
     }
 
     /// Records the key's fingerprint and seals the head the first time a keyed storage opens the
@@ -57,6 +60,15 @@ public final class SQLiteStorage: ServerStorage, SyncStorage {
         }
         let seal = AuditChain.seal(lastID: head["last_id"], lastHash: head["last_hash"], keyedFrom: head["keyed_from"], key: key)
         try db.execute(sql: "UPDATE audit_head SET key_fingerprint = ?, seal = ?", arguments: [key.fingerprint, seal])
+    }
+
+    /// The triggers that record rows moving off a subscription's values (``RowMoves``), derived
+    /// from `contracts` again at each open.
+    private static func installRowMoveTriggers(_ db: Database, contracts: ContractCatalog) throws {
+        let existing = try Row.fetchAll(db, sql: RowMoves.existingTriggersSQL(.sqlite)).map { ($0["trigger"] as String, $0["table"] as String) }
+        for statement in RowMoves.statements(for: contracts, dialect: .sqlite, existing: existing) {
+            try db.execute(sql: statement)
+        }
     }
 
     /// The server's tables, then every server migration of `contracts`, in order.

@@ -11,8 +11,37 @@ struct ServerUpgrade {
 
     static let all: [ServerUpgrade] = [
         clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords, changeFeed,
-        sinks, deviceCensus, consoleSessions, deviceKeys, consoleSessionKeys,
+        sinks, deviceCensus, consoleSessions, deviceKeys, consoleSessionKeys, subscriptionMoves,
     ]
+
+    /// Rows that moved off a value a subscription selects by (``RowMoves``): written by the
+    /// triggers the storage derives from the contracts when it opens, read by subscription
+    /// pulls by value and window, pruned by scope and `_seq`.
+    static let subscriptionMoves = ServerUpgrade(
+        identifier: "server.v11.subscription_moves",
+        sqlite: subscriptionMoveTables(integer: "INTEGER"),
+        postgres: subscriptionMoveTables(integer: "BIGINT")
+    )
+
+    private static func subscriptionMoveTables(integer: String) -> [String] {
+        let table = EngineNames.ServerTable.subscriptionMoves.rawValue
+        return [
+            """
+            CREATE TABLE "\(table)" (
+                "tenant" TEXT NOT NULL,
+                "scope_key" TEXT NOT NULL,
+                "table_name" TEXT NOT NULL,
+                "column_name" TEXT NOT NULL,
+                "old_value" TEXT NOT NULL,
+                "row_id" TEXT NOT NULL,
+                "seq" \(integer) NOT NULL
+            )
+            """,
+            "CREATE INDEX \"\(table)_by_value\" ON \"\(table)\" (\"tenant\", \"scope_key\", \"table_name\", \"column_name\", \"old_value\", \"seq\")",
+            "CREATE INDEX \"\(table)_by_row\" ON \"\(table)\" (\"tenant\", \"scope_key\", \"table_name\", \"column_name\", \"row_id\", \"seq\")",
+            "CREATE INDEX \"\(table)_by_seq\" ON \"\(table)\" (\"tenant\", \"scope_key\", \"seq\")",
+        ]
+    }
 
     /// Console sessions keep the kid of the key their admin token was signed with (a retired key
     /// ends them) and a public handle (the Sessions page ends one by it); sessions stored before

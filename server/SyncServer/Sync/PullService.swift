@@ -207,7 +207,7 @@ package struct PullService: Sendable {
 
     /// Fills a page with rows of the scope's contracts, each shaped for the device's schema
     /// version of its contract, tombstones as deletes.
-    private static func assemble(
+    static func assemble(
         _ rows: ArraySlice<(table: ContractTable, row: StoredRow)>, contracts: PulledContracts, schema: [String: Int], into page: PullPage
     ) -> PullPage {
         var page = page

@@ -1,0 +1,199 @@
+import ContractRuntime
+import Foundation
+package import SyncProtocol
+
+/// `POST /sync/v1/subscriptions/pull`: a page of each subscription a device holds, after its
+/// own cursor.
+///
+/// A subscription (``SubscriptionDescriptor``) selects the rows of its root entity that meet its
+/// filter, and the rows its includes reach from them, all in one scope key the token may read.
+/// The server keeps nothing per subscription: each pull works out the subscription's rows from
+/// the derived indexes (their keys and `_seq` only, at most
+/// ``IdentityStateLimits/rowsPerSubscription``), so its cost does not depend on how many
+/// subscriptions other devices hold.
+///
+/// Cursors count in the scope's sequence. A row's place in that order is its *entry sequence*:
+/// its own `_seq`, or the entry sequence of the row it was reached through when that is later,
+/// so a row taken along by a parent that just entered the subscription comes with it however
+/// old the row itself is. Rows that stopped matching since the cursor (their filter field or
+/// foreign key changed, which ``RowMoves`` records) come as `leaves`, with the rows they took
+/// along; deletes come as deletes. A page never ends inside a run of rows with one entry
+/// sequence, so none is skipped.
+package struct SubscriptionService: Sendable {
+    let storage: any SyncStorage
+    let pages: PullService
+    let subscriptionsPerDevice: Int
+    let rowsPerSubscription: Int
+
+    package init(storage: any ServerStorage, pages: PullService, limits: IdentityStateLimits = IdentityStateLimits()) {
+        self.storage = storage.engine
+        self.pages = pages
+        subscriptionsPerDevice = max(1, limits.subscriptionsPerDevice)
+        rowsPerSubscription = max(1, limits.rowsPerSubscription)
+    }
+
+    /// One page of each subscription in `request`, in its order. A subscription that cannot be
+    /// answered has an `error` in its entry instead of rows; the others are answered all the same.
+    ///
+    /// - Throws: ``ServiceError``: 400 `too_many_subscriptions` past the per-device limit, 400
+    ///   for a malformed entry id or a repeated one, a limit below 1; 403 `client_not_owned`;
+    ///   426 when `schema` names a version below a contract's oldest supported one.
+    package func pull(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String?, identity: DeviceIdentity
+    ) async throws(ServiceError) -> SubscriptionPullResponse {
+        guard request.subscriptions.count <= subscriptionsPerDevice else {
+            throw ServiceError(
+                status: 400, .tooManySubscriptions,
+                "a device pulls at most \(subscriptionsPerDevice) subscriptions at once; this request names \(request.subscriptions.count)",
+                details: .object(["limit": .int(Int64(subscriptionsPerDevice))]))
+        }
+        try RowShaping.requireSupported(schema, contracts: storage.contracts)
+        var ids: Set<String> = []
+        for entry in request.subscriptions {
+            try Identifier.require(entry.id, as: "subscription id")
+            guard ids.insert(entry.id).inserted else { throw .malformed("the subscription id '\(entry.id)' is named twice") }
+        }
+        let pageSize = try pages.pageSize(request.limit)
+        let lastSeq = try await streamPosition(clientID: clientID, identity: identity)
+        var answered: [SubscriptionPullResponse.Page] = []
+        // The whole answer weighs about one pull page: once the pages so far fill it, the
+        // subscriptions left keep their cursor and say they have more.
+        var bytesLeft = pages.pageBytes
+        for entry in request.subscriptions {
+            guard bytesLeft > 0 else {
+                answered.append(.init(id: entry.id, cursor: entry.cursor, hasMore: true))
+                continue
+            }
+            do {
+                let (page, bytes) = try await page(of: entry, pageSize: pageSize, pageBytes: bytesLeft, schema: schema, identity: identity)
+                answered.append(page)
+                bytesLeft -= bytes
+            } catch {
+                // A storage failure fails the request; a refusal of one subscription is its own.
+                guard error.status < 500 else { throw error }
+                answered.append(.init(id: entry.id, cursor: nil, hasMore: false, error: error.detail))
+            }
+        }
+        return SubscriptionPullResponse(subscriptions: answered, lastSeq: lastSeq)
+    }
+
+    /// The stream's last applied `seq` for its owner (0 without a client id or a stream).
+    private func streamPosition(clientID: String?, identity: DeviceIdentity) async throws(ServiceError) -> Int64 {
+        guard let clientID else { return 0 }
+        try Identifier.require(clientID, as: ProtocolHeaders.clientID)
+        return try await ServiceError.catchingStorageFailures {
+            try await storage.read { reader in
+                if let owner = try await reader.clientOwner(tenant: identity.tenant, clientID: clientID), owner != identity.clientOwner {
+                    throw ServiceError.clientNotOwned()
+                }
+                try await PushSession.refuseErasedStream(clientID, identity: identity, in: reader)
+                return try await reader.lastSequence(tenant: identity.tenant, clientID: clientID)
+            }
+        }
+    }
+
+    /// One subscription's page.
+    private func page(
+        of entry: SubscriptionPullRequest.Entry, pageSize: Int, pageBytes: Int, schema: [String: Int], identity: DeviceIdentity
+    ) async throws(ServiceError) -> (SubscriptionPullResponse.Page, bytes: Int) {
+        let contracts = storage.contracts
+        guard let subscription = contracts.subscription(named: entry.name) else {
+            let known = contracts.subscriptions.map(\.name).sorted().joined(separator: ", ")
+            throw ServiceError(status: 400, .unknownSubscription, "the contracts declare no subscription '\(entry.name)'; they declare \(known)")
+        }
+        let plan = try SubscriptionPlan(subscription, parameters: entry.parameters, identity: identity, contracts: contracts)
+        let scopeKey: String
+        if let named = entry.scope {
+            try Identifier.require(named, as: "scope")
+            let (scope, key) = try PullService.resolve(named, identity: identity, contracts: contracts)
+            guard scope.name == plan.scope.name else {
+                throw .malformed("the subscription '\(subscription.name)' reads the scope '\(plan.scope.name)', not '\(scope.name)'")
+            }
+            scopeKey = key
+        } else {
+            scopeKey = try PullService.resolve(plan.scope.name, identity: identity, contracts: contracts).1
+        }
+        guard ScopeAccess.canRead(scopeKey, in: plan.scope, identity: identity) else {
+            throw .forbidden("this token does not grant the scope '\(scopeKey)'")
+        }
+        let position = try PullService.position(of: entry.cursor, scopeKey: scopeKey)
+        let after = position?.sequence ?? 0
+        let (tenant, cap) = (identity.tenant, rowsPerSubscription)
+
+        let read = try await ServiceError.catchingStorageFailures {
+            try await storage.read { reader in
+                let compacted = try await reader.compactedSequence(tenant: tenant, scopeKey: scopeKey)
+                if let position { try PullService.checkHorizon(position, compacted: compacted) }
+                // Read before the rows: every change at or below it is committed and seen below.
+                let head = try await reader.scopeSequence(tenant: tenant, scopeKey: scopeKey)
+                let members = try await plan.members(in: reader, tenant: tenant, scopeKey: scopeKey, cap: cap)
+                if position == nil, members.roots == 0,
+                    let refusal = try await plan.readElsewhere(in: reader, tenant: tenant, scopeKey: scopeKey, identity: identity)
+                {
+                    throw refusal
+                }
+                let window = SubscriptionWindow(members: members.all, after: after, pageSize: pageSize)
+                let (rows, hasMore, last) = try await window.rows(in: reader, plan: plan, tenant: tenant, pageBytes: pageBytes)
+                let cut = hasMore ? last : max(head, after)
+                let leaves =
+                    after == 0
+                    ? [:] : try await plan.leaves(in: reader, members: members.all, tenant: tenant, scopeKey: scopeKey, after: after, through: cut)
+                return (rows, hasMore, cut, compacted, leaves)
+            }
+        }
+        let (rows, hasMore, cut, compacted, leaves) = read
+        let pulled = PullService.PulledContracts(scope: plan.scope.name, only: Set(subscription.entities), contracts: contracts)
+        let assembled = PullService.assemble(
+            rows[...], contracts: pulled, schema: schema,
+            into: PullPage(cursor: SyncCursor(scopeKey: scopeKey, sequence: cut, horizon: compacted).encoded, hasMore: hasMore, lastSeq: 0))
+        let response: PullResponse
+        let json = assembled.json()
+        do {
+            response = try PullResponse(json: Data(json))
+        } catch {
+            throw ServiceError(status: 500, .internalError, "the server wrote a subscription page it cannot read back: \(error)")
+        }
+        let page = SubscriptionPullResponse.Page(
+            id: entry.id, cursor: response.cursor, hasMore: hasMore, upserts: response.upserts, deletes: response.deletes,
+            leaves: leaves.mapValues { $0.sorted() })
+        return (page, json.count)
+    }
+}
+
+/// The rows of one subscription with their entry sequences, after a cursor, as a page takes them.
+struct SubscriptionWindow {
+    /// The members whose entry sequence is after the cursor, in entry order.
+    let pending: [SubscriptionPlan.Member]
+    let pageSize: Int
+
+    init(members: [SubscriptionPlan.Member], after: Int64, pageSize: Int) {
+        pending = members.filter { $0.entry > after }.sorted {
+            ($0.entry, $0.level, $0.id) < ($1.entry, $1.level, $1.id)
+        }
+        self.pageSize = pageSize
+    }
+
+    /// The page's rows, whole, in entry order: up to `pageSize` rows or `pageBytes` bytes, then
+    /// the rest of the run of rows with the last one's entry sequence; whether rows are left,
+    /// and the entry sequence of the last row taken (where the next page starts).
+    func rows(
+        in reader: any StorageReader, plan: SubscriptionPlan, tenant: String, pageBytes: Int
+    ) async throws -> (rows: [(table: ContractTable, row: StoredRow)], hasMore: Bool, last: Int64) {
+        var taken: [SubscriptionPlan.Member] = []
+        var bytes = 0
+        var rows: [(table: ContractTable, row: StoredRow)] = []
+        var index = 0
+        while index < pending.count {
+            let member = pending[index]
+            if let last = taken.last, last.entry != member.entry, taken.count >= pageSize || bytes > pageBytes { break }
+            let table = plan.tables[member.level]
+            if let row = try await reader.row(in: table, tenant: tenant, id: member.id) {
+                rows.append((table, row))
+                bytes += row.storedBytes
+            }
+            taken.append(member)
+            index += 1
+        }
+        return (rows, index < pending.count, taken.last?.entry ?? 0)
+    }
+}
