@@ -50,6 +50,7 @@ struct ReleasedEngineMigrationTests {
         "server postgres server.v8.console_sessions": "98fa394e259633cf94c3d0d2c3343f2d20c97dbaf84a59d7370783b52c156757",
         "server postgres server.v9.device_keys": "daa69b69c99b0854d141544f1bc3f858fb23c99630350a21fab24ff94f427f3a",
         "server postgres server.v10.console_session_keys": "c1f18f51fbe6cd6ae4bdae56497a40a26228b8d570db62fc3aefe535d396939e",
+        "server postgres server.v11.subscription_moves": "3fc562f52cd94b62be125279cb3549aa88c2643d8f972bc0a879661616d907fc",
         "server sqlite server.v1.sync_tables": "9afd4b379cb5432593aa75ed7e7acb64b1b5132a295fe9e30e7f0c6d550df791",
         "server sqlite server.v2.audit_seal": "dc192d1d430703d1b49accf17e4b642016bd8127c2961c34ea5a18d536668497",
         "server sqlite server.v2.client_owners": "b13bebdd39a713621578a35e85a2d3dc6ea1b9dcf894b261def1d1dc41093b54",
@@ -65,6 +66,7 @@ struct ReleasedEngineMigrationTests {
         "server sqlite server.v8.console_sessions": "d5ae34013f09eb4d7a929cf2c5a3acd17e1a48682ba9e05cc8fbdb882e3bc7a4",
         "server sqlite server.v9.device_keys": "2b8aa51d34c371dae3a722cb30f585ef22c69139ebb000678e5b42ae30a95324",
         "server sqlite server.v10.console_session_keys": "c1f18f51fbe6cd6ae4bdae56497a40a26228b8d570db62fc3aefe535d396939e",
+        "server sqlite server.v11.subscription_moves": "112ab5788db1fa7456cd74886bc1f768bc26a3dafe0448cef30920c25c01df9f",
     ]
 
     private static var engineMigrations: [(name: String, statements: [String])] {

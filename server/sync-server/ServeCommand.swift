@@ -92,6 +92,16 @@ struct ServeCommand: AsyncParsableCommand {
     var sinksPerTenant = IdentityStateLimits().sinksPerTenant
 
     @Option(
+        name: .customLong("subscriptions-per-device"),
+        help: ArgumentHelp("Subscriptions one device pulls at once; a subscription pull naming more is 400 too_many_subscriptions.", valueName: "N"))
+    var subscriptionsPerDevice = IdentityStateLimits().subscriptionsPerDevice
+
+    @Option(
+        name: .customLong("rows-per-subscription"),
+        help: ArgumentHelp("Rows one subscription may select, included rows counted; past it its page is subscription_too_broad.", valueName: "N"))
+    var rowsPerSubscription = IdentityStateLimits().rowsPerSubscription
+
+    @Option(
         name: .customLong("sink-lease"),
         help: ArgumentHelp(
             "Seconds a process holds a sink between renewals (a receiver gets at most half of it to answer); a sink whose process was killed is taken over within about this long.",
@@ -272,6 +282,9 @@ struct ServeCommand: AsyncParsableCommand {
         guard sinksPerTenant >= 1 else {
             throw ValidationError("--sinks-per-tenant must be at least 1, not \(sinksPerTenant)")
         }
+        guard subscriptionsPerDevice >= 1, rowsPerSubscription >= 1 else {
+            throw ValidationError("--subscriptions-per-device and --rows-per-subscription must be at least 1")
+        }
         guard pullReadAheadPages >= 0 else {
             throw ValidationError("--pull-read-ahead must be 0 or more, not \(pullReadAheadPages)")
         }
@@ -351,6 +364,8 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.identityLimits.consoleSessionsPerTenant = consoleSessionsPerTenant
         configuration.identityLimits.censusContractsPerDevice = censusContractsPerDevice
         configuration.identityLimits.sinksPerTenant = sinksPerTenant
+        configuration.identityLimits.subscriptionsPerDevice = subscriptionsPerDevice
+        configuration.identityLimits.rowsPerSubscription = rowsPerSubscription
         configuration.tls = tls
         configuration.timeouts.handshake = .milliseconds(Int64(tlsHandshakeTimeoutSeconds * 1000))
         configuration.outboundAllowList = outboundAllow.compactMap(CIDRBlock.init)
