@@ -81,6 +81,7 @@ enum Benchmarks {
         SinkBenchmark.benchmark,
         CensusBenchmark.benchmark,
         TokenBenchmark.benchmark,
+        SubscriptionBenchmark.benchmark,
     ]
 }
 

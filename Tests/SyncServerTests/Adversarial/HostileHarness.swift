@@ -47,11 +47,14 @@ final class HostileHarness: Sendable {
         signer = try TokenSigner(secret: Self.secret)
     }
 
-    static func make(_ kind: StorageKind, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> HostileHarness {
+    static func make(
+        _ kind: StorageKind, contracts: any ContractSchema.Type = ContractRegistry.self, configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> HostileHarness {
         let directory = try TemporaryDirectory(prefix: "sync-hostile")
         var configuration = defaultConfiguration
         configure(&configuration)
-        return try HostileHarness(directory: directory, storage: try await kind.makeStorage(in: directory.url), configuration: configuration)
+        return try HostileHarness(
+            directory: directory, storage: try await kind.makeStorage(in: directory.url, contracts: contracts), configuration: configuration)
     }
 
     /// Runs `body` against the server listening on loopback.
