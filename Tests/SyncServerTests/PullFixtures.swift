@@ -49,6 +49,19 @@ struct PullHarness {
 
     func remove() { try? FileManager.default.removeItem(at: folder) }
 
+    /// A harness on a storage opened already (one of several processes' on one database).
+    private init(storage: any SyncStorage, folder: URL) {
+        self.folder = folder
+        self.storage = storage
+        assets = AssetStore(directory: folder.appendingPathComponent("assets"))
+        pull = PullService(storage: storage)
+        content = SampleContentService(storage: storage, assets: assets, clock: clock)
+    }
+
+    static func sharing(_ storage: any SyncStorage, folder: URL) async throws -> PullHarness {
+        PullHarness(storage: storage, folder: folder)
+    }
+
     static func device(_ user: String = "u-1", tenant: String = tenant, teams: [String] = ["t-1"]) -> DeviceIdentity {
         DeviceIdentity(tenant: tenant, userID: user, deviceID: "dev-\(user)", teams: teams, expiresAt: 4_000_000_000)
     }

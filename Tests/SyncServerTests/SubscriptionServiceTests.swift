@@ -306,3 +306,42 @@ struct SubscriptionServiceTests {
         #expect(Self.ids([answer.subscriptions[1]], "Incident") == ["i-1"])
     }
 }
+
+/// Subscriptions with several server processes on one database: rows written through one
+/// process, a subscription pulled through another, its leaves recorded by the database itself.
+@Suite("Subscription pulls across processes")
+struct SubscriptionProcessesTests {
+    @Test("writes through one process reach a subscription pulled through another, move-outs included", arguments: StorageKind.allCases)
+    func twoProcesses(kind: StorageKind) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-subscriptions-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let storages = try await kind.makeSharedStorages(2, in: folder, contracts: SubscribedSample.self)
+        let writer = try await PullHarness.sharing(storages[0], folder: folder)
+        let service = SubscriptionService(storage: storages[1], pages: PullService(storage: storages[1]))
+        let alice = SubscriptionServiceTests.alice
+
+        func pull(from cursor: String?) async throws -> SubscriptionPullResponse.Page {
+            try await service.pull(
+                .init(subscriptions: [.init(id: "s", name: "assigned_incidents", parameters: [:], cursor: cursor)]), schema: [:], clientID: nil,
+                identity: alice
+            ).subscriptions[0]
+        }
+        func incident(_ id: String, assignee: String) async throws {
+            try await writer.storeDirectly(
+                ContractRegistry.entity(named: "Incident")!,
+                [
+                    "id": .string(id), "team_id": .string("t-1"), "number": .string("INC-\(id)"), "short_description": .string("Broken"),
+                    "state": .string("new"), "assignee_id": .string(assignee), "opened_at": .string("2026-01-31T08:00:00.000Z"),
+                    "updated_at": .string("2026-01-31T08:00:00.000Z"),
+                ], scopeKey: "ops:team:t-1", tenant: SubscriptionServiceTests.tenant)
+        }
+        try await incident("i-1", assignee: "alice")
+        let first = try await pull(from: nil)
+        #expect(SubscriptionServiceTests.ids([first], "Incident") == ["i-1"])
+        try await incident("i-1", assignee: "bob")
+        try await incident("i-2", assignee: "alice")
+        let next = try await pull(from: first.cursor)
+        #expect(SubscriptionServiceTests.ids([next], "Incident") == ["i-2"])
+        #expect(SubscriptionServiceTests.leaves([next], "Incident") == ["i-1"])
+    }
+}
