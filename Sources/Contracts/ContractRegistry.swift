@@ -14,6 +14,34 @@ public enum ContractRegistry: ContractSchema {
         ScopeDescriptor(name: "user", keyTemplate: "progress:user:{user_id}", access: .readWrite),
     ]
 
+    /// The subscriptions of the manifest, in its order.
+    public static let subscriptions: [SubscriptionDescriptor] = [
+        SubscriptionDescriptor(
+            name: "incident", summary: "One incident with the service asset it names, for a technician who does not sync the whole team.",
+            entity: "Incident",
+            parameters: [.init(name: "id", kind: .id, maxCount: 1)],
+            filter: [.init(field: "id", operand: .parameter("id"))],
+            includes: [.init(relation: "service_asset", kind: .belongsTo, target: "ServiceAsset", foreignKey: "service_asset_id", includes: [])],
+            defaultTTLSeconds: 604800, priority: .high
+        ),
+        SubscriptionDescriptor(
+            name: "assigned_incidents", summary: "The incidents assigned to the signed-in technician, synced before anything else.",
+            entity: "Incident",
+            parameters: [],
+            filter: [.init(field: "assignee_id", operand: .token("user_id"))],
+            includes: [],
+            defaultTTLSeconds: 2592000, priority: .critical
+        ),
+        SubscriptionDescriptor(
+            name: "unit", summary: "One unit with its lessons and their assets, downloaded on demand and evicted by last use.",
+            entity: "Unit",
+            parameters: [.init(name: "id", kind: .id, maxCount: 1)],
+            filter: [.init(field: "id", operand: .parameter("id"))],
+            includes: [.init(relation: "lessons", kind: .hasMany, target: "Lesson", foreignKey: "unit_id", includes: [.init(relation: "assets", kind: .hasMany, target: "Asset", foreignKey: "lesson_id", includes: [])])],
+            defaultTTLSeconds: 2592000, priority: .high
+        ),
+    ]
+
     /// Every entity, by name.
     public static let entities: [EntityDescriptor] = [
         assessment,

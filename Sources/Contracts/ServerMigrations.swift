@@ -447,6 +447,17 @@ extension ContractRegistry {
             checksum: "c34a4eeed684ec73543cd5e745df12681b1a2c840d194fd61955cdf98ef68493"
         ),
         ContractMigration(
+            identifier: "incidents.v1.assignee_id_subscription_index",
+            contract: "Incident",
+            version: 1,
+            statements: [
+                #"""
+                CREATE INDEX IF NOT EXISTS "incidents_assignee_id_subscription_idx" ON "incidents" ("_tenant_id", "assignee_id")
+                """#,
+            ],
+            checksum: "ff972870d35aafc82798263de70dbb23552f3d7fee72dbfa5a87f3bd64b94623"
+        ),
+        ContractMigration(
             identifier: "issue_logged_events.v1.create",
             contract: "IssueLogged",
             version: 1,

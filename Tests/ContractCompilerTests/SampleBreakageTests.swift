@@ -52,10 +52,15 @@ struct SampleBreakageTests {
             edits: [("values: [beginner, intermediate, advanced]", "values: [beginner, intermediate, advanced, expert]")],
             rule: "ENUM_VALUE_ADDED", line: "learner_level:"),
         Mutation(
-            name: "change the primary key", edits: [("id: { type: id, primary_key: true }", "id: { type: uuid, primary_key: true }")],
+            // Not Unit: a subscription selects units by their `id` key, and the validator refuses that first.
+            name: "change the primary key", file: "entities/assessment.yaml",
+            edits: [("id: { type: id, primary_key: true }", "id: { type: uuid, primary_key: true }")], bump: ("\nversion: 4\n", "\nversion: 5\n"),
             rule: "PRIMARY_KEY_CHANGED", line: "primary_key: true"),
         Mutation(name: "rename the table", edits: [("table: units\n", "table: unit_rows\n")], rule: "TABLE_RENAMED", line: "table: unit_rows"),
-        Mutation(name: "change the scope", edits: [("scope: content\n", "scope: user\n")], rule: "SCOPE_CHANGED", line: "scope: user"),
+        Mutation(
+            name: "change the scope", file: "entities/assessment.yaml", edits: [("scope: content\n", "scope: user\n")],
+            bump: ("\nversion: 4\n", "\nversion: 5\n"), rule: "SCOPE_CHANGED",
+            line: "scope: user"),
         Mutation(
             name: "change the direction", file: "entities/assessment_response.yaml",
             edits: [("direction: both, conflict: last_writer_wins", "direction: up, conflict: last_writer_wins")],

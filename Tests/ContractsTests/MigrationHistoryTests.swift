@@ -168,8 +168,10 @@ struct MigrationHistoryTests {
             let history = try ContractHistory(side: side, contract: name)
             let current = try #require(ContractSQL.currentVersion(of: name))
             // Steps that make a unique index per scope come after the version steps, one per index.
-            let indexSteps = history.steps.filter { $0.identifier.hasSuffix("_per_scope") }
-            let versionSteps = history.steps.filter { !$0.identifier.hasSuffix("_per_scope") }
+            // So do the indexes subscriptions need (`_subscription_index`), on the server.
+            func isIndexStep(_ identifier: String) -> Bool { identifier.hasSuffix("_per_scope") || identifier.hasSuffix("_subscription_index") }
+            let indexSteps = history.steps.filter { isIndexStep($0.identifier) }
+            let versionSteps = history.steps.filter { !isIndexStep($0.identifier) }
             for step in indexSteps {
                 #expect(step.identifier.hasPrefix("\(history.table).v\(step.version)."), "\(history): index step \(step.identifier)")
             }

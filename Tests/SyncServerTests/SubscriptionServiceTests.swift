@@ -7,40 +7,6 @@ import Testing
 
 @testable import SyncServer
 
-/// The sample contracts with the subscriptions the server tests read.
-enum SubscribedSample: ContractSchema {
-    static var scopes: [ScopeDescriptor] { ContractRegistry.scopes }
-    static var entities: [EntityDescriptor] { ContractRegistry.entities }
-    static var events: [EventDescriptor] { ContractRegistry.events }
-    static var entityTypes: [any ContractEntity.Type] { ContractRegistry.entityTypes }
-    static var eventTypes: [any ContractEvent.Type] { ContractRegistry.eventTypes }
-    static var clientMigrations: [ContractMigration] { ContractRegistry.clientMigrations }
-    static var serverMigrations: [ContractMigration] { ContractRegistry.serverMigrations }
-    static var serverPostgresMigrations: [ContractMigration] { ContractRegistry.serverPostgresMigrations }
-    static var subscriptions: [SubscriptionDescriptor] {
-        [
-            SubscriptionDescriptor(
-                name: "incident", summary: "One incident with its service asset.", entity: "Incident",
-                parameters: [.init(name: "id", kind: .id)], filter: [.init(field: "id", operand: .parameter("id"))],
-                includes: [.init(relation: "service_asset", kind: .belongsTo, target: "ServiceAsset", foreignKey: "service_asset_id")],
-                defaultTTLSeconds: 7 * 86_400, priority: .high),
-            SubscriptionDescriptor(
-                name: "assigned_incidents", summary: "The incidents assigned to the signed-in technician.", entity: "Incident",
-                parameters: [], filter: [.init(field: "assignee_id", operand: .token("user_id"))], includes: [],
-                defaultTTLSeconds: 30 * 86_400, priority: .critical),
-            SubscriptionDescriptor(
-                name: "unit", summary: "One unit with its lessons and their assets.", entity: "Unit",
-                parameters: [.init(name: "id", kind: .id)], filter: [.init(field: "id", operand: .parameter("id"))],
-                includes: [
-                    .init(
-                        relation: "lessons", kind: .hasMany, target: "Lesson", foreignKey: "unit_id",
-                        includes: [.init(relation: "assets", kind: .hasMany, target: "Asset", foreignKey: "lesson_id")])
-                ],
-                defaultTTLSeconds: 30 * 86_400, priority: .high),
-        ]
-    }
-}
-
 /// Subscriptions on the server, on both storages: a device names a subscription with its
 /// parameters and gets just its rows, with their own cursor; rows entering and leaving the
 /// filter reach it, what it may not read is refused, and every bound holds.
@@ -58,7 +24,7 @@ struct SubscriptionServiceTests {
         let rows: PullHarness
 
         init(_ kind: StorageKind, limits: IdentityStateLimits = IdentityStateLimits(), pageBytes: Int = PullService.defaultPageBytes) async throws {
-            rows = try await PullHarness(kind, contracts: SubscribedSample.self)
+            rows = try await PullHarness(kind, contracts: ContractRegistry.self)
             folder = rows.folder
             storage = rows.storage
             service = SubscriptionService(storage: storage, pages: PullService(storage: storage, pageBytes: pageBytes), limits: limits)
@@ -315,7 +281,7 @@ struct SubscriptionProcessesTests {
     func twoProcesses(kind: StorageKind) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-subscriptions-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storages = try await kind.makeSharedStorages(2, in: folder, contracts: SubscribedSample.self)
+        let storages = try await kind.makeSharedStorages(2, in: folder, contracts: ContractRegistry.self)
         let writer = try await PullHarness.sharing(storages[0], folder: folder)
         let service = SubscriptionService(storage: storages[1], pages: PullService(storage: storages[1]))
         let alice = SubscriptionServiceTests.alice

@@ -337,8 +337,39 @@ enum FreshSchema {
                     }
                 }
             }
+            if side == .server {
+                for column in subscriptionIndexColumns(of: entity) {
+                    statements.append(index("\(table)_\(column)_subscription_idx", ["_tenant_id", column], unique: false))
+                }
+            }
         }
         return statements
+    }
+
+    /// The columns of `entity` a subscription selects by that no declared index leads with: the
+    /// root's filter fields (unless one is the primary key), the foreign keys `has_many`
+    /// includes follow. Worked out here from the descriptors, not from the generator.
+    static func subscriptionIndexColumns(of entity: EntityDescriptor) -> [String] {
+        var columns: [String] = []
+        func need(_ column: String) {
+            guard column != entity.primaryKey, !entity.indexes.contains(where: { $0.fields.first == column }), !columns.contains(column) else {
+                return
+            }
+            columns.append(column)
+        }
+        for subscription in ContractRegistry.subscriptions {
+            if subscription.entity == entity.name, !subscription.filter.contains(where: { $0.field == entity.primaryKey }) {
+                subscription.filter.forEach { need($0.field) }
+            }
+            func walk(_ includes: [SubscriptionDescriptor.Include]) {
+                for include in includes {
+                    if include.kind == .hasMany, include.target == entity.name { need(include.foreignKey) }
+                    walk(include.includes)
+                }
+            }
+            walk(subscription.includes)
+        }
+        return columns
     }
 
     /// The SQLite literal of a descriptor default.

@@ -50,7 +50,7 @@ struct SubscriptionHostileTests {
 
     @Test("another team's row, another team's scope, a too-broad filter, too many at once", arguments: StorageKind.allCases)
     func refusals(kind: StorageKind) async throws {
-        let h = try await HostileHarness.make(kind, contracts: SubscribedSample.self) { $0.identityLimits.rowsPerSubscription = 3 }
+        let h = try await HostileHarness.make(kind) { $0.identityLimits.rowsPerSubscription = 3 }
         try await Self.teams(h)
         try await h.live { client in
             let carol = h.signer.token(tenant: HostileHarness.tenant, user: "carol", device: "carol-phone", teams: ["team-2"])
@@ -97,7 +97,7 @@ struct SubscriptionHostileTests {
 
     @Test("thousands of distinct subscriptions from one token are answered and leave nothing on the server", arguments: StorageKind.allCases)
     func thousandsLeaveNothing(kind: StorageKind) async throws {
-        let h = try await HostileHarness.make(kind, contracts: SubscribedSample.self)
+        let h = try await HostileHarness.make(kind)
         try await Self.teams(h)
         let before = try await h.auditCount()
         try await h.live { client in

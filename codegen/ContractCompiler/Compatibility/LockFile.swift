@@ -19,12 +19,24 @@ package struct LockFile: Sendable {
         package var location: SourceLocation?
     }
 
+    /// A released shape of a subscription: what devices built with it send and hold.
+    package struct SubscriptionRecord: Hashable, Sendable {
+        /// ``Subscription/shape``.
+        package var shape: String
+        package var entity: String
+        /// The root entity's version when the shape was locked: devices at or below it may use it.
+        package var entityVersion: Int
+        package var location: SourceLocation?
+    }
+
     package static let currentFormat = 1
 
     package var path: String
     /// Released versions per contract name, ascending.
     package var contracts: [String: [Entry]]
     package var migrations: [StorageSide: [MigrationRecord]]
+    /// Released shapes per subscription name, oldest first.
+    package var subscriptions: [String: [SubscriptionRecord]] = [:]
 
     package init(path: String, contracts: [String: [Entry]] = [:], migrations: [StorageSide: [MigrationRecord]] = [:]) {
         self.path = path
@@ -122,6 +134,18 @@ package struct LockFile: Sendable {
                 }
             }
         }
+        for entry in value("subscriptions", in: top)?.mapping ?? [] {
+            guard let name = entry.key.scalar else { continue }
+            lock.subscriptions[name] = (entry.value.sequence ?? []).compactMap { item in
+                guard let fields = item.mapping, let shape = value("shape", in: fields)?.scalar, let entity = value("entity", in: fields)?.scalar,
+                    let version = value("entity_version", in: fields)?.scalar.flatMap({ Int($0) })
+                else {
+                    unreadable("malformed subscription entry", item.location)
+                    return nil
+                }
+                return SubscriptionRecord(shape: shape, entity: entity, entityVersion: version, location: item.location)
+            }
+        }
         return lock
     }
 
@@ -152,6 +176,16 @@ package struct LockFile: Sendable {
             lines.append("  \(side.rawValue):" + (records.isEmpty ? " []" : ""))
             for record in records {
                 lines.append("    - { id: \(DefaultParser.quote(record.identifier)), checksum: \(record.checksum) }")
+            }
+        }
+        if !subscriptions.isEmpty {
+            lines.append("subscriptions:")
+            for name in subscriptions.keys.sorted() {
+                lines.append("  \(name):")
+                for record in subscriptions[name]! {
+                    lines.append(
+                        "    - { entity: \(record.entity), entity_version: \(record.entityVersion), shape: \(DefaultParser.quote(record.shape)) }")
+                }
             }
         }
         return lines.joined(separator: "\n") + "\n"

@@ -206,6 +206,23 @@ public enum RuleCatalog {
             .missingSummary, "a contract without a summary (warning)", "The summary becomes the generated type's documentation.",
             "Add `summary:` with one sentence."),
         // MARK: Sync
+        // MARK: Subscriptions
+        validation(
+            .subscriptionEntity, "a subscription's entity cannot be subscribed to",
+            "A subscription selects rows of one entity that travels down to devices (`down` or `both`), whose primary key is an `id` (the server selects by it as text).",
+            "Name an entity of the contracts that devices pull, with an `id` primary key."),
+        validation(
+            .subscriptionFilter, "a subscription's filter the server cannot answer from an index",
+            "Rows are selected by equality or `in` on synced, unencrypted fields stored as text (`id`, `ref<T>`, `string`, `enum`); the compiler derives an index for each. A subscription without a condition would select a whole scope: pull the scope instead.",
+            "Filter on such a field, with at least one condition."),
+        validation(
+            .subscriptionParameter, "a subscription's parameters and conditions do not agree",
+            "Every parameter is given by each subscriber, so each must feed a condition of its field's type; a list parameter means `in`, and a condition may name only declared parameters or the token's `user_id` and `device_id`.",
+            "Declare the parameter with the field's type (`list<T>` for `in`), use it, or remove it."),
+        validation(
+            .subscriptionInclude, "a subscription includes what it cannot take along",
+            "Included rows come through declared relations of entities in the root's scope that travel down, at most three levels deep, so the token that may read the root may read them.",
+            "Include a declared relation of an entity in the same scope, or subscribe to the other scope's rows separately."),
         validation(
             .unknownScope, "a scope the manifest does not declare", "Scopes decide who may read and write rows.",
             "Declare it in contracts.yaml or fix the name."),
@@ -262,6 +279,20 @@ public enum RuleCatalog {
             rule: .lockUnreadable, title: "contracts.lock cannot be read", scope: .always,
             rationale: "Without the lock the history cannot be checked.",
             fix: "Restore contracts.lock from version control; it is written only by `contractc lock`."),
+        RuleExplanation(
+            rule: .subscriptionRemoved, title: "a subscription devices still use was removed", scope: .always,
+            rationale:
+                "Devices built with it still subscribe to it by name; the server would answer `unknown_subscription` and their screens would stay empty.",
+            fix:
+                "Keep the subscription until the root entity's `oldest_supported` is above the version it was locked at (those devices are no longer served), or add a new one beside it."
+        ),
+        RuleExplanation(
+            rule: .subscriptionChanged, title: "a subscription devices still use changed its parameters, filter or includes", scope: .always,
+            rationale:
+                "Devices send the parameters they were built with and hold rows and cursors of the old selection: a new filter under the old name would hand them other rows with their old cursor.",
+            fix:
+                "Add a subscription under a new name with the new selection; remove the old one once no supported device uses it. `ttl`, `priority` and `doc` may change freely."
+        ),
         RuleExplanation(
             rule: .primaryKeyChanged, title: "the primary key changed", scope: .always,
             rationale: "Rows already on devices and on the server are identified by the old key; outbox entries and tombstones refer to it.",

@@ -77,6 +77,12 @@ extension RuleID {
     public static let deprecatedWithoutReason = RuleID("DEPRECATED_WITHOUT_REASON")
     public static let missingSummary = RuleID("MISSING_SUMMARY")
 
+    // Subscriptions
+    public static let subscriptionEntity = RuleID("SUBSCRIPTION_ENTITY")
+    public static let subscriptionFilter = RuleID("SUBSCRIPTION_FILTER")
+    public static let subscriptionParameter = RuleID("SUBSCRIPTION_PARAMETER")
+    public static let subscriptionInclude = RuleID("SUBSCRIPTION_INCLUDE")
+
     // Allowances
     public static let invalidAllowance = RuleID("INVALID_ALLOWANCE")
     public static let allowanceExpired = RuleID("ALLOWANCE_EXPIRED")
@@ -106,6 +112,8 @@ extension RuleID {
     public static let signedTurnedOn = RuleID("SIGNED_TURNED_ON")
     public static let renamedFromUnknown = RuleID("RENAMED_FROM_UNKNOWN")
     public static let sinceRewritten = RuleID("SINCE_REWRITTEN")
+    public static let subscriptionRemoved = RuleID("SUBSCRIPTION_REMOVED")
+    public static let subscriptionChanged = RuleID("SUBSCRIPTION_CHANGED")
 
     // Rollout gate (contractc check --fleet)
     public static let fleetCutoffExceeded = RuleID("FLEET_CUTOFF_EXCEEDED")

@@ -72,6 +72,9 @@ package struct MigrationPlanner {
                 let position = steps.lastIndex { $0.version <= step.version }.map { $0 + 1 } ?? steps.count
                 steps.insert(step, at: position)
             }
+            // Then the server indexes the subscriptions need (their steps name them, so adding
+            // a subscription adds a step and changes none).
+            steps += SubscriptionGenerator(set: set).indexMigrations(of: contract, firstVersion: first.version, side: side)
             return steps
         }
     }

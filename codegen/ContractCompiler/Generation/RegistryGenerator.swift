@@ -68,6 +68,8 @@ struct RegistryGenerator {
             }
             w.line("]")
             w.line()
+            SubscriptionGenerator(set: set).renderRegistryProperty(into: &w, kinds: kindExpression)
+            w.line()
             w.line("/// Every entity, by name.")
             w.line("public static let entities: [EntityDescriptor] = [")
             w.indent { w in
@@ -219,7 +221,7 @@ struct RegistryGenerator {
         w.line("]" + comma)
     }
 
-    private func kindExpression(_ type: FieldType) -> String {
+    func kindExpression(_ type: FieldType) -> String {
         switch type {
         case .enumeration(let values, let fallback):
             return

@@ -9,11 +9,14 @@ public struct Manifest: Hashable, Sendable {
     public var file: String
     public var scopes: [Scope]
     public var compatibility: CompatibilityDefaults
+    /// The subscriptions, in manifest order.
+    public var subscriptions: [Subscription]
 
-    public init(file: String, scopes: [Scope], compatibility: CompatibilityDefaults) {
+    public init(file: String, scopes: [Scope], compatibility: CompatibilityDefaults, subscriptions: [Subscription] = []) {
         self.file = file
         self.scopes = scopes
         self.compatibility = compatibility
+        self.subscriptions = subscriptions
     }
 
     public func scope(named name: String) -> Scope? { scopes.first { $0.name == name } }

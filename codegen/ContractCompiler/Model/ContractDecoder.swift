@@ -65,7 +65,8 @@ struct ContractDecoder {
                 compatibility.events = mode
             }
         }
-        return Manifest(file: file, scopes: scopes, compatibility: compatibility)
+        let subscriptions = reader.value("subscriptions").map { decodeSubscriptions($0) } ?? []
+        return Manifest(file: file, scopes: scopes, compatibility: compatibility, subscriptions: subscriptions)
     }
 
     // MARK: Contracts

@@ -98,7 +98,27 @@ enum ContractGrammar {
         keys: [
             Key("scopes", .namedEntries(keyPattern: lowerSnakeCase, .mapping(scope)), required: true, "The sync scopes, by name."),
             Key("compatibility", .mapping(compatibilityDefaults), "The compatibility mode of entities and of events."),
+            Key(
+                "subscriptions", .orNull(.namedEntries(keyPattern: lowerSnakeCase, .mapping(subscription))),
+                "Named subscriptions: the rows of one entity a device syncs instead of a whole scope."),
             Key("doc", .string, "Notes for readers."),
+        ]
+    )
+
+    static let subscription = Mapping(
+        name: "subscription", summary: "The rows of one entity that meet a filter, with the rows its includes reach.",
+        keys: [
+            Key("entity", .string, required: true, "The entity whose rows the filter selects."),
+            Key("doc", .string, required: true, "What the subscription is for; the generated constructor's documentation."),
+            Key(
+                "parameters", .orNull(.namedEntries(keyPattern: lowerSnakeCase, .any)),
+                "Typed parameters, by name: a scalar type, `list<T>` for `in`, or `{ type: list<id>, max_count: 50 }`."),
+            Key(
+                "where", .namedEntries(keyPattern: lowerSnakeCase, .any), required: true,
+                "Conditions on the entity's fields: `\"{param}\"`, `\"{token.user_id}\"`, a value, or `{ in: \"{list}\" }` / `{ in: [a, b] }`."),
+            Key("include", .orNull(.any), "Relations whose rows come along: a list of names, or a mapping of name to nested includes."),
+            Key("ttl", .string, required: true, "How long a device keeps the rows after it unsubscribes: `7d`, `12h`, at most `365d`."),
+            Key("priority", .oneOf(SyncPriority.allCases.map(\.rawValue)), "The tier it is pulled at (default `normal`)."),
         ]
     )
 

@@ -45,6 +45,7 @@ extension ContractCompiler {
         checker.run()
         diagnostics.append(contentsOf: checker.diagnostics)
         checkReleasedMigrations(set, lock: lock, skipping: checker.contractsWithVersionErrors, diagnostics: &diagnostics)
+        checkSubscriptions(set, lock: lock, diagnostics: &diagnostics)
         return CheckResult(
             diagnostics: diagnostics, allowancesInForce: describe(checker.applied), releasedContracts: lock.contracts.count,
             releasedOldestSupported: lock.contracts.compactMapValues { $0.last?.contract.oldestSupported }
@@ -61,6 +62,32 @@ extension ContractCompiler {
             releasedContracts: previous.contracts.count,
             releasedOldestSupported: Dictionary(previous.contracts.map { ($0.name, $0.oldestSupported) }) { first, _ in first }
         )
+    }
+
+    /// A released subscription is a contract of its own: removing it, or changing what it
+    /// selects, is refused while a device built with it is still served (its root entity's
+    /// `oldest_supported` is not above the version its shape was locked at).
+    private static func checkSubscriptions(_ set: ContractSet, lock: LockFile, diagnostics: inout DiagnosticCollector) {
+        for name in lock.subscriptions.keys.sorted() {
+            guard let released = lock.subscriptions[name]?.last else { continue }
+            let oldestSupported = set.contract(named: released.entity)?.oldestSupported ?? Int.max
+            guard oldestSupported <= released.entityVersion else { continue }
+            let help =
+                "devices at \(released.entity) version \(released.entityVersion) use it; keep it until `oldest_supported` of \(released.entity) is above \(released.entityVersion), and add a new subscription beside it"
+            guard let current = set.manifest.subscriptions.first(where: { $0.name == name }) else {
+                diagnostics.error(
+                    .subscriptionRemoved, "subscription '\(name)' was removed while devices that use it are supported",
+                    at: .startOf(set.manifest.file), help: help)
+                continue
+            }
+            if current.shape != released.shape {
+                diagnostics.error(
+                    .subscriptionChanged,
+                    "subscription '\(name)' changed what it selects while devices that use it are supported: "
+                        + "it was `\(released.shape)`, it is `\(current.shape)`",
+                    at: current.location, help: help)
+            }
+        }
     }
 
     private static func describe(_ applied: [CompatibilityChecker.AppliedAllowance]) -> [String] {
@@ -131,6 +158,15 @@ extension ContractCompiler {
             )
             lock.contracts[contract.name] = entries.sorted { $0.version < $1.version }
             added.append("\(contract.name) v\(contract.version)")
+        }
+        for subscription in set.manifest.subscriptions {
+            var records = lock.subscriptions[subscription.name] ?? []
+            guard records.last?.shape != subscription.shape else { continue }
+            records.append(
+                LockFile.SubscriptionRecord(
+                    shape: subscription.shape, entity: subscription.entity, entityVersion: set.contract(named: subscription.entity)?.version ?? 1))
+            lock.subscriptions[subscription.name] = records
+            added.append("subscription \(subscription.name)")
         }
         let planner = MigrationPlanner(set: set, history: lock.history)
         for side in StorageSide.allCases {

@@ -93,6 +93,7 @@ public enum ContractCompiler {
             files.append(GeneratedFile(path: path, contents: header + body))
         }
         add("ContractRegistry.swift", source: "\(folder)/ (\(contractCount))", RegistryGenerator(set: set, history: history).render())
+        add("Subscriptions.swift", source: "\(folder)/contracts.yaml", SubscriptionGenerator(set: set).renderConstructors())
         add("SchemaVersions.swift", source: "\(folder)/ (\(contractCount))", SchemaVersionsGenerator(set: set).render())
         add("ClientMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set, history: history).render(side: .client))
         add("ServerMigrations.swift", source: "\(folder)/ (\(contractCount))", MigrationsGenerator(set: set, history: history).render(side: .server))

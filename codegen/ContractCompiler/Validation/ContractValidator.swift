@@ -24,6 +24,7 @@ struct ContractValidator {
         for contract in set.contracts {
             checkContract(contract)
         }
+        checkSubscriptions()
     }
 
     // MARK: Names across contracts

@@ -12,6 +12,10 @@ public enum ContractRegistry: ContractSchema {
         ScopeDescriptor(name: "crew", keyTemplate: "inspections:crew:{team_id}", access: .readWrite),
     ]
 
+    /// The subscriptions of the manifest, in its order.
+    public static let subscriptions: [SubscriptionDescriptor] = [
+    ]
+
     /// Every entity, by name.
     public static let entities: [EntityDescriptor] = [
         checklistItem,

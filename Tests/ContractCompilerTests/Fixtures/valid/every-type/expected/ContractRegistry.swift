@@ -13,6 +13,10 @@ public enum ContractRegistry: ContractSchema {
         ScopeDescriptor(name: "user", keyTemplate: "progress:user:{user_id}", access: .readWrite),
     ]
 
+    /// The subscriptions of the manifest, in its order.
+    public static let subscriptions: [SubscriptionDescriptor] = [
+    ]
+
     /// Every entity, by name.
     public static let entities: [EntityDescriptor] = [
         book,

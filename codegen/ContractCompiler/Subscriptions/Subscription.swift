@@ -1,0 +1,76 @@
+public import ContractRuntime
+
+/// A subscription of the manifest (`subscriptions:` in `contracts.yaml`): the rows of one entity
+/// that meet a filter, with the rows its includes reach, that a device syncs instead of a whole
+/// scope. Compiled into the runtime's ``SubscriptionDescriptor`` and a typed constructor.
+public struct Subscription: Hashable, Sendable {
+    /// A typed parameter: a scalar for an equality, `list<T>` for `in`.
+    public struct Parameter: Hashable, Sendable {
+        public var name: String
+        public var type: FieldType
+        public var maxCount: Int
+        public var location: SourceLocation
+    }
+
+    /// What a condition compares its field with.
+    public enum Operand: Hashable, Sendable {
+        case parameter(String)
+        case token(String)
+        case values([String])
+    }
+
+    /// `field` equals the operand (or is one of its values).
+    public struct Condition: Hashable, Sendable {
+        public var field: String
+        public var operand: Operand
+        /// Written as `{ in: … }`.
+        public var isIn: Bool
+        public var location: SourceLocation
+    }
+
+    /// A relation of the entity above, with what it takes along in turn.
+    public struct Include: Hashable, Sendable {
+        public var relation: String
+        public var includes: [Include]
+        public var location: SourceLocation
+    }
+
+    public var name: String
+    public var doc: String
+    public var entity: String
+    public var entityLocation: SourceLocation
+    public var parameters: [Parameter]
+    public var conditions: [Condition]
+    public var whereLocation: SourceLocation
+    public var includes: [Include]
+    public var ttlSeconds: Int
+    public var priority: SyncPriority
+    public var location: SourceLocation
+
+    /// The claims of the subscriber's token a condition may name (`"{token.user_id}"`).
+    public static let tokenClaims = ["user_id", "device_id"]
+    /// The most values a list parameter may take.
+    public static let maximumListCount = 1_000
+    /// The longest TTL: a year.
+    public static let maximumTTLSeconds = 365 * 86_400
+
+    /// The subscription's shape as compatibility sees it (parameters, filter, includes), in a
+    /// canonical one-line form: the lock records it, and a changed shape is a changed contract.
+    public var shape: String {
+        let parameters = self.parameters.map { "\($0.name): \($0.type.spelling)" + ($0.maxCount > 1 ? " ≤\($0.maxCount)" : "") }
+        let conditions = self.conditions.map { condition -> String in
+            let operand: String
+            switch condition.operand {
+            case .parameter(let name): operand = "{\(name)}"
+            case .token(let claim): operand = "{token.\(claim)}"
+            case .values(let values): operand = "[" + values.joined(separator: ", ") + "]"
+            }
+            return "\(condition.field) \(condition.isIn ? "in" : "=") \(operand)"
+        }
+        func includes(_ list: [Include]) -> String {
+            list.map { $0.includes.isEmpty ? $0.relation : "\($0.relation)(\(includes($0.includes)))" }.joined(separator: ", ")
+        }
+        return "\(entity)(\(parameters.joined(separator: ", "))) where \(conditions.joined(separator: " and "))"
+            + (self.includes.isEmpty ? "" : " include \(includes(self.includes))")
+    }
+}
