@@ -30,6 +30,7 @@ struct ReleasedEngineMigrationTests {
         "client client.v4.row_retention": "a9b2170f47b5e5701b3ce58e9ab14e52e62bc94af3eee64dddf06e36a0625083",
         "client client.v6.repull": "2eba30315470bbb6145777e40f2e77b68a8193884ca2595e988f2e656bdf0721",
         "client client.v7.first_downloads": "ae1051f9f98e7d8eaa725ce7c49e19aed521020c2e6aba1146b2ca2626edf94f",
+        "client client.v8.subscriptions": "21e57bcf401f475a02d03971ddc9bfce6d7a24c8d9a35aacc0d43dba0b1b68f8",
         // The learning app's tables, the store's own until its client code became a target: two
         // migrations keep their released text and identifiers; `assets` has its own now.
         "learning learning.v1.assets": "af152cd7998c9ce96b43e5ed7edab62026c5388471a57186b3a2778edfd28324",

@@ -27,6 +27,10 @@ public enum EngineNames {
         case repullRows = "repull_rows"
         /// Downloads of a scope from scratch that have not finished yet.
         case firstDownloads = "first_downloads"
+        /// The subscriptions the device holds, each with its cursor.
+        case subscriptions
+        /// Which subscription holds which row.
+        case subscriptionRows = "subscription_rows"
     }
 
     /// The server's own tables (SyncServer), in SQLite and in PostgreSQL.

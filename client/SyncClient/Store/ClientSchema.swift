@@ -31,6 +31,7 @@ enum ClientSchema {
         (rowRetentionV4, rowRetentionV4Statements),
         ("client.v6.repull", OfflineStore.repullStatements),
         ("client.v7.first_downloads", OfflineStore.firstDownloadStatements),
+        ("client.v8.subscriptions", OfflineStore.subscriptionStatements),
     ]
 
     static let syncTablesV1Statements = [

@@ -108,6 +108,9 @@ extension OfflineStore {
                 if openConflicts { try refreshOpenConflicts(db, entity, id: id, deleted: true) }
             }
         }
+        if let subscription = changes.subscription {
+            try applySubscription(subscription, changes, now: now, db)
+        }
         if let scopeKey = changes.scopeKey {
             configuration.faultPauses.pause(at: .pullApply)
             try db.cachedStatement(

@@ -39,6 +39,17 @@ package struct PreparedServerChanges: Sendable {
     var deletes: [String: [String]]
     var scopeKey: String?
     var cursor: String?
+    /// The subscription whose page these are, if any (``OfflineStore/applySubscriptionPage(_:wholeScopes:)``).
+    var subscription: SubscriptionTarget?
+
+    /// What a subscription page stores besides its rows.
+    struct SubscriptionTarget: Sendable {
+        var id: String
+        var cursor: String?
+        var hasMore: Bool
+        var leaves: [String: [String]]
+        var wholeScopes: Set<String>
+    }
 
     /// Upserts and deletes.
     var rowCount: Int {

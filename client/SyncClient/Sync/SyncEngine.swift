@@ -23,8 +23,8 @@ import SyncProtocol
 /// goes on with the others.
 public actor SyncEngine {
     public let store: OfflineStore
-    private let transport: any SyncTransport
-    private let configuration: SyncEngineConfiguration
+    let transport: any SyncTransport
+    let configuration: SyncEngineConfiguration
 
     private var current: Task<SyncResult, Never>?
     private var queued: Task<SyncResult, Never>?
@@ -405,7 +405,7 @@ public actor SyncEngine {
 
     /// A sync after the poke debounce; pokes meanwhile share it, and one arriving while a sync
     /// runs queues one more after it (``sync(_:automatic:)``).
-    private func schedulePokedSync() {
+    func schedulePokedSync() {
         guard pokeDebounce == nil else { return }
         let sleeper = configuration.sleeper
         let delay = configuration.livePokeDebounce
@@ -697,6 +697,10 @@ public actor SyncEngine {
     /// ends (``SyncStatus/repulledScopes``). A re-pull a crash interrupted resumes at the next sync.
     private func pullAll(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var pulled = try await takeUrgentChanges(traffic: traffic)
+        // Subscriptions whose TTL passed since they ended let go of their rows first; the
+        // critical ones are pulled before any scope, the others after them.
+        do { try store.expireSubscriptions(wholeScopes: store.wholeScopeNames(configuration.scopes)) } catch { throw .store(error) }
+        pulled += try await pullSubscriptions(where: { $0 == .critical })
         var queue = store.priorities.order(configuration.scopes)
         var index = 0
         var expiries: [String: Int] = [:]
@@ -729,6 +733,7 @@ public actor SyncEngine {
                 try requeueAfterRepull(of: scope, queue: &queue, from: index)
             }
         }
+        pulled += try await pullSubscriptions(where: { $0 != .critical })
         return pulled
     }
 

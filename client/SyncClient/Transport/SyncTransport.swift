@@ -24,6 +24,11 @@ public protocol SyncTransport: Sendable {
     /// before any other page of a sync. `nil` when this transport cannot ask (the default): the
     /// changes then arrive with the pages.
     func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data?
+    /// `POST /sync/v1/subscriptions/pull`: a page of each subscription in `request`
+    /// (SyncProtocol's `SubscriptionPullResponse`). The default throws: a transport that cannot
+    /// ask leaves subscriptions unsynced, with the error in their status.
+    func pullSubscriptions(_ request: SubscriptionPullRequest, schema: [String: Int], clientID: String) async throws(TransportError)
+        -> SubscriptionPullResponse
     /// `GET /sync/v1/live`: opens the live channel and answers its events as they arrive
     /// (SyncProtocol's `LiveEvent`); the sequence ends when the server closes the channel and throws when
     /// the connection fails or falls silent. `nil` when this transport or the server has no
@@ -51,6 +56,12 @@ extension SyncTransport {
 
     public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
         nil
+    }
+
+    public func pullSubscriptions(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
+    ) async throws(TransportError) -> SubscriptionPullResponse {
+        throw .decoding("this transport does not pull subscriptions")
     }
 
     public func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {

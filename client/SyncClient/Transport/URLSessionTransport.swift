@@ -117,6 +117,22 @@ public final class URLSessionTransport: SyncTransport {
         return try await body(of: urlRequest)
     }
 
+    public func pullSubscriptions(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
+    ) async throws(TransportError) -> SubscriptionPullResponse {
+        var urlRequest = makeRequest(path: "sync/v1/subscriptions/pull", query: [])
+        urlRequest.httpMethod = "POST"
+        urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        urlRequest.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)
+        urlRequest.setValue(clientID, forHTTPHeaderField: ProtocolHeaders.clientID)
+        do {
+            urlRequest.httpBody = try JSONEncoder().encode(request)
+        } catch {
+            throw .decoding("encoding the subscription pull: \(error)")
+        }
+        return try await send(urlRequest, as: SubscriptionPullResponse.self)
+    }
+
     public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
         var urlRequest = makeRequest(
             path: "sync/v1/pull",
