@@ -75,6 +75,7 @@ storage="an embedded SQLite in a temporary folder"
 step "The server: sync-server on $storage, on a free loopback port"
 data="$work/server"
 "$bin/sync-server" seed --data "$data"
+"$bin/sync-server" seed --data "$data" --team team-2 > /dev/null
 # --outbound-allow: the demo's sink receiver is on loopback, which sinks may not reach otherwise.
 "$bin/sync-server" serve --data "$data" --port 0 --rate 0 --outbound-allow 127.0.0.1/32 > "$work/server.log" 2>&1 &
 server_pid=$!
@@ -230,6 +231,22 @@ wait "$watch_pid" || watch_status=$?
 sed 's/^/  /' "$work/watch-output"
 [ "$watch_status" -eq 0 ] && grep -q 'pulled 1 Task' "$work/watch-output" || { echo "demo: tablet-b did not see Ana's change live" >&2; exit 1; }
 on tablet-b tasks
+
+# ---------------------------------------------------------------------------------------------
+step "A dispatcher's phone holds one incident, not the whole team: a subscription"
+cara_token="$(token --user op-cara --device phone-c --team team-1)"
+note "Cara's phone syncs only her own scope; the team's incidents reach it through subscriptions the contracts declare."
+on phone-c login --server "$server" --token "$cara_token" --scope progress:user:op-cara
+on phone-c sync
+on phone-c rows incident
+note "She subscribes to the escalated incident: it arrives with the asset it names, and nothing else of the team."
+on phone-c subscribe incident --param id=team-1-incident-0001
+on phone-c rows incident
+grep -q 'team-1-incident-0001' "$work/last-output" || { echo "demo: the subscribed incident did not reach phone-c" >&2; exit 1; }
+on phone-c subscriptions
+note "Another team's incident is refused, and nothing of it is kept (exit 6)."
+expected=6
+on phone-c subscribe incident --param id=team-2-incident-0001
 
 # ---------------------------------------------------------------------------------------------
 step "A backend service reads what the devices changed: the change feed, in commit order"

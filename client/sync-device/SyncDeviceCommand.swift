@@ -53,7 +53,8 @@ struct SyncDeviceCommand: AsyncParsableCommand {
             UnitsCommand.self, DownloadCommand.self, CacheCommand.self, OpenCommand.self, AnswerCommand.self, SubmitCommand.self,
             AttemptsCommand.self,
             TasksCommand.self, TaskCommand.self, IncidentsCommand.self,
-            RowsCommand.self, ShowCommand.self, CreateCommand.self, EditCommand.self, DeleteCommand.self, EventCommand.self,
+            RowsCommand.self, ShowCommand.self, SubscribeCommand.self, SubscriptionsCommand.self, UnsubscribeCommand.self, CreateCommand.self,
+            EditCommand.self, DeleteCommand.self, EventCommand.self,
             ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self, PreferencesCommand.self, WatchCommand.self, KeysCommand.self,
         ]
     )

@@ -34,6 +34,13 @@ final class SwitchableTransport: SyncTransport {
 
     var filtersPullsByContract: Bool { inner.filtersPullsByContract }
 
+    func pullSubscriptions(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
+    ) async throws(TransportError) -> SubscriptionPullResponse {
+        if offline { throw .network("offline") }
+        return try await inner.pullSubscriptions(request, schema: schema, clientID: clientID)
+    }
+
     func health() async -> Bool { offline ? false : await inner.health() }
 }
 
@@ -114,6 +121,12 @@ final class RecordingTransport: SyncTransport, @unchecked Sendable {
 
     func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
         try await inner.liveEvents()
+    }
+
+    func pullSubscriptions(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
+    ) async throws(TransportError) -> SubscriptionPullResponse {
+        try await inner.pullSubscriptions(request, schema: schema, clientID: clientID)
     }
 
     func health() async -> Bool { await inner.health() }

@@ -142,6 +142,20 @@ extension OfflineStore {
             error: (row["last_error"] as String?).flatMap { try? JSONDecoder().decode(ErrorDetail.self, from: Data($0.utf8)) })
     }
 
+    /// The rows a subscription holds on the device: primary keys by entity name, sorted.
+    public func subscriptionRowIDs(id: String) throws(OfflineStoreError) -> [String: [String]] {
+        try read { db in
+            var rows: [String: [String]] = [:]
+            for row in try Row.fetchAll(
+                db, sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ? ORDER BY "entity", "row_id""#,
+                arguments: [id])
+            {
+                rows[row["entity"], default: []].append(row["row_id"])
+            }
+            return rows
+        }
+    }
+
     /// The descriptor `request` names, its parameters checked against it.
     static func check(_ request: SubscriptionRequest, contracts: ContractCatalog) throws(SubscriptionError) -> SubscriptionDescriptor {
         guard let descriptor = contracts.subscription(named: request.name) else {

@@ -104,6 +104,9 @@ struct RowsCommand: DeviceCommand {
         name: .customLong("where"), help: ArgumentHelp("Only rows whose field has this value; repeat to narrow.", valueName: "NAME=VALUE"))
     var conditions: [String] = []
 
+    @Option(help: ArgumentHelp("Only the rows this subscription brought (see `subscriptions`).", valueName: "ID"))
+    var subscription: String?
+
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
 
@@ -111,14 +114,26 @@ struct RowsCommand: DeviceCommand {
         let session = try device.session()
         let (descriptor, type) = try ContractLookup.entity(named: entity)
         let assignments = FieldAssignments(contract: descriptor.name, fields: descriptor.fields, clock: session.clock, option: "--where")
-        try list(type, matching: try assignments.parse(conditions), session: session)
+        var held: Set<String>?
+        if let subscription {
+            guard try session.store.subscriptionStatus(id: subscription) != nil else {
+                throw DeviceFailure(
+                    message: "no subscription '\(subscription)' on this device", hint: "see `sync-device subscriptions`",
+                    exitCode: DeviceExit.notFound)
+            }
+            held = Set(try session.store.subscriptionRowIDs(id: subscription)[descriptor.name] ?? [])
+        }
+        try list(type, matching: try assignments.parse(conditions), heldBy: held, session: session)
     }
 
-    private func list<E: ContractEntity>(_ type: E.Type, matching values: [String: JSONValue], session: DeviceSession) throws {
+    private func list<E: ContractEntity>(_ type: E.Type, matching values: [String: JSONValue], heldBy held: Set<String>?, session: DeviceSession)
+        throws
+    {
         let conditions = values.sorted { $0.key < $1.key }.map { name, value in
             value == .null ? RowFilter<E>.isNull(name) : .equals(name, value)
         }
-        let rows = try session.store.all(E.self, where: conditions.isEmpty ? nil : .all(conditions))
+        var rows = try session.store.all(E.self, where: conditions.isEmpty ? nil : .all(conditions))
+        if let held { rows = rows.filter { held.contains($0.contractPrimaryKey) } }
         let table = RowTable(fields: E.descriptor.fields, rows: rows.map(Wire.object))
         let filtered = values.isEmpty ? "" : " matching " + conditionsText(values)
         try RowListing(session: session, json: output.json).show(

@@ -92,6 +92,20 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
         return body
     }
 
+    func pullSubscriptions(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
+    ) async throws(TransportError) -> SubscriptionPullResponse {
+        try requireNetwork()
+        let response = try await server.pullSubscriptions(request, schema: schema, clientID: clientID)
+        lock.withLock {
+            for page in response.subscriptions {
+                for (contract, rows) in page.upserts { pulled[contract, default: 0] += rows.count }
+                for (contract, ids) in page.deletes { pulled[contract, default: 0] += ids.count }
+            }
+        }
+        return response
+    }
+
     func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
         try requireNetwork()
         return try await server.unitsSync(since: since, limit: limit, schema: schema)
