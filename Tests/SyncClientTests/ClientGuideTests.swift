@@ -119,6 +119,19 @@ import Testing
             }
             // end snippet
 
+            try await SubscriptionTests.incident(server, "inc-1", title: "Pump 7 leaks")
+            // snippet: subscribe
+            // Just the rows a screen needs: one incident and the asset it names, whatever the team holds.
+            let incident = try await engine.subscribe(Subscriptions.incident(id: "inc-1"))
+            try await incident.waitForFirstSync()
+            let opened = try store.fetch(Incident.self, id: "inc-1")
+            print("\(opened?.shortDescription ?? ""): \(try incident.status?.rowCount ?? 0) rows")
+            // Done with it: its rows stay readable for its TTL (the contract's, 7 days), then go
+            // unless another subscription, a scope synced whole or an unsynced write holds them.
+            try await incident.unsubscribe()
+            // end snippet
+            #expect(opened?.shortDescription == "Pump 7 leaks")
+
             // snippet: update-required
             for requirement in await engine.currentStatus.updateRequired {
                 print("update the app to keep syncing \(requirement.entity ?? "data")")
