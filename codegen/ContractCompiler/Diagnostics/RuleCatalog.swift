@@ -209,11 +209,11 @@ public enum RuleCatalog {
         // MARK: Subscriptions
         validation(
             .subscriptionEntity, "a subscription's entity cannot be subscribed to",
-            "A subscription selects rows of one entity that travels down to devices (`down` or `both`), whose primary key is an `id` (the server selects by it as text).",
-            "Name an entity of the contracts that devices pull, with an `id` primary key."),
+            "A subscription selects rows of one entity, and takes along rows of others, that travel down to devices (`down` or `both`), keyed by an `id` (the server selects by it as text). Events travel up and are never pulled.",
+            "Name an entity of the contracts that devices pull, with an `id` primary key, and include only such entities."),
         validation(
             .subscriptionFilter, "a subscription's filter the server cannot answer from an index",
-            "Rows are selected by equality or `in` on synced, unencrypted fields stored as text (`id`, `ref<T>`, `string`, `enum`); the compiler derives an index for each. A subscription without a condition would select a whole scope: pull the scope instead.",
+            "Rows are selected by equality or `in` on synced fields both server storages hold as text, unencrypted and known to devices (`id`, `string`, `enum`, `ref<T>` to an entity keyed by `id` or `string`); the compiler derives an index for each. A subscription without a condition would select a whole scope: pull the scope instead.",
             "Filter on such a field, with at least one condition."),
         validation(
             .subscriptionParameter, "a subscription's parameters and conditions do not agree",
@@ -221,7 +221,7 @@ public enum RuleCatalog {
             "Declare the parameter with the field's type (`list<T>` for `in`), use it, or remove it."),
         validation(
             .subscriptionInclude, "a subscription includes what it cannot take along",
-            "Included rows come through declared relations of entities in the root's scope that travel down, at most three levels deep, so the token that may read the root may read them.",
+            "Included rows come through declared relations, each once per level, of entities in the root's scope that travel down, at most three levels deep, so the token that may read the root may read them.",
             "Include a declared relation of an entity in the same scope, or subscribe to the other scope's rows separately."),
         validation(
             .unknownScope, "a scope the manifest does not declare", "Scopes decide who may read and write rows.",

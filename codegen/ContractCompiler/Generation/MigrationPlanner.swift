@@ -72,9 +72,10 @@ package struct MigrationPlanner {
                 let position = steps.lastIndex { $0.version <= step.version }.map { $0 + 1 } ?? steps.count
                 steps.insert(step, at: position)
             }
-            // Then the server indexes the subscriptions need (their steps name them, so adding
-            // a subscription adds a step and changes none).
-            steps += SubscriptionGenerator(set: set).indexMigrations(of: contract, firstVersion: first.version, side: side)
+            // Then the server indexes the subscriptions need, named after the version whose
+            // step last created the table: a rebuild drops the indexes it does not declare.
+            let rebuilt = steps.last { step in step.statements.contains { $0.hasPrefix("CREATE TABLE \"\(Self.rebuildPrefix)") } }
+            steps += SubscriptionGenerator(set: set).indexMigrations(of: contract, since: rebuilt?.version ?? first.version, side: side)
             return steps
         }
     }
@@ -113,6 +114,9 @@ package struct MigrationPlanner {
             )
         }
     }
+
+    /// The name a rebuilt table is created under before it replaces the old one.
+    static let rebuildPrefix = "_outpost_new_"
 
     /// Column renames (old name → new name) that happen between two versions.
     private func renames(from previous: Contract, to next: Contract, side: StorageSide) -> [String: String] {
@@ -159,7 +163,7 @@ package struct MigrationPlanner {
         let newIndexes = Dictionary(uniqueKeysWithValues: new.indexes.map { ($0.name, $0) })
 
         if needsRebuild {
-            let temporary = "_outpost_new_" + new.name
+            let temporary = rebuildPrefix + new.name
             var staged = new
             staged.name = temporary
             staged.indexes = []

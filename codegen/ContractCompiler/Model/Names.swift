@@ -125,8 +125,8 @@ package enum Names {
         "Decodable", "Dictionary", "Double", "Encodable", "EntityDescriptor", "EntityFieldChange", "Equatable", "Error",
         "EventDescriptor", "EventEnvelope", "FieldDescriptor", "FieldKind", "Float", "Hashable", "Identifiable",
         "Int", "Int64", "JSONValue", "LocalStateEntity", "Never", "Optional", "PatchableEntity", "Result",
-        "ScopeDescriptor", "Sendable", "Set", "String", "Substring", "Task", "TaskGroup", "Timestamp", "URL", "UUID",
-        "Void",
+        "ScopeDescriptor", "Sendable", "Set", "String", "Substring", "SubscriptionDescriptor", "SubscriptionRequest",
+        "Subscriptions", "Task", "TaskGroup", "Timestamp", "URL", "UUID", "Void",
     ]
 
     /// Envelope fields of every event; an event's own fields must not reuse them.

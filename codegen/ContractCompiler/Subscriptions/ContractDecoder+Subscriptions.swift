@@ -29,6 +29,7 @@ extension ContractDecoder {
         let doc = reader.require("doc", help: "say in one sentence what a device subscribes to it for", diagnostics: &diagnostics)
             .flatMap { ScalarReader.string($0, "doc", diagnostics: &diagnostics) }
         var parameters: [Subscription.Parameter] = []
+        var refusedParameters: Set<String> = []
         if let node = reader.value("parameters"), !node.isNull,
             let parametersReader = MappingReader(node, context: "parameters of \(context)", diagnostics: &diagnostics)
         {
@@ -39,7 +40,11 @@ extension ContractDecoder {
                         .invalidIdentifier, "parameter name '\(parameterName)' is not lower snake case", at: entry.key.location,
                         help: "rename it to '\(Names.suggestedSnakeCase(parameterName))'")
                 }
-                if let parameter = decodeParameter(parameterName, entry.value, at: entry.key.location) { parameters.append(parameter) }
+                if let parameter = decodeParameter(parameterName, entry.value, at: entry.key.location) {
+                    parameters.append(parameter)
+                } else {
+                    refusedParameters.insert(parameterName)
+                }
             }
         }
         var conditions: [Subscription.Condition] = []
@@ -62,8 +67,8 @@ extension ContractDecoder {
         guard let entity, let entityNode else { return nil }
         return Subscription(
             name: name, doc: (doc ?? "").trimmingCharacters(in: .whitespacesAndNewlines), entity: entity, entityLocation: entityNode.location,
-            parameters: parameters, conditions: conditions, whereLocation: whereNode?.location ?? location, includes: includes, ttlSeconds: ttl,
-            priority: priority, location: location)
+            parameters: parameters, refusedParameters: refusedParameters, conditions: conditions, whereLocation: whereNode?.location ?? location,
+            includes: includes, ttlSeconds: ttl, priority: priority, location: location)
     }
 
     private mutating func decodeParameter(_ name: String, _ node: YAMLNode, at location: SourceLocation) -> Subscription.Parameter? {
@@ -98,7 +103,7 @@ extension ContractDecoder {
         case .failure:
             diagnostics.error(
                 .unknownType, "parameter '\(name)' has the unknown type '\(spelling)'", at: node.location,
-                help: "write a field type such as `id`, `string`, an enum's values are checked against the field, or `list<id>`")
+                help: "write the type of the field it feeds: `id`, `string` or `enum`, or `list<T>` of one of them for `in`")
             return nil
         }
     }
@@ -120,7 +125,7 @@ extension ContractDecoder {
             }
             guard let text = ScalarReader.string(node, "the condition on '\(field)'", diagnostics: &diagnostics) else { return nil }
             if text.hasPrefix("{"), text.hasSuffix("}") {
-                let inner = String(text.dropFirst().dropLast())
+                let inner = text.dropFirst().dropLast().trimmingCharacters(in: .whitespaces)
                 if inner.hasPrefix("token.") { return .token(String(inner.dropFirst("token.".count))) }
                 return .parameter(inner)
             }
@@ -132,10 +137,10 @@ extension ContractDecoder {
             guard let inNode = reader.require("in", help: "write `{ in: \"{list_parameter}\" }` or `{ in: [a, b] }`", diagnostics: &diagnostics),
                 let value = operand(inNode)
             else { return nil }
-            return Subscription.Condition(field: field, operand: value, isIn: true, location: location)
+            return Subscription.Condition(field: field, operand: value, isIn: true, location: location, valueLocation: inNode.location)
         }
         guard let value = operand(node) else { return nil }
-        return Subscription.Condition(field: field, operand: value, isIn: false, location: location)
+        return Subscription.Condition(field: field, operand: value, isIn: false, location: location, valueLocation: node.location)
     }
 
     private mutating func decodeIncludes(_ node: YAMLNode) -> [Subscription.Include] {

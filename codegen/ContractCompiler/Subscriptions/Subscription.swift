@@ -25,7 +25,10 @@ public struct Subscription: Hashable, Sendable {
         public var operand: Operand
         /// Written as `{ in: … }`.
         public var isIn: Bool
+        /// The field's key in `where`.
         public var location: SourceLocation
+        /// What it is compared with (`"{id}"`, or the value of `in`).
+        public var valueLocation: SourceLocation
     }
 
     /// A relation of the entity above, with what it takes along in turn.
@@ -40,6 +43,9 @@ public struct Subscription: Hashable, Sendable {
     public var entity: String
     public var entityLocation: SourceLocation
     public var parameters: [Parameter]
+    /// Parameters declared with a type the decoder refused (reported already): conditions may
+    /// name them without being reported again.
+    public var refusedParameters: Set<String> = []
     public var conditions: [Condition]
     public var whereLocation: SourceLocation
     public var includes: [Include]
@@ -56,19 +62,25 @@ public struct Subscription: Hashable, Sendable {
 
     /// The subscription's shape as compatibility sees it (parameters, filter, includes), in a
     /// canonical one-line form: the lock records it, and a changed shape is a changed contract.
+    /// Order does not count (parameters travel by name, conditions all hold), so each part is
+    /// sorted: reordering the YAML changes nothing.
     public var shape: String {
-        let parameters = self.parameters.map { "\($0.name): \($0.type.spelling)" + ($0.maxCount > 1 ? " ≤\($0.maxCount)" : "") }
-        let conditions = self.conditions.map { condition -> String in
+        let parameters = self.parameters.sorted { $0.name < $1.name }.map {
+            "\($0.name): \($0.type.spelling)" + ($0.maxCount > 1 ? " ≤\($0.maxCount)" : "")
+        }
+        let conditions = self.conditions.sorted { $0.field < $1.field }.map { condition -> String in
             let operand: String
             switch condition.operand {
             case .parameter(let name): operand = "{\(name)}"
             case .token(let claim): operand = "{token.\(claim)}"
-            case .values(let values): operand = "[" + values.joined(separator: ", ") + "]"
+            case .values(let values): operand = "[" + values.sorted().joined(separator: ", ") + "]"
             }
             return "\(condition.field) \(condition.isIn ? "in" : "=") \(operand)"
         }
         func includes(_ list: [Include]) -> String {
-            list.map { $0.includes.isEmpty ? $0.relation : "\($0.relation)(\(includes($0.includes)))" }.joined(separator: ", ")
+            list.sorted { $0.relation < $1.relation }
+                .map { $0.includes.isEmpty ? $0.relation : "\($0.relation)(\(includes($0.includes)))" }
+                .joined(separator: ", ")
         }
         return "\(entity)(\(parameters.joined(separator: ", "))) where \(conditions.joined(separator: " and "))"
             + (self.includes.isEmpty ? "" : " include \(includes(self.includes))")

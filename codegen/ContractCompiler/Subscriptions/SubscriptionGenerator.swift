@@ -69,16 +69,10 @@ struct SubscriptionGenerator {
                 }
                 w.line("///")
                 w.line("/// Selects \(subscription.shape); kept \(Self.duration(subscription.ttlSeconds)) after unsubscribing by default.")
-                var arguments = subscription.parameters.map { parameter -> String in
-                    let swiftType: String
-                    if case .list = parameter.type { swiftType = "[String]" } else { swiftType = "String" }
-                    return "\(Names.camelCase(parameter.name)): \(swiftType)"
-                }
+                var arguments = subscription.parameters.map { "\(Names.camelCase($0.name)): \(swiftType(of: $0, in: subscription))" }
                 arguments.append("scope: String? = nil")
                 let values = subscription.parameters.map { parameter -> String in
-                    let name = Names.camelCase(parameter.name)
-                    if case .list = parameter.type { return "\(SwiftLiteral.string(parameter.name)): .array(\(name).map(JSONValue.string))" }
-                    return "\(SwiftLiteral.string(parameter.name)): .string(\(name))"
+                    "\(SwiftLiteral.string(parameter.name)): \(jsonExpression(of: parameter, in: subscription))"
                 }
                 w.block("public static func \(Names.camelCase(subscription.name))(\(arguments.joined(separator: ", "))) -> SubscriptionRequest") {
                     w in
@@ -89,6 +83,34 @@ struct SubscriptionGenerator {
             }
         }
         return w.text
+    }
+
+    /// The Swift type of a parameter, as the DTOs type its field: `String` for `id`, `ref<T>`
+    /// and `string` fields, the field's generated enum (`Incident.State`) for an enum field,
+    /// an array of either for a list.
+    func swiftType(of parameter: Subscription.Parameter, in subscription: Subscription) -> String {
+        let element = enumTypeName(of: parameter, in: subscription) ?? "String"
+        if case .list = parameter.type { return "[\(element)]" }
+        return element
+    }
+
+    /// The `JSONValue` a constructor sends for a parameter: the text of each value.
+    private func jsonExpression(of parameter: Subscription.Parameter, in subscription: Subscription) -> String {
+        let name = Names.camelCase(parameter.name)
+        let isEnum = enumTypeName(of: parameter, in: subscription) != nil
+        if case .list = parameter.type {
+            return isEnum ? ".array(\(name).map { .string($0.rawValue) })" : ".array(\(name).map(JSONValue.string))"
+        }
+        return isEnum ? ".string(\(name).rawValue)" : ".string(\(name))"
+    }
+
+    /// `Entity.EnumType` when the parameter feeds an enum field of the root entity.
+    private func enumTypeName(of parameter: Subscription.Parameter, in subscription: Subscription) -> String? {
+        guard let root = set.contract(named: subscription.entity),
+            let field = ContractValidator.field(fedBy: parameter.name, in: subscription, set: set),
+            case .enumeration = field.type.type
+        else { return nil }
+        return root.swiftName + "." + TypeMapping(set: set).enumTypeName(field)
     }
 
     static func duration(_ seconds: Int) -> String {
@@ -104,24 +126,29 @@ struct SubscriptionGenerator {
         var table: String
         var contract: String
         var column: String
-        var name: String { "\(table)_\(column)_subscription_idx" }
+        /// `<table>_<column>_subscription_idx`, within PostgreSQL's 63 characters; never the
+        /// name of a declared index (`<table>_<column>_idx`), which may come later.
+        var name: String { TableSchema.indexName(table: table, columns: [column, "subscription"], unique: false) }
     }
 
-    /// The indexes the subscriptions need that no declared index starts with: the root's filter
-    /// fields (none when a condition is on the primary key), the foreign keys of `has_many`
-    /// includes. Primary keys are indexed already.
+    /// The indexes the subscriptions need that no index of the server's table starts with: the
+    /// root's filter fields (none when a condition is on the primary key, which the table's
+    /// key indexes), the foreign keys of `has_many` includes (`belongs_to` reaches the target's
+    /// primary key). A declared index counts when its first field is the column and the server
+    /// has all its fields (not when it names a local field).
     func derivedIndexes() -> [DerivedIndex] {
         var needed: [DerivedIndex] = []
         func need(_ contract: Contract, _ column: String) {
-            guard !contract.fields.contains(where: { $0.name == column && $0.isPrimaryKey }),
-                !contract.indexes.contains(where: { $0.fields.first == column })
+            let local = Set(contract.localFields.map(\.name))
+            guard contract.primaryKey?.name != column,
+                !contract.indexes.contains(where: { $0.fields.first == column && local.isDisjoint(with: $0.fields) })
             else { return }
             let index = DerivedIndex(table: contract.table, contract: contract.name, column: column)
             if !needed.contains(index) { needed.append(index) }
         }
         for subscription in set.manifest.subscriptions {
             guard let root = set.contract(named: subscription.entity) else { continue }
-            let key = root.fields.first(where: \.isPrimaryKey)?.name
+            let key = root.primaryKey?.name
             if !subscription.conditions.contains(where: { $0.field == key }) {
                 for condition in subscription.conditions { need(root, condition.field) }
             }
@@ -139,17 +166,28 @@ struct SubscriptionGenerator {
         return needed
     }
 
-    /// A server migration per derived index of `contract`, after its own steps, named by the
-    /// contract's first version so the name never changes: `incidents.v1.assignee_id_subscription_index`.
-    func indexMigrations(of contract: Contract, firstVersion: Int, side: StorageSide) -> [MigrationStep] {
-        guard side != .client else { return [] }
+    /// A server migration per derived index of `contract`, after the contract's own steps:
+    /// `incidents.v1.assignee_id_subscription_index`. It is named after `since`, the version
+    /// whose step last created the table (the first, or a later one that rebuilt it, which
+    /// drops every index it does not declare), so adding a subscription adds a step and
+    /// changes none, and a rebuild is followed by a new step that makes the index again.
+    func indexMigrations(of contract: Contract, since: Int, side: StorageSide) -> [MigrationStep] {
+        guard side.isServer else { return [] }
         return derivedIndexes().filter { $0.contract == contract.name }.map { index in
             MigrationStep(
-                identifier: "\(index.table).v\(firstVersion).\(index.column)_subscription_index", contract: contract.name,
-                version: firstVersion,
+                identifier: Self.indexStepIdentifier(table: index.table, since: since, column: index.column), contract: contract.name,
+                version: since,
                 statements: [
-                    "CREATE INDEX IF NOT EXISTS \"\(index.name)\" ON \"\(index.table)\" (\"_tenant_id\", \"\(index.column)\")"
+                    "CREATE INDEX IF NOT EXISTS \(TypeMapping.quoted(index.name)) ON \(TypeMapping.quoted(index.table)) ("
+                        + [EngineNames.Column.tenantID.rawValue, index.column].map(TypeMapping.quoted).joined(separator: ", ") + ")"
                 ])
         }
+    }
+
+    /// The suffix of every derived index step's identifier.
+    static let indexStepSuffix = "_subscription_index"
+
+    static func indexStepIdentifier(table: String, since: Int, column: String) -> String {
+        "\(table).v\(since).\(column)\(indexStepSuffix)"
     }
 }
