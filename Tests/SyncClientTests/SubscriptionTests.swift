@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import LearningClient
 import OutpostTestSupport
 import SyncClient
 import SyncProtocol
@@ -15,10 +16,10 @@ import Testing
 @Suite("Subscriptions on a device", .blockingWork)
 struct SubscriptionTests {
     /// The engine of a device that syncs only the user scope: team rows reach it through subscriptions alone.
-    static func engine(_ store: OfflineStore, _ transport: any SyncTransport) -> SyncEngine {
+    static func engine(_ store: OfflineStore, _ transport: any SyncTransport, scopes: [String] = ["user"]) -> SyncEngine {
         SyncEngine(
             store: store, transport: transport,
-            configuration: SyncEngineConfiguration(scopes: ["user"], pullPageSize: 3, retriesAutomatically: false))
+            configuration: SyncEngineConfiguration(scopes: scopes, pullPageSize: 3, retriesAutomatically: false))
     }
 
     static func succeeded(_ result: SyncResult) -> Bool {
@@ -69,7 +70,12 @@ struct SubscriptionTests {
         }
     }
 
-    @Test("subscribing to one incident brings it and its asset, nothing else of the team; its changes and its leaving follow")
+    /// The cursor the store holds for a subscription.
+    static func cursor(_ store: OfflineStore, _ handle: SubscriptionHandle) throws -> String? {
+        try store.activeSubscriptions().first { $0.id == handle.id }?.cursor
+    }
+
+    @Test("subscribing to one incident brings it and its asset, nothing else of the team; its changes follow, and it survives a restart")
     func oneIncident() async throws {
         try await LiveServer.run { server in
             try await Self.serviceAsset(server, "sa-1")
@@ -80,24 +86,56 @@ struct SubscriptionTests {
             let engine = Self.engine(store, server.transport("d-1"))
 
             let incident = try await engine.subscribe(Subscriptions.incident(id: "i-1"))
+            #expect(await engine.currentStatus.subscriptions.awaitingFirstSync == 1)
             try await incident.waitForFirstSync()
             #expect(try store.fetch(Contracts.Incident.self, id: "i-1")?.shortDescription == "Broken")
             #expect(try store.fetch(ServiceAsset.self, id: "sa-1") != nil)
             #expect(try store.fetch(Contracts.Incident.self, id: "i-2") == nil)
             let status = try #require(try incident.status)
             #expect(status.hasSynced && status.isActive && status.rowCount == 2 && status.lastSyncedAt != nil)
-            #expect(status.priority == .high)
+            #expect(status.priority == .high && status.ttl == .seconds(7 * 86_400) && status.expiresAt == nil)
+            #expect(status.progress == nil && status.lastFailure == nil && status.error == nil)
+            #expect(try store.subscriptionRowIDs(id: incident.id) == ["Incident": ["i-1"], "ServiceAsset": ["sa-1"]])
+            let counts = await engine.currentStatus.subscriptions
+            #expect(counts.active == 1 && counts.awaitingFirstSync == 0 && counts.rows == 2 && counts.ended == 0 && counts.refused == 0)
 
             // A change on the server comes with the next sync.
             try await Self.incident(server, "i-1", asset: "sa-1", title: "Brake lever loose")
             #expect(Self.succeeded(await engine.syncNow()))
             #expect(try store.fetch(Contracts.Incident.self, id: "i-1")?.shortDescription == "Brake lever loose")
 
-            // Subscriptions survive a restart.
+            // Subscriptions survive a restart, cursor and rows included.
             let reopened = try makeDeviceStore(directory, device: "d-1")
             let again = try Self.engine(reopened, server.transport("d-1")).subscriptions()
             #expect(again.map(\.request) == [Subscriptions.incident(id: "i-1")])
             #expect(try again.first?.status?.hasSynced == true)
+            #expect(try again.first?.status?.rowCount == 2)
+            #expect(try reopened.fetch(Contracts.Incident.self, id: "i-1")?.shortDescription == "Brake lever loose")
+        }
+    }
+
+    @Test("a started engine syncs a new subscription at once, and a live poke about its scope brings its changes")
+    func startedAndPoked() async throws {
+        try await LiveServer.run { server in
+            try await Self.incident(server, "i-1")
+            let store = try makeDeviceStore(try TemporaryDirectory(), device: "d-1")
+            // Its timer would sync only after an hour: what arrives sooner came by itself or by a poke.
+            let engine = SyncEngine(
+                store: store, transport: server.transport("d-1"),
+                configuration: SyncEngineConfiguration(scopes: ["user"], retry: RetryPolicy(jitter: 0), periodicInterval: 3600))
+            await engine.start(connectivity: ManualConnectivityMonitor(online: true))
+            await eventually("the engine's live channel is open", within: 30) { await engine.currentStatus.live == .connected }
+
+            let incident = try await engine.subscribe(Subscriptions.incident(id: "i-1"))
+            await eventually("the subscription synced without being asked", within: 20) { (try? incident.status?.hasSynced) == true }
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-1") != nil)
+
+            // The team scope is not synced whole here: the poke about it is what pulls the subscription.
+            try await Self.incident(server, "i-1", title: "Changed live")
+            await eventually("the change arrived", within: 20) {
+                (try? store.fetch(Contracts.Incident.self, id: "i-1"))?.shortDescription == "Changed live"
+            }
+            await engine.stop()
         }
     }
 
@@ -125,7 +163,7 @@ struct SubscriptionTests {
         }
     }
 
-    @Test("another team's incident is refused with a typed error, and nothing of it is kept")
+    @Test("another team's incident is refused with a typed error, nothing of it is kept, and the scopes sync all the same")
     func forbidden() async throws {
         try await LiveServer.run { server in
             try await Self.incident(server, "i-9", team: "team-2")
@@ -133,26 +171,99 @@ struct SubscriptionTests {
             let store = try makeDeviceStore(directory, device: "d-1")
             let engine = Self.engine(store, server.transport("d-1"))
             let stolen = try await engine.subscribe(Subscriptions.incident(id: "i-9"))
-            await #expect(throws: SubscriptionError.self) { try await stolen.waitForFirstSync() }
-            do {
+            #expect(Self.succeeded(await engine.syncNow()))
+            #expect(try store.syncStates().first { $0.scopeKey == "user" }?.lastSuccessAt != nil, "the scope synced beside the refusal")
+            // Refused: pulled no more, its error there for the app until it reads it.
+            let refused = try #require(try stolen.status)
+            #expect(refused.error?.code == .forbidden && !refused.isActive && refused.rowCount == 0)
+            #expect(await engine.currentStatus.subscriptions.refused == 1)
+
+            await #expect(throws: SubscriptionError.forbidden(message: refused.error?.message ?? "")) { try await stolen.waitForFirstSync() }
+            await #expect(throws: SubscriptionError.notFound(id: stolen.id), "the refused subscription is gone once read") {
                 try await stolen.waitForFirstSync()
-            } catch let error as SubscriptionError {
-                #expect(error == .notFound(id: stolen.id), "the refused subscription is gone once read")
             }
             #expect(try store.fetch(Contracts.Incident.self, id: "i-9") == nil)
             #expect(try store.subscriptions().isEmpty)
-            // Checked before anything is stored: an unknown subscription, a missing parameter.
-            await #expect(throws: SubscriptionError.self) { _ = try await engine.subscribe(SubscriptionRequest(name: "everything")) }
-            await #expect(throws: SubscriptionError.self) { _ = try await engine.subscribe(SubscriptionRequest(name: "incident")) }
-            #expect(try store.subscriptions().isEmpty)
+            #expect(await engine.currentStatus.subscriptions == SubscriptionCounts())
         }
+    }
+
+    @Test("a subscription is checked against its contract before anything is stored")
+    func checkedFirst() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try OfflineStore(
+            OfflineStoreConfiguration(
+                databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: "d-1",
+                keyProvider: FileKeyProvider(directory: directory.keysURL)
+            ), contracts: ListedSubscriptionContracts.self, extensions: [LearningStore()]
+        )
+        let engine = Self.engine(store, NoSubscriptionTransport())
+        let refusals: [(SubscriptionRequest, SubscriptionError)] = [
+            (
+                SubscriptionRequest(name: "everything"),
+                .unknownSubscription(name: "everything", known: ["assigned_incidents", "by_state", "incident", "incidents", "unit"])
+            ),
+            (SubscriptionRequest(name: "incident"), .invalidParameter(name: "id", reason: "'incident' needs it (id)")),
+            (
+                SubscriptionRequest(name: "incident", parameters: ["id": .string("i-1"), "team": .string("t-1")]),
+                .invalidParameter(name: "team", reason: "'incident' takes no parameter 'team'; it takes id")
+            ),
+            (
+                SubscriptionRequest(name: "incident", parameters: ["id": .int(7)]),
+                .invalidParameter(name: "id", reason: "takes id values as strings, not 7")
+            ),
+            (
+                SubscriptionRequest(name: "incident", parameters: ["id": .string("")]),
+                .invalidParameter(name: "id", reason: "a value cannot be empty")
+            ),
+            (
+                SubscriptionRequest(name: "incident", parameters: ["id": .string("a\u{7}b")]),
+                .invalidParameter(name: "id", reason: "a value cannot hold a control character")
+            ),
+            (
+                SubscriptionRequest(name: "incidents", parameters: ["ids": .array(["a", "b", "c", "d"].map(JSONValue.string))]),
+                .invalidParameter(name: "ids", reason: "takes at most 3 values; it has 4")
+            ),
+            (
+                SubscriptionRequest(name: "incidents", parameters: ["ids": .array([])]),
+                .invalidParameter(name: "ids", reason: "takes a non-empty array of id values")
+            ),
+            (
+                SubscriptionRequest(name: "by_state", parameters: ["state": .string("lost")]),
+                .invalidParameter(name: "state", reason: "'lost' is not one of new, in_progress, on_hold, resolved, closed, cancelled")
+            ),
+            (
+                SubscriptionRequest(name: "incident", parameters: ["id": .string("i-1")], scope: "progress:user:u-1"),
+                .invalidParameter(name: "scope", reason: "'incident' reads the scope 'team', not 'user'")
+            ),
+        ]
+        for (request, expected) in refusals {
+            await #expect(throws: expected, "\(request)") { _ = try await engine.subscribe(request) }
+        }
+        await #expect(throws: SubscriptionError.invalidParameter(name: "ttl", reason: "a TTL cannot be negative")) {
+            _ = try await engine.subscribe(Subscriptions.incident(id: "i-1"), ttl: .seconds(-1))
+        }
+        #expect(try store.subscriptions().isEmpty)
+
+        // Accepted: a list within its count, an enum value; the same request twice is one subscription.
+        let listed = try await engine.subscribe(
+            SubscriptionRequest(name: "incidents", parameters: ["ids": .array(["i-1", "i-2", "i-3"].map(JSONValue.string))]))
+        let stated = try await engine.subscribe(
+            SubscriptionRequest(name: "by_state", parameters: ["state": .string("on_hold")]), ttl: .seconds(60), priority: .low)
+        #expect(
+            try await engine.subscribe(
+                SubscriptionRequest(name: "incidents", parameters: ["ids": .array(["i-1", "i-2", "i-3"].map(JSONValue.string))])
+            ).id == listed.id)
+        #expect(try store.subscriptions().map(\.id) == [listed.id, stated.id])
+        #expect(try stated.status?.priority == .low && stated.status?.ttl == .seconds(60))
+        #expect(try listed.status?.ttl == .seconds(3_600) && listed.status?.priority == .normal, "the contract's defaults")
     }
 
     @Test("after unsubscribing, rows stay until the TTL passes, then go unless a queued write or another subscription holds them")
     func eviction() async throws {
         let clock = ManualClock()
         try await LiveServer.run(clock: DeviceFollowingClock(device: clock)) { server in
-            for id in ["i-1", "i-2", "i-3"] { try await Self.incident(server, id, assignee: id == "i-3" ? "u-1" : nil) }
+            for id in ["i-1", "i-2", "i-3", "i-4"] { try await Self.incident(server, id, assignee: id == "i-3" ? "u-1" : nil) }
             let directory = try TemporaryDirectory()
             let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
             let engine = Self.engine(store, server.transport("d-1"))
@@ -161,43 +272,298 @@ struct SubscriptionTests {
             let three = try await engine.subscribe(Subscriptions.incident(id: "i-3"), ttl: .seconds(60))
             let mine = try await engine.subscribe(Subscriptions.assignedIncidents())
             for handle in [one, two, three, mine] { try await handle.waitForFirstSync() }
+            let ended = clock.now()
             for handle in [one, two, three] { try await handle.unsubscribe() }
-            // A write of i-2 waits in the outbox (the engine does not push it here).
+            #expect(try one.status?.expiresAt == ended.addingTimeInterval(60))
+            #expect(try one.status?.isActive == false)
+            #expect(await engine.currentStatus.subscriptions.ended == 3)
+            // A write of i-2 waits in the outbox (housekeeping runs here, no sync pushes it).
             var edited = try #require(try store.fetch(Contracts.Incident.self, id: "i-2"))
             edited.shortDescription = "Edited offline"
             _ = try store.update(edited)
 
             // Within the TTL everything stays readable.
             clock.advance(by: 30)
-            #expect(try store.expireSubscriptions(wholeScopes: []) == 0)
+            #expect(try store.runHousekeeping().subscriptionEvictions.isEmpty)
             #expect(try store.count(Contracts.Incident.self) == 3)
-            #expect(try one.status?.isActive == false)
 
             clock.advance(by: 31)
-            #expect(try store.expireSubscriptions(wholeScopes: []) == 1)
+            #expect(try store.runHousekeeping().subscriptionEvictions == ["Incident": 1])
             #expect(try store.fetch(Contracts.Incident.self, id: "i-1") == nil, "expired, held by nothing")
             #expect(try store.fetch(Contracts.Incident.self, id: "i-2")?.shortDescription == "Edited offline", "a queued write keeps it")
             #expect(try store.fetch(Contracts.Incident.self, id: "i-3") != nil, "assigned_incidents still holds it")
             #expect(try store.subscriptions().map(\.request) == [Subscriptions.assignedIncidents()])
+            #expect(try one.status == nil)
 
             // Subscribing again to an ended one makes it active again rather than a second one.
             let back = try await engine.subscribe(Subscriptions.assignedIncidents())
             #expect(back.id == mine.id)
+
+            // A sync expires them too, before it pulls.
+            let four = try await engine.subscribe(Subscriptions.incident(id: "i-4"), ttl: .seconds(60))
+            try await four.waitForFirstSync()
+            try await four.unsubscribe()
+            #expect(Self.succeeded(await engine.syncNow()))
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-4") != nil, "ended, not expired: still readable")
+            clock.advance(by: 61)
+            #expect(Self.succeeded(await engine.syncNow()))
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-4") == nil)
+            #expect(try four.status == nil)
         }
     }
 
-    @Test("more subscriptions than one request carries are pulled in several")
+    @Test("rows of a scope key the engine syncs whole stay when a subscription lets go of them; another key's go")
+    func wholeScopes() async throws {
+        try await LiveServer.run { server in
+            _ = try await server.storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-2", userID: "u-1", isMember: true) }
+            try await Self.incident(server, "i-1")
+            try await Self.incident(server, "i-20", team: "team-2")
+            let directory = try TemporaryDirectory()
+            let store = try makeDeviceStore(directory, device: "d-1")
+            let transport = URLSessionTransport(baseURL: server.url, timeout: 120) {
+                server.signer.token(
+                    tenant: "acme", user: "u-1", device: "d-1", teams: ["team-1", "team-2"], now: server.clock.now().millisecondsSince1970 / 1000)
+            }
+            let engine = Self.engine(store, transport, scopes: ["user", "ops:team:team-1"])
+            let ours = try await engine.subscribe(Subscriptions.incident(id: "i-1", scope: "ops:team:team-1"), ttl: .zero)
+            let theirs = try await engine.subscribe(Subscriptions.incident(id: "i-20", scope: "ops:team:team-2"), ttl: .zero)
+            try await ours.waitForFirstSync()
+            try await theirs.waitForFirstSync()
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-20") != nil)
+
+            try await ours.unsubscribe()
+            try await theirs.unsubscribe()
+            #expect(Self.succeeded(await engine.syncNow()))
+            #expect(try store.subscriptions().isEmpty)
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-1") != nil, "ops:team:team-1 is synced whole")
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-20") == nil, "ops:team:team-2 is not")
+        }
+    }
+
+    @Test("a cursor the server expired syncs that subscription again from scratch, and the rows it no longer delivers go")
+    func cursorExpired() async throws {
+        try await LiveServer.run { server in
+            try await Self.incident(server, "i-1", assignee: "u-1")
+            try await Self.incident(server, "i-2", assignee: "u-1")
+            try await Self.incident(server, "i-3")
+            let directory = try TemporaryDirectory()
+            let store = try makeDeviceStore(directory, device: "d-1")
+            let probe = SubscriptionProbe(server.transport("d-1"))
+            let engine = Self.engine(store, probe)
+            let mine = try await engine.subscribe(Subscriptions.assignedIncidents())
+            let pinned = try await engine.subscribe(Subscriptions.incident(id: "i-3"))
+            try await mine.waitForFirstSync()
+            try await pinned.waitForFirstSync()
+            let stale = try #require(try Self.cursor(store, mine))
+
+            // `mine` ended for a while: `pinned` moves on meanwhile, `mine` keeps its old cursor.
+            try await mine.unsubscribe()
+            try await Self.incident(server, "i-3", title: "Moved on")
+            #expect(Self.succeeded(await engine.syncNow()))
+            let pinnedCursor = try #require(try Self.cursor(store, pinned))
+            let head = try await server.storage.read { try await $0.scopeSequence(tenant: "acme", scopeKey: "ops:team:team-1") }
+            // i-2 is reassigned, and the server compacts what came before: `mine`'s cursor is now too old.
+            try await Self.incident(server, "i-2", assignee: "u-9")
+            try await server.storage.write { try await $0.raiseCompactedSequence(tenant: "acme", scopeKey: "ops:team:team-1", to: head) }
+
+            #expect(try await engine.subscribe(Subscriptions.assignedIncidents()).id == mine.id)
+            probe.clear()
+            #expect(Self.succeeded(await engine.syncNow()))
+            let sent = probe.entries.filter { $0.id == mine.id }.map(\.cursor)
+            #expect(sent.count == 2 && sent.first == stale && sent.last == .some(nil), "asked with its cursor, refused, asked again from none")
+            #expect(probe.entries.filter { $0.id == pinned.id }.map(\.cursor) == [pinnedCursor], "the other one went on from its cursor")
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-2") == nil, "the fresh sync did not deliver it: gone")
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-1") != nil)
+            #expect(try store.fetch(Contracts.Incident.self, id: "i-3")?.shortDescription == "Moved on")
+            #expect(try store.subscriptionRowIDs(id: mine.id) == ["Incident": ["i-1"]])
+            #expect(try mine.status?.hasSynced == true)
+        }
+    }
+
+    @Test("subscriptions are pulled by tier with the scopes, and a subscription's progress shows while its pages come")
+    func orderAndProgress() async throws {
+        try await LiveServer.run { server in
+            for index in 0..<7 { try await Self.incident(server, "i-\(index)", assignee: "u-1") }
+            try await Self.incident(server, "i-9")
+            let directory = try TemporaryDirectory()
+            let store = try makeDeviceStore(directory, device: "d-1")
+            let probe = SubscriptionProbe(server.transport("d-1"))
+            let scopes = ["user", "content"]
+            let engine = Self.engine(store, probe, scopes: scopes)
+            let mine = try await engine.subscribe(Subscriptions.assignedIncidents())
+            let one = try await engine.subscribe(Subscriptions.incident(id: "i-9"), priority: .low)
+            probe.onSubscriptionPull = { request in
+                guard request.subscriptions.contains(where: { $0.id == mine.id }) else { return }
+                probe.note("progress \((try? mine.status?.progress?.done) ?? -1)")
+            }
+            #expect(Self.succeeded(await engine.syncNow()))
+
+            // Critical before every scope (`user` holds critical contracts), low after the last one.
+            let order = store.priorities.order(scopes)
+            #expect(store.priorities.topPriority(of: order[0]) == .critical)
+            var expected = [
+                "progress -1", "subscriptions assigned_incidents", "progress 3", "subscriptions assigned_incidents", "progress 6",
+                "subscriptions assigned_incidents",
+            ]
+            for scope in order {
+                if store.priorities.topPriority(of: scope) == .low, !expected.contains("subscriptions incident") {
+                    expected.append("subscriptions incident")
+                }
+                expected.append("scope \(scope)")
+            }
+            if !expected.contains("subscriptions incident") { expected.append("subscriptions incident") }
+            #expect(probe.log == expected)
+            #expect(try mine.status?.progress == nil, "no pages coming now")
+            #expect(try mine.status?.rowCount == 7 && one.status?.rowCount == 1)
+        }
+    }
+
+    @Test("more subscriptions than one request carries are pulled in several, fewer when the server takes fewer")
     func manySubscriptions() async throws {
         try await LiveServer.run { server in
             for index in 0..<70 { try await Self.incident(server, "i-\(index)") }
             let directory = try TemporaryDirectory()
             let store = try makeDeviceStore(directory, device: "d-1")
-            let engine = Self.engine(store, server.transport("d-1"))
+            let probe = SubscriptionProbe(server.transport("d-1"))
+            let engine = Self.engine(store, probe)
             var handles: [SubscriptionHandle] = []
             for index in 0..<70 { handles.append(try await engine.subscribe(Subscriptions.incident(id: "i-\(index)"))) }
             #expect(Self.succeeded(await engine.syncNow()))
             #expect(try store.count(Contracts.Incident.self) == 70)
             #expect(try handles.allSatisfy { try $0.status?.hasSynced == true })
+            #expect(probe.requestSizes.count >= 2 && probe.requestSizes.allSatisfy { $0 <= 64 }, "\(probe.requestSizes)")
+            #expect(await engine.currentStatus.subscriptions.active == 70)
+        }
+
+        var configuration = ServerConfiguration(port: 0, rateLimit: nil)
+        configuration.identityLimits.subscriptionsPerDevice = 8
+        try await LiveServer.run(configuration: configuration) { server in
+            for index in 0..<20 { try await Self.incident(server, "i-\(index)") }
+            let directory = try TemporaryDirectory()
+            let store = try makeDeviceStore(directory, device: "d-1")
+            let probe = SubscriptionProbe(server.transport("d-1"))
+            let engine = Self.engine(store, probe)
+            for index in 0..<20 { _ = try await engine.subscribe(Subscriptions.incident(id: "i-\(index)")) }
+            #expect(Self.succeeded(await engine.syncNow()))
+            #expect(try store.count(Contracts.Incident.self) == 20)
+            #expect(probe.requestSizes == [20, 8, 8, 4], "refused whole at 20, then the server's limit")
         }
     }
+
+    @Test("a transport that cannot pull subscriptions leaves them unsynced and the scopes sync all the same")
+    func unsupportedTransport() async throws {
+        try await LiveServer.run { server in
+            let directory = try TemporaryDirectory()
+            let store = try makeDeviceStore(directory, device: "d-1")
+            let engine = Self.engine(store, NoSubscriptionTransport(server.transport("d-1")))
+            let incident = try await engine.subscribe(Subscriptions.incident(id: "i-1"))
+            #expect(Self.succeeded(await engine.syncNow()))
+            let status = try #require(try incident.status)
+            #expect(!status.hasSynced && status.isActive && status.error == nil)
+            #expect(status.lastFailure == TransportError.subscriptionsUnsupported.detail)
+            await #expect(throws: SubscriptionError.unsupported(message: TransportError.subscriptionsUnsupported.detail.message)) {
+                try await incident.waitForFirstSync()
+            }
+            #expect(try incident.status?.isActive == true, "kept: it syncs once the transport can")
+            #expect(await engine.currentStatus.subscriptions.awaitingFirstSync == 1)
+        }
+    }
+}
+
+/// The sample's contracts with two more subscriptions, for the checks a list and an enum parameter get.
+enum ListedSubscriptionContracts: ContractSchema {
+    static var scopes: [ScopeDescriptor] { ContractRegistry.scopes }
+    static var entities: [EntityDescriptor] { ContractRegistry.entities }
+    static var events: [EventDescriptor] { ContractRegistry.events }
+    static var entityTypes: [any ContractEntity.Type] { ContractRegistry.entityTypes }
+    static var eventTypes: [any ContractEvent.Type] { ContractRegistry.eventTypes }
+    static var clientMigrations: [ContractMigration] { ContractRegistry.clientMigrations }
+    static var serverMigrations: [ContractMigration] { ContractRegistry.serverMigrations }
+    static var serverPostgresMigrations: [ContractMigration] { ContractRegistry.serverPostgresMigrations }
+    static var subscriptions: [SubscriptionDescriptor] {
+        let state = Contracts.Incident.descriptor.fields.first { $0.name == "state" }?.kind ?? .string
+        return ContractRegistry.subscriptions + [
+            SubscriptionDescriptor(
+                name: "incidents", summary: "Some incidents.", entity: "Incident",
+                parameters: [.init(name: "ids", kind: .list(.id), maxCount: 3)],
+                filter: [.init(field: "id", operand: .parameter("ids"))], includes: [], defaultTTLSeconds: 3_600, priority: .normal),
+            SubscriptionDescriptor(
+                name: "by_state", summary: "The incidents in one state.", entity: "Incident", parameters: [.init(name: "state", kind: state)],
+                filter: [.init(field: "state", operand: .parameter("state"))], includes: [], defaultTTLSeconds: 3_600, priority: .normal),
+        ]
+    }
+}
+
+/// Forwards to a real transport, noting every subscription pull (its entries, its size) and
+/// every unfiltered scope pull in one log, in order.
+final class SubscriptionProbe: SyncTransport, @unchecked Sendable {
+    let inner: any SyncTransport
+    private let lock = NSLock()
+    private var notes: [String] = []
+    private var sent: [SubscriptionPullRequest.Entry] = []
+    private var sizes: [Int] = []
+    private var hook: (@Sendable (SubscriptionPullRequest) -> Void)?
+
+    init(_ inner: any SyncTransport) { self.inner = inner }
+
+    var log: [String] { lock.withLock { notes } }
+    var entries: [SubscriptionPullRequest.Entry] { lock.withLock { sent } }
+    var requestSizes: [Int] { lock.withLock { sizes } }
+    /// Called with each subscription pull before it is sent.
+    var onSubscriptionPull: (@Sendable (SubscriptionPullRequest) -> Void)? {
+        get { lock.withLock { hook } }
+        set { lock.withLock { hook = newValue } }
+    }
+
+    func note(_ line: String) { lock.withLock { notes.append(line) } }
+
+    func clear() { lock.withLock { (notes, sent, sizes) = ([], [], []) } }
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await inner.push(request) }
+
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: nil)
+    }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
+    ) async throws(TransportError) -> Data {
+        if contracts == nil, log.last != "scope \(scope)" { note("scope \(scope)") }
+        return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
+    }
+
+    var filtersPullsByContract: Bool { inner.filtersPullsByContract }
+
+    func pullSubscriptions(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
+    ) async throws(TransportError) -> SubscriptionPullResponse {
+        onSubscriptionPull?(request)
+        lock.withLock {
+            notes.append("subscriptions " + Set(request.subscriptions.map(\.name)).sorted().joined(separator: ","))
+            sent += request.subscriptions
+            sizes.append(request.subscriptions.count)
+        }
+        return try await inner.pullSubscriptions(request, schema: schema, clientID: clientID)
+    }
+
+    func health() async -> Bool { await inner.health() }
+}
+
+/// A transport without subscription pulls (the protocol's default): scopes only, or nothing at all.
+struct NoSubscriptionTransport: SyncTransport {
+    var inner: (any SyncTransport)?
+
+    init(_ inner: (any SyncTransport)? = nil) { self.inner = inner }
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        guard let inner else { throw .network("no server") }
+        return try await inner.push(request)
+    }
+
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+        guard let inner else { throw .network("no server") }
+        return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+    }
+
+    func health() async -> Bool { await inner?.health() ?? false }
 }

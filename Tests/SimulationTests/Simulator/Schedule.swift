@@ -44,6 +44,9 @@ enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
     case automaticSync(device: Int, salt: UInt64)
     /// The user changes the device's sync preferences (Wi-Fi only, daily data budget), drawn from `salt`.
     case setPreferences(device: Int, salt: UInt64)
+    /// The device subscribes to an incident or to those assigned to its user, or ends one of its
+    /// subscriptions with a short TTL.
+    case subscription(device: Int, salt: UInt64)
 
     var description: String {
         switch self {
@@ -63,6 +66,7 @@ enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
         case .deliverPokes(let device, let salt): "device \(device)'s live pokes arrive (salt \(salt))"
         case .automaticSync(let device, let salt): "device \(device) syncs by itself (salt \(salt))"
         case .setPreferences(let device, let salt): "device \(device)'s sync preferences change (salt \(salt))"
+        case .subscription(let device, let salt): "device \(device) subscribes or unsubscribes (salt \(salt))"
         }
     }
 
@@ -110,9 +114,12 @@ struct SimSchedule: Codable, Hashable, Sendable {
     static func generate(seed: UInt64, devices: Int = 3, steps count: Int = 80) -> SimSchedule {
         var random = SimRandom(seed: seed, salt: 0x5C4E_D01E)
         var extra = SimRandom(seed: seed, salt: 0xB11D_5B07)
+        // Subscriptions came later still: a generator of their own.
+        var subscriptions = SimRandom(seed: seed, salt: 0x5B5C_0001)
         var steps: [SimStep] = []
         for _ in 0..<count {
             if extra.chance(30) { steps.append(extraStep(&extra, devices: devices)) }
+            if subscriptions.chance(12) { steps.append(.subscription(device: subscriptions.below(devices), salt: subscriptions.next())) }
             let device = random.below(devices)
             let roll = random.below(100)
             let step: SimStep

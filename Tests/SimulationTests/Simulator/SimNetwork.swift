@@ -316,6 +316,16 @@ final class SimTransport: SyncTransport {
         return try await exchange(SimRequest(method: .get, path: path, headers: headers, body: nil, device: device))
     }
 
+    func pullSubscriptions(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
+    ) async throws(TransportError) -> SubscriptionPullResponse {
+        let body: Data
+        do { body = try JSONEncoder().encode(request) } catch { throw .decoding("encoding the subscription pull: \(error)") }
+        let headers = ["Content-Type": "application/json", ProtocolHeaders.schema: SchemaHeader.encode(schema), ProtocolHeaders.clientID: clientID]
+        let data = try await exchange(SimRequest(method: .post, path: "/sync/v1/subscriptions/pull", headers: headers, body: body, device: device))
+        do { return try JSONDecoder().decode(SubscriptionPullResponse.self, from: data) } catch { throw .decoding(String(describing: error)) }
+    }
+
     func health() async -> Bool { !network.isPartitioned(device) && network.server != nil }
 
     /// The device was revoked: the sign-in gives it no new token until ``enrol()``.

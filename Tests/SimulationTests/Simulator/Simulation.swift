@@ -230,6 +230,23 @@ final class Simulation {
         case .automaticSync(let device, let salt):
             clock.advance(by: 1)
             try await automaticSync(devices[device], salt: salt)
+        case .subscription(let device, let salt):
+            var random = SimRandom(seed: salt)
+            let engine = devices[device].engine
+            let held = try devices[device].store.subscriptions().filter(\.isActive)
+            if !held.isEmpty, random.chance(40), let ended = random.pick(held) {
+                try devices[device].store.unsubscribeSubscription(id: ended.id)
+                log("device \(device) ends its subscription \(ended.request.name) \(ended.request.parameters)")
+            } else if random.chance(30) {
+                let ttl = Duration.seconds(60 * (1 + random.below(120)))
+                _ = try await engine.subscribe(Subscriptions.assignedIncidents(), ttl: ttl)
+                log("device \(device) subscribes to its user's assigned incidents")
+            } else {
+                let known = try devices[device].store.all(Incident.self).map(\.id)
+                let id = random.chance(70) ? (random.pick(known) ?? "no-incident") : "incident-\(random.below(40))"
+                _ = try await engine.subscribe(Subscriptions.incident(id: id), ttl: .seconds(60 * (1 + random.below(120))))
+                log("device \(device) subscribes to incident \(id)")
+            }
         case .setPreferences(let device, let salt):
             var random = SimRandom(seed: salt)
             let preferences = SyncPreferences(
@@ -738,10 +755,36 @@ final class Simulation {
                 throw SimFailure(invariant: "exactly-once", message: "device \(device.index) was told \(id) is done; the server never recorded it")
             }
         }
+        try checkSubscriptions()
         try await checkVersionCheckedUpdates()
         try await checkAuditChain()
         try await checkConvergence()
         counts.auditEntries = try await auditEntries().count
+    }
+
+    /// Subscriptions at quiescence: every active one synced whole, and every row one holds on
+    /// the device (none evicted while held, none held that is gone).
+    private func checkSubscriptions() throws {
+        for device in devices {
+            for status in try device.store.subscriptions() where status.isActive && status.error == nil {
+                guard status.hasSynced else {
+                    throw SimFailure(invariant: "subscriptions-synced", message: "device \(device.index)'s subscription \(status.request.name) never synced")
+                }
+                for (entity, ids) in try device.store.subscriptionRowIDs(id: status.id) {
+                    func present(_ id: String) throws -> Bool {
+                        switch entity {
+                        case Incident.descriptor.name: try device.store.fetch(Incident.self, id: id) != nil
+                        case ServiceAsset.descriptor.name: try device.store.fetch(ServiceAsset.self, id: id) != nil
+                        default: true
+                        }
+                    }
+                    for id in ids where try !present(id) {
+                        throw SimFailure(
+                            invariant: "subscriptions-held", message: "device \(device.index)'s subscription holds \(entity) \(id), which is not on the device")
+                    }
+                }
+            }
+        }
     }
 
     /// Under `version_check`, an update applied on a stale version would be a lost update: each

@@ -179,6 +179,15 @@ final class UpgradedServerTransport: SyncTransport {
         return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
     }
 
+    func pullSubscriptions(
+        _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
+    ) async throws(TransportError) -> SubscriptionPullResponse {
+        if let version = schema[contract], version < oldestSupported {
+            throw try await refusal(clientID: clientID, schema: schema, push: false)
+        }
+        return try await inner.pullSubscriptions(request, schema: schema, clientID: clientID)
+    }
+
     var filtersPullsByContract: Bool { inner.filtersPullsByContract }
 
     func health() async -> Bool { await inner.health() }

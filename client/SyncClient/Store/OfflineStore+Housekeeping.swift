@@ -5,7 +5,8 @@ import GRDB
 /// What keeps the store bounded (docs/client.md, "Retention, pins and housekeeping" and
 /// "Storage guard"): when the store opens and after every sync, rows past their contract's
 /// `retention`, over its largest row or over its row limit are dropped, rows stored below the
-/// oldest supported schema are purged, outbox entries done long ago are pruned, and when the
+/// oldest supported schema are purged, outbox entries done long ago are pruned, subscriptions
+/// ended longer than their TTL are deleted with the rows nothing else holds, and when the
 /// volume runs short of space the store's extensions free what they can
 /// (``StoreExtension/reclaimSpace(_:in:)``). Nothing the server has not
 /// acknowledged is ever removed: a row with a write still waiting, failed or in conflict, and a
@@ -36,6 +37,9 @@ extension OfflineStore {
                 }
             }
             try forgetDroppedRowsThatCameBack(db)
+            // Subscriptions ended longer than their TTL go, with the rows nothing else holds.
+            report.subscriptionEvictions = try expireSubscriptions(db, now: now)
+            try forgetVanishedSubscriptionRows(db)
             report.unsupportedRows = try purgeUnsupportedRows(db)
             report.prunedOutboxEntries = try Self.pruneCompletedOutbox(db, before: now - Int64(configuration.completedWriteRetention * 1000))
         }
@@ -386,6 +390,9 @@ public struct HousekeepingReport: Hashable, Sendable {
     /// Outbox entries the server acknowledged longer than
     /// ``OfflineStoreConfiguration/completedWriteRetention`` ago.
     public var prunedOutboxEntries = 0
+    /// Rows evicted because the subscriptions holding them expired (their TTL passed after
+    /// they ended) and nothing else holds them, per contract.
+    public var subscriptionEvictions: [String: Int] = [:]
     /// What the store's extensions removed because the volume was short of space, by
     /// extension name (``StoreExtension/reclaimSpace(_:in:)``).
     public var reclaimed: [String: [String]] = [:]

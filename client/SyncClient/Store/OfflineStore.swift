@@ -486,6 +486,8 @@ enum Metadata: String {
     case telemetryUnsent = "telemetry_unsent"
     /// The last outbox `seq` counted in the telemetry's queued writes.
     case telemetryQueuedThrough = "telemetry_queued_through"
+    /// The scopes the sync engine pulls whole (JSON array): their rows stay when a subscription lets go of them.
+    case wholeScopes = "whole_scopes"
 
     static func get(_ db: Database, _ key: Metadata) throws -> String? {
         try String.fetchOne(db.cachedStatement(sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#), arguments: [key.rawValue])

@@ -147,7 +147,8 @@ extension OfflineStore {
 
     /// After the last page of a scope: marks its re-pull done and, once every key of its contract
     /// scope is done, deletes the synced rows the fresh pull did not deliver (never a row with an
-    /// unsynced write or an open conflict, nor a row of a contract held for an app update).
+    /// unsynced write or an open conflict, a row a subscription holds (its own pulls bring its
+    /// deletes), nor a row of a contract held for an app update).
     /// Returns the rows deleted, or `nil` when the scope was not being re-pulled or its siblings
     /// are not done yet.
     @discardableResult
@@ -175,8 +176,9 @@ extension OfflineStore {
                         WHERE \(key) NOT IN (SELECT "row_id" FROM "repull_rows" WHERE "scope_name" = ? AND "entity" = ?)
                         AND \(key) NOT IN (SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN \(Self.unsyncedStatusesSQL))
                         AND \(key) NOT IN (SELECT "row_id" FROM "conflicts" WHERE "entity" = ? AND "resolution" IS NULL)
+                        AND \(key) NOT IN (SELECT "row_id" FROM "subscription_rows" WHERE "entity" = ?)
                         """,
-                    arguments: [name, entity.name, entity.name, entity.name]
+                    arguments: [name, entity.name, entity.name, entity.name, entity.name]
                 )
                 deleted += db.changesCount
             }

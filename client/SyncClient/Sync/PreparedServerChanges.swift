@@ -39,7 +39,7 @@ package struct PreparedServerChanges: Sendable {
     var deletes: [String: [String]]
     var scopeKey: String?
     var cursor: String?
-    /// The subscription whose page these are, if any (``OfflineStore/applySubscriptionPage(_:wholeScopes:)``).
+    /// The subscription whose page these are, if any (``OfflineStore/applySubscriptionPage(_:)``).
     var subscription: SubscriptionTarget?
 
     /// What a subscription page stores besides its rows.
@@ -48,7 +48,6 @@ package struct PreparedServerChanges: Sendable {
         var cursor: String?
         var hasMore: Bool
         var leaves: [String: [String]]
-        var wholeScopes: Set<String>
     }
 
     /// Upserts and deletes.

@@ -49,7 +49,7 @@ package struct PullPriorities: Sendable {
     }
 
     /// The highest priority among the contracts a scope delivers (`low` when none).
-    private func topPriority(of scope: String) -> SyncPriority {
+    package func topPriority(of scope: String) -> SyncPriority {
         guard let name = scopeName(scope) else { return .low }
         let entities = contracts.entities.filter { $0.scope == name && $0.direction != .up }.map(\.priority)
         let events = contracts.events.contains { $0.scope == name && $0.direction != .up } ? [SyncPriority.normal] : []

@@ -58,7 +58,9 @@ public actor SyncEngine {
     /// What the connectivity monitor said last (`nil`: no monitor). A sync that succeeds while
     /// it says offline (a request that slipped through as the network went) leaves it offline.
     private var monitorSaysOnline: Bool?
-    private var snapshot = SyncStatus()
+    var snapshot = SyncStatus()
+    /// The subscriptions' pages in flight and their last failures (``SubscriptionStatus/progress``).
+    let subscriptionActivity = SubscriptionActivity()
     private var continuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
 
     public init(store: OfflineStore, transport: any SyncTransport, configuration: SyncEngineConfiguration) {
@@ -66,6 +68,8 @@ public actor SyncEngine {
         self.transport = transport
         self.configuration = configuration
         preferences = (try? store.storedSyncPreferences()) ?? SyncPreferences(syncInterval: configuration.periodicInterval)
+        // The scopes synced whole keep their rows when a subscription lets go of them (housekeeping too).
+        try? store.recordWholeScopes(configuration.scopes)
     }
 
     // MARK: Preferences
@@ -119,11 +123,11 @@ public actor SyncEngine {
 
     private func removeContinuation(_ id: UUID) { continuations[id] = nil }
 
-    private func publish() {
+    func publish() {
         for continuation in continuations.values { continuation.yield(snapshot) }
     }
 
-    private func refreshCounts() {
+    func refreshCounts() {
         if let counts = try? store.outboxCounts() {
             snapshot.pending = counts.unsent
             snapshot.failed = counts[.failed]
@@ -136,6 +140,7 @@ public actor SyncEngine {
         if let retention = try? store.retentionState() { snapshot.retention = retention }
         if let last = try? store.lastSyncSuccess() { snapshot.lastSuccess = last }
         if let held = try? store.updateRequirements() { snapshot.updateRequired = held }
+        if let subscriptions = try? store.subscriptionCounts() { snapshot.subscriptions = subscriptions }
         if let states = try? store.syncStates() {
             let byKey = Dictionary(states.map { ($0.scopeKey, $0) }, uniquingKeysWith: { a, _ in a })
             var available: Set<String> = []
@@ -180,6 +185,9 @@ public actor SyncEngine {
         startTimer()
         watchOutbox()
     }
+
+    /// Whether ``start(connectivity:)`` ran and ``stop()`` did not since: automatic syncs are on.
+    var isStarted: Bool { monitorTask != nil }
 
     /// Stops the monitor, the timer, pushes after local writes and any scheduled retry. A sync
     /// already running finishes.
@@ -665,7 +673,7 @@ public actor SyncEngine {
 
     /// After a 426 naming a contract the request carried: holds it (see
     /// ``OfflineStore/holdForUpdate(_:serverLastSeq:)``) and says the request may be made again.
-    private func holdIfUpdateRequired(_ error: TransportError, sentSchema: [String: Int]) throws(EngineFailure) -> Bool {
+    func holdIfUpdateRequired(_ error: TransportError, sentSchema: [String: Int]) throws(EngineFailure) -> Bool {
         guard case .updateRequired(let requirement, let lastSeq) = error, let entity = requirement.entity, sentSchema[entity] != nil
         else { return false }
         do { try store.holdForUpdate(requirement, serverLastSeq: lastSeq) } catch { throw .store(error) }
@@ -695,18 +703,23 @@ public actor SyncEngine {
     /// contract scope: see ``OfflineStore/beginRepull(scopes:)``. Pending writes and open
     /// conflicts are kept; the synced rows the fresh pull does not deliver are deleted when it
     /// ends (``SyncStatus/repulledScopes``). A re-pull a crash interrupted resumes at the next sync.
+    ///
+    /// The subscriptions (``subscribe(_:ttl:priority:)``) are pulled in the same pass, by tier:
+    /// the subscriptions of a tier before the first scope of that tier or a lower one, those left
+    /// after the last scope. Those whose TTL passed since they ended are deleted first.
     private func pullAll(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var pulled = try await takeUrgentChanges(traffic: traffic)
-        // Subscriptions whose TTL passed since they ended let go of their rows first; the
-        // critical ones are pulled before any scope, the others after them.
-        do { try store.expireSubscriptions(wholeScopes: store.wholeScopeNames(configuration.scopes)) } catch { throw .store(error) }
-        pulled += try await pullSubscriptions(where: { $0 == .critical })
+        // Subscriptions whose TTL passed since they ended let go of their rows first. The active
+        // ones are pulled by tier with the scopes: a tier's subscriptions before its scopes.
+        do { try store.expireSubscriptions() } catch { throw .store(error) }
+        var subscriptionTiers = Set(SyncPriority.allCases)
         var queue = store.priorities.order(configuration.scopes)
         var index = 0
         var expiries: [String: Int] = [:]
         while index < queue.count {
             let scope = queue[index]
             index += 1
+            pulled += try await pullSubscriptions(through: store.priorities.topPriority(of: scope), left: &subscriptionTiers, traffic: traffic)
             do throws(EngineFailure) {
                 let cursor: String?
                 do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
@@ -733,7 +746,7 @@ public actor SyncEngine {
                 try requeueAfterRepull(of: scope, queue: &queue, from: index)
             }
         }
-        pulled += try await pullSubscriptions(where: { $0 != .critical })
+        pulled += try await pullSubscriptions(through: .low, left: &subscriptionTiers, traffic: traffic)
         return pulled
     }
 

@@ -78,6 +78,8 @@ public struct SyncStatus: Hashable, Sendable {
     public var accountErased = false
     /// The live channel's state.
     public var live: LiveChannelState = .off
+    /// The device's subscriptions, counted (``SyncEngine/subscribe(_:ttl:priority:)``).
+    public var subscriptions = SubscriptionCounts()
 
     public init() {}
 }

@@ -24,9 +24,11 @@ public protocol SyncTransport: Sendable {
     /// before any other page of a sync. `nil` when this transport cannot ask (the default): the
     /// changes then arrive with the pages.
     func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data?
-    /// `POST /sync/v1/subscriptions/pull`: a page of each subscription in `request`
-    /// (SyncProtocol's `SubscriptionPullResponse`). The default throws: a transport that cannot
-    /// ask leaves subscriptions unsynced, with the error in their status.
+    /// `POST /sync/v1/subscriptions/pull`: a page of each subscription in `request` (at most 64),
+    /// with the schema in `X-Outpost-Schema` and `clientID` in `X-Outpost-Client`, as on a pull
+    /// (SyncProtocol's `SubscriptionPullResponse`). The default throws
+    /// ``TransportError/subscriptionsUnsupported``: the engine then leaves the subscriptions
+    /// unsynced (``SubscriptionStatus/lastFailure``) and syncs the scopes all the same.
     func pullSubscriptions(_ request: SubscriptionPullRequest, schema: [String: Int], clientID: String) async throws(TransportError)
         -> SubscriptionPullResponse
     /// `GET /sync/v1/live`: opens the live channel and answers its events as they arrive
@@ -61,7 +63,7 @@ extension SyncTransport {
     public func pullSubscriptions(
         _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
     ) async throws(TransportError) -> SubscriptionPullResponse {
-        throw .decoding("this transport does not pull subscriptions")
+        throw .subscriptionsUnsupported
     }
 
     public func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
@@ -121,6 +123,17 @@ public enum TransportError: Error, Sendable, Hashable {
         case .publicKeyPinMismatch: ErrorDetail(code: ErrorCode("public_key_pin_mismatch"), message: pinMismatchMessage ?? "")
         }
     }
+
+    /// What ``SyncTransport/pullSubscriptions(_:schema:clientID:)`` throws in a transport that
+    /// does not implement it: 501 `subscriptions_unsupported`, as a server without the route
+    /// would answer. Never retried.
+    public static let subscriptionsUnsupported = TransportError.http(
+        status: 501,
+        body: ErrorBody(
+            ErrorDetail(
+                code: ErrorCode("subscriptions_unsupported"),
+                message: "this transport does not pull subscriptions: it does not implement SyncTransport.pullSubscriptions(_:schema:clientID:)")),
+        retryAfter: nil)
 
     /// For ``publicKeyPinMismatch(expected:served:)``: what the server served and what was pinned.
     public var pinMismatchMessage: String? {
