@@ -768,7 +768,8 @@ final class Simulation {
         for device in devices {
             for status in try device.store.subscriptions() where status.isActive && status.error == nil {
                 guard status.hasSynced else {
-                    throw SimFailure(invariant: "subscriptions-synced", message: "device \(device.index)'s subscription \(status.request.name) never synced")
+                    throw SimFailure(
+                        invariant: "subscriptions-synced", message: "device \(device.index)'s subscription \(status.request.name) never synced")
                 }
                 for (entity, ids) in try device.store.subscriptionRowIDs(id: status.id) {
                     func present(_ id: String) throws -> Bool {
@@ -780,7 +781,8 @@ final class Simulation {
                     }
                     for id in ids where try !present(id) {
                         throw SimFailure(
-                            invariant: "subscriptions-held", message: "device \(device.index)'s subscription holds \(entity) \(id), which is not on the device")
+                            invariant: "subscriptions-held",
+                            message: "device \(device.index)'s subscription holds \(entity) \(id), which is not on the device")
                     }
                 }
             }
