@@ -23,32 +23,28 @@ struct RowMoves {
 
     /// Rows of `table` whose `column` held one of `values` and changed in the window.
     func rows(in table: String, column: String, from values: [String]) async throws -> Set<String> {
-        var rows: Set<String> = []
-        for part in values.sorted().chunked(SubscriptionPlan.chunk) where !part.isEmpty {
-            let sql = """
-                SELECT DISTINCT "row_id" FROM "\(Self.table)" WHERE "tenant" = ? AND "scope_key" = ? AND "table_name" = ? AND "column_name" = ?
-                AND "old_value" IN (\(Array(repeating: "?", count: part.count).joined(separator: ", "))) AND "seq" > ? AND "seq" <= ?
-                """
-            let arguments: [ColumnValue] =
-                [.text(tenant), .text(scopeKey), .text(table), .text(column)] + part.map(ColumnValue.text) + [.integer(after), .integer(through)]
-            for row in try await reader.serverTableQuery(sql, arguments) { if let id = row.text("row_id") { rows.insert(id) } }
-        }
-        return rows
+        try await distinct("row_id", in: table, column: column, where: "old_value", in: values)
     }
 
     /// The values `column` held before it changed in the window, in these rows of `table`.
     func previousValues(in table: String, column: String, rows ids: [String]) async throws -> Set<String> {
-        var values: Set<String> = []
-        for part in ids.sorted().chunked(SubscriptionPlan.chunk) where !part.isEmpty {
+        try await distinct("old_value", in: table, column: column, where: "row_id", in: ids)
+    }
+
+    /// The distinct `answer`s of the moves of `table`'s `column` in the window whose `key` is one
+    /// of `values` (read in runs of ``SubscriptionPlan/chunk``).
+    private func distinct(_ answer: String, in table: String, column: String, where key: String, in values: [String]) async throws -> Set<String> {
+        var found: Set<String> = []
+        for part in values.sorted().chunked(SubscriptionPlan.chunk) where !part.isEmpty {
             let sql = """
-                SELECT DISTINCT "old_value" FROM "\(Self.table)" WHERE "tenant" = ? AND "scope_key" = ? AND "table_name" = ? AND "column_name" = ?
-                AND "row_id" IN (\(Array(repeating: "?", count: part.count).joined(separator: ", "))) AND "seq" > ? AND "seq" <= ?
+                SELECT DISTINCT "\(answer)" FROM "\(Self.table)" WHERE "tenant" = ? AND "scope_key" = ? AND "table_name" = ? AND "column_name" = ?
+                AND "\(key)" IN (\(Array(repeating: "?", count: part.count).joined(separator: ", "))) AND "seq" > ? AND "seq" <= ?
                 """
             let arguments: [ColumnValue] =
                 [.text(tenant), .text(scopeKey), .text(table), .text(column)] + part.map(ColumnValue.text) + [.integer(after), .integer(through)]
-            for row in try await reader.serverTableQuery(sql, arguments) { if let value = row.text("old_value") { values.insert(value) } }
+            for row in try await reader.serverTableQuery(sql, arguments) { if let value = row.text(answer) { found.insert(value) } }
         }
-        return values
+        return found
     }
 
     // MARK: Triggers

@@ -247,9 +247,10 @@ struct SubscriptionPlan: Sendable {
 
     /// The rows that left the subscription between `after` and `through` and are not its rows
     /// now: a root whose filter field moved off its values, a row whose foreign key moved off a
-    /// parent, and what those took along. By contract name.
+    /// parent, and what those took along (at most `cap` of them per parent level read, as the
+    /// subscription holds no more). By contract name.
     func leaves(
-        in reader: any StorageReader, members: [Member], tenant: String, scopeKey: String, after: Int64, through: Int64
+        in reader: any StorageReader, members: [Member], tenant: String, scopeKey: String, after: Int64, through: Int64, cap: Int
     ) async throws -> [String: Set<String>] {
         guard through > after else { return [:] }
         var current: [Int: Set<String>] = [:]
@@ -278,7 +279,7 @@ struct SubscriptionPlan: Sendable {
                 leaving[index, default: []].formUnion(try await moves.rows(in: tables[index].name, column: include.foreignKey, from: parents))
                 for part in departed.sorted().chunked(Self.chunk) {
                     let rows = try await keys(
-                        in: reader, level: index, tenant: tenant, scopeKey: scopeKey, conditions: [(include.foreignKey, part)], limit: Int(Int32.max))
+                        in: reader, level: index, tenant: tenant, scopeKey: scopeKey, conditions: [(include.foreignKey, part)], limit: cap + 1)
                     leaving[index, default: []].formUnion(rows.map(\.id))
                 }
             case .belongsTo:
@@ -288,7 +289,7 @@ struct SubscriptionPlan: Sendable {
                 for part in departed.sorted().chunked(Self.chunk) {
                     let rows = try await keys(
                         in: reader, level: parent, tenant: tenant, scopeKey: scopeKey, conditions: [(levels[parent].entity.primaryKey, part)],
-                        extra: [include.foreignKey], limit: Int(Int32.max))
+                        extra: [include.foreignKey], limit: cap + 1)
                     leaving[index, default: []].formUnion(rows.compactMap { $0.foreignKeys[include.foreignKey] })
                 }
             }

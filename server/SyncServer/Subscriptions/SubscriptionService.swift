@@ -137,7 +137,9 @@ package struct SubscriptionService: Sendable {
                 let cut = hasMore ? last : max(head, after)
                 let leaves =
                     after == 0
-                    ? [:] : try await plan.leaves(in: reader, members: members.all, tenant: tenant, scopeKey: scopeKey, after: after, through: cut)
+                    ? [:]
+                    : try await plan.leaves(
+                        in: reader, members: members.all, tenant: tenant, scopeKey: scopeKey, after: after, through: cut, cap: cap)
                 return (rows, hasMore, cut, compacted, leaves)
             }
         }
@@ -182,6 +184,12 @@ struct SubscriptionWindow {
         var taken: [SubscriptionPlan.Member] = []
         var bytes = 0
         var rows: [(table: ContractTable, row: StoredRow)] = []
+        // The page's likely rows read ahead, a few statements per table, rather than one each.
+        var ahead: [Int: [String]] = [:]
+        for member in pending.prefix(pageSize) { ahead[member.level, default: []].append(member.id) }
+        for (level, ids) in ahead.sorted(by: { $0.key < $1.key }) {
+            try await reader.prefetchRows(in: plan.tables[level], tenant: tenant, ids: ids)
+        }
         var index = 0
         while index < pending.count {
             let member = pending[index]
