@@ -15,11 +15,14 @@ import Testing
 @Suite struct AssessmentFlowTests {
     /// A learner's device syncing its own scope and the content.
     struct Learner {
+        /// Held as long as the store: the folder is deleted when it is released.
+        let folder: TemporaryDirectory
         let store: OfflineStore
         let engine: SyncEngine
 
         init(_ server: LiveServer, clock: any DeviceClock = SystemClock()) throws {
-            store = try makeDeviceStore(try TemporaryDirectory(), device: "phone-1", clock: clock)
+            folder = try TemporaryDirectory()
+            store = try makeDeviceStore(folder, device: "phone-1", clock: clock)
             engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["user", "content"]))
         }
 

@@ -17,7 +17,10 @@ import Testing
             let folder = try TemporaryDirectory()
             let serverURL = server.url
             let deviceToken = server.token("phone-1")
-            let otherDevice = try makeDeviceStore(try TemporaryDirectory(), device: "tablet-1")
+            // Held until the end: the folder is deleted when it is released, under the open store.
+            let otherDeviceFolder = try TemporaryDirectory()
+            defer { withExtendedLifetime(otherDeviceFolder) {} }
+            let otherDevice = try makeDeviceStore(otherDeviceFolder, device: "tablet-1")
             let otherEngine = SyncEngine(store: otherDevice, transport: server.transport("tablet-1"), configuration: .init(scopes: ["team"]))
             // The team's task list, made on another device.
             try otherDevice.create(FieldTask(id: "task-1", teamId: "team-1", title: "Inspect pump 7", taskKind: .inspection, revision: 0))
@@ -200,7 +203,10 @@ import Testing
         try await LiveServer.run { server in
             try await server.publishQuiz("quiz-1", key: ["q1": "a"])
             try await server.publishQuiz("quiz-2", key: ["q1": "a"])
-            let store = try makeDeviceStore(try TemporaryDirectory(), device: "phone-1")
+            // Held until the end: the folder is deleted when it is released, under the open store.
+            let storeFolder = try TemporaryDirectory()
+            defer { withExtendedLifetime(storeFolder) {} }
+            let store = try makeDeviceStore(storeFolder, device: "phone-1")
             let engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["user", "content"]))
             guard case .succeeded = await engine.syncNow() else { Issue.record("first sync"); return }
 

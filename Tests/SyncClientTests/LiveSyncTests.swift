@@ -103,7 +103,10 @@ import Testing
             #expect(try await events.next() == .bye(reason: .replaced), "the engine opened its channel again")
             await Self.waitForLive(engineB)
 
-            let storeA = try makeDeviceStore(try TemporaryDirectory(), device: "d-1")
+            // Held until the end: the folder is deleted when it is released, under the open store.
+            let storeAFolder = try TemporaryDirectory()
+            defer { withExtendedLifetime(storeAFolder) {} }
+            let storeA = try makeDeviceStore(storeAFolder, device: "d-1")
             try storeA.create(Self.task("after-reconnect"))
             _ = await Self.engine(storeA, server.transport("d-1")).syncNow()
             await eventually("device B has the task", within: 20) { (try? storeB.fetch(FieldTask.self, id: "after-reconnect")) != nil }
@@ -114,7 +117,10 @@ import Testing
     @Test("without a live channel the engine says so and keeps to its timer")
     func fallsBackToTheTimer() async throws {
         try await LiveServer.run { server in
-            let store = try makeDeviceStore(try TemporaryDirectory(), device: "d-1")
+            // Held until the end: the folder is deleted when it is released, under the open store.
+            let storeFolder = try TemporaryDirectory()
+            defer { withExtendedLifetime(storeFolder) {} }
+            let store = try makeDeviceStore(storeFolder, device: "d-1")
             let engine = Self.engine(store, TimerOnlyTransport(server.transport("d-1")))
             await engine.start(connectivity: ManualConnectivityMonitor(online: true))
             await Self.waitForLive(engine, .unavailable)

@@ -103,7 +103,10 @@ import Testing
         let clock = ManualClock(Date())
         // The days pass for the server too: it takes no event dated after its receipt.
         try await LiveServer.run(clock: DeviceFollowingClock(device: clock)) { server in
-            let store = try makeDeviceStore(try TemporaryDirectory(), device: "d-1", clock: clock)
+            // Held until the end: the folder is deleted when it is released, under the open store.
+            let storeFolder = try TemporaryDirectory()
+            defer { withExtendedLifetime(storeFolder) {} }
+            let store = try makeDeviceStore(storeFolder, device: "d-1", clock: clock)
             try store.create(asset("sa-1"))
             try store.create(asset("sa-2"))
             guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("sync"); return }

@@ -118,22 +118,24 @@ struct SubscriptionTests {
     func startedAndPoked() async throws {
         try await LiveServer.run { server in
             try await Self.incident(server, "i-1")
-            let store = try makeDeviceStore(try TemporaryDirectory(), device: "d-1")
+            // Held until the end: the folder is deleted when it is released, under the open store.
+            let storeFolder = try TemporaryDirectory()
+            defer { withExtendedLifetime(storeFolder) {} }
+            let store = try makeDeviceStore(storeFolder, device: "d-1")
             // Its timer would sync only after an hour: what arrives sooner came by itself or by a poke.
-            // The waits are generous: in the full parallel run the server answers slowly.
             let engine = SyncEngine(
                 store: store, transport: server.transport("d-1"),
                 configuration: SyncEngineConfiguration(scopes: ["user"], retry: RetryPolicy(jitter: 0), periodicInterval: 3600))
             await engine.start(connectivity: ManualConnectivityMonitor(online: true))
-            await eventually("the engine's live channel is open", within: 90) { await engine.currentStatus.live == .connected }
+            await eventually("the engine's live channel is open", within: 30) { await engine.currentStatus.live == .connected }
 
             let incident = try await engine.subscribe(Subscriptions.incident(id: "i-1"))
-            await eventually("the subscription synced without being asked", within: 90) { (try? incident.status?.hasSynced) == true }
+            await eventually("the subscription synced without being asked", within: 30) { (try? incident.status?.hasSynced) == true }
             #expect(try store.fetch(Contracts.Incident.self, id: "i-1") != nil)
 
             // The team scope is not synced whole here: the poke about it is what pulls the subscription.
             try await Self.incident(server, "i-1", title: "Changed live")
-            await eventually("the change arrived", within: 90) {
+            await eventually("the change arrived", within: 30) {
                 (try? store.fetch(Contracts.Incident.self, id: "i-1"))?.shortDescription == "Changed live"
             }
             await engine.stop()
