@@ -121,6 +121,8 @@ on phone units
 note "Before the trip, the learner downloads the battery unit: its lessons and every file, each verified by SHA-256."
 on phone download unit-battery-basics
 on phone cache list
+note "The unit came through the contracts' unit subscription: the device's offline units are the engine's subscriptions, evicted by last use."
+on phone subscriptions
 note "The train enters a tunnel."
 on phone offline on
 note "The lesson's files come from the device (file://), checked against their checksums; nothing needs the network."
@@ -247,6 +249,19 @@ on phone-c subscriptions
 note "Another team's incident is refused, and nothing of it is kept (exit 6)."
 expected=6
 on phone-c subscribe incident --param id=team-2-incident-0001
+note "Her own assignments come first: the assigned_incidents subscription, at the critical tier. Ana assigns her the incident."
+on phone-c subscribe assigned_incidents --priority critical
+on tablet-a edit incident team-1-incident-0001 --field assignee_id=op-cara
+on tablet-a sync
+on phone-c sync
+on phone-c subscriptions --json
+cp "$work/last-output" "$work/subscriptions.json"
+subscription_id() { python3 -c 'import json,sys; print(next(s["id"] for s in json.load(open(sys.argv[1]))["subscriptions"] if s["name"] == sys.argv[2]))' "$work/subscriptions.json" "$1"; }
+on phone-c rows incident --subscription "$(subscription_id assigned_incidents)"
+grep -q 'team-1-incident-0001' "$work/last-output" || { echo "demo: the assigned incident did not reach phone-c through assigned_incidents" >&2; exit 1; }
+note "She ends the incident subscription: her assignment still holds the incident."
+on phone-c unsubscribe "$(subscription_id incident)"
+on phone-c subscriptions
 
 # ---------------------------------------------------------------------------------------------
 step "A backend service reads what the devices changed: the change feed, in commit order"

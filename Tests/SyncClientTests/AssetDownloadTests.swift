@@ -14,11 +14,8 @@ struct AssetDownloadTests {
     /// Small ranges, so that a file of a few dozen kilobytes takes several requests.
     static let rangeSize: Int64 = 16_384
 
-    func downloader(_ test: TestStore, _ transport: any AssetTransport, pageSize: Int? = nil) -> AssetDownloader {
-        AssetDownloader(
-            store: test.store, transport: transport,
-            configuration: AssetDownloaderConfiguration(rangeSize: Self.rangeSize, unitsPageSize: pageSize)
-        )
+    func downloader(_ engine: SyncEngine, _ transport: any AssetTransport) -> AssetDownloader {
+        AssetDownloader(engine: engine, transport: transport, configuration: AssetDownloaderConfiguration(rangeSize: Self.rangeSize))
     }
 
     /// Runs `body` with a server publishing `unit-1` with the file `asset-1`, and a device that
@@ -31,7 +28,7 @@ struct AssetDownloadTests {
             let test = try TestStore()
             try test.store.storeAssetRow(unitId: "unit-1", lessonId: "unit-1-lesson-0", assetId: "asset-1", data: data)
             let transport = ScriptedAssetTransport(server.transport("device-1"))
-            try await body(test, transport, downloader(test, transport))
+            try await body(test, transport, downloader(server.engine(test.store), transport))
         }
     }
 
@@ -72,26 +69,35 @@ struct AssetDownloadTests {
         }
     }
 
-    @Test("offline with no file on the device: not available offline, and nothing is written")
+    @Test("offline with no file on the device: not available offline, and nothing is written; a unit download waits for the network")
     func offlineIsNotAvailable() async throws {
         let data = sampleBytes(1_000)
         let test = try TestStore()
         try test.store.storeAssetRow(unitId: "unit-1", lessonId: "unit-1-lesson-0", assetId: "asset-1", data: data)
-        // Nothing listens on port 1: the connection is refused, as with no network.
-        let unreachable = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:1")!, timeout: 5) { "token" }
+        let sleeper = ManualSleeper(clock: test.clock)
+        let downloader = downloader(unreachableEngine(test.store, sleeper: sleeper), unreachableTransport())
         await #expect(throws: AssetError.notAvailableOffline(id: "asset-1")) {
-            try await downloader(test, unreachable).resolveAsset(id: "asset-1")
+            try await downloader.resolveAsset(id: "asset-1")
         }
         let record = try #require(try test.store.assetRecord(id: "asset-1"))
         #expect(record.status == .remote && record.downloadedBytes == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: test.store.assetsDirectory.path).isEmpty)
 
         await #expect(throws: AssetError.unknownAsset(id: "missing")) {
-            try await downloader(test, unreachable).resolveAsset(id: "missing")
+            try await downloader.resolveAsset(id: "missing")
         }
+
+        // A unit download whose subscription cannot sync is not available offline either;
+        // nothing is written but the subscription, which syncs when the network returns.
         await #expect(throws: AssetError.notAvailableOffline(id: "unit-1")) {
-            try await downloader(test, unreachable).downloadUnit(id: "unit-1") { _ in }
+            try await downloader.downloadUnit(id: "unit-1") { _ in }
         }
+        let subscription = try #require(try test.store.subscriptions().first)
+        #expect(subscription.request == Subscriptions.unit(id: "unit-1") && !subscription.hasSynced)
+        #expect(sleeper.sleeping == 0, "it does not wait for the network")
+        #expect(try test.store.localState(Unit.self, id: "unit-1")?.downloadStatus == Unit.DownloadStatus.none)
+        #expect(try test.store.assetRecord(id: "asset-1") == record)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: test.store.assetsDirectory.path).isEmpty)
     }
 
     @Test("a download interrupted half way resumes with Range for the remaining bytes only")
@@ -132,8 +138,9 @@ struct AssetDownloadTests {
             let first = sampleBytes(100_000), second = sampleBytes(60_000, seed: 5)
             try await server.publishUnit("unit-1", lessons: [[("asset-1", first)]])
             let test = try TestStore()
+            let engine = server.engine(test.store)
             let transport = ScriptedAssetTransport(server.transport("device-1"))
-            let downloader = downloader(test, transport)
+            let downloader = downloader(engine, transport)
 
             transport.dropConnection(afterRanges: 2)
             await #expect(throws: AssetError.notAvailableOffline(id: "asset-1")) {
@@ -142,7 +149,14 @@ struct AssetDownloadTests {
             #expect(try test.store.localState(Unit.self, id: "unit-1")?.downloadStatus == .failed)
             let oldTag = try #require(try test.store.assetRecord(id: "asset-1")?.etag)
 
+            // The new file's `Asset` row comes with the next sync of the unit's subscription (a
+            // download waits only for its first).
             try await server.upload("asset-1", second)
+            guard case .succeeded = await engine.syncNow() else {
+                Issue.record("the sync failed")
+                return
+            }
+            #expect(try test.store.fetch(Asset.self, id: "asset-1")?.checksum == AssetStore.checksum(of: second))
             transport.dropConnection(afterRanges: nil)
             let before = transport.exchanges.count
             let result = try await downloader.downloadUnit(id: "unit-1") { _ in }
@@ -168,7 +182,7 @@ struct AssetDownloadTests {
             let test = try TestStore()
             // The device's metadata names other bytes than the server's file.
             try test.store.storeAssetRow(unitId: "unit-1", lessonId: "unit-1-lesson-0", assetId: "asset-1", data: stale)
-            let downloader = downloader(test, server.transport("device-1"))
+            let downloader = downloader(server.engine(test.store), server.transport("device-1"))
             await #expect(
                 throws: AssetError.checksumMismatch(
                     id: "asset-1", expected: AssetStore.checksum(of: stale), actual: AssetStore.checksum(of: served)
@@ -182,25 +196,37 @@ struct AssetDownloadTests {
         }
     }
 
-    @Test("downloadUnit stores the unit, its lessons and assets, and reports progress up to the total")
+    @Test("downloadUnit subscribes to the unit, waits for its lessons and assets, and reports progress up to the total")
     func downloadUnitWithProgress() async throws {
         try await LiveServer.run { server in
             let files = [("audio-a", sampleBytes(40_000)), ("image-b", sampleBytes(500, seed: 1)), ("audio-c", sampleBytes(20_000, seed: 2))]
             try await server.publishUnit("unit-0", lessons: [[("other", sampleBytes(10))]])
             try await server.publishUnit("unit-2", lessons: [[files[0], files[1]], [files[2]]])
             let test = try TestStore()
+            // Pages of two rows: the unit's six come in three, and the download waits for them all.
+            let engine = server.engine(test.store, pullPageSize: 2)
             let transport = ScriptedAssetTransport(server.transport("device-1"))
-            let downloader = downloader(test, transport, pageSize: 1)
+            let downloader = downloader(engine, transport)
 
             var events: [DownloadProgress] = []
             for try await progress in downloader.downloadUnit(id: "unit-2") { events.append(progress) }
-            #expect(transport.unitPages == 2)
             let last = try #require(events.last)
             #expect(last.bytesDone == 60_500 && last.bytesTotal == 60_500)
             #expect(last.filesDone == 3 && last.filesTotal == 3 && last.currentAssetId == nil && last.fraction == 1)
             #expect(events.first?.bytesDone == 0 && events.first?.currentAssetId == "audio-a")
             #expect(zip(events, events.dropFirst()).allSatisfy { $0.bytesDone <= $1.bytesDone && $0.filesDone <= $1.filesDone })
             #expect(events.contains { $0.currentAssetId == "audio-a" && $0.bytesDone == 16_384 })
+
+            // The unit's subscription holds the unit, its lessons and their assets; nothing of unit-0 came.
+            let subscriptions = try engine.subscriptions()
+            #expect(subscriptions.map(\.request) == [Subscriptions.unit(id: "unit-2")])
+            let subscription = try #require(subscriptions.first)
+            #expect(
+                try test.store.subscriptionRowIDs(id: subscription.id) == [
+                    "Asset": ["audio-a", "audio-c", "image-b"], "Lesson": ["unit-2-lesson-0", "unit-2-lesson-1"], "Unit": ["unit-2"],
+                ])
+            #expect(try test.store.fetch(Unit.self, id: "unit-0") == nil)
+            #expect(try test.store.fetch(Asset.self, id: "other") == nil)
 
             let detail = try #require(try test.store.unitDetail(id: "unit-2"))
             #expect(detail.lessons.map { $0.assets.map(\.id) } == [["audio-a", "image-b"], ["audio-c"]])
@@ -211,6 +237,7 @@ struct AssetDownloadTests {
                 let record = try #require(try test.store.assetRecord(id: id))
                 #expect(try Data(contentsOf: try #require(test.store.fileURL(of: record))) == data)
             }
+            #expect(Set(transport.exchanges.map(\.request.url)) == Set(files.map { transport.assetURL(id: $0.0) }))
             #expect(try test.store.cachedUnits().first { $0.id == "unit-2" }?.status == .downloaded)
 
             // Again: every file is on disk and verified, so nothing is downloaded.
@@ -218,9 +245,12 @@ struct AssetDownloadTests {
             let again = try await downloader.downloadUnit(id: "unit-2") { _ in }
             #expect(again.files == 3 && transport.exchanges.count == requests)
 
+            // A unit the server does not have: its subscription brings no unit and is let go.
             await #expect(throws: AssetError.unknownUnit(id: "unit-9")) {
                 try await downloader.downloadUnit(id: "unit-9") { _ in }
             }
+            #expect(try engine.subscriptions().map(\.request) == [Subscriptions.unit(id: "unit-2")])
+            #expect(try test.store.localState(Unit.self, id: "unit-9") == nil)
         }
     }
 

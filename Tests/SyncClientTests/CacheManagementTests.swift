@@ -9,234 +9,325 @@ import Testing
 @testable import LearningClient
 @testable import SyncClient
 
+/// Units kept for offline use (each a `unit` subscription, its files downloaded), against the
+/// real server on loopback: listing, deleting, the byte budget and its eviction order.
 @Suite("Cache management: listing, deleting, the byte budget", .blockingWork)
 struct CacheManagementTests {
-    let test: TestStore
-    let server: InMemoryAssetTransport
-    var store: OfflineStore { test.store }
+    /// A device on a store with a manual clock, and the server its units come from.
+    struct Device {
+        let test: TestStore
+        let server: LiveServer
+        let engine: SyncEngine
+        var store: OfflineStore { test.store }
 
-    init() throws {
-        test = try TestStore()
-        server = InMemoryAssetTransport(folder: test.directory.url.appendingPathComponent("bodies"))
-    }
+        init(_ server: LiveServer, test: TestStore? = nil) throws {
+            self.server = server
+            self.test = try test ?? TestStore()
+            engine = SyncEngine(store: self.test.store, transport: server.transport("device-1"), configuration: .init(scopes: ["user"]))
+        }
 
-    func downloader(budget: CacheBudget = .standard, transport: (any AssetTransport)? = nil) -> AssetDownloader {
-        AssetDownloader(
-            store: store, transport: transport ?? server, configuration: AssetDownloaderConfiguration(rangeSize: 1_024, cacheBudget: budget)
-        )
-    }
+        func downloader(budget: CacheBudget = .standard, transport: (any AssetTransport)? = nil) -> AssetDownloader {
+            AssetDownloader(
+                engine: engine, transport: transport ?? server.transport("device-1"),
+                configuration: AssetDownloaderConfiguration(rangeSize: 1_024, cacheBudget: budget))
+        }
 
-    /// Moves the clock to `days` after the start.
-    func at(day days: Double) {
-        test.clock.set(TestStore.start.addingTimeInterval(days * 86_400))
-    }
+        /// Moves the clock to `days` after the start.
+        func at(day days: Double) {
+            test.clock.set(TestStore.start.addingTimeInterval(days * 86_400))
+        }
 
-    func date(day days: Double) -> Date { TestStore.start.addingTimeInterval(days * 86_400) }
+        func date(day days: Double) -> Date { TestStore.start.addingTimeInterval(days * 86_400) }
 
-    /// Downloads a unit of one 1 000-byte file on `day`.
-    func downloadUnit(_ id: String, day: Double, with downloader: AssetDownloader? = nil) async throws -> UnitDownloadResult {
-        server.addUnit(id, fileSizes: [1_000])
-        at(day: day)
-        return try await (downloader ?? self.downloader()).downloadUnit(id: id) { _ in }
+        /// Publishes a unit of one lesson (`<unit>-lesson-0`) with one file per size (`<unit>-file-<n>`).
+        func publish(_ id: String, fileSizes: [Int] = [1_000]) async throws {
+            try await server.publishUnit(
+                id, lessons: [fileSizes.enumerated().map { ("\(id)-file-\($0.offset)", sampleBytes($0.element, seed: $0.offset)) }])
+        }
+
+        /// Publishes and downloads a unit of one 1 000-byte file on `day`.
+        @discardableResult
+        func downloadUnit(_ id: String, day: Double, with downloader: AssetDownloader? = nil) async throws -> UnitDownloadResult {
+            try await publish(id)
+            at(day: day)
+            return try await (downloader ?? self.downloader()).downloadUnit(id: id) { _ in }
+        }
     }
 
     @Test("units are listed with their status and size; totals add them up")
     func listingAndTotals() async throws {
-        server.addUnit("unit-a", fileSizes: [1_000, 2_000])
-        server.addUnit("unit-c", fileSizes: [3_000, 100])
-        _ = try await downloader().downloadUnit(id: "unit-a") { _ in }
-        // unit-b is only in the catalogue.
-        try store.applyServerChanges(
-            ServerChanges(upserts: [
-                "Unit": [Samples.wire(Unit(id: "unit-b", title: "Unit unit-b", learnerLevel: .beginner, updatedAt: Samples.t0))]
-            ]))
-        // unit-c: the connection drops after the first range.
-        let dropping = ScriptedAssetTransport(server)
-        dropping.dropConnection(afterRanges: 1)
-        await #expect(throws: AssetError.notAvailableOffline(id: "unit-c-file-0")) {
-            try await downloader(transport: dropping).downloadUnit(id: "unit-c") { _ in }
+        try await LiveServer.run { server in
+            let device = try Device(server)
+            let store = device.store
+            try await device.publish("unit-a", fileSizes: [1_000, 2_000])
+            try await device.publish("unit-c", fileSizes: [3_000, 100])
+            _ = try await device.downloader().downloadUnit(id: "unit-a") { _ in }
+            // unit-b is only in the catalogue.
+            try store.applyServerChanges(
+                ServerChanges(upserts: [
+                    "Unit": [Samples.wire(Unit(id: "unit-b", title: "Unit unit-b", learnerLevel: .beginner, updatedAt: Samples.t0))]
+                ]))
+            // unit-c: the connection drops after the first range.
+            let dropping = ScriptedAssetTransport(server.transport("device-1"))
+            dropping.dropConnection(afterRanges: 1)
+            await #expect(throws: AssetError.notAvailableOffline(id: "unit-c-file-0")) {
+                try await device.downloader(transport: dropping).downloadUnit(id: "unit-c") { _ in }
+            }
+
+            let units = try store.cachedUnits()
+            #expect(units.map(\.id) == ["unit-a", "unit-b", "unit-c"])
+            #expect(units.map(\.status) == [.downloaded, .notDownloaded, .partial])
+            #expect(units.map(\.bytesOnDisk) == [3_000, 0, 1_024])
+            #expect(units.map(\.bytesTotal) == [3_000, 0, 3_100])
+            #expect(units.map(\.fileCount) == [2, 0, 2])
+            #expect(units.map(\.downloadedFileCount) == [2, 0, 0])
+            #expect(units[0].downloadedAt == device.test.clock.now() && units[0].title == "Unit unit-a")
+            #expect(units[2].downloadedAt == nil && units[2].addedAt == device.test.clock.now())
+            // Only the unit subscribed to is on the device: not its neighbour on the server.
+            #expect(try store.fetch(Lesson.self, id: "unit-a-lesson-0") != nil)
+
+            let totals = try store.cacheTotals()
+            #expect(totals.units == 3 && totals.downloadedUnits == 1)
+            #expect(totals.bytesOnDisk == 4_024 && totals.partialBytes == 1_024 && totals.files == 2)
+            #expect(totals.databaseBytes > 0)
         }
-
-        let units = try store.cachedUnits()
-        #expect(units.map(\.id) == ["unit-a", "unit-b", "unit-c"])
-        #expect(units.map(\.status) == [.downloaded, .notDownloaded, .partial])
-        #expect(units.map(\.bytesOnDisk) == [3_000, 0, 1_024])
-        #expect(units.map(\.bytesTotal) == [3_000, 0, 3_100])
-        #expect(units.map(\.fileCount) == [2, 0, 2])
-        #expect(units.map(\.downloadedFileCount) == [2, 0, 0])
-        #expect(units[0].downloadedAt == test.clock.now() && units[0].title == "Unit unit-a")
-        #expect(units[2].downloadedAt == nil && units[2].addedAt == test.clock.now())
-
-        let totals = try store.cacheTotals()
-        #expect(totals.units == 3 && totals.downloadedUnits == 1)
-        #expect(totals.bytesOnDisk == 4_024 && totals.partialBytes == 1_024 && totals.files == 2)
-        #expect(totals.databaseBytes > 0)
     }
 
-    @Test("opening, completing and expiring a unit are recorded with the store's clock")
+    @Test("opening and completing a unit are its subscription's use and end, with the store's clock")
     func bookkeeping() async throws {
-        _ = try await downloadUnit("unit-a", day: 0)
-        at(day: 1)
-        try store.markUnitOpened(id: "unit-a")
-        try store.markUnitCompleted(id: "unit-a")
-        try store.setUnitExpiry(id: "unit-a", expiresAt: date(day: 2))
-        var unit = try #require(try store.cachedUnits().first)
-        #expect(unit.lastOpenedAt == date(day: 1) && unit.isCompleted && unit.expiresAt == date(day: 2))
-        #expect(unit.status == .downloaded)
-        #expect(try store.localState(Unit.self, id: "unit-a")?.lastAccessedAt == Timestamp(date(day: 1)))
+        try await LiveServer.run { server in
+            let device = try Device(server)
+            let store = device.store
+            try await device.downloadUnit("unit-a", day: 0)
+            var subscription = try #require(try store.unitSubscriptions()["unit-a"])
+            #expect(subscription.isActive && subscription.hasSynced && subscription.createdAt == device.date(day: 0))
 
-        at(day: 2)
-        unit = try #require(try store.cachedUnits().first)
-        #expect(unit.status == .expired)
-        try store.markUnitCompleted(id: "unit-a", completed: false)
-        #expect(try store.cachedUnits().first?.isCompleted == false)
-        #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "nope")) { try store.markUnitOpened(id: "nope") }
+            device.at(day: 1)
+            try store.markUnitOpened(id: "unit-a")
+            subscription = try #require(try store.unitSubscriptions()["unit-a"])
+            #expect(subscription.lastUsedAt == device.date(day: 1))
+            #expect(try store.localState(Unit.self, id: "unit-a")?.lastAccessedAt == Timestamp(device.date(day: 1)))
+
+            try store.markUnitCompleted(id: "unit-a")
+            var unit = try #require(try store.cachedUnits().first)
+            #expect(unit.lastOpenedAt == device.date(day: 1) && unit.isCompleted && unit.expiresAt == device.date(day: 8))
+            #expect(unit.status == .downloaded)
+            #expect(try store.unitSubscriptions()["unit-a"]?.isActive == false)
+
+            // Opened again, it is kept as any other.
+            device.at(day: 2)
+            try store.markUnitOpened(id: "unit-a")
+            unit = try #require(try store.cachedUnits().first)
+            #expect(!unit.isCompleted && unit.expiresAt == nil && unit.lastOpenedAt == device.date(day: 2))
+
+            // Completed and not opened for a week, its subscription expires: rows and subscription go.
+            try store.markUnitCompleted(id: "unit-a")
+            device.at(day: 9.5)
+            try store.runHousekeeping()
+            #expect(try store.unitSubscriptions()["unit-a"] == nil)
+            #expect(try store.fetch(Unit.self, id: "unit-a") == nil && store.fetch(Lesson.self, id: "unit-a-lesson-0") == nil)
+            #expect(try store.cachedUnits().map { "\($0.id) \($0.status)" } == ["unit-a expired"], "its files are still there: evicted first")
+            #expect(try store.enforceCacheBudget(CacheBudget(maxBytes: 0)) == ["unit-a"])
+            #expect(try store.cachedUnits().isEmpty)
+
+            #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "nope")) { try store.markUnitOpened(id: "nope") }
+            #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "nope")) { try store.markUnitCompleted(id: "nope") }
+        }
     }
 
-    @Test("deleting a unit removes its rows, records and files, and only those")
+    @Test("deleting a unit removes its subscription, rows, records and files, and only those")
     func deleteOneUnit() async throws {
-        _ = try await downloadUnit("unit-a", day: 0)
-        _ = try await downloadUnit("unit-c", day: 0)
-        try store.applyServerChanges(ServerChanges(scopeKey: "content", cursor: "cursor-1"))
-        let fileA = try #require(try store.assetRecord(id: "unit-a-file-0").flatMap(store.fileURL(of:)))
-        // A queued progress event of the unit does not stop an explicit delete, and stays queued.
-        _ = try store.record(LessonProgressed(lessonId: "unit-a-lesson", unitId: "unit-a", sessionId: UUID(), progress: 0.5))
+        try await LiveServer.run { server in
+            let device = try Device(server)
+            let store = device.store
+            try await device.downloadUnit("unit-a", day: 0)
+            try await device.downloadUnit("unit-c", day: 0)
+            let fileA = try #require(try store.assetRecord(id: "unit-a-file-0").flatMap(store.fileURL(of:)))
+            // A queued progress event of the unit does not stop an explicit delete, and stays queued.
+            _ = try store.record(LessonProgressed(lessonId: "unit-a-lesson-0", unitId: "unit-a", sessionId: UUID(), progress: 0.5))
 
-        try store.deleteCachedUnit(id: "unit-a")
-        #expect(try store.fetch(Unit.self, id: "unit-a") == nil)
-        #expect(try store.fetch(Lesson.self, id: "unit-a-lesson") == nil)
-        #expect(try store.fetch(Asset.self, id: "unit-a-file-0") == nil)
-        #expect(try store.assetRecord(id: "unit-a-file-0") == nil)
-        #expect(!FileManager.default.fileExists(atPath: fileA.path))
-        #expect(try store.outboxEntries().count == 1)
-        #expect(try store.cachedUnits().map(\.id) == ["unit-c"])
-        #expect(try store.assetRecord(id: "unit-c-file-0")?.status == .downloaded)
-        // The next pull lists the catalogue again, so the unit comes back, not downloaded.
-        #expect(try store.cursor(forScope: "content") == nil)
+            try store.deleteCachedUnit(id: "unit-a")
+            #expect(try store.unitSubscriptions()["unit-a"] == nil)
+            #expect(try store.fetch(Unit.self, id: "unit-a") == nil)
+            #expect(try store.fetch(Lesson.self, id: "unit-a-lesson-0") == nil)
+            #expect(try store.fetch(Asset.self, id: "unit-a-file-0") == nil)
+            #expect(try store.assetRecord(id: "unit-a-file-0") == nil)
+            #expect(!FileManager.default.fileExists(atPath: fileA.path))
+            #expect(try store.outboxEntries().count == 1)
+            #expect(try store.cachedUnits().map(\.id) == ["unit-c"])
+            #expect(try store.assetRecord(id: "unit-c-file-0")?.status == .downloaded)
+            #expect(try store.fetch(Lesson.self, id: "unit-c-lesson-0") != nil)
 
-        #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "unit-a")) { try store.deleteCachedUnit(id: "unit-a") }
+            #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "unit-a")) { try store.deleteCachedUnit(id: "unit-a") }
+        }
+    }
+
+    @Test("a device that syncs the catalogue whole keeps a deleted unit's rows, listed again as not downloaded")
+    func deleteKeepsTheCatalogue() async throws {
+        try await LiveServer.run { server in
+            let test = try TestStore()
+            let device = try Device(server, test: test)
+            let catalogue = SyncEngine(store: test.store, transport: server.transport("device-1"), configuration: .init(scopes: ["user", "content"]))
+            try await device.downloadUnit("unit-a", day: 0)
+            guard case .succeeded = await catalogue.syncNow() else { Issue.record("the catalogue sync failed"); return }
+            try test.store.deleteCachedUnit(id: "unit-a")
+            #expect(try test.store.fetch(Lesson.self, id: "unit-a-lesson-0") != nil, "the content scope holds it")
+            #expect(try test.store.cachedUnits().map { "\($0.id) \($0.status) \($0.bytesOnDisk)" } == ["unit-a notDownloaded 0"])
+        }
     }
 
     @Test("clearing the cache removes every unit and file")
     func clearAll() async throws {
-        _ = try await downloadUnit("unit-a", day: 0)
-        _ = try await downloadUnit("unit-c", day: 0)
-        try store.clearCache()
-        #expect(try store.cachedUnits().isEmpty)
-        let totals = try store.cacheTotals()
-        #expect(totals.units == 0 && totals.bytesOnDisk == 0 && totals.files == 0)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: store.assetsDirectory.path).isEmpty)
-        #expect(try store.count(Lesson.self) == 0 && store.count(Asset.self) == 0)
+        try await LiveServer.run { server in
+            let device = try Device(server)
+            let store = device.store
+            try await device.downloadUnit("unit-a", day: 0)
+            try await device.downloadUnit("unit-c", day: 0)
+            try store.clearCache()
+            #expect(try store.cachedUnits().isEmpty)
+            let totals = try store.cacheTotals()
+            #expect(totals.units == 0 && totals.bytesOnDisk == 0 && totals.files == 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: store.assetsDirectory.path).isEmpty)
+            #expect(try store.count(Lesson.self) == 0 && store.count(Asset.self) == 0)
+            #expect(try store.subscriptions().isEmpty)
+        }
     }
 
-    @Test("over budget, units are evicted in docs/client.md's eviction order; units with unsynced writes never are")
+    @Test("over budget, units are evicted in the subscriptions' eviction order; units with unsynced writes never are")
     func evictionOrder() async throws {
-        _ = try await downloadUnit("expired", day: 0)
-        _ = try await downloadUnit("completed-old", day: 0)
-        _ = try await downloadUnit("pending", day: 0)
-        _ = try await downloadUnit("statement-chain", day: 0)
-        _ = try await downloadUnit("lru-1", day: 1)
-        _ = try await downloadUnit("lru-2", day: 1)
-        _ = try await downloadUnit("completed-recent", day: 1)
-        _ = try await downloadUnit("never-opened-old", day: 6)
-        _ = try await downloadUnit("never-opened-new", day: 8.5)
-        try store.setUnitExpiry(id: "expired", expiresAt: date(day: 9))
-        try store.setUnitExpiry(id: "pending", expiresAt: date(day: 1))
-        for (id, day) in [("completed-old", 2.0), ("lru-1", 8), ("lru-2", 9), ("expired", 9.5), ("completed-recent", 9.2)] {
-            at(day: day)
-            try store.markUnitOpened(id: id)
+        try await LiveServer.run { server in
+            let device = try Device(server)
+            let store = device.store
+            for (id, day) in [
+                ("expired", 0.0), ("completed-old", 0), ("pending", 0), ("statement-chain", 0), ("lru-1", 1), ("lru-2", 1),
+                ("completed-recent", 1), ("never-opened-old", 6), ("never-opened-new", 8.5),
+            ] {
+                try await device.downloadUnit(id, day: day)
+            }
+            for (id, day) in [("expired", 2.0), ("completed-old", 8), ("lru-1", 8), ("lru-2", 9), ("completed-recent", 9.2)] {
+                device.at(day: day)
+                try store.markUnitOpened(id: id)
+            }
+            // Completed: ended, kept a week from now (the first one a day only, so it expires).
+            device.at(day: 9.2)
+            try store.markUnitCompleted(id: "expired", keepingFor: .seconds(86_400))
+            device.at(day: 9.3)
+            try store.markUnitCompleted(id: "completed-old")
+            device.at(day: 9.4)
+            try store.markUnitCompleted(id: "completed-recent")
+            // An unsynced write that names the unit's lesson…
+            _ = try store.record(LessonProgressed(lessonId: "pending-lesson-0", unitId: "pending", sessionId: UUID(), progress: 1))
+            // …and one that leads to it through other rows: statement → attempt → assessment → unit.
+            try store.applyServerChanges(
+                ServerChanges(upserts: [
+                    "Assessment": [
+                        Samples.wire(
+                            Assessment(
+                                id: "quiz-s", unitId: "statement-chain", title: "Quiz", questions: .array([]), questionCount: 0, updatedAt: Samples.t0
+                            ))
+                    ],
+                    "Attempt": [
+                        Samples.wire(Attempt(id: "att-s", assessmentId: "quiz-s", state: .open, startedAt: Samples.t0, updatedAt: Samples.t0))
+                    ],
+                ]))
+            _ = try store.create(Statement(id: "st-1", verb: .attempted, objectId: "quiz-s", attemptId: "att-s", statedAt: Samples.t0))
+
+            device.at(day: 10.3)
+            // The first one's subscription expired: its rows went, its files wait for the budget.
+            try store.runHousekeeping()
+            let units = Dictionary(uniqueKeysWithValues: try store.cachedUnits().map { ($0.id, $0) })
+            #expect(units["expired"]?.status == .expired)
+            #expect(units["pending"]?.hasUnsyncedWrites == true && units["statement-chain"]?.hasUnsyncedWrites == true)
+            #expect(units["lru-1"]?.hasUnsyncedWrites == false)
+            #expect(try store.cacheTotals().bytesOnDisk == 9_000)
+
+            #expect(try store.enforceCacheBudget(CacheBudget(maxBytes: 8_000)) == ["expired"])
+            #expect(try store.enforceCacheBudget(CacheBudget(maxBytes: 100_000)).isEmpty)
+            let evicted = try store.enforceCacheBudget(CacheBudget(maxBytes: 1_000))
+            #expect(evicted == ["completed-old", "completed-recent", "never-opened-old", "lru-1", "never-opened-new", "lru-2"])
+            #expect(try store.cachedUnits().map(\.id).sorted() == ["pending", "statement-chain"])
+            #expect(try store.cacheTotals().bytesOnDisk == 2_000)
+            #expect(try store.fetch(Lesson.self, id: "lru-1-lesson-0") == nil, "an evicted unit's rows go with its subscription")
         }
-        try store.markUnitCompleted(id: "completed-old")
-        try store.markUnitCompleted(id: "completed-recent")
-        // An unsynced write that names the unit…
-        _ = try store.record(LessonProgressed(lessonId: "pending-lesson", unitId: "pending", sessionId: UUID(), progress: 1))
-        // …and one that leads to it through other rows: statement → attempt → assessment → unit.
-        try store.applyServerChanges(
-            ServerChanges(upserts: [
-                "Assessment": [
-                    Samples.wire(
-                        Assessment(
-                            id: "quiz-s", unitId: "statement-chain", title: "Quiz", questions: .array([]), questionCount: 0, updatedAt: Samples.t0
-                        ))
-                ],
-                "Attempt": [Samples.wire(Attempt(id: "att-s", assessmentId: "quiz-s", state: .open, startedAt: Samples.t0, updatedAt: Samples.t0))],
-            ]))
-        _ = try store.create(Statement(id: "st-1", verb: .attempted, objectId: "quiz-s", attemptId: "att-s", statedAt: Samples.t0))
-
-        at(day: 10)
-        let units = Dictionary(uniqueKeysWithValues: try store.cachedUnits().map { ($0.id, $0) })
-        #expect(units["pending"]?.hasUnsyncedWrites == true && units["statement-chain"]?.hasUnsyncedWrites == true)
-        #expect(units["lru-1"]?.hasUnsyncedWrites == false)
-        #expect(try store.cacheTotals().bytesOnDisk == 9_000)
-
-        #expect(try store.enforceCacheBudget(CacheBudget(maxBytes: 8_000)) == ["expired"])
-        #expect(try store.enforceCacheBudget(CacheBudget(maxBytes: 100_000)).isEmpty)
-        let evicted = try store.enforceCacheBudget(CacheBudget(maxBytes: 1_000))
-        #expect(evicted == ["completed-old", "never-opened-old", "lru-1", "never-opened-new", "lru-2", "completed-recent"])
-        #expect(try store.cachedUnits().map(\.id).sorted() == ["pending", "statement-chain"])
-        #expect(try store.cacheTotals().bytesOnDisk == 2_000)
     }
 
     @Test("downloadUnit enforces the budget afterwards, never evicting the unit it downloaded")
     func budgetAfterDownloads() async throws {
-        let downloader = downloader(budget: CacheBudget(maxBytes: 2_500))
-        #expect(try await downloadUnit("unit-x", day: 0, with: downloader).evictedUnitIds.isEmpty)
-        #expect(try await downloadUnit("unit-y", day: 1, with: downloader).evictedUnitIds.isEmpty)
-        #expect(try await downloadUnit("unit-z", day: 2, with: downloader).evictedUnitIds == ["unit-x"])
+        try await LiveServer.run { server in
+            let device = try Device(server)
+            let store = device.store
+            let downloader = device.downloader(budget: CacheBudget(maxBytes: 2_500))
+            #expect(try await device.downloadUnit("unit-x", day: 0, with: downloader).evictedUnitIds.isEmpty)
+            #expect(try await device.downloadUnit("unit-y", day: 1, with: downloader).evictedUnitIds.isEmpty)
+            #expect(try await device.downloadUnit("unit-z", day: 2, with: downloader).evictedUnitIds == ["unit-x"])
 
-        let small = self.downloader(budget: CacheBudget(maxBytes: 500))
-        let big = try await downloadUnit("unit-w", day: 3, with: small)
-        #expect(big.evictedUnitIds == ["unit-y", "unit-z"])
-        #expect(try store.cachedUnits().map { "\($0.id) \($0.status)" } == ["unit-w downloaded"])
+            let small = device.downloader(budget: CacheBudget(maxBytes: 500))
+            let big = try await device.downloadUnit("unit-w", day: 3, with: small)
+            #expect(big.evictedUnitIds == ["unit-y", "unit-z"])
+            #expect(try store.cachedUnits().map { "\($0.id) \($0.status)" } == ["unit-w downloaded"])
+            #expect(try store.subscriptions().map(\.request) == [Subscriptions.unit(id: "unit-w")])
+        }
+    }
 
-        // Resolving a file downloads it too, and enforces the budget, keeping the file's unit.
-        server.addUnit("unit-v", fileSizes: [1_000])
-        try store.storeAssetRow(unitId: "unit-v", lessonId: "unit-v-lesson", assetId: "unit-v-file-0", data: sampleBytes(1_000))
-        at(day: 4)
-        _ = try await small.resolveAsset(id: "unit-v-file-0")
-        #expect(try store.cachedUnits().map { "\($0.id) \($0.bytesOnDisk)" } == ["unit-v 1000"])
+    @Test("a unit the server does not have is refused and nothing of it is kept")
+    func unknownUnit() async throws {
+        try await LiveServer.run { server in
+            let device = try Device(server)
+            await #expect(throws: AssetError.unknownUnit(id: "unit-none")) {
+                try await device.downloader().downloadUnit(id: "unit-none") { _ in }
+            }
+            #expect(try device.store.subscriptions().isEmpty && device.store.cachedUnits().isEmpty)
+        }
     }
 
     @Test("a unit left downloading by a process that ended is failed when the store opens again, and resumes")
     func interruptedDownloadIsFailedOnOpen() async throws {
-        _ = try await downloadUnit("unit-done", day: 0)
-        server.addUnit("unit-cut", fileSizes: [5_000])
-        let cut = try #require(try await server.unitsSync(since: nil, limit: nil, schema: [:]).units.first { $0.id == "unit-cut" })
-        // What a kill right after the download began leaves: the unit marked downloading.
-        _ = try store.storeUnitForDownload(cut)
-        #expect(try store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .downloading)
+        try await LiveServer.run { server in
+            let device = try Device(server)
+            try await device.downloadUnit("unit-done", day: 0)
+            try await device.publish("unit-cut", fileSizes: [5_000])
+            // What a kill right after the download began leaves: the unit marked downloading, no file.
+            let cutting = ScriptedAssetTransport(server.transport("device-1"))
+            cutting.dropConnection(afterRanges: 0)
+            await #expect(throws: AssetError.self) { try await device.downloader(transport: cutting).downloadUnit(id: "unit-cut") { _ in } }
+            try device.test.raw { db in try db.execute(sql: #"UPDATE "units" SET "download_status" = 'downloading' WHERE "id" = 'unit-cut'"#) }
+            #expect(try device.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .downloading)
 
-        let reopened = try test.reopen()
-        #expect(try reopened.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .failed)
-        #expect(try reopened.store.localState(Unit.self, id: "unit-done")?.downloadStatus == .downloaded)
-        let downloader = AssetDownloader(
-            store: reopened.store, transport: server, configuration: AssetDownloaderConfiguration(rangeSize: 1_024)
-        )
-        _ = try await downloader.downloadUnit(id: "unit-cut") { _ in }
-        #expect(try reopened.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .downloaded)
+            let reopened = try Device(server, test: try device.test.reopen())
+            #expect(try reopened.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .failed)
+            #expect(try reopened.store.localState(Unit.self, id: "unit-done")?.downloadStatus == .downloaded)
+            _ = try await reopened.downloader().downloadUnit(id: "unit-cut") { _ in }
+            #expect(try reopened.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .downloaded)
+        }
     }
 
-    @Test("a database from before the cache bookkeeping gets it on open")
-    func migratesOlderDatabase() throws {
+    @Test("units a build before subscriptions kept become unit subscriptions, with their use and end")
+    func migratesUnitCache() throws {
         let directory = try TemporaryDirectory()
         do {
-            let queue = try DatabaseQueue(path: directory.databaseURL.path)
-            var migrator = DatabaseMigrator()
-            // What a build before `client.v2.unit_cache` applied.
-            var migrations = Array(ClientSchema.migrations.prefix(1))
-            migrations += ContractRegistry.clientMigrations.map { (identifier: $0.identifier, statements: $0.statements) }
-            for migration in migrations {
-                migrator.registerMigration(migration.identifier) { db in
-                    for statement in migration.statements { try db.execute(sql: statement) }
-                }
+            // A store as a build before `learning.v2.unit_subscriptions` left it.
+            let before = try TestStore(directory: directory)
+            try before.store.close()
+            try before.raw { db in
+                try db.execute(sql: #"DELETE FROM "grdb_migrations" WHERE "identifier" = 'learning.v2.unit_subscriptions'"#)
+                for statement in LearningStore.unitCacheStatements { try db.execute(sql: statement) }
+                let day: Int64 = 86_400_000
+                let start = Int64(TestStore.start.timeIntervalSince1970 * 1000)
+                try db.execute(
+                    sql: """
+                        INSERT INTO "unit_cache" ("unit_id", "added_at", "downloaded_at", "last_opened_at", "completed_at", "expires_at") VALUES
+                            ('unit-used', ?, ?, ?, NULL, NULL), ('unit-done', ?, ?, ?, ?, NULL), ('unit-licensed', ?, ?, NULL, NULL, ?)
+                        """,
+                    arguments: [start, start, start + day, start, start, start + day, start + 2 * day, start, start, start + 5 * day])
             }
-            try migrator.migrate(queue)
-            try queue.close()
         }
         let test = try TestStore(directory: directory)
-        #expect(try test.store.appliedMigrations().contains("client.v2.unit_cache"))
-        try test.store.applyServerChanges(ServerChanges(upserts: ["Unit": [Samples.wire(Samples.units[0])]]))
-        try test.store.markUnitOpened(id: "unit-2")
-        #expect(try test.store.cachedUnits().first?.lastOpenedAt == TestStore.start)
+        let units = try test.store.unitSubscriptions()
+        #expect(units.keys.sorted() == ["unit-done", "unit-licensed", "unit-used"])
+        #expect(units["unit-used"]?.isActive == true && units["unit-used"]?.lastUsedAt == TestStore.start.addingTimeInterval(86_400))
+        #expect(units["unit-done"]?.expiresAt == TestStore.start.addingTimeInterval(9 * 86_400), "a week after it was completed")
+        #expect(units["unit-licensed"]?.expiresAt == TestStore.start.addingTimeInterval(5 * 86_400))
+        #expect(try test.raw { db in try db.tableExists("unit_cache") } == false)
+        #expect(try units.values.allSatisfy { try test.store.subscriptionStatus(id: $0.id)?.createdAt == TestStore.start })
     }
 }

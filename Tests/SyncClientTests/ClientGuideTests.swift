@@ -161,9 +161,11 @@ import Testing
             let audio = sampleBytes(300_000)
             try await server.publishUnit("unit-1", lessons: [[("asset-1", audio)], [("asset-2", sampleBytes(1_000, seed: 2))]])
 
+            let engine = SyncEngine(store: store, transport: transport, configuration: .init(scopes: ["user"]))
             // snippet: download
+            // The unit, its lessons and their assets come through its `unit` subscription; then its files.
             let downloader = AssetDownloader(
-                store: store, transport: transport,
+                engine: engine, transport: transport,
                 configuration: AssetDownloaderConfiguration(cacheBudget: CacheBudget(maxBytes: 500_000_000))
             )
             for try await progress in downloader.downloadUnit(id: "unit-1") {
@@ -171,7 +173,9 @@ import Testing
             }
             // end snippet
 
-            let offline = AssetDownloader(store: store, transport: URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:1")!) { "" })
+            let unreachable = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:1")!) { "" }
+            let offline = AssetDownloader(
+                engine: SyncEngine(store: store, transport: unreachable, configuration: .init(scopes: ["user"])), transport: unreachable)
             var played: URL?
             try store.markUnitOpened(id: "unit-1")
             // snippet: resolve
@@ -191,10 +195,12 @@ import Testing
             }
             let totals = try store.cacheTotals()
             print("\(totals.downloadedUnits) units, \(totals.bytesOnDisk) bytes of files")
-            try store.deleteCachedUnit(id: "unit-1")  // rows and files; clearCache() removes every unit
+            try store.markUnitCompleted(id: "unit-1")  // kept a week more, then evicted unless opened again
+            try store.deleteCachedUnit(id: "unit-1")  // its subscription, rows and files; clearCache() removes every unit
             // end snippet
             #expect(totals.downloadedUnits == 1)
             #expect(totals.bytesOnDisk == Int64(audio.count + 1_000))
+            #expect(try store.subscriptions().isEmpty)
             #expect(try store.cachedUnits().isEmpty)
         }
     }
@@ -335,7 +341,8 @@ import Testing
             configuration.storageLimits.minimumFreeBytes = 0
             configuration.freeSpace = volume
             let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
-            let downloader = AssetDownloader(store: store, transport: transport)
+            let downloader = AssetDownloader(
+                engine: SyncEngine(store: store, transport: transport, configuration: .init(scopes: ["user"])), transport: transport)
 
             // snippet: insufficient-space
             do {

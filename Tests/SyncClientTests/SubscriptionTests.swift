@@ -166,6 +166,48 @@ struct SubscriptionTests {
         }
     }
 
+    @Test("when space is short, ended subscriptions go first, then never-used old ones, then the least recently used; evict() lets go now")
+    func evictionOrder() async throws {
+        try await LiveServer.run { server in
+            for id in ["i-old", "i-used", "i-recent", "i-ended", "i-new"] { try await Self.incident(server, id) }
+            let directory = try TemporaryDirectory()
+            let clock = ManualClock(TestStore.start)
+            let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
+            let engine = Self.engine(store, server.transport("d-1"))
+            func at(day: Double) { clock.set(TestStore.start.addingTimeInterval(day * 86_400)) }
+            var handles: [String: SubscriptionHandle] = [:]
+            for (id, day) in [("i-old", 0.0), ("i-used", 0), ("i-recent", 1), ("i-ended", 1), ("i-new", 4)] {
+                at(day: day)
+                handles[id] = try await engine.subscribe(Subscriptions.incident(id: id))
+            }
+            #expect(Self.succeeded(await engine.syncNow()))
+            at(day: 4.5)
+            try handles["i-used"]?.markUsed()
+            at(day: 4.6)
+            try handles["i-recent"]?.markUsed()
+            try await handles["i-ended"]?.unsubscribe(keepingFor: .seconds(86_400))
+            #expect(try handles["i-ended"]?.status?.expiresAt == TestStore.start.addingTimeInterval(5.6 * 86_400))
+            #expect(try handles["i-recent"]?.status?.lastUsedAt == TestStore.start.addingTimeInterval(4.6 * 86_400))
+
+            let order = try store.subscriptionsInEvictionOrder(neverUsedAge: .seconds(3 * 86_400))
+            let ids = order.map { status in handles.first { $0.value.id == status.id }?.key ?? "?" }
+            // i-new was never used but is young: ranked by its last sync (day 4), before i-used (4.5).
+            #expect(ids == ["i-ended", "i-old", "i-new", "i-used", "i-recent"])
+
+            // A queued write keeps its row through an eviction; the rest goes now, whatever the TTL.
+            var edited = try #require(try store.fetch(Incident.self, id: "i-old"))
+            edited.shortDescription = "Edited offline"
+            _ = try store.update(edited)
+            #expect(try await handles["i-old"]?.evict() == [:])
+            #expect(try store.fetch(Incident.self, id: "i-old") != nil, "its write is not on the server yet")
+            #expect(try await handles["i-ended"]?.evict() == ["Incident": 1])
+            #expect(try store.fetch(Incident.self, id: "i-ended") == nil)
+            #expect(try engine.subscription(id: handles["i-ended"]!.id) == nil)
+            await #expect(throws: SubscriptionError.notFound(id: handles["i-ended"]!.id)) { try await handles["i-ended"]!.evict() }
+            #expect(throws: SubscriptionError.notFound(id: "nope")) { try store.markSubscriptionUsed(id: "nope") }
+        }
+    }
+
     @Test("another team's incident is refused with a typed error, nothing of it is kept, and the scopes sync all the same")
     func forbidden() async throws {
         try await LiveServer.run { server in

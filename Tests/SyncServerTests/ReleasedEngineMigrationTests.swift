@@ -31,11 +31,13 @@ struct ReleasedEngineMigrationTests {
         "client client.v6.repull": "2eba30315470bbb6145777e40f2e77b68a8193884ca2595e988f2e656bdf0721",
         "client client.v7.first_downloads": "ae1051f9f98e7d8eaa725ce7c49e19aed521020c2e6aba1146b2ca2626edf94f",
         "client client.v8.subscriptions": "21e57bcf401f475a02d03971ddc9bfce6d7a24c8d9a35aacc0d43dba0b1b68f8",
+        "client client.v9.subscription_use": "df122551274ae8d37480111295b6aeb849ad0155b9096a9013dca855025ef2d3",
         // The learning app's tables, the store's own until its client code became a target: two
         // migrations keep their released text and identifiers; `assets` has its own now.
         "learning learning.v1.assets": "af152cd7998c9ce96b43e5ed7edab62026c5388471a57186b3a2778edfd28324",
         "learning client.v2.unit_cache": "8d0dabeebffb514b10cc21fd72bd18989a65cf0037642ad423c981883df83651",
         "learning client.v5.learning_attempts": "d81a4435dddc253ad4ee0c8760048c2ebace20f68805fb5f8bdff5a99f3bdf3c",
+        "learning learning.v2.unit_subscriptions": "6227d3853e8e60e6fc8bba385cfbab32355069a36211a055fd5203a4f4649b1c",
         "server postgres server.v1.sync_tables": "b0fb6b817acc1a2a79fed877e819be74a4c6dcbf4dc8da224142d5fad3ba8d06",
         "server postgres server.v2.audit_seal": "d27dccb9282f99ea326ec21e4a341b7c7d54e51c835b45c7065f3ea8c907aa48",
         "server postgres server.v2.client_owners": "7d3147dcc0f632b90e6b08c54c7b2390635bdec7297ad58c49d173e28105d659",

@@ -9,7 +9,6 @@ public import SyncClient
 /// ```
 ///
 /// - `assets`: one row per asset file the device knows of, with its download state.
-/// - `unit_cache`: one row per unit the device downloaded (or began to).
 /// - `learning_attempts`: one row per attempt the learner started on this device.
 ///
 /// Its migrations are history like the store's own. Two of them keep the identifiers they were
@@ -23,13 +22,14 @@ public struct LearningStore: StoreExtension {
     /// The extension's name: what ``HousekeepingReport/reclaimed`` lists evicted units under.
     public static let name = "learning"
 
-    public var tables: [String] { [Table.assets, Table.unitCache, Table.learningAttempts] }
+    public var tables: [String] { [Table.assets, Table.learningAttempts] }
 
     public var migrations: [StoreMigration] {
         [
             StoreMigration("learning.v1.assets", Self.assetsStatements),
             StoreMigration("client.v2.unit_cache", Self.unitCacheStatements),
             StoreMigration("client.v5.learning_attempts", Self.learningAttemptsStatements),
+            StoreMigration("learning.v2.unit_subscriptions", Self.unitSubscriptionStatements),
         ]
     }
 
@@ -46,7 +46,6 @@ public struct LearningStore: StoreExtension {
 
     enum Table {
         static let assets = "assets"
-        static let unitCache = "unit_cache"
         static let learningAttempts = "learning_attempts"
     }
 
@@ -92,6 +91,25 @@ public struct LearningStore: StoreExtension {
             "expires_at" INTEGER
         )
         """
+    ]
+
+    /// Units kept for offline use became `unit` subscriptions of the store: each `unit_cache`
+    /// row becomes one (made when the unit was added, used when it was last opened; a completed
+    /// unit ended, kept 7 days from its last opening; one with an expiry ended, kept until
+    /// then), and the table goes. Their first sync after this marks them synced.
+    static let unitSubscriptionStatements = [
+        """
+        INSERT OR IGNORE INTO "subscriptions" ("id", "name", "parameters", "scope", "ttl_seconds", "priority", "created_at",
+            "last_used_at", "unsubscribed_at")
+        SELECT 'unit-cache-' || "unit_id", 'unit', '{"id":' || json_quote("unit_id") || '}', NULL,
+            CASE WHEN "expires_at" IS NOT NULL THEN MAX(0, ("expires_at" - "added_at") / 1000)
+                 WHEN "completed_at" IS NOT NULL THEN 604800 ELSE 2592000 END,
+            'high', "added_at", "last_opened_at",
+            CASE WHEN "expires_at" IS NOT NULL THEN "added_at"
+                 WHEN "completed_at" IS NOT NULL THEN MAX("completed_at", COALESCE("last_opened_at", 0)) END
+        FROM "unit_cache"
+        """,
+        #"DROP TABLE "unit_cache""#,
     ]
 
     /// One row per attempt the learner started on this device, with what the attempt was taken

@@ -1,5 +1,3 @@
-import ContractRuntime
-import Contracts
 import Foundation
 import LearningAPI
 import LearningClient
@@ -20,7 +18,6 @@ final class ScriptedAssetTransport: AssetTransport {
         var offline = false
         var rangesBeforeDrop: Int?
         var exchanges: [Exchange] = []
-        var unitPages = 0
     }
 
     let inner: any AssetTransport
@@ -43,12 +40,9 @@ final class ScriptedAssetTransport: AssetTransport {
 
     /// The ranges answered so far, oldest first.
     var exchanges: [Exchange] { state.value.exchanges }
-    /// Pages of the units route fetched so far.
-    var unitPages: Int { state.value.unitPages }
 
     func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
         if offline { throw .network("offline") }
-        state.mutate { $0.unitPages += 1 }
         return try await inner.unitsSync(since: since, limit: limit, schema: schema)
     }
 
@@ -66,52 +60,26 @@ final class ScriptedAssetTransport: AssetTransport {
     }
 }
 
-/// Serves units and files from memory, as the server would (ranges, `ETag` = checksum,
-/// `If-Range`), for cache tests that need many downloaded units quickly.
+/// Serves files from memory, as the server would (ranges, `ETag` = checksum, `If-Range`), for
+/// tests that need many downloads quickly. The units and their `Asset` rows come from a server
+/// through the engine's subscriptions (``UnitShelf``); only the bytes are served here.
 final class InMemoryAssetTransport: AssetTransport {
-    private let units: LockedBox<[SyncedUnit]>
     private let files: LockedBox<[String: Data]>
     let folder: URL
 
     init(folder: URL) {
         self.folder = folder
-        units = LockedBox([])
         files = LockedBox([:])
     }
 
-    /// Adds a unit of one lesson with one file per entry of `fileSizes` (`<unit>-file-<n>`).
-    func addUnit(_ id: String, fileSizes: [Int]) {
-        var assets: [ContentAssetMetadata] = []
-        for (index, size) in fileSizes.enumerated() {
-            let assetId = "\(id)-file-\(index)"
-            let data = sampleBytes(size, seed: index)
-            files.mutate { $0[assetId] = data }
-            assets.append(
-                ContentAssetMetadata(
-                    id: assetId, lessonId: "\(id)-lesson", type: "document", contentType: "application/octet-stream",
-                    sizeBytes: Int64(size), checksum: AssetStore.checksum(of: data), durationMs: nil, updatedAt: Samples.t0,
-                    downloadURL: "memory://files/\(assetId)"
-                ))
-        }
-        let lesson = SyncedLesson(
-            fields: [
-                "id": .string("\(id)-lesson"), "unit_id": .string(id), "title": .string("Lesson of \(id)"), "sort_index": .int(0),
-                "lesson_kind": .string("reading"), "updated_at": .string(Samples.t0.iso8601),
-            ],
-            schemaVersion: Lesson.descriptor.currentVersion, assets: assets
-        )
-        let unit = SyncedUnit(
-            fields: [
-                "id": .string(id), "title": .string("Unit \(id)"), "learner_level": .string("beginner"),
-                "updated_at": .string(Samples.t0.iso8601),
-            ],
-            schemaVersion: Unit.descriptor.currentVersion, lessons: [lesson]
-        )
-        units.mutate { $0.append(unit) }
+    /// Serves `data` as the file of `assetId` (replacing the one served before).
+    func add(_ assetId: String, _ data: Data) {
+        files.mutate { $0[assetId] = data }
     }
 
+    /// Not a route of this transport: the downloader finds units through subscriptions.
     func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
-        UnitsSyncResponse(units: units.value, tombstones: [], nextSince: "end", hasMore: false)
+        throw .http(status: 404, body: nil, retryAfter: nil)
     }
 
     func assetURL(id: String) -> URL { URL(string: "memory://files/\(id)")! }

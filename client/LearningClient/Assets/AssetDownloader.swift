@@ -1,4 +1,5 @@
 import ContractRuntime
+import Contracts
 public import Foundation
 import LearningAPI
 public import SyncClient
@@ -17,13 +18,10 @@ public struct AssetDownloaderConfiguration: Hashable, Sendable {
     public var rangeSize: Int64
     /// The budget enforced after each unit download (``OfflineStore/enforceCacheBudget(_:keeping:)``).
     public var cacheBudget: CacheBudget
-    /// Units per page when looking a unit up on the units route; `nil` for the server's default.
-    public var unitsPageSize: Int?
 
-    public init(rangeSize: Int64 = 2 * 1024 * 1024, cacheBudget: CacheBudget = .standard, unitsPageSize: Int? = nil) {
+    public init(rangeSize: Int64 = 2 * 1024 * 1024, cacheBudget: CacheBudget = .standard) {
         self.rangeSize = max(1, rangeSize)
         self.cacheBudget = cacheBudget
-        self.unitsPageSize = unitsPageSize
     }
 }
 
@@ -31,7 +29,7 @@ public struct AssetDownloaderConfiguration: Hashable, Sendable {
 /// downloads whole units for offline use.
 ///
 /// ```swift
-/// let downloader = AssetDownloader(store: store, transport: transport)
+/// let downloader = AssetDownloader(engine: engine, transport: transport)
 /// for try await progress in downloader.downloadUnit(id: "unit-1") {
 ///     bar.progress = progress.fraction
 /// }
@@ -45,7 +43,9 @@ public struct AssetDownloaderConfiguration: Hashable, Sendable {
 /// changed on the server meanwhile comes back whole and the download restarts from 0. One
 /// download per file at a time: a second request for a file being downloaded waits for it.
 public actor AssetDownloader {
-    /// The store whose `assets` records and asset folder this downloader keeps.
+    /// The engine whose subscriptions bring the units' rows.
+    public nonisolated let engine: SyncEngine
+    /// The store whose `assets` records and asset folder this downloader keeps (the engine's).
     public nonisolated let store: OfflineStore
     public nonisolated let configuration: AssetDownloaderConfiguration
     private let transport: any AssetTransport
@@ -54,8 +54,13 @@ public actor AssetDownloader {
     /// Units being downloaded (kept from eviction), with how many downloads of each.
     private var unitsInProgress: [String: Int] = [:]
 
-    public init(store: OfflineStore, transport: any AssetTransport, configuration: AssetDownloaderConfiguration = AssetDownloaderConfiguration()) {
-        self.store = store
+    /// - Parameters:
+    ///   - engine: the sync engine of the store; units come through its subscriptions.
+    ///   - transport: what fetches the files (the engine's own `URLSessionTransport`, usually).
+    ///   - configuration: range size, cache budget.
+    public init(engine: SyncEngine, transport: any AssetTransport, configuration: AssetDownloaderConfiguration = AssetDownloaderConfiguration()) {
+        self.engine = engine
+        self.store = engine.store
         self.transport = transport
         self.configuration = configuration
     }
@@ -107,28 +112,28 @@ public actor AssetDownloader {
         }
     }
 
-    /// Downloads a unit for offline use: fetches it from the units route with its lessons and
-    /// their asset metadata, stores those rows, downloads every file (files already on the
-    /// device and matching their checksums are kept), marks the unit downloaded, then enforces
+    /// Downloads a unit for offline use: subscribes to it (the contracts' `unit` subscription,
+    /// the unit with its lessons and their `Asset` rows) and, the first time, syncs
+    /// (``SyncClient/SyncEngine/syncNow()``) until its rows are on the device, then downloads every file of its `Asset` rows (files already on the device and
+    /// matching their checksums are kept), marks the unit downloaded, and enforces
     /// ``AssetDownloaderConfiguration/cacheBudget`` (never evicting this unit or one still
-    /// downloading).
+    /// downloading). Lessons and assets the unit no longer has leave the device with the
+    /// subscription's sync, and their files with the next download.
     ///
     /// - Parameters:
     ///   - id: the unit's id.
     ///   - progress: told after each range of each file.
-    /// - Throws: ``AssetError/unknownUnit(id:)`` when the server does not list it,
-    ///   ``AssetError/notAvailableOffline(id:)`` when the server cannot be reached, or the
-    ///   error of the first file that failed (the unit is then marked `failed`; downloaded files
-    ///   and partial ones are kept for the next attempt).
+    /// - Throws: ``AssetError/unknownUnit(id:)`` when the server has no such unit the device
+    ///   may read, ``AssetError/notAvailableOffline(id:)`` when the server cannot be reached, or
+    ///   the error of the first file that failed (the unit is then marked `failed`; downloaded
+    ///   files and partial ones are kept for the next attempt).
     public func downloadUnit(
         id: String, progress: @escaping @Sendable (DownloadProgress) -> Void
     ) async throws(AssetError) -> UnitDownloadResult {
-        let unit = try await fetchUnit(id: id)
+        try await subscribeToUnit(id: id)
         let records: [AssetRecord]
         do {
-            records = try store.storeUnitForDownload(unit)
-        } catch .invalidValue(let contract, let field, let reason) {
-            throw .invalidResponse(id: id, reason: "\(contract).\(field): \(reason)")
+            records = try store.recordsForUnitDownload(unitId: id)
         } catch {
             throw .store(error)
         }
@@ -165,6 +170,51 @@ public actor AssetDownloader {
         return UnitDownloadResult(unitId: id, files: records.count, bytes: total, evictedUnitIds: evicted)
     }
 
+    /// Subscribes to the unit and, until its subscription has synced once, syncs; returns once
+    /// its rows are on the device. A unit kept before downloads from the rows the device has
+    /// (the engine's syncs keep them current). A subscription the server refuses (no such unit
+    /// the token may read) is let go.
+    private func subscribeToUnit(id: String) async throws(AssetError) {
+        let unit: SubscriptionHandle
+        let synced: Bool
+        do {
+            unit = try await engine.subscribe(Subscriptions.unit(id: id))
+            synced = try unit.status?.hasSynced == true
+        } catch {
+            // Not an identifier, or contracts without units: no unit the server could list.
+            throw .unknownUnit(id: id)
+        }
+        if !synced {
+            switch await engine.syncNow() {
+            case .succeeded: break
+            case .failed(let error, _): throw Self.assetError(error, id: id)
+            case .storeFailed(let reason): throw .invalidResponse(id: id, reason: reason)
+            }
+        }
+        do {
+            guard let status = try unit.status else { throw AssetError.unknownUnit(id: id) }
+            if status.error != nil {
+                try await unit.evict()
+                throw AssetError.unknownUnit(id: id)
+            }
+            guard status.hasSynced else {
+                let reason = status.lastFailure?.message ?? "its subscription did not sync"
+                throw AssetError.invalidResponse(id: id, reason: reason)
+            }
+            guard try store.fetch(Contracts.Unit.self, id: id) != nil else {
+                // The server has no such unit (or deleted it): nothing to keep.
+                try await unit.evict()
+                throw AssetError.unknownUnit(id: id)
+            }
+        } catch let error as AssetError {
+            throw error
+        } catch let error as OfflineStoreError {
+            throw .store(error)
+        } catch {
+            throw .invalidResponse(id: id, reason: String(describing: error))
+        }
+    }
+
     // MARK: - Internals
 
     /// A file on the device, and whether it was downloaded just now.
@@ -195,30 +245,6 @@ public actor AssetDownloader {
     private func enforceBudget(keeping unitId: String?) throws(AssetError) -> [String] {
         let kept = Set(unitsInProgress.keys).union(unitId.map { [$0] } ?? [])
         return try fromStore { () throws(OfflineStoreError) in try store.enforceCacheBudget(configuration.cacheBudget, keeping: kept) }
-    }
-
-    /// The unit from the units route, looked up page by page (the route has no filter by id).
-    private func fetchUnit(id: String) async throws(AssetError) -> SyncedUnit {
-        var since: String?
-        var restarts = 0
-        while true {
-            let page: UnitsSyncResponse
-            do {
-                page = try await transport.unitsSync(since: since, limit: configuration.unitsPageSize, schema: store.schemaVersions)
-            } catch {
-                // The server compacted deleted units meanwhile (410 cursor_expired): look again from the start.
-                if case .http(410, let body?, _) = error, body.error.code == .cursorExpired, since != nil, restarts < 3 {
-                    restarts += 1
-                    since = nil
-                    continue
-                }
-                throw Self.assetError(error, id: id)
-            }
-            if let unit = page.units.first(where: { $0.id == id }) { return unit }
-            guard page.hasMore else { throw .unknownUnit(id: id) }
-            guard page.nextSince != since else { throw .invalidResponse(id: id, reason: "the units route's cursor did not advance") }
-            since = page.nextSince
-        }
     }
 
     /// The file of a record, from the device or downloaded, one download per file at a time.

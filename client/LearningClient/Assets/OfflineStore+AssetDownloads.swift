@@ -2,7 +2,6 @@ import ContractRuntime
 import Contracts
 import Foundation
 import GRDB
-import LearningAPI
 import SyncClient
 import SyncProtocol
 
@@ -38,62 +37,48 @@ extension OfflineStore {
         }
     }
 
-    /// Stores a unit as the units route sent it, then the records of its files; returns those
-    /// records in lesson order.
-    ///
-    /// The unit, its lessons and their `Asset` rows go through ``applyServerChanges(_:)`` like
-    /// any server rows; lessons and assets of the unit the server no longer lists are removed,
-    /// with their files. A record keeps its partial download (resumed later under `If-Range`);
-    /// a record whose checksum changed is no longer `downloaded`. The unit is marked
-    /// `downloading`.
-    func storeUnitForDownload(_ unit: SyncedUnit) throws(OfflineStoreError) -> [AssetRecord] {
-        guard let unitId = unit.id else { throw .invalidValue(contract: Contracts.Unit.descriptor.name, field: "id", reason: "is missing") }
-        let assets = unit.lessons.flatMap(\.assets)
-        let (oldLessons, oldAssets) = try readTables { db in
-            (try UnitContent.lessonIds(db, unitId: unitId), try UnitContent.assetIds(db, unitId: unitId))
-        }
-        let staleLessons = Set(oldLessons).subtracting(unit.lessons.compactMap(\.id)).sorted()
-        let staleAssets = Set(oldAssets).subtracting(assets.map(\.id)).sorted()
-        var schemaVersions = [Contracts.Unit.descriptor.name: unit.schemaVersion]
-        if let lesson = unit.lessons.first { schemaVersions[Lesson.descriptor.name] = lesson.schemaVersion }
-        try applyServerChanges(
-            ServerChanges(
-                upserts: [
-                    Contracts.Unit.descriptor.name: [.object(unit.fields)], Lesson.descriptor.name: unit.lessons.map { .object($0.fields) },
-                    Asset.descriptor.name: assets.map(Self.assetRow),
-                ],
-                deletes: [Lesson.descriptor.name: staleLessons, Asset.descriptor.name: staleAssets],
-                schemaVersions: schemaVersions
-            ))
-
+    /// The records of a unit's files, made or updated from the `Asset` rows of its lessons on
+    /// the device (its subscription brought them), in lesson order; records of files the unit
+    /// no longer has are deleted with their files. A record keeps its partial download (resumed
+    /// later under `If-Range`); a record whose checksum changed is no longer `downloaded`. The
+    /// unit is marked `downloading`.
+    func recordsForUnitDownload(unitId: String) throws(OfflineStoreError) -> [AssetRecord] {
         let now = now().millisecondsSince1970
         let directory = assetsDirectory
         let (records, staleFiles) = try writeTables { db in
-            let staleFiles = try UnitContent.deleteRecords(db, ids: staleAssets, directory: directory)
+            let assets = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT a."id", a."lesson_id", a."content_type", a."size_bytes", a."checksum" FROM \(UnitContent.assetTable) a
+                    JOIN \(UnitContent.lessonTable) l ON l."id" = a."lesson_id" WHERE l."unit_id" = ?
+                    ORDER BY l."sort_index", l."id", a."id"
+                    """,
+                arguments: [unitId])
+            let current = Set(assets.map { $0["id"] as String })
+            let stale = try String.fetchAll(db, sql: #"SELECT "asset_id" FROM "assets" WHERE "unit_id" = ?"#, arguments: [unitId])
+                .filter { !current.contains($0) }
+            let staleFiles = try UnitContent.deleteRecords(db, ids: stale, directory: directory)
+            var records: [AssetRecord] = []
             for asset in assets {
+                let id: String = asset["id"]
                 try db.execute(
                     sql: """
-                        INSERT INTO "assets" ("asset_id", "unit_id", "lesson_id", "remote_url", "content_type", "size_bytes",
+                        INSERT INTO "assets" ("asset_id", "unit_id", "lesson_id", "content_type", "size_bytes",
                             "checksum", "status", "downloaded_bytes", "updated_at")
-                        VALUES (?, ?, ?, ?, ?, ?, ?, 'remote', 0, ?)
+                        VALUES (?, ?, ?, ?, ?, ?, 'remote', 0, ?)
                         ON CONFLICT ("asset_id") DO UPDATE SET "unit_id" = excluded."unit_id", "lesson_id" = excluded."lesson_id",
-                            "remote_url" = excluded."remote_url", "content_type" = excluded."content_type",
-                            "size_bytes" = excluded."size_bytes", "checksum" = excluded."checksum",
+                            "content_type" = excluded."content_type", "size_bytes" = excluded."size_bytes", "checksum" = excluded."checksum",
                             "status" = CASE WHEN "checksum" != excluded."checksum" AND "status" = 'downloaded' THEN 'remote' ELSE "status" END,
                             "updated_at" = excluded."updated_at"
                         """,
-                    arguments: [asset.id, unitId, asset.lessonId, asset.downloadURL, asset.contentType, asset.sizeBytes, asset.checksum, now]
+                    arguments: [id, unitId, asset["lesson_id"], asset["content_type"], asset["size_bytes"], asset["checksum"], now]
                 )
+                if let row = try Row.fetchOne(db, sql: #"SELECT * FROM "assets" WHERE "asset_id" = ?"#, arguments: [id]) {
+                    records.append(AssetRecord(row: row))
+                }
             }
             try Self.noteUnitDownload(db, unitId: unitId, status: .downloading, now: now)
-            let byId = Dictionary(
-                try Row.fetchAll(
-                    db, sql: #"SELECT * FROM "assets" WHERE "asset_id" IN ("# + UnitContent.placeholders(assets.count) + ")",
-                    arguments: StatementArguments(assets.map(\.id))
-                ).map { (AssetRecord(row: $0).id, AssetRecord(row: $0)) },
-                uniquingKeysWith: { first, _ in first }
-            )
-            return (assets.compactMap { byId[$0.id] }, staleFiles)
+            return (records, staleFiles)
         }
         for file in staleFiles { try Self.removeFile(file) }
         return records
@@ -169,38 +154,14 @@ extension OfflineStore {
 
     // MARK: - Internals
 
-    /// Writes a unit's download state to its bookkeeping row and to the unit's local columns
-    /// (``Contracts/Unit/LocalState``, which lists show). A finished download sets
-    /// `downloaded_at`, and `expires_at` from the contract's retention when it has one.
+    /// Writes a unit's download state to the unit's local columns (``Contracts/Unit/LocalState``,
+    /// which lists show); a finished download sets `downloaded_at`.
     private static func noteUnitDownload(_ db: Database, unitId: String, status: Contracts.Unit.DownloadStatus, now: Int64) throws {
         let finished: Int64? = status == .downloaded ? now : nil
-        let expires = finished.flatMap { finished in Contracts.Unit.descriptor.retentionSeconds.map { finished + Int64($0) * 1000 } }
-        try db.execute(
-            sql: """
-                INSERT INTO "unit_cache" ("unit_id", "added_at", "downloaded_at", "expires_at") VALUES (?, ?, ?, ?)
-                ON CONFLICT ("unit_id") DO UPDATE SET "downloaded_at" = COALESCE(excluded."downloaded_at", "downloaded_at"),
-                    "expires_at" = COALESCE(excluded."expires_at", "expires_at")
-                """,
-            arguments: [unitId, now, finished, expires]
-        )
         try db.execute(
             sql: "UPDATE \(UnitContent.unitTable) SET \"download_status\" = ?, \"downloaded_at\" = COALESCE(?, \"downloaded_at\") WHERE \"id\" = ?",
             arguments: [status.rawValue, finished, unitId]
         )
-    }
-
-    /// An `Asset` row in wire form from the units route's metadata of the file.
-    private static func assetRow(_ metadata: ContentAssetMetadata) -> JSONValue {
-        var row: [String: JSONValue] = [
-            "id": .string(metadata.id), "lesson_id": .string(metadata.lessonId), "asset_kind": .string(metadata.type),
-            "content_type": .string(metadata.contentType), "size_bytes": .int(metadata.sizeBytes),
-            "checksum": .string(metadata.checksum),
-            // The route leaves `storage_key` out; the reference server files assets by checksum,
-            // which is what it stores there.
-            "storage_key": .string(metadata.checksum), "updated_at": .string(metadata.updatedAt.iso8601),
-        ]
-        if let duration = metadata.durationMs { row["duration_ms"] = .int(duration) }
-        return .object(row)
     }
 
     static func removeFile(_ url: URL) throws(OfflineStoreError) {

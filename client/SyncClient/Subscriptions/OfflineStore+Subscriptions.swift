@@ -45,6 +45,10 @@ extension OfflineStore {
         #"CREATE INDEX "subscription_rows_by_row" ON "subscription_rows" ("entity", "row_id")"#,
     ]
 
+    /// When the app last used what a subscription holds (``markSubscriptionUsed(id:)``): the
+    /// least recently used go first when space is short (``subscriptionsInEvictionOrder(neverUsedAge:)``).
+    static let subscriptionUseStatements = [#"ALTER TABLE "subscriptions" ADD COLUMN "last_used_at" INTEGER"#]
+
     // MARK: Subscribing
 
     /// Records a subscription (or finds the one already recorded for the same name, parameters
@@ -63,14 +67,7 @@ extension OfflineStore {
     {
         let descriptor = try Self.check(request, contracts: contracts, priorities: priorities)
         let parameters = CanonicalJSON.text(.object(request.parameters))
-        let ttlSeconds: Int
-        if let ttl {
-            let (seconds, attoseconds) = ttl.components
-            guard seconds >= 0, attoseconds >= 0 else { throw .invalidParameter(name: "ttl", reason: "a TTL cannot be negative") }
-            ttlSeconds = Int(clamping: seconds)
-        } else {
-            ttlSeconds = descriptor.defaultTTLSeconds
-        }
+        let ttlSeconds = try ttl.map { ttl throws(SubscriptionError) in try Self.seconds(ttl) } ?? descriptor.defaultTTLSeconds
         let priority = priority ?? descriptor.priority
         let now = now().millisecondsSince1970
         let made = ulids.nextString()
@@ -111,22 +108,100 @@ extension OfflineStore {
 
     /// Ends a subscription: it is pulled no more, and its rows stay readable until its TTL
     /// passes (then they are evicted, unless something else holds them). Ending an ended one
-    /// changes nothing (its TTL counts from the first end).
+    /// changes nothing (its TTL counts from the first end) unless `ttl` is given.
     ///
-    /// - Throws: ``SubscriptionError/notFound(id:)`` when the store holds no such subscription.
-    public func unsubscribeSubscription(id: String) throws(SubscriptionError) {
+    /// - Parameters:
+    ///   - id: the subscription's id.
+    ///   - ttl: how long its rows stay from now on, instead of the TTL it was made with (a
+    ///     completed unit kept a week, licensed content until its licence ends).
+    /// - Throws: ``SubscriptionError/notFound(id:)`` when the store holds no such subscription;
+    ///   ``SubscriptionError/invalidParameter(name:reason:)`` for a negative TTL.
+    public func unsubscribeSubscription(id: String, keepingFor ttl: Duration? = nil) throws(SubscriptionError) {
         let now = now().millisecondsSince1970
-        let changed: Int
-        do {
-            changed = try write { db in
+        let seconds = try ttl.map { ttl throws(SubscriptionError) in try Self.seconds(ttl) }
+        let changed = try updateSubscription(id) { db in
+            if let seconds {
+                try db.execute(
+                    sql: #"UPDATE "subscriptions" SET "unsubscribed_at" = ?, "ttl_seconds" = ? WHERE "id" = ?"#, arguments: [now, seconds, id])
+            } else {
                 try db.execute(
                     sql: #"UPDATE "subscriptions" SET "unsubscribed_at" = COALESCE("unsubscribed_at", ?) WHERE "id" = ?"#, arguments: [now, id])
-                return db.changesCount
+            }
+        }
+        if !changed { throw .notFound(id: id) }
+    }
+
+    /// Notes that the app used what a subscription holds now (the learner opened the unit):
+    /// the least recently used subscriptions are evicted first when space is short.
+    ///
+    /// - Throws: ``SubscriptionError/notFound(id:)`` when the store holds no such subscription.
+    public func markSubscriptionUsed(id: String) throws(SubscriptionError) {
+        let now = now().millisecondsSince1970
+        let changed = try updateSubscription(id) { db in
+            try db.execute(sql: #"UPDATE "subscriptions" SET "last_used_at" = ? WHERE "id" = ?"#, arguments: [now, id])
+        }
+        if !changed { throw .notFound(id: id) }
+    }
+
+    /// Deletes a subscription now, whatever its TTL, and evicts the rows it held unless
+    /// something else holds them (another subscription, a scope synced whole, a write not yet
+    /// on the server, an open conflict). Returns the rows evicted, by contract: what an app
+    /// runs when space is short, in ``subscriptionsInEvictionOrder(neverUsedAge:)``.
+    ///
+    /// - Throws: ``SubscriptionError/notFound(id:)`` when the store holds no such subscription.
+    @discardableResult
+    public func evictSubscription(id: String) throws(SubscriptionError) -> [String: Int] {
+        let outcome: [String: Int]?
+        do {
+            outcome = try write { db -> [String: Int]? in
+                guard try Bool.fetchOne(db, sql: #"SELECT EXISTS (SELECT 1 FROM "subscriptions" WHERE "id" = ?)"#, arguments: [id]) == true
+                else { return nil }
+                return try deleteSubscription(id, db)
             }
         } catch {
             throw .store(String(describing: error))
         }
-        if changed == 0 { throw .notFound(id: id) }
+        guard let outcome else { throw .notFound(id: id) }
+        return outcome
+    }
+
+    /// The subscriptions that hold rows, in the order to evict them when space is short:
+    /// 1. ended ones (still holding their rows until their TTL passes), the soonest to expire first;
+    /// 2. active ones never used (``markSubscriptionUsed(id:)``) and made more than `neverUsedAge` ago, oldest first;
+    /// 3. the other active ones, least recently used first (last used, else last synced, else made).
+    ///
+    /// Refused subscriptions hold nothing and are not listed.
+    public func subscriptionsInEvictionOrder(neverUsedAge: Duration = .seconds(3 * 86_400)) throws(OfflineStoreError) -> [SubscriptionStatus] {
+        let now = now().date
+        let neverUsedBefore = now.addingTimeInterval(-TimeInterval(neverUsedAge.components.seconds))
+        let held = try subscriptions().filter { $0.error == nil }
+        func rank(_ status: SubscriptionStatus) -> (Int, Date) {
+            if let expiresAt = status.expiresAt { return (0, expiresAt) }
+            if status.lastUsedAt == nil, status.createdAt <= neverUsedBefore { return (1, status.createdAt) }
+            return (2, status.lastUsedAt ?? status.lastSyncedAt ?? status.createdAt)
+        }
+        return held.map { (status: $0, rank: rank($0)) }
+            .sorted { ($0.rank.0, $0.rank.1, $0.status.id) < ($1.rank.0, $1.rank.1, $1.status.id) }
+            .map(\.status)
+    }
+
+    /// Runs `body` on one subscription row in a write; whether it changed a row.
+    private func updateSubscription(_ id: String, _ body: (Database) throws -> Void) throws(SubscriptionError) -> Bool {
+        do {
+            return try write { db in
+                try body(db)
+                return db.changesCount > 0
+            }
+        } catch {
+            throw .store(String(describing: error))
+        }
+    }
+
+    /// A TTL in whole seconds, refused when negative.
+    private static func seconds(_ ttl: Duration) throws(SubscriptionError) -> Int {
+        let (seconds, attoseconds) = ttl.components
+        guard seconds >= 0, attoseconds >= 0 else { throw .invalidParameter(name: "ttl", reason: "a TTL cannot be negative") }
+        return Int(clamping: seconds)
     }
 
     // MARK: Reading
@@ -190,12 +265,14 @@ extension OfflineStore {
         let ttl: Int = row["ttl_seconds"]
         let ended: Int64? = row["unsubscribed_at"]
         let last: Int64? = row["last_synced_at"]
+        let used: Int64? = row["last_used_at"]
         let error = (row["last_error"] as String?).map(ErrorDetail.init(storedText:))
         return SubscriptionStatus(
             id: id, request: Self.request(of: row), isActive: ended == nil && error == nil, hasSynced: (row["has_synced"] as Int) == 1,
             lastSyncedAt: last.map { Timestamp(millisecondsSince1970: $0).date }, rowCount: rows,
             priority: SyncPriority(rawValue: row["priority"]) ?? .normal, ttl: .seconds(ttl),
-            expiresAt: ended.map { Timestamp(millisecondsSince1970: $0 + Int64(ttl) * 1000).date }, error: error)
+            expiresAt: ended.map { Timestamp(millisecondsSince1970: $0 + Int64(ttl) * 1000).date }, error: error,
+            createdAt: Timestamp(millisecondsSince1970: row["created_at"]).date, lastUsedAt: used.map { Timestamp(millisecondsSince1970: $0).date })
     }
 
     /// The request a `subscriptions` row stands for.
@@ -383,12 +460,15 @@ extension OfflineStore {
     /// Deletes a subscription and lets go of what it held (a refused one once the app has read
     /// why, ``SubscriptionHandle/waitForFirstSync()``).
     package func forgetSubscription(id: String) throws(OfflineStoreError) {
-        try write { db in
-            let held = try Row.fetchAll(db, sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
-            try db.execute(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
-            try db.execute(sql: #"DELETE FROM "subscriptions" WHERE "id" = ?"#, arguments: [id])
-            try evictUnheld(held.map { ($0["entity"], $0["row_id"]) }, db)
-        }
+        try write { db in _ = try deleteSubscription(id, db) }
+    }
+
+    /// Deletes a subscription and evicts what it held unless held otherwise.
+    func deleteSubscription(_ id: String, _ db: Database) throws -> [String: Int] {
+        let held = try Row.fetchAll(db, sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
+        try db.execute(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
+        try db.execute(sql: #"DELETE FROM "subscriptions" WHERE "id" = ?"#, arguments: [id])
+        return try evictUnheld(held.map { ($0["entity"], $0["row_id"]) }, db)
     }
 }
 

@@ -35,6 +35,10 @@ public struct SubscriptionStatus: Sendable, Hashable {
     /// subscriptions), as the engine's handle says until one ends; the subscription stays, and
     /// the next sync pulls it again.
     public var lastFailure: ErrorDetail?
+    /// When the device subscribed (first, when it subscribed again since).
+    public var createdAt: Date
+    /// When the app last used what it holds (``SubscriptionHandle/markUsed()``), if ever.
+    public var lastUsedAt: Date?
 }
 
 /// The device's subscriptions, counted for a sync UI (``SyncStatus/subscriptions``).

@@ -267,11 +267,32 @@ public struct SubscriptionHandle: Sendable, Hashable {
     /// passes, then go unless something else holds them (another subscription, a scope synced
     /// whole, a write not yet on the server). Subscribing again before then makes it active again.
     ///
+    /// - Parameter ttl: how long its rows stay from now on, instead of the TTL it was made with.
     /// - Throws: ``SubscriptionError/notFound(id:)`` when the store no longer holds it.
-    public func unsubscribe() async throws(SubscriptionError) {
-        try engine.store.unsubscribeSubscription(id: id)
+    public func unsubscribe(keepingFor ttl: Duration? = nil) async throws(SubscriptionError) {
+        try engine.store.unsubscribeSubscription(id: id, keepingFor: ttl)
         engine.subscriptionActivity.forget(id)
         await engine.subscriptionsChanged()
+    }
+
+    /// Notes that the app used its rows now: least recently used subscriptions go first when
+    /// space is short (``OfflineStore/subscriptionsInEvictionOrder(neverUsedAge:)``).
+    ///
+    /// - Throws: ``SubscriptionError/notFound(id:)`` when the store no longer holds it.
+    public func markUsed() throws(SubscriptionError) {
+        try engine.store.markSubscriptionUsed(id: id)
+    }
+
+    /// Deletes the subscription now, whatever its TTL, and its rows unless something else
+    /// holds them (``OfflineStore/evictSubscription(id:)``). Returns the rows evicted, by contract.
+    ///
+    /// - Throws: ``SubscriptionError/notFound(id:)`` when the store no longer holds it.
+    @discardableResult
+    public func evict() async throws(SubscriptionError) -> [String: Int] {
+        let evicted = try engine.store.evictSubscription(id: id)
+        engine.subscriptionActivity.forget(id)
+        await engine.subscriptionsChanged()
+        return evicted
     }
 }
 

@@ -22,7 +22,7 @@ import SyncProtocol
 /// contract holds that contract (``SyncStatus/updateRequired``) and the sync
 /// goes on with the others.
 public actor SyncEngine {
-    public let store: OfflineStore
+    public nonisolated let store: OfflineStore
     let transport: any SyncTransport
     let configuration: SyncEngineConfiguration
 

@@ -76,11 +76,11 @@ struct CacheListCommand: DeviceCommand {
 struct CacheDeleteCommand: DeviceCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
-        abstract: "Delete one unit from the device: its rows and files.",
+        abstract: "Delete one unit from the device: its subscription, rows and files.",
         discussion: """
-            Changes waiting in the queue (progress of its lessons, answers) stay queued and are still sent. \
-            The unit is listed again, not downloaded, after the next sync. Exits 6 when the device has \
-            nothing of the unit.
+            Changes waiting in the queue (progress of its lessons, answers) stay queued and are still sent, \
+            and the rows they change stay until then. A device that syncs the content scope whole keeps the \
+            unit in its catalogue, not downloaded. Exits 6 when the device keeps nothing of the unit.
             """
     )
 
@@ -93,7 +93,7 @@ struct CacheDeleteCommand: DeviceCommand {
         let session = try device.session()
         let freed = try session.store.cachedUnits().first { $0.id == unit }?.bytesOnDisk ?? 0
         try session.store.deleteCachedUnit(id: unit)
-        Console.say("deleted \(unit) from the device (\(Wording.bytes(freed)) of files); `sync-device sync` lists it again")
+        Console.say("deleted \(unit) from the device (\(Wording.bytes(freed)) of files)")
     }
 }
 
@@ -101,7 +101,7 @@ struct CacheClearCommand: DeviceCommand {
     static let configuration = CommandConfiguration(
         commandName: "clear",
         abstract: "Delete every unit, lesson and file from the device.",
-        discussion: "Changes waiting in the queue stay queued and are still sent; `sync-device sync` lists the catalogue again."
+        discussion: "Ends every unit's subscription and deletes every file; changes waiting in the queue stay queued and are still sent."
     )
 
     @OptionGroup var device: DeviceOptions
@@ -112,7 +112,7 @@ struct CacheClearCommand: DeviceCommand {
         try session.store.clearCache()
         Console.say(
             "cleared the cache: \(Wording.count(before.units, "unit")) and \(Wording.bytes(before.bytesOnDisk)) of files; "
-                + "queued changes are kept; `sync-device sync` lists the catalogue again"
+                + "queued changes are kept"
         )
     }
 }

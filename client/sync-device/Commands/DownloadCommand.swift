@@ -10,8 +10,9 @@ struct DownloadCommand: DeviceCommand {
         commandName: "download",
         abstract: "Download a unit with its lessons and files, for offline use.",
         discussion: """
-            Fetches the unit from the server's units route, stores its lessons and asset rows, and downloads \
-            every file the device lacks, each verified by SHA-256; files already on the device are kept. An \
+            Subscribes to the unit (the contracts' `unit` subscription: the unit, its lessons and their asset \
+            rows, listed by `sync-device subscriptions`), syncs it, and downloads every file the device lacks, \
+            each verified by SHA-256; files already on the device are kept. An \
             interrupted download resumes where it stopped. A progress bar is drawn on standard error when it \
             is a terminal. Units evicted to keep the files within the cache budget (500 MB) are named. \
             Exits 6 when the server lists no such unit, 3 when the device is offline or a file does not match \

@@ -130,7 +130,7 @@ struct SubscriptionsCommand: DeviceCommand {
             let state =
                 status.isActive
                 ? (status.hasSynced ? "synced" : "not synced yet") : "ended, rows kept until \(status.expiresAt.map(Timestamp.init)?.iso8601 ?? "?")"
-            Console.say("\(status.id)  \(status.request.name) \(parameters)  \(status.priority.rawValue)  \(status.rowCount) rows  \(state)")
+            Console.say("\(status.id)  \(status.request.name) \(parameters)  \(status.priority.rawValue)  \(Wording.count(status.rowCount, "row"))  \(state)")
         }
     }
 

@@ -89,7 +89,7 @@ struct DeviceSession {
 
     /// The downloader of unit files and assets, over the device's network.
     func downloader() -> AssetDownloader {
-        AssetDownloader(store: store, transport: network)
+        AssetDownloader(engine: engine(), transport: network)
     }
 
     /// Changes not yet on the server, by contract and row (`Task\u{0}task-1`).

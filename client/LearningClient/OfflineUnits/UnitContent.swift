@@ -21,20 +21,6 @@ enum UnitContent {
         }
     }
 
-    /// The ids of the unit's lessons.
-    static func lessonIds(_ db: Database, unitId: String) throws -> [String] {
-        try String.fetchAll(db, sql: "SELECT \"id\" FROM \(lessonTable) WHERE \"unit_id\" = ? ORDER BY \"id\"", arguments: [unitId])
-    }
-
-    /// The ids of the `Asset` rows of the unit's lessons.
-    static func assetIds(_ db: Database, unitId: String) throws -> [String] {
-        try String.fetchAll(
-            db,
-            sql: "SELECT \"id\" FROM \(assetTable) WHERE \"lesson_id\" IN (SELECT \"id\" FROM \(lessonTable) WHERE \"unit_id\" = ?) ORDER BY \"id\"",
-            arguments: [unitId]
-        )
-    }
-
     /// The ids of the unit's download records: by `unit_id`, or by one of its `Asset` rows.
     static func recordIds(_ db: Database, unitId: String) throws -> [String] {
         try String.fetchAll(
@@ -58,13 +44,6 @@ enum UnitContent {
             let files = AssetFiles.urls(assetId: id, in: directory)
             return [files.final, files.partial]
         }
-    }
-
-    /// The scopes of units, lessons and assets: their cursors are forgotten when a unit is
-    /// deleted from the device, so that the next pull lists the catalogue again, deleted units
-    /// included.
-    static var contentScopes: [String] {
-        Array(Set([Contracts.Unit.descriptor, Lesson.descriptor, Asset.descriptor].map(\.scope))).sorted()
     }
 
     static func placeholders(_ count: Int) -> String {

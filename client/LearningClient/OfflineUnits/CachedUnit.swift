@@ -10,8 +10,8 @@ public enum UnitCacheStatus: String, Hashable, Sendable, CaseIterable {
     case partial
     /// No file of the unit is on the device.
     case notDownloaded = "not_downloaded"
-    /// Its expiry date passed, or the server deleted the unit while its files were still on the
-    /// device: evicted first.
+    /// Its subscription expired (completed and not opened again), or the server deleted the
+    /// unit, while its files were still on the device: evicted first.
     case expired
 }
 
@@ -30,18 +30,18 @@ public struct CachedUnit: Hashable, Sendable, Identifiable {
     /// Its asset files, and how many of them are on the device, verified.
     public var fileCount: Int
     public var downloadedFileCount: Int
-    /// When the device began keeping it (its first download or opening); `nil` for a unit only
-    /// listed in the catalogue.
+    /// When the device began keeping it (its `unit` subscription was made: its first download or
+    /// opening); `nil` for a unit only listed in the catalogue.
     public var addedAt: Date?
     /// When its last download finished.
     public var downloadedAt: Date?
-    /// When the app last opened it (``OfflineStore/markUnitOpened(id:)``).
+    /// When the app last opened it (``OfflineStore/markUnitOpened(id:)``: its subscription's last use).
     public var lastOpenedAt: Date?
-    /// Whether the learner completed it: marked by the app (``OfflineStore/markUnitCompleted(id:completed:)``),
-    /// or a `CompletionRecord` of the whole unit (no lesson) is on the device.
+    /// Whether the learner completed it: marked by the app (``OfflineStore/markUnitCompleted(id:completed:keepingFor:)``,
+    /// which ends its subscription), or a `CompletionRecord` of the whole unit (no lesson) is on the device.
     public var isCompleted: Bool
-    /// When its offline copy expires (``OfflineStore/setUnitExpiry(id:expiresAt:)``, or the
-    /// `Unit` contract's `retention` counted from the download).
+    /// When its offline copy expires, once its subscription ended (completed): it is then
+    /// evicted unless opened again.
     public var expiresAt: Date?
     /// Writes not yet on the server involve it (its rows, or rows that refer to them such as
     /// progress events): it is never evicted.
@@ -63,21 +63,18 @@ public struct CacheTotals: Hashable, Sendable {
     public var databaseBytes: Int64
 }
 
-/// How many bytes of asset files the device keeps, and the ages of docs/client.md's eviction
-/// order: expired units first, then completed ones not opened for ``completedUnopenedAge``,
-/// then never-opened ones older than ``neverOpenedAge``, then the least recently used. Units
-/// with unsynced writes are never evicted.
+/// How many bytes of asset files the device keeps, and the age after which a unit never opened
+/// goes before those in use, in the units' eviction order: expired units first, then completed
+/// ones (their subscription ended), then never-opened ones older than ``neverOpenedAge``, then
+/// the least recently used. Units with unsynced writes are never evicted.
 public struct CacheBudget: Hashable, Sendable {
     /// The most bytes of asset files to keep.
     public var maxBytes: Int64
-    /// A completed unit not opened for this long goes right after expired ones (7 days).
-    public var completedUnopenedAge: TimeInterval
-    /// A unit never opened, downloaded this long ago, goes next (3 days).
+    /// A unit never opened, downloaded this long ago, goes after the completed ones (3 days).
     public var neverOpenedAge: TimeInterval
 
-    public init(maxBytes: Int64, completedUnopenedAge: TimeInterval = 7 * 86_400, neverOpenedAge: TimeInterval = 3 * 86_400) {
+    public init(maxBytes: Int64, neverOpenedAge: TimeInterval = 3 * 86_400) {
         self.maxBytes = maxBytes
-        self.completedUnopenedAge = completedUnopenedAge
         self.neverOpenedAge = neverOpenedAge
     }
 
