@@ -438,9 +438,16 @@ final class PokeProbe: @unchecked Sendable {
             if resync { resyncs += 1 }
             guard let sent = sentAt[team], instant >= sent, waitingFor[team]?.insert(device).inserted == true else { return }
             // A resync is no poke of this push: it covers it without a latency of its own.
-            if !resync { latencies.record("poke", from: sent, to: instant) }
+            guard !resync else { return }
+            latencies.record("poke", from: sent, to: instant)
+            // The last member it waited for: the push has reached its whole team.
+            if waitingFor[team]?.count == expectedReceivers[team] { latencies.record("poke to all", from: sent, to: instant) }
         }
     }
+
+    /// Per push, from its send until the last of its team's other members had the poke (pushes
+    /// a resync covered for a member are not counted).
+    var everyMemberSummary: LatencySummary? { lock.withLock { latencies.summary("poke to all") } }
 
     /// `resync` events received over the whole run.
     var resyncCount: Int { lock.withLock { resyncs } }

@@ -26,6 +26,11 @@ import SyncServer
 /// send them); the time of one device's pull of its 10 subscriptions, from their cursors, is
 /// measured after each (bar: within 1.25×). The server stores nothing per subscription, so
 /// this holds by construction; the figure keeps it so.
+///
+/// Then the device's side at 1 000 000 rows (``SubscriptionDevice``): a real device subscribing
+/// over HTTP until the rows are in its store, against the same device storing a 50-row pull
+/// page (bar: ≤ 1×); and poke fan-out at 1 000 live devices holding 10 subscriptions each
+/// against the same devices holding none (``SubscriptionFanOut``; bar: p99 within 1.5×).
 enum SubscriptionBenchmark {
     static let sizes = [10_000, 1_000_000]
     static let assetsEvery = 100
@@ -36,7 +41,8 @@ enum SubscriptionBenchmark {
     static let benchmark = Benchmark(
         name: "subscriptions",
         summary: "subscribing to one incident of a team of 10 000 and 1 000 000 rows against a 50-row pull page (bar ≤ 1×, flat in size), "
-            + "and a pull's cost with 10×10 and 10×1 000 subscriptions held (bar ≤ 1.25×)",
+            + "and a pull's cost with 10×10 and 10×1 000 subscriptions held (bar ≤ 1.25×); a device's subscribe over HTTP against its 50-row page "
+            + "(bar ≤ 1×) and poke fan-out p99 at 1 000 devices with 10 subscriptions each against none (bar ≤ 1.5×)",
         run: { try run() }
     )
 
@@ -107,11 +113,16 @@ enum SubscriptionBenchmark {
             )
             if size == sizes.last {
                 result.check("subscribe ≤ 1× a 50-row pull page at \(Format.grouped(size)) rows", ratio <= 1, Format.ratio(ratio))
+                try SubscriptionDevice.measure(
+                    data: workspace.url, incidents: size, storage: storage, workspace: workspace, into: &result)
             }
         }
         let growth = subscribeMedians[sizes.last!]! / subscribeMedians[sizes.first!]!
         result.check("subscribe flat in the team's size (1 000 000 vs 10 000 within 1.5×)", growth <= 1.5, Format.ratio(growth))
         try held(into: &result)
+        let fanOut = try TemporaryFolder("subscriptions-fan-out")
+        defer { fanOut.remove() }
+        try SubscriptionFanOut.measure(workspace: fanOut, into: &result)
         return result
     }
 
@@ -164,35 +175,45 @@ enum SubscriptionBenchmark {
         result.check("a pull's cost flat in the subscriptions held (10 × 1 000 vs 10 × 10 within 1.25×)", ratio <= 1.25, Format.ratio(ratio))
     }
 
-    /// `incidents` incidents of team t-1 and one service asset per ``assetsEvery``, written
-    /// straight into the server's database in one transaction, with the scope's sequence after them.
-    static func populate(_ file: URL, incidents: Int) throws {
+    /// `incidents` incidents of `team` and one service asset per ``assetsEvery`` (ids `inc-N`
+    /// and `sa-N` after `idPrefix`), written straight into the server's database in one
+    /// transaction after what its scope holds, with the scope's sequence after them.
+    static func populate(_ file: URL, incidents: Int, tenant: String = SubscriptionBenchmark.tenant, team: String = "t-1", idPrefix: String = "")
+        throws
+    {
+        let scopeKey = "ops:team:\(team)"
         let queue = try DatabaseQueue(path: file.path)
         try queue.inTransaction { db in
             let assets = try db.makeStatement(
                 sql: """
                     INSERT INTO service_assets (_tenant_id, id, team_id, asset_tag, display_name, category, updated_at, _scope_key, _seq,
-                    _schema_version, _updated_at) VALUES (?, ?, 't-1', ?, ?, 'vehicle', 1769846400000, ?, ?, 1, 1769846400000)
+                    _schema_version, _updated_at) VALUES (?, ?, ?, ?, ?, 'vehicle', 1769846400000, ?, ?, 1, 1769846400000)
                     """)
             let rows = try db.makeStatement(
                 sql: """
                     INSERT INTO incidents (_tenant_id, id, team_id, number, short_description, state, service_asset_id, assignee_id,
                     opened_at, updated_at, _scope_key, _seq, _schema_version, _updated_at)
-                    VALUES (?, ?, 't-1', ?, ?, 'new', ?, ?, 1769846400000, 1769846400000, ?, ?, 1, 1769846400000)
+                    VALUES (?, ?, ?, ?, ?, 'new', ?, ?, 1769846400000, 1769846400000, ?, ?, 1, 1769846400000)
                     """)
-            var seq: Int64 = 0
+            var seq =
+                try Int64.fetchOne(db, sql: "SELECT last_seq FROM scope_sequences WHERE tenant = ? AND scope_key = ?", arguments: [tenant, scopeKey])
+                ?? 0
             for index in 0..<(incidents / assetsEvery) {
                 seq += 1
-                try assets.execute(arguments: [tenant, "sa-\(index)", "TAG-\(index)", "Scooter \(index)", scopeKey, seq])
+                try assets.execute(arguments: [tenant, "\(idPrefix)sa-\(index)", team, "TAG-\(index)", "Scooter \(index)", scopeKey, seq])
             }
             for index in 0..<incidents {
                 seq += 1
                 try rows.execute(arguments: [
-                    tenant, "inc-\(index)", "INC\(index)", "Broken scooter \(index): the brake lever is loose", "sa-\(index / assetsEvery)",
-                    "tech-\(index % 20)", scopeKey, seq,
+                    tenant, "\(idPrefix)inc-\(index)", team, "INC\(index)", "Broken scooter \(index): the brake lever is loose",
+                    "\(idPrefix)sa-\(index / assetsEvery)", "tech-\(index % 20)", scopeKey, seq,
                 ])
             }
-            try db.execute(sql: "INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, ?)", arguments: [tenant, scopeKey, seq])
+            try db.execute(
+                sql: """
+                    INSERT INTO scope_sequences (tenant, scope_key, last_seq) VALUES (?, ?, ?)
+                    ON CONFLICT (tenant, scope_key) DO UPDATE SET last_seq = excluded.last_seq
+                    """, arguments: [tenant, scopeKey, seq])
             return .commit
         }
     }
