@@ -52,15 +52,25 @@ struct DownloadTests {
         let remote = try phone.json(["open", "lesson-reporting-offline"])
         #expect(remote["assets"][0]["file"].isNull)
 
+        // The download was a `unit` subscription (opening the other unit's lesson made one too);
+        // deleting the unit ends it. The phone syncs the content scope whole, so the unit stays in
+        // its catalogue, not downloaded.
+        func subscribedUnits() throws -> Set<String> {
+            Set(try phone.json(["subscriptions"])["subscriptions"].array.compactMap { $0["parameters"]["id"].string })
+        }
+        #expect(try subscribedUnits() == [Self.unit, "unit-field-reporting"])
         try phone.ok(["cache", "delete", Self.unit])
         let deleted = try phone.json(["cache", "list"])
-        #expect(deleted["units"].array.allSatisfy { $0["id"].string != Self.unit })
+        let kept = try #require(deleted["units"].array.first { $0["id"].string == Self.unit })
+        #expect(kept["status"].string == "not_downloaded" && kept["bytes_on_disk"].int == 0)
         #expect(deleted["totals"]["files_bytes"].int == 0)
+        #expect(try subscribedUnits() == ["unit-field-reporting"])
         try phone.ok(["offline", "off"])
-        #expect(try phone.json(["cache", "list"])["units"].array.contains { $0["id"].string == Self.unit }, "listed again after a sync")
         try phone.ok(["download", Self.unit])
         try phone.ok(["cache", "clear"])
-        #expect(try phone.json(["cache", "list"])["units"].array.isEmpty)
+        let cleared = try phone.json(["cache", "list"])
+        #expect(cleared["units"].array.allSatisfy { $0["status"].string == "not_downloaded" } && cleared["totals"]["files_bytes"].int == 0)
+        #expect(try phone.json(["subscriptions"])["subscriptions"].array.isEmpty)
         // Changes queued meanwhile (the lessons opened) are kept and delivered.
         try phone.ok(["sync"])
         try stage.server.stop()

@@ -1,4 +1,4 @@
-public import Contracts
+import Contracts
 public import SyncClient
 
 /// The field operations app's subscriptions: a technician's own incidents before anything else.
