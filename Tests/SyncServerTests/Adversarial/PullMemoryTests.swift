@@ -83,7 +83,8 @@ struct PullMemoryTests {
         #expect(budget.held == 60)
         #expect(budget.tryAcquire(60) == nil, "no room")
         let waiting = Task { try await budget.acquire(60) }
-        try await Task.sleep(for: .milliseconds(50))
+        // Queued, whatever the machine's load: a fixed sleep here once checked before it was.
+        while budget.waiting == 0 { try await Task.sleep(for: .milliseconds(1)) }
         #expect(budget.tryAcquire(10) == nil, "a waiting request is not passed by read-ahead")
         first.shrink(to: 30)
         let second = try await waiting.value

@@ -139,6 +139,9 @@ final class ResponseMemoryBudget: Sendable {
     /// Bytes held now.
     var held: Int { state.withLockedValue { capacity - $0.available } }
 
+    /// Requests waiting for room now, in arrival order.
+    var waiting: Int { state.withLockedValue { $0.waiters.count } }
+
     private func take(_ bytes: Int, from state: inout State) {
         state.available -= bytes
     }
