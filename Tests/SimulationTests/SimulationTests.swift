@@ -94,7 +94,8 @@ import Testing
                 + "\(totals.auditEntries) audit entries, \(totals.pokesDelivered) pokes delivered (\(totals.pokesLost) lost), "
                 + "\(totals.automaticSyncs) automatic syncs (\(totals.automaticSyncsPaused) paused by preferences), "
                 + "\(totals.housekeepingRuns) server housekeeping runs, \(totals.cursorExpiries) cursors expired, "
-                + "\(totals.revocations) revocations, \(totals.erasures) erasures, \(totals.wipes) devices wiped"
+                + "\(totals.revocations) revocations, \(totals.erasures) erasures, \(totals.wipes) devices wiped, "
+                + "\(totals.subscriptionsEnded) subscriptions ended, \(totals.subscriberRowsLeft) team rows left the device without the team scope"
         )
     }
 
@@ -155,6 +156,28 @@ import Testing
         #expect(outcome.failure?.invariant == "converged", "\(outcome.failure.map { "\($0)" } ?? "no failure")")
         let clean = await Simulation.run(schedule)
         #expect(clean.failure == nil, "\(clean.failure.map { "\($0)" } ?? "")")
+    }
+
+    @Test("an incident gone from a device that syncs no team scope while its subscription selects it is reported")
+    func droppedSubscribedRowIsCaught() async {
+        // Device 0 creates an incident (the workload's kind 5) and pushes it; device 1, which
+        // syncs no team scope, subscribes to an incident the server holds (not to its
+        // assignments) and pulls it.
+        let create = Self.salt { $0.below(14) == 5 }
+        let subscribe = Self.salt { !$0.chance(25) && $0.chance(80) }
+        let schedule = SimSchedule(
+            seed: 9, devices: 2,
+            steps: [
+                .write(device: 0, salt: create), .sync(device: 0, faults: false, salt: 0), .subscription(device: 1, salt: subscribe),
+                .sync(device: 1, faults: false, salt: 0),
+            ],
+            subscriber: 1
+        )
+        let outcome = await Simulation.run(schedule, sabotage: .dropSubscribedRow)
+        #expect(outcome.failure?.invariant == "subscriptions-exact", "\(outcome.failure.map { "\($0)" } ?? "no failure")")
+        let clean = await Simulation.run(schedule)
+        #expect(clean.failure == nil, "\(clean.failure.map { "\($0)" } ?? "")")
+        #expect(clean.trace.contains { $0.contains("device 1 subscribes to incident inc-1") }, "\(clean.trace.joined(separator: "\n"))")
     }
 
     /// The first salt whose generator satisfies `condition` (steps draw their choices from it).
@@ -223,5 +246,7 @@ extension SimCounts {
         revocations += other.revocations
         erasures += other.erasures
         wipes += other.wipes
+        subscriptionsEnded += other.subscriptionsEnded
+        subscriberRowsLeft += other.subscriberRowsLeft
     }
 }

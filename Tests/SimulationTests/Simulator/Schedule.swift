@@ -5,7 +5,9 @@ import Foundation
 /// shrinking moves it.
 enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
     /// The app on a device writes: a create, update, patch or delete of one contract, an
-    /// append-only record or an event (which one, and on which row, drawn from `salt`).
+    /// append-only record or an event (which one, and on which row, drawn from `salt`). The
+    /// ``SimSchedule/subscriber`` patches, replaces or deletes the rows its subscriptions hold,
+    /// or writes in its own scope or an event, and creates nothing in the team's.
     case write(device: Int, salt: UInt64)
     /// The device syncs (a trigger: the timer, the app coming to the foreground, the network
     /// returning or a due retry). With `faults`, each of its requests may be dropped, answered
@@ -45,7 +47,8 @@ enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
     /// The user changes the device's sync preferences (Wi-Fi only, daily data budget), drawn from `salt`.
     case setPreferences(device: Int, salt: UInt64)
     /// The device subscribes to an incident or to those assigned to its user, or ends one of its
-    /// subscriptions with a short TTL.
+    /// subscriptions with a short TTL. The ``SimSchedule/subscriber`` picks among the incidents
+    /// the server holds (or ones that may come), the others among those they see.
     case subscription(device: Int, salt: UInt64)
 
     var description: String {
@@ -82,7 +85,7 @@ enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
 struct SimSchedule: Codable, Hashable, Sendable {
     var seed: UInt64
     /// Devices 0, 1, … belong to users `u-1`, `u-1`, `u-2`, `u-1`, `u-2`, …: two devices of one
-    /// user share its scope, and both users share the team's.
+    /// user share its scope, and both users share the team's (but ``subscriber``).
     var devices: Int
     var steps: [SimStep]
     /// Server processes behind the balancer, each its own router (live channels, pull
@@ -93,13 +96,20 @@ struct SimSchedule: Codable, Hashable, Sendable {
     /// device itself (410 `user_erased` on its old push stream; docs/testing.md, "What it
     /// found"). `false`: the sign-in tells the app the account was erased, and the app wipes.
     var renewsErasedSessions: Bool?
+    /// The device that syncs no team scope, only its user's, the content and its subscriptions:
+    /// the team's rows come and go with what its subscriptions select; `nil` (schedules written
+    /// before there was one) is none.
+    var subscriber: Int?
 
-    init(seed: UInt64, devices: Int, steps: [SimStep], servers: Int? = nil, renewsErasedSessions: Bool? = nil) {
+    init(
+        seed: UInt64, devices: Int, steps: [SimStep], servers: Int? = nil, renewsErasedSessions: Bool? = nil, subscriber: Int? = nil
+    ) {
         self.seed = seed
         self.devices = devices
         self.steps = steps
         self.servers = servers
         self.renewsErasedSessions = renewsErasedSessions
+        self.subscriber = subscriber
     }
 
     var serverProcesses: Int { max(1, servers ?? 1) }
@@ -110,16 +120,22 @@ struct SimSchedule: Codable, Hashable, Sendable {
     /// crashes, server restarts, late requests and content publishing mixed in; then, from a
     /// generator of their own (so a seed keeps the steps it had before they existed), live
     /// pokes, automatic syncs and preferences, housekeeping and more deletes for it to compact,
-    /// revocations and erasures, and one or two server processes.
+    /// revocations and erasures, and one or two server processes. Last, one more device, after
+    /// the `devices` that sync every scope: the ``subscriber``, with steps of its own
+    /// (subscriptions, writes on what they hold, syncs, time for their TTLs to pass).
     static func generate(seed: UInt64, devices: Int = 3, steps count: Int = 80) -> SimSchedule {
         var random = SimRandom(seed: seed, salt: 0x5C4E_D01E)
         var extra = SimRandom(seed: seed, salt: 0xB11D_5B07)
         // Subscriptions came later still: a generator of their own.
         var subscriptions = SimRandom(seed: seed, salt: 0x5B5C_0001)
+        // And the device that syncs no team scope later again: its own, too.
+        var subscriberSteps = SimRandom(seed: seed, salt: 0x5B5C_0002)
+        let subscriber = devices
         var steps: [SimStep] = []
         for _ in 0..<count {
             if extra.chance(30) { steps.append(extraStep(&extra, devices: devices)) }
             if subscriptions.chance(12) { steps.append(.subscription(device: subscriptions.below(devices), salt: subscriptions.next())) }
+            if subscriberSteps.chance(40) { steps += subscriberStep(&subscriberSteps, device: subscriber, teamDevices: devices) }
             let device = random.below(devices)
             let roll = random.below(100)
             let step: SimStep
@@ -141,7 +157,39 @@ struct SimSchedule: Codable, Hashable, Sendable {
             }
             steps.append(step)
         }
-        return SimSchedule(seed: seed, devices: devices, steps: steps, servers: extra.chance(50) ? 2 : 1)
+        return SimSchedule(seed: seed, devices: devices + 1, steps: steps, servers: extra.chance(50) ? 2 : 1, subscriber: subscriber)
+    }
+
+    /// Steps of the device that syncs no team scope: mostly subscribing and unsubscribing (half
+    /// the time synced at once), writing on what its subscriptions hold and syncing (through a
+    /// faulty network now and then), with minutes to hours passing (its TTLs are minutes to two
+    /// hours), crashes, partitions, automatic syncs and live pokes; and a device that syncs the
+    /// team creating or patching an incident (its assignee, its asset), for it to subscribe to.
+    private static func subscriberStep(_ random: inout SimRandom, device: Int, teamDevices: Int) -> [SimStep] {
+        switch random.below(100) {
+        case 0..<22:
+            let step = SimStep.subscription(device: device, salt: random.next())
+            return random.chance(50) ? [step, .sync(device: device, faults: false, salt: random.next())] : [step]
+        case 22..<52: return [.write(device: device, salt: random.next())]
+        case 52..<68: return [.sync(device: device, faults: random.chance(40), salt: random.next())]
+        case 68..<80:
+            // The workload's kinds 5 (create an incident) and 6 (patch one), half the time pushed at once.
+            let kind = random.chance(60) ? 5 : 6
+            var salt = random.next()
+            while true {
+                var workload = SimRandom(seed: salt)
+                if workload.below(14) == kind { break }
+                salt = random.next()
+            }
+            let team = random.below(teamDevices)
+            let write = SimStep.write(device: team, salt: salt)
+            return random.chance(50) ? [write, .sync(device: team, faults: false, salt: random.next())] : [write]
+        case 80..<86: return [.advance(seconds: random.chance(70) ? 60 * (1 + random.below(30)) : 3_600 * (1 + random.below(3)))]
+        case 86..<90: return [.crashDevice(device: device)]
+        case 90..<93: return [.partition(device: device, seconds: 30 + random.below(570))]
+        case 93..<97: return [.automaticSync(device: device, salt: random.next())]
+        default: return [.deliverPokes(device: device, salt: random.next())]
+        }
     }
 
     /// One of the steps the first simulator left out.

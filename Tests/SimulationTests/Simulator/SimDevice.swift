@@ -1,3 +1,4 @@
+import ContractRuntime
 import Contracts
 import Foundation
 import LearningClient
@@ -6,11 +7,34 @@ import SyncProtocol
 
 /// One device: its own SQLite files, store and sync engine, reopened from disk after a crash.
 final class SimDevice {
+    /// The scopes a device syncs whole.
     static let scopes = ["user", "team", "content"]
+    /// Those of a device that syncs no team scope: the team's rows it holds are those its
+    /// subscriptions select (and those its unsynced writes keep).
+    static let subscriberScopes = ["user", "content"]
+
+    /// What the device subscribed to, as the simulator remembers it (the store must agree):
+    /// each subscription's TTL and, once ended, when (the device's clock, in milliseconds).
+    struct Subscribed {
+        var request: SubscriptionRequest
+        var ttlSeconds: Int64
+        var endedAt: Int64?
+
+        /// Whether its TTL has passed at `now` (the store deletes it then, at its next sync or housekeeping).
+        func hasExpired(at now: Int64) -> Bool { endedAt.map { $0 + ttlSeconds * 1000 <= now } ?? false }
+
+        /// The key the store tells subscriptions apart by: name, parameters, scope.
+        static func key(_ request: SubscriptionRequest) -> String {
+            let parameters = request.parameters.keys.sorted().map { "\($0)=\(request.parameters[$0]!)" }
+            return ([request.name, request.scope ?? "-"] + parameters).joined(separator: " ")
+        }
+    }
 
     let index: Int
     let user: String
     let deviceID: String
+    /// The scopes its engine syncs whole (``scopes``, or ``subscriberScopes``).
+    let scopes: [String]
     let folder: URL
     let transport: SimTransport
     private let network: SimNetwork
@@ -32,14 +56,24 @@ final class SimDevice {
     var lastStatus: [String: OutboxStatus] = [:]
     var toldDone: Set<String> = []
     var cursorSequences: [String: Int64] = [:]
+    /// The subscriptions it made, by ``Subscribed/key(_:)``.
+    var subscribed: [String: Subscribed] = [:]
+    /// The rows (`entity id`) on the device whose writes were not on the server at the last check.
+    var rowsHeldByWrites: Set<String> = []
+    /// The team's rows (`entity id`) on a device that syncs no team scope at the last check.
+    var teamRowsSeen: Set<String> = []
+
+    /// Whether the device syncs no team scope (only subscriptions bring it the team's rows).
+    var isSubscriber: Bool { !scopes.contains("team") }
 
     init(
         index: Int, user: String, deviceID: String, root: URL, network: SimNetwork, clock: SimClock.DeviceView, seed: UInt64,
-        limits: StorageLimits? = nil, renewsErasedSessions: Bool = false
+        limits: StorageLimits? = nil, renewsErasedSessions: Bool = false, scopes: [String] = SimDevice.scopes
     ) throws {
         self.index = index
         self.user = user
         self.deviceID = deviceID
+        self.scopes = scopes
         self.folder = root.appendingPathComponent(deviceID, isDirectory: true)
         self.network = network
         self.clock = clock
@@ -48,7 +82,7 @@ final class SimDevice {
         transport = SimTransport(network: network, device: index, user: user, deviceID: deviceID, renewsErasedSessions: renewsErasedSessions)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         (store, engine) = try Self.open(
-            folder: folder, user: user, deviceID: deviceID, clock: clock, seed: seed, transport: transport, limits: limits
+            folder: folder, user: user, deviceID: deviceID, clock: clock, seed: seed, transport: transport, limits: limits, scopes: scopes
         )
         armCrash()
     }
@@ -61,7 +95,7 @@ final class SimDevice {
 
     private static func open(
         folder: URL, user: String, deviceID: String, clock: SimClock.DeviceView, seed: UInt64, transport: SimTransport,
-        limits: StorageLimits?
+        limits: StorageLimits?, scopes: [String]
     ) throws -> (OfflineStore, SyncEngine) {
         var configuration = OfflineStoreConfiguration(
             databaseURL: folder.appendingPathComponent("outpost.sqlite"), tenantId: SimServer.tenant, userId: user, deviceId: deviceID,
@@ -82,6 +116,22 @@ final class SimDevice {
         return (store, engine)
     }
 
+    /// Subscribes through the engine, and remembers it.
+    func subscribe(_ request: SubscriptionRequest, ttlSeconds: Int) async throws {
+        _ = try await engine.subscribe(request, ttl: .seconds(ttlSeconds))
+        subscribed[Subscribed.key(request)] = Subscribed(request: request, ttlSeconds: Int64(ttlSeconds), endedAt: nil)
+    }
+
+    /// Ends one of its subscriptions (its rows stay for its TTL), and remembers when.
+    func unsubscribe(_ status: SubscriptionStatus) throws {
+        let now = store.now().millisecondsSince1970
+        try store.unsubscribeSubscription(id: status.id)
+        let key = Subscribed.key(status.request)
+        var entry = subscribed[key] ?? Subscribed(request: status.request, ttlSeconds: Int64(status.ttl.components.seconds), endedAt: nil)
+        entry.endedAt = entry.endedAt ?? now
+        subscribed[key] = entry
+    }
+
     /// A crash closes the database where the process stood: nothing more is written.
     private func armCrash() {
         let store = store
@@ -94,7 +144,7 @@ final class SimDevice {
         restarts += 1
         (store, engine) = try Self.open(
             folder: folder, user: user, deviceID: deviceID, clock: clock, seed: randomSeed &+ UInt64(restarts), transport: transport,
-            limits: limits
+            limits: limits, scopes: scopes
         )
         armCrash()
     }
@@ -111,6 +161,9 @@ final class SimDevice {
         lastStatus = [:]
         toldDone = []
         cursorSequences = [:]
+        subscribed = [:]
+        rowsHeldByWrites = []
+        teamRowsSeen = []
         try restart()
     }
 

@@ -29,6 +29,39 @@ enum SimWorkload {
         }
     }
 
+    /// What the app on the device that syncs no team scope writes (``SimSchedule/subscriber``):
+    /// patches, replacements and deletes of the incidents and assets its subscriptions hold
+    /// (an incident may change its assignee or its asset, and so leave a subscription), its
+    /// user's own rows, events; nothing new in the team's scope.
+    static func subscriberWrite(_ store: OfflineStore, user: String, salt: UInt64, serial: Int, now: Timestamp) -> String {
+        var random = SimRandom(seed: salt)
+        do {
+            // An incident or asset when it holds one (the other kind when it holds none of the one drawn).
+            let incidents = try store.count(Incident.self)
+            let assets = try store.count(ServiceAsset.self)
+            var kind = random.below(10)
+            if kind < 4, incidents == 0, assets > 0 { kind = 4 }
+            if (4..<7).contains(kind), assets == 0, incidents > 0 { kind = 0 }
+            if kind < 8, incidents + assets == 0 { kind = 8 }
+            switch kind {
+            case 0..<4: return try patchIncident(store, &random)
+            case 4, 5: return try patchServiceAsset(store, &random)
+            case 6: return try replaceServiceAsset(store, &random)
+            case 7:
+                if random.chance(50) {
+                    guard let row = random.pick(try store.all(Incident.self)) else { return "no incident to delete" }
+                    return describe(try store.delete(Incident.self, id: row.id))
+                }
+                guard let row = random.pick(try store.all(ServiceAsset.self)) else { return "no asset to delete" }
+                return describe(try store.delete(ServiceAsset.self, id: row.id))
+            case 8: return try writeResponse(store, &random, user: user, serial: serial, now: now)
+            default: return try recordEvent(store, &random, now: now)
+            }
+        } catch {
+            return "refused: \(error)"
+        }
+    }
+
     private static let team = SimServer.team
 
     private static func describe(_ write: QueuedWrite?) -> String {
@@ -84,11 +117,15 @@ enum SimWorkload {
     // MARK: Field merge
 
     private static func createIncident(_ store: OfflineStore, _ random: inout SimRandom, serial: Int, now: Timestamp) throws -> String {
-        let incident = Incident(
+        var incident = Incident(
             id: "inc-\(serial)", teamId: team, number: "INC\(serial)", shortDescription: "Pump \(serial) leaking",
             state: .new, priority: random.pick(Incident.Priority.allCases) ?? .moderate,
             reporterNotes: random.chance(50) ? "call back on 555-\(random.below(10_000))" : nil, openedAt: now, updatedAt: now
         )
+        // Drawn after the rest (what a salt drew before stays): an assignee, the asset it names
+        // (what the `assigned_incidents` and `incident` subscriptions select).
+        if random.chance(50) { incident.assigneeId = "u-\(1 + random.below(2))" }
+        if random.chance(50), let asset = random.pick(try store.all(ServiceAsset.self)) { incident.serviceAssetId = asset.id }
         return describe(try store.create(incident))
     }
 
@@ -100,6 +137,14 @@ enum SimWorkload {
         if random.chance(40) { changes.append(.shortDescription("Pump \(random.below(1000))")) }
         if random.chance(30) { changes.append(.tags((0..<random.below(3)).map { "t\($0 + random.below(5))" })) }
         if changes.isEmpty { changes.append(.assigneeId(random.chance(50) ? nil : "u-\(1 + random.below(2))")) }
+        // Drawn after the rest: now and then another asset or another assignee, so the incident
+        // leaves a subscription (or its asset does) and another one takes it.
+        if random.chance(20) {
+            changes.append(.serviceAssetId(random.chance(20) ? nil : random.pick(try store.all(ServiceAsset.self))?.id))
+        }
+        if random.chance(15), !changes.contains(where: { if case .assigneeId = $0 { true } else { false } }) {
+            changes.append(.assigneeId(random.chance(30) ? nil : "u-\(1 + random.below(2))"))
+        }
         return describe(try store.patch(Incident.self, id: incident.id, changes))
     }
 

@@ -47,6 +47,9 @@ struct SimCounts: Hashable, Sendable {
     var revocations = 0
     var erasures = 0
     var wipes = 0
+    var subscriptionsEnded = 0
+    /// Team rows that left the device that syncs no team scope (evicted, or deleted).
+    var subscriberRowsLeft = 0
 }
 
 /// A deliberate bug, to prove the invariants notice one.
@@ -55,6 +58,9 @@ enum SimSabotage: Sendable {
     case dropPendingWrite
     /// Deletes a row from the server without a tombstone, so no device hears of it.
     case forgetServerRow
+    /// Deletes an incident from the device that syncs no team scope behind its store's back:
+    /// its subscription still selects it, and no pull brings it back.
+    case dropSubscribedRow
 }
 
 /// One run of a schedule: a sync server and the schedule's devices in this process, each on its
@@ -86,11 +92,14 @@ final class Simulation {
             // Device clocks disagree by up to a minute and a half either way.
             let skew = TimeInterval(random.below(181) - 90)
             let seed = random.next()
+            // The device that syncs no team scope keeps no row limits: what it holds is what its subscriptions select.
+            let isSubscriber = index == schedule.subscriber
             devices.append(
                 try SimDevice(
                     index: index, user: SimSchedule.user(ofDevice: index), deviceID: "device-\(index)", root: root, network: network,
-                    clock: clock.device(skew: skew), seed: seed, limits: Self.storageLimits(&random),
-                    renewsErasedSessions: schedule.renewsErasedSessions != false
+                    clock: clock.device(skew: skew), seed: seed, limits: isSubscriber ? nil : Self.storageLimits(&random),
+                    renewsErasedSessions: schedule.renewsErasedSessions != false,
+                    scopes: isSubscriber ? SimDevice.subscriberScopes : SimDevice.scopes
                 )
             )
         }
@@ -171,7 +180,10 @@ final class Simulation {
             clock.advance(by: TimeInterval(1 + random.below(30)))
             serial += 1
             let store = devices[device].store
-            let result = SimWorkload.write(store, user: devices[device].user, salt: salt, serial: serial, now: clock.now())
+            let result =
+                devices[device].isSubscriber
+                ? SimWorkload.subscriberWrite(store, user: devices[device].user, salt: salt, serial: serial, now: clock.now())
+                : SimWorkload.write(store, user: devices[device].user, salt: salt, serial: serial, now: clock.now())
             counts.writes += 1
             log("device \(device): \(result)")
         case .sync(let device, let faults, let salt):
@@ -231,22 +243,7 @@ final class Simulation {
             clock.advance(by: 1)
             try await automaticSync(devices[device], salt: salt)
         case .subscription(let device, let salt):
-            var random = SimRandom(seed: salt)
-            let engine = devices[device].engine
-            let held = try devices[device].store.subscriptions().filter(\.isActive)
-            if !held.isEmpty, random.chance(40), let ended = random.pick(held) {
-                try devices[device].store.unsubscribeSubscription(id: ended.id)
-                log("device \(device) ends its subscription \(ended.request.name) \(ended.request.parameters)")
-            } else if random.chance(30) {
-                let ttl = Duration.seconds(60 * (1 + random.below(120)))
-                _ = try await engine.subscribe(Subscriptions.assignedIncidents(), ttl: ttl)
-                log("device \(device) subscribes to its user's assigned incidents")
-            } else {
-                let known = try devices[device].store.all(Incident.self).map(\.id)
-                let id = random.chance(70) ? (random.pick(known) ?? "no-incident") : "incident-\(random.below(40))"
-                _ = try await engine.subscribe(Subscriptions.incident(id: id), ttl: .seconds(60 * (1 + random.below(120))))
-                log("device \(device) subscribes to incident \(id)")
-            }
+            try await changeSubscriptions(devices[device], salt: salt)
         case .setPreferences(let device, let salt):
             var random = SimRandom(seed: salt)
             let preferences = SyncPreferences(
@@ -259,6 +256,38 @@ final class Simulation {
             } catch {
                 log("device \(device) could not save its preferences: \(error)")
             }
+        }
+    }
+
+    /// The app subscribes (TTLs of minutes to two hours; up to 45 minutes on the device that
+    /// syncs no team scope) or ends a subscription. A device that syncs every scope picks among
+    /// the incidents it sees (or one that never is); the one that syncs no team scope among
+    /// those the server holds, or an id a later incident may take.
+    private func changeSubscriptions(_ device: SimDevice, salt: UInt64) async throws {
+        var random = SimRandom(seed: salt)
+        let held = try device.store.subscriptions().filter(\.isActive)
+        if !held.isEmpty, random.chance(device.isSubscriber ? 45 : 40), let ended = random.pick(held) {
+            try device.unsubscribe(ended)
+            counts.subscriptionsEnded += 1
+            log(
+                "device \(device.index) ends its subscription \(ended.request.name) \(ended.request.parameters) (TTL \(ended.ttl), \(ended.rowCount) rows held)"
+            )
+        } else if random.chance(device.isSubscriber ? 25 : 30) {
+            let ttl = 60 * (1 + random.below(device.isSubscriber ? 45 : 120))
+            try await device.subscribe(Subscriptions.assignedIncidents(), ttlSeconds: ttl)
+            log("device \(device.index) subscribes to its user's assigned incidents (TTL \(ttl) s)")
+        } else {
+            let id: String
+            if device.isSubscriber {
+                let existing = try await serverRows(Incident.descriptor).filter { !$0.isDeleted }.compactMap { $0.text("id") }
+                id = random.chance(80) ? (random.pick(existing) ?? "inc-1") : "inc-\(1 + random.below(serial + 20))"
+            } else {
+                let known = try device.store.all(Incident.self).map(\.id)
+                id = random.chance(70) ? (random.pick(known) ?? "no-incident") : "incident-\(random.below(40))"
+            }
+            let ttl = 60 * (1 + random.below(device.isSubscriber ? 45 : 120))
+            try await device.subscribe(Subscriptions.incident(id: id), ttlSeconds: ttl)
+            log("device \(device.index) subscribes to incident \(id) (TTL \(ttl) s)")
         }
     }
 
@@ -570,8 +599,15 @@ final class Simulation {
             for (id, status) in now where status == .done { device.toldDone.insert(id) }
             device.lastStatus = now
             try checkPendingRowsKept(device, entries)
+            try await checkRowsHeldByWrites(device, entries)
+            if device.isSubscriber {
+                let incidents = try device.store.all(Incident.self).map { "Incident \($0.id)" }
+                let rows = Set(incidents + (try device.store.all(ServiceAsset.self).map { "ServiceAsset \($0.id)" }))
+                counts.subscriberRowsLeft += device.teamRowsSeen.subtracting(rows).count
+                device.teamRowsSeen = rows
+            }
 
-            for scope in SimDevice.scopes {
+            for scope in device.scopes {
                 guard let text = try device.store.cursor(forScope: scope) else { continue }
                 let sequence: Int64
                 do { sequence = try SyncCursor(encoded: text).sequence } catch {
@@ -610,6 +646,55 @@ final class Simulation {
                         "device \(device.index)'s row \(entry.entity) \(entry.rowId) is gone while its \(entry.op.rawValue) (\(entry.clientMutationId)) is still \(entry.status.rawValue)"
                 )
             }
+        }
+    }
+
+    /// A row whose write is not on the server yet (pending, sending, waiting, conflicted, failed)
+    /// is never evicted, whatever subscriptions let go of it meanwhile: an incident or asset
+    /// that was on the device with such a write at the last check is still there, unless the
+    /// app deleted it or the server did (a pull, or settling a conflict, may then take it).
+    private func checkRowsHeldByWrites(_ device: SimDevice, _ entries: [OutboxEntry]) async throws {
+        let unsynced = entries.filter { OutboxStatus.unsynced.contains($0.status) }
+        let deleted = Set(unsynced.filter { $0.op == .delete }.map { "\($0.entity) \($0.rowId)" })
+        var held: Set<String> = []
+        for entry in unsynced where entry.op != .delete {
+            let key = "\(entry.entity) \(entry.rowId)"
+            guard !deleted.contains(key), !held.contains(key) else { continue }
+            let descriptor: EntityDescriptor
+            let present: Bool
+            switch entry.entity {
+            case Incident.descriptor.name:
+                (descriptor, present) = (Incident.descriptor, try device.store.fetch(Incident.self, id: entry.rowId) != nil)
+            case ServiceAsset.descriptor.name:
+                (descriptor, present) = (ServiceAsset.descriptor, try device.store.fetch(ServiceAsset.self, id: entry.rowId) != nil)
+            default: continue
+            }
+            if present {
+                held.insert(key)
+                continue
+            }
+            guard device.rowsHeldByWrites.contains(key), let row = try await serverRow(descriptor, id: entry.rowId), !row.isDeleted else { continue }
+            let subscriptions = try device.store.subscriptions().map {
+                "\($0.request.name) \($0.request.parameters) (\($0.isActive ? "active" : "ended"))"
+            }
+            throw SimFailure(
+                invariant: "subscription-evicted-held",
+                message:
+                    "device \(device.index)'s \(key) is gone while its \(entry.op.rawValue) (\(entry.clientMutationId)) is \(entry.status.rawValue) and the server still has the row; its subscriptions: \(subscriptions)"
+            )
+        }
+        device.rowsHeldByWrites = held
+    }
+
+    /// The server's row of `entity` with this key (a tombstone too), read from its database.
+    private func serverRow(_ entity: EntityDescriptor, id: String) async throws -> StoredRow? {
+        try await server.storage.read { reader in try await reader.row(in: ContractTable(entity), tenant: SimServer.tenant, id: id) }
+    }
+
+    /// Every row of `entity` the server holds (tombstones too), read from its database.
+    private func serverRows(_ entity: EntityDescriptor) async throws -> [StoredRow] {
+        try await server.storage.read { reader in
+            try await reader.rows(in: ContractTable(entity), tenant: SimServer.tenant, where: [:], limit: 1_000_000)
         }
     }
 
@@ -676,6 +761,7 @@ final class Simulation {
         switch sabotage {
         case .dropPendingWrite?: try dropNewestPendingWrite(devices[0])
         case .forgetServerRow?: try await forgetAServerRow()
+        case .dropSubscribedRow?: try dropASubscribedRow()
         case nil: break
         }
         network.healPartitions()
@@ -762,10 +848,39 @@ final class Simulation {
         counts.auditEntries = try await auditEntries().count
     }
 
-    /// Subscriptions at quiescence: every active one synced whole, and every row one holds on
-    /// the device (none evicted while held, none held that is gone).
+    /// Subscriptions at quiescence: the store holds exactly those the app made whose TTL has not
+    /// passed (the last sync deleted the others), active or ended as the app left them; every
+    /// active one synced whole, and every row one holds on the device (none evicted while held,
+    /// none held that is gone).
     private func checkSubscriptions() throws {
         for device in devices {
+            let now = device.store.now().millisecondsSince1970
+            let statuses = try device.store.subscriptions()
+            let stored = Dictionary(statuses.map { (SimDevice.Subscribed.key($0.request), $0) }, uniquingKeysWith: { first, _ in first })
+            if stored.count != statuses.count {
+                throw SimFailure(
+                    invariant: "subscriptions-exact",
+                    message: "device \(device.index) holds two subscriptions of one name and parameters: \(statuses.map(\.request))")
+            }
+            for (key, made) in device.subscribed.sorted(by: { $0.key < $1.key }) {
+                let status = stored[key]
+                let state = made.endedAt.map { "ended at \($0)" } ?? "active"
+                let what = "device \(device.index)'s subscription \(key) (TTL \(made.ttlSeconds) s, \(state), now \(now))"
+                if made.hasExpired(at: now) {
+                    if let status {
+                        throw SimFailure(invariant: "subscriptions-exact", message: "\(what) is still held after its TTL passed: \(status)")
+                    }
+                    continue
+                }
+                guard let status else { throw SimFailure(invariant: "subscriptions-exact", message: "\(what) is gone before its TTL passed") }
+                if let error = status.error { throw SimFailure(invariant: "subscriptions-exact", message: "\(what) was refused: \(error)") }
+                if status.isActive != (made.endedAt == nil) {
+                    throw SimFailure(invariant: "subscriptions-exact", message: "\(what) is \(status.isActive ? "active" : "ended") in the store")
+                }
+            }
+            for key in stored.keys.sorted() where device.subscribed[key] == nil {
+                throw SimFailure(invariant: "subscriptions-exact", message: "device \(device.index) holds a subscription it never made: \(key)")
+            }
             for status in try device.store.subscriptions() where status.isActive && status.error == nil {
                 guard status.hasSynced else {
                     throw SimFailure(
@@ -832,15 +947,106 @@ final class Simulation {
         for device in devices {
             let reference = observers[device.user]!.store
             let label = "device \(device.index) (\(device.user))"
-            try compare(ServiceAsset.self, device.store, reference, label)
-            try compare(Incident.self, device.store, reference, label)
-            try compare(FieldTask.self, device.store, reference, label)
+            if device.isSubscriber {
+                try await checkSubscribedRowsExact(device, reference: reference)
+            } else {
+                try compare(ServiceAsset.self, device.store, reference, label)
+                try compare(Incident.self, device.store, reference, label)
+                try compare(FieldTask.self, device.store, reference, label)
+            }
             try compare(AssessmentResponse.self, device.store, reference, label)
             try compare(Attempt.self, device.store, reference, label)
             try compare(CompletionRecord.self, device.store, reference, label)
             try compare(Unit.self, device.store, reference, label)
             try compare(Lesson.self, device.store, reference, label)
         }
+    }
+
+    /// On the device that syncs no team scope, after the last sync, the team's rows are exactly
+    /// those its subscriptions select on the server plus those its unsynced writes keep:
+    /// - an active `incident(id:)` selects the server's incident with that id and the asset it
+    ///   names, `assigned_incidents` the incidents assigned to the device's user (tombstones
+    ///   select nothing); each such row is on the device, as the server (a new device of the
+    ///   user, `reference`) has it, unless a write of it is not on the server yet or housekeeping
+    ///   dropped it at the end of its retention at the version the server still has;
+    /// - an ended subscription whose TTL has not passed is pulled no more since it ended: the
+    ///   rows it still holds may stay, as they were;
+    /// - nothing else: a row no subscription holds and no write not yet on the server keeps is
+    ///   gone (evicted when a subscription let go of it, or when its write reached the server).
+    private func checkSubscribedRowsExact(_ device: SimDevice, reference: OfflineStore) async throws {
+        var byID: [String: [String: StoredRow]] = [:]
+        for entity in [Incident.descriptor, ServiceAsset.descriptor, FieldTask.descriptor] {
+            for row in try await serverRows(entity) where !row.isDeleted {
+                if let id = row.text(entity.primaryKey) { byID[entity.name, default: [:]][id] = row }
+            }
+        }
+        let incidents = byID[Incident.descriptor.name] ?? [:]
+        let assets = byID[ServiceAsset.descriptor.name] ?? [:]
+        // Why each row may (or must) be on the device, by entity and key.
+        var selected: [String: [String: String]] = [:]
+        var mayStay: [String: [String: String]] = [:]
+        for status in try device.store.subscriptions() where status.error == nil {
+            let name = "\(status.request.name) \(status.request.parameters)"
+            guard status.isActive else {
+                for (entity, ids) in try device.store.subscriptionRowIDs(id: status.id) {
+                    for id in ids { mayStay[entity, default: [:]][id] = "held by the ended subscription \(name)" }
+                }
+                continue
+            }
+            var roots: [StoredRow] = []
+            switch status.request.name {
+            case "incident":
+                if case .string(let id)? = status.request.parameters["id"], let row = incidents[id] { roots = [row] }
+            case "assigned_incidents":
+                roots = incidents.values.filter { $0.text("assignee_id") == device.user }
+            default:
+                continue
+            }
+            for root in roots {
+                guard let id = root.text("id") else { continue }
+                selected[Incident.descriptor.name, default: [:]][id] = "selected by \(name)"
+                if status.request.name == "incident", let asset = root.text("service_asset_id"), assets[asset] != nil {
+                    selected[ServiceAsset.descriptor.name, default: [:]][asset] = "selected by \(name) through incident \(id)"
+                }
+            }
+        }
+        var unsynced: [String: [String: OutboxEntry]] = [:]
+        for entry in try device.store.outboxEntries() where OutboxStatus.unsynced.contains(entry.status) {
+            unsynced[entry.entity, default: [:]][entry.rowId] = entry
+        }
+        let label = "device \(device.index) (\(device.user), no team scope)"
+        func check<E: ContractEntity>(_ type: E.Type) throws {
+            let name = E.descriptor.name
+            let mine = Dictionary(uniqueKeysWithValues: try device.store.all(E.self).map { ($0.contractPrimaryKey, $0) })
+            let dropped = try device.store.droppedRows(E.self)
+            let writes = unsynced[name] ?? [:]
+            for (id, why) in (selected[name] ?? [:]).sorted(by: { $0.key < $1.key }) where writes[id] == nil {
+                guard let row = mine[id] else {
+                    if let drop = dropped[id], drop.serverVersion == byID[name]?[id]?.integer("_version") { continue }
+                    throw SimFailure(invariant: "subscriptions-exact", message: "\(label) lacks \(name) \(id), \(why)")
+                }
+                let theirs = try reference.fetch(E.self, id: id)
+                if row != theirs {
+                    throw SimFailure(
+                        invariant: "subscriptions-exact",
+                        message:
+                            "\(label) holds \(name) \(id) (\(why)) unlike the server: device \(row), server \(theirs.map { "\($0)" } ?? "has none")"
+                    )
+                }
+            }
+            for id in mine.keys.sorted() where selected[name]?[id] == nil && mayStay[name]?[id] == nil && writes[id] == nil {
+                let history = try device.store.outboxEntries().filter { $0.entity == name && $0.rowId == id }
+                    .map { "\($0.op.rawValue) \($0.clientMutationId) \($0.status.rawValue)" }
+                throw SimFailure(
+                    invariant: "subscriptions-exact",
+                    message:
+                        "\(label) holds \(name) \(id), which no subscription selects (the server \(byID[name]?[id] == nil ? "has no such row" : "has it")) and no unsynced write keeps; its writes: \(history.isEmpty ? "none" : history.joined(separator: ", "))"
+                )
+            }
+        }
+        try check(Incident.self)
+        try check(ServiceAsset.self)
+        try check(FieldTask.self)
     }
 
     /// A row the device lacks is converged only when the device dropped it at the end of its
@@ -870,6 +1076,17 @@ final class Simulation {
             try db.execute(sql: "DELETE FROM outbox WHERE seq = (SELECT MAX(seq) FROM outbox WHERE status = 'pending')")
         }
         log("sabotage: device \(device.index)'s newest pending write deleted")
+    }
+
+    private func dropASubscribedRow() throws {
+        guard let device = devices.first(where: \.isSubscriber) else { return }
+        let database = try DatabaseQueue(path: device.folder.appendingPathComponent("outpost.sqlite").path)
+        let table = Incident.descriptor.table.quotedDatabaseIdentifier
+        let deleted = try database.write { db in
+            try db.execute(sql: "DELETE FROM \(table) WHERE rowid = (SELECT MIN(rowid) FROM \(table))")
+            return db.changesCount
+        }
+        if deleted > 0 { log("sabotage: an incident deleted from device \(device.index) behind its store's back") }
     }
 
     private func forgetAServerRow() async throws {
