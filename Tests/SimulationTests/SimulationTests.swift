@@ -42,7 +42,7 @@ import Testing
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// Seeds that once found a bug (docs/testing.md says which): run whole, as generated.
-    static let regressionSeeds: [UInt64] = [1, 3, 4, 8, 9, 11, 12, 21, 65, 171, 667, 1063, 1104, 1414]
+    static let regressionSeeds: [UInt64] = [1, 3, 4, 8, 9, 11, 12, 21, 65, 86, 171, 667, 1063, 1104, 1414]
 
     /// The shortest schedules shrinking found for those bugs, kept as they were written
     /// (`Regressions/seed-N-what-it-found.json`), so they hold whatever the generator becomes.

@@ -208,6 +208,32 @@ struct SubscriptionTests {
         }
     }
 
+    @Test("a row kept past its subscription's TTL for a queued write goes once the write is on the server")
+    func aRowKeptForItsWriteGoesOnceTheWriteIsOnTheServer() async throws {
+        try await LiveServer.run { server in
+            try await Self.incident(server, "i-7")
+            let directory = try TemporaryDirectory()
+            let clock = ManualClock(TestStore.start)
+            let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
+            let engine = Self.engine(store, server.transport("d-1"))
+            let incident = try await engine.subscribe(Subscriptions.incident(id: "i-7"))
+            try await incident.waitForFirstSync()
+            var edited = try #require(try store.fetch(Incident.self, id: "i-7"))
+            edited.shortDescription = "Edited offline"
+            _ = try store.update(edited)
+            try await incident.unsubscribe(keepingFor: .seconds(60))
+            clock.advance(by: 120)
+            try store.runHousekeeping()
+            #expect(try incident.status == nil, "the subscription expired")
+            #expect(try store.fetch(Incident.self, id: "i-7")?.shortDescription == "Edited offline", "kept for its write")
+
+            // The sync pushes the write; its housekeeping then lets the row go: nothing holds it.
+            #expect(Self.succeeded(await engine.syncNow()))
+            #expect(try store.fetch(Incident.self, id: "i-7") == nil)
+            #expect(try store.outboxEntries(statuses: OutboxStatus.unsynced).isEmpty, "the write is on the server")
+        }
+    }
+
     @Test("another team's incident is refused with a typed error, nothing of it is kept, and the scopes sync all the same")
     func forbidden() async throws {
         try await LiveServer.run { server in

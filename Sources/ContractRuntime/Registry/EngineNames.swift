@@ -31,6 +31,8 @@ public enum EngineNames {
         case subscriptions
         /// Which subscription holds which row.
         case subscriptionRows = "subscription_rows"
+        /// Rows a subscription let go of, kept until their write is on the server.
+        case evictionCandidates = "eviction_candidates"
     }
 
     /// The server's own tables (SyncServer), in SQLite and in PostgreSQL.

@@ -32,7 +32,7 @@ enum ClientSchema {
         ("client.v6.repull", OfflineStore.repullStatements),
         ("client.v7.first_downloads", OfflineStore.firstDownloadStatements),
         ("client.v8.subscriptions", OfflineStore.subscriptionStatements),
-        ("client.v9.subscription_use", OfflineStore.subscriptionUseStatements),
+        ("client.v9.subscription_eviction", OfflineStore.subscriptionEvictionStatements),
     ]
 
     static let syncTablesV1Statements = [

@@ -39,6 +39,7 @@ extension OfflineStore {
             try forgetDroppedRowsThatCameBack(db)
             // Subscriptions ended longer than their TTL go, with the rows nothing else holds.
             report.subscriptionEvictions = try expireSubscriptions(db, now: now)
+            for (entity, count) in try evictSettledCandidates(db) { report.subscriptionEvictions[entity, default: 0] += count }
             try forgetVanishedSubscriptionRows(db)
             report.unsupportedRows = try purgeUnsupportedRows(db)
             report.prunedOutboxEntries = try Self.pruneCompletedOutbox(db, before: now - Int64(configuration.completedWriteRetention * 1000))

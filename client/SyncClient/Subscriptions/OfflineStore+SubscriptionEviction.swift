@@ -68,28 +68,52 @@ extension OfflineStore {
     }
 
     /// Deletes those of `rows` nothing holds any more (see the rule above). Returns how many
-    /// went, by contract.
+    /// went, by contract. A row kept only for its write not yet on the server or its open
+    /// conflict is remembered (`eviction_candidates`) and looked at again by housekeeping
+    /// (``evictSettledCandidates(_:)``): once the write is on the server and the conflict settled,
+    /// it goes too, unless something holds it then.
     @discardableResult
     func evictUnheld(_ rows: [(entity: String, id: String)], _ db: Database) throws -> [String: Int] {
         guard !rows.isEmpty else { return [:] }
         let whole = try WholeScopes(db, store: self)
-        let heldElsewhere = try db.cachedStatement(
+        let subscribed = try db.cachedStatement(
+            sql: #"SELECT EXISTS (SELECT 1 FROM "subscription_rows" WHERE "entity" = ?1 AND "row_id" = ?2)"#)
+        let unsettled = try db.cachedStatement(
             sql: """
-                SELECT EXISTS (SELECT 1 FROM "subscription_rows" WHERE "entity" = ?1 AND "row_id" = ?2)
-                    OR EXISTS (SELECT 1 FROM "outbox" WHERE "entity" = ?1 AND "row_id" = ?2 AND "status" IN \(Self.unsyncedStatusesSQL))
+                SELECT EXISTS (SELECT 1 FROM "outbox" WHERE "entity" = ?1 AND "row_id" = ?2 AND "status" IN \(Self.unsyncedStatusesSQL))
                     OR EXISTS (SELECT 1 FROM "conflicts" WHERE "entity" = ?1 AND "row_id" = ?2 AND "resolution" IS NULL)
                 """)
+        let remember = try db.cachedStatement(sql: #"INSERT OR IGNORE INTO "eviction_candidates" ("entity", "row_id") VALUES (?, ?)"#)
+        let forget = try db.cachedStatement(sql: #"DELETE FROM "eviction_candidates" WHERE "entity" = ? AND "row_id" = ?"#)
         var evicted: [String: Int] = [:]
         var seen: Set<String> = []
         for (name, id) in rows where seen.insert(name + "\u{0}" + id).inserted {
-            guard let entity = contracts.entity(named: name) else { continue }
-            if try Bool.fetchOne(heldElsewhere, arguments: [name, id]) ?? true { continue }
-            if try whole.holds(entity, id: id, db) { continue }
+            guard let entity = contracts.entity(named: name) else {
+                try forget.execute(arguments: [name, id])
+                continue
+            }
+            if try Bool.fetchOne(subscribed, arguments: [name, id]) ?? true || whole.holds(entity, id: id, db) {
+                try forget.execute(arguments: [name, id])
+                continue
+            }
+            if try Bool.fetchOne(unsettled, arguments: [name, id]) ?? true {
+                try remember.execute(arguments: [name, id])
+                continue
+            }
+            try forget.execute(arguments: [name, id])
             try db.execute(
                 sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?", arguments: [id])
             if db.changesCount > 0 { evicted[name, default: 0] += db.changesCount }
         }
         return evicted
+    }
+
+    /// Evicts the rows kept earlier only for a write or a conflict (`eviction_candidates`)
+    /// whose write is on the server and conflict settled now, unless something holds them.
+    /// Housekeeping runs it (after every sync, and when the store opens).
+    func evictSettledCandidates(_ db: Database) throws -> [String: Int] {
+        let candidates = try Row.fetchAll(db, sql: #"SELECT "entity", "row_id" FROM "eviction_candidates""#)
+        return try evictUnheld(candidates.map { ($0["entity"], $0["row_id"]) }, db)
     }
 
     /// The scopes the engine syncs whole, as the eviction rule reads them.

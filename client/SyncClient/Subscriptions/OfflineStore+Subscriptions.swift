@@ -47,7 +47,18 @@ extension OfflineStore {
 
     /// When the app last used what a subscription holds (``markSubscriptionUsed(id:)``): the
     /// least recently used go first when space is short (``subscriptionsInEvictionOrder(neverUsedAge:)``).
-    static let subscriptionUseStatements = [#"ALTER TABLE "subscriptions" ADD COLUMN "last_used_at" INTEGER"#]
+    /// And the rows a subscription let go of that stayed only for a write not on the server yet
+    /// or an open conflict: looked at again by housekeeping, and evicted once that is settled.
+    static let subscriptionEvictionStatements = [
+        #"ALTER TABLE "subscriptions" ADD COLUMN "last_used_at" INTEGER"#,
+        """
+        CREATE TABLE "\(EngineNames.ClientTable.evictionCandidates.rawValue)" (
+            "entity" TEXT NOT NULL,
+            "row_id" TEXT NOT NULL,
+            PRIMARY KEY ("entity", "row_id")
+        ) WITHOUT ROWID
+        """,
+    ]
 
     // MARK: Subscribing
 
@@ -396,13 +407,17 @@ extension OfflineStore {
             guard case .entity(_, let rows) = rows else { continue }
             for row in rows { try hold.execute(arguments: [target.id, name, row.id]) }
         }
-        // A deleted row is gone for every subscription (unless an unsynced edit kept it: then
-        // its write holds it, and the server's answer settles it).
+        // A deleted row is gone for every subscription. One an unsynced edit or an open conflict
+        // kept is an eviction candidate: once that is settled (kept mine: the row is back on the
+        // server), it goes unless something holds it then.
+        var candidates: [(entity: String, id: String)] = []
         let release = try db.cachedStatement(sql: #"DELETE FROM "subscription_rows" WHERE "entity" = ? AND "row_id" = ?"#)
         for (name, ids) in changes.deletes where !held.contains(name) {
-            for id in ids { try release.execute(arguments: [name, id]) }
+            for id in ids {
+                try release.execute(arguments: [name, id])
+                candidates.append((name, id))
+            }
         }
-        var candidates: [(entity: String, id: String)] = []
         let leave = try db.cachedStatement(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ? AND "entity" = ? AND "row_id" = ?"#)
         for (name, ids) in target.leaves {
             for id in ids {

@@ -147,8 +147,10 @@ extension OfflineStore {
 
     /// After the last page of a scope: marks its re-pull done and, once every key of its contract
     /// scope is done, deletes the synced rows the fresh pull did not deliver (never a row with an
-    /// unsynced write or an open conflict, a row a subscription holds (its own pulls bring its
-    /// deletes), nor a row of a contract held for an app update).
+    /// unsynced write or an open conflict, a row an active subscription holds (its own pulls
+    /// bring its deletes), nor a row of a contract held for an app update). A row only ended
+    /// subscriptions hold is pulled by nothing any more: it goes when its scope key is one that
+    /// was re-pulled (the server no longer has it there).
     /// Returns the rows deleted, or `nil` when the scope was not being re-pulled or its siblings
     /// are not done yet.
     @discardableResult
@@ -181,10 +183,47 @@ extension OfflineStore {
                     arguments: [name, entity.name, entity.name, entity.name, entity.name]
                 )
                 deleted += db.changesCount
+                deleted += try deleteEndedSubscriptionRowsNotRepulled(db, entity: entity, scopeName: name)
             }
             try db.execute(sql: #"DELETE FROM "repull_rows" WHERE "scope_name" = ?"#, arguments: [name])
             try db.execute(sql: #"DELETE FROM "repull_scopes" WHERE "scope_name" = ?"#, arguments: [name])
             return deleted
         }
+    }
+
+    /// The rows of `entity` held only by ended subscriptions, in a scope key re-pulled under
+    /// `scopeName`, that the re-pull did not deliver: deleted, with what the subscriptions
+    /// recorded of them. Returns how many.
+    private func deleteEndedSubscriptionRowsNotRepulled(_ db: Database, entity: EntityDescriptor, scopeName name: String) throws -> Int {
+        let rows = try String.fetchAll(
+            db,
+            sql: """
+                SELECT DISTINCT sr."row_id" FROM "subscription_rows" sr
+                WHERE sr."entity" = ?1
+                AND NOT EXISTS (
+                    SELECT 1 FROM "subscription_rows" held JOIN "subscriptions" s ON s."id" = held."subscription_id"
+                    WHERE held."entity" = ?1 AND held."row_id" = sr."row_id" AND s."unsubscribed_at" IS NULL AND s."last_error" IS NULL)
+                AND sr."row_id" NOT IN (SELECT "row_id" FROM "repull_rows" WHERE "scope_name" = ?2 AND "entity" = ?1)
+                AND sr."row_id" NOT IN (SELECT "row_id" FROM "outbox" WHERE "entity" = ?1 AND "status" IN \(Self.unsyncedStatusesSQL))
+                AND sr."row_id" NOT IN (SELECT "row_id" FROM "conflicts" WHERE "entity" = ?1 AND "resolution" IS NULL)
+                """,
+            arguments: [entity.name, name])
+        guard !rows.isEmpty else { return 0 }
+        let repulled = Set(try String.fetchAll(db, sql: #"SELECT "scope_key" FROM "repull_scopes" WHERE "scope_name" = ?"#, arguments: [name]))
+        // The scope pulled by its name (`team`) is every key of it the identity reads.
+        let wholeName = repulled.contains(name)
+        var deleted = 0
+        for id in rows {
+            // A row of a key this re-pull did not cover (or whose key is unknown) is not known gone.
+            if !wholeName {
+                guard let key = try scopeKey(db, contract: entity.name, id: id), repulled.contains(key) else { continue }
+            }
+            try db.execute(
+                sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
+                arguments: [id])
+            deleted += db.changesCount
+            try db.execute(sql: #"DELETE FROM "subscription_rows" WHERE "entity" = ? AND "row_id" = ?"#, arguments: [entity.name, id])
+        }
+        return deleted
     }
 }
