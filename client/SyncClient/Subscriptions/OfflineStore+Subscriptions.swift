@@ -182,6 +182,9 @@ extension OfflineStore {
     /// 3. the other active ones, least recently used first (last used, else last synced, else made).
     ///
     /// Refused subscriptions hold nothing and are not listed.
+    ///
+    /// - Parameter neverUsedAge: how long after it was made an active subscription never used
+    ///   goes before the ones in use (3 days).
     public func subscriptionsInEvictionOrder(neverUsedAge: Duration = .seconds(3 * 86_400)) throws(OfflineStoreError) -> [SubscriptionStatus] {
         let now = now().date
         let neverUsedBefore = now.addingTimeInterval(-TimeInterval(neverUsedAge.components.seconds))

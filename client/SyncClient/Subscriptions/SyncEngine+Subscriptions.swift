@@ -19,7 +19,7 @@ extension SyncEngine {
     ///
     /// - Parameters:
     ///   - request: what to sync: a subscription the contracts declare, with its parameters.
-    ///   - ttl: how long its rows stay after ``SubscriptionHandle/unsubscribe()``; the
+    ///   - ttl: how long its rows stay after ``SubscriptionHandle/unsubscribe(keepingFor:)``; the
     ///     contract's `ttl` when `nil`.
     ///   - priority: its tier; the contract's `priority` when `nil`.
     /// - Throws: ``SubscriptionError`` for a subscription the contracts do not declare or
