@@ -130,7 +130,8 @@ struct SubscriptionsCommand: DeviceCommand {
             let state =
                 status.isActive
                 ? (status.hasSynced ? "synced" : "not synced yet") : "ended, rows kept until \(status.expiresAt.map(Timestamp.init)?.iso8601 ?? "?")"
-            Console.say("\(status.id)  \(status.request.name) \(parameters)  \(status.priority.rawValue)  \(Wording.count(status.rowCount, "row"))  \(state)")
+            let rows = Wording.count(status.rowCount, "row")
+            Console.say("\(status.id)  \(status.request.name) \(parameters)  \(status.priority.rawValue)  \(rows)  \(state)")
         }
     }
 
