@@ -41,11 +41,6 @@ final class ScriptedAssetTransport: AssetTransport {
     /// The ranges answered so far, oldest first.
     var exchanges: [Exchange] { state.value.exchanges }
 
-    func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
-        if offline { throw .network("offline") }
-        return try await inner.unitsSync(since: since, limit: limit, schema: schema)
-    }
-
     func assetURL(id: String) -> URL { inner.assetURL(id: id) }
 
     func downloadAssetRange(_ request: AssetRangeRequest) async throws(TransportError) -> AssetRangeResponse {
@@ -75,11 +70,6 @@ final class InMemoryAssetTransport: AssetTransport {
     /// Serves `data` as the file of `assetId` (replacing the one served before).
     func add(_ assetId: String, _ data: Data) {
         files.mutate { $0[assetId] = data }
-    }
-
-    /// Not a route of this transport: the downloader finds units through subscriptions.
-    func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
-        throw .http(status: 404, body: nil, retryAfter: nil)
     }
 
     func assetURL(id: String) -> URL { URL(string: "memory://files/\(id)")! }

@@ -77,7 +77,8 @@ extension OfflineStore {
     /// Deletes every unit kept for offline use (as ``deleteCachedUnit(id:)``), every download
     /// record and every asset file. Writes waiting in the outbox stay there and are still sent.
     public func clearCache() throws(OfflineStoreError) {
-        for unit in try unitSubscriptions().keys.sorted() { _ = try deleteUnitContent(unit, unlessUnsynced: false) }
+        let units = try unitSubscriptions()
+        for unit in units.keys.sorted() { _ = try deleteUnitContent(unit, unlessUnsynced: false, subscriptions: units) }
         try writeTables { db in
             try db.execute(sql: #"DELETE FROM "assets""#)
             try Self.resetDownloadState(db, unitId: nil)
@@ -129,12 +130,17 @@ extension OfflineStore {
 
     /// The `unit` subscriptions the store holds (active or ended), by unit id.
     func unitSubscriptions() throws(OfflineStoreError) -> [String: SubscriptionStatus] {
-        let name = Subscriptions.unit(id: "-").name
         var units: [String: SubscriptionStatus] = [:]
-        for subscription in try subscriptions() where subscription.request.name == name && subscription.request.scope == nil {
-            if case .string(let unit)? = subscription.request.parameters["id"], subscription.error == nil { units[unit] = subscription }
+        for subscription in try subscriptions() where subscription.error == nil {
+            if let unit = Self.unitId(of: subscription.request) { units[unit] = subscription }
         }
         return units
+    }
+
+    /// The unit a request keeps, when it is the contracts' `unit` subscription of one.
+    static func unitId(of request: SubscriptionRequest) -> String? {
+        guard case .string(let id)? = request.parameters["id"], request == Subscriptions.unit(id: id) else { return nil }
+        return id
     }
 
     /// Subscribes to a unit (or makes its subscription active again).
@@ -166,11 +172,15 @@ extension OfflineStore {
 
     /// Ends a unit's subscription now (its rows go unless held otherwise) and deletes its
     /// download records, then its files.
-    func deleteUnitContent(_ id: String, unlessUnsynced: Bool) throws(OfflineStoreError) -> UnitDeletion {
+    func deleteUnitContent(
+        _ id: String, unlessUnsynced: Bool, subscriptions: [String: SubscriptionStatus]? = nil
+    ) throws(OfflineStoreError) -> UnitDeletion {
         if unlessUnsynced, try readTables(withReader: { reader, db in try unitsWithUnsyncedWrites(reader, db) }).contains(id) {
             return .keptForUnsyncedWrites
         }
-        let subscription = try unitSubscriptions()[id]
+        let known: [String: SubscriptionStatus]
+        if let subscriptions { known = subscriptions } else { known = try unitSubscriptions() }
+        let subscription = known[id]
         if let subscription {
             _ = try unitSubscriptionCall { () throws(SubscriptionError) in try evictSubscription(id: subscription.id) }
         }
@@ -330,7 +340,7 @@ extension OfflineStore {
         for unit in Self.evictionOrder(units, subscriptions: order) where !kept.contains(unit.id) {
             guard remaining > budget.maxBytes else { break }
             // Checked again as it goes: a write may have been queued since.
-            guard try deleteUnitContent(unit.id, unlessUnsynced: true) == .deleted else { continue }
+            guard try deleteUnitContent(unit.id, unlessUnsynced: true, subscriptions: subscriptions) == .deleted else { continue }
             remaining -= unit.bytesOnDisk
             evicted.append(unit.id)
         }
@@ -364,13 +374,7 @@ extension OfflineStore {
     static func evictionOrder(_ units: [CachedUnit], subscriptions order: [SubscriptionStatus]) -> [CachedUnit] {
         let candidates = units.filter { $0.bytesOnDisk > 0 && !$0.hasUnsyncedWrites }
         let byId = Dictionary(candidates.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        let name = Subscriptions.unit(id: "-").name
-        let subscribed = order.compactMap { subscription -> String? in
-            guard subscription.request.name == name, subscription.request.scope == nil,
-                case .string(let unit)? = subscription.request.parameters["id"]
-            else { return nil }
-            return unit
-        }
+        let subscribed = order.compactMap { unitId(of: $0.request) }
         let ranked = Set(subscribed)
         let first = candidates.filter { $0.status == .expired || !ranked.contains($0.id) }
         let firstIds = Set(first.map(\.id))

@@ -1,15 +1,10 @@
 public import Foundation
-public import LearningAPI
 public import SyncClient
 import SyncProtocol
 
-/// How ``AssetDownloader`` talks to the server: the learning app's units route and the asset
-/// files. ``URLSessionTransport`` is the real one; tests can wrap it to fail or record.
+/// How ``AssetDownloader`` fetches asset files (a unit's rows come through the engine's
+/// subscriptions). ``URLSessionTransport`` is the real one; tests can wrap it to fail or record.
 public protocol AssetTransport: Sendable {
-    /// `GET /api/v1/content/units/sync`, one page: units changed since `since` (all of them
-    /// when `nil`), each with its lessons and their asset metadata, shaped for `schema`.
-    func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse
-
     /// Where the server serves the file of an asset the device knows only by id
     /// (`<base>/assets/<id>`); used when no `download_url` was recorded for it.
     func assetURL(id: String) -> URL

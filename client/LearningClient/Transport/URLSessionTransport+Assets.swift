@@ -1,5 +1,4 @@
 public import Foundation
-public import LearningAPI
 public import SyncClient
 import SyncProtocol
 
@@ -15,16 +14,6 @@ import SyncProtocol
 /// ``AssetDownloader`` asks for ranges of a bounded size and records each one it appends:
 /// an interruption loses at most one range.
 extension URLSessionTransport: AssetTransport {
-    public func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
-        var query: [URLQueryItem] = []
-        if let since { query.append(URLQueryItem(name: "since", value: since)) }
-        if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
-        var request = makeRequest(path: "api/v1/content/units/sync", query: query)
-        request.httpMethod = "GET"
-        request.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)
-        return try await send(request, as: UnitsSyncResponse.self)
-    }
-
     public func assetURL(id: String) -> URL {
         // Percent-encoded as the server encodes its download URLs: a `/` in an id stays in the segment.
         var allowed = CharacterSet.alphanumerics

@@ -106,11 +106,6 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
         return response
     }
 
-    func unitsSync(since: String?, limit: Int?, schema: [String: Int]) async throws(TransportError) -> UnitsSyncResponse {
-        try requireNetwork()
-        return try await server.unitsSync(since: since, limit: limit, schema: schema)
-    }
-
     func assetURL(id: String) -> URL { server.assetURL(id: id) }
 
     func downloadAssetRange(_ request: AssetRangeRequest) async throws(TransportError) -> AssetRangeResponse {
