@@ -253,6 +253,43 @@ struct SubscriptionServiceTests {
         }
     }
 
+    @Test(
+        "a subscription none of whose tables changed answers from the scope's head: no rows, its cursor moved, the horizon still checked",
+        arguments: StorageKind.allCases)
+    func unchangedTablesAnswerFromTheHead(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        try await h.serviceAsset("sa-1")
+        try await h.incident("i-1", asset: "sa-1")
+        let first = try await h.pullAll("incident", ["id": .string("i-1")], as: Self.alice)
+        let cursor = try SyncCursor(encoded: try #require(first.last?.cursor))
+
+        // A task of the team changes: the scope moves, the subscription's tables do not.
+        try await h.rows.storeDirectly(
+            ContractRegistry.entity(named: "Task")!,
+            [
+                "id": .string("t-1"), "team_id": .string("t-1"), "title": .string("Swap"), "task_kind": .string("battery_swap"),
+                "status": .string("assigned"), "revision": .int(1),
+            ], scopeKey: "ops:team:t-1")
+        let head = try await h.storage.read { try await $0.scopeSequence(tenant: Self.tenant, scopeKey: "ops:team:t-1") }
+        #expect(head > cursor.sequence)
+        let quiet = try await h.pullAll("incident", ["id": .string("i-1")], as: Self.alice, from: first.last?.cursor)
+        #expect(quiet.count == 1 && quiet[0].rowCount == 0 && quiet[0].leaves.isEmpty && quiet[0].error == nil)
+        #expect(try SyncCursor(encoded: try #require(quiet[0].cursor)).sequence == head)
+
+        // The horizon passes the first cursor with nothing of the subscription changed: it expires all the same.
+        try await h.storage.write { transaction in
+            try await transaction.raiseCompactedSequence(tenant: Self.tenant, scopeKey: "ops:team:t-1", to: head)
+        }
+        let expired = try await h.pullAll("incident", ["id": .string("i-1")], as: Self.alice, from: first.last?.cursor)
+        #expect(expired.first?.error?.code == .cursorExpired)
+
+        // The incident changes after that cursor: it comes, as from any cursor.
+        try await h.incident("i-1", asset: "sa-1", state: "in_progress")
+        let changed = try await h.pullAll("incident", ["id": .string("i-1")], as: Self.alice, from: quiet[0].cursor)
+        #expect(Self.ids(changed, "Incident") == ["i-1"])
+    }
+
     @Test("a cursor below the compacted sequence expires that subscription only", arguments: StorageKind.allCases)
     func horizon(kind: StorageKind) async throws {
         let h = try await Harness(kind)
