@@ -54,7 +54,7 @@ package struct SubscriptionService: Sendable {
             guard ids.insert(entry.id).inserted else { throw .malformed("the subscription id '\(entry.id)' is named twice") }
         }
         let pageSize = try pages.pageSize(request.limit)
-        let lastSeq = try await streamPosition(clientID: clientID, identity: identity)
+        if let clientID { try Identifier.require(clientID, as: ProtocolHeaders.clientID) }
         var answered: [SubscriptionPullResponse.Page] = []
         // The whole answer weighs about one pull page: once the pages so far fill it, the
         // subscriptions left keep their cursor and say they have more.
@@ -67,7 +67,7 @@ package struct SubscriptionService: Sendable {
                 prepared.append(.failure(error))
             }
         }
-        let heads = try await scopeHeads(of: prepared.compactMap { try? $0.get() }, tenant: identity.tenant)
+        let (lastSeq, heads) = try await start(of: prepared.compactMap { try? $0.get() }, clientID: clientID, identity: identity)
         for (entry, preparation) in zip(request.subscriptions, prepared) {
             guard bytesLeft > 0 else {
                 answered.append(.init(id: entry.id, cursor: entry.cursor, hasMore: true))
@@ -137,15 +137,27 @@ package struct SubscriptionService: Sendable {
         var lastSequence: [String: Int64] = [:]
     }
 
-    private func scopeHeads(of subscriptions: [Prepared], tenant: String) async throws(ServiceError) -> [String: ScopeHead] {
+    /// What a request reads before its pages, in one read: the stream's last applied `seq` for
+    /// its owner (0 without a client id or a stream), and the heads of its subscriptions' scopes.
+    private func start(
+        of subscriptions: [Prepared], clientID: String?, identity: DeviceIdentity
+    ) async throws(ServiceError) -> (lastSeq: Int64, heads: [String: ScopeHead]) {
         var tables: [String: Set<String>] = [:]
         for subscription in subscriptions where subscription.position != nil {
             tables[subscription.scopeKey, default: []].formUnion(subscription.plan.levels.map(\.entity.table))
         }
-        guard !tables.isEmpty else { return [:] }
         let wanted = tables
+        let tenant = identity.tenant
         return try await ServiceError.catchingStorageFailures {
             try await storage.read { reader in
+                var lastSeq: Int64 = 0
+                if let clientID {
+                    if let owner = try await reader.clientOwner(tenant: tenant, clientID: clientID), owner != identity.clientOwner {
+                        throw ServiceError.clientNotOwned()
+                    }
+                    try await PushSession.refuseErasedStream(clientID, identity: identity, in: reader)
+                    lastSeq = try await reader.lastSequence(tenant: tenant, clientID: clientID)
+                }
                 var heads: [String: ScopeHead] = [:]
                 for (scopeKey, names) in wanted.sorted(by: { $0.key < $1.key }) {
                     let compacted = try await reader.compactedSequence(tenant: tenant, scopeKey: scopeKey)
@@ -161,7 +173,7 @@ package struct SubscriptionService: Sendable {
                     }
                     heads[scopeKey] = head
                 }
-                return heads
+                return (lastSeq, heads)
             }
         }
     }
@@ -183,21 +195,6 @@ package struct SubscriptionService: Sendable {
         let cut = max(scope.head, after)
         let cursor = SyncCursor(scopeKey: subscription.scopeKey, sequence: cut, horizon: scope.compacted).encoded
         return .init(id: subscription.entry.id, cursor: cursor, hasMore: false)
-    }
-
-    /// The stream's last applied `seq` for its owner (0 without a client id or a stream).
-    private func streamPosition(clientID: String?, identity: DeviceIdentity) async throws(ServiceError) -> Int64 {
-        guard let clientID else { return 0 }
-        try Identifier.require(clientID, as: ProtocolHeaders.clientID)
-        return try await ServiceError.catchingStorageFailures {
-            try await storage.read { reader in
-                if let owner = try await reader.clientOwner(tenant: identity.tenant, clientID: clientID), owner != identity.clientOwner {
-                    throw ServiceError.clientNotOwned()
-                }
-                try await PushSession.refuseErasedStream(clientID, identity: identity, in: reader)
-                return try await reader.lastSequence(tenant: identity.tenant, clientID: clientID)
-            }
-        }
     }
 
     /// One subscription's page.
