@@ -10,7 +10,8 @@ package import SyncProtocol
 /// The server keeps nothing per subscription: each pull works out the subscription's rows from
 /// the derived indexes (their keys and `_seq` only, at most
 /// ``IdentityStateLimits/rowsPerSubscription``), so its cost does not depend on how many
-/// subscriptions other devices hold.
+/// subscriptions other devices hold. A subscription none of whose tables changed since its
+/// cursor is answered from the scope's head alone (see `unchangedPage(of:heads:)`).
 ///
 /// Cursors count in the scope's sequence. A row's place in that order is its *entry sequence*:
 /// its own `_seq`, or the entry sequence of the row it was reached through when that is later,
