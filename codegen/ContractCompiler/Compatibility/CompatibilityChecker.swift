@@ -238,7 +238,9 @@ package struct CompatibilityChecker {
                         report(
                             .requiredFieldAdded, "required field '\(field.name)' has no default, and data written with \(against) does not have it",
                             at: field.location, in: new, field: field.name,
-                            help: "make it optional (`\(field.type.type.spelling)?`) or give it a `default`")
+                            help: field.type.type == .file
+                                ? "make it optional (`file?`): a file field has no default"
+                                : "make it optional (`\(field.type.type.spelling)?`) or give it a `default`")
                     }
                 }
                 continue
@@ -270,6 +272,10 @@ package struct CompatibilityChecker {
                         at: field.location, in: new, field: field.name,
                         help: "keep max_length at \(previous.maxLength.map(String.init) ?? "no limit") or more", notes: [note])
                 }
+            }
+            if backward, field.type.type == .file {
+                compareFiles(previous, field, in: new, against: against, note: note, seen: &seen)
+                continue
             }
             // The byte limits in force (written or default). A lower max_length that lowers the
             // default is reported as such, not twice.
@@ -310,6 +316,35 @@ package struct CompatibilityChecker {
                     .fieldRemoved, "field '\(previous.name)' was removed, but \(against) still reads it",
                     at: new.location, in: new, field: previous.name, removed: true, help: help,
                     notes: [.init("\(against) has it here", at: previous.location)])
+            }
+        }
+    }
+
+    /// A file field may accept more, never less, while older versions are supported: their
+    /// devices name files up to the old size and of every old type, and a write the new version
+    /// refuses would stop their queue.
+    private mutating func compareFiles(
+        _ old: Field, _ new: Field, in contract: Contract, against: String, note: Diagnostic.Note, seen: inout Set<String>
+    ) {
+        if let oldLimit = old.maxBytes, let newLimit = new.maxBytes, newLimit < oldLimit {
+            once(&seen, .fileMaxBytesReduced, new.name) {
+                report(
+                    .fileMaxBytesReduced,
+                    "file field '\(new.name)' takes files of at most \(ContractSnapshot.sizeText(newLimit)) now, but \(ContractSnapshot.sizeText(oldLimit)) in \(against), whose devices may name larger ones",
+                    at: new.maxBytesLocation ?? new.location, in: contract, field: new.name,
+                    help: "keep max_bytes at \(ContractSnapshot.sizeText(oldLimit)) or more", notes: [note])
+            }
+        }
+        let dropped = old.contentTypes.filter { !FileReference.contentType($0, isIn: new.contentTypes) }
+        if !dropped.isEmpty {
+            let them = dropped.count == 1 ? "it" : "them"
+            once(&seen, .fileContentTypesNarrowed, new.name) {
+                report(
+                    .fileContentTypesNarrowed,
+                    "file field '\(new.name)' no longer accepts \(dropped.map { "'\($0)'" }.joined(separator: ", ")), which \(against) accepts",
+                    at: new.contentTypesLocation ?? new.location, in: contract, field: new.name,
+                    help: "keep \(them) in `content_types` (or a pattern that covers \(them))",
+                    notes: [note])
             }
         }
     }

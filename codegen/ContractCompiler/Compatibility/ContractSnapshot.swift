@@ -102,6 +102,8 @@ package enum ContractSnapshot {
         if field.isServerOnly { parts.append("server_only: true") }
         if let maxLength = field.maxLength { parts.append("max_length: \(maxLength)") }
         if let maxBytes = field.maxBytes { parts.append("max_bytes: \(sizeText(maxBytes))") }
+        // Quoted: `*/*` would start a YAML alias. Only files have them, so no other snapshot changes.
+        if field.type.type == .file { parts.append("content_types: [\(field.contentTypes.map(DefaultParser.quote).joined(separator: ", "))]") }
         if field.isPrimaryKey { parts.append("primary_key: true") }
         if field.isVersionField { parts.append("version_field: true") }
         return "\(field.name): { \(parts.joined(separator: ", ")) }"

@@ -153,8 +153,15 @@ public enum RuleCatalog {
         ),
         validation(
             .maxBytesNotApplicable, "max_bytes on a type without a byte limit",
-            "Only string, json, bytes and list values vary in size without bound; ids are at most 256 bytes and the other types have a fixed size.",
+            "Only string, json, bytes and list values vary in size without bound (and a file's, whose `max_bytes` limits the file); ids are at most 256 bytes and the other types have a fixed size.",
             "Remove `max_bytes`."),
+        validation(
+            .invalidContentType, "a file field's content type that is not a media type pattern",
+            "A file's content type is checked against the field's `content_types` on every write; a pattern no type matches, or one written in capitals or with parameters, would refuse files its author meant to accept.",
+            "Write `type/subtype` (`image/png`), `type/*` (`image/*`) or `\"*/*\"` (quoted: a bare `*` starts a YAML alias), in lowercase."),
+        validation(
+            .duplicateContentType, "a content type listed twice", "Each content type a file field accepts is listed once.",
+            "Remove the duplicate."),
         validation(
             .maxBytesAboveRowLimit, "a field may take more bytes than its row",
             "A row larger than its contract's `max_bytes` is refused, so a field limit above it would accept values no write can store.",
@@ -364,6 +371,18 @@ public enum RuleCatalog {
             rationale:
                 "Values and rows written under the old byte limit may be larger than the new one and would be refused. The limit compared is the one in force: a field or contract without `max_bytes` has the default (256kB for a field, or what its `max_length` allows; for a row, 1MB or twice its largest field limit, at most 4MB), so removing a `max_bytes` above the default lowers it too.",
             fix: "Keep or raise max_bytes, on the field or on the contract."),
+        RuleExplanation(
+            rule: .fileMaxBytesReduced, title: "a file field's max_bytes was lowered", scope: .backward,
+            rationale:
+                "Devices on an older version upload and name files up to the old limit; every write of a row naming a larger file would be refused, and the device's queue would stop on it.",
+            fix:
+                "Keep or raise the file field's max_bytes; to lower it, raise oldest_supported past every version with the higher limit first."),
+        RuleExplanation(
+            rule: .fileContentTypesNarrowed, title: "a file field no longer accepts a content type it accepted", scope: .backward,
+            rationale:
+                "Devices on an older version name files of every type their version accepts; every write of a row naming a file of a type the new version refuses would be refused, and the device's queue would stop on it. A pattern that covers the old one (`image/*` for `image/png`, `*/*` for anything) keeps it.",
+            fix:
+                "Keep the content type (or a pattern covering it); to drop it, raise oldest_supported past every version that accepts it first."),
 
         // MARK: Compatibility: forward (old reads new)
         RuleExplanation(

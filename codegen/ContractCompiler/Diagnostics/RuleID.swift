@@ -49,6 +49,8 @@ extension RuleID {
     public static let maxLengthNotApplicable = RuleID("MAX_LENGTH_NOT_APPLICABLE")
     public static let maxBytesNotApplicable = RuleID("MAX_BYTES_NOT_APPLICABLE")
     public static let maxBytesAboveRowLimit = RuleID("MAX_BYTES_ABOVE_ROW_LIMIT")
+    public static let invalidContentType = RuleID("INVALID_CONTENT_TYPE")
+    public static let duplicateContentType = RuleID("DUPLICATE_CONTENT_TYPE")
 
     // Keys and versions
     public static let missingPrimaryKey = RuleID("MISSING_PRIMARY_KEY")
@@ -101,6 +103,8 @@ extension RuleID {
     public static let defaultChanged = RuleID("DEFAULT_CHANGED")
     public static let maxLengthReduced = RuleID("MAX_LENGTH_REDUCED")
     public static let maxBytesReduced = RuleID("MAX_BYTES_REDUCED")
+    public static let fileMaxBytesReduced = RuleID("FILE_MAX_BYTES_REDUCED")
+    public static let fileContentTypesNarrowed = RuleID("FILE_CONTENT_TYPES_NARROWED")
     public static let enumValueRemoved = RuleID("ENUM_VALUE_REMOVED")
     public static let enumValueAdded = RuleID("ENUM_VALUE_ADDED")
     public static let primaryKeyChanged = RuleID("PRIMARY_KEY_CHANGED")

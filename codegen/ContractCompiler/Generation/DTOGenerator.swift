@@ -127,7 +127,12 @@ struct DTOGenerator {
             facts.append(
                 "At most \(maxLength) \(field.type.type == .bytes ? "bytes" : field.type.type.spelling.hasPrefix("list") ? "items" : "characters").")
         }
-        if let maxBytes = field.maxBytes { facts.append("At most \(maxBytes) bytes as stored.") }
+        if field.type.type == .file {
+            let types = field.contentTypes.map { "`\($0)`" }.joined(separator: ", ")
+            facts.append("A file of at most \(field.maxBytes.map(ContractSnapshot.sizeText) ?? "?"), of type \(types).")
+        } else if let maxBytes = field.maxBytes {
+            facts.append("At most \(maxBytes) bytes as stored.")
+        }
         if !facts.isEmpty { parts.append(facts.joined(separator: " ")) }
         // A doc warning rather than `@available(deprecated)`: the generated Codable must keep
         // reading and writing the field without warnings while older devices still send it.

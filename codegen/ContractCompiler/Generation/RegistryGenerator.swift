@@ -215,6 +215,10 @@ struct RegistryGenerator {
                 if case .ref(let target) = field.type.type, let key = set.contract(named: target)?.primaryKey {
                     arguments.append("referencedKey: \(kindExpression(key.type.type))")
                 }
+                // Only files name content types: every other descriptor stays as it was generated.
+                if field.type.type == .file {
+                    arguments.append("contentTypes: [\(field.contentTypes.map(SwiftLiteral.string).joined(separator: ", "))]")
+                }
                 w.line("FieldDescriptor(\(arguments.joined(separator: ", "))),")
             }
         }

@@ -26,6 +26,7 @@ struct TypeMapping {
         case .uuid: return "UUID"
         case .json: return "JSONValue"
         case .bytes: return "Data"
+        case .file: return "FileReference"
         case .enumeration: return enumName
         case .list(let element): return "[" + swiftType(element, enumName: enumName) + "]"
         case .ref(let target): return refKeyType(target).map { swiftType($0, enumName: enumName) } ?? "String"
@@ -131,7 +132,7 @@ struct TypeMapping {
         switch dialect {
         case .sqlite:
             switch type {
-            case .id, .string, .date, .uuid, .enumeration, .json, .list: return "TEXT"
+            case .id, .string, .date, .uuid, .enumeration, .json, .list, .file: return "TEXT"
             case .int, .bool, .timestamp: return "INTEGER"
             case .double: return "REAL"
             case .bytes: return "BLOB"
@@ -147,6 +148,9 @@ struct TypeMapping {
             case .date: return "DATE"
             case .uuid: return "UUID"
             case .json, .list: return "JSONB"
+            // A file reference is canonical JSON text that the server writes and reads whole:
+            // TEXT keeps it byte for byte, as SQLite does.
+            case .file: return "TEXT"
             case .bytes: return "BYTEA"
             case .ref(let target): return refKeyType(target).map { sqlType($0, dialect: .postgres) } ?? "TEXT"
             }
@@ -162,7 +166,7 @@ struct TypeMapping {
 
     private func sqlLiteral(_ value: DefaultValue, type: FieldType, dialect: SQLDialect) -> String {
         switch type {
-        case .json, .list:
+        case .json, .list, .file:
             return Self.sqlString(CanonicalJSON.text(wireValue(value, type: type)))
         case .bytes:
             guard case .string(let base64) = value, let data = Data(base64Encoded: base64) else { return "NULL" }

@@ -154,6 +154,11 @@ public struct Field: Hashable, Sendable {
     public var maxBytes: Int?
     /// Where `max_bytes` is written.
     public var maxBytesLocation: SourceLocation?
+    /// For a `file`, the content types it accepts (`image/jpeg`, `image/*`, `*/*`), as written;
+    /// empty for every other type.
+    public var contentTypes: [String] = []
+    /// Where `content_types` is written.
+    public var contentTypesLocation: SourceLocation?
     public var isPrimaryKey: Bool
     public var isVersionField: Bool
     public var isLocal: Bool
@@ -204,6 +209,12 @@ extension Field {
     public var effectiveMaxBytes: Int? {
         guard !isLocal, type.type.acceptsMaxBytes else { return nil }
         return maxBytes ?? FieldDescriptor.defaultMaximumBytes(for: type.type, maxLength: maxLength)
+    }
+
+    /// The most bytes the field's value takes in its row: ``effectiveMaxBytes``, but `nil` for a
+    /// `file`, whose limit is the size of the file it names (the reference in the row is small).
+    public var storedMaxBytes: Int? {
+        type.type == .file ? nil : effectiveMaxBytes
     }
 }
 
@@ -339,9 +350,9 @@ public struct Contract: Hashable, Sendable {
 
     /// The row limit in force, as the runtime applies it (``EntityDescriptor/maxBytes``): the
     /// written `max_bytes`, else the default from the fields' limits (server-only ones too:
-    /// the server stores them in the same row).
+    /// the server stores them in the same row; not a file's, which limits the file, not the row).
     public var effectiveMaxBytes: Int {
-        maxBytes ?? RowSize.defaultMaximumBytes(largestFieldBytes: fields.compactMap(\.effectiveMaxBytes).max() ?? 0)
+        maxBytes ?? RowSize.defaultMaximumBytes(largestFieldBytes: fields.compactMap(\.storedMaxBytes).max() ?? 0)
     }
     public var versionField: Field? { fields.first { $0.isVersionField } }
     public func field(named name: String) -> Field? { fields.first { $0.name == name } }

@@ -232,7 +232,7 @@ struct ContractDecoder {
         let rowText = ContractSnapshot.sizeText(rowLimit)
         let written = contract.maxBytes != nil ? "its contract's max_bytes, \(rowText)" : "its contract's default row limit, \(rowText)"
         for field in contract.fields where field.hasValidType {
-            guard let limit = field.effectiveMaxBytes, limit > rowLimit,
+            guard let limit = field.storedMaxBytes, limit > rowLimit,
                 field.maxBytes != nil || limit > FieldDescriptor.defaultMaximumBytes
             else { continue }
             let source = field.maxBytes != nil ? "max_bytes \(ContractSnapshot.sizeText(limit))" : "\(limit) bytes by its max_length"
@@ -387,8 +387,10 @@ struct ContractDecoder {
 
     /// A size (`max_row_bytes`, `max_bytes`): a whole number of bytes, optionally with a decimal
     /// unit (`800B`, `64kB`, `10MB`, `1GB`), from 1 to `largest`. Binary units and other spellings
-    /// are refused with the spelling meant. `leftOut` says what leaving the key out means.
-    private mutating func decodeSize(_ node: YAMLNode, key: String, largest: Int, leftOut: String) -> Int? {
+    /// are refused with the spelling meant. `leftOut` says what leaving the key out means; `nil`
+    /// for a required key (a file's `max_bytes`).
+    private mutating func decodeSize(_ node: YAMLNode, key: String, largest: Int, leftOut: String?) -> Int? {
+        let rangeHelp = "give a size from 1B to \(ContractSnapshot.sizeText(largest))"
         let help = "write a whole number of bytes, optionally with a decimal unit: `500000`, `500kB`, `10MB`, `1GB`"
         guard let text = node.scalar, !node.isNull else {
             diagnostics.error(.invalidValue, "\(key) must be a size, found \(node.kindDescription)", at: node.location, help: help)
@@ -412,7 +414,8 @@ struct ContractDecoder {
         }
         guard amount >= 1 else {
             diagnostics.error(
-                .invalidValue, "\(key) must be at least 1 byte, found '\(text)'", at: node.location, help: "leave the key out for \(leftOut)")
+                .invalidValue, "\(key) must be at least 1 byte, found '\(text)'", at: node.location,
+                help: leftOut.map { "leave the key out for \($0)" } ?? rangeHelp)
             return nil
         }
         guard amount <= largest / multiplier else {
@@ -420,7 +423,7 @@ struct ContractDecoder {
             diagnostics.error(
                 .invalidValue, "\(key) '\(text)' is above the largest size, \(largestText)", at: node.location,
                 help: largest == Self.largestSize
-                    ? "leave the key out for \(leftOut)"
+                    ? leftOut.map { "leave the key out for \($0)" } ?? rangeHelp
                     : "a row travels whole in one push, which the server takes up to 5 MiB; keep larger files out of rows (upload them, and store their key)"
             )
             return nil
@@ -487,6 +490,12 @@ struct ContractDecoder {
             }
             field.type = type
             field.typeLocation = node.location
+            if type.type == .file, !refuseLocalFile(&field, local: local) {
+                diagnostics.error(
+                    .missingKey, "file field '\(name)' is missing the required keys 'max_bytes' and 'content_types'", at: node.location,
+                    help: "write `\(name): { type: \(type.spelling), max_bytes: 10MB, content_types: [image/jpeg, image/png] }`"
+                )
+            }
             return field
         }
         let context = local ? "local field '\(name)'" : "field '\(name)'"
@@ -518,6 +527,7 @@ struct ContractDecoder {
         }
         field.type = type
         field.typeLocation = typeNode.location
+        if type.type == .file, refuseLocalFile(&field, local: local) { return field }
         if reader.value("values") != nil, !type.type.isEnumeration {
             diagnostics.error(
                 .unknownKey, "`values` only applies to enum fields", at: reader.keyLocation("values")!,
@@ -531,7 +541,13 @@ struct ContractDecoder {
             )
         }
 
-        if let node = reader.value("default") {
+        if let node = reader.value("default"), type.type == .file {
+            field.defaultLocation = node.location
+            diagnostics.error(
+                .defaultTypeMismatch, "file field '\(name)' cannot have a default: a row names a file that was uploaded for it",
+                at: node.location, help: type.isOptional ? "remove `default`; a missing file reads as null" : "remove `default`"
+            )
+        } else if let node = reader.value("default") {
             field.defaultLocation = node.location
             field.defaultValue = DefaultParser.parse(node, for: type, fieldName: name, diagnostics: &diagnostics)
         }
@@ -572,12 +588,18 @@ struct ContractDecoder {
                 diagnostics.error(
                     .maxLengthNotApplicable, "`max_length` does not apply to type `\(type.type.spelling)`",
                     at: reader.keyLocation("max_length")!,
-                    help: "`max_length` limits id, string, bytes and list fields; remove it here"
+                    help: type.type == .file
+                        ? "a file's size is limited by `max_bytes`; remove `max_length`"
+                        : "`max_length` limits id, string, bytes and list fields; remove it here"
                 )
             }
         }
         if let node = reader.value("max_bytes") {
-            field.maxBytes = decodeSize(node, key: "max_bytes", largest: RowSize.ceilingBytes, leftOut: "the default")
+            // A file's limit is the size of the file, which travels apart from the row.
+            field.maxBytes =
+                type.type == .file
+                ? decodeSize(node, key: "max_bytes", largest: Self.largestSize, leftOut: nil)
+                : decodeSize(node, key: "max_bytes", largest: RowSize.ceilingBytes, leftOut: "the default")
             field.maxBytesLocation = reader.keyLocation("max_bytes")
             if !type.type.acceptsMaxBytes {
                 field.maxBytes = nil
@@ -585,9 +607,17 @@ struct ContractDecoder {
                     .maxBytesNotApplicable, "`max_bytes` does not apply to type `\(type.type.spelling)`",
                     at: reader.keyLocation("max_bytes")!,
                     help:
-                        "`max_bytes` limits string, json, bytes and list fields (an id is at most \(FieldCodec.maximumIDBytes) bytes); remove it here"
+                        "`max_bytes` limits string, json, bytes, list and file fields (an id is at most \(FieldCodec.maximumIDBytes) bytes); remove it here"
                 )
             }
+        }
+        if type.type == .file {
+            decodeFileRules(reader, into: &field)
+        } else if reader.value("content_types") != nil {
+            diagnostics.error(
+                .unknownKey, "`content_types` only applies to file fields", at: reader.keyLocation("content_types")!,
+                help: "make the field `type: file`, or remove `content_types`"
+            )
         }
         if let node = reader.value("primary_key") {
             field.isPrimaryKey = ScalarReader.bool(node, "primary_key", diagnostics: &diagnostics) ?? false
@@ -603,6 +633,81 @@ struct ContractDecoder {
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
         return field
+    }
+
+    /// Whether `field` is a local `file`, refused: files travel through the server, which a
+    /// local field never reaches. The field is kept without a type, so no other rule reports it.
+    private mutating func refuseLocalFile(_ field: inout Field, local: Bool) -> Bool {
+        guard local else { return false }
+        diagnostics.error(
+            .unknownType, "local field '\(field.name)' cannot be a file: files travel through the server, and local fields never leave the device",
+            at: field.typeLocation, help: "declare the file among the synced `fields`, or keep a path on the device as a `string`"
+        )
+        field.hasValidType = false
+        return true
+    }
+
+    /// A file field's own keys: `max_bytes` (the largest file) and `content_types` (the types it
+    /// accepts), both required, so every file field states what it takes.
+    private mutating func decodeFileRules(_ reader: MappingReader, into field: inout Field) {
+        let name = field.name
+        if reader.value("max_bytes") == nil {
+            diagnostics.error(
+                .missingKey, "file field '\(name)' is missing the required key 'max_bytes'", at: field.location,
+                help: "give the most bytes a file may have, for example `max_bytes: 10MB`"
+            )
+        }
+        let example = "list what it accepts, for example `content_types: [image/jpeg, image/png]` (or `[\"*/*\"]` for any file)"
+        guard let node = reader.value("content_types") else {
+            diagnostics.error(
+                .missingKey, "file field '\(name)' is missing the required key 'content_types'", at: field.location, help: example
+            )
+            return
+        }
+        field.contentTypesLocation = reader.keyLocation("content_types")
+        guard let items = node.sequence else {
+            diagnostics.error(
+                .unexpectedNode, "`content_types` must be a list, found \(node.kindDescription)", at: node.location,
+                help: node.scalar.map { "write `content_types: [\($0)]`" } ?? example
+            )
+            return
+        }
+        if items.isEmpty {
+            diagnostics.error(
+                .missingKey, "file field '\(name)' accepts no content type: `content_types` is empty", at: node.location, help: example
+            )
+        }
+        var seen: [String: SourceLocation] = [:]
+        for item in items {
+            guard let text = ScalarReader.string(item, "a content type", diagnostics: &diagnostics) else { continue }
+            guard Self.isContentTypePattern(text) else {
+                let meant = FileReference.normalizedContentType(text).flatMap { Self.isContentTypePattern($0) ? $0 : nil }
+                diagnostics.error(
+                    .invalidContentType, "'\(text)' is not a content type", at: item.location,
+                    help: meant.map { "did you mean '\($0)'? (content types are lowercase, without parameters)" }
+                        ?? "write `type/subtype` (`image/png`), `type/*` (`image/*`) or `\"*/*\"`, in lowercase"
+                )
+                continue
+            }
+            if let first = seen[text] {
+                diagnostics.error(
+                    .duplicateContentType, "content type '\(text)' is listed twice", at: item.location,
+                    help: "remove the second '\(text)'", notes: [.init("first listed here", at: first)]
+                )
+                continue
+            }
+            seen[text] = item.location
+            field.contentTypes.append(text)
+        }
+    }
+
+    /// A pattern `content_types` takes: the runtime's (``FileReference/isContentTypePattern(_:)``)
+    /// with `*` only as a whole subtype or in `*/*` (`*/png` would match nothing).
+    static func isContentTypePattern(_ text: String) -> Bool {
+        guard FileReference.isContentTypePattern(text) else { return false }
+        let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].contains("*") || text == "*/*" else { return false }
+        return !parts[1].contains("*") || parts[1] == "*"
     }
 
     private mutating func decodeRename(_ node: YAMLNode, fieldName: String) -> Rename? {
@@ -643,6 +748,11 @@ struct ContractDecoder {
             diagnostics.error(
                 .unknownType, "lists of lists are not supported", at: location,
                 help: "use `json` for nested structures, or a list of scalars"
+            )
+        case .failure(.listOfNonScalar(FieldType.file.spelling)):
+            diagnostics.error(
+                .unknownType, "a list cannot hold files", at: location,
+                help: "declare one `file` field for each file a row names"
             )
         case .failure(.listOfNonScalar(let element)):
             diagnostics.error(

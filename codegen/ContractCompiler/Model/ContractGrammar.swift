@@ -73,10 +73,21 @@ enum ContractGrammar {
     /// `500`, `800B`, `64kB`, `10MB`, `1GB`: bytes, in decimal units.
     static let size = "^[1-9][0-9]*(B|kB|MB|GB)?$"
 
+    /// A content type pattern: `type/subtype`, `type/*` or `*/*`, lowercase, in RFC 9110's token
+    /// characters (but `*`, which stands only for a whole subtype or for anything).
+    static let contentTypePattern: String = {
+        let token = "[a-z0-9!#$%&'+.^_`|~-]+"
+        return "^(\\*/\\*|" + token + "/(\\*|" + token + "))$"
+    }()
+
     /// A type spelling: a scalar, `list<scalar>` or `ref<Entity>`, with `?` for optional.
     static var typeSpelling: String {
-        let scalar = "(" + FieldKind.scalarNames.joined(separator: "|") + "|ref<\\s*[A-Z][A-Za-z0-9]*\\s*>)"
-        return "^\\s*(" + scalar + "|list<\\s*" + scalar + "\\s*>)\\s*\\??\\s*$"
+        let reference = "ref<\\s*[A-Z][A-Za-z0-9]*\\s*>"
+        let scalar = "(" + FieldKind.scalarNames.joined(separator: "|") + "|" + reference + ")"
+        // A list holds scalars: not json, bytes or files (`TypeParser`).
+        let notListed: Set = [FieldKind.json.spelling, FieldKind.bytes.spelling, FieldKind.file.spelling]
+        let element = "(" + FieldKind.scalarNames.filter { !notListed.contains($0) }.joined(separator: "|") + "|" + reference + ")"
+        return "^\\s*(" + scalar + "|list<\\s*" + element + "\\s*>)\\s*\\??\\s*$"
     }
 
     static let version = Value.integer(minimum: 1)
@@ -237,8 +248,11 @@ enum ContractGrammar {
             Key("max_length", .integer(minimum: 1), "The longest id, string, bytes or list."),
             Key(
                 "max_bytes", sizeValue,
-                "The most bytes a string, json, bytes or list value may take as stored (`64kB`: decimal units); default 256kB; at most 4MB."
+                "The most bytes a string, json, bytes or list value may take as stored (`64kB`: decimal units); default 256kB; at most 4MB. For a file (required): the most bytes the file may have (`10MB`)."
             ),
+            Key(
+                "content_types", .list(.string(pattern: contentTypePattern)),
+                "A file's accepted content types (required for a file): `image/png`, `image/*` or `\"*/*\"`, in lowercase."),
             Key("primary_key", .boolean, "The row's id."),
             Key("version_field", .boolean, "The field `version_check` compares."),
             Key("server_only", .boolean, "Kept on the server, never sent to devices."),

@@ -61,7 +61,7 @@ enum DefaultParser {
             return UUID(uuidString: text).map { .string($0.uuidString.lowercased()) }
         case .bytes:
             return Data(base64Encoded: text) != nil ? .string(text) : nil
-        case .json, .list:
+        case .json, .list, .file:
             return nil
         }
     }

@@ -13,10 +13,11 @@ extension FieldKind {
         }
     }
 
-    /// Whether values of this type can be compared and ordered in an index.
+    /// Whether values of this type can be compared and ordered in an index. A file reference
+    /// is a JSON object: rows are never looked up by one.
     public var isIndexable: Bool {
         switch self {
-        case .json, .list, .bytes: return false
+        case .json, .list, .bytes, .file: return false
         default: return true
         }
     }

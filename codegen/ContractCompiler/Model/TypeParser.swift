@@ -26,7 +26,7 @@ enum TypeParser {
             switch parseType(inner, allowList: false) {
             case .success(let element):
                 switch element {
-                case .json, .bytes: return .failure(.listOfNonScalar(element.spelling))
+                case .json, .bytes, .file: return .failure(.listOfNonScalar(element.spelling))
                 default: return .success(.list(element))
                 }
             case .failure(let failure): return .failure(failure)
@@ -47,6 +47,7 @@ enum TypeParser {
         case "uuid": return .success(.uuid)
         case "json": return .success(.json)
         case "bytes": return .success(.bytes)
+        case "file": return .success(.file)
         case "enum": return .success(.enumeration(values: [], fallback: nil))
         default:
             if spelling.contains("<") || spelling.contains(">") || spelling.contains("?") {

@@ -157,7 +157,9 @@ extension ContractValidator {
         _ field: Field, of root: Contract, condition: Subscription.Condition, in subscription: Subscription
     ) -> Bool {
         let problem: String?
-        if field.isEncrypted {
+        if field.type.type == .file {
+            problem = "'\(field.name)' is a file: rows hold a reference to it, not a value a filter compares"
+        } else if field.isEncrypted {
             problem = "'\(field.name)' is encrypted: the server holds only sealed bytes and cannot compare them"
         } else if field.isServerOnly {
             problem = "'\(field.name)' is server-only: devices never hold it, so they cannot tell which of their rows it selects"

@@ -589,7 +589,10 @@ struct ContractValidator {
                 } else if !field.type.type.isIndexable {
                     diagnostics.error(
                         .unknownIndexField, "'\(name)' has type `\(field.type.type.spelling)` and cannot be indexed",
-                        at: index.location, help: "index scalar fields only"
+                        at: index.location,
+                        help: field.type.type == .file
+                            ? "rows are not looked up by a file reference; index a field that names what you look up"
+                            : "index scalar fields only"
                     )
                 }
             }

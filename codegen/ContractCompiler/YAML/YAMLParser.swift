@@ -216,13 +216,16 @@ private struct TreeBuilder {
         if let context {
             notes.append(.init(context, at: location(parser.context_mark)))
         }
-        diagnostics.error(
-            .yamlSyntax, problem, at: location(mark),
-            help: parser.error == YAML_READER_ERROR
-                ? "contract files must be UTF-8 text"
-                : "fix the YAML syntax at this position (indentation, a missing `:`, or an unclosed quote or bracket)",
-            notes: notes
-        )
+        let help: String
+        if parser.error == YAML_READER_ERROR {
+            help = "contract files must be UTF-8 text"
+        } else if context == "while scanning an alias" {
+            // A bare `*` starts an alias, as in a file field's unquoted `content_types: [*/*]`.
+            help = "quote a value that starts with `*`, such as the content type `\"*/*\"`"
+        } else {
+            help = "fix the YAML syntax at this position (indentation, a missing `:`, or an unclosed quote or bracket)"
+        }
+        diagnostics.error(.yamlSyntax, problem, at: location(mark), help: help, notes: notes)
     }
 
     private func location(_ mark: yaml_mark_t) -> SourceLocation {
