@@ -32,6 +32,7 @@ struct ReleasedEngineMigrationTests {
         "client client.v7.first_downloads": "ae1051f9f98e7d8eaa725ce7c49e19aed521020c2e6aba1146b2ca2626edf94f",
         "client client.v8.subscriptions": "21e57bcf401f475a02d03971ddc9bfce6d7a24c8d9a35aacc0d43dba0b1b68f8",
         "client client.v9.subscription_eviction": "c4d3699ac9ed7661b01f446bba39ae3c56949ac15253703736480b27642bdff4",
+        "client client.v10.files": "743561e1336d28e0cbf23e2af8ff2ebc4089d4416a5f6a50c756f18158f1b206",
         // The learning app's tables, the store's own until its client code became a target: two
         // migrations keep their released text and identifiers; `assets` has its own now.
         "learning learning.v1.assets": "af152cd7998c9ce96b43e5ed7edab62026c5388471a57186b3a2778edfd28324",

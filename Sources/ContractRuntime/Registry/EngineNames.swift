@@ -33,6 +33,9 @@ public enum EngineNames {
         case subscriptionRows = "subscription_rows"
         /// Rows a subscription let go of, kept until their write is on the server.
         case evictionCandidates = "eviction_candidates"
+        /// The files the device holds (`file` fields' bytes): waiting to upload, uploaded, or
+        /// downloaded and cached, with each upload's progress.
+        case files
     }
 
     /// The server's own tables (SyncServer), in SQLite and in PostgreSQL.

@@ -46,7 +46,7 @@ struct RowCodec: Sendable {
         do {
             stored = try columns.columnValue(value, for: field, mode: mode)
         } catch {
-            throw .invalidValue(contract: contract, field: field.name, reason: error.reason)
+            throw .refusal(error, field: field, value: value, contract: contract)
         }
         guard field.isEncrypted, !stored.isNull else { return stored }
         // Sealed: the canonical JSON of the normalized wire value.

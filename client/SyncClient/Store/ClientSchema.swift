@@ -33,6 +33,7 @@ enum ClientSchema {
         ("client.v7.first_downloads", OfflineStore.firstDownloadStatements),
         ("client.v8.subscriptions", OfflineStore.subscriptionStatements),
         ("client.v9.subscription_eviction", OfflineStore.subscriptionEvictionStatements),
+        ("client.v10.files", OfflineStore.fileStatements),
     ]
 
     static let syncTablesV1Statements = [

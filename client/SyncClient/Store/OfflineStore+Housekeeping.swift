@@ -44,6 +44,13 @@ extension OfflineStore {
             report.unsupportedRows = try purgeUnsupportedRows(db)
             report.prunedOutboxEntries = try Self.pruneCompletedOutbox(db, before: now - Int64(configuration.completedWriteRetention * 1000))
         }
+        // Files (`file` fields) over their cache budget, then, when the volume runs short, the
+        // least recently used of those the server holds; never one waiting to upload or named
+        // by an unsynced write.
+        report.evictedFiles = try enforceFileCacheBudget()
+        if let free = freeBytes(), free < limits.minimumFreeBytes {
+            report.evictedFiles += try evictFiles(budget: nil, toFree: limits.minimumFreeBytes - free)
+        }
         report.reclaimed = try reclaimSpace(toFree: limits.minimumFreeBytes)
         return report
     }
@@ -397,6 +404,9 @@ public struct HousekeepingReport: Hashable, Sendable {
     /// What the store's extensions removed because the volume was short of space, by
     /// extension name (``StoreExtension/reclaimSpace(_:in:)``).
     public var reclaimed: [String: [String]] = [:]
+    /// The SHA-256 of each file evicted from the files folder (``StorageLimits/fileCacheBytes``,
+    /// or the volume short of ``StorageLimits/minimumFreeBytes``).
+    public var evictedFiles: [String] = []
 
     public init() {}
 }

@@ -2,8 +2,8 @@ import Foundation
 import GRDB
 
 extension OfflineStore {
-    /// Signs the user out: wipes the database (with its `-wal` and `-shm` files) and the asset
-    /// folder the store manages, and closes the store (later calls throw
+    /// Signs the user out: wipes the database (with its `-wal` and `-shm` files), the asset
+    /// folder and the files folder the store manages, and closes the store (later calls throw
     /// ``OfflineStoreError/signedOut``).
     ///
     /// - Parameters:
@@ -34,7 +34,10 @@ extension OfflineStore {
         }
         try closePool()
         let database = configuration.databaseURL.path
-        for path in [database, database + "-wal", database + "-shm", database + "-journal", configuration.assetsDirectory.path] {
+        for path in [
+            database, database + "-wal", database + "-shm", database + "-journal", configuration.assetsDirectory.path,
+            configuration.filesDirectory.path,
+        ] {
             guard FileManager.default.fileExists(atPath: path) else { continue }
             do {
                 try FileManager.default.removeItem(atPath: path)

@@ -43,6 +43,8 @@ public final class OfflineStore: Sendable {
     /// The download order of the store's contracts.
     package let priorities: PullPriorities
     private let closed: Locked<Bool>
+    /// The files imported in this run that no committed write recorded yet.
+    let fileStaging = FileStaging()
 
     /// Opens (creating or migrating) the database of `configuration` for the contracts of a
     /// generated registry (`contracts: ContractRegistry.self`).
@@ -154,6 +156,8 @@ public final class OfflineStore: Sendable {
         // rotation a killed run left half done is finished first.
         do {
             if crypto.keyRing.previous != nil { _ = try continueKeyRotation(batchSize: Self.keyRotationBatchSize) }
+            // Copies of files whose write never committed (a killed run) go.
+            try removeOrphanFiles()
             try runHousekeeping()
         } catch {
             try? pool.close()
@@ -336,6 +340,8 @@ public final class OfflineStore: Sendable {
     /// ``write(_:)``, telling `body` which entries the seal check just quarantined.
     func writeCheckingSeal<T>(_ body: (Database, _ quarantined: [Int64]) throws -> T) throws(OfflineStoreError) -> T {
         try ensureOpen()
+        // The files a write named that were imported in this run: kept if it committed, else deleted.
+        defer { settleImportedFiles() }
         do {
             return try pool.write { db in
                 let quarantined = try OutboxSeal.check(db, crypto: crypto) { db, seq, reason in

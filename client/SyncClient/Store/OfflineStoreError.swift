@@ -79,6 +79,9 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     case database(code: Int32, message: String)
     /// A file operation on the store's folders failed.
     case fileSystem(path: String, reason: String)
+    /// A file for a `file` field was refused (too large, of a type the field does not accept, no
+    /// room for it) or is not in the store: nothing of it was kept (``FileError``).
+    case file(FileError)
 
     public var description: String {
         switch self {
@@ -117,6 +120,7 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
         case .invalidPreference(let reason): return "invalid sync preference: \(reason)"
         case .database(let code, let message): return "SQLite error \(code): \(message)"
         case .fileSystem(let path, let reason): return "file error at \(path): \(reason)"
+        case .file(let error): return error.description
         }
     }
 }

@@ -21,19 +21,25 @@ public struct StorageLimits: Hashable, Sendable {
     /// least recently used. `nil` (the default): no budget. SQLite reuses the freed pages for
     /// later rows; the file itself shrinks only when it is vacuumed.
     public var databaseBudgetBytes: Int64?
+    /// The most bytes of downloaded and uploaded files (`file` fields) the store keeps in its
+    /// files folder: above it, the least recently used go first
+    /// (``OfflineStore/enforceFileCacheBudget()``). Files waiting to upload and files named by
+    /// rows with writes not yet on the server are never evicted, and count. 500 MB by default.
+    public var fileCacheBytes: Int64
 
     public init(
         contracts: [String: ContractStorageLimit] = [:], downloadSpaceFactor: Double = 2, minimumFreeBytes: Int64 = 100_000_000,
-        databaseBudgetBytes: Int64? = nil
+        databaseBudgetBytes: Int64? = nil, fileCacheBytes: Int64 = 500_000_000
     ) {
         self.contracts = contracts
         self.downloadSpaceFactor = downloadSpaceFactor
         self.minimumFreeBytes = minimumFreeBytes
         self.databaseBudgetBytes = databaseBudgetBytes
+        self.fileCacheBytes = fileCacheBytes
     }
 
     /// The contracts' own limits; 100 MB kept free; downloads need twice their size; no
-    /// database budget.
+    /// database budget; 500 MB of files cached.
     public static let standard = StorageLimits()
 
     /// The limits the contracts of `contracts` set themselves (`max_rows`, `max_row_bytes` in

@@ -62,6 +62,8 @@ public actor SyncEngine {
     /// The subscriptions' pages in flight and their last failures (``SubscriptionStatus/progress``).
     let subscriptionActivity = SubscriptionActivity()
     private var continuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
+    /// Downloads of files under way (``file(for:)``), by SHA-256: concurrent asks share one.
+    var fileDownloads: [String: Task<Result<URL, FileDownloadError>, Never>] = [:]
 
     public init(store: OfflineStore, transport: any SyncTransport, configuration: SyncEngineConfiguration) {
         self.store = store
@@ -585,6 +587,13 @@ public actor SyncEngine {
         var gapRetries = 0
         var holds = 0
         var signatureRetries = 0
+        // The files the writes name go first (an entry is never pushed before its files); an
+        // automatic sync stops sending when its data budget is used.
+        var budgetLeft: Int?
+        if traffic != nil, let budget = preferences.dailyAutomaticDataBudget {
+            budgetLeft = max(0, budget - ((try? store.automaticDataUsage().bytes) ?? 0))
+        }
+        guard try await uploadWaitingFiles(traffic: traffic, budgetLeft: budgetLeft) else { return 0 }
         while true {
             do { try await registerDeviceKeyIfNeeded() } catch { throw .transport(error) }
             let request: PushRequest
@@ -594,6 +603,8 @@ public actor SyncEngine {
             } catch {
                 throw .store(error)
             }
+            // Written while the files were uploading, or refused by the server: uploaded now, or the batch waits.
+            try await holdForFiles(request, traffic: traffic)
             snapshot.progress.currentEntity = request.mutations.first?.entity
             publish()
             if let traffic { traffic.add((try? JSONEncoder().encode(request).count) ?? 0) }

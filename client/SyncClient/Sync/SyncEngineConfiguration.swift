@@ -32,6 +32,10 @@ public struct SyncEngineConfiguration: Sendable {
     public var usesLiveChannel: Bool
     /// Seconds from a live channel's poke to the sync it starts; pokes meanwhile share it (0.05 s).
     public var livePokeDebounce: TimeInterval
+    /// The most bytes of a file sent in one upload request (`PATCH`) or asked for in one
+    /// download range (`GET` with `Range`): what a lost connection costs at most, and what a
+    /// transfer holds in memory (4 MiB).
+    public var fileChunkBytes: Int = 4 << 20
 
     public init(
         scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, pullCommitRows: Int = 5_000,

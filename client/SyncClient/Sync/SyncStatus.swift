@@ -21,11 +21,18 @@ public struct SyncProgress: Hashable, Sendable {
     public var done: Int
     public var total: Int
     public var currentEntity: String?
+    /// While files are uploaded before a push (``SyncPhase/pushing``): the bytes of files the
+    /// server acknowledged so far in this sync, of ``fileBytesTotal``.
+    public var fileBytesSent: Int64
+    /// The bytes of the files this sync uploads before its push (0: none).
+    public var fileBytesTotal: Int64
 
-    public init(done: Int = 0, total: Int = 0, currentEntity: String? = nil) {
+    public init(done: Int = 0, total: Int = 0, currentEntity: String? = nil, fileBytesSent: Int64 = 0, fileBytesTotal: Int64 = 0) {
         self.done = done
         self.total = total
         self.currentEntity = currentEntity
+        self.fileBytesSent = fileBytesSent
+        self.fileBytesTotal = fileBytesTotal
     }
 }
 

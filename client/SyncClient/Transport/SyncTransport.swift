@@ -47,10 +47,67 @@ public protocol SyncTransport: Sendable {
     /// or returns `nil` when this transport cannot (the default): the server then refuses the
     /// device's signed writes with `signature_invalid`.
     func registerDeviceKey(_ registration: DeviceKeyRegistration) async throws(TransportError) -> DeviceKeyRegistered?
+
+    /// `POST /sync/v1/files`: declares a file to upload. The answer says the server holds it
+    /// already (`stored`: nothing to send) or where its upload stands (an unfinished one of this
+    /// user for the same hash is answered again, with its offset). The default throws
+    /// ``TransportError/filesUnsupported``.
+    func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer
+    /// `HEAD /sync/v1/files/uploads/{id}`: how many bytes the upload holds (`Upload-Offset`).
+    /// A `404` means the upload is gone (expired or abandoned): start again. The default throws
+    /// ``TransportError/filesUnsupported``.
+    func fileUploadOffset(uploadID: String) async throws(TransportError) -> Int64
+    /// `PATCH /sync/v1/files/uploads/{id}`: `bytes` from `offset`. The default throws
+    /// ``TransportError/filesUnsupported``.
+    func sendFileBytes(_ bytes: Data, uploadID: String, offset: Int64) async throws(TransportError) -> FileChunkAnswer
+    /// `GET /sync/v1/files/{sha256}` with `Range: bytes=<lower>-<upper>`: those bytes of the file
+    /// (or the whole file, when the server ignores the range). The default throws
+    /// ``TransportError/filesUnsupported``.
+    func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk
+}
+
+/// The answer to a file upload's `PATCH`.
+public enum FileChunkAnswer: Hashable, Sendable {
+    /// `204`: the upload now holds `offset` bytes (all of them: the server checked and stored the file).
+    case accepted(offset: Int64)
+    /// `409 offset_mismatch`: the upload holds `serverOffset` bytes; send from there.
+    case offsetMismatch(serverOffset: Int64)
+}
+
+/// Bytes of a file the server sent (``SyncTransport/fileBytes(sha256:range:)``).
+public struct FileChunk: Hashable, Sendable {
+    /// Where `data` starts in the file: the range's lower bound (`206`), or 0 when the server sent
+    /// the whole file (`200`).
+    public var start: Int64
+    public var data: Data
+    /// The file's size, when the server said (`Content-Range`, or a whole body).
+    public var totalSize: Int64?
+
+    public init(start: Int64, data: Data, totalSize: Int64?) {
+        self.start = start
+        self.data = data
+        self.totalSize = totalSize
+    }
 }
 
 extension SyncTransport {
     public var filtersPullsByContract: Bool { false }
+
+    public func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
+        throw .filesUnsupported
+    }
+
+    public func fileUploadOffset(uploadID: String) async throws(TransportError) -> Int64 {
+        throw .filesUnsupported
+    }
+
+    public func sendFileBytes(_ bytes: Data, uploadID: String, offset: Int64) async throws(TransportError) -> FileChunkAnswer {
+        throw .filesUnsupported
+    }
+
+    public func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
+        throw .filesUnsupported
+    }
 
     public func registerDeviceKey(_ registration: DeviceKeyRegistration) async throws(TransportError) -> DeviceKeyRegistered? {
         nil
@@ -133,6 +190,17 @@ public enum TransportError: Error, Sendable, Hashable {
             ErrorDetail(
                 code: ErrorCode("subscriptions_unsupported"),
                 message: "this transport does not pull subscriptions: it does not implement SyncTransport.pullSubscriptions(_:schema:clientID:)")),
+        retryAfter: nil)
+
+    /// What the file routes throw in a transport that does not implement them: 501
+    /// `files_unsupported`, as a server without the routes would answer. Never retried: a write
+    /// naming a file waits until the app uses a transport that uploads files.
+    public static let filesUnsupported = TransportError.http(
+        status: 501,
+        body: ErrorBody(
+            ErrorDetail(
+                code: ErrorCode("files_unsupported"),
+                message: "this transport does not send or fetch files: it does not implement the file routes of SyncTransport")),
         retryAfter: nil)
 
     /// For ``publicKeyPinMismatch(expected:served:)``: what the server served and what was pinned.

@@ -205,10 +205,12 @@ extension OfflineStore {
         let event = P.descriptor
         let envelope = prepared.envelope
         let eventId = envelope.eventId
+        noteFilesNamed(in: prepared.wire, fields: event.fields)
         let columns = try codec.columns(
             contract: event.name, table: event.table, id: eventId, fields: event.fields, wire: prepared.wire, mode: .write,
             missing: .defaults
         )
+        try recordNamedFiles(db, in: prepared.wire, fields: event.fields, now: now)
         let envelopeColumns: [(name: String, value: DatabaseValue)] = [
             ("event_id", eventId.databaseValue), ("schema_version", event.currentVersion.databaseValue),
             ("user_id", envelope.userId.databaseValue), ("device_id", envelope.deviceId.databaseValue),
@@ -232,6 +234,7 @@ extension OfflineStore {
     func insertCreated(_ db: Database, _ entity: EntityDescriptor, id: String, wire: [String: JSONValue], now: Int64) throws -> QueuedWrite {
         guard try !rowExists(db, entity, id: id) else { throw OfflineStoreError.rowAlreadyExists(contract: entity.name, id: id) }
         let (columns, normalized) = try encode(entity, id: id, wire: wire, missing: .defaults)
+        try recordNamedFiles(db, in: normalized, fields: entity.fields, now: now)
         let names = columns.map(\.name) + ["_schema_version", "_server_version", "_synced_at"]
         let values = columns.map(\.value) + [entity.currentVersion.databaseValue, .null, .null]
         try db.execute(
@@ -314,6 +317,7 @@ extension OfflineStore {
         guard let row = try fetchRow(db, entity, id: id) else { throw OfflineStoreError.rowNotFound(contract: entity.name, id: id) }
         let current = try codec.wireObject(row, fields: entity.fields, table: entity.table, id: id)
         let (columns, normalized) = try encode(entity, id: id, wire: newValues, missing: wholeRow ? .defaults : .skip)
+        try recordNamedFiles(db, in: normalized, fields: entity.fields, now: now)
         let changedColumns = columns.filter { normalized[$0.name] != current[$0.name] && $0.name != entity.primaryKey }
         guard !changedColumns.isEmpty else { return nil }
         try db.execute(
@@ -346,6 +350,8 @@ extension OfflineStore {
         for name in wire.keys where entity.fields.first(where: { $0.name == name }) == nil {
             throw .unknownField(contract: entity.name, field: name)
         }
+        // The files the row names, imported in this run, are settled after the transaction.
+        noteFilesNamed(in: wire, fields: entity.fields)
         var columns: [(name: String, value: DatabaseValue)] = []
         var normalized: [String: JSONValue] = [:]
         for field in entity.fields {
@@ -361,7 +367,7 @@ extension OfflineStore {
             do {
                 stored = try codec.columns.columnValue(value, for: field, mode: .write)
             } catch {
-                throw .invalidValue(contract: entity.name, field: field.name, reason: error.reason)
+                throw .refusal(error, field: field, value: value, contract: entity.name)
             }
             normalized[field.name] = codec.columns.wireValue(stored, for: field)
             columns.append(

@@ -52,7 +52,7 @@ struct DeviceFailure: Error {
         case .createdByNewerBuild, .belongsToAnotherAccount, .keyUnavailable, .keyMismatch, .signedOut, .invalidExtension, .pendingWrites,
             .invalidOutboxState, .invalidResolution, .rowAlreadyExists:
             exitCode = DeviceExit.badState
-        case .unknownContract, .unknownField, .fieldNotQueryable, .invalidValue, .notWritable, .invalidPreference:
+        case .unknownContract, .unknownField, .fieldNotQueryable, .invalidValue, .notWritable, .invalidPreference, .file:
             exitCode = DeviceExit.usage
         case .rowNotFound, .outboxEntryNotFound, .conflictNotFound:
             exitCode = DeviceExit.notFound

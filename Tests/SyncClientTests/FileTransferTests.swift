@@ -1,0 +1,241 @@
+import ContractRuntime
+import Foundation
+import OutpostTestSupport
+import SyncProtocol
+import Testing
+
+@testable import SyncClient
+
+/// Uploads and downloads against the file routes of an in-memory server (``FakeFileTransport``):
+/// the upload's state machine resuming from the offset the store recorded, the engine pushing a
+/// write only once its files are on the server, downloads resumed with a range and checked.
+@Suite("Files: uploads and downloads")
+struct FileTransferTests {
+    /// A receipt naming an imported file of `size` bytes, written to the store.
+    private func writeReceipt(_ store: OfflineStore, size: Int, seed: Int = 1) throws -> (FileReference, Data) {
+        let bytes = sampleBytes(size, seed: seed)
+        let document = try store.importFile(bytes, contentType: "application/pdf", name: "scan.pdf")
+        try store.create(Receipt(id: "r-\(seed)", title: "Receipt \(seed)", document: document))
+        return (document, bytes)
+    }
+
+    private func upload(_ reference: FileReference, store: OfflineStore, transport: FakeFileTransport, chunk: Int = 1_000) async throws
+        -> FileTransfers.UploadOutcome
+    {
+        let file = try #require(try store.storedFile(sha256: reference.sha256))
+        return try await FileTransfers.upload(
+            file, store: store, transport: transport, chunkBytes: chunk, mayStillSend: { _ in true }, traffic: nil, progress: { _ in })
+    }
+
+    @Test("a file goes up in chunks from offset 0; the server's acknowledged offset is recorded after each")
+    func uploadInChunks() async throws {
+        let device = try FileTestStore()
+        let (document, bytes) = try writeReceipt(device.store, size: 2_500)
+        let server = FakeFileTransport()
+        #expect(try await upload(document, store: device.store, transport: server) == .uploaded)
+        #expect(server.calls == ["POST", "PATCH u1 0+1000", "PATCH u1 1000+1000", "PATCH u1 2000+500"])
+        #expect(server.files[document.sha256] == bytes)
+        let record = try #require(try device.store.storedFile(sha256: document.sha256))
+        #expect(record.state == .uploaded)
+        #expect(record.uploadID == nil)
+    }
+
+    @Test("a connection lost mid-upload, then a restart: the upload resumes from the offset the server holds (HEAD), not from 0")
+    func resumeAfterLostConnection() async throws {
+        let device = try FileTestStore()
+        let (document, bytes) = try writeReceipt(device.store, size: 3_500)
+        let server = FakeFileTransport()
+        server.locked { server.failPatches = [3] }
+        await #expect(throws: EngineFailure.self) { try await upload(document, store: device.store, transport: server) }
+        var record = try #require(try device.store.storedFile(sha256: document.sha256))
+        #expect(record.state == .waitingToUpload)
+        #expect(record.uploadID == "u1")
+        #expect(record.acknowledgedOffset == 2_000)
+
+        // The app is killed and started again: the table still says where the upload stands.
+        let restarted = try device.reopen()
+        record = try #require(try restarted.store.storedFile(sha256: document.sha256))
+        #expect(record.acknowledgedOffset == 2_000)
+        #expect(try await upload(document, store: restarted.store, transport: server) == .uploaded)
+        #expect(
+            server.calls == [
+                "POST", "PATCH u1 0+1000", "PATCH u1 1000+1000", "PATCH u1 2000+1000", "HEAD u1", "PATCH u1 2000+1000", "PATCH u1 3000+500",
+            ])
+        #expect(server.files[document.sha256] == bytes)
+    }
+
+    @Test("the server holds more than the device recorded (an answer lost): HEAD's offset wins; a 409 offset_mismatch moves to the server's")
+    func serverAheadOfRecord() async throws {
+        let device = try FileTestStore()
+        let (document, bytes) = try writeReceipt(device.store, size: 2_500)
+        let server = FakeFileTransport()
+        server.seedUpload(id: "u9", of: bytes, holding: 1_500)
+        // The device recorded 1 000 before its answer was lost.
+        try device.store.recordUploadProgress(sha256: document.sha256, uploadID: "u9", offset: 1_000)
+        #expect(try await upload(document, store: device.store, transport: server) == .uploaded)
+        #expect(server.calls == ["HEAD u9", "PATCH u9 1500+1000"])
+
+        // HEAD answers behind (another request landed meanwhile): the PATCH's 409 says where to go on.
+        let (other, otherBytes) = try writeReceipt(device.store, size: 2_000, seed: 2)
+        server.seedUpload(id: "u8", of: otherBytes, holding: 1_200)
+        server.locked { server.headLag = 200 }
+        try device.store.recordUploadProgress(sha256: other.sha256, uploadID: "u8", offset: 1_000)
+        #expect(try await upload(other, store: device.store, transport: server) == .uploaded)
+        #expect(server.calls.suffix(3) == ["HEAD u8", "PATCH u8 1000+1000", "PATCH u8 1200+800"])
+        #expect(server.files[other.sha256] == otherBytes)
+    }
+
+    @Test("an upload the server lost is started again; a file the server holds is not sent (stored: dedup)")
+    func lostUploadAndDedup() async throws {
+        let device = try FileTestStore()
+        let (document, bytes) = try writeReceipt(device.store, size: 1_500)
+        let server = FakeFileTransport()
+        try device.store.recordUploadProgress(sha256: document.sha256, uploadID: "gone", offset: 700)
+        #expect(try await upload(document, store: device.store, transport: server) == .uploaded)
+        #expect(server.calls == ["HEAD gone", "POST", "PATCH u1 0+1000", "PATCH u1 1000+500"])
+        #expect(server.files[document.sha256] == bytes)
+
+        let (again, _) = try writeReceipt(device.store, size: 900, seed: 5)
+        server.storeFile(sampleBytes(900, seed: 5))
+        #expect(try await upload(again, store: device.store, transport: server) == .uploaded)
+        #expect(server.calls.suffix(1) == ["POST"])
+        #expect(try device.store.storedFile(sha256: again.sha256)?.state == .uploaded)
+    }
+
+    @Test("the engine uploads a write's files before it pushes the write, with the bytes in its status; a lost upload keeps the write queued")
+    func engineUploadsBeforePush() async throws {
+        let device = try FileTestStore()
+        let (document, bytes) = try writeReceipt(device.store, size: 2_500)
+        let server = FakeFileTransport()
+        server.locked { server.failPatches = [2] }
+        var configuration = SyncEngineConfiguration(scopes: [], retriesAutomatically: false, usesLiveChannel: false)
+        configuration.fileChunkBytes = 1_000
+        let engine = SyncEngine(store: device.store, transport: server, configuration: configuration)
+
+        let failed = await engine.syncNow()
+        guard case .failed(.network, _) = failed else { Issue.record("expected a network failure, got \(failed)"); return }
+        #expect(server.calls == ["POST", "PATCH u1 0+1000", "PATCH u1 1000+1000"])
+        #expect(try device.store.outboxCounts().unsent == 1)
+
+        let stream = await engine.status
+        let statuses = Task { () -> [SyncProgress] in
+            var seen: [SyncProgress] = []
+            for await status in stream {
+                seen.append(status.progress)
+                if status.pending == 0 { break }
+            }
+            return seen
+        }
+        let result = await engine.syncNow()
+        guard case .succeeded(let pushed, _) = result else { Issue.record("expected a success, got \(result)"); return }
+        #expect(pushed == 1)
+        #expect(server.calls.suffix(4) == ["HEAD u1", "PATCH u1 1000+1000", "PATCH u1 2000+500", "push 1"])
+        #expect(server.files[document.sha256] == bytes)
+        guard case .object(let pushedRow)? = server.pushed.first?.payload else { Issue.record("nothing pushed"); return }
+        #expect(pushedRow["document"] == document.json)
+        let progress = await statuses.value
+        #expect(progress.contains { $0.fileBytesTotal == 1_500 && $0.fileBytesSent == 1_500 })
+    }
+
+    @Test("a file the server refuses (quota) holds the writes that name it: nothing is pushed, the reason is on the file")
+    func refusedFileHoldsItsWrite() async throws {
+        let device = try FileTestStore()
+        let (document, _) = try writeReceipt(device.store, size: 500)
+        let quota = QuotaTransport()
+        let engine = SyncEngine(
+            store: device.store, transport: quota,
+            configuration: SyncEngineConfiguration(scopes: [], retriesAutomatically: false, usesLiveChannel: false))
+        let result = await engine.syncNow()
+        guard case .failed(.http(413, _, _), _) = result else { Issue.record("expected 413, got \(result)"); return }
+        #expect(quota.pushes.withLock { $0 } == 0)
+        #expect(try device.store.outboxCounts().unsent == 1)
+        #expect(try device.store.storedFile(sha256: document.sha256)?.lastError?.code == .quotaExceeded)
+    }
+
+    @Test("a download cut short resumes with a range from the bytes it kept; the file is checked, cached and then answered at once")
+    func resumableDownload() async throws {
+        let device = try FileTestStore()
+        let bytes = sampleBytes(2_500, seed: 4)
+        let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 2_500, contentType: "image/png")
+        let server = FakeFileTransport()
+        server.storeFile(bytes)
+        server.locked { server.failGets = [2] }
+        var configuration = SyncEngineConfiguration(scopes: [], usesLiveChannel: false)
+        configuration.fileChunkBytes = 1_000
+        let engine = SyncEngine(store: device.store, transport: server, configuration: configuration)
+
+        await #expect(throws: FileDownloadError.transport(.network("the connection was lost"))) { try await engine.file(for: reference) }
+        #expect(device.store.partialFileSize(sha256: reference.sha256) == 1_000)
+        let url = try await engine.file(for: reference)
+        #expect(try Data(contentsOf: url) == bytes)
+        #expect(
+            server.calls == [
+                "GET \(reference.sha256.prefix(8)) 0-999", "GET \(reference.sha256.prefix(8)) 1000-1999",
+                "GET \(reference.sha256.prefix(8)) 1000-1999", "GET \(reference.sha256.prefix(8)) 2000-2499",
+            ])
+        #expect(try device.store.storedFile(sha256: reference.sha256)?.state == .cached)
+        #expect(device.store.partialFileSize(sha256: reference.sha256) == 0)
+        // From the device now: no request.
+        #expect(try await engine.file(for: reference) == url)
+        #expect(server.calls.count == 4)
+    }
+
+    @Test("downloaded bytes that do not match the reference's SHA-256 are deleted and the error is typed")
+    func downloadHashMismatch() async throws {
+        let device = try FileTestStore()
+        let bytes = sampleBytes(1_200, seed: 6)
+        let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 1_200, contentType: "image/png")
+        let server = FakeFileTransport()
+        let wrong = sampleBytes(1_200, seed: 7)
+        server.locked { server.corrupt[reference.sha256] = wrong }
+        let engine = SyncEngine(store: device.store, transport: server, configuration: SyncEngineConfiguration(scopes: [], usesLiveChannel: false))
+        await #expect(throws: FileDownloadError.hashMismatch(expected: reference.sha256, received: sha256Hex(wrong))) {
+            try await engine.file(for: reference)
+        }
+        #expect(device.store.partialFileSize(sha256: reference.sha256) == 0)
+        #expect(try device.store.storedFiles().isEmpty)
+        #expect(device.filesOnDisk() == [])
+        // Not found on the server: the transport's 404.
+        let missing = try FileReference(sha256: String(repeating: "a", count: 64), byteCount: 10, contentType: "image/png")
+        await #expect(throws: FileDownloadError.transport(.http(status: 404, body: nil, retryAfter: nil))) { try await engine.file(for: missing) }
+    }
+
+    @Test("a transport without the file routes refuses them with files_unsupported, which is not worth retrying")
+    func transportWithoutFiles() async throws {
+        let transport = QuotaTransport.Bare()
+        await #expect(throws: TransportError.filesUnsupported) { try await transport.fileUploadOffset(uploadID: "u1") }
+        #expect(!FileTransfers.isWorthRetrying(.filesUnsupported))
+        #expect(FileTransfers.isWorthRetrying(.network("lost")))
+    }
+}
+
+/// A server whose file quota is used up: every upload is refused with 413 `quota_exceeded`.
+final class QuotaTransport: SyncTransport {
+    let pushes = Locked(0)
+
+    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        pushes.withLock { $0 += 1 }
+        return PushResponse(results: [], lastSeq: 0)
+    }
+
+    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+        Data()
+    }
+
+    func health() async -> Bool { true }
+
+    func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
+        throw .http(status: 413, body: ErrorBody(ErrorDetail(code: .quotaExceeded, message: "the user's file quota is used")), retryAfter: nil)
+    }
+
+    /// A transport with none of the file routes.
+    struct Bare: SyncTransport {
+        func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { PushResponse(results: [], lastSeq: 0) }
+
+        func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
+            Data()
+        }
+
+        func health() async -> Bool { true }
+    }
+}

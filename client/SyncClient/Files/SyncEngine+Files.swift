@@ -1,0 +1,275 @@
+public import ContractRuntime
+public import Foundation
+import SyncProtocol
+
+/// Files: uploaded before the writes that name them are pushed, downloaded when the app asks.
+extension SyncEngine {
+    // MARK: Downloads
+
+    /// The file of `reference` on this device: at once when the store holds it; else downloaded
+    /// from the server (`GET /sync/v1/files/{sha256}`, in ranges of
+    /// ``SyncEngineConfiguration/fileChunkBytes``, resumed from the bytes a cut-short download
+    /// left), checked against its SHA-256 and size, moved into the store's files folder and
+    /// cached. Concurrent calls for the same file share one download.
+    ///
+    /// ```swift
+    /// let url = try await engine.file(for: receipt.photo)
+    /// imageView.image = UIImage(contentsOfFile: url.path)
+    /// ```
+    ///
+    /// Cached files are kept within ``StorageLimits/fileCacheBytes``, the least recently used
+    /// evicted first (a file this returns counts as used); files waiting to upload and files
+    /// named by rows with unsynced writes are never evicted. A download is not counted in the
+    /// automatic data budget: the app asked for it.
+    ///
+    /// - Throws: ``FileDownloadError/transport(_:)`` (`404`: the server does not hold it, or this
+    ///   user may not read it), ``FileDownloadError/hashMismatch(expected:received:)`` (the bytes
+    ///   were deleted; the next call starts again), ``FileDownloadError/store(_:)`` (no room:
+    ///   ``FileError/insufficientSpace(neededBytes:availableBytes:)``).
+    public func file(for reference: FileReference) async throws(FileDownloadError) -> URL {
+        do {
+            if let url = try store.localFile(for: reference) { return url }
+        } catch {
+            throw .store(error)
+        }
+        let sha = reference.sha256
+        let task: Task<Result<URL, FileDownloadError>, Never>
+        if let running = fileDownloads[sha] {
+            task = running
+        } else {
+            let (store, transport, chunk) = (store, transport, configuration.fileChunkBytes)
+            task = Task { await FileTransfers.download(reference, store: store, transport: transport, chunkBytes: chunk) }
+            fileDownloads[sha] = task
+        }
+        let result = await task.value
+        fileDownloads[sha] = nil
+        return try result.get()
+    }
+
+    // MARK: Uploads
+
+    /// Uploads every file waiting to upload, oldest first, with their bytes in the status
+    /// (``SyncProgress/fileBytesSent`` of ``SyncProgress/fileBytesTotal``). A file the server
+    /// refuses for good (`quota_exceeded`, `hash_mismatch`) keeps waiting with its error, and the
+    /// others go on: the writes naming it are held by the push. A network failure ends the
+    /// sync, to resume from the acknowledged offset. Returns `false` when an automatic sync's
+    /// data budget ran out (nothing more is sent in this sync).
+    func uploadWaitingFiles(traffic: TrafficCounter?, budgetLeft: Int?) async throws(EngineFailure) -> Bool {
+        let waiting: [StoredFile]
+        do { waiting = try store.filesWaitingToUpload() } catch { throw .store(error) }
+        guard !waiting.isEmpty else { return true }
+        snapshot.progress.fileBytesTotal = waiting.reduce(0) { $0 + max(0, $1.reference.byteCount - $1.acknowledgedOffset) }
+        snapshot.progress.fileBytesSent = 0
+        publish()
+        for file in waiting {
+            let outcome: FileTransfers.UploadOutcome
+            do {
+                outcome = try await FileTransfers.upload(
+                    file, store: store, transport: transport, chunkBytes: configuration.fileChunkBytes,
+                    mayStillSend: { bytes in budgetLeft.map { (traffic?.bytes ?? 0) + bytes <= $0 } ?? true },
+                    traffic: traffic
+                ) { [weak self] sent in await self?.fileBytesSent(sent) }
+            } catch .transport(let error) where !FileTransfers.isWorthRetrying(error) {
+                // Refused for good: its writes wait with the reason; the other files go on.
+                do { try store.recordUploadFailure(sha256: file.reference.sha256, error: error.detail) } catch { throw .store(error) }
+                continue
+            }
+            if outcome == .stopped { return false }
+        }
+        return true
+    }
+
+    private func fileBytesSent(_ bytes: Int64) {
+        snapshot.progress.fileBytesSent += bytes
+        publish()
+    }
+
+    /// The batch's writes that name a file still waiting to upload: uploaded now if they can
+    /// be, else the batch waits (its entries deferred) and the sync fails with the reason.
+    func holdForFiles(_ request: PushRequest, traffic: TrafficCounter?) async throws(EngineFailure) {
+        var waiting: [StoredFile]
+        do { waiting = try store.filesWaitingToUpload(namedBy: request.mutations) } catch { throw .store(error) }
+        guard !waiting.isEmpty else { return }
+        var failure: TransportError?
+        for file in waiting {
+            do {
+                _ = try await FileTransfers.upload(
+                    file, store: store, transport: transport, chunkBytes: configuration.fileChunkBytes, mayStillSend: { _ in true },
+                    traffic: traffic
+                ) { [weak self] sent in await self?.fileBytesSent(sent) }
+            } catch .transport(let error) {
+                if !FileTransfers.isWorthRetrying(error) {
+                    try? store.recordUploadFailure(sha256: file.reference.sha256, error: error.detail)
+                }
+                failure = failure ?? error
+            } catch {
+                throw error
+            }
+        }
+        do { waiting = try store.filesWaitingToUpload(namedBy: request.mutations) } catch { throw .store(error) }
+        guard !waiting.isEmpty else { return }
+        let error =
+            failure
+            ?? TransportError.http(
+                status: 409,
+                body: ErrorBody(ErrorDetail(code: .fileMissing, message: "a file this write names is not uploaded yet")), retryAfter: nil)
+        do {
+            try store.deferMutations(request.mutations.map(\.clientMutationId), until: store.now().date, error: error.detail)
+        } catch {
+            throw .store(error)
+        }
+        throw .transport(error)
+    }
+}
+
+/// The file transfers' state machines, apart from the engine so that each step is testable.
+enum FileTransfers {
+    /// How an upload ended.
+    enum UploadOutcome: Sendable {
+        /// The server holds the file (uploaded now, or already there).
+        case uploaded
+        /// The data budget stopped it; the acknowledged offset is kept.
+        case stopped
+    }
+
+    /// Whether an upload failure is one to try again later (the network, 5xx, 429, 408), as
+    /// opposed to a refusal of the file (`quota_exceeded`, `hash_mismatch`, a transport without
+    /// the file routes).
+    static func isWorthRetrying(_ error: TransportError) -> Bool {
+        if case .http(_, let body?, _) = error, body.error.code == ErrorCode("files_unsupported") { return false }
+        return RetryPolicy.isRetryable(error)
+    }
+
+    /// Uploads one waiting file: resumes its upload from where the server stands (`HEAD` when
+    /// the store knows an upload, else `POST`, which answers an unfinished upload of this user
+    /// again, or `stored`), then sends `PATCH`es of `chunkBytes` from that offset, recording
+    /// each acknowledged offset in the store, so a lost connection, a restart or a kill resumes
+    /// there. An upload the server lost (`404`) is started again; a `409 offset_mismatch` moves
+    /// to the server's offset. `progress` gets the bytes each answer acknowledged.
+    static func upload(
+        _ file: StoredFile, store: OfflineStore, transport: any SyncTransport, chunkBytes: Int,
+        mayStillSend: @Sendable (Int) -> Bool, traffic: TrafficCounter?, progress: (Int64) async -> Void
+    ) async throws(EngineFailure) -> UploadOutcome {
+        let sha = file.reference.sha256
+        let size = file.reference.byteCount
+        var uploadID = file.uploadID
+        var offset = file.acknowledgedOffset
+        var restarts = 0
+        var mismatches = 0
+        func record(_ id: String?, _ at: Int64) throws(EngineFailure) {
+            do { try store.recordUploadProgress(sha256: sha, uploadID: id, offset: at) } catch { throw .store(error) }
+        }
+        func uploaded() throws(EngineFailure) -> UploadOutcome {
+            do { try store.recordUploaded(sha256: sha) } catch { throw .store(error) }
+            return .uploaded
+        }
+        while true {
+            let id: String
+            if let known = uploadID {
+                do {
+                    offset = try await transport.fileUploadOffset(uploadID: known)
+                    id = known
+                } catch .http(let status, _, _) where status == 404 || status == 410 {
+                    // Gone (expired, finished or abandoned): ask again; a stored file answers `stored`.
+                    uploadID = nil
+                    try record(nil, 0)
+                    continue
+                } catch {
+                    throw .transport(error)
+                }
+            } else {
+                let answer: FileUploadAnswer
+                do { answer = try await transport.startFileUpload(FileUploadRequest(file.reference)) } catch { throw .transport(error) }
+                if answer.state == .stored { return try uploaded() }
+                guard let given = answer.uploadID else { throw .transport(.decoding("an upload answer without upload_id")) }
+                (id, offset) = (given, answer.offset)
+            }
+            uploadID = id
+            try record(id, offset)
+            // At least one PATCH: the one that carries (or, at the end, confirms) the last byte
+            // has the server check the hash and store the file.
+            sending: while true {
+                let count = Int(min(Int64(chunkBytes), max(0, size - offset)))
+                guard mayStillSend(count) else { return .stopped }
+                let bytes: Data
+                do { bytes = count > 0 ? try store.readFileBytes(sha256: sha, offset: offset, count: count) : Data() } catch { throw .store(error) }
+                traffic?.add(bytes.count)
+                let answer: FileChunkAnswer
+                do {
+                    answer = try await transport.sendFileBytes(bytes, uploadID: id, offset: offset)
+                } catch .http(let status, _, _) where (status == 404 || status == 410) && restarts < 3 {
+                    restarts += 1
+                    uploadID = nil
+                    try record(nil, 0)
+                    break sending
+                } catch {
+                    throw .transport(error)
+                }
+                switch answer {
+                case .accepted(let acknowledged):
+                    if acknowledged > offset { await progress(acknowledged - offset) }
+                    offset = acknowledged
+                    try record(id, offset)
+                    if offset >= size { return try uploaded() }
+                case .offsetMismatch(let serverOffset):
+                    mismatches += 1
+                    guard mismatches <= 5 else {
+                        throw .transport(
+                            .http(
+                                status: 409,
+                                body: ErrorBody(ErrorDetail(code: .offsetMismatch, message: "the upload's offset keeps moving")),
+                                retryAfter: nil))
+                    }
+                    offset = serverOffset
+                    try record(id, offset)
+                }
+            }
+        }
+    }
+
+    /// Downloads the file of `reference` into the store: from the bytes a partial download left,
+    /// a range at a time, then checked and moved into place (``OfflineStore/adoptDownloadedFile(_:)``).
+    static func download(
+        _ reference: FileReference, store: OfflineStore, transport: any SyncTransport, chunkBytes: Int
+    ) async -> Result<URL, FileDownloadError> {
+        let sha = reference.sha256
+        let size = reference.byteCount
+        var offset = min(store.partialFileSize(sha256: sha), size)
+        do {
+            try store.ensureFileSpace(for: size - offset)
+        } catch {
+            return .failure(.store(error))
+        }
+        var emptyAnswers = 0
+        while offset < size {
+            let upper = min(size, offset + Int64(max(1, chunkBytes))) - 1
+            let chunk: FileChunk
+            do {
+                chunk = try await transport.fileBytes(sha256: sha, range: offset...upper)
+            } catch {
+                return .failure(.transport(error))
+            }
+            // A server that ignored the range sent the file from its start.
+            let start = chunk.start == offset ? offset : 0
+            guard chunk.start == offset || chunk.start == 0 else {
+                return .failure(.transport(.decoding("the server answered bytes from \(chunk.start), not \(offset)")))
+            }
+            do {
+                try store.writePartialFile(sha256: sha, data: chunk.data, at: start)
+            } catch {
+                return .failure(.store(error))
+            }
+            offset = start + Int64(chunk.data.count)
+            if chunk.data.isEmpty {
+                emptyAnswers += 1
+                if emptyAnswers > 2 { break }
+            }
+            if let total = chunk.totalSize, total != size { break }
+        }
+        do {
+            return try store.adoptDownloadedFile(reference)
+        } catch {
+            return .failure(.store(error))
+        }
+    }
+}

@@ -1,0 +1,103 @@
+public import Foundation
+public import SyncProtocol
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The file routes (SyncProtocol's `FileRoutes`), through the same session or exchange, token
+/// and `X-Outpost-App` as the sync routes. Each request carries one chunk at most, so memory
+/// stays flat whatever the file's size.
+extension URLSessionTransport {
+    public func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
+        var urlRequest = makeRequest(path: String(FileRoutes.files.dropFirst()), query: [])
+        urlRequest.httpMethod = "POST"
+        urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        do {
+            urlRequest.httpBody = try JSONEncoder().encode(request)
+        } catch {
+            throw .decoding("encoding the file upload: \(error)")
+        }
+        return try await send(urlRequest, as: FileUploadAnswer.self)
+    }
+
+    public func fileUploadOffset(uploadID: String) async throws(TransportError) -> Int64 {
+        var request = makeRequest(path: String(FileRoutes.upload(uploadID).dropFirst()), query: [])
+        request.httpMethod = "HEAD"
+        let (data, http) = try await fileExchange(request)
+        guard (200..<300).contains(http.statusCode) else {
+            throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
+        }
+        guard let offset = http.value(forHTTPHeaderField: FileRoutes.uploadOffset).flatMap({ Int64($0) }) else {
+            throw .decoding("the upload's answer has no \(FileRoutes.uploadOffset)")
+        }
+        return offset
+    }
+
+    public func sendFileBytes(_ bytes: Data, uploadID: String, offset: Int64) async throws(TransportError) -> FileChunkAnswer {
+        var request = makeRequest(path: String(FileRoutes.upload(uploadID).dropFirst()), query: [])
+        request.httpMethod = "PATCH"
+        request.setValue(FileRoutes.offsetContentType, forHTTPHeaderField: "Content-Type")
+        request.setValue(String(offset), forHTTPHeaderField: FileRoutes.uploadOffset)
+        request.httpBody = bytes
+        let (data, http) = try await fileExchange(request)
+        let answered = http.value(forHTTPHeaderField: FileRoutes.uploadOffset).flatMap { Int64($0) }
+        if (200..<300).contains(http.statusCode) {
+            guard let answered else { throw .decoding("the upload's answer has no \(FileRoutes.uploadOffset)") }
+            return .accepted(offset: answered)
+        }
+        let error = Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
+        if case .http(409, let body, _) = error, body?.error.code == .offsetMismatch, let answered {
+            return .offsetMismatch(serverOffset: answered)
+        }
+        throw error
+    }
+
+    public func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
+        var request = makeRequest(path: String(FileRoutes.file(sha256).dropFirst()), query: [])
+        request.httpMethod = "GET"
+        request.setValue("*/*", forHTTPHeaderField: "Accept")
+        // A range of the file's own bytes: never re-encoded on the way.
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        request.setValue("bytes=\(range.lowerBound)-\(range.upperBound)", forHTTPHeaderField: "Range")
+        let (data, http) = try await fileExchange(request)
+        switch http.statusCode {
+        case 206:
+            guard let contentRange = http.value(forHTTPHeaderField: "Content-Range"),
+                let (start, total) = Self.parseFileContentRange(contentRange)
+            else { throw .decoding("a 206 without a Content-Range of bytes") }
+            return FileChunk(start: start, data: data, totalSize: total)
+        case 200..<300:
+            return FileChunk(start: 0, data: data, totalSize: Int64(data.count))
+        default:
+            throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
+        }
+    }
+
+    /// `bytes 0-99/1234` as its start and total (`nil` when `*`).
+    static func parseFileContentRange(_ text: String) -> (start: Int64, total: Int64?)? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard trimmed.hasPrefix("bytes ") else { return nil }
+        let parts = trimmed.dropFirst(6).split(separator: "/", maxSplits: 1)
+        guard parts.count == 2, let dash = parts[0].firstIndex(of: "-"), let start = Int64(parts[0][..<dash]) else { return nil }
+        return (start, Int64(parts[1]))
+    }
+
+    /// One request with the token (again with a fresh one after a 401) and `X-Outpost-App`,
+    /// answered whatever its status, with its headers.
+    func fileExchange(_ request: URLRequest) async throws(TransportError) -> (Data, HTTPURLResponse) {
+        var request = request
+        if let appVersion { request.setValue(appVersion, forHTTPHeaderField: ProtocolHeaders.appVersion) }
+        var refresh = false
+        while true {
+            var attempt = request
+            try await authorize(&attempt, refresh: refresh)
+            let (data, http) = try await perform(attempt)
+            if http.statusCode == 401, !refresh {
+                refresh = true
+                continue
+            }
+            return (data, http)
+        }
+    }
+}
