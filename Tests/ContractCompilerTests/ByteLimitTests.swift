@@ -79,7 +79,7 @@ struct ByteLimitTests {
         #expect(
             try folderReport(entity(["other: { type: \(type), max_bytes: 100 }"])) == """
                 contracts/entities/thing.yaml:9:\(20 + type.count): error[MAX_BYTES_NOT_APPLICABLE]: `max_bytes` does not apply to type `\(type.replacingOccurrences(of: "?", with: ""))`
-                  help: `max_bytes` limits string, json, bytes and list fields (an id is at most 256 bytes); remove it here
+                  help: `max_bytes` limits string, json, bytes, list and file fields (an id is at most 256 bytes); remove it here
                 1 error, 0 warnings
                 """)
     }
@@ -89,7 +89,7 @@ struct ByteLimitTests {
         #expect(
             try folderReport(entity(["state: { type: enum, values: [a, b], max_bytes: 100 }"])) == """
                 contracts/entities/thing.yaml:9:40: error[MAX_BYTES_NOT_APPLICABLE]: `max_bytes` does not apply to type `enum`
-                  help: `max_bytes` limits string, json, bytes and list fields (an id is at most 256 bytes); remove it here
+                  help: `max_bytes` limits string, json, bytes, list and file fields (an id is at most 256 bytes); remove it here
                 1 error, 0 warnings
                 """)
     }

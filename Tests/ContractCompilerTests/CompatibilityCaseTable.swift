@@ -115,7 +115,7 @@ struct CompatCase: Sendable, CustomTestStringConvertible {
 enum CompatibilityCaseTable {
     static var all: [CompatCase] {
         typePromotions + enumValues + listsOfEnums + addedFields + defaultsAndLimits + removals + renames + sinces
-            + structure + modeNone + directionUp + events
+            + structure + modeNone + directionUp + events + files
     }
 
     private typealias V = ContractText
@@ -512,6 +512,73 @@ enum CompatibilityCaseTable {
         .step("double → int", "full", "up", old: ["a: double"], new: ["a: int"], expect: .fieldTypeChanged),
         .step("field removed", "forward", "up", old: ["a: int", "b: int"], new: ["a: int"]),
         .step("enum value removed", "full", "up", old: [statusAdded], new: [status], expect: .enumValueRemoved),
+    ]
+
+    // MARK: File fields: a file's size limit and content types may widen, never narrow
+
+    /// A file field `photo` (10MB of JPEG or PNG unless said otherwise).
+    private static func photo(
+        _ type: String = "file?", maxBytes: String = "10MB", types contentTypes: String = "[image/jpeg, image/png]", since: Int? = nil
+    ) -> String {
+        "photo: { type: \(type), max_bytes: \(maxBytes), content_types: \(contentTypes)\(since.map { ", since: \($0)" } ?? "") }"
+    }
+
+    static let files: [CompatCase] = [
+        .step("file: optional file added", "full", old: ["a: int"], new: ["a: int", photo(since: 2)]),
+        .step("file: required file added", "full", old: ["a: int"], new: ["a: int", photo("file", since: 2)], expect: .requiredFieldAdded),
+        .step("file: unchanged", "full", old: [photo()], new: [photo()]),
+        .step("file: max_bytes lowered", "backward", old: [photo()], new: [photo(maxBytes: "5MB")], expect: .fileMaxBytesReduced),
+        .step("file: max_bytes lowered", "full", old: [photo()], new: [photo(maxBytes: "9999999")], expect: .fileMaxBytesReduced),
+        .step("file: max_bytes lowered (old devices never read what they sent)", "forward", old: [photo()], new: [photo(maxBytes: "5MB")]),
+        .step("file: max_bytes raised", "full", old: [photo()], new: [photo(maxBytes: "1GB")]),
+        .step(
+            "file: content type removed", "full", old: [photo()], new: [photo(types: "[image/jpeg]")], expect: .fileContentTypesNarrowed),
+        .step(
+            "file: content type removed", "backward", old: [photo()], new: [photo(types: "[image/jpeg]")], expect: .fileContentTypesNarrowed),
+        .step("file: content type removed", "forward", old: [photo()], new: [photo(types: "[image/jpeg]")]),
+        .step("file: content type added", "full", old: [photo()], new: [photo(types: "[image/jpeg, image/png, application/pdf]")]),
+        .step("file: content types reordered", "full", old: [photo()], new: [photo(types: "[image/png, image/jpeg]")]),
+        .step("file: types widened to a pattern that covers them", "full", old: [photo()], new: [photo(types: "[\"image/*\"]")]),
+        .step("file: a pattern widened to anything", "full", old: [photo(types: "[\"image/*\", text/plain]")], new: [photo(types: "[\"*/*\"]")]),
+        .step(
+            "file: a pattern narrowed to one of its types", "full", old: [photo(types: "[\"image/*\"]")],
+            new: [photo(types: "[image/png, image/jpeg]")],
+            expect: .fileContentTypesNarrowed),
+        .step(
+            "file: anything narrowed to a pattern", "full", old: [photo(types: "[\"*/*\"]")], new: [photo(types: "[\"image/*\"]")],
+            expect: .fileContentTypesNarrowed),
+        .step(
+            "file: both narrowed", "full", old: [photo()], new: [photo(maxBytes: "1MB", types: "[image/png]")],
+            expect: .fileMaxBytesReduced, .fileContentTypesNarrowed),
+        .step("file: string → file", "full", old: ["photo: string?"], new: [photo()], expect: .fieldTypeChanged),
+        .step("file: string → file", "backward", old: ["photo: string?"], new: [photo()], expect: .fieldTypeChanged),
+        .step("file: file → json", "full", old: [photo()], new: ["photo: json?"], expect: .fieldTypeChanged),
+        .step("file: file → bytes", "forward", old: [photo()], new: ["photo: bytes?"], expect: .fieldTypeChanged),
+        .step("file: optional → required", "full", old: [photo()], new: [photo("file")], expect: .optionalMadeRequired),
+        .versions(
+            "file: narrowed once oldest_supported has passed the wider versions", "full", [V(version: 1, fields: [photo()])],
+            then: V(version: 2, fields: [photo(maxBytes: "1MB", types: "[image/png]")], oldest: 2)),
+        .versions(
+            "file: narrowed in a middle version still supported", "full",
+            [V(version: 1, fields: [photo()]), V(version: 2, fields: [photo(maxBytes: "20MB", types: "[image/jpeg, image/png, image/gif]")])],
+            then: V(version: 3, fields: [photo(maxBytes: "15MB", types: "[image/jpeg, image/png]")], oldest: 2),
+            expect: .fileMaxBytesReduced, .fileContentTypesNarrowed),
+        .versions(
+            "file: narrowing allowed on the field", "full", [V(version: 1, fields: [photo()])],
+            then: V(
+                version: 2,
+                fields: [
+                    "photo: { type: file?, max_bytes: 5MB, content_types: [image/jpeg], allow: ["
+                        + "{ rule: FILE_MAX_BYTES_REDUCED, reason: \"no photo was ever above 5MB\", until: 2099-12-31 }, "
+                        + "{ rule: FILE_CONTENT_TYPES_NARROWED, reason: \"no device ever sent a PNG\", until: 2099-12-31 }] }"
+                ])),
+        .step(
+            "file on an event: max_bytes lowered", "backward", "up", kind: .event, old: [photo()], new: [photo(maxBytes: "1MB")],
+            expect: .fileMaxBytesReduced),
+        .step(
+            "file on an event: content type removed", "backward", "up", kind: .event, old: [photo()], new: [photo(types: "[image/png]")],
+            expect: .fileContentTypesNarrowed),
+        .step("file on an event: optional file added", "backward", "up", kind: .event, old: ["a: int"], new: ["a: int", photo(since: 2)]),
     ]
 
     // MARK: Events (the server reads every event any supported device sends)

@@ -22,6 +22,7 @@ struct ContractJSONSchemaTests {
         "invalid/every-rule/contracts/entities/widget.yaml",
         "invalid/every-rule/contracts/events/duplicate.yaml",
         "invalid/every-rule/contracts/events/gadget_moved.yaml",
+        "invalid/file-fields/contracts/entities/receipt.yaml",
         "invalid/yaml-problems/contracts/both.yaml",
         "invalid/yaml-problems/contracts/list.yaml",
         "invalid/yaml-problems/contracts/neither.yaml",

@@ -28,6 +28,7 @@ extension ContractRegistry {
                     "genre" TEXT NOT NULL DEFAULT 'fiction',
                     "tags" TEXT NOT NULL DEFAULT '[]',
                     "nickname" TEXT,
+                    "scan" BLOB,
                     "updated_at" INTEGER NOT NULL DEFAULT 1769846400000,
                     "opened_count" INTEGER NOT NULL DEFAULT 0,
                     "last_opened_at" INTEGER,
@@ -44,7 +45,7 @@ extension ContractRegistry {
                 CREATE UNIQUE INDEX "books_title_pages_key" ON "books" ("title", "pages")
                 """#,
             ],
-            checksum: "132fd5407f6e975a43b4f11abe0776ac3d4bdf2b6503e1834353d0788c43dfce"
+            checksum: "82ae66d40470cb334e888c16251413f95af2bcde3fc7d0a51a4a83843b7cf1d7"
         ),
         ContractMigration(
             identifier: "book_opened_events.v1.create",
@@ -63,6 +64,7 @@ extension ContractRegistry {
                     "book_id" TEXT NOT NULL,
                     "page" INTEGER NOT NULL,
                     "moods" TEXT NOT NULL,
+                    "snapshot" TEXT NOT NULL,
                     "_synced_at" INTEGER,
                     PRIMARY KEY ("event_id")
                 )
@@ -71,7 +73,7 @@ extension ContractRegistry {
                 CREATE INDEX "book_opened_events_occurred_at_idx" ON "book_opened_events" ("occurred_at")
                 """#,
             ],
-            checksum: "86c8612186749c07a7ed8dfa02a2857a313c82ec7dfd9f94265ed3fcb762f559"
+            checksum: "2e57468e3bc323e1f64c3255186111ba36863e59153885d9dafd5a3908790515"
         ),
         ContractMigration(
             identifier: "shelves.v2.create",

@@ -70,6 +70,7 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "genre", kind: .enumeration(values: ["fiction", "non_fiction", "other"], fallback: "other"), defaultValue: .string("fiction")),
             FieldDescriptor(name: "tags", kind: .list(.string), defaultValue: .array([]), maxLength: 10),
             FieldDescriptor(name: "nickname", kind: .string, isOptional: true, deprecation: "use title"),
+            FieldDescriptor(name: "scan", kind: .file, isOptional: true, isEncrypted: true, maxBytes: 10000000, contentTypes: ["application/pdf", "image/*"]),
             FieldDescriptor(name: "updated_at", kind: .timestamp, defaultValue: .string("2026-01-31T08:00:00.000Z"), isVersionField: true),
         ],
         localFields: [
@@ -98,6 +99,7 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "genre", currentName: "genre"),
                 KnownField(wireName: "tags", currentName: "tags"),
                 KnownField(wireName: "nickname", currentName: "nickname"),
+                KnownField(wireName: "scan", currentName: "scan"),
                 KnownField(wireName: "updated_at", currentName: "updated_at"),
             ],
             2: [
@@ -115,6 +117,7 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "genre", currentName: "genre"),
                 KnownField(wireName: "tags", currentName: "tags"),
                 KnownField(wireName: "nickname", currentName: "nickname"),
+                KnownField(wireName: "scan", currentName: "scan"),
                 KnownField(wireName: "updated_at", currentName: "updated_at"),
             ],
             3: [
@@ -132,6 +135,7 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "genre", currentName: "genre"),
                 KnownField(wireName: "tags", currentName: "tags"),
                 KnownField(wireName: "nickname", currentName: "nickname"),
+                KnownField(wireName: "scan", currentName: "scan"),
                 KnownField(wireName: "updated_at", currentName: "updated_at"),
             ],
         ]
@@ -153,12 +157,14 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "book_id", kind: .ref("Book"), referencedKey: .uuid),
             FieldDescriptor(name: "page", kind: .int),
             FieldDescriptor(name: "moods", kind: .list(.enumeration(values: ["happy", "sad"], fallback: nil)), maxBytes: 1000),
+            FieldDescriptor(name: "snapshot", kind: .file, maxBytes: 2500000, contentTypes: ["*/*"]),
         ],
         knownFieldsByVersion: [
             1: [
                 KnownField(wireName: "book_id", currentName: "book_id"),
                 KnownField(wireName: "page", currentName: "page"),
                 KnownField(wireName: "moods", currentName: "moods"),
+                KnownField(wireName: "snapshot", currentName: "snapshot"),
             ],
         ]
     )

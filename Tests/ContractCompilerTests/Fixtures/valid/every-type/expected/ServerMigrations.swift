@@ -29,6 +29,7 @@ extension ContractRegistry {
                     "genre" TEXT NOT NULL DEFAULT 'fiction',
                     "tags" TEXT NOT NULL DEFAULT '[]',
                     "nickname" TEXT,
+                    "scan" TEXT,
                     "updated_at" INTEGER NOT NULL DEFAULT 1769846400000,
                     "_scope_key" TEXT NOT NULL,
                     "_seq" INTEGER NOT NULL,
@@ -52,7 +53,7 @@ extension ContractRegistry {
                 CREATE UNIQUE INDEX "books_title_pages_key" ON "books" ("_tenant_id", "title", "pages")
                 """#,
             ],
-            checksum: "dfdff71538acd71f81b2ca2ed0d9e478949f4ac0a6a8011d2e8ad8899e8193f1"
+            checksum: "cfaf4ca6c8825dab773452872c670497cef4a5a296aee4a4625336873fc247fb"
         ),
         ContractMigration(
             identifier: "books.v3.books_title_pages_key_per_scope",
@@ -86,6 +87,7 @@ extension ContractRegistry {
                     "book_id" TEXT NOT NULL,
                     "page" INTEGER NOT NULL,
                     "moods" TEXT NOT NULL,
+                    "snapshot" TEXT NOT NULL,
                     "_scope_key" TEXT NOT NULL,
                     "_seq" INTEGER NOT NULL,
                     PRIMARY KEY ("_tenant_id", "event_id")
@@ -95,7 +97,7 @@ extension ContractRegistry {
                 CREATE INDEX "book_opened_events_scope_seq_idx" ON "book_opened_events" ("_tenant_id", "_scope_key", "_seq")
                 """#,
             ],
-            checksum: "220781e9c2d39390f358b0bae687aa5d8651a1c1f9d764fbe7e93112f5de3c25"
+            checksum: "5dec114dadcc865ffc0ee02ba66db67835a0055f1128a8283798fef662a9658d"
         ),
         ContractMigration(
             identifier: "shelves.v2.create",

@@ -29,6 +29,7 @@ extension ContractRegistry {
                     "genre" TEXT NOT NULL DEFAULT 'fiction',
                     "tags" JSONB NOT NULL DEFAULT '[]',
                     "nickname" TEXT,
+                    "scan" TEXT,
                     "updated_at" TIMESTAMPTZ NOT NULL DEFAULT '2026-01-31T08:00:00.000Z',
                     "_scope_key" TEXT NOT NULL,
                     "_seq" BIGINT NOT NULL,
@@ -52,7 +53,7 @@ extension ContractRegistry {
                 CREATE UNIQUE INDEX "books_title_pages_key" ON "books" ("_tenant_id", "title", "pages")
                 """#,
             ],
-            checksum: "a1a126dcdeed3ae727df683e17854a416f1384f3d62576e77d0790c079fcf1be"
+            checksum: "e9cd535725901241301f1326e35aba1820dd3ec1ab263b6b0407ca45e6ec99bc"
         ),
         ContractMigration(
             identifier: "books.v3.books_title_pages_key_per_scope",
@@ -86,6 +87,7 @@ extension ContractRegistry {
                     "book_id" UUID NOT NULL,
                     "page" BIGINT NOT NULL,
                     "moods" JSONB NOT NULL,
+                    "snapshot" TEXT NOT NULL,
                     "_scope_key" TEXT NOT NULL,
                     "_seq" BIGINT NOT NULL,
                     PRIMARY KEY ("_tenant_id", "event_id")
@@ -95,7 +97,7 @@ extension ContractRegistry {
                 CREATE INDEX "book_opened_events_scope_seq_idx" ON "book_opened_events" ("_tenant_id", "_scope_key", "_seq")
                 """#,
             ],
-            checksum: "8845581ec03fc048beecf623aeef8eb9f320dd19566806c529112d879dc91583"
+            checksum: "c6c206b5eaab4121e43808c4a5b603a61df3d2754cf0eb7c91186964b375c37e"
         ),
         ContractMigration(
             identifier: "shelves.v2.create",

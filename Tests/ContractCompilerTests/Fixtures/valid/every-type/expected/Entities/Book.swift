@@ -41,6 +41,11 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
     /// - Warning: Deprecated: use title
     public var nickname: String?
 
+    /// The book's scanned pages.
+    ///
+    /// Encrypted at rest on the device. A file of at most 10MB, of type `application/pdf`, `image/*`.
+    public var scan: FileReference?
+
     /// Version field.
     public var updatedAt: Timestamp
 
@@ -59,6 +64,7 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
         genre: Genre = .fiction,
         tags: [String] = [],
         nickname: String? = nil,
+        scan: FileReference? = nil,
         updatedAt: Timestamp = Timestamp(millisecondsSince1970: 1769846400000)
     ) {
         self.id = id
@@ -75,6 +81,7 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
         self.genre = genre
         self.tags = tags
         self.nickname = nickname
+        self.scan = scan
         self.updatedAt = updatedAt
     }
 
@@ -140,6 +147,7 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
         case genre(Genre)
         case tags([String])
         case nickname(String?)
+        case scan(FileReference?)
         case updatedAt(Timestamp)
 
         /// The field's wire name.
@@ -158,6 +166,7 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
             case .genre: return "genre"
             case .tags: return "tags"
             case .nickname: return "nickname"
+            case .scan: return "scan"
             case .updatedAt: return "updated_at"
             }
         }
@@ -178,6 +187,7 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
             case .genre(let value): return try JSONValue(encoding: value)
             case .tags(let value): return try JSONValue(encoding: value)
             case .nickname(let value): return try JSONValue(encoding: value)
+            case .scan(let value): return try JSONValue(encoding: value)
             case .updatedAt(let value): return try JSONValue(encoding: value)
             }
         }
@@ -198,6 +208,7 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
         case genre
         case tags
         case nickname
+        case scan
         case updatedAt = "updated_at"
     }
 
@@ -218,6 +229,7 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
         genre = try container.decodeIfPresent(Genre.self, forKey: .genre) ?? .fiction
         tags = try container.decodeIfPresent([String].self, forKey: .tags) ?? []
         nickname = try container.decodeIfPresent(String.self, forKey: .nickname)
+        scan = try container.decodeIfPresent(FileReference.self, forKey: .scan)
         updatedAt = try container.decodeIfPresent(Timestamp.self, forKey: .updatedAt) ?? Timestamp(millisecondsSince1970: 1769846400000)
     }
 
@@ -237,6 +249,7 @@ public struct Book: ContractEntity, PatchableEntity, LocalStateEntity {
         try container.encode(genre, forKey: .genre)
         try container.encode(tags, forKey: .tags)
         try container.encodeIfPresent(nickname, forKey: .nickname)
+        try container.encodeIfPresent(scan, forKey: .scan)
         try container.encode(updatedAt, forKey: .updatedAt)
     }
 

@@ -13,14 +13,19 @@ public struct BookOpened: ContractEvent {
     /// At most 1000 bytes as stored.
     public var moods: [Moods]
 
+    /// A file of at most 2500kB, of type `*/*`.
+    public var snapshot: FileReference
+
     public init(
         bookId: UUID,
         page: Int64,
-        moods: [Moods]
+        moods: [Moods],
+        snapshot: FileReference
     ) {
         self.bookId = bookId
         self.page = page
         self.moods = moods
+        self.snapshot = snapshot
     }
 
     /// The values of `moods`.
@@ -33,6 +38,7 @@ public struct BookOpened: ContractEvent {
         case bookId = "book_id"
         case page
         case moods
+        case snapshot
     }
 
     /// Decodes the wire form; a missing key with a default in the contract takes the default.
@@ -41,6 +47,7 @@ public struct BookOpened: ContractEvent {
         bookId = try container.decode(UUID.self, forKey: .bookId)
         page = try container.decode(Int64.self, forKey: .page)
         moods = try container.decode([Moods].self, forKey: .moods)
+        snapshot = try container.decode(FileReference.self, forKey: .snapshot)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -48,6 +55,7 @@ public struct BookOpened: ContractEvent {
         try container.encode(bookId.uuidString.lowercased(), forKey: .bookId)
         try container.encode(page, forKey: .page)
         try container.encode(moods, forKey: .moods)
+        try container.encode(snapshot, forKey: .snapshot)
     }
 
     public static var descriptor: EventDescriptor { ContractRegistry.bookOpened }
