@@ -123,8 +123,17 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let missingPolicyData = ErrorCode("missing_policy_data")
     /// The row is not there to update, patch or delete.
     public static let rowNotFound = ErrorCode("row_not_found")
-    /// An event whose `hash` does not match its payload.
+    /// An event whose `hash` does not match its payload, or an uploaded file whose bytes do not
+    /// match the SHA-256 it was declared with.
     public static let hashMismatch = ErrorCode("hash_mismatch")
+    /// 409: a pushed row names a file the server does not hold, or one this identity may not
+    /// name; upload it first (`POST /sync/v1/files`).
+    public static let fileMissing = ErrorCode("file_missing")
+    /// 409: a file upload's `Upload-Offset` is not where the upload stands; its offset is in the
+    /// answer's `Upload-Offset`.
+    public static let offsetMismatch = ErrorCode("offset_mismatch")
+    /// 413: storing this would take the user or the tenant past its file quota.
+    public static let quotaExceeded = ErrorCode("quota_exceeded")
     /// The mutation uses a contract version newer than the server's.
     public static let schemaTooNew = ErrorCode("schema_too_new")
     /// The mutation's hybrid clock is further ahead of the server's clock than it allows.

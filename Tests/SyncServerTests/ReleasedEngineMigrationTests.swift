@@ -55,6 +55,7 @@ struct ReleasedEngineMigrationTests {
         "server postgres server.v9.device_keys": "daa69b69c99b0854d141544f1bc3f858fb23c99630350a21fab24ff94f427f3a",
         "server postgres server.v10.console_session_keys": "c1f18f51fbe6cd6ae4bdae56497a40a26228b8d570db62fc3aefe535d396939e",
         "server postgres server.v11.subscription_moves": "3fc562f52cd94b62be125279cb3549aa88c2643d8f972bc0a879661616d907fc",
+        "server postgres server.v12.files": "8a18008eabf90a389fba406dd4e2cde277225cbef46c63b1dda511e52717dbe1",
         "server sqlite server.v1.sync_tables": "9afd4b379cb5432593aa75ed7e7acb64b1b5132a295fe9e30e7f0c6d550df791",
         "server sqlite server.v2.audit_seal": "dc192d1d430703d1b49accf17e4b642016bd8127c2961c34ea5a18d536668497",
         "server sqlite server.v2.client_owners": "b13bebdd39a713621578a35e85a2d3dc6ea1b9dcf894b261def1d1dc41093b54",
@@ -71,6 +72,7 @@ struct ReleasedEngineMigrationTests {
         "server sqlite server.v9.device_keys": "2b8aa51d34c371dae3a722cb30f585ef22c69139ebb000678e5b42ae30a95324",
         "server sqlite server.v10.console_session_keys": "c1f18f51fbe6cd6ae4bdae56497a40a26228b8d570db62fc3aefe535d396939e",
         "server sqlite server.v11.subscription_moves": "112ab5788db1fa7456cd74886bc1f768bc26a3dafe0448cef30920c25c01df9f",
+        "server sqlite server.v12.files": "76dbf815365f6224cbec069f78530a8b9dc211b25b9ce50eef8dfd79588c3d52",
     ]
 
     private static var engineMigrations: [(name: String, statements: [String])] {

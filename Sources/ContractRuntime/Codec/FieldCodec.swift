@@ -15,6 +15,7 @@ import Foundation
 /// | `timestamp` | ISO-8601 text | integer milliseconds |
 /// | `json`, `list<T>` | any / array | text, canonical JSON |
 /// | `bytes` | base64 text | blob |
+/// | `file` | a ``FileReference`` object | text, canonical JSON |
 /// | `ref<E>` | as `E`'s primary key | as `E`'s primary key |
 package struct FieldCodec: Sendable {
     /// How strictly values are checked.
@@ -81,8 +82,9 @@ package struct FieldCodec: Sendable {
             return .null
         }
         let column = try columnValue(value, kind: field.kind, field: field, mode: mode)
-        // Measured on the column, as stored: the canonical JSON text, the decoded bytes.
-        if mode == .write, let limit = field.maxBytes, column.storedBytes > limit {
+        // Measured on the column, as stored: the canonical JSON text, the decoded bytes. A
+        // file's limit is its file's size, checked on the reference.
+        if mode == .write, field.kind != .file, let limit = field.maxBytes, column.storedBytes > limit {
             throw FieldValueError(field: field.name, reason: "takes \(column.storedBytes) bytes, more than its limit of \(limit)", kind: .tooLarge)
         }
         return column
@@ -136,6 +138,24 @@ package struct FieldCodec: Sendable {
                 throw fail("is longer than \(limit) bytes")
             }
             return .blob(data)
+        case .file:
+            let reference: FileReference
+            do {
+                reference = try FileReference(json: value)
+            } catch {
+                throw fail(error.description)
+            }
+            if checksLimits, let limit = field.maxBytes, reference.byteCount > Int64(limit) {
+                throw FieldValueError(
+                    field: field.name, reason: "names a file of \(reference.byteCount) bytes, more than its limit of \(limit)", kind: .tooLarge)
+            }
+            if checksLimits, !reference.hasContentType(in: field.contentTypes) {
+                throw FieldValueError(
+                    field: field.name,
+                    reason: "names a file of type \(reference.contentType), which it does not accept (\(field.contentTypes.joined(separator: ", ")))",
+                    kind: .contentTypeNotAllowed)
+            }
+            return .text(CanonicalJSON.text(reference.json))
         case .enumeration(let values, let fallback):
             // The message is built only on failure: this runs for every enum column of every row.
             guard case .string(let text) = value else { throw fail("must be one of \(values.joined(separator: ", "))") }
@@ -184,7 +204,7 @@ package struct FieldCodec: Sendable {
         case (.double, .integer(let number)): return .double(Double(number))
         case (.bool, .integer(let number)): return .bool(number != 0)
         case (.timestamp, .integer(let millis)): return .string(Timestamp(millisecondsSince1970: millis).iso8601)
-        case (.json, .text(let text)), (.list, .text(let text)): return JSONParser.parse(text) ?? .null
+        case (.json, .text(let text)), (.list, .text(let text)), (.file, .text(let text)): return JSONParser.parse(text) ?? .null
         case (.bytes, .blob(let data)): return .string(data.base64EncodedString())
         case (.ref, _): return wireValue(value, kind: columnKind(kind))
         case (_, .text(let text)): return .string(text)
@@ -196,7 +216,7 @@ package struct FieldCodec: Sendable {
 
     /// ``wireValue(_:kind:)`` written straight into `json`, the same bytes as
     /// `json.value(wireValue(value, kind: kind))` without building the value first: what a pull
-    /// page writes for every column of every row. A `json` or `list` column holds canonical JSON
+    /// page writes for every column of every row. A `json`, `list` or `file` column holds canonical JSON
     /// text (``columnValue(_:for:mode:)`` writes it so, the PostgreSQL reader canonicalizes
     /// what it reads), so it is copied as it is once it scans as one JSON value; text that does
     /// not is written `null`, as ``wireValue(_:kind:)`` reads it.
@@ -204,7 +224,7 @@ package struct FieldCodec: Sendable {
         switch (kind, value) {
         case (_, .null): json.null()
         case (.timestamp, .integer(let millis)): json.timestamp(millis)
-        case (.json, .text(let text)), (.list, .text(let text)):
+        case (.json, .text(let text)), (.list, .text(let text)), (.file, .text(let text)):
             var text = text
             text.withUTF8 { bytes in
                 var parser = JSONParser.Parser(bytes: bytes)

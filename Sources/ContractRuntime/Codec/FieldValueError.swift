@@ -8,6 +8,9 @@ public struct FieldValueError: Error, Hashable, Sendable {
         /// The value is of the field's type but larger than its byte limit
         /// (``FieldDescriptor/maxBytes``).
         case tooLarge
+        /// A `file` field's reference names a content type the field does not accept
+        /// (``FieldDescriptor/contentTypes``).
+        case contentTypeNotAllowed
     }
 
     /// The field's name.

@@ -24,7 +24,10 @@ public struct FieldDescriptor: Hashable, Sendable {
     /// bytes of `bytes`. The contract's `max_bytes`, else ``defaultMaximumBytes(for:maxLength:)``;
     /// `nil` for the types it does not apply to (``FieldKind/acceptsMaxBytes``; ids have their
     /// own `FieldCodec/maximumIDBytes`) and for local fields, which never leave the device.
+    /// For a `file`, the most bytes the file it names may have (the reference itself is small).
     public var maxBytes: Int?
+    /// For a `file`, the content types it accepts (`image/jpeg`, `image/*`); empty: any.
+    public var contentTypes: [String]
     public var isPrimaryKey: Bool
     public var isVersionField: Bool
     /// A client-only column: never on the wire, never on the server.
@@ -38,7 +41,7 @@ public struct FieldDescriptor: Hashable, Sendable {
         name: String, kind: FieldKind, isOptional: Bool = false, defaultValue: JSONValue? = nil, since: Int = 1,
         renamedFrom: String? = nil, renamedInVersion: Int? = nil, deprecation: String? = nil, isEncrypted: Bool = false,
         maxLength: Int? = nil, maxBytes: Int? = nil, isPrimaryKey: Bool = false, isVersionField: Bool = false,
-        isLocal: Bool = false, referencedKey: FieldKind? = nil
+        isLocal: Bool = false, referencedKey: FieldKind? = nil, contentTypes: [String] = []
     ) {
         self.name = name
         self.kind = kind
@@ -57,6 +60,7 @@ public struct FieldDescriptor: Hashable, Sendable {
         self.isVersionField = isVersionField
         self.isLocal = isLocal
         self.referencedKey = referencedKey
+        self.contentTypes = contentTypes
     }
 
     /// The key this field has on the wire for a device running `schemaVersion`, or `nil` when
@@ -71,12 +75,17 @@ public struct FieldDescriptor: Hashable, Sendable {
     /// bytes, the contract language's decimal units).
     public static let defaultMaximumBytes = 256_000
 
+    /// The file size limit of a `file` field built without `max_bytes` (the contract compiler
+    /// asks for one): 100 MB.
+    public static let defaultMaximumFileBytes = 100_000_000
+
     /// The byte limit of a field of `kind` without `max_bytes`: ``defaultMaximumBytes``, or more
     /// when its `max_length` already allows more (a `bytes` field's `max_length` bytes, four UTF-8
     /// bytes per character of a `string`), so that a limit written before `max_bytes` existed
     /// never becomes stricter. `nil` for the types the limit does not apply to.
     public static func defaultMaximumBytes(for kind: FieldKind, maxLength: Int?) -> Int? {
         guard kind.acceptsMaxBytes else { return nil }
+        if kind == .file { return defaultMaximumFileBytes }
         let allowedByLength: Int
         switch (kind, maxLength) {
         case (.bytes, let length?): allowedByLength = length

@@ -11,6 +11,8 @@ public indirect enum FieldKind: Hashable, Sendable {
     case uuid
     case json
     case bytes
+    /// A file the row names by its content (``FileReference``); the bytes travel apart.
+    case file
     /// `enum` with its `values` in declaration order and an optional value that unknown values decode to.
     case enumeration(values: [String], fallback: String?)
     /// `list<T>` of a scalar type.
@@ -20,7 +22,7 @@ public indirect enum FieldKind: Hashable, Sendable {
 
     /// The scalar type names the contract language knows, in the order the reference lists them.
     public static let scalarNames = [
-        "id", "string", "int", "double", "bool", "timestamp", "date", "uuid", "json", "bytes", "enum",
+        "id", "string", "int", "double", "bool", "timestamp", "date", "uuid", "json", "bytes", "file", "enum",
     ]
 
     /// The spelling used in contracts and diagnostics (`list<string>`, `ref<Unit>`, `enum`).
@@ -36,6 +38,7 @@ public indirect enum FieldKind: Hashable, Sendable {
         case .uuid: return "uuid"
         case .json: return "json"
         case .bytes: return "bytes"
+        case .file: return "file"
         case .enumeration: return "enum"
         case .list(let element): return "list<\(element.spelling)>"
         case .ref(let target): return "ref<\(target)>"
@@ -45,11 +48,12 @@ public indirect enum FieldKind: Hashable, Sendable {
 
 extension FieldKind {
     /// Whether a field of this type has a byte limit (`max_bytes`): text, JSON, bytes and
-    /// lists, whose values have no size of their own. Ids are bounded by
-    /// `FieldCodec/maximumIDBytes`; the other types have a fixed size.
+    /// lists, whose values have no size of their own, and files, whose limit is the size of the
+    /// file the reference names. Ids are bounded by `FieldCodec/maximumIDBytes`; the other types
+    /// have a fixed size.
     public var acceptsMaxBytes: Bool {
         switch self {
-        case .string, .json, .bytes, .list: return true
+        case .string, .json, .bytes, .list, .file: return true
         default: return false
         }
     }

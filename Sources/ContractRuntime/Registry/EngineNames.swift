@@ -77,6 +77,19 @@ public enum EngineNames {
         /// Rows that moved off a value a subscription selects by (``SubscriptionDescriptor``),
         /// recorded by triggers, so devices learn which rows left a subscription.
         case subscriptionMoves = "subscription_moves"
+        /// The files the server holds (``FileReference``), by tenant and SHA-256, with who
+        /// uploaded each: the quotas count them.
+        case files
+        /// File uploads under way: how far each got is in its blob store's staging.
+        case fileUploads = "file_uploads"
+        /// Who may name a file in a row without holding a row that names it: its uploaders.
+        case fileGrants = "file_grants"
+        /// Which rows name which file, recorded by triggers: who may read a file, and which
+        /// files nothing names any more.
+        case fileReferences = "file_references"
+        /// The bytes of files and uploads on a storage whose blob store is its database
+        /// (PostgreSQL), in chunks.
+        case fileChunks = "file_chunks"
         /// The PostgreSQL migrations applied, with their checksums.
         case migrations = "outpost_migrations"
         /// `push_results` while an upgrade rebuilds it (`server.v4.push_result_records`).

@@ -102,7 +102,7 @@ enum ContractSQL {
 
     static func columnType(_ kind: FieldKind) -> String {
         switch kind {
-        case .id, .string, .uuid, .ref, .enumeration, .date, .json, .list: return "TEXT"
+        case .id, .string, .uuid, .ref, .enumeration, .date, .json, .list, .file: return "TEXT"
         case .int, .bool, .timestamp: return "INTEGER"
         case .double: return "REAL"
         case .bytes: return "BLOB"
@@ -142,6 +142,7 @@ enum ContractSQL {
         case .json: return #"{"n":7}"#.databaseValue
         case .list: return #"["x"]"#.databaseValue
         case .bytes: return Data([0x00, 0x01, 0xFF]).databaseValue
+        case .file: return #"{"content_type":"image/jpeg","sha256":"\#(FileReference.emptySHA256)","size":0}"#.databaseValue
         }
     }
 

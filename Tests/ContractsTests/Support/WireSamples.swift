@@ -62,6 +62,8 @@ enum WireSamples {
     static let uuid = "3f2b8c1e-9a4d-4e6f-8b1a-0c2d3e4f5a6b"
     /// Bytes 0x00 0x01 0x02 0xFF: the base64 text contains `/` and padding.
     static let bytesBase64 = "AAEC/w=="
+    /// A reference to the empty file, as a JPEG (a type every sample `file` field accepts).
+    static let fileReference = try! FileReference(sha256: FileReference.emptySHA256, byteCount: 0, contentType: "image/jpeg")
     static let unknownEnumValue = "zz_value_from_the_future"
 
     /// A valid value of `field` on the wire.
@@ -95,6 +97,8 @@ enum WireSamples {
             return ["nested": nested, "n": 7] as [String: Any]
         case .bytes:
             return bytesBase64
+        case .file:
+            return ["sha256": fileReference.sha256, "size": fileReference.byteCount, "content_type": fileReference.contentType] as [String: Any]
         case .enumeration(let values, _):
             guard let first = values.first else { throw SampleError("\(name): enumeration without values") }
             return first
@@ -125,6 +129,12 @@ enum WireSamples {
         case .uuid: return ["not-a-uuid", "3f2b8c1e9a4d4e6f8b1a0c2d3e4f5a6b0", 42]
         case .json: return []
         case .bytes: return ["***not base64***", 42]
+        case .file:
+            return [
+                "not a reference", 42, ["sha256": "abc", "size": 1, "content_type": "image/png"] as [String: Any],
+                ["sha256": FileReference.emptySHA256, "size": -1, "content_type": "image/png"] as [String: Any],
+                ["sha256": FileReference.emptySHA256, "size": 0, "content_type": "image/png", "name": "../etc/passwd"] as [String: Any],
+            ]
         case .enumeration(_, let fallback):
             // With a fallback any string decodes; a non-string never does.
             return fallback == nil ? [unknownEnumValue, 1] : [1, true]

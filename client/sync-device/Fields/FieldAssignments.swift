@@ -138,6 +138,12 @@ struct FieldAssignments {
             }
             guard Data(base64Encoded: text) != nil else { throw bad(field, text, "expects base64, or @FILE to read a file") }
             return .string(text)
+        case .file:
+            // A reference as JSON; `sync-device attach` hands the device a file itself.
+            guard let json = Self.json(text), (try? FileReference(json: json)) != nil else {
+                throw bad(field, text, #"expects a file reference {"sha256", "size", "content_type"}; use `attach` to add a file"#)
+            }
+            return json
         case .enumeration(let values, _):
             guard values.contains(text) else { throw bad(field, text, "expects one of " + values.joined(separator: ", ")) }
             return .string(text)

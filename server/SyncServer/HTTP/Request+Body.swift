@@ -79,7 +79,7 @@ extension Request {
         uri.queryParameters[Substring(name)].map(String.init)
     }
 
-    private static func tooLarge(_ limit: Int) -> ServiceError {
+    static func tooLarge(_ limit: Int) -> ServiceError {
         ServiceError(status: 413, .payloadTooLarge, "the request body is over this route's limit of \(limit) bytes")
     }
 }
@@ -123,5 +123,40 @@ extension Response {
                 try await writer.finish(nil)
             }
         )
+    }
+}
+
+/// A request body read as it arrives, never more than `limit` bytes: refused with 413 before
+/// reading when the client announces a longer one (``Request/boundedBody(limit:)``), and as soon
+/// as it passes the limit otherwise. For routes that stream a body to storage (a file's bytes)
+/// rather than collect it.
+struct BoundedBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+
+    let body: RequestBody
+    let limit: Int
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: RequestBody.AsyncIterator
+        let limit: Int
+        var seen = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard let part = try await base.next() else { return nil }
+            seen += part.readableBytes
+            if seen > limit { throw Request.tooLarge(limit) }
+            return part
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: body.makeAsyncIterator(), limit: limit) }
+}
+
+extension Request {
+    /// The body as it arrives, at most `limit` bytes (``BoundedBody``); 413 at once when
+    /// `Content-Length` says more.
+    func boundedBody(limit: Int) throws -> BoundedBody {
+        if let length = headers[.contentLength].flatMap({ Int($0) }), length > limit { throw Self.tooLarge(limit) }
+        return BoundedBody(body: body, limit: limit)
     }
 }

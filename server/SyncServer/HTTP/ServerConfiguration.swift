@@ -65,6 +65,8 @@ public struct ServerConfiguration: Sendable {
     /// The caps on what one identity can make the server keep (census names, sinks, console
     /// sessions).
     public var identityLimits = IdentityStateLimits()
+    /// How large files may be, and the users' and tenants' file quotas (``FileLimits``).
+    public var files = FileLimits()
     /// The operator console at `/console` (on by default; it needs an admin token to sign in).
     public var console = ConsoleConfiguration()
     /// Serve HTTPS with this certificate and key, HTTP/2 to clients that offer it (ALPN) and

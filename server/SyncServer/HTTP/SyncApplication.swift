@@ -52,6 +52,16 @@ public struct ServerEnvironment: Sendable {
     /// Test-only pauses (`OUTPOST_FAULT_DELAY_MS`), for crash tests that kill the server at a
     /// chosen point; none by default.
     package var faultPauses = FaultPauses.none
+    /// Where the bytes of files rows name live (``BlobStore``); `nil`: on PostgreSQL, chunks in
+    /// the database (every process sees them), on SQLite a `files` folder beside the assets'.
+    package var blobs: (any BlobStore)?
+
+    /// The blob store the file routes use (``blobs``, or the storage's default).
+    package var fileBlobs: any BlobStore {
+        if let blobs { return blobs }
+        if storage.engine is PostgresStorage { return DatabaseBlobStore(storage: storage.engine) }
+        return FileSystemBlobStore(directory: assets.directory.deletingLastPathComponent().appendingPathComponent("files", isDirectory: true))
+    }
 
     public init(
         storage: any ServerStorage, assets: AssetStore, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
@@ -121,6 +131,12 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.post, "/sync/v1/subscriptions/pull", on: authenticated, use: routes.subscriptionPull)
     table.add(.get, "/sync/v1/live", on: authenticated, use: routes.live)
     table.add(.put, "/sync/v1/device-key", on: authenticated, use: routes.registerDeviceKey)
+    table.add(.post, FileRoutes.files, on: authenticated, use: routes.declareFile)
+    table.add(.head, "/sync/v1/files/uploads/{upload}", on: authenticated, use: routes.fileUploadOffset)
+    table.add(.patch, "/sync/v1/files/uploads/{upload}", on: authenticated, use: routes.receiveFileBytes)
+    table.add(.delete, "/sync/v1/files/uploads/{upload}", on: authenticated, use: routes.abandonFileUpload)
+    table.add(.get, "/sync/v1/files/{sha256}", on: authenticated, use: routes.downloadFile)
+    table.add(.head, "/sync/v1/files/{sha256}", on: authenticated, use: routes.downloadFile)
 
     let feedReaders = authenticated.group()
     feedReaders.add(middleware: FeedReaderMiddleware())
@@ -241,6 +257,7 @@ struct SyncRoutes: Sendable {
     let pullService: PullService
     /// Pages of the subscriptions devices hold (`POST /sync/v1/subscriptions/pull`).
     let subscriptionService: SubscriptionService
+    let fileService: FileService
     let contentService: ContentService
     let liveChannels: LiveChannels
     /// Pull pages written ahead of their request (see ``PullReadAhead``).
@@ -271,6 +288,8 @@ struct SyncRoutes: Sendable {
         )
         pullService = PullService(storage: environment.storage, pageBytes: configuration.pageBytes)
         subscriptionService = SubscriptionService(storage: environment.storage, pages: pullService, limits: configuration.identityLimits)
+        fileService = FileService(
+            storage: environment.storage.engine, blobs: environment.fileBlobs, limits: configuration.files, clock: environment.clock)
         let responseMemory = ResponseMemoryBudget(capacity: configuration.responseMemoryBytes, maximumWait: configuration.responseMemoryWait)
         self.responseMemory = responseMemory
         pullPageReservation = responseMemory.reservation(

@@ -200,6 +200,11 @@ public struct UserErasure: Sendable {
         case .double: candidates = [.double(0)]
         case .bool: candidates = [.bool(false)]
         case .bytes: candidates = [.string("")]
+        case .file:
+            // An empty file of a type the field accepts: the erased row names no bytes of the user's.
+            candidates = (field.contentTypes.filter { !$0.hasSuffix("*") } + ["application/octet-stream"]).map { type in
+                .object(["sha256": .string(FileReference.emptySHA256), "size": .int(0), "content_type": .string(type)])
+            }
         case .json: candidates = [.object([:])]
         case .list: candidates = [.array([])]
         case .enumeration(let values, let fallback): candidates = [.string(fallback ?? values.first ?? "")]

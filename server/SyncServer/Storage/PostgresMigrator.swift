@@ -74,6 +74,16 @@ struct PostgresMigrator {
                 for statement in RowMoves.statements(for: contracts, dialect: .postgres, existing: existing) {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
+                // And those recording which rows name which file (``FileReferenceTriggers``).
+                var fileTriggers: [(trigger: String, table: String)] = []
+                for try await (trigger, table) in try await connection.query(
+                    PostgresQuery(unsafeSQL: FileReferenceTriggers.existingTriggersSQL(.postgres)), logger: logger
+                ).decode((String, String).self) {
+                    fileTriggers.append((trigger, table))
+                }
+                for statement in FileReferenceTriggers.statements(for: contracts, dialect: .postgres, existing: fileTriggers) {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
                 try await connection.query("COMMIT", logger: logger)
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: logger)

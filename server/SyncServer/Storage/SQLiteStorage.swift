@@ -69,6 +69,13 @@ public final class SQLiteStorage: ServerStorage, SyncStorage {
         for statement in RowMoves.statements(for: contracts, dialect: .sqlite, existing: existing) {
             try db.execute(sql: statement)
         }
+        // And those recording which rows name which file (``FileReferenceTriggers``).
+        let fileTriggers = try Row.fetchAll(db, sql: FileReferenceTriggers.existingTriggersSQL(.sqlite)).map {
+            ($0["trigger"] as String, $0["table"] as String)
+        }
+        for statement in FileReferenceTriggers.statements(for: contracts, dialect: .sqlite, existing: fileTriggers) {
+            try db.execute(sql: statement)
+        }
     }
 
     /// The server's tables, then every server migration of `contracts`, in order.

@@ -11,8 +11,84 @@ struct ServerUpgrade {
 
     static let all: [ServerUpgrade] = [
         clientOwners, rateWindows, auditSeal, identity, auditDetails, erasuresAndUrgentChanges, horizons, pushResultRecords, changeFeed,
-        sinks, deviceCensus, consoleSessions, deviceKeys, consoleSessionKeys, subscriptionMoves,
+        sinks, deviceCensus, consoleSessions, deviceKeys, consoleSessionKeys, subscriptionMoves, files,
     ]
+
+    /// The files rows name (``FileService``): what the server holds and who uploaded it, the
+    /// uploads under way, who may name a file, which rows name which file (written by triggers
+    /// the storage derives from the contracts, ``FileReferenceTriggers``), and the chunks of a
+    /// blob store kept in the database (``DatabaseBlobStore``).
+    static let files = ServerUpgrade(
+        identifier: "server.v12.files",
+        sqlite: fileTables(integer: "INTEGER", bytes: "BLOB"),
+        postgres: fileTables(integer: "BIGINT", bytes: "BYTEA")
+    )
+
+    private static func fileTables(integer: String, bytes: String) -> [String] {
+        typealias Table = EngineNames.ServerTable
+        let (files, uploads, grants) = (Table.files.rawValue, Table.fileUploads.rawValue, Table.fileGrants.rawValue)
+        let (references, chunks) = (Table.fileReferences.rawValue, Table.fileChunks.rawValue)
+        return [
+            """
+            CREATE TABLE "\(files)" (
+                "tenant" TEXT NOT NULL,
+                "sha256" TEXT NOT NULL,
+                "size" \(integer) NOT NULL,
+                "content_type" TEXT NOT NULL,
+                "uploaded_by" TEXT NOT NULL,
+                "stored_at" \(integer) NOT NULL,
+                PRIMARY KEY ("tenant", "sha256")
+            )
+            """,
+            "CREATE INDEX \"\(files)_by_uploader\" ON \"\(files)\" (\"tenant\", \"uploaded_by\")",
+            """
+            CREATE TABLE "\(uploads)" (
+                "id" TEXT NOT NULL PRIMARY KEY,
+                "tenant" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "device_id" TEXT NOT NULL,
+                "sha256" TEXT NOT NULL,
+                "size" \(integer) NOT NULL,
+                "content_type" TEXT NOT NULL,
+                "name" TEXT,
+                "created_at" \(integer) NOT NULL,
+                "updated_at" \(integer) NOT NULL
+            )
+            """,
+            "CREATE UNIQUE INDEX \"\(uploads)_by_user\" ON \"\(uploads)\" (\"tenant\", \"user_id\", \"sha256\")",
+            "CREATE INDEX \"\(uploads)_by_age\" ON \"\(uploads)\" (\"updated_at\")",
+            """
+            CREATE TABLE "\(grants)" (
+                "tenant" TEXT NOT NULL,
+                "sha256" TEXT NOT NULL,
+                "user_id" TEXT NOT NULL,
+                "granted_at" \(integer) NOT NULL,
+                PRIMARY KEY ("tenant", "sha256", "user_id")
+            )
+            """,
+            "CREATE INDEX \"\(grants)_by_user\" ON \"\(grants)\" (\"tenant\", \"user_id\")",
+            """
+            CREATE TABLE "\(references)" (
+                "tenant" TEXT NOT NULL,
+                "table_name" TEXT NOT NULL,
+                "row_id" TEXT NOT NULL,
+                "field_name" TEXT NOT NULL,
+                "sha256" TEXT NOT NULL,
+                "scope_key" TEXT NOT NULL,
+                PRIMARY KEY ("tenant", "table_name", "row_id", "field_name")
+            )
+            """,
+            "CREATE INDEX \"\(references)_by_file\" ON \"\(references)\" (\"tenant\", \"sha256\")",
+            """
+            CREATE TABLE "\(chunks)" (
+                "owner" TEXT NOT NULL,
+                "chunk" \(integer) NOT NULL,
+                "data" \(bytes) NOT NULL,
+                PRIMARY KEY ("owner", "chunk")
+            )
+            """,
+        ]
+    }
 
     /// Rows that moved off a value a subscription selects by (``RowMoves``): written by the
     /// triggers the storage derives from the contracts when it opens, read by subscription

@@ -227,6 +227,9 @@ struct PushSession {
         // Signatures hold for every new mutation, or nothing of the push is applied.
         let signatures = try await SignatureVerifier(identity: identity, clientID: clientID, schema: schema, catalog: writer.contracts.catalog)
             .verify(mutations.filter { $0.seq > last }, in: transaction, preverified: preverified)
+        // Every file the new mutations name is stored and this identity's to name, or nothing is applied.
+        try await FileService.requireNamable(
+            mutations.filter { $0.seq > last }, identity: identity, contracts: writer.contracts.catalog, in: transaction)
         try await readAhead(mutations, prepared, after: last)
         var results: [MutationResult] = []
         results.reserveCapacity(mutations.count)

@@ -1,0 +1,247 @@
+import ContractRuntime
+import Contracts
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import OutpostTestSupport
+import SyncProtocol
+import Testing
+
+@testable import SyncServer
+
+/// Files on the server, on both storages and both blob stores: declared by hash and size,
+/// received in as many pieces as the connection allows, checked against the hash before they are
+/// stored, deduplicated, readable only by who may name them, within the quotas.
+@Suite("File uploads and downloads")
+struct FileServiceTests {
+    static let tenant = "acme"
+    static let alice = DeviceIdentity(tenant: tenant, userID: "alice", deviceID: "alice-phone", teams: ["t-1"], expiresAt: 4_000_000_000)
+    static let bob = DeviceIdentity(tenant: tenant, userID: "bob", deviceID: "bob-phone", teams: ["t-1"], expiresAt: 4_000_000_000)
+
+    /// A storage, the blob store it goes with, and the service.
+    struct Harness {
+        let rows: PullHarness
+        let blobs: any BlobStore
+        let service: FileService
+
+        init(_ kind: StorageKind, limits: FileLimits = FileLimits()) async throws {
+            rows = try await PullHarness(kind, contracts: ContractRegistry.self)
+            blobs =
+                kind == .postgres
+                ? DatabaseBlobStore(storage: rows.storage, chunkSize: 4096) as any BlobStore
+                : FileSystemBlobStore(directory: rows.folder.appendingPathComponent("files"))
+            service = FileService(storage: rows.storage, blobs: blobs, limits: limits, clock: rows.clock)
+        }
+
+        func remove() { rows.remove() }
+
+        /// Declares `bytes` as `identity` and sends them in pieces of `piece` bytes.
+        @discardableResult
+        func upload(_ bytes: Data, as identity: DeviceIdentity, piece: Int = 10_000, type: String = "image/jpeg") async throws -> FileReference {
+            let reference = try FileServiceTests.reference(bytes, type: type)
+            let (answer, _) = try await service.declare(FileUploadRequest(reference), identity: identity)
+            guard answer.state == .uploading, let id = answer.uploadID else { return reference }
+            var offset = answer.offset
+            while offset < Int64(bytes.count) {
+                let part = bytes[Int(offset)..<min(bytes.count, Int(offset) + piece)]
+                offset = try await service.receive(id, at: offset, body: FileServiceTests.body(part), identity: identity).offset
+            }
+            return reference
+        }
+
+        /// The whole stored file, read back a piece at a time.
+        func read(_ reference: FileReference, as identity: DeviceIdentity) async throws -> Data {
+            let file = try await service.readable(reference.sha256, identity: identity)
+            var data = Data()
+            guard file.size > 0 else { return data }
+            for try await piece in BlobChunks(store: blobs, key: file.key, range: 0...(file.size - 1)) {
+                data.append(contentsOf: piece.readableBytesView)
+            }
+            return data
+        }
+    }
+
+    /// A request body of `bytes`, as the route hands it on.
+    static func body(_ bytes: some Sequence<UInt8>) -> BoundedBody {
+        BoundedBody(body: RequestBody(buffer: ByteBuffer(bytes: Array(bytes))), limit: .max)
+    }
+
+    static func reference(_ bytes: Data, type: String = "image/jpeg") throws -> FileReference {
+        try FileReference(
+            sha256: SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined(), byteCount: Int64(bytes.count), contentType: type,
+            name: "photo.jpg")
+    }
+
+    static func bytes(_ count: Int, seed: UInt8 = 1) -> Data {
+        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
+    }
+
+    @Test("a file sent in pieces is stored once its hash holds, and read back whole", arguments: StorageKind.allCases)
+    func uploadInPieces(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        let bytes = Self.bytes(50_000)
+        let reference = try await h.upload(bytes, as: Self.alice, piece: 7_001)
+        #expect(try await h.read(reference, as: Self.alice) == bytes)
+        // Declared again: nothing to send.
+        let (again, created) = try await h.service.declare(FileUploadRequest(reference), identity: Self.alice)
+        #expect(again.state == .stored && !created)
+        // The audit names the file by its hash.
+        let audited = try await h.rows.storage.read { reader in try await reader.auditEntries(tenant: Self.tenant, after: 0, limit: 100) }
+        #expect(audited.contains { $0.entity == "file" && $0.rowID == reference.sha256 })
+    }
+
+    @Test("an upload resumes from the offset the server holds; another offset is 409 with it", arguments: StorageKind.allCases)
+    func resumesFromTheServersOffset(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        let bytes = Self.bytes(30_000, seed: 9)
+        let reference = try Self.reference(bytes)
+        let (first, created) = try await h.service.declare(FileUploadRequest(reference), identity: Self.alice)
+        let id = try #require(first.uploadID)
+        #expect(created && first.offset == 0)
+        _ = try await h.service.receive(id, at: 0, body: Self.body(bytes.prefix(12_345)), identity: Self.alice)
+
+        // The device lost count: declaring again gives the same upload and where it got.
+        let (resumed, createdAgain) = try await h.service.declare(FileUploadRequest(reference), identity: Self.alice)
+        #expect(resumed.uploadID == id && resumed.offset == 12_345 && !createdAgain)
+        #expect(try await h.service.offset(of: id, identity: Self.alice).offset == 12_345)
+        // Overlapping bytes (an offset behind the server's) are refused, and so is one past it.
+        for wrong: Int64 in [0, 12_000, 20_000] {
+            await #expect(throws: ServiceError.self) {
+                _ = try await h.service.receive(
+                    id, at: wrong, body: Self.body(bytes.prefix(10)), identity: Self.alice)
+            }
+            do {
+                _ = try await h.service.receive(id, at: wrong, body: Self.body(bytes.prefix(10)), identity: Self.alice)
+            } catch {
+                #expect(error.detail.code == .offsetMismatch && error.detail.details == .object(["offset": .int(12_345)]))
+            }
+        }
+        // Another user cannot see or add to it.
+        await #expect(throws: ServiceError.self) { _ = try await h.service.offset(of: id, identity: Self.bob) }
+        let done = try await h.service.receive(
+            id, at: 12_345, body: Self.body(bytes.suffix(from: 12_345)), identity: Self.alice)
+        #expect(done.stored && done.offset == 30_000)
+        #expect(try await h.read(reference, as: Self.alice) == bytes)
+    }
+
+    @Test("bytes that are not the declared file are dropped with 422 hash_mismatch; nothing is served", arguments: StorageKind.allCases)
+    func wrongHashIsDropped(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        let declared = Self.bytes(5_000, seed: 1)
+        let reference = try Self.reference(declared)
+        let (answer, _) = try await h.service.declare(FileUploadRequest(reference), identity: Self.alice)
+        let id = try #require(answer.uploadID)
+        var lie = declared
+        lie[2_500] ^= 0xFF
+        do {
+            _ = try await h.service.receive(id, at: 0, body: Self.body(lie), identity: Self.alice)
+            Issue.record("a wrong file was stored")
+        } catch {
+            #expect(error.status == 422 && error.detail.code == .hashMismatch)
+        }
+        await #expect(throws: ServiceError.self) { _ = try await h.service.readable(reference.sha256, identity: Self.alice) }
+        await #expect(throws: ServiceError.self) { _ = try await h.service.offset(of: id, identity: Self.alice) }
+        #expect(try await h.blobs.size(of: BlobKey(tenant: Self.tenant, sha256: reference.sha256)) == nil)
+    }
+
+    @Test("bytes past the declared size are refused, those before them kept", arguments: StorageKind.allCases)
+    func pastTheEnd(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        let bytes = Self.bytes(1_000)
+        let (answer, _) = try await h.service.declare(FileUploadRequest(try Self.reference(bytes)), identity: Self.alice)
+        let id = try #require(answer.uploadID)
+        do {
+            _ = try await h.service.receive(id, at: 0, body: Self.body(bytes + Data([1, 2, 3])), identity: Self.alice)
+            Issue.record("bytes past the end were taken")
+        } catch {
+            #expect(error.status == 413)
+        }
+        #expect(try await h.service.offset(of: id, identity: Self.alice).offset <= 1_000)
+    }
+
+    @Test("a file is read only by who may name it; knowing its hash is not enough", arguments: StorageKind.allCases)
+    func othersCannotReadByHash(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        let bytes = Self.bytes(2_000, seed: 5)
+        let reference = try await h.upload(bytes, as: Self.alice)
+        do {
+            _ = try await h.service.readable(reference.sha256, identity: Self.bob)
+            Issue.record("bob read alice's file by its hash")
+        } catch {
+            #expect(error.status == 404)
+        }
+        // Declaring it does not grant it: bob must send the bytes, which proves he has them.
+        let (answer, _) = try await h.service.declare(FileUploadRequest(reference), identity: Self.bob)
+        #expect(answer.state == .uploading)
+        try await h.upload(bytes, as: Self.bob)
+        #expect(try await h.read(reference, as: Self.bob) == bytes)
+        // Another tenant never sees it.
+        let other = DeviceIdentity(tenant: "globex", userID: "alice", deviceID: "alice-phone", expiresAt: 4_000_000_000)
+        await #expect(throws: ServiceError.self) { _ = try await h.service.readable(reference.sha256, identity: other) }
+    }
+
+    @Test("quotas per user and per tenant, and the cap on uploads under way", arguments: StorageKind.allCases)
+    func quotas(kind: StorageKind) async throws {
+        let h = try await Harness(kind, limits: FileLimits(maximumFileBytes: 5_000, bytesPerUser: 6_000, bytesPerTenant: 9_000, uploadsPerUser: 2))
+        defer { h.remove() }
+        func refusal(_ body: () async throws -> Void) async -> ServiceError? {
+            do {
+                try await body()
+                return nil
+            } catch let error as ServiceError {
+                return error
+            } catch {
+                return nil
+            }
+        }
+        // Larger than the server takes.
+        let tooLarge = await refusal {
+            _ = try await h.service.declare(FileUploadRequest(try Self.reference(Self.bytes(5_001))), identity: Self.alice)
+        }
+        #expect(tooLarge?.status == 413 && tooLarge?.detail.code == .payloadTooLarge)
+        try await h.upload(Self.bytes(4_000, seed: 1), as: Self.alice)
+        let overUser = await refusal {
+            _ = try await h.service.declare(FileUploadRequest(try Self.reference(Self.bytes(2_001, seed: 2))), identity: Self.alice)
+        }
+        #expect(overUser?.status == 413 && overUser?.detail.code == .quotaExceeded)
+        try await h.upload(Self.bytes(4_000, seed: 3), as: Self.bob)
+        let overTenant = await refusal {
+            _ = try await h.service.declare(FileUploadRequest(try Self.reference(Self.bytes(1_001, seed: 4))), identity: Self.bob)
+        }
+        #expect(overTenant?.status == 413 && overTenant?.detail.code == .quotaExceeded)
+        // Uploads under way count, and are capped.
+        _ = try await h.service.declare(FileUploadRequest(try Self.reference(Self.bytes(100, seed: 5))), identity: Self.alice)
+        _ = try await h.service.declare(FileUploadRequest(try Self.reference(Self.bytes(100, seed: 6))), identity: Self.alice)
+        let capped = await refusal {
+            _ = try await h.service.declare(FileUploadRequest(try Self.reference(Self.bytes(100, seed: 7))), identity: Self.alice)
+        }
+        #expect(capped?.status == 409 && capped?.detail.code == .limitReached)
+    }
+
+    @Test("a name with a path, a content type that is not one, a hash that is not one are refused at the declaration")
+    func badDeclarations() async throws {
+        let h = try await Harness(.sqlite)
+        defer { h.remove() }
+        let good = FileUploadRequest(try Self.reference(Self.bytes(10)))
+        var path = good, type = good, hash = good, size = good
+        path.name = "../etc/passwd"
+        type.contentType = "image"
+        hash.sha256 = "abc"
+        size.size = -1
+        for bad in [path, type, hash, size] {
+            do {
+                _ = try await h.service.declare(bad, identity: Self.alice)
+                Issue.record("\(bad) was accepted")
+            } catch {
+                #expect(error.status == 400)
+            }
+        }
+    }
+}
