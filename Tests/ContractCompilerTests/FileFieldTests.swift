@@ -295,6 +295,19 @@ struct FileFieldTests {
         #expect(!pdf.hasContentType(in: descriptor.contentTypes))
     }
 
+    @Test("the runtime's default row limit leaves a file's limit out, as the compiler does")
+    func runtimeRowLimit() throws {
+        let contract = try compiledThing(entity([Self.photo]))
+        let fields = contract.fields.map {
+            FieldDescriptor(name: $0.name, kind: $0.type.type, maxLength: $0.maxLength, maxBytes: $0.maxBytes, contentTypes: $0.contentTypes)
+        }
+        // RowSize.defaultMaximumBytes(fields:) still counts a file's limit (10MB raises the row
+        // to 4MB); ContractRuntime is not this change's to edit. This fails once it is fixed.
+        withKnownIssue("RowSize.defaultMaximumBytes(fields:) counts file fields' maxBytes") {
+            #expect(RowSize.defaultMaximumBytes(fields: fields) == contract.effectiveMaxBytes)
+        }
+    }
+
     // MARK: The lock
 
     @Test("the lock records max_bytes and content_types; changing either at a released version is VERSION_NOT_BUMPED")
