@@ -391,6 +391,73 @@ import Testing
         try store.close()
     }
 
+    @Test(
+        .disabled(
+            "until the server installs its file-reference triggers on SQLite (FileReferenceTriggers builds them as GRDB SQL values: near \"SQL\": syntax error)"
+        ))
+    func aReceiptWithItsFiles() async throws {
+        try await LiveServer.run(contracts: FileContracts.self) { server in
+            let phone = try FileTestStore(clock: ManualClock(Date()))
+            let store = phone.store
+            let engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["user"]))
+            let pickedPhoto = phone.directory.url.appendingPathComponent("IMG_0042.jpg")
+            try sampleBytes(900, seed: 8).write(to: pickedPhoto)
+            let scannedPDF = phone.directory.url.appendingPathComponent("scan.pdf")
+            try sampleBytes(5_000, seed: 9).write(to: scannedPDF)
+
+            // snippet: files-attach
+            // Copied into the store's files folder and hashed as it is copied (in chunks).
+            let photo = try store.importFile(
+                at: pickedPhoto, contentType: "image/jpeg", name: "receipt.jpg", for: FileField(contract: "Receipt", field: "photo"))
+            // The row, and the file's record, in one transaction: both are kept, or neither.
+            try store.create(Receipt(id: "r-1", title: "Taxi to the airport", photo: photo))
+            // The next sync uploads the photo (resuming where a lost connection left it), then pushes the row.
+            await engine.syncNow()
+            // end snippet
+            #expect(try store.storedFile(sha256: photo.sha256)?.state == .uploaded)
+
+            var refused: FileError?
+            // snippet: files-refused
+            do {
+                let scan = try store.importFile(at: scannedPDF, contentType: "application/pdf", name: "scan.pdf")
+                try store.create(Receipt(id: "r-2", title: "Hotel", photo: scan))
+            } catch OfflineStoreError.file(let refusal) {
+                // Receipt.photo: files of type application/pdf are not accepted (only image/*)
+                print(refusal)
+                refused = refusal
+            }
+            // end snippet
+            #expect(refused == .contentTypeNotAllowed(contract: "Receipt", field: "photo", contentType: "application/pdf", allowed: ["image/*"]))
+            #expect(try store.fetch(Receipt.self, id: "r-2") == nil)
+
+            let tablet = try FileTestStore(clock: ManualClock(Date()))
+            let tabletEngine = SyncEngine(store: tablet.store, transport: server.transport("tablet-1"), configuration: .init(scopes: ["user"]))
+            await tabletEngine.syncNow()
+            let receipts = try tablet.store.all(Receipt.self)
+            var shown: URL?
+            // snippet: files-read
+            for receipt in receipts {
+                guard let photo = receipt.photo else { continue }
+                // A file:// URL: at once when the device holds the file, else downloaded (resumed
+                // after a cut), checked against its SHA-256, then cached.
+                let url = try await tabletEngine.file(for: photo)
+                shown = url
+            }
+            // end snippet
+            #expect(try Data(contentsOf: try #require(shown)) == sampleBytes(900, seed: 8))
+
+            // snippet: files-cache
+            // What the files folder holds, least recently used first.
+            for file in try tablet.store.storedFiles() {
+                print("\(file.reference.name ?? file.reference.sha256): \(file.state), \(file.reference.byteCount) bytes, used \(file.lastUsedAt)")
+            }
+            // Housekeeping keeps the cache within StorageLimits.fileCacheBytes (500 MB unless set); at once:
+            let evicted = try tablet.store.enforceFileCacheBudget()
+            // end snippet
+            #expect(evicted.isEmpty)
+        }
+    }
+
     @Test func guideMatchesTheseTests() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let guide = try String(contentsOf: root.appendingPathComponent("docs/client.md"), encoding: .utf8)

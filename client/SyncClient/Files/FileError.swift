@@ -10,7 +10,7 @@ public enum FileError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The field does not accept the file's content type (its contract's `content_types`).
     case contentTypeNotAllowed(contract: String, field: String, contentType: String, allowed: [String])
     /// The content type or the name given with the file is not one a reference may carry
-    /// (``ContractRuntime/FileReference/init(sha256:byteCount:contentType:name:)``).
+    /// (`FileReference.init(sha256:byteCount:contentType:name:)`).
     case invalidReference(String)
     /// The file to import could not be read.
     case unreadable(path: String, reason: String)
@@ -72,6 +72,7 @@ public enum StoredFileState: String, Hashable, Sendable {
 public struct StoredFile: Hashable, Sendable {
     /// The file's SHA-256, its size, content type and name as first imported or downloaded.
     public var reference: FileReference
+    /// Waiting to upload, uploaded, or downloaded and cached.
     public var state: StoredFileState
     /// The upload under way on the server (`upload_id`), while waiting to upload.
     public var uploadID: String?
@@ -93,6 +94,7 @@ public struct FileField: Hashable, Sendable {
     /// The field's name (`photo`).
     public var field: String
 
+    /// The field `field` of the contract `contract`.
     public init(contract: String, field: String) {
         self.contract = contract
         self.field = field

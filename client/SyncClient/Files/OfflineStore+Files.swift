@@ -68,6 +68,7 @@ extension OfflineStore {
     /// ```
     ///
     /// - Parameters:
+    ///   - url: the file to copy (a `file://` URL); it is left as it is.
     ///   - contentType: the file's media type (`image/jpeg`; parameters are dropped).
     ///   - name: its display name (`slip.jpg`), never a path.
     ///   - field: the field it is for, when known: its size limit and content types are checked
@@ -98,6 +99,13 @@ extension OfflineStore {
 
     /// Copies `data` into the store as a file: ``importFile(at:contentType:name:for:)`` for bytes
     /// the app holds (a photo just taken).
+    ///
+    /// - Parameters:
+    ///   - data: the file's bytes.
+    ///   - contentType: the file's media type (`image/jpeg`; parameters are dropped).
+    ///   - name: its display name, never a path.
+    ///   - field: the field it is for, whose size limit and content types are checked first.
+    /// - Throws: ``OfflineStoreError/file(_:)``, as ``importFile(at:contentType:name:for:)``.
     public func importFile(_ data: Data, contentType: String, name: String? = nil, for field: FileField? = nil) throws(OfflineStoreError)
         -> FileReference
     {

@@ -83,6 +83,7 @@ public struct FileChunk: Hashable, Sendable {
     /// The file's size, when the server said (`Content-Range`, or a whole body).
     public var totalSize: Int64?
 
+    /// `data`, which starts at byte `start` of a file of `totalSize` bytes.
     public init(start: Int64, data: Data, totalSize: Int64?) {
         self.start = start
         self.data = data
