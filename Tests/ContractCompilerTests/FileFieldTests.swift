@@ -301,11 +301,7 @@ struct FileFieldTests {
         let fields = contract.fields.map {
             FieldDescriptor(name: $0.name, kind: $0.type.type, maxLength: $0.maxLength, maxBytes: $0.maxBytes, contentTypes: $0.contentTypes)
         }
-        // RowSize.defaultMaximumBytes(fields:) still counts a file's limit (10MB raises the row
-        // to 4MB); ContractRuntime is not this change's to edit. This fails once it is fixed.
-        withKnownIssue("RowSize.defaultMaximumBytes(fields:) counts file fields' maxBytes") {
-            #expect(RowSize.defaultMaximumBytes(fields: fields) == contract.effectiveMaxBytes)
-        }
+        #expect(RowSize.defaultMaximumBytes(fields: fields) == contract.effectiveMaxBytes)
     }
 
     // MARK: The lock

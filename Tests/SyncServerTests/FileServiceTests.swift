@@ -244,4 +244,26 @@ struct FileServiceTests {
             }
         }
     }
+
+    @Test("housekeeping drops abandoned uploads, and files nothing names once the horizon passes", arguments: StorageKind.allCases)
+    func collection(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        let start = h.rows.clock.now().millisecondsSince1970
+        let kept = try await h.upload(Self.bytes(3_000, seed: 1), as: Self.alice)
+        let (abandoned, _) = try await h.service.declare(FileUploadRequest(try Self.reference(Self.bytes(900, seed: 2))), identity: Self.alice)
+        let id = try #require(abandoned.uploadID)
+        _ = try await h.service.receive(id, at: 0, body: Self.body(Self.bytes(900, seed: 2).prefix(100)), identity: Self.alice)
+        let now = h.rows.clock.now().millisecondsSince1970
+
+        // Nothing is older than the start.
+        #expect(try await h.service.collect(abandonedBefore: start, unreferencedBefore: start, limit: 1) == .init())
+        // Past both: the upload and its bytes go, and the file no row names.
+        let collected = try await h.service.collect(abandonedBefore: now + 1, unreferencedBefore: now + 1, limit: 1)
+        #expect(collected.uploads == 1 && collected.files == 1 && collected.bytes == 3_000)
+        await #expect(throws: ServiceError.self) { _ = try await h.service.offset(of: id, identity: Self.alice) }
+        await #expect(throws: ServiceError.self) { _ = try await h.service.readable(kept.sha256, identity: Self.alice) }
+        #expect(try await h.blobs.size(of: BlobKey(tenant: Self.tenant, sha256: kept.sha256)) == nil)
+        #expect(try await h.blobs.stagedLength(upload: id) == 0)
+    }
 }

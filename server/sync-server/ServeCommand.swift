@@ -92,6 +92,21 @@ struct ServeCommand: AsyncParsableCommand {
     var sinksPerTenant = IdentityStateLimits().sinksPerTenant
 
     @Option(
+        name: .customLong("maximum-file-bytes"),
+        help: ArgumentHelp("The largest file the server takes, whatever a contract allows; larger is 413 payload_too_large.", valueName: "BYTES"))
+    var maximumFileBytes = FileLimits().maximumFileBytes
+
+    @Option(
+        name: .customLong("file-quota-per-user"),
+        help: ArgumentHelp("Bytes of files one user may keep (uploads under way included); past it 413 quota_exceeded.", valueName: "BYTES"))
+    var fileQuotaPerUser = FileLimits().bytesPerUser
+
+    @Option(
+        name: .customLong("file-quota-per-tenant"),
+        help: ArgumentHelp("Bytes of files one tenant may keep; past it 413 quota_exceeded.", valueName: "BYTES"))
+    var fileQuotaPerTenant = FileLimits().bytesPerTenant
+
+    @Option(
         name: .customLong("subscriptions-per-device"),
         help: ArgumentHelp("Subscriptions one device pulls at once; a subscription pull naming more is 400 too_many_subscriptions.", valueName: "N"))
     var subscriptionsPerDevice = IdentityStateLimits().subscriptionsPerDevice
@@ -366,6 +381,12 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.identityLimits.sinksPerTenant = sinksPerTenant
         configuration.identityLimits.subscriptionsPerDevice = subscriptionsPerDevice
         configuration.identityLimits.rowsPerSubscription = rowsPerSubscription
+        guard maximumFileBytes >= 0, fileQuotaPerUser >= 0, fileQuotaPerTenant >= 0 else {
+            throw ValidationError("--maximum-file-bytes, --file-quota-per-user and --file-quota-per-tenant must not be negative")
+        }
+        configuration.files.maximumFileBytes = maximumFileBytes
+        configuration.files.bytesPerUser = fileQuotaPerUser
+        configuration.files.bytesPerTenant = fileQuotaPerTenant
         configuration.tls = tls
         configuration.timeouts.handshake = .milliseconds(Int64(tlsHandshakeTimeoutSeconds * 1000))
         configuration.outboundAllowList = outboundAllow.compactMap(CIDRBlock.init)
@@ -405,7 +426,8 @@ struct ServeCommand: AsyncParsableCommand {
                 "sync-server listening on \(scheme)://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))"
             )
         }
-        let housekeeping = try startHousekeeping(storage: storage, metrics: environment.metrics, logger: logger)
+        let files = FileService(storage: storage.engine, blobs: environment.fileBlobs, limits: configuration.files, clock: environment.clock)
+        let housekeeping = try startHousekeeping(storage: storage, files: files, metrics: environment.metrics, logger: logger)
         let verification = startAuditVerification(storage: storage, metrics: environment.metrics, logger: logger)
         do {
             try await app.runService()
@@ -448,15 +470,17 @@ extension ServeCommand {
 
 extension ServeCommand {
     /// Applies the data horizons at start and every --housekeeping-interval, beside the routes.
-    func startHousekeeping(storage: any SyncStorage, metrics: ServerMetrics, logger: Logger) throws -> Task<Void, Never>? {
+    func startHousekeeping(storage: any SyncStorage, files: FileService, metrics: ServerMetrics, logger: Logger) throws -> Task<Void, Never>? {
         guard let interval = ServerHousekeeping.parseDuration(housekeepingInterval, bareUnit: 1) ?? nil else { return nil }
         let horizons = try horizonOptions.horizons()
         guard horizons != .off else { return nil }
-        let housekeeping = ServerHousekeeping(storage: storage, horizons: horizons, metrics: metrics)
+        var housekeeping = ServerHousekeeping(storage: storage, horizons: horizons, metrics: metrics)
+        housekeeping.files = files
         return Task {
             await housekeeping.runPeriodically(every: interval) { result in
                 switch result {
-                case .success(let counts) where counts.pushResults > 0 || counts.tombstones > 0:
+                case .success(let counts)
+                where counts.pushResults > 0 || counts.tombstones > 0 || counts.abandonedUploads > 0 || counts.unreferencedFiles > 0:
                     logger.info("housekeeping: \(counts)")
                 case .success:
                     break

@@ -29,7 +29,8 @@ package enum RowSize {
 
     /// The row limit of a contract that writes no `max_bytes`, from its fields' limits.
     package static func defaultMaximumBytes(fields: [FieldDescriptor]) -> Int {
-        defaultMaximumBytes(largestFieldBytes: fields.compactMap(\.maxBytes).max() ?? 0)
+        // A file's limit is its file's size; the row holds only the reference.
+        defaultMaximumBytes(largestFieldBytes: fields.filter { $0.kind != .file }.compactMap(\.maxBytes).max() ?? 0)
     }
 
     /// The bytes a row's column values take as stored: the sum of their

@@ -148,14 +148,15 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
         return type
     }
 
-    /// A content type pattern a contract may list: a type, `type/*` or `*/*`.
+    /// A content type pattern a contract may list: a type, `type/*` or `*/*`; a `*` stands only
+    /// for a whole subtype, or for everything.
     public static func isContentTypePattern(_ text: String) -> Bool {
         if text == "*/*" { return true }
         if text.hasSuffix("/*") {
             let top = text.dropLast(2)
-            return !top.isEmpty && top.utf8.allSatisfy(isTokenByte) && top == top.lowercased()
+            return !top.isEmpty && !top.contains("*") && top.utf8.allSatisfy(isTokenByte) && top == top.lowercased()
         }
-        return normalizedContentType(text) == text
+        return !text.contains("*") && normalizedContentType(text) == text
     }
 
     /// Whether `name` may be a file's display name: 1 to 255 UTF-8 bytes, no path separator, not

@@ -342,6 +342,66 @@ package struct FileService: Sendable {
         }
     }
 
+    // MARK: Housekeeping
+
+    /// What ``collect(abandonedBefore:unreferencedBefore:limit:)`` removed.
+    package struct Collected: Sendable, Hashable {
+        package var uploads = 0
+        package var files = 0
+        package var bytes: Int64 = 0
+    }
+
+    /// Drops, in batches of `limit`: uploads nothing was sent to since `abandonedBefore`
+    /// (milliseconds), and stored files no row names that no one uploaded or declared since
+    /// `unreferencedBefore` (the data horizon), with their grants. A file's record goes in the
+    /// transaction that checks it is still unnamed; its bytes after.
+    package func collect(abandonedBefore: Int64, unreferencedBefore: Int64, limit: Int) async throws -> Collected {
+        var collected = Collected()
+        while true {
+            try Task.checkCancellation()
+            let ids = try await storage.write { transaction in
+                try await transaction.serverTableQuery(
+                    "DELETE FROM \"\(Table.fileUploads.rawValue)\" WHERE \"id\" IN (SELECT \"id\" FROM \"\(Table.fileUploads.rawValue)\" WHERE \"updated_at\" < ? LIMIT ?) RETURNING \"id\"",
+                    [.integer(abandonedBefore), .integer(Int64(limit))]
+                ).compactMap { $0.text("id") }
+            }
+            for id in ids { try await blobs.discard(upload: id) }
+            collected.uploads += ids.count
+            if ids.count < limit { break }
+        }
+        let (files, grants, references) = (Table.files.rawValue, Table.fileGrants.rawValue, Table.fileReferences.rawValue)
+        while true {
+            try Task.checkCancellation()
+            let gone = try await storage.write { transaction -> [(BlobKey, Int64)] in
+                let rows = try await transaction.serverTableQuery(
+                    """
+                    DELETE FROM "\(files)" WHERE ("tenant", "sha256") IN (
+                        SELECT f."tenant", f."sha256" FROM "\(files)" f WHERE f."stored_at" < ?
+                        AND NOT EXISTS (SELECT 1 FROM "\(references)" r WHERE r."tenant" = f."tenant" AND r."sha256" = f."sha256")
+                        AND NOT EXISTS (SELECT 1 FROM "\(grants)" g WHERE g."tenant" = f."tenant" AND g."sha256" = f."sha256" AND g."granted_at" >= ?)
+                        LIMIT ?)
+                    RETURNING "tenant", "sha256", "size"
+                    """,
+                    [.integer(unreferencedBefore), .integer(unreferencedBefore), .integer(Int64(limit))])
+                var gone: [(BlobKey, Int64)] = []
+                for row in rows {
+                    guard let tenant = row.text("tenant"), let hash = row.text("sha256") else { continue }
+                    _ = try await transaction.serverTableQuery(
+                        "DELETE FROM \"\(grants)\" WHERE \"tenant\" = ? AND \"sha256\" = ? RETURNING \"sha256\"", [.text(tenant), .text(hash)])
+                    gone.append((BlobKey(tenant: tenant, sha256: hash), row.integer("size") ?? 0))
+                }
+                return gone
+            }
+            for (key, size) in gone {
+                try await blobs.delete(key)
+                collected.bytes += size
+            }
+            collected.files += gone.count
+            if gone.count < limit { break }
+        }
+        return collected
+    }
+
     // MARK: Read
 
     /// A stored file this identity may read: its size and content type.

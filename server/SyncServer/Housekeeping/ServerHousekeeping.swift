@@ -59,6 +59,10 @@ public struct ServerHousekeeping: Sendable {
         public var urgentMarks = 0
         /// Write transactions run.
         public var transactions = 0
+        /// File uploads dropped, nothing sent to them for a day (``FileLimits/abandonedUploadSeconds``).
+        public var abandonedUploads = 0
+        /// Stored files no row named for the whole tombstone horizon, deleted.
+        public var unreferencedFiles = 0
 
         public init(pushResults: Int = 0, tombstones: Int = 0, scopes: Int = 0, urgentMarks: Int = 0, transactions: Int = 0) {
             self.pushResults = pushResults
@@ -69,7 +73,8 @@ public struct ServerHousekeeping: Sendable {
         }
 
         public var description: String {
-            "push results pruned: \(pushResults), tombstones compacted: \(tombstones) in \(scopes) scope(s), transactions: \(transactions)"
+            "push results pruned: \(pushResults), tombstones compacted: \(tombstones) in \(scopes) scope(s), "
+                + "uploads abandoned: \(abandonedUploads), unreferenced files deleted: \(unreferencedFiles), transactions: \(transactions)"
         }
     }
 
@@ -78,6 +83,8 @@ public struct ServerHousekeeping: Sendable {
     /// Rows per transaction at most.
     public let batchSize: Int
     let metrics: ServerMetrics?
+    /// The file store whose abandoned uploads and unreferenced files go too; `nil`: none.
+    package var files: FileService?
 
     public init(storage: any ServerStorage, horizons: Horizons = Horizons(), batchSize: Int = 500, metrics: ServerMetrics? = nil) {
         self.storage = storage.engine
@@ -127,6 +134,16 @@ public struct ServerHousekeeping: Sendable {
                 counts.urgentMarks += pruned
                 if pruned < limit { break }
             }
+        }
+        if let files {
+            // Files no row names go after the tombstone horizon (a row naming one may be pushed
+            // that long after its upload); with the horizon off, never.
+            let unreferenced = horizons.tombstoneHorizon.map { nowMilliseconds - Self.milliseconds($0) }
+            let collected = try await files.collect(
+                abandonedBefore: nowMilliseconds - files.limits.abandonedUploadSeconds * 1000,
+                unreferencedBefore: unreferenced ?? .min, limit: batchSize)
+            counts.abandonedUploads = collected.uploads
+            counts.unreferencedFiles = collected.files
         }
         metrics?.recordHousekeeping(counts)
         return counts
