@@ -2,7 +2,9 @@ import ContractRuntime
 import Contracts
 import Foundation
 import OutpostTestSupport
+import SampleServerApps
 import SyncProtocol
+import SyncServer
 import Testing
 
 @testable import SyncClient
@@ -44,7 +46,34 @@ enum FileContracts: ContractSchema {
                 ],
                 checksum: "test")
         ]
-    static let serverPostgresMigrations = ContractRegistry.serverPostgresMigrations
+    static let serverPostgresMigrations =
+        ContractRegistry.serverPostgresMigrations + [
+            ContractMigration(
+                identifier: "receipts.v1.create", contract: "Receipt", version: 1,
+                statements: [
+                    """
+                    CREATE TABLE "receipts" (
+                        "_tenant_id" TEXT NOT NULL,
+                        "id" TEXT NOT NULL,
+                        "title" TEXT NOT NULL,
+                        "photo" TEXT,
+                        "document" TEXT,
+                        "_scope_key" TEXT NOT NULL,
+                        "_seq" BIGINT NOT NULL,
+                        "_version" BIGINT NOT NULL DEFAULT 1,
+                        "_schema_version" BIGINT NOT NULL,
+                        "_hlc" TEXT,
+                        "_field_clocks" TEXT,
+                        "_deleted" BOOLEAN NOT NULL DEFAULT false,
+                        "_updated_at" TIMESTAMPTZ NOT NULL,
+                        "_updated_by" TEXT,
+                        PRIMARY KEY ("_tenant_id", "id")
+                    )
+                    """,
+                    #"CREATE INDEX "receipts_scope_seq_idx" ON "receipts" ("_tenant_id", "_scope_key", "_seq")"#,
+                ],
+                checksum: "test")
+        ]
     static let subscriptions = ContractRegistry.subscriptions
 }
 
@@ -100,6 +129,40 @@ final class FlakyFileTransport: SyncTransport, @unchecked Sendable {
     }
 }
 
+/// The real server on PostgreSQL (the throwaway cluster of `scripts/with-postgres.sh`), with the
+/// receipt contracts, on loopback.
+enum PostgresFileServer {
+    static func run(_ body: @Sendable (@escaping @Sendable (String) -> URLSessionTransport) async throws -> Void) async throws {
+        let folder = try TemporaryDirectory(prefix: "pg-files")
+        let storage: PostgresStorage
+        do {
+            storage = try await PostgresStorage(configuration: StorageKind.postgresConfiguration(), contracts: FileContracts.self)
+        } catch {
+            // PSQLError hides its details from `description`.
+            throw PostgresOpeningError(details: String(reflecting: error))
+        }
+        let signer = try TokenSigner(secret: LiveServer.secret)
+        let clock = SyncServer.SystemClock()
+        let environment = ServerEnvironment(
+            storage: storage, assets: AssetStore(directory: folder.url.appendingPathComponent("assets")), signer: signer, clock: clock,
+            apps: SampleServerApps.all)
+        try await LoopbackServer.run(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment) { server in
+            let url = server.url
+            try await body { device in
+                URLSessionTransport(baseURL: url, timeout: 120) {
+                    signer.token(tenant: "acme", user: "u-1", device: device, teams: ["team-1"], now: clock.now().millisecondsSince1970 / 1000)
+                }
+            }
+        }
+        withExtendedLifetime(folder) {}
+    }
+}
+
+struct PostgresOpeningError: Error, CustomStringConvertible {
+    var details: String
+    var description: String { details }
+}
+
 /// Files end to end: two devices of one user and the real server on loopback, over
 /// `URLSessionTransport`.
 @Suite("Files: end to end against the server", .serialized)
@@ -117,68 +180,83 @@ struct FileEndToEndTests {
         ))
     func uploadThenDownload() async throws {
         try await LiveServer.run(contracts: FileContracts.self) { server in
-            let phone = try FileTestStore(clock: ManualClock(Date()))
-            let bytes = sampleBytes(2_500_000, seed: 3)
-            let document = try phone.store.importFile(bytes, contentType: "application/pdf", name: "scan.pdf")
-            let photo = try phone.store.importFile(
-                sampleBytes(900, seed: 4), contentType: "image/jpeg", for: FileField(contract: "Receipt", field: "photo"))
-            try phone.store.create(Receipt(id: "r-1", title: "Hotel", photo: photo, document: document))
-
-            // The connection drops on the document's second chunk: the write stays queued.
-            let flaky = FlakyFileTransport(server.transport("phone-1"), failingAt: [1 << 20])
-            let first = await engine(phone.store, flaky).syncNow()
-            guard case .failed(.network, _) = first else {
-                Issue.record("expected a lost connection, got \(first)")
-                return
-            }
-            #expect(try phone.store.outboxCounts().unsent == 1)
-            let halfway = try #require(try phone.store.storedFile(sha256: document.sha256))
-            #expect(halfway.acknowledgedOffset == 1 << 20)
-            #expect(halfway.uploadID != nil)
-
-            // The app is restarted: the upload resumes where the server stands, then the receipt goes.
-            let restarted = try phone.reopen()
-            let resumed = FlakyFileTransport(server.transport("phone-1"))
-            let second = await engine(restarted.store, resumed).syncNow()
-            guard case .succeeded(let pushed, _) = second else {
-                Issue.record("expected a success, got \(second)")
-                return
-            }
-            #expect(pushed == 1)
-            #expect(resumed.recorded.first == "HEAD")
-            #expect(resumed.recorded.contains("PATCH \(1 << 20)+\(1 << 20)"))
-            #expect(!resumed.recorded.contains { $0.hasPrefix("PATCH 0+") && $0 != "PATCH 0+900" })
-            #expect(resumed.recorded.last == "push")
-            #expect(try restarted.store.storedFile(sha256: document.sha256)?.state == .uploaded)
-            #expect(try restarted.store.storedFile(sha256: photo.sha256)?.state == .uploaded)
-
-            // Another device of the same user pulls the receipt and asks for its files.
-            let tablet = try FileTestStore(clock: ManualClock(Date()))
-            let tabletTransport = FlakyFileTransport(server.transport("tablet-1"))
-            let tabletEngine = engine(tablet.store, tabletTransport)
-            guard case .succeeded = await tabletEngine.syncNow() else {
-                Issue.record("the tablet's sync failed")
-                return
-            }
-            let receipt = try #require(try tablet.store.fetch(Receipt.self, id: "r-1"))
-            #expect(receipt.document == document)
-            let url = try await tabletEngine.file(for: try #require(receipt.document))
-            #expect(try Data(contentsOf: url) == bytes)
-            #expect(tabletTransport.recorded.filter { $0.hasPrefix("GET") } == ["GET 0-1048575", "GET 1048576-2097151", "GET 2097152-2499999"])
-            #expect(try tablet.store.storedFile(sha256: document.sha256)?.state == .cached)
-            #expect(try await tabletEngine.file(for: document) == url)
-            #expect(tabletTransport.recorded.filter { $0.hasPrefix("GET") }.count == 3)
-
-            // The same bytes written again on the tablet: the server holds them, nothing is sent.
-            let again = try tablet.store.importFile(bytes, contentType: "application/pdf")
-            try tablet.store.create(Receipt(id: "r-2", title: "Hotel, copy", document: again))
-            guard case .succeeded(let copies, _) = await tabletEngine.syncNow() else {
-                Issue.record("the tablet's second sync failed")
-                return
-            }
-            #expect(copies == 1)
-            #expect(!tabletTransport.recorded.contains { $0.hasPrefix("PATCH") })
+            try await receiptRoundTrip { server.transport($0) }
         }
+    }
+
+    @Test(
+        "the same, against the server on PostgreSQL",
+        .disabled(
+            "until the server installs its file-reference triggers on PostgreSQL (FileReferenceTriggers builds them as GRDB SQL values: trailing junk after parameter)"
+        ))
+    func uploadThenDownloadOnPostgres() async throws {
+        try await PostgresFileServer.run { transport in try await receiptRoundTrip(transport) }
+    }
+
+    /// A receipt with two files made on a phone whose connection drops mid-upload, restarted,
+    /// synced; read on a tablet; the same bytes written again there.
+    private func receiptRoundTrip(_ transport: @Sendable (String) -> URLSessionTransport) async throws {
+        let phone = try FileTestStore(clock: ManualClock(Date()))
+        let bytes = sampleBytes(2_500_000, seed: 3)
+        let document = try phone.store.importFile(bytes, contentType: "application/pdf", name: "scan.pdf")
+        let photo = try phone.store.importFile(
+            sampleBytes(900, seed: 4), contentType: "image/jpeg", for: FileField(contract: "Receipt", field: "photo"))
+        try phone.store.create(Receipt(id: "r-1", title: "Hotel", photo: photo, document: document))
+
+        // The connection drops on the document's second chunk: the write stays queued.
+        let flaky = FlakyFileTransport(transport("phone-1"), failingAt: [1 << 20])
+        let first = await engine(phone.store, flaky).syncNow()
+        guard case .failed(.network, _) = first else {
+            Issue.record("expected a lost connection, got \(first)")
+            return
+        }
+        #expect(try phone.store.outboxCounts().unsent == 1)
+        let halfway = try #require(try phone.store.storedFile(sha256: document.sha256))
+        #expect(halfway.acknowledgedOffset == 1 << 20)
+        #expect(halfway.uploadID != nil)
+
+        // The app is restarted: the upload resumes where the server stands, then the receipt goes.
+        let restarted = try phone.reopen()
+        let resumed = FlakyFileTransport(transport("phone-1"))
+        let second = await engine(restarted.store, resumed).syncNow()
+        guard case .succeeded(let pushed, _) = second else {
+            Issue.record("expected a success, got \(second)")
+            return
+        }
+        #expect(pushed == 1)
+        #expect(resumed.recorded.first == "HEAD")
+        #expect(resumed.recorded.contains("PATCH \(1 << 20)+\(1 << 20)"))
+        #expect(!resumed.recorded.contains { $0.hasPrefix("PATCH 0+") && $0 != "PATCH 0+900" })
+        #expect(resumed.recorded.last == "push")
+        #expect(try restarted.store.storedFile(sha256: document.sha256)?.state == .uploaded)
+        #expect(try restarted.store.storedFile(sha256: photo.sha256)?.state == .uploaded)
+
+        // Another device of the same user pulls the receipt and asks for its files.
+        let tablet = try FileTestStore(clock: ManualClock(Date()))
+        let tabletTransport = FlakyFileTransport(transport("tablet-1"))
+        let tabletEngine = engine(tablet.store, tabletTransport)
+        guard case .succeeded = await tabletEngine.syncNow() else {
+            Issue.record("the tablet's sync failed")
+            return
+        }
+        let receipt = try #require(try tablet.store.fetch(Receipt.self, id: "r-1"))
+        #expect(receipt.document == document)
+        let url = try await tabletEngine.file(for: try #require(receipt.document))
+        #expect(try Data(contentsOf: url) == bytes)
+        #expect(tabletTransport.recorded.filter { $0.hasPrefix("GET") } == ["GET 0-1048575", "GET 1048576-2097151", "GET 2097152-2499999"])
+        #expect(try tablet.store.storedFile(sha256: document.sha256)?.state == .cached)
+        #expect(try await tabletEngine.file(for: document) == url)
+        #expect(tabletTransport.recorded.filter { $0.hasPrefix("GET") }.count == 3)
+
+        // The same bytes written again on the tablet: the server holds them, nothing is sent.
+        let again = try tablet.store.importFile(bytes, contentType: "application/pdf")
+        try tablet.store.create(Receipt(id: "r-2", title: "Hotel, copy", document: again))
+        guard case .succeeded(let copies, _) = await tabletEngine.syncNow() else {
+            Issue.record("the tablet's second sync failed")
+            return
+        }
+        #expect(copies == 1)
+        #expect(!tabletTransport.recorded.contains { $0.hasPrefix("PATCH") })
     }
 
     @Test(

@@ -137,6 +137,28 @@ struct FileTransferTests {
         #expect(progress.contains { $0.fileBytesTotal == 1_500 && $0.fileBytesSent == 1_500 })
     }
 
+    @Test("an automatic sync stops uploading when the day's data budget is used: the upload keeps its offset, the write stays queued")
+    func dataBudgetStopsUploads() async throws {
+        let device = try FileTestStore()
+        let (document, _) = try writeReceipt(device.store, size: 2_500)
+        let server = FakeFileTransport()
+        var configuration = SyncEngineConfiguration(scopes: [], retriesAutomatically: false, usesLiveChannel: false)
+        configuration.fileChunkBytes = 1_000
+        let engine = SyncEngine(store: device.store, transport: server, configuration: configuration)
+        try await engine.setPreferences(SyncPreferences(dailyAutomaticDataBudget: 1_500))
+        await engine.appDidBecomeActive()
+        #expect(server.calls == ["POST", "PATCH u1 0+1000"])
+        #expect(try device.store.storedFile(sha256: document.sha256)?.acknowledgedOffset == 1_000)
+        #expect(try device.store.outboxCounts().unsent == 1)
+        // The user asks: not counted, so it all goes.
+        guard case .succeeded(let pushed, _) = await engine.syncNow() else {
+            Issue.record("the manual sync failed")
+            return
+        }
+        #expect(pushed == 1)
+        #expect(server.calls.suffix(4) == ["HEAD u1", "PATCH u1 1000+1000", "PATCH u1 2000+500", "push 1"])
+    }
+
     @Test("a file the server refuses (quota) holds the writes that name it: nothing is pushed, the reason is on the file")
     func refusedFileHoldsItsWrite() async throws {
         let device = try FileTestStore()
