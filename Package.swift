@@ -397,6 +397,8 @@ let package = Package(
                 "OutpostTestSupport",
                 "InspectionServer", "InspectionContracts", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The SHA-256 of the photos the tests upload.
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "examples/inspections/Tests",
             swiftSettings: strictSwift

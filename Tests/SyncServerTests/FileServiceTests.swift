@@ -265,5 +265,18 @@ struct FileServiceTests {
         await #expect(throws: ServiceError.self) { _ = try await h.service.readable(kept.sha256, identity: Self.alice) }
         #expect(try await h.blobs.size(of: BlobKey(tenant: Self.tenant, sha256: kept.sha256)) == nil)
         #expect(try await h.blobs.stagedLength(upload: id) == 0)
+
+        // A file a row names stays, however old.
+        let named = try await h.upload(Self.bytes(1_000, seed: 4), as: Self.alice)
+        _ = try await h.rows.storage.write { transaction in
+            try await transaction.serverTableQuery(
+                """
+                INSERT INTO "file_references" ("tenant", "table_name", "row_id", "field_name", "sha256", "scope_key")
+                VALUES (?, 'incidents', 'i-1', 'photo', ?, 'ops:team:t-1') RETURNING "sha256"
+                """, [.text(Self.tenant), .text(named.sha256)])
+        }
+        let later = h.rows.clock.now().millisecondsSince1970 + 1
+        #expect(try await h.service.collect(abandonedBefore: later, unreferencedBefore: later, limit: 10).files == 0)
+        #expect(try await h.read(named, as: Self.alice) == Self.bytes(1_000, seed: 4))
     }
 }

@@ -51,7 +51,7 @@ enum FileReferenceTriggers {
                     "DELETE FROM \"\(Self.table)\" WHERE \"tenant\" = OLD.\"_tenant_id\" AND \"table_name\" = '\(name)' AND \"row_id\" = CAST(OLD.\(pk) AS TEXT);"
                 let clearNew =
                     "DELETE FROM \"\(Self.table)\" WHERE \"tenant\" = NEW.\"_tenant_id\" AND \"table_name\" = '\(name)' AND \"row_id\" = CAST(NEW.\(pk) AS TEXT);"
-                let record = fields.map { field in
+                let record: String = fields.map { field -> String in
                     let f = SubscriptionPlan.quoted(field)
                     return """
                         INSERT INTO "\(Self.table)" \(columns)
@@ -69,7 +69,7 @@ enum FileReferenceTriggers {
                 statements.append("CREATE TRIGGER \"\(triggerPrefix)\(table)_delete\" AFTER DELETE ON \(t) FOR EACH ROW BEGIN\n\(forget)\nEND")
             case .postgres:
                 let function = "\(triggerPrefix)\(table)"
-                let record = fields.map { field in
+                let record: String = fields.map { field -> String in
                     let f = SubscriptionPlan.quoted(field)
                     return """
                         IF NEW.\(f) IS NOT NULL AND (NEW.\(f)::text::json ->> 'sha256') IS NOT NULL THEN

@@ -66,6 +66,17 @@ extension ContractRegistry {
             checksum: "62c37979aa3b1d1276488a28d97040b053e4045d0fbc1a1eeaa6a7d4ccb17f3d"
         ),
         ContractMigration(
+            identifier: "findings.v2.migrate",
+            contract: "Finding",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "findings" ADD COLUMN "photo" TEXT
+                """#,
+            ],
+            checksum: "6fdacba471849c453d78752e98ec974be0cf588885ab0e009afbe83baa6c44af"
+        ),
+        ContractMigration(
             identifier: "inspections.v1.create",
             contract: "Inspection",
             version: 1,

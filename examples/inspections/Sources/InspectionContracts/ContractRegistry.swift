@@ -87,7 +87,7 @@ public enum ContractRegistry: ContractSchema {
         ]
     )
 
-    /// `Finding` version 1, from `contracts/entities/finding.yaml`.
+    /// `Finding` version 2, from `contracts/entities/finding.yaml`.
     public static let finding = EntityDescriptor(
         name: "Finding",
         swiftName: "Finding",
@@ -99,7 +99,7 @@ public enum ContractRegistry: ContractSchema {
         tombstones: true,
         retentionSeconds: nil,
         priority: .normal,
-        currentVersion: 1,
+        currentVersion: 2,
         oldestSupported: 1,
         primaryKey: "id",
         versionField: "revision",
@@ -112,6 +112,7 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "description", kind: .string, isOptional: true, maxLength: 4000),
             FieldDescriptor(name: "severity", kind: .enumeration(values: ["low", "medium", "high", "critical"], fallback: "high"), defaultValue: .string("medium")),
             FieldDescriptor(name: "corrective_action", kind: .string, isOptional: true, maxLength: 2000),
+            FieldDescriptor(name: "photo", kind: .file, isOptional: true, since: 2, maxBytes: 25000000, contentTypes: ["image/jpeg", "image/png", "image/heic"]),
             FieldDescriptor(name: "revision", kind: .int, isVersionField: true),
         ],
         localFields: [],
@@ -133,6 +134,18 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "description", currentName: "description"),
                 KnownField(wireName: "severity", currentName: "severity"),
                 KnownField(wireName: "corrective_action", currentName: "corrective_action"),
+                KnownField(wireName: "revision", currentName: "revision"),
+            ],
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "team_id", currentName: "team_id"),
+                KnownField(wireName: "inspection_id", currentName: "inspection_id"),
+                KnownField(wireName: "item_id", currentName: "item_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "description", currentName: "description"),
+                KnownField(wireName: "severity", currentName: "severity"),
+                KnownField(wireName: "corrective_action", currentName: "corrective_action"),
+                KnownField(wireName: "photo", currentName: "photo"),
                 KnownField(wireName: "revision", currentName: "revision"),
             ],
         ]

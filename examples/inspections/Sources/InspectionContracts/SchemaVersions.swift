@@ -6,7 +6,7 @@ public let CURRENT_CHECKLIST_ITEM_SCHEMA = 1
 public let OLDEST_SUPPORTED_CHECKLIST_ITEM_SCHEMA = 1
 
 /// The `Finding` schema version this build reads and writes.
-public let CURRENT_FINDING_SCHEMA = 1
+public let CURRENT_FINDING_SCHEMA = 2
 /// The oldest `Finding` schema version still supported; older rows are purged and re-fetched.
 public let OLDEST_SUPPORTED_FINDING_SCHEMA = 1
 

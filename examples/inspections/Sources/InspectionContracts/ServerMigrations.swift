@@ -86,6 +86,17 @@ extension ContractRegistry {
             checksum: "3e12ce210e58f2a5993a1ab3847220d051968e5f14bed0e71b32eb5b54d29343"
         ),
         ContractMigration(
+            identifier: "findings.v2.migrate",
+            contract: "Finding",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "findings" ADD COLUMN "photo" TEXT
+                """#,
+            ],
+            checksum: "6fdacba471849c453d78752e98ec974be0cf588885ab0e009afbe83baa6c44af"
+        ),
+        ContractMigration(
             identifier: "inspections.v1.create",
             contract: "Inspection",
             version: 1,

@@ -86,6 +86,17 @@ extension ContractRegistry {
             checksum: "98dada51cdeaf3e07ae543417143366da30f42395c40952bfbb8b0bf48cc22c8"
         ),
         ContractMigration(
+            identifier: "findings.v2.migrate",
+            contract: "Finding",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "findings" ADD COLUMN "photo" TEXT
+                """#,
+            ],
+            checksum: "6fdacba471849c453d78752e98ec974be0cf588885ab0e009afbe83baa6c44af"
+        ),
+        ContractMigration(
             identifier: "inspections.v1.create",
             contract: "Inspection",
             version: 1,

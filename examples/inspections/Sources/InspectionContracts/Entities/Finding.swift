@@ -6,7 +6,7 @@ public import ContractRuntime
 ///
 /// A push carries the revision it was based on; a stale revision comes back conflicted with the server's row, and the inspector keeps theirs, takes the server's or merges the two.
 ///
-/// - Remark: Generated from entity `Finding` version 1 (`contracts/entities/finding.yaml`).
+/// - Remark: Generated from entity `Finding` version 2 (`contracts/entities/finding.yaml`).
 public struct Finding: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
@@ -28,6 +28,11 @@ public struct Finding: ContractEntity, PatchableEntity {
     /// At most 2000 characters.
     public var correctiveAction: String?
 
+    /// A photo of the defect, uploaded before the finding is pushed and downloaded by a device that opens it.
+    ///
+    /// Since version 2. A file of at most 25MB, of type `image/jpeg`, `image/png`, `image/heic`.
+    public var photo: FileReference?
+
     /// Raised by the server on every accepted change.
     ///
     /// Version field.
@@ -42,6 +47,7 @@ public struct Finding: ContractEntity, PatchableEntity {
         description: String? = nil,
         severity: Severity = .medium,
         correctiveAction: String? = nil,
+        photo: FileReference? = nil,
         revision: Int64
     ) {
         self.id = id
@@ -52,6 +58,7 @@ public struct Finding: ContractEntity, PatchableEntity {
         self.description = description
         self.severity = severity
         self.correctiveAction = correctiveAction
+        self.photo = photo
         self.revision = revision
     }
 
@@ -80,6 +87,7 @@ public struct Finding: ContractEntity, PatchableEntity {
         case description(String?)
         case severity(Severity)
         case correctiveAction(String?)
+        case photo(FileReference?)
         case revision(Int64)
 
         /// The field's wire name.
@@ -92,6 +100,7 @@ public struct Finding: ContractEntity, PatchableEntity {
             case .description: return "description"
             case .severity: return "severity"
             case .correctiveAction: return "corrective_action"
+            case .photo: return "photo"
             case .revision: return "revision"
             }
         }
@@ -106,6 +115,7 @@ public struct Finding: ContractEntity, PatchableEntity {
             case .description(let value): return try JSONValue(encoding: value)
             case .severity(let value): return try JSONValue(encoding: value)
             case .correctiveAction(let value): return try JSONValue(encoding: value)
+            case .photo(let value): return try JSONValue(encoding: value)
             case .revision(let value): return try JSONValue(encoding: value)
             }
         }
@@ -120,6 +130,7 @@ public struct Finding: ContractEntity, PatchableEntity {
         case description
         case severity
         case correctiveAction = "corrective_action"
+        case photo
         case revision
     }
 
@@ -134,6 +145,7 @@ public struct Finding: ContractEntity, PatchableEntity {
         description = try container.decodeIfPresent(String.self, forKey: .description)
         severity = try container.decodeIfPresent(Severity.self, forKey: .severity) ?? .medium
         correctiveAction = try container.decodeIfPresent(String.self, forKey: .correctiveAction)
+        photo = try container.decodeIfPresent(FileReference.self, forKey: .photo)
         revision = try container.decode(Int64.self, forKey: .revision)
     }
 
@@ -147,6 +159,7 @@ public struct Finding: ContractEntity, PatchableEntity {
         try container.encodeIfPresent(description, forKey: .description)
         try container.encode(severity, forKey: .severity)
         try container.encodeIfPresent(correctiveAction, forKey: .correctiveAction)
+        try container.encodeIfPresent(photo, forKey: .photo)
         try container.encode(revision, forKey: .revision)
     }
 

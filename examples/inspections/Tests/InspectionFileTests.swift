@@ -1,0 +1,107 @@
+import ContractRuntime
+import Crypto
+import Foundation
+import InspectionContracts
+import OutpostTestSupport
+import SyncProtocol
+import SyncServer
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A finding's photo (`Finding.photo`, a `file` field) on a real server of the example's own
+/// contracts, on each storage, over loopback HTTP: a push naming a photo the server lacks is
+/// refused whole; once uploaded, the finding is taken and every member of the crew may download
+/// the photo, while anyone else (who knows its hash) gets 404; housekeeping keeps a photo a row
+/// names.
+@Suite struct InspectionFileTests {
+    static let crew = InspectionServerHarness.crew
+
+    /// `method path` with `headers` and a raw body; the status, the headers and the body.
+    static func request(
+        _ server: InspectionServerHarness, _ method: String, _ path: String, token: String, headers: [String: String] = [:], body: Data? = nil
+    ) async throws -> (status: Int, headers: [String: String], body: Data) {
+        var request = URLRequest(url: URL(string: path, relativeTo: server.url)!)
+        request.httpMethod = method
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        request.httpBody = body
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as? HTTPURLResponse
+        var fields: [String: String] = [:]
+        for (name, value) in http?.allHeaderFields ?? [:] { fields["\(name)".lowercased()] = "\(value)" }
+        return (http?.statusCode ?? 0, fields, data)
+    }
+
+    static func push(_ server: InspectionServerHarness, token: String, photo: FileReference) async throws -> (status: Int, body: Data) {
+        let mutation = Mutation(
+            seq: 1, clientMutationId: "01J0000000000000000000F001", entity: "Finding", op: .create, id: "finding-1",
+            payload: .object([
+                "id": .string("finding-1"), "team_id": .string(crew), "inspection_id": .string("insp-1"), "title": .string("Cracked weld"),
+                "severity": .string("high"), "revision": .int(0), "photo": photo.json,
+            ]))
+        let body = try JSONEncoder().encode(PushRequest(clientId: "tablet-a-stream", schema: ["Finding": 2], mutations: [mutation]))
+        let answer = try await request(server, "POST", "/sync/v1/push", token: token, headers: ["Content-Type": "application/json"], body: body)
+        return (answer.status, answer.body)
+    }
+
+    @Test(arguments: StorageKind.allCases)
+    func aFindingsPhotoTravelsApartFromItsRow(storage: StorageKind) async throws {
+        try await InspectionServerHarness.run(on: storage) { server in
+            let bytes = Data((0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+            let photo = try FileReference(
+                sha256: SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined(), byteCount: Int64(bytes.count),
+                contentType: "image/jpeg", name: "weld.jpg")
+            let a = server.token(user: "inspector-a", device: "tablet-a")
+            let b = server.token(user: "inspector-b", device: "tablet-b")
+            let visitor = server.token(user: "visitor", device: "phone-v")
+
+            // The photo is not on the server: the push is refused whole, naming it.
+            let early = try await Self.push(server, token: a, photo: photo)
+            #expect(early.status == 409, "\(String(decoding: early.body, as: UTF8.self))")
+            let refusal = try JSONDecoder().decode(ErrorBody.self, from: early.body).error
+            #expect(refusal.code == .fileMissing && refusal.details == .object(["files": .array([.string(photo.sha256)])]))
+
+            // Uploaded in two pieces, then the same push is taken.
+            let declared = try await Self.request(
+                server, "POST", FileRoutes.files, token: a, headers: ["Content-Type": "application/json"],
+                body: try JSONEncoder().encode(FileUploadRequest(photo)))
+            #expect(declared.status == 201)
+            let upload = try #require(try JSONDecoder().decode(FileUploadAnswer.self, from: declared.body).uploadID)
+            for (offset, part) in [(0, bytes.prefix(25_000)), (25_000, bytes.suffix(from: 25_000))] {
+                let sent = try await Self.request(
+                    server, "PATCH", FileRoutes.upload(upload), token: a,
+                    headers: ["Content-Type": FileRoutes.offsetContentType, FileRoutes.uploadOffset: String(offset)], body: Data(part))
+                #expect(sent.status == 204)
+            }
+            let taken = try await Self.push(server, token: a, photo: photo)
+            #expect(taken.status == 200, "\(String(decoding: taken.body, as: UTF8.self))")
+            #expect(try JSONDecoder().decode(PushResponse.self, from: taken.body).results.map(\.status) == [.applied])
+
+            // The crew's other inspector may read it (a row of the crew names it); a visitor may not.
+            let downloaded = try await Self.request(server, "GET", FileRoutes.file(photo.sha256), token: b)
+            #expect(downloaded.status == 200 && downloaded.body == bytes)
+            let ranged = try await Self.request(server, "GET", FileRoutes.file(photo.sha256), token: b, headers: ["Range": "bytes=39000-"])
+            #expect(ranged.status == 206 && ranged.body == bytes.suffix(from: 39_000))
+            let stranger = try await Self.request(server, "GET", FileRoutes.file(photo.sha256), token: visitor)
+            #expect(stranger.status == 404)
+            // Naming it does not lend it: the visitor must send the bytes.
+            let claimed = try await Self.request(
+                server, "POST", FileRoutes.files, token: visitor, headers: ["Content-Type": "application/json"],
+                body: try JSONEncoder().encode(FileUploadRequest(photo)))
+            #expect(claimed.status == 201)
+
+            // The row pulled by the other inspector carries the reference, not the bytes.
+            let pulled = try await Self.request(server, "GET", "/sync/v1/pull?scope=crew", token: b)
+            let page = try PullResponse(json: pulled.body)
+            let row = try #require(page.upserts["Finding"]?.first)
+            guard case .object(let fields) = row else { throw ExpectationFailedError() }
+            #expect(try FileReference(json: fields["photo"] ?? .null) == photo)
+            #expect(pulled.body.count < bytes.count)
+        }
+    }
+
+    struct ExpectationFailedError: Error {}
+}
