@@ -159,6 +159,25 @@ struct FileTransferTests {
         #expect(server.calls.suffix(4) == ["HEAD u1", "PATCH u1 1000+1000", "PATCH u1 2000+500", "push 1"])
     }
 
+    @Test("a push answered file_missing (the server lost a file the device thought uploaded): the file is declared again, then the write goes")
+    func fileMissingDeclaresAgain() async throws {
+        let device = try FileTestStore()
+        let (document, bytes) = try writeReceipt(device.store, size: 1_500)
+        try device.store.recordUploaded(sha256: document.sha256)
+        let server = FakeFileTransport()
+        var configuration = SyncEngineConfiguration(scopes: [], retriesAutomatically: false, usesLiveChannel: false)
+        configuration.fileChunkBytes = 1_000
+        let engine = SyncEngine(store: device.store, transport: server, configuration: configuration)
+        guard case .succeeded(let pushed, _) = await engine.syncNow() else {
+            Issue.record("the sync failed")
+            return
+        }
+        #expect(pushed == 1)
+        #expect(server.calls == ["push 1", "POST", "PATCH u1 0+1000", "PATCH u1 1000+500", "push 1"])
+        #expect(server.files[document.sha256] == bytes)
+        #expect(try device.store.storedFile(sha256: document.sha256)?.state == .uploaded)
+    }
+
     @Test("a file the server refuses (quota) holds the writes that name it: nothing is pushed, the reason is on the file")
     func refusedFileHoldsItsWrite() async throws {
         let device = try FileTestStore()

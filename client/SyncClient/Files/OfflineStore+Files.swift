@@ -456,6 +456,29 @@ extension OfflineStore {
         return try filesWaitingToUpload().filter { hashes.contains($0.reference.sha256) }
     }
 
+    /// After a push answered `file_missing`: the files `mutations` name that the store holds
+    /// wait to upload again (a `POST` answers `stored` when the server has them after all).
+    package func declareFilesAgain(namedBy mutations: [Mutation]) throws(OfflineStoreError) {
+        var hashes: Set<String> = []
+        for mutation in mutations {
+            let fields = contracts.entity(named: mutation.entity)?.fields ?? contracts.event(named: mutation.entity)?.fields ?? []
+            guard case .object(let payload)? = mutation.payload else { continue }
+            for reference in Self.fileReferences(in: payload, fields: fields) { hashes.insert(reference.sha256) }
+        }
+        guard !hashes.isEmpty else { return }
+        let held = hashes.filter { FileManager.default.fileExists(atPath: fileURL(sha256: $0).path) }
+        try write { db in
+            for sha in held {
+                try db.execute(
+                    sql: """
+                        UPDATE "files" SET "state" = 'waiting', "upload_id" = NULL, "acknowledged_offset" = 0
+                        WHERE "sha256" = ? AND "state" != 'waiting'
+                        """,
+                    arguments: [sha])
+            }
+        }
+    }
+
     /// Records where an upload stands: its id and the bytes the server acknowledged.
     package func recordUploadProgress(sha256: String, uploadID: String?, offset: Int64) throws(OfflineStoreError) {
         try write { db in

@@ -587,6 +587,7 @@ public actor SyncEngine {
         var gapRetries = 0
         var holds = 0
         var signatureRetries = 0
+        var fileRetries = 0
         // The files the writes name go first (an entry is never pushed before its files); an
         // automatic sync stops sending when its data budget is used.
         var budgetLeft: Int?
@@ -622,6 +623,13 @@ public actor SyncEngine {
                 {
                     gapRetries += 1
                     do { try store.resetPushSequence(serverLastSeq: lastSeq) } catch { throw .store(error) }
+                    continue
+                }
+                // The server does not hold a file the batch names (lost, or this identity may not
+                // name it): its files are declared again before the batch goes once more.
+                if case .http(409, let body?, _) = error, body.error.code == .fileMissing, fileRetries < 1 {
+                    fileRetries += 1
+                    do { try store.declareFilesAgain(namedBy: request.mutations) } catch { throw .store(error) }
                     continue
                 }
                 // The server does not hold this device's key (any more): register it again, once.
