@@ -174,10 +174,7 @@ struct FileEndToEndTests {
     }
 
     @Test(
-        "a receipt's files go up in chunks before the receipt, resuming after a lost connection; another device downloads and checks them",
-        .disabled(
-            "until the server installs its file-reference triggers on SQLite (FileReferenceTriggers builds them as GRDB SQL values: near \"SQL\": syntax error)"
-        ))
+        "a receipt's files go up in chunks before the receipt, resuming after a lost connection; another device downloads and checks them")
     func uploadThenDownload() async throws {
         try await LiveServer.run(contracts: FileContracts.self) { server in
             try await receiptRoundTrip { server.transport($0) }
@@ -185,10 +182,7 @@ struct FileEndToEndTests {
     }
 
     @Test(
-        "the same, against the server on PostgreSQL",
-        .disabled(
-            "until the server installs its file-reference triggers on PostgreSQL (FileReferenceTriggers builds them as GRDB SQL values: trailing junk after parameter)"
-        ))
+        "the same, against the server on PostgreSQL")
     func uploadThenDownloadOnPostgres() async throws {
         try await PostgresFileServer.run { transport in try await receiptRoundTrip(transport) }
     }
