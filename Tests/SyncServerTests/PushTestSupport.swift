@@ -190,6 +190,7 @@ struct PushFailingStorage: SyncStorage {
     let failAfter: Int
     var auditKey: AuditKey { base.auditKey }
     var contracts: ContractCatalog { base.contracts }
+    var defaultBlobStore: any BlobStore { base.defaultBlobStore }
 
     struct Crash: Error {}
 

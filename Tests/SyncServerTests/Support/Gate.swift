@@ -47,6 +47,7 @@ struct GatedStorage: SyncStorage {
     let release: Gate
     var auditKey: AuditKey { base.auditKey }
     var contracts: ContractCatalog { base.contracts }
+    var defaultBlobStore: any BlobStore { base.defaultBlobStore }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) async throws -> T) async throws -> T {
         let reached = reached, release = release

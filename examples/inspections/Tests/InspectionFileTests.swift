@@ -104,4 +104,47 @@ import Testing
     }
 
     struct ExpectationFailedError: Error {}
+
+    /// Uploads `bytes` as `token`'s user in one piece; their reference.
+    static func upload(_ bytes: Data, _ server: InspectionServerHarness, token: String) async throws -> FileReference {
+        let reference = try FileReference(
+            sha256: SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined(), byteCount: Int64(bytes.count), contentType: "image/png")
+        let declared = try await request(
+            server, "POST", FileRoutes.files, token: token, headers: ["Content-Type": "application/json"],
+            body: try JSONEncoder().encode(FileUploadRequest(reference)))
+        let upload = try #require(try JSONDecoder().decode(FileUploadAnswer.self, from: declared.body).uploadID)
+        let sent = try await request(
+            server, "PATCH", FileRoutes.upload(upload), token: token,
+            headers: ["Content-Type": FileRoutes.offsetContentType, FileRoutes.uploadOffset: "0"], body: bytes)
+        #expect(sent.status == 204)
+        return reference
+    }
+
+    /// An inspector's export lists the files they uploaded; their erasure deletes those no row
+    /// names, while the photo a crew's finding names stays for the crew.
+    @Test(arguments: StorageKind.allCases)
+    func exportAndErasure(storage: StorageKind) async throws {
+        try await InspectionServerHarness.run(on: storage) { server in
+            let a = server.token(user: "inspector-a", device: "tablet-a")
+            let b = server.token(user: "inspector-b", device: "tablet-b")
+            let office = server.token(user: "office", device: "console", isAdmin: true)
+            let photo = try await Self.upload(Data(repeating: 1, count: 3_000), server, token: a)
+            let draft = try await Self.upload(Data(repeating: 2, count: 2_000), server, token: a)
+            let pushed = try await Self.push(server, token: a, photo: photo)
+            #expect(pushed.status == 200)
+
+            let export = try await server.send("GET", "/admin/v1/users/inspector-a/export", token: office)
+            #expect(export.status == 200)
+            let fileLines = export.body.split(separator: "\n").filter { $0.contains(#""type":"file""#) }
+            #expect(fileLines.count == 2 && fileLines.contains { $0.contains(photo.sha256) } && fileLines.contains { $0.contains(draft.sha256) })
+
+            let erased = try await server.send("DELETE", "/admin/v1/users/inspector-a", token: office)
+            #expect(erased.status == 200, "\(erased.body)")
+            #expect(erased.body.contains(#""files_deleted":1"#), "\(erased.body)")
+            let kept = try await Self.request(server, "GET", FileRoutes.file(photo.sha256), token: b)
+            #expect(kept.status == 200 && kept.body == Data(repeating: 1, count: 3_000))
+            let admin = try await Self.request(server, "GET", FileRoutes.file(draft.sha256), token: office)
+            #expect(admin.status == 404, "the draft no row named is gone")
+        }
+    }
 }

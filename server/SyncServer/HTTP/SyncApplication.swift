@@ -52,15 +52,13 @@ public struct ServerEnvironment: Sendable {
     /// Test-only pauses (`OUTPOST_FAULT_DELAY_MS`), for crash tests that kill the server at a
     /// chosen point; none by default.
     package var faultPauses = FaultPauses.none
-    /// Where the bytes of files rows name live (``BlobStore``); `nil`: on PostgreSQL, chunks in
-    /// the database (every process sees them), on SQLite a `files` folder beside the assets'.
+    /// Where the bytes of files rows name live (``BlobStore``); `nil`: the storage's own
+    /// (``SyncStorage/defaultBlobStore``).
     package var blobs: (any BlobStore)?
 
     /// The blob store the file routes use (``blobs``, or the storage's default).
     package var fileBlobs: any BlobStore {
-        if let blobs { return blobs }
-        if storage.engine is PostgresStorage { return DatabaseBlobStore(storage: storage.engine) }
-        return FileSystemBlobStore(directory: assets.directory.deletingLastPathComponent().appendingPathComponent("files", isDirectory: true))
+        blobs ?? storage.engine.defaultBlobStore
     }
 
     public init(

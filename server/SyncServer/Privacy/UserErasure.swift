@@ -17,6 +17,8 @@ import Foundation
 /// - the user leaves every team, and the erasure is recorded: every token of the user issued
 ///   until now, or dated up to ``TokenSigner/issuedAtLeeway`` after it (an issuer's clock ahead
 ///   of the server's), is refused with `410 user_erased`, which tells the device to wipe its store;
+/// - the user's file uploads under way and their grants go, and the files they uploaded that
+///   no row names once the rows above are erased are deleted, their bytes after the commit;
 /// - the erasure itself is audited (who asked, and how much was erased; no personal data).
 ///
 /// What stays: the user's id where it names an actor (audit entries, the push streams'
@@ -44,6 +46,9 @@ public struct UserErasure: Sendable {
         public var pushResultsDeleted: Int
         /// Audit entries whose details became unreadable.
         public var auditDetailsErased: Int
+        /// Files the user uploaded that no row names any more, deleted with their bytes (files a
+        /// team's rows still name stay, with the team's records).
+        public var filesDeleted: Int = 0
         /// Seconds since 1970.
         public var erasedAt: Int64
 
@@ -54,6 +59,7 @@ public struct UserErasure: Sendable {
             case eventsDeleted = "events_deleted"
             case pushResultsDeleted = "push_results_deleted"
             case auditDetailsErased = "audit_details_erased"
+            case filesDeleted = "files_deleted"
             case erasedAt = "erased_at"
         }
     }
@@ -82,8 +88,9 @@ public struct UserErasure: Sendable {
         guard !tenant.isEmpty, !userID.isEmpty else { throw .malformed("an erasure names a tenant and a user") }
         let now = clock.now()
         let contracts = storage.contracts
-        return try await ServiceError.catchingStorageFailures {
-            try await storage.write { transaction in
+        let storage = self.storage
+        let (report, uploads, files) = try await ServiceError.catchingStorageFailures {
+            try await storage.write { transaction -> (Report, [String], [BlobKey]) in
                 let devices = try await transaction.clients(tenant: tenant, ownedBy: userID).compactMap(\.owner?.deviceID)
                 let scopes = Self.ownedScopes(tenant: tenant, userID: userID, devices: devices, contracts: contracts)
                 var report = Report(
@@ -111,8 +118,11 @@ public struct UserErasure: Sendable {
                     "DELETE FROM device_census WHERE tenant = ? AND user_id = ? RETURNING device_id", [.text(tenant), .text(userID)])
                 // The user's devices' public keys: a re-enrolled device registers again.
                 _ = try await DeviceKeyStore.deleteKeys(tenant: tenant, userID: userID, in: transaction)
+                let (uploads, files) = try await Self.eraseFiles(tenant: tenant, userID: userID, in: transaction)
+                report.filesDeleted = files.count
                 let held = try await transaction.identityState(tenant: tenant, userID: userID, deviceID: "")
-                let erasedNothing = report.rowsErased + report.eventsDeleted + report.pushResultsDeleted + report.auditDetailsErased == 0
+                let erasedNothing =
+                    report.rowsErased + report.eventsDeleted + report.pushResultsDeleted + report.auditDetailsErased + report.filesDeleted == 0
                 if erasedNothing, held.teams.isEmpty, devices.isEmpty || held.erasedAt != nil {
                     // Nothing of the name is held (a typo, another tenant's user), or nothing
                     // arrived since its erasure: say so, and record nothing, rather than report
@@ -128,9 +138,35 @@ public struct UserErasure: Sendable {
                         detail: CanonicalJSON.text(Self.auditDetail(report))
                     )
                 )
-                return report
+                return (report, uploads, files)
             }
         }
+        // The bytes once the records are gone: a failure here leaves bytes no record names,
+        // never a record whose bytes are gone.
+        let blobs = storage.defaultBlobStore
+        for upload in uploads { try? await blobs.discard(upload: upload) }
+        for file in files { try? await blobs.delete(file) }
+        return report
+    }
+
+    /// Deletes the user's uploads under way, their grants, and the files they uploaded that no
+    /// row names; the uploads' ids and the files' keys, whose bytes go after the commit.
+    static func eraseFiles(tenant: String, userID: String, in transaction: any StorageTransaction) async throws -> ([String], [BlobKey]) {
+        typealias Table = EngineNames.ServerTable
+        let uploads = try await transaction.serverTableQuery(
+            "DELETE FROM \"\(Table.fileUploads.rawValue)\" WHERE \"tenant\" = ? AND \"user_id\" = ? RETURNING \"id\"", [.text(tenant), .text(userID)]
+        ).compactMap { $0.text("id") }
+        _ = try await transaction.serverTableQuery(
+            "DELETE FROM \"\(Table.fileGrants.rawValue)\" WHERE \"tenant\" = ? AND \"user_id\" = ? RETURNING \"sha256\"",
+            [.text(tenant), .text(userID)])
+        let files = try await transaction.serverTableQuery(
+            """
+            DELETE FROM "\(Table.files.rawValue)" WHERE "tenant" = ? AND "uploaded_by" = ? AND NOT EXISTS (
+                SELECT 1 FROM "\(Table.fileReferences.rawValue)" r WHERE r."tenant" = "\(Table.files.rawValue)"."tenant" AND r."sha256" = "\(Table.files.rawValue)"."sha256")
+            RETURNING "sha256"
+            """, [.text(tenant), .text(userID)]
+        ).compactMap { $0.text("sha256").map { BlobKey(tenant: tenant, sha256: $0) } }
+        return (uploads, files)
     }
 
     /// The scopes a user owns: those whose key the identity alone fills and that name the user
@@ -219,7 +255,7 @@ public struct UserErasure: Sendable {
         .object([
             "scopes": .array(report.scopes.map(JSONValue.string)), "rows_erased": .int(Int64(report.rowsErased)),
             "events_deleted": .int(Int64(report.eventsDeleted)), "push_results_deleted": .int(Int64(report.pushResultsDeleted)),
-            "audit_details_erased": .int(Int64(report.auditDetailsErased)),
+            "audit_details_erased": .int(Int64(report.auditDetailsErased)), "files_deleted": .int(Int64(report.filesDeleted)),
         ])
     }
 }

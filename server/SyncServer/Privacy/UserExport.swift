@@ -10,6 +10,8 @@ public import Foundation
 /// - `revocation`: each revocation of the user or of one of their devices;
 /// - `row`: each live row of every scope the user owns, in its contract's current version;
 /// - `event`: each event the user sent, in any scope, and every event of the scopes they own;
+/// - `file`: each file the user uploaded (its hash, size, type, when it was stored, and the
+///   path its bytes are read from), after their devices' keys;
 /// - `audit`: each audit entry the user's identity wrote, with its detail in clear (`null`
 ///   with `detail_erased` once erased).
 ///
@@ -159,6 +161,32 @@ public struct UserExport: Sendable {
         // The public keys the user's devices registered, which the audit names their signed writes by.
         for deviceKey in try await storage.read({ try await DeviceKeyStore.keys(tenant: tenant, userID: userID, in: $0) }) {
             try await write("device_key", deviceKey)
+        }
+
+        // The files the user uploaded, by hash, in pages; their bytes are at `path` for a token
+        // that may read them (each file whole would not fit a line).
+        var lastFile = ""
+        while true {
+            let after = lastFile
+            let files = try await storage.read { reader in
+                try await reader.serverTableQuery(
+                    """
+                    SELECT "sha256", "size", "content_type", "stored_at" FROM "\(EngineNames.ServerTable.files.rawValue)"
+                    WHERE "tenant" = ? AND "uploaded_by" = ? AND "sha256" > ? ORDER BY "sha256" LIMIT 500
+                    """, [.text(tenant), .text(userID), .text(after)])
+            }
+            for file in files {
+                guard let hash = file.text("sha256") else { continue }
+                try await write(
+                    "file",
+                    [
+                        "sha256": .string(hash), "size": .int(file.integer("size") ?? 0), "content_type": .string(file.text("content_type") ?? ""),
+                        "stored_at": .string(Timestamp(millisecondsSince1970: file.integer("stored_at") ?? 0).iso8601),
+                        "path": .string("/sync/v1/files/\(hash)"),
+                    ])
+                lastFile = hash
+            }
+            if files.count < 500 { break }
         }
 
         var after: Int64 = 0

@@ -579,3 +579,8 @@ private final class LeaseRace<T: Sendable>: Sendable {
         continuation?.resume(with: result)
     }
 }
+
+extension PostgresStorage {
+    /// Chunks in the database, which every server process on it sees.
+    package var defaultBlobStore: any BlobStore { DatabaseBlobStore(storage: self) }
+}

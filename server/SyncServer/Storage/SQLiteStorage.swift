@@ -11,6 +11,8 @@ public final class SQLiteStorage: ServerStorage, SyncStorage {
     public let contracts: ContractCatalog
     public var backend: StorageBackend { StorageBackend(self) }
     private let commitObservers = CommitObservers()
+    /// The data folder: `server.sqlite`, and the `files` folder of the blob store.
+    let directory: URL
 
     /// Opens (creating if needed) `server.sqlite` in `directory` and runs the server's own
     /// migrations and those of `contracts` (a generated registry: `ContractRegistry.self`).
@@ -34,6 +36,7 @@ public final class SQLiteStorage: ServerStorage, SyncStorage {
     /// lock another process holds before the request is answered 503 `storage_unavailable`.
     package init(directory: URL, contracts: ContractCatalog, auditKey: AuditKey?, busyTimeout: TimeInterval) throws {
         self.contracts = contracts
+        self.directory = directory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)
@@ -177,4 +180,11 @@ final class AuditTail {
 private struct UncheckedTransaction: @unchecked Sendable {
     let value: SQLiteTransaction
     init(_ value: SQLiteTransaction) { self.value = value }
+}
+
+extension SQLiteStorage {
+    /// The files of the data folder's `files` folder.
+    package var defaultBlobStore: any BlobStore {
+        FileSystemBlobStore(directory: directory.appendingPathComponent("files", isDirectory: true))
+    }
 }

@@ -43,6 +43,10 @@ package protocol SyncStorage: ServerStorage {
     /// storage (re)starts listening, since commits meanwhile notified nobody here. Called on no
     /// particular thread, never for a rolled-back attempt; an observer must return quickly.
     func observeCommits(_ observer: @escaping @Sendable (CommitNotice) -> Void)
+
+    /// Where the bytes of files live unless the server is given another blob store: the data
+    /// folder's `files` folder with SQLite, chunks in the database with PostgreSQL.
+    var defaultBlobStore: any BlobStore { get }
 }
 
 /// Reads, inside a transaction or a snapshot.
