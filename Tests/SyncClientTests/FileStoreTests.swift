@@ -124,7 +124,9 @@ struct FileStoreTests {
         #expect(device.filesOnDisk().count == 1)
     }
 
-    @Test("copies no write named, and unfinished imports, are deleted when the store opens; discarding an import deletes it at once")
+    @Test(
+        "copies no write named, unfinished imports and week-old partial downloads are deleted when the store opens; discarding an import deletes it at once"
+    )
     func orphanCleanup() throws {
         let device = try FileTestStore()
         let named = try device.store.importFile(sampleBytes(100, seed: 1), contentType: "image/jpeg")
@@ -137,9 +139,17 @@ struct FileStoreTests {
         let staging = device.store.filesDirectory.appendingPathComponent("staging")
         try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true)
         try Data("half".utf8).write(to: staging.appendingPathComponent("x.part"))
+        // Partial downloads: one of yesterday is kept to be resumed, one untouched for 8 days goes.
+        let partials = device.store.filesDirectory.appendingPathComponent("partial")
+        try FileManager.default.createDirectory(at: partials, withIntermediateDirectories: true)
+        for (name, age) in [("recent", 1.0), ("stale", 8.0)] {
+            let url = partials.appendingPathComponent(name)
+            try Data("some bytes".utf8).write(to: url)
+            try FileManager.default.setAttributes([.modificationDate: TestStore.start.addingTimeInterval(-age * 86_400)], ofItemAtPath: url.path)
+        }
 
         let reopened = try device.reopen()
-        #expect(reopened.filesOnDisk() == ["\(named.sha256.prefix(2))/\(named.sha256)"])
+        #expect(reopened.filesOnDisk() == ["\(named.sha256.prefix(2))/\(named.sha256)", "partial/recent"])
         #expect(try reopened.store.localFile(for: named) != nil)
     }
 

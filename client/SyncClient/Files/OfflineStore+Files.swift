@@ -315,12 +315,19 @@ extension OfflineStore {
 
     /// At open: deletes what a killed or failed run left in the files folder, every file no
     /// `files` row records (copies whose write never committed) and unfinished imports. Partial
-    /// downloads stay, to be resumed.
+    /// downloads stay, to be resumed, unless untouched for ``partialDownloadLifetime``.
     func removeOrphanFiles() throws(OfflineStoreError) {
         let manager = FileManager.default
         guard manager.fileExists(atPath: filesDirectory.path) else { return }
         try? manager.removeItem(at: stagingDirectory)
         let held = try read { db in try Set(String.fetchAll(db, sql: #"SELECT "sha256" FROM "files""#)) }
+        let partials = filesDirectory.appendingPathComponent("partial", isDirectory: true)
+        let oldest = now().date.addingTimeInterval(-Self.partialDownloadLifetime)
+        for name in (try? manager.contentsOfDirectory(atPath: partials.path)) ?? [] {
+            let url = partials.appendingPathComponent(name)
+            let modified = (try? manager.attributesOfItem(atPath: url.path)[.modificationDate]) as? Date
+            if modified.map({ $0 < oldest }) ?? true { try? manager.removeItem(at: url) }
+        }
         let folders = (try? manager.contentsOfDirectory(atPath: filesDirectory.path)) ?? []
         for folder in folders where folder.count == 2 {
             let directory = filesDirectory.appendingPathComponent(folder, isDirectory: true)
@@ -329,6 +336,9 @@ extension OfflineStore {
             }
         }
     }
+
+    /// How long a partial download nobody resumed is kept: 7 days.
+    static let partialDownloadLifetime: TimeInterval = 7 * 86_400
 
     // MARK: Reading
 
