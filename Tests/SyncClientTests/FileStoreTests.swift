@@ -99,6 +99,19 @@ struct FileStoreTests {
         #expect(device.filesOnDisk() == [])
     }
 
+    @Test("the storage guard: an import needs twice its size free; without it the import is refused and nothing is copied")
+    func storageGuard() throws {
+        let space = FixedFreeSpace(1_000)
+        let device = try FileTestStore(freeSpace: space)
+        #expect(throws: OfflineStoreError.file(.insufficientSpace(neededBytes: 1_600, availableBytes: 1_000))) {
+            try device.store.importFile(sampleBytes(800), contentType: "image/jpeg")
+        }
+        #expect(device.filesOnDisk() == [])
+        space.value = 1_600
+        let photo = try device.store.importFile(sampleBytes(800), contentType: "image/jpeg")
+        #expect(photo.byteCount == 800)
+    }
+
     @Test("a transaction that names an imported file and then fails leaves neither the row nor the file; one that commits keeps both")
     func transactionRollback() throws {
         let device = try FileTestStore()
