@@ -134,6 +134,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let offsetMismatch = ErrorCode("offset_mismatch")
     /// 413: storing this would take the user or the tenant past its file quota.
     public static let quotaExceeded = ErrorCode("quota_exceeded")
+    /// 422: an uploaded file does not begin as files of its declared content type do (a JPEG
+    /// that is not one); the upload is dropped.
+    public static let contentTypeMismatch = ErrorCode("content_type_mismatch")
     /// The mutation uses a contract version newer than the server's.
     public static let schemaTooNew = ErrorCode("schema_too_new")
     /// The mutation's hybrid clock is further ahead of the server's clock than it allows.

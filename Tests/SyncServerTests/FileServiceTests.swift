@@ -39,7 +39,9 @@ struct FileServiceTests {
 
         /// Declares `bytes` as `identity` and sends them in pieces of `piece` bytes.
         @discardableResult
-        func upload(_ bytes: Data, as identity: DeviceIdentity, piece: Int = 10_000, type: String = "image/jpeg") async throws -> FileReference {
+        func upload(_ bytes: Data, as identity: DeviceIdentity, piece: Int = 10_000, type: String = "application/octet-stream") async throws
+            -> FileReference
+        {
             let reference = try FileServiceTests.reference(bytes, type: type)
             let (answer, _) = try await service.declare(FileUploadRequest(reference), identity: identity)
             guard answer.state == .uploading, let id = answer.uploadID else { return reference }
@@ -68,10 +70,10 @@ struct FileServiceTests {
         BoundedBody(body: RequestBody(buffer: ByteBuffer(bytes: Array(bytes))), limit: .max)
     }
 
-    static func reference(_ bytes: Data, type: String = "image/jpeg") throws -> FileReference {
+    static func reference(_ bytes: Data, type: String = "application/octet-stream") throws -> FileReference {
         try FileReference(
             sha256: SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined(), byteCount: Int64(bytes.count), contentType: type,
-            name: "photo.jpg")
+            name: "photo.bin")
     }
 
     static func bytes(_ count: Int, seed: UInt8 = 1) -> Data {
@@ -147,6 +149,27 @@ struct FileServiceTests {
         await #expect(throws: ServiceError.self) { _ = try await h.service.readable(reference.sha256, identity: Self.alice) }
         await #expect(throws: ServiceError.self) { _ = try await h.service.offset(of: id, identity: Self.alice) }
         #expect(try await h.blobs.size(of: BlobKey(tenant: Self.tenant, sha256: reference.sha256)) == nil)
+    }
+
+    @Test(
+        "a file that is not of its declared type (an HTML page as a PNG) is dropped with 422 content_type_mismatch", arguments: StorageKind.allCases)
+    func contentTypeLie(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        let page = Data("<html><script>alert(1)</script></html>".utf8)
+        let reference = try Self.reference(page, type: "image/png")
+        do {
+            try await h.upload(page, as: Self.alice, type: "image/png")
+            Issue.record("an HTML page was stored as a PNG")
+        } catch let error as ServiceError {
+            #expect(error.status == 422 && error.detail.code == .contentTypeMismatch)
+        }
+        await #expect(throws: ServiceError.self) { _ = try await h.service.readable(reference.sha256, identity: Self.alice) }
+        // The same page as what it is, and a real PNG as a PNG, are stored.
+        try await h.upload(page, as: Self.alice, type: "text/html")
+        let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) + Self.bytes(500)
+        let stored = try await h.upload(png, as: Self.alice, type: "image/png")
+        #expect(try await h.read(stored, as: Self.alice) == png)
     }
 
     @Test("bytes past the declared size are refused, those before them kept", arguments: StorageKind.allCases)

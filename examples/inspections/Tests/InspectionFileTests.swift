@@ -50,7 +50,7 @@ import Testing
     @Test(arguments: StorageKind.allCases)
     func aFindingsPhotoTravelsApartFromItsRow(storage: StorageKind) async throws {
         try await InspectionServerHarness.run(on: storage) { server in
-            let bytes = Data((0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+            let bytes = Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data((0..<39_996).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
             let photo = try FileReference(
                 sha256: SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined(), byteCount: Int64(bytes.count),
                 contentType: "image/jpeg", name: "weld.jpg")
@@ -105,7 +105,12 @@ import Testing
 
     struct ExpectationFailedError: Error {}
 
-    /// Uploads `bytes` as `token`'s user in one piece; their reference.
+    /// `count` bytes that begin as a PNG does, then `fill`.
+    static func png(_ count: Int, fill: UInt8) -> Data {
+        Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) + Data(repeating: fill, count: count - 8)
+    }
+
+    /// Uploads `bytes` (a PNG) as `token`'s user in one piece; their reference.
     static func upload(_ bytes: Data, _ server: InspectionServerHarness, token: String) async throws -> FileReference {
         let reference = try FileReference(
             sha256: SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined(), byteCount: Int64(bytes.count), contentType: "image/png")
@@ -128,8 +133,8 @@ import Testing
             let a = server.token(user: "inspector-a", device: "tablet-a")
             let b = server.token(user: "inspector-b", device: "tablet-b")
             let office = server.token(user: "office", device: "console", isAdmin: true)
-            let photo = try await Self.upload(Data(repeating: 1, count: 3_000), server, token: a)
-            let draft = try await Self.upload(Data(repeating: 2, count: 2_000), server, token: a)
+            let photo = try await Self.upload(Self.png(3_000, fill: 1), server, token: a)
+            let draft = try await Self.upload(Self.png(2_000, fill: 2), server, token: a)
             let pushed = try await Self.push(server, token: a, photo: photo)
             #expect(pushed.status == 200)
 
@@ -142,7 +147,7 @@ import Testing
             #expect(erased.status == 200, "\(erased.body)")
             #expect(erased.body.contains(#""files_deleted":1"#), "\(erased.body)")
             let kept = try await Self.request(server, "GET", FileRoutes.file(photo.sha256), token: b)
-            #expect(kept.status == 200 && kept.body == Data(repeating: 1, count: 3_000))
+            #expect(kept.status == 200 && kept.body == Self.png(3_000, fill: 1))
             let admin = try await Self.request(server, "GET", FileRoutes.file(draft.sha256), token: office)
             #expect(admin.status == 404, "the draft no row named is gone")
         }

@@ -1,3 +1,4 @@
+import ContractRuntime
 import Crypto
 package import Foundation
 package import NIOCore
@@ -38,8 +39,9 @@ package protocol BlobStore: Sendable {
     /// - Throws: ``BlobStoreError/offsetMismatch(expected:)`` when the staging holds another length.
     func append(upload: String, at offset: Int64, _ bytes: ByteBuffer) async throws
 
-    /// The lowercase hex SHA-256 of an upload's staged bytes, read through in pieces.
-    func stagedSHA256(upload: String) async throws -> String
+    /// The lowercase hex SHA-256 of an upload's staged bytes, read through in pieces, and its
+    /// first bytes (at most ``FileSignature/headBytes``), by which its content type is checked.
+    func stagedDigest(upload: String) async throws -> StagedDigest
 
     /// Makes an upload's staged bytes the stored file `key`, at once for readers (they see the
     /// whole file or none). A file already stored under `key` stays; the staging goes.
@@ -61,6 +63,12 @@ package protocol BlobStore: Sendable {
 extension BlobStore {
     /// The largest piece a store reads or writes at once.
     package static var chunkBytes: Int { 1 << 20 }
+}
+
+/// What reading an upload through found: its hash and its first bytes.
+package struct StagedDigest: Sendable, Hashable {
+    package var sha256: String
+    package var head: [UInt8]
 }
 
 /// What a blob store refuses.
@@ -162,14 +170,18 @@ package struct FileSystemBlobStore: BlobStore {
         }
     }
 
-    package func stagedSHA256(upload: String) async throws -> String {
+    package func stagedDigest(upload: String) async throws -> StagedDigest {
         let url = try staging(upload)
         return try await threads.runIfActive {
             let handle = try FileHandle(forReadingFrom: url)
             defer { try? handle.close() }
             var hasher = SHA256()
-            while let piece = try handle.read(upToCount: Self.chunkBytes), !piece.isEmpty { hasher.update(data: piece) }
-            return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+            var head: [UInt8] = []
+            while let piece = try handle.read(upToCount: Self.chunkBytes), !piece.isEmpty {
+                if head.count < FileSignature.headBytes { head += piece.prefix(FileSignature.headBytes - head.count) }
+                hasher.update(data: piece)
+            }
+            return StagedDigest(sha256: hasher.finalize().map { String(format: "%02x", $0) }.joined(), head: head)
         }
     }
 

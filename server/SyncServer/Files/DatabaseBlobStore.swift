@@ -78,17 +78,17 @@ package struct DatabaseBlobStore: BlobStore {
         }
     }
 
-    package func stagedSHA256(upload: String) async throws -> String {
+    package func stagedDigest(upload: String) async throws -> StagedDigest {
         let owner = Self.owner(upload: upload)
         var hasher = SHA256()
+        var head: [UInt8] = []
         var chunk: Int64 = 0
-        while true {
-            let piece = try await self.chunk(chunk, of: owner)
-            guard let piece else { break }
+        while let piece = try await self.chunk(chunk, of: owner) {
+            if head.count < FileSignature.headBytes { head += piece.prefix(FileSignature.headBytes - head.count) }
             hasher.update(data: piece)
             chunk += 1
         }
-        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        return StagedDigest(sha256: hasher.finalize().map { String(format: "%02x", $0) }.joined(), head: head)
     }
 
     private func chunk(_ index: Int64, of owner: String) async throws -> Data? {

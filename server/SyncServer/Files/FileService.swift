@@ -287,7 +287,8 @@ package struct FileService: Sendable {
     private func complete(_ upload: Upload, identity: DeviceIdentity, at now: Int64) async throws(ServiceError) {
         let reference = upload.reference
         let key = BlobKey(tenant: identity.tenant, sha256: reference.sha256)
-        let hash = try await ServiceError.catchingStorageFailures { try await blobs.stagedSHA256(upload: upload.id) }
+        let digest = try await ServiceError.catchingStorageFailures { try await blobs.stagedDigest(upload: upload.id) }
+        let hash = digest.sha256
         guard hash == reference.sha256 else {
             try await ServiceError.catchingStorageFailures {
                 try await blobs.discard(upload: upload.id)
@@ -297,6 +298,17 @@ package struct FileService: Sendable {
                 status: 422, .hashMismatch,
                 "the bytes sent have the SHA-256 \(hash), not the \(reference.sha256) declared; the upload is dropped, declare the file again",
                 details: .object(["sha256": .string(hash)]))
+        }
+        // A type whose files begin with a known signature must begin with it: a file declared
+        // `image/jpeg` that is an HTML page is not stored as a JPEG.
+        if !FileSignature.matches(digest.head, contentType: reference.contentType) {
+            try await ServiceError.catchingStorageFailures {
+                try await blobs.discard(upload: upload.id)
+                try await storage.write { transaction in try await Self.endUpload(upload.id, in: transaction) }
+            }
+            throw ServiceError(
+                status: 422, .contentTypeMismatch,
+                "the bytes sent are not a \(reference.contentType) file (they do not begin as one does); the upload is dropped")
         }
         try await ServiceError.catchingStorageFailures {
             try await blobs.promote(upload: upload.id, to: key)

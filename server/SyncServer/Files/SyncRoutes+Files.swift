@@ -97,6 +97,8 @@ enum FileDownload {
         let eTag = "\"\(file.key.sha256)\""
         var headers: HTTPFields = [
             .eTag: eTag, .acceptRanges: "bytes", .contentType: file.contentType, .cacheControl: "private, max-age=31536000, immutable",
+            // A device's file is data, never a page of this origin: a browser saves it rather than shows it.
+            .contentDisposition: "attachment",
         ]
         if AssetResponse.matches(request.headers[values: .ifNoneMatch], eTag: eTag) {
             return Response(status: .notModified, headers: headers)
