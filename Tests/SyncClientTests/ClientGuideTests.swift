@@ -398,9 +398,9 @@ import Testing
             let store = phone.store
             let engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["user"]))
             let pickedPhoto = phone.directory.url.appendingPathComponent("IMG_0042.jpg")
-            try sampleBytes(900, seed: 8).write(to: pickedPhoto)
+            try typed(sampleBytes(900, seed: 8), as: "image/jpeg").write(to: pickedPhoto)
             let scannedPDF = phone.directory.url.appendingPathComponent("scan.pdf")
-            try sampleBytes(500, seed: 9).write(to: scannedPDF)
+            try typed(sampleBytes(500, seed: 9), as: "application/pdf").write(to: scannedPDF)
 
             // snippet: files-attach
             // Copied into the store's files folder and hashed as it is copied (in chunks).
@@ -441,7 +441,7 @@ import Testing
                 shown = url
             }
             // end snippet
-            #expect(try Data(contentsOf: try #require(shown)) == sampleBytes(900, seed: 8))
+            #expect(try Data(contentsOf: try #require(shown)) == typed(sampleBytes(900, seed: 8), as: "image/jpeg"))
 
             // snippet: files-cache
             // What the files folder holds, least recently used first.

@@ -191,10 +191,10 @@ struct FileEndToEndTests {
     /// synced; read on a tablet; the same bytes written again there.
     private func receiptRoundTrip(_ transport: @Sendable (String) -> URLSessionTransport) async throws {
         let phone = try FileTestStore(clock: ManualClock(Date()))
-        let bytes = sampleBytes(2_500_000, seed: 3)
+        let bytes = typed(sampleBytes(2_500_000, seed: 3), as: "application/pdf")
         let document = try phone.store.importFile(bytes, contentType: "application/pdf", name: "scan.pdf")
         let photo = try phone.store.importFile(
-            sampleBytes(900, seed: 4), contentType: "image/jpeg", for: FileField(contract: "Receipt", field: "photo"))
+            typed(sampleBytes(900, seed: 4), as: "image/jpeg"), contentType: "image/jpeg", for: FileField(contract: "Receipt", field: "photo"))
         try phone.store.create(Receipt(id: "r-1", title: "Hotel", photo: photo, document: document))
 
         // The connection drops on the document's second chunk: the write stays queued.
@@ -259,7 +259,7 @@ struct FileEndToEndTests {
     func routesOverURLSession() async throws {
         try await LiveServer.run { server in
             let phone = try FileTestStore(clock: ManualClock(Date()))
-            let bytes = sampleBytes(2_500_000, seed: 5)
+            let bytes = typed(sampleBytes(2_500_000, seed: 5), as: "application/pdf")
             let document = try phone.store.importFile(bytes, contentType: "application/pdf")
             try phone.store.create(Receipt(id: "r-1", title: "Train", document: document))
             let flaky = FlakyFileTransport(server.transport("phone-1"), failingAt: [1 << 20])

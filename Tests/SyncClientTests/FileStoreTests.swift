@@ -17,7 +17,7 @@ struct FileStoreTests {
         let device = try FileTestStore()
         let store = device.store
         // Over two of the import's 1 MiB chunks.
-        let bytes = sampleBytes(2_500_000)
+        let bytes = typed(sampleBytes(2_500_000), as: "application/pdf")
         let source = device.directory.url.appendingPathComponent("scan.pdf")
         try bytes.write(to: source)
 
@@ -55,11 +55,11 @@ struct FileStoreTests {
         let device = try FileTestStore()
         let store = device.store
 
-        let large = try store.importFile(sampleBytes(Receipt.photoLimit + 1), contentType: "image/jpeg", name: "big.jpg")
+        let large = try store.importFile(sampleBytes(Receipt.photoLimit + 1), contentType: "image/x-test", name: "big.jpg")
         #expect(throws: OfflineStoreError.file(.tooLarge(contract: "Receipt", field: "photo", byteCount: 1_001, limit: 1_000))) {
             try store.create(Receipt(id: "r-1", title: "Lunch", photo: large))
         }
-        let pdf = try store.importFile(sampleBytes(10), contentType: "application/pdf")
+        let pdf = try store.importFile(typed(sampleBytes(10), as: "application/pdf"), contentType: "application/pdf")
         #expect(
             throws: OfflineStoreError.file(
                 .contentTypeNotAllowed(contract: "Receipt", field: "photo", contentType: "application/pdf", allowed: ["image/*"]))
@@ -68,7 +68,7 @@ struct FileStoreTests {
         }
         // A patch is refused the same way.
         try store.create(Receipt(id: "r-2", title: "Dinner"))
-        let other = try store.importFile(sampleBytes(2_000, seed: 3), contentType: "image/png")
+        let other = try store.importFile(sampleBytes(2_000, seed: 3), contentType: "image/x-test")
         #expect(throws: OfflineStoreError.file(.tooLarge(contract: "Receipt", field: "photo", byteCount: 2_000, limit: 1_000))) {
             try store.patch(Receipt.self, id: "r-2", [.photo(other)])
         }
@@ -83,7 +83,7 @@ struct FileStoreTests {
         // Checked while importing when the field is named: never copied whole.
         let field = FileField(contract: "Receipt", field: "photo")
         #expect(throws: OfflineStoreError.file(.tooLarge(contract: "Receipt", field: "photo", byteCount: 5_000, limit: 1_000))) {
-            try store.importFile(sampleBytes(5_000), contentType: "image/jpeg", for: field)
+            try store.importFile(sampleBytes(5_000), contentType: "image/x-test", for: field)
         }
         #expect(
             throws: OfflineStoreError.file(
@@ -94,8 +94,12 @@ struct FileStoreTests {
         #expect(throws: OfflineStoreError.unknownField(contract: "Receipt", field: "title")) {
             try store.importFile(sampleBytes(5), contentType: "text/plain", for: FileField(contract: "Receipt", field: "title"))
         }
+        // Bytes that do not begin as their type's do (the server would refuse them too).
+        #expect(throws: OfflineStoreError.file(.contentMismatch(contentType: "image/jpeg"))) {
+            try store.importFile(Data("<html>not a photo</html>".utf8), contentType: "image/jpeg")
+        }
         #expect(throws: OfflineStoreError.self) { try store.importFile(sampleBytes(5), contentType: "not a type") }
-        #expect(throws: OfflineStoreError.self) { try store.importFile(sampleBytes(5), contentType: "image/png", name: "../etc/passwd") }
+        #expect(throws: OfflineStoreError.self) { try store.importFile(sampleBytes(5), contentType: "image/x-test", name: "../etc/passwd") }
         #expect(device.filesOnDisk() == [])
     }
 
@@ -104,11 +108,11 @@ struct FileStoreTests {
         let space = FixedFreeSpace(1_000)
         let device = try FileTestStore(freeSpace: space)
         #expect(throws: OfflineStoreError.file(.insufficientSpace(neededBytes: 1_600, availableBytes: 1_000))) {
-            try device.store.importFile(sampleBytes(800), contentType: "image/jpeg")
+            try device.store.importFile(sampleBytes(800), contentType: "image/x-test")
         }
         #expect(device.filesOnDisk() == [])
         space.value = 1_600
-        let photo = try device.store.importFile(sampleBytes(800), contentType: "image/jpeg")
+        let photo = try device.store.importFile(sampleBytes(800), contentType: "image/x-test")
         #expect(photo.byteCount == 800)
     }
 
@@ -116,7 +120,7 @@ struct FileStoreTests {
     func transactionRollback() throws {
         let device = try FileTestStore()
         let store = device.store
-        let photo = try store.importFile(sampleBytes(800), contentType: "image/jpeg")
+        let photo = try store.importFile(sampleBytes(800), contentType: "image/x-test")
         struct Cancelled: Error {}
         #expect(throws: OfflineStoreError.self) {
             try store.transaction { transaction throws(OfflineStoreError) in
@@ -128,7 +132,7 @@ struct FileStoreTests {
         #expect(try store.storedFiles().isEmpty)
         #expect(device.filesOnDisk() == [])
 
-        let kept = try store.importFile(sampleBytes(800), contentType: "image/jpeg")
+        let kept = try store.importFile(sampleBytes(800), contentType: "image/x-test")
         try store.transaction { transaction throws(OfflineStoreError) in
             try transaction.create(Receipt(id: "r-1", title: "Coffee", photo: kept))
             try transaction.create(Receipt(id: "r-2", title: "Coffee again", photo: kept))
@@ -142,10 +146,10 @@ struct FileStoreTests {
     )
     func orphanCleanup() throws {
         let device = try FileTestStore()
-        let named = try device.store.importFile(sampleBytes(100, seed: 1), contentType: "image/jpeg")
+        let named = try device.store.importFile(sampleBytes(100, seed: 1), contentType: "image/x-test")
         try device.store.create(Receipt(id: "r-1", title: "Kept", photo: named))
-        _ = try device.store.importFile(sampleBytes(100, seed: 2), contentType: "image/jpeg")
-        let discarded = try device.store.importFile(sampleBytes(100, seed: 3), contentType: "image/jpeg")
+        _ = try device.store.importFile(sampleBytes(100, seed: 2), contentType: "image/x-test")
+        let discarded = try device.store.importFile(sampleBytes(100, seed: 3), contentType: "image/x-test")
         device.store.discardImportedFile(discarded)
         #expect(device.filesOnDisk().count == 2)
         // What a killed import left.
@@ -175,7 +179,7 @@ struct FileStoreTests {
         var cached: [FileReference] = []
         for seed in 1...3 {
             let bytes = sampleBytes(1_000, seed: seed)
-            let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 1_000, contentType: "image/jpeg")
+            let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 1_000, contentType: "image/x-test")
             try store.writePartialFile(sha256: reference.sha256, data: bytes, at: 0)
             _ = try store.adoptDownloadedFile(reference).get()
             cached.append(reference)
@@ -188,7 +192,7 @@ struct FileStoreTests {
         clock.advance(by: 60)
 
         // A photo taken on the device, written: waiting to upload, never evicted.
-        let photo = try store.importFile(sampleBytes(900, seed: 9), contentType: "image/jpeg")
+        let photo = try store.importFile(sampleBytes(900, seed: 9), contentType: "image/x-test")
         try store.create(Receipt(id: "r-1", title: "Fuel", photo: photo))
         #expect(try store.enforceFileCacheBudget() == [cached[2].sha256])
         #expect(try store.storedFile(sha256: photo.sha256)?.state == .waitingToUpload)

@@ -13,7 +13,7 @@ import Testing
 struct FileTransferTests {
     /// A receipt naming an imported file of `size` bytes, written to the store.
     private func writeReceipt(_ store: OfflineStore, size: Int, seed: Int = 1) throws -> (FileReference, Data) {
-        let bytes = sampleBytes(size, seed: seed)
+        let bytes = typed(sampleBytes(size, seed: seed), as: "application/pdf")
         let document = try store.importFile(bytes, contentType: "application/pdf", name: "scan.pdf")
         try store.create(Receipt(id: "r-\(seed)", title: "Receipt \(seed)", document: document))
         return (document, bytes)
@@ -96,7 +96,7 @@ struct FileTransferTests {
         #expect(server.files[document.sha256] == bytes)
 
         let (again, _) = try writeReceipt(device.store, size: 900, seed: 5)
-        server.storeFile(sampleBytes(900, seed: 5))
+        server.storeFile(typed(sampleBytes(900, seed: 5), as: "application/pdf"))
         #expect(try await upload(again, store: device.store, transport: server) == .uploaded)
         #expect(server.calls.suffix(1) == ["POST"])
         #expect(try device.store.storedFile(sha256: again.sha256)?.state == .uploaded)
@@ -197,7 +197,7 @@ struct FileTransferTests {
     func resumableDownload() async throws {
         let device = try FileTestStore()
         let bytes = sampleBytes(2_500, seed: 4)
-        let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 2_500, contentType: "image/png")
+        let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 2_500, contentType: "image/x-test")
         let server = FakeFileTransport()
         server.storeFile(bytes)
         server.locked { server.failGets = [2] }
@@ -225,7 +225,7 @@ struct FileTransferTests {
     func downloadHashMismatch() async throws {
         let device = try FileTestStore()
         let bytes = sampleBytes(1_200, seed: 6)
-        let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 1_200, contentType: "image/png")
+        let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 1_200, contentType: "image/x-test")
         let server = FakeFileTransport()
         let wrong = sampleBytes(1_200, seed: 7)
         server.locked { server.corrupt[reference.sha256] = wrong }
@@ -237,7 +237,7 @@ struct FileTransferTests {
         #expect(try device.store.storedFiles().isEmpty)
         #expect(device.filesOnDisk() == [])
         // Not found on the server: the transport's 404.
-        let missing = try FileReference(sha256: String(repeating: "a", count: 64), byteCount: 10, contentType: "image/png")
+        let missing = try FileReference(sha256: String(repeating: "a", count: 64), byteCount: 10, contentType: "image/x-test")
         await #expect(throws: FileDownloadError.transport(.http(status: 404, body: nil, retryAfter: nil))) { try await engine.file(for: missing) }
     }
 

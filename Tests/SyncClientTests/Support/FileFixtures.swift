@@ -159,6 +159,21 @@ struct FileTestStore {
     }
 }
 
+/// `data` with the first bytes of a file of `contentType` (the signature the store and the server
+/// check: `%PDF-`, JPEG's `FF D8 FF`, PNG's eight bytes) in place of its own.
+func typed(_ data: Data, as contentType: String) -> Data {
+    let head: [UInt8]
+    switch contentType {
+    case "image/jpeg": head = [0xFF, 0xD8, 0xFF, 0xE0]
+    case "image/png": head = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+    case "application/pdf": head = Array("%PDF-1.7\n".utf8)
+    default: head = []
+    }
+    var bytes = data
+    bytes.replaceSubrange(0..<min(head.count, bytes.count), with: head.prefix(bytes.count))
+    return bytes
+}
+
 func sha256Hex(_ data: Data) -> String {
     SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
 }

@@ -17,6 +17,10 @@ public enum FileError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A write names a file imported in this run whose copy is gone: a transaction naming it
     /// failed, or it was discarded (``OfflineStore/discardImportedFile(_:)``). Import it again.
     case notImported(sha256: String)
+    /// The bytes do not begin as a file of the declared content type does (a file declared
+    /// `image/jpeg` that is an HTML page): the server would refuse them (`422
+    /// content_type_mismatch`).
+    case contentMismatch(contentType: String)
     /// The volume has too little free space for the file (``StorageLimits/downloadSpaceFactor``
     /// times its size).
     case insufficientSpace(neededBytes: Int64, availableBytes: Int64)
@@ -30,6 +34,7 @@ public enum FileError: Error, Hashable, Sendable, CustomStringConvertible {
         case .invalidReference(let reason): "the file cannot be named: \(reason)"
         case .unreadable(let path, let reason): "the file at \(path) cannot be read: \(reason)"
         case .notImported(let hash): "the file \(hash.prefix(12))… is not in the store any more; import it again"
+        case .contentMismatch(let type): "the file's bytes are not those of a \(type) file (they do not begin as one does)"
         case .insufficientSpace(let needed, let available):
             "not enough free space for the file: \(needed) bytes needed, \(available) available"
         }

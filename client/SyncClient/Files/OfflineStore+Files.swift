@@ -162,8 +162,16 @@ extension OfflineStore {
         do {
             let output = try FileHandle(forWritingTo: staging)
             defer { try? output.close() }
+            var first = true
             while true {
                 let chunk = try next()
+                if first {
+                    first = false
+                    // A type with a known signature must begin with it, as the server checks.
+                    guard FileSignature.matches(Array(chunk.prefix(FileSignature.headBytes)), contentType: type) else {
+                        throw OfflineStoreError.file(.contentMismatch(contentType: type))
+                    }
+                }
                 if chunk.isEmpty { break }
                 size += Int64(chunk.count)
                 if let limits, let limit = limits.maxBytes, size > limit {
@@ -337,6 +345,18 @@ extension OfflineStore {
         }
     }
 
+    /// Runs `body` in one write transaction that changes the `files` table alone: without the
+    /// outbox seal's check and sealing (``write(_:)``), which the outbox needs and a file's
+    /// bookkeeping (a read's use, an upload's offset) does not.
+    func writeFiles<T>(_ body: (Database) throws -> T) throws(OfflineStoreError) -> T {
+        try ensureOpen()
+        do {
+            return try pool.write(body)
+        } catch {
+            throw Self.map(error)
+        }
+    }
+
     /// How long a partial download nobody resumed is kept: 7 days.
     static let partialDownloadLifetime: TimeInterval = 7 * 86_400
 
@@ -347,12 +367,12 @@ extension OfflineStore {
     public func localFile(for reference: FileReference) throws(OfflineStoreError) -> URL? {
         let url = fileURL(sha256: reference.sha256)
         let now = now().millisecondsSince1970
-        let held = try write { db in
+        let held = try writeFiles { db in
             try db.execute(sql: #"UPDATE "files" SET "last_used_at" = ? WHERE "sha256" = ?"#, arguments: [now, reference.sha256])
             return db.changesCount > 0
         }
         guard FileManager.default.fileExists(atPath: url.path) else {
-            if held { try write { db in try db.execute(sql: #"DELETE FROM "files" WHERE "sha256" = ?"#, arguments: [reference.sha256]) } }
+            if held { try writeFiles { db in try db.execute(sql: #"DELETE FROM "files" WHERE "sha256" = ?"#, arguments: [reference.sha256]) } }
             return nil
         }
         return held || fileStaging.isStaged(reference.sha256) ? url : nil
@@ -393,7 +413,7 @@ extension OfflineStore {
     /// Evicts the least recently used evictable files until the files take at most `budget`
     /// bytes and `toFree` bytes were freed.
     func evictFiles(budget: Int64?, toFree: Int64) throws(OfflineStoreError) -> [String] {
-        let evicted: [(sha: String, size: Int64)] = try write { db in
+        let evicted: [(sha: String, size: Int64)] = try writeFiles { db in
             let total = try Int64.fetchOne(db, sql: #"SELECT COALESCE(SUM("size"), 0) FROM "files""#) ?? 0
             var excess = max(budget.map { total - $0 } ?? 0, toFree)
             guard excess > 0 else { return [] }
@@ -477,7 +497,7 @@ extension OfflineStore {
         }
         guard !hashes.isEmpty else { return }
         let held = hashes.filter { FileManager.default.fileExists(atPath: fileURL(sha256: $0).path) }
-        try write { db in
+        try writeFiles { db in
             for sha in held {
                 try db.execute(
                     sql: """
@@ -491,7 +511,7 @@ extension OfflineStore {
 
     /// Records where an upload stands: its id and the bytes the server acknowledged.
     package func recordUploadProgress(sha256: String, uploadID: String?, offset: Int64) throws(OfflineStoreError) {
-        try write { db in
+        try writeFiles { db in
             try db.execute(
                 sql: #"UPDATE "files" SET "upload_id" = ?, "acknowledged_offset" = ? WHERE "sha256" = ? AND "state" = 'waiting'"#,
                 arguments: [uploadID, offset, sha256])
@@ -500,7 +520,7 @@ extension OfflineStore {
 
     /// The server holds the file: nothing more to send.
     package func recordUploaded(sha256: String) throws(OfflineStoreError) {
-        try write { db in
+        try writeFiles { db in
             try db.execute(
                 sql: """
                     UPDATE "files" SET "state" = 'uploaded', "upload_id" = NULL, "acknowledged_offset" = "size", "last_error" = NULL
@@ -512,7 +532,7 @@ extension OfflineStore {
 
     /// The server refused the file (quota, hash): kept waiting, with the reason for the app.
     package func recordUploadFailure(sha256: String, error: ErrorDetail) throws(OfflineStoreError) {
-        try write { db in
+        try writeFiles { db in
             try db.execute(sql: #"UPDATE "files" SET "last_error" = ? WHERE "sha256" = ?"#, arguments: [error.storedText, sha256])
         }
     }
@@ -588,7 +608,7 @@ extension OfflineStore {
             throw .fileSystem(path: destination.path, reason: error.localizedDescription)
         }
         let now = now().millisecondsSince1970
-        try write { db in
+        try writeFiles { db in
             try db.execute(
                 sql: """
                     INSERT INTO "files" ("sha256", "size", "content_type", "name", "state", "created_at", "last_used_at")
