@@ -347,11 +347,11 @@ extension OfflineStore {
     func encode(
         _ entity: EntityDescriptor, id: String, wire: [String: JSONValue], missing: RowCodec.MissingFields
     ) throws(OfflineStoreError) -> (columns: [(name: String, value: DatabaseValue)], normalized: [String: JSONValue]) {
+        // The files the row names, imported in this run, are settled after the transaction.
+        noteFilesNamed(in: wire, fields: entity.fields)
         for name in wire.keys where entity.fields.first(where: { $0.name == name }) == nil {
             throw .unknownField(contract: entity.name, field: name)
         }
-        // The files the row names, imported in this run, are settled after the transaction.
-        noteFilesNamed(in: wire, fields: entity.fields)
         var columns: [(name: String, value: DatabaseValue)] = []
         var normalized: [String: JSONValue] = [:]
         for field in entity.fields {
