@@ -331,6 +331,8 @@ let package = Package(
                 "OutpostTestSupport",
                 "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The SHA-256 of the files the crash suite sends.
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/EndToEndTests",
             swiftSettings: strictSwift
