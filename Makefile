@@ -146,7 +146,7 @@ demo-postgres:
 SOAK_ITERATIONS ?= 100
 soak:
 	$(SWIFT) build --build-tests
-	OUTPOST_SOAK_ITERATIONS=$(SOAK_ITERATIONS) $(SWIFT) test --skip-build --filter CrashTests
+	OUTPOST_SOAK_ITERATIONS=$(SOAK_ITERATIONS) OUTPOST_LARGE_FILE_MIB=1024 $(SWIFT) test --skip-build --filter 'CrashTests'
 	OUTPOST_FAULT_OUTAGE_SECONDS=30 scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build --filter PostgresFaultTests
 
 bench:

@@ -33,8 +33,8 @@ package protocol BlobStore: Sendable {
     /// staging holds is the truth: the device asks for it and sends the rest.
     func stagedLength(upload: String) async throws -> Int64
 
-    /// Appends `bytes` to an upload's staging, which must hold exactly `offset` bytes; durable
-    /// once it returns.
+    /// Appends `bytes` to an upload's staging, which must hold exactly `offset` bytes (kept
+    /// through a crash of the process; a stored file is made durable when it is promoted).
     ///
     /// - Throws: ``BlobStoreError/offsetMismatch(expected:)`` when the staging holds another length.
     func append(upload: String, at offset: Int64, _ bytes: ByteBuffer) async throws
@@ -165,8 +165,9 @@ package struct FileSystemBlobStore: BlobStore {
             defer { try? handle.close() }
             let length = try handle.seekToEnd()
             guard Int64(length) == offset else { throw BlobStoreError.offsetMismatch(expected: Int64(length)) }
+            // No fsync per piece: a process crash loses nothing the kernel holds, and bytes a
+            // power loss takes are caught by the hash check (the device then sends them again).
             try handle.write(contentsOf: data)
-            try handle.synchronize()
         }
     }
 
@@ -194,6 +195,10 @@ package struct FileSystemBlobStore: BlobStore {
                 try? manager.removeItem(at: url)
                 return
             }
+            // Durable before it is a stored file that rows may name.
+            let staged = try FileHandle(forWritingTo: url)
+            try staged.synchronize()
+            try staged.close()
             try manager.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
             // rename(2): atomic within one file system, and the staging is in the same folder tree.
             guard rename(url.path, target.path) == 0 else { throw CocoaError(.fileWriteUnknown) }
