@@ -19,20 +19,11 @@ import Testing
 @Suite struct InspectionFileTests {
     static let crew = InspectionServerHarness.crew
 
-    /// `method path` with `headers` and a raw body; the status, the headers and the body.
+    /// `method path` with `headers` and a raw body, to the running server.
     static func request(
         _ server: InspectionServerHarness, _ method: String, _ path: String, token: String, headers: [String: String] = [:], body: Data? = nil
-    ) async throws -> (status: Int, headers: [String: String], body: Data) {
-        var request = URLRequest(url: URL(string: path, relativeTo: server.url)!)
-        request.httpMethod = method
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        request.httpBody = body
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let http = response as? HTTPURLResponse
-        var fields: [String: String] = [:]
-        for (name, value) in http?.allHeaderFields ?? [:] { fields["\(name)".lowercased()] = "\(value)" }
-        return (http?.statusCode ?? 0, fields, data)
+    ) async throws -> BearerRequest.Answer {
+        try await BearerRequest.send(method, path, to: server.url, token: token, headers: headers, body: body)
     }
 
     static func push(_ server: InspectionServerHarness, token: String, photo: FileReference) async throws -> (status: Int, body: Data) {
