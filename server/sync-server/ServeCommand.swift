@@ -426,7 +426,8 @@ struct ServeCommand: AsyncParsableCommand {
                 "sync-server listening on \(scheme)://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))"
             )
         }
-        let files = FileService(storage: storage.engine, blobs: environment.fileBlobs, limits: configuration.files, clock: environment.clock)
+        let files = FileService(
+            storage: storage.engine, blobs: storage.engine.defaultBlobStore, limits: configuration.files, clock: environment.clock)
         let housekeeping = try startHousekeeping(storage: storage, files: files, metrics: environment.metrics, logger: logger)
         let verification = startAuditVerification(storage: storage, metrics: environment.metrics, logger: logger)
         do {

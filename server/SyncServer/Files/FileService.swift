@@ -505,16 +505,15 @@ package struct FileService: Sendable {
     /// together when any is not stored or not this identity's to name: 409 `file_missing`, its
     /// details listing them. Nothing of the push is applied.
     static func requireNamable(
-        _ mutations: some Sequence<Mutation>, identity: DeviceIdentity, contracts: ContractCatalog, in transaction: any StorageTransaction
+        _ mutations: some Sequence<Mutation>, identity: DeviceIdentity, contracts: ServerContracts, in transaction: any StorageTransaction
     ) async throws {
+        // Most contracts have no file field: nothing is read for their pushes.
+        guard !contracts.fileFieldNames.isEmpty else { return }
         var hashes: Set<String> = []
         for mutation in mutations {
-            guard case .object(let payload)? = mutation.payload else { continue }
-            let fields = contracts.entity(named: mutation.entity)?.fields ?? contracts.event(named: mutation.entity)?.fields ?? []
-            for field in fields where field.kind == .file {
-                for name in [field.name, field.renamedFrom].compactMap(\.self) {
-                    if let value = payload[name], let reference = try? FileReference(json: value) { hashes.insert(reference.sha256) }
-                }
+            guard let names = contracts.fileFieldNames[mutation.entity], case .object(let payload)? = mutation.payload else { continue }
+            for name in names {
+                if let value = payload[name], let reference = try? FileReference(json: value) { hashes.insert(reference.sha256) }
             }
         }
         guard !hashes.isEmpty else { return }
@@ -528,7 +527,7 @@ package struct FileService: Sendable {
                 ).compactMap { $0.text("sha256") })
             missing.formUnion(Set(part).subtracting(stored))
         }
-        missing.formUnion(try await unnamable(hashes.subtracting(missing), identity: identity, contracts: contracts, in: transaction))
+        missing.formUnion(try await unnamable(hashes.subtracting(missing), identity: identity, contracts: contracts.catalog, in: transaction))
         guard missing.isEmpty else {
             throw ServiceError(
                 status: 409, .fileMissing,

@@ -52,14 +52,6 @@ public struct ServerEnvironment: Sendable {
     /// Test-only pauses (`OUTPOST_FAULT_DELAY_MS`), for crash tests that kill the server at a
     /// chosen point; none by default.
     package var faultPauses = FaultPauses.none
-    /// Where the bytes of files rows name live (``BlobStore``); `nil`: the storage's own
-    /// (``SyncStorage/defaultBlobStore``).
-    package var blobs: (any BlobStore)?
-
-    /// The blob store the file routes use (``blobs``, or the storage's default).
-    package var fileBlobs: any BlobStore {
-        blobs ?? storage.engine.defaultBlobStore
-    }
 
     public init(
         storage: any ServerStorage, assets: AssetStore, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
@@ -287,7 +279,8 @@ struct SyncRoutes: Sendable {
         pullService = PullService(storage: environment.storage, pageBytes: configuration.pageBytes)
         subscriptionService = SubscriptionService(storage: environment.storage, pages: pullService, limits: configuration.identityLimits)
         fileService = FileService(
-            storage: environment.storage.engine, blobs: environment.fileBlobs, limits: configuration.files, clock: environment.clock)
+            storage: environment.storage.engine, blobs: environment.storage.engine.defaultBlobStore, limits: configuration.files,
+            clock: environment.clock)
         let responseMemory = ResponseMemoryBudget(capacity: configuration.responseMemoryBytes, maximumWait: configuration.responseMemoryWait)
         self.responseMemory = responseMemory
         pullPageReservation = responseMemory.reservation(

@@ -229,7 +229,7 @@ struct PushSession {
             .verify(mutations.filter { $0.seq > last }, in: transaction, preverified: preverified)
         // Every file the new mutations name is stored and this identity's to name, or nothing is applied.
         try await FileService.requireNamable(
-            mutations.filter { $0.seq > last }, identity: identity, contracts: writer.contracts.catalog, in: transaction)
+            mutations.filter { $0.seq > last }, identity: identity, contracts: writer.contracts, in: transaction)
         try await readAhead(mutations, prepared, after: last)
         var results: [MutationResult] = []
         results.reserveCapacity(mutations.count)

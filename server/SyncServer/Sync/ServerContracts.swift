@@ -9,6 +9,9 @@ final class ServerContracts: Sendable {
     private let entityPayloads: [String: PayloadContract]
     private let eventPayloads: [String: PayloadContract]
     private let rowShapes: [String: RowShape]
+    /// The wire names of each contract's `file` fields (current and former), for contracts that
+    /// have any: what a push checks the named files of (``FileService``).
+    let fileFieldNames: [String: [String]]
 
     init(_ catalog: ContractCatalog, reducers: [any Reducer] = []) {
         self.catalog = catalog
@@ -16,6 +19,12 @@ final class ServerContracts: Sendable {
         entityPayloads = Dictionary(catalog.entities.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first })
         eventPayloads = Dictionary(catalog.events.map { ($0.name, PayloadContract($0)) }, uniquingKeysWith: { first, _ in first })
         rowShapes = Dictionary(catalog.entities.map { ($0.name, RowShape($0)) }, uniquingKeysWith: { first, _ in first })
+        var fileFieldNames: [String: [String]] = [:]
+        for (name, fields) in catalog.entities.map({ ($0.name, $0.fields) }) + catalog.events.map({ ($0.name, $0.fields) }) {
+            let names = fields.filter { $0.kind == .file }.flatMap { [$0.name, $0.renamedFrom].compactMap(\.self) }
+            if !names.isEmpty { fileFieldNames[name] = names }
+        }
+        self.fileFieldNames = fileFieldNames
     }
 
     /// The payload rules of an entity of the catalog (made again for one outside it).
