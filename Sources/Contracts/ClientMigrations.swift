@@ -139,6 +139,17 @@ extension ContractRegistry {
             checksum: "a4c228a3706f96913b0016496e09556de2000daa0d613d2ac483455d671016fe"
         ),
         ContractMigration(
+            identifier: "content_assets.v2.migrate",
+            contract: "Asset",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "content_assets" ADD COLUMN "file" TEXT
+                """#,
+            ],
+            checksum: "1e3563defad1bb8716c38cd58c939acd55e7dc6540e3454599bf7fbe94b1ba83"
+        ),
+        ContractMigration(
             identifier: "attempts.v1.create",
             contract: "Attempt",
             version: 1,
@@ -392,6 +403,17 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "32c023b16d2cd2cfad630394fbd26c8fb800c488b77f6af3a792f1bd7fb091f1"
+        ),
+        ContractMigration(
+            identifier: "issue_logged_events.v2.migrate",
+            contract: "IssueLogged",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "issue_logged_events" ADD COLUMN "photo_file" TEXT
+                """#,
+            ],
+            checksum: "c201c9e900e9c2c99223bf822748d4bf1dcaf4d989e518fb050474fe8474cacd"
         ),
         ContractMigration(
             identifier: "lessons.v1.create",

@@ -268,7 +268,7 @@ public enum ContractRegistry: ContractSchema {
         ]
     )
 
-    /// `Asset` version 1, from `contracts/entities/asset.yaml`.
+    /// `Asset` version 2, from `contracts/entities/asset.yaml`.
     public static let asset = EntityDescriptor(
         name: "Asset",
         swiftName: "Asset",
@@ -280,7 +280,7 @@ public enum ContractRegistry: ContractSchema {
         tombstones: true,
         retentionSeconds: nil,
         priority: .normal,
-        currentVersion: 1,
+        currentVersion: 2,
         oldestSupported: 1,
         primaryKey: "id",
         versionField: "updated_at",
@@ -291,7 +291,8 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "content_type", kind: .string, maxLength: 100),
             FieldDescriptor(name: "size_bytes", kind: .int),
             FieldDescriptor(name: "checksum", kind: .string, maxLength: 64),
-            FieldDescriptor(name: "storage_key", kind: .string, maxLength: 512),
+            FieldDescriptor(name: "storage_key", kind: .string, deprecation: "download the `file` field instead", maxLength: 512),
+            FieldDescriptor(name: "file", kind: .file, isOptional: true, since: 2, maxBytes: 2000000000, contentTypes: ["audio/*", "image/*", "video/*", "application/pdf", "application/octet-stream"]),
             FieldDescriptor(name: "duration_ms", kind: .int, isOptional: true),
             FieldDescriptor(name: "updated_at", kind: .timestamp, isVersionField: true),
         ],
@@ -311,6 +312,18 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "size_bytes", currentName: "size_bytes"),
                 KnownField(wireName: "checksum", currentName: "checksum"),
                 KnownField(wireName: "storage_key", currentName: "storage_key"),
+                KnownField(wireName: "duration_ms", currentName: "duration_ms"),
+                KnownField(wireName: "updated_at", currentName: "updated_at"),
+            ],
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "lesson_id", currentName: "lesson_id"),
+                KnownField(wireName: "asset_kind", currentName: "asset_kind"),
+                KnownField(wireName: "content_type", currentName: "content_type"),
+                KnownField(wireName: "size_bytes", currentName: "size_bytes"),
+                KnownField(wireName: "checksum", currentName: "checksum"),
+                KnownField(wireName: "storage_key", currentName: "storage_key"),
+                KnownField(wireName: "file", currentName: "file"),
                 KnownField(wireName: "duration_ms", currentName: "duration_ms"),
                 KnownField(wireName: "updated_at", currentName: "updated_at"),
             ],
@@ -596,7 +609,7 @@ public enum ContractRegistry: ContractSchema {
         ]
     )
 
-    /// `IssueLogged` version 1, from `contracts/events/issue_logged.yaml`.
+    /// `IssueLogged` version 2, from `contracts/events/issue_logged.yaml`.
     public static let issueLogged = EventDescriptor(
         name: "IssueLogged",
         swiftName: "IssueLogged",
@@ -604,7 +617,7 @@ public enum ContractRegistry: ContractSchema {
         table: "issue_logged_events",
         scope: "team",
         direction: .both,
-        currentVersion: 1,
+        currentVersion: 2,
         oldestSupported: 1,
         appliesTo: "ServiceAsset",
         fields: [
@@ -614,7 +627,8 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "category", kind: .enumeration(values: ["damage", "vandalism", "low_battery", "missing", "safety", "other"], fallback: "other")),
             FieldDescriptor(name: "severity", kind: .enumeration(values: ["low", "medium", "high", "critical"], fallback: nil), defaultValue: .string("medium")),
             FieldDescriptor(name: "description", kind: .string, maxLength: 2000),
-            FieldDescriptor(name: "photo", kind: .bytes, isOptional: true, maxLength: 2097152),
+            FieldDescriptor(name: "photo", kind: .bytes, isOptional: true, deprecation: "use photo_file, a file uploaded before the event is pushed", maxLength: 2097152),
+            FieldDescriptor(name: "photo_file", kind: .file, isOptional: true, since: 2, maxBytes: 25000000, contentTypes: ["image/jpeg", "image/png", "image/heic"]),
             FieldDescriptor(name: "tags", kind: .list(.string), defaultValue: .array([])),
             FieldDescriptor(name: "latitude", kind: .double, isOptional: true),
             FieldDescriptor(name: "longitude", kind: .double, isOptional: true),
@@ -629,6 +643,20 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "severity", currentName: "severity"),
                 KnownField(wireName: "description", currentName: "description"),
                 KnownField(wireName: "photo", currentName: "photo"),
+                KnownField(wireName: "tags", currentName: "tags"),
+                KnownField(wireName: "latitude", currentName: "latitude"),
+                KnownField(wireName: "longitude", currentName: "longitude"),
+                KnownField(wireName: "observed_on", currentName: "observed_on"),
+            ],
+            2: [
+                KnownField(wireName: "team_id", currentName: "team_id"),
+                KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
+                KnownField(wireName: "task_id", currentName: "task_id"),
+                KnownField(wireName: "category", currentName: "category"),
+                KnownField(wireName: "severity", currentName: "severity"),
+                KnownField(wireName: "description", currentName: "description"),
+                KnownField(wireName: "photo", currentName: "photo"),
+                KnownField(wireName: "photo_file", currentName: "photo_file"),
                 KnownField(wireName: "tags", currentName: "tags"),
                 KnownField(wireName: "latitude", currentName: "latitude"),
                 KnownField(wireName: "longitude", currentName: "longitude"),

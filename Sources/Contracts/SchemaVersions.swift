@@ -16,7 +16,7 @@ public let CURRENT_ASSESSMENT_RESPONSE_SCHEMA = 1
 public let OLDEST_SUPPORTED_ASSESSMENT_RESPONSE_SCHEMA = 1
 
 /// The `Asset` schema version this build reads and writes.
-public let CURRENT_ASSET_SCHEMA = 1
+public let CURRENT_ASSET_SCHEMA = 2
 /// The oldest `Asset` schema version still supported; older rows are purged and re-fetched.
 public let OLDEST_SUPPORTED_ASSET_SCHEMA = 1
 
@@ -46,7 +46,7 @@ public let CURRENT_INCIDENT_SCHEMA = 1
 public let OLDEST_SUPPORTED_INCIDENT_SCHEMA = 1
 
 /// The `IssueLogged` schema version this build reads and writes.
-public let CURRENT_ISSUE_LOGGED_SCHEMA = 1
+public let CURRENT_ISSUE_LOGGED_SCHEMA = 2
 /// The oldest `IssueLogged` schema version still supported; older rows are purged and re-fetched.
 public let OLDEST_SUPPORTED_ISSUE_LOGGED_SCHEMA = 1
 

@@ -195,6 +195,17 @@ extension ContractRegistry {
             checksum: "1a1e31ff267649aa018084ce22e6acd3cfc9d9ab64970788403e70a5652c6724"
         ),
         ContractMigration(
+            identifier: "content_assets.v2.migrate",
+            contract: "Asset",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "content_assets" ADD COLUMN "file" TEXT
+                """#,
+            ],
+            checksum: "1e3563defad1bb8716c38cd58c939acd55e7dc6540e3454599bf7fbe94b1ba83"
+        ),
+        ContractMigration(
             identifier: "attempts.v1.create",
             contract: "Attempt",
             version: 1,
@@ -493,6 +504,17 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "6aea5fb0f436346999b2c772cac331547c1e52322e36cc75d28fe9caf193fde0"
+        ),
+        ContractMigration(
+            identifier: "issue_logged_events.v2.migrate",
+            contract: "IssueLogged",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "issue_logged_events" ADD COLUMN "photo_file" TEXT
+                """#,
+            ],
+            checksum: "c201c9e900e9c2c99223bf822748d4bf1dcaf4d989e518fb050474fe8474cacd"
         ),
         ContractMigration(
             identifier: "lessons.v1.create",

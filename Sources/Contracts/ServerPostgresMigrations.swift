@@ -195,6 +195,17 @@ extension ContractRegistry {
             checksum: "a71cbd8823835979bb9658748a68ab124f1e3fc2789bc3991c7b2df01876e14b"
         ),
         ContractMigration(
+            identifier: "content_assets.v2.migrate",
+            contract: "Asset",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "content_assets" ADD COLUMN "file" TEXT
+                """#,
+            ],
+            checksum: "1e3563defad1bb8716c38cd58c939acd55e7dc6540e3454599bf7fbe94b1ba83"
+        ),
+        ContractMigration(
             identifier: "attempts.v1.create",
             contract: "Attempt",
             version: 1,
@@ -493,6 +504,17 @@ extension ContractRegistry {
                 """#,
             ],
             checksum: "1a1756f5edace5beeaeb26cf00135424567fc1e7e48163fe0ce7f688126d32eb"
+        ),
+        ContractMigration(
+            identifier: "issue_logged_events.v2.migrate",
+            contract: "IssueLogged",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "issue_logged_events" ADD COLUMN "photo_file" TEXT
+                """#,
+            ],
+            checksum: "c201c9e900e9c2c99223bf822748d4bf1dcaf4d989e518fb050474fe8474cacd"
         ),
         ContractMigration(
             identifier: "lessons.v1.create",

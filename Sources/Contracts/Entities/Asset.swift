@@ -4,9 +4,9 @@ public import ContractRuntime
 
 /// The metadata of a downloadable file (audio, image, video) used by a lesson.
 ///
-/// The file itself is served by the asset route and verified against `checksum` after download. The table is not called `assets`: that name belongs to the client's own download bookkeeping.
+/// Since version 2 the file itself is the `file` field: a device downloads it on demand and checks it against its SHA-256. Version 1 devices still download it from the asset route by `storage_key` and check it against `checksum`.
 ///
-/// - Remark: Generated from entity `Asset` version 1 (`contracts/entities/asset.yaml`).
+/// - Remark: Generated from entity `Asset` version 2 (`contracts/entities/asset.yaml`).
 public struct Asset: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
@@ -29,7 +29,14 @@ public struct Asset: ContractEntity, PatchableEntity {
     /// The object id the download URL is made from.
     ///
     /// At most 512 characters.
+    ///
+    /// - Warning: Deprecated: download the `file` field instead
     public var storageKey: String
+
+    /// The published file; empty until the server stores it.
+    ///
+    /// Since version 2. A file of at most 2GB, of type `audio/*`, `image/*`, `video/*`, `application/pdf`, `application/octet-stream`.
+    public var file: FileReference?
 
     public var durationMs: Int64?
 
@@ -44,6 +51,7 @@ public struct Asset: ContractEntity, PatchableEntity {
         sizeBytes: Int64,
         checksum: String,
         storageKey: String,
+        file: FileReference? = nil,
         durationMs: Int64? = nil,
         updatedAt: Timestamp
     ) {
@@ -54,6 +62,7 @@ public struct Asset: ContractEntity, PatchableEntity {
         self.sizeBytes = sizeBytes
         self.checksum = checksum
         self.storageKey = storageKey
+        self.file = file
         self.durationMs = durationMs
         self.updatedAt = updatedAt
     }
@@ -82,6 +91,7 @@ public struct Asset: ContractEntity, PatchableEntity {
         case sizeBytes(Int64)
         case checksum(String)
         case storageKey(String)
+        case file(FileReference?)
         case durationMs(Int64?)
         case updatedAt(Timestamp)
 
@@ -94,6 +104,7 @@ public struct Asset: ContractEntity, PatchableEntity {
             case .sizeBytes: return "size_bytes"
             case .checksum: return "checksum"
             case .storageKey: return "storage_key"
+            case .file: return "file"
             case .durationMs: return "duration_ms"
             case .updatedAt: return "updated_at"
             }
@@ -108,6 +119,7 @@ public struct Asset: ContractEntity, PatchableEntity {
             case .sizeBytes(let value): return try JSONValue(encoding: value)
             case .checksum(let value): return try JSONValue(encoding: value)
             case .storageKey(let value): return try JSONValue(encoding: value)
+            case .file(let value): return try JSONValue(encoding: value)
             case .durationMs(let value): return try JSONValue(encoding: value)
             case .updatedAt(let value): return try JSONValue(encoding: value)
             }
@@ -122,6 +134,7 @@ public struct Asset: ContractEntity, PatchableEntity {
         case sizeBytes = "size_bytes"
         case checksum
         case storageKey = "storage_key"
+        case file
         case durationMs = "duration_ms"
         case updatedAt = "updated_at"
     }
@@ -136,6 +149,7 @@ public struct Asset: ContractEntity, PatchableEntity {
         sizeBytes = try container.decode(Int64.self, forKey: .sizeBytes)
         checksum = try container.decode(String.self, forKey: .checksum)
         storageKey = try container.decode(String.self, forKey: .storageKey)
+        file = try container.decodeIfPresent(FileReference.self, forKey: .file)
         durationMs = try container.decodeIfPresent(Int64.self, forKey: .durationMs)
         updatedAt = try container.decode(Timestamp.self, forKey: .updatedAt)
     }
@@ -149,6 +163,7 @@ public struct Asset: ContractEntity, PatchableEntity {
         try container.encode(sizeBytes, forKey: .sizeBytes)
         try container.encode(checksum, forKey: .checksum)
         try container.encode(storageKey, forKey: .storageKey)
+        try container.encodeIfPresent(file, forKey: .file)
         try container.encodeIfPresent(durationMs, forKey: .durationMs)
         try container.encode(updatedAt, forKey: .updatedAt)
     }

@@ -5,7 +5,9 @@ public import Foundation
 
 /// A technician reported a problem with a piece of equipment, with an optional photo.
 ///
-/// - Remark: Generated from event `IssueLogged` version 1 (`contracts/events/issue_logged.yaml`).
+/// Version 2 carries the photo as a file, uploaded before the event is pushed and downloaded only by a device that opens it; version 1 devices still send the inline `photo` bytes.
+///
+/// - Remark: Generated from event `IssueLogged` version 2 (`contracts/events/issue_logged.yaml`).
 public struct IssueLogged: ContractEvent {
     /// The team whose scope holds the row; fills {team_id} in the scope key.
     public var teamId: String
@@ -18,10 +20,17 @@ public struct IssueLogged: ContractEvent {
     /// At most 2000 characters.
     public var description: String
 
-    /// A JPEG of the problem, at most 2 MiB.
+    /// A JPEG of the problem, at most 2 MiB, inline in the event.
     ///
     /// At most 2097152 bytes.
+    ///
+    /// - Warning: Deprecated: use photo_file, a file uploaded before the event is pushed
     public var photo: Data?
+
+    /// A photo of the problem, uploaded before the event is pushed and downloaded by a device that opens it.
+    ///
+    /// Since version 2. A file of at most 25MB, of type `image/jpeg`, `image/png`, `image/heic`.
+    public var photoFile: FileReference?
 
     public var tags: [String]
     public var latitude: Double?
@@ -36,6 +45,7 @@ public struct IssueLogged: ContractEvent {
         severity: Severity = .medium,
         description: String,
         photo: Data? = nil,
+        photoFile: FileReference? = nil,
         tags: [String] = [],
         latitude: Double? = nil,
         longitude: Double? = nil,
@@ -48,6 +58,7 @@ public struct IssueLogged: ContractEvent {
         self.severity = severity
         self.description = description
         self.photo = photo
+        self.photoFile = photoFile
         self.tags = tags
         self.latitude = latitude
         self.longitude = longitude
@@ -87,6 +98,7 @@ public struct IssueLogged: ContractEvent {
         case severity
         case description
         case photo
+        case photoFile = "photo_file"
         case tags
         case latitude
         case longitude
@@ -103,6 +115,7 @@ public struct IssueLogged: ContractEvent {
         severity = try container.decodeIfPresent(Severity.self, forKey: .severity) ?? .medium
         description = try container.decode(String.self, forKey: .description)
         photo = try container.decodeIfPresent(Data.self, forKey: .photo)
+        photoFile = try container.decodeIfPresent(FileReference.self, forKey: .photoFile)
         tags = try container.decodeIfPresent([String].self, forKey: .tags) ?? []
         latitude = try container.decodeIfPresent(Double.self, forKey: .latitude)
         longitude = try container.decodeIfPresent(Double.self, forKey: .longitude)
@@ -118,6 +131,7 @@ public struct IssueLogged: ContractEvent {
         try container.encode(severity, forKey: .severity)
         try container.encode(description, forKey: .description)
         try container.encodeIfPresent(photo, forKey: .photo)
+        try container.encodeIfPresent(photoFile, forKey: .photoFile)
         try container.encode(tags, forKey: .tags)
         try container.encodeIfPresent(latitude, forKey: .latitude)
         try container.encodeIfPresent(longitude, forKey: .longitude)
