@@ -178,8 +178,8 @@ struct FileTransferTests {
         #expect(try device.store.storedFile(sha256: document.sha256)?.state == .uploaded)
     }
 
-    @Test("a file the server refuses (quota) holds the writes that name it: nothing is pushed, the reason is on the file")
-    func refusedFileHoldsItsWrite() async throws {
+    @Test("a file the server refuses (quota) fails the writes that name it, with the reason; nothing of them is pushed")
+    func refusedFileFailsItsWrite() async throws {
         let device = try FileTestStore()
         let (document, _) = try writeReceipt(device.store, size: 500)
         let quota = QuotaTransport()
@@ -187,10 +187,54 @@ struct FileTransferTests {
             store: device.store, transport: quota,
             configuration: SyncEngineConfiguration(scopes: [], retriesAutomatically: false, usesLiveChannel: false))
         let result = await engine.syncNow()
-        guard case .failed(.http(413, _, _), _) = result else { Issue.record("expected 413, got \(result)"); return }
+        #expect(result == .succeeded(pushed: 0, pulled: 0))
         #expect(quota.pushes.withLock { $0 } == 0)
-        #expect(try device.store.outboxCounts().unsent == 1)
+        let entries = try device.store.outboxEntries()
+        #expect(entries.map(\.status) == [.failed])
+        #expect(entries.first?.lastError?.code == .quotaExceeded)
         #expect(try device.store.storedFile(sha256: document.sha256)?.lastError?.code == .quotaExceeded)
+        #expect(try device.store.storedFile(sha256: document.sha256)?.state == .waitingToUpload, "kept for a retry")
+    }
+
+    @Test(
+        "a refused file never holds up the writes after it: they are pushed; its own write fails, is not sent again, and a retry sends it once the file is right"
+    )
+    func refusedFileDoesNotBlockTheOutbox() async throws {
+        let device = try FileTestStore()
+        let (document, bytes) = try writeReceipt(device.store, size: 1_500, seed: 1)
+        try device.store.create(Receipt(id: "r-2", title: "No file", document: nil))
+        // The store's copy is damaged after the import: the server's hash check refuses it.
+        let stored = device.store.fileURL(sha256: document.sha256)
+        var damaged = bytes
+        damaged[damaged.count - 1] ^= 0xFF
+        try damaged.write(to: stored)
+        let server = FakeFileTransport()
+        var configuration = SyncEngineConfiguration(scopes: [], retriesAutomatically: false, usesLiveChannel: false)
+        configuration.fileChunkBytes = 1_000
+        let engine = SyncEngine(store: device.store, transport: server, configuration: configuration)
+
+        #expect(await engine.syncNow() == .succeeded(pushed: 1, pulled: 0))
+        #expect(server.pushed.map(\.id) == ["r-2"])
+        #expect(server.pushed.first?.seq == 1, "the refused write's wire seq was given back: no gap")
+        #expect(server.files[document.sha256] == nil)
+        let failed = try #require(try device.store.outboxEntries(statuses: [.failed]).first)
+        #expect(failed.rowId == "r-1")
+        #expect(failed.lastError?.code == .hashMismatch)
+        #expect(try device.store.outboxCounts().unsent == 0)
+
+        // The next sync does not send the refused file again.
+        let calls = server.calls.count
+        #expect(await engine.syncNow() == .succeeded(pushed: 0, pulled: 0))
+        #expect(!server.calls[calls...].contains { $0.hasPrefix("PATCH") || $0 == "POST" })
+
+        // The copy repaired, the write retried: the file goes up, then the write.
+        try bytes.write(to: stored)
+        try device.store.retryFailed(seq: failed.seq)
+        #expect(await engine.syncNow() == .succeeded(pushed: 1, pulled: 0))
+        #expect(server.pushed.map(\.id) == ["r-2", "r-1"])
+        #expect(server.pushed.last?.seq == 2)
+        #expect(server.files[document.sha256] == bytes)
+        #expect(try device.store.storedFile(sha256: document.sha256)?.state == .uploaded)
     }
 
     @Test("a download cut short resumes with a range from the bytes it kept; the file is checked, cached and then answered at once")

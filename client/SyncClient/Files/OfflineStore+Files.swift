@@ -509,6 +509,42 @@ extension OfflineStore {
         }
     }
 
+    /// Before a batch is sent, when the server refused files it names (`refusals`, by SHA-256):
+    /// the batch's writes naming one fail with the refusal (``OutboxStatus/failed``, kept with
+    /// their row for the app to retry or discard), and since the batch never left the device,
+    /// its other writes give back their wire `seq` to be numbered again without a gap.
+    package func failWrites(of request: PushRequest, namingRefusedFiles refusals: [String: ErrorDetail]) throws(OfflineStoreError) {
+        guard let first = request.mutations.map(\.seq).min() else { return }
+        let now = now().millisecondsSince1970
+        try write { db in
+            for mutation in request.mutations {
+                let fields = contracts.entity(named: mutation.entity)?.fields ?? contracts.event(named: mutation.entity)?.fields ?? []
+                guard case .object(let payload)? = mutation.payload,
+                    let refusal = Self.fileReferences(in: payload, fields: fields).lazy.compactMap({ refusals[$0.sha256] }).first
+                else { continue }
+                try db.execute(
+                    sql: """
+                        UPDATE "outbox" SET "status" = \(OutboxStatus.failed.sql), "push_seq" = NULL, "last_error" = ?, "updated_at" = ?
+                        WHERE "client_mutation_id" = ? AND "status" IN \(OutboxStatus.sql(OutboxStatus.unsent))
+                        """,
+                    arguments: [refusal.storedText, now, mutation.clientMutationId]
+                )
+            }
+            try Self.releasePushSequence(db, above: first - 1)
+        }
+    }
+
+    /// When a failed write is queued again: the files it names that the server refused are
+    /// offered to it once more (the quota may have room now, the app may have fixed the file).
+    func clearFileRefusals(_ db: Database, entity: String, payload: JSONValue?) throws {
+        let fields = contracts.entity(named: entity)?.fields ?? contracts.event(named: entity)?.fields ?? []
+        guard case .object(let wire)? = payload else { return }
+        for reference in Self.fileReferences(in: wire, fields: fields) {
+            try db.execute(
+                sql: #"UPDATE "files" SET "last_error" = NULL WHERE "sha256" = ? AND "state" = 'waiting'"#, arguments: [reference.sha256])
+        }
+    }
+
     /// Records where an upload stands: its id and the bytes the server acknowledged.
     package func recordUploadProgress(sha256: String, uploadID: String?, offset: Int64) throws(OfflineStoreError) {
         try writeFiles { db in
@@ -530,7 +566,8 @@ extension OfflineStore {
         }
     }
 
-    /// The server refused the file (quota, hash): kept waiting, with the reason for the app.
+    /// The server refused the file (quota, hash): kept waiting, with the reason for the app, and
+    /// not sent again until a write naming it is retried.
     package func recordUploadFailure(sha256: String, error: ErrorDetail) throws(OfflineStoreError) {
         try writeFiles { db in
             try db.execute(sql: #"UPDATE "files" SET "last_error" = ? WHERE "sha256" = ?"#, arguments: [error.storedText, sha256])

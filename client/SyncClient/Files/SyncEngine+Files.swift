@@ -50,13 +50,15 @@ extension SyncEngine {
 
     /// Uploads every file waiting to upload, oldest first, with their bytes in the status
     /// (``SyncProgress/fileBytesSent`` of ``SyncProgress/fileBytesTotal``). A file the server
-    /// refuses for good (`quota_exceeded`, `hash_mismatch`) keeps waiting with its error, and the
-    /// others go on: the writes naming it are held by the push. A network failure ends the
-    /// sync, to resume from the acknowledged offset. Returns `false` when an automatic sync's
-    /// data budget ran out (nothing more is sent in this sync).
+    /// refuses (``FileTransfers/isRefusal(_:)``: `quota_exceeded`, `hash_mismatch`,
+    /// `content_type_mismatch`) is marked with the reason and not sent again by itself: the push
+    /// fails the writes naming it (``holdForFiles(_:traffic:)``), and ``OfflineStore/retryFailed(seq:)``
+    /// tries it once more. A network failure ends the sync, to resume from the acknowledged
+    /// offset. Returns `false` when an automatic sync's data budget ran out (nothing more is
+    /// sent in this sync).
     func uploadWaitingFiles(traffic: TrafficCounter?, budgetLeft: Int?) async throws(EngineFailure) -> Bool {
         let waiting: [StoredFile]
-        do { waiting = try store.filesWaitingToUpload() } catch { throw .store(error) }
+        do { waiting = try store.filesWaitingToUpload().filter { $0.lastError == nil } } catch { throw .store(error) }
         guard !waiting.isEmpty else { return true }
         snapshot.progress.fileBytesTotal = waiting.reduce(0) { $0 + max(0, $1.reference.byteCount - $1.acknowledgedOffset) }
         snapshot.progress.fileBytesSent = 0
@@ -69,8 +71,8 @@ extension SyncEngine {
                     mayStillSend: { bytes in budgetLeft.map { (traffic?.bytes ?? 0) + bytes <= $0 } ?? true },
                     traffic: traffic
                 ) { [weak self] sent in await self?.fileBytesSent(sent) }
-            } catch .transport(let error) where !FileTransfers.isWorthRetrying(error) {
-                // Refused for good: its writes wait with the reason; the other files go on.
+            } catch .transport(let error) where FileTransfers.isRefusal(error) {
+                // Refused: the push fails the writes naming it; the other files go on.
                 do { try store.recordUploadFailure(sha256: file.reference.sha256, error: error.detail) } catch { throw .store(error) }
                 continue
             }
@@ -84,30 +86,41 @@ extension SyncEngine {
         publish()
     }
 
-    /// The batch's writes that name a file still waiting to upload: uploaded now if they can
-    /// be, else the batch waits (its entries deferred) and the sync fails with the reason.
-    func holdForFiles(_ request: PushRequest, traffic: TrafficCounter?) async throws(EngineFailure) {
+    /// The batch's writes that name a file still waiting to upload: its files are uploaded now
+    /// if they can be. A write naming a file the server refused fails with the refusal (the
+    /// app retries or discards it: ``OfflineStore/retryFailed(seq:)``), so it never holds up
+    /// the writes after it, and the batch is taken again (`true`). Any other failure leaves the
+    /// batch waiting (its entries deferred) and fails the sync with the reason.
+    func holdForFiles(_ request: PushRequest, traffic: TrafficCounter?) async throws(EngineFailure) -> Bool {
         var waiting: [StoredFile]
         do { waiting = try store.filesWaitingToUpload(namedBy: request.mutations) } catch { throw .store(error) }
-        guard !waiting.isEmpty else { return }
+        guard !waiting.isEmpty else { return false }
         var failure: TransportError?
-        for file in waiting {
+        for file in waiting where file.lastError == nil {
             do {
                 _ = try await FileTransfers.upload(
                     file, store: store, transport: transport, chunkBytes: configuration.fileChunkBytes, mayStillSend: { _ in true },
                     traffic: traffic
                 ) { [weak self] sent in await self?.fileBytesSent(sent) }
             } catch .transport(let error) {
-                if !FileTransfers.isWorthRetrying(error) {
-                    try? store.recordUploadFailure(sha256: file.reference.sha256, error: error.detail)
+                if FileTransfers.isRefusal(error) {
+                    do { try store.recordUploadFailure(sha256: file.reference.sha256, error: error.detail) } catch { throw .store(error) }
+                } else {
+                    failure = failure ?? error
                 }
-                failure = failure ?? error
             } catch {
                 throw error
             }
         }
         do { waiting = try store.filesWaitingToUpload(namedBy: request.mutations) } catch { throw .store(error) }
-        guard !waiting.isEmpty else { return }
+        guard !waiting.isEmpty else { return false }
+        let refusals = Dictionary(waiting.compactMap { file in file.lastError.map { (file.reference.sha256, $0) } }, uniquingKeysWith: { a, _ in a })
+        if !refusals.isEmpty {
+            do { try store.failWrites(of: request, namingRefusedFiles: refusals) } catch { throw .store(error) }
+            refreshCounts()
+            publish()
+            return true
+        }
         let error =
             failure
             ?? TransportError.http(
@@ -138,6 +151,17 @@ enum FileTransfers {
     static func isWorthRetrying(_ error: TransportError) -> Bool {
         if case .http(_, let body?, _) = error, body.error.code == ErrorCode("files_unsupported") { return false }
         return RetryPolicy.isRetryable(error)
+    }
+
+    /// Whether the server refused the file itself, so that sending it again as it is cannot
+    /// succeed by waiting: too large or over the quota (413), not the type it claims (415, 422
+    /// `content_type_mismatch`), bytes that do not hash to it (422 `hash_mismatch`), a malformed
+    /// declaration (400), or a transport without the file routes. A refused identity or a limit
+    /// on uploads under way is not a refusal of the file: the sync fails and is tried again.
+    static func isRefusal(_ error: TransportError) -> Bool {
+        guard case .http(let status, let body, _) = error else { return false }
+        if body?.error.code == ErrorCode("files_unsupported") { return true }
+        return status == 400 || status == 413 || status == 415 || status == 422
     }
 
     /// Uploads one waiting file: resumes its upload from where the server stands (`HEAD` when

@@ -261,7 +261,7 @@ extension OfflineStore {
 
     /// Queues a failed write again, as a new entry (the server keeps its answer to the old
     /// `client_mutation_id` forever), with a fresh clock and the row's current server version;
-    /// the failed entry is removed.
+    /// the failed entry is removed. The files it names that the server refused are offered again.
     @discardableResult
     public func retryFailed(seq: Int64) throws(OfflineStoreError) -> QueuedWrite {
         try writeChange { db, now in
@@ -274,6 +274,7 @@ extension OfflineStore {
                 clock = try tickIfNeeded(db, entity, record.op, now: now)
             }
             try db.execute(sql: #"DELETE FROM "outbox" WHERE "seq" = ?"#, arguments: [seq])
+            try clearFileRefusals(db, entity: record.entity, payload: content.payload)
             return try appendOutbox(
                 db, entity: record.entity, op: record.op, rowId: record.rowId, content: content, baseVersion: baseVersion,
                 hlc: clock, occurredAt: record.occurredAt, hash: record.hash, schemaVersion: record.schemaVersion, now: now

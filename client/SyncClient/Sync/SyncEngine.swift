@@ -604,8 +604,9 @@ public actor SyncEngine {
             } catch {
                 throw .store(error)
             }
-            // Written while the files were uploading, or refused by the server: uploaded now, or the batch waits.
-            try await holdForFiles(request, traffic: traffic)
+            // Written while the files were uploading, or refused by the server: uploaded now, or
+            // the writes naming a refused file fail and the batch is taken again, or it waits.
+            if try await holdForFiles(request, traffic: traffic) { continue }
             snapshot.progress.currentEntity = request.mutations.first?.entity
             publish()
             if let traffic { traffic.add((try? JSONEncoder().encode(request).count) ?? 0) }
