@@ -206,4 +206,43 @@ struct FileStoreTests {
         #expect(try tight.store.enforceFileCacheBudget() == [])
         #expect(tight.filesOnDisk() == ["\(photo.sha256.prefix(2))/\(photo.sha256)"])
     }
+
+    @Test("partial downloads count in the cache budget and are deleted by last use like cached files, except one downloading now")
+    func partialDownloadsInTheBudget() throws {
+        let clock = ManualClock(TestStore.start)
+        let device = try FileTestStore(clock: clock, limits: StorageLimits(fileCacheBytes: 2_500))
+        let store = device.store
+        func download(seed: Int) throws -> FileReference {
+            let bytes = sampleBytes(1_000, seed: seed)
+            let reference = try FileReference(sha256: sha256Hex(bytes), byteCount: 1_000, contentType: "image/x-test")
+            try store.writePartialFile(sha256: reference.sha256, data: bytes, at: 0)
+            _ = try store.adoptDownloadedFile(reference).get()
+            clock.advance(by: 60)
+            return reference
+        }
+        let first = try download(seed: 1)
+        // 800 bytes of a download cut short, last written a minute after the first file.
+        let cut = sha256Hex(sampleBytes(2_000, seed: 9))
+        try store.writePartialFile(sha256: cut, data: sampleBytes(800, seed: 9), at: 0)
+        try FileManager.default.setAttributes([.modificationDate: clock.now()], ofItemAtPath: store.partialFileURL(sha256: cut).path)
+        clock.advance(by: 60)
+
+        // 1 000 + 800 + 1 000 is over 2 500: the least recently used, the first file, goes.
+        let second = try download(seed: 2)
+        #expect(try store.storedFiles().map(\.reference.sha256) == [second.sha256])
+        #expect(store.partialFileSize(sha256: cut) == 800)
+
+        // Over again while the cut download resumes: it is left alone, the older cached file goes.
+        store.fileStaging.beginDownload(cut)
+        let third = try download(seed: 3)
+        #expect(try store.storedFiles().map(\.reference.sha256) == [third.sha256])
+        #expect(store.partialFileSize(sha256: cut) == 800)
+        store.fileStaging.endDownload(cut)
+
+        // Abandoned, it is now the least recently used: deleted like a cached file.
+        _ = try download(seed: 4)
+        #expect(store.partialFileSize(sha256: cut) == 0)
+        #expect(try store.storedFiles().count == 2)
+        #expect(first != second)
+    }
 }

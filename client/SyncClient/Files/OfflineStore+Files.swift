@@ -402,9 +402,11 @@ extension OfflineStore {
     // MARK: The cache
 
     /// Evicts files until those the store holds take no more than
-    /// ``StorageLimits/fileCacheBytes``, the least recently used first. Never evicted: files
-    /// waiting to upload, and files named by rows (or events) with a write not yet on the server.
-    /// Returns the SHA-256 of each file evicted.
+    /// ``StorageLimits/fileCacheBytes``, the least recently used first. Partial downloads count
+    /// too (their last use is their last byte received) and are deleted like cached files,
+    /// except those downloading now. Never evicted: files waiting to upload, and files named by
+    /// rows (or events) with a write not yet on the server. Returns the SHA-256 of each file
+    /// evicted (or partial download deleted).
     @discardableResult
     public func enforceFileCacheBudget() throws(OfflineStoreError) -> [String] {
         try evictFiles(budget: configuration.storageLimits.fileCacheBytes, toFree: 0)
@@ -413,26 +415,48 @@ extension OfflineStore {
     /// Evicts the least recently used evictable files until the files take at most `budget`
     /// bytes and `toFree` bytes were freed.
     func evictFiles(budget: Int64?, toFree: Int64) throws(OfflineStoreError) -> [String] {
-        let evicted: [(sha: String, size: Int64)] = try writeFiles { db in
-            let total = try Int64.fetchOne(db, sql: #"SELECT COALESCE(SUM("size"), 0) FROM "files""#) ?? 0
+        let partials = partialDownloads()
+        let partialBytes = partials.reduce(0) { $0 + $1.size }
+        let evicted: [(sha: String, size: Int64, partial: Bool)] = try writeFiles { db in
+            let total = (try Int64.fetchOne(db, sql: #"SELECT COALESCE(SUM("size"), 0) FROM "files""#) ?? 0) + partialBytes
             var excess = max(budget.map { total - $0 } ?? 0, toFree)
             guard excess > 0 else { return [] }
             let kept = try filesNamedByUnsyncedRows(db)
-            var evicted: [(String, Int64)] = []
-            let candidates = try Row.fetchAll(
-                db, sql: #"SELECT "sha256", "size" FROM "files" WHERE "state" != 'waiting' ORDER BY "last_used_at", "sha256""#)
-            for row in candidates where excess > 0 {
+            var candidates: [(sha: String, size: Int64, usedAt: Int64, partial: Bool)] = try Row.fetchAll(
+                db, sql: #"SELECT "sha256", "size", "last_used_at" FROM "files" WHERE "state" != 'waiting'"#
+            ).compactMap { row in
                 let sha: String = row["sha256"]
-                guard !kept.contains(sha) else { continue }
-                let size: Int64 = row["size"]
-                try db.execute(sql: #"DELETE FROM "files" WHERE "sha256" = ?"#, arguments: [sha])
-                evicted.append((sha, size))
-                excess -= size
+                return kept.contains(sha) ? nil : (sha, row["size"], row["last_used_at"], false)
+            }
+            candidates += partials.filter { !fileStaging.isDownloading($0.sha) }.map { ($0.sha, $0.size, $0.modifiedAt, true) }
+            candidates.sort { ($0.usedAt, $0.sha) < ($1.usedAt, $1.sha) }
+            var evicted: [(String, Int64, Bool)] = []
+            for candidate in candidates where excess > 0 {
+                if !candidate.partial {
+                    try db.execute(sql: #"DELETE FROM "files" WHERE "sha256" = ?"#, arguments: [candidate.sha])
+                }
+                evicted.append((candidate.sha, candidate.size, candidate.partial))
+                excess -= candidate.size
             }
             return evicted
         }
-        for file in evicted { try? FileManager.default.removeItem(at: fileURL(sha256: file.sha)) }
+        for file in evicted {
+            try? FileManager.default.removeItem(at: file.partial ? partialFileURL(sha256: file.sha) : fileURL(sha256: file.sha))
+        }
         return evicted.map(\.sha)
+    }
+
+    /// The partial downloads in the files folder: their size and when they last received bytes
+    /// (milliseconds since 1970).
+    private func partialDownloads() -> [(sha: String, size: Int64, modifiedAt: Int64)] {
+        let manager = FileManager.default
+        let folder = filesDirectory.appendingPathComponent("partial", isDirectory: true)
+        return ((try? manager.contentsOfDirectory(atPath: folder.path)) ?? []).compactMap { name in
+            guard let attributes = try? manager.attributesOfItem(atPath: folder.appendingPathComponent(name).path) else { return nil }
+            let size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+            let modified = (attributes[.modificationDate] as? Date) ?? .distantPast
+            return (name, size, Int64((modified.timeIntervalSince1970 * 1_000).rounded(.down)))
+        }
     }
 
     /// The files named by the current rows (and events) that writes not yet on the server are about.
@@ -666,6 +690,7 @@ final class FileStaging: Sendable {
     private struct State {
         var staged: Set<String> = []
         var touched: Set<String> = []
+        var downloading: Set<String> = []
     }
 
     private let state = Locked(State())
@@ -679,6 +704,14 @@ final class FileStaging: Sendable {
     func touch(_ sha256: String) { state.withLock { _ = $0.touched.insert(sha256) } }
 
     func unstage(_ hashes: [String]) { state.withLock { $0.staged.subtract(hashes) } }
+
+    /// A download of `sha256` writes its partial file from now until ``endDownload(_:)``: the
+    /// cache budget leaves that partial file alone.
+    func beginDownload(_ sha256: String) { state.withLock { _ = $0.downloading.insert(sha256) } }
+
+    func endDownload(_ sha256: String) { state.withLock { _ = $0.downloading.remove(sha256) } }
+
+    func isDownloading(_ sha256: String) -> Bool { state.withLock { $0.downloading.contains(sha256) } }
 
     func takeTouched() -> [String] {
         state.withLock { state in

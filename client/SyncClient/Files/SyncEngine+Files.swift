@@ -258,6 +258,8 @@ enum FileTransfers {
     ) async -> Result<URL, FileDownloadError> {
         let sha = reference.sha256
         let size = reference.byteCount
+        store.fileStaging.beginDownload(sha)
+        defer { store.fileStaging.endDownload(sha) }
         var offset = min(store.partialFileSize(sha256: sha), size)
         do {
             try store.ensureFileSpace(for: size - offset)
