@@ -57,8 +57,11 @@ struct SubscriptionGenerator {
     /// `Subscriptions.swift`: a typed constructor per subscription.
     func renderConstructors() -> String {
         var w = CodeWriter()
-        w.line("public import ContractRuntime")
-        w.line()
+        // Without a subscription nothing here names the runtime (an unused import warns).
+        if !set.manifest.subscriptions.isEmpty {
+            w.line("public import ContractRuntime")
+            w.line()
+        }
         w.line("/// The subscriptions of the contracts, each with typed parameters: hand one to")
         w.line("/// `SyncEngine.subscribe(_:ttl:priority:)` to sync just the rows it selects.")
         w.block("public enum Subscriptions") { w in
