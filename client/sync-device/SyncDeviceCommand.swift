@@ -29,6 +29,12 @@ struct SyncDeviceCommand: AsyncParsableCommand {
               sync-device edit service-asset ID --field status=needs_service
               sync-device delete service-asset ID
 
+            Files of `file` fields (uploaded before the change that names
+            them, downloaded on demand, checked against their SHA-256):
+              sync-device event issue-logged --field photo_file=@shot.jpg …
+              sync-device attach ENTITY ID FIELD shot.jpg
+              sync-device file issue-logged EVENT_ID photo_file --out shot.jpg
+
             Exit codes:
               0   success
               1   the device failed (its database or files)
@@ -43,7 +49,12 @@ struct SyncDeviceCommand: AsyncParsableCommand {
               5   writes are paused: changes older than 14 days have not
                   reached the server; sync first
               6   no such unit, lesson, assessment, question, row, conflict
-                  or queued change
+                  or queued change; no file in the field, or none on the
+                  server for this user
+              7   a file refused for its field before anything was queued:
+                  larger than the field allows, of a type it does not
+                  accept, or bytes not of the type declared
+              66  a file to attach cannot be read
               64  usage: an unknown command, flag, entity or field, a value
                   that does not fit its type, a missing required field, or
                   a write the contract does not let devices make
@@ -54,7 +65,7 @@ struct SyncDeviceCommand: AsyncParsableCommand {
             AttemptsCommand.self,
             TasksCommand.self, TaskCommand.self, IncidentsCommand.self,
             RowsCommand.self, ShowCommand.self, SubscribeCommand.self, SubscriptionsCommand.self, UnsubscribeCommand.self, CreateCommand.self,
-            EditCommand.self, DeleteCommand.self, EventCommand.self,
+            EditCommand.self, DeleteCommand.self, EventCommand.self, AttachCommand.self, FileCommand.self,
             ConflictsCommand.self, ResolveCommand.self, OutboxCommand.self, PreferencesCommand.self, WatchCommand.self, KeysCommand.self,
         ]
     )

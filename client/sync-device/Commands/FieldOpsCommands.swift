@@ -177,10 +177,18 @@ struct EditCommand: DeviceCommand {
         let session = try device.session()
         let (descriptor, type) = try ContractLookup.entity(named: entity)
         let editable = descriptor.fields.filter { !$0.isPrimaryKey && !$0.isVersionField }
-        let assignments = FieldAssignments(contract: descriptor.name, fields: editable, clock: session.clock)
+        let files = FileImports(store: session.store)
+        let assignments = FieldAssignments(contract: descriptor.name, fields: editable, clock: session.clock, files: files)
         try FieldAssignments.refuseKeyAndVersion(in: fields, of: descriptor, action: "edited")
-        let values = try assignments.parse(fields)
-        let queued = try update(type, values: values, session: session)
+        let values: [String: JSONValue]
+        let queued: Bool
+        do {
+            values = try assignments.parse(fields)
+            queued = try update(type, values: values, session: session)
+        } catch {
+            files.discardUnused()
+            throw error
+        }
         if queued {
             Console.say("\(descriptor.name) \(id): set \(values.keys.sorted().joined(separator: ", ")); \(try session.queuedNote())")
         } else {
@@ -224,13 +232,25 @@ struct EventCommand: DeviceCommand {
     func execute() async throws {
         let session = try device.session()
         let (descriptor, type) = try ContractLookup.event(named: self.type)
-        let assignments = FieldAssignments(contract: descriptor.name, fields: descriptor.fields, clock: session.clock)
-        let values = FieldAssignments.defaultingTeam(
-            try assignments.parse(fields), fields: descriptor.fields, teams: session.profile.teams
-        )
-        try assignments.requireAll(in: values)
-        let eventId = try record(type, values: values, session: session, contract: descriptor.name)
-        Console.say("recorded \(descriptor.name) \(eventId); \(try session.queuedNote())")
+        let files = FileImports(store: session.store)
+        let assignments = FieldAssignments(contract: descriptor.name, fields: descriptor.fields, clock: session.clock, files: files)
+        do {
+            let values = FieldAssignments.defaultingTeam(
+                try assignments.parse(fields), fields: descriptor.fields, teams: session.profile.teams
+            )
+            try assignments.requireAll(in: values)
+            let eventId = try record(type, values: values, session: session, contract: descriptor.name)
+            Console.say("recorded \(descriptor.name) \(eventId); \(try session.queuedNote())" + Self.fileNote(values, fields: descriptor.fields))
+        } catch {
+            files.discardUnused()
+            throw error
+        }
+    }
+
+    /// `; its file goes up before it` when the values name a file.
+    static func fileNote(_ values: [String: JSONValue], fields: [FieldDescriptor]) -> String {
+        let named = fields.filter { FileFields.isFile($0.kind) && values[$0.name].map { $0 != .null } == true }
+        return named.isEmpty ? "" : "; its file goes up before it (\(named.map(\.name).joined(separator: ", ")))"
     }
 
     private func record<P: ContractEvent>(

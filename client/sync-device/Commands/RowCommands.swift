@@ -41,18 +41,25 @@ struct CreateCommand: DeviceCommand {
         let (descriptor, type) = try ContractLookup.entity(named: entity)
         try RowCommands.refuseServerOwned(descriptor, action: "created")
         let settable = descriptor.fields.filter { !$0.isPrimaryKey && !$0.isVersionField }
-        let assignments = FieldAssignments(contract: descriptor.name, fields: settable, clock: session.clock)
+        let files = FileImports(store: session.store)
+        let assignments = FieldAssignments(contract: descriptor.name, fields: settable, clock: session.clock, files: files)
         try FieldAssignments.refuseKeyAndVersion(in: fields, of: descriptor, action: "set with --field", keyHint: "pass --id ID")
-        var values = FieldAssignments.defaultingTeam(try assignments.parse(fields), fields: descriptor.fields, teams: session.profile.teams)
-        try assignments.requireAll(in: values)
-        if let key = descriptor.field(named: descriptor.primaryKey) {
-            values[key.name] = try newKey(key, of: descriptor, assignments: assignments, clock: session.clock)
+        do {
+            var values = FieldAssignments.defaultingTeam(try assignments.parse(fields), fields: descriptor.fields, teams: session.profile.teams)
+            try assignments.requireAll(in: values)
+            if let key = descriptor.field(named: descriptor.primaryKey) {
+                values[key.name] = try newKey(key, of: descriptor, assignments: assignments, clock: session.clock)
+            }
+            if let version = descriptor.versionField.flatMap(descriptor.field(named:)) {
+                values[version.name] = Self.initialVersion(of: version, now: session.clock.now())
+            }
+            let created = try create(type, values: values, session: session)
+            Console.say(
+                "created \(descriptor.name) \(created); \(try session.queuedNote())" + EventCommand.fileNote(values, fields: descriptor.fields))
+        } catch {
+            files.discardUnused()
+            throw error
         }
-        if let version = descriptor.versionField.flatMap(descriptor.field(named:)) {
-            values[version.name] = Self.initialVersion(of: version, now: session.clock.now())
-        }
-        let created = try create(type, values: values, session: session)
-        Console.say("created \(descriptor.name) \(created); \(try session.queuedNote())")
     }
 
     /// `--id` checked against the key's type, or a new id that no other device makes.

@@ -9,7 +9,9 @@ struct SyncCommand: DeviceCommand {
         discussion: """
             Pushes oldest first, then pulls each scope page by page, fetching the next pages while \
             it stores those received; pages are committed together with the last one's cursor, up to \
-            --commit-rows rows per transaction. A progress bar is drawn on standard error when it is a terminal. Exits 4 when \
+            --commit-rows rows per transaction. A progress bar is drawn on standard error when it is a terminal (files uploaded \
+            before the push with their bytes, percent and rate; on a pipe, a line now and then for the \
+            files; nothing with --quiet). Exits 4 when \
             the sync finished but conflicts, refused or quarantined changes wait, 3 when the server was not reached \
             (the changes stay queued).
             """
@@ -25,6 +27,7 @@ struct SyncCommand: DeviceCommand {
     var commitRows: Int?
 
     @OptionGroup var device: DeviceOptions
+    @OptionGroup var progress: ProgressOptions
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -35,7 +38,9 @@ struct SyncCommand: DeviceCommand {
 
     func execute() async throws {
         let session = try device.session()
-        let report = try await SyncRun(session: session, pushBatchSize: batch, pullPageSize: pageSize, pullCommitRows: commitRows).syncNow()
+        let report = try await SyncRun(
+            session: session, pushBatchSize: batch, pullPageSize: pageSize, pullCommitRows: commitRows, progress: progress.style
+        ).syncNow()
         if output.json { Console.json(report.json) } else { report.lines.forEach { Console.say($0) } }
         if report.exitCode != .success { throw report.exitCode }
     }
@@ -64,6 +69,7 @@ struct OfflineCommand: DeviceCommand {
     var noSync = false
 
     @OptionGroup var device: DeviceOptions
+    @OptionGroup var progress: ProgressOptions
     @OptionGroup var output: OutputOptions
 
     func execute() async throws {
@@ -80,7 +86,7 @@ struct OfflineCommand: DeviceCommand {
                 return
             }
             if !output.json { Console.say("online: the network is back; syncing") }
-            let report = try await SyncRun(session: session).connectivityReturned()
+            let report = try await SyncRun(session: session, progress: progress.style).connectivityReturned()
             if output.json { Console.json(report.json) } else { report.lines.forEach { Console.say($0) } }
             if report.exitCode != .success { throw report.exitCode }
         }

@@ -14,6 +14,9 @@ struct SyncRun {
     var pushBatchSize: Int? = nil
     var pullPageSize: Int? = nil
     var pullCommitRows: Int? = nil
+    /// How progress shows on standard error: a bar on a terminal; elsewhere lines for the files
+    /// uploaded before the push; nothing with `--quiet`.
+    var progress: ProgressStyle = Console.standardErrorIsTerminal ? .bar : .lines
 
     /// How the sync ended.
     enum Ending {
@@ -56,11 +59,13 @@ struct SyncRun {
         let store = session.store
         let known = Set(try store.conflicts(includeResolved: true).map(\.id))
         let engine = session.engine(pushBatchSize: pushBatchSize, pullPageSize: pullPageSize, pullCommitRows: pullCommitRows)
-        let progress = Console.standardErrorIsTerminal ? ProgressBar.follow(engine) : nil
+        let uploads = TransferMeter("upload", style: self.progress)
+        let progress = self.progress == .quiet ? nil : ProgressBar.follow(engine, style: self.progress, uploads: uploads)
         let ending = await body(engine)
         progress?.cancel()
         _ = await progress?.value
-        if progress != nil { Console.redraw("") }
+        uploads.finish()
+        if self.progress == .bar { Console.redraw("") }
         if case .failed(let error, _) = ending, error.code == .userErased {
             // The engine wiped the store: there is nothing left to count.
             return SyncReport(
@@ -78,12 +83,29 @@ struct SyncRun {
     }
 }
 
-/// Draws the engine's progress on standard error: `[########------] pushing 3/8 Task`.
+/// Draws the engine's progress on standard error: `[########------] pushing 3/8 Task`, and the
+/// files uploaded before the push with their bytes (``SyncProgress/fileBytesSent`` of
+/// ``SyncProgress/fileBytesTotal``), on a terminal; elsewhere only the files' progress, as lines.
 enum ProgressBar {
-    static func follow(_ engine: SyncEngine) -> Task<Void, Never> {
+    static func follow(_ engine: SyncEngine, style: ProgressStyle, uploads: TransferMeter) -> Task<Void, Never> {
         Task {
+            var uploadTotal: Int64 = 0
             for await status in await engine.status {
                 if Task.isCancelled { break }
+                let files = status.progress
+                if status.phase == .pushing, files.fileBytesTotal > 0 {
+                    if !uploads.isActive || files.fileBytesTotal != uploadTotal {
+                        uploads.finish()
+                        uploadTotal = files.fileBytesTotal
+                        uploads.begin(total: files.fileBytesTotal, done: files.fileBytesSent)
+                    } else {
+                        uploads.set(done: files.fileBytesSent, total: files.fileBytesTotal)
+                    }
+                    if files.fileBytesSent < files.fileBytesTotal { continue }
+                } else if uploads.isActive {
+                    uploads.finish()
+                }
+                guard style == .bar else { continue }
                 switch status.phase {
                 case .pushing where status.progress.total > 0:
                     let total = max(status.progress.total, 1)

@@ -5,20 +5,26 @@ import SyncClient
 
 /// `--field name=value` arguments, each parsed by the type its contract declares, into wire
 /// values: `priority=high`, `tags=battery,urgent`, `due_on=2026-02-03`, `answer={"choice":0}`,
-/// `latitude=52.52`, `opened_at=now`, `session_id=new`, `photo=@shot.jpg`, `notes=null`.
+/// `latitude=52.52`, `opened_at=now`, `session_id=new`, `photo=@shot.jpg` (bytes inline, or a `file`
+/// field's file imported into the store), `notes=null`.
 struct FieldAssignments {
     let contract: String
     let fields: [FieldDescriptor]
     let clock: any DeviceClock
     /// The option the arguments came with, for messages: `--field`, `--where`.
     var option = "--field"
+    /// Where `@FILE` values of `file` fields are imported; `nil` where files cannot be given
+    /// (`--where`).
+    var files: FileImports? = nil
 
     /// The wire values of `arguments`, by field name.
     /// - Throws: a usage failure naming the field for a malformed argument, an unknown field, a
     ///   field given twice or a value that does not fit the field's type.
     func parse(_ arguments: [String]) throws(DeviceFailure) -> [String: JSONValue] {
         var values: [String: JSONValue] = [:]
-        for argument in arguments {
+        // Files last: a file is copied into the store only once every other value parsed.
+        let isFile = { (argument: String) in argument.contains("=@") }
+        for argument in arguments.filter({ !isFile($0) }) + arguments.filter(isFile) {
             guard let equals = argument.firstIndex(of: "=") else {
                 throw .usage("\(option) '\(argument)' is not name=value", hint: "for example \(option) \(example)")
             }
@@ -139,9 +145,17 @@ struct FieldAssignments {
             guard Data(base64Encoded: text) != nil else { throw bad(field, text, "expects base64, or @FILE to read a file") }
             return .string(text)
         case .file:
-            // A reference as JSON; `sync-device attach` hands the device a file itself.
+            // `@PATH`: the file itself, copied into the store (its limits checked) for the write
+            // that names it; else a reference as JSON, of a file the server already holds.
+            if text.hasPrefix("@") {
+                guard let files else { throw bad(field, text, "a file cannot be given here") }
+                let reference = try files.importFile(FileImports.Source(parsing: String(text.dropFirst())), contract: contract, field: field)
+                return reference.json
+            }
             guard let json = Self.json(text), (try? FileReference(json: json)) != nil else {
-                throw bad(field, text, #"expects a file reference {"sha256", "size", "content_type"}; use `attach` to add a file"#)
+                throw bad(
+                    field, text,
+                    #"expects @FILE (a file to attach, `@shot.jpg;type=image/jpeg`) or a file reference {"sha256", "size", "content_type"}"#)
             }
             return json
         case .enumeration(let values, _):

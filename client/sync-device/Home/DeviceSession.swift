@@ -84,7 +84,16 @@ struct DeviceSession {
         var configuration = SyncEngineConfiguration(scopes: profile.scopes, pullPageSize: pullPageSize, retriesAutomatically: false)
         if let pushBatchSize { configuration.pushBatchSize = pushBatchSize }
         if let pullCommitRows { configuration.pullCommitRows = pullCommitRows }
+        if let chunk = Self.fileChunkBytes { configuration.fileChunkBytes = chunk }
         return SyncEngine(store: store, transport: network, configuration: configuration)
+    }
+
+    /// `OUTPOST_FILE_CHUNK_BYTES`: the bytes of a file sent in one upload request or asked for in
+    /// one download range, instead of the engine's 4 MiB (tests and slow links; at least 1 KiB).
+    static let fileChunkBytesVariable = "OUTPOST_FILE_CHUNK_BYTES"
+
+    static var fileChunkBytes: Int? {
+        ProcessInfo.processInfo.environment[fileChunkBytesVariable].flatMap(Int.init).map { max(1024, $0) }
     }
 
     /// The downloader of unit files and assets, over the device's network.

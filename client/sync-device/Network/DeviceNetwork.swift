@@ -23,6 +23,7 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
     private var outcomes: [Outcome] = []
     private var pulled: [String: Int] = [:]
     private var liveFailure: TransportError?
+    private var fileBytesObserver: (@Sendable (Int64) -> Void)?
 
     init(server: any SyncTransport & AssetTransport, home: DeviceHome) {
         self.server = server
@@ -111,6 +112,36 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
     func downloadAssetRange(_ request: AssetRangeRequest) async throws(TransportError) -> AssetRangeResponse {
         try requireNetwork()
         return try await server.downloadAssetRange(request)
+    }
+
+    // MARK: Files (the rows' `file` fields)
+
+    /// Called with the size of each piece of a file the server sends (`sync-device file`'s
+    /// progress): set before a download, `nil` for none.
+    func observeFileBytes(_ observer: (@Sendable (Int64) -> Void)?) {
+        lock.withLock { fileBytesObserver = observer }
+    }
+
+    func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
+        try requireNetwork()
+        return try await server.startFileUpload(request)
+    }
+
+    func fileUploadOffset(uploadID: String) async throws(TransportError) -> Int64 {
+        try requireNetwork()
+        return try await server.fileUploadOffset(uploadID: uploadID)
+    }
+
+    func sendFileBytes(_ bytes: Data, uploadID: String, offset: Int64) async throws(TransportError) -> FileChunkAnswer {
+        try requireNetwork()
+        return try await server.sendFileBytes(bytes, uploadID: uploadID, offset: offset)
+    }
+
+    func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
+        try requireNetwork()
+        let chunk = try await server.fileBytes(sha256: sha256, range: range)
+        lock.withLock { fileBytesObserver }?(Int64(chunk.data.count))
+        return chunk
     }
 
     func health() async -> Bool {

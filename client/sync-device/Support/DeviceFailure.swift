@@ -17,6 +17,11 @@ enum DeviceExit {
     static let readOnly = ExitCode(5)
     /// No such unit, lesson, assessment, question, row, conflict or queued change.
     static let notFound = ExitCode(6)
+    /// A file refused for a `file` field before anything was queued: larger than the field
+    /// allows, of a content type it does not accept, or bytes not of the type declared.
+    static let fileRefused = ExitCode(7)
+    /// A file to attach that cannot be read (sysexits' `EX_NOINPUT`).
+    static let noInput = ExitCode(66)
     /// An unknown flag, entity or field, a value that does not fit, a missing required field, or a
     /// write the contract does not let devices make (ArgumentParser's own code).
     static let usage = ExitCode.validationFailure
@@ -52,8 +57,10 @@ struct DeviceFailure: Error {
         case .createdByNewerBuild, .belongsToAnotherAccount, .keyUnavailable, .keyMismatch, .signedOut, .invalidExtension, .pendingWrites,
             .invalidOutboxState, .invalidResolution, .rowAlreadyExists:
             exitCode = DeviceExit.badState
-        case .unknownContract, .unknownField, .fieldNotQueryable, .invalidValue, .notWritable, .invalidPreference, .file:
+        case .unknownContract, .unknownField, .fieldNotQueryable, .invalidValue, .notWritable, .invalidPreference:
             exitCode = DeviceExit.usage
+        case .file(let refusal):
+            (exitCode, hint) = Self.exit(refusal)
         case .rowNotFound, .outboxEntryNotFound, .conflictNotFound:
             exitCode = DeviceExit.notFound
         case .readOnlyUntilSync:
@@ -67,6 +74,50 @@ struct DeviceFailure: Error {
 }
 
 extension DeviceFailure {
+    /// The exit code of a file the store refused, and what to do about it.
+    static func exit(_ refusal: FileError) -> (ExitCode, String?) {
+        switch refusal {
+        case .tooLarge(_, _, _, let limit):
+            return (DeviceExit.fileRefused, "the field takes files of at most \(Wording.bytes(limit)); nothing was queued")
+        case .contentTypeNotAllowed(_, _, _, let allowed):
+            return (
+                DeviceExit.fileRefused,
+                "give a file of type \(allowed.joined(separator: ", ")) (`@FILE;type=TYPE` or --content-type when its name does not say); nothing was queued"
+            )
+        case .contentMismatch:
+            return (DeviceExit.fileRefused, "the server checks a file's first bytes against its type; nothing was queued")
+        case .invalidReference:
+            return (DeviceExit.fileRefused, nil)
+        case .unreadable:
+            return (DeviceExit.noInput, nil)
+        case .insufficientSpace:
+            return (DeviceExit.badState, "free space on the device (`sync-device cache`), then try again")
+        case .notImported:
+            return (DeviceExit.failure, nil)
+        }
+    }
+
+    /// The failure of a file download (`sync-device file`): 3 for the network or a file that
+    /// did not match its hash, 6 for a file the server does not hold or lets this user read.
+    init(_ error: FileDownloadError) {
+        switch error {
+        case .transport(.http(404, _, _)), .transport(.http(410, _, _)):
+            self.init(
+                message: "the server does not hold this file, or this user may not read it",
+                hint: "the row's writer may not have synced yet: `sync-device sync` on that device first", exitCode: DeviceExit.notFound)
+        case .transport(let transport):
+            var failure = transport.failure
+            failure.message = "the file could not be downloaded: " + failure.message
+            failure.hint = failure.hint ?? "run again: the download resumes where it stopped"
+            self = failure
+        case .hashMismatch:
+            self.init(
+                message: error.description, hint: "the bytes were deleted; run again to download the file anew", exitCode: DeviceExit.network)
+        case .store(let storeError):
+            self.init(storeError)
+        }
+    }
+
     /// The failure of an assessment call: which exit code, and what to do about it.
     init(_ error: AssessmentError) {
         let message = error.description
@@ -132,6 +183,7 @@ extension DeviceCommand {
             case let store as OfflineStoreError: failure = DeviceFailure(store)
             case let download as AssetError: failure = DeviceFailure(download)
             case let assessment as AssessmentError: failure = DeviceFailure(assessment)
+            case let download as FileDownloadError: failure = DeviceFailure(download)
             default: throw error
             }
             Console.fail(failure)
