@@ -40,7 +40,7 @@ struct DownloadTests {
             let url = try #require(file["file"].string.flatMap(URL.init(string:)), "\(file)")
             #expect(url.isFileURL)
             let data = try Data(contentsOf: url)
-            #expect(AssetStore.checksum(of: data) == file["asset"]["checksum"].string)
+            #expect(Hex.sha256(data) == file["asset"]["checksum"].string)
         }
         let opened = try phone.json(["cache", "list"])["units"].array.first { $0["id"].string == Self.unit }
         #expect(opened?["last_opened_at"].isNull == false, "open marks the unit opened")

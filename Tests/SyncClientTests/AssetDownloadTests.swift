@@ -112,7 +112,7 @@ struct AssetDownloadTests {
             let partial = try #require(try test.store.assetRecord(id: "asset-1"))
             #expect(partial.status == .downloading)
             #expect(partial.downloadedBytes == 49_152)
-            #expect(partial.etag == "\"\(AssetStore.checksum(of: data))\"")
+            #expect(partial.etag == "\"\(Hex.sha256(data))\"")
             #expect(partial.localPath == nil)
             let partialFile = test.store.assetsDirectory.appendingPathComponent("asset-asset-1.partial")
             #expect(try Data(contentsOf: partialFile) == data.prefix(49_152))
@@ -156,7 +156,7 @@ struct AssetDownloadTests {
                 Issue.record("the sync failed")
                 return
             }
-            #expect(try test.store.fetch(Asset.self, id: "asset-1")?.checksum == AssetStore.checksum(of: second))
+            #expect(try test.store.fetch(Asset.self, id: "asset-1")?.checksum == Hex.sha256(second))
             transport.dropConnection(afterRanges: nil)
             let before = transport.exchanges.count
             let result = try await downloader.downloadUnit(id: "unit-1") { _ in }
@@ -166,10 +166,10 @@ struct AssetDownloadTests {
             #expect(resumed.first?.request.offset == 32_768)
             #expect(resumed.first?.request.ifRange == oldTag)
             #expect(resumed.first?.response.isWholeFile == true)
-            #expect(resumed.first?.response.etag == "\"\(AssetStore.checksum(of: second))\"")
+            #expect(resumed.first?.response.etag == "\"\(Hex.sha256(second))\"")
             #expect(result.bytes == 60_000)
             let record = try #require(try test.store.assetRecord(id: "asset-1"))
-            #expect(record.checksum == AssetStore.checksum(of: second))
+            #expect(record.checksum == Hex.sha256(second))
             #expect(try Data(contentsOf: try #require(test.store.fileURL(of: record))) == second)
         }
     }
@@ -185,7 +185,7 @@ struct AssetDownloadTests {
             let downloader = downloader(server.engine(test.store), server.transport("device-1"))
             await #expect(
                 throws: AssetError.checksumMismatch(
-                    id: "asset-1", expected: AssetStore.checksum(of: stale), actual: AssetStore.checksum(of: served)
+                    id: "asset-1", expected: Hex.sha256(stale), actual: Hex.sha256(served)
                 )
             ) {
                 try await downloader.resolveAsset(id: "asset-1")

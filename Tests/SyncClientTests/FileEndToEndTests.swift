@@ -144,7 +144,7 @@ enum PostgresFileServer {
         let signer = try TokenSigner(secret: LiveServer.secret)
         let clock = SyncServer.SystemClock()
         let environment = ServerEnvironment(
-            storage: storage, assets: AssetStore(directory: folder.url.appendingPathComponent("assets")), signer: signer, clock: clock,
+            storage: storage, signer: signer, clock: clock,
             apps: SampleServerApps.all)
         try await LoopbackServer.run(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment) { server in
             let url = server.url

@@ -34,8 +34,7 @@ struct AssessmentRevisionTests {
             // Assessments are published a day before the attempts the tests date at t0: a learner
             // cannot answer before the server has the assessment (occurred_at_out_of_range).
             content = SampleContentService(
-                storage: push.storage, assets: AssetStore(directory: push.folder.appendingPathComponent("assets")),
-                clock: PushFixedClock(time: AssessmentRevisionTests.time(-86_400))
+                storage: push.storage, clock: PushFixedClock(time: AssessmentRevisionTests.time(-86_400))
             )
         }
 

@@ -84,7 +84,7 @@ struct CLITests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
-            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+            storage: storage, tenant: "acme", team: "team-1", clock: SystemClock()
         )
         let entries = try await storage.read { try await $0.auditEntries(after: 0, limit: 10_000).count }
         #expect(entries > 3)
@@ -106,7 +106,7 @@ struct CLITests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
-            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+            storage: storage, tenant: "acme", team: "team-1", clock: SystemClock()
         )
         let entries = try await storage.read { try await $0.auditEntries(after: 0, limit: 10_000).count }
         let exportFile = folder.appendingPathComponent("audit.jsonl")
@@ -125,7 +125,7 @@ struct CLITests {
             return (row["last_id"], row["last_hash"], row["seal"])
         }
         _ = try await SampleContent.seed(
-            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "other", team: "team-9", clock: SystemClock()
+            storage: storage, tenant: "other", team: "team-9", clock: SystemClock()
         )
         let laterExport = folder.appendingPathComponent("later.jsonl")
         #expect(try SyncServerCommand.run(["audit", "export", "--data", folder.path, "--out", laterExport.path]).status == 0)
@@ -156,7 +156,7 @@ struct CLITests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
-            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+            storage: storage, tenant: "acme", team: "team-1", clock: SystemClock()
         )
         let entries = try await storage.read { try await $0.auditEntries(after: 0, limit: 10_000).count }
         let file = folder.appendingPathComponent("audit-archive.jsonl")

@@ -314,7 +314,7 @@ extension ChangeFeedTests {
             // Seeded content comes as `seed`; a write of server-only fields alone changes nothing
             // a device or the feed's row shows, and is not a change.
             _ = try await SampleContent.seed(
-                storage: h.storage, assets: h.assets, tenant: HostileHarness.tenant, team: "team-1", clock: SystemClock())
+                storage: h.storage, tenant: HostileHarness.tenant, team: "team-1", clock: SystemClock())
             let seeded = try await Self.feed(client, h.adminToken, "?after=\(deleted.cursor)&contracts=Assessment&limit=1000")
             #expect(seeded.ids.contains("assessment-battery-basics") && Set(seeded.operations) == ["seed"], "\(seeded.ids) \(seeded.operations)")
             let admin = DeviceIdentity(tenant: HostileHarness.tenant, userID: "admin", deviceID: "console", isAdmin: true, expiresAt: .max)

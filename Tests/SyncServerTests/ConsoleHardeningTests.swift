@@ -45,7 +45,7 @@ struct ConsoleHardeningTests {
         let signer = try Self.folderSigner(keys.url)
         let oldKey = signer.keyID
         let admin = signer.token(tenant: HostileHarness.tenant, user: "admin", device: "console", isAdmin: true)
-        let environment = ServerEnvironment(storage: h.storage, assets: h.assets, signer: signer, apps: SampleServerApps.all)
+        let environment = ServerEnvironment(storage: h.storage, signer: signer, apps: SampleServerApps.all)
 
         // Signed in with the old key; a rotation keeps it accepted, so the session holds.
         let signedIn = try await LoopbackServer.run(configuration: h.configuration, environment: environment) { server in
@@ -62,7 +62,7 @@ struct ConsoleHardeningTests {
         #expect(stored.count == 1 && stored.first?.text("key_id") == oldKey, "the session records its token's kid")
 
         // Across a restart with the same keys, the stored session holds.
-        let restarted = ServerEnvironment(storage: h.storage, assets: h.assets, signer: try Self.folderSigner(keys.url), apps: SampleServerApps.all)
+        let restarted = ServerEnvironment(storage: h.storage, signer: try Self.folderSigner(keys.url), apps: SampleServerApps.all)
         try await LoopbackServer.run(configuration: h.configuration, environment: restarted) { server in
             var browser = Browser(server.client)
             browser.cookie = signedIn.cookie
@@ -84,7 +84,7 @@ struct ConsoleHardeningTests {
 
         // A session opened before the retirement, read by a server started after it: refused.
         let second = try await LoopbackServer.run(
-            configuration: h.configuration, environment: ServerEnvironment(storage: h.storage, assets: h.assets, signer: signer, apps: [])
+            configuration: h.configuration, environment: ServerEnvironment(storage: h.storage, signer: signer, apps: [])
         ) { server in
             var browser = Browser(server.client)
             // The old key is gone from the folder: sign in with a token of the current key, and
@@ -98,7 +98,7 @@ struct ConsoleHardeningTests {
         _ = try await h.storage.write { transaction in
             try await transaction.serverTableQuery("UPDATE console_sessions SET key_id = ? RETURNING id_sha256", [.text(oldKey)])
         }
-        let afterRestart = ServerEnvironment(storage: h.storage, assets: h.assets, signer: try Self.folderSigner(keys.url), apps: [])
+        let afterRestart = ServerEnvironment(storage: h.storage, signer: try Self.folderSigner(keys.url), apps: [])
         try await LoopbackServer.run(configuration: h.configuration, environment: afterRestart) { server in
             var browser = Browser(server.client)
             browser.cookie = second.cookie
@@ -227,7 +227,7 @@ struct ConsoleHardeningTests {
                     certificateChain: URL(fileURLWithPath: "/nonexistent/cert.pem"), privateKey: URL(fileURLWithPath: "/nonexistent/key.pem"))
             }
             #expect(configuration.publicBaseURL == nil)
-            let environment = ServerEnvironment(storage: h.storage, assets: h.assets, signer: h.signer, apps: SampleServerApps.all)
+            let environment = ServerEnvironment(storage: h.storage, signer: h.signer, apps: SampleServerApps.all)
             let router = buildRouter(configuration: configuration, environment: environment).router
             try await Application(router: router).test(.router) { client in
                 let response = try await Browser(client).post("/console/sign-in", ["token": h.adminToken], csrf: .some(nil), origin: nil)

@@ -459,7 +459,7 @@ struct ConsoleTests {
     func sessionExpiry(_ kind: StorageKind) async throws {
         let h = try await Self.harness(kind)
         let clock = ManualClock()
-        let environment = ServerEnvironment(storage: h.storage, assets: h.assets, signer: h.signer, clock: clock, apps: SampleServerApps.all)
+        let environment = ServerEnvironment(storage: h.storage, signer: h.signer, clock: clock, apps: SampleServerApps.all)
         try await LoopbackServer.run(configuration: h.configuration, environment: environment) { server in
             var browser = Browser(server.client)
             let day = h.signer.token(tenant: HostileHarness.tenant, user: "admin", device: "console", isAdmin: true, lifetime: 86_400)

@@ -28,7 +28,7 @@ struct ContentServiceTests {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(
-            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+            storage: harness.storage, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
 
         let page = try await sync(harness)
         #expect(page.units.compactMap(\.id) == ["unit-battery-basics", "unit-field-reporting"])
@@ -45,9 +45,10 @@ struct ContentServiceTests {
         #expect(icon.type == "image" && icon.contentType == "image/png")
         #expect(icon.downloadURL == "https://sync.example.com/assets/asset-battery-icon")
         let file = try await harness.content.asset(id: icon.id, identity: device)
-        let bytes = try Data(contentsOf: file.fileURL)
+        #expect(file.file.sha256 == icon.checksum && file.file.contentType == "image/png")
+        let bytes = try #require(try await harness.storage.storedFile(tenant: PullHarness.tenant, sha256: file.file.sha256))
         #expect(Int64(bytes.count) == icon.sizeBytes)
-        #expect(AssetStore.checksum(of: bytes) == icon.checksum)
+        #expect(Hex.sha256(bytes) == icon.checksum)
         let audio = unit.lessons[2].assets[0]
         #expect(audio.type == "audio" && audio.durationMs == 1500)
 
@@ -62,7 +63,7 @@ struct ContentServiceTests {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(
-            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+            storage: harness.storage, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let start = try await sync(harness)
 
         try await harness.publish("Lesson", PullHarness.lesson("lesson-reporting-extra", unit: "unit-field-reporting", index: 2))
@@ -71,13 +72,14 @@ struct ContentServiceTests {
         #expect(
             lessonChange.units[0].lessons.compactMap(\.id) == ["lesson-reporting-offline", "lesson-reporting-practice", "lesson-reporting-extra"])
 
+        let newAudio = SampleFiles.briefingWAV(milliseconds: 10)
         _ = try await harness.content.uploadAsset(
-            id: "asset-battery-briefing", data: Data("new audio".utf8), contentType: "audio/wav", identity: PullHarness.admin)
+            id: "asset-battery-briefing", data: newAudio, contentType: "audio/wav", identity: PullHarness.admin)
         let assetChange = try await sync(harness, since: lessonChange.nextSince)
         #expect(assetChange.units.compactMap(\.id) == ["unit-battery-basics"])
         let briefing = try #require(assetChange.units[0].lessons.first { $0.id == "lesson-battery-briefing" }?.assets.first)
-        #expect(briefing.sizeBytes == 9)
-        #expect(briefing.checksum == AssetStore.checksum(of: Data("new audio".utf8)))
+        #expect(briefing.sizeBytes == Int64(newAudio.count))
+        #expect(briefing.checksum == Hex.sha256(newAudio))
 
         // A deleted lesson disappears from its unit's list.
         try await harness.content.delete(entity: "Lesson", id: "lesson-reporting-extra", identity: PullHarness.admin)
@@ -155,7 +157,7 @@ struct ContentServiceTests {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(
-            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+            storage: harness.storage, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let page = try await sync(harness)
         let data = try JSONEncoder().encode(page)
         let json = try JSONDecoder().decode(JSONValue.self, from: data)
@@ -177,17 +179,22 @@ struct ContentServiceTests {
         #expect(unit.id == "unit-battery-basics")
     }
 
-    @Test("asset lookup: the live asset's file; 404 when unknown, deleted or not uploaded", arguments: StorageKind.allCases)
+    @Test(
+        "asset lookup: the live asset's file, a file of the tenant named by the row; 404 when unknown, deleted or not uploaded",
+        arguments: StorageKind.allCases)
     func assetLookup(_ kind: StorageKind) async throws {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(
-            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+            storage: harness.storage, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let file = try await harness.content.asset(id: "asset-battery-safety-notes", identity: device)
-        #expect(file.contentType == "text/markdown")
-        let bytes = try Data(contentsOf: file.fileURL)
-        #expect(file.size == Int64(bytes.count))
-        #expect(file.checksum == SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined())
+        // The asset's own type is kept in the row; its file, of a type the contract's `file` does
+        // not take, is stored as application/octet-stream.
+        #expect(file.contentType == "text/markdown" && file.file.contentType == "application/octet-stream")
+        #expect(file.file.name == "asset-battery-safety-notes")
+        let bytes = try #require(try await harness.storage.storedFile(tenant: PullHarness.tenant, sha256: file.file.sha256))
+        #expect(file.file.byteCount == Int64(bytes.count))
+        #expect(file.file.sha256 == SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined())
         #expect(String(decoding: bytes, as: UTF8.self).hasPrefix("# Before you touch a battery"))
 
         #expect(await pullErrorStatus { _ = try await harness.content.asset(id: "nope", identity: device) } == 404)
@@ -208,10 +215,24 @@ struct ContentServiceTests {
                 "storage_key": .string("pending"),
             ]))
         #expect(await pullErrorStatus { _ = try await harness.content.asset(id: "asset-pending", identity: device) } == 404)
-        let uploaded = try await harness.content.uploadAsset(
-            id: "asset-pending", data: Data([0, 1, 2, 3]), contentType: "video/mp4", identity: PullHarness.admin)
-        #expect(uploaded.pullMember("size_bytes") == .int(4))
-        #expect(try await harness.content.asset(id: "asset-pending", identity: device).size == 4)
+        // Bytes that are not what their type says are refused, as any file's are.
+        #expect(
+            await pullErrorStatus {
+                _ = try await harness.content.uploadAsset(
+                    id: "asset-pending", data: Data([0, 1, 2, 3]), contentType: "video/mp4", identity: PullHarness.admin)
+            } == 422)
+        let video = Data([0, 0, 0, 12]) + Data("ftypisom".utf8)
+        let uploaded = try await harness.content.uploadAsset(id: "asset-pending", data: video, contentType: "video/mp4", identity: PullHarness.admin)
+        #expect(uploaded.pullMember("size_bytes") == .int(12))
+        #expect(uploaded.pullMember("checksum") == .string(Hex.sha256(video)))
+        #expect(
+            uploaded.pullMember("file")
+                == .object([
+                    "sha256": .string(Hex.sha256(video)), "size": .int(12), "content_type": .string("video/mp4"), "name": .string("asset-pending"),
+                ]))
+        #expect(try await harness.content.asset(id: "asset-pending", identity: device).file.byteCount == 12)
+        // The file is counted among the tenant's files, uploaded by the admin who published it.
+        #expect(try await harness.storage.storedFileHashes(tenant: PullHarness.tenant).contains(Hex.sha256(video)))
         // Uploading for an asset that has no row is refused.
         #expect(
             await pullErrorStatus {
@@ -310,7 +331,7 @@ struct ContentServiceTests {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
         _ = try await SampleContent.seed(
-            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+            storage: harness.storage, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         let content = harness.content.content
         let id = "assessment-battery-basics"
         let entity = Assessment.descriptor.name
@@ -352,5 +373,57 @@ struct ContentServiceTests {
         // Nothing refused was written.
         #expect(try await stored().text("answer_key") == CanonicalJSON.text(key))
         #expect(try await stored().text("title") == before.text("title"))
+    }
+
+    @Test(
+        "asset files an older server kept in its own folder move into the tenant's files, the rows' file filled; a second run finds nothing",
+        arguments: StorageKind.allCases)
+    func upgradeOldAssetFolder(_ kind: StorageKind) async throws {
+        let harness = try await PullHarness(kind)
+        defer { harness.remove() }
+        try await harness.publish("Unit", PullHarness.unit("unit-old"))
+        try await harness.publish("Lesson", PullHarness.lesson("lesson-old", unit: "unit-old", index: 0))
+        // As an older server left them: the files by SHA-256 in `<data>/assets`, rows of version 1.
+        let folder = harness.folder.appendingPathComponent("assets", isDirectory: true)
+        let audio = SampleFiles.briefingWAV(milliseconds: 20)
+        let notes = Data("# Old notes\n".utf8)
+        for (id, data, type) in [("asset-old-audio", audio, "audio/wav"), ("asset-old-notes", notes, "text/markdown")] {
+            let checksum = Hex.sha256(data)
+            let shard = folder.appendingPathComponent(String(checksum.prefix(2)), isDirectory: true)
+            try FileManager.default.createDirectory(at: shard, withIntermediateDirectories: true)
+            try data.write(to: shard.appendingPathComponent(checksum))
+            try await harness.publish(
+                "Asset",
+                .object([
+                    "id": .string(id), "lesson_id": .string("lesson-old"), "asset_kind": .string("document"), "content_type": .string(type),
+                    "size_bytes": .int(Int64(data.count)), "checksum": .string(checksum), "storage_key": .string(checksum),
+                ]))
+        }
+        // A row whose file the folder never held stays as it is.
+        try await harness.publish(
+            "Asset",
+            .object([
+                "id": .string("asset-old-lost"), "lesson_id": .string("lesson-old"), "asset_kind": .string("video"),
+                "content_type": .string("video/mp4"), "size_bytes": .int(3), "checksum": .string(String(repeating: "a", count: 64)),
+                "storage_key": .string("lost"),
+            ]))
+        #expect(await pullErrorStatus { _ = try await harness.content.asset(id: "asset-old-audio", identity: device) } == 404)
+
+        let upgrade = try await harness.content.upgradeStoredAssets(from: folder)
+        #expect(upgrade.upgraded == 2 && upgrade.missing == 1)
+        let moved = try await harness.content.asset(id: "asset-old-audio", identity: device)
+        #expect(moved.file.sha256 == Hex.sha256(audio) && moved.file.contentType == "audio/wav" && moved.contentType == "audio/wav")
+        #expect(try await harness.storage.storedFile(tenant: PullHarness.tenant, sha256: Hex.sha256(audio)) == audio)
+        let document = try await harness.content.asset(id: "asset-old-notes", identity: device)
+        #expect(document.contentType == "text/markdown" && document.file.contentType == "application/octet-stream")
+        #expect(try await harness.storage.storedFile(tenant: PullHarness.tenant, sha256: Hex.sha256(notes)) == notes)
+        // The old files are gone, and with them the folder.
+        #expect(!FileManager.default.fileExists(atPath: folder.path))
+        // The moved files are audited with their hash, as any stored file is.
+        let audited = try await harness.storage.read { reader in try await reader.auditEntries(after: 0, limit: 1000) }
+        #expect(audited.filter { $0.entity == "file" }.map(\.rowID).sorted() == [Hex.sha256(audio), Hex.sha256(notes)].sorted())
+
+        let again = try await harness.content.upgradeStoredAssets(from: folder)
+        #expect(again.upgraded == 0 && again.missing == 0)
     }
 }

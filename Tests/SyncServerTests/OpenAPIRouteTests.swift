@@ -59,7 +59,7 @@ struct OpenAPIRouteTests {
         let harness = try RouteHarness()
         let registered = buildRouter(
             configuration: harness.configuration,
-            environment: ServerEnvironment(storage: harness.storage, assets: harness.assets, signer: harness.signer, apps: SampleServerApps.all)
+            environment: ServerEnvironment(storage: harness.storage, signer: harness.signer, apps: SampleServerApps.all)
         ).routes
 
         #expect(Set(documented).count == documented.count, "an operation is documented twice")

@@ -29,7 +29,6 @@ final class PullTestClock: ServerClock, @unchecked Sendable {
 struct PullHarness {
     let folder: URL
     let storage: any SyncStorage
-    let assets: AssetStore
     let clock = PullTestClock()
     let pull: PullService
     let content: SampleContentService
@@ -42,9 +41,8 @@ struct PullHarness {
     ) async throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-pull-\(UUID().uuidString)")
         storage = try await kind.makeStorage(in: folder.appendingPathComponent("db"), contracts: contracts)
-        assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         pull = PullService(storage: storage, defaultLimit: defaultLimit, maximumLimit: maximumLimit)
-        content = SampleContentService(storage: storage, assets: assets, clock: clock)
+        content = SampleContentService(storage: storage, clock: clock)
     }
 
     func remove() { try? FileManager.default.removeItem(at: folder) }
@@ -53,9 +51,8 @@ struct PullHarness {
     private init(storage: any SyncStorage, folder: URL) {
         self.folder = folder
         self.storage = storage
-        assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         pull = PullService(storage: storage)
-        content = SampleContentService(storage: storage, assets: assets, clock: clock)
+        content = SampleContentService(storage: storage, clock: clock)
     }
 
     static func sharing(_ storage: any SyncStorage, folder: URL) async throws -> PullHarness {

@@ -152,9 +152,9 @@ struct PullServiceTests {
         try await harness.storeDirectly(attempt, attemptRow("att-u2"), scopeKey: "progress:user:u-2")
         try await harness.storeDirectly(attempt, attemptRow("att-other-tenant"), scopeKey: "progress:user:u-1", tenant: "globex")
         _ = try await SampleContent.seed(
-            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
+            storage: harness.storage, tenant: PullHarness.tenant, team: "t-1", clock: harness.clock)
         _ = try await SampleContent.seed(
-            storage: harness.storage, assets: harness.assets, tenant: PullHarness.tenant, team: "t-2", clock: harness.clock)
+            storage: harness.storage, tenant: PullHarness.tenant, team: "t-2", clock: harness.clock)
 
         let mine = try await harness.pull.pull(scope: "user", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: device)
         #expect(mine.upserts["Attempt"]?.compactMap { $0.pullMember("id")?.pullText } == ["att-u1"])

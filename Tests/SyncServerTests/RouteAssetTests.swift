@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import LearningAPI
 import OutpostTestSupport
+import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -47,6 +48,8 @@ struct RouteAssetTests {
             #expect(whole.status == .ok)
             #expect(whole.data == bytes)
             #expect(whole.headers[.eTag] == eTag)
+            // An id may name another file later: revalidated every time (the files route's are immutable).
+            #expect(whole.headers[.cacheControl] == "private, max-age=0, must-revalidate")
             #expect(whole.headers[.acceptRanges] == "bytes")
             #expect(whole.headers[.contentLength] == String(bytes.count))
             #expect(whole.headers[.contentType] == "application/x-test")
@@ -148,6 +151,46 @@ struct RouteAssetTests {
             let links = synced.units.flatMap(\.lessons).flatMap(\.assets).map(\.downloadURL)
             #expect(!links.isEmpty)
             #expect(links.allSatisfy { $0.hasPrefix(base) }, "\(links)")
+        }
+    }
+
+    @Test("a learner reads a published asset's file by /assets/{id} and by the files route; another tenant's learner by neither")
+    func learnerReadsContentFiles() async throws {
+        let harness = try RouteHarness()
+        try await harness.seed()
+        let icon = SampleFiles.batteryIconPNG()
+        let sha256 = SHA256.hash(data: icon).map { String(format: "%02x", $0) }.joined()
+        // A learner of no team, who never uploaded anything: the content scope's rows name the file.
+        let learner = harness.token(user: "learner-9", device: "phone-9", teams: [])
+        try await harness.test { client in
+            let byAsset = try await client.execute(uri: "/assets/asset-battery-icon", method: .get, headers: harness.headers(learner))
+            #expect(byAsset.status == .ok)
+            #expect(byAsset.data == icon)
+            #expect(byAsset.headers[.contentType] == "image/png")
+            #expect(byAsset.headers[.eTag] == "\"\(sha256)\"")
+
+            let byFile = try await client.execute(uri: "/sync/v1/files/\(sha256)", method: .get, headers: harness.headers(learner))
+            #expect(byFile.status == .ok)
+            #expect(byFile.data == icon)
+            #expect(byFile.headers[.eTag] == "\"\(sha256)\"")
+            let part = try await client.execute(
+                uri: "/sync/v1/files/\(sha256)", method: .get, headers: harness.headers(learner, [.range: "bytes=8-15"]))
+            #expect(part.status == .partialContent)
+            #expect(part.data == icon[8..<16])
+
+            // The Markdown notes: served as their own type by /assets, as the stored file's by the files route.
+            let notes = try await client.execute(uri: "/assets/asset-battery-safety-notes", method: .get, headers: harness.headers(learner))
+            #expect(notes.status == .ok && notes.headers[.contentType] == "text/markdown")
+            let notesHash = SHA256.hash(data: notes.data).map { String(format: "%02x", $0) }.joined()
+            let notesFile = try await client.execute(uri: "/sync/v1/files/\(notesHash)", method: .get, headers: harness.headers(learner))
+            #expect(notesFile.status == .ok && notesFile.data == notes.data)
+            #expect(notesFile.headers[.contentType] == "application/octet-stream")
+
+            let stranger = harness.token(tenant: "other", user: "learner-9", device: "phone-9", teams: [])
+            for uri in ["/assets/asset-battery-icon", "/sync/v1/files/\(sha256)"] {
+                let refused = try await client.execute(uri: uri, method: .get, headers: harness.headers(stranger))
+                #expect(refused.status == .notFound, "\(uri)")
+            }
         }
     }
 }

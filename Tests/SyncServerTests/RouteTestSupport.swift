@@ -19,7 +19,6 @@ final class RouteHarness: Sendable {
 
     private let directory: TemporaryDirectory
     let storage: SQLiteStorage
-    let assets: AssetStore
     let signer: TokenSigner
     let metrics: ServerMetrics
     let configuration: ServerConfiguration
@@ -42,7 +41,6 @@ final class RouteHarness: Sendable {
     init(configuration: ServerConfiguration = RouteHarness.defaultConfiguration, rateLimiter: RateLimiter? = nil) throws {
         directory = try TemporaryDirectory(prefix: "sync-routes")
         storage = try SQLiteStorage(directory: directory.url, contracts: ContractRegistry.self)
-        assets = AssetStore(directory: DataDirectory(directory.url).assets)
         signer = try TokenSigner(secret: Self.secret)
         metrics = ServerMetrics()
         self.configuration = configuration
@@ -54,7 +52,7 @@ final class RouteHarness: Sendable {
         logger: Logger? = nil, _ body: @Sendable (any TestClientProtocol) async throws -> Value
     ) async throws -> Value {
         let environment = ServerEnvironment(
-            storage: storage, assets: assets, signer: signer, metrics: metrics, rateLimiter: rateLimiter, apps: SampleServerApps.all
+            storage: storage, signer: signer, metrics: metrics, rateLimiter: rateLimiter, apps: SampleServerApps.all
         )
         return try await buildApplication(configuration: configuration, environment: environment, logger: logger).test(.router, body)
     }
@@ -85,7 +83,7 @@ final class RouteHarness: Sendable {
 
     /// Seeds the sample content into tenant `acme`, team `team-1`.
     func seed() async throws {
-        _ = try await SampleContent.seed(storage: storage, assets: assets, tenant: "acme", team: "team-1", clock: SystemClock())
+        _ = try await SampleContent.seed(storage: storage, tenant: "acme", team: "team-1", clock: SystemClock())
     }
 }
 

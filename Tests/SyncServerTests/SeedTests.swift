@@ -15,7 +15,7 @@ struct SeedTests {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
         let summary = try await SampleContent.seed(
-            storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
+            storage: harness.storage, tenant: "acme", team: "t-1", clock: harness.clock)
         #expect(
             summary.rows == [
                 "Unit": 2, "Lesson": 5, "Asset": 5, "Assessment": 1, "ServiceAsset": 2, "Task": 3, "Incident": 1,
@@ -44,7 +44,7 @@ struct SeedTests {
     func assetFiles(_ kind: StorageKind) async throws {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
-        _ = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
+        _ = try await SampleContent.seed(storage: harness.storage, tenant: "acme", team: "t-1", clock: harness.clock)
         let rows = try await harness.storage.read { reader in
             try await reader.rows(in: ContractTable(ContractRegistry.asset), tenant: "acme", where: [:], limit: 100)
         }
@@ -52,11 +52,14 @@ struct SeedTests {
         var signatures: [String: Data] = [:]
         for row in rows {
             let checksum = try #require(row.text("checksum"))
-            let url = try #require(harness.assets.fileURL(checksum: checksum))
-            let bytes = try Data(contentsOf: url)
-            #expect(AssetStore.checksum(of: bytes) == checksum)
+            let bytes = try #require(try await harness.storage.storedFile(tenant: "acme", sha256: checksum))
+            #expect(Hex.sha256(bytes) == checksum)
             #expect(Int64(bytes.count) == row.integer("size_bytes"))
             #expect(row.text("storage_key") == checksum)
+            // Version 2's `file` names the same file.
+            let text = try #require(row.text("file"))
+            let file = try FileReference(json: try #require(JSONParser.parse(text)))
+            #expect(file.sha256 == checksum && file.byteCount == row.integer("size_bytes") && file.name == row.text("id"))
             signatures[row.text("content_type") ?? ""] = bytes.prefix(8)
         }
         #expect(signatures["image/png"] == Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
@@ -65,7 +68,7 @@ struct SeedTests {
         #expect(signatures["text/markdown"]?.first == UInt8(ascii: "#"))
 
         // The PNG is well formed: each chunk's CRC holds and the image data inflates to 24 rows.
-        let png = try Data(contentsOf: try #require(harness.assets.fileURL(checksum: AssetStore.checksum(of: SampleFiles.batteryIconPNG()))))
+        let png = try #require(try await harness.storage.storedFile(tenant: "acme", sha256: Hex.sha256(SampleFiles.batteryIconPNG())))
         let chunks = try Self.pngChunks(png)
         #expect(chunks.map(\.type) == ["IHDR", "IDAT", "IEND"])
         #expect(chunks.allSatisfy { $0.crcHolds })
@@ -81,7 +84,7 @@ struct SeedTests {
     func idempotent(_ kind: StorageKind) async throws {
         let harness = try await PullHarness(kind)
         defer { harness.remove() }
-        let first = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
+        let first = try await SampleContent.seed(storage: harness.storage, tenant: "acme", team: "t-1", clock: harness.clock)
         func snapshot() async throws -> (content: Int64, team: Int64, audit: Int, files: [String]) {
             let (content, team, audit) = try await harness.storage.read { reader in
                 (
@@ -90,21 +93,21 @@ struct SeedTests {
                     try await reader.auditEntries(after: 0, limit: 1000).count
                 )
             }
-            let files = FileManager.default.enumerator(atPath: harness.assets.directory.path)?.allObjects.compactMap { $0 as? String }.sorted() ?? []
-            return (content, team, audit, files)
+            return (content, team, audit, try await harness.storage.storedFileHashes(tenant: "acme"))
         }
         let before = try await snapshot()
-        #expect(before.content == 13 && before.team == 6 && before.audit == 19)
+        // 19 rows and the 5 files stored.
+        #expect(before.content == 13 && before.team == 6 && before.audit == 24 && before.files.count == 5)
 
-        let second = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-1", clock: harness.clock)
+        let second = try await SampleContent.seed(storage: harness.storage, tenant: "acme", team: "t-1", clock: harness.clock)
         #expect(second.written == 0 && second.unchanged == first.written)
         let after = try await snapshot()
         #expect(after.content == before.content && after.team == before.team && after.audit == before.audit)
         #expect(after.files == before.files)
-        #expect(try await AuditChain.verify(harness.storage) == .intact(entries: 19, keyedFrom: 1))
+        #expect(try await AuditChain.verify(harness.storage) == .intact(entries: 24, keyedFrom: 1))
 
         // Another team in the same tenant gets its own field work; content is shared and unchanged.
-        let other = try await SampleContent.seed(storage: harness.storage, assets: harness.assets, tenant: "acme", team: "t-2", clock: harness.clock)
+        let other = try await SampleContent.seed(storage: harness.storage, tenant: "acme", team: "t-2", clock: harness.clock)
         #expect(other.written == 6)
         let content = try await harness.storage.read { reader in try await reader.scopeSequence(tenant: "acme", scopeKey: "content:global") }
         #expect(content == before.content)
@@ -169,10 +172,10 @@ struct SeedTests {
     func deterministicFiles() {
         #expect(SampleFiles.batteryIconPNG() == SampleFiles.batteryIconPNG())
         #expect(
-            AssetStore.checksum(of: SampleFiles.briefingWAV(milliseconds: 1500))
-                == AssetStore.checksum(of: SampleFiles.briefingWAV(milliseconds: 1500)))
-        let first = SampleContent.sampleAssets().map { AssetStore.checksum(of: $0.data) }
-        #expect(first == SampleContent.sampleAssets().map { AssetStore.checksum(of: $0.data) })
+            Hex.sha256(SampleFiles.briefingWAV(milliseconds: 1500))
+                == Hex.sha256(SampleFiles.briefingWAV(milliseconds: 1500)))
+        let first = SampleContent.sampleAssets().map { Hex.sha256($0.data) }
+        #expect(first == SampleContent.sampleAssets().map { Hex.sha256($0.data) })
         #expect(Set(first).count == first.count)
     }
 }

@@ -87,8 +87,7 @@ enum CensusBenchmark {
             var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, rateLimit: nil)
             configuration.fleetCensus = censusOn
             configuration.peerLimit = nil
-            let assets = AssetStore(directory: DataDirectory(folder).assets)
-            let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all)
+            let environment = ServerEnvironment(storage: storage, signer: signer, apps: SampleServerApps.all)
             let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
             let router = buildRouter(configuration: configuration, environment: environment)
             let app = buildApplication(configuration: configuration, environment: environment, onServerRunning: { continuation.yield($0 ?? -1) })

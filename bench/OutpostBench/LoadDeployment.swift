@@ -188,10 +188,9 @@ enum LoadSeed {
         try runBlocking {
             let storage = try await deployment.openStorage()
             do {
-                // The admin upload route's own service: the file stored by checksum, the row's size and checksum updated.
+                // The admin upload route's own service: the file stored in the tenant's files, the row's file, size and checksum updated.
                 let content = LearningContentService(
-                    storage: storage, assets: AssetStore(directory: DataDirectory(deployment.data).assets),
-                    content: ContentService(storage: storage, apps: SampleServerApps.all)
+                    storage: storage, clock: SystemClock(), content: ContentService(storage: storage, apps: SampleServerApps.all)
                 )
                 let admin = DeviceIdentity(tenant: LoadDeployment.tenant, userID: "editor", deviceID: "console", isAdmin: true, expiresAt: .max)
                 _ = try await content.uploadAsset(id: rangedAsset, data: bytes, contentType: "application/octet-stream", identity: admin)

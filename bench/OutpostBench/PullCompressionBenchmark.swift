@@ -73,11 +73,10 @@ enum PullCompressionBenchmark {
         let workspace = try TemporaryFolder("pull")
         defer { workspace.remove() }
         let storage = try SQLiteStorage(directory: workspace.url, contracts: ContractRegistry.self)
-        let assets = AssetStore(directory: workspace.url.appendingPathComponent("assets", isDirectory: true))
         let signer = try TokenSigner(secret: Data((0..<32).map { UInt8($0 * 7 + 3) }), source: "the benchmark")
 
         // 1. The data: content published by an admin, a learner's responses pushed by a device.
-        let content = try runBlocking { try await publishContent(storage: storage, assets: assets) }
+        let content = try runBlocking { try await publishContent(storage: storage) }
         let responses = try runBlocking { try await pushResponses(storage: storage) }
 
         var pages = [
@@ -125,7 +124,7 @@ enum PullCompressionBenchmark {
 
         // 3. The bar: the bytes the server sends, over loopback HTTP.
         let identity = signer.sign(learner)
-        try withServer(storage: storage, assets: assets, signer: signer) { port in
+        try withServer(storage: storage, signer: signer) { port in
             for index in pages.indices {
                 let path = "/sync/v1/pull?scope=\(pages[index].scope)&limit=\(pageSize)"
                 let plain = try LoopbackHTTP.get(port: port, path: path, headers: [("Authorization", "Bearer \(identity)")])
@@ -248,7 +247,7 @@ enum PullCompressionBenchmark {
 
     /// Runs the sync server on a free port of 127.0.0.1 while `body` runs, then stops it.
     static func withServer(
-        storage: SQLiteStorage, assets: AssetStore, signer: TokenSigner,
+        storage: SQLiteStorage, signer: TokenSigner,
         configuration: ServerConfiguration = ServerConfiguration(host: "127.0.0.1", port: 0, rateLimit: nil), _ body: (Int) throws -> Void
     ) throws {
         // The application logs on standard output, in the middle of the tables: "Server
@@ -264,7 +263,7 @@ enum PullCompressionBenchmark {
         let port = Port()
         let app = buildApplication(
             configuration: configuration,
-            environment: ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all),
+            environment: ServerEnvironment(storage: storage, signer: signer, apps: SampleServerApps.all),
             onServerRunning: { port.set($0 ?? -1) }
         )
         let server = Task { try await app.run() }
@@ -317,7 +316,7 @@ enum PullCompressionBenchmark {
 
     /// 80 units × 8 lessons × 1 asset each, published one row at a time as an admin would:
     /// 1 360 rows, so the first page of 1 000 holds all three kinds. Returns the composition.
-    static func publishContent(storage: SQLiteStorage, assets: AssetStore) async throws -> String {
+    static func publishContent(storage: SQLiteStorage) async throws -> String {
         var ids = ULIDMaker(seed: seed)
         let service = ContentService(storage: storage, apps: SampleServerApps.all)
         let start = Timestamp(iso8601: "2025-11-03T09:00:00.000Z")!.millisecondsSince1970

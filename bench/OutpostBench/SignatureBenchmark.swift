@@ -249,11 +249,10 @@ enum SignatureBenchmark {
 
     /// Registers each device's public key through `PUT /sync/v1/device-key` with its own token, on the real server.
     static func register(_ devices: [SignedDevice], storage: SQLiteStorage, folder: URL, tokens: TokenSigner) throws {
-        let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         // No fleet census: the server runs for a few requests, and its census would log its cancellation.
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, rateLimit: nil)
         configuration.fleetCensus = false
-        try PullCompressionBenchmark.withServer(storage: storage, assets: assets, signer: tokens, configuration: configuration) { port in
+        try PullCompressionBenchmark.withServer(storage: storage, signer: tokens, configuration: configuration) { port in
             for device in devices {
                 let body = try JSONEncoder().encode(DeviceKeyRegistration(publicKey: device.key.publicKey.x963Representation.base64EncodedString()))
                 let response = try LoopbackHTTP.request(

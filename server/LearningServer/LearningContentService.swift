@@ -7,10 +7,16 @@ public import SyncServer
 
 /// The learning app's content routes: the units sync route (units with their lessons and asset
 /// metadata, for a device that downloads units for offline use), and asset files (download,
-/// upload), on the engine's storage, file store and content writes.
+/// upload), on the engine's storage, files (``FileService``) and content writes.
+///
+/// An asset's file is a file of the engine's like any other: stored once per tenant by its
+/// SHA-256 in the tenant's blob store and named by the `Asset` row's `file` field (version 2),
+/// which makes it readable by every identity that may read the content scope. The version 1
+/// fields (`checksum`, `size_bytes`, `content_type`, `storage_key`) are kept beside it for the
+/// devices that still download by `/assets/{id}`.
 public struct LearningContentService: Sendable {
     let storage: any ServerStorage
-    let assets: AssetStore
+    let files: FileService
     let content: ContentService
 
     /// Units per page of the units sync route when the request names no limit.
@@ -18,9 +24,12 @@ public struct LearningContentService: Sendable {
     /// The most units a page of the units sync route holds; larger limits are clamped.
     public static let maximumUnitLimit = 500
 
-    public init(storage: any ServerStorage, assets: AssetStore, content: ContentService) {
+    /// - Parameters:
+    ///   - fileLimits: the server's file limits (``ServerConfiguration/files``); an asset's file
+    ///     counts in its tenant's files.
+    public init(storage: any ServerStorage, fileLimits: FileLimits = FileLimits(), clock: any ServerClock, content: ContentService) {
         self.storage = storage
-        self.assets = assets
+        self.files = FileService(storage: storage.engine, blobs: storage.engine.defaultBlobStore, limits: fileLimits, clock: clock)
         self.content = content
     }
 
@@ -214,9 +223,19 @@ public struct LearningContentService: Sendable {
 
     // MARK: - Asset files
 
+    /// A live asset's published file, as `/assets/{id}` serves it.
+    public struct PublishedAsset: Sendable, Hashable {
+        public var id: String
+        /// The file, in the tenant's files (the row's `file`).
+        public var file: FileReference
+        /// The asset's own MIME type (its `content_type`), which `/assets/{id}` answers with; the
+        /// file's is `application/octet-stream` when the contract's `file` field does not take it.
+        public var contentType: String
+    }
+
     /// The file of a live asset. 404 when the asset is unknown, deleted, or its file was never
     /// uploaded; 403 when the token cannot read the asset's scope.
-    public func asset(id: String, identity: DeviceIdentity) async throws(ServiceError) -> AssetFile {
+    public func asset(id: String, identity: DeviceIdentity) async throws(ServiceError) -> PublishedAsset {
         let tenant = identity.tenant
         let stored = try await ServiceError.catchingStorageFailures {
             try await storage.snapshot { snapshot in try await snapshot.row(of: Self.assetContract, tenant: tenant, id: id) }
@@ -225,38 +244,131 @@ public struct LearningContentService: Sendable {
         guard let scope = storage.contracts.scope(named: Self.assetContract.scope), let key = row.text("_scope_key"),
             ScopeAccess.canRead(key, in: scope, identity: identity)
         else { throw .forbidden("this token does not grant the scope of asset '\(id)'") }
-        guard let checksum = row.text("checksum"), let url = assets.fileURL(checksum: checksum) else {
-            throw .notFound("the file of asset '\(id)' has not been uploaded")
-        }
-        let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value
-        return AssetFile(
-            id: id, fileURL: url, size: size ?? row.integer("size_bytes") ?? 0, checksum: checksum,
-            contentType: row.text("content_type") ?? "application/octet-stream"
-        )
+        guard let file = Self.fileReference(of: row) else { throw .notFound("the file of asset '\(id)' has not been uploaded") }
+        return PublishedAsset(id: id, file: file, contentType: row.text("content_type") ?? file.contentType)
     }
 
-    /// Stores an asset file and refreshes its `Asset` row (`size_bytes`, `checksum`,
-    /// `storage_key`, `content_type`, `updated_at`) so devices download the new file. The row
-    /// must have been published first (it names the lesson and the kind); 404 otherwise.
+    /// The row's `file`, when it names one.
+    static func fileReference(of row: StoredRow) -> FileReference? {
+        guard let field = assetContract.fields.first(where: { $0.name == fileField }) else { return nil }
+        return try? FileReference(json: RowCodec.wireValue(row[fileField], for: field))
+    }
+
+    /// The `Asset` field that names the file (version 2).
+    static let fileField = "file"
+
+    /// The content type an asset's file is stored with: the asset's own when the contract's
+    /// `file` field takes it (`audio/*`, `image/*`, ...), else `application/octet-stream` (a
+    /// Markdown document's `text/markdown` stays in the row's `content_type`).
+    static func fileContentType(_ contentType: String) -> String {
+        let allowed = assetContract.fields.first { $0.name == fileField }?.contentTypes ?? []
+        let normalized = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return !normalized.isEmpty && FileReference.contentType(normalized, isIn: allowed) ? normalized : "application/octet-stream"
+    }
+
+    /// The fields of an `Asset` row for its file: `file` (version 2) and the version 1 fields
+    /// (`size_bytes`, `checksum`, `storage_key`, `content_type`) devices of version 1 read.
+    public static func fileFields(_ file: FileReference, contentType: String) -> [String: JSONValue] {
+        [
+            fileField: file.json, "size_bytes": .int(file.byteCount), "checksum": .string(file.sha256), "storage_key": .string(file.sha256),
+            "content_type": .string(contentType),
+        ]
+    }
+
+    /// Stores `data` as a file of the tenant (``FileService``: hash checked, counted, audited)
+    /// for an `Asset` row not yet written (the sample's seed): the row's fields for it.
+    public func publishFile(_ data: Data, assetID: String, contentType: String, identity: DeviceIdentity) async throws(ServiceError) -> [String:
+        JSONValue]
+    {
+        guard identity.isAdmin else { throw .forbidden("publishing content needs an admin token") }
+        let file = try await files.publish(data, contentType: Self.fileContentType(contentType), name: assetID, identity: identity)
+        return Self.fileFields(file, contentType: contentType)
+    }
+
+    /// Stores an asset file as a file of the tenant and refreshes its `Asset` row (`file`, and
+    /// `size_bytes`, `checksum`, `storage_key`, `content_type`, `updated_at`) so devices download
+    /// the new file. The row must have been published first (it names the lesson and the kind);
+    /// 404 otherwise.
     public func uploadAsset(id: String, data: Data, contentType: String, identity: DeviceIdentity) async throws(ServiceError) -> JSONValue {
         guard identity.isAdmin else { throw .forbidden("publishing content needs an admin token") }
-        let file: (checksum: String, size: Int64)
-        do {
-            file = try assets.write(data)
-        } catch {
-            throw ServiceError(status: 500, .internalError, "the server could not store the file")
+        let exists = try await ServiceError.catchingStorageFailures {
+            try await storage.snapshot { snapshot in
+                try await snapshot.row(of: Self.assetContract, tenant: identity.tenant, id: id).map { $0.integer("_deleted") == 0 } ?? false
+            }
         }
+        guard exists else { throw .notFound("no asset '\(id)': publish its Asset row (lesson_id, asset_kind) first") }
+        let fields = try await publishFile(data, assetID: id, contentType: contentType, identity: identity)
         do {
             return try await content.update(entity: Self.assetContract.name, id: id, identity: identity, operation: .upload) {
                 wire throws(ServiceError) in
-                wire["size_bytes"] = .int(file.size)
-                wire["checksum"] = .string(file.checksum)
-                wire["storage_key"] = .string(file.checksum)
-                wire["content_type"] = .string(contentType)
+                for (name, value) in fields { wire[name] = value }
             }
         } catch  where error.status == 404 {
             throw .notFound("no asset '\(id)': publish its Asset row (lesson_id, asset_kind) first")
         }
+    }
+
+    // MARK: - Asset files of an older server
+
+    /// What ``upgradeStoredAssets(from:)`` did.
+    public struct AssetUpgrade: Sendable, Hashable {
+        /// `Asset` rows whose file now is a file of their tenant.
+        public var upgraded = 0
+        /// Rows whose file the old folder does not hold (or holds damaged): left as they were.
+        public var missing = 0
+    }
+
+    /// Moves the asset files an older server kept in its own folder (`<data>/assets`, each file
+    /// named by its SHA-256 in a folder of its first two hex digits) into the tenants' files:
+    /// each live `Asset` row without a `file` whose `checksum` the folder holds gets the file
+    /// stored (checked against that checksum) and its `file` filled, as
+    /// ``uploadAsset(id:data:contentType:identity:)`` does; a file every row of which was
+    /// upgraded is then deleted from the folder, and the folder when it is empty. Idempotent: a
+    /// second run finds nothing to do. The serve command runs it as it starts.
+    public func upgradeStoredAssets(from folder: URL) async throws -> AssetUpgrade {
+        var result = AssetUpgrade()
+        guard FileManager.default.fileExists(atPath: folder.path) else { return result }
+        let table = Self.assetContract.table
+        let rows = try await storage.engine.read { reader in
+            try await reader.serverTableQuery(
+                "SELECT \"_tenant_id\", \"id\", \"checksum\", \"content_type\" FROM \"\(table)\" WHERE \"file\" IS NULL AND NOT \"_deleted\" ORDER BY \"_tenant_id\", \"id\"",
+                [])
+        }
+        var kept: Set<String> = []
+        var moved: Set<String> = []
+        for row in rows {
+            guard let tenant = row.text("_tenant_id"), let id = row.text("id"), let checksum = row.text("checksum") else { continue }
+            let url = folder.appendingPathComponent(String(checksum.prefix(2)), isDirectory: true).appendingPathComponent(checksum)
+            guard FileReference.isSHA256(checksum), FileManager.default.fileExists(atPath: url.path) else {
+                result.missing += 1
+                continue
+            }
+            let identity = DeviceIdentity(tenant: tenant, userID: "sync-server", deviceID: "asset-upgrade", teams: [], isAdmin: true, expiresAt: 0)
+            let contentType = row.text("content_type") ?? "application/octet-stream"
+            do {
+                let file = try await files.publish(
+                    contentsOf: url, contentType: Self.fileContentType(contentType), name: id, identity: identity)
+                guard file.sha256 == checksum else { throw ServiceError(status: 422, .hashMismatch, "the file is not the one the row names") }
+                let fields = Self.fileFields(file, contentType: contentType)
+                _ = try await content.update(entity: Self.assetContract.name, id: id, identity: identity, operation: .upload) {
+                    wire throws(ServiceError) in
+                    for (name, value) in fields { wire[name] = value }
+                }
+                moved.insert(url.path)
+                result.upgraded += 1
+            } catch let error as ServiceError {
+                if error.status >= 500 { throw error }
+                kept.insert(url.path)
+                result.missing += 1
+            }
+        }
+        for path in moved.subtracting(kept) {
+            try? FileManager.default.removeItem(atPath: path)
+            let shard = URL(fileURLWithPath: path).deletingLastPathComponent()
+            if (try? FileManager.default.contentsOfDirectory(atPath: shard.path))?.isEmpty == true { try? FileManager.default.removeItem(at: shard) }
+        }
+        if (try? FileManager.default.contentsOfDirectory(atPath: folder.path))?.isEmpty == true { try? FileManager.default.removeItem(at: folder) }
+        return result
     }
 }
 

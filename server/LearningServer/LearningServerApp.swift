@@ -22,7 +22,7 @@ public struct LearningServerApp: ServerApp {
     public func addRoutes(to routes: AppRoutes) {
         let environment = routes.environment
         let content = LearningContentService(
-            storage: environment.storage, assets: environment.assets,
+            storage: environment.storage, fileLimits: routes.configuration.files, clock: environment.clock,
             content: ContentService(storage: environment.storage, clock: environment.clock, apps: environment.apps)
         )
         let maximumAssetBytes = routes.configuration.maximumAssetBytes
@@ -35,7 +35,11 @@ public struct LearningServerApp: ServerApp {
             return try request.json(response, compressible: true)
         }
         let asset: @Sendable (AppRequest) async throws -> Response = { request in
-            try await request.file(try await content.asset(id: try request.parameter("id"), identity: try request.identity()))
+            // The file from the tenant's blob store, as the files route serves it, with the asset's
+            // own type; an id may name another file later, so it is revalidated every time.
+            let asset = try await content.asset(id: try request.parameter("id"), identity: try request.identity())
+            return try await request.storedFile(
+                sha256: asset.file.sha256, contentType: asset.contentType, cacheControl: "private, max-age=0, must-revalidate")
         }
         routes.add(.get, "/assets/{id}", access: .device, use: asset)
         routes.add(.head, "/assets/{id}", access: .device, use: asset)

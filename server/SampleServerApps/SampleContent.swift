@@ -4,7 +4,7 @@ import Foundation
 import LearningServer
 public import SyncServer
 
-/// What ``SampleContent/seed(storage:assets:tenant:team:clock:)`` did.
+/// What ``SampleContent/seed(storage:tenant:team:clock:)`` did.
 public struct SeedSummary: Sendable, Hashable, CustomStringConvertible {
     public var tenant: String
     public var team: String
@@ -54,25 +54,31 @@ public enum SampleContent {
 
     /// Loads the sample into `tenant`, its team-scoped rows into `team`.
     public static func seed(
-        storage: any ServerStorage, assets: AssetStore, tenant: String, team: String, clock: any ServerClock
+        storage: any ServerStorage, tenant: String, team: String, clock: any ServerClock
     ) async throws -> SeedSummary {
         var rows = contentRows()
         var assetBytes: Int64 = 0
+        let identity = DeviceIdentity(tenant: tenant, userID: "sync-server", deviceID: "seed", teams: [team], isAdmin: true, expiresAt: 0)
+        let content = ContentService(storage: storage, clock: clock, apps: SampleServerApps.all)
+        let learning = LearningContentService(storage: storage, clock: clock, content: content)
         for file in sampleAssets() {
-            let stored = try assets.write(file.data)
-            assetBytes += stored.size
-            var fields: [String: JSONValue] = [
-                "id": .string(file.id), "lesson_id": .string(file.lessonID), "asset_kind": .string(file.kind),
-                "content_type": .string(file.contentType), "size_bytes": .int(stored.size), "checksum": .string(stored.checksum),
-                "storage_key": .string(stored.checksum),
-            ]
+            // Each file is a file of the tenant (stored once by its SHA-256), named by the row's
+            // `file`, with the version 1 fields beside it.
+            var fields: [String: JSONValue]
+            do {
+                fields = try await learning.publishFile(file.data, assetID: file.id, contentType: file.contentType, identity: identity)
+            } catch {
+                throw SeedError(message: "the sample's file \(file.id) could not be stored: \(error.detail.message)")
+            }
+            assetBytes += Int64(file.data.count)
+            fields["id"] = .string(file.id)
+            fields["lesson_id"] = .string(file.lessonID)
+            fields["asset_kind"] = .string(file.kind)
             if let duration = file.durationMs { fields["duration_ms"] = .int(duration) }
             rows.append(ContentService.ContentRow(entity: Asset.descriptor, fields: fields))
         }
         rows += teamRows(team: team)
 
-        let identity = DeviceIdentity(tenant: tenant, userID: "sync-server", deviceID: "seed", teams: [team], isAdmin: true, expiresAt: 0)
-        let content = ContentService(storage: storage, clock: clock, apps: SampleServerApps.all)
         let written: Int
         do {
             written = try await content.publish(rows: rows, identity: identity)

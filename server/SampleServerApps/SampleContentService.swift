@@ -13,9 +13,9 @@ public struct SampleContentService: Sendable {
     /// The learning app's units sync and asset files.
     public let learning: LearningContentService
 
-    public init(storage: any ServerStorage, assets: AssetStore, clock: any ServerClock = SystemClock()) {
+    public init(storage: any ServerStorage, fileLimits: FileLimits = FileLimits(), clock: any ServerClock = SystemClock()) {
         content = ContentService(storage: storage, clock: clock, apps: SampleServerApps.all)
-        learning = LearningContentService(storage: storage, assets: assets, content: content)
+        learning = LearningContentService(storage: storage, fileLimits: fileLimits, clock: clock, content: content)
     }
 
     /// ``ContentService/publish(entity:row:identity:urgent:)``.
@@ -38,12 +38,20 @@ public struct SampleContentService: Sendable {
     }
 
     /// ``LearningContentService/asset(id:identity:)``.
-    public func asset(id: String, identity: DeviceIdentity) async throws(ServiceError) -> AssetFile {
+    public func asset(id: String, identity: DeviceIdentity) async throws(ServiceError) -> LearningContentService.PublishedAsset {
         try await learning.asset(id: id, identity: identity)
     }
 
     /// ``LearningContentService/uploadAsset(id:data:contentType:identity:)``.
     public func uploadAsset(id: String, data: Data, contentType: String, identity: DeviceIdentity) async throws(ServiceError) -> JSONValue {
         try await learning.uploadAsset(id: id, data: data, contentType: contentType, identity: identity)
+    }
+
+    /// ``LearningContentService/upgradeStoredAssets(from:)``: the asset files an older server
+    /// kept in `folder` moved into the tenants' files; how many rows were upgraded, and how many
+    /// name a file the folder does not hold.
+    public func upgradeStoredAssets(from folder: URL) async throws -> (upgraded: Int, missing: Int) {
+        let result = try await learning.upgradeStoredAssets(from: folder)
+        return (result.upgraded, result.missing)
     }
 }

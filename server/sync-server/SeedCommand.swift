@@ -26,7 +26,7 @@ struct SeedCommand: AsyncParsableCommand {
         let storage = try await data.openStorage()
         do {
             let summary = try await SampleContent.seed(
-                storage: storage, assets: AssetStore(directory: data.directory.assets), tenant: tenant, team: team, clock: SystemClock()
+                storage: storage, tenant: tenant, team: team, clock: SystemClock()
             )
             await data.close(storage)
             say(summary.description)

@@ -402,9 +402,18 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw fail(error.description)
         }
-        var environment = ServerEnvironment(
-            storage: storage, assets: AssetStore(directory: directory.assets), signer: signer, apps: SampleServerApps.all
-        )
+        // Asset files an older server kept in its own folder become files of their tenants.
+        do {
+            let upgrade = try await SampleContentService(storage: storage, fileLimits: configuration.files)
+                .upgradeStoredAssets(from: directory.assets)
+            if upgrade.upgraded > 0 || upgrade.missing > 0 {
+                say("asset files moved into the files: \(upgrade.upgraded) asset(s); \(upgrade.missing) name a file the old folder lacks")
+            }
+        } catch {
+            await data.close(storage)
+            throw fail("the asset files of \(directory.assets.path) could not be moved into the files: \(error)")
+        }
+        var environment = ServerEnvironment(storage: storage, signer: signer, apps: SampleServerApps.all)
         do {
             environment.faultPauses = try FaultPauses.fromEnvironment()
         } catch {

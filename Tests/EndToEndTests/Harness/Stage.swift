@@ -68,7 +68,7 @@ final class Stage {
             let words = buffer.bindMemory(to: UInt64.self)
             for index in words.indices { words[index] = random.next() }
         }
-        let checksum = AssetStore.checksum(of: data)
+        let checksum = Hex.sha256(data)
         let admin = try adminToken()
         let client = try client()
         try await client.publish(

@@ -58,7 +58,7 @@ final class SimServer: Sendable {
         var processes: [RouterResponder<SyncRequestContext>] = []
         for _ in 0..<max(1, count) {
             let environment = ServerEnvironment(
-                storage: storage, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, clock: clock,
+                storage: storage, signer: signer, clock: clock,
                 apps: SampleServerApps.all
             )
             processes.append(buildRouter(configuration: configuration, environment: environment).router.buildResponder())
@@ -77,7 +77,7 @@ final class SimServer: Sendable {
 
     /// What an admin publishes with.
     var content: SampleContentService {
-        SampleContentService(storage: storage, assets: AssetStore(directory: folder.appendingPathComponent("assets")), clock: clock)
+        SampleContentService(storage: storage, clock: clock)
     }
 
     static let admin = DeviceIdentity(tenant: tenant, userID: "admin", deviceID: "admin", isAdmin: true, expiresAt: Int64.max)

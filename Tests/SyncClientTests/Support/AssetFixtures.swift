@@ -13,7 +13,7 @@ extension OfflineStore {
     /// Stores a unit with one lesson and one `Asset` row for `data`, as a pull would: the device
     /// knows the file, but has no download record of it.
     func storeAssetRow(unitId: String, lessonId: String, assetId: String, data: Data) throws {
-        let checksum = AssetStore.checksum(of: data)
+        let checksum = Hex.sha256(data)
         try applyServerChanges(
             ServerChanges(upserts: [
                 "Unit": [Samples.wire(Unit(id: unitId, title: "Unit \(unitId)", learnerLevel: .beginner, updatedAt: Samples.t0))],

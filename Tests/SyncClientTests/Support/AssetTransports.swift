@@ -78,7 +78,7 @@ final class InMemoryAssetTransport: AssetTransport {
         guard let data = files.value[request.url.lastPathComponent] else {
             throw .http(status: 404, body: nil, retryAfter: nil)
         }
-        let etag = "\"\(AssetStore.checksum(of: data))\""
+        let etag = "\"\(Hex.sha256(data))\""
         let whole = request.rangeHeader == nil || (request.ifRange != nil && request.ifRange != etag)
         let start = whole ? 0 : Int(request.offset)
         guard start < data.count || (whole && data.isEmpty) else { throw .http(status: 416, body: nil, retryAfter: nil) }

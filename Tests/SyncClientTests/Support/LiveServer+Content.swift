@@ -22,7 +22,7 @@ extension LiveServer {
                 ]
             )
             for file in files {
-                let checksum = AssetStore.checksum(of: file.data)
+                let checksum = Hex.sha256(file.data)
                 try await publish(
                     "Asset",
                     [

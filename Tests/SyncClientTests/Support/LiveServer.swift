@@ -49,13 +49,12 @@ struct LiveServer: Sendable {
         let storage = try SQLiteStorage(directory: folder, contracts: contracts)
         // The server authorizes team scopes by the memberships it holds: u-1 is in team-1.
         _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
-        let assets = AssetStore(directory: folder.appendingPathComponent("assets"))
         let signer = try TokenSigner(secret: secret)
-        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, clock: clock, apps: SampleServerApps.all)
+        let environment = ServerEnvironment(storage: storage, signer: signer, clock: clock, apps: SampleServerApps.all)
         try await LoopbackServer.run(configuration: configuration, environment: environment) { server in
             try await body(
                 LiveServer(
-                    url: server.url, signer: signer, storage: storage, content: SampleContentService(storage: storage, assets: assets, clock: clock),
+                    url: server.url, signer: signer, storage: storage, content: SampleContentService(storage: storage, clock: clock),
                     clock: clock
                 )
             )

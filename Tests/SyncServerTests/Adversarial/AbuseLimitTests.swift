@@ -102,7 +102,7 @@ struct AbuseLimitTests {
     @Test("the Host header is never reflected into asset download links", arguments: [StorageKind.sqlite])
     func hostNotReflected(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind)
-        _ = try await SampleContent.seed(storage: h.storage, assets: h.assets, tenant: "acme", team: "team-1", clock: SystemClock())
+        _ = try await SampleContent.seed(storage: h.storage, tenant: "acme", team: "team-1", clock: SystemClock())
         try await h.live { client in
             let port = try #require(client.port)
             let answer = try await RawHTTP.exchange(

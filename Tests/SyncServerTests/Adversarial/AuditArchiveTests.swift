@@ -154,7 +154,7 @@ struct AuditArchiveTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
-            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+            storage: storage, tenant: "acme", team: "team-1", clock: SystemClock()
         )
         let entries = try await storage.read { try await $0.auditHead()?.lastID ?? 0 }
         // The database as it was when the crash came: a copy taken before the archive.

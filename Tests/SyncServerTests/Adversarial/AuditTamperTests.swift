@@ -25,7 +25,7 @@ struct AuditTamperTests {
             let schema = StorageKind.uniqueSchema()
             let storage = try await kind.makeSharedStorages(1, in: folder, schema: schema)[0]
             _ = try await SampleContent.seed(
-                storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+                storage: storage, tenant: "acme", team: "team-1", clock: SystemClock()
             )
             let execute: @Sendable (String) async throws -> Void
             switch kind {
@@ -104,7 +104,7 @@ struct AuditTamperTests {
                 == .broken(entryID: last, reason: "the log ends at entry \(last - 1) but its sealed head says \(last): entries were cut from its end")
         )
         _ = try await SampleContent.seed(
-            storage: setup.storage, assets: AssetStore(directory: DataDirectory(setup.folder).assets), tenant: "other", team: "t",
+            storage: setup.storage, tenant: "other", team: "t",
             clock: SystemClock()
         )
         #expect(try await setup.verify() == .broken(entryID: last, reason: "the entry is missing: the log goes from \(last - 1) to \(last + 1)"))
@@ -186,7 +186,7 @@ struct AuditTamperTests {
         }
         let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
         _ = try await SampleContent.seed(
-            storage: storage, assets: AssetStore(directory: DataDirectory(folder).assets), tenant: "acme", team: "team-1", clock: SystemClock()
+            storage: storage, tenant: "acme", team: "team-1", clock: SystemClock()
         )
         let head = try #require(try await storage.read { try await $0.auditHead() })
         #expect(head.keyedFrom == 4)

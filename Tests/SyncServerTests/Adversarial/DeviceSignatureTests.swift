@@ -53,7 +53,7 @@ struct DeviceSignatureTests {
 
         func live<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
             let environment = ServerEnvironment(
-                storage: storage, assets: AssetStore(directory: DataDirectory(directory.url).assets), signer: signer,
+                storage: storage, signer: signer,
                 apps: SampleServerApps.all)
             return try await LoopbackServer.run(configuration: HostileHarness.defaultConfiguration, environment: environment) { server in
                 try await body(server.client)

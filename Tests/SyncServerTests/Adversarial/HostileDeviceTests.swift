@@ -81,7 +81,7 @@ struct HostileDeviceTests {
     @Test("no content answer carries the answer key: pull pages and the units route, as sent on the wire", arguments: StorageKind.allCases)
     func answerKeysStayOnTheServer(_ kind: StorageKind) async throws {
         let h = try await HostileHarness.make(kind)
-        _ = try await SampleContent.seed(storage: h.storage, assets: h.assets, tenant: HostileHarness.tenant, team: "team-1", clock: SystemClock())
+        _ = try await SampleContent.seed(storage: h.storage, tenant: HostileHarness.tenant, team: "team-1", clock: SystemClock())
         let stored = try await h.storage.read { reader in
             try await reader.row(in: ContractTable(Assessment.descriptor), tenant: HostileHarness.tenant, id: "assessment-battery-basics")
         }
@@ -415,7 +415,7 @@ struct HostileDeviceTests {
             buildApplication(
                 configuration: configuration,
                 environment: ServerEnvironment(
-                    storage: $0, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer, apps: SampleServerApps.all)
+                    storage: $0, signer: signer, apps: SampleServerApps.all)
             )
         }
         var statuses: [HTTPResponse.Status] = []

@@ -26,7 +26,6 @@ final class HostileHarness: Sendable {
 
     private let directory: TemporaryDirectory
     let storage: any SyncStorage
-    let assets: AssetStore
     let signer: TokenSigner
     let configuration: ServerConfiguration
     /// The data folder (a SQLite storage's database lives here).
@@ -43,7 +42,6 @@ final class HostileHarness: Sendable {
         self.directory = directory
         self.storage = storage
         self.configuration = configuration
-        assets = AssetStore(directory: DataDirectory(directory.url).assets)
         signer = try TokenSigner(secret: Self.secret)
     }
 
@@ -59,14 +57,14 @@ final class HostileHarness: Sendable {
 
     /// Runs `body` against the server listening on loopback.
     func live<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
-        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all)
+        let environment = ServerEnvironment(storage: storage, signer: signer, apps: SampleServerApps.all)
         return try await LoopbackServer.run(configuration: configuration, environment: environment) { server in try await body(server.client) }
     }
 
     /// Runs `body` against the server listening on loopback, with its URL for clients of other
     /// connections (HummingbirdTesting's client sends one request at a time).
     func serve<Value: Sendable>(_ body: @Sendable (LoopbackServer) async throws -> Value) async throws -> Value {
-        let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: SampleServerApps.all)
+        let environment = ServerEnvironment(storage: storage, signer: signer, apps: SampleServerApps.all)
         return try await LoopbackServer.run(configuration: configuration, environment: environment) { server in try await body(server) }
     }
 

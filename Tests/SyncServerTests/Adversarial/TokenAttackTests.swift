@@ -182,7 +182,7 @@ struct TokenAttackTests {
         let second = buildApplication(
             configuration: configuration,
             environment: ServerEnvironment(
-                storage: storages[1], assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer,
+                storage: storages[1], signer: signer,
                 apps: SampleServerApps.all)
         )
         try await storages[0].write { try await $0.revoke(tenant: "acme", kind: .device, subject: "stolen", at: issued + 1) }

@@ -6,7 +6,7 @@ public import SyncServer
 ///
 /// ```swift
 /// let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
-/// let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: [InspectionServerApp()])
+/// let environment = ServerEnvironment(storage: storage, signer: signer, apps: [InspectionServerApp()])
 /// let app = buildApplication(configuration: configuration, environment: environment)
 /// ```
 public struct InspectionServerApp: ServerApp {

@@ -30,8 +30,9 @@ public struct AppRoutes {
         _ method: HTTPRequest.Method, _ path: String, access: Access, use handler: @escaping @Sendable (AppRequest) async throws -> Response
     ) {
         let configuration = configuration
+        let environment = environment
         table.add(method, path, on: access == .admin ? admin : authenticated) { request, context in
-            try await handler(AppRequest(request: request, context: context, configuration: configuration))
+            try await handler(AppRequest(request: request, context: context, configuration: configuration, environment: environment))
         }
     }
 }
@@ -44,6 +45,7 @@ public struct AppRequest: Sendable {
     /// Its context: the authenticated identity, the logger, the path parameters.
     public let context: SyncRequestContext
     let configuration: ServerConfiguration
+    let environment: ServerEnvironment
 
     /// The caller's identity (every app route is behind authentication).
     public func identity() throws(ServiceError) -> DeviceIdentity { try context.requireIdentity() }
@@ -71,11 +73,24 @@ public struct AppRequest: Sendable {
     /// serves TLS itself); never the `Host` header.
     public var baseURL: String { RequestInput.baseURL(configuration, context) }
 
-    /// A file of the server's file store (``AssetStore``) streamed from disk, with its SHA-256
-    /// as a strong `ETag`, `If-None-Match` (304) and single byte ranges (206, 416), for `GET`
-    /// and `HEAD`.
-    public func file(_ file: AssetFile) async throws -> Response {
-        try await AssetResponse.make(file, request: request, context: context, fileIO: FileIO())
+    /// A stored file (a `file` field's, by its SHA-256) streamed from the blob store, as
+    /// `GET /sync/v1/files/{sha256}` serves it: 404 unless the caller may read it (it may read a
+    /// row naming it, or uploaded it); its SHA-256 as a strong `ETag`, `If-None-Match` (304) and
+    /// single byte ranges (206, 416), for `GET` and `HEAD`.
+    ///
+    /// - Parameters:
+    ///   - contentType: the `Content-Type` to answer with instead of the file's own.
+    ///   - cacheControl: the `Cache-Control` to answer with instead of the files route's
+    ///     (`immutable`), for a route whose answer may change (an id that names another file later).
+    public func storedFile(sha256: String, contentType: String? = nil, cacheControl: String? = nil) async throws -> Response {
+        let files = FileService(
+            storage: environment.storage.engine, blobs: environment.storage.engine.defaultBlobStore, limits: configuration.files,
+            clock: environment.clock)
+        var file = try await files.readable(sha256, identity: try identity())
+        if let contentType { file.contentType = contentType }
+        var response = try await FileDownload.response(for: file, blobs: files.blobs, request: request)
+        if let cacheControl { response.headers[.cacheControl] = cacheControl }
+        return response
     }
 
     /// A JSON answer, keys sorted; gzip-compressed when `compressible` and the client takes it.

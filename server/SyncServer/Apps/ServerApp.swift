@@ -8,7 +8,7 @@ public import ContractRuntime
 /// struct InspectionServerApp: ServerApp {
 ///     var reducers: [any Reducer] { [InspectionProgressReducer()] }
 /// }
-/// let environment = ServerEnvironment(storage: storage, assets: assets, signer: signer, apps: [InspectionServerApp()])
+/// let environment = ServerEnvironment(storage: storage, signer: signer, apps: [InspectionServerApp()])
 /// ```
 ///
 /// Every requirement has a default that does nothing. `examples/inspections` is a whole app

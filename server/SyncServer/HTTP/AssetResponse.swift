@@ -2,9 +2,10 @@ import Foundation
 import Hummingbird
 import SyncProtocol
 
-/// `GET` and `HEAD /assets/{id}`: the file streamed from disk with its SHA-256 as a strong
-/// `ETag`, `If-None-Match` (304), and single byte ranges for resumable downloads (206, or 416
-/// with `Content-Range: bytes */size` when the range starts past the end).
+/// The conditional and range headers of a file download (``FileDownload``: the files route and
+/// an app's ``AppRequest/storedFile(sha256:contentType:cacheControl:)``): `If-None-Match` (304)
+/// and single byte ranges for resumable downloads (206, or 416 with `Content-Range: bytes */size`
+/// when the range starts past the end).
 package enum AssetResponse {
     /// A byte range request, already resolved against the file size.
     package enum RangeRequest: Equatable {
@@ -12,56 +13,6 @@ package enum AssetResponse {
         case whole
         case partial(ClosedRange<Int64>)
         case unsatisfiable
-    }
-
-    static func make(_ file: AssetFile, request: Request, context: SyncRequestContext, fileIO: FileIO) async throws -> Response {
-        let eTag = "\"\(file.checksum)\""
-        var headers: HTTPFields = [
-            .eTag: eTag,
-            .acceptRanges: "bytes",
-            .contentType: file.contentType,
-            .cacheControl: "private, max-age=0, must-revalidate",
-        ]
-        if matches(request.headers[values: .ifNoneMatch], eTag: eTag) {
-            return Response(status: .notModified, headers: headers)
-        }
-        var range = parseRange(request.headers[.range], size: file.size)
-        // If-Range: a range only applies to the version the client already has part of.
-        if let ifRange = request.headers[.ifRange], ifRange != eTag { range = .whole }
-
-        switch range {
-        case .unsatisfiable:
-            throw ResponseError(
-                error: ServiceError(
-                    status: 416, .rangeNotSatisfiable,
-                    "the range \(request.headers[.range] ?? "") is outside the asset's \(file.size) bytes"
-                ),
-                headers: [.contentRange: "bytes */\(file.size)", .eTag: eTag, .acceptRanges: "bytes"]
-            )
-        case .whole:
-            headers[.contentLength] = String(file.size)
-            if request.method == .head || file.size == 0 { return Response(status: .ok, headers: headers) }
-            let body = try await stream(file, range: 0...(file.size - 1), context: context, fileIO: fileIO)
-            return Response(status: .ok, headers: headers, body: body)
-        case .partial(let bytes):
-            headers[.contentRange] = "bytes \(bytes.lowerBound)-\(bytes.upperBound)/\(file.size)"
-            headers[.contentLength] = String(bytes.count)
-            if request.method == .head { return Response(status: .partialContent, headers: headers) }
-            let body = try await stream(file, range: bytes, context: context, fileIO: fileIO)
-            return Response(status: .partialContent, headers: headers, body: body)
-        }
-    }
-
-    /// The bytes of `range`, read from disk in chunks as the client takes them.
-    private static func stream(
-        _ file: AssetFile, range: ClosedRange<Int64>, context: SyncRequestContext, fileIO: FileIO
-    ) async throws -> ResponseBody {
-        do {
-            return try await fileIO.loadFile(path: file.fileURL.path, range: Int(range.lowerBound)...Int(range.upperBound), context: context)
-        } catch {
-            context.logger.error("asset \(file.id): its file \(file.fileURL.path) cannot be read")
-            throw ServiceError.notFound("the file of asset '\(file.id)' is missing on the server")
-        }
     }
 
     /// Whether an `If-None-Match` list names the entity (`*`, or the tag, weak or strong).

@@ -145,7 +145,8 @@ public struct DataDirectory: Sendable, Hashable {
 
     /// The SQLite database (`server.sqlite`, with its WAL files) lives in the folder itself.
     public var database: URL { url }
-    /// Asset files, by id.
+    /// Where a server before the engine's files kept asset files (by SHA-256); `serve` moves
+    /// them into the files as it starts, and deletes the folder once it is empty.
     public var assets: URL { url.appendingPathComponent("assets", isDirectory: true) }
     /// The token signing key, unless a secret file or `OUTPOST_TOKEN_SECRET` is given.
     public var tokenKey: URL { url.appendingPathComponent(TokenKey.fileName) }

@@ -41,7 +41,6 @@ public struct SyncRouter {
 public struct ServerEnvironment: Sendable {
     /// The database (``SQLiteStorage`` or ``PostgresStorage``).
     public var storage: any ServerStorage
-    public var assets: AssetStore
     public var signer: TokenSigner
     public var metrics: ServerMetrics
     public var clock: any ServerClock
@@ -54,11 +53,10 @@ public struct ServerEnvironment: Sendable {
     package var faultPauses = FaultPauses.none
 
     public init(
-        storage: any ServerStorage, assets: AssetStore, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
+        storage: any ServerStorage, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
         clock: any ServerClock = SystemClock(), rateLimiter: RateLimiter? = nil, apps: [any ServerApp] = []
     ) {
         self.storage = storage
-        self.assets = assets
         self.signer = signer
         self.metrics = metrics
         self.clock = clock
@@ -220,9 +218,9 @@ public func buildApplication(
 
 /// The sync server with the default metrics, system clock and rate limiter of `configuration`.
 public func buildApplication(
-    configuration: ServerConfiguration, storage: any ServerStorage, assets: AssetStore, signer: TokenSigner
+    configuration: ServerConfiguration, storage: any ServerStorage, signer: TokenSigner
 ) -> some ApplicationProtocol {
-    buildApplication(configuration: configuration, environment: ServerEnvironment(storage: storage, assets: assets, signer: signer))
+    buildApplication(configuration: configuration, environment: ServerEnvironment(storage: storage, signer: signer))
 }
 
 /// Registers routes and remembers them.

@@ -68,7 +68,7 @@ struct InspectionServerHarness: Sendable {
         }
         let signer = try TokenSigner(secret: secret)
         let environment = ServerEnvironment(
-            storage: storage, assets: AssetStore(directory: folder.appendingPathComponent("assets")), signer: signer,
+            storage: storage, signer: signer,
             apps: [InspectionServerApp()]
         )
         try await LoopbackServer.run(environment: environment) { server in
