@@ -82,6 +82,7 @@ enum Benchmarks {
         CensusBenchmark.benchmark,
         TokenBenchmark.benchmark,
         SubscriptionBenchmark.benchmark,
+        FilesBenchmark.benchmark,
     ]
 }
 

@@ -7,5 +7,13 @@ if arguments.first == InitialSyncDevice.command {
     // The device process `initial-sync` starts; not a benchmark.
     exit(InitialSyncDevice.main(Array(arguments.dropFirst())))
 }
+if arguments.first == FilesDevice.command {
+    // A device transfer `files` starts; not a benchmark.
+    exit(FilesDevice.main(Array(arguments.dropFirst())))
+}
+if arguments.first == FilesRawServer.command {
+    // The baseline server `files` starts; not a benchmark.
+    exit(FilesRawServer.main(Array(arguments.dropFirst())))
+}
 let runner = Runner(benchmarks: Benchmarks.all)
 exit(runner.main(arguments).rawValue)
