@@ -237,6 +237,40 @@ struct FileTransferTests {
         #expect(try device.store.storedFile(sha256: document.sha256)?.state == .uploaded)
     }
 
+    @Test(
+        "a file no queued write names any more (its refused write discarded) is not uploaded, its upload under way is given up, and it becomes evictable"
+    )
+    func unneededFileIsReleased() async throws {
+        let device = try FileTestStore()
+        let (document, _) = try writeReceipt(device.store, size: 500)
+        try device.store.create(Receipt(id: "r-2", title: "Kept", document: document))
+        let quota = QuotaTransport()
+        let refusing = SyncEngine(
+            store: device.store, transport: quota,
+            configuration: SyncEngineConfiguration(scopes: [], retriesAutomatically: false, usesLiveChannel: false))
+        _ = await refusing.syncNow()
+        let failed = try device.store.outboxEntries(statuses: [.failed])
+        #expect(failed.map(\.rowId) == ["r-1", "r-2"])
+        // One write discarded: the other still names the file, which stays waiting.
+        try device.store.discardFailed(seq: failed[0].seq)
+        #expect(try device.store.releaseUnneededFiles() == [])
+        #expect(try device.store.storedFile(sha256: document.sha256)?.state == .waitingToUpload)
+        // Both discarded, with an upload under way on the server.
+        try device.store.discardFailed(seq: failed[1].seq)
+        try device.store.recordUploadProgress(sha256: document.sha256, uploadID: "u9", offset: 100)
+        let server = FakeFileTransport()
+        server.seedUpload(id: "u9", of: sampleBytes(500, seed: 1), holding: 100)
+        let engine = SyncEngine(
+            store: device.store, transport: server,
+            configuration: SyncEngineConfiguration(scopes: [], retriesAutomatically: false, usesLiveChannel: false))
+        #expect(await engine.syncNow() == .succeeded(pushed: 0, pulled: 0))
+        #expect(server.calls == ["DELETE u9"])
+        #expect(server.uploads.isEmpty)
+        let file = try #require(try device.store.storedFile(sha256: document.sha256))
+        #expect(file.state == .cached && file.uploadID == nil && file.lastError == nil)
+        #expect(try device.store.filesWaitingToUpload().isEmpty)
+    }
+
     @Test("a download cut short resumes with a range from the bytes it kept; the file is checked, cached and then answered at once")
     func resumableDownload() async throws {
         let device = try FileTestStore()

@@ -287,6 +287,13 @@ final class FakeFileTransport: SyncTransport, @unchecked Sendable {
         return try answer.get()
     }
 
+    func abandonFileUpload(uploadID: String) async throws(TransportError) {
+        locked {
+            calls.append("DELETE \(uploadID)")
+            uploads[uploadID] = nil
+        }
+    }
+
     func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
         let answer: Result<FileChunk, TransportError> = locked {
             getCount += 1

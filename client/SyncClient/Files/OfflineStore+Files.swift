@@ -558,6 +558,49 @@ extension OfflineStore {
         }
     }
 
+    /// Files waiting to upload that no write still held by the outbox names (its write was
+    /// discarded, or resolved by taking the server's row): they are not uploaded, and become
+    /// cached copies the budget may evict. Returns the server uploads they had under way, for
+    /// the engine to abandon (``SyncTransport/abandonFileUpload(uploadID:)``).
+    package func releaseUnneededFiles() throws(OfflineStoreError) -> [String] {
+        try write { db in
+            let waiting = try Row.fetchAll(db, sql: #"SELECT "sha256", "upload_id" FROM "files" WHERE "state" = 'waiting'"#)
+            guard !waiting.isEmpty else { return [] }
+            let withFiles =
+                contracts.entities.filter { $0.fields.contains { Self.isFileKind($0.kind) } }.map(\.name)
+                + contracts.events.filter { $0.fields.contains { Self.isFileKind($0.kind) } }.map(\.name)
+            var named: Set<String> = []
+            if !withFiles.isEmpty {
+                let marks = Array(repeating: "?", count: withFiles.count).joined(separator: ", ")
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: #"SELECT * FROM "outbox" WHERE "status" IN \#(OutboxStatus.sql(OutboxStatus.unsynced)) AND "entity" IN (\#(marks))"#,
+                    arguments: StatementArguments(withFiles))
+                for row in rows {
+                    // An entry that cannot be opened (quarantined, tampered) may name any file: keep them all.
+                    guard let record = OutboxRecord(row: row), record.status != .quarantined,
+                        let content = try openVerified(db, record), case .object(let payload)? = content.payload
+                    else { return [] }
+                    let fields = contracts.entity(named: record.entity)?.fields ?? contracts.event(named: record.entity)?.fields ?? []
+                    for reference in Self.fileReferences(in: payload, fields: fields) { named.insert(reference.sha256) }
+                }
+            }
+            var uploads: [String] = []
+            for row in waiting {
+                let sha: String = row["sha256"]
+                guard !named.contains(sha), !fileStaging.isStaged(sha) else { continue }
+                if let upload: String = row["upload_id"] { uploads.append(upload) }
+                try db.execute(
+                    sql: """
+                        UPDATE "files" SET "state" = 'cached', "upload_id" = NULL, "acknowledged_offset" = 0, "last_error" = NULL
+                        WHERE "sha256" = ?
+                        """,
+                    arguments: [sha])
+            }
+            return uploads
+        }
+    }
+
     /// When a failed write is queued again: the files it names that the server refused are
     /// offered to it once more (the quota may have room now, the app may have fixed the file).
     func clearFileRefusals(_ db: Database, entity: String, payload: JSONValue?) throws {

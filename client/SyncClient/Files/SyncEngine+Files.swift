@@ -57,6 +57,13 @@ extension SyncEngine {
     /// offset. Returns `false` when an automatic sync's data budget ran out (nothing more is
     /// sent in this sync).
     func uploadWaitingFiles(traffic: TrafficCounter?, budgetLeft: Int?) async throws(EngineFailure) -> Bool {
+        // Files no queued write names any more are not sent; their uploads under way are given up.
+        let abandoned: [String]
+        do { abandoned = try store.releaseUnneededFiles() } catch { throw .store(error) }
+        for upload in abandoned {
+            // At worst the server's housekeeping drops it after a day.
+            try? await transport.abandonFileUpload(uploadID: upload)
+        }
         let waiting: [StoredFile]
         do { waiting = try store.filesWaitingToUpload().filter { $0.lastError == nil } } catch { throw .store(error) }
         guard !waiting.isEmpty else { return true }

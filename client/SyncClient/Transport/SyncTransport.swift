@@ -64,6 +64,10 @@ public protocol SyncTransport: Sendable {
     /// (or the whole file, when the server ignores the range). The default throws
     /// ``TransportError/filesUnsupported``.
     func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk
+    /// `DELETE /sync/v1/files/uploads/{id}`: gives up an upload no write needs any more, so the
+    /// server frees what it held at once (an upload already gone is not an error). The default
+    /// throws ``TransportError/filesUnsupported``.
+    func abandonFileUpload(uploadID: String) async throws(TransportError)
 }
 
 /// The answer to a file upload's `PATCH`.
@@ -107,6 +111,10 @@ extension SyncTransport {
     }
 
     public func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
+        throw .filesUnsupported
+    }
+
+    public func abandonFileUpload(uploadID: String) async throws(TransportError) {
         throw .filesUnsupported
     }
 

@@ -74,6 +74,16 @@ extension URLSessionTransport {
         }
     }
 
+    public func abandonFileUpload(uploadID: String) async throws(TransportError) {
+        var request = makeRequest(path: String(FileRoutes.upload(uploadID).dropFirst()), query: [])
+        request.httpMethod = "DELETE"
+        let (data, http) = try await fileExchange(request)
+        // Gone already (finished, expired, dropped): nothing left to free.
+        guard (200..<300).contains(http.statusCode) || http.statusCode == 404 || http.statusCode == 410 else {
+            throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
+        }
+    }
+
     /// `bytes 0-99/1234` as its start and total (`nil` when `*`).
     static func parseFileContentRange(_ text: String) -> (start: Int64, total: Int64?)? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
