@@ -46,6 +46,17 @@ extension OfflineStore {
         filesDirectory.appendingPathComponent("partial", isDirectory: true).appendingPathComponent(sha256)
     }
 
+    /// The files' Data Protection class, that of the database (``OfflineStoreConfiguration/fileProtection``):
+    /// a photo is as protected at rest as the row naming it. Set on every folder and file the
+    /// store creates (a move keeps it); nothing elsewhere.
+    var fileProtectionAttributes: [FileAttributeKey: Any] {
+        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+            [.protectionKey: configuration.fileProtection.fileProtectionType]
+        #else
+            [:]
+        #endif
+    }
+
     private var stagingDirectory: URL { filesDirectory.appendingPathComponent("staging", isDirectory: true) }
 
     // MARK: Import
@@ -148,8 +159,8 @@ extension OfflineStore {
 
         let staging = stagingDirectory.appendingPathComponent(newIdentifier() + ".part")
         do {
-            try FileManager.default.createDirectory(at: stagingDirectory, withIntermediateDirectories: true)
-            guard FileManager.default.createFile(atPath: staging.path, contents: nil) else {
+            try FileManager.default.createDirectory(at: stagingDirectory, withIntermediateDirectories: true, attributes: fileProtectionAttributes)
+            guard FileManager.default.createFile(atPath: staging.path, contents: nil, attributes: fileProtectionAttributes) else {
                 throw OfflineStoreError.fileSystem(path: staging.path, reason: "cannot create the file")
             }
         } catch {
@@ -195,7 +206,8 @@ extension OfflineStore {
         // download) are the same file: the copy goes.
         let destination = fileURL(sha256: sha256)
         do {
-            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: fileProtectionAttributes)
             if !FileManager.default.fileExists(atPath: destination.path) {
                 try FileManager.default.moveItem(at: staging, to: destination)
                 keep = true
@@ -666,8 +678,11 @@ extension OfflineStore {
     package func writePartialFile(sha256: String, data: Data, at offset: Int64) throws(OfflineStoreError) {
         let url = partialFileURL(sha256: sha256)
         do {
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            if !FileManager.default.fileExists(atPath: url.path) { _ = FileManager.default.createFile(atPath: url.path, contents: nil) }
+            try FileManager.default.createDirectory(
+                at: url.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: fileProtectionAttributes)
+            if !FileManager.default.fileExists(atPath: url.path) {
+                _ = FileManager.default.createFile(atPath: url.path, contents: nil, attributes: fileProtectionAttributes)
+            }
             let handle = try FileHandle(forWritingTo: url)
             defer { try? handle.close() }
             try handle.truncate(atOffset: UInt64(offset))
@@ -702,7 +717,8 @@ extension OfflineStore {
         }
         let destination = fileURL(sha256: reference.sha256)
         do {
-            try FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: fileProtectionAttributes)
             if FileManager.default.fileExists(atPath: destination.path) {
                 try FileManager.default.removeItem(at: partial)
             } else {
