@@ -210,7 +210,8 @@ struct CrashTests {
         let unit = "unit-field-reporting"
         let fileSize = Int64(megabytes * 1024 * 1024)
         let phone = try stage.device("phone", user: "learner-pat", sync: false)
-        let partial = phone.home.appendingPathComponent("assets/asset-\(video.id).partial")
+        // The engine's partial download of the large file, in the store's files folder.
+        let partial = try DeviceInspector.read(phone) { $0.store.partialFileURL(sha256: video.checksum) }
 
         for _ in 0..<plan.iterations {
             // One or two kills before the download may finish: a resumed download is killed too.
@@ -231,16 +232,14 @@ struct CrashTests {
                 let finishedFirst = !download.isRunning
                 download.signal(SIGKILL)
                 _ = try download.wait()
-                let record = try DeviceInspector.read(phone) { try $0.store.assetRecord(id: video.id) }
+                let stored = try DeviceInspector.read(phone) { try $0.store.storedFile(sha256: video.checksum) }
                 let onDisk = Self.size(of: partial)
                 if finishedFirst {
                     tally.record("after the download ended")
-                } else if record?.status == .downloaded {
+                } else if stored != nil {
                     tally.record("after the large file was verified")
-                } else if let kept = record?.downloadedBytes, kept > 0 {
-                    tally.record(
-                        onDisk > kept ? "mid-file, a range appended but not yet recorded" : "mid-file, the partial file as recorded"
-                    )
+                } else if onDisk > 0 {
+                    tally.record("mid-file, the partial file as it stood")
                 } else {
                     tally.record("before the large file's first range")
                 }
@@ -252,22 +251,25 @@ struct CrashTests {
             // Restarted, the download completes, and every file hashes to its server checksum.
             let done = try phone.run(["download", unit, "--json"])
             #expect(done.status == 0, "\(done)")
-            let records = try DeviceInspector.read(phone) { inspector in
-                try inspector.store.assetRecords(unitId: unit).map { ($0, inspector.store.fileURL(of: $0)) }
+            let files = try DeviceInspector.read(phone) { inspector in
+                try ["asset-reporting-notes", video.id].map { id in
+                    let file = try #require(try inspector.store.fetch(Asset.self, id: id)?.file, "\(id) names no file")
+                    return (id, file, try inspector.store.storedFile(sha256: file.sha256))
+                }
             }
-            #expect(records.map(\.0.id).sorted() == ["asset-reporting-notes", video.id])
-            for (record, file) in records {
-                #expect(record.status == .downloaded, "\(record)")
-                let data = try Data(contentsOf: try #require(file, "\(record.id) has no file"))
-                #expect(Hex.sha256(data) == record.checksum, "\(record.id) does not match its checksum")
+            for (id, file, stored) in files {
+                let url = try #require(stored?.url, "\(id)'s file is not on the device")
+                #expect(Hex.sha256(try Data(contentsOf: url)) == file.sha256, "\(id) does not match its file's SHA-256")
             }
-            #expect(records.first { $0.0.id == video.id }?.0.checksum == video.checksum)
+            #expect(files.first { $0.0 == video.id }?.1.sha256 == video.checksum)
             #expect(!FileManager.default.fileExists(atPath: partial.path), "a partial file was left behind")
-            // Deleted, so that the next round downloads from nothing again.
+            // Deleted, files too (the engine's cache would keep them), so that the next round
+            // downloads from nothing again.
             try phone.ok(["cache", "delete", unit])
+            for case (_, _, let stored?) in files { try FileManager.default.removeItem(at: stored.url) }
         }
         tally.report()
-        let midFile = tally["mid-file, the partial file as recorded"] + tally["mid-file, a range appended but not yet recorded"]
+        let midFile = tally["mid-file, the partial file as it stood"]
         #expect(midFile * 2 >= tally.kills, "too few kills landed during the download: \(tally.summary)")
     }
 

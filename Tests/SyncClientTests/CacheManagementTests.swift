@@ -9,9 +9,9 @@ import Testing
 @testable import LearningClient
 @testable import SyncClient
 
-/// Units kept for offline use (each a `unit` subscription, its files downloaded), against the
-/// real server on loopback: listing, deleting, the byte budget and its eviction order.
-@Suite("Cache management: listing, deleting, the byte budget", .blockingWork)
+/// Units kept for offline use (each a `unit` subscription, its files in the engine's file
+/// cache), against the real server on loopback: listing, opening, completing, deleting.
+@Suite("Cache management: listing, opening, completing, deleting", .blockingWork)
 struct CacheManagementTests {
     /// A device on a store with a manual clock, and the server its units come from.
     struct Device {
@@ -24,12 +24,6 @@ struct CacheManagementTests {
             self.server = server
             self.test = try test ?? TestStore()
             engine = SyncEngine(store: self.test.store, transport: server.transport("device-1"), configuration: .init(scopes: ["user"]))
-        }
-
-        func downloader(budget: CacheBudget = .standard, transport: (any AssetTransport)? = nil) -> AssetDownloader {
-            AssetDownloader(
-                engine: engine, transport: transport ?? server.transport("device-1"),
-                configuration: AssetDownloaderConfiguration(rangeSize: 1_024, cacheBudget: budget))
         }
 
         /// Moves the clock to `days` after the start.
@@ -47,10 +41,10 @@ struct CacheManagementTests {
 
         /// Publishes and downloads a unit of one 1 000-byte file on `day`.
         @discardableResult
-        func downloadUnit(_ id: String, day: Double, with downloader: AssetDownloader? = nil) async throws -> UnitDownloadResult {
+        func downloadUnit(_ id: String, day: Double) async throws -> UnitDownloadResult {
             try await publish(id)
             at(day: day)
-            return try await (downloader ?? self.downloader()).downloadUnit(id: id) { _ in }
+            return try await engine.downloadUnit(id: id)
         }
     }
 
@@ -61,34 +55,32 @@ struct CacheManagementTests {
             let store = device.store
             try await device.publish("unit-a", fileSizes: [1_000, 2_000])
             try await device.publish("unit-c", fileSizes: [3_000, 100])
-            _ = try await device.downloader().downloadUnit(id: "unit-a") { _ in }
+            try await device.engine.downloadUnit(id: "unit-a")
             // unit-b is only in the catalogue.
             try store.applyServerChanges(
                 ServerChanges(upserts: [
                     "Unit": [Samples.wire(Unit(id: "unit-b", title: "Unit unit-b", learnerLevel: .beginner, updatedAt: Samples.t0))]
                 ]))
-            // unit-c: the connection drops after the first range.
-            let dropping = ScriptedAssetTransport(server.transport("device-1"))
-            dropping.dropConnection(afterRanges: 1)
-            await #expect(throws: AssetError.notAvailableOffline(id: "unit-c-file-0")) {
-                try await device.downloader(transport: dropping).downloadUnit(id: "unit-c") { _ in }
-            }
+            // unit-c: downloaded, then the server replaces its second file; once synced the device lacks it.
+            try await device.engine.downloadUnit(id: "unit-c")
+            try await server.upload("unit-c-file-1", sampleBytes(200, seed: 9))
+            guard case .succeeded = await device.engine.syncNow() else { Issue.record("the sync failed"); return }
 
             let units = try store.cachedUnits()
             #expect(units.map(\.id) == ["unit-a", "unit-b", "unit-c"])
             #expect(units.map(\.status) == [.downloaded, .notDownloaded, .partial])
-            #expect(units.map(\.bytesOnDisk) == [3_000, 0, 1_024])
-            #expect(units.map(\.bytesTotal) == [3_000, 0, 3_100])
+            #expect(units.map(\.bytesOnDisk) == [3_000, 0, 3_000])
+            #expect(units.map(\.bytesTotal) == [3_000, 0, 3_200])
             #expect(units.map(\.fileCount) == [2, 0, 2])
-            #expect(units.map(\.downloadedFileCount) == [2, 0, 0])
+            #expect(units.map(\.downloadedFileCount) == [2, 0, 1])
             #expect(units[0].downloadedAt == device.test.clock.now() && units[0].title == "Unit unit-a")
-            #expect(units[2].downloadedAt == nil && units[2].addedAt == device.test.clock.now())
+            #expect(units[2].addedAt == device.test.clock.now())
             // Only the unit subscribed to is on the device: not its neighbour on the server.
             #expect(try store.fetch(Lesson.self, id: "unit-a-lesson-0") != nil)
 
             let totals = try store.cacheTotals()
             #expect(totals.units == 3 && totals.downloadedUnits == 1)
-            #expect(totals.bytesOnDisk == 4_024 && totals.partialBytes == 1_024 && totals.files == 2)
+            #expect(totals.bytesOnDisk == 6_000 && totals.files == 3)
             #expect(totals.databaseBytes > 0)
         }
     }
@@ -126,23 +118,22 @@ struct CacheManagementTests {
             try store.runHousekeeping()
             #expect(try store.unitSubscriptions()["unit-a"] == nil)
             #expect(try store.fetch(Unit.self, id: "unit-a") == nil && store.fetch(Lesson.self, id: "unit-a-lesson-0") == nil)
-            #expect(try store.cachedUnits().map { "\($0.id) \($0.status)" } == ["unit-a expired"], "its files are still there: evicted first")
-            #expect(try store.enforceCacheBudget(CacheBudget(maxBytes: 0)) == ["unit-a"])
             #expect(try store.cachedUnits().isEmpty)
+            #expect(try store.storedFiles().count == 1, "its file stays in the engine's cache until the cache evicts it")
 
             #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "nope")) { try store.markUnitOpened(id: "nope") }
             #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "nope")) { try store.markUnitCompleted(id: "nope") }
         }
     }
 
-    @Test("deleting a unit removes its subscription, rows, records and files, and only those")
+    @Test("deleting a unit removes its subscription and rows, and only those; its files are left to the engine's cache")
     func deleteOneUnit() async throws {
         try await LiveServer.run { server in
             let device = try Device(server)
             let store = device.store
             try await device.downloadUnit("unit-a", day: 0)
             try await device.downloadUnit("unit-c", day: 0)
-            let fileA = try #require(try store.assetRecord(id: "unit-a-file-0").flatMap(store.fileURL(of:)))
+            let fileA = try #require(try store.fetch(Asset.self, id: "unit-a-file-0")?.file)
             // A queued progress event of the unit does not stop an explicit delete, and stays queued.
             _ = try store.record(LessonProgressed(lessonId: "unit-a-lesson-0", unitId: "unit-a", sessionId: UUID(), progress: 0.5))
 
@@ -151,18 +142,17 @@ struct CacheManagementTests {
             #expect(try store.fetch(Unit.self, id: "unit-a") == nil)
             #expect(try store.fetch(Lesson.self, id: "unit-a-lesson-0") == nil)
             #expect(try store.fetch(Asset.self, id: "unit-a-file-0") == nil)
-            #expect(try store.assetRecord(id: "unit-a-file-0") == nil)
-            #expect(!FileManager.default.fileExists(atPath: fileA.path))
+            #expect(try store.storedFile(sha256: fileA.sha256)?.state == .cached)
             #expect(try store.outboxEntries().count == 1)
             #expect(try store.cachedUnits().map(\.id) == ["unit-c"])
-            #expect(try store.assetRecord(id: "unit-c-file-0")?.status == .downloaded)
+            #expect(try store.unitDetail(id: "unit-c")?.lessons.first?.localFiles["unit-c-file-0"] != nil)
             #expect(try store.fetch(Lesson.self, id: "unit-c-lesson-0") != nil)
 
             #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "unit-a")) { try store.deleteCachedUnit(id: "unit-a") }
         }
     }
 
-    @Test("a device that syncs the catalogue whole keeps a deleted unit's rows, listed again as not downloaded")
+    @Test("a device that syncs the catalogue whole keeps a deleted unit's rows, listed as no longer downloaded")
     func deleteKeepsTheCatalogue() async throws {
         try await LiveServer.run { server in
             let test = try TestStore()
@@ -172,11 +162,12 @@ struct CacheManagementTests {
             guard case .succeeded = await catalogue.syncNow() else { Issue.record("the catalogue sync failed"); return }
             try test.store.deleteCachedUnit(id: "unit-a")
             #expect(try test.store.fetch(Lesson.self, id: "unit-a-lesson-0") != nil, "the content scope holds it")
-            #expect(try test.store.cachedUnits().map { "\($0.id) \($0.status) \($0.bytesOnDisk)" } == ["unit-a notDownloaded 0"])
+            // Its file stays in the engine's cache until the cache evicts it.
+            #expect(try test.store.cachedUnits().map { "\($0.id) \($0.status) \($0.bytesOnDisk)" } == ["unit-a notDownloaded 1000"])
         }
     }
 
-    @Test("clearing the cache removes every unit and file")
+    @Test("clearing the cache removes every unit")
     func clearAll() async throws {
         try await LiveServer.run { server in
             let device = try Device(server)
@@ -187,85 +178,8 @@ struct CacheManagementTests {
             #expect(try store.cachedUnits().isEmpty)
             let totals = try store.cacheTotals()
             #expect(totals.units == 0 && totals.bytesOnDisk == 0 && totals.files == 0)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: store.assetsDirectory.path).isEmpty)
             #expect(try store.count(Lesson.self) == 0 && store.count(Asset.self) == 0)
             #expect(try store.subscriptions().isEmpty)
-        }
-    }
-
-    @Test("over budget, units are evicted in the subscriptions' eviction order; units with unsynced writes never are")
-    func evictionOrder() async throws {
-        try await LiveServer.run { server in
-            let device = try Device(server)
-            let store = device.store
-            for (id, day) in [
-                ("expired", 0.0), ("completed-old", 0), ("pending", 0), ("statement-chain", 0), ("lru-1", 1), ("lru-2", 1),
-                ("completed-recent", 1), ("never-opened-old", 6), ("never-opened-new", 8.5),
-            ] {
-                try await device.downloadUnit(id, day: day)
-            }
-            for (id, day) in [("expired", 2.0), ("completed-old", 8), ("lru-1", 8), ("lru-2", 9), ("completed-recent", 9.2)] {
-                device.at(day: day)
-                try store.markUnitOpened(id: id)
-            }
-            // Completed: ended, kept a week from now (the first one a day only, so it expires).
-            device.at(day: 9.2)
-            try store.markUnitCompleted(id: "expired", keepingFor: .seconds(86_400))
-            device.at(day: 9.3)
-            try store.markUnitCompleted(id: "completed-old")
-            device.at(day: 9.4)
-            try store.markUnitCompleted(id: "completed-recent")
-            // An unsynced write that names the unit's lesson…
-            _ = try store.record(LessonProgressed(lessonId: "pending-lesson-0", unitId: "pending", sessionId: UUID(), progress: 1))
-            // …and one that leads to it through other rows: statement → attempt → assessment → unit.
-            try store.applyServerChanges(
-                ServerChanges(upserts: [
-                    "Assessment": [
-                        Samples.wire(
-                            Assessment(
-                                id: "quiz-s", unitId: "statement-chain", title: "Quiz", questions: .array([]), questionCount: 0, updatedAt: Samples.t0
-                            ))
-                    ],
-                    "Attempt": [
-                        Samples.wire(Attempt(id: "att-s", assessmentId: "quiz-s", state: .open, startedAt: Samples.t0, updatedAt: Samples.t0))
-                    ],
-                ]))
-            _ = try store.create(Statement(id: "st-1", verb: .attempted, objectId: "quiz-s", attemptId: "att-s", statedAt: Samples.t0))
-
-            device.at(day: 10.3)
-            // The first one's subscription expired: its rows went, its files wait for the budget.
-            try store.runHousekeeping()
-            let units = Dictionary(uniqueKeysWithValues: try store.cachedUnits().map { ($0.id, $0) })
-            #expect(units["expired"]?.status == .expired)
-            #expect(units["pending"]?.hasUnsyncedWrites == true && units["statement-chain"]?.hasUnsyncedWrites == true)
-            #expect(units["lru-1"]?.hasUnsyncedWrites == false)
-            #expect(try store.cacheTotals().bytesOnDisk == 9_000)
-
-            #expect(try store.enforceCacheBudget(CacheBudget(maxBytes: 8_000)) == ["expired"])
-            #expect(try store.enforceCacheBudget(CacheBudget(maxBytes: 100_000)).isEmpty)
-            let evicted = try store.enforceCacheBudget(CacheBudget(maxBytes: 1_000))
-            #expect(evicted == ["completed-old", "completed-recent", "never-opened-old", "lru-1", "never-opened-new", "lru-2"])
-            #expect(try store.cachedUnits().map(\.id).sorted() == ["pending", "statement-chain"])
-            #expect(try store.cacheTotals().bytesOnDisk == 2_000)
-            #expect(try store.fetch(Lesson.self, id: "lru-1-lesson-0") == nil, "an evicted unit's rows go with its subscription")
-        }
-    }
-
-    @Test("downloadUnit enforces the budget afterwards, never evicting the unit it downloaded")
-    func budgetAfterDownloads() async throws {
-        try await LiveServer.run { server in
-            let device = try Device(server)
-            let store = device.store
-            let downloader = device.downloader(budget: CacheBudget(maxBytes: 2_500))
-            #expect(try await device.downloadUnit("unit-x", day: 0, with: downloader).evictedUnitIds.isEmpty)
-            #expect(try await device.downloadUnit("unit-y", day: 1, with: downloader).evictedUnitIds.isEmpty)
-            #expect(try await device.downloadUnit("unit-z", day: 2, with: downloader).evictedUnitIds == ["unit-x"])
-
-            let small = device.downloader(budget: CacheBudget(maxBytes: 500))
-            let big = try await device.downloadUnit("unit-w", day: 3, with: small)
-            #expect(big.evictedUnitIds == ["unit-y", "unit-z"])
-            #expect(try store.cachedUnits().map { "\($0.id) \($0.status)" } == ["unit-w downloaded"])
-            #expect(try store.subscriptions().map(\.request) == [Subscriptions.unit(id: "unit-w")])
         }
     }
 
@@ -274,7 +188,7 @@ struct CacheManagementTests {
         try await LiveServer.run { server in
             let device = try Device(server)
             await #expect(throws: AssetError.unknownUnit(id: "unit-none")) {
-                try await device.downloader().downloadUnit(id: "unit-none") { _ in }
+                try await device.engine.downloadUnit(id: "unit-none")
             }
             #expect(try device.store.subscriptions().isEmpty && device.store.cachedUnits().isEmpty)
         }
@@ -286,17 +200,15 @@ struct CacheManagementTests {
             let device = try Device(server)
             try await device.downloadUnit("unit-done", day: 0)
             try await device.publish("unit-cut", fileSizes: [5_000])
-            // What a kill right after the download began leaves: the unit marked downloading, no file.
-            let cutting = ScriptedAssetTransport(server.transport("device-1"))
-            cutting.dropConnection(afterRanges: 0)
-            await #expect(throws: AssetError.self) { try await device.downloader(transport: cutting).downloadUnit(id: "unit-cut") { _ in } }
+            // What a kill during the download leaves: the unit marked downloading.
+            try await device.engine.downloadUnit(id: "unit-cut")
             try device.test.raw { db in try db.execute(sql: #"UPDATE "units" SET "download_status" = 'downloading' WHERE "id" = 'unit-cut'"#) }
             #expect(try device.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .downloading)
 
             let reopened = try Device(server, test: try device.test.reopen())
             #expect(try reopened.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .failed)
             #expect(try reopened.store.localState(Unit.self, id: "unit-done")?.downloadStatus == .downloaded)
-            _ = try await reopened.downloader().downloadUnit(id: "unit-cut") { _ in }
+            try await reopened.engine.downloadUnit(id: "unit-cut")
             #expect(try reopened.store.localState(Unit.self, id: "unit-cut")?.downloadStatus == .downloaded)
         }
     }

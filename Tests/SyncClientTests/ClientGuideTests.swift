@@ -164,24 +164,19 @@ import Testing
             let engine = SyncEngine(store: store, transport: transport, configuration: .init(scopes: ["user"]))
             // snippet: download
             // The unit, its lessons and their assets come through its `unit` subscription; then its files.
-            let downloader = AssetDownloader(
-                engine: engine, transport: transport,
-                configuration: AssetDownloaderConfiguration(cacheBudget: CacheBudget(maxBytes: 500_000_000))
-            )
-            for try await progress in downloader.downloadUnit(id: "unit-1") {
+            for try await progress in engine.downloadUnit(id: "unit-1") {
                 print("\(progress.filesDone)/\(progress.filesTotal) files, \(Int(progress.fraction * 100)) %")
             }
             // end snippet
 
             let unreachable = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:1")!) { "" }
-            let offline = AssetDownloader(
-                engine: SyncEngine(store: store, transport: unreachable, configuration: .init(scopes: ["user"])), transport: unreachable)
+            let offline = SyncEngine(store: store, transport: unreachable, configuration: .init(scopes: ["user"]))
             var played: URL?
             try store.markUnitOpened(id: "unit-1")
             // snippet: resolve
             do {
-                // A file:// URL once the file is on the device and its SHA-256 matches.
-                let file = try await offline.resolveAsset(id: "asset-1")
+                // A file:// URL: at once when the device holds the file, else downloaded and checked.
+                let file = try await offline.assetFile(id: "asset-1")
                 played = file
             } catch AssetError.notAvailableOffline {
                 print("not available offline")
@@ -196,7 +191,7 @@ import Testing
             let totals = try store.cacheTotals()
             print("\(totals.downloadedUnits) units, \(totals.bytesOnDisk) bytes of files")
             try store.markUnitCompleted(id: "unit-1")  // kept a week more, then evicted unless opened again
-            try store.deleteCachedUnit(id: "unit-1")  // its subscription, rows and files; clearCache() removes every unit
+            try store.deleteCachedUnit(id: "unit-1")  // its subscription and rows; clearCache() removes every unit
             // end snippet
             #expect(totals.downloadedUnits == 1)
             #expect(totals.bytesOnDisk == Int64(audio.count + 1_000))
@@ -341,20 +336,19 @@ import Testing
             configuration.storageLimits.minimumFreeBytes = 0
             configuration.freeSpace = volume
             let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
-            let downloader = AssetDownloader(
-                engine: SyncEngine(store: store, transport: transport, configuration: .init(scopes: ["user"])), transport: transport)
+            let engine = SyncEngine(store: store, transport: transport, configuration: .init(scopes: ["user"]))
 
             // snippet: insufficient-space
             do {
-                for try await progress in downloader.downloadUnit(id: "unit-1") { print(progress.fraction) }
+                for try await progress in engine.downloadUnit(id: "unit-1") { print(progress.fraction) }
             } catch AssetError.insufficientSpace(_, let needed, let available) {
-                // Twice the download's size must be free, after evicting what may go.
+                // Twice the file's size must be free, after the engine evicted what it may of its cache.
                 print("free \(needed - available) more bytes to download this unit")
             }
             // end snippet
             #expect(try store.cacheTotals().bytesOnDisk == 0)
             volume.capacity = 1_000_000
-            for try await _ in downloader.downloadUnit(id: "unit-1") {}
+            for try await _ in engine.downloadUnit(id: "unit-1") {}
             #expect(try store.cacheTotals().downloadedUnits == 1)
         }
     }

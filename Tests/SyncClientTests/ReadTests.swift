@@ -56,21 +56,15 @@ struct ReadTests {
         #expect(summaries.map(\.local.downloadStatus) == [.none, .none])
     }
 
-    @Test("a unit's detail: lessons in order with their assets and file records")
+    @Test("a unit's detail: lessons in order with their assets; no local file for a file not downloaded")
     func unitDetail() throws {
-        try store.saveAssetRecord(
-            AssetRecord(
-                id: "asset-1", unitId: "unit-1", lessonId: "lesson-a", sizeBytes: 1000, checksum: Samples.assets[0].checksum,
-                localPath: "asset-1.mp3", status: .downloaded, downloadedBytes: 1000, updatedAt: Samples.t0)
-        )
         let detail = try #require(try store.unitDetail(id: "unit-1"))
         #expect(detail.unit == Samples.units[1])
         #expect(detail.lessons.map(\.lesson.id) == ["lesson-a", "lesson-b"])
         #expect(detail.lessons[0].assets.map(\.id) == ["asset-1", "asset-2"])
-        #expect(detail.lessons[0].downloads["asset-1"]?.status == .downloaded)
-        #expect(detail.lessons[0].downloads["asset-2"] == nil)
+        #expect(detail.lessons[0].localFiles.isEmpty)
         #expect(detail.totalBytes == 1200)
-        #expect(detail.downloadedBytes == 1000)
+        #expect(detail.downloadedBytes == 0)
         #expect(try store.unitDetail(id: "missing") == nil)
     }
 

@@ -119,69 +119,6 @@ import Testing
         }
     }
 
-    /// A store on a volume of `capacity` bytes holding its asset files, and a downloader whose
-    /// units come from the live server through the engine's subscriptions and whose files are
-    /// served from memory (the folder lives as long as this value).
-    struct Downloads {
-        let directory: TemporaryDirectory
-        let clock: ManualClock
-        let free: FakeFreeSpace
-        let store: OfflineStore
-        let engine: SyncEngine
-        let shelf: UnitShelf
-        let downloader: AssetDownloader
-    }
-
-    func downloads(_ server: LiveServer, capacity: Int64, minimumFreeBytes: Int64) throws -> Downloads {
-        let directory = try TemporaryDirectory()
-        let clock = ManualClock(TestStore.start)
-        let free = FakeFreeSpace(capacity: capacity, holding: directory.url.appendingPathComponent("store-assets"))
-        let store = try store(directory, clock: clock, limits: StorageLimits(minimumFreeBytes: minimumFreeBytes), free: free)
-        let engine = server.engine(store)
-        let shelf = UnitShelf(server, bodies: directory.url.appendingPathComponent("bodies"))
-        let downloader = AssetDownloader(engine: engine, transport: shelf.files, configuration: AssetDownloaderConfiguration(rangeSize: 1_024))
-        return Downloads(directory: directory, clock: clock, free: free, store: store, engine: engine, shelf: shelf, downloader: downloader)
-    }
-
-    @Test func aDownloadNeedsTwiceItsSizeFreeAndEvictsDownloadedUnitsButNeverOnesWithWaitingWrites() async throws {
-        try await LiveServer.run { server in
-            let setup = try downloads(server, capacity: 13_000, minimumFreeBytes: 1_000)
-            let (clock, store, engine, shelf, downloader) = (setup.clock, setup.store, setup.engine, setup.shelf, setup.downloader)
-            try await shelf.addUnit("unit-old", fileSizes: [3_000])
-            try await shelf.addUnit("unit-busy", fileSizes: [3_000])
-            try await shelf.addUnit("unit-new", fileSizes: [4_000])
-            try await shelf.addUnit("unit-more", fileSizes: [5_500])
-            _ = try await downloader.downloadUnit(id: "unit-old") { _ in }
-            clock.advance(by: 60)
-            _ = try await downloader.downloadUnit(id: "unit-busy") { _ in }
-            // unit-new and unit-more are subscribed and synced already (the learner looked at
-            // them): their downloads below wait for no sync, which would send the write.
-            for unit in ["unit-new", "unit-more"] {
-                try await engine.subscribe(Subscriptions.unit(id: unit)).waitForFirstSync()
-            }
-            // A progress event of a lesson of unit-busy waits for the server: that unit stays.
-            let lesson = try #require(try store.all(Lesson.self).first { $0.unitId == "unit-busy" })
-            _ = try store.record(LessonProgressed(lessonId: lesson.id, unitId: "unit-busy", sessionId: UUID(), progress: 0.5))
-            #expect(store.freeBytes() == 7_000)
-
-            // The 4 000-byte unit needs 8 000 free: unit-old (least recently used) is evicted first.
-            _ = try await downloader.downloadUnit(id: "unit-new") { _ in }
-            #expect(try store.cachedUnits().first { $0.id == "unit-old" }?.status != .downloaded)
-            #expect(try store.cachedUnits().first { $0.id == "unit-busy" }?.status == .downloaded)
-            #expect(try store.cachedUnits().first { $0.id == "unit-new" }?.status == .downloaded)
-            #expect(try store.fetch(Unit.self, id: "unit-old") == nil, "its subscription and rows went with its files")
-
-            // 5 500 more bytes need 11 000 free; 6 000 are free and unit-new's 4 000 are all that
-            // may go (unit-busy holds a waiting write): refused before anything is evicted.
-            await #expect(throws: AssetError.insufficientSpace(id: "unit-more", neededBytes: 11_000, availableBytes: 6_000)) {
-                _ = try await downloader.downloadUnit(id: "unit-more") { _ in }
-            }
-            #expect(try store.cachedUnits().first { $0.id == "unit-new" }?.status == .downloaded)
-            #expect(try store.cachedUnits().first { $0.id == "unit-busy" }?.status == .downloaded)
-            #expect(try store.outboxCounts().unsent == 1)
-        }
-    }
-
     @Test func overTheDatabaseBudgetTheLowestPriorityRowsGoFirstAndUnsyncedOnesNever() throws {
         let test = try TestStore()
         let directory = try TemporaryDirectory()
@@ -227,23 +164,5 @@ import Testing
         #expect(try store.all(Incident.self).isEmpty)
         #expect(try store.all(ServiceAsset.self).map(\.id) == ["sa-7"])
         #expect(try store.outboxCounts().unsent == 1)
-    }
-
-    @Test func housekeepingFreesSpaceWhenTheVolumeRunsShort() async throws {
-        try await LiveServer.run { server in
-            let setup = try downloads(server, capacity: 10_000_000, minimumFreeBytes: 5_000)
-            let (clock, free, store, shelf, downloader) = (setup.clock, setup.free, setup.store, setup.shelf, setup.downloader)
-            for id in ["unit-a", "unit-b", "unit-c"] {
-                try await shelf.addUnit(id, fileSizes: [3_000])
-                _ = try await downloader.downloadUnit(id: id) { _ in }
-                clock.advance(by: 60)
-            }
-            try store.markUnitOpened(id: "unit-a")
-            free.capacity = 10_000  // 9 000 used by the three units: 1 000 free
-            // Short by 4 000 bytes: the two least recently used units go (3 000 bytes each).
-            let report = try store.runHousekeeping()
-            #expect(report.evictedUnits == ["unit-b", "unit-c"])
-            #expect(try store.cachedUnits().filter { $0.status == .downloaded }.map(\.id) == ["unit-a"])
-        }
     }
 }

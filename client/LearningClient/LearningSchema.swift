@@ -8,7 +8,9 @@ public import SyncClient
 /// let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
 /// ```
 ///
-/// - `assets`: one row per asset file the device knows of, with its download state.
+/// - `assets`: the download records of the asset files when the app downloaded them itself;
+///   no longer written (the files are the engine's, ``SyncClient/SyncEngine/file(for:)``),
+///   emptied when the store opens.
 /// - `learning_attempts`: one row per attempt the learner started on this device.
 ///
 /// Its migrations are history like the store's own. Two of them keep the identifiers they were
@@ -19,7 +21,7 @@ public struct LearningStore: StoreExtension {
 
     public var name: String { Self.name }
 
-    /// The extension's name: what ``HousekeepingReport/reclaimed`` lists evicted units under.
+    /// The extension's name.
     public static let name = "learning"
 
     public var tables: [String] { [Table.assets, Table.learningAttempts] }
@@ -33,15 +35,11 @@ public struct LearningStore: StoreExtension {
         ]
     }
 
-    /// Evicts downloaded units in the eviction order until `bytes` more are free (never one a
-    /// waiting write leads to).
-    public func reclaimSpace(_ bytes: Int64, in store: OfflineStore) throws(OfflineStoreError) -> [String] {
-        try store.evictUnits(freeing: bytes, keeping: [])
-    }
-
-    /// Marks `failed` every unit download a killed process left `queued` or `downloading`.
+    /// Marks `failed` every unit download a killed process left `queued` or `downloading`, and
+    /// empties the download records of the app's own downloads of before.
     public func storeDidOpen(_ database: Database) throws {
         try OfflineStore.markInterruptedDownloads(database)
+        try database.execute(sql: #"DELETE FROM "assets""#)
     }
 
     enum Table {
@@ -132,9 +130,4 @@ public struct LearningStore: StoreExtension {
         """,
         #"CREATE INDEX "learning_attempts_assessment_idx" ON "learning_attempts" ("assessment_id")"#,
     ]
-}
-
-extension HousekeepingReport {
-    /// Downloaded units evicted because the volume was short of space.
-    public var evictedUnits: [String] { reclaimed[LearningStore.name] ?? [] }
 }

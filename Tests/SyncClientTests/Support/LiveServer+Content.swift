@@ -27,7 +27,8 @@ extension LiveServer {
                     "Asset",
                     [
                         "id": .string(file.id), "lesson_id": .string(lessonId), "asset_kind": .string("audio"),
-                        "content_type": .string("audio/wav"), "size_bytes": .int(Int64(file.data.count)), "checksum": .string(checksum),
+                        "content_type": .string("application/octet-stream"), "size_bytes": .int(Int64(file.data.count)),
+                        "checksum": .string(checksum),
                         "storage_key": .string(checksum),
                     ]
                 )
@@ -36,9 +37,9 @@ extension LiveServer {
         }
     }
 
-    /// Stores (or replaces) the file of an asset.
+    /// Stores (or replaces) the file of an asset: a file of the tenant its row names.
     func upload(_ assetId: String, _ data: Data) async throws {
-        _ = try await content.uploadAsset(id: assetId, data: data, contentType: "audio/wav", identity: Self.admin)
+        _ = try await content.uploadAsset(id: assetId, data: data, contentType: "application/octet-stream", identity: Self.admin)
     }
 
     private func publish(_ entity: String, _ fields: [String: JSONValue]) async throws {

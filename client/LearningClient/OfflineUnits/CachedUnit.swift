@@ -5,13 +5,13 @@ import SyncClient
 public enum UnitCacheStatus: String, Hashable, Sendable, CaseIterable {
     /// Every file of the unit is on the device, verified.
     case downloaded
-    /// Some files (or parts of them) are on the device: an interrupted or failed download, or
-    /// files added to the unit since it was downloaded.
+    /// Some files are on the device: an interrupted or failed download, files the engine's
+    /// cache evicted since, or files added to the unit since it was downloaded.
     case partial
     /// No file of the unit is on the device.
     case notDownloaded = "not_downloaded"
     /// Its subscription expired (completed and not opened again), or the server deleted the
-    /// unit, while its files were still on the device: evicted first.
+    /// unit, while the device still kept it.
     case expired
 }
 
@@ -22,8 +22,8 @@ public struct CachedUnit: Hashable, Sendable, Identifiable {
     /// while its files still are.
     public var title: String?
     public var status: UnitCacheStatus
-    /// Bytes of its asset files on the device, partial downloads included. Only the files
-    /// count: the unit's rows in SQLite are a few kilobytes at most.
+    /// Bytes of its asset files in the engine's file cache. Only the files count: the unit's
+    /// rows in SQLite are a few kilobytes at most.
     public var bytesOnDisk: Int64
     /// Bytes of all its files once downloaded, from their metadata.
     public var bytesTotal: Int64
@@ -48,36 +48,15 @@ public struct CachedUnit: Hashable, Sendable, Identifiable {
     public var hasUnsyncedWrites: Bool
 }
 
-/// The storage the offline store uses, for a settings screen.
+/// The storage the learning app's content uses, for a settings screen.
 public struct CacheTotals: Hashable, Sendable {
     /// Units listed by ``OfflineStore/cachedUnits()``, and those of them fully downloaded.
     public var units: Int
     public var downloadedUnits: Int
-    /// Bytes of every asset file on the device, partial downloads included.
+    /// Bytes of the content's asset files in the engine's file cache (each file once).
     public var bytesOnDisk: Int64
-    /// Of those, bytes of partial downloads.
-    public var partialBytes: Int64
-    /// Asset files on the device, verified.
+    /// The content's asset files in the engine's file cache.
     public var files: Int
     /// Bytes of the SQLite database (with its `-wal` and `-shm` files).
     public var databaseBytes: Int64
-}
-
-/// How many bytes of asset files the device keeps, and the age after which a unit never opened
-/// goes before those in use, in the units' eviction order: expired units first, then completed
-/// ones (their subscription ended), then never-opened ones older than ``neverOpenedAge``, then
-/// the least recently used. Units with unsynced writes are never evicted.
-public struct CacheBudget: Hashable, Sendable {
-    /// The most bytes of asset files to keep.
-    public var maxBytes: Int64
-    /// A unit never opened, downloaded this long ago, goes after the completed ones (3 days).
-    public var neverOpenedAge: TimeInterval
-
-    public init(maxBytes: Int64, neverOpenedAge: TimeInterval = 3 * 86_400) {
-        self.maxBytes = maxBytes
-        self.neverOpenedAge = neverOpenedAge
-    }
-
-    /// 500 MB (500 000 000 bytes, as storage settings count them).
-    public static let standard = CacheBudget(maxBytes: 500_000_000)
 }

@@ -5,87 +5,74 @@ import GRDB
 public import SyncClient
 
 /// Units kept for offline use: each is a `unit` subscription of the store (the contracts'
-/// subscription of a unit with its lessons and their `Asset` rows, ``AssetDownloader/downloadUnit(id:progress:)``
-/// makes it), plus the download records and files of its assets. What the device knows of a
-/// unit's use is its subscription's: when it was made (added), last used (opened), ended
-/// (completed, kept a while). Space is reclaimed in the subscriptions' eviction order
-/// (``OfflineStore/subscriptionsInEvictionOrder(neverUsedAge:)``), which is the order the
-/// learning app asks for:
+/// subscription of a unit with its lessons and their `Asset` rows, which
+/// ``SyncClient/SyncEngine/downloadUnit(id:progress:)`` makes), plus the files its `Asset` rows
+/// name, in the engine's file cache. What the device knows of a unit's use is its
+/// subscription's: when it was made (added), last used (opened), ended (completed, kept a
+/// while, then its rows go).
 ///
-/// 1. expired units: the server deleted the unit while its files were still on the device;
-/// 2. completed units (their subscription ended when the learner completed them and stays
-///    7 days by default, unless the unit is opened again), soonest to expire first;
-/// 3. units never opened, downloaded more than ``CacheBudget/neverOpenedAge`` ago (3 days);
-/// 4. the rest, least recently opened first.
+/// The files are the engine's (``SyncClient/OfflineStore/storedFiles()``): kept within
+/// ``SyncClient/StorageLimits/fileCacheBytes``, the least recently used evicted first (a file
+/// read through ``SyncClient/SyncEngine/file(for:)`` or ``SyncClient/SyncEngine/assetFile(id:)``
+/// counts as used), never a file an unsynced write names; an evicted file is downloaded again
+/// when asked for, and its unit shows as `partial` meanwhile.
 ///
-/// A unit that writes not yet on the server lead to is never evicted (``CachedUnit/hasUnsyncedWrites``).
 /// Deleting a unit ends its subscription now: its rows leave the device unless a scope synced
-/// whole (the catalogue) or a waiting write holds them; its download records and files go.
-/// Writes in the outbox are never touched: a queued progress event of a deleted unit is still sent.
+/// whole (the catalogue) or a waiting write holds them; its files stay in the engine's cache
+/// until it evicts them. Writes in the outbox are never touched: a queued progress event of a
+/// deleted unit is still sent.
 extension OfflineStore {
     /// Every unit on the device (the catalogue when the content scope is synced, and units
-    /// kept for offline use), and units whose files are still on the device after the server
-    /// deleted them, with their offline status and size; in catalogue order (`sort_index`,
-    /// title), the deleted ones last.
+    /// kept for offline use), and units still subscribed after the server deleted them, with
+    /// their offline status and the bytes of their files in the engine's cache; in catalogue
+    /// order (`sort_index`, title), the deleted ones last.
     public func cachedUnits() throws(OfflineStoreError) -> [CachedUnit] {
         let now = now()
         let subscriptions = try unitSubscriptions()
-        return try readTables(withReader: { reader, db in try cachedUnits(reader, db, subscriptions: subscriptions, now: now) })
+        let held = try heldFiles()
+        return try readTables(withReader: { reader, db in try cachedUnits(reader, db, subscriptions: subscriptions, held: held, now: now) })
     }
 
-    /// The storage the store uses: asset files (partial ones apart) and the database.
+    /// The storage the learning app's content uses: the files of the content's `Asset` rows the
+    /// engine's cache holds, and the database.
     public func cacheTotals() throws(OfflineStoreError) -> CacheTotals {
         let now = now()
         let subscriptions = try unitSubscriptions()
-        let (units, files) = try readTables(withReader: { reader, db in
+        let held = try heldFiles()
+        let (units, named) = try readTables(withReader: { reader, db in
             (
-                try cachedUnits(reader, db, subscriptions: subscriptions, now: now),
-                try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT COALESCE(SUM(\(Self.bytesOnDiskSQL)), 0) AS "on_disk",
-                            COALESCE(SUM(CASE "status" WHEN 'downloaded' THEN 0 ELSE "downloaded_bytes" END), 0) AS "partial",
-                            COUNT(CASE "status" WHEN 'downloaded' THEN 1 END) AS "files"
-                        FROM "assets"
-                        """
-                )
+                try cachedUnits(reader, db, subscriptions: subscriptions, held: held, now: now),
+                try UnitContent.assetFiles(db).map(\.file.sha256)
             )
         })
+        let files = Set(named).compactMap { held[$0] }
         let database = configuration.databaseURL.path
         let databaseBytes = [database, database + "-wal", database + "-shm"]
-            .compactMap { AssetFiles.size(of: URL(fileURLWithPath: $0)) }.reduce(0, +)
+            .compactMap { (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? NSNumber)?.int64Value }.reduce(0, +)
         return CacheTotals(
             units: units.count, downloadedUnits: units.filter { $0.status == .downloaded }.count,
-            bytesOnDisk: files?["on_disk"] ?? 0, partialBytes: files?["partial"] ?? 0, files: files?["files"] ?? 0,
-            databaseBytes: databaseBytes
+            bytesOnDisk: files.reduce(0) { $0 + $1 }, files: files.count, databaseBytes: databaseBytes
         )
     }
 
     /// Deletes a unit kept for offline use: ends its subscription now (its rows go unless
-    /// something else holds them) and deletes its download records and files, even while writes
-    /// that refer to it wait in the outbox (they stay there and are still sent).
+    /// something else holds them), even while writes that refer to it wait in the outbox (they
+    /// stay there and are still sent). Its files stay in the engine's cache until it evicts them.
     ///
     /// - Throws: ``OfflineStoreError/rowNotFound(contract:id:)`` when the device keeps nothing
-    ///   of the unit for offline use; ``OfflineStoreError/fileSystem(path:reason:)`` when a file
-    ///   cannot be deleted.
+    ///   of the unit for offline use.
     public func deleteCachedUnit(id: String) throws(OfflineStoreError) {
         guard try deleteUnitContent(id, unlessUnsynced: false) == .deleted else {
             throw .rowNotFound(contract: Contracts.Unit.descriptor.name, id: id)
         }
     }
 
-    /// Deletes every unit kept for offline use (as ``deleteCachedUnit(id:)``), every download
-    /// record and every asset file. Writes waiting in the outbox stay there and are still sent.
+    /// Deletes every unit kept for offline use (as ``deleteCachedUnit(id:)``). Writes waiting
+    /// in the outbox stay there and are still sent.
     public func clearCache() throws(OfflineStoreError) {
         let units = try unitSubscriptions()
         for unit in units.keys.sorted() { _ = try deleteUnitContent(unit, unlessUnsynced: false, subscriptions: units) }
-        try writeTables { db in
-            try db.execute(sql: #"DELETE FROM "assets""#)
-            try Self.resetDownloadState(db, unitId: nil)
-        }
-        let directory = assetsDirectory
-        let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
-        for file in files { try Self.removeFile(file) }
+        try writeTables { db in try Self.resetDownloadState(db, unitId: nil) }
     }
 
     /// Notes that the app opened a unit now: its subscription's last use (for eviction), and
@@ -125,8 +112,12 @@ extension OfflineStore {
 
     // MARK: - Internals
 
-    /// Bytes a download record holds on disk: the file once verified, else the partial bytes.
-    static let bytesOnDiskSQL = #"CASE "status" WHEN 'downloaded' THEN "size_bytes" ELSE "downloaded_bytes" END"#
+    /// The sizes of the files the engine's cache holds whole, by SHA-256.
+    func heldFiles() throws(OfflineStoreError) -> [String: Int64] {
+        var held: [String: Int64] = [:]
+        for file in try storedFiles() { held[file.reference.sha256] = file.reference.byteCount }
+        return held
+    }
 
     /// The `unit` subscriptions the store holds (active or ended), by unit id.
     func unitSubscriptions() throws(OfflineStoreError) -> [String: SubscriptionStatus] {
@@ -170,8 +161,8 @@ extension OfflineStore {
         case keptForUnsyncedWrites
     }
 
-    /// Ends a unit's subscription now (its rows go unless held otherwise) and deletes its
-    /// download records, then its files.
+    /// Ends a unit's subscription now (its rows go unless held otherwise) and clears its
+    /// download state.
     func deleteUnitContent(
         _ id: String, unlessUnsynced: Bool, subscriptions: [String: SubscriptionStatus]? = nil
     ) throws(OfflineStoreError) -> UnitDeletion {
@@ -180,18 +171,10 @@ extension OfflineStore {
         }
         let known: [String: SubscriptionStatus]
         if let subscriptions { known = subscriptions } else { known = try unitSubscriptions() }
-        let subscription = known[id]
-        if let subscription {
-            _ = try unitSubscriptionCall { () throws(SubscriptionError) in try evictSubscription(id: subscription.id) }
-        }
-        let directory = assetsDirectory
-        let files: [URL] = try writeTables { db in
-            let records = try UnitContent.recordIds(db, unitId: id)
-            try Self.resetDownloadState(db, unitId: id)
-            return try UnitContent.deleteRecords(db, ids: records, directory: directory)
-        }
-        for file in files { try Self.removeFile(file) }
-        return subscription != nil || !files.isEmpty ? .deleted : .notFound
+        guard let subscription = known[id] else { return .notFound }
+        _ = try unitSubscriptionCall { () throws(SubscriptionError) in try evictSubscription(id: subscription.id) }
+        try writeTables { db in try Self.resetDownloadState(db, unitId: id) }
+        return .deleted
     }
 
     /// Clears the download columns of a unit row that stays (the catalogue holds it), or of every one.
@@ -202,8 +185,10 @@ extension OfflineStore {
             arguments: StatementArguments(unitId.map { [$0] } ?? []))
     }
 
-    /// The listing of ``cachedUnits()``.
-    func cachedUnits(_ reader: StoreReader, _ db: Database, subscriptions: [String: SubscriptionStatus], now: Timestamp) throws -> [CachedUnit] {
+    /// The listing of ``cachedUnits()``: `held` are the engine's cached files (by SHA-256).
+    func cachedUnits(
+        _ reader: StoreReader, _ db: Database, subscriptions: [String: SubscriptionStatus], held: [String: Int64], now: Timestamp
+    ) throws -> [CachedUnit] {
         guard UnitContent.isHeld(by: contracts) else { return [] }
         struct File {
             var size: Int64
@@ -211,30 +196,9 @@ extension OfflineStore {
             var isDownloaded: Bool
         }
         var files: [String: [String: File]] = [:]
-        var unitOfAsset: [String: String] = [:]
-        let contentFiles = try Row.fetchAll(
-            db,
-            sql: """
-                SELECT l."unit_id", a."id", a."size_bytes" FROM \(UnitContent.assetTable) a
-                JOIN \(UnitContent.lessonTable) l ON l."id" = a."lesson_id"
-                """
-        )
-        for row in contentFiles {
-            let (unit, asset): (String, String) = (row[0], row[1])
-            unitOfAsset[asset] = unit
-            files[unit, default: [:]][asset] = File(size: row[2], onDisk: 0, isDownloaded: false)
-        }
-        var recordedUnits: Set<String> = []
-        let records = try Row.fetchAll(
-            db, sql: #"SELECT "asset_id", "unit_id", "size_bytes", "status", "# + Self.bytesOnDiskSQL + #" AS "on_disk" FROM "assets""#
-        )
-        for row in records {
-            let asset: String = row["asset_id"]
-            guard let unit = unitOfAsset[asset] ?? row["unit_id"] else { continue }
-            recordedUnits.insert(unit)
-            files[unit, default: [:]][asset] = File(
-                size: row["size_bytes"], onDisk: row["on_disk"], isDownloaded: row["status"] == AssetStatus.downloaded.rawValue
-            )
+        for asset in try UnitContent.assetFiles(db) {
+            let onDisk = held[asset.file.sha256]
+            files[asset.unit, default: [:]][asset.id] = File(size: asset.file.byteCount, onDisk: onDisk ?? 0, isDownloaded: onDisk != nil)
         }
         let completedByRecord = try String.fetchSet(
             db, sql: "SELECT \"unit_id\" FROM \(UnitContent.completionTable) WHERE \"lesson_id\" IS NULL"
@@ -244,7 +208,7 @@ extension OfflineStore {
             db, sql: "SELECT \"id\", \"title\", \"downloaded_at\" FROM \(UnitContent.unitTable) ORDER BY \"sort_index\", \"title\", \"id\""
         ).map { (id: $0["id"] as String, title: $0["title"] as String?, downloadedAt: $0["downloaded_at"] as Int64?) }
         let listed = Set(catalogue.map(\.id))
-        let orphans = Set(subscriptions.keys).union(recordedUnits).subtracting(listed).sorted()
+        let orphans = Set(subscriptions.keys).subtracting(listed).sorted()
             .map { (id: $0, title: String?.none, downloadedAt: Int64?.none) }
 
         return (catalogue + orphans).map { entry in
@@ -259,7 +223,10 @@ extension OfflineStore {
                 status = .expired
             } else if downloadedAt != nil && downloadedFiles == unitFiles.count {
                 status = .downloaded
-            } else if bytesOnDisk > 0 || downloadedFiles > 0 || downloadedAt != nil {
+            } else if downloadedAt != nil || (subscription != nil && downloadedFiles > 0) {
+                // Kept for offline use with files missing (a cut download, files the cache evicted
+                // since, or files added since). A unit not kept whose files the cache still holds
+                // (another unit shares them, or it was deleted) is not downloaded.
                 status = .partial
             } else {
                 status = .notDownloaded
@@ -313,71 +280,5 @@ extension OfflineStore {
         }
         for row in try reader.unsyncedRows() { try follow(row.contract, row.id) }
         return units
-    }
-}
-
-extension OfflineStore {
-    /// Evicts units until asset files take at most `budget.maxBytes`, in the eviction order
-    /// above; returns the evicted units' ids in that order. The clock is the store's
-    /// (``OfflineStoreConfiguration/clock``).
-    ///
-    /// - Parameters:
-    ///   - budget: the most bytes of asset files to keep.
-    ///   - kept: units not to evict now (one being downloaded, or just downloaded).
-    @discardableResult
-    public func enforceCacheBudget(_ budget: CacheBudget = .standard, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
-        let now = now()
-        let subscriptions = try unitSubscriptions()
-        let order = try subscriptionsInEvictionOrder(neverUsedAge: .seconds(Int64(budget.neverOpenedAge)))
-        let (units, total) = try readTables(withReader: { reader, db in
-            (
-                try cachedUnits(reader, db, subscriptions: subscriptions, now: now),
-                try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(\(Self.bytesOnDiskSQL)), 0) FROM \"assets\"") ?? 0
-            )
-        })
-        var remaining = total
-        var evicted: [String] = []
-        for unit in Self.evictionOrder(units, subscriptions: order) where !kept.contains(unit.id) {
-            guard remaining > budget.maxBytes else { break }
-            // Checked again as it goes: a write may have been queued since.
-            guard try deleteUnitContent(unit.id, unlessUnsynced: true, subscriptions: subscriptions) == .deleted else { continue }
-            remaining -= unit.bytesOnDisk
-            evicted.append(unit.id)
-        }
-        return evicted
-    }
-
-    /// The emergency clean-up: evicts downloaded units in the eviction order (never one a
-    /// waiting write leads to, nor those in `kept`) until the volume has `bytes` free, or
-    /// nothing more may go. Returns the evicted units' ids. The store's housekeeping runs it
-    /// (``LearningStore/reclaimSpace(_:in:)``); a download makes room with it first.
-    @discardableResult
-    public func reclaimUnitSpace(toFree wanted: Int64, keeping kept: Set<String> = []) throws(OfflineStoreError) -> [String] {
-        guard let free = freeBytes(), free < wanted else { return [] }
-        return try evictUnits(freeing: wanted - free, keeping: kept)
-    }
-
-    /// Bytes of files ``reclaimUnitSpace(toFree:keeping:)`` could free: units without a waiting
-    /// write that leads to them, other than `kept`.
-    public func reclaimableBytes(keeping kept: Set<String> = []) throws(OfflineStoreError) -> Int64 {
-        try cachedUnits().filter { !$0.hasUnsyncedWrites && !kept.contains($0.id) }.reduce(0) { $0 + $1.bytesOnDisk }
-    }
-
-    /// Evicts units until `bytes` more are free on the volume.
-    func evictUnits(freeing bytes: Int64, keeping kept: Set<String>) throws(OfflineStoreError) -> [String] {
-        let files = try cacheTotals().bytesOnDisk
-        return try enforceCacheBudget(CacheBudget(maxBytes: max(0, files - bytes)), keeping: kept)
-    }
-
-    /// The units with files that may be evicted (no unsynced writes), in eviction order: those
-    /// the server deleted or no subscription keeps first, then in the subscriptions' order.
-    static func evictionOrder(_ units: [CachedUnit], subscriptions order: [SubscriptionStatus]) -> [CachedUnit] {
-        let candidates = units.filter { $0.bytesOnDisk > 0 && !$0.hasUnsyncedWrites }
-        let byId = Dictionary(candidates.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        let subscribed = order.compactMap { unitId(of: $0.request) }
-        let ranked = Set(subscribed)
-        let first = candidates.filter { $0.status == .expired || !ranked.contains($0.id) }
-        let firstIds = Set(first.map(\.id))
-        return first + subscribed.filter { !firstIds.contains($0) }.compactMap { byId[$0] }
     }
 }

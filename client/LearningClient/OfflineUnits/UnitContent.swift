@@ -5,8 +5,7 @@ import GRDB
 import SyncClient
 
 /// The rows a unit owns on the device, in the tables the registry names: the unit, its lessons
-/// (by `unit_id`), their `Asset` rows (by `lesson_id`), and the download records (`assets`) of
-/// those files.
+/// (by `unit_id`) and their `Asset` rows (by `lesson_id`), which name its files.
 enum UnitContent {
     static let unitTable = Contracts.Unit.descriptor.table.quotedDatabaseIdentifier
     static let lessonTable = Lesson.descriptor.table.quotedDatabaseIdentifier
@@ -21,29 +20,21 @@ enum UnitContent {
         }
     }
 
-    /// The ids of the unit's download records: by `unit_id`, or by one of its `Asset` rows.
-    static func recordIds(_ db: Database, unitId: String) throws -> [String] {
-        try String.fetchAll(
+    /// Every `Asset` row of a lesson on the device that names a file, with its lesson's unit.
+    static func assetFiles(_ db: Database) throws -> [(unit: String, id: String, file: FileReference)] {
+        try Row.fetchAll(
             db,
             sql: """
-                SELECT "asset_id" FROM "assets" WHERE "unit_id" = ? OR "asset_id" IN (
-                    SELECT "id" FROM \(assetTable) WHERE "lesson_id" IN (SELECT "id" FROM \(lessonTable) WHERE "unit_id" = ?))
-                ORDER BY "asset_id"
-                """,
-            arguments: [unitId, unitId]
-        )
+                SELECT l."unit_id", a."id", a."file" FROM \(assetTable) a
+                JOIN \(lessonTable) l ON l."id" = a."lesson_id" WHERE a."file" IS NOT NULL
+                """
+        ).compactMap { row in fileReference(row["file"]).map { (row["unit_id"], row["id"], $0) } }
     }
 
-    /// Deletes download records; returns their files (final and partial) in `directory`.
-    static func deleteRecords(_ db: Database, ids: [String], directory: URL) throws -> [URL] {
-        guard !ids.isEmpty else { return [] }
-        try db.execute(
-            sql: #"DELETE FROM "assets" WHERE "asset_id" IN ("# + placeholders(ids.count) + ")", arguments: StatementArguments(ids)
-        )
-        return ids.flatMap { id in
-            let files = AssetFiles.urls(assetId: id, in: directory)
-            return [files.final, files.partial]
-        }
+    /// The file an `Asset` row's `file` column names (its reference as JSON text).
+    static func fileReference(_ text: String?) -> FileReference? {
+        guard let text, let json = JSONParser.parse(text) else { return nil }
+        return try? FileReference(json: json)
     }
 
     static func placeholders(_ count: Int) -> String {

@@ -24,22 +24,18 @@ extension StoreReader {
         return summaries
     }
 
-    /// A unit with its lessons (in `sort_index` order), their assets and the device's records
-    /// of the asset files; `nil` when the unit is not cached.
+    /// A unit with its lessons (in `sort_index` order) and their assets; `nil` when the unit is
+    /// not cached. (``OfflineStore/unitDetail(id:)`` adds the local URLs of their files.)
     public func unitDetail(id: String) throws(OfflineStoreError) -> UnitDetail? {
         guard let unit = try fetch(Unit.self, id: id) else { return nil }
         let local = try localState(Unit.self, id: id) ?? Unit.LocalState()
         let lessons = try children(Lesson.self, of: unit, orderBy: [.ascending("sort_index")])
         let assets = try children(Asset.self, of: lessons)
-        let records = try assetRecords(ids: assets.map(\.id))
         let assetsByLesson = Dictionary(grouping: assets, by: \.lessonId)
         return UnitDetail(
             unit: unit, local: local,
             lessons: lessons.map { lesson in
-                let assets = assetsByLesson[lesson.id] ?? []
-                var downloads: [String: AssetRecord] = [:]
-                for asset in assets { downloads[asset.id] = records[asset.id] }
-                return LessonDetail(lesson: lesson, assets: assets, downloads: downloads)
+                LessonDetail(lesson: lesson, assets: assetsByLesson[lesson.id] ?? [])
             }
         )
     }

@@ -67,7 +67,7 @@ struct CacheListCommand: DeviceCommand {
     static func json(_ totals: CacheTotals) -> JSONValue {
         .object([
             "units": .int(Int64(totals.units)), "downloaded_units": .int(Int64(totals.downloadedUnits)),
-            "files": .int(Int64(totals.files)), "files_bytes": .int(totals.bytesOnDisk), "partial_bytes": .int(totals.partialBytes),
+            "files": .int(Int64(totals.files)), "files_bytes": .int(totals.bytesOnDisk),
             "database_bytes": .int(totals.databaseBytes), "total_bytes": .int(totals.bytesOnDisk + totals.databaseBytes),
         ])
     }
@@ -120,8 +120,7 @@ struct CacheClearCommand: DeviceCommand {
 /// How `status` and `cache list` word the storage totals.
 enum CacheTotalsLine {
     static func text(_ totals: CacheTotals) -> String {
-        var files = "files \(Wording.bytes(totals.bytesOnDisk))"
-        if totals.partialBytes > 0 { files += " (\(Wording.bytes(totals.partialBytes)) of them partial downloads)" }
+        let files = "files \(Wording.bytes(totals.bytesOnDisk))"
         return "storage: \(Wording.bytes(totals.bytesOnDisk + totals.databaseBytes)) (database \(Wording.bytes(totals.databaseBytes)), "
             + "\(files); \(totals.downloadedUnits) of \(Wording.count(totals.units, "unit")) downloaded)"
     }

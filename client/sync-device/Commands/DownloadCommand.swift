@@ -11,10 +11,10 @@ struct DownloadCommand: DeviceCommand {
         abstract: "Download a unit with its lessons and files, for offline use.",
         discussion: """
             Subscribes to the unit (the contracts' `unit` subscription: the unit, its lessons and their asset \
-            rows, listed by `sync-device subscriptions`), syncs it, and downloads every file the device lacks, \
-            each verified by SHA-256; files already on the device are kept. An \
-            interrupted download resumes where it stopped. A progress bar is drawn on standard error when it \
-            is a terminal. Units evicted to keep the files within the cache budget (500 MB) are named. \
+            rows, listed by `sync-device subscriptions`), syncs it, and downloads every file its asset rows name \
+            that the device lacks (the engine's files: `GET /sync/v1/files/{sha256}` in ranges, each verified by \
+            SHA-256, kept in the store's file cache); files already on the device are kept. An interrupted \
+            download resumes where it stopped. A progress bar is drawn on standard error when it is a terminal. \
             Exits 6 when the server lists no such unit, 3 when the device is offline or a file does not match \
             its checksum (the file is deleted).
             """
@@ -29,7 +29,7 @@ struct DownloadCommand: DeviceCommand {
     func execute() async throws {
         let session = try device.session()
         let drawsProgress = Console.standardErrorIsTerminal
-        let result = try await session.downloader().downloadUnit(id: unit) { progress in
+        let result = try await session.engine().downloadUnit(id: unit) { progress in
             if drawsProgress { Console.redraw(Self.bar(progress)) }
         }
         if drawsProgress { Console.redraw("") }
@@ -39,7 +39,6 @@ struct DownloadCommand: DeviceCommand {
                 .object([
                     "unit_id": .string(result.unitId), "title": title.map(JSONValue.string) ?? .null,
                     "files": .int(Int64(result.files)), "bytes": .int(result.bytes),
-                    "evicted_unit_ids": .array(result.evictedUnitIds.map(JSONValue.string)),
                 ]))
             return
         }
@@ -47,13 +46,10 @@ struct DownloadCommand: DeviceCommand {
             "downloaded \(result.unitId)" + (title.map { " (\($0))" } ?? "")
                 + ": \(Wording.count(result.files, "file")), \(Wording.bytes(result.bytes)), verified; available offline"
         )
-        if !result.evictedUnitIds.isEmpty {
-            Console.say("evicted to stay within the cache budget: " + result.evictedUnitIds.joined(separator: ", "))
-        }
     }
 
     /// `[############------------] 2/4 files  1.2 MB of 3.4 MB  asset-battery-diagram`
-    static func bar(_ progress: DownloadProgress) -> String {
+    static func bar(_ progress: UnitDownloadProgress) -> String {
         let filled = Int(progress.fraction * 24)
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: 24 - filled)
         return "[\(bar)] \(progress.filesDone)/\(progress.filesTotal) files  "

@@ -54,7 +54,7 @@ struct OpenCommand: DeviceCommand {
         let detail = try store.unitDetail(id: lesson.unitId)
         let files = detail?.lessons.first { $0.lesson.id == lesson.id }
         let assets = files?.assets ?? []
-        let local = try await localFiles(of: assets, downloads: files?.downloads ?? [:], session: session)
+        let local = try localFiles(of: assets, session: session)
         if detail != nil { try store.markUnitOpened(id: lesson.unitId) }
         // Shown first: a read-only device still opens lessons.
         if output.json {
@@ -65,7 +65,7 @@ struct OpenCommand: DeviceCommand {
                         assets.map { asset in
                             .object([
                                 "asset": .object(Wire.object(asset)),
-                                "status": .string(files?.downloads[asset.id]?.status.rawValue ?? AssetStatus.remote.rawValue),
+                                "status": .string(local[asset.id] == nil ? "remote" : "downloaded"),
                                 "file": local[asset.id].map { .string($0.absoluteString) } ?? .null,
                             ])
                         }),
@@ -90,21 +90,14 @@ struct OpenCommand: DeviceCommand {
         }
     }
 
-    /// The `file://` URLs of the lesson's downloaded files, each verified against its checksum
-    /// (``AssetDownloader/resolveAsset(id:progress:)``); files not downloaded are left to
+    /// The `file://` URLs of the lesson's files the device holds (the engine's file cache,
+    /// each checked against its SHA-256 when it was stored); files not downloaded are left to
     /// `download`, so opening a lesson never starts a download on its own.
-    private func localFiles(
-        of assets: [Asset], downloads: [String: AssetRecord], session: DeviceSession
-    ) async throws -> [String: URL] {
-        let downloader = session.downloader()
+    private func localFiles(of assets: [Asset], session: DeviceSession) throws -> [String: URL] {
         var urls: [String: URL] = [:]
-        for asset in assets where downloads[asset.id]?.status == .downloaded {
-            do throws(AssetError) {
-                urls[asset.id] = try await downloader.resolveAsset(id: asset.id)
-            } catch .notAvailableOffline {
-                // Damaged on disk and no network to fetch it again: shown as not on the device.
-                continue
-            }
+        for asset in assets {
+            guard let file = asset.file, let url = try session.store.localFile(for: file) else { continue }
+            urls[asset.id] = url
         }
         return urls
     }

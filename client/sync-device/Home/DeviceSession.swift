@@ -96,11 +96,6 @@ struct DeviceSession {
         ProcessInfo.processInfo.environment[fileChunkBytesVariable].flatMap(Int.init).map { max(1024, $0) }
     }
 
-    /// The downloader of unit files and assets, over the device's network.
-    func downloader() -> AssetDownloader {
-        AssetDownloader(engine: engine(), transport: network)
-    }
-
     /// Changes not yet on the server, by contract and row (`Task\u{0}task-1`).
     func unsyncedRows() throws(OfflineStoreError) -> [String: Int] {
         var rows: [String: Int] = [:]

@@ -10,14 +10,14 @@ import SyncProtocol
 /// flag is set (`offline on`), when every request (syncs and downloads alike) fails with a
 /// network error exactly as a lost connection does. It also keeps what the server answered, for
 /// the sync summary.
-final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
+final class DeviceNetwork: SyncTransport, @unchecked Sendable {
     /// A pushed mutation and the server's answer to it.
     struct Outcome {
         var mutation: Mutation
         var result: MutationResult
     }
 
-    private let server: any SyncTransport & AssetTransport
+    private let server: any SyncTransport
     private let home: DeviceHome
     private let lock = NSLock()
     private var outcomes: [Outcome] = []
@@ -25,7 +25,7 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
     private var liveFailure: TransportError?
     private var fileBytesObserver: (@Sendable (Int64) -> Void)?
 
-    init(server: any SyncTransport & AssetTransport, home: DeviceHome) {
+    init(server: any SyncTransport, home: DeviceHome) {
         self.server = server
         self.home = home
     }
@@ -105,13 +105,6 @@ final class DeviceNetwork: SyncTransport, AssetTransport, @unchecked Sendable {
             }
         }
         return response
-    }
-
-    func assetURL(id: String) -> URL { server.assetURL(id: id) }
-
-    func downloadAssetRange(_ request: AssetRangeRequest) async throws(TransportError) -> AssetRangeResponse {
-        try requireNetwork()
-        return try await server.downloadAssetRange(request)
     }
 
     // MARK: Files (the rows' `file` fields)

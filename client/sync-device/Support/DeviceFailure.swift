@@ -149,6 +149,8 @@ extension DeviceFailure {
             self.init(message: message, hint: "`sync-device units` lists the units", exitCode: DeviceExit.notFound)
         case .unknownAsset:
             self.init(message: message, hint: "`sync-device sync` fetches the content", exitCode: DeviceExit.notFound)
+        case .notPublished:
+            self.init(message: message, hint: "the server has not published its file yet; sync, then try again", exitCode: DeviceExit.notFound)
         case .checksumMismatch:
             self.init(
                 message: message, hint: "the server's file is not the one its metadata describes; sync, then download again",
