@@ -8,7 +8,7 @@ import Testing
 struct DownloadTests {
     static let unit = "unit-battery-basics"
 
-    @Test("a learner downloads a unit, opens a lesson offline from local files, then frees the space")
+    @Test("a learner downloads a unit, opens a lesson offline from local files, then deletes it (its files left to the file cache)")
     func downloadOpenOfflineAndDelete() async throws {
         let stage = try Stage()
         let phone = try stage.device("phone", user: "learner-1")
