@@ -24,9 +24,10 @@ final class Stage {
 
     var folder: URL { directory.url }
 
-    init() throws {
+    /// `serveOptions`: added to the server's `serve` (`--max-asset-bytes N`).
+    init(serveOptions: [String] = []) throws {
         directory = try TemporaryDirectory(prefix: "outpost-e2e")
-        server = SyncServerProcess(data: directory.url.appendingPathComponent("server", isDirectory: true))
+        server = SyncServerProcess(data: directory.url.appendingPathComponent("server", isDirectory: true), serveOptions: serveOptions)
         try server.seed(team: Self.team)
         try server.start()
     }
