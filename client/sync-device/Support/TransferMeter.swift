@@ -64,15 +64,18 @@ final class TransferMeter: @unchecked Sendable {
 
     /// The transfer stands at `done` bytes of `total`.
     func set(done: Int64, total: Int64) {
-        lock.withLock {
+        let changed = lock.withLock {
             if started == nil {
                 started = Date()
                 resumedFrom = 0
             }
+            let changed = self.done != done || self.total != max(total, done)
             self.total = max(total, done)
             self.done = done
+            return changed
         }
-        show(force: false)
+        // The same figures again (a status about the push after the upload): nothing to redraw.
+        if changed { show(force: false) }
     }
 
     /// `bytes` more arrived.
