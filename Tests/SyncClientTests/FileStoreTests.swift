@@ -245,4 +245,26 @@ struct FileStoreTests {
         #expect(try store.storedFiles().count == 2)
         #expect(first != second)
     }
+
+    @Test("a file larger than the whole cache budget is still there when its download returns; the next budget check evicts it first")
+    func fileLargerThanTheBudget() throws {
+        let clock = ManualClock(TestStore.start)
+        let device = try FileTestStore(clock: clock, limits: StorageLimits(fileCacheBytes: 1_000))
+        let store = device.store
+        let small = sampleBytes(600, seed: 1)
+        let smallReference = try FileReference(sha256: sha256Hex(small), byteCount: 600, contentType: "image/x-test")
+        try store.writePartialFile(sha256: smallReference.sha256, data: small, at: 0)
+        _ = try store.adoptDownloadedFile(smallReference).get()
+        clock.advance(by: 60)
+
+        let large = sampleBytes(3_000, seed: 2)
+        let reference = try FileReference(sha256: sha256Hex(large), byteCount: 3_000, contentType: "image/x-test")
+        try store.writePartialFile(sha256: reference.sha256, data: large, at: 0)
+        let url = try store.adoptDownloadedFile(reference).get()
+        // The others made room; the one just downloaded is there to be read.
+        #expect(try Data(contentsOf: url) == large)
+        #expect(try store.storedFiles().map(\.reference.sha256) == [reference.sha256])
+        clock.advance(by: 60)
+        #expect(try store.enforceFileCacheBudget() == [reference.sha256])
+    }
 }

@@ -424,9 +424,9 @@ extension OfflineStore {
         try evictFiles(budget: configuration.storageLimits.fileCacheBytes, toFree: 0)
     }
 
-    /// Evicts the least recently used evictable files until the files take at most `budget`
-    /// bytes and `toFree` bytes were freed.
-    func evictFiles(budget: Int64?, toFree: Int64) throws(OfflineStoreError) -> [String] {
+    /// Evicts the least recently used evictable files (never `spared`) until the files take at
+    /// most `budget` bytes and `toFree` bytes were freed.
+    func evictFiles(budget: Int64?, toFree: Int64, sparing spared: String? = nil) throws(OfflineStoreError) -> [String] {
         let partials = partialDownloads()
         let partialBytes = partials.reduce(0) { $0 + $1.size }
         let evicted: [(sha: String, size: Int64, partial: Bool)] = try writeFiles { db in
@@ -438,7 +438,7 @@ extension OfflineStore {
                 db, sql: #"SELECT "sha256", "size", "last_used_at" FROM "files" WHERE "state" != 'waiting'"#
             ).compactMap { row in
                 let sha: String = row["sha256"]
-                return kept.contains(sha) ? nil : (sha, row["size"], row["last_used_at"], false)
+                return kept.contains(sha) || sha == spared ? nil : (sha, row["size"], row["last_used_at"], false)
             }
             candidates += partials.filter { !fileStaging.isDownloading($0.sha) }.map { ($0.sha, $0.size, $0.modifiedAt, true) }
             candidates.sort { ($0.usedAt, $0.sha) < ($1.usedAt, $1.sha) }
@@ -737,8 +737,9 @@ extension OfflineStore {
                     """,
                 arguments: [reference.sha256, reference.byteCount, reference.contentType, reference.name, now, now])
         }
-        // The file just downloaded is the most recently used: evicted last.
-        try enforceFileCacheBudget()
+        // The file just downloaded is about to be read: the others make room, even when it
+        // alone is over the budget (it goes first the next time the budget is kept).
+        _ = try evictFiles(budget: configuration.storageLimits.fileCacheBytes, toFree: 0, sparing: reference.sha256)
         return .success(destination)
     }
 }
