@@ -42,11 +42,8 @@ struct FileNamingTests {
             do {
                 _ = try await push.push(PushRequest(clientId: identity.deviceID, schema: [:], mutations: mutations), identity: identity)
                 return nil
-            } catch let error as ServiceError {
-                return error
             } catch {
-                Issue.record("not a service error: \(error)")
-                return nil
+                return error
             }
         }
         func stored(_ id: String) async throws -> Bool {

@@ -693,24 +693,55 @@ extension OfflineStore {
         }
     }
 
-    /// Checks a finished download against `reference` (its size and SHA-256, read in chunks),
-    /// moves it into place and records it as cached; then keeps the cache within its budget.
-    /// Returns `nil` and deletes the bytes when they do not match, with what they hashed to.
-    package func adoptDownloadedFile(_ reference: FileReference) throws(OfflineStoreError) -> Result<URL, FileDownloadError> {
-        let partial = partialFileURL(sha256: reference.sha256)
+    /// The SHA-256 of the first `count` bytes of the partial download of `sha256` so far (read
+    /// in chunks), to go on with the bytes still to come, and how many bytes it covers.
+    func partialFileHasher(sha256: String, upTo count: Int64) throws(OfflineStoreError) -> (SHA256, Int64) {
         var hasher = SHA256()
-        var size: Int64 = 0
+        guard count > 0 else { return (hasher, 0) }
+        let partial = partialFileURL(sha256: sha256)
+        var hashed: Int64 = 0
         do {
             let handle = try FileHandle(forReadingFrom: partial)
             defer { try? handle.close() }
-            while let chunk = try handle.read(upToCount: Self.fileChunkBytes), !chunk.isEmpty {
+            while hashed < count, let chunk = try handle.read(upToCount: Int(min(Int64(Self.fileChunkBytes), count - hashed))), !chunk.isEmpty {
                 hasher.update(data: chunk)
-                size += Int64(chunk.count)
+                hashed += Int64(chunk.count)
             }
         } catch {
             throw .fileSystem(path: partial.path, reason: error.localizedDescription)
         }
-        let received = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        return (hasher, hashed)
+    }
+
+    /// Checks a finished download against `reference` (its size, and its SHA-256: read in chunks,
+    /// unless the download hashed the bytes as it wrote them, `verifiedSHA256`), moves it into
+    /// place and records it as cached; then keeps the cache within its budget. Returns the
+    /// mismatch, with what the bytes hashed to, and deletes them when they do not match.
+    package func adoptDownloadedFile(
+        _ reference: FileReference, verifiedSHA256: String? = nil
+    ) throws(OfflineStoreError) -> Result<URL, FileDownloadError> {
+        let partial = partialFileURL(sha256: reference.sha256)
+        let received: String
+        let size: Int64
+        if let verifiedSHA256 {
+            received = verifiedSHA256
+            size = partialFileSize(sha256: reference.sha256)
+        } else {
+            var hasher = SHA256()
+            var counted: Int64 = 0
+            do {
+                let handle = try FileHandle(forReadingFrom: partial)
+                defer { try? handle.close() }
+                while let chunk = try handle.read(upToCount: Self.fileChunkBytes), !chunk.isEmpty {
+                    hasher.update(data: chunk)
+                    counted += Int64(chunk.count)
+                }
+            } catch {
+                throw .fileSystem(path: partial.path, reason: error.localizedDescription)
+            }
+            received = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+            size = counted
+        }
         guard received == reference.sha256, size == reference.byteCount else {
             try? FileManager.default.removeItem(at: partial)
             return .failure(.hashMismatch(expected: reference.sha256, received: received))

@@ -1,4 +1,5 @@
 public import ContractRuntime
+import Crypto
 public import Foundation
 import SyncProtocol
 
@@ -258,8 +259,20 @@ enum FileTransfers {
         }
     }
 
+    /// One range of a file's bytes from the server, as a result to hand between tasks.
+    static func bytes(of sha256: String, range: ClosedRange<Int64>, from transport: any SyncTransport) async -> Result<FileChunk, TransportError> {
+        do {
+            return .success(try await transport.fileBytes(sha256: sha256, range: range))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Downloads the file of `reference` into the store: from the bytes a partial download left,
-    /// a range at a time, then checked and moved into place (``OfflineStore/adoptDownloadedFile(_:)``).
+    /// a range at a time, then checked and moved into place (``OfflineStore/adoptDownloadedFile(_:verifiedSHA256:)``).
+    /// The next range is asked for while the one just received is written, so the network never
+    /// waits for the disk (two ranges in memory at most), and the bytes are hashed as they are
+    /// written (a resumed download hashes what it kept first), so no second pass reads the file.
     static func download(
         _ reference: FileReference, store: OfflineStore, transport: any SyncTransport, chunkBytes: Int
     ) async -> Result<URL, FileDownloadError> {
@@ -268,39 +281,54 @@ enum FileTransfers {
         store.fileStaging.beginDownload(sha)
         defer { store.fileStaging.endDownload(sha) }
         var offset = min(store.partialFileSize(sha256: sha), size)
+        var hasher: SHA256
         do {
             try store.ensureFileSpace(for: size - offset)
+            (hasher, offset) = try store.partialFileHasher(sha256: sha, upTo: offset)
         } catch {
             return .failure(.store(error))
         }
+        let step = Int64(max(1, chunkBytes))
+        func fetch(_ from: Int64) -> Task<Result<FileChunk, TransportError>, Never> {
+            let upper = min(size, from + step) - 1
+            return Task { await bytes(of: sha, range: from...upper, from: transport) }
+        }
+        var next = offset < size ? fetch(offset) : nil
+        defer { next?.cancel() }
         var emptyAnswers = 0
-        while offset < size {
-            let upper = min(size, offset + Int64(max(1, chunkBytes))) - 1
+        while let pending = next, offset < size {
             let chunk: FileChunk
-            do {
-                chunk = try await transport.fileBytes(sha256: sha, range: offset...upper)
-            } catch {
-                return .failure(.transport(error))
+            switch await pending.value {
+            case .success(let received): chunk = received
+            case .failure(let error): return .failure(.transport(error))
             }
             // A server that ignored the range sent the file from its start.
             let start = chunk.start == offset ? offset : 0
             guard chunk.start == offset || chunk.start == 0 else {
                 return .failure(.transport(.decoding("the server answered bytes from \(chunk.start), not \(offset)")))
             }
+            let end = start + Int64(chunk.data.count)
+            let expected = chunk.start == offset && Int64(chunk.data.count) == min(size, offset + step) - offset
+            // The next range goes out before this one is written; an unexpected answer asks again from where it ends.
+            next = end < size && !chunk.data.isEmpty && chunk.totalSize.map({ $0 == size }) ?? true ? fetch(end) : nil
+            if !expected, start == 0 { hasher = SHA256() }
             do {
                 try store.writePartialFile(sha256: sha, data: chunk.data, at: start)
             } catch {
                 return .failure(.store(error))
             }
-            offset = start + Int64(chunk.data.count)
+            hasher.update(data: chunk.data)
+            offset = end
             if chunk.data.isEmpty {
                 emptyAnswers += 1
                 if emptyAnswers > 2 { break }
+                next = fetch(offset)
             }
             if let total = chunk.totalSize, total != size { break }
         }
+        let digest = hasher.finalize().map { String(format: "%02x", $0) }.joined()
         do {
-            return try store.adoptDownloadedFile(reference)
+            return try store.adoptDownloadedFile(reference, verifiedSHA256: offset == size ? digest : nil)
         } catch {
             return .failure(.store(error))
         }
