@@ -260,8 +260,9 @@ extension CrashTests {
         // URLSession and the allocator's arenas), whatever the file's size: a 23 MiB photo at most
         // 24 MiB over a 16 KiB one, its import (1 MiB reads) not even 4; with 1 MiB pieces an
         // 8 MiB and a 23 MiB photo cost the same, give or take 8 MiB (the peaks vary that much
-        // from run to run); the 256 MiB (1 GiB) download at most 48 MiB over a 1 MiB one (seen:
-        // 6 to 35 MiB over it), never the file.
+        // from run to run); the 256 MiB (1 GiB) download at most 56 MiB over a 1 MiB one (seen:
+        // 6 to 35 MiB over it for 256 MiB, 35 to 38 MiB for 1 GiB: freed 4 MiB pieces the
+        // allocator's arenas keep), never the file.
         for step in ["import", "upload", "download"] {
             let (small, large) = (peaks["small \(step)"]!, peaks["large \(step)"]!)
             #expect(large - small < (step == "import" ? 4 : 24) * 1024, "\(step): peak \(large) KiB for 23 MiB, \(small) KiB for 16 KiB")
@@ -269,7 +270,7 @@ extension CrashTests {
             #expect(abs(large1 - medium1) < 8 * 1024, "\(step) in 1 MiB pieces: peak \(large1) KiB for 23 MiB, \(medium1) KiB for 8 MiB")
         }
         let (oneMiB, huge) = (peaks["1 MiB asset download"]!, peaks["\(megabytes) MiB asset download"]!)
-        #expect(huge - oneMiB < 48 * 1024, "download: peak \(huge) KiB for \(megabytes) MiB, \(oneMiB) KiB for 1 MiB")
+        #expect(huge - oneMiB < 56 * 1024, "download: peak \(huge) KiB for \(megabytes) MiB, \(oneMiB) KiB for 1 MiB")
     }
 }
 
