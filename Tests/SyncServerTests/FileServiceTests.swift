@@ -95,6 +95,50 @@ struct FileServiceTests {
         #expect(audited.contains { $0.entity == "file" && $0.rowID == reference.sha256 })
     }
 
+    @Test(
+        "the hash is kept as the pieces are stored, so the last one reads nothing back; an upload not followed throughout is hashed by reading it",
+        arguments: StorageKind.allCases)
+    func hashedAsThePiecesArrive(kind: StorageKind) async throws {
+        let h = try await Harness(kind)
+        defer { h.remove() }
+        let digests = RunningUploadDigests.shared
+        func declare(_ bytes: Data) async throws -> (FileReference, String) {
+            let reference = try Self.reference(bytes)
+            let (answer, _) = try await h.service.declare(FileUploadRequest(reference), identity: Self.alice)
+            return (reference, try #require(answer.uploadID))
+        }
+        // Followed throughout: after each piece the hash covers what the store holds; gone once stored.
+        let followed = Self.bytes(30_000, seed: 21)
+        let (first, id) = try await declare(followed)
+        _ = try await h.service.receive(id, at: 0, body: Self.body(followed.prefix(12_000)), identity: Self.alice)
+        #expect(digests.length(of: id) == 12_000)
+        let done = try await h.service.receive(id, at: 12_000, body: Self.body(followed.suffix(from: 12_000)), identity: Self.alice)
+        #expect(done.stored && digests.length(of: id) == nil)
+        #expect(try await h.read(first, as: Self.alice) == followed)
+
+        // Forgotten part-way (another process took a piece, or this one restarted): read back at the end.
+        let forgotten = Self.bytes(30_000, seed: 22)
+        let (second, other) = try await declare(forgotten)
+        _ = try await h.service.receive(other, at: 0, body: Self.body(forgotten.prefix(10_000)), identity: Self.alice)
+        digests.forget(other)
+        _ = try await h.service.receive(other, at: 10_000, body: Self.body(forgotten[10_000..<20_000]), identity: Self.alice)
+        #expect(digests.length(of: other) == nil, "not followed from the middle")
+        let stored = try await h.service.receive(other, at: 20_000, body: Self.body(forgotten.suffix(from: 20_000)), identity: Self.alice)
+        #expect(stored.stored)
+        #expect(try await h.read(second, as: Self.alice) == forgotten)
+
+        // Followed, but the bytes are not the declared file's: refused all the same.
+        let declared = Self.bytes(20_000, seed: 23)
+        let (_, third) = try await declare(declared)
+        var wrong = declared
+        wrong[19_999] ^= 0xFF
+        _ = try await h.service.receive(third, at: 0, body: Self.body(wrong.prefix(10_000)), identity: Self.alice)
+        await #expect(throws: ServiceError.self) {
+            _ = try await h.service.receive(third, at: 10_000, body: Self.body(wrong.suffix(from: 10_000)), identity: Self.alice)
+        }
+        #expect(digests.length(of: third) == nil)
+    }
+
     @Test("an upload resumes from the offset the server holds; another offset is 409 with it", arguments: StorageKind.allCases)
     func resumesFromTheServersOffset(kind: StorageKind) async throws {
         let h = try await Harness(kind)

@@ -224,8 +224,17 @@ package struct FileService: Sendable {
         let start = try await ServiceError.catchingStorageFailures { try await blobs.stagedLength(upload: id) }
         guard offset == start else { throw Self.offsetMismatch(start) }
         let position: Int64
+        var running = RunningUploadDigests.shared.resume(id, at: start)
+        let appended: Result<Int64, any Error>
         do {
-            position = try await Self.append(body, to: id, from: start, size: size, blobs: blobs)
+            appended = .success(try await Self.append(body, to: id, from: start, size: size, blobs: blobs, hashing: &running))
+        } catch {
+            appended = .failure(error)
+        }
+        // Kept whatever happened: it covers the bytes stored, which the next piece goes on from.
+        if let running { RunningUploadDigests.shared.keep(id, running) }
+        do {
+            position = try appended.get()
         } catch let error as ServiceError {
             throw error
         } catch let error as BlobStoreError {
@@ -252,25 +261,32 @@ package struct FileService: Sendable {
 
     /// Appends `body` to the upload from `start`, in pieces of the blob store's size; the
     /// upload's length after it.
-    private static func append(_ body: BoundedBody, to id: String, from start: Int64, size: Int64, blobs: any BlobStore) async throws -> Int64 {
+    private static func append(
+        _ body: BoundedBody, to id: String, from start: Int64, size: Int64, blobs: any BlobStore, hashing running: inout RunningUploadDigests.Entry?
+    ) async throws -> Int64 {
         var position = start
         var pending = ByteBuffer()
+        // Each piece is hashed once the store took it, so the hash covers what the store holds.
+        func store(_ piece: ByteBuffer) async throws {
+            try await blobs.append(upload: id, at: position, piece)
+            running?.add(piece)
+        }
         for try await var part in body {
             guard position + Int64(pending.readableBytes) + Int64(part.readableBytes) <= size else {
-                if pending.readableBytes > 0 { try await blobs.append(upload: id, at: position, pending) }
+                if pending.readableBytes > 0 { try await store(pending) }
                 throw ServiceError(
                     status: 413, .payloadTooLarge, "the body goes past the file's \(size) bytes; the bytes up to its end were kept",
                     details: .object(["offset": .int(position + Int64(pending.readableBytes))]))
             }
             pending.writeBuffer(&part)
             if pending.readableBytes >= FileSystemBlobStore.chunkBytes {
-                try await blobs.append(upload: id, at: position, pending)
+                try await store(pending)
                 position += Int64(pending.readableBytes)
                 pending.clear()
             }
         }
         if pending.readableBytes > 0 {
-            try await blobs.append(upload: id, at: position, pending)
+            try await store(pending)
             position += Int64(pending.readableBytes)
         }
         return position
@@ -287,7 +303,12 @@ package struct FileService: Sendable {
     private func complete(_ upload: Upload, identity: DeviceIdentity, at now: Int64) async throws(ServiceError) {
         let reference = upload.reference
         let key = BlobKey(tenant: identity.tenant, sha256: reference.sha256)
-        let digest = try await ServiceError.catchingStorageFailures { try await blobs.stagedDigest(upload: upload.id) }
+        let digest: StagedDigest
+        if let followed = RunningUploadDigests.shared.finish(upload.id, length: reference.byteCount) {
+            digest = followed
+        } else {
+            digest = try await ServiceError.catchingStorageFailures { try await blobs.stagedDigest(upload: upload.id) }
+        }
         let hash = digest.sha256
         guard hash == reference.sha256 else {
             try await ServiceError.catchingStorageFailures {
@@ -348,6 +369,7 @@ package struct FileService: Sendable {
     /// `DELETE`: drops the upload and what it holds.
     package func abandon(_ id: String, identity: DeviceIdentity) async throws(ServiceError) {
         _ = try await upload(id, identity: identity)
+        RunningUploadDigests.shared.forget(id)
         try await ServiceError.catchingStorageFailures {
             try await blobs.discard(upload: id)
             try await storage.write { transaction in try await Self.endUpload(id, in: transaction) }
