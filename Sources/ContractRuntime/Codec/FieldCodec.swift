@@ -155,7 +155,7 @@ package struct FieldCodec: Sendable {
                     reason: "names a file of type \(reference.contentType), which it does not accept (\(field.contentTypes.joined(separator: ", ")))",
                     kind: .contentTypeNotAllowed)
             }
-            return .text(CanonicalJSON.text(reference.json))
+            return .text(reference.canonicalText)
         case .enumeration(let values, let fallback):
             // The message is built only on failure: this runs for every enum column of every row.
             guard case .string(let text) = value else { throw fail("must be one of \(values.joined(separator: ", "))") }

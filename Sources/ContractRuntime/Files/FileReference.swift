@@ -33,7 +33,8 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
     ///   negative or past ``maximumByteCount``, the content type is not `type/subtype`, or the
     ///   name is empty, too long, a path (`/`, `\`, `..`) or holds a control character.
     public init(sha256: String, byteCount: Int64, contentType: String, name: String? = nil) throws(FileReferenceError) {
-        let hash = sha256.lowercased()
+        // The wire's usual form is already lowercase: no copy then.
+        let hash = Self.isSHA256(sha256) ? sha256 : sha256.lowercased()
         guard Self.isSHA256(hash) else { throw .invalidHash(sha256) }
         guard byteCount >= 0, byteCount <= Self.maximumByteCount else { throw .invalidSize(byteCount) }
         guard let type = Self.normalizedContentType(contentType) else { throw .invalidContentType(contentType) }
@@ -88,6 +89,15 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
         return .object(fields)
     }
 
+    /// The wire form as canonical JSON text (keys sorted, no spaces): what a column of a `file`
+    /// field holds. The same text as `CanonicalJSON.text(json)`, written without building the object.
+    public var canonicalText: String {
+        var text = #"{"content_type":"# + CanonicalJSON.text(.string(contentType))
+        if let name { text += #","name":"# + CanonicalJSON.text(.string(name)) }
+        text += #","sha256":""# + sha256 + #"","size":"# + String(byteCount) + "}"
+        return text
+    }
+
     /// Reads a reference's wire form.
     ///
     /// - Throws: ``FileReferenceError`` when `json` is not an object with a valid `sha256`,
@@ -108,7 +118,10 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
         case .string(let text)?: name = text
         default: throw .invalidName("\(fields["name"].map(CanonicalJSON.text) ?? "")")
         }
-        if let unknown = fields.keys.sorted().first(where: { !["sha256", "size", "content_type", "name"].contains($0) }) {
+        // Every row naming a file comes through here: the keys are only sorted to name an unknown one.
+        if fields.count != (fields["name"] == nil ? 3 : 4),
+            let unknown = fields.keys.sorted().first(where: { !["sha256", "size", "content_type", "name"].contains($0) })
+        {
             throw .unknownKey(unknown)
         }
         try self.init(sha256: hash, byteCount: size, contentType: type, name: name)
@@ -140,12 +153,33 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
     /// lowercased, without parameters (`text/plain; charset=utf-8` is `text/plain`); `nil`
     /// when `text` is not one.
     public static func normalizedContentType(_ text: String) -> String? {
+        if isNormalizedContentType(text) { return text }
         let bare = text.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
         let type = bare.trimmingCharacters(in: .whitespaces).lowercased()
         guard type.utf8.count <= maximumContentTypeBytes else { return nil }
         let parts = type.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(isTokenByte) }) else { return nil }
         return type
+    }
+
+    /// Whether `text` is already a normalized media type (`type/subtype`, lowercase tokens, no
+    /// parameters): the form every stored reference has, answered without a copy.
+    private static func isNormalizedContentType(_ text: String) -> Bool {
+        var slashes = 0
+        var partLength = 0
+        var count = 0
+        for byte in text.utf8 {
+            count += 1
+            if byte == UInt8(ascii: "/") {
+                guard partLength > 0 else { return false }
+                slashes += 1
+                partLength = 0
+            } else {
+                guard isTokenByte(byte), !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) else { return false }
+                partLength += 1
+            }
+        }
+        return slashes == 1 && partLength > 0 && count <= maximumContentTypeBytes
     }
 
     /// A content type pattern a contract may list: a type, `type/*` or `*/*`; a `*` stands only
