@@ -24,10 +24,20 @@ final class Stage {
 
     var folder: URL { directory.url }
 
-    /// `serveOptions`: added to the server's `serve` (`--max-asset-bytes N`).
-    init(serveOptions: [String] = []) throws {
+    /// `serveOptions`: added to the server's `serve` (`--max-asset-bytes N`). With `storage`
+    /// `.postgres` the server stores in a schema of its own of the test PostgreSQL
+    /// (`OUTPOST_TEST_POSTGRES_URL`); the checks that read the server's storage directly
+    /// (``storage()``) are SQLite's.
+    init(storage: StorageKind = .sqlite, serveOptions: [String] = []) throws {
         directory = try TemporaryDirectory(prefix: "outpost-e2e")
-        server = SyncServerProcess(data: directory.url.appendingPathComponent("server", isDirectory: true), serveOptions: serveOptions)
+        var options = serveOptions
+        if storage == .postgres {
+            guard var components = URLComponents(string: try StorageKind.postgresURL()) else { throw StorageKind.MissingPostgres() }
+            components.queryItems =
+                (components.queryItems ?? []).filter { $0.name != "schema" } + [URLQueryItem(name: "schema", value: StorageKind.uniqueSchema())]
+            options += ["--postgres", components.string!]
+        }
+        server = SyncServerProcess(data: directory.url.appendingPathComponent("server", isDirectory: true), serveOptions: options)
         try server.seed(team: Self.team)
         try server.start()
     }
