@@ -130,6 +130,11 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
         return try await server.sendFileBytes(bytes, uploadID: uploadID, offset: offset)
     }
 
+    func abandonFileUpload(uploadID: String) async throws(TransportError) {
+        try requireNetwork()
+        try await server.abandonFileUpload(uploadID: uploadID)
+    }
+
     func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
         try requireNetwork()
         let chunk = try await server.fileBytes(sha256: sha256, range: range)
