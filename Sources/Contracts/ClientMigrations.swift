@@ -623,6 +623,17 @@ extension ContractRegistry {
             checksum: "701705ee2be6c34891fda3ccf567d5eed489484bb2fd31d95843f4b1639c4115"
         ),
         ContractMigration(
+            identifier: "tasks.v2.migrate",
+            contract: "Task",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "tasks" ADD COLUMN "evidence" TEXT
+                """#,
+            ],
+            checksum: "2cdf0ec630c2daa2544dcc535579d1489d7c3bd409d44479024dfedd67fbb648"
+        ),
+        ContractMigration(
             identifier: "task_started_events.v1.create",
             contract: "TaskStarted",
             version: 1,

@@ -877,7 +877,7 @@ public enum ContractRegistry: ContractSchema {
         ]
     )
 
-    /// `Task` version 1, from `contracts/entities/task.yaml`.
+    /// `Task` version 2, from `contracts/entities/task.yaml`.
     public static let task = EntityDescriptor(
         name: "Task",
         swiftName: "FieldTask",
@@ -889,7 +889,7 @@ public enum ContractRegistry: ContractSchema {
         tombstones: true,
         retentionSeconds: nil,
         priority: .critical,
-        currentVersion: 1,
+        currentVersion: 2,
         oldestSupported: 1,
         primaryKey: "id",
         versionField: "revision",
@@ -911,6 +911,7 @@ public enum ContractRegistry: ContractSchema {
             FieldDescriptor(name: "due_on", kind: .date, isOptional: true),
             FieldDescriptor(name: "started_at", kind: .timestamp, isOptional: true),
             FieldDescriptor(name: "completed_at", kind: .timestamp, isOptional: true),
+            FieldDescriptor(name: "evidence", kind: .file, isOptional: true, since: 2, maxBytes: 2000000000, contentTypes: ["image/*", "video/*", "application/pdf"]),
             FieldDescriptor(name: "revision", kind: .int, isVersionField: true),
         ],
         localFields: [],
@@ -941,6 +942,27 @@ public enum ContractRegistry: ContractSchema {
                 KnownField(wireName: "due_on", currentName: "due_on"),
                 KnownField(wireName: "started_at", currentName: "started_at"),
                 KnownField(wireName: "completed_at", currentName: "completed_at"),
+                KnownField(wireName: "revision", currentName: "revision"),
+            ],
+            2: [
+                KnownField(wireName: "id", currentName: "id"),
+                KnownField(wireName: "team_id", currentName: "team_id"),
+                KnownField(wireName: "route_id", currentName: "route_id"),
+                KnownField(wireName: "service_asset_id", currentName: "service_asset_id"),
+                KnownField(wireName: "assignee_id", currentName: "assignee_id"),
+                KnownField(wireName: "title", currentName: "title"),
+                KnownField(wireName: "task_kind", currentName: "task_kind"),
+                KnownField(wireName: "status", currentName: "status"),
+                KnownField(wireName: "sort_index", currentName: "sort_index"),
+                KnownField(wireName: "notes", currentName: "notes"),
+                KnownField(wireName: "checklist", currentName: "checklist"),
+                KnownField(wireName: "estimated_minutes", currentName: "estimated_minutes"),
+                KnownField(wireName: "latitude", currentName: "latitude"),
+                KnownField(wireName: "longitude", currentName: "longitude"),
+                KnownField(wireName: "due_on", currentName: "due_on"),
+                KnownField(wireName: "started_at", currentName: "started_at"),
+                KnownField(wireName: "completed_at", currentName: "completed_at"),
+                KnownField(wireName: "evidence", currentName: "evidence"),
                 KnownField(wireName: "revision", currentName: "revision"),
             ],
         ]

@@ -71,7 +71,7 @@ public let CURRENT_STATEMENT_SCHEMA = 1
 public let OLDEST_SUPPORTED_STATEMENT_SCHEMA = 1
 
 /// The `Task` schema version this build reads and writes.
-public let CURRENT_TASK_SCHEMA = 1
+public let CURRENT_TASK_SCHEMA = 2
 /// The oldest `Task` schema version still supported; older rows are purged and re-fetched.
 public let OLDEST_SUPPORTED_TASK_SCHEMA = 1
 

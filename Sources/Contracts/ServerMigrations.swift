@@ -780,6 +780,17 @@ extension ContractRegistry {
             checksum: "a8f1afc83ac03b8d5d04b8331e0aa0cea92411438d4e569463615913694f03bd"
         ),
         ContractMigration(
+            identifier: "tasks.v2.migrate",
+            contract: "Task",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "tasks" ADD COLUMN "evidence" TEXT
+                """#,
+            ],
+            checksum: "2cdf0ec630c2daa2544dcc535579d1489d7c3bd409d44479024dfedd67fbb648"
+        ),
+        ContractMigration(
             identifier: "task_started_events.v1.create",
             contract: "TaskStarted",
             version: 1,

@@ -780,6 +780,17 @@ extension ContractRegistry {
             checksum: "19b2054c158284bc580feda5c23c29785c0e3674bc6d64b425631054bc35966d"
         ),
         ContractMigration(
+            identifier: "tasks.v2.migrate",
+            contract: "Task",
+            version: 2,
+            statements: [
+                #"""
+                ALTER TABLE "tasks" ADD COLUMN "evidence" TEXT
+                """#,
+            ],
+            checksum: "2cdf0ec630c2daa2544dcc535579d1489d7c3bd409d44479024dfedd67fbb648"
+        ),
+        ContractMigration(
             identifier: "task_started_events.v1.create",
             contract: "TaskStarted",
             version: 1,

@@ -101,6 +101,40 @@ struct FileCommandTests {
         #expect(cached.stdout.contains(#""downloaded" : false"#), "\(cached)")
     }
 
+    @Test("attach puts a file in a row's file field with the row's write: the next sync uploads it before the row, and a teammate fetches it")
+    func attachToATask() throws {
+        let stage = try Stage()
+        let tablet = try stage.device("tablet", user: "op-kim", teams: [Stage.team])
+        let teammate = try stage.device("teammate", user: "op-lee", teams: [Stage.team])
+        try tablet.ok([
+            "create", "task", "--id", "task-slip", "--field", "team_id=\(Stage.team)", "--field", "title=Swap the battery of scooter 17",
+            "--field", "task_kind=battery_swap",
+        ])
+        try tablet.ok(["sync", "--quiet"])
+        // A signed delivery slip, scanned: a PDF, attached while offline.
+        let slip = stage.folder.appendingPathComponent("slip.pdf")
+        let bytes = Data("%PDF-1.7\n".utf8) + Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try bytes.write(to: slip)
+        try tablet.ok(["offline", "on"])
+        let attached = try tablet.ok(["attach", "task", "task-slip", "evidence", slip.path, "--name", "slip.pdf"])
+        #expect(attached.stdout.contains("Task task-slip"), "\(attached)")
+        let queued = try tablet.json(["outbox"])["entries"].array
+        #expect(queued.count == 1, "the attach is one queued write")
+        // Back online: the file goes up, then the task.
+        try tablet.ok(["offline", "off", "--quiet"])
+        #expect(try tablet.json(["outbox"])["entries"].array.isEmpty)
+        try teammate.ok(["sync", "--quiet"])
+        let out = stage.folder.appendingPathComponent("slip-on-teammate.pdf")
+        let fetched = try teammate.ok(["file", "task", "task-slip", "evidence", "--out", out.path, "--quiet"])
+        #expect(try Data(contentsOf: out) == bytes)
+        #expect(fetched.stdout.contains("sha256 "), "\(fetched)")
+        // A video or a photo may be attached too; a text file may not (exit 7), and nothing is queued.
+        try Data("Left the battery at the depot.".utf8).write(to: stage.folder.appendingPathComponent("notes.txt"))
+        let refused = try tablet.run(["attach", "task", "task-slip", "evidence", stage.folder.appendingPathComponent("notes.txt").path])
+        #expect(refused.status == 7, "\(refused)")
+        #expect(try tablet.json(["outbox"])["entries"].array.isEmpty)
+    }
+
     /// Bytes of partial downloads in a device's files folder.
     static func partialBytes(in folder: URL) -> Int64 {
         let urls = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.fileSizeKey])?.compactMap { $0 as? URL } ?? []

@@ -27,7 +27,7 @@ struct PushValidationTests {
             ("enum", "task_kind", .string("teleport"), "must be one of"),
             ("length", "title", .string(String(repeating: "x", count: 161)), "longer than 160"),
             ("required", "title", .null, "is required"),
-            ("unknown field", "colour", .string("red"), "is not a field of Task version 1"),
+            ("unknown field", "colour", .string("red"), "is not a field of Task version \(FieldTask.descriptor.currentVersion)"),
             ("list element", "checklist", .array([.string("a"), .int(2)]), "must be text"),
             ("date", "due_on", .string("2026-02-30"), "must be a date"),
         ]
@@ -293,11 +293,13 @@ struct PushValidationTests {
         payload["priority_colour"] = .string("amber")
         let response = try await h.push(
             [h.mutation(1, "Task", .create, "task-1", payload), h.mutation(2, "Task", .create, "task-2", h.taskPayload("task-2"))],
-            schema: ["Task": 2]
+            schema: ["Task": FieldTask.descriptor.currentVersion + 1]
         )
         #expect(response.results.map(\.status) == [.rejected, .rejected])
         #expect(response.results.first?.error?.code == .schemaTooNew)
-        #expect(response.results.first?.error?.details == .object(["entity": .string("Task"), "current": .int(1)]))
+        #expect(
+            response.results.first?.error?.details
+                == .object(["entity": .string("Task"), "current": .int(Int64(FieldTask.descriptor.currentVersion))]))
         let audit = try #require(try await h.auditedChanges().first)
         #expect(audit.detail.contains("schema_too_new"))
     }

@@ -6,7 +6,7 @@ public import ContractRuntime
 ///
 /// A push carries the revision it was based on; a stale revision comes back conflicted with the server's row so the technician can resubmit, discard or merge.
 ///
-/// - Remark: Generated from entity `Task` version 1 (`contracts/entities/task.yaml`).
+/// - Remark: Generated from entity `Task` version 2 (`contracts/entities/task.yaml`).
 public struct FieldTask: ContractEntity, PatchableEntity {
     /// Primary key.
     public var id: String
@@ -40,6 +40,11 @@ public struct FieldTask: ContractEntity, PatchableEntity {
     public var startedAt: Timestamp?
     public var completedAt: Timestamp?
 
+    /// A photo, a video or a signed slip that shows the work done, uploaded before the task is pushed.
+    ///
+    /// Since version 2. A file of at most 2GB, of type `image/*`, `video/*`, `application/pdf`.
+    public var evidence: FileReference?
+
     /// Raised by the server on every accepted change.
     ///
     /// Version field.
@@ -63,6 +68,7 @@ public struct FieldTask: ContractEntity, PatchableEntity {
         dueOn: CalendarDate? = nil,
         startedAt: Timestamp? = nil,
         completedAt: Timestamp? = nil,
+        evidence: FileReference? = nil,
         revision: Int64
     ) {
         self.id = id
@@ -82,6 +88,7 @@ public struct FieldTask: ContractEntity, PatchableEntity {
         self.dueOn = dueOn
         self.startedAt = startedAt
         self.completedAt = completedAt
+        self.evidence = evidence
         self.revision = revision
     }
 
@@ -130,6 +137,7 @@ public struct FieldTask: ContractEntity, PatchableEntity {
         case dueOn(CalendarDate?)
         case startedAt(Timestamp?)
         case completedAt(Timestamp?)
+        case evidence(FileReference?)
         case revision(Int64)
 
         /// The field's wire name.
@@ -151,6 +159,7 @@ public struct FieldTask: ContractEntity, PatchableEntity {
             case .dueOn: return "due_on"
             case .startedAt: return "started_at"
             case .completedAt: return "completed_at"
+            case .evidence: return "evidence"
             case .revision: return "revision"
             }
         }
@@ -174,6 +183,7 @@ public struct FieldTask: ContractEntity, PatchableEntity {
             case .dueOn(let value): return try JSONValue(encoding: value)
             case .startedAt(let value): return try JSONValue(encoding: value)
             case .completedAt(let value): return try JSONValue(encoding: value)
+            case .evidence(let value): return try JSONValue(encoding: value)
             case .revision(let value): return try JSONValue(encoding: value)
             }
         }
@@ -197,6 +207,7 @@ public struct FieldTask: ContractEntity, PatchableEntity {
         case dueOn = "due_on"
         case startedAt = "started_at"
         case completedAt = "completed_at"
+        case evidence
         case revision
     }
 
@@ -220,6 +231,7 @@ public struct FieldTask: ContractEntity, PatchableEntity {
         dueOn = try container.decodeIfPresent(CalendarDate.self, forKey: .dueOn)
         startedAt = try container.decodeIfPresent(Timestamp.self, forKey: .startedAt)
         completedAt = try container.decodeIfPresent(Timestamp.self, forKey: .completedAt)
+        evidence = try container.decodeIfPresent(FileReference.self, forKey: .evidence)
         revision = try container.decode(Int64.self, forKey: .revision)
     }
 
@@ -242,6 +254,7 @@ public struct FieldTask: ContractEntity, PatchableEntity {
         try container.encodeIfPresent(dueOn, forKey: .dueOn)
         try container.encodeIfPresent(startedAt, forKey: .startedAt)
         try container.encodeIfPresent(completedAt, forKey: .completedAt)
+        try container.encodeIfPresent(evidence, forKey: .evidence)
         try container.encode(revision, forKey: .revision)
     }
 

@@ -22,6 +22,8 @@ struct AuditTamperTests {
 
         static func make(_ kind: StorageKind) async throws -> Setup {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-audit-\(UUID().uuidString)")
+            // On PostgreSQL nothing of the storage lives in it: the archive tests write their files there.
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let schema = StorageKind.uniqueSchema()
             let storage = try await kind.makeSharedStorages(1, in: folder, schema: schema)[0]
             _ = try await SampleContent.seed(
