@@ -83,18 +83,31 @@ struct SignOutTests {
         #expect(throws: OfflineStoreError.pendingWrites(count: 1)) { try test.store.signOut() }
     }
 
-    @Test("forced, it wipes the database files and the asset folder; the store is closed")
+    @Test("asset files an older build downloaded beside the database are deleted when the store opens")
+    func legacyAssetsFolder() throws {
+        let test = try TestStore()
+        let legacy = test.directory.databaseURL.deletingLastPathComponent().appendingPathComponent(
+            test.directory.databaseURL.deletingPathExtension().lastPathComponent + "-assets", isDirectory: true)
+        try FileManager.default.createDirectory(at: legacy, withIntermediateDirectories: true)
+        try Data([1, 2, 3]).write(to: legacy.appendingPathComponent("asset-1.mp3"))
+        let reopened = try test.reopen()
+        #expect(!FileManager.default.fileExists(atPath: legacy.path))
+        #expect(try reopened.store.outboxCounts().unsent == 0)
+    }
+
+    @Test("forced, it wipes the database files and the files folder; the store is closed")
     func forced() throws {
         let test = try TestStore()
         try test.store.applyServerChanges(Samples.everything)
         try test.store.patch(FieldTask.self, id: "task-1", [.notes("unsynced")])
-        try FileManager.default.createDirectory(at: test.store.assetsDirectory, withIntermediateDirectories: true)
-        try Data([1, 2, 3]).write(to: test.store.assetsDirectory.appendingPathComponent("asset-1.mp3"))
+        let slip = try test.store.importFile(Data("%PDF-1.7 slip".utf8), contentType: "application/pdf")
+        try test.store.patch(FieldTask.self, id: "task-1", [.evidence(slip)])
+        #expect(FileManager.default.fileExists(atPath: test.store.filesDirectory.path))
         try test.store.signOut(force: true)
         for suffix in ["", "-wal", "-shm"] {
             #expect(!FileManager.default.fileExists(atPath: test.directory.databaseURL.path + suffix))
         }
-        #expect(!FileManager.default.fileExists(atPath: test.store.assetsDirectory.path))
+        #expect(!FileManager.default.fileExists(atPath: test.store.filesDirectory.path))
         #expect(throws: OfflineStoreError.signedOut) { try test.store.units() }
         #expect(throws: OfflineStoreError.signedOut) { try test.store.signOut(force: true) }
         // A new store starts empty, with a new client id.

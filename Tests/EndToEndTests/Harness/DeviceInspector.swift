@@ -21,8 +21,7 @@ final class DeviceInspector {
         store = try OfflineStore(
             OfflineStoreConfiguration(
                 databaseURL: databaseURL, tenantId: tenant, userId: user, deviceId: id,
-                keyProvider: FileKeyProvider(directory: device.home.appendingPathComponent("keys", isDirectory: true)),
-                assetsDirectory: device.home.appendingPathComponent("assets", isDirectory: true)
+                keyProvider: FileKeyProvider(directory: device.home.appendingPathComponent("keys", isDirectory: true))
             ), contracts: ContractRegistry.self, extensions: [LearningStore()]
         )
         var readOnly = Configuration()

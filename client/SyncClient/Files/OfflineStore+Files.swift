@@ -338,6 +338,8 @@ extension OfflineStore {
     /// downloads stay, to be resumed, unless untouched for ``partialDownloadLifetime``.
     func removeOrphanFiles() throws(OfflineStoreError) {
         let manager = FileManager.default
+        // What an older build's asset downloader left: the files folder holds such files now.
+        try? manager.removeItem(at: configuration.legacyAssetsDirectory)
         guard manager.fileExists(atPath: filesDirectory.path) else { return }
         try? manager.removeItem(at: stagingDirectory)
         let held = try read { db in try Set(String.fetchAll(db, sql: #"SELECT "sha256" FROM "files""#)) }

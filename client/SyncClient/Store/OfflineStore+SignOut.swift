@@ -35,8 +35,8 @@ extension OfflineStore {
         try closePool()
         let database = configuration.databaseURL.path
         for path in [
-            database, database + "-wal", database + "-shm", database + "-journal", configuration.assetsDirectory.path,
-            configuration.filesDirectory.path,
+            database, database + "-wal", database + "-shm", database + "-journal", configuration.filesDirectory.path,
+            configuration.legacyAssetsDirectory.path,
         ] {
             guard FileManager.default.fileExists(atPath: path) else { continue }
             do {

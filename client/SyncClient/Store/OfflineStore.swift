@@ -1,6 +1,6 @@
 public import ContractRuntime
 import Crypto
-public import Foundation
+import Foundation
 import GRDB
 import SyncProtocol
 
@@ -312,9 +312,6 @@ public final class OfflineStore: Sendable {
     }
 
     // MARK: Access
-
-    /// The store's folder of asset files.
-    public var assetsDirectory: URL { configuration.assetsDirectory }
 
     func ensureOpen() throws(OfflineStoreError) {
         if closed.withLock({ $0 }) { throw .signedOut }

@@ -15,13 +15,17 @@ public struct OfflineStoreConfiguration: Sendable {
     /// The SQLite file (created with its folder when missing). WAL mode adds `-wal` and `-shm`
     /// files next to it.
     public var databaseURL: URL
-    /// The folder of downloaded asset files the store manages (wiped by ``OfflineStore/signOut(force:forgetKey:)``).
-    /// Default: `<database name>-assets` next to the database.
-    public var assetsDirectory: URL
     /// The folder of the files `file` fields name (``OfflineStore/importFile(at:contentType:name:for:)``),
     /// content-addressed (`ab/<sha256>`), wiped by ``OfflineStore/signOut(force:forgetKey:)``.
     /// Default: `<database name>-files` next to the database.
     public var filesDirectory: URL
+
+    /// Where builds before `file` fields kept downloaded asset files (`<database name>-assets`
+    /// next to the database): nothing writes there now; opening the store deletes it.
+    var legacyAssetsDirectory: URL {
+        databaseURL.deletingLastPathComponent().appendingPathComponent(
+            databaseURL.deletingPathExtension().lastPathComponent + "-assets", isDirectory: true)
+    }
     /// Who the data belongs to: a database opened by another tenant or user is refused.
     public var tenantId: String
     public var userId: String
@@ -67,16 +71,11 @@ public struct OfflineStoreConfiguration: Sendable {
 
     public init(
         databaseURL: URL, tenantId: String, userId: String, deviceId: String? = nil, keyProvider: any KeyProvider,
-        assetsDirectory: URL? = nil, clock: any DeviceClock = SystemClock(), random: any RandomSource = SystemRandomSource(),
+        clock: any DeviceClock = SystemClock(), random: any RandomSource = SystemRandomSource(),
         retention: RetentionPolicy = .standard, completedWriteRetention: TimeInterval = 7 * 86_400,
         storageLimits: StorageLimits = .standard, freeSpace: any FreeSpaceProvider = VolumeFreeSpace(), filesDirectory: URL? = nil
     ) {
         self.databaseURL = databaseURL
-        self.assetsDirectory =
-            assetsDirectory
-            ?? databaseURL.deletingLastPathComponent().appendingPathComponent(
-                databaseURL.deletingPathExtension().lastPathComponent + "-assets", isDirectory: true
-            )
         self.filesDirectory =
             filesDirectory
             ?? databaseURL.deletingLastPathComponent().appendingPathComponent(

@@ -17,7 +17,8 @@ struct DeviceHome {
 
     var profileURL: URL { url.appendingPathComponent("device.json") }
     var databaseURL: URL { url.appendingPathComponent("outpost.sqlite") }
-    var assetsURL: URL { url.appendingPathComponent("assets", isDirectory: true) }
+    /// Where builds before `file` fields kept downloaded asset files; deleted when the store opens.
+    var legacyAssetsURL: URL { url.appendingPathComponent("assets", isDirectory: true) }
     var keysURL: URL { url.appendingPathComponent("keys", isDirectory: true) }
     var offlineFlagURL: URL { url.appendingPathComponent("offline") }
 

@@ -52,8 +52,10 @@ struct DeviceSession {
     static func openStore(home: DeviceHome, profile: DeviceProfile, clock: ShiftedClock) throws(DeviceFailure) -> OfflineStore {
         var configuration = OfflineStoreConfiguration(
             databaseURL: home.databaseURL, tenantId: profile.tenant, userId: profile.user, deviceId: profile.device,
-            keyProvider: FileKeyProvider(directory: home.keysURL), assetsDirectory: home.assetsURL, clock: clock
+            keyProvider: FileKeyProvider(directory: home.keysURL), clock: clock
         )
+        // Asset files an older build downloaded: the store's files folder holds them now.
+        try? FileManager.default.removeItem(at: home.legacyAssetsURL)
         do {
             configuration.faultPauses = try FaultPauses.fromEnvironment()
         } catch {
