@@ -74,6 +74,103 @@ extension URLSessionTransport {
         }
     }
 
+    /// The file's bytes from `offset` as ONE request (`Range: bytes=<offset>-`, never
+    /// re-encoded), each piece handed to `sink` as it arrives: through ``exchange``'s
+    /// ``HTTPExchange/stream(_:)`` when there is an exchange (`nil` when it cannot stream), else
+    /// a data task on a session of its own whose delegate receives the body. A `206` from
+    /// `offset` or a `200` (the whole file, from 0) is read; any other status is its typed error
+    /// (a 401 asks for a fresh token once).
+    public func streamFileBytes(
+        sha256: String, from offset: Int64, into sink: @escaping @Sendable (FileChunk) throws -> Void
+    ) async throws(TransportError) -> FileStreamAnswer? {
+        var request = makeRequest(path: String(FileRoutes.file(sha256).dropFirst()), query: [])
+        request.httpMethod = "GET"
+        request.setValue("*/*", forHTTPHeaderField: "Accept")
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        request.setValue("bytes=\(offset)-", forHTTPHeaderField: "Range")
+        if let appVersion { request.setValue(appVersion, forHTTPHeaderField: ProtocolHeaders.appVersion) }
+        var refresh = false
+        while true {
+            var attempt = request
+            try await authorize(&attempt, refresh: refresh)
+            let outcome: FileStreamOutcome
+            if let exchange {
+                guard let (response, body) = try await exchange.stream(attempt) else { return nil }
+                outcome = await Self.readFileStream(response: response, body: body, offset: offset, sink: sink)
+            } else {
+                outcome = await FileStreamConnection(request: attempt, offset: offset, timeout: timeout, sink: sink).run()
+            }
+            switch outcome {
+            case .finished(let answer):
+                return answer
+            case .refused(let status, let data, let retryAfter):
+                if status == 401, !refresh {
+                    refresh = true
+                    continue
+                }
+                throw Self.error(status: status, data: data, retryAfter: retryAfter)
+            case .failed(let error):
+                throw error
+            }
+        }
+    }
+
+    /// Where a streamed answer's body starts and the file's size: `206` with a `Content-Range`
+    /// from `offset`, or `200` (from 0); `nil` for any other status.
+    static func fileStreamStart(_ http: HTTPURLResponse, offset: Int64) throws(TransportError) -> (start: Int64, total: Int64?)? {
+        switch http.statusCode {
+        case 206:
+            guard let contentRange = http.value(forHTTPHeaderField: "Content-Range"),
+                let (start, total) = parseFileContentRange(contentRange)
+            else { throw .decoding("a 206 without a Content-Range of bytes") }
+            guard start == offset else { throw .decoding("the server answered bytes from \(start), not \(offset)") }
+            return (start, total)
+        case 200..<300:
+            let length = http.expectedContentLength
+            return (0, length >= 0 ? length : nil)
+        default:
+            return nil
+        }
+    }
+
+    /// An exchange's streamed answer read into `sink` (an error answer's body gathered instead).
+    static func readFileStream(
+        response: HTTPURLResponse, body: AsyncThrowingStream<Data, any Error>, offset: Int64, sink: @Sendable (FileChunk) throws -> Void
+    ) async -> FileStreamOutcome {
+        let range: (start: Int64, total: Int64?)?
+        do {
+            range = try fileStreamStart(response, offset: offset)
+        } catch {
+            return .failed(error)
+        }
+        guard let (start, total) = range else {
+            var data = Data()
+            do {
+                for try await piece in body {
+                    data.append(piece)
+                    if data.count > 64 * 1024 { break }
+                }
+            } catch {
+                // The status is the answer.
+            }
+            return .refused(status: response.statusCode, body: data, retryAfter: response.value(forHTTPHeaderField: "Retry-After"))
+        }
+        var position = start
+        do {
+            for try await piece in body where !piece.isEmpty {
+                do {
+                    try sink(FileChunk(start: position, data: piece, totalSize: total))
+                } catch {
+                    return .failed(.network("the download was stopped: \(error)"))
+                }
+                position += Int64(piece.count)
+            }
+        } catch {
+            return .failed(.network(String(describing: error)))
+        }
+        return .finished(FileStreamAnswer(start: start, totalSize: total, receivedBytes: position - start))
+    }
+
     public func abandonFileUpload(uploadID: String) async throws(TransportError) {
         var request = makeRequest(path: String(FileRoutes.upload(uploadID).dropFirst()), query: [])
         request.httpMethod = "DELETE"
@@ -108,6 +205,145 @@ extension URLSessionTransport {
                 continue
             }
             return (data, http)
+        }
+    }
+}
+
+/// How a streamed file download went.
+enum FileStreamOutcome: Sendable {
+    case finished(FileStreamAnswer)
+    case refused(status: Int, body: Data, retryAfter: String?)
+    case failed(TransportError)
+}
+
+/// One streamed file download on a URLSession of its own: hands each piece of the body to the
+/// sink as it arrives (on the session's serial delegate queue, so the disk paces the reads);
+/// a sink that throws, or the calling task cancelled, cancels the request.
+final class FileStreamConnection: NSObject, URLSessionDataDelegate, Sendable {
+    private struct State {
+        var session: URLSession?
+        var task: URLSessionDataTask?
+        var continuation: CheckedContinuation<FileStreamOutcome, Never>?
+        var range: (start: Int64, total: Int64?)?
+        var position: Int64 = 0
+        var refusal: (status: Int, body: Data, retryAfter: String?)?
+        var failure: TransportError?
+        var cancelled = false
+    }
+
+    private let request: URLRequest
+    private let offset: Int64
+    private let timeout: TimeInterval
+    private let sink: @Sendable (FileChunk) throws -> Void
+    private let state = Locked(State())
+
+    init(request: URLRequest, offset: Int64, timeout: TimeInterval, sink: @escaping @Sendable (FileChunk) throws -> Void) {
+        self.request = request
+        self.offset = offset
+        self.timeout = timeout
+        self.sink = sink
+    }
+
+    func run() async -> FileStreamOutcome {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let configuration = URLSessionConfiguration.ephemeral
+                // Idle time between pieces; the whole file may take as long as it takes.
+                configuration.timeoutIntervalForRequest = timeout
+                configuration.timeoutIntervalForResource = 7 * 24 * 3600
+                configuration.urlCache = nil
+                let session = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
+                let task = session.dataTask(with: request)
+                let cancelled = state.withLock { state in
+                    state.continuation = continuation
+                    state.session = session
+                    state.task = task
+                    return state.cancelled
+                }
+                if cancelled {
+                    finish(.failed(.network("the download was cancelled")))
+                } else {
+                    task.resume()
+                }
+            }
+        } onCancel: {
+            let started = state.withLock { state in
+                state.cancelled = true
+                return state.continuation != nil
+            }
+            if started { finish(.failed(.network("the download was cancelled"))) }
+        }
+    }
+
+    /// Ends the download once: answers `run()`, cancels the request, drops the session.
+    private func finish(_ outcome: FileStreamOutcome) {
+        let (continuation, task, session) = state.withLock { state in
+            defer {
+                state.continuation = nil
+                state.task = nil
+                state.session = nil
+            }
+            return (state.continuation, state.task, state.session)
+        }
+        continuation?.resume(returning: outcome)
+        task?.cancel()
+        session?.invalidateAndCancel()
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        guard let http = response as? HTTPURLResponse else {
+            completionHandler(.cancel)
+            return finish(.failed(.network("not an HTTP response")))
+        }
+        do {
+            let range = try URLSessionTransport.fileStreamStart(http, offset: offset)
+            state.withLock { state in
+                if let range {
+                    state.range = range
+                    state.position = range.start
+                } else {
+                    state.refusal = (http.statusCode, Data(), http.value(forHTTPHeaderField: "Retry-After"))
+                }
+            }
+            completionHandler(.allow)
+        } catch {
+            completionHandler(.cancel)
+            finish(.failed(error))
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        guard !data.isEmpty else { return }
+        let target: (position: Int64, total: Int64?)? = state.withLock { state in
+            if state.refusal != nil {
+                if state.refusal!.body.count < 64 * 1024 { state.refusal!.body.append(data) }
+                return nil
+            }
+            guard state.failure == nil, let range = state.range else { return nil }
+            return (state.position, range.total)
+        }
+        guard let target else { return }
+        do {
+            try sink(FileChunk(start: target.position, data: data, totalSize: target.total))
+            state.withLock { $0.position += Int64(data.count) }
+        } catch {
+            finish(.failed(.network("the download was stopped: \(error)")))
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let (refusal, range, position) = state.withLock { ($0.refusal, $0.range, $0.position) }
+        if let refusal {
+            finish(.refused(status: refusal.status, body: refusal.body, retryAfter: refusal.retryAfter))
+        } else if let error {
+            finish(.failed(.network(String(describing: error))))
+        } else if let range {
+            finish(.finished(FileStreamAnswer(start: range.start, totalSize: range.total, receivedBytes: position - range.start)))
+        } else {
+            finish(.failed(.network("the download ended without an answer")))
         }
     }
 }
