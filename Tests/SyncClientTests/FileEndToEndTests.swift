@@ -129,66 +129,6 @@ final class FlakyFileTransport: SyncTransport, @unchecked Sendable {
     }
 }
 
-/// Forwards the streamed downloads of a real transport, its sink failing once after `cutAfter`
-/// bytes (a connection cut mid-way), and recording where each asked to start.
-final class CuttingFileTransport: SyncTransport, @unchecked Sendable {
-    let inner: URLSessionTransport
-    private let lock = NSLock()
-    private var cutAfter: Int64?
-    private var starts: [Int64] = []
-    private var ranges = 0
-
-    init(_ inner: URLSessionTransport, cutAfter: Int64?) {
-        self.inner = inner
-        self.cutAfter = cutAfter
-    }
-
-    /// The offsets the streamed requests started at (their `Range: bytes=<offset>-`).
-    var streamedFrom: [Int64] { lock.withLock { starts } }
-    /// How many ranged requests were made.
-    var rangedRequests: Int { lock.withLock { ranges } }
-
-    func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await inner.push(request) }
-
-    func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError) -> Data {
-        try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
-    }
-
-    func health() async -> Bool { await inner.health() }
-
-    func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
-        lock.withLock { ranges += 1 }
-        return try await inner.fileBytes(sha256: sha256, range: range)
-    }
-
-    func streamFileBytes(
-        sha256: String, from offset: Int64, into sink: @escaping @Sendable (FileChunk) throws -> Void
-    ) async throws(TransportError) -> FileStreamAnswer? {
-        let cut = lock.withLock {
-            starts.append(offset)
-            defer { cutAfter = nil }
-            return cutAfter
-        }
-        let passed = Locked<Int64>(0)
-        return try await inner.streamFileBytes(sha256: sha256, from: offset) { piece in
-            if let cut {
-                let keep = passed.withLock { count in
-                    let keep = max(0, min(Int64(piece.data.count), cut - count))
-                    count += keep
-                    return keep
-                }
-                if keep < Int64(piece.data.count) {
-                    if keep > 0 { try sink(FileChunk(start: piece.start, data: piece.data.prefix(Int(keep)), totalSize: piece.totalSize)) }
-                    throw CutConnection()
-                }
-            }
-            try sink(piece)
-        }
-    }
-
-    struct CutConnection: Error {}
-}
-
 /// The real server on PostgreSQL (the throwaway cluster of `scripts/with-postgres.sh`), with the
 /// receipt contracts, on loopback.
 enum PostgresFileServer {
@@ -311,46 +251,6 @@ struct FileEndToEndTests {
         }
         #expect(copies == 1)
         #expect(!tabletTransport.recorded.contains { $0.hasPrefix("PATCH") })
-    }
-
-    @Test("a streamed download cut part way keeps what came and resumes from the partial file's size with one more request")
-    func streamedDownloadResumes() async throws {
-        try await LiveServer.run(contracts: FileContracts.self) { server in
-            try await streamedResume { server.transport($0) }
-        }
-    }
-
-    @Test("the same, against the server on PostgreSQL")
-    func streamedDownloadResumesOnPostgres() async throws {
-        try await PostgresFileServer.run { transport in try await streamedResume(transport) }
-    }
-
-    private func streamedResume(_ transport: @Sendable (String) -> URLSessionTransport) async throws {
-        let phone = try FileTestStore(clock: ManualClock(Date()))
-        let bytes = typed(sampleBytes(3_000_000, seed: 11), as: "application/pdf")
-        let document = try phone.store.importFile(bytes, contentType: "application/pdf", name: "long.pdf")
-        try phone.store.create(Receipt(id: "r-9", title: "Flight", document: document))
-        guard case .succeeded = await engine(phone.store, transport("phone-1")).syncNow() else {
-            Issue.record("the phone's sync failed")
-            return
-        }
-
-        let tablet = try FileTestStore(clock: ManualClock(Date()))
-        let cutAt: Int64 = 1_234_567
-        let cutting = CuttingFileTransport(transport("tablet-1"), cutAfter: cutAt)
-        let tabletEngine = engine(tablet.store, cutting)
-        await #expect(throws: FileDownloadError.self) { try await tabletEngine.file(for: document) }
-        #expect(tablet.store.partialFileSize(sha256: document.sha256) == cutAt)
-        #expect(try Data(contentsOf: tablet.store.partialFileURL(sha256: document.sha256)) == bytes.prefix(Int(cutAt)))
-        #expect(cutting.streamedFrom == [0])
-
-        // Asked again: ONE more request, from the partial file's size.
-        let url = try await tabletEngine.file(for: document)
-        #expect(try Data(contentsOf: url) == bytes)
-        #expect(cutting.streamedFrom == [0, cutAt])
-        #expect(cutting.rangedRequests == 0)
-        #expect(try tablet.store.storedFile(sha256: document.sha256)?.state == .cached)
-        #expect(!FileManager.default.fileExists(atPath: tablet.store.partialFileURL(sha256: document.sha256).path))
     }
 
     @Test(

@@ -8,9 +8,9 @@ extension SyncEngine {
     // MARK: Downloads
 
     /// The file of `reference` on this device: at once when the store holds it; else downloaded
-    /// from the server (`GET /sync/v1/files/{sha256}` as one streamed request from the bytes a
-    /// cut-short download left, ``SyncTransport/streamFileBytes(sha256:from:into:)``; in ranges
-    /// of ``SyncEngineConfiguration/fileChunkBytes`` through a transport that cannot stream), checked against its SHA-256 and size, moved into the store's files folder and
+    /// from the server (`GET /sync/v1/files/{sha256}`, in ranges of
+    /// ``SyncEngineConfiguration/fileChunkBytes``, resumed from the bytes a cut-short download
+    /// left), checked against its SHA-256 and size, moved into the store's files folder and
     /// cached. Concurrent calls for the same file share one download.
     ///
     /// ```swift
@@ -269,9 +269,7 @@ enum FileTransfers {
     }
 
     /// Downloads the file of `reference` into the store: from the bytes a partial download left,
-    /// as one streamed request when the transport can (each piece written through one open
-    /// handle and hashed as it arrives; whatever came before a cut stays for the next call),
-    /// else a range at a time, then checked and moved into place (``OfflineStore/adoptDownloadedFile(_:verifiedSHA256:)``).
+    /// a range at a time, then checked and moved into place (``OfflineStore/adoptDownloadedFile(_:verifiedSHA256:)``).
     /// The next range is asked for while the one just received is written, so the network never
     /// waits for the disk (two ranges in memory at most), and the bytes are hashed as they are
     /// written (a resumed download hashes what it kept first), so no second pass reads the file.
@@ -289,30 +287,6 @@ enum FileTransfers {
             (hasher, offset) = try store.partialFileHasher(sha256: sha, upTo: offset)
         } catch {
             return .failure(.store(error))
-        }
-        if offset < size {
-            // One streamed request when the transport can: no round trip per range.
-            let writer = PartialFileWriter(store: store, sha256: sha, at: offset, size: size, hasher: hasher)
-            let answer: FileStreamAnswer?
-            do {
-                answer = try await transport.streamFileBytes(sha256: sha, from: offset, into: { try writer.write($0) })
-            } catch {
-                // Every byte received stays in the partial file, for the next call to resume from.
-                let failure = writer.close()
-                return .failure(failure.map { .store($0) } ?? .transport(error))
-            }
-            if let failure = writer.close() { return .failure(.store(failure)) }
-            if answer != nil {
-                let (streamed, written) = writer.result
-                // A body that ended early: what came is kept, the next call resumes after it.
-                if written < size { return .failure(.transport(.network("the download ended after \(written) of \(size) bytes"))) }
-                let digest = streamed.finalize().map { String(format: "%02x", $0) }.joined()
-                do {
-                    return try store.adoptDownloadedFile(reference, verifiedSHA256: written == size ? digest : nil)
-                } catch {
-                    return .failure(.store(error))
-                }
-            }
         }
         let step = Int64(max(1, chunkBytes))
         func fetch(_ from: Int64) -> Task<Result<FileChunk, TransportError>, Never> {
@@ -359,84 +333,4 @@ enum FileTransfers {
             return .failure(.store(error))
         }
     }
-}
-
-/// A streamed download's partial file, written through one handle opened at the first piece:
-/// each piece at its place (a piece from 0 when the writer expected more starts the file
-/// again), hashed as it is written.
-final class PartialFileWriter: Sendable {
-    private struct State {
-        var handle: FileHandle?
-        var position: Int64
-        var hasher: SHA256
-        var failure: OfflineStoreError?
-    }
-
-    private let store: OfflineStore
-    private let url: URL
-    private let size: Int64
-    private let state: Locked<State>
-
-    init(store: OfflineStore, sha256: String, at offset: Int64, size: Int64, hasher: SHA256) {
-        self.store = store
-        url = store.partialFileURL(sha256: sha256)
-        self.size = size
-        state = Locked(State(handle: nil, position: offset, hasher: hasher))
-    }
-
-    /// The hash of the bytes written and how many the partial file holds.
-    var result: (SHA256, Int64) { state.withLock { ($0.hasher, $0.position) } }
-
-    /// Writes `piece`; throws (and keeps the reason for ``close()``) when it cannot.
-    func write(_ piece: FileChunk) throws {
-        try state.withLock { state in
-            do {
-                if state.handle == nil {
-                    let attributes = store.fileProtectionAttributes
-                    try FileManager.default.createDirectory(
-                        at: url.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: attributes)
-                    if !FileManager.default.fileExists(atPath: url.path) {
-                        _ = FileManager.default.createFile(atPath: url.path, contents: nil, attributes: attributes)
-                    }
-                    let handle = try FileHandle(forWritingTo: url)
-                    state.handle = handle
-                    try handle.truncate(atOffset: UInt64(state.position))
-                    try handle.seek(toOffset: UInt64(state.position))
-                }
-                if piece.start != state.position {
-                    // A server that ignored the range sent the file from its start.
-                    guard piece.start == 0 else { throw FileStreamMismatch(expected: state.position, received: piece.start) }
-                    try state.handle?.truncate(atOffset: 0)
-                    try state.handle?.seek(toOffset: 0)
-                    state.position = 0
-                    state.hasher = SHA256()
-                }
-                guard state.position + Int64(piece.data.count) <= size else {
-                    throw FileStreamMismatch(expected: size, received: state.position + Int64(piece.data.count))
-                }
-                try state.handle?.write(contentsOf: piece.data)
-                state.hasher.update(data: piece.data)
-                state.position += Int64(piece.data.count)
-            } catch {
-                if state.failure == nil { state.failure = .fileSystem(path: url.path, reason: String(describing: error)) }
-                throw error
-            }
-        }
-    }
-
-    /// Closes the file; the reason a write failed, if one did.
-    func close() -> OfflineStoreError? {
-        state.withLock { state in
-            try? state.handle?.close()
-            state.handle = nil
-            return state.failure
-        }
-    }
-}
-
-/// Bytes that do not belong where the download stands.
-struct FileStreamMismatch: Error, CustomStringConvertible {
-    var expected: Int64
-    var received: Int64
-    var description: String { "the stream went to byte \(received), not \(expected)" }
 }

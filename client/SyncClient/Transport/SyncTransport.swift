@@ -64,16 +64,6 @@ public protocol SyncTransport: Sendable {
     /// (or the whole file, when the server ignores the range). The default throws
     /// ``TransportError/filesUnsupported``.
     func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk
-    /// `GET /sync/v1/files/{sha256}` with `Range: bytes=<offset>-`, as ONE request whose body is
-    /// handed to `sink` in the pieces it arrives in (each a ``FileChunk`` whose `start` says where
-    /// it goes: from `offset`, or from 0 when the server sent the whole file), so the download
-    /// runs at the speed of the connection and holds one piece in memory. A `sink` that throws
-    /// ends the request (the call then throws). Answers when the body ended, or `nil` when this
-    /// transport cannot stream (the default): the engine then asks by ranges
-    /// (``fileBytes(sha256:range:)``).
-    func streamFileBytes(
-        sha256: String, from offset: Int64, into sink: @escaping @Sendable (FileChunk) throws -> Void
-    ) async throws(TransportError) -> FileStreamAnswer?
     /// `DELETE /sync/v1/files/uploads/{id}`: gives up an upload no write needs any more, so the
     /// server frees what it held at once (an upload already gone is not an error). The default
     /// throws ``TransportError/filesUnsupported``.
@@ -105,30 +95,8 @@ public struct FileChunk: Hashable, Sendable {
     }
 }
 
-/// How a streamed download ended (``SyncTransport/streamFileBytes(sha256:from:into:)``).
-public struct FileStreamAnswer: Hashable, Sendable {
-    /// Where the body started in the file: the offset asked for (`206`), or 0 (`200`).
-    public var start: Int64
-    /// The file's size, when the server said.
-    public var totalSize: Int64?
-    /// The body's bytes handed to the sink.
-    public var receivedBytes: Int64
-
-    public init(start: Int64, totalSize: Int64?, receivedBytes: Int64) {
-        self.start = start
-        self.totalSize = totalSize
-        self.receivedBytes = receivedBytes
-    }
-}
-
 extension SyncTransport {
     public var filtersPullsByContract: Bool { false }
-
-    public func streamFileBytes(
-        sha256: String, from offset: Int64, into sink: @escaping @Sendable (FileChunk) throws -> Void
-    ) async throws(TransportError) -> FileStreamAnswer? {
-        nil
-    }
 
     public func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
         throw .filesUnsupported
