@@ -79,6 +79,7 @@ public struct AppRequest: Sendable {
     /// single byte ranges (206, 416), for `GET` and `HEAD`.
     ///
     /// - Parameters:
+    ///   - sha256: the file's SHA-256, as a `file` field's reference names it.
     ///   - contentType: the `Content-Type` to answer with instead of the file's own.
     ///   - cacheControl: the `Cache-Control` to answer with instead of the files route's
     ///     (`immutable`), for a route whose answer may change (an id that names another file later).
