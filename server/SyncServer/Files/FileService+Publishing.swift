@@ -76,12 +76,7 @@ extension FileService {
     private func publish(
         _ reference: FileReference, identity: DeviceIdentity, read: @escaping @Sendable (Int64, Int) throws -> ByteBuffer
     ) async throws(ServiceError) -> FileReference {
-        guard reference.byteCount <= limits.maximumFileBytes else {
-            throw ServiceError(
-                status: 413, .payloadTooLarge,
-                "the file has \(reference.byteCount) bytes; this server takes files of at most \(limits.maximumFileBytes)",
-                details: .object(["limit": .int(limits.maximumFileBytes)]))
-        }
+        try Self.requireWithinMaximum(reference, limits)
         let (tenant, user) = (identity.tenant, identity.userID)
         let now = clock.now().millisecondsSince1970
         let limits = self.limits
@@ -93,22 +88,11 @@ extension FileService {
                     try await Self.grant(reference.sha256, to: identity, at: now, in: transaction)
                     return true
                 }
-                let used = try await Self.tenantBytes(tenant, in: transaction)
+                let used = try await Self.bytes(tenant: tenant, user: nil, in: transaction)
                 guard used + reference.byteCount <= limits.bytesPerTenant else {
-                    throw ServiceError(
-                        status: 413, .quotaExceeded,
-                        "this tenant's files take \(used) of \(limits.bytesPerTenant) bytes; this file's \(reference.byteCount) would go past it",
-                        details: .object(["limit": .int(limits.bytesPerTenant), "used": .int(used)]))
+                    throw Self.quotaExceeded("this tenant's", used: used, limit: limits.bytesPerTenant, adding: reference.byteCount)
                 }
-                _ = try await transaction.serverTableQuery(
-                    """
-                    INSERT INTO "\(Table.fileUploads.rawValue)" ("id", "tenant", "user_id", "device_id", "sha256", "size", "content_type", "name", "created_at", "updated_at")
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        .text(id), .text(tenant), .text(user), .text(identity.deviceID), .text(reference.sha256), .integer(reference.byteCount),
-                        .text(reference.contentType), reference.name.map(ColumnValue.text) ?? .null, .integer(now), .integer(now),
-                    ])
+                try await Self.recordUpload(id, of: reference, by: identity, at: now, in: transaction)
                 return false
             }
         }
@@ -172,17 +156,6 @@ extension FileService {
     }
 
     /// The bytes of a tenant's stored files and uploads under way.
-    private static func tenantBytes(_ tenant: String, in reader: any StorageReader) async throws -> Int64 {
-        var total: Int64 = 0
-        for table in [Table.files.rawValue, Table.fileUploads.rawValue] {
-            total +=
-                try await reader.serverTableQuery(
-                    "SELECT CAST(COALESCE(SUM(\"size\"), 0) AS BIGINT) AS \"n\" FROM \"\(table)\" WHERE \"tenant\" = ?", [.text(tenant)]
-                ).first?.integer("n") ?? 0
-        }
-        return total
-    }
-
     private static func dropUpload(_ id: String, in transaction: any StorageTransaction) async throws {
         _ = try await transaction.serverTableQuery("DELETE FROM \"\(Table.fileUploads.rawValue)\" WHERE \"id\" = ? RETURNING \"id\"", [.text(id)])
     }

@@ -80,12 +80,7 @@ package struct FileService: Sendable {
         } catch {
             throw .malformed("the file \(error.description)")
         }
-        guard reference.byteCount <= limits.maximumFileBytes else {
-            throw ServiceError(
-                status: 413, .payloadTooLarge,
-                "the file has \(reference.byteCount) bytes; this server takes files of at most \(limits.maximumFileBytes)",
-                details: .object(["limit": .int(limits.maximumFileBytes)]))
-        }
+        try Self.requireWithinMaximum(reference, limits)
         let (tenant, user) = (identity.tenant, identity.userID)
         let now = clock.now().millisecondsSince1970
         let limits = self.limits
@@ -124,15 +119,7 @@ package struct FileService: Sendable {
                     throw Self.quotaExceeded("this tenant's", used: tenantBytes, limit: limits.bytesPerTenant, adding: reference.byteCount)
                 }
                 let id = Self.newUploadID()
-                _ = try await transaction.serverTableQuery(
-                    """
-                    INSERT INTO "\(Table.fileUploads.rawValue)" ("id", "tenant", "user_id", "device_id", "sha256", "size", "content_type", "name", "created_at", "updated_at")
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        .text(id), .text(tenant), .text(user), .text(identity.deviceID), .text(reference.sha256), .integer(reference.byteCount),
-                        .text(reference.contentType), reference.name.map(ColumnValue.text) ?? .null, .integer(now), .integer(now),
-                    ])
+                try await Self.recordUpload(id, of: reference, by: identity, at: now, in: transaction)
                 return (.uploading, id, true)
             }
         }
@@ -142,14 +129,40 @@ package struct FileService: Sendable {
         return (FileUploadAnswer(sha256: reference.sha256, state: .uploading, uploadID: id, offset: offset), created)
     }
 
-    private static func quotaExceeded(_ whose: String, used: Int64, limit: Int64, adding: Int64) -> ServiceError {
+    /// 413 `payload_too_large` for a file past ``FileLimits/maximumFileBytes``.
+    static func requireWithinMaximum(_ reference: FileReference, _ limits: FileLimits) throws(ServiceError) {
+        guard reference.byteCount <= limits.maximumFileBytes else {
+            throw ServiceError(
+                status: 413, .payloadTooLarge,
+                "the file has \(reference.byteCount) bytes; this server takes files of at most \(limits.maximumFileBytes)",
+                details: .object(["limit": .int(limits.maximumFileBytes)]))
+        }
+    }
+
+    /// Records an upload under way of `reference` by `identity` (counted in the quotas from now).
+    static func recordUpload(
+        _ id: String, of reference: FileReference, by identity: DeviceIdentity, at now: Int64, in transaction: any StorageTransaction
+    ) async throws {
+        _ = try await transaction.serverTableQuery(
+            """
+            INSERT INTO "\(Table.fileUploads.rawValue)" ("id", "tenant", "user_id", "device_id", "sha256", "size", "content_type", "name", "created_at", "updated_at")
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(id), .text(identity.tenant), .text(identity.userID), .text(identity.deviceID), .text(reference.sha256),
+                .integer(reference.byteCount), .text(reference.contentType), reference.name.map(ColumnValue.text) ?? .null, .integer(now),
+                .integer(now),
+            ])
+    }
+
+    static func quotaExceeded(_ whose: String, used: Int64, limit: Int64, adding: Int64) -> ServiceError {
         ServiceError(
             status: 413, .quotaExceeded, "\(whose) files take \(used) of \(limit) bytes; this file's \(adding) would go past it",
             details: .object(["limit": .int(limit), "used": .int(used)]))
     }
 
     /// The bytes of the files `user` (or the whole tenant, `nil`) uploaded, with uploads under way.
-    private static func bytes(tenant: String, user: String?, in reader: any StorageReader) async throws -> Int64 {
+    static func bytes(tenant: String, user: String?, in reader: any StorageReader) async throws -> Int64 {
         let userClause = user == nil ? "" : " AND \"uploaded_by\" = ?"
         let uploadClause = user == nil ? "" : " AND \"user_id\" = ?"
         let arguments: [ColumnValue] = [.text(tenant)] + (user.map { [ColumnValue.text($0)] } ?? [])
