@@ -98,9 +98,11 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
+        // The wire protocol, and the one gzip (through the system zlib) of the devices' and the
+        // server's bodies.
         .target(
             name: "SyncProtocol",
-            dependencies: ["ContractRuntime"],
+            dependencies: ["ContractRuntime", "CZlib"],
             path: "Sources/SyncProtocol",
             swiftSettings: strictSwift
         ),
@@ -321,6 +323,9 @@ let package = Package(
                 "OutpostTestSupport",
                 "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // A front that refuses compressed pushes (CompressedPushTests).
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             path: "Tests/SyncClientTests",
             swiftSettings: strictSwift

@@ -67,6 +67,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let cursorExpired = ErrorCode("cursor_expired")
     /// 413
     public static let payloadTooLarge = ErrorCode("payload_too_large")
+    /// 415: the body's `Content-Encoding` is one the server does not read (it reads `gzip` and
+    /// `identity`); `details.accepted` lists those. Send the body again as is.
+    public static let unsupportedEncoding = ErrorCode("unsupported_encoding")
     /// 416
     public static let rangeNotSatisfiable = ErrorCode("range_not_satisfiable")
     /// 422: an unknown contract, or a request the contracts refuse.

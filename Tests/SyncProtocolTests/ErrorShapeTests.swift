@@ -33,6 +33,7 @@ struct ErrorShapeTests {
         ("sinkExists", .sinkExists, "sink_exists"),
         ("cursorExpired", .cursorExpired, "cursor_expired"),
         ("payloadTooLarge", .payloadTooLarge, "payload_too_large"),
+        ("unsupportedEncoding", .unsupportedEncoding, "unsupported_encoding"),
         ("rangeNotSatisfiable", .rangeNotSatisfiable, "range_not_satisfiable"),
         ("unknownEntity", .unknownEntity, "unknown_entity"),
         ("schemaTooOld", .schemaTooOld, "schema_too_old"),

@@ -1,5 +1,5 @@
 package import Foundation
-import SyncServer
+import SyncProtocol
 
 /// A request body sent with `Content-Encoding: gzip`, inflated as the server does before
 /// reading it (``Gzip/decompress(_:limit:)``, `Request.collectBody`). Properties: nothing

@@ -7,6 +7,10 @@ public import SyncProtocol
 public protocol SyncTransport: Sendable {
     /// `POST /sync/v1/push`.
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse
+    /// `POST /sync/v1/push`, telling `sent` the size of each body it sends as it goes on the wire
+    /// (compressed when it is; a push sent again uncompressed after a refusal is told twice): what
+    /// a data budget counts. The default sends ``push(_:)`` and tells the size of the push's JSON.
+    func push(_ request: PushRequest, sent: @Sendable (Int) -> Void) async throws(TransportError) -> PushResponse
     /// `GET /sync/v1/pull`, one page: its JSON body as the server sent it (inflated when it came
     /// gzipped). The engine reads it straight into the store's column values
     /// (`PullResponse(json:)` parses it, for anything else that wants to look at it); a 2xx body
@@ -97,6 +101,11 @@ public struct FileChunk: Hashable, Sendable {
 
 extension SyncTransport {
     public var filtersPullsByContract: Bool { false }
+
+    public func push(_ request: PushRequest, sent: @Sendable (Int) -> Void) async throws(TransportError) -> PushResponse {
+        sent((try? JSONEncoder().encode(request).count) ?? 0)
+        return try await push(request)
+    }
 
     public func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
         throw .filesUnsupported

@@ -24,6 +24,13 @@ public final class URLSessionTransport: SyncTransport {
     /// through ``HTTPExchange/stream(_:)`` (an exchange that cannot stream opens none:
     /// ``liveEvents()`` answers `nil` and the engine syncs on its timer).
     public let exchange: (any HTTPExchange)?
+    /// The size in bytes from which a push's JSON body is sent gzip-compressed
+    /// (`Content-Encoding: gzip`); `nil` never compresses. A server that refuses the encoding is
+    /// sent the push again as is, and no more compressed pushes (``compressesPushes``).
+    public let pushCompressionThreshold: Int?
+    /// Whether the server refused a compressed push (415, or an older server's 400 naming the
+    /// encoding): this transport then sends its pushes uncompressed.
+    let pushCompressionRefused = Locked(false)
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `https://sync.example.com`.
@@ -37,11 +44,16 @@ public final class URLSessionTransport: SyncTransport {
     ///   - telemetry: the store's ``OfflineStore/telemetry`` to send its counts with every
     ///     request (opt-in); `nil` sends none.
     ///   - exchange: sends the requests instead of `session` (``exchange``); `nil` uses the session.
+    ///   - compressPushesFrom: the size in bytes from which push bodies are sent gzip-compressed
+    ///     (``pushCompressionThreshold``, default ``defaultPushCompressionThreshold``); `nil`
+    ///     sends them as they are.
     public init(
         baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, tokenProvider: any TokenProvider, appVersion: String? = nil,
-        telemetry: SyncTelemetry? = nil, exchange: (any HTTPExchange)? = nil
+        telemetry: SyncTelemetry? = nil, exchange: (any HTTPExchange)? = nil,
+        compressPushesFrom: Int? = URLSessionTransport.defaultPushCompressionThreshold
     ) {
         self.baseURL = baseURL
+        self.pushCompressionThreshold = compressPushesFrom.map { max(0, $0) }
         self.timeout = timeout
         self.tokens = tokenProvider
         self.appVersion = appVersion
@@ -61,25 +73,15 @@ public final class URLSessionTransport: SyncTransport {
     /// A transport whose token is read from `token` for every request.
     public convenience init(
         baseURL: URL, timeout: TimeInterval = 30, session: URLSession? = nil, appVersion: String? = nil, telemetry: SyncTelemetry? = nil,
-        token: @escaping @Sendable () -> String
+        compressPushesFrom: Int? = URLSessionTransport.defaultPushCompressionThreshold, token: @escaping @Sendable () -> String
     ) {
         self.init(
             baseURL: baseURL, timeout: timeout, session: session, tokenProvider: ClosureTokenProvider(token), appVersion: appVersion,
-            telemetry: telemetry)
+            telemetry: telemetry, compressPushesFrom: compressPushesFrom)
     }
 
     public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
-        var urlRequest = makeRequest(path: "sync/v1/push", query: [])
-        urlRequest.httpMethod = "POST"
-        urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        urlRequest.setValue(SchemaHeader.encode(request.schema), forHTTPHeaderField: ProtocolHeaders.schema)
-        urlRequest.setValue(request.clientId, forHTTPHeaderField: ProtocolHeaders.clientID)
-        do {
-            urlRequest.httpBody = try JSONEncoder().encode(request)
-        } catch {
-            throw .decoding("encoding the push: \(error)")
-        }
-        return try await send(urlRequest, as: PushResponse.self)
+        try await push(request, sent: { _ in })
     }
 
     public func registerDeviceKey(_ registration: DeviceKeyRegistration) async throws(TransportError) -> DeviceKeyRegistered? {

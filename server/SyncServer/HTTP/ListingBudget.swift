@@ -3,6 +3,7 @@ import ContractRuntime
 import Foundation
 import Hummingbird
 import NIOCore
+import SyncProtocol
 
 /// The one byte budget of every response that lists stored data: pull pages, the change feed,
 /// a user's export, the fleet census, the sinks and their dead letters, the console's lists.

@@ -6,8 +6,15 @@ import SyncProtocol
 extension Request {
     /// The whole body, refusing one over `limit` bytes with 413 before reading it when the
     /// client announces its length, and as soon as it passes the limit otherwise. A body sent
-    /// with `Content-Encoding: gzip` is inflated, and the limit holds for the inflated bytes.
+    /// with `Content-Encoding: gzip` (or `x-gzip`) is inflated, and the limit holds for the
+    /// inflated bytes; any other encoding but `identity` is refused with 415
+    /// `unsupported_encoding` before the body is read (``unsupportedEncoding(_:)``).
     func collectBody(limit: Int) async throws -> Data {
+        if let encoding = headers[.contentEncoding]?.trimmingCharacters(in: .whitespaces).lowercased(),
+            !Self.readableEncodings.contains(encoding)
+        {
+            throw Self.unsupportedEncoding(encoding)
+        }
         if let length = headers[.contentLength].flatMap({ Int($0) }), length > limit {
             throw Self.tooLarge(limit)
         }
@@ -31,7 +38,7 @@ extension Request {
                 throw ServiceError.malformed("the body is not valid gzip")
             }
         case let other?:
-            throw ServiceError.malformed("Content-Encoding `\(other)` is not supported; send the body as is or gzip")
+            throw Self.unsupportedEncoding(other)
         }
     }
 
@@ -77,6 +84,21 @@ extension Request {
     /// A query parameter, percent-decoded; `nil` when absent.
     func query(_ name: String) -> String? {
         uri.queryParameters[Substring(name)].map(String.init)
+    }
+
+    /// The `Content-Encoding`s a body may be sent in (compared in lower case): none, `identity`,
+    /// `gzip` and its old name `x-gzip`.
+    static let readableEncodings: Set<String> = ["", "identity", "gzip", "x-gzip"]
+
+    /// 415 `unsupported_encoding` for a body in an encoding the server does not read (`br`,
+    /// `deflate`, a list of several); `details.accepted` lists those it does. A device that
+    /// compressed its push sends it again as is.
+    static func unsupportedEncoding(_ encoding: String) -> ServiceError {
+        ServiceError(
+            status: 415, .unsupportedEncoding,
+            "Content-Encoding `\(encoding)` is not supported; send the body as is or gzip",
+            details: .object(["accepted": .array([.string("gzip"), .string("identity")])])
+        )
     }
 
     static func tooLarge(_ limit: Int) -> ServiceError {

@@ -1,8 +1,9 @@
 import CZlib
 package import Foundation
 
-/// gzip (RFC 1952) through the system zlib: responses to devices that send
-/// `Accept-Encoding: gzip`, and request bodies sent with `Content-Encoding: gzip`.
+/// gzip (RFC 1952) through the system zlib, the one implementation of both sides: the server's
+/// responses to devices that send `Accept-Encoding: gzip` and its reading of request bodies sent
+/// with `Content-Encoding: gzip`, and the device's compressed pushes (`URLSessionTransport`).
 package enum Gzip {
     /// Window bits 15 plus 16: zlib writes and reads the gzip wrapper (header and CRC-32).
     private static let gzipWindowBits: Int32 = 15 + 16

@@ -1,0 +1,275 @@
+import ContractRuntime
+import Contracts
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import OutpostTestSupport
+import SampleServerApps
+import SyncProtocol
+import SyncServer
+import Testing
+
+@testable import SyncClient
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Compressed pushes: `URLSessionTransport` gzips push bodies from its threshold, the real server
+/// (on both storages) applies them as if they were plain, and a server that refuses the
+/// encoding with 415 is sent the push again as is, and no compressed push after that.
+@Suite("Compressed pushes", .serialized)
+struct CompressedPushTests {
+    /// The real sync server on `kind`, with the sample contracts, on loopback; `refusing` puts a
+    /// front in between that answers 415 to any body with a `Content-Encoding` (a server or a
+    /// proxy that does not read gzip) and passes everything else on.
+    struct Server: Sendable {
+        let url: URL
+        let signer: TokenSigner
+        let clock: any ServerClock
+        let refusals: Counter
+
+        /// A transport for `device` of user `u-1` (team `team-1`), its requests recorded by `recorder`.
+        func transport(_ device: String, recorder: RecordingExchange, compressPushesFrom: Int? = 1024) -> URLSessionTransport {
+            URLSessionTransport(
+                baseURL: url, timeout: 120,
+                tokenProvider: ClosureTokenProvider { [self] in
+                    signer.token(tenant: "acme", user: "u-1", device: device, teams: ["team-1"], now: clock.now().millisecondsSince1970 / 1000)
+                }, exchange: recorder, compressPushesFrom: compressPushesFrom)
+        }
+
+        static func run(_ kind: StorageKind, refusing: Bool = false, _ body: @Sendable (Server) async throws -> Void) async throws {
+            let folder = try TemporaryDirectory(prefix: "compressed-push")
+            let storage = try await kind.makeStorage(in: folder.url, contracts: ContractRegistry.self)
+            _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
+            let signer = try TokenSigner(secret: LiveServer.secret)
+            let clock = SyncServer.SystemClock()
+            let environment = ServerEnvironment(storage: storage, signer: signer, clock: clock, apps: SampleServerApps.all)
+            try await LoopbackServer.run(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment) { server in
+                let refusals = Counter()
+                guard refusing else {
+                    try await body(Server(url: server.url, signer: signer, clock: clock, refusals: refusals))
+                    return
+                }
+                let router = Router()
+                router.add(middleware: RefusingFront(upstream: server.url, refusals: refusals))
+                let front = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                try await front.test(.live) { client in
+                    let port = try #require(client.port)
+                    try await body(Server(url: URL(string: "http://127.0.0.1:\(port)")!, signer: signer, clock: clock, refusals: refusals))
+                }
+            }
+            withExtendedLifetime(folder) {}
+        }
+    }
+
+    /// A task with a realistic title and notes (a field operative's write).
+    static func task(_ index: Int) -> FieldTask {
+        FieldTask(
+            id: "task-\(index)", teamId: "team-1", title: "Replace the battery of pump station \(index) and log the readings",
+            taskKind: .inspection, notes: "Check the seals and the inlet filter; photograph the meter before and after.", revision: 0)
+    }
+
+    static func engine(_ store: OfflineStore, _ transport: URLSessionTransport) -> SyncEngine {
+        SyncEngine(
+            store: store, transport: transport,
+            configuration: SyncEngineConfiguration(scopes: ["team"], retriesAutomatically: false, usesLiveChannel: false))
+    }
+
+    @Test("pushes from the threshold go gzipped, the server applies them, another device pulls them intact", arguments: StorageKind.allCases)
+    func compressedPushesApply(_ kind: StorageKind) async throws {
+        try await Server.run(kind) { server in
+            let phoneFolder = try TemporaryDirectory()
+            let phone = try makeDeviceStore(phoneFolder, device: "phone-1")
+            let recorder = RecordingExchange()
+            let transport = server.transport("phone-1", recorder: recorder)
+            #expect(transport.compressesPushes)
+            for index in 0..<40 { try phone.create(Self.task(index)) }
+            guard case .succeeded(pushed: 40, _) = await Self.engine(phone, transport).syncNow() else {
+                Issue.record("the phone's sync")
+                return
+            }
+            let pushes = recorder.exchanges.filter { $0.path == "/sync/v1/push" }
+            #expect(pushes.count == 1)
+            for push in pushes {
+                #expect(push.status == 200)
+                #expect(push.contentEncoding == "gzip")
+                // What went on the wire is gzip of the push, under half its JSON.
+                let json = try Gzip.decompress(push.body, limit: 1 << 20)
+                let request = try JSONDecoder().decode(PushRequest.self, from: json)
+                #expect(request.mutations.count == 40)
+                #expect(push.body.count * 2 < json.count, "\(push.body.count) bytes of gzip for \(json.count) of JSON")
+            }
+            #expect(transport.compressesPushes)
+
+            // One small write is under the threshold: sent as is.
+            try phone.patch(FieldTask.self, id: "task-0", [.status(.inProgress)])
+            guard case .succeeded(pushed: 1, _) = await Self.engine(phone, transport).syncNow() else {
+                Issue.record("the phone's second sync")
+                return
+            }
+            let small = try #require(recorder.exchanges.last { $0.path == "/sync/v1/push" })
+            #expect(small.contentEncoding == nil)
+            #expect(small.body.count < 1024)
+
+            // Another device of the team pulls every task as the phone wrote it.
+            let tabletFolder = try TemporaryDirectory()
+            let tablet = try makeDeviceStore(tabletFolder, device: "tablet-1")
+            guard case .succeeded = await Self.engine(tablet, server.transport("tablet-1", recorder: RecordingExchange())).syncNow() else {
+                Issue.record("the tablet's sync")
+                return
+            }
+            let tasks = try tablet.all(FieldTask.self)
+            #expect(tasks.count == 40)
+            #expect(tasks.first { $0.id == "task-7" }?.title == Self.task(7).title)
+            #expect(tasks.first { $0.id == "task-0" }?.status == .inProgress)
+            try phone.close()
+            try tablet.close()
+        }
+    }
+
+    @Test("a server that answers 415 gets the push again as is, and no compressed push after", arguments: StorageKind.allCases)
+    func refusalIsRemembered(_ kind: StorageKind) async throws {
+        try await Server.run(kind, refusing: true) { server in
+            let folder = try TemporaryDirectory()
+            let phone = try makeDeviceStore(folder, device: "phone-1")
+            let recorder = RecordingExchange()
+            let transport = server.transport("phone-1", recorder: recorder)
+            for index in 0..<40 { try phone.create(Self.task(index)) }
+
+            // Through the transport itself, to see the bytes it says it sent.
+            let request = try #require(try phone.nextPushRequest(limit: 100))
+            let json = try JSONEncoder().encode(request)
+            let sizes = Counter()
+            let response = try await transport.push(request) { sizes.add($0) }
+            #expect(response.results.map(\.status) == Array(repeating: .applied, count: 40))
+            #expect(server.refusals.values == [1])
+            let attempts = recorder.exchanges.filter { $0.path == "/sync/v1/push" }
+            #expect(attempts.map(\.status) == [415, 200])
+            #expect(attempts.map(\.contentEncoding) == ["gzip", nil])
+            // Both bodies count: the refused compressed one and the plain one.
+            #expect(sizes.values == [attempts[0].body.count, json.count])
+            #expect(attempts[0].body.count < json.count / 2)
+            #expect(!transport.compressesPushes)
+            _ = try phone.applyPushResponse(response)
+
+            // The next pushes, through the engine, go as is at once.
+            for index in 40..<80 { try phone.create(Self.task(index)) }
+            guard case .succeeded(pushed: 40, _) = await Self.engine(phone, transport).syncNow() else {
+                Issue.record("the phone's sync")
+                return
+            }
+            let later = recorder.exchanges.filter { $0.path == "/sync/v1/push" }.dropFirst(2)
+            #expect(later.count == 1)
+            #expect(later.allSatisfy { $0.contentEncoding == nil && $0.status == 200 })
+            #expect(server.refusals.values == [1])
+
+            // A new transport (the app restarted) tries gzip again, and is refused once more.
+            let fresh = server.transport("phone-1", recorder: recorder)
+            try phone.patch(FieldTask.self, id: "task-1", [.notes(String(repeating: "Seal replaced; readings logged. ", count: 40))])
+            guard case .succeeded(pushed: 1, _) = await Self.engine(phone, fresh).syncNow() else {
+                Issue.record("the phone's sync after a restart")
+                return
+            }
+            #expect(server.refusals.values == [1, 1])
+            #expect(!fresh.compressesPushes)
+            let synced = try phone.all(FieldTask.self)
+            #expect(synced.count == 80)
+            #expect(try phone.outboxCounts().unsent == 0)
+            try phone.close()
+        }
+    }
+
+    @Test("what counts as a refusal of the encoding, and the threshold")
+    func refusalsAndThreshold() throws {
+        func error(_ status: Int, _ code: ErrorCode, _ message: String) -> TransportError {
+            .http(status: status, body: ErrorBody(ErrorDetail(code: code, message: message)), retryAfter: nil)
+        }
+        #expect(URLSessionTransport.refusesCompressedBody(error(415, .unsupportedEncoding, "Content-Encoding `gzip` is not supported")))
+        #expect(URLSessionTransport.refusesCompressedBody(.http(status: 415, body: nil, retryAfter: nil)))
+        // A server from before 415.
+        #expect(
+            URLSessionTransport.refusesCompressedBody(
+                error(400, .malformedRequest, "Content-Encoding `gzip` is not supported; send the body as is or gzip")))
+        #expect(!URLSessionTransport.refusesCompressedBody(error(400, .malformedRequest, "the body is not valid JSON")))
+        #expect(!URLSessionTransport.refusesCompressedBody(error(413, .payloadTooLarge, "over the limit")))
+        #expect(!URLSessionTransport.refusesCompressedBody(.network("offline")))
+
+        let url = URL(string: "http://127.0.0.1:9")!
+        let json = Data(repeating: UInt8(ascii: "a"), count: 2048)
+        let standard = URLSessionTransport(baseURL: url) { "token" }
+        #expect(standard.pushCompressionThreshold == URLSessionTransport.defaultPushCompressionThreshold)
+        #expect(try Gzip.decompress(try #require(standard.compressedPushBody(json)), limit: 4096) == json)
+        #expect(standard.compressedPushBody(json.prefix(1023)) == nil)
+        #expect(standard.compressedPushBody(json.prefix(1024)) != nil)
+        let never = URLSessionTransport(baseURL: url, compressPushesFrom: nil) { "token" }
+        #expect(!never.compressesPushes)
+        #expect(never.compressedPushBody(json) == nil)
+    }
+}
+
+/// Numbers told from several tasks, in order.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var told: [Int] = []
+
+    func add(_ value: Int) { lock.withLock { told.append(value) } }
+    var values: [Int] { lock.withLock { told } }
+}
+
+/// An exchange through a URLSession that records each request's path, encoding and body with the
+/// status it got.
+final class RecordingExchange: HTTPExchange, @unchecked Sendable {
+    struct Exchange: Sendable {
+        var path: String
+        var contentEncoding: String?
+        var body: Data
+        var status: Int
+    }
+
+    private let lock = NSLock()
+    private var recorded: [Exchange] = []
+    private let session = URLSession(configuration: .ephemeral)
+
+    var exchanges: [Exchange] { lock.withLock { recorded } }
+
+    func send(_ request: URLRequest) async throws(TransportError) -> (Data, HTTPURLResponse) {
+        let answer: (Data, URLResponse)
+        do { answer = try await session.data(for: request) } catch { throw .network(String(describing: error)) }
+        guard let http = answer.1 as? HTTPURLResponse else { throw .network("not HTTP") }
+        let exchange = Exchange(
+            path: request.url?.path ?? "", contentEncoding: request.value(forHTTPHeaderField: "Content-Encoding"), body: request.httpBody ?? Data(),
+            status: http.statusCode)
+        lock.withLock { recorded.append(exchange) }
+        return (answer.0, http)
+    }
+}
+
+/// In front of a server: 415 `unsupported_encoding` to any body with a `Content-Encoding` (as a
+/// server or proxy that reads no compressed body answers), everything else passed on.
+struct RefusingFront: RouterMiddleware {
+    typealias Context = BasicRequestContext
+    let upstream: URL
+    let refusals: Counter
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let encoding = request.headers[.contentEncoding], encoding.lowercased() != "identity" {
+            refusals.add(1)
+            let body = #"{"error": {"code": "unsupported_encoding", "message": "Content-Encoding `\#(encoding)` is not supported"}}"#
+            return Response(
+                status: .unsupportedMediaType, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
+        }
+        var forwarded = URLRequest(url: URL(string: upstream.absoluteString + request.uri.description)!)
+        forwarded.httpMethod = request.method.rawValue
+        for field in request.headers where !["host", "content-length", "accept-encoding", "connection"].contains(field.name.canonicalName) {
+            forwarded.addValue(field.value, forHTTPHeaderField: field.name.rawName)
+        }
+        let body = try await request.body.collect(upTo: 16 << 20)
+        if body.readableBytes > 0 { forwarded.httpBody = Data(body.readableBytesView) }
+        let (data, response) = try await URLSession.shared.data(for: forwarded)
+        let http = try #require(response as? HTTPURLResponse)
+        var headers: HTTPFields = [.contentType: http.value(forHTTPHeaderField: "Content-Type") ?? "application/json"]
+        if let retryAfter = http.value(forHTTPHeaderField: "Retry-After") { headers[.retryAfter] = retryAfter }
+        return Response(status: .init(code: http.statusCode), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
