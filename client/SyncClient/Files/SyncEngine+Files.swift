@@ -271,8 +271,9 @@ enum FileTransfers {
     /// Downloads the file of `reference` into the store: from the bytes a partial download left,
     /// a range at a time, then checked and moved into place (``OfflineStore/adoptDownloadedFile(_:verifiedSHA256:)``).
     /// The next range is asked for while the one just received is written, so the network never
-    /// waits for the disk (two ranges in memory at most), and the bytes are hashed as they are
-    /// written (a resumed download hashes what it kept first), so no second pass reads the file.
+    /// waits for the disk (two ranges in memory at most), and each range is hashed on another
+    /// thread while it is written (a resumed download hashes what it kept first), so no second
+    /// pass reads the file.
     static func download(
         _ reference: FileReference, store: OfflineStore, transport: any SyncTransport, chunkBytes: Int
     ) async -> Result<URL, FileDownloadError> {
@@ -288,6 +289,10 @@ enum FileTransfers {
         } catch {
             return .failure(.store(error))
         }
+        // The range received last, hashed on another thread while it is written: the check
+        // costs no time of its own. It is done before the next range is hashed, so no more than
+        // one range waits for it.
+        var hashing: Task<SHA256, Never>?
         let step = Int64(max(1, chunkBytes))
         func fetch(_ from: Int64) -> Task<Result<FileChunk, TransportError>, Never> {
             let upper = min(size, from + step) - 1
@@ -311,13 +316,19 @@ enum FileTransfers {
             let expected = chunk.start == offset && Int64(chunk.data.count) == min(size, offset + step) - offset
             // The next range goes out before this one is written; an unexpected answer asks again from where it ends.
             next = end < size && !chunk.data.isEmpty && chunk.totalSize.map({ $0 == size }) ?? true ? fetch(end) : nil
+            if let previous = hashing { hasher = await previous.value }
             if !expected, start == 0 { hasher = SHA256() }
+            let (data, hashed) = (chunk.data, hasher)
+            hashing = Task {
+                var hasher = hashed
+                hasher.update(data: data)
+                return hasher
+            }
             do {
-                try store.writePartialFile(sha256: sha, data: chunk.data, at: start)
+                try store.writePartialFile(sha256: sha, data: data, at: start)
             } catch {
                 return .failure(.store(error))
             }
-            hasher.update(data: chunk.data)
             offset = end
             if chunk.data.isEmpty {
                 emptyAnswers += 1
@@ -326,6 +337,7 @@ enum FileTransfers {
             }
             if let total = chunk.totalSize, total != size { break }
         }
+        if let previous = hashing { hasher = await previous.value }
         let digest = hasher.finalize().map { String(format: "%02x", $0) }.joined()
         do {
             return try store.adoptDownloadedFile(reference, verifiedSHA256: offset == size ? digest : nil)
