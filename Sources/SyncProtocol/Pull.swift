@@ -8,7 +8,11 @@ public struct PullResponse: Codable, Sendable, Hashable {
     public var hasMore: Bool
     /// Rows written since the cursor, latest state only, per contract name, shaped for the
     /// device's schema version. Entity rows also carry `_server_version` (the row's server
-    /// version, sent back as `base_version` under `version_check`).
+    /// version, sent back as `base_version` under `version_check`). When the device asked for
+    /// changed fields only (`fields=changed`), an entity row it holds as of the cursor may carry
+    /// only its primary key, the fields changed since, `_server_version` and `_base_version`
+    /// (the row's server version at the cursor): merged into the device's copy, never stored
+    /// as a whole row.
     public var upserts: [String: [JSONValue]]
     /// Primary keys of rows deleted since the cursor, per contract name.
     public var deletes: [String: [String]]

@@ -46,7 +46,7 @@ struct StorageTests {
         entity["_tenant_id"] = .text("t"); entity["_scope_key"] = .text("progress:user:u"); entity["_seq"] = .integer(1)
         entity["_version"] = .integer(1); entity["_schema_version"] = .integer(1); entity["_hlc"] = .null
         entity["_field_clocks"] = .text("{\"answer\":\"x\"}"); entity["_deleted"] = .integer(0)
-        entity["_updated_at"] = .integer(946_684_799_999); entity["_updated_by"] = .text("d")
+        entity["_updated_at"] = .integer(946_684_799_999); entity["_updated_by"] = .text("d"); entity["_field_seqs"] = .null
         var event = try columns(
             issue.fields,
             [
@@ -74,7 +74,7 @@ struct StorageTests {
         for (name, value) in [
             ("_tenant_id", ColumnValue.text("t")), ("_scope_key", .text("progress:user:u")), ("_seq", .integer(3)), ("_version", .integer(1)),
             ("_schema_version", .integer(1)), ("_hlc", .null), ("_field_clocks", .null), ("_deleted", .integer(1)),
-            ("_updated_at", .integer(253_402_300_799_999)), ("_updated_by", .text("d")),
+            ("_updated_at", .integer(253_402_300_799_999)), ("_updated_by", .text("d")), ("_field_seqs", .null),
         ] { copied[name] = value }
         let (entityRow, copiedRow, eventRow) = (entity, copied, event)
         try await storage.write { transaction in

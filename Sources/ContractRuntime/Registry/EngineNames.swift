@@ -128,6 +128,9 @@ public enum EngineNames {
         case hlc = "_hlc"
         /// The clock of each field's last write (`field_merge`).
         case fieldClocks = "_field_clocks"
+        /// When each field of a server row last changed, in its scope's sequence (pulls of changed
+        /// fields only).
+        case fieldSeqs = "_field_seqs"
         /// Whether the server row is a tombstone.
         case deleted = "_deleted"
         /// When the server row last changed.

@@ -97,7 +97,7 @@ struct ContentWriter {
         stamp(&row, version: version, now: actor.now, when: columns.stampsVersionField)
         return (
             try await store(
-                row, scopeKey: scopeKey, version: version, deleted: false, actor: actor, operation: operation,
+                row, previous: existing, scopeKey: scopeKey, version: version, deleted: false, actor: actor, operation: operation,
                 outcome: .published, in: transaction), true
         )
     }
@@ -121,7 +121,7 @@ struct ContentWriter {
             (
                 table,
                 try await store(
-                    row, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: .delete,
+                    row, previous: existing, scopeKey: scopeKey, version: version, deleted: true, actor: actor, operation: .delete,
                     outcome: .deleted, in: transaction)
             )
         ]
@@ -180,7 +180,8 @@ struct ContentWriter {
     }
 
     private func store(
-        _ fields: StoredRow, scopeKey: String, version: Int64, deleted: Bool, actor: Actor, operation: AuditOperation, outcome: AuditOutcome,
+        _ fields: StoredRow, previous: StoredRow?, scopeKey: String, version: Int64, deleted: Bool, actor: Actor, operation: AuditOperation,
+        outcome: AuditOutcome,
         in transaction: any StorageTransaction
     ) async throws -> StoredRow {
         var row = fields
@@ -195,6 +196,9 @@ struct ContentWriter {
         row["_deleted"] = .integer(deleted ? 1 : 0)
         row["_updated_at"] = .integer(actor.now.millisecondsSince1970)
         row["_updated_by"] = .text(actor.userID)
+        row[FieldSeqs.column] = FieldSeqs.column(
+            writing: row, previous: previous, fields: entity.fields, sequence: sequence, version: version, deleted: deleted
+        )
         try await transaction.upsert(row, in: table)
         let detail: JSONValue = .object([
             "row": .object(RowShaping.currentWireRow(row, entity: entity)), "scope_key": .string(scopeKey),

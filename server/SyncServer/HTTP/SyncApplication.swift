@@ -397,7 +397,7 @@ struct SyncRoutes: Sendable {
             identity: identity, scope: scope, cursor: cursor, limit: try limit(request), schema: try schema(request),
             clientID: request.headers[.outpostClient],
             contracts: request.query("contracts").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) },
-            gzip: request.acceptsGzip
+            gzip: request.acceptsGzip, changedFields: try changedFields(request)
         )
         let body: PullReadAhead.Body
         let readAhead: Bool
@@ -430,7 +430,7 @@ struct SyncRoutes: Sendable {
     private func readPull(_ asked: PullReadAhead.Request, lease: ResponseMemoryBudget.Lease) async throws(ServiceError) -> PullReadAhead.Read {
         let page = try await pullService.page(
             scope: asked.scope, cursor: asked.cursor, limit: asked.limit, schema: asked.schema, clientID: asked.clientID,
-            identity: asked.identity, contracts: asked.contracts
+            identity: asked.identity, contracts: asked.contracts, changedFields: asked.changedFields
         )
         return PullReadAhead.Read(cursor: page.cursor, hasMore: page.hasMore) { [gzip = asked.gzip] in
             let json = page.json()
@@ -665,6 +665,16 @@ struct SyncRoutes: Sendable {
     private func limit(_ request: Request) throws(ServiceError) -> Int? { try RequestInput.limit(request) }
 
     private func flag(_ name: String, _ request: Request) throws(ServiceError) -> Bool { try RequestInput.flag(name, request) }
+
+    /// A pull's `fields`: `changed` when the device merges rows sent with only their changed
+    /// fields, `all` (or absent) for whole rows.
+    private func changedFields(_ request: Request) throws(ServiceError) -> Bool {
+        switch request.query("fields") {
+        case nil, "all"?: return false
+        case "changed"?: return true
+        case let other?: throw .malformed("fields must be `changed` or `all`, not '\(other)'")
+        }
+    }
 
     private func parameter(_ name: String, _ context: SyncRequestContext) throws(ServiceError) -> String {
         try RequestInput.parameter(name, context)

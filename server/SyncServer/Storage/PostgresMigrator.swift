@@ -84,6 +84,18 @@ struct PostgresMigrator {
                 for statement in FileReferenceTriggers.statements(for: contracts, dialect: .postgres, existing: fileTriggers) {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
+                // The record of when each field last changed (``FieldSeqs``), on tables made before it.
+                // Looked up first: an ALTER TABLE would lock the table even when it has the column.
+                var withColumn: Set<String> = []
+                for try await table in try await connection.query(
+                    "SELECT table_name::text FROM information_schema.columns WHERE table_schema = current_schema() AND column_name = \(FieldSeqs.column)",
+                    logger: logger
+                ).decode(String.self) {
+                    withColumn.insert(table)
+                }
+                for statement in FieldSeqs.addColumnStatements(contracts: contracts, dialect: .postgres, existing: withColumn) {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
                 try await connection.query("COMMIT", logger: logger)
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: logger)

@@ -50,6 +50,15 @@ public final class SQLiteStorage: ServerStorage, SyncStorage {
         try pool.write { db in
             try Self.claimAuditHead(db, key: key)
             try Self.installRowMoveTriggers(db, contracts: contracts)
+            // The record of when each field last changed (``FieldSeqs``), on tables made before it.
+            let withColumn = try Set(
+                String.fetchAll(
+                    db, sql: "SELECT m.name FROM sqlite_master m JOIN pragma_table_info(m.name) c WHERE m.type = 'table' AND c.name = ?",
+                    arguments: [FieldSeqs.column]
+                ))
+            for statement in FieldSeqs.addColumnStatements(contracts: contracts, dialect: .sqlite, existing: withColumn) {
+                try db.execute(sql: statement)
+            }
         }
     }
 

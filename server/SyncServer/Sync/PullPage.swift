@@ -17,6 +17,28 @@ package struct PullPage: Sendable {
     struct Upserts: Sendable {
         var shaping: Shaping
         var rows: [StoredRow] = []
+        /// For each of ``rows``, what a device gets of it when it goes with only its changed
+        /// fields (``FieldSeqs``); `nil` for a whole row. Empty when every row goes whole.
+        var changes: [Changes?] = []
+
+        /// Adds a row, whole or with only its changed fields.
+        mutating func append(_ row: StoredRow, changes rowChanges: Changes?) {
+            if rowChanges != nil, changes.count < rows.count {
+                changes.append(contentsOf: repeatElement(nil, count: rows.count - changes.count))
+            }
+            rows.append(row)
+            if !changes.isEmpty || rowChanges != nil { changes.append(rowChanges) }
+        }
+    }
+
+    /// What a row sent with only its changed fields carries besides them.
+    struct Changes: Sendable {
+        /// The row's version at the device's cursor: the version the fields change.
+        var baseVersion: Int64
+        /// The fields (current names) that changed after the cursor.
+        var fields: Set<String>
+        /// The primary key's column, always written.
+        var primaryKey: String
     }
 
     package var cursor: String
@@ -54,16 +76,26 @@ package struct PullPage: Sendable {
             let group = upserts[name]!
             var layout: StoredRow.Layout?
             var positions: [Int?] = []
+            var index = 0
             json.array(group.rows) { row, json in
+                defer { index += 1 }
                 switch group.shaping {
                 case .entity(let plan):
                     if row.layout !== layout {
                         layout = row.layout
                         positions = plan.positions(in: row.layout)
                     }
-                    plan.write(row, positions: positions, into: &json)
+                    if index < group.changes.count, let changes = group.changes[index] {
+                        plan.writeChanges(row, changes, positions: positions, into: &json)
+                    } else {
+                        plan.write(row, positions: positions, into: &json)
+                    }
                 case .event(let event, let version, let plan):
-                    json.value(.object(RowShaping.wireEvent(row, event: event, version: version, plan: plan)))
+                    if row.layout !== layout {
+                        layout = row.layout
+                        positions = plan.positions(in: row.layout)
+                    }
+                    RowShaping.writeEvent(row, event: event, version: version, plan: plan, positions: positions, into: &json)
                 }
             }
         }

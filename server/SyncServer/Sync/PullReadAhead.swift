@@ -42,6 +42,8 @@ final class PullReadAhead: Sendable {
         var contracts: [String]?
         /// Whether the body is gzip-compressed (the device accepts gzip).
         var gzip: Bool
+        /// Whether rows the device holds may come with only their changed fields (`fields=changed`).
+        var changedFields = false
 
         /// The same request for the page after one whose cursor is `cursor`.
         func next(after cursor: String) -> Request {

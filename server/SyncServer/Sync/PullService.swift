@@ -78,12 +78,17 @@ package struct PullService: Sendable {
     ///   does not deliver; 403 when the token does not grant the scope; 404 for an unknown
     ///   scope; 410 `cursor_expired` for a cursor below the scope's compacted sequence
     ///   (``ServerHousekeeping``; pull again without a cursor); 426 when `schema` names a version below a contract's oldest supported one.
+    ///   - changedFields: the device merges rows sent with only their changed fields (`fields=changed`):
+    ///     an entity row it holds as of `cursor` comes as its primary key, `_base_version` (its
+    ///     version at the cursor), the fields changed since and `_server_version`, whenever the
+    ///     server can name them (``FieldSeqs``); any other row goes whole.
     package func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity,
-        contracts: [String]? = nil
+        contracts: [String]? = nil, changedFields: Bool = false
     ) async throws(ServiceError) -> PullResponse {
         let json = try await page(
-            scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, identity: identity, contracts: contracts
+            scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, identity: identity, contracts: contracts,
+            changedFields: changedFields
         ).json()
         do {
             return try PullResponse(json: Data(json))
@@ -98,7 +103,7 @@ package struct PullService: Sendable {
     /// writer.
     package func page(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String?, identity: DeviceIdentity,
-        contracts only: [String]? = nil
+        contracts only: [String]? = nil, changedFields: Bool = false
     ) async throws(ServiceError) -> PullPage {
         try RowShaping.requireSupported(schema, contracts: storage.contracts)
         let (descriptor, key) = try Self.resolve(scope, identity: identity, contracts: storage.contracts)
@@ -153,8 +158,11 @@ package struct PullService: Sendable {
         // hold nothing more up to it, so the device resumes them from there, not from their
         // last row (which may be long before the other contracts' changes).
         if let head, !hasMore { next = max(next, head) }
+        // Only the changed fields of rows the device holds as of its cursor: never without a
+        // cursor, nor past a compaction (the device may be missing rows it should hold).
+        let changesAfter = changedFields && after > 0 && after >= compacted ? after : nil
         return Self.assemble(
-            rows, contracts: contracts, schema: schema,
+            rows, contracts: contracts, schema: schema, changesAfter: changesAfter,
             into: PullPage(
                 cursor: SyncCursor(scopeKey: key, sequence: next, horizon: compacted).encoded, hasMore: hasMore, lastSeq: lastSeq
             )
@@ -206,15 +214,21 @@ package struct PullService: Sendable {
     }
 
     /// Fills a page with rows of the scope's contracts, each shaped for the device's schema
-    /// version of its contract, tombstones as deletes.
+    /// version of its contract, tombstones as deletes. With `changesAfter` (the device's cursor,
+    /// when it merges changed fields), an entity row whose changes since then the row's
+    /// ``FieldSeqs`` name goes with only those, when the device runs the contract's current
+    /// version (a row shaped for an older one goes whole).
     static func assemble(
-        _ rows: ArraySlice<(table: ContractTable, row: StoredRow)>, contracts: PulledContracts, schema: [String: Int], into page: PullPage
+        _ rows: ArraySlice<(table: ContractTable, row: StoredRow)>, contracts: PulledContracts, schema: [String: Int],
+        changesAfter: Int64? = nil, into page: PullPage
     ) -> PullPage {
         var page = page
         var shapings: [String: PullPage.Shaping] = [:]
+        var partial: Set<String> = []
         for (table, entity) in contracts.entities {
             let version = RowShaping.schemaVersion(of: entity.name, current: entity.currentVersion, in: schema)
             shapings[table] = .entity(RowShaping.Plan(entity, version: version))
+            if changesAfter != nil, version == entity.currentVersion { partial.insert(table) }
         }
         for (table, event) in contracts.events {
             let version = RowShaping.schemaVersion(of: event.name, current: event.currentVersion, in: schema)
@@ -229,7 +243,13 @@ package struct PullService: Sendable {
                     }
                     continue
                 }
-                page.upserts[entity.name, default: PullPage.Upserts(shaping: shaping)].rows.append(row)
+                var changes: PullPage.Changes?
+                if let after = changesAfter, partial.contains(table.name), let record = FieldSeqs(of: row),
+                    let since = record.changes(after: after)
+                {
+                    changes = PullPage.Changes(baseVersion: since.baseVersion, fields: since.fields, primaryKey: entity.primaryKey)
+                }
+                page.upserts[entity.name, default: PullPage.Upserts(shaping: shaping)].append(row, changes: changes)
             } else if let event = contracts.events[table.name] {
                 page.upserts[event.name, default: PullPage.Upserts(shaping: shaping)].rows.append(row)
             }

@@ -35,6 +35,7 @@ struct PushWriter {
     /// The sync metadata columns every stored row has, after the contract's fields.
     static let metadataColumns = [
         "_tenant_id", "_scope_key", "_seq", "_version", "_schema_version", "_hlc", "_field_clocks", "_deleted", "_updated_at", "_updated_by",
+        FieldSeqs.column,
     ]
 
     /// Stores the row and returns it as stored.
@@ -62,10 +63,15 @@ struct PushWriter {
         values.append(.integer(write.deleted ? 1 : 0))
         values.append(.integer(now.millisecondsSince1970))
         values.append(.text(write.updatedBy))
+        values.append(.null)
         if let position = shape.primaryKey { values[position] = .text(write.id) }
         if let stamp = shape.versionStamp { values[stamp.position] = .integer(stamp.takesClock ? now.millisecondsSince1970 : version) }
         var row = StoredRow(layout: shape.layout, values: values)
         if shape.primaryKey == nil { row[entity.primaryKey] = .text(write.id) }
+        // When each field last changed, for pulls of only the changed fields (``FieldSeqs``).
+        row[FieldSeqs.column] = FieldSeqs.column(
+            writing: row, previous: write.previous, fields: entity.fields, sequence: sequence, version: version, deleted: write.deleted
+        )
         try await transaction.upsert(row, in: ContractTable(entity))
         return row
     }

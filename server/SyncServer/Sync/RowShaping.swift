@@ -133,8 +133,44 @@ package enum RowShaping {
             json.append(0x7D)
         }
 
+        /// A row sent with only the fields that changed after the device's cursor: the primary
+        /// key, ``baseVersionKey`` (the version those changes apply to), the changed fields and
+        /// ``serverVersionKey``, keys sorted as ``write(_:positions:into:)`` sorts them.
+        func writeChanges(_ row: StoredRow, _ changes: PullPage.Changes, positions: [Int?], into json: inout JSONWriter) {
+            json.append(0x7B)
+            var first = true
+            var baseWritten = false
+            for index in members.indices {
+                let member = members[index]
+                if !baseWritten, !member.key.lexicographicallyPrecedes(Self.baseVersionKeyBytes) {
+                    json.member(Self.baseVersionKeyBytes, first: &first)
+                    json.int(changes.baseVersion)
+                    baseWritten = true
+                }
+                let stored = positions[index].map(row.value(at:)) ?? .null
+                guard let column = member.column else {
+                    guard case .integer(let version) = stored else { continue }
+                    json.member(member.key, first: &first)
+                    json.int(version)
+                    continue
+                }
+                guard column == changes.primaryKey || changes.fields.contains(column) else { continue }
+                json.member(member.key, first: &first)
+                RowCodec.writeWire(stored, kind: member.kind, into: &json)
+            }
+            if !baseWritten {
+                json.member(Self.baseVersionKeyBytes, first: &first)
+                json.int(changes.baseVersion)
+            }
+            json.append(0x7D)
+        }
+
         /// The key of the server's row version in a pulled entity row.
         package static let serverVersionKey = "_server_version"
+        /// The key that marks a pulled entity row carrying only the fields changed since the
+        /// device's cursor, with the row's version at that cursor (see ``FieldSeqs``).
+        package static let baseVersionKey = "_base_version"
+        private static let baseVersionKeyBytes = JSONWriter.key(baseVersionKey)
     }
 
     /// An entity row in the wire form of schema `version` of its contract.
