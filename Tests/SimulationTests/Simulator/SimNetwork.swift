@@ -304,12 +304,21 @@ final class SimTransport: SyncTransport {
     func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
     ) async throws(TransportError) -> Data {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts, changedFields: false)
+    }
+
+    /// With `fields=changed` when the engine asks for it, as URLSessionTransport sends it: rows
+    /// the device holds come with only their changed fields.
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?, changedFields: Bool
+    ) async throws(TransportError) -> Data {
         var components = URLComponents()
         components.path = "/sync/v1/pull"
         var query = [URLQueryItem(name: "scope", value: scope)]
         if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
         if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
         if let contracts { query.append(URLQueryItem(name: "contracts", value: contracts.joined(separator: ","))) }
+        if changedFields { query.append(URLQueryItem(name: "fields", value: "changed")) }
         components.queryItems = query
         let headers = [ProtocolHeaders.schema: SchemaHeader.encode(schema), ProtocolHeaders.clientID: clientID]
         let path = components.percentEncodedPath + "?" + (components.percentEncodedQuery ?? "")

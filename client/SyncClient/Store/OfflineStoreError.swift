@@ -51,6 +51,10 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     case unreadableRow(contract: String, id: String, reason: String)
     /// A sealed value could not be opened (tampered, or sealed under another key).
     case unsealFailed(table: String, column: String, id: String)
+    /// A pulled row came with only its changed fields (`fields=changed`) and the device cannot
+    /// merge them: it does not hold the row at the version they change, or wrote the row
+    /// itself (an outbox entry of it). Nothing of the page is stored; the engine pulls it again with whole rows.
+    case partialRowNotHeld(contract: String, id: String)
 
     // MARK: Outbox and retention
 
@@ -106,6 +110,8 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
         case .rowNotFound(let contract, let id): return "no \(contract) with id '\(id)'"
         case .rowAlreadyExists(let contract, let id): return "a \(contract) with id '\(id)' already exists"
         case .unreadableRow(let contract, let id, let reason): return "the stored \(contract) '\(id)' cannot be read: \(reason)"
+        case .partialRowNotHeld(let contract, let id):
+            return "the pulled \(contract) '\(id)' carries only its changed fields and this device does not hold the row they change"
         case .unsealFailed(let table, let column, let id):
             return "the sealed value \(table).\(column) of row '\(id)' cannot be opened (tampered, or another key)"
         case .readOnlyUntilSync(let since):

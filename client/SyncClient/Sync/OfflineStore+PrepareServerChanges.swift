@@ -51,7 +51,7 @@ extension OfflineStore {
     ) throws -> PreparedServerRow {
         let wire = Self.currentShape(shaped, entity: entity, version: schemaVersion)
         let layout = RowSlots.of(entity)
-        let slots = entity.fields.map { wire[$0.name] } + [nil]
+        let slots = entity.fields.map { wire[$0.name] } + [shaped[Self.serverVersionKey], shaped[Self.baseVersionKey]]
         return try prepareServerRow(
             entity, slots: slots, layout: layout, schemaVersion: schemaVersion,
             serverVersion: serverVersion ?? Self.serverVersion(of: shaped, entity: entity)
@@ -63,6 +63,9 @@ extension OfflineStore {
     /// A row read into its ``RowSlots`` (in the shape of the entity's current version) as the
     /// column values of its table, stored as `schemaVersion`; the server version is
     /// `serverVersion`, else the row's own (`_server_version`, or an `int` version field).
+    /// A row with `_base_version` carries only its changed fields (``PreparedServerRow/changes``):
+    /// only those are checked and turned into column values; it must be of the current version
+    /// and name its server version.
     func prepareServerRow(
         _ entity: EntityDescriptor, slots: [JSONValue?], layout: RowSlots, schemaVersion: Int, serverVersion: Int64? = nil
     ) throws -> PreparedServerRow {
@@ -71,9 +74,28 @@ extension OfflineStore {
         else {
             throw OfflineStoreError.invalidValue(contract: entity.name, field: entity.primaryKey, reason: "is missing")
         }
+        var changes: PreparedServerRow.Changes?
+        if let base = slots[layout.baseVersion] {
+            guard case .int(let baseVersion) = base, baseVersion >= 0 else {
+                throw OfflineStoreError.invalidValue(contract: entity.name, field: Self.baseVersionKey, reason: "must be a whole number")
+            }
+            guard schemaVersion == entity.currentVersion else {
+                throw OfflineStoreError.invalidValue(
+                    contract: entity.name, field: Self.baseVersionKey, reason: "changed fields only come in the current version's shape")
+            }
+            guard case .int? = slots[layout.serverVersion] else {
+                throw OfflineStoreError.invalidValue(contract: entity.name, field: Self.serverVersionKey, reason: "is missing")
+            }
+            changes = PreparedServerRow.Changes(baseVersion: baseVersion, present: entity.fields.indices.map { slots[$0] != nil })
+        }
         var values: [DatabaseValue] = []
         values.reserveCapacity(entity.fields.count + 2)
         for (index, field) in entity.fields.enumerated() {
+            if changes != nil, slots[index] == nil {
+                // Not sent: the device's own value goes here when the row is stored.
+                values.append(.null)
+                continue
+            }
             let value = slots[index] ?? field.defaultValue ?? .null
             values.append(try codec.columnValue(value, for: field, contract: entity.name, table: entity.table, id: id, mode: .read))
         }
@@ -85,6 +107,6 @@ extension OfflineStore {
             version = stamped
         }
         values.append(version?.databaseValue ?? .null)
-        return PreparedServerRow(id: id, values: values)
+        return PreparedServerRow(id: id, values: values, changes: changes)
     }
 }

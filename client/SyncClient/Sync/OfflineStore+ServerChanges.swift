@@ -289,6 +289,21 @@ extension OfflineStore {
         upsert: GRDB.Statement? = nil
     ) throws -> Bool {
         let statement = try upsert ?? db.cachedStatement(sql: Self.serverUpsertSQL(entity))
+        if let changes = row.changes {
+            // Any write of the row in the outbox, even one done: its values came from the
+            // device, not from a row the server sent (a stamped version field, a merge with a
+            // change this device never pulled), so they are no base to merge onto.
+            let written =
+                try Bool.fetchOne(
+                    db.cachedStatement(sql: #"SELECT EXISTS (SELECT 1 FROM "outbox" WHERE "entity" = ? AND "row_id" = ?)"#),
+                    arguments: [entity.name, row.id]
+                ) ?? false
+            guard !written, let merged = try merge(db, entity, row, changes) else {
+                throw OfflineStoreError.partialRowNotHeld(contract: entity.name, id: row.id)
+            }
+            try statement.execute(binding: merged, then: now.databaseValue)
+            return false
+        }
         try statement.execute(binding: row.values, then: now.databaseValue)
         switch replay {
         case .never: return false
@@ -297,6 +312,36 @@ extension OfflineStore {
             try refreshOpenConflicts(db, entity, id: row.id, deleted: false)
             return try replayUnsyncedWrites(db, entity, id: row.id)
         }
+    }
+
+    /// The column values of a row that came with only its changed fields, the others taken
+    /// from the row the device holds; `nil` when the device cannot merge them: it does not hold
+    /// the row, holds it shaped for an older version of the contract, or at another server
+    /// version than the one the changes apply to. The engine then pulls the page again with
+    /// whole rows. A row the device wrote itself (any entry in the outbox) is never merged: its
+    /// fields hold what the device wrote, not what the server stored.
+    private func merge(_ db: Database, _ entity: EntityDescriptor, _ row: PreparedServerRow, _ changes: PreparedServerRow.Changes) throws
+        -> [DatabaseValue]?
+    {
+        let count = entity.fields.count
+        guard case .int64(let newVersion) = row.values[count + 1].storage else { return nil }
+        let columns = (entity.fields.map(\.name) + ["_schema_version", "_server_version"]).map(\.quotedDatabaseIdentifier)
+        guard
+            let held = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT \(columns.joined(separator: ", ")) FROM \(entity.table.quotedDatabaseIdentifier) "
+                        + "WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?"),
+                arguments: [row.id]
+            ),
+            case .int64(let schemaVersion) = (held[count] as DatabaseValue).storage, schemaVersion == Int64(entity.currentVersion),
+            case .int64(let heldVersion) = (held[count + 1] as DatabaseValue).storage,
+            heldVersion == changes.baseVersion, heldVersion < newVersion
+        else { return nil }
+        var values = row.values
+        for index in 0..<count where !changes.present[index] {
+            values[index] = held[index]
+        }
+        return values
     }
 
     /// `INSERT … ON CONFLICT DO UPDATE` of every contract field (in the contract's order, as
@@ -368,6 +413,10 @@ extension OfflineStore {
     /// The key of the server's row version in a pulled entity row (contract fields never start
     /// with `_`).
     static let serverVersionKey = "_server_version"
+
+    /// The key that marks a pulled entity row carrying only the fields changed since the
+    /// device's cursor, with the server version those changes apply to.
+    static let baseVersionKey = "_base_version"
 
     /// The server version a wire row carries: its `_server_version`, or else its `int` version
     /// field (which the server stamps with the row's version).

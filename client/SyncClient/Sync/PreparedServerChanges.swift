@@ -8,6 +8,18 @@ struct PreparedServerRow: Sendable {
     var id: String
     /// The contract fields in the entity's order, then `_schema_version` and `_server_version`.
     var values: [DatabaseValue]
+    /// Set when the server sent only the fields that changed since the device's cursor
+    /// (`fields=changed`): ``values`` holds those, the others are placeholders taken from the
+    /// row the device holds when it is stored.
+    var changes: Changes?
+
+    /// What a row carrying only its changed fields needs to be merged.
+    struct Changes: Sendable {
+        /// The server version the changes apply to: the device must hold the row at it.
+        var baseVersion: Int64
+        /// For each contract field, whether the row carries it.
+        var present: [Bool]
+    }
 }
 
 /// ``ServerChanges`` with their entity rows already turned into column values: the work that

@@ -4,7 +4,8 @@ import GRDB
 import SyncProtocol
 
 /// Where each member of an entity's wire row goes: one slot per contract field (in the
-/// entity's order), then one for the server's row version (`_server_version`).
+/// entity's order), then one for the server's row version (`_server_version`), then one for
+/// the version a row carrying only its changed fields changes (`_base_version`).
 struct RowSlots: Sendable {
     /// The keys' UTF-8 bytes and their slots, in the order the server writes them (sorted).
     private let keys: [(bytes: [UInt8], slot: Int)]
@@ -12,6 +13,7 @@ struct RowSlots: Sendable {
     let count: Int
     let primaryKey: Int
     let serverVersion: Int
+    let baseVersion: Int
     /// The slot of the entity's `int` version field, which stands for the server version when
     /// `_server_version` is absent.
     let intVersionField: Int?
@@ -21,8 +23,10 @@ struct RowSlots: Sendable {
         for (index, field) in entity.fields.enumerated() { byName[field.name] = index }
         serverVersion = entity.fields.count
         byName[OfflineStore.serverVersionKey] = serverVersion
+        baseVersion = entity.fields.count + 1
+        byName[OfflineStore.baseVersionKey] = baseVersion
         slotByName = byName
-        count = entity.fields.count + 1
+        count = entity.fields.count + 2
         primaryKey = byName[entity.primaryKey] ?? -1
         intVersionField = entity.versionField.flatMap { name in
             entity.field(named: name)?.kind == .int ? byName[name] : nil

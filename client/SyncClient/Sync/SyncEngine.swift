@@ -854,6 +854,9 @@ public actor SyncEngine {
         // The last cursor of each run stored so far.
         var ends: [String] = []
         var holds = 0
+        // Rows the device holds may come with only their changed fields when it resumes from a
+        // stored cursor; whole again when it cannot merge one (OfflineStoreError.partialRowNotHeld).
+        var changedFields = start != nil && runs.count == 1 && runs[0] == nil
         let tiers = runs.count - 1
         // The run after `run` (`nil`: none), starting from nothing, or the final run from the first tier's end.
         let following: PullPipeline.Following = { run, ends in
@@ -864,9 +867,10 @@ public actor SyncEngine {
         scope: while true {
             let pipeline = PullPipeline(
                 run: run, after: cursor, ends: ends, aheadRows: configuration.pullCommitRows,
-                fetch: { [store, transport, limit = configuration.pullPageSize] run, cursor in
+                fetch: { [store, transport, changedFields, limit = configuration.pullPageSize] run, cursor in
                     let fetched = await Self.fetchPage(
-                        store: store, transport: transport, scope: scope, cursor: cursor, limit: limit, contracts: runs[run]
+                        store: store, transport: transport, changedFields: changedFields, scope: scope, cursor: cursor, limit: limit,
+                        contracts: runs[run]
                     )
                     if case .success(let page) = fetched { traffic?.add(page.body.count) }
                     return fetched
@@ -903,7 +907,13 @@ public actor SyncEngine {
                 }
                 // The pages received before a failure are good: stored first.
                 if let last = batch.last {
-                    try storePulled(batch, scope: scope)
+                    do throws(EngineFailure) {
+                        try storePulled(batch, scope: scope)
+                    } catch .store(.partialRowNotHeld) where changedFields {
+                        // The same pages again from the last cursor stored, every row whole.
+                        changedFields = false
+                        continue scope
+                    }
                     pulled += batchRows
                     (run, cursor) = (last.run, last.cursor)
                     batch.removeAll(keepingCapacity: true)
@@ -959,14 +969,15 @@ public actor SyncEngine {
     /// One page of a scope after `cursor`, asked for with the schema versions this build sends
     /// (contracts held for an update left out): its body, read later by ``PullPageDecoder``.
     private static func fetchPage(
-        store: OfflineStore, transport: any SyncTransport, scope: String, cursor: String?, limit: Int?, contracts: [String]?
+        store: OfflineStore, transport: any SyncTransport, changedFields: Bool, scope: String, cursor: String?, limit: Int?, contracts: [String]?
     ) async -> Result<PullPipeline.Fetched, EngineFailure> {
         let schema: [String: Int]
         do { schema = try store.requestSchemaVersions() } catch { return .failure(.store(error)) }
         let clientID = store.identity.clientId
         do {
             let body = try await transport.pull(
-                scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts
+                scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts,
+                changedFields: changedFields
             )
             guard let (next, hasMore) = PullPageDecoder.peek(body) else {
                 return .failure(.transport(.decoding("a pull page: the body is not a pull page")))

@@ -23,6 +23,13 @@ public protocol SyncTransport: Sendable {
     func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
     ) async throws(TransportError) -> Data
+    /// `GET /sync/v1/pull?fields=changed`: as ``pull(scope:cursor:limit:schema:clientID:contracts:)``,
+    /// telling the server (when `changedFields`) that the device merges rows sent with only the
+    /// fields changed since `cursor` (rows with `_base_version`). The default ignores
+    /// `changedFields` (every row comes whole).
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?, changedFields: Bool
+    ) async throws(TransportError) -> Data
     /// `GET /sync/v1/pull?urgent=true`: the changes the operator marked urgent in a scope after
     /// `cursor` (a withdrawn unit), as a pull page whose cursor is `cursor` unchanged, taken
     /// before any other page of a sync. `nil` when this transport cannot ask (the default): the
@@ -149,6 +156,12 @@ extension SyncTransport {
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
     ) async throws(TransportError) -> Data {
         try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
+    }
+
+    public func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?, changedFields: Bool
+    ) async throws(TransportError) -> Data {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
     }
 }
 

@@ -108,10 +108,17 @@ public final class URLSessionTransport: SyncTransport {
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
     ) async throws(TransportError) -> Data {
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts, changedFields: false)
+    }
+
+    public func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?, changedFields: Bool
+    ) async throws(TransportError) -> Data {
         var query = [URLQueryItem(name: "scope", value: scope)]
         if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
         if let limit { query.append(URLQueryItem(name: "limit", value: String(limit))) }
         if let contracts { query.append(URLQueryItem(name: "contracts", value: contracts.joined(separator: ","))) }
+        if changedFields { query.append(URLQueryItem(name: "fields", value: "changed")) }
         var urlRequest = makeRequest(path: "sync/v1/pull", query: query)
         urlRequest.httpMethod = "GET"
         urlRequest.setValue(SchemaHeader.encode(schema), forHTTPHeaderField: ProtocolHeaders.schema)

@@ -66,7 +66,7 @@ struct DeviceFailure: Error {
         case .readOnlyUntilSync:
             exitCode = DeviceExit.readOnly
             hint = "run `sync-device sync` once the network is back; nothing you recorded is lost"
-        case .notADatabase, .cannotOpen, .databaseEncryptionUnavailable, .unreadableRow, .unsealFailed, .database, .fileSystem:
+        case .notADatabase, .cannotOpen, .databaseEncryptionUnavailable, .unreadableRow, .unsealFailed, .partialRowNotHeld, .database, .fileSystem:
             exitCode = DeviceExit.failure
         }
         if case .pendingWrites = error { hint = "run `sync-device sync`, or `sync-device logout --force` to discard them" }
