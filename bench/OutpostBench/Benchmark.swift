@@ -69,6 +69,7 @@ enum Benchmarks {
         PushIngestionBenchmark.benchmark,
         SignatureBenchmark.benchmark,
         PullCompressionBenchmark.benchmark,
+        ChangedFieldsBenchmark.benchmark,
         PushCompressionBenchmark.benchmark,
         PostgresBenchmark.benchmark,
         PeerBenchmark.benchmark,
