@@ -1,5 +1,5 @@
 import ContractRuntime
-import Foundation
+public import Foundation
 import SyncProtocol
 
 /// Pushes the outbox and pulls the subscribed scopes, one sync at a time.
@@ -64,6 +64,13 @@ public actor SyncEngine {
     private var continuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
     /// Downloads of files under way (``file(for:)``), by SHA-256: concurrent asks share one.
     var fileDownloads: [String: Task<Result<URL, FileDownloadError>, Never>] = [:]
+    /// The background window the running sync spends, if it runs in one.
+    private var window: WindowBudget?
+    /// What the platform says of its low-power mode (Apple's `isLowPowerModeEnabled`).
+    private var systemLowPowerMode = false
+    private var powerTask: Task<Void, Never>?
+    /// When the timer syncs next (`nil`: no timer).
+    private var nextTimerSync: Date?
 
     public init(store: OfflineStore, transport: any SyncTransport, configuration: SyncEngineConfiguration) {
         self.store = store
@@ -86,10 +93,38 @@ public actor SyncEngine {
     /// - Throws: ``OfflineStoreError/invalidPreference(_:)``, or a store error.
     public func setPreferences(_ preferences: SyncPreferences) throws(OfflineStoreError) {
         try store.saveSyncPreferences(preferences)
+        let wasLowPower = isLowPowerMode
         self.preferences = preferences
         if timerTask != nil { startTimer() }
         snapshot.automaticSyncsPaused = automaticPause()
+        lowPowerModeChanged(from: wasLowPower)
         publish()
+    }
+
+    /// Whether the engine saves power now: the platform's low-power mode (Apple's Low Power
+    /// Mode, followed once ``start(connectivity:)`` ran) or the user's
+    /// ``SyncPreferences/lowPowerMode``. Automatic syncs then wait for the timer, whose
+    /// interval backs off to ``SyncPreferences/lowPowerSyncInterval``, except urgent changes.
+    public var isLowPowerMode: Bool { preferences.lowPowerMode || systemLowPowerMode }
+
+    /// The platform's low-power mode changed (Apple's `NSProcessInfoPowerStateDidChange`; a
+    /// test stands for it elsewhere).
+    package func setSystemLowPowerMode(_ enabled: Bool) {
+        let was = isLowPowerMode
+        systemLowPowerMode = enabled
+        lowPowerModeChanged(from: was)
+        publish()
+    }
+
+    /// Low-power mode went on or off: the timer takes its interval; leaving it, what low power
+    /// held goes at once (as an automatic sync).
+    private func lowPowerModeChanged(from was: Bool) {
+        guard was != isLowPowerMode else { return }
+        if timerTask != nil { startTimer() }
+        if !isLowPowerMode, case .lowPowerMode = snapshot.deferred {
+            snapshot.deferred = nil
+            Task { await self.automaticSync(.full, trigger: .reconnect) }
+        }
     }
 
     /// Why automatic syncs may not run now, or `nil`.
@@ -169,8 +204,77 @@ public actor SyncEngine {
         await sync(.full, automatic: false)
     }
 
+    /// Syncs within a background window the OS gave the app (a `BGAppRefreshTask` on Apple
+    /// platforms: see `BackgroundSyncScheduler`, compiled there only), stopping before `deadline`.
+    ///
+    /// The order is a sync's: the outbox first (the user's queued work), then the urgent
+    /// changes, then the scopes by priority, each group of pages committed with its cursor. A
+    /// request starts only when it fits before the deadline less the safety margin
+    /// (``SyncEngineConfiguration/backgroundWindow``: its estimate is the longest request of the
+    /// window so far, at least ``BackgroundWindowSettings/minimumRequestEstimate``), and one that
+    /// runs into the margin is cancelled. A window that ends mid-pull keeps every page stored
+    /// so far with its cursor, so the next window (or sync) goes on from there and redoes
+    /// nothing committed. Cancelling the calling task (the OS's expiration handler) ends the
+    /// window at once the same way.
+    ///
+    /// A sync already running is waited for first. The window is an automatic sync: it is
+    /// skipped when the preferences hold automatic syncs (``BackgroundSyncReport/skipped``), and
+    /// its bytes count in the daily data budget. Low-power mode does not hold it: the OS gave
+    /// the time.
+    ///
+    /// - Returns: what it pushed and pulled and what is left; also in
+    ///   ``SyncStatus/lastBackgroundWindow``.
+    public func syncInBackgroundWindow(until deadline: Date) async -> BackgroundSyncReport {
+        let started = store.now().date
+        while let running = queued ?? current { _ = await running.value }
+        if let pause = automaticPause() {
+            snapshot.automaticSyncsPaused = pause
+            let report = BackgroundSyncReport(
+                started: started, deadline: deadline, ended: store.now().date, remainingWrites: (try? store.outboxCounts().unsent) ?? 0,
+                scopesLeftToPull: store.priorities.order(configuration.scopes), skipped: pause
+            )
+            snapshot.lastBackgroundWindow = report
+            publish()
+            return report
+        }
+        let clock = store
+        let budget = WindowBudget(deadline: deadline, settings: configuration.backgroundWindow, sleeper: configuration.sleeper) {
+            clock.now().date
+        }
+        let task = Task { await self.runWindow(budget) }
+        current = task
+        let result = await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            budget.expire()
+        }
+        var report = BackgroundSyncReport(
+            started: started, deadline: deadline, ended: store.now().date, pushed: budget.pushed, pulled: budget.pulled,
+            requests: budget.requests, stoppedForDeadline: budget.stopped, remainingWrites: (try? store.outboxCounts().unsent) ?? 0
+        )
+        switch result {
+        case .succeeded:
+            if budget.stopped { report.scopesLeftToPull = budget.scopesLeft ?? store.priorities.order(configuration.scopes) }
+        case .failed(let error, _):
+            report.error = error.detail
+            report.scopesLeftToPull = budget.scopesLeft ?? store.priorities.order(configuration.scopes)
+        case .storeFailed(let message):
+            report.error = ErrorDetail(code: ErrorCode("store"), message: message)
+            report.scopesLeftToPull = budget.scopesLeft ?? store.priorities.order(configuration.scopes)
+        }
+        snapshot.lastBackgroundWindow = report
+        publish()
+        return report
+    }
+
+    private func runWindow(_ budget: WindowBudget) async -> SyncResult {
+        window = budget
+        defer { window = nil }
+        return await run(.full, automatic: true)
+    }
+
     /// The app came to the foreground: an automatic sync, when the preferences allow one.
-    public func appDidBecomeActive() async { await automaticSync(.full) }
+    public func appDidBecomeActive() async { await automaticSync(.full, trigger: .foreground) }
 
     /// Starts following `monitor` (a sync each time the server becomes reachable, the path's
     /// cost for Wi-Fi only), the timer (a sync every ``SyncPreferences/syncInterval`` while
@@ -186,6 +290,22 @@ public actor SyncEngine {
         }
         startTimer()
         watchOutbox()
+        followSystemLowPowerMode()
+    }
+
+    /// On Apple platforms, follows Low Power Mode (`ProcessInfo.isLowPowerModeEnabled` and its
+    /// change notification); elsewhere the user's ``SyncPreferences/lowPowerMode`` stands for it.
+    private func followSystemLowPowerMode() {
+        #if canImport(Darwin)
+            powerTask?.cancel()
+            powerTask = Task { [weak self] in
+                await self?.setSystemLowPowerMode(ProcessInfo.processInfo.isLowPowerModeEnabled)
+                for await _ in NotificationCenter.default.notifications(named: .NSProcessInfoPowerStateDidChange) {
+                    guard let self else { return }
+                    await self.setSystemLowPowerMode(ProcessInfo.processInfo.isLowPowerModeEnabled)
+                }
+            }
+        #endif
     }
 
     /// Whether ``start(connectivity:)`` ran and ``stop()`` did not since: automatic syncs are on.
@@ -203,25 +323,33 @@ public actor SyncEngine {
         retryTask = nil
         pushDebounce?.cancel()
         pushDebounce = nil
+        powerTask?.cancel()
+        powerTask = nil
+        nextTimerSync = nil
         stopLive()
     }
 
+    /// The timer: every ``SyncPreferences/syncInterval``, or in low-power mode the slower of
+    /// it and ``SyncPreferences/lowPowerSyncInterval``.
     private func startTimer() {
         timerTask?.cancel()
         timerTask = nil
-        guard let interval = preferences.syncInterval else { return }
+        nextTimerSync = nil
+        guard let interval = preferences.effectiveSyncInterval(lowPowerMode: isLowPowerMode) else { return }
         let sleeper = configuration.sleeper
+        nextTimerSync = store.now().date.addingTimeInterval(interval)
         timerTask = Task { [weak self] in
             while true {
                 do { try await sleeper.sleep(for: interval) } catch { return }
                 guard let self else { return }
-                await self.periodicTick()
+                await self.periodicTick(interval: interval)
             }
         }
     }
 
-    private func periodicTick() async {
-        if snapshot.connectivity == .online { await automaticSync(.full) }
+    private func periodicTick(interval: TimeInterval) async {
+        nextTimerSync = store.now().date.addingTimeInterval(interval)
+        if snapshot.connectivity == .online { await automaticSync(.full, trigger: .timer) }
     }
 
     /// Connectivity changed (from a ``ConnectivityMonitor``); going online syncs.
@@ -242,19 +370,30 @@ public actor SyncEngine {
         guard path.isOnline else { return stopLive() }
         if monitorTask != nil { startLive() }
         if was != .online || (wasPaused == .expensiveNetwork && snapshot.automaticSyncsPaused == nil) {
-            await automaticSync(.full)
+            await automaticSync(.full, trigger: .reconnect)
         }
     }
 
     /// A sync the engine starts by itself: skipped (the status says why) when the preferences
-    /// forbid it now.
-    private func automaticSync(_ kind: SyncKind) async {
+    /// forbid it now. In low-power mode only the timer's syncs run; a poke asks for the urgent
+    /// changes alone, and the other triggers wait for the timer (``SyncDeferral/lowPowerMode(nextSyncAt:)``).
+    private func automaticSync(_ kind: SyncKind, trigger: AutomaticTrigger) async {
         let pause = automaticPause()
         if pause != snapshot.automaticSyncsPaused {
             snapshot.automaticSyncsPaused = pause
             publish()
         }
         guard pause == nil else { return }
+        var kind = kind
+        if isLowPowerMode, trigger != .timer {
+            if trigger == .poke {
+                kind = .urgentOnly
+            } else {
+                snapshot.deferred = .lowPowerMode(nextSyncAt: nextTimerSync)
+                publish()
+                return
+            }
+        }
         _ = await sync(kind, automatic: true)
     }
 
@@ -297,11 +436,18 @@ public actor SyncEngine {
         }
         retryTask?.cancel()
         retryTask = nil
+        if kind != .urgentOnly, snapshot.deferred != nil {
+            // What waited runs now.
+            snapshot.deferred = nil
+            publish()
+        }
         // Only automatic syncs count against the data budget: a manual one measures nothing.
         let traffic = automatic ? TrafficCounter() : nil
         try? store.countQueuedWrites()
         let result = await performSync(kind, traffic: traffic)
-        if case .succeeded = result {
+        if window?.stopped == true {
+            // Cut by its window's deadline: neither a success nor a failure.
+        } else if case .succeeded = result {
             store.telemetry.count(.syncsOK)
         } else {
             store.telemetry.count(.syncsFailed)
@@ -389,7 +535,7 @@ public actor SyncEngine {
         guard generation == liveGeneration else { return nil }
         if error.isUserErased {
             liveEnded(.off, generation: generation)
-            await automaticSync(.full)
+            await automaticSync(.full, trigger: .reconnect)
             return nil
         }
         guard let delay = configuration.retry.delay(attempt: attempt, after: error) else {
@@ -419,6 +565,10 @@ public actor SyncEngine {
         guard pokeDebounce == nil else { return }
         let sleeper = configuration.sleeper
         let delay = configuration.livePokeDebounce
+        if delay > 0, snapshot.deferred == nil {
+            snapshot.deferred = .coalescingPokes(until: store.now().date.addingTimeInterval(delay))
+            publish()
+        }
         pokeDebounce = Task { [weak self] in
             if delay > 0 {
                 do { try await sleeper.sleep(for: delay) } catch { return }
@@ -429,8 +579,12 @@ public actor SyncEngine {
 
     private func pokedSync() async {
         pokeDebounce = nil
+        if case .coalescingPokes = snapshot.deferred {
+            snapshot.deferred = nil
+            publish()
+        }
         guard snapshot.connectivity != .offline else { return }
-        await automaticSync(.full)
+        await automaticSync(.full, trigger: .poke)
     }
 
     // MARK: Local writes
@@ -462,6 +616,10 @@ public actor SyncEngine {
         guard activity.newWrites > 0, monitorTask != nil, pushDebounce == nil else { return }
         let sleeper = configuration.sleeper
         let delay = configuration.pushDebounce
+        if delay > 0, snapshot.connectivity == .online, !isLowPowerMode {
+            snapshot.deferred = .coalescingWrites(until: store.now().date.addingTimeInterval(delay))
+            publish()
+        }
         pushDebounce = Task { [weak self] in
             do { try await sleeper.sleep(for: delay) } catch { return }
             await self?.debouncedPush()
@@ -470,14 +628,27 @@ public actor SyncEngine {
 
     private func debouncedPush() async {
         pushDebounce = nil
+        if case .coalescingWrites = snapshot.deferred {
+            snapshot.deferred = nil
+            publish()
+        }
         guard snapshot.connectivity == .online, ((try? store.outboxCounts()[.pending]) ?? 0) > 0 else { return }
-        await automaticSync(.pushOnly)
+        await automaticSync(.pushOnly, trigger: .write)
     }
 
     // MARK: One sync
 
     private func performSync(_ kind: SyncKind, traffic: TrafficCounter?) async -> SyncResult {
         do {
+            if kind == .urgentOnly {
+                // Low-power mode: the urgent changes alone, no cursor moved.
+                let taken = try await takeUrgentChanges(traffic: traffic)
+                if taken > 0 {
+                    refreshCounts()
+                    publish()
+                }
+                return .succeeded(pushed: 0, pulled: taken)
+            }
             let pushed = try await pushAll(traffic: traffic)
             var pulled = 0
             if kind == .full {
@@ -501,6 +672,14 @@ public actor SyncEngine {
             return .succeeded(pushed: pushed, pulled: pulled)
         } catch let failure as EngineFailure {
             switch failure {
+            case .deadline:
+                // The background window's time is up: what was committed stays, the rest waits.
+                snapshot.phase = .idle
+                snapshot.progress = SyncProgress()
+                snapshot.deferred = .backgroundWindowEnded
+                refreshCounts()
+                publish()
+                return .succeeded(pushed: window?.pushed ?? 0, pulled: window?.pulled ?? 0)
             case .transport(let error) where error.isUserErased:
                 return wipeErasedAccount(error)
             case .transport(let error):
@@ -572,7 +751,7 @@ public actor SyncEngine {
         retryTask = Task { [weak self] in
             do { try await sleeper.sleep(for: delay) } catch { return }
             guard !Task.isCancelled else { return }
-            await self?.automaticSync(.full)
+            await self?.automaticSync(.full, trigger: .retry)
         }
     }
 
@@ -594,8 +773,10 @@ public actor SyncEngine {
         if traffic != nil, let budget = preferences.dailyAutomaticDataBudget {
             budgetLeft = max(0, budget - ((try? store.automaticDataUsage().bytes) ?? 0))
         }
+        if total > 0 { try window?.admit() }
         guard try await uploadWaitingFiles(traffic: traffic, budgetLeft: budgetLeft) else { return 0 }
         while true {
+            if total > 0 { try window?.admit() }
             do { try await registerDeviceKeyIfNeeded() } catch { throw .transport(error) }
             let request: PushRequest
             do {
@@ -610,10 +791,14 @@ public actor SyncEngine {
             snapshot.progress.currentEntity = request.mutations.first?.entity
             publish()
             if let traffic { traffic.add((try? JSONEncoder().encode(request).count) ?? 0) }
+            // In a background window the push starts only when it fits before the deadline; cut
+            // off, its entries stay `sending` and go again first in the next sync.
+            let sent = try await WindowBudget.perform(in: window) { [transport] () async throws(TransportError) in try await transport.push(request) }
             do {
-                let response = try await transport.push(request)
+                let response = try sent.get()
                 do { try store.applyPushResponse(response) } catch { throw EngineFailure.store(error) }
                 countDelivered(response)
+                window?.note(pushed: request.mutations.count)
                 pushed += request.mutations.count
                 snapshot.progress.done = min(snapshot.progress.total, snapshot.progress.done + request.mutations.count)
                 refreshCounts()
@@ -738,6 +923,7 @@ public actor SyncEngine {
         var expiries: [String: Int] = [:]
         while index < queue.count {
             let scope = queue[index]
+            window?.note(scopesLeft: Array(queue[index...]))
             index += 1
             pulled += try await pullSubscriptions(through: store.priorities.topPriority(of: scope), left: &subscriptionTiers, traffic: traffic)
             do throws(EngineFailure) {
@@ -766,6 +952,7 @@ public actor SyncEngine {
                 try requeueAfterRepull(of: scope, queue: &queue, from: index)
             }
         }
+        window?.note(scopesLeft: [])
         pulled += try await pullSubscriptions(through: .low, left: &subscriptionTiers, traffic: traffic)
         return pulled
     }
@@ -794,11 +981,11 @@ public actor SyncEngine {
             do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
             guard let cursor else { continue }
             let body: Data?
-            do {
-                body = try await transport.urgentChanges(scope: scope, cursor: cursor, schema: schema, clientID: store.identity.clientId)
-            } catch {
-                throw .transport(error)
+            let clientID = store.identity.clientId
+            let asked = try await WindowBudget.perform(in: window) { [transport] () async throws(TransportError) in
+                try await transport.urgentChanges(scope: scope, cursor: cursor, schema: schema, clientID: clientID)
             }
+            do { body = try asked.get() } catch { throw .transport(error) }
             guard let body else { return taken }
             traffic?.add(body.count)
             guard case .success(var page) = Self.prepare(PullPipeline.Fetched(body: body, cursor: cursor, hasMore: false), scope: scope, store: store)
@@ -867,10 +1054,10 @@ public actor SyncEngine {
         scope: while true {
             let pipeline = PullPipeline(
                 run: run, after: cursor, ends: ends, aheadRows: configuration.pullCommitRows,
-                fetch: { [store, transport, changedFields, limit = configuration.pullPageSize] run, cursor in
+                fetch: { [store, transport, changedFields, window, limit = configuration.pullPageSize] run, cursor in
                     let fetched = await Self.fetchPage(
-                        store: store, transport: transport, changedFields: changedFields, scope: scope, cursor: cursor, limit: limit,
-                        contracts: runs[run]
+                        store: store, transport: transport, changedFields: changedFields, window: window, scope: scope, cursor: cursor,
+                        limit: limit, contracts: runs[run]
                     )
                     if case .success(let page) = fetched { traffic?.add(page.body.count) }
                     return fetched
@@ -961,6 +1148,7 @@ public actor SyncEngine {
             return
         }
         let rows = pages.reduce(0) { $0 + $1.rowCount }
+        window?.note(pulled: rows)
         snapshot.progress.done += rows
         snapshot.progress.total = snapshot.progress.done
         publish()
@@ -969,16 +1157,25 @@ public actor SyncEngine {
     /// One page of a scope after `cursor`, asked for with the schema versions this build sends
     /// (contracts held for an update left out): its body, read later by ``PullPageDecoder``.
     private static func fetchPage(
-        store: OfflineStore, transport: any SyncTransport, changedFields: Bool, scope: String, cursor: String?, limit: Int?, contracts: [String]?
+        store: OfflineStore, transport: any SyncTransport, changedFields: Bool, window: WindowBudget?, scope: String, cursor: String?, limit: Int?,
+        contracts: [String]?
     ) async -> Result<PullPipeline.Fetched, EngineFailure> {
         let schema: [String: Int]
         do { schema = try store.requestSchemaVersions() } catch { return .failure(.store(error)) }
         let clientID = store.identity.clientId
+        let answered: Result<Data, TransportError>
+        do throws(EngineFailure) {
+            // In a background window, a page is asked for only when it fits before the deadline.
+            answered = try await WindowBudget.perform(in: window) { () async throws(TransportError) in
+                try await transport.pull(
+                    scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts,
+                    changedFields: changedFields)
+            }
+        } catch {
+            return .failure(error)
+        }
         do {
-            let body = try await transport.pull(
-                scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts,
-                changedFields: changedFields
-            )
+            let body = try answered.get()
             guard let (next, hasMore) = PullPageDecoder.peek(body) else {
                 return .failure(.transport(.decoding("a pull page: the body is not a pull page")))
             }
@@ -999,9 +1196,16 @@ public actor SyncEngine {
     }
 }
 
-/// What a sync does: push the outbox only (after a local write), or push and pull.
+/// What a sync does: push the outbox only (after a local write), ask for the urgent changes
+/// only (a poke in low-power mode), or push and pull.
 enum SyncKind: Comparable {
-    case pushOnly, full
+    case pushOnly, urgentOnly, full
+}
+
+/// What started an automatic sync: low-power mode lets only the timer's run (and pokes, for
+/// urgent changes).
+enum AutomaticTrigger {
+    case timer, foreground, reconnect, write, poke, retry
 }
 
 /// Bytes a sync moved (request and response bodies), for the automatic data budget.
@@ -1016,4 +1220,6 @@ final class TrafficCounter: Sendable {
 enum EngineFailure: Error {
     case transport(TransportError)
     case store(OfflineStoreError)
+    /// A background window's time is up (``WindowBudget``).
+    case deadline
 }

@@ -36,6 +36,9 @@ public struct SyncEngineConfiguration: Sendable {
     /// download range (`GET` with `Range`): what a lost connection costs at most, and what a
     /// transfer holds in memory (4 MiB).
     public var fileChunkBytes: Int = 4 << 20
+    /// How a background window is spent: the safety margin before its deadline and the
+    /// least a request is expected to take (``SyncEngine/syncInBackgroundWindow(until:)``).
+    public var backgroundWindow = BackgroundWindowSettings()
 
     public init(
         scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, pullCommitRows: Int = 5_000,

@@ -12,18 +12,68 @@ public struct SyncPreferences: Codable, Hashable, Sendable {
     /// Bytes automatic syncs may move per day (UTC, by the store's clock): pulled page bodies
     /// and pushed requests. Once used up, automatic syncs wait for the next day. `nil`: no limit.
     public var dailyAutomaticDataBudget: Int?
-    /// Seconds between timer syncs while online; `nil`: no timer (syncs still follow
-    /// reconnects, the foreground and local writes). Default 15 minutes.
+    /// Seconds between timer syncs while online, from a minute to a week (``SyncInterval``
+    /// names the usual choices: every 15 minutes, hourly, daily); `nil`: no timer (syncs still
+    /// follow reconnects, the foreground and local writes). Default 15 minutes.
     public var syncInterval: TimeInterval?
+    /// The user's battery saver, for platforms without a system low-power mode: while `true`
+    /// the engine syncs as it does in Apple's Low Power Mode (which it follows by itself on
+    /// Apple platforms, `ProcessInfo.isLowPowerModeEnabled`). Automatic syncs then wait for the
+    /// timer, whose interval backs off to ``lowPowerSyncInterval``; only urgent changes are
+    /// fetched when the server says a scope changed. Default `false`.
+    public var lowPowerMode: Bool
+    /// The timer's interval in low-power mode: the slower of this and ``syncInterval`` counts
+    /// (from a minute to a week). Default hourly.
+    public var lowPowerSyncInterval: TimeInterval
 
-    public init(allowsExpensiveNetwork: Bool = true, dailyAutomaticDataBudget: Int? = nil, syncInterval: TimeInterval? = 15 * 60) {
+    public init(
+        allowsExpensiveNetwork: Bool = true, dailyAutomaticDataBudget: Int? = nil, syncInterval: TimeInterval? = SyncInterval.quarterHourly,
+        lowPowerMode: Bool = false, lowPowerSyncInterval: TimeInterval = SyncInterval.hourly
+    ) {
         self.allowsExpensiveNetwork = allowsExpensiveNetwork
         self.dailyAutomaticDataBudget = dailyAutomaticDataBudget
         self.syncInterval = syncInterval
+        self.lowPowerMode = lowPowerMode
+        self.lowPowerSyncInterval = lowPowerSyncInterval
     }
 
     /// Everything allowed, a sync every 15 minutes.
     public static let standard = SyncPreferences()
+
+    /// The timer's interval when the device saves power (`lowPowerMode`): the slower of
+    /// ``syncInterval`` and ``lowPowerSyncInterval``; `nil` when there is no timer at all.
+    public func effectiveSyncInterval(lowPowerMode: Bool) -> TimeInterval? {
+        guard let syncInterval else { return nil }
+        return lowPowerMode ? max(syncInterval, lowPowerSyncInterval) : syncInterval
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case allowsExpensiveNetwork, dailyAutomaticDataBudget, syncInterval, lowPowerMode, lowPowerSyncInterval
+    }
+
+    /// Reads preferences saved by any build: a key an older build did not write takes its default.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        allowsExpensiveNetwork = try container.decodeIfPresent(Bool.self, forKey: .allowsExpensiveNetwork) ?? true
+        dailyAutomaticDataBudget = try container.decodeIfPresent(Int.self, forKey: .dailyAutomaticDataBudget)
+        syncInterval = try container.decodeIfPresent(TimeInterval.self, forKey: .syncInterval)
+        lowPowerMode = try container.decodeIfPresent(Bool.self, forKey: .lowPowerMode) ?? false
+        lowPowerSyncInterval = try container.decodeIfPresent(TimeInterval.self, forKey: .lowPowerSyncInterval) ?? SyncInterval.hourly
+    }
+}
+
+/// The intervals a settings screen usually offers for ``SyncPreferences/syncInterval``.
+public enum SyncInterval {
+    /// Every 15 minutes (the default).
+    public static let quarterHourly: TimeInterval = 15 * 60
+    /// Every hour.
+    public static let hourly: TimeInterval = 3_600
+    /// Every day.
+    public static let daily: TimeInterval = 86_400
+    /// The shortest interval the preferences take: a minute.
+    public static let shortest: TimeInterval = 60
+    /// The longest interval the preferences take: a week.
+    public static let longest: TimeInterval = 7 * 86_400
 }
 
 /// Why the engine is not syncing by itself right now (``SyncStatus/automaticSyncsPaused``).
@@ -63,13 +113,17 @@ extension OfflineStore {
     /// Saves the preferences (a running engine takes them with ``SyncEngine/setPreferences(_:)``).
     ///
     /// - Throws: ``OfflineStoreError/invalidPreference(_:)`` for a negative budget or an
-    ///   interval under a minute.
+    ///   interval under a minute or over a week.
     public func saveSyncPreferences(_ preferences: SyncPreferences) throws(OfflineStoreError) {
         if let budget = preferences.dailyAutomaticDataBudget, budget < 0 {
             throw .invalidPreference("the daily data budget is negative (\(budget) bytes)")
         }
-        if let interval = preferences.syncInterval, !(interval >= 60) {
-            throw .invalidPreference("the sync interval must be at least 60 seconds (got \(interval))")
+        if let interval = preferences.syncInterval, !(interval >= SyncInterval.shortest && interval <= SyncInterval.longest) {
+            throw .invalidPreference("the sync interval must be from 60 seconds to a week (got \(interval))")
+        }
+        let lowPower = preferences.lowPowerSyncInterval
+        if !(lowPower >= SyncInterval.shortest && lowPower <= SyncInterval.longest) {
+            throw .invalidPreference("the low-power sync interval must be from 60 seconds to a week (got \(lowPower))")
         }
         let text: String
         do {

@@ -87,8 +87,33 @@ public struct SyncStatus: Hashable, Sendable {
     public var live: LiveChannelState = .off
     /// The device's subscriptions, counted (``SyncEngine/subscribe(_:ttl:priority:)``).
     public var subscriptions = SubscriptionCounts()
+    /// Why an automatic sync the engine knows it owes has not run yet: writes or pokes being
+    /// gathered into one request, low-power mode holding it for the timer, a background window
+    /// that ended with work left; `nil` when none waits. Cleared when a sync runs.
+    public var deferred: SyncDeferral?
+    /// What the last background window did (``SyncEngine/syncInBackgroundWindow(until:)``), or
+    /// `nil` when none ran in this engine's life.
+    public var lastBackgroundWindow: BackgroundSyncReport?
 
     public init() {}
+}
+
+/// Why an automatic sync waits (``SyncStatus/deferred``).
+public enum SyncDeferral: Hashable, Sendable {
+    /// Local writes are gathered for ``SyncEngineConfiguration/pushDebounce``: the push that
+    /// carries them all goes at `until`.
+    case coalescingWrites(until: Date)
+    /// The live channel said scopes changed; pokes arriving together share the one pull that
+    /// goes at `until` (``SyncEngineConfiguration/livePokeDebounce``).
+    case coalescingPokes(until: Date)
+    /// Low-power mode (Apple's Low Power Mode, or ``SyncPreferences/lowPowerMode``): a local
+    /// write, a poke, the foreground or a reconnect waits for the timer's next sync at
+    /// `nextSyncAt` (`nil`: no timer; ``SyncEngine/syncNow()`` still runs). Urgent changes are
+    /// still fetched.
+    case lowPowerMode(nextSyncAt: Date?)
+    /// A background window ended before the sync did: what is left waits for the next
+    /// window or sync (``SyncStatus/lastBackgroundWindow`` says what).
+    case backgroundWindowEnded
 }
 
 /// What one `syncNow()` did.
