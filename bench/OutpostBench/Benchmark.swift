@@ -86,6 +86,7 @@ enum Benchmarks {
         TokenBenchmark.benchmark,
         SubscriptionBenchmark.benchmark,
         FilesBenchmark.benchmark,
+        RadioBenchmark.benchmark,
     ]
 }
 
