@@ -196,7 +196,7 @@ enum PushCompressionBenchmark {
                 .init(
                     workload.name, median: "\(Format.bytes(json)) → \(Format.bytes(sent))",
                     note:
-                        "\(Format.percent(share)) saved; \(all.mutations.count) writes in \(pushes.count) push\(pushes.count == 1 ? "" : "es"); level 1 would send \(Format.bytes(level1)) (\(Format.percent(1 - Double(level1) / Double(json))) saved)"
+                        "\(Format.percent(share)) saved; \(all.mutations.count) write\(all.mutations.count == 1 ? "" : "s") in \(pushes.count) push\(pushes.count == 1 ? "" : "es"); level 1 would send \(Format.bytes(level1)) (\(Format.percent(1 - Double(level1) / Double(json))) saved)"
                 ))
             if anyCompressed {
                 rows.append(
