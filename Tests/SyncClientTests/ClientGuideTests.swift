@@ -480,6 +480,37 @@ import Testing
         }
     }
 
+    @Test func aPhonesBackgroundWindowsAndPower() async throws {
+        try await LiveServer.run { server in
+            let folder = try TemporaryDirectory()
+            let store = try makeDeviceStore(folder, device: "phone-1")
+            let engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["team"]))
+            try store.create(FieldTask(id: "task-w", teamId: "team-1", title: "Check the gate", taskKind: .inspection, revision: 0))
+
+            // snippet: background-window
+            // The OS gave the app a window (a BGAppRefreshTask: about 30 s); the sync stops before its end.
+            let report = await engine.syncInBackgroundWindow(until: Date().addingTimeInterval(25))
+            if !report.finished {
+                print("left for the next window: \(report.remainingWrites) writes, scopes \(report.scopesLeftToPull)")
+            }
+            // end snippet
+            #expect(report.finished)
+            #expect(report.pushed == 1 && report.remainingWrites == 0)
+
+            // snippet: power
+            // A battery saver on a platform without Apple's Low Power Mode; hourly, daily when saving power.
+            try await engine.setPreferences(
+                SyncPreferences(syncInterval: SyncInterval.hourly, lowPowerMode: true, lowPowerSyncInterval: SyncInterval.daily)
+            )
+            if case .lowPowerMode(let next)? = await engine.currentStatus.deferred {
+                print("saving power: the next sync at \(String(describing: next))")
+            }
+            // end snippet
+            #expect(await engine.isLowPowerMode)
+            #expect(await engine.syncPreferences.effectiveSyncInterval(lowPowerMode: true) == SyncInterval.daily)
+        }
+    }
+
     @Test func guideMatchesTheseTests() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let guide = try String(contentsOf: root.appendingPathComponent("docs/client.md"), encoding: .utf8)
