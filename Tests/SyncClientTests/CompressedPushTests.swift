@@ -128,6 +128,28 @@ struct CompressedPushTests {
         }
     }
 
+    @Test("an automatic sync's data budget counts a push as it went on the wire, gzipped", arguments: StorageKind.allCases)
+    func dataBudgetCountsCompressedBytes(_ kind: StorageKind) async throws {
+        try await Server.run(kind) { server in
+            let folder = try TemporaryDirectory()
+            let phone = try makeDeviceStore(folder, device: "phone-1")
+            let recorder = RecordingExchange()
+            let engine = Self.engine(phone, server.transport("phone-1", recorder: recorder))
+            try await engine.setPreferences(SyncPreferences(dailyAutomaticDataBudget: 10 << 20))
+            for index in 0..<40 { try phone.create(Self.task(index)) }
+            await engine.appDidBecomeActive()
+            #expect(try phone.outboxCounts().unsent == 0)
+            let push = try #require(recorder.exchanges.first { $0.path == "/sync/v1/push" })
+            #expect(push.contentEncoding == "gzip")
+            let json = try Gzip.decompress(push.body, limit: 1 << 20)
+            // The push as sent and every pulled body as received, nothing else.
+            let pulled = recorder.exchanges.filter { $0.path.hasPrefix("/sync/v1/pull") }.reduce(0) { $0 + $1.responseBytes }
+            #expect(try phone.automaticDataUsage().bytes == push.body.count + pulled, "\(push.body.count) bytes sent for \(json.count) of JSON")
+            await engine.stop()
+            try phone.close()
+        }
+    }
+
     @Test("a server that answers 415 gets the push again as is, and no compressed push after", arguments: StorageKind.allCases)
     func refusalIsRemembered(_ kind: StorageKind) async throws {
         try await Server.run(kind, refusing: true) { server in
@@ -225,6 +247,8 @@ final class RecordingExchange: HTTPExchange, @unchecked Sendable {
         var contentEncoding: String?
         var body: Data
         var status: Int
+        /// The answer's body as the transport got it (inflated when it came gzipped).
+        var responseBytes: Int
     }
 
     private let lock = NSLock()
@@ -239,7 +263,7 @@ final class RecordingExchange: HTTPExchange, @unchecked Sendable {
         guard let http = answer.1 as? HTTPURLResponse else { throw .network("not HTTP") }
         let exchange = Exchange(
             path: request.url?.path ?? "", contentEncoding: request.value(forHTTPHeaderField: "Content-Encoding"), body: request.httpBody ?? Data(),
-            status: http.statusCode)
+            status: http.statusCode, responseBytes: answer.0.count)
         lock.withLock { recorded.append(exchange) }
         return (answer.0, http)
     }

@@ -790,10 +790,12 @@ public actor SyncEngine {
             if try await holdForFiles(request, traffic: traffic) { continue }
             snapshot.progress.currentEntity = request.mutations.first?.entity
             publish()
-            if let traffic { traffic.add((try? JSONEncoder().encode(request).count) ?? 0) }
             // In a background window the push starts only when it fits before the deadline; cut
-            // off, its entries stay `sending` and go again first in the next sync.
-            let sent = try await WindowBudget.perform(in: window) { [transport] () async throws(TransportError) in try await transport.push(request) }
+            // off, its entries stay `sending` and go again first in the next sync. The data
+            // budget counts each body as it went on the wire (compressed when it was).
+            let sent = try await WindowBudget.perform(in: window) { [transport] () async throws(TransportError) in
+                try await transport.push(request) { bytes in traffic?.add(bytes) }
+            }
             do {
                 let response = try sent.get()
                 do { try store.applyPushResponse(response) } catch { throw EngineFailure.store(error) }
