@@ -8,32 +8,6 @@ import SyncProtocol
 import SyncServer
 import Testing
 
-/// The real server on loopback on either storage, for the background window and power tests.
-struct PowerTestServer: Sendable {
-    let url: URL
-    let signer: TokenSigner
-    let clock: any ServerClock
-
-    func transport(_ device: String) -> URLSessionTransport {
-        URLSessionTransport(baseURL: url, timeout: 120) { [self] in
-            signer.token(tenant: "acme", user: "u-1", device: device, teams: ["team-1"], now: clock.now().millisecondsSince1970 / 1000)
-        }
-    }
-
-    static func run(_ kind: StorageKind, _ body: @Sendable (PowerTestServer) async throws -> Void) async throws {
-        let folder = try TemporaryDirectory(prefix: "power-server")
-        let storage = try await kind.makeStorage(in: folder.url, contracts: ContractRegistry.self)
-        _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
-        let signer = try TokenSigner(secret: LiveServer.secret)
-        let clock = SyncServer.SystemClock()
-        let environment = ServerEnvironment(storage: storage, signer: signer, clock: clock, apps: SampleServerApps.all)
-        try await LoopbackServer.run(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment) { server in
-            try await body(PowerTestServer(url: server.url, signer: signer, clock: clock))
-        }
-        withExtendedLifetime(folder) {}
-    }
-}
-
 /// A transport whose every request takes `cost` seconds of simulated time (it moves the
 /// device's sleeper and clock after the real server answered), and that records what was
 /// asked: each push's writes, each page's cursor.
@@ -170,7 +144,7 @@ struct BackgroundWindowTests {
         var store: OfflineStore
         var engine: SyncEngine
 
-        init(server: PowerTestServer, name: String) throws {
+        init(server: LiveServer, name: String) throws {
             directory = try TemporaryDirectory()
             clock = ManualClock(Date())
             sleeper = ManualSleeper(clock: clock)
@@ -193,7 +167,7 @@ struct BackgroundWindowTests {
     }
 
     /// Another device of the team puts `count` tasks on the server.
-    static func seed(_ server: PowerTestServer, tasks count: Int) async throws {
+    static func seed(_ server: LiveServer, tasks count: Int) async throws {
         let directory = try TemporaryDirectory()
         let store = try makeDeviceStore(directory, device: "seeder")
         for index in 0..<count { try store.create(task("seed-\(index)")) }
@@ -209,7 +183,7 @@ struct BackgroundWindowTests {
 
     @Test("pending work that needs ten windows finishes in ten, killed after each, nothing redone", arguments: StorageKind.allCases)
     func tenWindows(_ kind: StorageKind) async throws {
-        try await PowerTestServer.run(kind) { server in
+        try await LiveServer.run(kind) { server in
             let device = try Device(server: server, name: "d-1")
             // A first sync (nothing on the server yet) gives the scope its cursor.
             guard case .succeeded = await device.engine.syncNow() else { Issue.record("first sync"); return }
@@ -275,7 +249,7 @@ struct BackgroundWindowTests {
 
     @Test("the OS ending a window mid-request cancels it; the pages stored stay and the next window goes on", arguments: StorageKind.allCases)
     func expiredMidRequest(_ kind: StorageKind) async throws {
-        try await PowerTestServer.run(kind) { server in
+        try await LiveServer.run(kind) { server in
             let device = try Device(server: server, name: "d-1")
             guard case .succeeded = await device.engine.syncNow() else { Issue.record("first sync"); return }
             let cursorsBefore = device.transport.cursors.count
@@ -307,7 +281,7 @@ struct BackgroundWindowTests {
 
     @Test("a window is skipped while the preferences hold automatic syncs, and says why")
     func skippedByPreferences() async throws {
-        try await PowerTestServer.run(.sqlite) { server in
+        try await LiveServer.run(.sqlite) { server in
             let device = try Device(server: server, name: "d-1")
             try await device.engine.setPreferences(SyncPreferences(dailyAutomaticDataBudget: 0))
             try device.store.create(Self.task("t-1"))

@@ -118,16 +118,7 @@ struct ChangedFieldsSyncTests {
         }
 
         static func run(_ kind: StorageKind, _ body: @Sendable (Server) async throws -> Void) async throws {
-            let folder = try TemporaryDirectory(prefix: "changed-fields")
-            let storage = try await kind.makeStorage(in: folder.url, contracts: ContractRegistry.self)
-            _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
-            let signer = try TokenSigner(secret: LiveServer.secret)
-            let clock = SyncServer.SystemClock()
-            let environment = ServerEnvironment(storage: storage, signer: signer, clock: clock, apps: SampleServerApps.all)
-            try await LoopbackServer.run(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment) { server in
-                try await body(Server(url: server.url, signer: signer, clock: clock))
-            }
-            withExtendedLifetime(folder) {}
+            try await LiveServer.run(kind) { live in try await body(Server(url: live.url, signer: live.signer, clock: live.clock)) }
         }
     }
 

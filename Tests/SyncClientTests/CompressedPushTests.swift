@@ -39,27 +39,20 @@ struct CompressedPushTests {
         }
 
         static func run(_ kind: StorageKind, refusing: Bool = false, _ body: @Sendable (Server) async throws -> Void) async throws {
-            let folder = try TemporaryDirectory(prefix: "compressed-push")
-            let storage = try await kind.makeStorage(in: folder.url, contracts: ContractRegistry.self)
-            _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
-            let signer = try TokenSigner(secret: LiveServer.secret)
-            let clock = SyncServer.SystemClock()
-            let environment = ServerEnvironment(storage: storage, signer: signer, clock: clock, apps: SampleServerApps.all)
-            try await LoopbackServer.run(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment) { server in
+            try await LiveServer.run(kind) { live in
                 let refusals = Counter()
                 guard refusing else {
-                    try await body(Server(url: server.url, signer: signer, clock: clock, refusals: refusals))
+                    try await body(Server(url: live.url, signer: live.signer, clock: live.clock, refusals: refusals))
                     return
                 }
                 let router = Router()
-                router.add(middleware: RefusingFront(upstream: server.url, refusals: refusals))
+                router.add(middleware: RefusingFront(upstream: live.url, refusals: refusals))
                 let front = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
                 try await front.test(.live) { client in
                     let port = try #require(client.port)
-                    try await body(Server(url: URL(string: "http://127.0.0.1:\(port)")!, signer: signer, clock: clock, refusals: refusals))
+                    try await body(Server(url: URL(string: "http://127.0.0.1:\(port)")!, signer: live.signer, clock: live.clock, refusals: refusals))
                 }
             }
-            withExtendedLifetime(folder) {}
         }
     }
 

@@ -82,7 +82,7 @@ struct PowerAndCoalescingTests {
         let engine: SyncEngine
     }
 
-    func device(_ server: PowerTestServer, pushDebounce: TimeInterval = 3, livePokeDebounce: TimeInterval = 1, live: Bool = false) throws -> Device {
+    func device(_ server: LiveServer, pushDebounce: TimeInterval = 3, livePokeDebounce: TimeInterval = 1, live: Bool = false) throws -> Device {
         let directory = try TemporaryDirectory()
         let clock = ManualClock(Date())
         let sleeper = ManualSleeper(clock: clock)
@@ -109,7 +109,7 @@ struct PowerAndCoalescingTests {
 
     @Test("writes made within the debounce go in one push; with coalescing off each write is a push", arguments: StorageKind.allCases)
     func writesCoalesce(_ kind: StorageKind) async throws {
-        try await PowerTestServer.run(kind) { server in
+        try await LiveServer.run(kind) { server in
             let d = try device(server, pushDebounce: 3)
             await d.engine.start(connectivity: ManualConnectivityMonitor(online: true))
             await started(d)
@@ -154,7 +154,7 @@ struct PowerAndCoalescingTests {
 
     @Test("pokes that arrive together start one pull", arguments: StorageKind.allCases)
     func pokesCoalesce(_ kind: StorageKind) async throws {
-        try await PowerTestServer.run(kind) { server in
+        try await LiveServer.run(kind) { server in
             let d = try device(server, livePokeDebounce: 1, live: true)
             guard case .succeeded = await d.engine.syncNow() else { Issue.record("first sync"); return }
             await d.engine.start(connectivity: ManualConnectivityMonitor(online: true))
@@ -186,7 +186,7 @@ struct PowerAndCoalescingTests {
 
     @Test("low-power mode holds automatic syncs for its slower timer; urgent changes still come", arguments: StorageKind.allCases)
     func lowPowerBacksOff(_ kind: StorageKind) async throws {
-        try await PowerTestServer.run(kind) { server in
+        try await LiveServer.run(kind) { server in
             let d = try device(server, livePokeDebounce: 0.05, live: true)
             guard case .succeeded = await d.engine.syncNow() else { Issue.record("first sync"); return }
             try await d.engine.setPreferences(
@@ -271,7 +271,7 @@ struct PowerAndCoalescingTests {
 
     @Test("the interval covers hourly and daily, and preferences saved by an older build keep their values")
     func intervalPresets() async throws {
-        try await PowerTestServer.run(.sqlite) { server in
+        try await LiveServer.run(.sqlite) { server in
             let d = try device(server)
             try await d.engine.setPreferences(SyncPreferences(syncInterval: SyncInterval.daily))
             await d.engine.start(connectivity: ManualConnectivityMonitor(online: true))

@@ -15,7 +15,7 @@ struct LiveServer: Sendable {
 
     let url: URL
     let signer: TokenSigner
-    let storage: SQLiteStorage
+    let storage: any SyncStorage
     /// What an admin publishes with (see `LiveServer+Content.swift`).
     let content: SampleContentService
     /// The server's clock: the system's, or one that follows a device's manual clock.
@@ -35,18 +35,21 @@ struct LiveServer: Sendable {
         URLSessionTransport(baseURL: url, timeout: 120) { [self] in token(device, user: user) }
     }
 
-    /// Starts a server on a fresh SQLite folder, runs `body`, stops it and removes the folder.
+    /// Starts a server on a fresh folder (SQLite, or a fresh PostgreSQL schema for `kind`
+    /// `.postgres`), runs `body`, stops it and removes the folder.
     /// - Parameters:
+    ///   - kind: the server's storage.
     ///   - clock: the server's clock; a test that moves a device's clock by hours or
     ///     days moves the server's with it (``DeviceFollowingClock``), as time passes for both.
     ///   - contracts: the server's contracts (the sample's, or a test's variant of them).
     static func run(
-        configuration: ServerConfiguration = ServerConfiguration(port: 0, rateLimit: nil), clock: any ServerClock = SyncServer.SystemClock(),
+        _ kind: StorageKind = .sqlite, configuration: ServerConfiguration = ServerConfiguration(port: 0, rateLimit: nil),
+        clock: any ServerClock = SyncServer.SystemClock(),
         contracts: any ContractSchema.Type = ContractRegistry.self, _ body: @Sendable (LiveServer) async throws -> Void
     ) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storage = try SQLiteStorage(directory: folder, contracts: contracts)
+        let storage = try await kind.makeStorage(in: folder, contracts: contracts)
         // The server authorizes team scopes by the memberships it holds: u-1 is in team-1.
         _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
         let signer = try TokenSigner(secret: secret)
