@@ -18,6 +18,7 @@ final class SimulatedCostTransport: SyncTransport, @unchecked Sendable {
     private let lock = NSLock()
     private var pushedIDs: [String] = []
     private var pageCursors: [String?] = []
+    private var subscriptionCursors: [String?] = []
     private var requestCount = 0
     /// Set: the pull request of this number (counted from 1) waits until its task is cancelled
     /// (the OS ending the window).
@@ -33,6 +34,8 @@ final class SimulatedCostTransport: SyncTransport, @unchecked Sendable {
 
     var mutationIDs: [String] { lock.withLock { pushedIDs } }
     var cursors: [String?] { lock.withLock { pageCursors } }
+    /// The cursor of each subscription page asked for.
+    var subscriptionPageCursors: [String?] { lock.withLock { subscriptionCursors } }
     var requests: Int { lock.withLock { requestCount } }
     var isHanging: Bool { lock.withLock { hanging != nil } }
 
@@ -102,7 +105,10 @@ final class SimulatedCostTransport: SyncTransport, @unchecked Sendable {
     func pullSubscriptions(
         _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
     ) async throws(TransportError) -> SubscriptionPullResponse {
-        try await inner.pullSubscriptions(request, schema: schema, clientID: clientID)
+        let response = try await inner.pullSubscriptions(request, schema: schema, clientID: clientID)
+        lock.withLock { subscriptionCursors += request.subscriptions.map(\.cursor) }
+        spend()
+        return response
     }
 
     func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? { nil }
@@ -122,9 +128,9 @@ struct BackgroundWindowTests {
     static let settings = BackgroundWindowSettings(safetyMargin: 1, minimumRequestEstimate: 1)
     static let requestsPerWindow = 9
 
-    static func configuration(_ sleeper: ManualSleeper) -> SyncEngineConfiguration {
+    static func configuration(_ sleeper: ManualSleeper, scopes: [String] = ["team"]) -> SyncEngineConfiguration {
         var configuration = SyncEngineConfiguration(
-            scopes: ["team"], pushBatchSize: 2, pullPageSize: 5, pullCommitRows: 5, retriesAutomatically: false, sleeper: sleeper,
+            scopes: scopes, pushBatchSize: 2, pullPageSize: 5, pullCommitRows: 5, retriesAutomatically: false, sleeper: sleeper,
             usesLiveChannel: false
         )
         configuration.backgroundWindow = settings
@@ -141,16 +147,18 @@ struct BackgroundWindowTests {
         let clock: ManualClock
         let sleeper: ManualSleeper
         let transport: SimulatedCostTransport
+        let scopes: [String]
         var store: OfflineStore
         var engine: SyncEngine
 
-        init(server: LiveServer, name: String) throws {
+        init(server: LiveServer, name: String, scopes: [String] = ["team"]) throws {
             directory = try TemporaryDirectory()
             clock = ManualClock(Date())
             sleeper = ManualSleeper(clock: clock)
             transport = SimulatedCostTransport(server.transport(name), sleeper: sleeper, cost: 1)
+            self.scopes = scopes
             store = try makeDeviceStore(directory, device: name, clock: clock)
-            engine = SyncEngine(store: store, transport: transport, configuration: BackgroundWindowTests.configuration(sleeper))
+            engine = SyncEngine(store: store, transport: transport, configuration: BackgroundWindowTests.configuration(sleeper, scopes: scopes))
         }
 
         /// The process dies: the engine goes, the store is closed; a new process opens both again.
@@ -158,7 +166,7 @@ struct BackgroundWindowTests {
             await engine.stop()
             try store.close()
             store = try makeDeviceStore(directory, device: name, clock: clock)
-            engine = SyncEngine(store: store, transport: transport, configuration: BackgroundWindowTests.configuration(sleeper))
+            engine = SyncEngine(store: store, transport: transport, configuration: BackgroundWindowTests.configuration(sleeper, scopes: scopes))
         }
 
         func window() async -> BackgroundSyncReport {
@@ -276,6 +284,97 @@ struct BackgroundWindowTests {
             #expect(try device.store.count(FieldTask.self) == 23)
             let cursors = device.transport.cursors.dropFirst(cursorsBefore).compactMap { $0 }
             #expect(Set(cursors).count == cursors.count)
+        }
+    }
+
+    @Test("a file upload stops between chunks before the deadline, is reported as left, and the next windows resume it from its offset")
+    func uploadAcrossWindows() async throws {
+        let clock = ManualClock(TestStore.start)
+        let sleeper = ManualSleeper(clock: clock)
+        var device = try FileTestStore(clock: clock)
+        // 20 500 bytes in chunks of 1 000: a declaration, 21 chunks, then the write's push.
+        let size = 20_500
+        let bytes = typed(sampleBytes(size, seed: 3), as: "application/pdf")
+        let document = try device.store.importFile(bytes, contentType: "application/pdf", name: "scan.pdf")
+        try device.store.create(Receipt(id: "r-1", title: "Receipt", document: document))
+        let server = FakeFileTransport()
+        server.locked { server.answered = { sleeper.advance(by: 1) } }
+        var configuration = Self.configuration(sleeper, scopes: [])
+        configuration.fileChunkBytes = 1_000
+        var engine = SyncEngine(store: device.store, transport: server, configuration: configuration)
+
+        // The first window: the declaration and 8 chunks (9 requests), then the deadline.
+        var report = await engine.syncInBackgroundWindow(until: clock.now().addingTimeInterval(Self.window))
+        #expect(report.stoppedForDeadline && !report.finished)
+        #expect(report.error == nil)
+        #expect(report.requests == Self.requestsPerWindow)
+        #expect(report.ended <= report.deadline.addingTimeInterval(-Self.settings.safetyMargin), "stopped before the margin")
+        #expect(report.filesLeftToUpload == 1)
+        #expect(report.fileBytesLeftToUpload == Int64(size - 8_000))
+        #expect(report.remainingWrites == 1 && report.pushed == 0)
+        #expect(try device.store.storedFile(sha256: document.sha256)?.acknowledgedOffset == 8_000)
+        #expect(server.calls.filter { $0 == "POST" }.count == 1)
+
+        // Killed at the window's end; the next launch's windows go on from the offset recorded.
+        var windows = 1
+        while !report.finished, windows < 6 {
+            await engine.stop()
+            device = try device.reopen()
+            engine = SyncEngine(store: device.store, transport: server, configuration: configuration)
+            sleeper.advance(by: 15 * 60)
+            report = await engine.syncInBackgroundWindow(until: clock.now().addingTimeInterval(Self.window))
+            windows += 1
+            #expect(report.error == nil)
+            #expect(report.requests <= Self.requestsPerWindow)
+            #expect(report.ended <= report.deadline.addingTimeInterval(-Self.settings.safetyMargin))
+            if !report.finished { #expect(report.filesLeftToUpload == 1) }
+        }
+        // 1 + 21 + 1 requests, plus a HEAD for each window that resumes: 9, 9 and 7.
+        #expect(windows == 3)
+        #expect(report.finished && report.pushed == 1)
+        #expect(report.filesLeftToUpload == 0 && report.fileBytesLeftToUpload == 0)
+        #expect(server.files[document.sha256] == bytes)
+        let patches = server.calls.filter { $0.hasPrefix("PATCH") }
+        #expect(patches.count == 21 && Set(patches).count == 21, "no chunk sent twice")
+        #expect(server.calls.filter { $0.hasPrefix("HEAD") }.count == 2)
+        #expect(server.calls.last == "push 1")
+        #expect(try device.store.outboxCounts().unsent == 0)
+    }
+
+    @Test(
+        "a subscription's pull stops between pages before the deadline, is reported as left, and the next window goes on from its cursor",
+        arguments: StorageKind.allCases)
+    func subscriptionAcrossWindows(_ kind: StorageKind) async throws {
+        try await LiveServer.run(kind) { server in
+            // A device that syncs only the user scope: the team's incidents come by its subscription.
+            let device = try Device(server: server, name: "d-1", scopes: ["user"])
+            guard case .succeeded = await device.engine.syncNow() else { Issue.record("first sync"); return }
+            let assigned = 60
+            for index in 0..<assigned { try await SubscriptionTests.incident(server, "i-\(index)", assignee: "u-1") }
+            let mine = try await device.engine.subscribe(Subscriptions.assignedIncidents())
+
+            // The urgent changes of the user scope, then 8 subscription pages of 5: the deadline.
+            let first = await device.window()
+            #expect(first.stoppedForDeadline && !first.finished)
+            #expect(first.error == nil)
+            #expect(first.requests == Self.requestsPerWindow)
+            #expect(first.ended <= first.deadline.addingTimeInterval(-Self.settings.safetyMargin), "stopped before the margin")
+            #expect(first.subscriptionsLeftToPull == [mine.id])
+            #expect(first.scopesLeftToPull == ["user"])
+            #expect(first.pulled == 40)
+            #expect(try device.store.count(Contracts.Incident.self) == 40)
+
+            // Killed at the window's end; the next launch's window pulls the rest from the cursor stored.
+            try await device.killAndRelaunch("d-1")
+            device.sleeper.advance(by: 15 * 60)
+            let second = await device.window()
+            #expect(second.finished, "\(second)")
+            #expect(second.subscriptionsLeftToPull.isEmpty && second.scopesLeftToPull.isEmpty)
+            #expect(first.pulled + second.pulled == assigned, "no page stored twice")
+            #expect(try device.store.count(Contracts.Incident.self) == assigned)
+            let cursors = device.transport.subscriptionPageCursors.compactMap { $0 }
+            #expect(Set(cursors).count == cursors.count, "no subscription page asked for twice")
+            #expect(try device.engine.subscription(id: mine.id)?.status?.hasSynced == true)
         }
     }
 

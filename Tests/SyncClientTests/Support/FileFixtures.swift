@@ -197,6 +197,9 @@ final class FakeFileTransport: SyncTransport, @unchecked Sendable {
     var corrupt: [String: Data] = [:]
     /// HEAD answers this many bytes less than the upload holds (a request landed meanwhile).
     var headLag: Int64 = 0
+    /// Called once each push and file request has its answer (a test moving its clock by what
+    /// the request took).
+    var answered: (@Sendable () -> Void)?
     private var patchCount = 0
     private var getCount = 0
     private var nextUpload = 1
@@ -214,7 +217,10 @@ final class FakeFileTransport: SyncTransport, @unchecked Sendable {
         locked { uploads[id] = (sha256Hex(data), Int64(data.count), data.prefix(prefix)) }
     }
 
+    private func requestAnswered() { locked { answered }?() }
+
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
+        defer { requestAnswered() }
         let missing: String? = locked {
             calls.append("push \(request.mutations.count)")
             guard checksFiles else { return nil }
@@ -244,7 +250,8 @@ final class FakeFileTransport: SyncTransport, @unchecked Sendable {
     func health() async -> Bool { true }
 
     func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
-        locked {
+        defer { requestAnswered() }
+        return locked {
             calls.append("POST")
             if files[request.sha256] != nil { return FileUploadAnswer(sha256: request.sha256, state: .stored, uploadID: nil, offset: request.size) }
             if let (id, upload) = uploads.first(where: { $0.value.sha256 == request.sha256 }) {
@@ -258,6 +265,7 @@ final class FakeFileTransport: SyncTransport, @unchecked Sendable {
     }
 
     func fileUploadOffset(uploadID: String) async throws(TransportError) -> Int64 {
+        defer { requestAnswered() }
         let offset: Int64? = locked {
             calls.append("HEAD \(uploadID)")
             return uploads[uploadID].map { Int64($0.data.count) - headLag }
@@ -267,6 +275,7 @@ final class FakeFileTransport: SyncTransport, @unchecked Sendable {
     }
 
     func sendFileBytes(_ bytes: Data, uploadID: String, offset: Int64) async throws(TransportError) -> FileChunkAnswer {
+        defer { requestAnswered() }
         let answer: Result<FileChunkAnswer, TransportError> = locked {
             patchCount += 1
             calls.append("PATCH \(uploadID) \(offset)+\(bytes.count)")

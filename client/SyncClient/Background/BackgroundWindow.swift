@@ -36,19 +36,31 @@ public struct BackgroundSyncReport: Hashable, Sendable {
     public var remainingWrites: Int
     /// Scopes not pulled to their end in this window, in the order the next sync pulls them.
     public var scopesLeftToPull: [String]
+    /// Subscriptions (their ids, ``SubscriptionHandle/id``) not pulled to their last page in this
+    /// window, in the order the next sync pulls them; each page stored kept its cursor.
+    public var subscriptionsLeftToPull: [String]
+    /// Files still waiting to upload when it ended (a file the server refused is not counted:
+    /// it waits for ``OfflineStore/retryFailed(seq:)``).
+    public var filesLeftToUpload: Int
+    /// The bytes of those files the server has not acknowledged yet: an upload cut by the
+    /// deadline goes on from its last acknowledged chunk.
+    public var fileBytesLeftToUpload: Int64
     /// Why the window did nothing: the preferences hold automatic syncs (Wi-Fi only on an
     /// expensive path, the data budget used).
     public var skipped: AutomaticSyncPause?
     /// The error that ended it (the server unreachable, a refusal, a store error), if any.
     public var error: ErrorDetail?
 
-    /// Whether the window ran the whole sync: pushed the outbox, pulled every scope to its
-    /// last page and ran the housekeeping.
-    public var finished: Bool { !stoppedForDeadline && skipped == nil && error == nil && scopesLeftToPull.isEmpty }
+    /// Whether the window ran the whole sync: uploaded the files, pushed the outbox, pulled
+    /// every subscription and scope to its last page and ran the housekeeping.
+    public var finished: Bool {
+        !stoppedForDeadline && skipped == nil && error == nil && scopesLeftToPull.isEmpty && subscriptionsLeftToPull.isEmpty
+    }
 
     public init(
         started: Date, deadline: Date, ended: Date, pushed: Int = 0, pulled: Int = 0, requests: Int = 0, stoppedForDeadline: Bool = false,
-        remainingWrites: Int = 0, scopesLeftToPull: [String] = [], skipped: AutomaticSyncPause? = nil, error: ErrorDetail? = nil
+        remainingWrites: Int = 0, scopesLeftToPull: [String] = [], subscriptionsLeftToPull: [String] = [], filesLeftToUpload: Int = 0,
+        fileBytesLeftToUpload: Int64 = 0, skipped: AutomaticSyncPause? = nil, error: ErrorDetail? = nil
     ) {
         self.started = started
         self.deadline = deadline
@@ -59,12 +71,16 @@ public struct BackgroundSyncReport: Hashable, Sendable {
         self.stoppedForDeadline = stoppedForDeadline
         self.remainingWrites = remainingWrites
         self.scopesLeftToPull = scopesLeftToPull
+        self.subscriptionsLeftToPull = subscriptionsLeftToPull
+        self.filesLeftToUpload = filesLeftToUpload
+        self.fileBytesLeftToUpload = fileBytesLeftToUpload
         self.skipped = skipped
         self.error = error
     }
 }
 
-/// The time a background window has left, checked before every request of its sync.
+/// The time a background window has left, checked before every request of its sync: pushes,
+/// pages, subscription pulls and each step of a file upload (declaration, offset, chunk).
 ///
 /// A request starts only when its estimate (the settings' minimum, or the longest request of
 /// the window so far) and the safety margin fit before the deadline; once started, it is
@@ -87,6 +103,8 @@ final class WindowBudget: Sendable {
         var pulled = 0
         /// The scopes the pull had not finished when last told (`nil`: the pull did not start).
         var scopesLeft: [String]?
+        /// The subscriptions the pull had not finished (`nil`: the pull did not start).
+        var subscriptionsLeft: [String]?
         var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
         var cancelledWaiters: Set<UUID> = []
     }
@@ -108,6 +126,11 @@ final class WindowBudget: Sendable {
     func note(pushed: Int) { state.withLock { $0.pushed += pushed } }
     func note(pulled: Int) { state.withLock { $0.pulled += pulled } }
     func note(scopesLeft: [String]) { state.withLock { $0.scopesLeft = scopesLeft } }
+    var subscriptionsLeft: [String]? { state.withLock { $0.subscriptionsLeft } }
+    func note(subscriptionsLeft: [String]) { state.withLock { $0.subscriptionsLeft = subscriptionsLeft } }
+    /// The subscription `id` needs nothing more of this window (its last page is stored, or it
+    /// was refused).
+    func noteSubscriptionDone(_ id: String) { state.withLock { $0.subscriptionsLeft?.removeAll { $0 == id } } }
 
     /// Throws ``EngineFailure/deadline`` unless one more request fits before the deadline.
     func admit() throws(EngineFailure) {

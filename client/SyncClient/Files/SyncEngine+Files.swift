@@ -56,7 +56,9 @@ extension SyncEngine {
     /// fails the writes naming it (``holdForFiles(_:traffic:)``), and ``OfflineStore/retryFailed(seq:)``
     /// tries it once more. A network failure ends the sync, to resume from the acknowledged
     /// offset. Returns `false` when an automatic sync's data budget ran out (nothing more is
-    /// sent in this sync).
+    /// sent in this sync). In a background window each request of an upload (declaration,
+    /// offset, chunk) starts only when it fits before the deadline: one cut off keeps the offset
+    /// acknowledged so far and the sync stops (``EngineFailure/deadline``).
     func uploadWaitingFiles(traffic: TrafficCounter?, budgetLeft: Int?) async throws(EngineFailure) -> Bool {
         // Files no queued write names any more are not sent; their uploads under way are given up.
         let abandoned: [String]
@@ -77,7 +79,7 @@ extension SyncEngine {
                 outcome = try await FileTransfers.upload(
                     file, store: store, transport: transport, chunkBytes: configuration.fileChunkBytes,
                     mayStillSend: { bytes in budgetLeft.map { (traffic?.bytes ?? 0) + bytes <= $0 } ?? true },
-                    traffic: traffic
+                    traffic: traffic, window: window
                 ) { [weak self] sent in await self?.fileBytesSent(sent) }
             } catch .transport(let error) where FileTransfers.isRefusal(error) {
                 // Refused: the push fails the writes naming it; the other files go on.
@@ -108,7 +110,7 @@ extension SyncEngine {
             do {
                 _ = try await FileTransfers.upload(
                     file, store: store, transport: transport, chunkBytes: configuration.fileChunkBytes, mayStillSend: { _ in true },
-                    traffic: traffic
+                    traffic: traffic, window: window
                 ) { [weak self] sent in await self?.fileBytesSent(sent) }
             } catch .transport(let error) {
                 if FileTransfers.isRefusal(error) {
@@ -177,10 +179,12 @@ enum FileTransfers {
     /// again, or `stored`), then sends `PATCH`es of `chunkBytes` from that offset, recording
     /// each acknowledged offset in the store, so a lost connection, a restart or a kill resumes
     /// there. An upload the server lost (`404`) is started again; a `409 offset_mismatch` moves
-    /// to the server's offset. `progress` gets the bytes each answer acknowledged.
+    /// to the server's offset. `progress` gets the bytes each answer acknowledged. In a
+    /// background `window`, each request starts only when it fits before its deadline, else
+    /// ``EngineFailure/deadline`` is thrown with the offset acknowledged so far recorded.
     static func upload(
         _ file: StoredFile, store: OfflineStore, transport: any SyncTransport, chunkBytes: Int,
-        mayStillSend: @Sendable (Int) -> Bool, traffic: TrafficCounter?, progress: (Int64) async -> Void
+        mayStillSend: @Sendable (Int) -> Bool, traffic: TrafficCounter?, window: WindowBudget? = nil, progress: (Int64) async -> Void
     ) async throws(EngineFailure) -> UploadOutcome {
         let sha = file.reference.sha256
         let size = file.reference.byteCount
@@ -198,8 +202,11 @@ enum FileTransfers {
         while true {
             let id: String
             if let known = uploadID {
+                let asked = try await WindowBudget.perform(in: window) { () async throws(TransportError) in
+                    try await transport.fileUploadOffset(uploadID: known)
+                }
                 do {
-                    offset = try await transport.fileUploadOffset(uploadID: known)
+                    offset = try asked.get()
                     id = known
                 } catch .http(let status, _, _) where status == 404 || status == 410 {
                     // Gone (expired, finished or abandoned): ask again; a stored file answers `stored`.
@@ -211,7 +218,11 @@ enum FileTransfers {
                 }
             } else {
                 let answer: FileUploadAnswer
-                do { answer = try await transport.startFileUpload(FileUploadRequest(file.reference)) } catch { throw .transport(error) }
+                let declaration = FileUploadRequest(file.reference)
+                let asked = try await WindowBudget.perform(in: window) { () async throws(TransportError) in
+                    try await transport.startFileUpload(declaration)
+                }
+                do { answer = try asked.get() } catch { throw .transport(error) }
                 if answer.state == .stored { return try uploaded() }
                 guard let given = answer.uploadID else { throw .transport(.decoding("an upload answer without upload_id")) }
                 (id, offset) = (given, answer.offset)
@@ -225,10 +236,15 @@ enum FileTransfers {
                 guard mayStillSend(count) else { return .stopped }
                 let bytes: Data
                 do { bytes = count > 0 ? try store.readFileBytes(sha256: sha, offset: offset, count: count) : Data() } catch { throw .store(error) }
+                // In a window, the chunk goes only when it fits: cut off, the next window resumes
+                // from the offset recorded after the last chunk acknowledged.
+                let sent = try await WindowBudget.perform(in: window) { [offset] () async throws(TransportError) in
+                    try await transport.sendFileBytes(bytes, uploadID: id, offset: offset)
+                }
                 traffic?.add(bytes.count)
                 let answer: FileChunkAnswer
                 do {
-                    answer = try await transport.sendFileBytes(bytes, uploadID: id, offset: offset)
+                    answer = try sent.get()
                 } catch .http(let status, _, _) where (status == 404 || status == 410) && restarts < 3 {
                     restarts += 1
                     uploadID = nil

@@ -69,7 +69,8 @@ extension SyncEngine {
     /// lets go of what it held; one whose cursor expired is synced again from scratch (at most
     /// three times in one sync). A transport or server that cannot pull subscriptions leaves
     /// them as they are (``SubscriptionStatus/lastFailure``) and the sync goes on. An automatic
-    /// sync counts the requests and answers in its data (`traffic`), as their JSON weighs.
+    /// sync counts the requests and answers in its data (`traffic`), as their JSON weighs. In a
+    /// background window each request waits for ``WindowBudget/admit()``.
     private func pullSubscriptions(tiers: Set<SyncPriority>, traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var pending: Set<String>
         do { pending = Set(try store.activeSubscriptions().filter { tiers.contains($0.priority) }.map(\.id)) } catch { throw .store(error) }
@@ -101,8 +102,15 @@ extension SyncEngine {
                 }, limit: configuration.pullPageSize)
             let response: SubscriptionPullResponse
             if let traffic { traffic.add((try? JSONEncoder().encode(request).count) ?? 0) }
+            // In a background window the request starts only when it fits before the deadline;
+            // cut off, the pages stored so far keep their cursors and the rest waits
+            // (`EngineFailure.deadline` ends the sync).
+            let clientID = store.identity.clientId
+            let asked = try await WindowBudget.perform(in: window) { [transport] () async throws(TransportError) in
+                try await transport.pullSubscriptions(request, schema: schema, clientID: clientID)
+            }
             do {
-                response = try await transport.pullSubscriptions(request, schema: schema, clientID: store.identity.clientId)
+                response = try asked.get()
                 // The transport answers decoded: its body weighed about what it encodes to again.
                 if let traffic { traffic.add((try? JSONEncoder().encode(response).count) ?? 0) }
             } catch {
@@ -141,6 +149,7 @@ extension SyncEngine {
                             continue
                         }
                         try store.refuseSubscription(id: page.id, error)
+                        window?.noteSubscriptionDone(page.id)
                         pending.remove(page.id)
                         subscriptionActivity.forget(page.id)
                         continue
@@ -153,11 +162,15 @@ extension SyncEngine {
                     throw .store(error)
                 }
                 pulled += page.rowCount
+                window?.note(pulled: page.rowCount)
                 subscriptionActivity.stored(page.rowCount, for: page.id, done: !page.hasMore)
                 snapshot.progress.done += page.rowCount
                 snapshot.progress.total = snapshot.progress.done
                 publish()
-                if !page.hasMore { pending.remove(page.id) }
+                if !page.hasMore {
+                    pending.remove(page.id)
+                    window?.noteSubscriptionDone(page.id)
+                }
             }
             // Entries the answer left out wait for the next sync; so do all when a round brought nothing.
             let answered = Set(response.subscriptions.map(\.id))

@@ -65,7 +65,7 @@ public actor SyncEngine {
     /// Downloads of files under way (``file(for:)``), by SHA-256: concurrent asks share one.
     var fileDownloads: [String: Task<Result<URL, FileDownloadError>, Never>] = [:]
     /// The background window the running sync spends, if it runs in one.
-    private var window: WindowBudget?
+    private(set) var window: WindowBudget?
     /// What the platform says of its low-power mode (Apple's `isLowPowerModeEnabled`).
     private var systemLowPowerMode = false
     private var powerTask: Task<Void, Never>?
@@ -229,9 +229,11 @@ public actor SyncEngine {
         while let running = queued ?? current { _ = await running.value }
         if let pause = automaticPause() {
             snapshot.automaticSyncsPaused = pause
+            let files = filesLeftToUpload()
             let report = BackgroundSyncReport(
                 started: started, deadline: deadline, ended: store.now().date, remainingWrites: (try? store.outboxCounts().unsent) ?? 0,
-                scopesLeftToPull: store.priorities.order(configuration.scopes), skipped: pause
+                scopesLeftToPull: store.priorities.order(configuration.scopes), subscriptionsLeftToPull: activeSubscriptionIDs(),
+                filesLeftToUpload: files.count, fileBytesLeftToUpload: files.bytes, skipped: pause
             )
             snapshot.lastBackgroundWindow = report
             publish()
@@ -248,23 +250,41 @@ public actor SyncEngine {
         } onCancel: {
             budget.expire()
         }
+        let files = filesLeftToUpload()
         var report = BackgroundSyncReport(
             started: started, deadline: deadline, ended: store.now().date, pushed: budget.pushed, pulled: budget.pulled,
-            requests: budget.requests, stoppedForDeadline: budget.stopped, remainingWrites: (try? store.outboxCounts().unsent) ?? 0
+            requests: budget.requests, stoppedForDeadline: budget.stopped, remainingWrites: (try? store.outboxCounts().unsent) ?? 0,
+            filesLeftToUpload: files.count, fileBytesLeftToUpload: files.bytes
         )
+        var incomplete = budget.stopped
         switch result {
         case .succeeded:
-            if budget.stopped { report.scopesLeftToPull = budget.scopesLeft ?? store.priorities.order(configuration.scopes) }
+            break
         case .failed(let error, _):
             report.error = error.detail
-            report.scopesLeftToPull = budget.scopesLeft ?? store.priorities.order(configuration.scopes)
+            incomplete = true
         case .storeFailed(let message):
             report.error = ErrorDetail(code: ErrorCode("store"), message: message)
+            incomplete = true
+        }
+        if incomplete {
             report.scopesLeftToPull = budget.scopesLeft ?? store.priorities.order(configuration.scopes)
+            report.subscriptionsLeftToPull = budget.subscriptionsLeft ?? activeSubscriptionIDs()
         }
         snapshot.lastBackgroundWindow = report
         publish()
         return report
+    }
+
+    /// The files waiting to upload (not refused) and their bytes the server has not acknowledged.
+    private func filesLeftToUpload() -> (count: Int, bytes: Int64) {
+        let waiting = ((try? store.filesWaitingToUpload()) ?? []).filter { $0.lastError == nil }
+        return (waiting.count, waiting.reduce(0) { $0 + max(0, $1.reference.byteCount - $1.acknowledgedOffset) })
+    }
+
+    /// The active subscriptions' ids, in the order a sync pulls them.
+    private func activeSubscriptionIDs() -> [String] {
+        ((try? store.activeSubscriptions()) ?? []).map(\.id)
     }
 
     private func runWindow(_ budget: WindowBudget) async -> SyncResult {
@@ -919,6 +939,7 @@ public actor SyncEngine {
         // Subscriptions whose TTL passed since they ended let go of their rows first. The active
         // ones are pulled by tier with the scopes: a tier's subscriptions before its scopes.
         do { try store.expireSubscriptions() } catch { throw .store(error) }
+        if let window { window.note(subscriptionsLeft: activeSubscriptionIDs()) }
         var subscriptionTiers = Set(SyncPriority.allCases)
         var queue = store.priorities.order(configuration.scopes)
         var index = 0
@@ -956,6 +977,7 @@ public actor SyncEngine {
         }
         window?.note(scopesLeft: [])
         pulled += try await pullSubscriptions(through: .low, left: &subscriptionTiers, traffic: traffic)
+        window?.note(subscriptionsLeft: [])
         return pulled
     }
 
