@@ -143,7 +143,9 @@ struct CompressedPushTests {
         }
     }
 
-    @Test("a server that answers 415 gets the push again as is, and no compressed push after", arguments: StorageKind.allCases)
+    @Test(
+        "a server that answers 415 gets the push again as is, and no compressed push after, even after the app restarts on the same store",
+        arguments: StorageKind.allCases)
     func refusalIsRemembered(_ kind: StorageKind) async throws {
         try await Server.run(kind, refusing: true) { server in
             let folder = try TemporaryDirectory()
@@ -179,19 +181,43 @@ struct CompressedPushTests {
             #expect(later.allSatisfy { $0.contentEncoding == nil && $0.status == 200 })
             #expect(server.refusals.values == [1])
 
-            // A new transport (the app restarted) tries gzip again, and is refused once more.
+            #expect(try phone.pushCompressionRefused(), "the engine kept the refusal in the store")
+            try phone.close()
+
+            // The app restarts: the store reopened from its file, a new transport and engine. The
+            // store remembers the refusal, so the new transport sends its pushes as they are at once.
+            let reopened = try makeDeviceStore(folder, device: "phone-1")
             let fresh = server.transport("phone-1", recorder: recorder)
-            try phone.patch(FieldTask.self, id: "task-1", [.notes(String(repeating: "Seal replaced; readings logged. ", count: 40))])
-            guard case .succeeded(pushed: 1, _) = await Self.engine(phone, fresh).syncNow() else {
+            #expect(fresh.compressesPushes, "a new transport alone does not know")
+            let engine = Self.engine(reopened, fresh)
+            #expect(!fresh.compressesPushes && fresh.pushCompressionRefused)
+            try reopened.patch(FieldTask.self, id: "task-1", [.notes(String(repeating: "Seal replaced; readings logged. ", count: 40))])
+            for index in 80..<120 { try reopened.create(Self.task(index)) }
+            guard case .succeeded(pushed: 41, _) = await engine.syncNow() else {
                 Issue.record("the phone's sync after a restart")
                 return
             }
+            #expect(server.refusals.values == [1], "no compressed push tried again after the restart")
+            let afterRestart = recorder.exchanges.filter { $0.path == "/sync/v1/push" }.dropFirst(3)
+            #expect(!afterRestart.isEmpty)
+            #expect(afterRestart.allSatisfy { $0.contentEncoding == nil && $0.status == 200 })
+            #expect(try reopened.all(FieldTask.self).count == 120)
+            #expect(try reopened.outboxCounts().unsent == 0)
+            await engine.stop()
+            try reopened.close()
+
+            // Another device's store knows nothing of it: its transport tries gzip, and is refused.
+            let otherFolder = try TemporaryDirectory()
+            let tablet = try makeDeviceStore(otherFolder, device: "tablet-1")
+            let tabletTransport = server.transport("tablet-1", recorder: recorder)
+            for index in 0..<40 { try tablet.create(Self.task(1_000 + index)) }
+            guard case .succeeded(pushed: 40, _) = await Self.engine(tablet, tabletTransport).syncNow() else {
+                Issue.record("the tablet's sync")
+                return
+            }
             #expect(server.refusals.values == [1, 1])
-            #expect(!fresh.compressesPushes)
-            let synced = try phone.all(FieldTask.self)
-            #expect(synced.count == 80)
-            #expect(try phone.outboxCounts().unsent == 0)
-            try phone.close()
+            #expect(try tablet.pushCompressionRefused())
+            try tablet.close()
         }
     }
 

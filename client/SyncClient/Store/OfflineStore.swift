@@ -491,6 +491,9 @@ enum Metadata: String {
     case telemetryQueuedThrough = "telemetry_queued_through"
     /// The scopes the sync engine pulls whole (JSON array): their rows stay when a subscription lets go of them.
     case wholeScopes = "whole_scopes"
+    /// When the server first refused a compressed push (milliseconds since 1970, the store's
+    /// clock): the engine's transport sends pushes as they are from then on, in every launch.
+    case pushCompressionRefusedAt = "push_compression_refused_at"
 
     static func get(_ db: Database, _ key: Metadata) throws -> String? {
         try String.fetchOne(db.cachedStatement(sql: #"SELECT "value" FROM "metadata" WHERE "key" = ?"#), arguments: [key.rawValue])

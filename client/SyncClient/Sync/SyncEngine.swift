@@ -71,6 +71,8 @@ public actor SyncEngine {
     private var powerTask: Task<Void, Never>?
     /// When the timer syncs next (`nil`: no timer).
     private var nextTimerSync: Date?
+    /// Whether the store already remembers the server's refusal of compressed pushes.
+    private var pushCompressionRefusalStored = false
 
     public init(store: OfflineStore, transport: any SyncTransport, configuration: SyncEngineConfiguration) {
         self.store = store
@@ -79,6 +81,11 @@ public actor SyncEngine {
         preferences = (try? store.storedSyncPreferences()) ?? SyncPreferences(syncInterval: configuration.periodicInterval)
         // The scopes synced whole keep their rows when a subscription lets go of them (housekeeping too).
         try? store.recordWholeScopes(configuration.scopes)
+        // A server that refused a compressed push in an earlier launch is not sent one again.
+        if (try? store.pushCompressionRefused()) == true {
+            pushCompressionRefusalStored = true
+            transport.rememberPushCompressionRefused()
+        }
     }
 
     // MARK: Preferences
@@ -816,6 +823,7 @@ public actor SyncEngine {
             let sent = try await WindowBudget.perform(in: window) { [transport] () async throws(TransportError) in
                 try await transport.push(request) { bytes in traffic?.add(bytes) }
             }
+            rememberPushCompressionRefusal()
             do {
                 let response = try sent.get()
                 do { try store.applyPushResponse(response) } catch { throw EngineFailure.store(error) }
@@ -869,6 +877,18 @@ public actor SyncEngine {
             }
         }
         return pushed
+    }
+
+    /// Keeps in the store that the server refused a compressed push, once the transport says so:
+    /// the next launch's transport then sends pushes as they are from the first.
+    private func rememberPushCompressionRefusal() {
+        guard !pushCompressionRefusalStored, transport.pushCompressionRefused else { return }
+        do {
+            try store.recordPushCompressionRefused()
+            pushCompressionRefusalStored = true
+        } catch {
+            // Not kept: the transport still remembers it for this launch, and the next push tries again.
+        }
     }
 
     /// Registers the store's device signing key with the server (`PUT /sync/v1/device-key`,

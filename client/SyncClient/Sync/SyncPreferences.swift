@@ -157,6 +157,21 @@ extension OfflineStore {
         }
     }
 
+    /// Whether the server refused a compressed push in this launch or an earlier one
+    /// (``recordPushCompressionRefused()``).
+    package func pushCompressionRefused() throws(OfflineStoreError) -> Bool {
+        try read { db in try Metadata.get(db, .pushCompressionRefusedAt) != nil }
+    }
+
+    /// Remembers that the server refused a compressed push (415), so that the engine of a later
+    /// launch sends its pushes as they are from the first; the first refusal's time is kept.
+    package func recordPushCompressionRefused() throws(OfflineStoreError) {
+        let at = now().millisecondsSince1970
+        try write { db in
+            if try Metadata.get(db, .pushCompressionRefusedAt) == nil { try Metadata.set(db, .pushCompressionRefusedAt, String(at)) }
+        }
+    }
+
     static func utcDay(_ date: Date) -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(secondsFromGMT: 0) ?? calendar.timeZone

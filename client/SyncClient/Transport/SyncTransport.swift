@@ -11,6 +11,13 @@ public protocol SyncTransport: Sendable {
     /// (compressed when it is; a push sent again uncompressed after a refusal is told twice): what
     /// a data budget counts. The default sends ``push(_:)`` and tells the size of the push's JSON.
     func push(_ request: PushRequest, sent: @Sendable (Int) -> Void) async throws(TransportError) -> PushResponse
+    /// Whether the server refused a compressed push (`415`), so that this transport sends its
+    /// pushes as they are. The engine keeps it in its store once it is `true`, and tells the
+    /// next launch's transport (``rememberPushCompressionRefused()``). Default `false`.
+    var pushCompressionRefused: Bool { get }
+    /// The engine's store remembers that the server refused a compressed push (in an earlier
+    /// launch): send every push as it is. The default does nothing.
+    func rememberPushCompressionRefused()
     /// `GET /sync/v1/pull`, one page: its JSON body as the server sent it (inflated when it came
     /// gzipped). The engine reads it straight into the store's column values
     /// (`PullResponse(json:)` parses it, for anything else that wants to look at it); a 2xx body
@@ -113,6 +120,10 @@ extension SyncTransport {
         sent((try? JSONEncoder().encode(request).count) ?? 0)
         return try await push(request)
     }
+
+    public var pushCompressionRefused: Bool { false }
+
+    public func rememberPushCompressionRefused() {}
 
     public func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
         throw .filesUnsupported

@@ -10,7 +10,8 @@ public import SyncProtocol
 // `push-compression` in docs/PERFORMANCE.md). Bodies from ``pushCompressionThreshold`` bytes are
 // sent with `Content-Encoding: gzip`; a server that refuses the encoding is sent the push again as
 // is (nothing of a refused request is applied, and a push is idempotent anyway) and no compressed
-// push again by this transport.
+// push again by this transport; the engine keeps the refusal in its store, so that the next launch's
+// transport sends its pushes as they are from the first.
 
 extension URLSessionTransport {
     /// The default of ``pushCompressionThreshold``: 1 KiB. Below it gzip's header and the
@@ -25,8 +26,16 @@ extension URLSessionTransport {
     /// Whether the next push above the threshold goes compressed: a threshold is set and the
     /// server has not refused a compressed push.
     public var compressesPushes: Bool {
-        pushCompressionThreshold != nil && !pushCompressionRefused.withLock { $0 }
+        pushCompressionThreshold != nil && !pushCompressionRefused
     }
+
+    /// Whether the server refused a compressed push (415, or an older server's 400 naming the
+    /// encoding), now or in an earlier launch (``rememberPushCompressionRefused()``).
+    public var pushCompressionRefused: Bool { compressionRefusal.withLock { $0 } }
+
+    /// Sends pushes uncompressed from now on: the engine's store remembers that the server
+    /// refused a compressed push in an earlier launch.
+    public func rememberPushCompressionRefused() { compressionRefusal.withLock { $0 = true } }
 
     public func push(_ request: PushRequest, sent: @Sendable (Int) -> Void) async throws(TransportError) -> PushResponse {
         var urlRequest = makeRequest(path: "sync/v1/push", query: [])
@@ -49,7 +58,7 @@ extension URLSessionTransport {
                 return try await send(gzipped, as: PushResponse.self)
             } catch  where Self.refusesCompressedBody(error) {
                 // Sent again as is below; remembered, so later pushes go as is at once.
-                pushCompressionRefused.withLock { $0 = true }
+                rememberPushCompressionRefused()
             }
         }
         urlRequest.httpBody = json
@@ -60,7 +69,7 @@ extension URLSessionTransport {
     /// `json` gzip-compressed when it is to be sent so (``compressesPushes``, and at least
     /// ``pushCompressionThreshold`` bytes); `nil` to send it as is.
     package func compressedPushBody(_ json: Data) -> Data? {
-        guard let threshold = pushCompressionThreshold, json.count >= threshold, !pushCompressionRefused.withLock({ $0 }) else { return nil }
+        guard let threshold = pushCompressionThreshold, json.count >= threshold, !pushCompressionRefused else { return nil }
         return Gzip.compress(json, level: Self.pushCompressionLevel)
     }
 

@@ -29,8 +29,9 @@ public final class URLSessionTransport: SyncTransport {
     /// sent the push again as is, and no more compressed pushes (``compressesPushes``).
     public let pushCompressionThreshold: Int?
     /// Whether the server refused a compressed push (415, or an older server's 400 naming the
-    /// encoding): this transport then sends its pushes uncompressed.
-    let pushCompressionRefused = Locked(false)
+    /// encoding), or the engine's store remembers it did: this transport then sends its pushes
+    /// uncompressed.
+    let compressionRefusal = Locked(false)
 
     /// - Parameters:
     ///   - baseURL: the server, e.g. `https://sync.example.com`.
