@@ -78,12 +78,21 @@ enum FileContracts: ContractSchema {
 }
 
 /// Forwards to a real transport, failing once each `PATCH` from a listed offset with a lost
-/// connection, and recording the file requests.
+/// connection (and each `GET` from an offset listed in ``failingGets``), and recording the file
+/// requests. A download's ranges go through URLSession's download tasks into files, as the
+/// engine asks for them.
 final class FlakyFileTransport: SyncTransport, @unchecked Sendable {
     let inner: URLSessionTransport
     private let lock = NSLock()
     private var failing: Set<Int64>
+    private var failingGetOffsets: Set<Int64> = []
     private var calls: [String] = []
+
+    /// The ranges from these offsets fail once each, after the server answered, with their bytes received.
+    var failingGets: Set<Int64> {
+        get { lock.withLock { failingGetOffsets } }
+        set { lock.withLock { failingGetOffsets = newValue } }
+    }
 
     init(_ inner: URLSessionTransport, failingAt offsets: Set<Int64> = []) {
         self.inner = inner
@@ -126,6 +135,17 @@ final class FlakyFileTransport: SyncTransport, @unchecked Sendable {
     func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
         note("GET \(range.lowerBound)-\(range.upperBound)")
         return try await inner.fileBytes(sha256: sha256, range: range)
+    }
+
+    func fileBytes(sha256: String, range: ClosedRange<Int64>, into destination: URL) async throws(TransportError) -> ReceivedFileBytes {
+        note("GET \(range.lowerBound)-\(range.upperBound)")
+        let received = try await inner.fileBytes(sha256: sha256, range: range, into: destination)
+        if lock.withLock({ failingGetOffsets.remove(range.lowerBound) != nil }) {
+            // As a transport must: nothing left at the destination when it throws.
+            try? FileManager.default.removeItem(at: destination)
+            throw .network("the connection was lost")
+        }
+        return received
     }
 }
 
@@ -237,10 +257,11 @@ struct FileEndToEndTests {
         #expect(receipt.document == document)
         let url = try await tabletEngine.file(for: try #require(receipt.document))
         #expect(try Data(contentsOf: url) == bytes)
-        #expect(tabletTransport.recorded.filter { $0.hasPrefix("GET") } == ["GET 0-1048575", "GET 1048576-2097151", "GET 2097152-2499999"])
+        // Ranges double from the chunk's size: 1 MiB, then the 1.4 MB left (at most 2 MiB).
+        #expect(tabletTransport.recorded.filter { $0.hasPrefix("GET") } == ["GET 0-1048575", "GET 1048576-2499999"])
         #expect(try tablet.store.storedFile(sha256: document.sha256)?.state == .cached)
         #expect(try await tabletEngine.file(for: document) == url)
-        #expect(tabletTransport.recorded.filter { $0.hasPrefix("GET") }.count == 3)
+        #expect(tabletTransport.recorded.filter { $0.hasPrefix("GET") }.count == 2)
 
         // The same bytes written again on the tablet: the server holds them, nothing is sent.
         let again = try tablet.store.importFile(bytes, contentType: "application/pdf")
@@ -287,9 +308,18 @@ struct FileEndToEndTests {
             var configuration = SyncEngineConfiguration(scopes: [], usesLiveChannel: false)
             configuration.fileChunkBytes = 1 << 20
             let engine = SyncEngine(store: other.store, transport: flaky, configuration: configuration)
+            // The second range is lost on its way: the first stays, and the next call resumes
+            // from it with ranges from the chunk's size again.
+            flaky.failingGets = [1 << 20]
+            await #expect(throws: FileDownloadError.transport(.network("the connection was lost"))) { try await engine.file(for: document) }
+            #expect(other.store.partialFileSize(sha256: document.sha256) == 1 << 20)
             let url = try await engine.file(for: document)
             #expect(try Data(contentsOf: url) == bytes)
-            #expect(flaky.recorded.suffix(3) == ["GET 0-1048575", "GET 1048576-2097151", "GET 2097152-2499999"])
+            #expect(
+                flaky.recorded.suffix(4) == ["GET 0-1048575", "GET 1048576-2499999", "GET 1048576-2097151", "GET 2097152-2499999"])
+            // Nothing of the ranges is left in the staging folder.
+            let staging = other.store.filesDirectory.appendingPathComponent("staging").path
+            #expect(((try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []).isEmpty)
         }
     }
 

@@ -4,6 +4,18 @@ public import Foundation
 import GRDB
 package import SyncProtocol
 
+#if canImport(Glibc)
+    import Glibc
+    private let systemClose = Glibc.close
+    private let systemRead = Glibc.read
+    private let systemWrite = Glibc.write
+#elseif canImport(Darwin)
+    import Darwin
+    private let systemClose = Darwin.close
+    private let systemRead = Darwin.read
+    private let systemWrite = Darwin.write
+#endif
+
 /// The files `file` fields name, kept content-addressed in the store's files folder
 /// (``OfflineStoreConfiguration/filesDirectory``, `ab/<sha256>`) and recorded in the `files` table.
 ///
@@ -700,19 +712,103 @@ extension OfflineStore {
     func partialFileHasher(sha256: String, upTo count: Int64) throws(OfflineStoreError) -> (SHA256, Int64) {
         var hasher = SHA256()
         guard count > 0 else { return (hasher, 0) }
+        let hashed = try hashPartialFile(sha256: sha256, from: 0, count: count, into: &hasher)
+        return (hasher, hashed)
+    }
+
+    /// Feeds bytes `start..<start + count` of the partial download of `sha256` to `hasher`,
+    /// through one buffer reused for every read; returns how many there were (fewer when the
+    /// file ends first).
+    func hashPartialFile(sha256: String, from start: Int64, count: Int64, into hasher: inout SHA256) throws(OfflineStoreError) -> Int64 {
         let partial = partialFileURL(sha256: sha256)
+        let descriptor = open(partial.path, O_RDONLY)
+        guard descriptor >= 0 else { throw .fileSystem(path: partial.path, reason: String(cString: strerror(errno))) }
+        defer { _ = systemClose(descriptor) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.fileChunkBytes, alignment: 16)
+        defer { buffer.deallocate() }
         var hashed: Int64 = 0
+        while hashed < count {
+            let read = pread(descriptor, buffer.baseAddress, Int(min(Int64(buffer.count), count - hashed)), off_t(start + hashed))
+            if read < 0, errno == EINTR { continue }
+            guard read >= 0 else { throw .fileSystem(path: partial.path, reason: String(cString: strerror(errno))) }
+            if read == 0 { break }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[..<read]))
+            hashed += Int64(read)
+        }
+        return hashed
+    }
+
+    /// Where a range of a download of `sha256` from byte `start` is received before it joins
+    /// the partial download (the staging folder, emptied at open).
+    package func receivedRangeURL(sha256: String, start: Int64) throws(OfflineStoreError) -> URL {
         do {
-            let handle = try FileHandle(forReadingFrom: partial)
-            defer { try? handle.close() }
-            while hashed < count, let chunk = try handle.read(upToCount: Int(min(Int64(Self.fileChunkBytes), count - hashed))), !chunk.isEmpty {
-                hasher.update(data: chunk)
-                hashed += Int64(chunk.count)
+            try FileManager.default.createDirectory(at: stagingDirectory, withIntermediateDirectories: true, attributes: fileProtectionAttributes)
+        } catch {
+            throw .fileSystem(path: stagingDirectory.path, reason: error.localizedDescription)
+        }
+        return stagingDirectory.appendingPathComponent("download-\(sha256)-\(start)")
+    }
+
+    /// Makes the received range at `received` bytes `start...` of the partial download of
+    /// `sha256` (dropping what was after `start`), and deletes it. A range from the start
+    /// becomes the partial file by a rename, without a copy; a later one is appended by the
+    /// kernel (`sendfile`) where it can, else through one reused buffer.
+    package func placeReceivedRange(_ received: URL, sha256: String, at start: Int64) throws(OfflineStoreError) {
+        let partial = partialFileURL(sha256: sha256)
+        defer { try? FileManager.default.removeItem(at: received) }
+        do {
+            try FileManager.default.createDirectory(
+                at: partial.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: fileProtectionAttributes)
+            if start == 0 {
+                if FileManager.default.fileExists(atPath: partial.path) { try FileManager.default.removeItem(at: partial) }
+                try FileManager.default.moveItem(at: received, to: partial)
+                if !fileProtectionAttributes.isEmpty { try FileManager.default.setAttributes(fileProtectionAttributes, ofItemAtPath: partial.path) }
+                return
+            }
+            if !FileManager.default.fileExists(atPath: partial.path) {
+                _ = FileManager.default.createFile(atPath: partial.path, contents: nil, attributes: fileProtectionAttributes)
             }
         } catch {
             throw .fileSystem(path: partial.path, reason: error.localizedDescription)
         }
-        return (hasher, hashed)
+        let input = open(received.path, O_RDONLY)
+        guard input >= 0 else { throw .fileSystem(path: received.path, reason: String(cString: strerror(errno))) }
+        defer { _ = systemClose(input) }
+        let output = open(partial.path, O_WRONLY)
+        guard output >= 0 else { throw .fileSystem(path: partial.path, reason: String(cString: strerror(errno))) }
+        defer { _ = systemClose(output) }
+        guard ftruncate(output, off_t(start)) == 0, lseek(output, off_t(start), SEEK_SET) == off_t(start) else {
+            throw .fileSystem(path: partial.path, reason: String(cString: strerror(errno)))
+        }
+        if let failure = Self.appendFile(from: input, to: output) { throw .fileSystem(path: partial.path, reason: failure) }
+    }
+
+    /// Copies what is left of `input` to `output` at its position: `nil`, or why it failed.
+    private static func appendFile(from input: Int32, to output: Int32) -> String? {
+        #if os(Linux)
+            // In the kernel, page cache to page cache: no copy through the process.
+            while true {
+                let sent = sendfile(output, input, nil, 1 << 30)
+                if sent < 0, errno == EINTR { continue }
+                if sent < 0 { break }  // Not for these files here: the loop below.
+                if sent == 0 { return nil }
+            }
+        #endif
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: fileChunkBytes, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let read = systemRead(input, buffer.baseAddress, buffer.count)
+            if read < 0, errno == EINTR { continue }
+            guard read >= 0 else { return String(cString: strerror(errno)) }
+            if read == 0 { return nil }
+            var written = 0
+            while written < read {
+                let count = systemWrite(output, buffer.baseAddress! + written, read - written)
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { return String(cString: strerror(errno)) }
+                written += count
+            }
+        }
     }
 
     /// Checks a finished download against `reference` (its size, and its SHA-256: read in chunks,

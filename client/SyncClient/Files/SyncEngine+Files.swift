@@ -38,8 +38,8 @@ extension SyncEngine {
         if let running = fileDownloads[sha] {
             task = running
         } else {
-            let (store, transport, chunk) = (store, transport, configuration.fileChunkBytes)
-            task = Task { await FileTransfers.download(reference, store: store, transport: transport, chunkBytes: chunk) }
+            let (store, transport, chunk, limit) = (store, transport, configuration.fileChunkBytes, configuration.fileRangeLimitBytes)
+            task = Task { await FileTransfers.download(reference, store: store, transport: transport, chunkBytes: chunk, rangeLimit: limit) }
             fileDownloads[sha] = task
         }
         let result = await task.value
@@ -275,10 +275,13 @@ enum FileTransfers {
         }
     }
 
-    /// One range of a file's bytes from the server, as a result to hand between tasks.
-    static func bytes(of sha256: String, range: ClosedRange<Int64>, from transport: any SyncTransport) async -> Result<FileChunk, TransportError> {
+    /// One range of a file's bytes from the server, received into `destination`, as a result to
+    /// hand between tasks.
+    static func bytes(
+        of sha256: String, range: ClosedRange<Int64>, into destination: URL, from transport: any SyncTransport
+    ) async -> Result<ReceivedFileBytes, TransportError> {
         do {
-            return .success(try await transport.fileBytes(sha256: sha256, range: range))
+            return .success(try await transport.fileBytes(sha256: sha256, range: range, into: destination))
         } catch {
             return .failure(error)
         }
@@ -286,12 +289,18 @@ enum FileTransfers {
 
     /// Downloads the file of `reference` into the store: from the bytes a partial download left,
     /// a range at a time, then checked and moved into place (``OfflineStore/adoptDownloadedFile(_:verifiedSHA256:)``).
-    /// The next range is asked for while the one just received is written, so the network never
-    /// waits for the disk (two ranges in memory at most), and each range is hashed on another
-    /// thread while it is written (a resumed download hashes what it kept first), so no second
-    /// pass reads the file.
+    ///
+    /// The first range is `chunkBytes` and each next one twice the last, up to `rangeLimit`: a
+    /// request costs as much again as a few MiB on the way, so a large file goes in a few large
+    /// requests, while a download on a poor connection, which starts again from `chunkBytes`
+    /// after each cut, keeps what it had received in every finished range. Each range arrives
+    /// in a file of its own (``SyncTransport/fileBytes(sha256:range:into:)``), which becomes
+    /// the partial file by a rename (the first) or is appended to it by the kernel: no byte
+    /// passes through memory on the way. The next range is asked for before one is placed, and
+    /// each placed range is hashed on another thread while the next one travels (a resumed
+    /// download hashes what it kept first), so no second pass reads the file.
     static func download(
-        _ reference: FileReference, store: OfflineStore, transport: any SyncTransport, chunkBytes: Int
+        _ reference: FileReference, store: OfflineStore, transport: any SyncTransport, chunkBytes: Int, rangeLimit: Int
     ) async -> Result<URL, FileDownloadError> {
         let sha = reference.sha256
         let size = reference.byteCount
@@ -305,55 +314,81 @@ enum FileTransfers {
         } catch {
             return .failure(.store(error))
         }
-        // The range received last, hashed on another thread while it is written: the check
-        // costs no time of its own. It is done before the next range is hashed, so no more than
-        // one range waits for it.
-        var hashing: Task<SHA256, Never>?
-        let step = Int64(max(1, chunkBytes))
-        func fetch(_ from: Int64) -> Task<Result<FileChunk, TransportError>, Never> {
+        // The range placed last, hashed on another thread while the next one travels. It is
+        // done before the next range is placed, so the partial file never changes under it.
+        var hashing: Task<Result<SHA256, OfflineStoreError>, Never>?
+        var step = Int64(max(1, chunkBytes))
+        let limit = max(step, Int64(rangeLimit))
+        func fetch(_ from: Int64) -> (URL, Task<Result<ReceivedFileBytes, TransportError>, Never>)? {
             let upper = min(size, from + step) - 1
-            return Task { await bytes(of: sha, range: from...upper, from: transport) }
+            step = min(limit, step * 2)
+            guard let destination = try? store.receivedRangeURL(sha256: sha, start: from) else { return nil }
+            return (destination, Task { await bytes(of: sha, range: from...upper, into: destination, from: transport) })
         }
         var next = offset < size ? fetch(offset) : nil
-        defer { next?.cancel() }
+        defer {
+            if let (destination, pending) = next {
+                pending.cancel()
+                try? FileManager.default.removeItem(at: destination)
+            }
+        }
+        if offset < size, next == nil { return .failure(.store(.fileSystem(path: store.filesDirectory.path, reason: "no staging folder"))) }
         var emptyAnswers = 0
-        while let pending = next, offset < size {
-            let chunk: FileChunk
+        while let (destination, pending) = next, offset < size {
+            next = nil
+            let received: ReceivedFileBytes
             switch await pending.value {
-            case .success(let received): chunk = received
-            case .failure(let error): return .failure(.transport(error))
+            case .success(let answer): received = answer
+            case .failure(let error):
+                try? FileManager.default.removeItem(at: destination)
+                return .failure(.transport(error))
             }
             // A server that ignored the range sent the file from its start.
-            let start = chunk.start == offset ? offset : 0
-            guard chunk.start == offset || chunk.start == 0 else {
-                return .failure(.transport(.decoding("the server answered bytes from \(chunk.start), not \(offset)")))
+            guard received.start == offset || received.start == 0 else {
+                try? FileManager.default.removeItem(at: destination)
+                return .failure(.transport(.decoding("the server answered bytes from \(received.start), not \(offset)")))
             }
-            let end = start + Int64(chunk.data.count)
-            let expected = chunk.start == offset && Int64(chunk.data.count) == min(size, offset + step) - offset
-            // The next range goes out before this one is written; an unexpected answer asks again from where it ends.
-            next = end < size && !chunk.data.isEmpty && chunk.totalSize.map({ $0 == size }) ?? true ? fetch(end) : nil
-            if let previous = hashing { hasher = await previous.value }
-            if !expected, start == 0 { hasher = SHA256() }
-            let (data, hashed) = (chunk.data, hasher)
-            hashing = Task {
-                var hasher = hashed
-                hasher.update(data: data)
-                return hasher
+            let start = received.start
+            let end = start + received.byteCount
+            // The next range goes out before this one is placed; an unexpected answer asks again from where it ends.
+            if end < size, received.byteCount > 0, received.totalSize.map({ $0 == size }) ?? true { next = fetch(end) }
+            if let previous = hashing {
+                switch await previous.value {
+                case .success(let hashed): hasher = hashed
+                case .failure(let error): return .failure(.store(error))
+                }
+                hashing = nil
             }
+            if start == 0 { hasher = SHA256() }
             do {
-                try store.writePartialFile(sha256: sha, data: data, at: start)
+                try store.placeReceivedRange(destination, sha256: sha, at: start)
             } catch {
                 return .failure(.store(error))
             }
+            let hashed = hasher
+            hashing = Task {
+                var hasher = hashed
+                do throws(OfflineStoreError) {
+                    _ = try store.hashPartialFile(sha256: sha, from: start, count: received.byteCount, into: &hasher)
+                    return .success(hasher)
+                } catch {
+                    return .failure(error)
+                }
+            }
             offset = end
-            if chunk.data.isEmpty {
+            if received.byteCount == 0 {
                 emptyAnswers += 1
                 if emptyAnswers > 2 { break }
                 next = fetch(offset)
             }
-            if let total = chunk.totalSize, total != size { break }
+            if let total = received.totalSize, total != size { break }
         }
-        if let previous = hashing { hasher = await previous.value }
+        if let previous = hashing {
+            switch await previous.value {
+            case .success(let hashed): hasher = hashed
+            case .failure(let error): return .failure(.store(error))
+            }
+        }
         let digest = hasher.finalize().map { String(format: "%02x", $0) }.joined()
         do {
             return try store.adoptDownloadedFile(reference, verifiedSHA256: offset == size ? digest : nil)

@@ -32,10 +32,14 @@ public struct SyncEngineConfiguration: Sendable {
     public var usesLiveChannel: Bool
     /// Seconds from a live channel's poke to the sync it starts; pokes meanwhile share it (0.05 s).
     public var livePokeDebounce: TimeInterval
-    /// The most bytes of a file sent in one upload request (`PATCH`) or asked for in one
-    /// download range (`GET` with `Range`): what a lost connection costs at most, and what a
-    /// transfer holds in memory (4 MiB).
+    /// The most bytes of a file sent in one upload request (`PATCH`), what an upload holds in
+    /// memory and what a lost connection costs it at most; and a download's first range (4 MiB).
     public var fileChunkBytes: Int = 4 << 20
+    /// The largest range a download asks for in one `GET` (64 MiB). A download's ranges start at
+    /// ``fileChunkBytes`` and double up to this: a request costs as much again as a few MiB on
+    /// the way. A range arrives into a file, never into memory; a lost connection costs the
+    /// range on its way, and the next attempt starts again from ``fileChunkBytes``.
+    public var fileRangeLimitBytes: Int = 64 << 20
     /// How a background window is spent: the safety margin before its deadline and the
     /// least a request is expected to take (``SyncEngine/syncInBackgroundWindow(until:)``).
     public var backgroundWindow = BackgroundWindowSettings()

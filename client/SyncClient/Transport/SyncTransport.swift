@@ -82,6 +82,12 @@ public protocol SyncTransport: Sendable {
     /// (or the whole file, when the server ignores the range). The default throws
     /// ``TransportError/filesUnsupported``.
     func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk
+    /// ``fileBytes(sha256:range:)`` with the bytes written into a new file at `destination`
+    /// (replacing one there) instead of held in memory, so a range of many MiB costs no memory
+    /// and the engine can move the bytes into place rather than copy them. Nothing is left at
+    /// `destination` when this throws. The default asks ``fileBytes(sha256:range:)`` and writes
+    /// what it answers.
+    func fileBytes(sha256: String, range: ClosedRange<Int64>, into destination: URL) async throws(TransportError) -> ReceivedFileBytes
     /// `DELETE /sync/v1/files/uploads/{id}`: gives up an upload no write needs any more, so the
     /// server frees what it held at once (an upload already gone is not an error). The default
     /// throws ``TransportError/filesUnsupported``.
@@ -113,6 +119,36 @@ public struct FileChunk: Hashable, Sendable {
     }
 }
 
+/// Bytes of a file the server sent into a file on the device
+/// (``SyncTransport/fileBytes(sha256:range:into:)``).
+public struct ReceivedFileBytes: Hashable, Sendable {
+    /// Where the bytes start in the file: the range's lower bound (`206`), or 0 when the server
+    /// sent the whole file (`200`).
+    public var start: Int64
+    /// How many bytes were written.
+    public var byteCount: Int64
+    /// The file's size, when the server said (`Content-Range`, or a whole body).
+    public var totalSize: Int64?
+
+    /// `byteCount` bytes from byte `start` of a file of `totalSize` bytes.
+    public init(start: Int64, byteCount: Int64, totalSize: Int64?) {
+        self.start = start
+        self.byteCount = byteCount
+        self.totalSize = totalSize
+    }
+
+    /// `chunk`'s bytes written to `destination`, for a transport that answers in memory.
+    static func writing(_ chunk: FileChunk, to destination: URL) throws(TransportError) -> ReceivedFileBytes {
+        do {
+            try chunk.data.write(to: destination)
+        } catch {
+            try? FileManager.default.removeItem(at: destination)
+            throw .network("writing the received bytes to \(destination.path): \(error)")
+        }
+        return ReceivedFileBytes(start: chunk.start, byteCount: Int64(chunk.data.count), totalSize: chunk.totalSize)
+    }
+}
+
 extension SyncTransport {
     public var filtersPullsByContract: Bool { false }
 
@@ -139,6 +175,10 @@ extension SyncTransport {
 
     public func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
         throw .filesUnsupported
+    }
+
+    public func fileBytes(sha256: String, range: ClosedRange<Int64>, into destination: URL) async throws(TransportError) -> ReceivedFileBytes {
+        try ReceivedFileBytes.writing(try await fileBytes(sha256: sha256, range: range), to: destination)
     }
 
     public func abandonFileUpload(uploadID: String) async throws(TransportError) {

@@ -54,13 +54,8 @@ extension URLSessionTransport {
     }
 
     public func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
-        var request = makeRequest(path: String(FileRoutes.file(sha256).dropFirst()), query: [])
-        request.httpMethod = "GET"
-        request.setValue("*/*", forHTTPHeaderField: "Accept")
-        // A range of the file's own bytes: never re-encoded on the way.
-        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        request.setValue("bytes=\(range.lowerBound)-\(range.upperBound)", forHTTPHeaderField: "Range")
-        let (data, http) = try await fileExchange(request, receivingFile: true)
+        let request = fileRangeRequest(sha256: sha256, range: range)
+        let (data, http) = try await fileExchange(request) { (attempt) throws(TransportError) in try await self.receiveFile(attempt) }
         switch http.statusCode {
         case 206:
             guard let contentRange = http.value(forHTTPHeaderField: "Content-Range"),
@@ -69,6 +64,29 @@ extension URLSessionTransport {
             return FileChunk(start: start, data: data, totalSize: total)
         case 200..<300:
             return FileChunk(start: 0, data: data, totalSize: Int64(data.count))
+        default:
+            throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
+        }
+    }
+
+    public func fileBytes(sha256: String, range: ClosedRange<Int64>, into destination: URL) async throws(TransportError) -> ReceivedFileBytes {
+        // An exchange answers in memory: the protocol's default writes what it answers.
+        guard exchange == nil else { return try ReceivedFileBytes.writing(try await fileBytes(sha256: sha256, range: range), to: destination) }
+        let request = fileRangeRequest(sha256: sha256, range: range)
+        let (data, http) = try await fileExchange(request) { (attempt) throws(TransportError) in
+            try await self.receiveFile(attempt, into: destination)
+        }
+        switch http.statusCode {
+        case 200..<300:
+            let written = Self.fileSize(destination)
+            guard http.statusCode == 206 else { return ReceivedFileBytes(start: 0, byteCount: written, totalSize: written) }
+            guard let contentRange = http.value(forHTTPHeaderField: "Content-Range"),
+                let (start, total) = Self.parseFileContentRange(contentRange)
+            else {
+                try? FileManager.default.removeItem(at: destination)
+                throw .decoding("a 206 without a Content-Range of bytes")
+            }
+            return ReceivedFileBytes(start: start, byteCount: written, totalSize: total)
         default:
             throw Self.error(status: http.statusCode, data: data, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
         }
@@ -84,6 +102,21 @@ extension URLSessionTransport {
         }
     }
 
+    /// `GET /sync/v1/files/{sha256}` of `range`.
+    private func fileRangeRequest(sha256: String, range: ClosedRange<Int64>) -> URLRequest {
+        var request = makeRequest(path: String(FileRoutes.file(sha256).dropFirst()), query: [])
+        request.httpMethod = "GET"
+        request.setValue("*/*", forHTTPHeaderField: "Accept")
+        // A range of the file's own bytes: never re-encoded on the way.
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        request.setValue("bytes=\(range.lowerBound)-\(range.upperBound)", forHTTPHeaderField: "Range")
+        return request
+    }
+
+    private static func fileSize(_ url: URL) -> Int64 {
+        (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value ?? 0
+    }
+
     /// `bytes 0-99/1234` as its start and total (`nil` when `*`).
     static func parseFileContentRange(_ text: String) -> (start: Int64, total: Int64?)? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
@@ -94,16 +127,20 @@ extension URLSessionTransport {
     }
 
     /// One request with the token (again with a fresh one after a 401) and `X-Outpost-App`,
-    /// answered whatever its status, with its headers; a file's bytes (`receivingFile`) come
-    /// through ``receiveFile(_:)``.
-    func fileExchange(_ request: URLRequest, receivingFile: Bool = false) async throws(TransportError) -> (Data, HTTPURLResponse) {
+    /// answered whatever its status, with its headers, through `send` (``perform(_:)`` unless
+    /// a file's bytes come through ``receiveFile(_:)``).
+    func fileExchange(
+        _ request: URLRequest,
+        through send: ((URLRequest) async throws(TransportError) -> (Data, HTTPURLResponse))? = nil
+    ) async throws(TransportError) -> (Data, HTTPURLResponse) {
         var request = request
         if let appVersion { request.setValue(appVersion, forHTTPHeaderField: ProtocolHeaders.appVersion) }
         var refresh = false
         while true {
             var attempt = request
             try await authorize(&attempt, refresh: refresh)
-            let (data, http) = try await receivingFile ? receiveFile(attempt) : perform(attempt)
+            let (data, http): (Data, HTTPURLResponse)
+            if let send { (data, http) = try await send(attempt) } else { (data, http) = try await perform(attempt) }
             if http.statusCode == 401, !refresh {
                 refresh = true
                 continue
@@ -119,6 +156,26 @@ extension URLSessionTransport {
     /// task costs what a raw `GET` costs. Through ``exchange`` when there is one, as ``perform(_:)``.
     func receiveFile(_ request: URLRequest) async throws(TransportError) -> (Data, HTTPURLResponse) {
         if let exchange { return try await exchange.send(request) }
+        return try await download(request) { location, _ in try Data(contentsOf: location) }
+    }
+
+    /// ``receiveFile(_:)`` with a successful answer's bytes moved to `destination` (replacing a
+    /// file there) rather than read: the answer's data is then empty. Another answer (an error's
+    /// JSON) is read as ``receiveFile(_:)`` reads it, and nothing is left at `destination`.
+    func receiveFile(_ request: URLRequest, into destination: URL) async throws(TransportError) -> (Data, HTTPURLResponse) {
+        try? FileManager.default.removeItem(at: destination)
+        return try await download(request) { location, http in
+            guard (200..<300).contains(http.statusCode) else { return try Data(contentsOf: location) }
+            try FileManager.default.moveItem(at: location, to: destination)
+            return Data()
+        }
+    }
+
+    /// A download task for `request`, its temporary file handed to `keep` (which must read or
+    /// move it: it is deleted once `keep` returns).
+    private func download(
+        _ request: URLRequest, keeping keep: @escaping @Sendable (URL, HTTPURLResponse) throws -> Data
+    ) async throws(TransportError) -> (Data, HTTPURLResponse) {
         let running = Locked<URLSessionDownloadTask?>(nil)
         let session = session
         let answer: Result<(Data, HTTPURLResponse), TransportError> = await withTaskCancellationHandler {
@@ -129,7 +186,7 @@ extension URLSessionTransport {
                         continuation.resume(returning: .failure(.network(String(describing: error))))
                     } else if let http = response as? HTTPURLResponse, let location {
                         do {
-                            continuation.resume(returning: .success((try Data(contentsOf: location), http)))
+                            continuation.resume(returning: .success((try keep(location, http), http)))
                         } catch {
                             continuation.resume(returning: .failure(.network("reading the received bytes: \(error)")))
                         }

@@ -142,6 +142,13 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
         return chunk
     }
 
+    func fileBytes(sha256: String, range: ClosedRange<Int64>, into destination: URL) async throws(TransportError) -> ReceivedFileBytes {
+        try requireNetwork()
+        let received = try await server.fileBytes(sha256: sha256, range: range, into: destination)
+        lock.withLock { fileBytesObserver }?(received.byteCount)
+        return received
+    }
+
     func health() async -> Bool {
         guard !isSwitchedOff else { return false }
         return await server.health()

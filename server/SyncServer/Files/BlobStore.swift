@@ -220,13 +220,26 @@ package struct FileSystemBlobStore: BlobStore {
 
     package func readChunk(_ key: BlobKey, at offset: Int64, maxLength: Int) async throws -> ByteBuffer {
         let url = location(key)
-        let data: Data = try await threads.runIfActive {
-            guard let handle = FileHandle(forReadingAtPath: url.path) else { throw BlobStoreError.missing(key) }
-            defer { try? handle.close() }
-            try handle.seek(toOffset: UInt64(offset))
-            return try handle.read(upToCount: maxLength) ?? Data()
+        return try await threads.runIfActive {
+            // Read straight into the buffer the response sends: no `Data` copied into it.
+            let descriptor = open(url.path, O_RDONLY)
+            guard descriptor >= 0 else { throw BlobStoreError.missing(key) }
+            defer { _ = close(descriptor) }
+            var buffer = ByteBufferAllocator().buffer(capacity: maxLength)
+            var filled = 0
+            while filled < maxLength {
+                var read = 0
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: maxLength - filled) { bytes in
+                    read = pread(descriptor, bytes.baseAddress, maxLength - filled, off_t(offset) + off_t(filled))
+                    return Swift.max(0, read)
+                }
+                if read < 0, errno == EINTR { continue }
+                if read < 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                if read == 0 { break }
+                filled += read
+            }
+            return buffer
         }
-        return ByteBuffer(bytes: data)
     }
 
     package func delete(_ key: BlobKey) async throws {
