@@ -13,7 +13,11 @@ struct SyncCommand: DeviceCommand {
             before the push with their bytes, percent and rate; on a pipe, a line now and then for the \
             files; nothing with --quiet). Exits 4 when \
             the sync finished but conflicts, refused or quarantined changes wait, 3 when the server was not reached \
-            (the changes stay queued).
+            (the changes stay queued). --window SECONDS syncs as an app does in an OS background window \
+            (SyncEngine.syncInBackgroundWindow): queued changes first, then urgent changes, subscriptions and \
+            scopes by priority, a request started only when it fits before the deadline less --window-margin \
+            (2s); it stops cleanly before the deadline and says what is left for the next window, which goes on \
+            from the last page and change committed (exit 0 either way).
             """
     )
 
@@ -26,6 +30,15 @@ struct SyncCommand: DeviceCommand {
     @Option(name: .customLong("commit-rows"), help: "Pulled rows stored per transaction, with their cursor (default 5000).")
     var commitRows: Int?
 
+    @Option(help: "Sync within a background window of this many seconds, stopping before its end (an OS window is about 30).")
+    var window: Double?
+
+    @Option(name: .customLong("window-margin"), help: "With --window: seconds kept free before the deadline (default 2).")
+    var windowMargin: Double?
+
+    @Option(name: .customLong("request-estimate"), help: "With --window: the least a request is expected to take, in seconds (default 3).")
+    var requestEstimate: Double?
+
     @OptionGroup var device: DeviceOptions
     @OptionGroup var progress: ProgressOptions
     @OptionGroup var output: OutputOptions
@@ -34,13 +47,30 @@ struct SyncCommand: DeviceCommand {
         if let batch, batch < 1 { throw ValidationError("--batch must be at least 1, not \(batch)") }
         if let pageSize, pageSize < 1 { throw ValidationError("--page-size must be at least 1, not \(pageSize)") }
         if let commitRows, commitRows < 1 { throw ValidationError("--commit-rows must be at least 1, not \(commitRows)") }
+        if let window, !(window > 0) { throw ValidationError("--window takes seconds above 0, not \(window)") }
+        if window == nil, windowMargin != nil || requestEstimate != nil {
+            throw ValidationError("--window-margin and --request-estimate go with --window")
+        }
+        if let windowMargin, !(windowMargin >= 0) { throw ValidationError("--window-margin takes seconds from 0, not \(windowMargin)") }
+        if let requestEstimate, !(requestEstimate >= 0) {
+            throw ValidationError("--request-estimate takes seconds from 0, not \(requestEstimate)")
+        }
     }
 
     func execute() async throws {
         let session = try device.session()
-        let report = try await SyncRun(
-            session: session, pushBatchSize: batch, pullPageSize: pageSize, pullCommitRows: commitRows, progress: progress.style
-        ).syncNow()
+        let defaults = BackgroundWindowSettings()
+        let settings = BackgroundWindowSettings(
+            safetyMargin: windowMargin ?? defaults.safetyMargin, minimumRequestEstimate: requestEstimate ?? defaults.minimumRequestEstimate)
+        let run = SyncRun(
+            session: session, pushBatchSize: batch, pullPageSize: pageSize, pullCommitRows: commitRows, windowSettings: settings,
+            progress: progress.style)
+        let report: SyncReport
+        if let window {
+            report = try await run.backgroundWindow(seconds: window)
+        } else {
+            report = try await run.syncNow()
+        }
         if output.json { Console.json(report.json) } else { report.lines.forEach { Console.say($0) } }
         if report.exitCode != .success { throw report.exitCode }
     }

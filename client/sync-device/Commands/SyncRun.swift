@@ -14,6 +14,8 @@ struct SyncRun {
     var pushBatchSize: Int? = nil
     var pullPageSize: Int? = nil
     var pullCommitRows: Int? = nil
+    /// The background window's safety margin and least request estimate; `nil` for the engine's.
+    var windowSettings: BackgroundWindowSettings? = nil
     /// How progress shows on standard error: a bar on a terminal; elsewhere lines for the files
     /// uploaded before the push; nothing with `--quiet`.
     var progress: ProgressStyle = Console.standardErrorIsTerminal ? .bar : .lines
@@ -26,6 +28,8 @@ struct SyncRun {
         case storeFailed(String)
         /// The engine did not sync by itself: the preferences hold automatic syncs.
         case paused(AutomaticSyncPause)
+        /// The engine did not sync by itself now: low-power mode holds it for the timer.
+        case deferred(nextSyncAt: Date?)
     }
 
     /// `sync`: the engine's `syncNow()`.
@@ -42,12 +46,37 @@ struct SyncRun {
         }
     }
 
+    /// `sync --window SECONDS`: the engine's `syncInBackgroundWindow(until:)`, as an app runs it in
+    /// an OS background window: it stops before the deadline and says what is left.
+    func backgroundWindow(seconds: TimeInterval) async throws(OfflineStoreError) -> SyncReport {
+        let box = WindowBox()
+        var report = try await run { engine in
+            if session.home.isOffline { await engine.connectivityChanged(online: false) }
+            let window = await engine.syncInBackgroundWindow(until: session.store.now().date.addingTimeInterval(seconds))
+            box.report = window
+            if let pause = window.skipped { return .paused(pause) }
+            if let error = window.error {
+                if error.code == ErrorCode("store") { return .storeFailed(error.message) }
+                return .failed(error, network: error.code == ErrorCode("network"))
+            }
+            return .succeeded
+        }
+        report.window = box.report
+        return report
+    }
+
+    /// The window's report, out of the engine's closure.
+    private final class WindowBox {
+        var report: BackgroundSyncReport?
+    }
+
     /// `offline off`: the engine is told connectivity returned and syncs by itself, as it does in
     /// an app (`SyncEngine.connectivityChanged(online:)`).
     func connectivityReturned() async throws(OfflineStoreError) -> SyncReport {
         try await run { engine in
             await engine.pathChanged(NetworkPath(isOnline: true, isExpensive: session.home.isMetered))
             if let pause = await engine.currentStatus.automaticSyncsPaused { return .paused(pause) }
+            if case .lowPowerMode(let next)? = await engine.currentStatus.deferred { return .deferred(nextSyncAt: next) }
             guard let error = await engine.currentStatus.lastError else { return .succeeded }
             // The engine reports its own store's failures under the code `store`.
             if error.code == ErrorCode("store") { return .storeFailed(error.message) }
@@ -58,7 +87,8 @@ struct SyncRun {
     private func run(_ body: (SyncEngine) async -> Ending) async throws(OfflineStoreError) -> SyncReport {
         let store = session.store
         let known = Set(try store.conflicts(includeResolved: true).map(\.id))
-        let engine = session.engine(pushBatchSize: pushBatchSize, pullPageSize: pullPageSize, pullCommitRows: pullCommitRows)
+        let engine = session.engine(
+            pushBatchSize: pushBatchSize, pullPageSize: pullPageSize, pullCommitRows: pullCommitRows, backgroundWindow: windowSettings)
         let uploads = TransferMeter("upload", style: self.progress)
         let progress = self.progress == .quiet ? nil : ProgressBar.follow(engine, style: self.progress, uploads: uploads)
         let ending = await body(engine)
@@ -78,7 +108,8 @@ struct SyncRun {
         return SyncReport(
             server: session.profile.server, ending: ending, outcomes: session.network.pushOutcomes,
             pulled: session.network.pulledRows, opened: opened, pending: counts.unsent, failed: counts[.failed],
-            quarantined: counts[.quarantined], openConflicts: try store.conflicts().count
+            quarantined: counts[.quarantined], openConflicts: try store.conflicts().count,
+            changedFieldRows: session.network.changedFieldRows
         )
     }
 }
@@ -137,6 +168,10 @@ struct SyncReport {
     var failed: Int
     var quarantined: Int
     var openConflicts: Int
+    /// Pulled rows that came with only their changed fields.
+    var changedFieldRows = 0
+    /// What a background window did and left (`sync --window`).
+    var window: BackgroundSyncReport?
 
     func count(_ status: MutationStatus) -> Int { outcomes.filter { $0.result.status == status }.count }
     var merged: [DeviceNetwork.Outcome] { outcomes.filter { $0.result.status == .applied && $0.result.resolution == "merged" } }
@@ -147,7 +182,7 @@ struct SyncReport {
     var exitCode: ExitCode {
         switch ending {
         case .succeeded: return openConflicts > 0 || failed > 0 || quarantined > 0 ? DeviceExit.needsAttention : .success
-        case .paused: return .success
+        case .paused, .deferred: return .success
         case .failed: return DeviceExit.network
         case .storeFailed: return DeviceExit.failure
         }
@@ -179,7 +214,13 @@ struct SyncReport {
             lines.append("sync failed on the device: \(message)")
         case .paused(let pause):
             lines.append("no automatic sync: " + PreferencesCommand.describe(pause) + "; `sync-device sync` syncs anyway")
+        case .deferred(let next):
+            lines.append(
+                "no automatic sync now: low-power mode holds it for the timer"
+                    + (next.map { " (next at \(ISO8601DateFormatter().string(from: $0)))" } ?? "") + "; `sync-device sync` syncs anyway")
         }
+        if let window { lines += Self.windowLines(window) }
+        if changedFieldRows > 0 { lines.append("  \(Wording.count(changedFieldRows, "row")) came with only their changed fields") }
         for outcome in merged {
             let kept = Self.keptFields(outcome)
             let sent = (outcome.mutation.payload.flatMap { if case .object(let fields) = $0 { fields } else { nil } } ?? [:]).keys
@@ -205,6 +246,44 @@ struct SyncReport {
         if quarantined > 0 { state.append("\(quarantined) quarantined") }
         lines.append("now: " + state.joined(separator: ", "))
         return lines
+    }
+
+    /// A background window's report for people: what it did, why it stopped, what is left.
+    static func windowLines(_ window: BackgroundSyncReport) -> [String] {
+        let length = Int(window.deadline.timeIntervalSince(window.started).rounded())
+        let took = window.ended.timeIntervalSince(window.started)
+        var lines = [
+            "window of \(length)s: pushed \(window.pushed), pulled \(Wording.count(window.pulled, "row")) in "
+                + "\(Wording.count(window.requests, "request")), \(String(format: "%.1f", took))s; "
+                + (window.finished ? "finished" : window.stoppedForDeadline ? "stopped before the deadline" : "not finished")
+        ]
+        if !window.finished {
+            var left = ["\(Wording.count(window.remainingWrites, "change")) to push"]
+            if window.filesLeftToUpload > 0 {
+                left.append("\(Wording.count(window.filesLeftToUpload, "file")) to upload (\(Wording.bytes(window.fileBytesLeftToUpload)))")
+            }
+            if !window.scopesLeftToPull.isEmpty { left.append("scopes to pull: " + window.scopesLeftToPull.joined(separator: ", ")) }
+            if !window.subscriptionsLeftToPull.isEmpty {
+                left.append("\(Wording.count(window.subscriptionsLeftToPull.count, "subscription")) to pull")
+            }
+            lines.append("left for the next window: " + left.joined(separator: "; "))
+        }
+        return lines
+    }
+
+    static func windowJSON(_ window: BackgroundSyncReport) -> JSONValue {
+        .object([
+            "seconds": .double(window.deadline.timeIntervalSince(window.started)),
+            "took_seconds": .double(window.ended.timeIntervalSince(window.started)),
+            "pushed": .int(Int64(window.pushed)), "pulled": .int(Int64(window.pulled)), "requests": .int(Int64(window.requests)),
+            "finished": .bool(window.finished), "stopped_for_deadline": .bool(window.stoppedForDeadline),
+            "left": .object([
+                "changes": .int(Int64(window.remainingWrites)),
+                "scopes": .array(window.scopesLeftToPull.map(JSONValue.string)),
+                "subscriptions": .array(window.subscriptionsLeftToPull.map(JSONValue.string)),
+                "files": .int(Int64(window.filesLeftToUpload)), "file_bytes": .int(window.fileBytesLeftToUpload),
+            ]),
+        ])
     }
 
     private var pushParts: [String] {
@@ -233,6 +312,10 @@ struct SyncReport {
             (result, error) = (
                 "paused", .object(["code": .string(PreferencesCommand.code(pause)), "message": .string(PreferencesCommand.describe(pause))])
             )
+        case .deferred:
+            (result, error) = (
+                "deferred", .object(["code": .string("low_power_mode"), "message": .string("low-power mode holds automatic syncs for the timer")])
+            )
         }
         let outcomes = self.outcomes.map { outcome -> JSONValue in
             .object([
@@ -251,7 +334,11 @@ struct SyncReport {
                 "conflicted": .int(Int64(count(.conflicted))), "rejected": .int(Int64(count(.rejected))),
             ]),
             "outcomes": .array(outcomes),
-            "pulled": .object(["total": .int(Int64(pulledTotal)), "by_contract": .object(pulled.mapValues { .int(Int64($0)) })]),
+            "pulled": .object([
+                "total": .int(Int64(pulledTotal)), "by_contract": .object(pulled.mapValues { .int(Int64($0)) }),
+                "changed_fields_rows": .int(Int64(changedFieldRows)),
+            ]),
+            "window": window.map(Self.windowJSON) ?? .null,
             "conflicts": .array(opened.filter { $0.resolution == nil }.map(ConflictRendering.json)),
             "settled_conflicts": .array(opened.filter { $0.resolution != nil }.map(ConflictRendering.json)),
             "after": .object([

@@ -82,9 +82,12 @@ struct DeviceSession {
 
     /// A sync engine over the device's network, pulling the login's scopes. It never retries on
     /// its own: a command runs once and says what happened.
-    func engine(pushBatchSize: Int? = nil, pullPageSize: Int? = nil, pullCommitRows: Int? = nil) -> SyncEngine {
+    func engine(
+        pushBatchSize: Int? = nil, pullPageSize: Int? = nil, pullCommitRows: Int? = nil, backgroundWindow: BackgroundWindowSettings? = nil
+    ) -> SyncEngine {
         var configuration = SyncEngineConfiguration(scopes: profile.scopes, pullPageSize: pullPageSize, retriesAutomatically: false)
         if let pushBatchSize { configuration.pushBatchSize = pushBatchSize }
+        if let backgroundWindow { configuration.backgroundWindow = backgroundWindow }
         if let pullCommitRows { configuration.pullCommitRows = pullCommitRows }
         if let chunk = Self.fileChunkBytes { configuration.fileChunkBytes = chunk }
         return SyncEngine(store: store, transport: network, configuration: configuration)

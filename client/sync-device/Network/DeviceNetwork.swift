@@ -24,10 +24,22 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
     private var pulled: [String: Int] = [:]
     private var liveFailure: TransportError?
     private var fileBytesObserver: (@Sendable (Int64) -> Void)?
+    private var partialRows = 0
+    /// How long each request waits before it goes (`OUTPOST_NETWORK_DELAY_MS`): a slow link.
+    private let delay: Duration?
 
-    init(server: any SyncTransport, home: DeviceHome) {
+    init(server: any SyncTransport, home: DeviceHome, delay: Duration? = DeviceNetwork.delayFromEnvironment) {
         self.server = server
         self.home = home
+        self.delay = delay
+    }
+
+    /// `OUTPOST_NETWORK_DELAY_MS`: milliseconds each request waits before it goes, as on a slow
+    /// link (tests of background windows, demos).
+    static let delayVariable = "OUTPOST_NETWORK_DELAY_MS"
+
+    static var delayFromEnvironment: Duration? {
+        ProcessInfo.processInfo.environment[delayVariable].flatMap(Int.init).flatMap { $0 > 0 ? .milliseconds($0) : nil }
     }
 
     /// Whether the network is switched off right now.
@@ -39,13 +51,20 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
     /// Rows (upserts and deletes) pulled so far, by contract name.
     var pulledRows: [String: Int] { lock.withLock { pulled } }
 
+    /// Rows pulled with only their changed fields (`_base_version`, `fields=changed`) so far.
+    var changedFieldRows: Int { lock.withLock { partialRows } }
+
     /// Why the live channel last failed to open, if it did: `watch` names it when it ends
     /// without the channel (the engine only says the channel is unavailable).
     var lastLiveFailure: TransportError? { lock.withLock { liveFailure } }
 
     func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
-        try requireNetwork()
-        let response = try await server.push(request)
+        try await push(request, sent: { _ in })
+    }
+
+    func push(_ request: PushRequest, sent: @Sendable (Int) -> Void) async throws(TransportError) -> PushResponse {
+        try await beforeRequest()
+        let response = try await server.push(request, sent: sent)
         let byID = Dictionary(request.mutations.map { ($0.clientMutationId, $0) }, uniquingKeysWith: { first, _ in first })
         lock.withLock {
             for result in response.results {
@@ -63,8 +82,12 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
 
     var filtersPullsByContract: Bool { server.filtersPullsByContract }
 
+    var pushCompressionRefused: Bool { server.pushCompressionRefused }
+
+    func rememberPushCompressionRefused() { server.rememberPushCompressionRefused() }
+
     func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
-        try requireNetwork()
+        try await beforeRequest()
         do {
             return try await server.liveEvents()
         } catch {
@@ -74,19 +97,33 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
     }
 
     func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
-        try requireNetwork()
+        try await beforeRequest()
         return try await server.urgentChanges(scope: scope, cursor: cursor, schema: schema, clientID: clientID)
     }
 
     func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
     ) async throws(TransportError) -> Data {
-        try requireNetwork()
-        let body = try await server.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
+        try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts, changedFields: false)
+    }
+
+    func pull(
+        scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?, changedFields: Bool
+    ) async throws(TransportError) -> Data {
+        try await beforeRequest()
+        let body = try await server.pull(
+            scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts, changedFields: changedFields)
         // Counted for the report; a body that is not a page is the engine's to refuse.
         if let page = try? PullResponse(json: body) {
             lock.withLock {
-                for (contract, rows) in page.upserts { pulled[contract, default: 0] += rows.count }
+                for (contract, rows) in page.upserts {
+                    pulled[contract, default: 0] += rows.count
+                    partialRows +=
+                        rows.filter { row in
+                            if case .object(let fields) = row { return fields["_base_version"] != nil }
+                            return false
+                        }.count
+                }
                 for (contract, ids) in page.deletes { pulled[contract, default: 0] += ids.count }
             }
         }
@@ -96,7 +133,7 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
     func pullSubscriptions(
         _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
     ) async throws(TransportError) -> SubscriptionPullResponse {
-        try requireNetwork()
+        try await beforeRequest()
         let response = try await server.pullSubscriptions(request, schema: schema, clientID: clientID)
         lock.withLock {
             for page in response.subscriptions {
@@ -116,34 +153,34 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
     }
 
     func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
-        try requireNetwork()
+        try await beforeRequest()
         return try await server.startFileUpload(request)
     }
 
     func fileUploadOffset(uploadID: String) async throws(TransportError) -> Int64 {
-        try requireNetwork()
+        try await beforeRequest()
         return try await server.fileUploadOffset(uploadID: uploadID)
     }
 
     func sendFileBytes(_ bytes: Data, uploadID: String, offset: Int64) async throws(TransportError) -> FileChunkAnswer {
-        try requireNetwork()
+        try await beforeRequest()
         return try await server.sendFileBytes(bytes, uploadID: uploadID, offset: offset)
     }
 
     func abandonFileUpload(uploadID: String) async throws(TransportError) {
-        try requireNetwork()
+        try await beforeRequest()
         try await server.abandonFileUpload(uploadID: uploadID)
     }
 
     func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
-        try requireNetwork()
+        try await beforeRequest()
         let chunk = try await server.fileBytes(sha256: sha256, range: range)
         lock.withLock { fileBytesObserver }?(Int64(chunk.data.count))
         return chunk
     }
 
     func fileBytes(sha256: String, range: ClosedRange<Int64>, into destination: URL) async throws(TransportError) -> ReceivedFileBytes {
-        try requireNetwork()
+        try await beforeRequest()
         let received = try await server.fileBytes(sha256: sha256, range: range, into: destination)
         lock.withLock { fileBytesObserver }?(received.byteCount)
         return received
@@ -156,6 +193,17 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
 
     private func requireNetwork() throws(TransportError) {
         if isSwitchedOff { throw .network("the network is switched off (sync-device offline on)") }
+    }
+
+    /// Before each request: the network must be on, and a slow link's delay passes.
+    private func beforeRequest() async throws(TransportError) {
+        try requireNetwork()
+        guard let delay else { return }
+        do {
+            try await Task.sleep(for: delay)
+        } catch {
+            throw .network("the request was cancelled")
+        }
     }
 }
 
