@@ -13,7 +13,7 @@ import SyncServer
 ///    past ``engineUploadMiB`` the upload is the same requests sent straight through the
 ///    transport (``FilesDevice/uploadThroughRoutes(_:store:transport:chunkBytes:)``), which is
 ///    also measured at every size. Download: a second fresh store of the same user,
-///    `engine.file(for:)` (ranged `GET`s of 4 MiB, the hash check, the move into the store).
+///    `engine.file(for:)` (ranged `GET`s from 4 MiB doubling to 64 MiB, the hash check, the move into the store).
 ///    The baseline in the same run, pair by pair: the same bytes through ``FilesRawServer``
 ///    (Hummingbird, the server's HTTP stack, nothing of Outpost: one streamed `PUT` to a file,
 ///    fsynced; one `GET` of it) from the same `URLSession` stack in a child process. Bar:
@@ -226,7 +226,7 @@ enum FilesBenchmark {
                 + "PUT streamed to a file and fsynced, GET read back in 1 MiB pieces), each a fresh process per size on 127.0.0.1; each device "
                 + "transfer a child process (`outpost-bench files-device`, URLSession): engine upload = importFile for IssueLogged.photo_file, "
                 + "an IssueLogged naming it, then syncNow() (≤ \(engineUploadMiB) MiB: the field's limit); routes upload = the engine's requests "
-                + "(POST, 4 MiB PATCHes from the store's copy); download = a second store's engine.file(for:) (4 MiB ranges); "
+                + "(POST, 4 MiB PATCHes from the store's copy); download = a second store's engine.file(for:) (ranges from 4 MiB doubling to 64 MiB); "
                 + "raw = one PUT from the file, one GET to a file; a new file for every upload")
         for size in measured {
             let bytes = Double(size.mebibytes * mebibyte)
@@ -269,7 +269,7 @@ enum FilesBenchmark {
                     "no Range, no hash on the device; \(Format.ratio(size.rawGet.median / size.routeGet.median)) raw (URLSession)"
                 ),
                 (
-                    "  the engine's 4 MiB ranges alone (transport, to a file), \(label)", size.rangesGet,
+                    "  the engine's ranges alone (transport, each to a file), \(label)", size.rangesGet,
                     "no hash, no store; \(Format.ratio(size.rawGet.median / size.rangesGet.median)) raw (URLSession)"
                 ),
             ]

@@ -34,8 +34,9 @@ import SyncProtocol
 ///   same requests the engine sends, from the store's copy (``uploadThroughRoutes``).
 /// - `download`: a fresh store, `engine.file(for:)` of the reference (ranged `GET`s, the hash check,
 ///   the move into the store's files folder).
-/// - `download-routes`: the engine's ranged `GET`s alone through the same transport, each range
-///   appended to a file (no hash check, no store): where the download's time goes.
+/// - `download-routes`: the engine's ranged `GET`s alone through the same transport, as it asks
+///   for them, each into a file of its own (no placement, no hash check, no store): where the
+///   download's time goes.
 /// - `raw-put` / `raw-get`: the baseline through the same `URLSession` stack: the whole file in
 ///   one streamed `PUT` from the file, one `GET` saved to a file (with `--token`, the `GET` of
 ///   sync-server's own file route, whole: where the download's time goes, server or device).
@@ -100,28 +101,30 @@ enum FilesDevice {
     static func run(_ mode: String, _ options: [String: String]) async throws -> Report {
         switch mode {
         case "download-routes":
-            // The engine's ranged GETs alone, each range appended to a file: no hash, no move, no store.
+            // The engine's ranged GETs alone, as it asks for them (from fileChunkBytes, doubling up
+            // to fileRangeLimitBytes, each into a file of its own): no placement, no hash, no store.
             guard let server = URL(string: try option(options, "server")) else { throw BenchmarkError("bad --server") }
             let token = try option(options, "token")
             guard let size = Int64(try option(options, "size")) else { throw BenchmarkError("bad --size") }
             let sha = try option(options, "sha256")
             let transport = URLSessionTransport(baseURL: server, timeout: 600) { token }
-            let chunk = Int64(SyncEngineConfiguration(scopes: []).fileChunkBytes)
-            let target = URL(fileURLWithPath: try option(options, "folder"), isDirectory: true).appendingPathComponent("ranges.bin")
-            guard FileManager.default.createFile(atPath: target.path, contents: nil) else { throw BenchmarkError("cannot create \(target.path)") }
-            let handle = try FileHandle(forWritingTo: target)
-            defer { try? handle.close() }
+            let configuration = SyncEngineConfiguration(scopes: [])
+            var step = Int64(configuration.fileChunkBytes)
+            let limit = Int64(configuration.fileRangeLimitBytes)
+            let folder = URL(fileURLWithPath: try option(options, "folder"), isDirectory: true)
             let peakBefore = ProcessMemory.status("VmHWM")
             let clock = ContinuousClock()
             let start = clock.now
             var offset: Int64 = 0
             while offset < size {
-                let piece = try await transport.fileBytes(sha256: sha, range: offset...(min(size, offset + chunk) - 1))
-                guard piece.start == offset, !piece.data.isEmpty else {
+                let target = folder.appendingPathComponent("range-\(offset)")
+                let piece = try await transport.fileBytes(sha256: sha, range: offset...(min(size, offset + step) - 1), into: target)
+                guard piece.start == offset, piece.byteCount > 0 else {
                     throw BenchmarkError("the range from \(offset) answered from \(piece.start)")
                 }
-                try handle.write(contentsOf: piece.data)
-                offset += Int64(piece.data.count)
+                try FileManager.default.removeItem(at: target)
+                offset += piece.byteCount
+                step = min(limit, step * 2)
             }
             let seconds = Timing.seconds(clock.now - start)
             return Report(
