@@ -716,28 +716,12 @@ extension OfflineStore {
         return (hasher, hashed)
     }
 
-    /// Feeds bytes `start..<start + count` of the partial download of `sha256` to `hasher`,
-    /// through one buffer reused for every read; returns how many there were (fewer when the
-    /// file ends first).
+    /// Feeds bytes `start..<start + count` of the partial download of `sha256` to `hasher`;
+    /// returns how many there were (fewer when the file ends first).
     func hashPartialFile(sha256: String, from start: Int64, count: Int64, into hasher: inout SHA256) throws(OfflineStoreError) -> Int64 {
-        let partial = partialFileURL(sha256: sha256)
-        let descriptor = open(partial.path, O_RDONLY)
-        guard descriptor >= 0 else { throw .fileSystem(path: partial.path, reason: String(cString: strerror(errno))) }
-        defer { _ = systemClose(descriptor) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.fileChunkBytes, alignment: 16)
-        defer { buffer.deallocate() }
-        var hashed: Int64 = 0
-        while hashed < count {
-            let read = pread(descriptor, buffer.baseAddress, Int(min(Int64(buffer.count), count - hashed)), off_t(start + hashed))
-            if read < 0, errno == EINTR { continue }
-            guard read >= 0 else { throw .fileSystem(path: partial.path, reason: String(cString: strerror(errno))) }
-            if read == 0 { break }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[..<read]))
-            hashed += Int64(read)
-        }
-        return hashed
+        let file = try ReadOnlyFile(partialFileURL(sha256: sha256))
+        return try file.hash(from: start, count: count, into: &hasher)
     }
-
     /// Where a range of a download of `sha256` from byte `start` is received before it joins
     /// the partial download (the staging folder, emptied at open).
     package func receivedRangeURL(sha256: String, start: Int64) throws(OfflineStoreError) -> URL {
@@ -907,5 +891,37 @@ final class FileStaging: Sendable {
             defer { state.touched = [] }
             return state.touched.sorted()
         }
+    }
+}
+
+/// A file open for reading by its descriptor, closed when the last reference goes: it stays
+/// readable after it is renamed or deleted, so a received range is hashed while it is placed.
+final class ReadOnlyFile: Sendable {
+    let path: String
+    private let descriptor: Int32
+
+    init(_ url: URL) throws(OfflineStoreError) {
+        path = url.path
+        descriptor = open(url.path, O_RDONLY)
+        guard descriptor >= 0 else { throw .fileSystem(path: url.path, reason: String(cString: strerror(errno))) }
+    }
+
+    deinit { _ = systemClose(descriptor) }
+
+    /// Feeds bytes `start..<start + count` to `hasher` through one buffer reused for every read;
+    /// returns how many there were (fewer when the file ends first).
+    func hash(from start: Int64, count: Int64, into hasher: inout SHA256) throws(OfflineStoreError) -> Int64 {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: OfflineStore.fileChunkBytes, alignment: 16)
+        defer { buffer.deallocate() }
+        var hashed: Int64 = 0
+        while hashed < count {
+            let read = pread(descriptor, buffer.baseAddress, Int(min(Int64(buffer.count), count - hashed)), off_t(start + hashed))
+            if read < 0, errno == EINTR { continue }
+            guard read >= 0 else { throw .fileSystem(path: path, reason: String(cString: strerror(errno))) }
+            if read == 0 { break }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[..<read]))
+            hashed += Int64(read)
+        }
+        return hashed
     }
 }

@@ -297,8 +297,9 @@ enum FileTransfers {
     /// in a file of its own (``SyncTransport/fileBytes(sha256:range:into:)``), which becomes
     /// the partial file by a rename (the first) or is appended to it by the kernel: no byte
     /// passes through memory on the way. The next range is asked for before one is placed, and
-    /// each placed range is hashed on another thread while the next one travels (a resumed
-    /// download hashes what it kept first), so no second pass reads the file.
+    /// each range is hashed from its own file on another thread while it is placed and the next
+    /// one travels (a resumed download hashes what it kept first), so no second pass reads the
+    /// file.
     static func download(
         _ reference: FileReference, store: OfflineStore, transport: any SyncTransport, chunkBytes: Int, rangeLimit: Int
     ) async -> Result<URL, FileDownloadError> {
@@ -314,8 +315,8 @@ enum FileTransfers {
         } catch {
             return .failure(.store(error))
         }
-        // The range placed last, hashed on another thread while the next one travels. It is
-        // done before the next range is placed, so the partial file never changes under it.
+        // The hash of the bytes so far: each range is hashed from its own file on another
+        // thread, after the range before it, while it is placed and the next one travels.
         var hashing: Task<Result<SHA256, OfflineStoreError>, Never>?
         var step = Int64(max(1, chunkBytes))
         let limit = max(step, Int64(rangeLimit))
@@ -352,28 +353,34 @@ enum FileTransfers {
             let end = start + received.byteCount
             // The next range goes out before this one is placed; an unexpected answer asks again from where it ends.
             if end < size, received.byteCount > 0, received.totalSize.map({ $0 == size }) ?? true { next = fetch(end) }
-            if let previous = hashing {
-                switch await previous.value {
-                case .success(let hashed): hasher = hashed
-                case .failure(let error): return .failure(.store(error))
-                }
-                hashing = nil
-            }
-            if start == 0 { hasher = SHA256() }
+            let file: ReadOnlyFile
             do {
-                try store.placeReceivedRange(destination, sha256: sha, at: start)
+                file = try ReadOnlyFile(destination)
             } catch {
+                try? FileManager.default.removeItem(at: destination)
                 return .failure(.store(error))
             }
-            let hashed = hasher
+            let (previous, resumed, count) = (hashing, hasher, received.byteCount)
             hashing = Task {
-                var hasher = hashed
+                var hasher = resumed
+                if let previous {
+                    switch await previous.value {
+                    case .success(let hashed): hasher = hashed
+                    case .failure(let error): return .failure(error)
+                    }
+                }
+                if start == 0 { hasher = SHA256() }
                 do throws(OfflineStoreError) {
-                    _ = try store.hashPartialFile(sha256: sha, from: start, count: received.byteCount, into: &hasher)
+                    _ = try file.hash(from: 0, count: count, into: &hasher)
                     return .success(hasher)
                 } catch {
                     return .failure(error)
                 }
+            }
+            do {
+                try store.placeReceivedRange(destination, sha256: sha, at: start)
+            } catch {
+                return .failure(.store(error))
             }
             offset = end
             if received.byteCount == 0 {
