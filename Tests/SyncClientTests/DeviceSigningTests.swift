@@ -85,6 +85,38 @@ struct DeviceSigningTests {
         }
     }
 
+    @Test("in a background window the key's registration is one of the window's requests: not started when it does not fit, counted when it does")
+    func registrationKeepsTheWindowsDeadline() async throws {
+        try await LiveServer.run(contracts: SignedStatementContracts.self) { server in
+            let directory = try TemporaryDirectory()
+            let key = try SoftwareDeviceSigningKey(loadingOrCreatingAt: directory.url.appendingPathComponent("device-signing.key"))
+            let store = try openStore(directory, key: key)
+            try store.create(Self.statement("st-1"))
+            let engine = SyncEngine(
+                store: store, transport: server.transport("phone-1"),
+                configuration: .init(scopes: [], retriesAutomatically: false, usesLiveChannel: false))
+            func registered() async throws -> Bool {
+                try await !server.storage.read { reader in
+                    try await reader.serverTableQuery(
+                        "SELECT fingerprint FROM device_keys WHERE user_id = ? AND device_id = ?", [.text("u-1"), .text("phone-1")])
+                }.isEmpty
+            }
+
+            // A window shorter than the margin and a request's estimate: nothing starts, the key neither.
+            let short = await engine.syncInBackgroundWindow(until: Date().addingTimeInterval(1))
+            #expect(short.stoppedForDeadline && short.requests == 0)
+            #expect(short.remainingWrites == 1)
+            #expect(try await !registered(), "the registration waited for a window with time for it")
+
+            // A long one: the registration, then the push.
+            let long = await engine.syncInBackgroundWindow(until: Date().addingTimeInterval(600))
+            #expect(long.finished, "\(long)")
+            #expect(long.requests == 2 && long.pushed == 1)
+            #expect(try await registered())
+            #expect(try store.outboxCounts().unsent == 0)
+        }
+    }
+
     @Test("a signed contract's write without a device signing key is refused at once, and nothing is queued")
     func signedWriteNeedsAKey() throws {
         let directory = try TemporaryDirectory()

@@ -73,6 +73,8 @@ public actor SyncEngine {
     private var nextTimerSync: Date?
     /// Whether the store already remembers the server's refusal of compressed pushes.
     private var pushCompressionRefusalStored = false
+    /// The sync started on leaving low-power mode, for what it held (``settle()`` waits for it).
+    private var lowPowerRelease: Task<Void, Never>?
 
     public init(store: OfflineStore, transport: any SyncTransport, configuration: SyncEngineConfiguration) {
         self.store = store
@@ -130,7 +132,22 @@ public actor SyncEngine {
         if timerTask != nil { startTimer() }
         if !isLowPowerMode, case .lowPowerMode = snapshot.deferred {
             snapshot.deferred = nil
-            Task { await self.automaticSync(.full, trigger: .reconnect) }
+            lowPowerRelease = Task { await self.automaticSync(.full, trigger: .reconnect) }
+        }
+    }
+
+    /// Returns once no sync runs or waits to run, the one that leaving low-power mode started
+    /// included (a deterministic simulation steps on only then).
+    package func settle() async {
+        while true {
+            if let release = lowPowerRelease {
+                lowPowerRelease = nil
+                await release.value
+            } else if let running = queued ?? current {
+                _ = await running.value
+            } else {
+                return
+            }
         }
     }
 
@@ -804,7 +821,7 @@ public actor SyncEngine {
         guard try await uploadWaitingFiles(traffic: traffic, budgetLeft: budgetLeft) else { return 0 }
         while true {
             if total > 0 { try window?.admit() }
-            do { try await registerDeviceKeyIfNeeded() } catch { throw .transport(error) }
+            try await registerDeviceKeyIfNeeded()
             let request: PushRequest
             do {
                 guard let next = try store.nextPushRequest(limit: configuration.pushBatchSize) else { break }
@@ -894,13 +911,19 @@ public actor SyncEngine {
     /// Registers the store's device signing key with the server (`PUT /sync/v1/device-key`,
     /// idempotent) unless this engine already did: before any push, so the server can verify
     /// the first signed write. A store without a key, or without a `signed: true` contract,
-    /// registers nothing (a server without the route still takes its pushes).
-    private func registerDeviceKeyIfNeeded() async throws(TransportError) {
+    /// registers nothing (a server without the route still takes its pushes). In a background
+    /// window it is a request like the others: started only when it fits before the deadline.
+    private func registerDeviceKeyIfNeeded() async throws(EngineFailure) {
         guard let key = store.configuration.deviceSigningKey, registeredKeyFingerprint != key.fingerprint,
             !store.contracts.signedContracts.isEmpty
         else { return }
         let registration = DeviceKeyRegistration(publicKey: key.publicKeyX963.base64EncodedString())
-        guard let answer = try await transport.registerDeviceKey(registration) else { return }
+        let asked = try await WindowBudget.perform(in: window) { [transport] () async throws(TransportError) in
+            try await transport.registerDeviceKey(registration)
+        }
+        let answer: DeviceKeyRegistered?
+        do { answer = try asked.get() } catch { throw .transport(error) }
+        guard let answer else { return }
         registeredKeyFingerprint = answer.fingerprint
     }
 
