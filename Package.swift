@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "SyncClientNIO", targets: ["SyncClientNIO"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .executable(name: "sync-server", targets: ["sync-server"]),
+        .library(name: "SyncServerCommands", targets: ["SyncServerCommands"]),
         .executable(name: "sync-device", targets: ["sync-device"]),
         .executable(name: "contractc", targets: ["contractc"]),
     ],
@@ -241,15 +242,24 @@ let package = Package(
             path: "server/SampleServerApps",
             swiftSettings: strictSwift
         ),
-        .executableTarget(
-            name: "sync-server",
+        // The sync-server command for any team's contracts and apps: an adopter's main is a few lines.
+        .target(
+            name: "SyncServerCommands",
             dependencies: [
-                "SyncServer", "SampleServerApps", "ContractRuntime", "Contracts", "SyncProtocol",
+                "SyncServer", "ContractRuntime", "SyncProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
+            path: "server/SyncServerCommands",
+            swiftSettings: strictSwift
+        ),
+        // The sample's server: SyncServerCommands with the sample's contracts, apps and content.
+        .executableTarget(
+            name: "sync-server",
+            dependencies: ["SyncServerCommands", "SyncServer", "SampleServerApps", "Contracts"],
             path: "server/sync-server",
             swiftSettings: strictSwift
         ),
@@ -266,6 +276,13 @@ let package = Package(
             name: "InspectionServer",
             dependencies: ["SyncServer", "SyncProtocol", "ContractRuntime", "InspectionContracts"],
             path: "examples/inspections/Server",
+            swiftSettings: strictSwift
+        ),
+        // The example's server command: SyncServerCommands with its contracts and app.
+        .executableTarget(
+            name: "inspections-server",
+            dependencies: ["SyncServerCommands", "InspectionServer", "InspectionContracts"],
+            path: "examples/inspections/ServerMain",
             swiftSettings: strictSwift
         ),
 

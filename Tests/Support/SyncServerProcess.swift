@@ -20,14 +20,17 @@ package enum SyncServerCommand {
         TokenKey.environmentVariable, AuditKey.environmentVariable, PostgresStorage.environmentVariable, FaultPauses.environmentVariable,
     ]
 
-    package static func executable() throws -> URL {
-        try BuiltProducts.executable("sync-server")
+    /// The built `sync-server`, or another product built on `SyncServerCommands` (`name`).
+    package static func executable(_ name: String = "sync-server") throws -> URL {
+        try BuiltProducts.executable(name)
     }
 
-    /// Runs `sync-server ARGUMENTS` to the end (`token`, `seed`, `audit verify`, …); `environment`
-    /// is all of the server's configuration it gets from variables.
-    package static func run(_ arguments: [String], environment: [String: String] = [:], timeout: Double = 300) throws -> CommandResult {
-        try ChildProcess.run(executable(), arguments, environment: environment, removing: configurationVariables, timeout: timeout)
+    /// Runs `sync-server ARGUMENTS` (or the product `name`) to the end (`token`, `seed`, `audit
+    /// verify`, …); `environment` is all of the server's configuration it gets from variables.
+    package static func run(
+        _ arguments: [String], environment: [String: String] = [:], timeout: Double = 300, executable name: String = "sync-server"
+    ) throws -> CommandResult {
+        try ChildProcess.run(executable(name), arguments, environment: environment, removing: configurationVariables, timeout: timeout)
     }
 }
 
@@ -41,13 +44,16 @@ package final class SyncServerProcess: @unchecked Sendable {
     package let data: URL
     /// Options added to every `serve` (`--postgres URL`, `--secret-file FILE`, limits).
     package let serveOptions: [String]
+    /// The product run: `sync-server`, or another server built on `SyncServerCommands`.
+    package let executableName: String
     package private(set) var port: Int?
     private var child: ChildProcess?
 
     /// A server of the data folder `data`, not started yet.
-    package init(data: URL, serveOptions: [String] = []) {
+    package init(data: URL, serveOptions: [String] = [], executable: String = "sync-server") {
         self.data = data
         self.serveOptions = serveOptions
+        executableName = executable
     }
 
     deinit {
@@ -69,7 +75,7 @@ package final class SyncServerProcess: @unchecked Sendable {
 
     /// Runs a `sync-server` command other than `serve` (`seed`, `token`, `audit verify`).
     package func command(_ arguments: [String], timeout: Double = 60) throws -> CommandResult {
-        try SyncServerCommand.run(arguments, timeout: timeout)
+        try SyncServerCommand.run(arguments, timeout: timeout, executable: executableName)
     }
 
     /// Starts serving and waits until `/health` answers; `environment` adds variables
@@ -79,7 +85,8 @@ package final class SyncServerProcess: @unchecked Sendable {
         // No request limit per device: the tests send as fast as they can.
         let arguments = ["serve", "--data", data.path, "--port", String(port ?? 0), "--rate", "0"] + serveOptions
         let process = try ChildProcess(
-            try SyncServerCommand.executable(), arguments, environment: environment, removing: SyncServerCommand.configurationVariables
+            try SyncServerCommand.executable(executableName), arguments, environment: environment,
+            removing: SyncServerCommand.configurationVariables
         )
         child = process
         let deadline = Date().addingTimeInterval(timeout)

@@ -85,7 +85,12 @@ final class InspectorDevice: Sendable {
     let store: OfflineStore
     let engine: SyncEngine
 
-    init(_ server: InspectionServerHarness, user: String, device: String, clock: ManualClock) throws {
+    convenience init(_ server: InspectionServerHarness, user: String, device: String, clock: ManualClock) throws {
+        try self.init(transport: server.transport(user: user, device: device), user: user, device: device, clock: clock)
+    }
+
+    /// A device syncing the crew's scope through `transport`.
+    init(transport: URLSessionTransport, user: String, device: String, clock: ManualClock) throws {
         let directory = try TemporaryDirectory(prefix: "inspector-\(device)")
         let folder = directory.url
         self.directory = directory
@@ -99,8 +104,7 @@ final class InspectorDevice: Sendable {
             contracts: ContractRegistry.self
         )
         engine = SyncEngine(
-            store: store, transport: server.transport(user: user, device: device),
-            configuration: SyncEngineConfiguration(scopes: ["crew"], retriesAutomatically: false)
+            store: store, transport: transport, configuration: SyncEngineConfiguration(scopes: ["crew"], retriesAutomatically: false)
         )
     }
 

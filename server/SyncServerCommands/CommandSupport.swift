@@ -1,5 +1,4 @@
 import ArgumentParser
-import Contracts
 import Foundation
 import SyncServer
 
@@ -91,9 +90,9 @@ struct DataOptions: ParsableArguments {
             if let postgres {
                 var configuration = try PostgresStorage.Configuration(url: postgres)
                 configuration.auditKey = key
-                return try await PostgresStorage(configuration: configuration, contracts: ContractRegistry.self)
+                return try await PostgresStorage(configuration: configuration, contracts: SyncServerCommands.program.contracts)
             }
-            return try SQLiteStorage(directory: directory.database, contracts: ContractRegistry.self, auditKey: key)
+            return try SQLiteStorage(directory: directory.database, contracts: SyncServerCommands.program.contracts, auditKey: key)
         } catch let error as AuditKeyError {
             throw fail(error.description)
         } catch {

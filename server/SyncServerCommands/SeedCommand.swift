@@ -1,12 +1,11 @@
 import ArgumentParser
 import Foundation
-import SampleServerApps
 import SyncServer
 
 struct SeedCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seed",
-        abstract: "Load the sample content (units, lessons, asset files, an assessment, team tasks).",
+        abstract: "Load the server's sample content.",
         discussion: "Idempotent: rows already stored as the sample has them are left alone. Run it with the server stopped or running."
     )
 
@@ -23,13 +22,12 @@ struct SeedCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        guard let seed = SyncServerCommands.program.seed else { throw fail("this server has no sample content") }
         let storage = try await data.openStorage()
         do {
-            let summary = try await SampleContent.seed(
-                storage: storage, tenant: tenant, team: team, clock: SystemClock()
-            )
+            let summary = try await seed(storage, tenant, team)
             await data.close(storage)
-            say(summary.description)
+            say(summary)
         } catch {
             await data.close(storage)
             throw fail("seeding failed: \(error)")

@@ -2,7 +2,6 @@ import ArgumentParser
 import CoreMetrics
 import Foundation
 import Logging
-import SampleServerApps
 import SyncProtocol
 import SyncServer
 
@@ -402,18 +401,15 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw fail(error.description)
         }
-        // Asset files an older server kept in its own folder become files of their tenants.
-        do {
-            let upgrade = try await SampleContentService(storage: storage, fileLimits: configuration.files)
-                .upgradeStoredAssets(from: directory.assets)
-            if upgrade.upgraded > 0 || upgrade.missing > 0 {
-                say("asset files moved into the files: \(upgrade.upgraded) asset(s); \(upgrade.missing) name a file the old folder lacks")
+        if let prepare = SyncServerCommands.program.preparation {
+            do {
+                if let line = try await prepare(storage, configuration.files, directory.url) { say(line) }
+            } catch {
+                await data.close(storage)
+                throw fail("preparing the storage failed: \(error)")
             }
-        } catch {
-            await data.close(storage)
-            throw fail("the asset files of \(directory.assets.path) could not be moved into the files: \(error)")
         }
-        var environment = ServerEnvironment(storage: storage, signer: signer, apps: SampleServerApps.all)
+        var environment = ServerEnvironment(storage: storage, signer: signer, apps: SyncServerCommands.program.apps)
         do {
             environment.faultPauses = try FaultPauses.fromEnvironment()
         } catch {
@@ -432,7 +428,7 @@ struct ServeCommand: AsyncParsableCommand {
         let app = buildApplication(configuration: configuration, environment: environment, logger: logger) { boundPort in
             started.set()
             say(
-                "sync-server listening on \(scheme)://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))"
+                "\(SyncServerCommands.program.name) listening on \(scheme)://\(host):\(boundPort.map(String.init) ?? "?") (data: \(directory.url.path), storage: \(storageDescription))"
             )
         }
         let files = FileService(
