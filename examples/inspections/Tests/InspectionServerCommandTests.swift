@@ -45,7 +45,7 @@ import Testing
             clock: ManualClock(Self.start))
 
         try a.store.create(
-            Inspection(id: "insp-1", teamId: InspectionServerHarness.crew, siteName: "Pump station 4", updatedAt: Self.start))
+            Inspection(id: "insp-1", teamId: InspectionServerHarness.crew, siteName: "Pump station 4", updatedAt: Timestamp(a.clock.now())))
         await a.sync()
         await b.sync()
         let pulled = try #require(try b.store.fetch(Inspection.self, id: "insp-1"))
