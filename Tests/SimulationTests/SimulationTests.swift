@@ -42,7 +42,7 @@ import Testing
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// Seeds that once found a bug (docs/testing.md says which): run whole, as generated.
-    static let regressionSeeds: [UInt64] = [1, 3, 4, 8, 9, 11, 12, 21, 65, 86, 171, 667, 1063, 1104, 1414]
+    static let regressionSeeds: [UInt64] = [1, 3, 4, 8, 9, 11, 12, 14, 17, 21, 46, 65, 86, 171, 667, 1063, 1104, 1414]
 
     /// The shortest schedules shrinking found for those bugs, kept as they were written
     /// (`Regressions/seed-N-what-it-found.json`), so they hold whatever the generator becomes.
@@ -92,7 +92,10 @@ import Testing
                 + "\(totals.syncs) syncs (\(totals.failedSyncs) failed), \(totals.conflictsResolved) conflict resolutions, "
                 + "\(totals.deviceCrashes) device crashes, \(totals.serverRestarts) server restarts, \(totals.lateDeliveries) late requests, "
                 + "\(totals.auditEntries) audit entries, \(totals.pokesDelivered) pokes delivered (\(totals.pokesLost) lost), "
-                + "\(totals.automaticSyncs) automatic syncs (\(totals.automaticSyncsPaused) paused by preferences), "
+                + "\(totals.automaticSyncs) automatic syncs (\(totals.automaticSyncsPaused) paused by preferences, "
+                + "\(totals.automaticSyncsHeldForPower) held by low-power mode), \(totals.windows) background windows "
+                + "(\(totals.windowsStopped) stopped for their deadline, \(totals.killedAtWindowEnd) killed at their end), "
+                + "\(totals.lowPowerToggles) low-power toggles, "
                 + "\(totals.housekeepingRuns) server housekeeping runs, \(totals.cursorExpiries) cursors expired, "
                 + "\(totals.revocations) revocations, \(totals.erasures) erasures, \(totals.wipes) devices wiped, "
                 + "\(totals.subscriptionsEnded) subscriptions ended, \(totals.subscriberRowsLeft) team rows left the device without the team scope"
@@ -241,6 +244,11 @@ extension SimCounts {
         pokesLost += other.pokesLost
         automaticSyncs += other.automaticSyncs
         automaticSyncsPaused += other.automaticSyncsPaused
+        windows += other.windows
+        windowsStopped += other.windowsStopped
+        killedAtWindowEnd += other.killedAtWindowEnd
+        lowPowerToggles += other.lowPowerToggles
+        automaticSyncsHeldForPower += other.automaticSyncsHeldForPower
         housekeepingRuns += other.housekeepingRuns
         cursorExpiries += other.cursorExpiries
         revocations += other.revocations

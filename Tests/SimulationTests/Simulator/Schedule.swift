@@ -50,6 +50,12 @@ enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
     /// subscriptions with a short TTL. The ``SimSchedule/subscriber`` picks among the incidents
     /// the server holds (or ones that may come), the others among those they see.
     case subscription(device: Int, salt: UInt64)
+    /// The OS gives the app a background window of `seconds` (`SyncEngine.syncInBackgroundWindow`):
+    /// each request takes simulated seconds (drawn from `salt`, as are faults now and then and
+    /// whether the process is killed at the window's end).
+    case backgroundWindow(device: Int, seconds: Int, salt: UInt64)
+    /// The device's low-power mode goes on or off (the user's battery saver, `SyncPreferences.lowPowerMode`).
+    case setLowPower(device: Int, on: Bool)
 
     var description: String {
         switch self {
@@ -70,6 +76,8 @@ enum SimStep: Codable, Hashable, Sendable, CustomStringConvertible {
         case .automaticSync(let device, let salt): "device \(device) syncs by itself (salt \(salt))"
         case .setPreferences(let device, let salt): "device \(device)'s sync preferences change (salt \(salt))"
         case .subscription(let device, let salt): "device \(device) subscribes or unsubscribes (salt \(salt))"
+        case .backgroundWindow(let device, let seconds, let salt): "device \(device) syncs in a background window of \(seconds) s (salt \(salt))"
+        case .setLowPower(let device, let on): "device \(device)'s low-power mode goes \(on ? "on" : "off")"
         }
     }
 
@@ -122,7 +130,8 @@ struct SimSchedule: Codable, Hashable, Sendable {
     /// pokes, automatic syncs and preferences, housekeeping and more deletes for it to compact,
     /// revocations and erasures, and one or two server processes. Last, one more device, after
     /// the `devices` that sync every scope: the ``subscriber``, with steps of its own
-    /// (subscriptions, writes on what they hold, syncs, time for their TTLs to pass).
+    /// (subscriptions, writes on what they hold, syncs, time for their TTLs to pass). Background
+    /// windows and low-power mode come from a generator of their own too.
     static func generate(seed: UInt64, devices: Int = 3, steps count: Int = 80) -> SimSchedule {
         var random = SimRandom(seed: seed, salt: 0x5C4E_D01E)
         var extra = SimRandom(seed: seed, salt: 0xB11D_5B07)
@@ -130,9 +139,12 @@ struct SimSchedule: Codable, Hashable, Sendable {
         var subscriptions = SimRandom(seed: seed, salt: 0x5B5C_0001)
         // And the device that syncs no team scope later again: its own, too.
         var subscriberSteps = SimRandom(seed: seed, salt: 0x5B5C_0002)
+        // Background windows and low-power mode later again.
+        var power = SimRandom(seed: seed, salt: 0x5B5C_0003)
         let subscriber = devices
         var steps: [SimStep] = []
         for _ in 0..<count {
+            if power.chance(10) { steps += powerStep(&power, devices: devices + 1) }
             if extra.chance(30) { steps.append(extraStep(&extra, devices: devices)) }
             if subscriptions.chance(12) { steps.append(.subscription(device: subscriptions.below(devices), salt: subscriptions.next())) }
             if subscriberSteps.chance(40) { steps += subscriberStep(&subscriberSteps, device: subscriber, teamDevices: devices) }
@@ -190,6 +202,19 @@ struct SimSchedule: Codable, Hashable, Sendable {
         case 93..<97: return [.automaticSync(device: device, salt: random.next())]
         default: return [.deliverPokes(device: device, salt: random.next())]
         }
+    }
+
+    /// A background window (6 to 40 s, on any device, the subscriber's too), most often after a
+    /// few writes, so that a window has work to stop in; or low-power mode toggled.
+    private static func powerStep(_ random: inout SimRandom, devices: Int) -> [SimStep] {
+        let device = random.below(devices)
+        if random.chance(30) { return [.setLowPower(device: device, on: random.chance(60))] }
+        var steps: [SimStep] = []
+        if device < devices - 1, random.chance(60) {
+            for _ in 0..<(3 + random.below(10)) { steps.append(.write(device: device, salt: random.next())) }
+        }
+        steps.append(.backgroundWindow(device: device, seconds: 6 + random.below(35), salt: random.next()))
+        return steps
     }
 
     /// One of the steps the first simulator left out.

@@ -19,6 +19,11 @@ final class SimClock: ServerClock, @unchecked Sendable {
         current.withLock { $0 = $0.addingTimeInterval(seconds) }
     }
 
+    /// Moves the clock on to `date`, unless it is there already.
+    func advance(to date: Date) {
+        current.withLock { $0 = max($0, date) }
+    }
+
     /// A device's view of this clock, `skew` seconds off.
     func device(skew: TimeInterval) -> DeviceView { DeviceView(clock: self, skew: skew) }
 

@@ -45,6 +45,10 @@ final class SimNetwork: Sendable {
         /// Requests each device's transport set out to send, and the devices answered 410 `cursor_expired`.
         var requests: [Int: Int] = [:]
         var cursorExpired: Set<Int> = []
+        /// Per device, the simulated seconds each request takes while set (a background window's
+        /// requests spend its time), and the pushes it sent.
+        var requestCost: [Int: TimeInterval] = [:]
+        var pushes: [Int: Int] = [:]
     }
 
     private let state: Locked<State>
@@ -76,6 +80,26 @@ final class SimNetwork: Sendable {
 
     /// Faults for `device`'s requests from now on, drawn from `random`; `nil` stops them.
     func setFaults(_ device: Int, _ random: SimRandom?) { state.withLock { $0.faults[device] = random } }
+
+    /// Each request of `device` takes `seconds` of simulated time from now (`nil`: none), the
+    /// clock moved once its answer (or failure) is back: a request as the engine makes it,
+    /// whatever its transport does inside (a token renewed after a 401 and the request sent again).
+    /// Requests in flight together overlap (the engine fetches pages ahead): each ends `seconds`
+    /// after it started, and the clock goes to the latest end.
+    func setRequestCost(_ device: Int, _ seconds: TimeInterval?) { state.withLock { $0.requestCost[device] = seconds } }
+
+    /// One request of `device`'s transport, started at `start`, ended: its simulated time passes
+    /// (``setRequestCost(_:_:)``).
+    func requestEnded(_ device: Int, startedAt start: Date) {
+        guard let cost = state.withLock({ $0.requestCost[device] }) else { return }
+        clock.advance(to: start.addingTimeInterval(cost))
+    }
+
+    /// `device`'s transport sends a push.
+    func countPush(_ device: Int) { state.withLock { $0.pushes[device, default: 0] += 1 } }
+
+    /// Pushes `device` sent (`POST /sync/v1/push`), delivered or not.
+    func pushCount(_ device: Int) -> Int { state.withLock { $0.pushes[device] ?? 0 } }
 
     /// What to call to kill `device`'s process (closes its database, as `kill -9` would leave it).
     func onCrash(_ device: Int, _ hook: @escaping @Sendable () -> Void) { state.withLock { $0.crashHooks[device] = hook } }
@@ -390,6 +414,9 @@ final class SimTransport: SyncTransport {
 
     private func exchange(_ request: SimRequest) async throws(TransportError) -> Data {
         network.countRequest(device)
+        if request.isPush, request.path.hasPrefix("/sync/v1/push") { network.countPush(device) }
+        let started = network.clock.date
+        defer { network.requestEnded(device, startedAt: started) }
         var refresh = false
         while true {
             var request = request

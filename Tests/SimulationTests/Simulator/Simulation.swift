@@ -50,6 +50,13 @@ struct SimCounts: Hashable, Sendable {
     var subscriptionsEnded = 0
     /// Team rows that left the device that syncs no team scope (evicted, or deleted).
     var subscriberRowsLeft = 0
+    /// Background windows run, those that stopped for their deadline, and the processes killed at a window's end.
+    var windows = 0
+    var windowsStopped = 0
+    var killedAtWindowEnd = 0
+    /// Low-power mode toggled, and automatic syncs it held for the timer.
+    var lowPowerToggles = 0
+    var automaticSyncsHeldForPower = 0
 }
 
 /// A deliberate bug, to prove the invariants notice one.
@@ -244,11 +251,19 @@ final class Simulation {
             try await automaticSync(devices[device], salt: salt)
         case .subscription(let device, let salt):
             try await changeSubscriptions(devices[device], salt: salt)
+        case .backgroundWindow(let device, let seconds, let salt):
+            clock.advance(by: 1)
+            try await backgroundWindow(devices[device], seconds: seconds, salt: salt)
+        case .setLowPower(let device, let on):
+            clock.advance(by: 1)
+            try await setLowPower(devices[device], on: on)
         case .setPreferences(let device, let salt):
             var random = SimRandom(seed: salt)
+            // Low-power mode is its own step's to change: kept as it is.
+            let lowPower = await devices[device].engine.syncPreferences.lowPowerMode
             let preferences = SyncPreferences(
                 allowsExpensiveNetwork: random.chance(50), dailyAutomaticDataBudget: random.chance(60) ? 1_000 + random.below(30_000) : nil,
-                syncInterval: TimeInterval(60 * (1 + random.below(60)))
+                syncInterval: TimeInterval(60 * (1 + random.below(60))), lowPowerMode: lowPower
             )
             do {
                 try await devices[device].engine.setPreferences(preferences)
@@ -257,6 +272,94 @@ final class Simulation {
                 log("device \(device) could not save its preferences: \(error)")
             }
         }
+    }
+
+    // MARK: Background windows, low-power mode
+
+    /// A background window of `seconds`: each request takes 1 to 3 simulated seconds (the
+    /// engine's estimate is 3 s and its margin 2 s), through a faulty network now and then. It
+    /// must stop before its deadline less the margin, make no request when the preferences hold
+    /// it, and leave nothing the invariants after the step would miss; the process is killed at
+    /// its end now and then (its memory gone, the files as the window left them).
+    private func backgroundWindow(_ device: SimDevice, seconds: Int, salt: UInt64) async throws {
+        var random = SimRandom(seed: salt)
+        let cost = TimeInterval(1 + random.below(3))
+        let faults = random.chance(30) ? SimRandom(seed: random.next()) : nil
+        let killedAtEnd = random.chance(40)
+        let requestsBefore = network.requestCount(device.index)
+        network.setFaults(device.index, faults)
+        network.setRequestCost(device.index, cost)
+        let deadline = device.store.now().date.addingTimeInterval(TimeInterval(seconds))
+        let report = await device.engine.syncInBackgroundWindow(until: deadline)
+        network.setRequestCost(device.index, nil)
+        network.setFaults(device.index, nil)
+        counts.windows += 1
+        let crashed = network.takeCrash(device.index)
+        let requests = network.requestCount(device.index) - requestsBefore
+        let margin = BackgroundWindowSettings().safetyMargin
+        log(
+            "device \(device.index) window of \(seconds) s (requests of \(Int(cost)) s\(faults == nil ? "" : ", faulty network")): "
+                + "pushed \(report.pushed), pulled \(report.pulled), \(requests) requests, "
+                + (report.skipped.map { "skipped: \($0)" } ?? report.error.map { "failed: \($0.code.rawValue)" }
+                    ?? (report.finished ? "finished" : "stopped, \(report.remainingWrites) writes and \(report.scopesLeftToPull.count) scopes left")))
+        if report.skipped != nil, requests > 0 {
+            throw SimFailure(invariant: "window-obeys-preferences", message: "device \(device.index)'s skipped window made \(requests) requests")
+        }
+        if !crashed, report.ended > report.deadline.addingTimeInterval(-margin) {
+            throw SimFailure(
+                invariant: "window-deadline",
+                message:
+                    "device \(device.index)'s window ended \(report.ended.timeIntervalSince(report.deadline)) s after its deadline (margin \(margin) s)"
+            )
+        }
+        if report.stoppedForDeadline {
+            counts.windowsStopped += 1
+            if await device.engine.currentStatus.deferred != .backgroundWindowEnded, !crashed {
+                throw SimFailure(invariant: "window-deadline", message: "device \(device.index)'s window stopped and its status does not say so")
+            }
+        }
+        if let error = report.error {
+            if error.code == ErrorCode("store"), !crashed {
+                throw SimFailure(
+                    invariant: "store-healthy", message: "device \(device.index)'s store failed in a window without a crash: \(error.message)")
+            }
+            try await afterEngineRan(device)
+        }
+        if crashed {
+            try device.restart()
+            counts.deviceCrashes += 1
+            log("device \(device.index) crashed in its window and restarted")
+        } else if killedAtEnd {
+            try device.restart()
+            counts.killedAtWindowEnd += 1
+            log("device \(device.index) killed at its window's end and restarted")
+        }
+    }
+
+    /// The user's battery saver goes on or off. Going off, what it held runs at once (an
+    /// automatic sync, when the preferences allow it): waited for, so the next step starts after it.
+    private func setLowPower(_ device: SimDevice, on: Bool) async throws {
+        var preferences = await device.engine.syncPreferences
+        guard preferences.lowPowerMode != on else {
+            log("device \(device.index)'s low-power mode stays \(on ? "on" : "off")")
+            return
+        }
+        preferences.lowPowerMode = on
+        let requestsBefore = network.requestCount(device.index)
+        do {
+            try await device.engine.setPreferences(preferences)
+        } catch {
+            log("device \(device.index) could not save its low-power mode: \(error)")
+            return
+        }
+        await device.engine.settle()
+        counts.lowPowerToggles += 1
+        let requests = network.requestCount(device.index) - requestsBefore
+        if on, requests > 0 {
+            throw SimFailure(invariant: "low-power-obeyed", message: "device \(device.index) made \(requests) requests as low-power mode went on")
+        }
+        log("device \(device.index)'s low-power mode \(on ? "on" : "off")\(requests > 0 ? ": what it held synced, \(requests) requests" : "")")
+        if requests > 0 { try await afterEngineRan(device) }
     }
 
     /// The app subscribes (TTLs of minutes to two hours; up to 45 minutes on the device that
@@ -478,6 +581,7 @@ final class Simulation {
     /// and must run otherwise.
     private func runAutomaticSync(_ device: SimDevice, expensive: Bool, poked: Bool) async throws {
         let preferences = await device.engine.syncPreferences
+        let lowPower = await device.engine.isLowPowerMode
         let used = try device.store.automaticDataUsage().bytes
         let paused = (expensive && !preferences.allowsExpensiveNetwork) || preferences.dailyAutomaticDataBudget.map { used >= $0 } == true
         let requestsBefore = network.requestCount(device.index)
@@ -496,6 +600,19 @@ final class Simulation {
                 )
             }
             log("device \(device.index)'s automatic sync paused by its preferences")
+            return
+        }
+        if lowPower {
+            // Low-power mode: only the timer syncs by itself; the foreground and a reconnect wait for it.
+            counts.automaticSyncsHeldForPower += 1
+            if requests > 0 {
+                throw SimFailure(
+                    invariant: "low-power-obeyed", message: "device \(device.index) synced by itself (\(requests) requests) in low-power mode")
+            }
+            guard case .lowPowerMode? = await device.engine.currentStatus.deferred else {
+                throw SimFailure(invariant: "low-power-obeyed", message: "device \(device.index)'s status does not say low-power mode holds its sync")
+            }
+            log("device \(device.index)'s automatic sync held by low-power mode")
             return
         }
         if requests == 0, !network.isPartitioned(device.index) {
