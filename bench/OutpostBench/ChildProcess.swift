@@ -13,9 +13,12 @@ final class ChildProcess: @unchecked Sendable {
     private let started: ContinuousClock.Instant
     private var ended: ContinuousClock.Instant?
     private let lock = NSLock()
+    /// The child's standard input when started with `input: true` (``send(_:)``), else none.
+    private let input: Pipe?
 
     /// Starts `executable` with `arguments`; its output goes to `logs/name.stdout` and `.stderr`.
-    init(_ executable: URL, _ arguments: [String], logs: URL, name: String, environment: [String: String] = [:]) throws {
+    /// With `input`, its standard input is a pipe that ``send(_:)`` writes lines to.
+    init(_ executable: URL, _ arguments: [String], logs: URL, name: String, environment: [String: String] = [:], input: Bool = false) throws {
         label = "\(executable.lastPathComponent) \(arguments.first ?? "")"
         stdoutURL = logs.appendingPathComponent("\(name).stdout")
         stderrURL = logs.appendingPathComponent("\(name).stderr")
@@ -27,7 +30,8 @@ final class ChildProcess: @unchecked Sendable {
         process.executableURL = executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        process.standardInput = FileHandle.nullDevice
+        self.input = input ? Pipe() : nil
+        process.standardInput = self.input ?? FileHandle.nullDevice
         process.standardOutput = stdout
         process.standardError = stderr
         started = clock.now
@@ -45,6 +49,17 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     var pid: Int32 { process.processIdentifier }
+
+    /// Writes `line` and a newline to the child's standard input (started with `input: true`).
+    func send(_ line: String) throws {
+        guard let input else { throw BenchmarkError("\(label) was started without an input pipe") }
+        try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+    }
+
+    /// Closes the child's standard input (started with `input: true`): it reads its end.
+    func closeInput() {
+        try? input?.fileHandleForWriting.close()
+    }
 
     var isRunning: Bool { process.isRunning }
 

@@ -7,6 +7,10 @@ if arguments.first == InitialSyncDevice.command {
     // The device process `initial-sync` starts; not a benchmark.
     exit(InitialSyncDevice.main(Array(arguments.dropFirst())))
 }
+if arguments.first == IncrementalSyncDevice.command {
+    // The warm device `incremental-sync-cpu` starts; not a benchmark.
+    exit(IncrementalSyncDevice.main(Array(arguments.dropFirst())))
+}
 if arguments.first == FilesDevice.command {
     // A device transfer `files` starts; not a benchmark.
     exit(FilesDevice.main(Array(arguments.dropFirst())))
