@@ -15,7 +15,8 @@ extension OfflineStore {
     /// One conflict.
     public func conflict(id: Int64) throws(OfflineStoreError) -> ConflictRecord? {
         try read { db in
-            try Row.fetchOne(db, sql: #"SELECT * FROM "conflicts" WHERE "id" = ?"#, arguments: [id]).map { row throws(OfflineStoreError) in
+            try Row.fetchOne(db.cachedStatement(sql: #"SELECT * FROM "conflicts" WHERE "id" = ?"#), arguments: [id]).map {
+                row throws(OfflineStoreError) in
                 try conflictRecord(row)
             }
         }
@@ -38,7 +39,9 @@ extension OfflineStore {
             }
             let now = now().millisecondsSince1970
             try write { db in
-                guard let row = try Row.fetchOne(db, sql: #"SELECT * FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#, arguments: [id])
+                guard
+                    let row = try Row.fetchOne(
+                        db.cachedStatement(sql: #"SELECT * FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#), arguments: [id])
                 else { throw OfflineStoreError.conflictNotFound(id: id) }
                 try close(db, try conflictRecord(row), .takeTheirs, now: now)
             }
@@ -201,7 +204,8 @@ extension OfflineStore {
     /// than the one the device had already received.
     func refreshOpenConflicts(_ db: Database, _ entity: EntityDescriptor, id: String, deleted: Bool) throws {
         let open = try Row.fetchAll(
-            db, sql: #"SELECT "id", "client_mutation_id" FROM "conflicts" WHERE "entity" = ? AND "row_id" = ? AND "resolution" IS NULL"#,
+            db.cachedStatement(
+                sql: #"SELECT "id", "client_mutation_id" FROM "conflicts" WHERE "entity" = ? AND "row_id" = ? AND "resolution" IS NULL"#),
             arguments: [entity.name, id]
         )
         guard !open.isEmpty else { return }
@@ -216,23 +220,26 @@ extension OfflineStore {
             let sealed = try serverRow.map {
                 try crypto.sealRecord(Data(CanonicalJSON.text(.object($0)).utf8), context: Self.conflictContext(clientMutationId, "server_row"))
             }
-            try db.execute(
-                sql: #"UPDATE "conflicts" SET "server_row" = ?, "server_version" = COALESCE(?, "server_version") WHERE "id" = ?"#,
-                arguments: [sealed, serverVersion, conflict["id"] as Int64]
-            )
+            try db.cachedStatement(sql: #"UPDATE "conflicts" SET "server_row" = ?, "server_version" = COALESCE(?, "server_version") WHERE "id" = ?"#)
+                .execute(
+                    arguments: [sealed, serverVersion, conflict["id"] as Int64]
+                )
         }
     }
 
     /// The event contract an open conflict is about, or `nil` when it is about an entity.
     private func openEventConflict(id: Int64) throws(OfflineStoreError) -> String? {
         try read { db in
-            let name = try String.fetchOne(db, sql: #"SELECT "entity" FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#, arguments: [id])
+            let name = try String.fetchOne(
+                db.cachedStatement(sql: #"SELECT "entity" FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#), arguments: [id])
             return name.flatMap { contracts.entity(named: $0) == nil && contracts.event(named: $0) != nil ? $0 : nil }
         }
     }
 
     private func openConflict(_ db: Database, id: Int64) throws -> (ConflictRecord, EntityDescriptor) {
-        guard let row = try Row.fetchOne(db, sql: #"SELECT * FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#, arguments: [id])
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: #"SELECT * FROM "conflicts" WHERE "id" = ? AND "resolution" IS NULL"#), arguments: [id])
         else { throw OfflineStoreError.conflictNotFound(id: id) }
         let conflict = try conflictRecord(row)
         guard let entity = contracts.entity(named: conflict.entity) else {
@@ -243,13 +250,13 @@ extension OfflineStore {
 
     /// Marks a conflict resolved and its outbox entry done.
     func close(_ db: Database, _ conflict: ConflictRecord, _ resolution: ConflictResolution, now: Int64) throws {
-        try db.execute(
-            sql: #"UPDATE "conflicts" SET "resolution" = ?, "resolved_at" = ? WHERE "id" = ?"#,
+        try db.cachedStatement(sql: #"UPDATE "conflicts" SET "resolution" = ?, "resolved_at" = ? WHERE "id" = ?"#).execute(
             arguments: [resolution.rawValue, now, conflict.id]
         )
-        try db.execute(
+        try db.cachedStatement(
             sql:
-                #"UPDATE "outbox" SET "status" = \#(OutboxStatus.done.sql), "updated_at" = ? WHERE "seq" = ? AND "status" = \#(OutboxStatus.conflicted.sql)"#,
+                #"UPDATE "outbox" SET "status" = \#(OutboxStatus.done.sql), "updated_at" = ? WHERE "seq" = ? AND "status" = \#(OutboxStatus.conflicted.sql)"#
+        ).execute(
             arguments: [now, conflict.seq]
         )
     }

@@ -49,7 +49,7 @@ extension OfflineStore {
     public func outboxCounts() throws(OfflineStoreError) -> OutboxCounts {
         try read { db in
             var counts: [OutboxStatus: Int] = [:]
-            for row in try Row.fetchAll(db, sql: #"SELECT "status", COUNT(*) AS "count" FROM "outbox" GROUP BY "status""#) {
+            for row in try Row.fetchAll(db.cachedStatement(sql: #"SELECT "status", COUNT(*) AS "count" FROM "outbox" GROUP BY "status""#)) {
                 if let status = OutboxStatus(rawValue: row["status"]) { counts[status] = row["count"] }
             }
             return OutboxCounts(byStatus: counts)
@@ -77,7 +77,7 @@ extension OfflineStore {
         let now = now().millisecondsSince1970
         return try write { db in
             let rows = try Row.fetchAll(
-                db, sql: #"SELECT * FROM "outbox" WHERE "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent)) ORDER BY "seq""#
+                db.cachedStatement(sql: #"SELECT * FROM "outbox" WHERE "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent)) ORDER BY "seq""#)
             )
             var lastPushSeq = try Metadata.integer(db, .lastPushSeq) ?? 0
             let held = try Self.heldContractNames(db)
@@ -166,7 +166,7 @@ extension OfflineStore {
             for result in results {
                 guard
                     let row = try Row.fetchOne(
-                        db, sql: #"SELECT * FROM "outbox" WHERE "client_mutation_id" = ?"#, arguments: [result.clientMutationId]
+                        db.cachedStatement(sql: #"SELECT * FROM "outbox" WHERE "client_mutation_id" = ?"#), arguments: [result.clientMutationId]
                     ), let record = OutboxRecord(row: row)
                 else {
                     report.unknown.append(result.clientMutationId)
@@ -273,7 +273,7 @@ extension OfflineStore {
                 if let row = try fetchRow(db, entity, id: record.rowId) { baseVersion = row["_server_version"] }
                 clock = try tickIfNeeded(db, entity, record.op, now: now)
             }
-            try db.execute(sql: #"DELETE FROM "outbox" WHERE "seq" = ?"#, arguments: [seq])
+            try db.cachedStatement(sql: #"DELETE FROM "outbox" WHERE "seq" = ?"#).execute(arguments: [seq])
             try clearFileRefusals(db, entity: record.entity, payload: content.payload)
             return try appendOutbox(
                 db, entity: record.entity, op: record.op, rowId: record.rowId, content: content, baseVersion: baseVersion,
@@ -289,7 +289,7 @@ extension OfflineStore {
         let now = now().millisecondsSince1970
         try write { db in
             let (record, content) = try failedEntry(db, seq: seq, now: now)
-            try db.execute(sql: #"DELETE FROM "outbox" WHERE "seq" = ?"#, arguments: [seq])
+            try db.cachedStatement(sql: #"DELETE FROM "outbox" WHERE "seq" = ?"#).execute(arguments: [seq])
             try revert(db, record, content)
         }
     }
@@ -301,7 +301,7 @@ extension OfflineStore {
             guard record.status == .quarantined else {
                 throw OfflineStoreError.invalidOutboxState(seq: seq, status: record.status.rawValue, expected: ["quarantined"])
             }
-            try db.execute(sql: #"DELETE FROM "outbox" WHERE "seq" = ?"#, arguments: [seq])
+            try db.cachedStatement(sql: #"DELETE FROM "outbox" WHERE "seq" = ?"#).execute(arguments: [seq])
         }
     }
 
@@ -313,14 +313,16 @@ extension OfflineStore {
     }
 
     static func pruneCompletedOutbox(_ db: Database, before limit: Int64) throws -> Int {
-        try db.execute(sql: #"DELETE FROM "outbox" WHERE "status" = \#(OutboxStatus.done.sql) AND "updated_at" < ?"#, arguments: [limit])
+        try db.cachedStatement(sql: #"DELETE FROM "outbox" WHERE "status" = \#(OutboxStatus.done.sql) AND "updated_at" < ?"#).execute(arguments: [
+            limit
+        ])
         return db.changesCount
     }
 
     // MARK: - Internals
 
     static func record(_ db: Database, seq: Int64) throws -> OutboxRecord? {
-        try Row.fetchOne(db, sql: #"SELECT * FROM "outbox" WHERE "seq" = ?"#, arguments: [seq]).flatMap(OutboxRecord.init(row:))
+        try Row.fetchOne(db.cachedStatement(sql: #"SELECT * FROM "outbox" WHERE "seq" = ?"#), arguments: [seq]).flatMap(OutboxRecord.init(row:))
     }
 
     func setStatus(_ db: Database, _ seq: Int64, _ status: OutboxStatus, error: ErrorDetail?, now: Int64) throws {
@@ -351,8 +353,9 @@ extension OfflineStore {
 
     func quarantine(_ db: Database, seq: Int64, reason: String, now: Int64) throws {
         let error = ErrorDetail(code: ErrorCode("outbox_tampered"), message: "quarantined: \(reason)")
-        try db.execute(
-            sql: #"UPDATE "outbox" SET "status" = \#(OutboxStatus.quarantined.sql), "last_error" = ?, "updated_at" = ? WHERE "seq" = ?"#,
+        try db.cachedStatement(
+            sql: #"UPDATE "outbox" SET "status" = \#(OutboxStatus.quarantined.sql), "last_error" = ?, "updated_at" = ? WHERE "seq" = ?"#
+        ).execute(
             arguments: [error.storedText, now, seq]
         )
     }
@@ -361,8 +364,7 @@ extension OfflineStore {
     func rebase(_ db: Database, _ record: OutboxRecord, baseVersion: Int64) throws {
         var updated = record
         updated.baseVersion = baseVersion
-        try db.execute(
-            sql: #"UPDATE "outbox" SET "base_version" = ?, "hmac" = ? WHERE "seq" = ?"#,
+        try db.cachedStatement(sql: #"UPDATE "outbox" SET "base_version" = ?, "hmac" = ? WHERE "seq" = ?"#).execute(
             arguments: [baseVersion, crypto.mac(updated.macFields), record.seq]
         )
     }

@@ -67,7 +67,9 @@ enum OutboxSeal {
     }
 
     static func rows(_ db: Database) throws -> [StateRow] {
-        try Row.fetchAll(db, sql: #"SELECT "seq", "client_mutation_id", "status", "push_seq", "hmac", "state_mac" FROM "outbox""#).map(StateRow.init)
+        // Cached: every write transaction of the store reads it twice.
+        try Row.fetchAll(db.cachedStatement(sql: #"SELECT "seq", "client_mutation_id", "status", "push_seq", "hmac", "state_mac" FROM "outbox""#))
+            .map(StateRow.init)
     }
 
     static func xor(_ macs: [Data]) -> Data {
@@ -126,6 +128,8 @@ enum OutboxSeal {
             }
             macs.append(mac)
         }
-        try Metadata.set(db, .outboxSeal, Head(count: macs.count, xor: xor(macs)).text(crypto))
+        // Written only when it changed: most write transactions leave the outbox as it was.
+        let head = Head(count: macs.count, xor: xor(macs)).text(crypto)
+        if try Metadata.get(db, .outboxSeal) != head { try Metadata.set(db, .outboxSeal, head) }
     }
 }

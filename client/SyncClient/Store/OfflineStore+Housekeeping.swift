@@ -41,7 +41,7 @@ extension OfflineStore {
             report.subscriptionEvictions = try expireSubscriptions(db, now: now)
             for (entity, count) in try evictSettledCandidates(db) { report.subscriptionEvictions[entity, default: 0] += count }
             try forgetVanishedSubscriptionRows(db)
-            report.unsupportedRows = try purgeUnsupportedRows(db)
+            report.unsupportedRows = try purgeUnsupportedRows(db, onlyWhereNeeded: true)
             report.prunedOutboxEntries = try Self.pruneCompletedOutbox(db, before: now - Int64(configuration.completedWriteRetention * 1000))
         }
         // Files (`file` fields) over their cache budget, then, when the volume runs short, the
@@ -205,12 +205,14 @@ extension OfflineStore {
     ) throws -> Int {
         let table = entity.table.quotedDatabaseIdentifier
         let key = "CAST(\(entity.primaryKey.quotedDatabaseIdentifier) AS TEXT)"
+        let sql =
+            "SELECT \(key) FROM \(table) WHERE \(droppable(entity)) AND (\(condition))"
+            + (order.map { " ORDER BY \($0)" } ?? "") + (limit.map { " LIMIT \($0)" } ?? "")
+        // Cached without a limit: the housekeeping after every sync asks each contract with a
+        // retention or a row size limit, with the same text each time.
         let ids = try String.fetchAll(
-            db,
-            sql: "SELECT \(key) FROM \(table) WHERE \(droppable(entity)) AND (\(condition))"
-                + (order.map { " ORDER BY \($0)" } ?? "") + (limit.map { " LIMIT \($0)" } ?? ""),
-            arguments: arguments + ["entity": entity.name]
-        )
+            limit == nil ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql), arguments: arguments + ["entity": entity.name])
+        guard !ids.isEmpty else { return 0 }
         try drop(db, entity, ids: ids, reason: reason, now: now)
         return ids.count
     }
@@ -261,12 +263,12 @@ extension OfflineStore {
         for entity in contracts.entities
         where Self.has(entity, "downloaded_at") && Self.has(entity, "size_bytes") && !Self.has(entity, "download_status") {
             let size = Self.rowBytesSQL(entity)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE \(entity.table.quotedDatabaseIdentifier) SET "downloaded_at" = COALESCE("downloaded_at", "_synced_at"), "size_bytes" = \(size)
                     WHERE "_synced_at" IS NOT NULL AND ("downloaded_at" IS NULL OR "size_bytes" <> \(size))
                     """
-            )
+            ).execute()
         }
     }
 
@@ -298,7 +300,7 @@ extension OfflineStore {
         var evicted: [String: Int] = [:]
         for entity in contracts.entities {
             guard let most = limits[entity.name]?.maxRows else { continue }
-            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(entity.table.quotedDatabaseIdentifier)") ?? 0
+            let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM \(entity.table.quotedDatabaseIdentifier)")) ?? 0
             guard count > most else { continue }
             let order = (Self.has(entity, "is_completed") ? #""is_completed" DESC, "# : "") + "\(lastUsedSQL(entity)) ASC"
             let done = try drop(db, entity, reason: .evicted, where: "1", orderBy: order, limit: count - most, now: now)
@@ -354,7 +356,7 @@ extension OfflineStore {
     /// Rows that came back since they were dropped are no longer dropped (looked up by primary
     /// key, entry by entry: usually there are none).
     private func forgetDroppedRowsThatCameBack(_ db: Database) throws {
-        let entities = try Set(String.fetchAll(db, sql: #"SELECT DISTINCT "entity" FROM "dropped_rows""#))
+        let entities = try Set(String.fetchAll(db.cachedStatement(sql: #"SELECT DISTINCT "entity" FROM "dropped_rows""#)))
         for entity in contracts.entities where entities.contains(entity.name) {
             try db.execute(
                 sql: """

@@ -45,6 +45,12 @@ public final class OfflineStore: Sendable {
     private let closed: Locked<Bool>
     /// The files imported in this run that no committed write recorded yet.
     let fileStaging = FileStaging()
+    /// The entities whose table this store's housekeeping purged of rows below their oldest
+    /// supported schema version, with no such row stored since (``purgeUnsupportedRows(_:onlyWhereNeeded:)``):
+    /// their table is not read again at every sync.
+    let purgedEntities = Locked<Set<String>>([])
+    /// Pulled rows stored since the write-ahead log was last copied (``checkpointLater(rows:)``).
+    private let rowsSinceCheckpoint = Locked(0)
 
     /// Opens (creating or migrating) the database of `configuration` for the contracts of a
     /// generated registry (`contracts: ContractRegistry.self`).
@@ -110,7 +116,7 @@ public final class OfflineStore: Sendable {
         databaseConfiguration.prepareDatabase { db in
             // The log is copied into the database every few thousand pages rather than every
             // 1 000: a pull's pages, then the sync's own bookkeeping, do not stop for it; the
-            // sync asks for the copy once it is done (checkpointLater()).
+            // sync asks for the copy once it is done (checkpointLater(rows:)).
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(Self.refetchableCheckpointPages)")
         }
         do {
@@ -397,14 +403,29 @@ public final class OfflineStore: Sendable {
     package static let refetchableCheckpointPages = 8_000
 
     /// Copies the write-ahead log into the database after the writes queued before it, without
-    /// waiting for it: a sync that stored pulled rows asks for it when it is done, so the log
-    /// does not wait for the next write that fills it, and the sync does not wait for the copy.
-    package func checkpointLater() {
+    /// waiting for it, once the syncs since the last copy stored at least
+    /// ``checkpointRows`` pulled rows (`rows`: what the sync that asks stored): a sync that
+    /// stored many rows asks for it when it is done, so the log does not wait for the next
+    /// write that fills it, and the sync does not wait for the copy. Small syncs share one copy:
+    /// a database page several of them wrote is copied once, with one pair of disk flushes,
+    /// instead of once per sync.
+    package func checkpointLater(rows: Int) {
         guard (try? ensureOpen()) != nil else { return }
+        let due = rowsSinceCheckpoint.withLock { since in
+            since += rows
+            guard since >= Self.checkpointRows else { return false }
+            since = 0
+            return true
+        }
+        guard due else { return }
         pool.asyncWriteWithoutTransaction { db in
             _ = try? db.checkpoint(.passive)
         }
     }
+
+    /// The pulled rows after which a sync copies the write-ahead log into the database
+    /// (``checkpointLater(rows:)``): a few megabytes of log at most between copies.
+    package static let checkpointRows = 5_000
 
     /// The ``OfflineStoreError`` of any error thrown inside a transaction.
     static func map(_ error: any Error) -> OfflineStoreError {
@@ -500,10 +521,9 @@ enum Metadata: String {
     }
 
     static func set(_ db: Database, _ key: Metadata, _ value: String) throws {
-        try db.execute(
-            sql: #"INSERT INTO "metadata" ("key", "value") VALUES (?, ?) ON CONFLICT ("key") DO UPDATE SET "value" = excluded."value""#,
-            arguments: [key.rawValue, value]
-        )
+        try db.cachedStatement(
+            sql: #"INSERT INTO "metadata" ("key", "value") VALUES (?, ?) ON CONFLICT ("key") DO UPDATE SET "value" = excluded."value""#
+        ).execute(arguments: [key.rawValue, value])
     }
 
     static func remove(_ db: Database, _ key: Metadata) throws {

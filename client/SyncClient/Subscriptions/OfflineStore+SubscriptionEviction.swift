@@ -38,15 +38,17 @@ extension OfflineStore {
     /// ``expireSubscriptions()`` in the caller's transaction.
     func expireSubscriptions(_ db: Database, now: Int64) throws -> [String: Int] {
         let expired = try String.fetchAll(
-            db, sql: #"SELECT "id" FROM "subscriptions" WHERE "unsubscribed_at" IS NOT NULL AND "unsubscribed_at" + "ttl_seconds" * 1000 <= ?"#,
+            db.cachedStatement(
+                sql: #"SELECT "id" FROM "subscriptions" WHERE "unsubscribed_at" IS NOT NULL AND "unsubscribed_at" + "ttl_seconds" * 1000 <= ?"#),
             arguments: [now])
         guard !expired.isEmpty else { return [:] }
         var candidates: [(entity: String, id: String)] = []
         for id in expired {
-            let held = try Row.fetchAll(db, sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
+            let held = try Row.fetchAll(
+                db.cachedStatement(sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ?"#), arguments: [id])
             candidates += held.map { ($0["entity"], $0["row_id"]) }
-            try db.execute(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
-            try db.execute(sql: #"DELETE FROM "subscriptions" WHERE "id" = ?"#, arguments: [id])
+            try db.cachedStatement(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ?"#).execute(arguments: [id])
+            try db.cachedStatement(sql: #"DELETE FROM "subscriptions" WHERE "id" = ?"#).execute(arguments: [id])
         }
         return try evictUnheld(candidates, db)
     }
@@ -54,7 +56,7 @@ extension OfflineStore {
     /// Forgets the rows subscriptions hold that are no longer on the device (a scope's pull
     /// deleted them, housekeeping dropped them): their counts stay true.
     func forgetVanishedSubscriptionRows(_ db: Database) throws {
-        let entities = try String.fetchAll(db, sql: #"SELECT DISTINCT "entity" FROM "subscription_rows""#)
+        let entities = try String.fetchAll(db.cachedStatement(sql: #"SELECT DISTINCT "entity" FROM "subscription_rows""#))
         for name in entities {
             guard let entity = contracts.entity(named: name) else { continue }
             try db.execute(
@@ -112,7 +114,7 @@ extension OfflineStore {
     /// whose write is on the server and conflict settled now, unless something holds them.
     /// Housekeeping runs it (after every sync, and when the store opens).
     func evictSettledCandidates(_ db: Database) throws -> [String: Int] {
-        let candidates = try Row.fetchAll(db, sql: #"SELECT "entity", "row_id" FROM "eviction_candidates""#)
+        let candidates = try Row.fetchAll(db.cachedStatement(sql: #"SELECT "entity", "row_id" FROM "eviction_candidates""#))
         return try evictUnheld(candidates.map { ($0["entity"], $0["row_id"]) }, db)
     }
 
@@ -131,7 +133,7 @@ extension OfflineStore {
                 configured = items.compactMap { if case .string(let scope) = $0 { scope } else { nil } }
             } else {
                 // No engine told this store its scopes: the scopes it has pulled stand for them.
-                configured = try String.fetchAll(db, sql: #"SELECT "scope_key" FROM "sync_state" WHERE "last_pull_at" IS NOT NULL"#)
+                configured = try String.fetchAll(db.cachedStatement(sql: #"SELECT "scope_key" FROM "sync_state" WHERE "last_pull_at" IS NOT NULL"#))
             }
             for scope in configured {
                 if store.contracts.scope(named: scope) != nil {

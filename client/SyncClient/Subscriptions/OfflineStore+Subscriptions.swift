@@ -85,7 +85,8 @@ extension OfflineStore {
         do {
             let id = try write { db -> String in
                 if let existing = try Row.fetchOne(
-                    db, sql: #"SELECT "id", "last_error" FROM "subscriptions" WHERE "name" = ? AND "parameters" = ? AND "scope" IS ?"#,
+                    db.cachedStatement(
+                        sql: #"SELECT "id", "last_error" FROM "subscriptions" WHERE "name" = ? AND "parameters" = ? AND "scope" IS ?"#),
                     arguments: [request.name, parameters, request.scope])
                 {
                     let id: String = existing["id"]
@@ -132,11 +133,11 @@ extension OfflineStore {
         let seconds = try ttl.map { ttl throws(SubscriptionError) in try Self.seconds(ttl) }
         let changed = try updateSubscription(id) { db in
             if let seconds {
-                try db.execute(
-                    sql: #"UPDATE "subscriptions" SET "unsubscribed_at" = ?, "ttl_seconds" = ? WHERE "id" = ?"#, arguments: [now, seconds, id])
+                try db.cachedStatement(sql: #"UPDATE "subscriptions" SET "unsubscribed_at" = ?, "ttl_seconds" = ? WHERE "id" = ?"#).execute(
+                    arguments: [now, seconds, id])
             } else {
-                try db.execute(
-                    sql: #"UPDATE "subscriptions" SET "unsubscribed_at" = COALESCE("unsubscribed_at", ?) WHERE "id" = ?"#, arguments: [now, id])
+                try db.cachedStatement(sql: #"UPDATE "subscriptions" SET "unsubscribed_at" = COALESCE("unsubscribed_at", ?) WHERE "id" = ?"#).execute(
+                    arguments: [now, id])
             }
         }
         if !changed { throw .notFound(id: id) }
@@ -149,7 +150,7 @@ extension OfflineStore {
     public func markSubscriptionUsed(id: String) throws(SubscriptionError) {
         let now = now().millisecondsSince1970
         let changed = try updateSubscription(id) { db in
-            try db.execute(sql: #"UPDATE "subscriptions" SET "last_used_at" = ? WHERE "id" = ?"#, arguments: [now, id])
+            try db.cachedStatement(sql: #"UPDATE "subscriptions" SET "last_used_at" = ? WHERE "id" = ?"#).execute(arguments: [now, id])
         }
         if !changed { throw .notFound(id: id) }
     }
@@ -165,7 +166,9 @@ extension OfflineStore {
         let outcome: [String: Int]?
         do {
             outcome = try write { db -> [String: Int]? in
-                guard try Bool.fetchOne(db, sql: #"SELECT EXISTS (SELECT 1 FROM "subscriptions" WHERE "id" = ?)"#, arguments: [id]) == true
+                guard
+                    try Bool.fetchOne(db.cachedStatement(sql: #"SELECT EXISTS (SELECT 1 FROM "subscriptions" WHERE "id" = ?)"#), arguments: [id])
+                        == true
                 else { return nil }
                 return try deleteSubscription(id, db)
             }
@@ -223,7 +226,7 @@ extension OfflineStore {
     /// Every subscription the store holds (active, refused, or ended and not yet expired), oldest first.
     public func subscriptions() throws(OfflineStoreError) -> [SubscriptionStatus] {
         try read { db in
-            try Row.fetchAll(db, sql: #"SELECT * FROM "subscriptions" ORDER BY "created_at", "id""#).map { try status(of: $0, db) }
+            try Row.fetchAll(db.cachedStatement(sql: #"SELECT * FROM "subscriptions" ORDER BY "created_at", "id""#)).map { try status(of: $0, db) }
         }
     }
 
@@ -231,7 +234,9 @@ extension OfflineStore {
     /// and read, or expired).
     public func subscriptionStatus(id: String) throws(OfflineStoreError) -> SubscriptionStatus? {
         try read { db in
-            try Row.fetchOne(db, sql: #"SELECT * FROM "subscriptions" WHERE "id" = ?"#, arguments: [id]).map { try status(of: $0, db) }
+            try Row.fetchOne(db.cachedStatement(sql: #"SELECT * FROM "subscriptions" WHERE "id" = ?"#), arguments: [id]).map {
+                try status(of: $0, db)
+            }
         }
     }
 
@@ -240,7 +245,8 @@ extension OfflineStore {
         try read { db in
             var rows: [String: [String]] = [:]
             for row in try Row.fetchAll(
-                db, sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ? ORDER BY "entity", "row_id""#,
+                db.cachedStatement(
+                    sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ? ORDER BY "entity", "row_id""#),
                 arguments: [id])
             {
                 rows[row["entity"], default: []].append(row["row_id"])
@@ -268,14 +274,16 @@ extension OfflineStore {
                     row["active"], row["waiting"], row["ended"], row["refused"]
                 )
             }
-            counts.rows = try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM (SELECT DISTINCT "entity", "row_id" FROM "subscription_rows")"#) ?? 0
+            counts.rows =
+                try Int.fetchOne(db.cachedStatement(sql: #"SELECT COUNT(*) FROM (SELECT DISTINCT "entity", "row_id" FROM "subscription_rows")"#)) ?? 0
             return counts
         }
     }
 
     private func status(of row: Row, _ db: Database) throws -> SubscriptionStatus {
         let id: String = row["id"]
-        let rows = try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id]) ?? 0
+        let rows =
+            try Int.fetchOne(db.cachedStatement(sql: #"SELECT COUNT(*) FROM "subscription_rows" WHERE "subscription_id" = ?"#), arguments: [id]) ?? 0
         let ttl: Int = row["ttl_seconds"]
         let ended: Int64? = row["unsubscribed_at"]
         let last: Int64? = row["last_synced_at"]
@@ -376,7 +384,8 @@ extension OfflineStore {
     package func activeSubscriptions() throws(OfflineStoreError) -> [PulledSubscription] {
         try read { db in
             try Row.fetchAll(
-                db, sql: #"SELECT * FROM "subscriptions" WHERE "unsubscribed_at" IS NULL AND "last_error" IS NULL ORDER BY "created_at", "id""#
+                db.cachedStatement(
+                    sql: #"SELECT * FROM "subscriptions" WHERE "unsubscribed_at" IS NULL AND "last_error" IS NULL ORDER BY "created_at", "id""#)
             ).map { row in
                 PulledSubscription(
                     id: row["id"], request: Self.request(of: row), cursor: row["cursor"], priority: SyncPriority(rawValue: row["priority"]) ?? .normal
@@ -399,7 +408,9 @@ extension OfflineStore {
     /// The subscription part of ``applyServerChanges(pages:)``, in its transaction.
     func applySubscription(_ target: PreparedServerChanges.SubscriptionTarget, _ changes: PreparedServerChanges, now: Int64, _ db: Database) throws {
         // Ended or deleted meanwhile: its rows are stored like any pulled rows, and held by nothing new.
-        guard try Bool.fetchOne(db, sql: #"SELECT 1 FROM "subscriptions" WHERE "id" = ?"#, arguments: [target.id]) ?? false else { return }
+        guard try Bool.fetchOne(db.cachedStatement(sql: #"SELECT 1 FROM "subscriptions" WHERE "id" = ?"#), arguments: [target.id]) ?? false else {
+            return
+        }
         let held = try Self.heldContractNames(db)
         let hold = try db.cachedStatement(
             sql: """
@@ -432,10 +443,12 @@ extension OfflineStore {
         if done {
             // A fresh sync after an expired cursor: what it did not deliver again is let go.
             let stale = try Row.fetchAll(
-                db, sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ? AND "stale" = 1"#,
+                db.cachedStatement(sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ? AND "stale" = 1"#),
                 arguments: [target.id])
             candidates += stale.map { ($0["entity"], $0["row_id"]) }
-            try db.execute(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ? AND "stale" = 1"#, arguments: [target.id])
+            try db.cachedStatement(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ? AND "stale" = 1"#).execute(arguments: [
+                target.id
+            ])
         }
         try db.execute(
             sql: """
@@ -455,8 +468,8 @@ extension OfflineStore {
     /// resumes the fresh sync from its last stored cursor.
     package func restartSubscription(id: String) throws(OfflineStoreError) {
         try write { db in
-            try db.execute(sql: #"UPDATE "subscriptions" SET "cursor" = NULL, "resyncing" = 1 WHERE "id" = ?"#, arguments: [id])
-            try db.execute(sql: #"UPDATE "subscription_rows" SET "stale" = 1 WHERE "subscription_id" = ?"#, arguments: [id])
+            try db.cachedStatement(sql: #"UPDATE "subscriptions" SET "cursor" = NULL, "resyncing" = 1 WHERE "id" = ?"#).execute(arguments: [id])
+            try db.cachedStatement(sql: #"UPDATE "subscription_rows" SET "stale" = 1 WHERE "subscription_id" = ?"#).execute(arguments: [id])
         }
     }
 
@@ -466,11 +479,13 @@ extension OfflineStore {
     /// (``SubscriptionStatus/error``) until ``forgetSubscription(id:)``.
     package func refuseSubscription(id: String, _ error: ErrorDetail) throws(OfflineStoreError) {
         try write { db in
-            try db.execute(
-                sql: #"UPDATE "subscriptions" SET "last_error" = ?, "cursor" = NULL, "has_synced" = 0, "resyncing" = 0 WHERE "id" = ?"#,
+            try db.cachedStatement(
+                sql: #"UPDATE "subscriptions" SET "last_error" = ?, "cursor" = NULL, "has_synced" = 0, "resyncing" = 0 WHERE "id" = ?"#
+            ).execute(
                 arguments: [error.storedText, id])
-            let held = try Row.fetchAll(db, sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
-            try db.execute(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
+            let held = try Row.fetchAll(
+                db.cachedStatement(sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ?"#), arguments: [id])
+            try db.cachedStatement(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ?"#).execute(arguments: [id])
             try evictUnheld(held.map { ($0["entity"], $0["row_id"]) }, db)
         }
     }
@@ -483,9 +498,10 @@ extension OfflineStore {
 
     /// Deletes a subscription and evicts what it held unless held otherwise.
     func deleteSubscription(_ id: String, _ db: Database) throws -> [String: Int] {
-        let held = try Row.fetchAll(db, sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
-        try db.execute(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ?"#, arguments: [id])
-        try db.execute(sql: #"DELETE FROM "subscriptions" WHERE "id" = ?"#, arguments: [id])
+        let held = try Row.fetchAll(
+            db.cachedStatement(sql: #"SELECT "entity", "row_id" FROM "subscription_rows" WHERE "subscription_id" = ?"#), arguments: [id])
+        try db.cachedStatement(sql: #"DELETE FROM "subscription_rows" WHERE "subscription_id" = ?"#).execute(arguments: [id])
+        try db.cachedStatement(sql: #"DELETE FROM "subscriptions" WHERE "id" = ?"#).execute(arguments: [id])
         return try evictUnheld(held.map { ($0["entity"], $0["row_id"]) }, db)
     }
 }

@@ -64,16 +64,16 @@ extension OfflineStore {
         return try write { db in
             let cutShort =
                 try Bool.fetchOne(
-                    db, sql: #"SELECT 1 FROM "first_downloads" WHERE "scope_key" = ?"#, arguments: [scope]
+                    db.cachedStatement(sql: #"SELECT 1 FROM "first_downloads" WHERE "scope_key" = ?"#), arguments: [scope]
                 ) ?? false
             // A re-pull cut short before its first cursor restarts too: the rows it recorded
             // as delivered may have been deleted since.
             if cutShort { return true }
-            try db.execute(sql: #"INSERT INTO "first_downloads" ("scope_key", "started_at") VALUES (?, ?)"#, arguments: [scope, now])
+            try db.cachedStatement(sql: #"INSERT INTO "first_downloads" ("scope_key", "started_at") VALUES (?, ?)"#).execute(arguments: [scope, now])
             if try Self.repullingScopeName(db, scopeKey: scope) != nil { return false }
             let keys = Set(siblings).union([scope])
             let withCursor = try String.fetchAll(
-                db, sql: #"SELECT "scope_key" FROM "sync_state" WHERE "cursor" IS NOT NULL"#
+                db.cachedStatement(sql: #"SELECT "scope_key" FROM "sync_state" WHERE "cursor" IS NOT NULL"#)
             ).contains(where: keys.contains)
             guard !withCursor else { return false }
             let name = repullScopeName(scope)
@@ -89,7 +89,7 @@ extension OfflineStore {
     /// Records that the download of `scope` from scratch reached its last page.
     package func endFirstDownload(scope: String) throws(OfflineStoreError) {
         try write { db in
-            try db.execute(sql: #"DELETE FROM "first_downloads" WHERE "scope_key" = ?"#, arguments: [scope])
+            try db.cachedStatement(sql: #"DELETE FROM "first_downloads" WHERE "scope_key" = ?"#).execute(arguments: [scope])
         }
     }
 
@@ -113,18 +113,19 @@ extension OfflineStore {
                         """,
                     arguments: [scope]
                 )
-                try db.execute(
-                    sql: #"INSERT OR REPLACE INTO "repull_scopes" ("scope_key", "scope_name", "started_at", "done") VALUES (?, ?, ?, 0)"#,
+                try db.cachedStatement(
+                    sql: #"INSERT OR REPLACE INTO "repull_scopes" ("scope_key", "scope_name", "started_at", "done") VALUES (?, ?, ?, 0)"#
+                ).execute(
                     arguments: [scope, name, now]
                 )
-                try db.execute(sql: #"DELETE FROM "repull_rows" WHERE "scope_name" = ?"#, arguments: [name])
+                try db.cachedStatement(sql: #"DELETE FROM "repull_rows" WHERE "scope_name" = ?"#).execute(arguments: [name])
             }
         }
     }
 
     /// Scope keys being re-pulled (a crash left them part-way, or their siblings are not done).
     package func repullingScopes() throws(OfflineStoreError) -> Set<String> {
-        try read { db in try Set(String.fetchAll(db, sql: #"SELECT "scope_key" FROM "repull_scopes" WHERE "done" = 0"#)) }
+        try read { db in try Set(String.fetchAll(db.cachedStatement(sql: #"SELECT "scope_key" FROM "repull_scopes" WHERE "done" = 0"#))) }
     }
 
     /// The contract scope whose re-pull a pulled page of `scopeKey` belongs to, or `nil` when
@@ -158,13 +159,13 @@ extension OfflineStore {
         try write { db in
             guard
                 let name = try String.fetchOne(
-                    db, sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#, arguments: [scope]
+                    db.cachedStatement(sql: #"SELECT "scope_name" FROM "repull_scopes" WHERE "scope_key" = ? AND "done" = 0"#), arguments: [scope]
                 )
             else { return nil }
-            try db.execute(sql: #"UPDATE "repull_scopes" SET "done" = 1 WHERE "scope_key" = ?"#, arguments: [scope])
+            try db.cachedStatement(sql: #"UPDATE "repull_scopes" SET "done" = 1 WHERE "scope_key" = ?"#).execute(arguments: [scope])
             let waiting =
                 try Int.fetchOne(
-                    db, sql: #"SELECT COUNT(*) FROM "repull_scopes" WHERE "scope_name" = ? AND "done" = 0"#, arguments: [name]
+                    db.cachedStatement(sql: #"SELECT COUNT(*) FROM "repull_scopes" WHERE "scope_name" = ? AND "done" = 0"#), arguments: [name]
                 ) ?? 0
             guard waiting == 0 else { return nil }
             let held = try Self.heldContractNames(db)
@@ -185,8 +186,8 @@ extension OfflineStore {
                 deleted += db.changesCount
                 deleted += try deleteEndedSubscriptionRowsNotRepulled(db, entity: entity, scopeName: name)
             }
-            try db.execute(sql: #"DELETE FROM "repull_rows" WHERE "scope_name" = ?"#, arguments: [name])
-            try db.execute(sql: #"DELETE FROM "repull_scopes" WHERE "scope_name" = ?"#, arguments: [name])
+            try db.cachedStatement(sql: #"DELETE FROM "repull_rows" WHERE "scope_name" = ?"#).execute(arguments: [name])
+            try db.cachedStatement(sql: #"DELETE FROM "repull_scopes" WHERE "scope_name" = ?"#).execute(arguments: [name])
             return deleted
         }
     }
@@ -209,7 +210,8 @@ extension OfflineStore {
                 """,
             arguments: [entity.name, name])
         guard !rows.isEmpty else { return 0 }
-        let repulled = Set(try String.fetchAll(db, sql: #"SELECT "scope_key" FROM "repull_scopes" WHERE "scope_name" = ?"#, arguments: [name]))
+        let repulled = Set(
+            try String.fetchAll(db.cachedStatement(sql: #"SELECT "scope_key" FROM "repull_scopes" WHERE "scope_name" = ?"#), arguments: [name]))
         // The scope pulled by its name (`team`) is every key of it the identity reads.
         let wholeName = repulled.contains(name)
         var deleted = 0
@@ -222,7 +224,7 @@ extension OfflineStore {
                 sql: "DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE \(entity.primaryKey.quotedDatabaseIdentifier) = ?",
                 arguments: [id])
             deleted += db.changesCount
-            try db.execute(sql: #"DELETE FROM "subscription_rows" WHERE "entity" = ? AND "row_id" = ?"#, arguments: [entity.name, id])
+            try db.cachedStatement(sql: #"DELETE FROM "subscription_rows" WHERE "entity" = ? AND "row_id" = ?"#).execute(arguments: [entity.name, id])
         }
         return deleted
     }

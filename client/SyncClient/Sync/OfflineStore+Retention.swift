@@ -58,7 +58,7 @@ extension OfflineStore {
     static func retentionState(_ db: Database, now: Int64, policy: RetentionPolicy) throws -> RetentionState {
         guard
             let oldest = try Int64.fetchOne(
-                db, sql: #"SELECT MIN("created_at") FROM "outbox" WHERE "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent))"#
+                db.cachedStatement(sql: #"SELECT MIN("created_at") FROM "outbox" WHERE "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent))"#)
             )
         else { return .ok }
         let since = max(oldest, try Metadata.integer(db, .lastSyncSuccessAt) ?? oldest)

@@ -75,7 +75,8 @@ extension OfflineStore {
         // Pulled deletes update the conflicts open on their rows (rare: looked for only when any is open).
         var openConflicts = false
         if !changes.deletes.isEmpty {
-            openConflicts = try Bool.fetchOne(db, sql: #"SELECT EXISTS (SELECT 1 FROM "conflicts" WHERE "resolution" IS NULL)"#) ?? false
+            openConflicts =
+                try Bool.fetchOne(db.cachedStatement(sql: #"SELECT EXISTS (SELECT 1 FROM "conflicts" WHERE "resolution" IS NULL)"#)) ?? false
         }
         for name in changes.deletes.keys.sorted() {
             if held.contains(name) {
@@ -90,9 +91,10 @@ extension OfflineStore {
             // which answers with a `deleted` conflict the app settles (keep: the row comes back;
             // take theirs: it goes). Removing it here would turn "keep mine" into a delete.
             let edited = try String.fetchSet(
-                db,
-                sql:
-                    #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "op" != 'delete' AND "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent + [.conflicted]))"#,
+                db.cachedStatement(
+                    sql:
+                        #"SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "op" != 'delete' AND "status" IN \#(OutboxStatus.sql(OutboxStatus.unsent + [.conflicted]))"#
+                ),
                 arguments: [entity.name]
             )
             for id in changes.deletes[name] ?? [] {
@@ -132,26 +134,51 @@ extension OfflineStore {
         try write { db in try purgeUnsupportedRows(db) }
     }
 
-    func purgeUnsupportedRows(_ db: Database) throws -> [String: Int] {
+    /// Deletes the rows below their contract's oldest supported schema version (see
+    /// ``purgeUnsupportedRows()``). With `onlyWhereNeeded` (the housekeeping after each sync),
+    /// only the tables that may hold such rows are read: those this store has not purged yet
+    /// (each is purged once when the store opens, for rows an older build left) and those a
+    /// server row below its oldest supported version was stored into since
+    /// (``noteStoredSchemaVersion(_:_:_:)``); the others are not read at every sync.
+    func purgeUnsupportedRows(_ db: Database, onlyWhereNeeded: Bool = false) throws -> [String: Int] {
         var purged: [String: Int] = [:]
-        for entity in contracts.entities {
-            try db.execute(
+        let done = onlyWhereNeeded ? purgedEntities.withLock { $0 } : []
+        var purging: [String] = []
+        for entity in contracts.entities where !done.contains(entity.name) {
+            try db.cachedStatement(
                 sql: """
                     DELETE FROM \(entity.table.quotedDatabaseIdentifier) WHERE "_schema_version" < ?
                     AND \(entity.primaryKey.quotedDatabaseIdentifier) NOT IN (
                         SELECT "row_id" FROM "outbox" WHERE "entity" = ? AND "status" IN \(Self.unsyncedStatusesSQL))
-                    """,
-                arguments: [entity.oldestSupported, entity.name]
-            )
+                    """
+            ).execute(arguments: [entity.oldestSupported, entity.name])
             if db.changesCount > 0 { purged[entity.name] = db.changesCount }
+            purging.append(entity.name)
+        }
+        // Known purged once the deletes are committed; a row stored below the oldest supported
+        // version after them (by a later transaction) takes its entity out again.
+        let purgedEntities = purgedEntities
+        let purgedNow = purging
+        db.afterNextTransaction { _ in
+            purgedEntities.withLock { $0.formUnion(purgedNow) }
         }
         return purged
+    }
+
+    /// Called in the transaction that stores `values` (a server row's column values, with its
+    /// `_schema_version` after the contract fields): a row below the contract's oldest supported
+    /// version makes the next housekeeping read the entity's table again.
+    func noteStoredSchemaVersion(_ db: Database, _ entity: EntityDescriptor, _ values: [DatabaseValue]) {
+        guard values.count > entity.fields.count, case .int64(let version) = values[entity.fields.count].storage,
+            version < Int64(entity.oldestSupported)
+        else { return }
+        _ = purgedEntities.withLock { $0.remove(entity.name) }
     }
 
     /// Every scope's sync bookkeeping, by scope key.
     public func syncStates() throws(OfflineStoreError) -> [ScopeSyncState] {
         try read { db in
-            try Row.fetchAll(db, sql: #"SELECT * FROM "sync_state" ORDER BY "scope_key""#).map { row in
+            try Row.fetchAll(db.cachedStatement(sql: #"SELECT * FROM "sync_state" ORDER BY "scope_key""#)).map { row in
                 func date(_ column: String) -> Date? {
                     (row[column] as Int64?).map { Timestamp(millisecondsSince1970: $0).date }
                 }
@@ -168,7 +195,7 @@ extension OfflineStore {
     /// The stored cursor of a scope, `nil` before its first pull.
     package func cursor(forScope scopeKey: String) throws(OfflineStoreError) -> String? {
         try read { db in
-            try String.fetchOne(db, sql: #"SELECT "cursor" FROM "sync_state" WHERE "scope_key" = ?"#, arguments: [scopeKey])
+            try String.fetchOne(db.cachedStatement(sql: #"SELECT "cursor" FROM "sync_state" WHERE "scope_key" = ?"#), arguments: [scopeKey])
         }
     }
 
@@ -289,6 +316,7 @@ extension OfflineStore {
         upsert: GRDB.Statement? = nil
     ) throws -> Bool {
         let statement = try upsert ?? db.cachedStatement(sql: Self.serverUpsertSQL(entity))
+        noteStoredSchemaVersion(db, entity, row.values)
         if let changes = row.changes {
             // Any write of the row in the outbox, even one done: its values came from the
             // device, not from a row the server sent (a stamped version field, a merge with a

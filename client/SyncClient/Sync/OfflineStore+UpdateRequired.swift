@@ -90,7 +90,7 @@ extension OfflineStore {
         }
         guard !lifted.isEmpty else { return [] }
         try saveHeld(db, kept)
-        try db.execute(sql: #"UPDATE "sync_state" SET "cursor" = NULL"#)
+        try db.cachedStatement(sql: #"UPDATE "sync_state" SET "cursor" = NULL"#).execute()
         return lifted
     }
 }

@@ -703,8 +703,9 @@ public actor SyncEngine {
                 let housekeeping = try store.runHousekeeping()
                 store.telemetry.count(.cacheEvictions, by: Int64(housekeeping.evictedRows.values.reduce(0, +)))
                 try store.recordSyncSuccess()
-                // The pulled rows' log is copied into the database after this sync, not during it.
-                if pulled > 0 { store.checkpointLater() }
+                // The pulled rows' log is copied into the database after this sync (or a later
+                // one, when this one stored few rows), not during it.
+                if pulled > 0 { store.checkpointLater(rows: pulled) }
             }
             failures = 0
             snapshot.phase = .idle
