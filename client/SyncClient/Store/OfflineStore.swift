@@ -49,6 +49,8 @@ public final class OfflineStore: Sendable {
     /// supported schema version, with no such row stored since (``purgeUnsupportedRows(_:onlyWhereNeeded:)``):
     /// their table is not read again at every sync.
     let purgedEntities = Locked<Set<String>>([])
+    /// The outbox states already verified under the current key (``OutboxSeal/Memo``).
+    let outboxSealMemo = OutboxSeal.Memo()
     /// Pulled rows stored since the write-ahead log was last copied (``checkpointLater(rows:)``).
     private let rowsSinceCheckpoint = Locked(0)
 
@@ -347,11 +349,11 @@ public final class OfflineStore: Sendable {
         defer { settleImportedFiles() }
         do {
             return try pool.write { db in
-                let quarantined = try OutboxSeal.check(db, crypto: crypto) { db, seq, reason in
+                let quarantined = try OutboxSeal.check(db, crypto: crypto, memo: outboxSealMemo) { db, seq, reason in
                     try quarantine(db, seq: seq, reason: reason, now: now().millisecondsSince1970)
                 }
                 let result = try body(db, quarantined)
-                try OutboxSeal.seal(db, crypto: crypto)
+                try OutboxSeal.seal(db, crypto: crypto, memo: outboxSealMemo)
                 return result
             }
         } catch {
