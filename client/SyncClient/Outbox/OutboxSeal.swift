@@ -28,13 +28,15 @@ enum OutboxSeal {
         var hmac: Data
         var stateMAC: Data?
 
+        /// A row of ``OutboxSeal/rows(_:)``, read by position (its columns in that order): by
+        /// name, each read looked the column up again, and every write reads every entry.
         init(_ row: Row) {
-            seq = row["seq"]
-            clientMutationId = row["client_mutation_id"]
-            status = row["status"]
-            pushSeq = row["push_seq"]
-            hmac = row["hmac"] ?? Data()
-            stateMAC = row["state_mac"]
+            seq = row[0]
+            clientMutationId = row[1]
+            status = row[2]
+            pushSeq = row[3]
+            hmac = row[4] ?? Data()
+            stateMAC = row[5]
         }
 
         var fields: [Data] {
