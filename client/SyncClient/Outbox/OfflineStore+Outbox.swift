@@ -47,13 +47,15 @@ extension OfflineStore {
 
     /// How many entries each status has.
     public func outboxCounts() throws(OfflineStoreError) -> OutboxCounts {
-        try read { db in
-            var counts: [OutboxStatus: Int] = [:]
-            for row in try Row.fetchAll(db.cachedStatement(sql: #"SELECT "status", COUNT(*) AS "count" FROM "outbox" GROUP BY "status""#)) {
-                if let status = OutboxStatus(rawValue: row["status"]) { counts[status] = row["count"] }
-            }
-            return OutboxCounts(byStatus: counts)
+        try read { db in try Self.outboxCounts(db) }
+    }
+
+    static func outboxCounts(_ db: Database) throws -> OutboxCounts {
+        var counts: [OutboxStatus: Int] = [:]
+        for row in try Row.fetchAll(db.cachedStatement(sql: #"SELECT "status", COUNT(*) AS "count" FROM "outbox" GROUP BY "status""#)) {
+            if let status = OutboxStatus(rawValue: row["status"]) { counts[status] = row["count"] }
         }
+        return OutboxCounts(byStatus: counts)
     }
 
     /// The entries whose HMAC or seal did not verify: never sent, kept as evidence until

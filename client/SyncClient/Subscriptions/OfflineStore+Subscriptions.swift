@@ -257,27 +257,25 @@ extension OfflineStore {
 
     /// The subscriptions counted as ``SyncStatus/subscriptions`` shows them.
     package func subscriptionCounts() throws(OfflineStoreError) -> SubscriptionCounts {
-        try read { db in
-            var counts = SubscriptionCounts()
-            if let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT
-                        COALESCE(SUM("unsubscribed_at" IS NULL AND "last_error" IS NULL), 0) AS "active",
-                        COALESCE(SUM("unsubscribed_at" IS NULL AND "last_error" IS NULL AND "has_synced" = 0), 0) AS "waiting",
-                        COALESCE(SUM("unsubscribed_at" IS NOT NULL), 0) AS "ended",
-                        COALESCE(SUM("unsubscribed_at" IS NULL AND "last_error" IS NOT NULL), 0) AS "refused"
-                    FROM "subscriptions"
-                    """)
-            {
-                (counts.active, counts.awaitingFirstSync, counts.ended, counts.refused) = (
-                    row["active"], row["waiting"], row["ended"], row["refused"]
-                )
-            }
-            counts.rows =
-                try Int.fetchOne(db.cachedStatement(sql: #"SELECT COUNT(*) FROM (SELECT DISTINCT "entity", "row_id" FROM "subscription_rows")"#)) ?? 0
-            return counts
+        try read { db in try Self.subscriptionCounts(db) }
+    }
+
+    static func subscriptionCounts(_ db: Database) throws -> SubscriptionCounts {
+        var counts = SubscriptionCounts()
+        let sql = """
+            SELECT
+                COALESCE(SUM("unsubscribed_at" IS NULL AND "last_error" IS NULL), 0) AS "active",
+                COALESCE(SUM("unsubscribed_at" IS NULL AND "last_error" IS NULL AND "has_synced" = 0), 0) AS "waiting",
+                COALESCE(SUM("unsubscribed_at" IS NOT NULL), 0) AS "ended",
+                COALESCE(SUM("unsubscribed_at" IS NULL AND "last_error" IS NOT NULL), 0) AS "refused"
+            FROM "subscriptions"
+            """
+        if let row = try Row.fetchOne(db.cachedStatement(sql: sql)) {
+            (counts.active, counts.awaitingFirstSync, counts.ended, counts.refused) = (row["active"], row["waiting"], row["ended"], row["refused"])
         }
+        counts.rows =
+            try Int.fetchOne(db.cachedStatement(sql: #"SELECT COUNT(*) FROM (SELECT DISTINCT "entity", "row_id" FROM "subscription_rows")"#)) ?? 0
+        return counts
     }
 
     private func status(of row: Row, _ db: Database) throws -> SubscriptionStatus {

@@ -177,18 +177,20 @@ extension OfflineStore {
 
     /// Every scope's sync bookkeeping, by scope key.
     public func syncStates() throws(OfflineStoreError) -> [ScopeSyncState] {
-        try read { db in
-            try Row.fetchAll(db.cachedStatement(sql: #"SELECT * FROM "sync_state" ORDER BY "scope_key""#)).map { row in
-                func date(_ column: String) -> Date? {
-                    (row[column] as Int64?).map { Timestamp(millisecondsSince1970: $0).date }
-                }
-                return ScopeSyncState(
-                    scopeKey: row["scope_key"], cursor: row["cursor"], lastPullAt: date("last_pull_at"),
-                    lastPushAt: date("last_push_at"), lastSuccessAt: date("last_success_at"),
-                    lastError: (row["last_error"] as String?).flatMap { try? JSONDecoder().decode(ErrorDetail.self, from: Data($0.utf8)) },
-                    lastErrorAt: date("last_error_at")
-                )
+        try read { db in try Self.syncStates(db) }
+    }
+
+    static func syncStates(_ db: Database) throws -> [ScopeSyncState] {
+        try Row.fetchAll(db.cachedStatement(sql: #"SELECT * FROM "sync_state" ORDER BY "scope_key""#)).map { row in
+            func date(_ column: String) -> Date? {
+                (row[column] as Int64?).map { Timestamp(millisecondsSince1970: $0).date }
             }
+            return ScopeSyncState(
+                scopeKey: row["scope_key"], cursor: row["cursor"], lastPullAt: date("last_pull_at"),
+                lastPushAt: date("last_push_at"), lastSuccessAt: date("last_success_at"),
+                lastError: (row["last_error"] as String?).flatMap { try? JSONDecoder().decode(ErrorDetail.self, from: Data($0.utf8)) },
+                lastErrorAt: date("last_error_at")
+            )
         }
     }
 

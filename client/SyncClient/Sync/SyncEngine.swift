@@ -189,34 +189,29 @@ public actor SyncEngine {
     }
 
     func refreshCounts() {
-        if let counts = try? store.outboxCounts() {
-            snapshot.pending = counts.unsent
-            snapshot.failed = counts[.failed]
-            store.telemetry.set(.outboxPending, to: Int64(counts.unsent))
-        }
-        if let conflicts = try? store.conflicts() {
-            snapshot.conflicts = conflicts.count
-            store.telemetry.set(.conflictsOpen, to: Int64(conflicts.count))
-        }
-        if let retention = try? store.retentionState() { snapshot.retention = retention }
-        if let last = try? store.lastSyncSuccess() { snapshot.lastSuccess = last }
-        if let held = try? store.updateRequirements() { snapshot.updateRequired = held }
-        if let subscriptions = try? store.subscriptionCounts() { snapshot.subscriptions = subscriptions }
-        if let states = try? store.syncStates() {
-            let byKey = Dictionary(states.map { ($0.scopeKey, $0) }, uniquingKeysWith: { a, _ in a })
-            var available: Set<String> = []
-            for scope in configuration.scopes {
-                snapshot.freshness[scope] = byKey[scope]?.lastPullAt
-                // A scope pulled to its end once has all its contracts; one being downloaded
-                // for the first time has the tiers done so far.
-                if byKey[scope]?.lastSuccessAt != nil {
-                    available.formUnion(store.priorities.tiers(of: scope).joined())
-                } else {
-                    available.formUnion(initialTiersDone[scope] ?? [])
-                }
+        guard let reading = try? store.statusReading() else { return }
+        snapshot.pending = reading.outbox.unsent
+        snapshot.failed = reading.outbox[.failed]
+        store.telemetry.set(.outboxPending, to: Int64(reading.outbox.unsent))
+        snapshot.conflicts = reading.openConflicts
+        store.telemetry.set(.conflictsOpen, to: Int64(reading.openConflicts))
+        snapshot.retention = reading.retention
+        snapshot.lastSuccess = reading.lastSuccess
+        snapshot.updateRequired = reading.updateRequired
+        snapshot.subscriptions = reading.subscriptions
+        let byKey = Dictionary(reading.syncStates.map { ($0.scopeKey, $0) }, uniquingKeysWith: { a, _ in a })
+        var available: Set<String> = []
+        for scope in configuration.scopes {
+            snapshot.freshness[scope] = byKey[scope]?.lastPullAt
+            // A scope pulled to its end once has all its contracts; one being downloaded
+            // for the first time has the tiers done so far.
+            if byKey[scope]?.lastSuccessAt != nil {
+                available.formUnion(store.priorities.tiers(of: scope).joined())
+            } else {
+                available.formUnion(initialTiersDone[scope] ?? [])
             }
-            snapshot.availableContracts = available
         }
+        snapshot.availableContracts = available
     }
 
     // MARK: Triggers
