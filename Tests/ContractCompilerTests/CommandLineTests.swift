@@ -66,4 +66,30 @@ struct CommandLineTests {
         let badFlag = try Self.run(["validate", "--format", "xml"], in: FileManager.default.temporaryDirectory)
         #expect(badFlag.status != 0 && badFlag.status != 1 || badFlag.stderr.contains("format"))
     }
+
+    @Test("init starts a contract set that checks, generates and names its schema at once, and refuses a folder in use")
+    func initStartsAContractSet() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("contractc-init-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let started = try Self.run(["init", "contracts"], in: root)
+        #expect(started.status == 0, "\(started)")
+        #expect(started.stdout.contains("Note v1, NotePinned v1 released in contracts.lock"))
+        for file in ["contracts.yaml", "entities/note.yaml", "events/note_pinned.yaml", "contracts.lock", "contract.schema.json", "README.md"] {
+            #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("contracts/\(file)").path), "missing \(file)")
+        }
+        let check = try Self.run(["check", "--contracts", "contracts"], in: root)
+        #expect(check.status == 0, "\(check)")
+        #expect(check.stdout.contains("2 contracts are compatible"))
+        let schema = try Self.run(["schema", "--contracts", "contracts", "--check"], in: root)
+        #expect(schema.status == 0, "\(schema)")
+        let generate = try Self.run(["generate", "--contracts", "contracts", "--output", "Sources/Contracts"], in: root)
+        #expect(generate.status == 0, "\(generate)")
+        let registry = try String(contentsOf: root.appendingPathComponent("Sources/Contracts/ContractRegistry.swift"), encoding: .utf8)
+        #expect(registry.contains("Note") && registry.contains("NotePinned"))
+        // A folder in use is never written over.
+        let again = try Self.run(["init", "contracts"], in: root)
+        #expect(again.status == 64)
+        #expect(again.stderr.contains("is not empty"))
+    }
 }

@@ -13,7 +13,7 @@ struct Contractc: ParsableCommand {
             code is out of date; 2 an output folder that cannot be written, a git command that failed, \
             or a fleet census that cannot be read or fetched; 64 bad command-line usage.
             """,
-        subcommands: [Validate.self, Generate.self, Check.self, Lock.self, Explain.self, Schema.self],
+        subcommands: [Init.self, Validate.self, Generate.self, Check.self, Lock.self, Explain.self, Schema.self],
         defaultSubcommand: nil
     )
 }
