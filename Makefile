@@ -86,6 +86,13 @@ check-generated: contractc
 		fi; \
 		$(CONTRACTC) schema --contracts "$$contracts" --check || exit 1; \
 	done
+	@# The same check through SwiftPM's command plugin, as an adopter's package runs it.
+	@for set in $(CONTRACT_SETS); do \
+		contracts=$${set%%:*}; generated=$${set#*:}; \
+		$(SWIFT) package --allow-writing-to-package-directory generate-contracts \
+			--contracts "$$contracts" --output "$$generated" --check > /dev/null || exit 1; \
+		echo "check-generated: swift package generate-contracts agrees for $$contracts/"; \
+	done
 
 # Compatibility with every released version still supported (each folder's contracts.lock).
 compat: contractc

@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "SyncServerCommands", targets: ["SyncServerCommands"]),
         .executable(name: "sync-device", targets: ["sync-device"]),
         .executable(name: "contractc", targets: ["contractc"]),
+        .plugin(name: "GenerateContracts", targets: ["GenerateContracts"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -284,6 +285,17 @@ let package = Package(
             dependencies: ["SyncServerCommands", "InspectionServer", "InspectionContracts"],
             path: "examples/inspections/ServerMain",
             swiftSettings: strictSwift
+        ),
+
+        // `swift package generate-contracts`: contractc in SwiftPM's workflow, for any package.
+        .plugin(
+            name: "GenerateContracts",
+            capability: .command(
+                intent: .custom(verb: "generate-contracts", description: "Generate the contract module's Swift from the contracts folder with contractc"),
+                permissions: [.writeToPackageDirectory(reason: "contractc writes the generated module and the contracts' JSON Schema")]
+            ),
+            dependencies: ["contractc"],
+            path: "Plugins/GenerateContracts"
         ),
 
         // MARK: Benchmarks
