@@ -25,6 +25,10 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
     private var liveFailure: TransportError?
     private var fileBytesObserver: (@Sendable (Int64) -> Void)?
     private var partialRows = 0
+    /// The changed-fields pages counted lately, by scope, with the cursor each was asked from:
+    /// when the engine cannot merge one, it asks the same pages again whole from that cursor,
+    /// and what the refused pages counted is taken back (their rows were not stored).
+    private var changedFieldPages: [String: [(cursor: String?, pulled: [String: Int], partial: Int)]] = [:]
     /// How long each request waits before it goes (`OUTPOST_NETWORK_DELAY_MS`): a slow link.
     private let delay: Duration?
 
@@ -116,15 +120,35 @@ final class DeviceNetwork: SyncTransport, @unchecked Sendable {
         // Counted for the report; a body that is not a page is the engine's to refuse.
         if let page = try? PullResponse(json: body) {
             lock.withLock {
+                if !changedFields, let refused = changedFieldPages[scope]?.firstIndex(where: { $0.cursor == cursor }) {
+                    // The engine asks again whole what it could not merge: the refused pages stored nothing.
+                    for taken in changedFieldPages[scope]![refused...] {
+                        for (contract, count) in taken.pulled {
+                            pulled[contract, default: 0] -= count
+                            if pulled[contract] == 0 { pulled[contract] = nil }
+                        }
+                        partialRows -= taken.partial
+                    }
+                    changedFieldPages[scope] = nil
+                }
+                var counted: [String: Int] = [:]
+                var partial = 0
                 for (contract, rows) in page.upserts {
-                    pulled[contract, default: 0] += rows.count
-                    partialRows +=
+                    counted[contract, default: 0] += rows.count
+                    partial +=
                         rows.filter { row in
                             if case .object(let fields) = row { return fields["_base_version"] != nil }
                             return false
                         }.count
                 }
-                for (contract, ids) in page.deletes { pulled[contract, default: 0] += ids.count }
+                for (contract, ids) in page.deletes { counted[contract, default: 0] += ids.count }
+                for (contract, count) in counted { pulled[contract, default: 0] += count }
+                partialRows += partial
+                if changedFields {
+                    // A refused run of pages is one commit's at most: the last few are enough.
+                    changedFieldPages[scope, default: []].append((cursor, counted, partial))
+                    if changedFieldPages[scope]!.count > 256 { changedFieldPages[scope]!.removeFirst() }
+                }
             }
         }
         return body
