@@ -320,20 +320,24 @@ enum FileTransfers {
         var hashing: Task<Result<SHA256, OfflineStoreError>, Never>?
         var step = Int64(max(1, chunkBytes))
         let limit = max(step, Int64(rangeLimit))
-        func fetch(_ from: Int64) -> (URL, Task<Result<ReceivedFileBytes, TransportError>, Never>)? {
+        func fetch(_ from: Int64) throws(OfflineStoreError) -> (URL, Task<Result<ReceivedFileBytes, TransportError>, Never>) {
             let upper = min(size, from + step) - 1
             step = min(limit, step * 2)
-            guard let destination = try? store.receivedRangeURL(sha256: sha, start: from) else { return nil }
+            let destination = try store.receivedRangeURL(sha256: sha, start: from)
             return (destination, Task { await bytes(of: sha, range: from...upper, into: destination, from: transport) })
         }
-        var next = offset < size ? fetch(offset) : nil
+        var next: (URL, Task<Result<ReceivedFileBytes, TransportError>, Never>)?
+        do {
+            if offset < size { next = try fetch(offset) }
+        } catch {
+            return .failure(.store(error))
+        }
         defer {
             if let (destination, pending) = next {
                 pending.cancel()
                 try? FileManager.default.removeItem(at: destination)
             }
         }
-        if offset < size, next == nil { return .failure(.store(.fileSystem(path: store.filesDirectory.path, reason: "no staging folder"))) }
         var emptyAnswers = 0
         while let (destination, pending) = next, offset < size {
             next = nil
@@ -352,7 +356,14 @@ enum FileTransfers {
             let start = received.start
             let end = start + received.byteCount
             // The next range goes out before this one is placed; an unexpected answer asks again from where it ends.
-            if end < size, received.byteCount > 0, received.totalSize.map({ $0 == size }) ?? true { next = fetch(end) }
+            // A range that cannot be asked for (no staging folder) ends the download with the
+            // store's error: the partial file stays, to be resumed.
+            do {
+                if end < size, received.byteCount > 0, received.totalSize.map({ $0 == size }) ?? true { next = try fetch(end) }
+            } catch {
+                try? FileManager.default.removeItem(at: destination)
+                return .failure(.store(error))
+            }
             let file: ReadOnlyFile
             do {
                 file = try ReadOnlyFile(destination)
@@ -386,7 +397,7 @@ enum FileTransfers {
             if received.byteCount == 0 {
                 emptyAnswers += 1
                 if emptyAnswers > 2 { break }
-                next = fetch(offset)
+                do { next = try fetch(offset) } catch { return .failure(.store(error)) }
             }
             if let total = received.totalSize, total != size { break }
         }
