@@ -3,6 +3,10 @@
 #                         (end-to-end ones too, and the storage suite on a throwaway PostgreSQL 15,
 #                         scripts/with-postgres.sh), the console in a browser (make test-console),
 #                         and check the generated code is current
+#   make test-examples    each example (examples/*) as the package of its own it is: its generated
+#                         module checked with the plugin, built, its end-to-end tests run (in make test)
+#   make test-adopting    docs/adopting.md run as written in an empty folder: a new package on Outpost
+#                         syncs a note between two devices (scripts/run-tutorial.py; in make test)
 #   make test-console     the operator console in headless Chromium, driven by selenium, against a real
 #                         sync-server and sync-device devices (Tests/Console); SCREENSHOTS=DIR writes
 #                         a PNG of each page (docs/console holds the committed ones)
@@ -50,7 +54,7 @@ CONTRACT_SETS := $(CONTRACTS):$(GENERATED) $(foreach example,$(EXAMPLES),$(examp
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
-.PHONY: all build contractc codegen check-generated check-alerts compat lock test test-console demo demo-postgres soak sim bench server fuzz fuzz-api docs format lint clean
+.PHONY: all build contractc codegen check-generated check-alerts compat lock test test-console test-examples test-adopting demo demo-postgres soak sim bench server fuzz fuzz-api docs format lint clean
 
 all: build
 
@@ -112,7 +116,7 @@ lock: contractc
 # The Swift sources swift format keeps in one style (.swift-format): all but the generated
 # modules, which only the contract compiler writes, and the compiler's golden fixtures.
 FORMAT_FILES = $(shell find Sources client server codegen bench fuzz Tests examples -name '*.swift' \
-	-not -path 'Sources/Contracts/*' -not -path 'examples/*/Sources/*Contracts/*' -not -path '*/Fixtures/*' | sort)
+	-not -path '*/.build*' -not -path 'Sources/Contracts/*' -not -path 'examples/*/Sources/*Contracts/*' -not -path '*/Fixtures/*' | sort)
 
 format:
 	@echo "swift format: $(words $(FORMAT_FILES)) files"
@@ -135,6 +139,25 @@ test: lint check-generated compat check-alerts
 	LOG_LEVEL=$${LOG_LEVEL:-warning} SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) \
 		scripts/with-postgres.sh --fast -- $(SWIFT) test --skip-build
 	$(MAKE) test-console
+	$(MAKE) test-examples
+	$(MAKE) test-adopting
+
+# Each example, a package of its own on Outpost's public products (examples/*/Package.swift), as
+# an adopter's is: its generated module checked through the plugin, everything built, its tests
+# run (its own server as a real process, on SQLite and on a throwaway PostgreSQL).
+test-examples:
+	@set -e; for example in $(EXAMPLES); do \
+		echo "test-examples: $$example"; \
+		cd "$(CURDIR)/$$example"; \
+		$(SWIFT) package --allow-writing-to-package-directory generate-contracts --output "$$(ls -d Sources/*Contracts)" --check; \
+		$(SWIFT) build --build-tests; \
+		LOG_LEVEL=$${LOG_LEVEL:-warning} "$(CURDIR)/scripts/with-postgres.sh" --fast -- $(SWIFT) test --skip-build; \
+	done
+
+# docs/adopting.md run as written, in an empty temporary folder: a new package with a contract of
+# its own, generated with the plugin, a server and a device built, two devices syncing a note.
+test-adopting:
+	python3 scripts/run-tutorial.py docs/adopting.md
 
 # The console in a real browser: Debian's chromium and chromium-driver, PyPI's selenium.
 SCREENSHOTS ?=

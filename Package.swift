@@ -265,28 +265,6 @@ let package = Package(
             swiftSettings: strictSwift
         ),
 
-        // MARK: The site-inspection example (examples/inspections): a second app on the engines
-        // alone, with its own contracts and generated module.
-        .target(
-            name: "InspectionContracts",
-            dependencies: ["ContractRuntime"],
-            path: "examples/inspections/Sources/InspectionContracts",
-            swiftSettings: strictSwift
-        ),
-        .target(
-            name: "InspectionServer",
-            dependencies: ["SyncServer", "SyncProtocol", "ContractRuntime", "InspectionContracts"],
-            path: "examples/inspections/Server",
-            swiftSettings: strictSwift
-        ),
-        // The example's server command: SyncServerCommands with its contracts and app.
-        .executableTarget(
-            name: "inspections-server",
-            dependencies: ["SyncServerCommands", "InspectionServer", "InspectionContracts"],
-            path: "examples/inspections/ServerMain",
-            swiftSettings: strictSwift
-        ),
-
         // `swift package generate-contracts`: contractc in SwiftPM's workflow, for any package.
         .plugin(
             name: "GenerateContracts",
@@ -330,8 +308,7 @@ let package = Package(
         // MARK: Tests
         // What several test targets share: running the built executables (a real sync-server on
         // a loopback port among them), a server in the test's own process, temporary folders, the
-        // storages the suites run on. Not on the sample apps' contracts, so an example's tests
-        // (examples/inspections) use it as well.
+        // storages the suites run on. Not on the sample apps' contracts.
         .target(
             name: "OutpostTestSupport",
             dependencies: [
@@ -425,18 +402,6 @@ let package = Package(
             name: "FuzzRegressionTests",
             dependencies: ["FuzzTargets"],
             path: "Tests/FuzzRegressionTests",
-            swiftSettings: strictSwift
-        ),
-        .testTarget(
-            name: "InspectionTests",
-            dependencies: [
-                "OutpostTestSupport",
-                "InspectionServer", "InspectionContracts", "SyncServer", "SyncClient", "SyncProtocol", "ContractRuntime",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                // The SHA-256 of the photos the tests upload.
-                .product(name: "Crypto", package: "swift-crypto"),
-            ],
-            path: "examples/inspections/Tests",
             swiftSettings: strictSwift
         ),
         .testTarget(

@@ -9,9 +9,10 @@ public import SyncServer
 /// An adopter's whole `main.swift`:
 ///
 /// ```swift
+/// import NotesContracts
 /// import SyncServerCommands
 ///
-/// await SyncServerCommands.main(SyncServerProgram(name: "inspections-server", contracts: InspectionContracts.self))
+/// await SyncServerCommands.main(SyncServerProgram(name: "notes-server", contracts: ContractRegistry.self))
 /// ```
 public struct SyncServerProgram: Sendable {
     /// Loads a server's sample content into `storage` for `tenant` (and `team`'s scope), and

@@ -4,9 +4,9 @@ import InspectionContracts
 import SyncProtocol
 import SyncServer
 
-/// `PUT /api/v1/inspections/{id}/review`, for admin tokens (the office): sets an inspection's
-/// reviewer notes from `{"reviewer_notes": "…"}` (`null` clears them) and answers
-/// `{"id": …, "reviewer_notes": …}`; 404 when the inspection is absent or deleted.
+/// `/api/v1/inspections/{id}/review`, for admin tokens (the office): `PUT` sets an inspection's
+/// reviewer notes from `{"reviewer_notes": "…"}` (`null` clears them), `GET` reads them; both
+/// answer `{"id": …, "reviewer_notes": …}`, and 404 when the inspection is absent or deleted.
 ///
 /// `reviewer_notes` is `server_only`: no device ever receives it. The engine's
 /// `ContentService.setServerOnlyFields` writes it: checked against the contract, under the
@@ -50,6 +50,14 @@ enum InspectionReview {
                 throw ServiceError.notFound("no inspection '\(id)'")
             }
             return try request.json(Review(id: id, reviewerNotes: review.reviewerNotes))
+        }
+        // The notes as the server holds them: read from one snapshot of the storage.
+        routes.add(.get, path, access: .admin) { request in
+            let id = try request.parameter("id")
+            let tenant = try request.identity().tenant
+            let row = try await environment.storage.snapshot { try await $0.row(of: Inspection.descriptor, tenant: tenant, id: id) }
+            guard let row, !row.isDeleted else { throw ServiceError.notFound("no inspection '\(id)'") }
+            return try request.json(Review(id: id, reviewerNotes: row.text(field)))
         }
     }
 }

@@ -1,14 +1,13 @@
 import ContractRuntime
 import Foundation
 import InspectionContracts
-import OutpostTestSupport
 import SyncClient
 import Testing
 
 /// The device's store given the example's contracts alone: it holds no table of the sample
 /// contracts (no `units`, `lessons`, `content_assets`), and nothing it does on its own when it
 /// opens or keeps itself bounded may assume it does.
-@Suite(.blockingWork) struct InspectionDeviceStoreTests {
+@Suite struct InspectionDeviceStoreTests {
     /// A volume with no room left: the store's emergency clean-up runs on every housekeeping pass.
     struct FullVolume: FreeSpaceProvider {
         func availableBytes(at url: URL) -> Int64? { 0 }

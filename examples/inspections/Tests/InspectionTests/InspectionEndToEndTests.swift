@@ -1,32 +1,41 @@
 import ContractRuntime
 import Foundation
 import InspectionContracts
-import OutpostTestSupport
 import SyncClient
 import SyncProtocol
-import SyncServer
 import Testing
 
-/// The site-inspection example end to end: a real server running `InspectionServerApp` alone, on
-/// each storage, and two inspectors' devices with their own stores on real SQLite files, syncing
-/// over loopback HTTP. Nothing here names the sample contracts: the engines are given the
+/// The site-inspection example end to end: its own server (`inspections-server`, a real process)
+/// on each database, and two inspectors' tablets (`InspectionTablet`) with their own stores on
+/// real SQLite files, syncing over loopback HTTP. Nothing here names the sample contracts: the engines are given the
 /// example's registry and app, and that is all they know.
 ///
 /// Inspector A's clock runs ahead of inspector B's, so where a policy asks which write is later,
 /// A's is, whoever pushes first.
 @Suite struct InspectionEndToEndTests {
     static let start = Date(timeIntervalSince1970: 1_790_000_000)  // 2026-09-21T14:13:20Z
-    static let crew = InspectionServerHarness.crew
+    static let crew = InspectionServerProcess.crew
     static let reviewerNotes = "Compare the rail with the 2025 report before sign-off."
+
+    /// An inspection's reviewer notes as the server holds them (the office's `GET` of the review).
+    static func reviewerNotes(of inspection: String, on server: InspectionServerProcess, token: String) async throws -> String? {
+        struct Review: Decodable { var reviewer_notes: String? }
+        let answer = try await server.send("GET", "/api/v1/inspections/\(inspection)/review", token: token)
+        #expect(answer.status == 200, "\(answer.body)")
+        return try JSONDecoder().decode(Review.self, from: Data(answer.body.utf8)).reviewer_notes
+    }
 
     /// Device A creates an inspection, its checklist and a finding; both devices then edit the
     /// same rows offline and record checks; after syncing, each policy has done its part and both
     /// devices hold the same rows, the server's progress included, and never the reviewer's notes.
-    @Test(arguments: StorageKind.allCases)
-    func twoInspectorsConvergeOnEveryPolicy(storage: StorageKind) async throws {
-        try await InspectionServerHarness.run(on: storage) { server in
-            let a = try InspectorDevice(server, user: "inspector-a", device: "tablet-a", clock: ManualClock(Self.start.addingTimeInterval(60)))
-            let b = try InspectorDevice(server, user: "inspector-b", device: "tablet-b", clock: ManualClock(Self.start))
+    @Test(arguments: ServerDatabase.allCases)
+    func twoInspectorsConvergeOnEveryPolicy(database: ServerDatabase) async throws {
+        let server = try InspectionServerProcess(database)
+        try server.start()
+        defer { try? server.stop() }
+        do {
+            let a = try TestTablet(server, user: "inspector-a", device: "tablet-a", clock: ManualClock(Self.start.addingTimeInterval(60)))
+            let b = try TestTablet(server, user: "inspector-b", device: "tablet-b", clock: ManualClock(Self.start))
 
             // A creates the inspection and its checklist; B receives them.
             let created = Timestamp(a.clock.now())
@@ -49,13 +58,13 @@ import Testing
             #expect(try b.store.fetch(Finding.self, id: "finding-1")?.severity == .medium)
 
             // The office reviews it: a server-only field, which no device is sent.
-            let office = server.token(user: "office", device: "console", isAdmin: true)
+            let office = try server.token(user: "office", device: "console", admin: true, teams: [])
             let review = try await server.send(
                 "PUT", "/api/v1/inspections/insp-1/review", token: office, body: #"{"reviewer_notes": "\#(Self.reviewerNotes)"}"#
             )
             #expect(review.status == 200)
-            #expect(try await server.storedInspection("insp-1")?.text("reviewer_notes") == Self.reviewerNotes)
-            let inspectorA = server.token(user: "inspector-a", device: "tablet-a")
+            #expect(try await Self.reviewerNotes(of: "insp-1", on: server, token: office) == Self.reviewerNotes)
+            let inspectorA = try server.token(user: "inspector-a", device: "tablet-a")
             let refused = try await server.send("PUT", "/api/v1/inspections/insp-1/review", token: inspectorA, body: "{}")
             #expect(refused.status == 403, "only the office (an admin token) reviews")
             let unknown = try await server.send("PUT", "/api/v1/inspections/insp-9/review", token: office, body: #"{"reviewer_notes": null}"#)
@@ -139,14 +148,9 @@ import Testing
             #expect(try b.store.conflicts(includeResolved: true).first { $0.entity == Finding.descriptor.name }?.resolution == .merged)
 
             // The server kept the reviewer's notes through every push and fold, and sent them nowhere.
-            #expect(try await server.storedInspection("insp-1")?.text("reviewer_notes") == Self.reviewerNotes)
-            for device in [a, b] {
-                let columns = try device.columns(of: Inspection.descriptor.table)
-                #expect(columns.contains("site_name"))
-                #expect(!columns.contains("reviewer_notes"))
-            }
+            #expect(try await Self.reviewerNotes(of: "insp-1", on: server, token: office) == Self.reviewerNotes)
             // The whole scope, as a new device pulls it from the start.
-            let newDevice = server.token(user: "inspector-b", device: "tablet-c")
+            let newDevice = try server.token(user: "inspector-b", device: "tablet-c")
             let pull = try await server.send("GET", "/sync/v1/pull?scope=crew&limit=500", token: newDevice)
             #expect(pull.status == 200)
             #expect(pull.body.contains("Pump station 4"))
@@ -158,8 +162,11 @@ import Testing
     /// The reducer's verdict: a check of an item that is not on the inspection's checklist is
     /// refused with `row_not_found`, stored nowhere, and leaves the progress as it was.
     @Test func aCheckOfAnItemOffTheChecklistIsRejected() async throws {
-        try await InspectionServerHarness.run(on: .sqlite) { server in
-            let a = try InspectorDevice(server, user: "inspector-a", device: "tablet-a", clock: ManualClock(Self.start))
+        let server = try InspectionServerProcess(.sqlite)
+        try server.start()
+        defer { try? server.stop() }
+        do {
+            let a = try TestTablet(server, user: "inspector-a", device: "tablet-a", clock: ManualClock(Self.start))
             let created = Timestamp(a.clock.now())
             for id in ["insp-1", "insp-2"] {
                 try a.store.create(Inspection(id: id, teamId: Self.crew, siteName: "Site \(id)", updatedAt: created))
