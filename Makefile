@@ -10,8 +10,10 @@
 #   make test-console     the operator console in headless Chromium, driven by selenium, against a real
 #                         sync-server and sync-device devices (Tests/Console); SCREENSHOTS=DIR writes
 #                         a PNG of each page (docs/console holds the committed ones)
-#   make format           swift format every hand-written Swift file in place (.swift-format)
-#   make lint             fail on any file swift format would change (part of make test)
+#   make format           swift format every hand-written Swift file in place (.swift-format; the
+#                         engines' with .swift-format-engines)
+#   make lint             fail on any file swift format would change, and on an engine's public
+#                         declaration without a doc comment (part of make test)
 #   make demo             a server on SQLite and sync-device devices through the learner and field-ops stories
 #   make demo-postgres    the same demo with the server on a throwaway PostgreSQL
 #   make soak             the crash suite (real processes killed with kill -9) with SOAK_ITERATIONS
@@ -117,14 +119,23 @@ lock: contractc
 # modules, which only the contract compiler writes, and the compiler's golden fixtures.
 FORMAT_FILES = $(shell find Sources client server codegen bench fuzz Tests examples -name '*.swift' \
 	-not -path '*/.build*' -not -path 'Sources/Contracts/*' -not -path 'examples/*/Sources/*Contracts/*' -not -path '*/Fixtures/*' | sort)
+# The engines' modules, whose public API adopters build on: the same style, and every public
+# declaration documented (.swift-format-engines: .swift-format with
+# AllPublicDeclarationsHaveDocumentation on). Each file is in exactly one of the two lists.
+ENGINE_DIRS  = Sources/ContractRuntime Sources/SyncProtocol client/SyncClient client/SyncClientNIO \
+	server/SyncServer server/SyncServerCommands codegen/ContractCompiler
+ENGINE_FILES = $(filter $(addsuffix /%,$(ENGINE_DIRS)),$(FORMAT_FILES))
+OTHER_FILES  = $(filter-out $(ENGINE_FILES),$(FORMAT_FILES))
 
 format:
-	@echo "swift format: $(words $(FORMAT_FILES)) files"
-	@$(SWIFT) format format --in-place --configuration .swift-format $(FORMAT_FILES)
+	@echo "swift format: $(words $(ENGINE_FILES)) engine files, $(words $(OTHER_FILES)) others"
+	@$(SWIFT) format format --in-place --configuration .swift-format-engines $(ENGINE_FILES)
+	@$(SWIFT) format format --in-place --configuration .swift-format $(OTHER_FILES)
 
 lint:
-	@echo "swift format lint --strict: $(words $(FORMAT_FILES)) files"
-	@$(SWIFT) format lint --strict --configuration .swift-format $(FORMAT_FILES)
+	@echo "swift format lint --strict: $(words $(ENGINE_FILES)) engine files (.swift-format-engines), $(words $(OTHER_FILES)) others"
+	@$(SWIFT) format lint --strict --configuration .swift-format-engines $(ENGINE_FILES)
+	@$(SWIFT) format lint --strict --configuration .swift-format $(OTHER_FILES)
 
 # The Prometheus alert rules shipped in docs/alerts: valid, and firing on what their unit tests say.
 check-alerts:

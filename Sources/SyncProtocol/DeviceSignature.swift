@@ -27,11 +27,16 @@ public enum DeviceSignature {
 
     /// Who signs: the identity the token names, and the installation's push stream.
     public struct Signer: Hashable, Sendable {
+        /// The tenant the token names.
         public var tenant: String
+        /// The user the token names.
         public var userID: String
+        /// The device the token names.
         public var deviceID: String
+        /// The installation's push stream (``PushRequest/clientId``).
         public var clientID: String
 
+        /// A signer from the token's identity and the push stream.
         public init(tenant: String, userID: String, deviceID: String, clientID: String) {
             self.tenant = tenant
             self.userID = userID
@@ -84,6 +89,7 @@ public struct DeviceKeyRegistration: Codable, Sendable, Hashable {
     /// ``DeviceSignature/algorithm``.
     public var algorithm: String
 
+    /// A registration of a base64 public key; the algorithm is `ES256`.
     public init(publicKey: String, algorithm: String = DeviceSignature.algorithm) {
         self.publicKey = publicKey
         self.algorithm = algorithm
@@ -103,6 +109,7 @@ public struct DeviceKeyRegistered: Codable, Sendable, Hashable {
     /// key before: the device was reinstalled).
     public var outcome: String
 
+    /// An answer from the key's fingerprint and what the registration did.
     public init(fingerprint: String, outcome: String) {
         self.fingerprint = fingerprint
         self.outcome = outcome

@@ -2,17 +2,23 @@ public import ContractRuntime
 
 /// A stable, machine-readable error code. Codes never change once published; messages may.
 public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+    /// The code as sent, for example `version_conflict`.
     public var rawValue: String
 
+    /// A code from its raw value; unknown codes are kept as sent.
     public init(rawValue: String) { self.rawValue = rawValue }
+    /// A code from its raw value, unlabelled.
     public init(_ rawValue: String) { self.rawValue = rawValue }
 
+    /// The raw value.
     public var description: String { rawValue }
 
+    /// Decodes a code from its JSON string.
     public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)
     }
 
+    /// Encodes the code as its JSON string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
@@ -156,10 +162,14 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
 
 /// An error: a stable code, a human message, and details where they help.
 public struct ErrorDetail: Codable, Sendable, Hashable, Error {
+    /// The stable code clients branch on.
     public var code: ErrorCode
+    /// What went wrong, for people.
     public var message: String
+    /// Structured details, where they help (the field, the limit).
     public var details: JSONValue?
 
+    /// An error from its code, message and optional details.
     public init(code: ErrorCode, message: String, details: JSONValue? = nil) {
         self.code = code
         self.message = message
@@ -169,8 +179,10 @@ public struct ErrorDetail: Codable, Sendable, Hashable, Error {
 
 /// Every error response: `{"error": {"code": …, "message": …}}`.
 public struct ErrorBody: Codable, Sendable, Hashable {
+    /// The error.
     public var error: ErrorDetail
 
+    /// A body wrapping one error.
     public init(_ error: ErrorDetail) {
         self.error = error
     }

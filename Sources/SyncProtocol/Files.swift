@@ -41,11 +41,16 @@ public enum FileRoutes {
 
 /// `POST /sync/v1/files`: the file a device is about to send.
 public struct FileUploadRequest: Codable, Sendable, Hashable {
+    /// Lowercase hex SHA-256 of the file's bytes.
     public var sha256: String
+    /// The file's size in bytes.
     public var size: Int64
+    /// The file's content type, `type/subtype`.
     public var contentType: String
+    /// The file's name, if the reference carries one.
     public var name: String?
 
+    /// The request for the file a reference names.
     public init(_ reference: FileReference) {
         sha256 = reference.sha256
         size = reference.byteCount
@@ -76,13 +81,16 @@ public struct FileUploadAnswer: Codable, Sendable, Hashable {
         case uploading
     }
 
+    /// The file's SHA-256, as the request named it.
     public var sha256: String
+    /// Whether the server holds the file or waits for its bytes.
     public var state: State
     /// The upload to send to; `nil` when stored.
     public var uploadID: String?
     /// How many bytes the upload holds: where the next `PATCH` starts.
     public var offset: Int64
 
+    /// An answer from its parts.
     public init(sha256: String, state: State, uploadID: String?, offset: Int64) {
         self.sha256 = sha256
         self.state = state

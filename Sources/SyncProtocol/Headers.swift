@@ -15,6 +15,7 @@ public enum ProtocolHeaders {
 
 /// `X-Outpost-App` text: an app's name and version as the app chooses to write them.
 public enum AppVersionHeader {
+    /// The longest value the server records, in characters.
     public static let maximumLength = 64
 
     /// Whether `text` is a value the server records: 1 to ``maximumLength`` printable ASCII
@@ -27,6 +28,7 @@ public enum AppVersionHeader {
 
 /// `X-Outpost-Schema` text: `Name=version` pairs separated by commas.
 public enum SchemaHeader {
+    /// The header value for schema versions by contract name, sorted by name.
     public static func encode(_ versions: [String: Int]) -> String {
         versions.keys.sorted().map { "\($0)=\(versions[$0]!)" }.joined(separator: ",")
     }
@@ -88,6 +90,7 @@ public enum TelemetryHeader {
     /// The longest header the server reads.
     public static let maximumLength = 512
 
+    /// The header value for telemetry counts, each clamped to 0...``maximumValue``.
     public static func encode(_ values: [DeviceTelemetry: Int64]) -> String {
         DeviceTelemetry.allCases.compactMap { name in values[name].map { "\(name.rawValue)=\(min(max($0, 0), maximumValue))" } }
             .joined(separator: ",")

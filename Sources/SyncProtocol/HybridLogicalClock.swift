@@ -6,16 +6,21 @@ public import ContractRuntime
 ///
 /// Wire form: `<15-digit millis>-<5-digit counter>-<node>`, which also sorts as text.
 public struct HybridLogicalClock: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// Wall-clock milliseconds since 1970.
     public var milliseconds: Int64
+    /// Orders readings within the same millisecond.
     public var counter: Int
+    /// The node that made the reading: the tie-break between devices.
     public var node: String
 
+    /// A reading from its parts.
     public init(milliseconds: Int64, counter: Int, node: String) {
         self.milliseconds = milliseconds
         self.counter = counter
         self.node = node
     }
 
+    /// Parses the wire form; `nil` when the text is not one.
     public init?(_ text: String) {
         // Every mutation's clock is read several times on the server's path (checked, compared,
         // merged): its fixed-width head is read as bytes, not split into substrings.
@@ -57,6 +62,7 @@ public struct HybridLogicalClock: Hashable, Sendable, Comparable, CustomStringCo
         bytes.withUnsafeBufferPointer(head)
     }
 
+    /// The wire form, which sorts as text the way readings compare.
     public var description: String {
         guard (0...999_999_999_999_999).contains(milliseconds), (0...Self.maximumCounter).contains(counter) else {
             let millis = String(milliseconds), count = String(counter)
@@ -81,6 +87,7 @@ public struct HybridLogicalClock: Hashable, Sendable, Comparable, CustomStringCo
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// Orders readings by milliseconds, counter, then node.
     public static func < (lhs: HybridLogicalClock, rhs: HybridLogicalClock) -> Bool {
         (lhs.milliseconds, lhs.counter, lhs.node) < (rhs.milliseconds, rhs.counter, rhs.node)
     }

@@ -64,9 +64,12 @@ public enum LiveEvent: Hashable, Sendable {
 
 /// Why the server closed a live channel.
 public struct LiveCloseReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The reason as the server writes it (`token_expired`).
     public var rawValue: String
+    /// A reason from its raw value; unknown ones are kept as sent.
     public init(rawValue: String) { self.rawValue = rawValue }
 
+    /// The raw value.
     public var description: String { rawValue }
 
     /// The device opened more channels than the server keeps per device; this, its oldest, closed.
@@ -82,9 +85,12 @@ public struct LiveCloseReason: RawRepresentable, Hashable, Sendable, CustomStrin
 /// One dispatched server-sent event: its `event` name (`message` when it had none) and its
 /// `data` lines joined with line feeds.
 public struct ServerSentEvent: Hashable, Sendable {
+    /// The event's name: `message` when the stream gave none.
     public var name: String
+    /// The event's `data` lines, joined with line feeds.
     public var data: String
 
+    /// An event from its name and data.
     public init(name: String, data: String) {
         self.name = name
         self.data = data
@@ -101,6 +107,7 @@ public struct ServerSentEventParser: Sendable {
 
     /// A stream that cannot be read as events.
     public struct Failure: Error, Hashable, Sendable, CustomStringConvertible {
+        /// What is wrong with the stream.
         public var description: String
     }
 
@@ -109,6 +116,7 @@ public struct ServerSentEventParser: Sendable {
     private var name = ""
     private var data: [String] = []
 
+    /// A parser at the start of a stream.
     public init() {}
 
     /// Feeds the bytes that arrived and returns the events they completed.

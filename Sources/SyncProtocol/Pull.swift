@@ -5,6 +5,7 @@ package import Foundation
 public struct PullResponse: Codable, Sendable, Hashable {
     /// Where the next page starts; store it with the page, in the same transaction.
     public var cursor: String
+    /// Whether more pages follow; pull again with ``cursor`` until it is `false`.
     public var hasMore: Bool
     /// Rows written since the cursor, latest state only, per contract name, shaped for the
     /// device's schema version. Entity rows also carry `_server_version` (the row's server
@@ -19,6 +20,7 @@ public struct PullResponse: Codable, Sendable, Hashable {
     /// The last of this device's pushes (`seq`) the server has done.
     public var lastSeq: Int64
 
+    /// A page from its parts.
     public init(cursor: String, hasMore: Bool, upserts: [String: [JSONValue]], deletes: [String: [String]], lastSeq: Int64) {
         self.cursor = cursor
         self.hasMore = hasMore
@@ -39,6 +41,7 @@ public struct PullResponse: Codable, Sendable, Hashable {
 /// The position in a scope's change sequence. Opaque to devices: they store and send back the
 /// text; the server encodes the format version so it can change the inside later.
 public struct SyncCursor: Hashable, Sendable {
+    /// The version of the cursor's inside, written in every cursor.
     public static let formatVersion = 1
 
     /// The scope key the cursor belongs to (`progress:user:u-1`).
@@ -51,6 +54,7 @@ public struct SyncCursor: Hashable, Sendable {
     /// Written only when above 0, so cursors of scopes never compacted keep their text.
     public var horizon: Int64
 
+    /// A cursor at a sequence of a scope.
     public init(scopeKey: String, sequence: Int64, horizon: Int64 = 0) {
         self.scopeKey = scopeKey
         self.sequence = sequence
@@ -73,6 +77,7 @@ public struct SyncCursor: Hashable, Sendable {
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
+    /// Reads a cursor a device sent; throws when it is not one this server wrote.
     public init(encoded text: String) throws(DecodingFailure) {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }

@@ -9,6 +9,7 @@ public struct PushRequest: Codable, Sendable, Hashable {
     /// Mutations with consecutive `seq` numbers.
     public var mutations: [Mutation]
 
+    /// A push of queued mutations.
     public init(clientId: String, schema: [String: Int], mutations: [Mutation]) {
         self.clientId = clientId
         self.schema = schema
@@ -44,6 +45,7 @@ public struct Mutation: Codable, Sendable, Hashable {
     public var clientMutationId: String
     /// The contract name (`Incident`, `AnswerRecorded`).
     public var entity: String
+    /// What the mutation does: create, update, patch or delete a row, or record an event.
     public var op: MutationOperation
     /// The row's primary key, or the event's `event_id`.
     public var id: String
@@ -64,6 +66,7 @@ public struct Mutation: Codable, Sendable, Hashable {
     /// checked whenever it is present.
     public var signature: String?
 
+    /// A mutation from its parts; those its operation does not use stay `nil`.
     public init(
         seq: Int64, clientMutationId: String, entity: String, op: MutationOperation, id: String, payload: JSONValue? = nil,
         baseVersion: Int64? = nil, hlc: String? = nil, base: [String: JSONValue]? = nil, occurredAt: Timestamp? = nil,
@@ -113,8 +116,11 @@ public enum MutationStatus: String, Codable, Sendable, Hashable, CaseIterable {
 
 /// The answer to one mutation, in request order.
 public struct MutationResult: Codable, Sendable, Hashable {
+    /// The mutation's `seq`, echoed.
     public var seq: Int64
+    /// The mutation's `client_mutation_id`, echoed.
     public var clientMutationId: String
+    /// What the server did with it.
     public var status: MutationStatus
     /// The row's server version after this mutation (or the current one when not applied).
     public var serverVersion: Int64?
@@ -126,6 +132,7 @@ public struct MutationResult: Codable, Sendable, Hashable {
     /// Why it was rejected.
     public var error: ErrorDetail?
 
+    /// A result from its parts.
     public init(
         seq: Int64, clientMutationId: String, status: MutationStatus, serverVersion: Int64? = nil,
         serverRow: JSONValue? = nil, resolution: String? = nil, error: ErrorDetail? = nil
@@ -152,9 +159,12 @@ public struct MutationResult: Codable, Sendable, Hashable {
 
 /// The answer to a push: one result per mutation, and the last `seq` the server has done.
 public struct PushResponse: Codable, Sendable, Hashable {
+    /// One result per mutation, in request order.
     public var results: [MutationResult]
+    /// The last `seq` the server has done for this device.
     public var lastSeq: Int64
 
+    /// A response from its results and last `seq`.
     public init(results: [MutationResult], lastSeq: Int64) {
         self.results = results
         self.lastSeq = lastSeq

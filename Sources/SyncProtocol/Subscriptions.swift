@@ -9,6 +9,7 @@ public struct SubscriptionPullRequest: Codable, Sendable, Hashable {
     /// Rows per subscription page at most; `nil` for the server's default.
     public var limit: Int?
 
+    /// A request for the given subscriptions' pages.
     public init(subscriptions: [Entry], limit: Int? = nil) {
         self.subscriptions = subscriptions
         self.limit = limit
@@ -28,6 +29,7 @@ public struct SubscriptionPullRequest: Codable, Sendable, Hashable {
         /// The `cursor` of the subscription's previous page; `nil` for its first.
         public var cursor: String?
 
+        /// An entry for one active subscription, after its cursor.
         public init(id: String, name: String, parameters: [String: JSONValue], scope: String? = nil, cursor: String? = nil) {
             self.id = id
             self.name = name
@@ -40,10 +42,12 @@ public struct SubscriptionPullRequest: Codable, Sendable, Hashable {
 
 /// The answer to ``SubscriptionPullRequest``: an entry per subscription, in the request's order.
 public struct SubscriptionPullResponse: Codable, Sendable, Hashable {
+    /// One page per subscription, in the request's order.
     public var subscriptions: [Page]
     /// The last of this device's pushes (`seq`) the server has done.
     public var lastSeq: Int64
 
+    /// A response from its pages.
     public init(subscriptions: [Page], lastSeq: Int64 = 0) {
         self.subscriptions = subscriptions
         self.lastSeq = lastSeq
@@ -60,6 +64,7 @@ public struct SubscriptionPullResponse: Codable, Sendable, Hashable {
         public var id: String
         /// Where its next page starts; `nil` with an ``error``.
         public var cursor: String?
+        /// Whether more pages of the subscription follow.
         public var hasMore: Bool
         /// Rows that entered the subscription or changed since the cursor, per contract name,
         /// shaped for the device's schema version, as on a pull page.
@@ -75,6 +80,7 @@ public struct SubscriptionPullResponse: Codable, Sendable, Hashable {
         /// `subscription_too_broad`, `unknown_subscription`, `malformed_request`.
         public var error: ErrorDetail?
 
+        /// A page from its parts.
         public init(
             id: String, cursor: String?, hasMore: Bool, upserts: [String: [JSONValue]] = [:], deletes: [String: [String]] = [:],
             leaves: [String: [String]] = [:], error: ErrorDetail? = nil

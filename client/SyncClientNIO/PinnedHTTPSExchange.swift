@@ -60,6 +60,7 @@ public struct PinnedHTTPSExchange: HTTPExchange {
         }
     }
 
+    /// Sends `request` over HTTPS with the pins checked, and answers the body and response.
     public func send(_ request: URLRequest) async throws(TransportError) -> (Data, HTTPURLResponse) {
         let (url, host, port) = try Self.target(of: request)
         let refusal = NIOLockedValueBox<TransportError?>(nil)
@@ -246,6 +247,7 @@ public struct PinnedHTTPSExchange: HTTPExchange {
 
 /// Why ``PinnedHTTPSExchange`` could not be set up.
 public struct TrustRootsError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong, with the file or step concerned.
     public let description: String
 
     init(_ description: String) {

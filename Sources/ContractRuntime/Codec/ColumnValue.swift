@@ -10,6 +10,7 @@ public enum ColumnValue: Hashable, Sendable {
     case text(String)
     case blob(Data)
 
+    /// Whether the value is SQL `NULL`.
     public var isNull: Bool { self == .null }
 
     /// The storage class's name, for messages.

@@ -17,8 +17,10 @@ public struct FieldValueError: Error, Hashable, Sendable {
     public var field: String
     /// What is wrong, without the field's name: `must be a whole number`.
     public var reason: String
+    /// What kind of misfit it is.
     public var kind: Kind
 
+    /// An error about a field, with the reason and kind of the misfit.
     public init(field: String, reason: String, kind: Kind = .invalid) {
         self.field = field
         self.reason = reason

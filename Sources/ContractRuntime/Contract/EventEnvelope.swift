@@ -9,7 +9,9 @@ public struct EventEnvelope<Payload: ContractEvent>: Codable, Sendable, Hashable
     public var type: String
     /// The event contract's version the device wrote.
     public var schemaVersion: Int
+    /// The user the event is about, as the token names them.
     public var userId: String
+    /// The device that recorded the event.
     public var deviceId: String
     /// When it happened, by the device's clock.
     public var occurredAt: Timestamp
@@ -17,6 +19,7 @@ public struct EventEnvelope<Payload: ContractEvent>: Codable, Sendable, Hashable
     public var recordedAt: Timestamp?
     /// SHA-256 (hex) of the canonical payload: detects replays with other content and tampering.
     public var hash: String
+    /// The event's fields, as its contract types them.
     public var payload: Payload
 
     /// A new envelope for a payload recorded now on this device; computes the hash.
@@ -61,6 +64,7 @@ public struct EventEnvelope<Payload: ContractEvent>: Codable, Sendable, Hashable
         case payload
     }
 
+    /// Decodes an envelope from its wire form, payload included.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         type = try container.decode(String.self, forKey: .type)
@@ -77,6 +81,7 @@ public struct EventEnvelope<Payload: ContractEvent>: Codable, Sendable, Hashable
         payload = try container.decode(Payload.self, forKey: .payload)
     }
 
+    /// Encodes the envelope in its wire form, payload included.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(eventId, forKey: .eventId)

@@ -33,5 +33,6 @@ public enum SyncPriority: String, Hashable, Sendable, CaseIterable, Comparable {
         }
     }
 
+    /// Orders priorities from the one that syncs first.
     public static func < (lhs: SyncPriority, rhs: SyncPriority) -> Bool { lhs.rank < rhs.rank }
 }

@@ -2,7 +2,9 @@
 public struct FieldDescriptor: Hashable, Sendable {
     /// The wire key and column name.
     public var name: String
+    /// The field's type.
     public var kind: FieldKind
+    /// Whether the field may be missing or `null`.
     public var isOptional: Bool
     /// The default as it appears on the wire, if any.
     public var defaultValue: JSONValue?
@@ -28,7 +30,9 @@ public struct FieldDescriptor: Hashable, Sendable {
     public var maxBytes: Int?
     /// For a `file`, the content types it accepts (`image/jpeg`, `image/*`); empty: any.
     public var contentTypes: [String]
+    /// Whether the field is the primary key.
     public var isPrimaryKey: Bool
+    /// Whether the field is the entity's version field.
     public var isVersionField: Bool
     /// A client-only column: never on the wire, never on the server.
     public var isLocal: Bool
@@ -37,6 +41,7 @@ public struct FieldDescriptor: Hashable, Sendable {
     /// `FieldCodec` then resolves from the entities it was made with).
     public var referencedKey: FieldKind?
 
+    /// A descriptor from its parts, as generated code writes it.
     public init(
         name: String, kind: FieldKind, isOptional: Bool = false, defaultValue: JSONValue? = nil, since: Int = 1,
         renamedFrom: String? = nil, renamedInVersion: Int? = nil, deprecation: String? = nil, isEncrypted: Bool = false,

@@ -5,6 +5,7 @@ public struct KnownField: Hashable, Sendable {
     /// The field's name in the current version, or `nil` when it no longer exists.
     public var currentName: String?
 
+    /// A wire name with the current name it maps to, if any.
     public init(wireName: String, currentName: String?) {
         self.wireName = wireName
         self.currentName = currentName

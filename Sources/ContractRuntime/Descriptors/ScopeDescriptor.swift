@@ -1,5 +1,6 @@
 /// A sync scope from the manifest.
 public struct ScopeDescriptor: Hashable, Sendable {
+    /// Who may write a scope's data.
     public enum Access: String, Hashable, Sendable, CaseIterable {
         /// Devices read; only the server writes.
         case read
@@ -7,15 +8,18 @@ public struct ScopeDescriptor: Hashable, Sendable {
         case readWrite = "read_write"
     }
 
+    /// The scope's name.
     public var name: String
     /// The key template, for example `progress:user:{user_id}`.
     public var keyTemplate: String {
         didSet { template = Template(keyTemplate) }
     }
+    /// Who may write the scope's data.
     public var access: Access
     /// The key template taken apart once: a key is filled for every row a push writes.
     private var template: Template
 
+    /// A scope from its name, key template and access.
     public init(name: String, keyTemplate: String, access: Access) {
         self.name = name
         self.keyTemplate = keyTemplate

@@ -23,6 +23,7 @@ public struct SubscriptionDescriptor: Hashable, Sendable {
     /// The tier the subscription is pulled at, before lower tiers.
     public var priority: SyncPriority
 
+    /// A descriptor from its parts, as generated code writes it.
     public init(
         name: String, summary: String, entity: String, parameters: [Parameter], filter: [Condition], includes: [Include],
         defaultTTLSeconds: Int, priority: SyncPriority
@@ -42,12 +43,14 @@ public struct SubscriptionDescriptor: Hashable, Sendable {
 
     /// A typed parameter of a subscription.
     public struct Parameter: Hashable, Sendable {
+        /// The parameter's name.
         public var name: String
         /// The value's type: a scalar field type, or `list<T>` for an `in` condition.
         public var kind: FieldKind
         /// The most values a list parameter takes.
         public var maxCount: Int
 
+        /// A parameter of the given type; `maxCount` limits a list's values.
         public init(name: String, kind: FieldKind, maxCount: Int = 1) {
             self.name = name
             self.kind = kind
@@ -57,9 +60,12 @@ public struct SubscriptionDescriptor: Hashable, Sendable {
 
     /// One condition of the filter: `field` equals the operand, or is one of its values.
     public struct Condition: Hashable, Sendable {
+        /// The entity field compared.
         public var field: String
+        /// What the field is compared with.
         public var operand: Operand
 
+        /// A condition on a field.
         public init(field: String, operand: Operand) {
             self.field = field
             self.operand = operand
@@ -90,6 +96,7 @@ public struct SubscriptionDescriptor: Hashable, Sendable {
         /// Rows taken along from these in turn.
         public var includes: [Include]
 
+        /// An include from its relation and the includes below it.
         public init(relation: String, kind: RelationDescriptor.Kind, target: String, foreignKey: String, includes: [Include] = []) {
             self.relation = relation
             self.kind = kind
@@ -120,6 +127,7 @@ public struct SubscriptionRequest: Hashable, Sendable {
     /// The scope key to read in (`ops:team:t-1`); `nil` for the one the token grants.
     public var scope: String?
 
+    /// A request for the named subscription with the given parameter values.
     public init(name: String, parameters: [String: JSONValue] = [:], scope: String? = nil) {
         self.name = name
         self.parameters = parameters

@@ -25,6 +25,7 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
     public static let maximumByteCount: Int64 = 1 << 53
     /// The longest content type and name, in UTF-8 bytes.
     public static let maximumContentTypeBytes = 255
+    /// The longest file name, in UTF-8 bytes.
     public static let maximumNameBytes = 255
 
     /// A reference to `byteCount` bytes whose SHA-256 is `sha256`.
@@ -48,6 +49,7 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
     /// The SHA-256 of no bytes at all.
     public static let emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
+    /// The content type, a prefix of the hash and the size, for logs.
     public var description: String { "\(contentType) file \(sha256.prefix(12))… (\(byteCount) bytes)" }
 
     // MARK: JSON
@@ -59,6 +61,7 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
         case name
     }
 
+    /// Decodes a reference from its JSON object, checking every part.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let hash = try container.decode(String.self, forKey: .sha256)
@@ -72,6 +75,7 @@ public struct FileReference: Hashable, Sendable, Codable, CustomStringConvertibl
         }
     }
 
+    /// Encodes the reference as its JSON object.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(sha256, forKey: .sha256)
@@ -227,6 +231,7 @@ public enum FileReferenceError: Error, Hashable, Sendable, CustomStringConvertib
     /// The object has a key a reference does not.
     case unknownKey(String)
 
+    /// The error as a field's reason: what a reference must be.
     public var description: String {
         switch self {
         case .notAReference: "must be a file reference: {\"sha256\", \"size\", \"content_type\", \"name\"?}"

@@ -2,10 +2,14 @@ import Foundation
 
 /// A calendar day without a time or time zone: `YYYY-MM-DD` on the wire and in SQLite.
 public struct CalendarDate: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// The year, four digits on the wire.
     public var year: Int
+    /// The month, 1 to 12.
     public var month: Int
+    /// The day of the month, 1 to 31.
     public var day: Int
 
+    /// A date from its year, month and day.
     public init(year: Int, month: Int, day: Int) {
         self.year = year
         self.month = month
@@ -46,6 +50,7 @@ public struct CalendarDate: Hashable, Comparable, Sendable, Codable, CustomStrin
         return era * 146_097 + doe - 719_468
     }
 
+    /// The date a number of days after 1970-01-01 (before it when negative).
     public init(daysSince1970: Int) {
         let z = daysSince1970 + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
@@ -58,6 +63,7 @@ public struct CalendarDate: Hashable, Comparable, Sendable, Codable, CustomStrin
         self.init(year: yoe + era * 400 + (month <= 2 ? 1 : 0), month: month, day: day)
     }
 
+    /// The date as `YYYY-MM-DD`.
     public var description: String {
         func pad(_ value: Int, _ width: Int) -> String {
             let text = String(value)
@@ -66,10 +72,12 @@ public struct CalendarDate: Hashable, Comparable, Sendable, Codable, CustomStrin
         return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
     }
 
+    /// Orders dates chronologically.
     public static func < (lhs: CalendarDate, rhs: CalendarDate) -> Bool {
         (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day)
     }
 
+    /// Decodes a date from its `YYYY-MM-DD` string.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
@@ -79,6 +87,7 @@ public struct CalendarDate: Hashable, Comparable, Sendable, Codable, CustomStrin
         self = value
     }
 
+    /// Encodes the date as its `YYYY-MM-DD` string.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)

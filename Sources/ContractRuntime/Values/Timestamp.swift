@@ -3,8 +3,10 @@ public import Foundation
 /// A point in time with millisecond precision: ISO-8601 text on the wire
 /// (`2026-01-31T08:00:00.000Z`), integer milliseconds since 1970 in SQLite.
 public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// Milliseconds since 1970-01-01T00:00:00Z.
     public var millisecondsSince1970: Int64
 
+    /// A timestamp from milliseconds since 1970.
     public init(millisecondsSince1970: Int64) {
         self.millisecondsSince1970 = millisecondsSince1970
     }
@@ -17,6 +19,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
     /// The current time of the device's clock.
     public static func now() -> Timestamp { Timestamp(Date()) }
 
+    /// The timestamp as a Foundation `Date`.
     public var date: Date { Date(timeIntervalSince1970: Double(millisecondsSince1970) / 1000) }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; fractions beyond milliseconds are truncated.
@@ -90,12 +93,15 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
             + "." + pad(fraction, 3) + "Z"
     }
 
+    /// The timestamp in its ISO 8601 wire form.
     public var description: String { iso8601 }
 
+    /// Orders timestamps chronologically.
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
         lhs.millisecondsSince1970 < rhs.millisecondsSince1970
     }
 
+    /// Decodes a timestamp from its ISO 8601 string.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
@@ -107,6 +113,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
         self = value
     }
 
+    /// Encodes the timestamp as its ISO 8601 string with milliseconds.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(iso8601)

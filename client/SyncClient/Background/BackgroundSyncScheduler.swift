@@ -32,6 +32,7 @@
         public let windowLength: TimeInterval
         private let engine: SyncEngine
 
+        /// A scheduler for the task `identifier` that gives `engine` windows of `windowLength` seconds.
         public init(identifier: String, engine: SyncEngine, windowLength: TimeInterval = 25) {
             self.identifier = identifier
             self.engine = engine

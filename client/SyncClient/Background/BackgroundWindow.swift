@@ -9,6 +9,7 @@ public struct BackgroundWindowSettings: Hashable, Sendable {
     /// longest one of the window so far if longer, fits before the deadline less the margin.
     public var minimumRequestEstimate: TimeInterval
 
+    /// Settings with the given margin and least request time, in seconds.
     public init(safetyMargin: TimeInterval = 2, minimumRequestEstimate: TimeInterval = 3) {
         self.safetyMargin = safetyMargin
         self.minimumRequestEstimate = minimumRequestEstimate
@@ -19,6 +20,7 @@ public struct BackgroundWindowSettings: Hashable, Sendable {
 public struct BackgroundSyncReport: Hashable, Sendable {
     /// When the window's sync started and the deadline it was given (by the store's clock).
     public var started: Date
+    /// The deadline the window's sync was given.
     public var deadline: Date
     /// When it stopped.
     public var ended: Date
@@ -57,6 +59,7 @@ public struct BackgroundSyncReport: Hashable, Sendable {
         !stoppedForDeadline && skipped == nil && error == nil && scopesLeftToPull.isEmpty && subscriptionsLeftToPull.isEmpty
     }
 
+    /// A report from its parts.
     public init(
         started: Date, deadline: Date, ended: Date, pushed: Int = 0, pulled: Int = 0, requests: Int = 0, stoppedForDeadline: Bool = false,
         remainingWrites: Int = 0, scopesLeftToPull: [String] = [], subscriptionsLeftToPull: [String] = [], filesLeftToUpload: Int = 0,

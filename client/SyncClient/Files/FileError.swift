@@ -25,6 +25,7 @@ public enum FileError: Error, Hashable, Sendable, CustomStringConvertible {
     /// times its size).
     case insufficientSpace(neededBytes: Int64, availableBytes: Int64)
 
+    /// What went wrong, for logs and the command-line device.
     public var description: String {
         switch self {
         case .tooLarge(let contract, let field, let size, let limit):
@@ -53,6 +54,7 @@ public enum FileDownloadError: Error, Hashable, Sendable, CustomStringConvertibl
     /// were deleted, and the next call downloads the file again from its start.
     case hashMismatch(expected: String, received: String)
 
+    /// What went wrong, for logs and the command-line device.
     public var description: String {
         switch self {
         case .transport(let error): "the file could not be downloaded: \(error.detail.message)"

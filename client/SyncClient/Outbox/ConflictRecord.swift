@@ -5,12 +5,17 @@ public import SyncProtocol
 
 /// A write the server answered `conflicted`, with both rows (stored sealed).
 public struct ConflictRecord: Hashable, Sendable, Identifiable {
+    /// The store's id of the conflict.
     public var id: Int64
     /// The outbox entry that conflicted.
     public var seq: Int64
+    /// The conflicted write's `client_mutation_id`.
     public var clientMutationId: String
+    /// The contract name.
     public var entity: String
+    /// The row's primary key.
     public var rowId: String
+    /// What the conflicted write did.
     public var op: MutationOperation
     /// The device's row when the answer came (`nil` when the device deleted it).
     public var localRow: [String: JSONValue]?
@@ -22,7 +27,9 @@ public struct ConflictRecord: Hashable, Sendable, Identifiable {
     public var serverResolution: String?
     /// How it was resolved; `nil` while open.
     public var resolution: ConflictResolution?
+    /// When the device stored the conflict.
     public var detectedAt: Date
+    /// When it was resolved; `nil` while open.
     public var resolvedAt: Date?
 
     /// The device's row as its generated type.

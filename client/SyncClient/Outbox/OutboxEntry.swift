@@ -44,9 +44,11 @@ public struct OutboxEntry: Hashable, Sendable, Identifiable {
     public var clientMutationId: String
     /// The contract name.
     public var entity: String
+    /// What the write does: create, update, patch or delete a row, or record an event.
     public var op: MutationOperation
     /// The row's primary key, or the event's id.
     public var rowId: String
+    /// Where the entry stands: pending, sending, done, waiting, conflicted, failed or quarantined.
     public var status: OutboxStatus
     /// The `seq` it travels under on the wire, once handed to the sender (equal to ``seq``
     /// unless a quarantined entry was skipped).
@@ -57,11 +59,17 @@ public struct OutboxEntry: Hashable, Sendable, Identifiable {
     public var nextAttemptAt: Date?
     /// Why it is `failed`, `waiting`, `conflicted` or `quarantined`.
     public var lastError: ErrorDetail?
+    /// The server version the write was based on (its `base_version`), if any.
     public var baseVersion: Int64?
+    /// The hybrid logical clock reading of the write, if it has one.
     public var hlc: String?
+    /// The contract version the write was made with.
     public var schemaVersion: Int
+    /// When the write was queued.
     public var createdAt: Date
+    /// When the entry last changed.
     public var updatedAt: Date
 
+    /// The entry's identity: its `seq`.
     public var id: Int64 { seq }
 }

@@ -24,6 +24,7 @@ public struct RemoteFetchRequest: Hashable, Sendable {
     /// Relations to include: `["lessons", "lessons.assets"]`.
     public var including: [String]
 
+    /// A request for one row of `contract` (or every row, with a `nil` id) and the relations named.
     public init(contract: String, id: String?, including: [String] = []) {
         self.contract = contract
         self.id = id

@@ -53,10 +53,13 @@ public struct RowFilter<Entity: ContractEntity>: Sendable {
     /// The row with this primary key.
     public static func id(_ id: String) -> Self { equals(Entity.descriptor.primaryKey, .string(id)) }
 
+    /// Rows that match both filters.
     public static func && (lhs: Self, rhs: Self) -> Self { Self(.all([lhs.node, rhs.node])) }
 
+    /// Rows that match either filter.
     public static func || (lhs: Self, rhs: Self) -> Self { Self(.any([lhs.node, rhs.node])) }
 
+    /// Rows that do not match the filter.
     public static prefix func ! (filter: Self) -> Self { Self(.not(filter.node)) }
 
     /// All of the filters (true when empty).
@@ -104,7 +107,9 @@ public struct RowOrder: Hashable, Sendable {
         case declaredOrder
     }
 
+    /// The field sorted by.
     public var field: String
+    /// Whether the order is from the largest value down.
     public var descending: Bool
     var kind: Kind
 

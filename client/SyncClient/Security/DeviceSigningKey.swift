@@ -58,8 +58,10 @@ public struct SoftwareDeviceSigningKey: DeviceSigningKey {
     /// The raw private scalar, for the app to keep (in the keychain, say).
     public var rawRepresentation: Data { privateKey.rawRepresentation }
 
+    /// The public key in X9.63 form, as the server registers it.
     public var publicKeyX963: Data { privateKey.publicKey.x963Representation }
 
+    /// The raw ECDSA P-256 signature of `message` over its SHA-256.
     public func signature(for message: Data) throws -> Data {
         try privateKey.signature(for: message).rawRepresentation
     }
@@ -90,8 +92,10 @@ public struct SoftwareDeviceSigningKey: DeviceSigningKey {
         /// An opaque handle of the key, meaningful to this device's Secure Enclave only.
         public var dataRepresentation: Data { privateKey.dataRepresentation }
 
+        /// The public key in X9.63 form, as the server registers it.
         public var publicKeyX963: Data { privateKey.publicKey.x963Representation }
 
+        /// The raw ECDSA P-256 signature of `message` over its SHA-256, made in the Secure Enclave.
         public func signature(for message: Data) throws -> Data {
             try privateKey.signature(for: message).rawRepresentation
         }

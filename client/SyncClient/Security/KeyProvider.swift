@@ -46,12 +46,15 @@ extension KeyProvider {
 
 /// Why a ``KeyProvider`` could not give a key.
 public struct KeyProviderError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What went wrong.
     public var message: String
 
+    /// An error with its message.
     public init(_ message: String) {
         self.message = message
     }
 
+    /// The message.
     public var description: String { message }
 }
 
@@ -59,6 +62,7 @@ public struct KeyProviderError: Error, Hashable, Sendable, CustomStringConvertib
 public final class InMemoryKeyProvider: KeyProvider {
     private let keys: Locked<[String: Data]>
 
+    /// A provider holding the given keys (version 1) by tenant id; others are created when asked for.
     public init(keys: [String: SymmetricKey] = [:]) {
         self.keys = Locked(keys.mapValues { $0.withUnsafeBytes { Data($0) } })
     }
@@ -68,14 +72,17 @@ public final class InMemoryKeyProvider: KeyProvider {
         version == 1 ? tenantId : "\(tenantId)\u{0}v\(version)"
     }
 
+    /// The tenant's key (version 1), created the first time it is asked for.
     public func key(forTenant tenantId: String) throws -> SymmetricKey {
         try key(forTenant: tenantId, version: 1)
     }
 
+    /// Forgets the tenant's key (version 1).
     public func deleteKey(forTenant tenantId: String) throws {
         try deleteKey(forTenant: tenantId, version: 1)
     }
 
+    /// Version `version` of the tenant's key, created the first time it is asked for.
     public func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey {
         keys.withLock { keys in
             let name = Self.name(tenantId, version)
@@ -86,6 +93,7 @@ public final class InMemoryKeyProvider: KeyProvider {
         }
     }
 
+    /// Forgets version `version` of the tenant's key.
     public func deleteKey(forTenant tenantId: String, version: Int) throws {
         keys.withLock { $0[Self.name(tenantId, version)] = nil }
     }
@@ -98,8 +106,10 @@ public final class InMemoryKeyProvider: KeyProvider {
 /// For platforms without a keychain, and for command-line devices. Keep the folder outside
 /// anything that is backed up or synced.
 public struct FileKeyProvider: KeyProvider {
+    /// The folder holding the key files.
     public let directory: URL
 
+    /// A provider keeping its key files in `directory`, which it creates when needed.
     public init(directory: URL) {
         self.directory = directory
     }
@@ -109,6 +119,7 @@ public struct FileKeyProvider: KeyProvider {
         return directory.appendingPathComponent(name + (version == 1 ? "" : ".v\(version)") + ".key")
     }
 
+    /// The tenant's key (version 1), read from its file or created and written there.
     public func key(forTenant tenantId: String) throws -> SymmetricKey {
         try key(forTenant: tenantId, version: 1)
     }
@@ -126,10 +137,12 @@ public struct FileKeyProvider: KeyProvider {
         }.sorted()
     }
 
+    /// Deletes the tenant's key file (version 1).
     public func deleteKey(forTenant tenantId: String) throws {
         try deleteKey(forTenant: tenantId, version: 1)
     }
 
+    /// Version `version` of the tenant's key, read from its file or created and written there.
     public func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey {
         let url = fileURL(forTenant: tenantId, version: version)
         if let data = try? Data(contentsOf: url) {
@@ -172,6 +185,7 @@ public struct FileKeyProvider: KeyProvider {
         return key
     }
 
+    /// Deletes the file of version `version` of the tenant's key.
     public func deleteKey(forTenant tenantId: String, version: Int) throws {
         let url = fileURL(forTenant: tenantId, version: version)
         guard FileManager.default.fileExists(atPath: url.path) else { return }

@@ -14,10 +14,12 @@
     /// - Note: Compiled only where the `Security` framework exists (Apple platforms); elsewhere
     ///   use ``FileKeyProvider``.
     public struct KeychainKeyProvider: KeyProvider {
+        /// The keychain service the keys are stored under.
         public let service: String
         /// A keychain access group shared with app extensions, if any.
         public let accessGroup: String?
 
+        /// A provider storing keys under `service`, shared through `accessGroup` when given.
         public init(service: String = "outpost.tenant-keys", accessGroup: String? = nil) {
             self.service = service
             self.accessGroup = accessGroup
@@ -33,14 +35,17 @@
             return query
         }
 
+        /// The tenant's key (version 1), read from the keychain or created and stored there.
         public func key(forTenant tenantId: String) throws -> SymmetricKey {
             try key(forTenant: tenantId, version: 1)
         }
 
+        /// Deletes the tenant's key (version 1) from the keychain.
         public func deleteKey(forTenant tenantId: String) throws {
             try deleteKey(forTenant: tenantId, version: 1)
         }
 
+        /// Version `version` of the tenant's key, read from the keychain or created and stored there.
         public func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey {
             var lookup = query(tenantId, version)
             lookup[kSecReturnData as String] = true
@@ -68,6 +73,7 @@
             return key
         }
 
+        /// Deletes version `version` of the tenant's key from the keychain.
         public func deleteKey(forTenant tenantId: String, version: Int) throws {
             let status = SecItemDelete(query(tenantId, version) as CFDictionary)
             guard status == errSecSuccess || status == errSecItemNotFound else {

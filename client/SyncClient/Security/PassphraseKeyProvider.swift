@@ -83,14 +83,17 @@ public struct PassphraseKeyProvider: KeyProvider {
         Data(HMAC<SHA256>.authenticationCode(for: Data("outpost.passphrase-check".utf8), using: key))
     }
 
+    /// The tenant's key (version 1), derived from the passphrase and the tenant's salt.
     public func key(forTenant tenantId: String) throws -> SymmetricKey {
         try key(forTenant: tenantId, version: 1)
     }
 
+    /// Deletes the tenant's salt (version 1): the key cannot be derived again.
     public func deleteKey(forTenant tenantId: String) throws {
         try deleteKey(forTenant: tenantId, version: 1)
     }
 
+    /// Version `version` of the tenant's key, derived from the passphrase and that version's salt.
     public func key(forTenant tenantId: String, version: Int) throws -> SymmetricKey {
         var file = try load()
         if let stored = file.tenants[tenantId]?[String(version)] {
@@ -125,6 +128,7 @@ public enum PassphraseKeyProviderError: Error, Hashable, Sendable, CustomStringC
     /// The salt file exists but cannot be read.
     case unreadableSaltFile(path: String, reason: String)
 
+    /// What went wrong, naming the tenant or file.
     public var description: String {
         switch self {
         case .wrongPassphrase(let tenant): return "the passphrase is not the one of tenant '\(tenant)'"

@@ -383,7 +383,9 @@ public enum DropReason: String, Hashable, Sendable {
 public struct DroppedRow: Hashable, Sendable {
     /// The server version the device had; the server changing the row brings it back.
     public var serverVersion: Int64?
+    /// Why the device dropped it.
     public var reason: DropReason
+    /// When the device dropped it.
     public var droppedAt: Date
 }
 
@@ -410,5 +412,6 @@ public struct HousekeepingReport: Hashable, Sendable {
     /// or the volume short of ``StorageLimits/minimumFreeBytes``).
     public var evictedFiles: [String] = []
 
+    /// An empty report: nothing removed.
     public init() {}
 }

@@ -28,6 +28,7 @@ public struct OfflineStoreConfiguration: Sendable {
     }
     /// Who the data belongs to: a database opened by another tenant or user is refused.
     public var tenantId: String
+    /// The user the data belongs to; the store refuses a database of another user.
     public var userId: String
     /// The device id the server's token names. `nil`: the one stored in the database, or a new
     /// ULID on first open.
@@ -69,6 +70,7 @@ public struct OfflineStoreConfiguration: Sendable {
     /// transaction, set by sync-device for crash tests; none by default.
     package var faultPauses = FaultPauses.none
 
+    /// A configuration of the store at `databaseURL` for the given tenant and user; the rest have defaults.
     public init(
         databaseURL: URL, tenantId: String, userId: String, deviceId: String? = nil, keyProvider: any KeyProvider,
         clock: any DeviceClock = SystemClock(), random: any RandomSource = SystemRandomSource(),

@@ -87,6 +87,7 @@ public enum OfflineStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     /// room for it) or is not in the store: nothing of it was kept (``FileError``).
     case file(FileError)
 
+    /// What went wrong, for logs and the command-line device.
     public var description: String {
         switch self {
         case .createdByNewerBuild(let migrations):

@@ -9,6 +9,7 @@ public struct RetentionPolicy: Hashable, Sendable {
     /// (``OfflineStoreError/readOnlyUntilSync(since:)``) until a sync succeeds.
     public var readOnlyAfter: TimeInterval
 
+    /// A policy with the given ages, in seconds.
     public init(syncNeededAfter: TimeInterval, readOnlyAfter: TimeInterval) {
         self.syncNeededAfter = syncNeededAfter
         self.readOnlyAfter = readOnlyAfter

@@ -27,6 +27,7 @@ public struct StorageLimits: Hashable, Sendable {
     /// rows with writes not yet on the server are never evicted, and count. 500 MB by default.
     public var fileCacheBytes: Int64
 
+    /// Limits with the given settings; the defaults are those of ``StorageLimits/standard``.
     public init(
         contracts: [String: ContractStorageLimit] = [:], downloadSpaceFactor: Double = 2, minimumFreeBytes: Int64 = 100_000_000,
         databaseBudgetBytes: Int64? = nil, fileCacheBytes: Int64 = 500_000_000
@@ -72,6 +73,7 @@ public struct ContractStorageLimit: Hashable, Sendable {
     /// No limit on either, whatever the contract says.
     public static let unlimited = ContractStorageLimit(maxRows: .max, maxRowBytes: .max)
 
+    /// A limit on rows, row size or both; `nil` keeps the contract's own.
     public init(maxRows: Int? = nil, maxRowBytes: Int? = nil) {
         self.maxRows = maxRows
         self.maxRowBytes = maxRowBytes
@@ -92,8 +94,10 @@ public protocol FreeSpaceProvider: Sendable {
 /// The volume's free space: `volumeAvailableCapacityForImportantUsage` on Apple platforms (what
 /// the system would free for the user's own data), the file system's free size elsewhere.
 public struct VolumeFreeSpace: FreeSpaceProvider {
+    /// A provider asking the file system of the running platform.
     public init() {}
 
+    /// The bytes free for the app's data on the volume holding `url`; `nil` when it cannot tell.
     public func availableBytes(at url: URL) -> Int64? {
         #if os(iOS) || os(macOS) || os(tvOS) || os(watchOS) || os(visionOS)
             if let values = try? url.resourceValues(forKeys: [.volumeAvailableCapacityForImportantUsageKey]),

@@ -60,6 +60,7 @@ public struct StoreMigration: Hashable, Sendable {
     /// The statements, run in order.
     public var statements: [String]
 
+    /// A migration with its identifier and statements.
     public init(_ identifier: String, _ statements: [String]) {
         self.identifier = identifier
         self.statements = statements

@@ -54,6 +54,7 @@ public struct SubscriptionCounts: Hashable, Sendable {
     /// Rows the subscriptions hold on the device (a row two of them hold counts once).
     public var rows = 0
 
+    /// Counts of no subscriptions.
     public init() {}
 }
 
@@ -78,6 +79,7 @@ public enum SubscriptionError: Error, Sendable, Hashable, CustomStringConvertibl
     /// The store failed.
     case store(String)
 
+    /// What went wrong, for logs and the command-line device.
     public var description: String {
         switch self {
         case .unknownSubscription(let name, let known):

@@ -217,7 +217,9 @@ public struct SubscriptionHandle: Sendable, Hashable {
     public let request: SubscriptionRequest
     let engine: SyncEngine
 
+    /// Whether two handles are of the same subscription in the same engine.
     public static func == (lhs: Self, rhs: Self) -> Bool { lhs.id == rhs.id && lhs.engine === rhs.engine }
+    /// Hashes the subscription's id.
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
     /// Its state now, with its progress while its pages come; `nil` once the store no longer

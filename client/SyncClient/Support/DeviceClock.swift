@@ -18,8 +18,10 @@ extension DeviceClock {
 
 /// The system clock (`Date()`).
 public struct SystemClock: DeviceClock {
+    /// The system clock.
     public init() {}
 
+    /// The system's current date.
     public func now() -> Date { Date() }
 }
 
@@ -32,10 +34,12 @@ public struct SystemClock: DeviceClock {
 public final class ManualClock: DeviceClock {
     private let current: Locked<Date>
 
+    /// A clock stopped at `start`.
     public init(_ start: Date = Date(timeIntervalSince1970: 1_769_846_400)) {
         current = Locked(start)
     }
 
+    /// The date the clock was last set to.
     public func now() -> Date { current.withLock { $0 } }
 
     /// Moves the clock forward (or back, with a negative interval).

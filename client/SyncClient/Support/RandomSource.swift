@@ -33,8 +33,10 @@ extension RandomSource {
 
 /// The system's cryptographically secure generator.
 public struct SystemRandomSource: RandomSource {
+    /// The system's generator.
     public init() {}
 
+    /// 64 random bits from the system's generator.
     public func next() -> UInt64 {
         var generator = SystemRandomNumberGenerator()
         return generator.next()
@@ -45,10 +47,12 @@ public struct SystemRandomSource: RandomSource {
 public final class SeededRandomSource: RandomSource {
     private let generator: Locked<SplitMix64>
 
+    /// A generator whose sequence `seed` determines.
     public init(seed: UInt64) {
         generator = Locked(SplitMix64(seed: seed))
     }
 
+    /// The next 64 bits of the seeded sequence.
     public func next() -> UInt64 {
         generator.withLock { $0.next() }
     }

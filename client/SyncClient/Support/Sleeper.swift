@@ -9,8 +9,10 @@ public protocol Sleeper: Sendable {
 
 /// Real time (`Task.sleep`).
 public struct TaskSleeper: Sleeper {
+    /// A sleeper in real time.
     public init() {}
 
+    /// Sleeps `seconds`; throws when the task is cancelled.
     public func sleep(for seconds: TimeInterval) async throws {
         try await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1_000_000_000))
     }

@@ -11,6 +11,7 @@ public struct ULID: Hashable, Sendable, Comparable, CustomStringConvertible {
     /// The last 64 random bits.
     public let low: UInt64
 
+    /// A ULID from its two 64-bit halves.
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
@@ -69,6 +70,7 @@ public struct ULID: Hashable, Sendable, Comparable, CustomStringConvertible {
         return String(decoding: characters, as: UTF8.self)
     }
 
+    /// Orders ULIDs by time, then by their random bits.
     public static func < (lhs: ULID, rhs: ULID) -> Bool { (lhs.high, lhs.low) < (rhs.high, rhs.low) }
 }
 
@@ -84,6 +86,7 @@ public final class ULIDGenerator: Sendable {
     private let random: any RandomSource
     private let last: Locked<ULID?>
 
+    /// A generator reading time from `clock` and random bits from `random`.
     public init(clock: any DeviceClock = SystemClock(), random: any RandomSource = SystemRandomSource()) {
         self.clock = clock
         self.random = random

@@ -29,6 +29,7 @@ public struct NetworkPath: Hashable, Sendable {
     /// Whether the path costs the user (cellular, hotspot, Low Data Mode).
     public var isExpensive: Bool
 
+    /// A path that is or is not online, and expensive or not.
     public init(isOnline: Bool, isExpensive: Bool = false) {
         self.isOnline = isOnline
         self.isExpensive = isExpensive
@@ -36,6 +37,7 @@ public struct NetworkPath: Hashable, Sendable {
 }
 
 extension ConnectivityMonitor {
+    /// Each connectivity change as a path that is not expensive.
     public func pathUpdates() -> AsyncStream<NetworkPath> {
         let updates = connectivityUpdates()
         let (stream, continuation) = AsyncStream.makeStream(of: NetworkPath.self, bufferingPolicy: .bufferingNewest(1))
@@ -58,6 +60,7 @@ public final class ManualConnectivityMonitor: ConnectivityMonitor {
 
     private let state: Locked<State>
 
+    /// A monitor starting online or offline, and expensive or not.
     public init(online: Bool, expensive: Bool = false) {
         state = Locked(State(path: NetworkPath(isOnline: online, isExpensive: expensive)))
     }
@@ -89,6 +92,7 @@ public final class ManualConnectivityMonitor: ConnectivityMonitor {
         for continuation in listeners { continuation.yield(path) }
     }
 
+    /// The path last set, then each one set later.
     public func pathUpdates() -> AsyncStream<NetworkPath> {
         let (stream, continuation) = AsyncStream.makeStream(of: NetworkPath.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID()
@@ -103,6 +107,7 @@ public final class ManualConnectivityMonitor: ConnectivityMonitor {
         return stream
     }
 
+    /// Whether the path last set is online, then each change of it.
     public func connectivityUpdates() -> AsyncStream<Bool> {
         let paths = pathUpdates()
         let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))
@@ -124,17 +129,21 @@ public final class ManualConnectivityMonitor: ConnectivityMonitor {
 /// no network-path API exists, and a truer answer than the path where it does: "connected to
 /// Wi-Fi" is not "the server answers".
 public struct HealthProbeMonitor: ConnectivityMonitor {
+    /// The transport whose `/health` is probed.
     public let transport: any SyncTransport
     /// Seconds between probes.
     public let interval: TimeInterval
+    /// What waits between probes.
     public let sleeper: any Sleeper
 
+    /// A monitor probing `transport` every `interval` seconds.
     public init(transport: any SyncTransport, interval: TimeInterval = 30, sleeper: any Sleeper = TaskSleeper()) {
         self.transport = transport
         self.interval = interval
         self.sleeper = sleeper
     }
 
+    /// The result of a first probe, then each change between probes.
     public func connectivityUpdates() -> AsyncStream<Bool> {
         let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))
         let task = Task { [transport, interval, sleeper] in
@@ -158,8 +167,10 @@ public struct HealthProbeMonitor: ConnectivityMonitor {
     /// The device's network path (`NWPathMonitor`): online when a usable path exists,
     /// expensive when it is (cellular, hotspot) or constrained (Low Data Mode).
     public final class NetworkPathMonitor: ConnectivityMonitor {
+        /// A monitor of the system's network path.
         public init() {}
 
+        /// The network path now, then each change, expensive when the system says so.
         public func pathUpdates() -> AsyncStream<NetworkPath> {
             let (stream, continuation) = AsyncStream.makeStream(of: NetworkPath.self, bufferingPolicy: .bufferingNewest(1))
             let monitor = NWPathMonitor()
@@ -171,6 +182,7 @@ public struct HealthProbeMonitor: ConnectivityMonitor {
             return stream
         }
 
+        /// Whether the network path is satisfied now, then each change.
         public func connectivityUpdates() -> AsyncStream<Bool> {
             let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))
             let monitor = NWPathMonitor()

@@ -9,8 +9,10 @@ public struct RetryPolicy: Sendable {
     public var schedule: [TimeInterval]
     /// Fraction of a delay added or removed at random (0.2 = ±20 %).
     public var jitter: Double
+    /// Where the jitter comes from (a seeded source in tests).
     public var random: any RandomSource
 
+    /// A policy with the given delays, jitter and random source.
     public init(schedule: [TimeInterval] = [0, 5, 30, 300, 1800], jitter: Double = 0.2, random: any RandomSource = SystemRandomSource()) {
         precondition(!schedule.isEmpty, "a retry schedule needs at least one delay")
         self.schedule = schedule

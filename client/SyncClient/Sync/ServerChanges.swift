@@ -18,6 +18,7 @@ public struct ServerChanges: Sendable, Hashable {
     /// The cursor to store for ``scopeKey`` in the same transaction.
     public var cursor: String?
 
+    /// Changes from their parts; every part is empty by default.
     public init(
         upserts: [String: [JSONValue]] = [:], deletes: [String: [String]] = [:], schemaVersions: [String: Int] = [:],
         scopeKey: String? = nil, cursor: String? = nil

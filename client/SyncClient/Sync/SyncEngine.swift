@@ -22,6 +22,7 @@ import SyncProtocol
 /// contract holds that contract (``SyncStatus/updateRequired``) and the sync
 /// goes on with the others.
 public actor SyncEngine {
+    /// The store the engine syncs.
     public nonisolated let store: OfflineStore
     let transport: any SyncTransport
     let configuration: SyncEngineConfiguration
@@ -76,6 +77,7 @@ public actor SyncEngine {
     /// The sync started on leaving low-power mode, for what it held (``settle()`` waits for it).
     private var lowPowerRelease: Task<Void, Never>?
 
+    /// An engine syncing `store` through `transport`, as `configuration` says.
     public init(store: OfflineStore, transport: any SyncTransport, configuration: SyncEngineConfiguration) {
         self.store = store
         self.transport = transport

@@ -6,6 +6,7 @@ import SyncProtocol
 public struct SyncEngineConfiguration: Sendable {
     /// The scopes pulled on every sync (`user`, `content`, `team`, or full keys like `ops:team:team-1`).
     public var scopes: [String]
+    /// Outbox entries sent per push request at most.
     public var pushBatchSize: Int
     /// Rows per pull page (`nil`: the server's default).
     public var pullPageSize: Int?
@@ -15,6 +16,7 @@ public struct SyncEngineConfiguration: Sendable {
     /// number of rows may wait, fetched ahead, while a commit runs. Fewer, larger commits
     /// write each database page once per commit instead of once per pulled page.
     public var pullCommitRows: Int
+    /// When to try again after a failed sync.
     public var retry: RetryPolicy
     /// Whether a retryable failure schedules the next attempt by itself.
     public var retriesAutomatically: Bool
@@ -44,6 +46,7 @@ public struct SyncEngineConfiguration: Sendable {
     /// least a request is expected to take (``SyncEngine/syncInBackgroundWindow(until:)``).
     public var backgroundWindow = BackgroundWindowSettings()
 
+    /// A configuration pulling `scopes`; every other setting has its default.
     public init(
         scopes: [String], pushBatchSize: Int = 100, pullPageSize: Int? = nil, pullCommitRows: Int = 5_000,
         retry: RetryPolicy = RetryPolicy(), retriesAutomatically: Bool = true, periodicInterval: TimeInterval = 15 * 60,

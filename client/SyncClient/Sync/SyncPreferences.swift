@@ -26,6 +26,7 @@ public struct SyncPreferences: Codable, Hashable, Sendable {
     /// (from a minute to a week). Default hourly.
     public var lowPowerSyncInterval: TimeInterval
 
+    /// Preferences with the given settings; by default every network, no budget, every 15 minutes.
     public init(
         allowsExpensiveNetwork: Bool = true, dailyAutomaticDataBudget: Int? = nil, syncInterval: TimeInterval? = SyncInterval.quarterHourly,
         lowPowerMode: Bool = false, lowPowerSyncInterval: TimeInterval = SyncInterval.hourly
@@ -88,8 +89,10 @@ public enum AutomaticSyncPause: Hashable, Sendable {
 public struct DataUsage: Hashable, Sendable {
     /// The day, as `yyyy-MM-dd` (UTC).
     public var day: String
+    /// The bytes moved that day.
     public var bytes: Int
 
+    /// Usage of `bytes` on `day`.
     public init(day: String, bytes: Int) {
         self.day = day
         self.bytes = bytes

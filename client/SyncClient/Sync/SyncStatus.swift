@@ -18,8 +18,11 @@ public enum SyncPhase: Hashable, Sendable {
 
 /// Progress of the current phase: `done` of `total` items (mutations or pulled rows).
 public struct SyncProgress: Hashable, Sendable {
+    /// Items of the phase done so far.
     public var done: Int
+    /// Items the phase has to do.
     public var total: Int
+    /// The contract being pushed or pulled, if any.
     public var currentEntity: String?
     /// While files are uploaded before a push (``SyncPhase/pushing``): the bytes of files the
     /// server acknowledged so far in this sync, of ``fileBytesTotal``.
@@ -27,6 +30,7 @@ public struct SyncProgress: Hashable, Sendable {
     /// The bytes of the files this sync uploads before its push (0: none).
     public var fileBytesTotal: Int64
 
+    /// Progress from its parts.
     public init(done: Int = 0, total: Int = 0, currentEntity: String? = nil, fileBytesSent: Int64 = 0, fileBytesTotal: Int64 = 0) {
         self.done = done
         self.total = total
@@ -52,8 +56,11 @@ public enum LiveChannelState: Hashable, Sendable {
 
 /// A snapshot of everything a sync UI shows.
 public struct SyncStatus: Hashable, Sendable {
+    /// Whether the server can be reached.
     public var connectivity: Connectivity = .unknown
+    /// What the engine is doing.
     public var phase: SyncPhase = .idle
+    /// How far the current phase is.
     public var progress = SyncProgress()
     /// Outbox entries still to send (`pending`, `sending`, `waiting`).
     public var pending = 0
@@ -61,8 +68,11 @@ public struct SyncStatus: Hashable, Sendable {
     public var failed = 0
     /// Unresolved conflicts.
     public var conflicts = 0
+    /// When a sync last succeeded.
     public var lastSuccess: Date?
+    /// The last sync's error, cleared by a success.
     public var lastError: ErrorDetail?
+    /// Whether unsynced writes are getting old (``RetentionPolicy``).
     public var retention: RetentionState = .ok
     /// When each subscribed scope was last pulled ("cached 3 h ago"); `nil` never.
     public var freshness: [String: Date?] = [:]
@@ -95,6 +105,7 @@ public struct SyncStatus: Hashable, Sendable {
     /// `nil` when none ran in this engine's life.
     public var lastBackgroundWindow: BackgroundSyncReport?
 
+    /// The status of an engine that has done nothing yet.
     public init() {}
 }
 

@@ -12,6 +12,7 @@ public struct UpdateRequired: Hashable, Sendable, Codable {
     /// The server's current version.
     public var current: Int?
 
+    /// An update-required answer from what the server said.
     public init(entity: String? = nil, oldestSupported: Int? = nil, current: Int? = nil) {
         self.entity = entity
         self.oldestSupported = oldestSupported

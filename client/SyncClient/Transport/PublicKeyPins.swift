@@ -39,11 +39,13 @@ public struct PublicKeyPins: Sendable, Hashable, CustomStringConvertible {
         pins.contains { sha256.contains($0) }
     }
 
+    /// The pins, comma-separated.
     public var description: String { sha256.joined(separator: ", ") }
 }
 
 /// Why pins were refused (``PublicKeyPins/init(sha256:)``).
 public struct PublicKeyPinsError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Why the pins were refused.
     public let description: String
 
     init(_ description: String) {

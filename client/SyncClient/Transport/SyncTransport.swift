@@ -107,6 +107,7 @@ public struct FileChunk: Hashable, Sendable {
     /// Where `data` starts in the file: the range's lower bound (`206`), or 0 when the server sent
     /// the whole file (`200`).
     public var start: Int64
+    /// The bytes received.
     public var data: Data
     /// The file's size, when the server said (`Content-Range`, or a whole body).
     public var totalSize: Int64?
@@ -150,65 +151,81 @@ public struct ReceivedFileBytes: Hashable, Sendable {
 }
 
 extension SyncTransport {
+    /// `false`: pulls are not filtered by contract.
     public var filtersPullsByContract: Bool { false }
 
+    /// Sends ``push(_:)`` and tells `sent` the size of the push's JSON.
     public func push(_ request: PushRequest, sent: @Sendable (Int) -> Void) async throws(TransportError) -> PushResponse {
         sent((try? JSONEncoder().encode(request).count) ?? 0)
         return try await push(request)
     }
 
+    /// `false`: no refusal is known.
     public var pushCompressionRefused: Bool { false }
 
+    /// Does nothing.
     public func rememberPushCompressionRefused() {}
 
+    /// Throws ``TransportError/filesUnsupported``.
     public func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
         throw .filesUnsupported
     }
 
+    /// Throws ``TransportError/filesUnsupported``.
     public func fileUploadOffset(uploadID: String) async throws(TransportError) -> Int64 {
         throw .filesUnsupported
     }
 
+    /// Throws ``TransportError/filesUnsupported``.
     public func sendFileBytes(_ bytes: Data, uploadID: String, offset: Int64) async throws(TransportError) -> FileChunkAnswer {
         throw .filesUnsupported
     }
 
+    /// Throws ``TransportError/filesUnsupported``.
     public func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
         throw .filesUnsupported
     }
 
+    /// Asks ``fileBytes(sha256:range:)`` and writes what it answers to `destination`.
     public func fileBytes(sha256: String, range: ClosedRange<Int64>, into destination: URL) async throws(TransportError) -> ReceivedFileBytes {
         try ReceivedFileBytes.writing(try await fileBytes(sha256: sha256, range: range), to: destination)
     }
 
+    /// Throws ``TransportError/filesUnsupported``.
     public func abandonFileUpload(uploadID: String) async throws(TransportError) {
         throw .filesUnsupported
     }
 
+    /// Returns `nil`: this transport cannot register a key.
     public func registerDeviceKey(_ registration: DeviceKeyRegistration) async throws(TransportError) -> DeviceKeyRegistered? {
         nil
     }
 
+    /// Returns `nil`: urgent changes arrive with the pages.
     public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
         nil
     }
 
+    /// Throws ``TransportError/subscriptionsUnsupported``.
     public func pullSubscriptions(
         _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
     ) async throws(TransportError) -> SubscriptionPullResponse {
         throw .subscriptionsUnsupported
     }
 
+    /// Returns `nil`: no live channel.
     public func liveEvents() async throws(TransportError) -> AsyncThrowingStream<LiveEvent, any Error>? {
         nil
     }
 
+    /// Pulls the whole scope, ignoring `contracts`.
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
     ) async throws(TransportError) -> Data {
         try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID)
     }
 
+    /// Pulls with the contract filter, ignoring `changedFields`.
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?, changedFields: Bool
     ) async throws(TransportError) -> Data {

@@ -27,9 +27,11 @@ public protocol TokenProvider: Sendable {
 public struct ClosureTokenProvider: TokenProvider {
     let read: @Sendable () -> String
 
+    /// A provider reading the token from `read`.
     public init(_ read: @escaping @Sendable () -> String) {
         self.read = read
     }
 
+    /// The closure's token, the same whether `refresh` or not.
     public func token(refresh: Bool) async throws -> String { read() }
 }

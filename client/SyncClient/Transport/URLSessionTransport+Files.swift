@@ -9,6 +9,7 @@ public import SyncProtocol
 /// and `X-Outpost-App` as the sync routes. Each request carries one chunk at most, so memory
 /// stays flat whatever the file's size.
 extension URLSessionTransport {
+    /// `POST /sync/v1/files`: declares the file and answers where its upload stands.
     public func startFileUpload(_ request: FileUploadRequest) async throws(TransportError) -> FileUploadAnswer {
         var urlRequest = makeRequest(path: String(FileRoutes.files.dropFirst()), query: [])
         urlRequest.httpMethod = "POST"
@@ -21,6 +22,7 @@ extension URLSessionTransport {
         return try await send(urlRequest, as: FileUploadAnswer.self)
     }
 
+    /// `HEAD /sync/v1/files/uploads/{id}`: the bytes the upload holds.
     public func fileUploadOffset(uploadID: String) async throws(TransportError) -> Int64 {
         var request = makeRequest(path: String(FileRoutes.upload(uploadID).dropFirst()), query: [])
         request.httpMethod = "HEAD"
@@ -34,6 +36,7 @@ extension URLSessionTransport {
         return offset
     }
 
+    /// `PATCH /sync/v1/files/uploads/{id}`: sends `bytes` from `offset`.
     public func sendFileBytes(_ bytes: Data, uploadID: String, offset: Int64) async throws(TransportError) -> FileChunkAnswer {
         var request = makeRequest(path: String(FileRoutes.upload(uploadID).dropFirst()), query: [])
         request.httpMethod = "PATCH"
@@ -53,6 +56,7 @@ extension URLSessionTransport {
         throw error
     }
 
+    /// `GET /sync/v1/files/{sha256}` with a `Range`: those bytes of the file, in memory.
     public func fileBytes(sha256: String, range: ClosedRange<Int64>) async throws(TransportError) -> FileChunk {
         let request = fileRangeRequest(sha256: sha256, range: range)
         let (data, http) = try await fileExchange(request) { (attempt) throws(TransportError) in try await self.receiveFile(attempt) }
@@ -69,6 +73,7 @@ extension URLSessionTransport {
         }
     }
 
+    /// `GET /sync/v1/files/{sha256}` with a `Range`: those bytes of the file, downloaded into `destination`.
     public func fileBytes(sha256: String, range: ClosedRange<Int64>, into destination: URL) async throws(TransportError) -> ReceivedFileBytes {
         // An exchange answers in memory: the protocol's default writes what it answers.
         guard exchange == nil else { return try ReceivedFileBytes.writing(try await fileBytes(sha256: sha256, range: range), to: destination) }
@@ -92,6 +97,7 @@ extension URLSessionTransport {
         }
     }
 
+    /// `DELETE /sync/v1/files/uploads/{id}`: gives up the upload.
     public func abandonFileUpload(uploadID: String) async throws(TransportError) {
         var request = makeRequest(path: String(FileRoutes.upload(uploadID).dropFirst()), query: [])
         request.httpMethod = "DELETE"

@@ -9,6 +9,7 @@ public import SyncProtocol
 /// `SyncTransport` over URLSession: JSON bodies, gzip accepted, a timeout per request and the
 /// device token as `Authorization: Bearer`, asked again of the ``TokenProvider`` after a 401.
 public final class URLSessionTransport: SyncTransport {
+    /// The server's address; every route is relative to it.
     public let baseURL: URL
     let tokens: any TokenProvider
     /// The session every request goes through; an app's own routes use it too.
@@ -81,10 +82,12 @@ public final class URLSessionTransport: SyncTransport {
             telemetry: telemetry, compressPushesFrom: compressPushesFrom)
     }
 
+    /// `POST /sync/v1/push`.
     public func push(_ request: PushRequest) async throws(TransportError) -> PushResponse {
         try await push(request, sent: { _ in })
     }
 
+    /// `PUT /sync/v1/device-key`: registers the device's public key.
     public func registerDeviceKey(_ registration: DeviceKeyRegistration) async throws(TransportError) -> DeviceKeyRegistered? {
         var urlRequest = makeRequest(path: "sync/v1/device-key", query: [])
         urlRequest.httpMethod = "PUT"
@@ -97,6 +100,7 @@ public final class URLSessionTransport: SyncTransport {
         return try await send(urlRequest, as: DeviceKeyRegistered.self)
     }
 
+    /// `GET /sync/v1/pull`: one page of a scope, as its JSON body.
     public func pull(scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String) async throws(TransportError)
         -> Data
     {
@@ -106,12 +110,14 @@ public final class URLSessionTransport: SyncTransport {
     /// Always: the server reads `contracts`.
     public var filtersPullsByContract: Bool { true }
 
+    /// `GET /sync/v1/pull?contracts=…`: one page of only the contracts named (`nil`: all).
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
     ) async throws(TransportError) -> Data {
         try await pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts, changedFields: false)
     }
 
+    /// `GET /sync/v1/pull`, with `fields=changed` when `changedFields`.
     public func pull(
         scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?, changedFields: Bool
     ) async throws(TransportError) -> Data {
@@ -127,6 +133,7 @@ public final class URLSessionTransport: SyncTransport {
         return try await body(of: urlRequest)
     }
 
+    /// `POST /sync/v1/subscriptions/pull`: a page of each subscription in `request`.
     public func pullSubscriptions(
         _ request: SubscriptionPullRequest, schema: [String: Int], clientID: String
     ) async throws(TransportError) -> SubscriptionPullResponse {
@@ -143,6 +150,7 @@ public final class URLSessionTransport: SyncTransport {
         return try await send(urlRequest, as: SubscriptionPullResponse.self)
     }
 
+    /// `GET /sync/v1/pull?urgent=true`: the scope's urgent changes after `cursor`.
     public func urgentChanges(scope: String, cursor: String, schema: [String: Int], clientID: String) async throws(TransportError) -> Data? {
         var urlRequest = makeRequest(
             path: "sync/v1/pull",
@@ -156,6 +164,7 @@ public final class URLSessionTransport: SyncTransport {
         return try await body(of: urlRequest)
     }
 
+    /// `GET /health`: whether the server answers.
     public func health() async -> Bool {
         var request = makeRequest(path: "health", query: [])
         request.httpMethod = "GET"

@@ -263,6 +263,7 @@ public struct RowReference: Hashable, Sendable {
     /// The row's primary key, or the event's `event_id`.
     public var id: String
 
+    /// A reference to the row `id` of `contract`.
     public init(contract: String, id: String) {
         self.contract = contract
         self.id = id

@@ -38,10 +38,12 @@ public struct FleetCensus: Hashable, Sendable {
 
     /// Why a document is not a census this compiler can count with.
     public struct ReadError: Error, Hashable, Sendable, CustomStringConvertible {
+        /// What is wrong with the document.
         public var message: String
 
         init(_ message: String) { self.message = message }
 
+        /// The message, as `contractc check` prints it.
         public var description: String { message }
     }
 

@@ -12,29 +12,38 @@ public struct Diagnostic: Hashable, Sendable {
         case warning
 
         private var rank: Int { self == .error ? 0 : 1 }
+        /// Orders errors before warnings.
         public static func < (lhs: Severity, rhs: Severity) -> Bool { lhs.rank < rhs.rank }
     }
 
     /// A secondary location that helps to understand the problem (for example the first definition of a duplicate).
     public struct Note: Hashable, Sendable {
+        /// What the note says about its location.
         public var message: String
+        /// The place the note points to, if any.
         public var location: SourceLocation?
 
+        /// A note with its message and, optionally, where it points.
         public init(_ message: String, at location: SourceLocation? = nil) {
             self.message = message
             self.location = location
         }
     }
 
+    /// Whether the diagnostic stops the run (an error) or not (a warning).
     public var severity: Severity
     /// The stable rule identifier, for example `UNKNOWN_KEY`.
     public var rule: RuleID
+    /// What is wrong, in one sentence.
     public var message: String
     /// How to fix the problem.
     public var help: String?
+    /// Where the problem is written.
     public var location: SourceLocation
+    /// Secondary locations that explain the problem.
     public var notes: [Note]
 
+    /// A diagnostic of the given severity and rule at a location.
     public init(
         _ severity: Severity,
         _ rule: RuleID,
@@ -70,30 +79,39 @@ public struct Diagnostic: Hashable, Sendable {
 
 /// Gathers every diagnostic of a run; only errors stop it.
 public struct DiagnosticCollector: Sendable {
+    /// Every diagnostic emitted, in the order they came.
     public private(set) var diagnostics: [Diagnostic] = []
 
+    /// An empty collector.
     public init() {}
 
+    /// Whether any error was emitted.
     public var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
+    /// How many errors were emitted.
     public var errorCount: Int { diagnostics.count { $0.severity == .error } }
+    /// How many warnings were emitted.
     public var warningCount: Int { diagnostics.count { $0.severity == .warning } }
 
+    /// Records one diagnostic.
     public mutating func emit(_ diagnostic: Diagnostic) {
         diagnostics.append(diagnostic)
     }
 
+    /// Records an error of the given rule at a location.
     public mutating func error(
         _ rule: RuleID, _ message: String, at location: SourceLocation, help: String? = nil, notes: [Diagnostic.Note] = []
     ) {
         emit(Diagnostic(.error, rule, message, at: location, help: help, notes: notes))
     }
 
+    /// Records a warning of the given rule at a location.
     public mutating func warning(
         _ rule: RuleID, _ message: String, at location: SourceLocation, help: String? = nil, notes: [Diagnostic.Note] = []
     ) {
         emit(Diagnostic(.warning, rule, message, at: location, help: help, notes: notes))
     }
 
+    /// Records every diagnostic of another collector after this one's.
     public mutating func append(contentsOf other: DiagnosticCollector) {
         diagnostics.append(contentsOf: other.diagnostics)
     }

@@ -17,10 +17,15 @@ public struct RuleExplanation: Sendable {
         case fleet
     }
 
+    /// The rule explained.
     public var rule: RuleID
+    /// What the rule reports, in a few words.
     public var title: String
+    /// When the rule applies: validation, a compatibility direction or the fleet gate.
     public var scope: Scope
+    /// Why the rule exists.
     public var rationale: String
+    /// How to fix what it reports.
     public var fix: String
 
     /// The explanation as `contractc explain` prints it.
@@ -51,8 +56,10 @@ public struct RuleExplanation: Sendable {
 
 /// Every rule the compiler knows, with its explanation.
 public enum RuleCatalog {
+    /// The explanation of a rule, or `nil` for an identifier the compiler does not know.
     public static func explanation(for rule: RuleID) -> RuleExplanation? { byID[rule] }
 
+    /// Every rule identifier, in catalog order.
     public static var allRules: [RuleID] { entries.map(\.rule) }
 
     /// Compatibility rules an allowance may name.

@@ -7,6 +7,7 @@ public struct SourceLocation: Hashable, Sendable, Comparable, CustomStringConver
     /// The 1-based column, counted in characters.
     public var column: Int
 
+    /// A location from its file, line and column.
     public init(file: String, line: Int, column: Int) {
         self.file = file
         self.line = line
@@ -18,8 +19,10 @@ public struct SourceLocation: Hashable, Sendable, Comparable, CustomStringConver
         SourceLocation(file: file, line: 1, column: 1)
     }
 
+    /// The location as `file:line:column`, as editors jump to it.
     public var description: String { "\(file):\(line):\(column)" }
 
+    /// Orders locations by file, then line, then column.
     public static func < (lhs: SourceLocation, rhs: SourceLocation) -> Bool {
         (lhs.file, lhs.line, lhs.column) < (rhs.file, rhs.line, rhs.column)
     }

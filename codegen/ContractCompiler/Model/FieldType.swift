@@ -25,13 +25,17 @@ extension FieldKind {
 
 /// A field's type with its optionality: `string?` is `.string` and optional.
 public struct TypeReference: Hashable, Sendable {
+    /// The type without its optionality.
     public var type: FieldType
+    /// Whether the type was written with a trailing `?`.
     public var isOptional: Bool
 
+    /// A reference to a type, required unless `optional` is `true`.
     public init(_ type: FieldType, optional: Bool = false) {
         self.type = type
         self.isOptional = optional
     }
 
+    /// The type as a contract writes it, `?` included.
     public var spelling: String { type.spelling + (isOptional ? "?" : "") }
 }

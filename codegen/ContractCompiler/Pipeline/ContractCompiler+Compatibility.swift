@@ -3,6 +3,7 @@ import Foundation
 extension ContractCompiler {
     /// What `contractc check` found.
     public struct CheckResult: Sendable {
+        /// Every compatibility problem found, and the validation ones of the new contracts.
         public var diagnostics: DiagnosticCollector
         /// Allowances that excused a finding, for the report.
         public var allowancesInForce: [String]
@@ -138,7 +139,9 @@ extension ContractCompiler {
 
     /// What `contractc lock` recorded.
     public struct LockSummary: Sendable {
+        /// The contracts whose versions were newly recorded as released, as `name@version`.
         public var newVersions: [String]
+        /// Whether the lock file was written (nothing new leaves it untouched).
         public var wrote: Bool
     }
 

@@ -7,14 +7,18 @@ public enum ContractCompiler {
     public struct LoadResult: Sendable {
         /// The contracts, when the folder could be read well enough to check them; present even with errors.
         public var contracts: ContractSet?
+        /// Every problem found while reading, parsing and decoding.
         public var diagnostics: DiagnosticCollector
     }
 
     /// One generated file, relative to the output folder.
     public struct GeneratedFile: Hashable, Sendable {
+        /// The file's path relative to the output folder.
         public var path: String
+        /// The file's whole text.
         public var contents: String
 
+        /// A generated file from its path and text.
         public init(path: String, contents: String) {
             self.path = path
             self.contents = contents
@@ -113,8 +117,11 @@ public enum ContractCompiler {
 
     /// What writing the generated files changed.
     public struct WriteSummary: Hashable, Sendable {
+        /// Files whose contents changed or are new.
         public var written: [String] = []
+        /// Files already up to date, left untouched.
         public var unchanged: [String] = []
+        /// Files no contract generates any more, deleted.
         public var removed: [String] = []
     }
 
@@ -123,6 +130,7 @@ public enum ContractCompiler {
         case foreignFile(String)
         case io(path: String, underlying: String)
 
+        /// What went wrong, with the path concerned.
         public var description: String {
             switch self {
             case .foreignFile(let path):

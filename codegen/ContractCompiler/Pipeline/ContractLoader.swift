@@ -3,16 +3,20 @@ import Foundation
 /// Finds and reads the contract files of a folder: the manifest `contracts.yaml` and every
 /// other `.yaml`/`.yml` file below it, in path order.
 public struct ContractLoader: Sendable {
+    /// The manifest's file name at the root of a contracts folder.
     public static let manifestName = "contracts.yaml"
 
+    /// The YAML parser every file goes through, with its limits.
     public var parser = YAMLParser()
 
+    /// A loader with the default parser limits.
     public init() {}
 
     /// One contract file, read but not yet parsed.
     public struct SourceFile: Sendable {
         /// The path shown in diagnostics: the folder as given, joined with the file's relative path.
         public var displayPath: String
+        /// The file's contents, as read.
         public var bytes: [UInt8]
 
         package init(displayPath: String, bytes: [UInt8]) {

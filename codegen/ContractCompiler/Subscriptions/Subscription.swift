@@ -6,9 +6,13 @@ public import ContractRuntime
 public struct Subscription: Hashable, Sendable {
     /// A typed parameter: a scalar for an equality, `list<T>` for `in`.
     public struct Parameter: Hashable, Sendable {
+        /// The parameter's name, as the filter and the generated constructor use it.
         public var name: String
+        /// The parameter's type: the compared field's, or a list of it.
         public var type: FieldType
+        /// For a list, the most values a device may pass (`max_count`).
         public var maxCount: Int
+        /// Where the parameter is written.
         public var location: SourceLocation
     }
 
@@ -21,7 +25,9 @@ public struct Subscription: Hashable, Sendable {
 
     /// `field` equals the operand (or is one of its values).
     public struct Condition: Hashable, Sendable {
+        /// The entity field compared.
         public var field: String
+        /// What the field is compared with.
         public var operand: Operand
         /// Written as `{ in: … }`.
         public var isIn: Bool
@@ -33,24 +39,38 @@ public struct Subscription: Hashable, Sendable {
 
     /// A relation of the entity above, with what it takes along in turn.
     public struct Include: Hashable, Sendable {
+        /// The relation's name on the entity above.
         public var relation: String
+        /// The relations of the related entity that come along in turn.
         public var includes: [Include]
+        /// Where the include is written.
         public var location: SourceLocation
     }
 
+    /// The subscription's name, unique in the manifest.
     public var name: String
+    /// The subscription's documentation.
     public var doc: String
+    /// The entity whose rows it selects.
     public var entity: String
+    /// Where the entity is written.
     public var entityLocation: SourceLocation
+    /// The parameters a device passes when subscribing, in the order written.
     public var parameters: [Parameter]
     /// Parameters declared with a type the decoder refused (reported already): conditions may
     /// name them without being reported again.
     public var refusedParameters: Set<String> = []
+    /// The conditions a row must meet, all of them.
     public var conditions: [Condition]
+    /// Where the `where:` block is written.
     public var whereLocation: SourceLocation
+    /// The related rows synced along with each selected row.
     public var includes: [Include]
+    /// How long a device keeps the rows after it unsubscribes, in seconds (`ttl`).
     public var ttlSeconds: Int
+    /// How early its rows sync against other data.
     public var priority: SyncPriority
+    /// Where the subscription's name is written.
     public var location: SourceLocation
 
     /// The claims of the subscriber's token a condition may name (`"{token.user_id}"`).

@@ -10,24 +10,31 @@ public struct YAMLNode: Hashable, Sendable {
 
     /// One `key: value` pair of a mapping, in the order of the document.
     public struct Entry: Hashable, Sendable {
+        /// The key node, a scalar in a contract.
         public var key: YAMLNode
+        /// The value node.
         public var value: YAMLNode
 
+        /// An entry from its key and value nodes.
         public init(key: YAMLNode, value: YAMLNode) {
             self.key = key
             self.value = value
         }
     }
 
+    /// A node's content: a scalar with its style, a sequence or a mapping.
     public indirect enum Content: Hashable, Sendable {
         case scalar(String, ScalarStyle)
         case sequence([YAMLNode])
         case mapping([Entry])
     }
 
+    /// What the node holds.
     public var content: Content
+    /// Where the node starts in its file.
     public var location: SourceLocation
 
+    /// A node with its content and starting position.
     public init(_ content: Content, at location: SourceLocation) {
         self.content = content
         self.location = location
@@ -47,11 +54,13 @@ public struct YAMLNode: Hashable, Sendable {
         return false
     }
 
+    /// The items, or `nil` for a scalar or mapping.
     public var sequence: [YAMLNode]? {
         if case .sequence(let items) = content { return items }
         return nil
     }
 
+    /// The entries in document order, or `nil` for a scalar or sequence.
     public var mapping: [Entry]? {
         if case .mapping(let entries) = content { return entries }
         return nil

@@ -11,6 +11,7 @@ public struct YAMLParser: Sendable {
     /// Mappings and sequences nested deeper than this are refused.
     public var maximumDepth: Int = 32
 
+    /// A parser with the default limits (1 MiB, depth 32).
     public init() {}
 
     /// Parses one file. Returns `nil` (with diagnostics) when it is not a usable document.

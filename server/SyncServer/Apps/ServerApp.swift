@@ -31,9 +31,12 @@ public protocol ServerApp: Sendable {
 }
 
 extension ServerApp {
+    /// No reducers.
     public var reducers: [any Reducer] { [] }
 
+    /// Computes nothing: the row is stored as published.
     public func computeFields(_ values: inout [String: ColumnValue], of entity: EntityDescriptor, existing: StoredRow?, now: Timestamp) {}
 
+    /// Adds no routes.
     public func addRoutes(to routes: AppRoutes) {}
 }

@@ -12,6 +12,7 @@ public import Foundation
 public struct AuditArchiveSummary: Hashable, Sendable {
     /// The first and last archived entry ids.
     public var firstID: Int64
+    /// The last archived entry's id.
     public var lastID: Int64
     /// The sealed checkpoint the archive ends with (the next archive starts there).
     public var checkpoint: AuditCheckpoint
@@ -30,6 +31,7 @@ public enum AuditArchiveError: Error, Hashable, Sendable, CustomStringConvertibl
     /// The log has no head: the database's migrations have not run.
     case noHead
 
+    /// What is wrong, for the `audit` command's output.
     public var description: String {
         switch self {
         case .broken(let entryID, let reason): return "the audit log is broken at entry \(entryID) (\(reason)): nothing archived"

@@ -318,11 +318,16 @@ package struct AuditBase: Hashable, Sendable {
 
 /// A sealed head exported outside the database: kept elsewhere, it proves how long the log was.
 public struct AuditCheckpoint: Codable, Hashable, Sendable {
+    /// The id of the last entry the checkpoint covers.
     public var lastID: Int64
+    /// That entry's hash.
     public var lastHash: String
+    /// The first entry id sealed with the audit key (those before are only hash-chained).
     public var keyedFrom: Int64
+    /// The keyed seal over the three values above.
     public var seal: String
 
+    /// A checkpoint from its parts, as `audit checkpoint` exported it.
     public init(lastID: Int64, lastHash: String, keyedFrom: Int64, seal: String) {
         self.lastID = lastID
         self.lastHash = lastHash

@@ -91,6 +91,7 @@ public enum AuditKeyError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The log is sealed with a key of another fingerprint.
     case mismatch(expected: String, actual: String)
 
+    /// What is wrong with the key, without the key itself.
     public var description: String {
         switch self {
         case .noSource:

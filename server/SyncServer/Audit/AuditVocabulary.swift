@@ -12,6 +12,7 @@ extension AuditVocabulary {
         self.init(rawValue: rawValue)
     }
 
+    /// The word as stored.
     public var description: String { rawValue }
 }
 
@@ -23,8 +24,10 @@ extension AuditVocabulary {
 /// would make a change to the engine. The raw value is what the audit log stores and seals, so
 /// no member's text may ever change (existing logs would no longer verify).
 public struct AuditOperation: AuditVocabulary {
+    /// The operation as the audit log stores and seals it.
     public let rawValue: String
 
+    /// An operation from its stored text.
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
@@ -40,8 +43,11 @@ public struct AuditOperation: AuditVocabulary {
     public static let fold = AuditOperation("fold")
     /// The pushed mutations (listed in the push's entry), as `MutationOperation` names them.
     public static let create = AuditOperation(.create)
+    /// A pushed update.
     public static let update = AuditOperation(.update)
+    /// A pushed patch.
     public static let patch = AuditOperation(.patch)
+    /// A pushed event.
     public static let event = AuditOperation(.event)
     /// A pushed deletion, or an admin's deletion of content.
     public static let delete = AuditOperation(.delete)
@@ -57,8 +63,10 @@ public struct AuditOperation: AuditVocabulary {
 /// entry records the outcomes of all its changes together (`applied,rejected`), and an app
 /// writing entries of its own may name its own. Stored and sealed as its raw value.
 public struct AuditOutcome: AuditVocabulary {
+    /// The outcome as the audit log stores and seals it.
     public let rawValue: String
 
+    /// An outcome from its stored text.
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
@@ -75,8 +83,11 @@ public struct AuditOutcome: AuditVocabulary {
 
     /// The answers to a pushed mutation, as `MutationStatus` names them; also a reducer's row.
     public static let applied = AuditOutcome(.applied)
+    /// A mutation the server had already done (the same id again).
     public static let duplicate = AuditOutcome(.duplicate)
+    /// A write that conflicted with the stored row.
     public static let conflicted = AuditOutcome(.conflicted)
+    /// A mutation the server refused.
     public static let rejected = AuditOutcome(.rejected)
     /// A pushed mutation applied in part (`field_merge` kept some of the server's fields).
     public static let merged = AuditOutcome("merged")

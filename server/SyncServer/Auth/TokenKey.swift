@@ -163,6 +163,7 @@ public enum TokenKeyError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An identity provider's JWKS URL that could not be fetched or used.
     case jwksUnavailable(url: String, reason: String)
 
+    /// What is wrong, naming the key file or URL concerned.
     public var description: String {
         switch self {
         case .noSource:

@@ -11,6 +11,7 @@ public struct ContentService: Sendable {
     let clock: any ServerClock
     let apps: [any ServerApp]
 
+    /// A service writing to `storage`, with the apps that compute their fields.
     public init(storage: any ServerStorage, clock: any ServerClock = SystemClock(), apps: [any ServerApp] = []) {
         self.storage = storage.engine
         self.clock = clock
@@ -100,9 +101,12 @@ public struct ContentService: Sendable {
 
     /// A row to publish: its contract and its fields in the contract's current wire form.
     public struct ContentRow: Sendable {
+        /// The contract the row belongs to.
         public var entity: EntityDescriptor
+        /// The row's fields in the contract's current wire form, by name.
         public var fields: [String: JSONValue]
 
+        /// A row of `entity` with its fields.
         public init(entity: EntityDescriptor, fields: [String: JSONValue]) {
             self.entity = entity
             self.fields = fields

@@ -17,6 +17,7 @@ public struct FileLimits: Sendable, Hashable {
     /// An upload nothing was sent to for this long is dropped by housekeeping (24 hours).
     public var abandonedUploadSeconds: Int64
 
+    /// Limits with the given sizes, counts and ages; the defaults are the server's.
     public init(
         maximumFileBytes: Int64 = 2 << 30, bytesPerUser: Int64 = 10 << 30, bytesPerTenant: Int64 = 100 << 30, uploadsPerUser: Int = 64,
         abandonedUploadSeconds: Int64 = 86_400

@@ -17,6 +17,7 @@ public struct IdentityStateLimits: Sendable, Hashable {
     /// subscription's page is `subscription_too_broad`.
     public var rowsPerSubscription: Int
 
+    /// Limits with the given counts; the defaults are the server's.
     public init(
         censusContractsPerDevice: Int = 64, sinksPerTenant: Int = 32, consoleSessionsPerTenant: Int = 32, subscriptionsPerDevice: Int = 64,
         rowsPerSubscription: Int = 10_000

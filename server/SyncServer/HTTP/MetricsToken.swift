@@ -38,6 +38,7 @@ public enum MetricsTokenError: Error, Hashable, Sendable, CustomStringConvertibl
     case unreadable(path: String)
     case tooShort(length: Int)
 
+    /// What is wrong with the token, without the token itself.
     public var description: String {
         switch self {
         case .unreadable(let path): return "cannot read the metrics token file \(path)"

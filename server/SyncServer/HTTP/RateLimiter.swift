@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 /// Token buckets, one per device: a device may send `burst` requests at once and then
 /// `requestsPerSecond` on average. A request over the rate gets 429 with `Retry-After`.
 public final class RateLimiter: Sendable {
+    /// The rate and burst every device gets.
     public let limit: ServerConfiguration.RateLimit
     private let now: @Sendable () -> Double
     private let state = NIOLockedValueBox(State())
@@ -63,6 +64,7 @@ public final class RateLimiter: Sendable {
         }
     }
 
+    /// Seconds on a monotonic clock, for measuring intervals.
     public static func monotonicSeconds() -> Double {
         Double(DispatchTime.now().uptimeNanoseconds) / 1_000_000_000
     }

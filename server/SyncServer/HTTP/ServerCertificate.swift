@@ -15,6 +15,7 @@ public struct TLSFiles: Sendable, Hashable {
     /// connections, with no restart.
     public var reloadInterval: Duration
 
+    /// A certificate read from the two PEM files, checked for changes every `reloadInterval`.
     public init(certificateChain: URL, privateKey: URL, reloadInterval: Duration = .seconds(2)) {
         self.certificateChain = certificateChain
         self.privateKey = privateKey
@@ -24,6 +25,7 @@ public struct TLSFiles: Sendable, Hashable {
 
 /// Why a certificate or key file cannot serve; each names the file.
 public struct TLSFileError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong, naming the file.
     public let description: String
 
     init(_ description: String) {

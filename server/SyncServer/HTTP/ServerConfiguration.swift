@@ -76,12 +76,16 @@ public struct ServerConfiguration: Sendable {
 
     /// Deadlines of ``timeouts``.
     public struct Timeouts: Sendable, Hashable {
+        /// How long a client may take to send the request's headers.
         public var headers: Duration
+        /// How long a client may take to send the request's body.
         public var body: Duration
+        /// How long a connection may stay open with no request.
         public var idle: Duration
         /// From a connection's opening to the end of its TLS handshake (under ``ServerConfiguration/tls``).
         public var handshake: Duration
 
+        /// Timeouts with the given deadlines; the defaults are the server's.
         public init(
             headers: Duration = .seconds(10), body: Duration = .seconds(120), idle: Duration = .seconds(60), handshake: Duration = .seconds(10)
         ) {
@@ -92,6 +96,7 @@ public struct ServerConfiguration: Sendable {
         }
     }
 
+    /// A configuration with the given address, limits and public URL; the defaults are the server's.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, maximumBodyBytes: Int = 5 * 1024 * 1024,
         maximumAssetBytes: Int = 100 * 1024 * 1024, rateLimit: RateLimit? = RateLimit(), publicBaseURL: String? = nil
@@ -106,9 +111,12 @@ public struct ServerConfiguration: Sendable {
 
     /// A token bucket per device: `burst` requests at once, refilled at `requestsPerSecond`.
     public struct RateLimit: Sendable, Hashable {
+        /// Requests a device may make per second, on average.
         public var requestsPerSecond: Double
+        /// Requests a device may make at once.
         public var burst: Int
 
+        /// A limit with the given rate and burst.
         public init(requestsPerSecond: Double = 50, burst: Int = 100) {
             self.requestsPerSecond = requestsPerSecond
             self.burst = burst
@@ -128,6 +136,7 @@ public struct ConsoleConfiguration: Sendable, Hashable {
     /// was opened with.
     public var sessionLifetime: Duration
 
+    /// Settings with the given switches and session lifetime.
     public init(isEnabled: Bool = true, secureCookie: Bool = false, sessionLifetime: Duration = .seconds(8 * 3600)) {
         self.isEnabled = isEnabled
         self.secureCookie = secureCookie
@@ -137,8 +146,10 @@ public struct ConsoleConfiguration: Sendable, Hashable {
 
 /// The files of a server's data folder.
 public struct DataDirectory: Sendable, Hashable {
+    /// The folder.
     public var url: URL
 
+    /// The data folder at `url`.
     public init(_ url: URL) {
         self.url = url
     }

@@ -10,16 +10,21 @@ package import SyncProtocol
 
 /// One route the server answers: a method and a path template (`/assets/{id}`).
 public struct RouteDescription: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The HTTP method (`GET`, `POST`…).
     public var method: String
+    /// The path template.
     public var path: String
 
+    /// A route with its method and path template.
     public init(method: String, path: String) {
         self.method = method
         self.path = path
     }
 
+    /// The route as `METHOD /path`.
     public var description: String { "\(method) \(path)" }
 
+    /// Orders routes by path, then method.
     public static func < (lhs: RouteDescription, rhs: RouteDescription) -> Bool {
         (lhs.path, lhs.method) < (rhs.path, rhs.method)
     }
@@ -28,7 +33,9 @@ public struct RouteDescription: Hashable, Sendable, Comparable, CustomStringConv
 /// The server's router and the list of routes it registered (the OpenAPI test compares that
 /// list with `docs/openapi.yaml`, so the two cannot drift).
 public struct SyncRouter {
+    /// The Hummingbird router with every route registered.
     public let router: Router<SyncRequestContext>
+    /// Every route registered, as the OpenAPI test compares them with `docs/openapi.yaml`.
     public let routes: [RouteDescription]
     /// Delivers the sinks (webhooks, learning record stores); runs beside the server as one of
     /// its services (``buildApplication(configuration:environment:logger:onServerRunning:)``).
@@ -41,8 +48,11 @@ public struct SyncRouter {
 public struct ServerEnvironment: Sendable {
     /// The database (``SQLiteStorage`` or ``PostgresStorage``).
     public var storage: any ServerStorage
+    /// Signs and verifies the bearer tokens.
     public var signer: TokenSigner
+    /// The Prometheus metrics the server records.
     public var metrics: ServerMetrics
+    /// The server's clock.
     public var clock: any ServerClock
     /// `nil` builds one from ``ServerConfiguration/rateLimit``.
     public var rateLimiter: RateLimiter?
@@ -52,6 +62,7 @@ public struct ServerEnvironment: Sendable {
     /// chosen point; none by default.
     package var faultPauses = FaultPauses.none
 
+    /// An environment on `storage` and `signer`; the rest have defaults.
     public init(
         storage: any ServerStorage, signer: TokenSigner, metrics: ServerMetrics = ServerMetrics(),
         clock: any ServerClock = SystemClock(), rateLimiter: RateLimiter? = nil, apps: [any ServerApp] = []

@@ -4,6 +4,7 @@ package import NIOCore
 /// The per-request context of the server's router: Hummingbird's core storage plus the
 /// identity the bearer token proved (set by the authentication middleware).
 public struct SyncRequestContext: RequestContext {
+    /// Hummingbird's own per-request state.
     public var coreContext: CoreRequestContextStorage
     /// `nil` until authenticated; routes behind authentication always see a value.
     public var identity: DeviceIdentity?
@@ -14,6 +15,7 @@ public struct SyncRequestContext: RequestContext {
     /// The server's own address this connection reached (`nil` in the in-process test client).
     package var localAddress: SocketAddress? { channel?.localAddress }
 
+    /// A context for a request on its channel, before authentication.
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         identity = nil

@@ -46,14 +46,17 @@ public struct TrustedProxies: Sendable, Hashable {
             return true
         }
 
+        /// The block in CIDR notation.
         public var description: String {
             let text = address.count == 4 ? address.map(String.init).joined(separator: ".") : TrustedProxies.text(ofIPv6: address)
             return "\(text)/\(prefixLength)"
         }
     }
 
+    /// The blocks whose addresses are trusted proxies.
     public var blocks: [Block]
 
+    /// A list of the given blocks; none by default, trusting no proxy.
     public init(_ blocks: [Block] = []) {
         self.blocks = blocks
     }

@@ -35,6 +35,7 @@ public struct ServerHousekeeping: Sendable {
         /// How long a tombstone is kept after its row was deleted.
         public var tombstoneHorizon: Duration?
 
+        /// Horizons with the given durations; 7 days and 90 days by default.
         public init(
             pushResultRetention: Duration? = Horizons.defaultPushResultRetention,
             tombstoneHorizon: Duration? = Horizons.defaultTombstoneHorizon
@@ -64,6 +65,7 @@ public struct ServerHousekeeping: Sendable {
         /// Stored files no row named for the whole tombstone horizon, deleted.
         public var unreferencedFiles = 0
 
+        /// Counts from the given numbers.
         public init(pushResults: Int = 0, tombstones: Int = 0, scopes: Int = 0, urgentMarks: Int = 0, transactions: Int = 0) {
             self.pushResults = pushResults
             self.tombstones = tombstones
@@ -72,6 +74,7 @@ public struct ServerHousekeeping: Sendable {
             self.transactions = transactions
         }
 
+        /// The counts in a line, for the log and the `housekeeping` command.
         public var description: String {
             "push results pruned: \(pushResults), tombstones compacted: \(tombstones) in \(scopes) scope(s), "
                 + "uploads abandoned: \(abandonedUploads), unreferenced files deleted: \(unreferencedFiles), transactions: \(transactions)"
@@ -79,6 +82,7 @@ public struct ServerHousekeeping: Sendable {
     }
 
     let storage: any SyncStorage
+    /// How long the data housekeeping deletes was kept.
     public let horizons: Horizons
     /// Rows per transaction at most.
     public let batchSize: Int
@@ -86,6 +90,7 @@ public struct ServerHousekeeping: Sendable {
     /// The file store whose abandoned uploads and unreferenced files go too; `nil`: none.
     package var files: FileService?
 
+    /// Housekeeping of `storage` with the given horizons and batch size.
     public init(storage: any ServerStorage, horizons: Horizons = Horizons(), batchSize: Int = 500, metrics: ServerMetrics? = nil) {
         self.storage = storage.engine
         self.horizons = horizons

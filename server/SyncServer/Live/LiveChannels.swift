@@ -18,6 +18,7 @@ public struct LiveChannelConfiguration: Sendable, Hashable {
     /// memberships (60 s).
     public var revalidationInterval: Duration
 
+    /// Settings with the given heartbeat, limits and revalidation interval; the defaults are the server's.
     public init(
         heartbeat: Duration = .seconds(15), connectionsPerDevice: Int = 2, maximumConnections: Int = 10_000,
         revalidationInterval: Duration = .seconds(60)

@@ -42,6 +42,7 @@ public struct ServerMetrics: Sendable {
     /// The content type of the exposition `/metrics` answers with.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
+    /// Metrics recorded in `registry`, a new one by default.
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         factory = PrometheusMetricsFactory(registry: registry)

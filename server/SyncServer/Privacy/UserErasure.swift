@@ -28,6 +28,7 @@ public struct UserErasure: Sendable {
     let storage: any SyncStorage
     let clock: any ServerClock
 
+    /// An erasure service on `storage`.
     public init(storage: any ServerStorage, clock: any ServerClock = SystemClock()) {
         self.storage = storage.engine
         self.clock = clock
@@ -35,12 +36,15 @@ public struct UserErasure: Sendable {
 
     /// What an erasure removed.
     public struct Report: Hashable, Sendable, Codable {
+        /// The tenant of the user erased.
         public var tenant: String
+        /// The user erased.
         public var userID: String
         /// The scope keys the user owned.
         public var scopes: [String]
         /// Rows turned into bare tombstones (live rows, and tombstones emptied).
         public var rowsErased: Int
+        /// The user's events deleted.
         public var eventsDeleted: Int
         /// Stored push result records deleted (one per push).
         public var pushResultsDeleted: Int
@@ -66,9 +70,12 @@ public struct UserErasure: Sendable {
 
     /// Who asked for the erasure, as its audit entry names them.
     public struct Requester: Sendable {
+        /// The user who asked.
         public var userID: String
+        /// The device they asked from.
         public var deviceID: String
 
+        /// A requester from the ids their token names.
         public init(userID: String, deviceID: String) {
             self.userID = userID
             self.deviceID = deviceID

@@ -27,6 +27,7 @@ public struct UserExport: Sendable {
     let storage: any SyncStorage
     let clock: any ServerClock
 
+    /// An export service on `storage`.
     public init(storage: any ServerStorage, clock: any ServerClock = SystemClock()) {
         self.storage = storage.engine
         self.clock = clock
@@ -34,6 +35,7 @@ public struct UserExport: Sendable {
 
     /// How many lines of each type an export wrote.
     public struct Summary: Hashable, Sendable {
+        /// The lines written, by line type.
         public var lines: [String: Int] = [:]
         /// Whether the server held anything about the user: a line besides the `user` line,
         /// or an erasure on record. An export of a name the server never saw (a typo, a user

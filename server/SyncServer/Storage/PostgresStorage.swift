@@ -23,10 +23,15 @@ import PostgresNIO
 public final class PostgresStorage: ServerStorage, SyncStorage {
     /// Where the database is and how to use it.
     public struct Configuration: Sendable {
+        /// The database server's host name or address.
         public var host: String
+        /// The database server's port.
         public var port: Int
+        /// The role to connect as.
         public var username: String
+        /// The role's password, if it needs one.
         public var password: String?
+        /// The database's name.
         public var database: String
         /// `disable` (the default, for a database on the same host or a private network),
         /// `prefer`, or `require` (TLS with the certificate verified).
@@ -54,12 +59,14 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
         /// without it). Every process on one database needs the same key.
         public var auditKey: AuditKey?
 
+        /// Whether the connection uses TLS: never, when the server offers it, or always.
         public enum TLSMode: String, Sendable {
             case disable
             case prefer
             case require
         }
 
+        /// A configuration of the database `database` at `host`; the rest have defaults.
         public init(
             host: String, port: Int = 5432, username: String, password: String? = nil, database: String, tls: TLSMode = .disable,
             schema: String? = nil, maximumConnections: Int = 10, maximumAttempts: Int = 8
@@ -130,6 +137,7 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
 
         /// A PostgreSQL URL the server cannot use.
         public struct URLError: Error, CustomStringConvertible {
+            /// What is wrong with the URL, without its password.
             public var description: String
             init(_ description: String) { self.description = description }
         }
@@ -157,8 +165,11 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
     private let logger: Logger
     private let maximumAttempts: Int
     private let connectionWait: Duration
+    /// The key the audit log is sealed with.
     public let auditKey: AuditKey
+    /// The contracts the database holds tables for.
     public let contracts: ContractCatalog
+    /// The storage as the services use it.
     public var backend: StorageBackend { StorageBackend(self) }
     private let commitObservers = CommitObservers()
     private let statistics = PostgresTableStatistics()

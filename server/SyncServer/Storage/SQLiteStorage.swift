@@ -7,8 +7,11 @@ import GRDB
 /// The embedded default: one SQLite database (WAL) in the data folder, through GRDB.
 public final class SQLiteStorage: ServerStorage, SyncStorage {
     private let pool: DatabasePool
+    /// The key the audit log is sealed with.
     public let auditKey: AuditKey
+    /// The contracts the database holds tables for.
     public let contracts: ContractCatalog
+    /// The storage as the services use it.
     public var backend: StorageBackend { StorageBackend(self) }
     private let commitObservers = CommitObservers()
     /// The data folder: `server.sqlite`, and the `files` folder of the blob store.

@@ -44,6 +44,7 @@ public struct StoredRow: Hashable, Sendable {
     /// some of its columns; `nil` to count the values held.
     private var measuredBytes: Int?
 
+    /// A row holding the given columns.
     public init(_ columns: [String: ColumnValue] = [:]) {
         let names = Array(columns.keys)
         layout = Layout(names)
@@ -69,10 +70,10 @@ public struct StoredRow: Hashable, Sendable {
         set { self = StoredRow(newValue) }
     }
 
-    /// The value of `column`; `.null` for a column the row does not have.
     /// Whether the row is a tombstone (`_deleted`).
     public var isDeleted: Bool { (integer("_deleted") ?? 0) != 0 }
 
+    /// The value of `column`; `.null` for a column the row does not have.
     public subscript(_ column: String) -> ColumnValue {
         get { layout.position(of: column).map { values[$0] } ?? .null }
         set {
@@ -95,21 +96,25 @@ public struct StoredRow: Hashable, Sendable {
         values[position]
     }
 
+    /// The value of `column` when it is an integer.
     public func integer(_ column: String) -> Int64? {
         if case .integer(let value) = self[column] { return value }
         return nil
     }
 
+    /// The value of `column` when it is text.
     public func text(_ column: String) -> String? {
         if case .text(let value) = self[column] { return value }
         return nil
     }
 
+    /// Whether two rows hold the same columns with the same values.
     public static func == (left: StoredRow, right: StoredRow) -> Bool {
         if left.layout === right.layout { return left.values == right.values }
         return left.columns == right.columns
     }
 
+    /// Hashes the row's columns and values.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(columns)
     }

@@ -3,8 +3,11 @@ import Foundation
 
 /// Who is calling, as a verified token says.
 public struct DeviceIdentity: Hashable, Sendable, Codable {
+    /// The tenant the token was issued for.
     public var tenant: String
+    /// The user the token names.
     public var userID: String
+    /// The device the token names.
     public var deviceID: String
     /// The teams whose `team` scope the device may read and write.
     public var teams: [String]
@@ -23,6 +26,7 @@ public struct DeviceIdentity: Hashable, Sendable, Codable {
     /// wiped, however new the token that names it (`410 user_erased`).
     public var userErasedAt: Int64?
 
+    /// An identity from a token's claims.
     public init(
         tenant: String, userID: String, deviceID: String, teams: [String] = [], isAdmin: Bool = false, isIntegration: Bool = false,
         expiresAt: Int64, issuedAt: Int64? = nil

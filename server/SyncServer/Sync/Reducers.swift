@@ -93,6 +93,7 @@ public struct ReducerEffect: Hashable, Sendable {
     /// What changed, for the audit detail.
     public var summary: [String: JSONValue]
 
+    /// An effect from its parts.
     public init(entity: String, rowID: String, version: Int64, summary: [String: JSONValue]) {
         self.entity = entity
         self.rowID = rowID

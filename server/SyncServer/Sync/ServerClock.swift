@@ -8,6 +8,8 @@ public protocol ServerClock: Sendable {
 
 /// The system clock.
 public struct SystemClock: ServerClock {
+    /// The system clock.
     public init() {}
+    /// The system's current time.
     public func now() -> Timestamp { Timestamp(Date()) }
 }

@@ -5,20 +5,27 @@ public import SyncProtocol
 /// A refusal of a whole request, with the HTTP status it maps to and a stable error code.
 /// Services throw it; the HTTP layer turns it into `{"error": {...}}` in one place.
 public struct ServiceError: Error, Hashable, Sendable {
+    /// The HTTP status to answer with.
     public var status: Int
+    /// The error body's code, message and details.
     public var detail: ErrorDetail
     /// Seconds, for 429.
     public var retryAfter: Int?
 
+    /// An error with its status, code, message and optional details and `Retry-After`.
     public init(status: Int, _ code: ErrorCode, _ message: String, details: ContractRuntime.JSONValue? = nil, retryAfter: Int? = nil) {
         self.status = status
         self.detail = ErrorDetail(code: code, message: message, details: details)
         self.retryAfter = retryAfter
     }
 
+    /// 400 `malformed_request`.
     public static func malformed(_ message: String) -> ServiceError { ServiceError(status: 400, .malformedRequest, message) }
+    /// 401 `unauthorized`.
     public static func unauthorized(_ message: String) -> ServiceError { ServiceError(status: 401, .unauthorized, message) }
+    /// 403 `forbidden`.
     public static func forbidden(_ message: String) -> ServiceError { ServiceError(status: 403, .forbidden, message) }
+    /// 404 `not_found`.
     public static func notFound(_ message: String) -> ServiceError { ServiceError(status: 404, .notFound, message) }
     /// 403 for a `client_id` whose stream another identity owns; says nothing of that identity or stream.
     public static func clientNotOwned() -> ServiceError {
@@ -32,6 +39,7 @@ public struct ServiceError: Error, Hashable, Sendable {
                 + "pull the scope again from scratch (without a cursor) and drop the synced rows that pull does not deliver"
         )
     }
+    /// 422 `unknown_entity`: the name is not a contract of this server.
     public static func unknownEntity(_ name: String) -> ServiceError {
         ServiceError(status: 422, .unknownEntity, "'\(name)' is not a contract of this server")
     }
