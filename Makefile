@@ -41,9 +41,10 @@
 #                         hang and prints the command that replays it (scripts/fuzz.sh)
 #   make fuzz-api         schemathesis against a live sync-server and docs/openapi.yaml: no 500, every
 #                         response as documented (FUZZ_EXAMPLES=N per operation, SEED=N to replay)
-#   make docs             the DocC documentation of the engines (ContractRuntime, SyncServer, SyncClient)
-#                         into .build/docs, with the swift-docc-plugin; any docc warning (a broken
-#                         ``link``, an undocumented parameter of a documented function) fails it
+#   make docs             the DocC documentation of the engines (ContractRuntime, SyncProtocol,
+#                         ContractCompiler, SyncServer, SyncClient) into .build/docs, with the
+#                         swift-docc-plugin; any docc warning (a broken ``link``, an undocumented
+#                         parameter of a documented function) fails it
 
 SWIFT      ?= swift
 CONTRACTS  ?= contracts
@@ -231,11 +232,12 @@ fuzz-api:
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) scripts/fuzz-api.sh
 
 # The engines' DocC catalogs (Sources/ContractRuntime/ContractRuntime.docc,
+# Sources/SyncProtocol/SyncProtocol.docc, codegen/ContractCompiler/ContractCompiler.docc,
 # server/SyncServer/SyncServer.docc, client/SyncClient/SyncClient.docc) and their public symbols'
 # doc comments, built by the swift-docc-plugin (a dependency in Package.swift, resolved from where
 # the other packages come from; docc itself ships with the toolchain). --warnings-as-errors is
 # docc's own: a warning fails the target it is in, and the command.
-DOCS_TARGETS ?= ContractRuntime SyncServer SyncClient
+DOCS_TARGETS ?= ContractRuntime SyncProtocol ContractCompiler SyncServer SyncClient
 DOCS_OUTPUT  ?= .build/docs
 docs:
 	$(SWIFT) package --allow-writing-to-directory $(DOCS_OUTPUT) generate-documentation \

@@ -1,10 +1,10 @@
 public import ContractRuntime
 import Foundation
 
-/// The file routes: how the bytes of a `file` field (``FileReference``) reach the server and
-/// come back, apart from the rows that name them. Resumable in the manner of tus: a device
-/// declares a file by its hash and size, sends its bytes from an offset in as many requests as
-/// its connection allows, and asks for the offset when it lost count.
+/// The file routes: how the bytes of a `file` field (ContractRuntime's `FileReference`) reach
+/// the server and come back, apart from the rows that name them. Resumable in the manner of
+/// tus: a device declares a file by its hash and size, sends its bytes from an offset in as
+/// many requests as its connection allows, and asks for the offset when it lost count.
 ///
 /// - `POST /sync/v1/files` with a ``FileUploadRequest``: ``FileUploadAnswer``. `200` with
 ///   `state: stored` when the server holds the file and this identity may name it (nothing to
@@ -60,7 +60,7 @@ public struct FileUploadRequest: Codable, Sendable, Hashable {
 
     /// The reference the request declares.
     ///
-    /// - Throws: ``FileReferenceError`` when a part of it is not valid.
+    /// - Throws: `FileReferenceError` when a part of it is not valid.
     public func reference() throws(FileReferenceError) -> FileReference {
         try FileReference(sha256: sha256, byteCount: size, contentType: contentType, name: name)
     }

@@ -108,9 +108,13 @@ public enum FleetGate {
 
     /// Counts, for each contract of `set` whose `oldest_supported` is above its released value,
     /// the active devices of `census` below the new value, and reports those above `maxCutoff`.
-    /// - Parameter releasedOldestSupported: the baseline per contract name
-    ///   (``ContractCompiler/CheckResult/releasedOldestSupported``); a contract without one is
-    ///   not released, and no device runs it yet.
+    /// - Parameters:
+    ///   - set: the contracts as they are now.
+    ///   - releasedOldestSupported: the baseline per contract name
+    ///     (``ContractCompiler/ContractCompiler/CheckResult/releasedOldestSupported``); a contract without one is
+    ///     not released, and no device runs it yet.
+    ///   - census: the fleet's active devices, by contract and version.
+    ///   - maxCutoff: the largest share of active devices a raise may cut off.
     public static func evaluate(
         _ set: ContractSet, releasedOldestSupported: [String: Int], census: FleetCensus, maxCutoff: MaxCutoff
     ) -> Report {

@@ -10,8 +10,10 @@ public enum DiagnosticFormat: String, Sendable, CaseIterable {
     case github
 
     /// The diagnostics of a run in this format (sorted, with the summary line for `text`).
-    /// - Parameter jsonMembers: more members of the `json` document after `diagnostics`, each a
-    ///   name and its value as JSON text (the rollout gate's `fleet`); the other formats leave them out.
+    /// - Parameters:
+    ///   - collector: the run's diagnostics.
+    ///   - jsonMembers: more members of the `json` document after `diagnostics`, each a
+    ///     name and its value as JSON text (the rollout gate's `fleet`); the other formats leave them out.
     public func render(_ collector: DiagnosticCollector, jsonMembers: [(name: String, json: String)] = []) -> String {
         switch self {
         case .text:

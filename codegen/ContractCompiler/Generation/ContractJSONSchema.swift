@@ -1,6 +1,6 @@
 import Foundation
 
-/// The JSON Schema (draft 07) of the contract language, written from ``ContractGrammar``: the
+/// The JSON Schema (draft 07) of the contract language, written from `ContractGrammar`: the
 /// file `contractc schema` commits beside the contracts and each contract file names on its first
 /// line (`# yaml-language-server: $schema=…`), so editors complete and check keys. One schema
 /// covers the three kinds of file: an entity, an event, and the manifest.

@@ -118,7 +118,7 @@ public struct SyncPolicy: Hashable, Sendable {
     }
 }
 
-/// A field's default, as JSON: the runtime's ``JSONValue`` (a list default is `.array`).
+/// A field's default, as JSON: the runtime's `JSONValue` (a list default is `.array`).
 public typealias DefaultValue = JSONValue
 
 /// A field rename: the field was called `name` before `version`.
@@ -244,7 +244,7 @@ public struct Field: Hashable, Sendable {
 }
 
 extension Field {
-    /// The byte limit in force, as the runtime applies it (``FieldDescriptor/maxBytes``): the
+    /// The byte limit in force, as the runtime applies it (`FieldDescriptor.maxBytes`): the
     /// written `max_bytes`, else the default for the field's type and `max_length`; `nil` for
     /// types without one and for local fields.
     public var effectiveMaxBytes: Int? {
@@ -424,7 +424,7 @@ public struct Contract: Hashable, Sendable {
     /// The primary key field, if one is marked.
     public var primaryKey: Field? { fields.first { $0.isPrimaryKey } }
 
-    /// The row limit in force, as the runtime applies it (``EntityDescriptor/maxBytes``): the
+    /// The row limit in force, as the runtime applies it (`EntityDescriptor.maxBytes`): the
     /// written `max_bytes`, else the default from the fields' limits (server-only ones too:
     /// the server stores them in the same row; not a file's, which limits the file, not the row).
     public var effectiveMaxBytes: Int {

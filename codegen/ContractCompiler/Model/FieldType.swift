@@ -1,6 +1,6 @@
 public import ContractRuntime
 
-/// The type of a contract field, as written after `type:`: the runtime's ``FieldKind``, with the
+/// The type of a contract field, as written after `type:`: the runtime's `FieldKind`, with the
 /// rules only the compiler applies.
 public typealias FieldType = FieldKind
 

@@ -26,7 +26,9 @@ public enum ContractCompiler {
     }
 
     /// Reads, decodes and validates every contract of `directory`, collecting every problem.
-    /// - Parameter today: the date allowances are checked against (`YYYY-MM-DD`); today in UTC by default.
+    /// - Parameters:
+    ///   - directory: the contracts folder, holding `contracts.yaml`.
+    ///   - today: the date allowances are checked against (`YYYY-MM-DD`); today in UTC by default.
     public static func load(directory: String, today: String? = nil) -> LoadResult {
         var diagnostics = DiagnosticCollector()
         let loader = ContractLoader()
@@ -84,8 +86,10 @@ public enum ContractCompiler {
     }
 
     /// Renders every generated file for a valid contract set. Same input, byte-identical output.
-    /// - Parameter history: released versions per contract (from the lock), so migrations walk
-    ///   from each released version to the next.
+    /// - Parameters:
+    ///   - set: the contracts, loaded without errors.
+    ///   - history: released versions per contract (from the lock), so migrations walk
+    ///     from each released version to the next.
     public static func generate(_ set: ContractSet, history: [String: [Contract]] = [:]) -> [GeneratedFile] {
         let set = set.resolvingSince(history: history)
         let dto = DTOGenerator(set: set)

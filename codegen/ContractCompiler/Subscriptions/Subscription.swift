@@ -2,7 +2,7 @@ public import ContractRuntime
 
 /// A subscription of the manifest (`subscriptions:` in `contracts.yaml`): the rows of one entity
 /// that meet a filter, with the rows its includes reach, that a device syncs instead of a whole
-/// scope. Compiled into the runtime's ``SubscriptionDescriptor`` and a typed constructor.
+/// scope. Compiled into the runtime's `SubscriptionDescriptor` and a typed constructor.
 public struct Subscription: Hashable, Sendable {
     /// A typed parameter: a scalar for an equality, `list<T>` for `in`.
     public struct Parameter: Hashable, Sendable {
