@@ -9,7 +9,7 @@ public struct EventEnvelope<Payload: ContractEvent>: Codable, Sendable, Hashable
     public var type: String
     /// The event contract's version the device wrote.
     public var schemaVersion: Int
-    /// The user the event is about, as the token names them.
+    /// The user who recorded the event, as the device's token names them.
     public var userId: String
     /// The device that recorded the event.
     public var deviceId: String

@@ -37,7 +37,7 @@ extension URLSessionTransport {
     /// refused a compressed push in an earlier launch.
     public func rememberPushCompressionRefused() { compressionRefusal.withLock { $0 = true } }
 
-    /// `POST /sync/v1/push`, gzipped unless the server refused it, telling `sent` each body's size.
+    /// `POST /sync/v1/push`, gzipped from ``pushCompressionThreshold`` bytes unless the server refused it, telling `sent` each body's size.
     public func push(_ request: PushRequest, sent: @Sendable (Int) -> Void) async throws(TransportError) -> PushResponse {
         var urlRequest = makeRequest(path: "sync/v1/push", query: [])
         urlRequest.httpMethod = "POST"

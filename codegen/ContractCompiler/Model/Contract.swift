@@ -166,7 +166,7 @@ public struct Allowance: Hashable, Sendable {
 public struct Field: Hashable, Sendable {
     /// The field's name in the contract and its column.
     public var name: String
-    /// The field's type as written, with its arguments.
+    /// The field's type as written, optionality included.
     public var type: TypeReference
     /// The value a device or the server uses when the field is missing, if any.
     public var defaultValue: DefaultValue?

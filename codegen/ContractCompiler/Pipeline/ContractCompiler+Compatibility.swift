@@ -139,9 +139,9 @@ extension ContractCompiler {
 
     /// What `contractc lock` recorded.
     public struct LockSummary: Sendable {
-        /// The contracts whose versions were newly recorded as released, as `name@version`.
+        /// What was newly recorded as released, as `contractc lock` prints it (`Unit v3`, `subscription incident`).
         public var newVersions: [String]
-        /// Whether the lock file was written (nothing new leaves it untouched).
+        /// Whether the lock file was written (a lock with nothing new is left untouched).
         public var wrote: Bool
     }
 

@@ -327,7 +327,7 @@ public struct AuditCheckpoint: Codable, Hashable, Sendable {
     /// The keyed seal over the three values above.
     public var seal: String
 
-    /// A checkpoint from its parts, as `audit checkpoint` exported it.
+    /// A checkpoint from its parts, as an audit export's last line holds them.
     public init(lastID: Int64, lastHash: String, keyedFrom: Int64, seal: String) {
         self.lastID = lastID
         self.lastHash = lastHash

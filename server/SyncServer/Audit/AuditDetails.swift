@@ -150,7 +150,7 @@ public enum AuditDetailsError: Error, Hashable, Sendable, CustomStringConvertibl
     case unreadableKey(tenant: String, userID: String)
     case unreadableDetail
 
-    /// What is wrong, for the `audit` command's output.
+    /// What does not decrypt, naming the user when it is their key.
     public var description: String {
         switch self {
         case .unreadableKey(let tenant, let userID):

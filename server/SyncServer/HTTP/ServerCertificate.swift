@@ -15,7 +15,7 @@ public struct TLSFiles: Sendable, Hashable {
     /// connections, with no restart.
     public var reloadInterval: Duration
 
-    /// A certificate read from the two PEM files, checked for changes every `reloadInterval`.
+    /// The two PEM files, checked for a change every `reloadInterval`.
     public init(certificateChain: URL, privateKey: URL, reloadInterval: Duration = .seconds(2)) {
         self.certificateChain = certificateChain
         self.privateKey = privateKey

@@ -146,7 +146,7 @@ public struct ConsoleConfiguration: Sendable, Hashable {
 
 /// The files of a server's data folder.
 public struct DataDirectory: Sendable, Hashable {
-    /// The folder.
+    /// Where the data folder is.
     public var url: URL
 
     /// The data folder at `url`.

@@ -82,7 +82,7 @@ public struct ServerHousekeeping: Sendable {
     }
 
     let storage: any SyncStorage
-    /// How long the data housekeeping deletes was kept.
+    /// How long data is kept before housekeeping deletes it.
     public let horizons: Horizons
     /// Rows per transaction at most.
     public let batchSize: Int

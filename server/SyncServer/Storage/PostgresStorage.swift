@@ -137,7 +137,7 @@ public final class PostgresStorage: ServerStorage, SyncStorage {
 
         /// A PostgreSQL URL the server cannot use.
         public struct URLError: Error, CustomStringConvertible {
-            /// What is wrong with the URL, without its password.
+            /// What is wrong with the URL.
             public var description: String
             init(_ description: String) { self.description = description }
         }
