@@ -226,6 +226,8 @@ let package = Package(
                 "SyncServer", "ContractRuntime", "Contracts", "SyncProtocol", "LearningAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                // The name-based UUIDs of xAPI statements (SHA-1).
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "server/LearningServer",
             swiftSettings: strictSwift

@@ -110,8 +110,8 @@ receiver="http://127.0.0.1:$(cat "$work/receiver.port")"
 "$bin/sync-server" sinks add --data "$data" --outbound-allow 127.0.0.1/32 --tenant demo --id dispatch --url "$receiver/hooks" \
     --secret-file "$work/sink.secret" --contracts Task,TaskStatusChanged,Incident
 "$bin/sync-server" sinks add --data "$data" --outbound-allow 127.0.0.1/32 --tenant demo --id lrs --kind xapi --url "$receiver/xAPI" \
-    --secret-file "$work/sink.secret" --xapi-user lrs --xapi-password-file "$work/lrs.password" \
-    --xapi-home-page https://learn.example.com
+    --secret-file "$work/sink.secret" --setting user=lrs --setting-file password="$work/lrs.password" \
+    --setting home_page=https://learn.example.com
 
 # ---------------------------------------------------------------------------------------------
 step "Story 1: a learner downloads a unit and takes its assessment on the train, without a network"

@@ -68,6 +68,9 @@ public struct ErrorCode: RawRepresentable, Codable, Hashable, Sendable, CustomSt
     public static let sequenceGap = ErrorCode("sequence_gap")
     /// 409: a sink with this id exists already in the tenant.
     public static let sinkExists = ErrorCode("sink_exists")
+    /// 409: the sink is of a kind this server has no longer (the app that added the kind is not
+    /// among the server's apps): its dead letters cannot be sent again.
+    public static let sinkKindUnknown = ErrorCode("sink_kind_unknown")
     /// 410: the pull's cursor is older than the scope's data horizon (deletes it may not have
     /// seen were compacted); pull the scope again from scratch (no cursor).
     public static let cursorExpired = ErrorCode("cursor_expired")

@@ -1,7 +1,7 @@
 package import Foundation
 
 #if canImport(FoundationNetworking)
-    package import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// One HTTP request with a bearer token, as the tests send what no client of the engine would

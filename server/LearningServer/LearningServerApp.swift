@@ -13,6 +13,9 @@ public struct LearningServerApp: ServerApp {
 
     public var reducers: [any Reducer] { [LearningReducer()] }
 
+    /// `xapi`: statement rows to a learning record store (``XAPISinkKind``).
+    public var sinkKinds: [any SinkKind] { [XAPISinkKind()] }
+
     /// An assessment's `revision` and `answer_key_history` are the server's (``AssessmentRevisions``).
     public func computeFields(_ values: inout [String: ColumnValue], of entity: EntityDescriptor, existing: StoredRow?, now: Timestamp) {
         guard entity.name == Assessment.descriptor.name else { return }

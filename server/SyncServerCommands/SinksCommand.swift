@@ -10,7 +10,8 @@ struct SinksCommand: AsyncParsableCommand {
         abstract: "Add, list and remove the sinks applied changes are delivered to; inspect and replay their dead letters.",
         discussion: """
             A running server delivers each sink from the change feed: batches of JSON changes signed \
-            with Outpost-Signature (webhook), or xAPI statements to a learning record store (xapi); \
+            with Outpost-Signature (webhook), or in the form of a kind an app adds (the learning app's \
+            xapi: xAPI statements to a learning record store); \
             retried with backoff on 5xx, timeouts and connection errors; a 4xx parks the batch as a \
             dead letter. Guide: docs/integration.md.
             """,
@@ -22,17 +23,23 @@ struct SinksCommand: AsyncParsableCommand {
             abstract: "Add a sink; it delivers what is applied from now on (or, with --from-start, every change kept).")
         @OptionGroup var data: DataOptions
         @Option(help: "The tenant whose changes it delivers.") var tenant: String
-        @Option(help: "The receiver's URL (an LRS's xAPI endpoint for --kind xapi: statements go to <url>/statements).") var url: String
+        @Option(help: "The receiver's URL (its kind may post under it: an xapi sink posts to <url>/statements).") var url: String
         @Option(help: "A file holding the signing secret (HMAC-SHA256 of Outpost-Signature), at least 16 bytes.") var secretFile: String
         @Option(help: "The sink's id (letters, digits, _ and -); made up when left out.") var id: String?
-        @Option(help: "webhook (JSON batches of changes) or xapi (xAPI 1.0.3 statements).") var kind = "webhook"
+        @Option(help: "webhook (JSON batches of changes), or a kind one of the server's apps adds (xapi: xAPI 1.0.3 statements).")
+        var kind = "webhook"
         @Option(help: "Comma-separated contracts to deliver (all when left out).") var contracts: String?
         @Flag(help: "Deliver every change the feed keeps, not only those applied from now on.") var fromStart = false
-        @Option(help: "xapi: the LRS's Basic user.") var xapiUser: String?
-        @Option(help: "xapi: a file holding the LRS's Basic password.") var xapiPasswordFile: String?
-        @Option(help: "xapi: the contract whose rows become statements.") var xapiContract: String?
-        @Option(help: "xapi: the homePage of the actors' accounts (the system user ids belong to).") var xapiHomePage: String?
-        @Option(help: "xapi: where activity IRIs start (default <home page>/activities/).") var xapiActivityBase: String?
+        @Option(
+            name: .customLong("setting"),
+            help: ArgumentHelp(
+                "A setting of the sink's kind (xapi: user, home_page, contract, activity_base); repeat for several.", valueName: "NAME=VALUE"))
+        var settings: [String] = []
+        @Option(
+            name: .customLong("setting-file"),
+            help: ArgumentHelp(
+                "A setting read from a file, for a secret one (xapi: password=FILE), kept out of the command line.", valueName: "NAME=FILE"))
+        var settingFiles: [String] = []
         @Option(
             name: .customLong("outbound-allow"),
             help: ArgumentHelp(
@@ -41,20 +48,25 @@ struct SinksCommand: AsyncParsableCommand {
         var outboundAllow: [String] = []
 
         func run() async throws {
-            guard let kind = SinkKind(rawValue: kind) else { throw ValidationError("--kind is webhook or xapi, not \(kind)") }
             var request = SinkAdministration.Request(url: url, secret: try readSecret(secretFile, what: "secret"))
             request.id = id
             request.kind = kind
             request.contracts = contracts.map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
             request.fromStart = fromStart
-            request.xapiUser = xapiUser
-            request.xapiPassword = try xapiPasswordFile.map { try readSecret($0, what: "xAPI password") }
-            request.xapiContract = xapiContract
-            request.xapiHomePage = xapiHomePage
-            request.xapiActivityBase = xapiActivityBase
+            for (flag, pairs) in [("--setting", settings), ("--setting-file", settingFiles)] {
+                for pair in pairs {
+                    guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                        throw ValidationError("\(flag) takes NAME=\(flag == "--setting" ? "VALUE" : "FILE"), not \(pair)")
+                    }
+                    let name = String(pair[..<equals])
+                    let value = String(pair[pair.index(after: equals)...])
+                    guard request.settings[name] == nil else { throw ValidationError("the setting \(name) is given twice") }
+                    request.settings[name] = flag == "--setting" ? value : try readSecret(value, what: "setting \(name)")
+                }
+            }
             let (asked, tenant) = (request, tenant)
             let sink = try await withAdministration(data, outboundAllow: outboundAllow) { try await $0.add(asked, tenant: tenant) }
-            say("added sink \(sink.id) (\(sink.kind.rawValue)) of \(tenant) → \(sink.url), from \(sink.cursor.text)")
+            say("added sink \(sink.id) (\(sink.kind)) of \(tenant) → \(sink.url), from \(sink.cursor.text)")
         }
     }
 
@@ -150,7 +162,9 @@ private func withAdministration<T: Sendable>(
     }
     let storage = try await data.openStorage()
     do {
-        let result = try await work(SinkAdministration(storage: storage, outbound: OutboundAddressPolicy(allowList: allowList)))
+        let administration = SinkAdministration(
+            storage: storage, outbound: OutboundAddressPolicy(allowList: allowList), kinds: SinkKinds(apps: SyncServerCommands.program.apps))
+        let result = try await work(administration)
         await data.close(storage)
         return result
     } catch let error as ServiceError {

@@ -55,9 +55,11 @@ final class HostileHarness: Sendable {
             directory: directory, storage: try await kind.makeStorage(in: directory.url, contracts: contracts), configuration: configuration)
     }
 
-    /// Runs `body` against the server listening on loopback.
-    func live<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
-        let environment = ServerEnvironment(storage: storage, signer: signer, apps: SampleServerApps.all)
+    /// Runs `body` against the server listening on loopback, with `apps` (the sample's by default).
+    func live<Value: Sendable>(
+        apps: [any ServerApp] = SampleServerApps.all, _ body: @Sendable (any TestClientProtocol) async throws -> Value
+    ) async throws -> Value {
+        let environment = ServerEnvironment(storage: storage, signer: signer, apps: apps)
         return try await LoopbackServer.run(configuration: configuration, environment: environment) { server in try await body(server.client) }
     }
 

@@ -109,7 +109,7 @@ struct SinkProcessTests {
             ["sinks", "add"] + cli + [
                 "--outbound-allow", "127.0.0.1", "--tenant", "acme", "--id", "lrs", "--kind", "xapi", "--url", base + "/xAPI", "--secret-file",
                 secretFile.path,
-                "--xapi-user", "lrs", "--xapi-password-file", passwordFile.path, "--xapi-home-page", "https://learn.example.com",
+                "--setting", "user=lrs", "--setting-file", "password=" + passwordFile.path, "--setting", "home_page=https://learn.example.com",
             ])
 
         let token = signer.token(tenant: "acme", user: "alice", device: "alice-phone", teams: ["red"], lifetime: 3600)

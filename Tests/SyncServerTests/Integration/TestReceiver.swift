@@ -51,6 +51,7 @@ final class TestReceiver: Sendable {
         let router = Router()
         router.post("/hooks") { request, _ in try await self.answer(request, path: "/hooks") }
         router.post("/lrs/xAPI/statements") { request, _ in try await self.answer(request, path: "/lrs/xAPI/statements") }
+        router.post("/hooks/lines") { request, _ in try await self.answer(request, path: "/hooks/lines") }
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         return try await app.test(.live) { client in try await body("http://127.0.0.1:\(client.port!)") }
     }

@@ -28,6 +28,10 @@ public protocol ServerApp: Sendable {
 
     /// Adds the app's HTTP routes (an app's own API beside the sync protocol).
     func addRoutes(to routes: AppRoutes)
+
+    /// The kinds of sink the app adds to the engine's `webhook`: where its operators may send
+    /// the change feed, and in what form (``SinkKind``).
+    var sinkKinds: [any SinkKind] { get }
 }
 
 extension ServerApp {
@@ -39,4 +43,7 @@ extension ServerApp {
 
     /// Adds no routes.
     public func addRoutes(to routes: AppRoutes) {}
+
+    /// None: the engine's `webhook` alone.
+    public var sinkKinds: [any SinkKind] { [] }
 }

@@ -155,7 +155,7 @@ public func buildRouter(configuration: ServerConfiguration, environment: ServerE
     table.add(.delete, "/admin/v1/teams/{team}/members/{user}", on: admin, use: routes.removeTeamMember)
     let sinkRoutes = SinkRoutes(
         storage: environment.storage.engine, clock: environment.clock, delivery: routes.sinkDelivery, configuration: configuration,
-        listing: routes.listing)
+        listing: routes.listing, kinds: SinkKinds(apps: environment.apps))
     table.add(.post, "/admin/v1/sinks", on: admin, use: sinkRoutes.add)
     table.add(.get, "/admin/v1/sinks", on: admin, use: sinkRoutes.list)
     table.add(.get, "/admin/v1/sinks/{sink}", on: admin, use: sinkRoutes.show)
@@ -311,7 +311,8 @@ struct SyncRoutes: Sendable {
             contractsPerDevice: configuration.identityLimits.censusContractsPerDevice)
         sinkDelivery = SinkDelivery(
             storage: environment.storage.engine, configuration: configuration.sinks, metrics: environment.metrics, clock: environment.clock,
-            logger: Logger(label: "outpost.sinks"), outbound: OutboundAddressPolicy(allowList: configuration.outboundAllowList))
+            logger: Logger(label: "outpost.sinks"), outbound: OutboundAddressPolicy(allowList: configuration.outboundAllowList),
+            kinds: SinkKinds(apps: environment.apps))
     }
 
     // MARK: Operations

@@ -2,15 +2,6 @@ package import ContractRuntime
 import Foundation
 import SyncProtocol
 
-/// Where a sink delivers the change feed.
-package enum SinkKind: String, Sendable, CaseIterable {
-    /// JSON batches of changes, signed, POSTed to a URL (``WebhookBatch``).
-    case webhook
-    /// xAPI 1.0.3 statements made of a contract's rows, POSTed to a learning record store's
-    /// `statements` resource (``XAPIStatements``).
-    case xapi
-}
-
 /// A destination the server delivers a tenant's applied changes to, at least once and in
 /// commit order, from its place in the change feed (``SinkDelivery``).
 ///
@@ -21,15 +12,17 @@ package enum SinkKind: String, Sendable, CaseIterable {
 package struct Sink: Sendable {
     package var tenant: String
     package var id: String
-    package var kind: SinkKind
-    /// A webhook's URL; an LRS's xAPI endpoint (statements go to `<url>/statements`).
+    /// The name of its ``SinkKind``.
+    package var kind: String
+    /// The URL it was added with (its kind may post elsewhere under it:
+    /// ``SinkKind/destination(of:settings:)``).
     package var url: String
     /// The contracts delivered; every contract when `nil`.
     package var contracts: [String]?
-    /// What signs the batches (HMAC-SHA256) and, for an LRS, its password; sealed at rest.
+    /// What signs the batches (HMAC-SHA256) and its kind's secret settings; sealed at rest.
     package var secrets: Secrets
-    /// What is not secret: an LRS's user and the xAPI mapping's settings.
-    package var options: Options
+    /// Its kind's settings that are not secret.
+    package var options: [String: String]
     package var createdAt: Int64
     /// The first change not delivered yet.
     package var cursor: ChangeFeed.Cursor
@@ -55,46 +48,25 @@ package struct Sink: Sendable {
         package var key: String
     }
 
-    package struct Secrets: Sendable, Codable, Equatable {
+    package struct Secrets: Sendable, Equatable {
         /// The HMAC-SHA256 key of `Outpost-Signature`.
         package var signing: String
-        /// An LRS's Basic password.
-        package var password: String?
+        /// Its kind's secret settings (``SinkSettings/secrets``).
+        package var settings: [String: String]
 
-        package init(signing: String, password: String? = nil) {
+        package init(signing: String, settings: [String: String] = [:]) {
             self.signing = signing
-            self.password = password
+            self.settings = settings
         }
     }
 
-    package struct Options: Sendable, Codable, Equatable {
-        /// An LRS's Basic user.
-        package var user: String?
-        /// The contract whose rows become statements (xAPI).
-        package var contract: String?
-        /// The `homePage` of the actors' accounts (xAPI): the system users' ids belong to.
-        package var homePage: String?
-        /// Where activity IRIs start (xAPI): an object id `lesson-1` is `<activityBase>lesson-1`.
-        package var activityBase: String?
-
-        package init(user: String? = nil, contract: String? = nil, homePage: String? = nil, activityBase: String? = nil) {
-            self.user = user
-            self.contract = contract
-            self.homePage = homePage
-            self.activityBase = activityBase
-        }
-    }
-
-    /// Where its batches are POSTed: the URL of a webhook, an LRS's `statements` resource.
-    package var requestURL: String {
-        guard kind == .xapi else { return url }
-        return (url.hasSuffix("/") ? String(url.dropLast()) : url) + "/statements"
-    }
+    /// Its kind's view of its settings.
+    package var settings: SinkSettings { SinkSettings(values: options, secrets: secrets.settings, contracts: contracts) }
 
     /// The sink as the admin routes and `sinks list` show it: everything but its secrets.
     package var json: JSONValue {
         var object: [String: JSONValue] = [
-            "id": .string(id), "kind": .string(kind.rawValue), "url": .string(url),
+            "id": .string(id), "kind": .string(kind), "url": .string(url),
             "contracts": contracts.map { .array($0.map(JSONValue.string)) } ?? .null,
             "created_at": .string(Timestamp(millisecondsSince1970: createdAt).iso8601), "cursor": .string(cursor.text),
             "delivered": .int(delivered), "attempts": .int(Int64(attempts)),
@@ -106,13 +78,8 @@ package struct Sink: Sendable {
             object["last_error"] = .string("its secrets do not open with this server's audit key: remove it and add it again")
         }
         if nextAttemptAt > 0 { object["next_attempt_at"] = .string(Timestamp(millisecondsSince1970: nextAttemptAt).iso8601) }
-        if kind == .xapi {
-            object["xapi"] = .object([
-                "contract": options.contract.map(JSONValue.string) ?? .null, "user": options.user.map(JSONValue.string) ?? .null,
-                "home_page": options.homePage.map(JSONValue.string) ?? .null,
-                "activity_base": options.activityBase.map(JSONValue.string) ?? .null,
-            ])
-        }
+        // Its kind's settings, under the kind's name, as they were given (secrets left out).
+        if !options.isEmpty { object[kind] = .object(options.mapValues(JSONValue.string)) }
         return .object(object)
     }
 }

@@ -12,12 +12,15 @@ package struct SinkAdministration: Sendable {
     let outbound: OutboundAddressPolicy
     /// Sinks one tenant may hold (``IdentityStateLimits/sinksPerTenant``).
     let sinksPerTenant: Int
+    /// The kinds a sink may be of.
+    let kinds: SinkKinds
 
     package init(
         storage: any SyncStorage, clock: any ServerClock = SystemClock(), outbound: OutboundAddressPolicy = OutboundAddressPolicy(),
-        sinksPerTenant: Int = IdentityStateLimits().sinksPerTenant
+        sinksPerTenant: Int = IdentityStateLimits().sinksPerTenant, kinds: SinkKinds = SinkKinds()
     ) {
         self.storage = storage
+        self.kinds = kinds
         store = SinkStore(storage: storage)
         self.clock = clock
         self.outbound = outbound
@@ -27,17 +30,15 @@ package struct SinkAdministration: Sendable {
     /// What a new sink is to be.
     package struct Request: Sendable {
         package var id: String?
-        package var kind: SinkKind = .webhook
+        /// The name of its kind (``SinkKind/name``).
+        package var kind = "webhook"
         package var url: String
         package var contracts: [String]?
         package var secret: String
         /// Deliver the whole change feed kept, not only what is applied from now on.
         package var fromStart = false
-        package var xapiUser: String?
-        package var xapiPassword: String?
-        package var xapiContract: String?
-        package var xapiHomePage: String?
-        package var xapiActivityBase: String?
+        /// Its kind's settings, as the operator gave them.
+        package var settings: [String: String] = [:]
 
         package init(url: String, secret: String) {
             self.url = url
@@ -52,7 +53,7 @@ package struct SinkAdministration: Sendable {
     ///
     /// - Throws: ``ServiceError`` 400 for a bad URL (not http or https, a port outside 1–65535,
     ///   credentials in it, or a host that is an address outbound requests may not reach,
-    ///   `refused_address`), secret, id, contract or xAPI setting; 409 `sink_exists` for an id
+    ///   `refused_address`), secret, id, contract, kind or setting of its kind; 409 `sink_exists` for an id
     ///   taken, 409 `limit_reached` when the tenant holds ``sinksPerTenant`` sinks already.
     package func add(_ request: Request, tenant: String) async throws -> Sink {
         try requireReachableURL(request.url, as: "url")
@@ -72,26 +73,19 @@ package struct SinkAdministration: Sendable {
                 throw ServiceError(status: 400, .unknownEntity, "'\(unknown)' is not a contract of this server")
             }
         }
-        var options = Sink.Options()
-        var secrets = Sink.Secrets(signing: request.secret)
-        if request.kind == .xapi {
-            let contract = request.xapiContract ?? "Statement"
-            guard let entity = catalog.entity(named: contract) else {
-                throw ServiceError(
-                    status: 400, .unknownEntity, "'\(contract)' is not an entity of this server (xAPI statements are made of its rows)")
-            }
-            if let problem = XAPIStatements.problem(with: entity) { throw ServiceError.malformed(problem) }
-            guard let user = request.xapiUser, !user.isEmpty, let password = request.xapiPassword, !password.isEmpty else {
-                throw ServiceError.malformed("an xAPI sink needs the learning record store's Basic credentials (user and password)")
-            }
-            guard let homePage = request.xapiHomePage else {
-                throw ServiceError.malformed("an xAPI sink needs the home page of its actors' accounts (the system the user ids belong to)")
-            }
-            try Self.requireHTTPURL(homePage, as: "the xAPI home page")
-            if let base = request.xapiActivityBase { try Self.requireHTTPURL(base, as: "the xAPI activity base") }
-            options = Sink.Options(user: user, contract: contract, homePage: homePage, activityBase: request.xapiActivityBase)
-            secrets.password = password
-            if request.contracts != nil { throw ServiceError.malformed("an xAPI sink delivers its one contract: leave `contracts` out") }
+        guard let kind = kinds.kind(named: request.kind) else {
+            throw ServiceError.malformed("`kind` is one of \(kinds.names.joined(separator: ", ")), not '\(request.kind)'")
+        }
+        let settings: SinkSettings
+        do {
+            settings = try kind.configure(request.settings, contracts: request.contracts, catalog: catalog)
+        } catch {
+            throw error.isUnknownContract ? ServiceError(status: 400, .unknownEntity, error.message) : ServiceError.malformed(error.message)
+        }
+        if let contracts = settings.contracts,
+            let unknown = contracts.first(where: { catalog.entity(named: $0) == nil && catalog.event(named: $0) == nil })
+        {
+            throw ServiceError(status: 400, .unknownEntity, "'\(unknown)' is not a contract of this server")
         }
         let (now, fromStart) = (clock.now().millisecondsSince1970, request.fromStart)
         let cursor = try await storage.read { reader in
@@ -101,7 +95,8 @@ package struct SinkAdministration: Sendable {
                 : ChangeFeed.Cursor(entry: (try await reader.auditHead()?.lastID ?? 0) + 1, passed: 0)
         }
         let sink = Sink(
-            tenant: tenant, id: id, kind: request.kind, url: request.url, contracts: request.contracts, secrets: secrets, options: options,
+            tenant: tenant, id: id, kind: kind.name, url: request.url, contracts: settings.contracts,
+            secrets: Sink.Secrets(signing: request.secret, settings: settings.secrets), options: settings.values,
             createdAt: now, cursor: cursor, pending: nil, attempts: 0, nextAttemptAt: 0, lastError: nil, delivered: 0, deliveredAt: nil,
             leaseHolder: nil, leaseUntil: 0)
         if try await store.sink(tenant: tenant, id: id) != nil {
@@ -182,11 +177,14 @@ package struct SinkAdministration: Sendable {
             letters = letters.filter { ids.contains($0.id) }
         }
         guard !letters.isEmpty else { return [] }
+        guard let kind = kinds.kind(named: sink.kind) else {
+            throw ServiceError(status: 409, .sinkKindUnknown, "this server has no sink kind '\(sink.kind)' to send sink '\(sinkID)' with")
+        }
         var replays: [Replay] = []
         for letter in letters {
             let request = SinkRequest(
-                url: sink.requestURL,
-                body: Array(letter.body.utf8), headers: Self.headers(of: sink, key: letter.idempotencyKey))
+                url: kind.destination(of: sink.url, settings: sink.settings),
+                body: Array(letter.body.utf8), headers: Self.headers(of: sink, kind: kind, key: letter.idempotencyKey))
             let outcome = await request.send(policy: outbound, secret: sink.secrets.signing, timeout: timeout, now: clock.now().millisecondsSince1970)
             switch outcome {
             case .delivered: _ = try await store.removeDeadLetter(tenant: tenant, sinkID: sinkID, id: letter.id)
@@ -199,21 +197,13 @@ package struct SinkAdministration: Sendable {
         return replays
     }
 
-    /// The headers of a sink's requests (the signature is added as each is sent).
-    static func headers(of sink: Sink, key: String) -> [(String, String)] {
-        var headers = [
+    /// The headers of a sink's requests (the signature is added as each is sent): the engine's,
+    /// then its kind's.
+    static func headers(of sink: Sink, kind: any SinkKind, key: String) -> [(String, String)] {
+        let headers = [
             ("Content-Type", "application/json"), ("Idempotency-Key", key), ("Outpost-Sink", sink.id), ("User-Agent", "outpost-sync-server"),
         ]
-        if sink.kind == .xapi {
-            headers.append(("X-Experience-API-Version", "1.0.3"))
-            let credentials = Data("\(sink.options.user ?? ""):\(sink.secrets.password ?? "")".utf8).base64EncodedString()
-            headers.append(("Authorization", "Basic \(credentials)"))
-        }
-        return headers
-    }
-
-    private static func requireHTTPURL(_ text: String, as name: String) throws(ServiceError) {
-        _ = try httpURL(text, as: name)
+        return headers + kind.headers(of: sink.settings).map { ($0.name, $0.value) }
     }
 
     /// `text` as an http or https URL with a host, no credentials and a port from 1 to 65535.

@@ -53,6 +53,8 @@ package final class SinkDelivery: Service, Sendable {
     let logger: Logger
     /// Where deliveries may connect (``ServerConfiguration/outboundAllowList``).
     let outbound: OutboundAddressPolicy
+    /// The kinds of sink this server has (the webhook, and its apps').
+    let kinds: SinkKinds
     /// This process's name in the sinks' leases.
     let holder = "process-" + UUID().uuidString.lowercased()
     private let commits = CommitSignal()
@@ -61,9 +63,10 @@ package final class SinkDelivery: Service, Sendable {
 
     package init(
         storage: any SyncStorage, configuration: SinkDeliveryConfiguration, metrics: ServerMetrics, clock: any ServerClock, logger: Logger,
-        outbound: OutboundAddressPolicy = OutboundAddressPolicy()
+        outbound: OutboundAddressPolicy = OutboundAddressPolicy(), kinds: SinkKinds = SinkKinds()
     ) {
         self.outbound = outbound
+        self.kinds = kinds
         store = SinkStore(storage: storage)
         feed = ChangeFeed(storage: storage)
         catalog = storage.contracts
@@ -175,8 +178,22 @@ package final class SinkDelivery: Service, Sendable {
 
     /// Sends the batch in flight, or starts the next one; `nil` when the lease was lost.
     private func step(_ sink: Sink) async throws -> Step? {
-        let contracts = sink.kind == .xapi ? sink.options.contract.map { Set([$0]) } : sink.contracts.map(Set.init)
+        let contracts = sink.contracts.map(Set.init)
         var sink = sink
+        guard let kind = kinds.kind(named: sink.kind) else {
+            // Its app is not among this server's (removed, or another process's build): nothing
+            // is skipped; the sink waits, as after a failed delivery, for a server that has it.
+            let (now, wait) = (clock.now().millisecondsSince1970, Int64(configuration.maximumBackoff.seconds * 1000))
+            let reason = "this server has no sink kind '\(sink.kind)'"
+            logger.error("sink \(sink.id): \(reason); delivery waits for a server that has it")
+            guard
+                try await store.failed(
+                    sink, attempts: sink.attempts + 1, nextAttemptAt: now + wait, error: reason, holder: holder, leaseUntil: leaseEnd())
+            else { return nil }
+            sink.attempts += 1
+            sink.nextAttemptAt = now + wait
+            return Step(sink: sink, waitForCommits: false)
+        }
         var page: ChangeFeed.Page
         let pending: Sink.Pending
         do {
@@ -208,7 +225,7 @@ package final class SinkDelivery: Service, Sendable {
             sink.pending = nil
             return Step(sink: sink, waitForCommits: false)
         }
-        guard let request = request(for: sink, changes: page.changes, key: pending.key) else {
+        guard let request = request(for: sink, kind: kind, changes: page.changes, key: pending.key) else {
             // Nothing of the batch is left to send (rows a later change moved on, rows that map
             // to no statement): the sink moves past it.
             guard try await store.skip(sink, to: pending.until, holder: holder, leaseUntil: leaseEnd()) else { return nil }
@@ -277,25 +294,14 @@ package final class SinkDelivery: Service, Sendable {
     }
 
     /// The request of a batch, or `nil` when it holds nothing to send.
-    func request(for sink: Sink, changes: [JSONValue], key: String) -> SinkRequest? {
+    func request(for sink: Sink, kind: any SinkKind, changes: [JSONValue], key: String) -> SinkRequest? {
         guard !changes.isEmpty else { return nil }
-        let headers = SinkAdministration.headers(of: sink, key: key)
-        switch sink.kind {
-        case .webhook:
-            let body = JSONValue.object([
-                "sink": .string(sink.id), "tenant": .string(sink.tenant), "idempotency_key": .string(key), "changes": .array(changes),
-            ])
-            return SinkRequest(url: sink.url, body: CanonicalJSON.bytes(body), headers: headers)
-        case .xapi:
-            guard let contract = sink.options.contract, let homePage = sink.options.homePage else { return nil }
-            let statements = changes.compactMap {
-                XAPIStatements.statement(
-                    of: $0, tenant: sink.tenant, contract: contract, homePage: homePage,
-                    activityBase: sink.options.activityBase ?? homePage + "/activities/")
-            }
-            guard !statements.isEmpty else { return nil }
-            return SinkRequest(url: sink.requestURL, body: CanonicalJSON.bytes(.array(statements)), headers: headers)
-        }
+        let settings = sink.settings
+        let batch = SinkBatch(sinkID: sink.id, tenant: sink.tenant, idempotencyKey: key, changes: changes, settings: settings)
+        guard let body = kind.body(for: batch) else { return nil }
+        return SinkRequest(
+            url: kind.destination(of: sink.url, settings: settings), body: Array(body),
+            headers: SinkAdministration.headers(of: sink, kind: kind, key: key))
     }
 
     /// Seconds from a change's commit to now.

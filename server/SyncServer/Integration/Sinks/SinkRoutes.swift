@@ -15,7 +15,7 @@ struct SinkRoutes: Sendable {
 
     init(
         storage: any SyncStorage, clock: any ServerClock, delivery: SinkDelivery, configuration: ServerConfiguration = ServerConfiguration(),
-        listing: ListingBudget? = nil
+        listing: ListingBudget? = nil, kinds: SinkKinds = SinkKinds()
     ) {
         self.storage = storage
         self.listing =
@@ -25,28 +25,27 @@ struct SinkRoutes: Sendable {
                 largestItemBytes: configuration.maximumBodyBytes)
         administration = SinkAdministration(
             storage: storage, clock: clock, outbound: OutboundAddressPolicy(allowList: configuration.outboundAllowList),
-            sinksPerTenant: configuration.identityLimits.sinksPerTenant)
+            sinksPerTenant: configuration.identityLimits.sinksPerTenant, kinds: kinds)
         self.delivery = delivery
         replayTimeout = configuration.sinks.requestTimeout
     }
 
-    /// `POST /admin/v1/sinks` `{"url", "secret", "id"?, "kind"?, "contracts"?, "from_start"?, "xapi"?}`:
-    /// 201 with the sink (its secrets never shown again).
+    /// `POST /admin/v1/sinks` `{"url", "secret", "id"?, "kind"?, "contracts"?, "from_start"?, <kind>?}`:
+    /// 201 with the sink (its secrets never shown again). The settings of a kind other than
+    /// `webhook` are an object of strings under the kind's name (`"xapi": {"user": …}`).
     @Sendable func add(_ request: Request, context: SyncRequestContext) async throws -> Response {
         let tenant = try context.requireIdentity().tenant
         guard case .object(let body) = try await request.jsonBody(limit: 16 * 1024, maximumDepth: 4) else {
             throw ServiceError.malformed("the body must be a JSON object: {\"url\": …, \"secret\": …}")
         }
-        let known: Set<String> = ["id", "kind", "url", "contracts", "secret", "from_start", "xapi"]
+        let kind = try Self.string("kind", in: body) ?? "webhook"
+        let known: Set<String> = ["id", "kind", "url", "contracts", "secret", "from_start", kind]
         if let unknown = body.keys.sorted().first(where: { !known.contains($0) }) { throw ServiceError.malformed("unknown member `\(unknown)`") }
         guard case .string(let url)? = body["url"] else { throw ServiceError.malformed("`url` (a string) is required") }
         guard case .string(let secret)? = body["secret"] else { throw ServiceError.malformed("`secret` (a string) is required") }
         var sink = SinkAdministration.Request(url: url, secret: secret)
         sink.id = try Self.string("id", in: body)
-        if let kind = try Self.string("kind", in: body) {
-            guard let parsed = SinkKind(rawValue: kind) else { throw ServiceError.malformed("`kind` is `webhook` or `xapi`, not '\(kind)'") }
-            sink.kind = parsed
-        }
+        sink.kind = kind
         switch body["contracts"] {
         case nil, .null?: break
         case .array(let names)?:
@@ -61,21 +60,15 @@ struct SinkRoutes: Sendable {
         case .bool(let flag)?: sink.fromStart = flag
         default: throw ServiceError.malformed("`from_start` is a boolean")
         }
-        switch body["xapi"] {
+        switch body[kind] {
         case nil, .null?: break
-        case .object(let xapi)?:
-            let known: Set<String> = ["user", "password", "contract", "home_page", "activity_base"]
-            if let unknown = xapi.keys.sorted().first(where: { !known.contains($0) }) {
-                throw ServiceError.malformed("unknown member `xapi.\(unknown)`")
+        case .object(let settings)?:
+            sink.settings = try settings.mapValues { value in
+                guard case .string(let text) = value else { throw ServiceError.malformed("`\(kind)` holds the kind's settings, each a string") }
+                return text
             }
-            sink.xapiUser = try Self.string("user", in: xapi)
-            sink.xapiPassword = try Self.string("password", in: xapi)
-            sink.xapiContract = try Self.string("contract", in: xapi)
-            sink.xapiHomePage = try Self.string("home_page", in: xapi)
-            sink.xapiActivityBase = try Self.string("activity_base", in: xapi)
-        default: throw ServiceError.malformed("`xapi` is an object")
+        default: throw ServiceError.malformed("`\(kind)` holds the kind's settings: an object of strings")
         }
-        if sink.kind != .xapi, body["xapi"] != nil { throw ServiceError.malformed("`xapi` settings are for a sink of kind `xapi`") }
         let added = try await ServiceError.catchingStorageFailures { try await administration.add(sink, tenant: tenant) }
         delivery.sinkAdded()
         return Response.json(encoded: Data(CanonicalJSON.bytes(added.json)), status: .created, request: request)

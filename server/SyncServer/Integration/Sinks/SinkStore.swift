@@ -68,7 +68,7 @@ package struct SinkStore: Sendable {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """,
                 [
-                    .text(sink.tenant), .text(sink.id), .text(sink.kind.rawValue), .text(sink.url),
+                    .text(sink.tenant), .text(sink.id), .text(sink.kind), .text(sink.url),
                     sink.contracts.map { .text($0.joined(separator: ",")) } ?? .null, .text(sealed), .text(options),
                     .integer(sink.createdAt), .text(sink.cursor.text),
                 ])
@@ -221,10 +221,10 @@ package struct SinkStore: Sendable {
             row.text("pending_key").map { Sink.Pending(until: until, key: $0) }
         }
         return Sink(
-            tenant: tenant, id: id, kind: SinkKind(rawValue: row.text("kind") ?? "") ?? .webhook, url: row.text("url") ?? "",
+            tenant: tenant, id: id, kind: row.text("kind") ?? "webhook", url: row.text("url") ?? "",
             contracts: row.text("contracts").map { $0.split(separator: ",").map(String.init) },
             secrets: secrets ?? Sink.Secrets(signing: ""),
-            options: (try? JSONDecoder().decode(Sink.Options.self, from: Data((row.text("options") ?? "{}").utf8))) ?? Sink.Options(),
+            options: options(row.text("options")),
             createdAt: row.integer("created_at") ?? 0,
             cursor: row.text("cursor").flatMap(ChangeFeed.Cursor.init(text:)) ?? ChangeFeed.Cursor(entry: 1, passed: 0), pending: pending,
             attempts: Int(row.integer("attempts") ?? 0), nextAttemptAt: row.integer("next_attempt_at") ?? 0, lastError: row.text("last_error"),
@@ -232,6 +232,22 @@ package struct SinkStore: Sendable {
             leaseUntil: row.integer("lease_until") ?? 0,
             secretsReadable: secrets != nil
         )
+    }
+
+    /// A sink's settings from its `options` column: a JSON object of strings. Rows written before
+    /// sink kinds were open named two settings in camel case (`homePage`, `activityBase`); they
+    /// read as the snake-case names the settings have now (`home_page`, `activity_base`).
+    static func options(_ text: String?) -> [String: String] {
+        guard let text, let decoded = try? JSONDecoder().decode([String: String?].self, from: Data(text.utf8)) else { return [:] }
+        var options: [String: String] = [:]
+        for (name, value) in decoded {
+            guard let value else { continue }
+            let snake = name.reduce(into: "") { text, character in
+                if character.isUppercase { text += "_" + character.lowercased() } else { text.append(character) }
+            }
+            options[snake] = value
+        }
+        return options
     }
 
     private static func deadLetter(_ row: StoredRow) -> DeadLetter {
@@ -246,8 +262,13 @@ package struct SinkStore: Sendable {
 
     /// A sink's secrets sealed with AES-GCM under a key derived from the audit key, bound to the
     /// sink: a dump of the database alone cannot sign a batch.
+    /// Sealed as one JSON object: `signing` and the kind's secret settings beside it (a row
+    /// written before sink kinds were open holds `signing` and an LRS's `password`, which is the
+    /// `xapi` kind's secret setting of that name).
     static func seal(_ secrets: Sink.Secrets, tenant: String, id: String, key: AuditKey) throws -> String {
-        let plain = try JSONEncoder.sorted.encode(secrets)
+        var object = secrets.settings
+        object["signing"] = secrets.signing
+        let plain = try JSONEncoder.sorted.encode(object)
         let box = try AES.GCM.seal(plain, using: key.sinkSecretKey, authenticating: Data("\(tenant)\u{0}\(id)".utf8))
         guard let combined = box.combined else { throw SinkStoreError.unsealable(sink: id) }
         return combined.base64EncodedString()
@@ -256,9 +277,9 @@ package struct SinkStore: Sendable {
     static func unseal(_ sealed: String, tenant: String, id: String, key: AuditKey) throws -> Sink.Secrets {
         guard let combined = Data(base64Encoded: sealed), let box = try? AES.GCM.SealedBox(combined: combined),
             let plain = try? AES.GCM.open(box, using: key.sinkSecretKey, authenticating: Data("\(tenant)\u{0}\(id)".utf8)),
-            let secrets = try? JSONDecoder().decode(Sink.Secrets.self, from: plain)
+            var object = try? JSONDecoder().decode([String: String?].self, from: plain), let signing = object.removeValue(forKey: "signing") ?? nil
         else { throw SinkStoreError.unsealable(sink: id) }
-        return secrets
+        return Sink.Secrets(signing: signing, settings: object.compactMapValues { $0 })
     }
 }
 

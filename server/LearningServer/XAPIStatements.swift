@@ -1,8 +1,10 @@
-package import ContractRuntime
+import ContractRuntime
 import Crypto
 import Foundation
+import SyncServer
 
-/// How a contract's rows become xAPI 1.0.3 statements for a learning record store (LRS).
+/// How a contract's rows become xAPI 1.0.3 statements for a learning record store (LRS): the
+/// mapping of the `xapi` sink kind (``XAPISinkKind``).
 ///
 /// The contract needs the fields `verb` (an ADL verb's name: `completed`, `passed`…), `object_id`
 /// (what the statement is about) and `stated_at` (a timestamp, when it happened); it may have
@@ -20,14 +22,14 @@ import Foundation
 /// | `timestamp` | `stated_at` |
 /// | `stored` | when the server recorded the row |
 /// | `version` | `1.0.3` |
-package enum XAPIStatements {
+enum XAPIStatements {
     /// The fields a contract needs to be mapped.
-    package static let requiredFields = ["verb", "object_id", "stated_at"]
-    package static let resultExtension = "urn:outpost:xapi:result"
-    package static let attemptExtension = "urn:outpost:xapi:attempt"
+    static let requiredFields = ["verb", "object_id", "stated_at"]
+    static let resultExtension = "urn:outpost:xapi:result"
+    static let attemptExtension = "urn:outpost:xapi:attempt"
 
     /// Why `entity` cannot be mapped, or `nil` when it can.
-    package static func problem(with entity: EntityDescriptor) -> String? {
+    static func problem(with entity: EntityDescriptor) -> String? {
         let names = Set(entity.fields.map(\.name))
         let missing = requiredFields.filter { !names.contains($0) }
         guard missing.isEmpty else {
@@ -38,7 +40,7 @@ package enum XAPIStatements {
 
     /// The statement of a change the feed delivered (``ChangeFeed``); `nil` for a change that is
     /// not a created row of `contract` (statements are immutable: a deletion is not forwarded).
-    package static func statement(of change: JSONValue, tenant: String, contract: String, homePage: String, activityBase: String) -> JSONValue? {
+    static func statement(of change: JSONValue, tenant: String, contract: String, homePage: String, activityBase: String) -> JSONValue? {
         guard case .object(let change) = change, change["contract"] == .string(contract), change["operation"] == .string("create"),
             case .object(let row)? = change["row"],
             case .string(let rowID)? = change["id"], case .string(let verb)? = row["verb"], case .string(let objectID)? = row["object_id"],
