@@ -31,6 +31,7 @@ struct ErrorShapeTests {
         ("notFound", .notFound, "not_found"),
         ("sequenceGap", .sequenceGap, "sequence_gap"),
         ("sinkExists", .sinkExists, "sink_exists"),
+        ("sinkKindUnknown", .sinkKindUnknown, "sink_kind_unknown"),
         ("cursorExpired", .cursorExpired, "cursor_expired"),
         ("payloadTooLarge", .payloadTooLarge, "payload_too_large"),
         ("unsupportedEncoding", .unsupportedEncoding, "unsupported_encoding"),
