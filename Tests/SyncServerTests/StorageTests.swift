@@ -60,8 +60,9 @@ struct StorageTests {
             ("user_id", .text("u")), ("device_id", .text("d")), ("occurred_at", .integer(-1)), ("recorded_at", .null),
             ("hash", .text(String(repeating: "a", count: 64))), ("_scope_key", .text("ops:team:red")), ("_seq", .integer(2)),
         ] { event[name] = value }
-        // A row read ahead and found absent goes in by another path on PostgreSQL (`COPY`, whose
-        // text format escapes tabs, newlines and backslashes): the same values must come back.
+        // A row read ahead and found absent goes in by another path on PostgreSQL (a plain
+        // `INSERT`, once `COPY`, whose text format escaped tabs, newlines and backslashes): the
+        // same values must come back.
         let statement = ContractRegistry.statement
         var copied = try columns(
             statement.fields,

@@ -42,9 +42,11 @@ final class PostgresTransaction: StorageTransaction {
     /// Rows read ahead (``prefetchRows(in:tenant:ids:)``), `nil` for an id known to be absent;
     /// an entry is dropped when the transaction writes its row.
     private var knownRows: [StoredRowKey: StoredRow?] = [:]
-    /// Unsent rows read ahead and found absent: sent with `COPY`, the fastest way in, rather
-    /// than `INSERT … ON CONFLICT`. Should another transaction insert one meanwhile, the `COPY`
-    /// fails with a unique violation and the transaction runs again, which then reads it.
+    /// Unsent rows read ahead and found absent: sent with a plain multi-row `INSERT`, faster
+    /// than `INSERT … ON CONFLICT DO UPDATE … RETURNING`. Should another transaction insert one
+    /// meanwhile, the `INSERT` fails with a unique violation and the transaction runs again,
+    /// which then reads it. (Not `COPY`: postgres-nio 1.33 stops the process, a
+    /// `preconditionFailure`, when the database cuts the session in the middle of one.)
     private var absentRows: Set<StoredRowKey> = []
     /// Lookups read ahead (``prefetchMatches(in:tenant:columns:keys:)``): the stored rows each
     /// key's columns held when read, before this transaction wrote any of them.
@@ -1003,7 +1005,7 @@ final class PostgresTransaction: StorageTransaction {
         } else {
             knownRows.removeAll()
         }
-        let (sql, bindings) = try insert([row], in: table, replacing: false)
+        let (sql, bindings) = try insert([row], in: table, mode: .ignoring)
         sentRowCounts[table.name, default: 0] += 1
         return try await !run(sql, bindings).isEmpty
     }
@@ -1026,8 +1028,12 @@ final class PostgresTransaction: StorageTransaction {
             guard let table = batchTable, !batch.isEmpty else { return }
             defer { batch = [] }
             sentRowCounts[table.name, default: 0] += batch.count
-            if batchAbsent, try await copy(batch, into: table) { return }
-            let (sql, bindings) = try insert(batch, in: table, replacing: true)
+            if batchAbsent {
+                let (sql, bindings) = try insert(batch, in: table, mode: .new)
+                _ = try await run(sql, bindings)
+                return
+            }
+            let (sql, bindings) = try insert(batch, in: table, mode: .replacing)
             // Each row comes back unless the id is stored in another scope.
             if try await run(sql, bindings).count != batch.count { throw PostgresStorageError.rowInAnotherScope(table: table.name) }
         }
@@ -1038,7 +1044,7 @@ final class PostgresTransaction: StorageTransaction {
                 key.table == batchTable && isAbsent == batchAbsent
                 && (row.layout === batchLayout || row.columnNames.sorted() == batchColumns)
             if sameColumns { batchLayout = row.layout }
-            if sameColumns, !isAbsent, (batch.count + 1) * batchColumns.count > 30_000 { sameColumns = false }
+            if sameColumns, (batch.count + 1) * batchColumns.count > 30_000 { sameColumns = false }
             if !sameColumns {
                 try await send()
                 batchTable = key.table
@@ -1051,25 +1057,8 @@ final class PostgresTransaction: StorageTransaction {
         try await send()
     }
 
-    /// `COPY`s rows with the same columns, none of them stored yet, into their table; `false`
-    /// (nothing sent) when a value has no text form `COPY` takes, for `INSERT` to send them.
-    private func copy(_ rows: [StoredRow], into table: ContractTable) async throws -> Bool {
-        var columns = try SentColumns(of: rows[0], in: table, catalog: catalog)
-        var buffer = ByteBuffer()
-        buffer.reserveCapacity(rows.count * columns.names.count * 16)
-        for row in rows {
-            for (index, position) in columns.positions(in: row).enumerated() {
-                if index > 0 { buffer.writeInteger(UInt8(ascii: "\t")) }
-                guard try PostgresValues.writeCopyText(row.value(at: position), as: columns.types[index], into: &buffer) else { return false }
-            }
-            buffer.writeInteger(UInt8(ascii: "\n"))
-        }
-        try await connection.copyFrom(table: table.name, columns: columns.names, logger: logger) { writer in try await writer.write(buffer) }
-        return true
-    }
-
-    /// `INSERT … VALUES (…), (…) ON CONFLICT …` for rows with the same columns.
-    private func insert(_ rows: [StoredRow], in table: ContractTable, replacing: Bool) throws -> (String, PostgresBindings) {
+    /// `INSERT … VALUES (…), (…)` for rows with the same columns, `ON CONFLICT …` as `mode` says.
+    private func insert(_ rows: [StoredRow], in table: ContractTable, mode: PostgresCatalog.InsertMode) throws -> (String, PostgresBindings) {
         var columns = try SentColumns(of: rows[0], in: table, catalog: catalog)
         var bindings = PostgresBindings(capacity: columns.names.count * rows.count)
         for row in rows {
@@ -1077,7 +1066,7 @@ final class PostgresTransaction: StorageTransaction {
                 try PostgresValues.bind(row.value(at: position), as: columns.types[index], into: &bindings)
             }
         }
-        let (head, tail) = catalog.insertClauses(table: table, columns: columns.names, replacing: replacing)
+        let (head, tail) = catalog.insertClauses(table: table, columns: columns.names, mode: mode)
         return (head + catalog.valueTuples(rows: rows.count, width: columns.names.count) + tail, bindings)
     }
 
@@ -1410,18 +1399,32 @@ final class PostgresCatalog: Sendable {
     /// The text before and after the `VALUES` tuples of an insert: `INSERT INTO t (…) VALUES `
     /// and the conflict clause (replace the row unless it is in another scope, or do nothing),
     /// built once per table and column list.
-    func insertClauses(table: ContractTable, columns: [String], replacing: Bool) -> (String, String) {
-        let key = [table.name, replacing ? "replace" : "ignore"] + columns
+    /// What an `INSERT` does with a row whose key is stored already.
+    enum InsertMode: String {
+        /// Replaces it, unless it is in another scope (then the row does not come back).
+        case replacing
+        /// Leaves it (the row does not come back).
+        case ignoring
+        /// Fails on the key (rows read ahead and found absent: one stored meanwhile makes the
+        /// transaction run again).
+        case new
+    }
+
+    func insertClauses(table: ContractTable, columns: [String], mode: InsertMode) -> (String, String) {
+        let key = [table.name, mode.rawValue] + columns
         if let clauses = insertTexts.withLockedValue({ $0[key] }) { return clauses }
         let quoted = columns.map { "\"\($0)\"" }
         let head = "INSERT INTO \"\(table.name)\" (" + quoted.joined(separator: ", ") + ") VALUES "
         var tail = " ON CONFLICT (\"_tenant_id\", \"\(table.primaryKey)\") "
-        if replacing {
+        switch mode {
+        case .new:
+            tail = ""
+        case .replacing:
             let updates = quoted.filter { $0 != "\"_tenant_id\"" && $0 != "\"\(table.primaryKey)\"" }.map { "\($0) = EXCLUDED.\($0)" }
             tail +=
                 "DO UPDATE SET " + updates.joined(separator: ", ")
                 + " WHERE \"\(table.name)\".\"_scope_key\" = EXCLUDED.\"_scope_key\" RETURNING 1"
-        } else {
+        case .ignoring:
             tail += "DO NOTHING RETURNING 1"
         }
         insertTexts.withLockedValue { $0[key] = (head, tail) }

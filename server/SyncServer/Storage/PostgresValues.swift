@@ -54,55 +54,6 @@ enum PostgresValues {
         }
     }
 
-    /// Writes a value as `COPY`'s text format has it for a column of `type` (the same values
-    /// ``bind(_:as:into:)`` takes), escaped; `false` (nothing written) for a timestamp outside
-    /// the years 1–9999, which only a bound parameter carries.
-    static func writeCopyText(_ value: ColumnValue, as type: PostgresDataType, into buffer: inout ByteBuffer) throws(PostgresStorageError) -> Bool {
-        func mismatch() -> PostgresStorageError {
-            .unsupportedValue("a \(value.kindName) value cannot be stored in a column of type \(type)")
-        }
-        switch (type, value) {
-        case (_, .null): buffer.writeString("\\N")
-        case (.int8, .integer(let number)), (.int4, .integer(let number)), (.int2, .integer(let number)),
-            (.float8, .integer(let number)), (.float4, .integer(let number)), (.text, .integer(let number)):
-            buffer.writeString(String(number))
-        // Swift's shortest round-trip form; PostgreSQL reads `inf`, `-inf` and `nan` as well.
-        case (.float8, .real(let number)), (.float4, .real(let number)): buffer.writeString(String(number))
-        case (.bool, .integer(let number)): buffer.writeInteger(number != 0 ? UInt8(ascii: "t") : UInt8(ascii: "f"))
-        case (.timestamptz, .integer(let millis)):
-            // 0001-01-01 and 9999-12-31 at the last millisecond, in milliseconds since 1970.
-            guard millis >= -62_135_596_800_000, millis <= 253_402_300_799_999 else { return false }
-            buffer.writeString(Timestamp(millisecondsSince1970: millis).iso8601)
-        case (.date, .text(let text)), (.uuid, .text(let text)), (.jsonb, .text(let text)), (.json, .text(let text)),
-            (.text, .text(let text)), (.varchar, .text(let text)):
-            writeEscaped(text, into: &buffer)
-        case (.bytea, .blob(let data)):
-            // `\x` then hex; the backslash escaped as COPY's text format wants every backslash.
-            buffer.writeString("\\\\x")
-            for byte in data {
-                buffer.writeInteger(hexDigits[Int(byte >> 4)])
-                buffer.writeInteger(hexDigits[Int(byte & 0x0F)])
-            }
-        default: throw mismatch()
-        }
-        return true
-    }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    /// Text with COPY's escapes: backslash, tab, newline and carriage return.
-    private static func writeEscaped(_ text: String, into buffer: inout ByteBuffer) {
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\\"): buffer.writeString("\\\\")
-            case UInt8(ascii: "\t"): buffer.writeString("\\t")
-            case UInt8(ascii: "\n"): buffer.writeString("\\n")
-            case UInt8(ascii: "\r"): buffer.writeString("\\r")
-            default: buffer.writeInteger(byte)
-            }
-        }
-    }
-
     /// A cell of a result row, as the logic reads it.
     static func value(of cell: PostgresCell) throws(PostgresStorageError) -> ColumnValue {
         guard var bytes = cell.bytes else { return .null }
