@@ -38,7 +38,7 @@ struct CommandLineTests {
         defer { try? FileManager.default.removeItem(at: output) }
         let stale = try Self.run(["generate", "--check", "--output", output.path], in: folder)
         #expect(stale.status == 1)
-        #expect(stale.stderr.contains("help: run `make codegen`"))
+        #expect(stale.stderr.contains("help: run `contractc generate --contracts "))
         let generate = try Self.run(["generate", "--output", output.path], in: folder)
         #expect(generate.status == 0)
         let again = try Self.run(["generate", "--output", output.path], in: folder)

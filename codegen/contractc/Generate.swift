@@ -31,7 +31,8 @@ struct Generate: ParsableCommand {
             FileHandle.standardError.write(
                 Data(
                     ("error: \(output) is out of date:\n" + stale.map { "  \($0)" }.joined(separator: "\n")
-                        + "\nhelp: run `make codegen` and commit the result\n").utf8))
+                        + "\nhelp: run `contractc generate --contracts \(options.contracts) --output \(output)` (or `swift package "
+                        + "generate-contracts`) and commit the result\n").utf8))
             throw ExitCode(1)
         }
         do {

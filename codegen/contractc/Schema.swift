@@ -53,7 +53,7 @@ struct Schema: ParsableCommand {
         guard problems.isEmpty else {
             FileHandle.standardError.write(
                 Data(
-                    (problems.map { "error: \($0)" }.joined(separator: "\n") + "\nhelp: run `contractc schema` (make codegen) and commit the result\n")
+                    (problems.map { "error: \($0)" }.joined(separator: "\n") + "\nhelp: run `contractc schema` (or `swift package generate-contracts`) and commit the result\n")
                         .utf8))
             throw ExitCode(1)
         }

@@ -55,7 +55,7 @@ struct RegistryGenerator {
         w.line("/// Every contract of the project, as data.")
         w.line("///")
         w.line("/// Client and server look tables, scopes, policies and versions up here instead of")
-        w.line("/// hard-coding them, so a contract change reaches both through `make codegen`.")
+        w.line("/// hard-coding them, so a contract change reaches both through `contractc generate`.")
         w.block("public enum ContractRegistry: ContractSchema") { w in
             w.line("/// The sync scopes of the manifest.")
             w.line("public static let scopes: [ScopeDescriptor] = [")
