@@ -53,8 +53,8 @@ struct Schema: ParsableCommand {
         guard problems.isEmpty else {
             FileHandle.standardError.write(
                 Data(
-                    (problems.map { "error: \($0)" }.joined(separator: "\n") + "\nhelp: run `contractc schema` (or `swift package generate-contracts`) and commit the result\n")
-                        .utf8))
+                    (problems.map { "error: \($0)" }.joined(separator: "\n")
+                        + "\nhelp: run `contractc schema` (or `swift package generate-contracts`) and commit the result\n").utf8))
             throw ExitCode(1)
         }
         if check { print("\(schemaURL.path) is up to date, and every contract file names it.") }
