@@ -123,6 +123,8 @@ struct SinkKindTests {
                     "activity_base": "https://learn.example.com/a/", "contract": "Statement", "home_page": "https://learn.example.com", "user": "lrs",
                 ])
         #expect(SinkStore.options(nil).isEmpty && SinkStore.options("not json").isEmpty)
+        // A kind's own camel-case setting is kept as its kind named it.
+        #expect(SinkStore.options(#"{"apiKey":"k","home_page":"h"}"#) == ["apiKey": "k", "home_page": "h"])
         // The sealed secrets were {"password", "signing"}: the password is the kind's secret setting.
         let key = try AuditKey(bytes: Data(repeating: 5, count: 32))
         let sealed = try SinkStore.seal(Sink.Secrets(signing: "s-1", settings: ["password": "p-1"]), tenant: "acme", id: "lrs", key: key)

@@ -235,20 +235,21 @@ package struct SinkStore: Sendable {
     }
 
     /// A sink's settings from its `options` column: a JSON object of strings. Rows written before
-    /// sink kinds were open named two settings in camel case (`homePage`, `activityBase`); they
-    /// read as the snake-case names the settings have now (`home_page`, `activity_base`).
+    /// sink kinds were open held this store's own `Options` record, two of whose keys were camel
+    /// case; they read as the names those settings have now. Any other name is an app's kind's
+    /// own and is read as it was written.
     static func options(_ text: String?) -> [String: String] {
         guard let text, let decoded = try? JSONDecoder().decode([String: String?].self, from: Data(text.utf8)) else { return [:] }
         var options: [String: String] = [:]
         for (name, value) in decoded {
             guard let value else { continue }
-            let snake = name.reduce(into: "") { text, character in
-                if character.isUppercase { text += "_" + character.lowercased() } else { text.append(character) }
-            }
-            options[snake] = value
+            options[legacyOptionNames[name] ?? name] = value
         }
         return options
     }
+
+    /// The camel-case keys of the `options` record stored before sink kinds were open.
+    private static let legacyOptionNames = ["homePage": "home_page", "activityBase": "activity_base"]
 
     private static func deadLetter(_ row: StoredRow) -> DeadLetter {
         DeadLetter(
