@@ -1,6 +1,7 @@
 import ContractRuntime
 import Contracts
 import Foundation
+import GRDB
 import OutpostTestSupport
 import SyncProtocol
 import SyncServer
@@ -9,31 +10,32 @@ import Testing
 @testable import SyncClient
 
 /// What the server's data obligations look like from a device, against the real server: an
-/// urgent change (a withdrawn unit) is stored before any page of the next pull, and a device
+/// urgent change (a withdrawn unit) is stored before any page of the next pull (with it, when
+/// that page is the scope's whole delta), and a device
 /// whose user was erased wipes its store.
 @Suite struct UserDataSyncTests {
     static let scopes = ["user", "team", "content"]
 
     func engine(_ store: OfflineStore, _ transport: any SyncTransport) -> SyncEngine {
-        SyncEngine(store: store, transport: transport, configuration: SyncEngineConfiguration(scopes: Self.scopes, retriesAutomatically: false))
+        engine(store, transport, scopes: Self.scopes, pageSize: nil)
     }
 
-    /// Forwards to the real transport and, at the first pull page asked for, notes what the
-    /// store held then.
-    final class FirstPageProbe: SyncTransport, @unchecked Sendable {
+    func engine(_ store: OfflineStore, _ transport: any SyncTransport, scopes: [String], pageSize: Int?) -> SyncEngine {
+        SyncEngine(
+            store: store, transport: transport,
+            configuration: SyncEngineConfiguration(scopes: scopes, pullPageSize: pageSize, retriesAutomatically: false)
+        )
+    }
+
+    /// Forwards to the real transport and notes each request.
+    final class RequestLog: SyncTransport, @unchecked Sendable {
         let inner: URLSessionTransport
-        let probe: @Sendable () -> Bool
         private let lock = NSLock()
         private var calls: [String] = []
-        private var heldAtFirstPage: Bool?
 
-        init(_ inner: URLSessionTransport, probe: @escaping @Sendable () -> Bool) {
-            self.inner = inner
-            self.probe = probe
-        }
+        init(_ inner: URLSessionTransport) { self.inner = inner }
 
         var requests: [String] { lock.withLock { calls } }
-        var probeAtFirstPage: Bool? { lock.withLock { heldAtFirstPage } }
 
         func push(_ request: PushRequest) async throws(TransportError) -> PushResponse { try await inner.push(request) }
 
@@ -44,11 +46,7 @@ import Testing
         func pull(
             scope: String, cursor: String?, limit: Int?, schema: [String: Int], clientID: String, contracts: [String]?
         ) async throws(TransportError) -> Data {
-            let result = probe()
-            lock.withLock {
-                calls.append("pull \(scope)")
-                if heldAtFirstPage == nil { heldAtFirstPage = result }
-            }
+            lock.withLock { calls.append("pull \(scope)") }
             return try await inner.pull(scope: scope, cursor: cursor, limit: limit, schema: schema, clientID: clientID, contracts: contracts)
         }
 
@@ -62,27 +60,95 @@ import Testing
         func health() async -> Bool { await inner.health() }
     }
 
-    @Test func anUrgentChangeIsStoredBeforeAnyPageOfTheNextPull() async throws {
+    /// The store's commits that changed one table, each as the kinds of change it made there, in
+    /// commit order: what a device stored when, whatever the order its requests went in.
+    final class TableCommits: TransactionObserver, @unchecked Sendable {
+        let table: String
+        private let lock = NSLock()
+        private var pending: Set<String> = []
+        private var committed: [Set<String>] = []
+
+        init(_ table: String) { self.table = table }
+
+        var commits: [Set<String>] { lock.withLock { committed } }
+
+        func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { eventKind.tableName == table }
+
+        func databaseDidChange(with event: DatabaseEvent) {
+            let kind: String
+            switch event.kind {
+            case .insert: kind = "insert"
+            case .update: kind = "update"
+            case .delete: kind = "delete"
+            }
+            lock.withLock { _ = pending.insert(kind) }
+        }
+
+        func databaseDidCommit(_ db: Database) {
+            lock.withLock {
+                if !pending.isEmpty { committed.append(pending) }
+                pending = []
+            }
+        }
+
+        func databaseDidRollback(_ db: Database) { lock.withLock { pending = [] } }
+    }
+
+    /// A device that synced units u-1 and u-2, then three units published and u-1 withdrawn,
+    /// marked urgent; `body` syncs it again and checks what it did.
+    func afterAWithdrawal(
+        scopes: [String], _ body: @escaping @Sendable (LiveServer, OfflineStore, TableCommits) async throws -> Void
+    ) async throws {
         try await LiveServer.run { server in
             let directory = try TemporaryDirectory()
             let store = try makeDeviceStore(directory, device: "d-1")
             try await server.publishUnit("u-1", lessons: [[]])
             try await server.publishUnit("u-2", lessons: [[]])
-            guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("first sync"); return }
+            let first = engine(store, server.transport("d-1"), scopes: scopes, pageSize: nil)
+            guard case .succeeded = await first.syncNow() else { Issue.record("first sync"); return }
             #expect(try store.fetch(Unit.self, id: "u-1") != nil)
 
-            // Ordinary changes in every scope, then the unit is withdrawn, marked urgent.
+            // Ordinary changes, then the unit is withdrawn, marked urgent: the last change of the scope.
             for id in ["u-3", "u-4", "u-5"] { try await server.publishUnit(id, lessons: [[]]) }
             try await server.content.delete(entity: "Unit", id: "u-1", identity: LiveServer.admin, urgent: true)
 
-            let probe = FirstPageProbe(server.transport("d-1")) { (try? store.fetch(Unit.self, id: "u-1")) == nil }
-            guard case .succeeded = await engine(store, probe).syncNow() else { Issue.record("second sync"); return }
-            #expect(probe.probeAtFirstPage == true, "the withdrawn unit was still on the device when the first page was asked for")
-            let firstPull = try #require(probe.requests.firstIndex { $0.hasPrefix("pull") })
-            #expect(probe.requests[..<firstPull].contains("urgent content"))
+            let units = TableCommits(Unit.descriptor.table)
+            store.pool.add(transactionObserver: units)
+            try await body(server, store, units)
             #expect(try store.fetch(Unit.self, id: "u-1") == nil)
             #expect(try store.fetch(Lesson.self, id: "u-1-lesson-0") == nil)
             for id in ["u-2", "u-3", "u-4", "u-5"] { #expect(try store.fetch(Unit.self, id: id) != nil) }
+        }
+    }
+
+    @Test func anUrgentChangeIsStoredBeforeAnyPageOfTheNextPull() async throws {
+        try await afterAWithdrawal(scopes: Self.scopes) { server, store, units in
+            // Pages of one row: the withdrawal is the content scope's last change, four pages on.
+            let log = RequestLog(server.transport("d-1"))
+            guard case .succeeded = await engine(store, log, scopes: Self.scopes, pageSize: 1).syncNow() else {
+                Issue.record("second sync")
+                return
+            }
+            let withdrawn = try #require(units.commits.firstIndex { $0.contains("delete") }, "the withdrawal was stored")
+            let firstPage = try #require(units.commits.firstIndex { $0.contains("insert") }, "the new units were stored")
+            #expect(withdrawn < firstPage, "the withdrawn unit was stored with or after a page: \(units.commits)")
+            // The content scope's first page is not its last: its urgent changes were asked for.
+            #expect(log.requests.contains("urgent content"))
+        }
+    }
+
+    @Test func anIncrementalSyncOfOnePageAsksNoUrgentRequestForItsScope() async throws {
+        try await afterAWithdrawal(scopes: ["content"]) { server, store, units in
+            let log = RequestLog(server.transport("d-1"))
+            guard case .succeeded(_, let pulled) = await engine(store, log, scopes: ["content"], pageSize: nil).syncNow() else {
+                Issue.record("second sync")
+                return
+            }
+            // The page is the scope's last: it holds the withdrawal and commits it with the rest.
+            #expect(log.requests == ["pull content"])
+            #expect(units.commits.count == 1, "\(units.commits)")
+            #expect(units.commits.first?.isSuperset(of: ["insert", "delete"]) == true)
+            #expect(pulled > 0)
         }
     }
 
