@@ -53,7 +53,10 @@ GENERATED  ?= Sources/Contracts
 # Sources/<Name>Contracts (the one folder there).
 EXAMPLES   ?= examples/inspections
 # Every contracts folder with the module generated from it, as contracts:module pairs.
-CONTRACT_SETS := $(CONTRACTS):$(GENERATED) $(foreach example,$(EXAMPLES),$(example)/contracts:$(wildcard $(example)/Sources/*Contracts))
+# The engines' own test contracts, generated into the EngineTestContracts target.
+ENGINE_TEST_CONTRACTS := Tests/Support/EngineContracts
+CONTRACT_SETS := $(CONTRACTS):$(GENERATED) $(foreach example,$(EXAMPLES),$(example)/contracts:$(wildcard $(example)/Sources/*Contracts)) \
+	$(ENGINE_TEST_CONTRACTS)/contracts:$(ENGINE_TEST_CONTRACTS)/Sources
 BIN        := $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 CONTRACTC  := $(BIN)/contractc
 
@@ -119,7 +122,8 @@ lock: contractc
 # The Swift sources swift format keeps in one style (.swift-format): all but the generated
 # modules, which only the contract compiler writes, and the compiler's golden fixtures.
 FORMAT_FILES = $(shell find Sources client server codegen bench fuzz Tests examples -name '*.swift' \
-	-not -path '*/.build*' -not -path 'Sources/Contracts/*' -not -path 'examples/*/Sources/*Contracts/*' -not -path '*/Fixtures/*' | sort)
+	-not -path '*/.build*' -not -path 'Sources/Contracts/*' -not -path 'examples/*/Sources/*Contracts/*' \
+	-not -path 'Tests/Support/EngineContracts/Sources/*' -not -path '*/Fixtures/*' | sort)
 # The engines' modules, whose public API adopters build on: the same style, and every public
 # declaration documented (.swift-format-engines: .swift-format with
 # AllPublicDeclarationsHaveDocumentation on). Each file is in exactly one of the two lists.

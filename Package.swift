@@ -319,16 +319,26 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             path: "Tests/Support",
+            // The engines' own contract set is a module of its own (EngineTestContracts).
+            exclude: ["EngineContracts"],
             // Unoptimized in release too: Swift 6.3's optimizer crashes (signal 11 in LLVM's
             // coroutine splitting, emitSetAndGetSwiftErrorValueAround) on StorageKind's async
             // throwing factories, which kept `swift build -c release` and `make sim` from
             // building. Test support gains nothing from optimization.
             swiftSettings: strictSwift + [.unsafeFlags(["-Onone"], .when(configuration: .release))]
         ),
+        // The engines' own contracts (Tests/Support/EngineContracts/contracts), generated like
+        // any contract set: the engine suites test through these, never through the sample's.
+        .target(
+            name: "EngineTestContracts",
+            dependencies: ["ContractRuntime"],
+            path: "Tests/Support/EngineContracts/Sources",
+            swiftSettings: strictSwift
+        ),
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
-                "OutpostTestSupport",
+                "OutpostTestSupport", "EngineTestContracts",
                 "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // A front that refuses compressed pushes (CompressedPushTests).
@@ -371,7 +381,7 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "OutpostTestSupport",
+                "OutpostTestSupport", "EngineTestContracts",
                 "SyncServer", "SampleServerApps", "LearningServer", "FieldOpsServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "CZlib",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),

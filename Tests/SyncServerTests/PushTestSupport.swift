@@ -28,9 +28,15 @@ struct PushHarness {
     static let admin = DeviceIdentity(tenant: tenant, userID: "admin", deviceID: "console", isAdmin: true, expiresAt: .max)
 
     init(_ kind: StorageKind) async throws {
+        try await self.init(kind, contracts: ContractRegistry.self, reducers: SampleServerApps.reducers)
+    }
+
+    /// A push service on a fresh storage of `contracts` (the engine suites pass the engines' own,
+    /// ``engine(_:)``), running `reducers`.
+    init(_ kind: StorageKind, contracts: any ContractSchema.Type, reducers: [any Reducer]) async throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("push-\(UUID().uuidString)")
-        storage = try await kind.makeStorage(in: folder)
-        service = PushService(storage: storage, clock: PushFixedClock(), reducers: SampleServerApps.reducers)
+        storage = try await kind.makeStorage(in: folder, contracts: contracts)
+        service = PushService(storage: storage, clock: PushFixedClock(), reducers: reducers)
     }
 
     func remove() { try? FileManager.default.removeItem(at: folder) }
