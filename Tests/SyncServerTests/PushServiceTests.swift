@@ -1,23 +1,24 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
-import SampleServerApps
 import SyncProtocol
 import Testing
 
 @testable import SyncServer
 
+/// Push on the engines' own contracts: `Card` (version_check, team scope), `Activity`
+/// (append_only, user scope) and `Label` (read-only catalog, version 3, oldest supported 2).
 @Suite("Push: exactly once, sequencing, whole-request refusals", .blockingWork)
 struct PushServiceTests {
     @Test("the same push sent 3 times gives the same results and one effect, audited once", arguments: StorageKind.allCases)
     func exactlyOnce(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         let mutations = [
-            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
-            h.mutation(2, "Task", .update, "task-1", h.taskPayload("task-1", title: "Swap battery, bay 2"), baseVersion: 1),
-            h.mutation(3, "Statement", .create, "st-1", h.statementPayload("st-1")),
+            h.mutation(1, "Card", .create, "card-1", h.cardPayload("card-1")),
+            h.mutation(2, "Card", .update, "card-1", h.cardPayload("card-1", title: "Draft the plan, part 2"), baseVersion: 1),
+            h.mutation(3, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1))),
         ]
         let first = try await h.push(mutations)
         let second = try await h.push(mutations)
@@ -27,11 +28,11 @@ struct PushServiceTests {
         #expect(third == first)
         #expect(first.lastSeq == 3)
 
-        let task = try #require(try await h.row(FieldTask.descriptor, "task-1"))
-        #expect(task.integer("_version") == 2)
-        #expect(task.text("title") == "Swap battery, bay 2")
-        #expect(task.integer("revision") == 2)  // the int version field follows _version
-        let sequence = try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
+        let card = try #require(try await h.row(Card.descriptor, "card-1"))
+        #expect(card.integer("_version") == 2)
+        #expect(card.text("title") == "Draft the plan, part 2")
+        #expect(card.integer("revision") == 2)  // the int version field follows _version
+        let sequence = try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "workspace:team:red") }
         #expect(sequence == 2)
         let audit = try await h.auditedChanges()
         #expect(audit.count == 3)
@@ -40,11 +41,11 @@ struct PushServiceTests {
 
     @Test("a resend overlapping done and new seqs replays the done ones and applies the rest", arguments: StorageKind.allCases)
     func overlappingResend(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
-        let one = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
-        let two = h.mutation(2, "Statement", .create, "st-2", h.statementPayload("st-2"))
-        let three = h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3"))
+        let one = h.mutation(1, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1)))
+        let two = h.mutation(2, "Activity", .create, h.activityID(2), h.activityPayload(h.activityID(2)))
+        let three = h.mutation(3, "Activity", .create, h.activityID(3), h.activityPayload(h.activityID(3)))
         let first = try await h.push([one, two])
         let second = try await h.push([two, three])
         #expect(second.results[0] == first.results[1])
@@ -55,33 +56,33 @@ struct PushServiceTests {
 
     @Test("a gap is refused with 409 and the last seq done, and writes nothing", arguments: StorageKind.allCases)
     func gap(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
-        try await h.push([h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))])
-        let error = try #require(await h.refusal([h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3"))]))
+        try await h.push([h.mutation(1, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1)))])
+        let error = try #require(await h.refusal([h.mutation(3, "Activity", .create, h.activityID(3), h.activityPayload(h.activityID(3)))]))
         #expect(error.status == 409)
         #expect(error.detail.code == .sequenceGap)
         #expect(error.detail.details == .object(["last_seq": .int(1)]))
-        #expect(try await h.row(Statement.descriptor, "st-3") == nil)
+        #expect(try await h.row(ActivityRecord.descriptor, h.activityID(3)) == nil)
         #expect(try await h.auditedChanges().count == 1)
     }
 
     @Test("malformed pushes are refused with 400 before anything is written", arguments: StorageKind.allCases)
     func malformed(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
-        let statement = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
-        let emptyClient = await h.refusal([statement], client: " ")
+        let activity = h.mutation(1, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1)))
+        let emptyClient = await h.refusal([activity], client: " ")
         #expect(emptyClient?.status == 400)
         #expect(emptyClient?.detail.code == .malformedRequest)
 
-        let skipping = await h.refusal([statement, h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3"))])
+        let skipping = await h.refusal([activity, h.mutation(3, "Activity", .create, h.activityID(3), h.activityPayload(h.activityID(3)))])
         #expect(skipping?.status == 400)
 
-        let zero = await h.refusal([h.mutation(0, "Statement", .create, "st-0", h.statementPayload("st-0"))])
+        let zero = await h.refusal([h.mutation(0, "Activity", .create, h.activityID(0), h.activityPayload(h.activityID(0)))])
         #expect(zero?.status == 400)
 
-        let tooMany = (1...1001).map { h.mutation(Int64($0), "Statement", .create, "st-\($0)", h.statementPayload("st-\($0)")) }
+        let tooMany = (1...1001).map { h.mutation(Int64($0), "Activity", .create, h.activityID($0), h.activityPayload(h.activityID($0))) }
         let large = await h.refusal(tooMany)
         #expect(large?.status == 400)
         #expect(large?.detail.message.contains("1000") == true)
@@ -92,9 +93,9 @@ struct PushServiceTests {
 
     @Test("an empty push answers the last seq done", arguments: StorageKind.allCases)
     func emptyPush(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
-        try await h.push([h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))])
+        try await h.push([h.mutation(1, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1)))])
         let response = try await h.push([])
         #expect(response.results.isEmpty)
         #expect(response.lastSeq == 1)
@@ -102,12 +103,12 @@ struct PushServiceTests {
 
     @Test("a rejected mutation in the middle is done: the ones after it apply, and it is not retried", arguments: StorageKind.allCases)
     func rejectedInTheMiddle(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         let mutations = [
-            h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1")),
-            h.mutation(2, "Statement", .create, "st-2", ["id": .string("st-2"), "verb": .int(3)]),
-            h.mutation(3, "Statement", .create, "st-3", h.statementPayload("st-3")),
+            h.mutation(1, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1))),
+            h.mutation(2, "Activity", .create, h.activityID(2), ["id": .string(h.activityID(2)), "verb": .int(3)]),
+            h.mutation(3, "Activity", .create, h.activityID(3), h.activityPayload(h.activityID(3))),
         ]
         let response = try await h.push(mutations)
         #expect(response.results.map(\.status) == [.applied, .rejected, .applied])
@@ -116,50 +117,50 @@ struct PushServiceTests {
 
         let again = try await h.push(mutations)
         #expect(again == response)
-        #expect(try await h.row(Statement.descriptor, "st-2") == nil)
+        #expect(try await h.row(ActivityRecord.descriptor, h.activityID(2)) == nil)
         #expect(try await h.auditedChanges().map(\.outcome) == [.applied, .rejected, .applied])
     }
 
     @Test("426 for a schema below the oldest supported, 422 for an unknown contract name", arguments: StorageKind.allCases)
     func schemaVersions(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
-        let statement = h.mutation(1, "Statement", .create, "st-1", h.statementPayload("st-1"))
-        let old = try #require(await h.refusal([statement], schema: ["Unit": 1, "Statement": 1]))
+        let activity = h.mutation(1, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1)))
+        let old = try #require(await h.refusal([activity], schema: ["Label": 1, "Activity": 1]))
         #expect(old.status == 426)
         #expect(old.detail.code == .schemaTooOld)
         #expect(
             old.detail.details
-                == .object(["entity": .string("Unit"), "oldest_supported": .int(2), "current": .int(3), "last_seq": .int(0)])
+                == .object(["entity": .string("Label"), "oldest_supported": .int(2), "current": .int(3), "last_seq": .int(0)])
         )
 
         // A contract the server does not know refuses only the mutations that use it.
-        #expect(await h.refusal([statement], schema: ["Spaceship": 1, "Unit": 2]) == nil)
+        #expect(await h.refusal([activity], schema: ["Spaceship": 1, "Label": 2]) == nil)
 
-        #expect(try await h.push([statement], schema: ["Unit": 2, "Statement": 1]).results.first?.status == .applied)
+        #expect(try await h.push([activity], schema: ["Label": 2, "Activity": 1]).results.first?.status == .applied)
         // The refusal names the last seq the server took, so the device renumbers only what it never took.
-        let second = h.mutation(2, "Statement", .create, "st-2", h.statementPayload("st-2"))
-        let later = try #require(await h.refusal([second], schema: ["Unit": 1, "Statement": 1]))
+        let second = h.mutation(2, "Activity", .create, h.activityID(2), h.activityPayload(h.activityID(2)))
+        let later = try #require(await h.refusal([second], schema: ["Label": 1, "Activity": 1]))
         guard case .object(let details)? = later.detail.details else { Issue.record("no details"); return }
         #expect(details["last_seq"] == .int(1))
     }
 
     @Test("the audit chain verifies after pushes with every outcome", arguments: StorageKind.allCases)
     func auditChain(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         try await h.push([
-            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
-            h.mutation(2, "Task", .update, "task-1", h.taskPayload("task-1"), baseVersion: 7),
-            h.mutation(3, "Unit", .create, "unit-1", ["id": .string("unit-1")]),
-            h.mutation(4, "Statement", .create, "st-1", h.statementPayload("st-1")),
-            h.mutation(5, "Statement", .create, "st-1", h.statementPayload("st-1")),
+            h.mutation(1, "Card", .create, "card-1", h.cardPayload("card-1")),
+            h.mutation(2, "Card", .update, "card-1", h.cardPayload("card-1"), baseVersion: 7),
+            h.mutation(3, "Label", .create, "label-1", ["id": .string("label-1")]),
+            h.mutation(4, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1))),
+            h.mutation(5, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1))),
         ])
         let audit = try await h.auditedChanges()
         #expect(audit.map(\.outcome) == [.applied, .conflicted, .rejected, .applied, .duplicate])
         let entries = try await h.audit()
         #expect(entries.map(\.operation) == [.push] && entries.map(\.rowID) == ["alice-phone:1-5"])
-        #expect(entries.map(\.entity) == ["Statement,Task,Unit"] && entries.map(\.outcome.rawValue) == ["applied,conflicted,duplicate,rejected"])
+        #expect(entries.map(\.entity) == ["Activity,Card,Label"] && entries.map(\.outcome.rawValue) == ["applied,conflicted,duplicate,rejected"])
         #expect(try await AuditChain.verify(h.storage) == .intact(entries: 1, keyedFrom: 1))
 
         // Every detail is canonical JSON naming the mutation, not copying its payload.
@@ -178,16 +179,16 @@ struct PushServiceTests {
 
     @Test("a transaction that fails half way leaves nothing written, and the resend applies once", arguments: StorageKind.allCases)
     func crashHalfWay(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         let mutations = [
-            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
-            h.mutation(2, "Statement", .create, "st-1", h.statementPayload("st-1")),
-            h.mutation(3, "Statement", .create, "st-2", h.statementPayload("st-2")),
+            h.mutation(1, "Card", .create, "card-1", h.cardPayload("card-1")),
+            h.mutation(2, "Activity", .create, h.activityID(1), h.activityPayload(h.activityID(1))),
+            h.mutation(3, "Activity", .create, h.activityID(2), h.activityPayload(h.activityID(2))),
         ]
         for failAfter in [0, 1, 3, 5, 7] {
             let failing = PushService(
-                storage: PushFailingStorage(base: h.storage, failAfter: failAfter), clock: PushFixedClock(), reducers: SampleServerApps.reducers)
+                storage: PushFailingStorage(base: h.storage, failAfter: failAfter), clock: PushFixedClock(), reducers: [])
             do {
                 _ = try await failing.push(PushRequest(clientId: "alice-phone", schema: [:], mutations: mutations), identity: PushHarness.alice)
                 Issue.record("the push should have failed after \(failAfter) writes")
@@ -195,17 +196,17 @@ struct PushServiceTests {
                 #expect(error.status == 500)
                 #expect(error.detail.code == .internalError)
             }
-            #expect(try await h.row(FieldTask.descriptor, "task-1") == nil)
-            #expect(try await h.row(Statement.descriptor, "st-1") == nil)
+            #expect(try await h.row(Card.descriptor, "card-1") == nil)
+            #expect(try await h.row(ActivityRecord.descriptor, h.activityID(1)) == nil)
             #expect(try await h.auditedChanges().isEmpty)
             #expect(try await h.storage.read { try await $0.lastSequence(tenant: PushHarness.tenant, clientID: "alice-phone") } == 0)
-            #expect(try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") } == 0)
+            #expect(try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "workspace:team:red") } == 0)
         }
 
         let response = try await h.push(mutations)
         #expect(response.results.map(\.status) == [.applied, .applied, .applied])
         #expect(try await h.push(mutations) == response)
-        #expect(try await h.row(FieldTask.descriptor, "task-1")?.integer("_version") == 1)
+        #expect(try await h.row(Card.descriptor, "card-1")?.integer("_version") == 1)
         #expect(try await h.auditedChanges().count == 3)
         #expect(try await AuditChain.verify(h.storage) == .intact(entries: 1, keyedFrom: 1))
     }
@@ -233,13 +234,13 @@ struct PushServiceTests {
 
     @Test("clients are sequenced separately, and tenants never see each other's rows", arguments: StorageKind.allCases)
     func clientsAndTenants(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
-        try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1"))], as: PushHarness.alice)
-        try await h.push([h.mutation(1, "Task", .create, "task-2", h.taskPayload("task-2"))], as: PushHarness.bob)
+        try await h.push([h.mutation(1, "Card", .create, "card-1", h.cardPayload("card-1"))], as: PushHarness.alice)
+        try await h.push([h.mutation(1, "Card", .create, "card-2", h.cardPayload("card-2"))], as: PushHarness.bob)
         let other = DeviceIdentity(tenant: "t2", userID: "alice", deviceID: "alice-phone", teams: ["red"], expiresAt: .max)
-        let response = try await h.push([h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1", title: "Other tenant"))], as: other)
+        let response = try await h.push([h.mutation(1, "Card", .create, "card-1", h.cardPayload("card-1", title: "Other tenant"))], as: other)
         #expect(response.results.first?.status == .applied)
-        #expect(try await h.row(FieldTask.descriptor, "task-1")?.text("title") == "Swap battery")
+        #expect(try await h.row(Card.descriptor, "card-1")?.text("title") == "Draft the plan")
     }
 }

@@ -35,6 +35,11 @@ extension PushHarness {
         ]
     }
 
+    /// The `n`th `Activity` id: a lowercase UUID (its primary key is a uuid), the same for the same `n`.
+    func activityID(_ n: Int) -> String {
+        String(format: "00000000-0000-4000-8000-%012d", n)
+    }
+
     /// A valid `Activity` (append_only, up, user scope) row.
     func activityPayload(_ id: String, verb: String = "viewed", subject: String = "card-1") -> [String: JSONValue] {
         [
