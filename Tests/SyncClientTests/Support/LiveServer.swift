@@ -42,10 +42,13 @@ struct LiveServer: Sendable {
     ///   - clock: the server's clock; a test that moves a device's clock by hours or
     ///     days moves the server's with it (``DeviceFollowingClock``), as time passes for both.
     ///   - contracts: the server's contracts (the sample's, or a test's variant of them).
+    ///   - apps: the apps the server runs (the sample's; none for the engines' own contracts,
+    ///     see ``LiveServer/engine(_:configuration:clock:_:)``).
     static func run(
         _ kind: StorageKind = .sqlite, configuration: ServerConfiguration = ServerConfiguration(port: 0, rateLimit: nil),
         clock: any ServerClock = SyncServer.SystemClock(),
-        contracts: any ContractSchema.Type = ContractRegistry.self, _ body: @Sendable (LiveServer) async throws -> Void
+        contracts: any ContractSchema.Type = ContractRegistry.self, apps: [any ServerApp] = SampleServerApps.all,
+        _ body: @Sendable (LiveServer) async throws -> Void
     ) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-server-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -53,7 +56,7 @@ struct LiveServer: Sendable {
         // The server authorizes team scopes by the memberships it holds: u-1 is in team-1.
         _ = try await storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-1", userID: "u-1", isMember: true) }
         let signer = try TokenSigner(secret: secret)
-        let environment = ServerEnvironment(storage: storage, signer: signer, clock: clock, apps: SampleServerApps.all)
+        let environment = ServerEnvironment(storage: storage, signer: signer, clock: clock, apps: apps)
         try await LoopbackServer.run(configuration: configuration, environment: environment) { server in
             try await body(
                 LiveServer(

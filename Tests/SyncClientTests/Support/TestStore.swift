@@ -20,21 +20,28 @@ struct TestStore {
     let clock: ManualClock
     let keys: any KeyProvider
     let store: OfflineStore
+    /// The contracts the store was opened on, and its extensions: the sample's by default,
+    /// the engines' own for ``TestStore/engine(directory:clock:keys:tenantId:userId:retention:)``.
+    let contracts: any ContractSchema.Type
+    let extensions: [any StoreExtension]
 
     static let start = Date(timeIntervalSince1970: 1_769_846_400)  // 2026-01-31T08:00:00Z
 
     init(
         directory: TemporaryDirectory? = nil, clock: ManualClock = ManualClock(TestStore.start), keys: (any KeyProvider)? = nil,
-        tenantId: String = "acme", userId: String = "u-1", retention: RetentionPolicy = .standard
+        tenantId: String = "acme", userId: String = "u-1", retention: RetentionPolicy = .standard,
+        contracts: any ContractSchema.Type = ContractRegistry.self, extensions: [any StoreExtension] = [LearningStore()]
     ) throws {
         let directory = try directory ?? TemporaryDirectory()
         let keys = keys ?? FileKeyProvider(directory: directory.keysURL)
         self.directory = directory
         self.clock = clock
         self.keys = keys
+        self.contracts = contracts
+        self.extensions = extensions
         store = try OfflineStore(
             Self.configuration(directory: directory, clock: clock, keys: keys, tenantId: tenantId, userId: userId, retention: retention),
-            contracts: ContractRegistry.self, extensions: [LearningStore()]
+            contracts: contracts, extensions: extensions
         )
     }
 
@@ -51,7 +58,7 @@ struct TestStore {
     /// A second store on the same file (after closing this one), as an app restart would.
     func reopen() throws -> TestStore {
         try store.close()
-        return try TestStore(directory: directory, clock: clock, keys: keys)
+        return try TestStore(directory: directory, clock: clock, keys: keys, contracts: contracts, extensions: extensions)
     }
 
     /// Raw SQL on the database file, outside the store (a separate connection).
