@@ -31,18 +31,25 @@ struct PullHarness {
     let storage: any SyncStorage
     let clock = PullTestClock()
     let pull: PullService
+    /// The sample apps' content operations (units, assets, learning routes); the sample suites'.
     let content: SampleContentService
+    /// The engine's publishing behind ``publish(_:_:as:)``: with the sample apps' computed fields
+    /// on the sample's contracts, with none on the engines' own (``engine(_:defaultLimit:maximumLimit:)``).
+    let publisher: ContentService
 
     static let tenant = "acme"
     static let admin = DeviceIdentity(tenant: tenant, userID: "editor", deviceID: "console", isAdmin: true, expiresAt: 4_000_000_000)
 
+    /// A harness on a fresh storage of `contracts`, publishing with `apps`' computed fields.
     init(
-        _ kind: StorageKind, defaultLimit: Int = 500, maximumLimit: Int = 1000, contracts: any ContractSchema.Type = ContractRegistry.self
+        _ kind: StorageKind, defaultLimit: Int = 500, maximumLimit: Int = 1000, contracts: any ContractSchema.Type = ContractRegistry.self,
+        apps: [any ServerApp] = SampleServerApps.all
     ) async throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("sync-pull-\(UUID().uuidString)")
         storage = try await kind.makeStorage(in: folder.appendingPathComponent("db"), contracts: contracts)
         pull = PullService(storage: storage, defaultLimit: defaultLimit, maximumLimit: maximumLimit)
         content = SampleContentService(storage: storage, clock: clock)
+        publisher = ContentService(storage: storage, clock: clock, apps: apps)
     }
 
     func remove() { try? FileManager.default.removeItem(at: folder) }
@@ -53,6 +60,7 @@ struct PullHarness {
         self.storage = storage
         pull = PullService(storage: storage)
         content = SampleContentService(storage: storage, clock: clock)
+        publisher = ContentService(storage: storage, clock: clock, apps: SampleServerApps.all)
     }
 
     static func sharing(_ storage: any SyncStorage, folder: URL) async throws -> PullHarness {
@@ -83,7 +91,7 @@ struct PullHarness {
 
     @discardableResult
     func publish(_ entity: String, _ row: JSONValue, as identity: DeviceIdentity = admin) async throws -> JSONValue {
-        try await content.publish(entity: entity, row: row, identity: identity)
+        try await publisher.publish(entity: entity, row: row, identity: identity)
     }
 
     /// Every page of a scope from the start, with the cursor of each.

@@ -3,6 +3,7 @@ import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SyncProtocol
+import Testing
 
 @testable import SyncServer
 
@@ -46,5 +47,65 @@ extension PushHarness {
             "id": .string(id), "verb": .string(verb), "subject_id": .string(subject), "happened_at": .string("2026-01-01T07:00:00.000Z"),
             "happened_on": .string("2026-01-01"),
         ]
+    }
+}
+
+/// What the engine suites publish and pull: rows of the engines' own contracts, in the `catalog`
+/// scope (`Label`, read-only, published by an admin), a team's scope (`Board`, `Card`, `Note`,
+/// seeded) and a member's scope (`Profile`).
+extension PullHarness {
+    /// A pull harness on a fresh storage of the engines' own contracts, publishing without any
+    /// app's computed fields.
+    static func engine(_ kind: StorageKind, defaultLimit: Int = 500, maximumLimit: Int = 1000) async throws -> PullHarness {
+        try await PullHarness(kind, defaultLimit: defaultLimit, maximumLimit: maximumLimit, contracts: ContractRegistry.self, apps: [])
+    }
+
+    /// A `Label` of the catalog (version 3: `sort_index`, once `position`; `icon` and
+    /// `usage_count` since 3).
+    static func label(_ id: String, name: String? = nil, sortIndex: Int64 = 0, uses: Int64? = 2) -> JSONValue {
+        var row: [String: JSONValue] = [
+            "id": .string(id), "name": .string(name ?? "Label \(id)"), "description": .string("About \(id)"), "color": .string("blue"),
+            "sort_index": .int(sortIndex),
+        ]
+        if let uses { row["usage_count"] = .int(uses) }
+        return .object(row)
+    }
+
+    /// A `Board` (field_merge) of team `team`.
+    static func board(_ id: String, team: String = "t-1", name: String? = nil) -> [String: JSONValue] {
+        [
+            "id": .string(id), "team_id": .string(team), "owner_id": .string("u-1"), "name": .string(name ?? "Board \(id)"),
+            "created_at": .string("2026-01-31T08:00:00.000Z"), "updated_at": .string("2026-01-31T08:00:00.000Z"),
+        ]
+    }
+
+    /// A `Card` (version_check, version 2) of team `team` on board `board`.
+    static func card(_ id: String, board: String, team: String = "t-1", lane: String = "todo", hours: Double? = nil) -> [String: JSONValue] {
+        var row: [String: JSONValue] = [
+            "id": .string(id), "team_id": .string(team), "board_id": .string(board), "title": .string("Card \(id)"), "lane": .string(lane),
+            "checklist": .array([.string("draft"), .string("review")]),
+        ]
+        if let hours { row["estimate_hours"] = .double(hours) }
+        return row
+    }
+
+    /// A `Note` (last_writer_wins) of team `team` on card `card`.
+    static func note(_ id: String, card: String, team: String = "t-1") -> [String: JSONValue] {
+        [
+            "id": .string(id), "team_id": .string(team), "card_id": .string(card), "author_id": .string("u-1"), "body": .string("Note \(id)"),
+            "updated_at": .string("2026-01-31T08:00:00.000Z"),
+        ]
+    }
+
+    /// Writes a row of a writable scope as seeding does (``ContentService/publish(rows:identity:operation:)``,
+    /// filed under its scope's key from its fields), with the scope's next sequence.
+    func seed(_ entity: String, _ fields: [String: JSONValue]) async throws {
+        let descriptor = try #require(storage.contracts.entity(named: entity))
+        _ = try await publisher.publish(rows: [.init(entity: descriptor, fields: fields)], identity: Self.admin)
+    }
+
+    /// Deletes a published row (``ContentService/delete(entity:id:identity:urgent:)``).
+    func delete(_ entity: String, _ id: String, urgent: Bool = false) async throws {
+        try await publisher.delete(entity: entity, id: id, identity: Self.admin, urgent: urgent)
     }
 }
