@@ -1,8 +1,7 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
-import LearningClient
 import OutpostTestSupport
 import SyncClient
 import SyncProtocol
@@ -15,20 +14,20 @@ import Testing
     static let pageCount = 3
     static let rowsPerPage = 4
 
-    /// `Attempt` rows of page `page`, as the server sends them.
+    /// `Note` rows of page `page`, as the server sends them.
     static func rows(page: Int, valid: Bool = true) -> [JSONValue] {
         (0..<rowsPerPage).map { index in
             var row: [String: JSONValue] = [
-                "id": .string("at-\(page)-\(index)"), "assessment_id": .string("a-1"), "state": .string("submitted"),
-                "score": .double(Double(index)), "answered_count": .int(4), "started_at": .string("2026-01-30T08:00:00.000Z"),
-                "updated_at": .string("2026-01-31T08:00:00.000Z"), "_server_version": .int(1),
+                "id": .string("note-\(page)-\(index)"), "team_id": .string("team-1"), "card_id": .string("card-1"),
+                "author_id": .string("u-2"), "body": .string("Note \(index)"), "reading_minutes": .double(Double(index)),
+                "word_count": .int(4), "updated_at": .string("2026-01-31T08:00:00.000Z"), "_server_version": .int(1),
             ]
-            if !valid { row["started_at"] = .string("not a time") }
+            if !valid { row["updated_at"] = .string("not a time") }
             return .object(row)
         }
     }
 
-    /// Serves pages `c0` (no cursor) … of the `user` scope, recording every cursor asked for;
+    /// Serves pages `c0` (no cursor) … of the `team` scope, recording every cursor asked for;
     /// one cursor can be made to fail, one page to carry a row the store refuses.
     final class PagedTransport: SyncTransport, @unchecked Sendable {
         private let lock = NSLock()
@@ -53,7 +52,7 @@ import Testing
             let page = cursor.flatMap { Int($0.dropFirst()) }.map { $0 + 1 } ?? 1
             let response = PullResponse(
                 cursor: "c\(page)", hasMore: page < pageCount,
-                upserts: ["Attempt": EnginePullPagesTests.rows(page: page, valid: page != invalidPage)], deletes: [:], lastSeq: 0
+                upserts: ["Note": EnginePullPagesTests.rows(page: page, valid: page != invalidPage)], deletes: [:], lastSeq: 0
             )
             do { return try JSONEncoder().encode(response) } catch { throw .decoding("\(error)") }
         }
@@ -66,27 +65,27 @@ import Testing
     }
 
     static func engine(_ store: OfflineStore, _ transport: PagedTransport, commitRows: Int? = nil) -> SyncEngine {
-        var configuration = SyncEngineConfiguration(scopes: ["user"], retriesAutomatically: false)
+        var configuration = SyncEngineConfiguration(scopes: ["team"], retriesAutomatically: false)
         if let commitRows { configuration.pullCommitRows = commitRows }
         return SyncEngine(store: store, transport: transport, configuration: configuration)
     }
 
-    static func storedAttempts(_ test: TestStore) throws -> [String] {
-        try test.raw { db in try String.fetchAll(db, sql: #"SELECT "id" FROM "attempts" ORDER BY "id""#) }
+    static func storedNotes(_ test: TestStore) throws -> [String] {
+        try test.raw { db in try String.fetchAll(db, sql: #"SELECT "id" FROM "notes" ORDER BY "id""#) }
     }
 
     @Test func everyPageIsStoredWithItsCursorInOrder() async throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let transport = PagedTransport()
         let result = await Self.engine(test.store, transport).syncNow()
         #expect(result == .succeeded(pushed: 0, pulled: Self.pageCount * Self.rowsPerPage))
         #expect(transport.cursors == [nil, "c1", "c2"])
-        #expect(try Self.storedAttempts(test).count == Self.pageCount * Self.rowsPerPage)
-        #expect(try test.store.cursor(forScope: "user") == "c3")
+        #expect(try Self.storedNotes(test).count == Self.pageCount * Self.rowsPerPage)
+        #expect(try test.store.cursor(forScope: "team") == "c3")
     }
 
     @Test func pagesAreCommittedTogetherUpToTheCommitRows() async throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let transport = PagedTransport()
         transport.pageCount = 5
         let engine = Self.engine(test.store, transport, commitRows: 2 * Self.rowsPerPage)
@@ -104,8 +103,8 @@ import Testing
         // stored so far), page 2 alone, pages 3–4, then the last page alone: one transaction
         // (and one progress step) each.
         #expect(await collector.value == [4, 8, 16, 20])
-        #expect(try Self.storedAttempts(test).count == 5 * Self.rowsPerPage)
-        #expect(try test.store.cursor(forScope: "user") == "c5")
+        #expect(try Self.storedNotes(test).count == 5 * Self.rowsPerPage)
+        #expect(try test.store.cursor(forScope: "team") == "c5")
     }
 
     @Test func noMoreThanTheCommitRowsAreFetchedAheadOfASlowStore() async throws {
@@ -115,18 +114,18 @@ import Testing
             directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
         )
         configuration.faultPauses = FaultPauses(pauses: [.pullApply: .init(milliseconds: 40)])
-        let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
         let transport = PagedTransport()
         transport.pageCount = 12
         let ahead = LockedBox<[Int]>([])
         transport.onPull = { cursor in
             // Page k is asked for: how many pages past the last one stored?
             let asked = cursor.flatMap { Int($0.dropFirst()) }.map { $0 + 1 } ?? 1
-            let stored = (try? store.cursor(forScope: "user"))?.flatMap { Int($0.dropFirst()) } ?? 0
+            let stored = (try? store.cursor(forScope: "team"))?.flatMap { Int($0.dropFirst()) } ?? 0
             ahead.mutate { $0.append(asked - stored) }
         }
         #expect(await Self.engine(store, transport, commitRows: Self.rowsPerPage).syncNow() == .succeeded(pushed: 0, pulled: 12 * Self.rowsPerPage))
-        #expect(try store.cursor(forScope: "user") == "c12")
+        #expect(try store.cursor(forScope: "team") == "c12")
         // Page k is asked for while page k-1 is prepared, k-2 waits (4 rows ahead) and k-3 is
         // being stored: never further than 4 pages past the last stored, and it does run ahead.
         let distances = ahead.value
@@ -135,7 +134,7 @@ import Testing
     }
 
     @Test func theNextPageIsAskedForWhileThisOneIsStored() async throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let transport = PagedTransport()
         // Serving page 1 takes the database's write lock from another connection, so storing
         // page 1 has to wait; only the request for page 2 releases it (or, failing that, 20 s:
@@ -153,7 +152,7 @@ import Testing
         timeout.cancel()
         #expect(await timeout.value == false, "page 2 was not asked for while page 1 waited to be stored")
         #expect(result == .succeeded(pushed: 0, pulled: Self.pageCount * Self.rowsPerPage))
-        #expect(try test.store.cursor(forScope: "user") == "c3")
+        #expect(try test.store.cursor(forScope: "team") == "c3")
     }
 
     /// A write transaction held open on another connection.
@@ -188,7 +187,7 @@ import Testing
     }
 
     @Test func aFailedPageLeavesTheOnesBeforeItAndTheNextSyncResumesThere() async throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let transport = PagedTransport()
         transport.failing = "c2"
         let engine = Self.engine(test.store, transport)
@@ -196,19 +195,19 @@ import Testing
             Issue.record("the sync did not fail on page 3")
             return
         }
-        #expect(try Self.storedAttempts(test).count == 2 * Self.rowsPerPage)
-        #expect(try test.store.cursor(forScope: "user") == "c2")
+        #expect(try Self.storedNotes(test).count == 2 * Self.rowsPerPage)
+        #expect(try test.store.cursor(forScope: "team") == "c2")
 
         transport.failing = nil
         #expect(await engine.syncNow() == .succeeded(pushed: 0, pulled: Self.rowsPerPage))
         #expect(transport.cursors == [nil, "c1", "c2", "c2"])
-        #expect(try Self.storedAttempts(test).count == Self.pageCount * Self.rowsPerPage)
+        #expect(try Self.storedNotes(test).count == Self.pageCount * Self.rowsPerPage)
     }
 
     /// Pages 1–3 go to the store together; it refuses page 2's rows, so they are stored again one
     /// at a time: page 1 stays, page 2 and everything after it does not.
     @Test func aPageTheStoreRefusesIsNotStoredAndNeitherIsItsCursor() async throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let transport = PagedTransport()
         transport.invalidPage = 2
         guard case .storeFailed = await Self.engine(test.store, transport).syncNow() else {
@@ -216,11 +215,11 @@ import Testing
             return
         }
         #expect(
-            try Self.storedAttempts(test)
+            try Self.storedNotes(test)
                 == Self.rows(page: 1).compactMap { row -> String? in
                     guard case .object(let fields) = row, case .string(let id)? = fields["id"] else { return nil }
                     return id
                 })
-        #expect(try test.store.cursor(forScope: "user") == "c1")
+        #expect(try test.store.cursor(forScope: "team") == "c1")
     }
 }
