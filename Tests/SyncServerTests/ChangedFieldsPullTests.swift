@@ -1,15 +1,15 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
-import SampleServerApps
 import SyncProtocol
 import Testing
 
 @testable import SyncServer
 
 /// Pulls with `fields=changed`: rows the device holds as of its cursor come with only the
-/// fields that changed since (``FieldSeqs``), whole whenever the server cannot name them.
+/// fields that changed since (``FieldSeqs``), whole whenever the server cannot name them. On the
+/// engines' own contracts: the catalog's `Label` (published) and a team's `Board` (field_merge, pushed).
 @Suite("Pull of changed fields only")
 struct ChangedFieldsPullTests {
     let device = PullHarness.device()
@@ -20,7 +20,7 @@ struct ChangedFieldsPullTests {
         let page = try await harness.pull.pull(
             scope: scope, cursor: cursor, limit: nil, schema: schema, clientID: nil, identity: device, changedFields: true
         )
-        return page.upserts["Unit"] ?? []
+        return page.upserts["Label"] ?? []
     }
 
     private static func keys(_ row: JSONValue) -> Set<String> {
@@ -37,75 +37,75 @@ struct ChangedFieldsPullTests {
 
     @Test("a row changed after the cursor comes with its changed fields, its version then and now", arguments: StorageKind.allCases)
     func changedFieldsOnly(_ kind: StorageKind) async throws {
-        let harness = try await PullHarness(kind)
+        let harness = try await PullHarness.engine(kind)
         defer { harness.remove() }
-        try await harness.publish("Unit", PullHarness.unit("u-1"))
-        try await harness.publish("Unit", PullHarness.unit("u-2"))
-        let cursor = try #require(try await harness.pullAll("content", as: device).last?.cursor)
-        try await harness.publish("Unit", PullHarness.unit("u-1", title: "Renamed"))
+        try await harness.publish("Label", PullHarness.label("label-1"))
+        try await harness.publish("Label", PullHarness.label("label-2"))
+        let cursor = try #require(try await harness.pullAll("catalog", as: device).last?.cursor)
+        try await harness.publish("Label", PullHarness.label("label-1", name: "Renamed"))
 
-        let rows = try await pullChanges(harness, "content", after: cursor)
+        let rows = try await pullChanges(harness, "catalog", after: cursor)
         #expect(rows.count == 1)
-        let partial = try #require(Self.row(rows, id: "u-1"))
-        #expect(partial["title"] == .string("Renamed"))
+        let partial = try #require(Self.row(rows, id: "label-1"))
+        #expect(partial["name"] == .string("Renamed"))
         #expect(partial["_base_version"] == .int(1))
         #expect(partial["_server_version"] == .int(2))
-        #expect(partial["description"] == nil && partial["tags"] == nil && partial["sort_index"] == nil)
-        #expect(Set(partial.keys).isSubset(of: ["id", "title", "_base_version", "_server_version", "updated_at"]))
+        #expect(partial["description"] == nil && partial["color"] == nil && partial["sort_index"] == nil)
+        #expect(Set(partial.keys).isSubset(of: ["id", "name", "_base_version", "_server_version", "updated_at"]))
 
         // A device that did not ask gets the whole row, as before.
-        let whole = try await harness.pull.pull(scope: "content", cursor: cursor, limit: nil, schema: [:], clientID: nil, identity: device)
-        let wholeRow = try #require(Self.row(whole.upserts["Unit"] ?? [], id: "u-1"))
-        #expect(wholeRow["_base_version"] == nil && wholeRow["description"] == .string("About u-1"))
+        let whole = try await harness.pull.pull(scope: "catalog", cursor: cursor, limit: nil, schema: [:], clientID: nil, identity: device)
+        let wholeRow = try #require(Self.row(whole.upserts["Label"] ?? [], id: "label-1"))
+        #expect(wholeRow["_base_version"] == nil && wholeRow["description"] == .string("About label-1"))
 
         // Two later changes of other fields: both come, against the version at the cursor.
-        try await harness.publish("Unit", PullHarness.unit("u-1", title: "Renamed", sortIndex: 4))
-        try await harness.publish("Unit", PullHarness.unit("u-1", title: "Renamed", sortIndex: 4, minutes: 25))
-        let later = try #require(Self.row(try await pullChanges(harness, "content", after: cursor), id: "u-1"))
+        try await harness.publish("Label", PullHarness.label("label-1", name: "Renamed", sortIndex: 4))
+        try await harness.publish("Label", PullHarness.label("label-1", name: "Renamed", sortIndex: 4, uses: 25))
+        let later = try #require(Self.row(try await pullChanges(harness, "catalog", after: cursor), id: "label-1"))
         #expect(later["_base_version"] == .int(1) && later["_server_version"] == .int(4))
-        #expect(later["title"] == .string("Renamed") && later["sort_index"] == .int(4) && later["estimated_minutes"] == .int(25))
+        #expect(later["name"] == .string("Renamed") && later["sort_index"] == .int(4) && later["usage_count"] == .int(25))
         #expect(later["description"] == nil)
     }
 
     @Test("whole rows when the server cannot name the changes", arguments: StorageKind.allCases)
     func fallbacks(_ kind: StorageKind) async throws {
-        let harness = try await PullHarness(kind)
+        let harness = try await PullHarness.engine(kind)
         defer { harness.remove() }
-        try await harness.publish("Unit", PullHarness.unit("u-1"))
-        let cursor = try #require(try await harness.pullAll("content", as: device).last?.cursor)
-        try await harness.publish("Unit", PullHarness.unit("u-1", title: "Renamed"))
+        try await harness.publish("Label", PullHarness.label("label-1"))
+        let cursor = try #require(try await harness.pullAll("catalog", as: device).last?.cursor)
+        try await harness.publish("Label", PullHarness.label("label-1", name: "Renamed"))
         // Created after the cursor: the device cannot hold it.
-        try await harness.publish("Unit", PullHarness.unit("u-new"))
+        try await harness.publish("Label", PullHarness.label("label-new"))
         // Written by something that keeps no record of its fields.
-        try await harness.publish("Unit", PullHarness.unit("u-raw"))
-        let rawCursor = try #require(try await harness.pullAll("content", as: device).last?.cursor)
-        let unit = try #require(ContractRegistry.entity(named: "Unit"))
+        try await harness.publish("Label", PullHarness.label("label-raw"))
+        let rawCursor = try #require(try await harness.pullAll("catalog", as: device).last?.cursor)
+        let label = try #require(ContractRegistry.entity(named: "Label"))
         var raw = try await harness.storage.read { reader in
-            try await reader.row(in: ContractTable(unit), tenant: PullHarness.tenant, id: "u-raw")
+            try await reader.row(in: ContractTable(label), tenant: PullHarness.tenant, id: "label-raw")
         }
         #expect(raw.flatMap { FieldSeqs(of: $0) } != nil)
-        raw?["title"] = .text("Raw")
+        raw?["name"] = .text("Raw")
         raw?[FieldSeqs.column] = .null
         try await harness.storage.write { [raw] transaction in
             var row = try #require(raw)
             row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: PullHarness.tenant, scopeKey: row.text("_scope_key") ?? ""))
-            try await transaction.upsert(row, in: ContractTable(unit))
+            try await transaction.upsert(row, in: ContractTable(label))
         }
 
-        let rows = try await pullChanges(harness, "content", after: cursor)
-        #expect(Self.row(rows, id: "u-1")?["_base_version"] == .int(1))
-        #expect(Self.row(rows, id: "u-new")?["_base_version"] == nil)
-        #expect(Self.row(rows, id: "u-new")?["description"] == .string("About u-new"))
-        let rawRow = try #require(Self.row(try await pullChanges(harness, "content", after: rawCursor), id: "u-raw"))
-        #expect(rawRow["_base_version"] == nil && rawRow["title"] == .string("Raw") && rawRow["description"] != nil)
+        let rows = try await pullChanges(harness, "catalog", after: cursor)
+        #expect(Self.row(rows, id: "label-1")?["_base_version"] == .int(1))
+        #expect(Self.row(rows, id: "label-new")?["_base_version"] == nil)
+        #expect(Self.row(rows, id: "label-new")?["description"] == .string("About label-new"))
+        let rawRow = try #require(Self.row(try await pullChanges(harness, "catalog", after: rawCursor), id: "label-raw"))
+        #expect(rawRow["_base_version"] == nil && rawRow["name"] == .string("Raw") && rawRow["description"] != nil)
 
         // A device on an older version of the contract gets whole rows shaped for it.
-        let old = try await pullChanges(harness, "content", after: cursor, schema: ["Unit": 2])
-        let oldRow = try #require(Self.row(old, id: "u-1"))
+        let old = try await pullChanges(harness, "catalog", after: cursor, schema: ["Label": 2])
+        let oldRow = try #require(Self.row(old, id: "label-1"))
         #expect(oldRow["_base_version"] == nil && oldRow["position"] != nil)
 
         // Without a cursor, every row is whole.
-        #expect(try await pullChanges(harness, "content", after: nil).allSatisfy { !Self.keys($0).contains("_base_version") })
+        #expect(try await pullChanges(harness, "catalog", after: nil).allSatisfy { !Self.keys($0).contains("_base_version") })
 
         // Past a compaction (a cursor still good, but below the compacted sequence): whole rows.
         let position = try SyncCursor(encoded: cursor)
@@ -113,60 +113,60 @@ struct ChangedFieldsPullTests {
             try await transaction.raiseCompactedSequence(tenant: PullHarness.tenant, scopeKey: position.scopeKey, to: position.sequence + 1)
         }
         let reissued = SyncCursor(scopeKey: position.scopeKey, sequence: position.sequence, horizon: position.sequence + 1).encoded
-        let afterCompaction = try await pullChanges(harness, "content", after: reissued)
-        #expect(Self.row(afterCompaction, id: "u-1")?["description"] != nil)
+        let afterCompaction = try await pullChanges(harness, "catalog", after: reissued)
+        #expect(Self.row(afterCompaction, id: "label-1")?["description"] != nil)
         #expect(!afterCompaction.isEmpty && afterCompaction.allSatisfy { !Self.keys($0).contains("_base_version") })
     }
 
     @Test("the record forgets writes past its history: a cursor before them gets the whole row", arguments: StorageKind.allCases)
     func historyBound(_ kind: StorageKind) async throws {
-        let harness = try await PullHarness(kind)
+        let harness = try await PullHarness.engine(kind)
         defer { harness.remove() }
-        try await harness.publish("Unit", PullHarness.unit("u-1"))
-        let cursor = try #require(try await harness.pullAll("content", as: device).last?.cursor)
+        try await harness.publish("Label", PullHarness.label("label-1"))
+        let cursor = try #require(try await harness.pullAll("catalog", as: device).last?.cursor)
         for index in 1...FieldSeqs.historyLength {
-            try await harness.publish("Unit", PullHarness.unit("u-1", title: "Title \(index)"))
+            try await harness.publish("Label", PullHarness.label("label-1", name: "Name \(index)"))
         }
-        let rows = try await pullChanges(harness, "content", after: cursor)
-        let row = try #require(Self.row(rows, id: "u-1"))
+        let rows = try await pullChanges(harness, "catalog", after: cursor)
+        let row = try #require(Self.row(rows, id: "label-1"))
         #expect(row["_base_version"] == nil && row["description"] != nil)
-        #expect(row["title"] == .string("Title \(FieldSeqs.historyLength)"))
+        #expect(row["name"] == .string("Name \(FieldSeqs.historyLength)"))
     }
 
     @Test("pushes record their changed fields: field_merge patches from two devices come as both fields", arguments: StorageKind.allCases)
     func pushedChanges(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         let pull = PullService(storage: h.storage)
-        try await h.push([h.mutation(1, "Incident", .create, "inc-1", h.incidentPayload("inc-1"), hlc: h.hlc(1000, "alice"))])
+        try await h.push([h.mutation(1, "Board", .create, "board-1", h.boardPayload("board-1"), hlc: h.hlc(1000, "alice"))])
         let cursor = try await pull.pull(scope: "team", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: PushHarness.alice).cursor
         try await h.push(
             [
                 h.mutation(
-                    1, "Incident", .patch, "inc-1", ["priority": .string("high")], hlc: h.hlc(2000, "bob"), base: ["priority": .string("moderate")]
+                    1, "Board", .patch, "board-1", ["status": .string("paused")], hlc: h.hlc(2000, "bob"), base: ["status": .string("active")]
                 )
             ], as: PushHarness.bob
         )
         try await h.push([
-            h.mutation(2, "Incident", .patch, "inc-1", ["state": .string("in_progress")], hlc: h.hlc(1500, "alice"), base: ["state": .string("new")])
+            h.mutation(2, "Board", .patch, "board-1", ["name": .string("Launch v2")], hlc: h.hlc(1500, "alice"), base: ["name": .string("Launch")])
         ])
         let page = try await pull.pull(
             scope: "team", cursor: cursor, limit: nil, schema: [:], clientID: nil, identity: PushHarness.alice, changedFields: true
         )
-        guard case .object(let row)? = page.upserts["Incident"]?.first else {
-            Issue.record("no Incident row in \(page.upserts)")
+        guard case .object(let row)? = page.upserts["Board"]?.first else {
+            Issue.record("no Board row in \(page.upserts)")
             return
         }
-        #expect(row["priority"] == .string("high") && row["state"] == .string("in_progress"))
+        #expect(row["status"] == .string("paused") && row["name"] == .string("Launch v2"))
         #expect(row["_base_version"] == .int(1) && row["_server_version"] == .int(3))
-        #expect(row["short_description"] == nil && row["number"] == nil && row["team_id"] == nil)
-        #expect(row["id"] == .string("inc-1"))
+        #expect(row["owner_id"] == nil && row["created_at"] == nil && row["team_id"] == nil)
+        #expect(row["id"] == .string("board-1"))
 
         // A pull from between the two patches names only the second one's field (and the clock).
-        let stored = try #require(try await h.row(Incident.descriptor, "inc-1"))
+        let stored = try #require(try await h.row(Board.descriptor, "board-1"))
         let record = try #require(FieldSeqs(of: stored))
         #expect(record.writes.map(\.version) == [1, 2, 3])
         let between = try #require(record.changes(after: record.writes[1].seq))
-        #expect(between.baseVersion == 2 && between.fields.contains("state") && !between.fields.contains("priority"))
+        #expect(between.baseVersion == 2 && between.fields.contains("name") && !between.fields.contains("status"))
     }
 }
