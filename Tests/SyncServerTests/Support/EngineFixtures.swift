@@ -109,3 +109,24 @@ extension PullHarness {
         try await publisher.delete(entity: entity, id: id, identity: Self.admin, urgent: urgent)
     }
 }
+
+/// `Card` rows as storage holds them, sync metadata included (tenant `t`), for engine tests that
+/// write straight through a storage transaction.
+enum StoredCard {
+    static let contract = ContractRegistry.card
+
+    static func row(id: String, board: String, lane: String, seq: Int64, scopeKey: String = "workspace:team:red") throws -> StoredRow {
+        var row = StoredRow()
+        let wire: [String: JSONValue] = [
+            "id": .string(id), "team_id": .string("red"), "board_id": .string(board), "title": .string("Card \(id)"), "lane": .string(lane),
+            "revision": .int(1),
+        ]
+        for field in contract.fields { row[field.name] = try RowCodec.columnValue(wire[field.name] ?? field.defaultValue ?? .null, for: field) }
+        for (name, value) in [
+            ("_tenant_id", ColumnValue.text("t")), ("_scope_key", .text(scopeKey)), ("_seq", .integer(seq)), ("_version", .integer(1)),
+            ("_schema_version", .integer(2)), ("_hlc", .null), ("_field_clocks", .null), ("_deleted", .integer(0)),
+            ("_updated_at", .integer(1)), ("_updated_by", .text("d")),
+        ] { row[name] = value }
+        return row
+    }
+}
