@@ -54,11 +54,6 @@ public actor SyncEngine {
     private var preferences: SyncPreferences
     /// The priority tiers already downloaded of scopes being pulled for the first time.
     private var initialTiersDone: [String: Set<String>] = [:]
-    /// The scope whose first page this sync stores waits for the urgent changes
-    /// (``pullAll(traffic:)``); `nil` once they are taken.
-    private var urgentBeforeFirstPage: String?
-    /// The urgent rows taken just before that first page was stored.
-    private var urgentTakenWithFirstPage = 0
     /// Triggers waiting for the one sync queued behind the running one (observable by tests).
     package private(set) var coalescedTriggers = 0
     /// What the connectivity monitor said last (`nil`: no monitor). A sync that succeeds while
@@ -981,32 +976,13 @@ public actor SyncEngine {
     /// the subscriptions of a tier before the first scope of that tier or a lower one, those left
     /// after the last scope. Those whose TTL passed since they ended are deleted first.
     private func pullAll(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
-        var pulled = 0
+        var pulled = try await takeUrgentChanges(traffic: traffic)
         // Subscriptions whose TTL passed since they ended let go of their rows first. The active
         // ones are pulled by tier with the scopes: a tier's subscriptions before its scopes.
         do { try store.expireSubscriptions() } catch { throw .store(error) }
-        let subscriptions = activeSubscriptionIDs()
-        if let window { window.note(subscriptionsLeft: subscriptions) }
+        if let window { window.note(subscriptionsLeft: activeSubscriptionIDs()) }
         var subscriptionTiers = Set(SyncPriority.allCases)
         var queue = store.priorities.order(configuration.scopes)
-        // The urgent changes are stored before any page. When the first page this sync stores is
-        // of a scope pulled before (no subscription comes first), they are asked for once that
-        // page is here, before it is stored: a page that is its scope's last already holds that
-        // scope's urgent changes and commits them with the rest, so the scope needs no request
-        // of its own (an incremental sync of one page is then one request). Otherwise, and in a
-        // background window (whose requests are counted, and whose pages are fetched ahead
-        // while the urgent changes would be awaited), they come first.
-        urgentBeforeFirstPage = nil
-        urgentTakenWithFirstPage = 0
-        let firstCursor: String?
-        do { firstCursor = try queue.first.flatMap { scope throws(OfflineStoreError) in try store.cursor(forScope: scope) } } catch {
-            throw .store(error)
-        }
-        if window == nil, subscriptions.isEmpty, firstCursor != nil, let first = queue.first {
-            urgentBeforeFirstPage = first
-        } else {
-            pulled += try await takeUrgentChanges(traffic: traffic)
-        }
         var index = 0
         var expiries: [String: Int] = [:]
         while index < queue.count {
@@ -1038,15 +1014,8 @@ public actor SyncEngine {
                 // This scope again from scratch now, and its siblings already pulled in this sync after it.
                 index -= 1
                 try requeueAfterRepull(of: scope, queue: &queue, from: index)
-            } catch {
-                // The sync ends here; the urgent changes still come if they can (a deadline asks nothing more).
-                if urgentBeforeFirstPage != nil { _ = try? await takeUrgentChangesBeforeFirstPage(whole: false, traffic: traffic) }
-                throw error
             }
-            // The first scope stored nothing (its pull ended before a page): the urgent changes now.
-            if urgentBeforeFirstPage != nil { _ = try await takeUrgentChangesBeforeFirstPage(whole: false, traffic: traffic) }
         }
-        pulled += urgentTakenWithFirstPage
         window?.note(scopesLeft: [])
         pulled += try await pullSubscriptions(through: .low, left: &subscriptionTiers, traffic: traffic)
         window?.note(subscriptionsLeft: [])
@@ -1065,25 +1034,14 @@ public actor SyncEngine {
         }
     }
 
-    /// The urgent changes ``pullAll(traffic:)`` put off until its first page was here, taken
-    /// before that page is stored; `whole` when the page (or the batch it ends) is the last of
-    /// its scope, whose urgent changes it then holds already.
-    private func takeUrgentChangesBeforeFirstPage(whole: Bool, traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
-        guard let scope = urgentBeforeFirstPage else { return 0 }
-        urgentBeforeFirstPage = nil
-        let taken = try await takeUrgentChanges(except: whole ? scope : nil, traffic: traffic)
-        urgentTakenWithFirstPage += taken
-        return taken
-    }
-
     /// Before any page: the changes the operator marked urgent (a withdrawn unit) in every scope
-    /// this device has pulled before (but `except`), stored without moving the scope's cursor
-    /// (the pages bring them again, in order). A scope never pulled has nothing to withdraw yet.
-    private func takeUrgentChanges(except skipped: String? = nil, traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
+    /// this device has pulled before, stored without moving the scope's cursor (the pages bring
+    /// them again, in order). A scope never pulled has nothing to withdraw yet.
+    private func takeUrgentChanges(traffic: TrafficCounter?) async throws(EngineFailure) -> Int {
         var taken = 0
         let schema: [String: Int]
         do { schema = try store.requestSchemaVersions() } catch { throw .store(error) }
-        for scope in configuration.scopes where scope != skipped {
+        for scope in configuration.scopes {
             let cursor: String?
             do { cursor = try store.cursor(forScope: scope) } catch { throw .store(error) }
             guard let cursor else { continue }
@@ -1201,9 +1159,6 @@ public actor SyncEngine {
                 }
                 // The pages received before a failure are good: stored first.
                 if let last = batch.last {
-                    if urgentBeforeFirstPage == scope {
-                        _ = try await takeUrgentChangesBeforeFirstPage(whole: runs.count == 1 && !last.hasMore, traffic: traffic)
-                    }
                     do throws(EngineFailure) {
                         try storePulled(batch, scope: scope)
                     } catch .store(.partialRowNotHeld) where changedFields {
