@@ -350,7 +350,7 @@ struct BackgroundWindowTests {
             let device = try Device(server: server, name: "d-1", scopes: ["user"])
             guard case .succeeded = await device.engine.syncNow() else { Issue.record("first sync"); return }
             let assigned = 60
-            for index in 0..<assigned { try await SubscriptionTests.incident(server, "i-\(index)", assignee: "u-1") }
+            for index in 0..<assigned { try await server.storeIncident("i-\(index)", assignee: "u-1") }
             let mine = try await device.engine.subscribe(Subscriptions.assignedIncidents())
 
             // The urgent changes of the user scope, then 8 subscription pages of 5: the deadline.

@@ -122,7 +122,7 @@ import Testing
             }
             // end snippet
 
-            try await SubscriptionTests.incident(server, "inc-1", title: "Pump 7 leaks")
+            try await server.storeIncident("inc-1", title: "Pump 7 leaks")
             // snippet: subscribe
             // Just the rows a screen needs: one incident and the asset it names, whatever the team holds.
             let incident = try await engine.subscribe(Subscriptions.incident(id: "inc-1"))

@@ -1,7 +1,6 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
-import LearningClient
 import OutpostTestSupport
 import SyncClient
 import SyncProtocol
@@ -9,10 +8,10 @@ import Testing
 
 @testable import SyncServer
 
-/// Subscriptions on a device against the real server on loopback, on real SQLite files: a
-/// device that does not sync the team scope subscribes to one incident, gets it with the asset
-/// it names, follows its changes and its leaving, is refused another team's row, and lets rows
-/// go only when their TTL passed and nothing else holds them.
+/// Subscriptions on a device against the real server on loopback, on real SQLite files, on the
+/// engines' own contracts: a device that does not sync the team scope subscribes to one card,
+/// gets it with the board it is on, follows its changes and its leaving, is refused another
+/// team's row, and lets rows go only when their TTL passed and nothing else holds them.
 @Suite("Subscriptions on a device", .blockingWork)
 struct SubscriptionTests {
     /// The engine of a device that syncs only the user scope: team rows reach it through subscriptions alone.
@@ -28,46 +27,29 @@ struct SubscriptionTests {
         return false
     }
 
-    /// Writes an incident straight into the server's storage, as a push would.
-    static func incident(
-        _ server: LiveServer, _ id: String, team: String = "team-1", assignee: String? = nil, asset: String? = nil, title: String = "Broken"
+    /// Writes a card straight into the server's storage, as a push would.
+    static func card(
+        _ server: LiveServer, _ id: String, team: String = "team-1", assignee: String? = nil, board: String = "board-0", title: String = "Draft"
     ) async throws {
         var fields: [String: JSONValue] = [
-            "id": .string(id), "team_id": .string(team), "number": .string("INC-\(id)"), "short_description": .string(title),
-            "state": .string("new"), "opened_at": .string("2026-01-31T08:00:00.000Z"), "updated_at": .string("2026-01-31T08:00:00.000Z"),
+            "id": .string(id), "team_id": .string(team), "board_id": .string(board), "title": .string(title), "lane": .string("todo"),
+            "revision": .int(1),
         ]
         if let assignee { fields["assignee_id"] = .string(assignee) }
-        if let asset { fields["service_asset_id"] = .string(asset) }
-        try await store(server, Contracts.Incident.descriptor, fields, scopeKey: "ops:team:\(team)")
+        try await store(server, Card.descriptor, fields, scopeKey: "workspace:team:\(team)")
     }
 
-    static func serviceAsset(_ server: LiveServer, _ id: String, team: String = "team-1") async throws {
+    static func board(_ server: LiveServer, _ id: String, team: String = "team-1") async throws {
         try await store(
-            server, ServiceAsset.descriptor,
+            server, Board.descriptor,
             [
-                "id": .string(id), "team_id": .string(team), "asset_tag": .string("TAG-\(id)"), "display_name": .string("Scooter \(id)"),
-                "category": .string("vehicle"), "updated_at": .string("2026-01-31T08:00:00.000Z"),
-            ], scopeKey: "ops:team:\(team)")
+                "id": .string(id), "team_id": .string(team), "owner_id": .string("u-2"), "name": .string("Board \(id)"),
+                "created_at": .string("2026-01-31T08:00:00.000Z"), "updated_at": .string("2026-01-31T08:00:00.000Z"),
+            ], scopeKey: "workspace:team:\(team)")
     }
 
     static func store(_ server: LiveServer, _ entity: EntityDescriptor, _ fields: [String: JSONValue], scopeKey: String) async throws {
-        try await server.storage.write { transaction in
-            var row = StoredRow()
-            for field in entity.fields {
-                row[field.name] = try RowCodec.columnValue(fields[field.name] ?? field.defaultValue ?? .null, for: field)
-            }
-            guard case .string(let id)? = fields[entity.primaryKey] else { return }
-            let existing = try await transaction.row(in: ContractTable(entity), tenant: "acme", id: id)
-            row["_tenant_id"] = .text("acme")
-            row["_scope_key"] = .text(scopeKey)
-            row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: "acme", scopeKey: scopeKey))
-            row["_version"] = .integer((existing?.integer("_version") ?? 0) + 1)
-            row["_schema_version"] = .integer(Int64(entity.currentVersion))
-            row["_deleted"] = .integer(0)
-            row["_updated_at"] = .integer(1_769_846_400_000)
-            row["_updated_by"] = .text("test")
-            try await transaction.upsert(row, in: ContractTable(entity))
-        }
+        try await server.storeRow(entity, fields, scopeKey: scopeKey)
     }
 
     /// The cursor the store holds for a subscription.
@@ -75,53 +57,53 @@ struct SubscriptionTests {
         try store.activeSubscriptions().first { $0.id == handle.id }?.cursor
     }
 
-    @Test("subscribing to one incident brings it and its asset, nothing else of the team; its changes follow, and it survives a restart")
-    func oneIncident() async throws {
-        try await LiveServer.run { server in
-            try await Self.serviceAsset(server, "sa-1")
-            try await Self.incident(server, "i-1", asset: "sa-1")
-            try await Self.incident(server, "i-2")
+    @Test("subscribing to one card brings it and its board, nothing else of the team; its changes follow, and it survives a restart")
+    func oneCard() async throws {
+        try await LiveServer.engine { server in
+            try await Self.board(server, "board-1")
+            try await Self.card(server, "c-1", board: "board-1")
+            try await Self.card(server, "c-2")
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let engine = Self.engine(store, server.transport("d-1"))
 
-            let incident = try await engine.subscribe(Subscriptions.incident(id: "i-1"))
+            let card = try await engine.subscribe(Subscriptions.card(id: "c-1"))
             #expect(await engine.currentStatus.subscriptions.awaitingFirstSync == 1)
-            try await incident.waitForFirstSync()
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-1")?.shortDescription == "Broken")
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-1") != nil)
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-2") == nil)
-            let status = try #require(try incident.status)
+            try await card.waitForFirstSync()
+            #expect(try store.fetch(Card.self, id: "c-1")?.title == "Draft")
+            #expect(try store.fetch(Board.self, id: "board-1") != nil)
+            #expect(try store.fetch(Card.self, id: "c-2") == nil)
+            let status = try #require(try card.status)
             #expect(status.hasSynced && status.isActive && status.rowCount == 2 && status.lastSyncedAt != nil)
-            #expect(status.priority == .high && status.ttl == .seconds(7 * 86_400) && status.expiresAt == nil)
+            #expect(status.priority == .normal && status.ttl == .seconds(7 * 86_400) && status.expiresAt == nil)
             #expect(status.progress == nil && status.lastFailure == nil && status.error == nil)
-            #expect(try store.subscriptionRowIDs(id: incident.id) == ["Incident": ["i-1"], "ServiceAsset": ["sa-1"]])
+            #expect(try store.subscriptionRowIDs(id: card.id) == ["Card": ["c-1"], "Board": ["board-1"]])
             let counts = await engine.currentStatus.subscriptions
             #expect(counts.active == 1 && counts.awaitingFirstSync == 0 && counts.rows == 2 && counts.ended == 0 && counts.refused == 0)
 
             // A change on the server comes with the next sync.
-            try await Self.incident(server, "i-1", asset: "sa-1", title: "Brake lever loose")
+            try await Self.card(server, "c-1", board: "board-1", title: "Book the venue")
             #expect(Self.succeeded(await engine.syncNow()))
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-1")?.shortDescription == "Brake lever loose")
+            #expect(try store.fetch(Card.self, id: "c-1")?.title == "Book the venue")
 
             // Subscriptions survive a restart, cursor and rows included.
-            let reopened = try makeDeviceStore(directory, device: "d-1")
+            let reopened = try makeEngineDeviceStore(directory, device: "d-1")
             let again = try Self.engine(reopened, server.transport("d-1")).subscriptions()
-            #expect(again.map(\.request) == [Subscriptions.incident(id: "i-1")])
+            #expect(again.map(\.request) == [Subscriptions.card(id: "c-1")])
             #expect(try again.first?.status?.hasSynced == true)
             #expect(try again.first?.status?.rowCount == 2)
-            #expect(try reopened.fetch(Contracts.Incident.self, id: "i-1")?.shortDescription == "Brake lever loose")
+            #expect(try reopened.fetch(Card.self, id: "c-1")?.title == "Book the venue")
         }
     }
 
     @Test("a started engine syncs a new subscription at once, and a live poke about its scope brings its changes")
     func startedAndPoked() async throws {
-        try await LiveServer.run { server in
-            try await Self.incident(server, "i-1")
+        try await LiveServer.engine { server in
+            try await Self.card(server, "c-1")
             // Held until the end: the folder is deleted when it is released, under the open store.
             let storeFolder = try TemporaryDirectory()
             defer { withExtendedLifetime(storeFolder) {} }
-            let store = try makeDeviceStore(storeFolder, device: "d-1")
+            let store = try makeEngineDeviceStore(storeFolder, device: "d-1")
             // Its timer would sync only after an hour: what arrives sooner came by itself or by a poke.
             let engine = SyncEngine(
                 store: store, transport: server.transport("d-1"),
@@ -129,14 +111,14 @@ struct SubscriptionTests {
             await engine.start(connectivity: ManualConnectivityMonitor(online: true))
             await eventually("the engine's live channel is open", within: 30) { await engine.currentStatus.live == .connected }
 
-            let incident = try await engine.subscribe(Subscriptions.incident(id: "i-1"))
-            await eventually("the subscription synced without being asked", within: 30) { (try? incident.status?.hasSynced) == true }
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-1") != nil)
+            let card = try await engine.subscribe(Subscriptions.card(id: "c-1"))
+            await eventually("the subscription synced without being asked", within: 30) { (try? card.status?.hasSynced) == true }
+            #expect(try store.fetch(Card.self, id: "c-1") != nil)
 
             // The team scope is not synced whole here: the poke about it is what pulls the subscription.
-            try await Self.incident(server, "i-1", title: "Changed live")
+            try await Self.card(server, "c-1", title: "Changed live")
             await eventually("the change arrived", within: 30) {
-                (try? store.fetch(Contracts.Incident.self, id: "i-1"))?.shortDescription == "Changed live"
+                (try? store.fetch(Card.self, id: "c-1"))?.title == "Changed live"
             }
             await engine.stop()
         }
@@ -144,104 +126,104 @@ struct SubscriptionTests {
 
     @Test("a row that stops matching leaves the device, unless something else holds it")
     func leaves() async throws {
-        try await LiveServer.run { server in
-            try await Self.incident(server, "i-3", assignee: "u-1")
-            try await Self.incident(server, "i-4", assignee: "u-1")
+        try await LiveServer.engine { server in
+            try await Self.card(server, "c-3", assignee: "u-1")
+            try await Self.card(server, "c-4", assignee: "u-1")
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let engine = Self.engine(store, server.transport("d-1"))
-            let mine = try await engine.subscribe(Subscriptions.assignedIncidents())
-            let pinned = try await engine.subscribe(Subscriptions.incident(id: "i-4"))
+            let mine = try await engine.subscribe(Subscriptions.assignedCards())
+            let pinned = try await engine.subscribe(Subscriptions.card(id: "c-4"))
             try await mine.waitForFirstSync()
             try await pinned.waitForFirstSync()
-            #expect(try store.count(Contracts.Incident.self) == 2)
+            #expect(try store.count(Card.self) == 2)
             #expect(try mine.status?.priority == .critical)
 
-            try await Self.incident(server, "i-3", assignee: "u-9")
-            try await Self.incident(server, "i-4", assignee: "u-9")
+            try await Self.card(server, "c-3", assignee: "u-9")
+            try await Self.card(server, "c-4", assignee: "u-9")
             #expect(Self.succeeded(await engine.syncNow()))
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-3") == nil, "left the subscription, held by nothing")
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-4")?.assigneeId == "u-9", "still held by its own subscription")
+            #expect(try store.fetch(Card.self, id: "c-3") == nil, "left the subscription, held by nothing")
+            #expect(try store.fetch(Card.self, id: "c-4")?.assigneeId == "u-9", "still held by its own subscription")
             #expect(try mine.status?.rowCount == 0)
         }
     }
 
     @Test("when space is short, ended subscriptions go first, then never-used old ones, then the least recently used; evict() lets go now")
     func evictionOrder() async throws {
-        try await LiveServer.run { server in
-            for id in ["i-old", "i-used", "i-recent", "i-ended", "i-new"] { try await Self.incident(server, id) }
+        try await LiveServer.engine { server in
+            for id in ["c-old", "c-used", "c-recent", "c-ended", "c-new"] { try await Self.card(server, id) }
             let directory = try TemporaryDirectory()
             let clock = ManualClock(TestStore.start)
-            let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
+            let store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock)
             let engine = Self.engine(store, server.transport("d-1"))
             func at(day: Double) { clock.set(TestStore.start.addingTimeInterval(day * 86_400)) }
             var handles: [String: SubscriptionHandle] = [:]
-            for (id, day) in [("i-old", 0.0), ("i-used", 0), ("i-recent", 1), ("i-ended", 1), ("i-new", 4)] {
+            for (id, day) in [("c-old", 0.0), ("c-used", 0), ("c-recent", 1), ("c-ended", 1), ("c-new", 4)] {
                 at(day: day)
-                handles[id] = try await engine.subscribe(Subscriptions.incident(id: id))
+                handles[id] = try await engine.subscribe(Subscriptions.card(id: id))
             }
             #expect(Self.succeeded(await engine.syncNow()))
             at(day: 4.5)
-            try handles["i-used"]?.markUsed()
+            try handles["c-used"]?.markUsed()
             at(day: 4.6)
-            try handles["i-recent"]?.markUsed()
-            try await handles["i-ended"]?.unsubscribe(keepingFor: .seconds(86_400))
-            #expect(try handles["i-ended"]?.status?.expiresAt == TestStore.start.addingTimeInterval(5.6 * 86_400))
-            #expect(try handles["i-recent"]?.status?.lastUsedAt == TestStore.start.addingTimeInterval(4.6 * 86_400))
+            try handles["c-recent"]?.markUsed()
+            try await handles["c-ended"]?.unsubscribe(keepingFor: .seconds(86_400))
+            #expect(try handles["c-ended"]?.status?.expiresAt == TestStore.start.addingTimeInterval(5.6 * 86_400))
+            #expect(try handles["c-recent"]?.status?.lastUsedAt == TestStore.start.addingTimeInterval(4.6 * 86_400))
 
             let order = try store.subscriptionsInEvictionOrder(neverUsedAge: .seconds(3 * 86_400))
             let ids = order.map { status in handles.first { $0.value.id == status.id }?.key ?? "?" }
-            // i-new was never used but is young: ranked by its last sync (day 4), before i-used (4.5).
-            #expect(ids == ["i-ended", "i-old", "i-new", "i-used", "i-recent"])
+            // c-new was never used but is young: ranked by its last sync (day 4), before c-used (4.5).
+            #expect(ids == ["c-ended", "c-old", "c-new", "c-used", "c-recent"])
 
             // A queued write keeps its row through an eviction; the rest goes now, whatever the TTL.
-            var edited = try #require(try store.fetch(Incident.self, id: "i-old"))
-            edited.shortDescription = "Edited offline"
+            var edited = try #require(try store.fetch(Card.self, id: "c-old"))
+            edited.title = "Edited offline"
             _ = try store.update(edited)
-            #expect(try await handles["i-old"]?.evict() == [:])
-            #expect(try store.fetch(Incident.self, id: "i-old") != nil, "its write is not on the server yet")
-            #expect(try await handles["i-ended"]?.evict() == ["Incident": 1])
-            #expect(try store.fetch(Incident.self, id: "i-ended") == nil)
-            #expect(try engine.subscription(id: handles["i-ended"]!.id) == nil)
-            await #expect(throws: SubscriptionError.notFound(id: handles["i-ended"]!.id)) { try await handles["i-ended"]!.evict() }
+            #expect(try await handles["c-old"]?.evict() == [:])
+            #expect(try store.fetch(Card.self, id: "c-old") != nil, "its write is not on the server yet")
+            #expect(try await handles["c-ended"]?.evict() == ["Card": 1])
+            #expect(try store.fetch(Card.self, id: "c-ended") == nil)
+            #expect(try engine.subscription(id: handles["c-ended"]!.id) == nil)
+            await #expect(throws: SubscriptionError.notFound(id: handles["c-ended"]!.id)) { try await handles["c-ended"]!.evict() }
             #expect(throws: SubscriptionError.notFound(id: "nope")) { try store.markSubscriptionUsed(id: "nope") }
         }
     }
 
     @Test("a row kept past its subscription's TTL for a queued write goes once the write is on the server")
     func aRowKeptForItsWriteGoesOnceTheWriteIsOnTheServer() async throws {
-        try await LiveServer.run { server in
-            try await Self.incident(server, "i-7")
+        try await LiveServer.engine { server in
+            try await Self.card(server, "c-7")
             let directory = try TemporaryDirectory()
             let clock = ManualClock(TestStore.start)
-            let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
+            let store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock)
             let engine = Self.engine(store, server.transport("d-1"))
-            let incident = try await engine.subscribe(Subscriptions.incident(id: "i-7"))
-            try await incident.waitForFirstSync()
-            var edited = try #require(try store.fetch(Incident.self, id: "i-7"))
-            edited.shortDescription = "Edited offline"
+            let card = try await engine.subscribe(Subscriptions.card(id: "c-7"))
+            try await card.waitForFirstSync()
+            var edited = try #require(try store.fetch(Card.self, id: "c-7"))
+            edited.title = "Edited offline"
             _ = try store.update(edited)
-            try await incident.unsubscribe(keepingFor: .seconds(60))
+            try await card.unsubscribe(keepingFor: .seconds(60))
             clock.advance(by: 120)
             try store.runHousekeeping()
-            #expect(try incident.status == nil, "the subscription expired")
-            #expect(try store.fetch(Incident.self, id: "i-7")?.shortDescription == "Edited offline", "kept for its write")
+            #expect(try card.status == nil, "the subscription expired")
+            #expect(try store.fetch(Card.self, id: "c-7")?.title == "Edited offline", "kept for its write")
 
             // The sync pushes the write; its housekeeping then lets the row go: nothing holds it.
             #expect(Self.succeeded(await engine.syncNow()))
-            #expect(try store.fetch(Incident.self, id: "i-7") == nil)
+            #expect(try store.fetch(Card.self, id: "c-7") == nil)
             #expect(try store.outboxEntries(statuses: OutboxStatus.unsynced).isEmpty, "the write is on the server")
         }
     }
 
-    @Test("another team's incident is refused with a typed error, nothing of it is kept, and the scopes sync all the same")
+    @Test("another team's card is refused with a typed error, nothing of it is kept, and the scopes sync all the same")
     func forbidden() async throws {
-        try await LiveServer.run { server in
-            try await Self.incident(server, "i-9", team: "team-2")
+        try await LiveServer.engine { server in
+            try await Self.card(server, "c-9", team: "team-2")
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let engine = Self.engine(store, server.transport("d-1"))
-            let stolen = try await engine.subscribe(Subscriptions.incident(id: "i-9"))
+            let stolen = try await engine.subscribe(Subscriptions.card(id: "c-9"))
             #expect(Self.succeeded(await engine.syncNow()))
             #expect(try store.syncStates().first { $0.scopeKey == "user" }?.lastSuccessAt != nil, "the scope synced beside the refusal")
             // Refused: pulled no more, its error there for the app until it reads it.
@@ -253,7 +235,7 @@ struct SubscriptionTests {
             await #expect(throws: SubscriptionError.notFound(id: stolen.id), "the refused subscription is gone once read") {
                 try await stolen.waitForFirstSync()
             }
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-9") == nil)
+            #expect(try store.fetch(Card.self, id: "c-9") == nil)
             #expect(try store.subscriptions().isEmpty)
             #expect(await engine.currentStatus.subscriptions == SubscriptionCounts())
         }
@@ -266,223 +248,226 @@ struct SubscriptionTests {
             OfflineStoreConfiguration(
                 databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: "d-1",
                 keyProvider: FileKeyProvider(directory: directory.keysURL)
-            ), contracts: ListedSubscriptionContracts.self, extensions: [LearningStore()]
+            ), contracts: ContractRegistry.self
         )
         let engine = Self.engine(store, NoSubscriptionTransport())
         let refusals: [(SubscriptionRequest, SubscriptionError)] = [
             (
                 SubscriptionRequest(name: "everything"),
-                .unknownSubscription(name: "everything", known: ["assigned_incidents", "by_state", "incident", "incidents", "unit"])
+                .unknownSubscription(name: "everything", known: ["assigned_cards", "board", "card", "cards", "cards_in_lane", "open_cards"])
             ),
-            (SubscriptionRequest(name: "incident"), .invalidParameter(name: "id", reason: "'incident' needs it (id)")),
+            (SubscriptionRequest(name: "card"), .invalidParameter(name: "id", reason: "'card' needs it (id)")),
             (
-                SubscriptionRequest(name: "incident", parameters: ["id": .string("i-1"), "team": .string("t-1")]),
-                .invalidParameter(name: "team", reason: "'incident' takes no parameter 'team'; it takes id")
+                SubscriptionRequest(name: "card", parameters: ["id": .string("c-1"), "team": .string("t-1")]),
+                .invalidParameter(name: "team", reason: "'card' takes no parameter 'team'; it takes id")
             ),
             (
-                SubscriptionRequest(name: "incident", parameters: ["id": .int(7)]),
+                SubscriptionRequest(name: "card", parameters: ["id": .int(7)]),
                 .invalidParameter(name: "id", reason: "takes id values as strings, not 7")
             ),
             (
-                SubscriptionRequest(name: "incident", parameters: ["id": .string("")]),
+                SubscriptionRequest(name: "card", parameters: ["id": .string("")]),
                 .invalidParameter(name: "id", reason: "a value cannot be empty")
             ),
             (
-                SubscriptionRequest(name: "incident", parameters: ["id": .string("a\u{7}b")]),
+                SubscriptionRequest(name: "card", parameters: ["id": .string("a\u{7}b")]),
                 .invalidParameter(name: "id", reason: "a value cannot hold a control character")
             ),
             (
-                SubscriptionRequest(name: "incidents", parameters: ["ids": .array(["a", "b", "c", "d"].map(JSONValue.string))]),
-                .invalidParameter(name: "ids", reason: "takes at most 3 values; it has 4")
+                SubscriptionRequest(name: "cards", parameters: ["ids": .array((0...20).map { JSONValue.string("c-\($0)") })]),
+                .invalidParameter(name: "ids", reason: "takes at most 20 values; it has 21")
             ),
             (
-                SubscriptionRequest(name: "incidents", parameters: ["ids": .array([])]),
+                SubscriptionRequest(name: "cards", parameters: ["ids": .array([])]),
                 .invalidParameter(name: "ids", reason: "takes a non-empty array of id values")
             ),
             (
-                SubscriptionRequest(name: "by_state", parameters: ["state": .string("lost")]),
-                .invalidParameter(name: "state", reason: "'lost' is not one of new, in_progress, on_hold, resolved, closed, cancelled")
+                SubscriptionRequest(name: "cards_in_lane", parameters: ["board_id": .string("board-1"), "lane": .string("lost")]),
+                .invalidParameter(name: "lane", reason: "'lost' is not one of todo, doing, review, done")
             ),
             (
-                SubscriptionRequest(name: "incident", parameters: ["id": .string("i-1")], scope: "progress:user:u-1"),
-                .invalidParameter(name: "scope", reason: "'incident' reads the scope 'team', not 'user'")
+                SubscriptionRequest(name: "card", parameters: ["id": .string("c-1")], scope: "workspace:user:u-1"),
+                .invalidParameter(name: "scope", reason: "'card' reads the scope 'team', not 'user'")
             ),
         ]
         for (request, expected) in refusals {
             await #expect(throws: expected, "\(request)") { _ = try await engine.subscribe(request) }
         }
         await #expect(throws: SubscriptionError.invalidParameter(name: "ttl", reason: "a TTL cannot be negative")) {
-            _ = try await engine.subscribe(Subscriptions.incident(id: "i-1"), ttl: .seconds(-1))
+            _ = try await engine.subscribe(Subscriptions.card(id: "c-1"), ttl: .seconds(-1))
         }
         #expect(try store.subscriptions().isEmpty)
 
         // Accepted: a list within its count, an enum value; the same request twice is one subscription.
         let listed = try await engine.subscribe(
-            SubscriptionRequest(name: "incidents", parameters: ["ids": .array(["i-1", "i-2", "i-3"].map(JSONValue.string))]))
+            SubscriptionRequest(name: "cards", parameters: ["ids": .array(["c-1", "c-2", "c-3"].map(JSONValue.string))]))
         let stated = try await engine.subscribe(
-            SubscriptionRequest(name: "by_state", parameters: ["state": .string("on_hold")]), ttl: .seconds(60), priority: .low)
+            SubscriptionRequest(name: "cards_in_lane", parameters: ["board_id": .string("board-1"), "lane": .string("review")]), ttl: .seconds(60),
+            priority: .low)
         #expect(
             try await engine.subscribe(
-                SubscriptionRequest(name: "incidents", parameters: ["ids": .array(["i-1", "i-2", "i-3"].map(JSONValue.string))])
+                SubscriptionRequest(name: "cards", parameters: ["ids": .array(["c-1", "c-2", "c-3"].map(JSONValue.string))])
             ).id == listed.id)
         #expect(try store.subscriptions().map(\.id) == [listed.id, stated.id])
         #expect(try stated.status?.priority == .low && stated.status?.ttl == .seconds(60))
-        #expect(try listed.status?.ttl == .seconds(3_600) && listed.status?.priority == .normal, "the contract's defaults")
+        #expect(try listed.status?.ttl == .seconds(86_400) && listed.status?.priority == .normal, "the contract's defaults")
     }
 
     @Test("after unsubscribing, rows stay until the TTL passes, then go unless a queued write or another subscription holds them")
     func eviction() async throws {
         let clock = ManualClock()
-        try await LiveServer.run(clock: DeviceFollowingClock(device: clock)) { server in
-            for id in ["i-1", "i-2", "i-3", "i-4"] { try await Self.incident(server, id, assignee: id == "i-3" ? "u-1" : nil) }
+        try await LiveServer.engine(clock: DeviceFollowingClock(device: clock)) { server in
+            for id in ["c-1", "c-2", "c-3", "c-4"] { try await Self.card(server, id, assignee: id == "c-3" ? "u-1" : nil) }
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
+            let store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock)
             let engine = Self.engine(store, server.transport("d-1"))
-            let one = try await engine.subscribe(Subscriptions.incident(id: "i-1"), ttl: .seconds(60))
-            let two = try await engine.subscribe(Subscriptions.incident(id: "i-2"), ttl: .seconds(60))
-            let three = try await engine.subscribe(Subscriptions.incident(id: "i-3"), ttl: .seconds(60))
-            let mine = try await engine.subscribe(Subscriptions.assignedIncidents())
+            let one = try await engine.subscribe(Subscriptions.card(id: "c-1"), ttl: .seconds(60))
+            let two = try await engine.subscribe(Subscriptions.card(id: "c-2"), ttl: .seconds(60))
+            let three = try await engine.subscribe(Subscriptions.card(id: "c-3"), ttl: .seconds(60))
+            let mine = try await engine.subscribe(Subscriptions.assignedCards())
             for handle in [one, two, three, mine] { try await handle.waitForFirstSync() }
             let ended = clock.now()
             for handle in [one, two, three] { try await handle.unsubscribe() }
             #expect(try one.status?.expiresAt == ended.addingTimeInterval(60))
             #expect(try one.status?.isActive == false)
             #expect(await engine.currentStatus.subscriptions.ended == 3)
-            // A write of i-2 waits in the outbox (housekeeping runs here, no sync pushes it).
-            var edited = try #require(try store.fetch(Contracts.Incident.self, id: "i-2"))
-            edited.shortDescription = "Edited offline"
+            // A write of c-2 waits in the outbox (housekeeping runs here, no sync pushes it).
+            var edited = try #require(try store.fetch(Card.self, id: "c-2"))
+            edited.title = "Edited offline"
             _ = try store.update(edited)
 
             // Within the TTL everything stays readable.
             clock.advance(by: 30)
             #expect(try store.runHousekeeping().subscriptionEvictions.isEmpty)
-            #expect(try store.count(Contracts.Incident.self) == 3)
+            #expect(try store.count(Card.self) == 3)
 
             clock.advance(by: 31)
-            #expect(try store.runHousekeeping().subscriptionEvictions == ["Incident": 1])
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-1") == nil, "expired, held by nothing")
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-2")?.shortDescription == "Edited offline", "a queued write keeps it")
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-3") != nil, "assigned_incidents still holds it")
-            #expect(try store.subscriptions().map(\.request) == [Subscriptions.assignedIncidents()])
+            #expect(try store.runHousekeeping().subscriptionEvictions == ["Card": 1])
+            #expect(try store.fetch(Card.self, id: "c-1") == nil, "expired, held by nothing")
+            #expect(try store.fetch(Card.self, id: "c-2")?.title == "Edited offline", "a queued write keeps it")
+            #expect(try store.fetch(Card.self, id: "c-3") != nil, "assigned_cards still holds it")
+            #expect(try store.subscriptions().map(\.request) == [Subscriptions.assignedCards()])
             #expect(try one.status == nil)
 
             // Subscribing again to an ended one makes it active again rather than a second one.
-            let back = try await engine.subscribe(Subscriptions.assignedIncidents())
+            let back = try await engine.subscribe(Subscriptions.assignedCards())
             #expect(back.id == mine.id)
 
             // A sync expires them too, before it pulls.
-            let four = try await engine.subscribe(Subscriptions.incident(id: "i-4"), ttl: .seconds(60))
+            let four = try await engine.subscribe(Subscriptions.card(id: "c-4"), ttl: .seconds(60))
             try await four.waitForFirstSync()
             try await four.unsubscribe()
             #expect(Self.succeeded(await engine.syncNow()))
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-4") != nil, "ended, not expired: still readable")
+            #expect(try store.fetch(Card.self, id: "c-4") != nil, "ended, not expired: still readable")
             clock.advance(by: 61)
             #expect(Self.succeeded(await engine.syncNow()))
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-4") == nil)
+            #expect(try store.fetch(Card.self, id: "c-4") == nil)
             #expect(try four.status == nil)
         }
     }
 
     @Test("rows of a scope key the engine syncs whole stay when a subscription lets go of them; another key's go")
     func wholeScopes() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             _ = try await server.storage.write { try await $0.setTeamMembership(tenant: "acme", team: "team-2", userID: "u-1", isMember: true) }
-            try await Self.incident(server, "i-1")
-            try await Self.incident(server, "i-20", team: "team-2")
+            try await Self.card(server, "c-1")
+            try await Self.card(server, "c-20", team: "team-2")
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let transport = URLSessionTransport(baseURL: server.url, timeout: 120) {
                 server.signer.token(
                     tenant: "acme", user: "u-1", device: "d-1", teams: ["team-1", "team-2"], now: server.clock.now().millisecondsSince1970 / 1000)
             }
-            let engine = Self.engine(store, transport, scopes: ["user", "ops:team:team-1"])
-            let ours = try await engine.subscribe(Subscriptions.incident(id: "i-1", scope: "ops:team:team-1"), ttl: .zero)
-            let theirs = try await engine.subscribe(Subscriptions.incident(id: "i-20", scope: "ops:team:team-2"), ttl: .zero)
+            let engine = Self.engine(store, transport, scopes: ["user", "workspace:team:team-1"])
+            let ours = try await engine.subscribe(Subscriptions.card(id: "c-1", scope: "workspace:team:team-1"), ttl: .zero)
+            let theirs = try await engine.subscribe(Subscriptions.card(id: "c-20", scope: "workspace:team:team-2"), ttl: .zero)
             try await ours.waitForFirstSync()
             try await theirs.waitForFirstSync()
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-20") != nil)
+            #expect(try store.fetch(Card.self, id: "c-20") != nil)
 
             try await ours.unsubscribe()
             try await theirs.unsubscribe()
             #expect(Self.succeeded(await engine.syncNow()))
             #expect(try store.subscriptions().isEmpty)
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-1") != nil, "ops:team:team-1 is synced whole")
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-20") == nil, "ops:team:team-2 is not")
+            #expect(try store.fetch(Card.self, id: "c-1") != nil, "workspace:team:team-1 is synced whole")
+            #expect(try store.fetch(Card.self, id: "c-20") == nil, "workspace:team:team-2 is not")
         }
     }
 
     @Test("a cursor the server expired syncs that subscription again from scratch, and the rows it no longer delivers go")
     func cursorExpired() async throws {
-        try await LiveServer.run { server in
-            try await Self.incident(server, "i-1", assignee: "u-1")
-            try await Self.incident(server, "i-2", assignee: "u-1")
-            try await Self.incident(server, "i-3")
+        try await LiveServer.engine { server in
+            try await Self.card(server, "c-1", assignee: "u-1")
+            try await Self.card(server, "c-2", assignee: "u-1")
+            try await Self.card(server, "c-3")
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let probe = SubscriptionProbe(server.transport("d-1"))
             let engine = Self.engine(store, probe)
-            let mine = try await engine.subscribe(Subscriptions.assignedIncidents())
-            let pinned = try await engine.subscribe(Subscriptions.incident(id: "i-3"))
+            let mine = try await engine.subscribe(Subscriptions.assignedCards())
+            let pinned = try await engine.subscribe(Subscriptions.card(id: "c-3"))
             try await mine.waitForFirstSync()
             try await pinned.waitForFirstSync()
             let stale = try #require(try Self.cursor(store, mine))
 
             // `mine` ended for a while: `pinned` moves on meanwhile, `mine` keeps its old cursor.
             try await mine.unsubscribe()
-            try await Self.incident(server, "i-3", title: "Moved on")
+            try await Self.card(server, "c-3", title: "Moved on")
             #expect(Self.succeeded(await engine.syncNow()))
             let pinnedCursor = try #require(try Self.cursor(store, pinned))
-            let head = try await server.storage.read { try await $0.scopeSequence(tenant: "acme", scopeKey: "ops:team:team-1") }
-            // i-2 is reassigned, and the server compacts what came before: `mine`'s cursor is now too old.
-            try await Self.incident(server, "i-2", assignee: "u-9")
-            try await server.storage.write { try await $0.raiseCompactedSequence(tenant: "acme", scopeKey: "ops:team:team-1", to: head) }
+            let head = try await server.storage.read { try await $0.scopeSequence(tenant: "acme", scopeKey: "workspace:team:team-1") }
+            // c-2 is reassigned, and the server compacts what came before: `mine`'s cursor is now too old.
+            try await Self.card(server, "c-2", assignee: "u-9")
+            try await server.storage.write { try await $0.raiseCompactedSequence(tenant: "acme", scopeKey: "workspace:team:team-1", to: head) }
 
-            #expect(try await engine.subscribe(Subscriptions.assignedIncidents()).id == mine.id)
+            #expect(try await engine.subscribe(Subscriptions.assignedCards()).id == mine.id)
             probe.clear()
             #expect(Self.succeeded(await engine.syncNow()))
             let sent = probe.entries.filter { $0.id == mine.id }.map(\.cursor)
             #expect(sent.count == 2 && sent.first == stale && sent.last == .some(nil), "asked with its cursor, refused, asked again from none")
             #expect(probe.entries.filter { $0.id == pinned.id }.map(\.cursor) == [pinnedCursor], "the other one went on from its cursor")
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-2") == nil, "the fresh sync did not deliver it: gone")
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-1") != nil)
-            #expect(try store.fetch(Contracts.Incident.self, id: "i-3")?.shortDescription == "Moved on")
-            #expect(try store.subscriptionRowIDs(id: mine.id) == ["Incident": ["i-1"]])
+            #expect(try store.fetch(Card.self, id: "c-2") == nil, "the fresh sync did not deliver it: gone")
+            #expect(try store.fetch(Card.self, id: "c-1") != nil)
+            #expect(try store.fetch(Card.self, id: "c-3")?.title == "Moved on")
+            #expect(try store.subscriptionRowIDs(id: mine.id) == ["Card": ["c-1"]])
             #expect(try mine.status?.hasSynced == true)
         }
     }
 
     @Test("subscriptions are pulled by tier with the scopes, and a subscription's progress shows while its pages come")
     func orderAndProgress() async throws {
-        try await LiveServer.run { server in
-            for index in 0..<7 { try await Self.incident(server, "i-\(index)", assignee: "u-1") }
-            try await Self.incident(server, "i-9")
+        try await LiveServer.engine { server in
+            for index in 0..<7 { try await Self.card(server, "c-\(index)", assignee: "u-1") }
+            try await Self.card(server, "c-9")
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let probe = SubscriptionProbe(server.transport("d-1"))
-            let scopes = ["user", "content"]
+            // The team scope synced whole too: it holds the critical contract (Card), so the critical
+            // subscription has a critical scope to go before.
+            let scopes = ["catalog", "team"]
             let engine = Self.engine(store, probe, scopes: scopes)
-            let mine = try await engine.subscribe(Subscriptions.assignedIncidents())
-            let one = try await engine.subscribe(Subscriptions.incident(id: "i-9"), priority: .low)
+            let mine = try await engine.subscribe(Subscriptions.assignedCards())
+            let one = try await engine.subscribe(Subscriptions.card(id: "c-9"), priority: .low)
             probe.onSubscriptionPull = { request in
                 guard request.subscriptions.contains(where: { $0.id == mine.id }) else { return }
                 probe.note("progress \((try? mine.status?.progress?.done) ?? -1)")
             }
             #expect(Self.succeeded(await engine.syncNow()))
 
-            // Critical before every scope (`user` holds critical contracts), low after the last one.
+            // Critical before every scope (`team` holds a critical contract), low after the last one.
             let order = store.priorities.order(scopes)
             #expect(store.priorities.topPriority(of: order[0]) == .critical)
             var expected = [
-                "progress -1", "subscriptions assigned_incidents", "progress 3", "subscriptions assigned_incidents", "progress 6",
-                "subscriptions assigned_incidents",
+                "progress -1", "subscriptions assigned_cards", "progress 3", "subscriptions assigned_cards", "progress 6",
+                "subscriptions assigned_cards",
             ]
             for scope in order {
-                if store.priorities.topPriority(of: scope) == .low, !expected.contains("subscriptions incident") {
-                    expected.append("subscriptions incident")
+                if store.priorities.topPriority(of: scope) == .low, !expected.contains("subscriptions card") {
+                    expected.append("subscriptions card")
                 }
                 expected.append("scope \(scope)")
             }
-            if !expected.contains("subscriptions incident") { expected.append("subscriptions incident") }
+            if !expected.contains("subscriptions card") { expected.append("subscriptions card") }
             #expect(probe.log == expected)
             #expect(try mine.status?.progress == nil, "no pages coming now")
             #expect(try mine.status?.rowCount == 7 && one.status?.rowCount == 1)
@@ -491,16 +476,16 @@ struct SubscriptionTests {
 
     @Test("more subscriptions than one request carries are pulled in several, fewer when the server takes fewer")
     func manySubscriptions() async throws {
-        try await LiveServer.run { server in
-            for index in 0..<70 { try await Self.incident(server, "i-\(index)") }
+        try await LiveServer.engine { server in
+            for index in 0..<70 { try await Self.card(server, "c-\(index)") }
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let probe = SubscriptionProbe(server.transport("d-1"))
             let engine = Self.engine(store, probe)
             var handles: [SubscriptionHandle] = []
-            for index in 0..<70 { handles.append(try await engine.subscribe(Subscriptions.incident(id: "i-\(index)"))) }
+            for index in 0..<70 { handles.append(try await engine.subscribe(Subscriptions.card(id: "c-\(index)"))) }
             #expect(Self.succeeded(await engine.syncNow()))
-            #expect(try store.count(Contracts.Incident.self) == 70)
+            #expect(try store.count(Card.self) == 70)
             #expect(try handles.allSatisfy { try $0.status?.hasSynced == true })
             #expect(probe.requestSizes.count >= 2 && probe.requestSizes.allSatisfy { $0 <= 64 }, "\(probe.requestSizes)")
             #expect(await engine.currentStatus.subscriptions.active == 70)
@@ -508,60 +493,36 @@ struct SubscriptionTests {
 
         var configuration = ServerConfiguration(port: 0, rateLimit: nil)
         configuration.identityLimits.subscriptionsPerDevice = 8
-        try await LiveServer.run(configuration: configuration) { server in
-            for index in 0..<20 { try await Self.incident(server, "i-\(index)") }
+        try await LiveServer.engine(configuration: configuration) { server in
+            for index in 0..<20 { try await Self.card(server, "c-\(index)") }
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let probe = SubscriptionProbe(server.transport("d-1"))
             let engine = Self.engine(store, probe)
-            for index in 0..<20 { _ = try await engine.subscribe(Subscriptions.incident(id: "i-\(index)")) }
+            for index in 0..<20 { _ = try await engine.subscribe(Subscriptions.card(id: "c-\(index)")) }
             #expect(Self.succeeded(await engine.syncNow()))
-            #expect(try store.count(Contracts.Incident.self) == 20)
+            #expect(try store.count(Card.self) == 20)
             #expect(probe.requestSizes == [20, 8, 8, 4], "refused whole at 20, then the server's limit")
         }
     }
 
     @Test("a transport that cannot pull subscriptions leaves them unsynced and the scopes sync all the same")
     func unsupportedTransport() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
+            let store = try makeEngineDeviceStore(directory, device: "d-1")
             let engine = Self.engine(store, NoSubscriptionTransport(server.transport("d-1")))
-            let incident = try await engine.subscribe(Subscriptions.incident(id: "i-1"))
+            let card = try await engine.subscribe(Subscriptions.card(id: "c-1"))
             #expect(Self.succeeded(await engine.syncNow()))
-            let status = try #require(try incident.status)
+            let status = try #require(try card.status)
             #expect(!status.hasSynced && status.isActive && status.error == nil)
             #expect(status.lastFailure == TransportError.subscriptionsUnsupported.detail)
             await #expect(throws: SubscriptionError.unsupported(message: TransportError.subscriptionsUnsupported.detail.message)) {
-                try await incident.waitForFirstSync()
+                try await card.waitForFirstSync()
             }
-            #expect(try incident.status?.isActive == true, "kept: it syncs once the transport can")
+            #expect(try card.status?.isActive == true, "kept: it syncs once the transport can")
             #expect(await engine.currentStatus.subscriptions.awaitingFirstSync == 1)
         }
-    }
-}
-
-/// The sample's contracts with two more subscriptions, for the checks a list and an enum parameter get.
-enum ListedSubscriptionContracts: ContractSchema {
-    static var scopes: [ScopeDescriptor] { ContractRegistry.scopes }
-    static var entities: [EntityDescriptor] { ContractRegistry.entities }
-    static var events: [EventDescriptor] { ContractRegistry.events }
-    static var entityTypes: [any ContractEntity.Type] { ContractRegistry.entityTypes }
-    static var eventTypes: [any ContractEvent.Type] { ContractRegistry.eventTypes }
-    static var clientMigrations: [ContractMigration] { ContractRegistry.clientMigrations }
-    static var serverMigrations: [ContractMigration] { ContractRegistry.serverMigrations }
-    static var serverPostgresMigrations: [ContractMigration] { ContractRegistry.serverPostgresMigrations }
-    static var subscriptions: [SubscriptionDescriptor] {
-        let state = Contracts.Incident.descriptor.fields.first { $0.name == "state" }?.kind ?? .string
-        return ContractRegistry.subscriptions + [
-            SubscriptionDescriptor(
-                name: "incidents", summary: "Some incidents.", entity: "Incident",
-                parameters: [.init(name: "ids", kind: .list(.id), maxCount: 3)],
-                filter: [.init(field: "id", operand: .parameter("ids"))], includes: [], defaultTTLSeconds: 3_600, priority: .normal),
-            SubscriptionDescriptor(
-                name: "by_state", summary: "The incidents in one state.", entity: "Incident", parameters: [.init(name: "state", kind: state)],
-                filter: [.init(field: "state", operand: .parameter("state"))], includes: [], defaultTTLSeconds: 3_600, priority: .normal),
-        ]
     }
 }
 
