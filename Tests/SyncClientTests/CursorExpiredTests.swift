@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SyncClient
@@ -7,7 +7,8 @@ import SyncProtocol
 import SyncServer
 import Testing
 
-/// A device whose cursor is older than the server's tombstone horizon (410 `cursor_expired`).
+/// A device whose cursor is older than the server's tombstone horizon (410 `cursor_expired`), on the
+/// engines' own contracts (the team's cards).
 @Suite struct CursorExpiredTests {
     func engine(_ store: OfflineStore, _ transport: any SyncTransport) -> SyncEngine {
         SyncEngine(
@@ -16,98 +17,98 @@ import Testing
         )
     }
 
-    /// The ids of the team's live tasks on the server.
-    func serverTaskIDs(_ server: LiveServer) async throws -> Set<String> {
-        Set(try await serverTaskTitles(server).keys)
+    /// The ids of the team's live cards on the server.
+    func serverCardIDs(_ server: LiveServer) async throws -> Set<String> {
+        Set(try await serverCardTitles(server).keys)
     }
 
-    /// The team's live tasks on the server: id → title.
-    func serverTaskTitles(_ server: LiveServer) async throws -> [String: String] {
+    /// The team's live cards on the server: id → title.
+    func serverCardTitles(_ server: LiveServer) async throws -> [String: String] {
         let rows = try await server.storage.read { reader in
-            try await reader.rows(in: ContractTable(FieldTask.descriptor), tenant: "acme", where: ["_deleted": .integer(0)], limit: 1000)
+            try await reader.rows(in: ContractTable(Card.descriptor), tenant: "acme", where: ["_deleted": .integer(0)], limit: 1000)
         }
         return Dictionary(uniqueKeysWithValues: rows.compactMap { row in row.text("id").map { ($0, row.text("title") ?? "") } })
     }
 
     @Test func expiredCursorPullsTheScopeAgainKeepingPendingWritesAndConflicts() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let dirA = try TemporaryDirectory(), dirB = try TemporaryDirectory()
-            let storeA = try makeDeviceStore(dirA, device: "d-1"), storeB = try makeDeviceStore(dirB, device: "d-2")
+            let storeA = try makeEngineDeviceStore(dirA, device: "d-1"), storeB = try makeEngineDeviceStore(dirB, device: "d-2")
             let engineA = engine(storeA, server.transport("d-1"))
             let engineB = engine(storeB, server.transport("d-2"))
 
             for i in 1...5 {
-                try storeA.create(FieldTask(id: "task-\(i)", teamId: "team-1", title: "Task \(i)", taskKind: .inspection, revision: 0))
+                try storeA.create(Card(id: "card-\(i)", teamId: "team-1", boardId: "board-1", title: "Card \(i)", revision: 0))
             }
             guard case .succeeded = await engineA.syncNow() else { Issue.record("A's first sync"); return }
             guard case .succeeded = await engineB.syncNow() else { Issue.record("B's first sync"); return }
 
-            // An open conflict on A for task-4, which B then deletes.
-            try storeB.patch(FieldTask.self, id: "task-4", [.title("From B")])
+            // An open conflict on A for card-4, which B then deletes.
+            try storeB.patch(Card.self, id: "card-4", [.title("From B")])
             guard case .succeeded = await engineB.syncNow() else { Issue.record("B's patch"); return }
-            try storeA.patch(FieldTask.self, id: "task-4", [.title("From A")])
+            try storeA.patch(Card.self, id: "card-4", [.title("From A")])
             guard case .succeeded = await engineA.syncNow() else { Issue.record("A's conflicting patch"); return }
-            #expect(try storeA.conflicts().map(\.rowId) == ["task-4"])
+            #expect(try storeA.conflicts().map(\.rowId) == ["card-4"])
 
-            // B deletes three tasks and adds one; the server compacts the deletes past A's cursor.
-            try storeB.delete(FieldTask.self, id: "task-2")
-            try storeB.delete(FieldTask.self, id: "task-3")
-            try storeB.delete(FieldTask.self, id: "task-4")
-            try storeB.create(FieldTask(id: "task-6", teamId: "team-1", title: "Task 6", taskKind: .repair, revision: 0))
+            // B deletes three cards and adds one; the server compacts the deletes past A's cursor.
+            try storeB.delete(Card.self, id: "card-2")
+            try storeB.delete(Card.self, id: "card-3")
+            try storeB.delete(Card.self, id: "card-4")
+            try storeB.create(Card(id: "card-6", teamId: "team-1", boardId: "board-1", title: "Card 6", lane: .doing, revision: 0))
             guard case .succeeded = await engineB.syncNow() else { Issue.record("B's deletes"); return }
             let counts = try await ServerHousekeeping(storage: server.storage).run(now: Date().addingTimeInterval(91 * 86_400))
             #expect(counts.tombstones == 3)
 
-            // A meanwhile: a new task (pending) and an edit of a task the server no longer has.
-            try storeA.create(FieldTask(id: "task-7", teamId: "team-1", title: "Task 7", taskKind: .inspection, revision: 0))
-            try storeA.patch(FieldTask.self, id: "task-3", [.title("Edited offline")])
+            // A meanwhile: a new card (pending) and an edit of a card the server no longer has.
+            try storeA.create(Card(id: "card-7", teamId: "team-1", boardId: "board-1", title: "Card 7", revision: 0))
+            try storeA.patch(Card.self, id: "card-3", [.title("Edited offline")])
 
             let result = await engineA.syncNow()
             guard case .succeeded = result else { Issue.record("A's sync past the horizon: \(result)"); return }
             let status = await engineA.currentStatus
-            #expect(status.repulledScopes == ["team": 1], "task-2 removed; task-3 and task-4 kept")
+            #expect(status.repulledScopes == ["team": 1], "card-2 removed; card-3 and card-4 kept")
             #expect(status.lastError == nil)
 
             // The server's rows, plus the rows with a write or a conflict still open.
-            let serverIDs = try await serverTaskIDs(server)
-            #expect(serverIDs == ["task-1", "task-5", "task-6", "task-7"])
-            let local = Set(try storeA.all(FieldTask.self).map(\.id))
-            #expect(local == serverIDs.union(["task-3", "task-4"]))
-            #expect(try storeA.fetch(FieldTask.self, id: "task-3")?.title == "Edited offline")
+            let serverIDs = try await serverCardIDs(server)
+            #expect(serverIDs == ["card-1", "card-5", "card-6", "card-7"])
+            let local = Set(try storeA.all(Card.self).map(\.id))
+            #expect(local == serverIDs.union(["card-3", "card-4"]))
+            #expect(try storeA.fetch(Card.self, id: "card-3")?.title == "Edited offline")
             // Every row the server has, as the server has it.
-            for (id, title) in try await serverTaskTitles(server) {
-                #expect(try storeA.fetch(FieldTask.self, id: id)?.title == title, "\(id)")
+            for (id, title) in try await serverCardTitles(server) {
+                #expect(try storeA.fetch(Card.self, id: id)?.title == title, "\(id)")
             }
-            #expect(try storeA.fetch(FieldTask.self, id: "task-6")?.title == "Task 6")
-            // The edit of task-3, whose tombstone was compacted, is a deletion conflict the user
+            #expect(try storeA.fetch(Card.self, id: "card-6")?.title == "Card 6")
+            // The edit of card-3, whose tombstone was compacted, is a deletion conflict the user
             // settles like any other (keep the edit, or take the deletion).
             let conflicts = try storeA.conflicts()
-            #expect(Set(conflicts.map(\.rowId)) == ["task-3", "task-4"], "the conflict stays open, and the edit of a deleted task is one")
-            #expect(conflicts.first { $0.rowId == "task-3" }?.serverResolution == "deleted")
+            #expect(Set(conflicts.map(\.rowId)) == ["card-3", "card-4"], "the conflict stays open, and the edit of a deleted card is one")
+            #expect(conflicts.first { $0.rowId == "card-3" }?.serverResolution == "deleted")
             #expect(try storeA.outboxEntries(statuses: [.failed]).isEmpty)
             #expect(try storeA.syncStates().first { $0.scopeKey == "team" }?.cursor != nil)
 
             // The next sync is an ordinary one.
             guard case .succeeded = await engineA.syncNow() else { Issue.record("A's next sync"); return }
             #expect(await engineA.currentStatus.repulledScopes.isEmpty)
-            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == local)
+            #expect(Set(try storeA.all(Card.self).map(\.id)) == local)
         }
     }
 }
 
 extension CursorExpiredTests {
     @Test func aRepullCutShortResumesAtTheNextSync() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let dirA = try TemporaryDirectory(), dirB = try TemporaryDirectory()
-            let storeA = try makeDeviceStore(dirA, device: "d-1"), storeB = try makeDeviceStore(dirB, device: "d-2")
+            let storeA = try makeEngineDeviceStore(dirA, device: "d-1"), storeB = try makeEngineDeviceStore(dirB, device: "d-2")
             let engineB = engine(storeB, server.transport("d-2"))
             for i in 1...8 {
-                try storeB.create(FieldTask(id: "task-\(i)", teamId: "team-1", title: "Task \(i)", taskKind: .inspection, revision: 0))
+                try storeB.create(Card(id: "card-\(i)", teamId: "team-1", boardId: "board-1", title: "Card \(i)", revision: 0))
             }
             guard case .succeeded = await engineB.syncNow() else { Issue.record("B's first sync"); return }
             guard case .succeeded = await engine(storeA, server.transport("d-1")).syncNow() else { Issue.record("A's first sync"); return }
-            try storeB.delete(FieldTask.self, id: "task-2")
-            try storeB.delete(FieldTask.self, id: "task-8")
+            try storeB.delete(Card.self, id: "card-2")
+            try storeB.delete(Card.self, id: "card-8")
             guard case .succeeded = await engineB.syncNow() else { Issue.record("B's deletes"); return }
             #expect(try await ServerHousekeeping(storage: server.storage).run(now: Date().addingTimeInterval(91 * 86_400)).tombstones == 2)
 
@@ -115,14 +116,14 @@ extension CursorExpiredTests {
             let cut = CuttingTransport(server.transport("d-1"), pagesAfterExpiry: 1)
             guard case .failed(.network, _) = await engine(storeA, cut).syncNow() else { Issue.record("the cut sync must fail"); return }
             #expect(cut.expired)
-            #expect(try storeA.fetch(FieldTask.self, id: "task-2") != nil, "nothing is swept before the re-pull ends")
+            #expect(try storeA.fetch(Card.self, id: "card-2") != nil, "nothing is swept before the re-pull ends")
 
             // A new engine (as after a crash) finishes the re-pull where it stopped.
             let engineA = engine(storeA, server.transport("d-1"))
             guard case .succeeded = await engineA.syncNow() else { Issue.record("A's resumed sync"); return }
             #expect(await engineA.currentStatus.repulledScopes == ["team": 2])
-            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == (try await serverTaskIDs(server)))
-            #expect(try storeA.fetch(FieldTask.self, id: "task-8") == nil)
+            #expect(Set(try storeA.all(Card.self).map(\.id)) == (try await serverCardIDs(server)))
+            #expect(try storeA.fetch(Card.self, id: "card-8") == nil)
         }
     }
 }
@@ -132,12 +133,12 @@ extension CursorExpiredTests {
     /// deletes one of them and compacts the tombstone: the device never had a cursor, so it is
     /// never told `cursor_expired`, yet the next download from scratch must not keep the row.
     @Test func aFirstDownloadCutShortIsReconciledLikeARepull() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let dirA = try TemporaryDirectory(), dirB = try TemporaryDirectory()
-            let storeA = try makeDeviceStore(dirA, device: "d-1"), storeB = try makeDeviceStore(dirB, device: "d-2")
+            let storeA = try makeEngineDeviceStore(dirA, device: "d-1"), storeB = try makeEngineDeviceStore(dirB, device: "d-2")
             let engineB = engine(storeB, server.transport("d-2"))
             for i in 1...3 {
-                try storeA.create(FieldTask(id: "task-\(i)", teamId: "team-1", title: "Task \(i)", taskKind: .inspection, revision: 0))
+                try storeA.create(Card(id: "card-\(i)", teamId: "team-1", boardId: "board-1", title: "Card \(i)", revision: 0))
             }
             let cut = PullFailingTransport(server.transport("d-1"))
             guard case .failed(.network, _) = await engine(storeA, cut).syncNow() else { Issue.record("A's cut sync must fail"); return }
@@ -145,15 +146,15 @@ extension CursorExpiredTests {
             #expect(try storeA.syncStates().first { $0.scopeKey == "team" }?.cursor == nil)
 
             guard case .succeeded = await engineB.syncNow() else { Issue.record("B's first sync"); return }
-            try storeB.delete(FieldTask.self, id: "task-2")
+            try storeB.delete(Card.self, id: "card-2")
             guard case .succeeded = await engineB.syncNow() else { Issue.record("B's delete"); return }
             #expect(try await ServerHousekeeping(storage: server.storage).run(now: Date().addingTimeInterval(91 * 86_400)).tombstones == 1)
 
             let engineA = engine(storeA, server.transport("d-1"))
             guard case .succeeded = await engineA.syncNow() else { Issue.record("A's next sync"); return }
             #expect(await engineA.currentStatus.repulledScopes == ["team": 1])
-            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == ["task-1", "task-3"])
-            #expect(Set(try storeA.all(FieldTask.self).map(\.id)) == (try await serverTaskIDs(server)))
+            #expect(Set(try storeA.all(Card.self).map(\.id)) == ["card-1", "card-3"])
+            #expect(Set(try storeA.all(Card.self).map(\.id)) == (try await serverCardIDs(server)))
 
             // Once a download has ended, a later one from scratch (a new device's) is plain.
             guard case .succeeded = await engineA.syncNow() else { Issue.record("A's third sync"); return }
