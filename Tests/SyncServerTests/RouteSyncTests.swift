@@ -1,20 +1,22 @@
 import CZlib
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import LearningAPI
 import SyncProtocol
 import Testing
 
 @testable import SyncServer
 
+/// The engine's routes on the engines' own contracts: pushes of `Activity` rows, pulls of a team's
+/// board, cards and notes, the catalog's labels published by an admin. The learning app's content
+/// routes are in RouteLearningContentTests.
 @Suite("Routes: operations, push, pull, content")
 struct RouteSyncTests {
     @Test("/health answers ok without a token once storage answers")
     func health() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
             let response = try await client.execute(uri: "/health", method: .get)
             #expect(response.status == .ok)
@@ -25,12 +27,12 @@ struct RouteSyncTests {
 
     @Test("the same push sent 3 times answers the same bytes and has one effect")
     func pushReplay() async throws {
-        let harness = try RouteHarness()
-        let request = SampleMutations.push([
-            SampleMutations.answer(seq: 1), SampleMutations.answer(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002", questionID: "q-2"),
+        let harness = try RouteHarness.engine()
+        let request = EngineMutations.push([
+            EngineMutations.activity(seq: 1), EngineMutations.activity(seq: 2, id: "9b2f3c1e-0000-4000-8000-000000000002", subject: "card-2"),
         ])
         let body = try JSONEncoder().encode(request)
-        let table = ContractTable(ContractRegistry.assessmentResponse)
+        let table = ContractTable(ContractRegistry.activity)
         try await harness.test { client in
             var answers: [Data] = []
             var auditCounts: [Int] = []
@@ -51,7 +53,7 @@ struct RouteSyncTests {
             let (rows, sequence) = try await harness.storage.read { reader in
                 (
                     try await reader.rows(in: table, tenant: "acme", where: [:], limit: 10).count,
-                    try await reader.scopeSequence(tenant: "acme", scopeKey: "progress:user:u-1")
+                    try await reader.scopeSequence(tenant: "acme", scopeKey: "workspace:user:u-1")
                 )
             }
             #expect(rows == 2)
@@ -73,16 +75,16 @@ struct RouteSyncTests {
 
     @Test("pull with Accept-Encoding: gzip answers valid gzip of the same JSON, smaller")
     func pullGzip() async throws {
-        let harness = try RouteHarness()
-        try await harness.seed()
+        let harness = try RouteHarness.engine()
+        try await harness.seedWorkspace()
         try await harness.test { client in
-            let plain = try await client.execute(uri: "/sync/v1/pull?scope=content", method: .get, headers: harness.headers())
+            let plain = try await client.execute(uri: "/sync/v1/pull?scope=team", method: .get, headers: harness.headers())
             #expect(plain.status == .ok)
             #expect(plain.headers[.contentEncoding] == nil)
             #expect(plain.headers[.vary] == "Accept-Encoding")
 
             let compressed = try await client.execute(
-                uri: "/sync/v1/pull?scope=content", method: .get, headers: harness.headers(nil, [.acceptEncoding: "br;q=1.0, gzip;q=0.8"])
+                uri: "/sync/v1/pull?scope=team", method: .get, headers: harness.headers(nil, [.acceptEncoding: "br;q=1.0, gzip;q=0.8"])
             )
             #expect(compressed.status == .ok)
             #expect(compressed.headers[.contentEncoding] == "gzip")
@@ -93,22 +95,13 @@ struct RouteSyncTests {
             #expect(try TestZlib.gunzip(compressed.data) == plain.data)
 
             let page = try JSONDecoder().decode(PullResponse.self, from: plain.data)
-            #expect(page.upserts["Unit"]?.count == 2)
+            #expect(page.upserts.keys.sorted() == ["Board", "Card", "Note"])
 
             let refused = try await client.execute(
-                uri: "/sync/v1/pull?scope=content", method: .get, headers: harness.headers(nil, [.acceptEncoding: "gzip;q=0"])
+                uri: "/sync/v1/pull?scope=team", method: .get, headers: harness.headers(nil, [.acceptEncoding: "gzip;q=0"])
             )
             #expect(refused.headers[.contentEncoding] == nil)
             #expect(refused.data == plain.data)
-
-            let units = try await client.execute(
-                uri: "/api/v1/content/units/sync?include_deleted=true", method: .get, headers: harness.headers(nil, [.acceptEncoding: "gzip"])
-            )
-            #expect(units.headers[.contentEncoding] == "gzip")
-            let synced = try JSONDecoder().decode(UnitsSyncResponse.self, from: try TestZlib.gunzip(units.data))
-            #expect(synced.units.count == 2)
-            // Built from the server's own address, never from the request's Host (localhost here).
-            #expect(synced.units.flatMap(\.lessons).flatMap(\.assets).allSatisfy { $0.downloadURL.hasPrefix("http://127.0.0.1:8080/assets/") })
 
             let rows = page.upserts.values.reduce(0) { $0 + $1.count }
             let metrics = try await client.execute(uri: "/metrics", method: .get, headers: harness.metricsHeaders).text
@@ -118,11 +111,11 @@ struct RouteSyncTests {
 
     @Test("/metrics is Prometheus text with requests, mutations, pull rows and latencies")
     func metrics() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
             _ = try await client.execute(uri: "/health", method: .get)
             _ = try await client.execute(uri: "/health", method: .get)
-            _ = try await client.execute(uri: "/assets/some-id", method: .get)
+            _ = try await client.execute(uri: "/sync/v1/files/some-hash", method: .get)
             _ = try await client.execute(uri: "/no/such/route", method: .get)
             let response = try await client.execute(uri: "/metrics", method: .get, headers: harness.metricsHeaders)
             #expect(response.status == .ok)
@@ -131,7 +124,7 @@ struct RouteSyncTests {
             for line in [
                 "# TYPE outpost_http_requests_total counter",
                 #"outpost_http_requests_total{route="/health",status="200"} 2"#,
-                #"outpost_http_requests_total{route="/assets/{id}",status="401"} 1"#,
+                #"outpost_http_requests_total{route="/sync/v1/files/{sha256}",status="401"} 1"#,
                 #"outpost_http_requests_total{route="unmatched",status="404"} 1"#,
                 "# TYPE outpost_push_mutations_total counter",
                 #"outpost_push_mutations_total{status="rejected"} 0"#,
@@ -147,31 +140,30 @@ struct RouteSyncTests {
         }
     }
 
-    @Test("admin routes publish, upload and delete content that devices then sync")
+    @Test("admin routes publish and delete content that devices then sync")
     func adminRoutes() async throws {
-        let harness = try RouteHarness()
-        try await harness.seed()
+        let harness = try RouteHarness.engine()
+        try await harness.seedWorkspace()
         let admin = harness.token(user: "admin", device: "console", admin: true)
         try await harness.test { client in
             let publish = try await client.execute(
-                uri: "/admin/v1/content/Unit", method: .post, headers: harness.headers(admin),
-                body: ByteBuffer(string: #"{"id": "unit-new", "title": "Ladders", "learner_level": "beginner", "sort_index": 9}"#)
+                uri: "/admin/v1/content/Label", method: .post, headers: harness.headers(admin),
+                body: ByteBuffer(string: #"{"id": "label-new", "name": "Ladders", "color": "green", "sort_index": 9}"#)
             )
             #expect(publish.status == .ok, "\(publish.text)")
 
-            let units = try await client.execute(uri: "/api/v1/content/units/sync?limit=100", method: .get, headers: harness.headers())
-            let synced = try JSONDecoder().decode(UnitsSyncResponse.self, from: units.data)
-            #expect(synced.units.contains { $0.id == "unit-new" })
+            let labels = try await client.execute(uri: "/sync/v1/pull?scope=catalog&limit=100", method: .get, headers: harness.headers())
+            let synced = try JSONDecoder().decode(PullResponse.self, from: labels.data)
+            #expect(synced.upserts["Label"]?.contains { $0.pullMember("id") == .string("label-new") } == true)
 
-            let delete = try await client.execute(uri: "/admin/v1/content/Unit/unit-new", method: .delete, headers: harness.headers(admin))
+            let delete = try await client.execute(uri: "/admin/v1/content/Label/label-new", method: .delete, headers: harness.headers(admin))
             #expect(delete.status == .noContent)
-            let again = try await client.execute(uri: "/admin/v1/content/Unit/unit-new", method: .delete, headers: harness.headers(admin))
+            let again = try await client.execute(uri: "/admin/v1/content/Label/label-new", method: .delete, headers: harness.headers(admin))
             #expect(again.status == .notFound)
 
-            let after = try await client.execute(
-                uri: "/api/v1/content/units/sync?include_deleted=true&since=\(synced.nextSince)", method: .get, headers: harness.headers()
-            )
-            #expect(try JSONDecoder().decode(UnitsSyncResponse.self, from: after.data).tombstones.map(\.id) == ["unit-new"])
+            let cursor = try #require(synced.cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+            let after = try await client.execute(uri: "/sync/v1/pull?scope=catalog&cursor=\(cursor)", method: .get, headers: harness.headers())
+            #expect(try JSONDecoder().decode(PullResponse.self, from: after.data).deletes == ["Label": ["label-new"]])
         }
     }
 }

@@ -23,6 +23,9 @@ final class RouteHarness: Sendable {
     let metrics: ServerMetrics
     let configuration: ServerConfiguration
     let rateLimiter: RateLimiter?
+    /// The apps the server runs: the sample's on the sample's contracts, none on the engines' own
+    /// (``engine(configuration:rateLimiter:)``).
+    let apps: [any ServerApp]
 
     /// The bearer token of `/metrics` in the default configuration.
     static let metricsToken = "metrics-token-for-the-route-tests"
@@ -38,9 +41,13 @@ final class RouteHarness: Sendable {
 
     var folder: URL { directory.url }
 
-    init(configuration: ServerConfiguration = RouteHarness.defaultConfiguration, rateLimiter: RateLimiter? = nil) throws {
+    init(
+        configuration: ServerConfiguration = RouteHarness.defaultConfiguration, rateLimiter: RateLimiter? = nil,
+        contracts: any ContractSchema.Type = ContractRegistry.self, apps: [any ServerApp] = SampleServerApps.all
+    ) throws {
         directory = try TemporaryDirectory(prefix: "sync-routes")
-        storage = try SQLiteStorage(directory: directory.url, contracts: ContractRegistry.self)
+        storage = try SQLiteStorage(directory: directory.url, contracts: contracts)
+        self.apps = apps
         signer = try TokenSigner(secret: Self.secret)
         metrics = ServerMetrics()
         self.configuration = configuration
@@ -52,7 +59,7 @@ final class RouteHarness: Sendable {
         logger: Logger? = nil, _ body: @Sendable (any TestClientProtocol) async throws -> Value
     ) async throws -> Value {
         let environment = ServerEnvironment(
-            storage: storage, signer: signer, metrics: metrics, rateLimiter: rateLimiter, apps: SampleServerApps.all
+            storage: storage, signer: signer, metrics: metrics, rateLimiter: rateLimiter, apps: apps
         )
         return try await buildApplication(configuration: configuration, environment: environment, logger: logger).test(.router, body)
     }

@@ -130,3 +130,60 @@ enum StoredCard {
         return row
     }
 }
+
+/// The route suites' server on the engines' own contracts.
+extension RouteHarness {
+    /// A server on a fresh SQLite database of the engines' own contracts, running no app.
+    static func engine(configuration: ServerConfiguration = RouteHarness.defaultConfiguration, rateLimiter: RateLimiter? = nil) throws
+        -> RouteHarness
+    {
+        try RouteHarness(configuration: configuration, rateLimiter: rateLimiter, contracts: ContractRegistry.self, apps: [])
+    }
+
+    /// Seeds tenant `acme` as an admin would: two labels of the catalog, and a board with a card
+    /// and a note of team `team-1`.
+    func seedWorkspace() async throws {
+        let admin = DeviceIdentity(tenant: "acme", userID: "admin", deviceID: "console", isAdmin: true, expiresAt: .max)
+        let stamp = JSONValue.string("2026-01-31T08:00:00.000Z")
+        let rows: [ContentService.ContentRow] = [
+            .init(entity: ContractRegistry.label, fields: ["id": .string("label-1"), "name": .string("Urgent"), "color": .string("red")]),
+            .init(entity: ContractRegistry.label, fields: ["id": .string("label-2"), "name": .string("Later"), "sort_index": .int(1)]),
+            .init(
+                entity: ContractRegistry.board,
+                fields: [
+                    "id": .string("board-1"), "team_id": .string("team-1"), "owner_id": .string("u-1"), "name": .string("Launch"),
+                    "created_at": stamp, "updated_at": stamp,
+                ]),
+            .init(
+                entity: ContractRegistry.card,
+                fields: [
+                    "id": .string("card-1"), "team_id": .string("team-1"), "board_id": .string("board-1"), "title": .string("Draft the plan"),
+                    "description": .string(String(repeating: "Book the room, then the speakers. ", count: 20)),
+                ]),
+            .init(
+                entity: ContractRegistry.note,
+                fields: [
+                    "id": .string("note-1"), "team_id": .string("team-1"), "card_id": .string("card-1"), "author_id": .string("u-1"),
+                    "body": .string("Call the venue"), "updated_at": stamp,
+                ]),
+        ]
+        _ = try await ContentService(storage: storage).publish(rows: rows, identity: admin)
+    }
+}
+
+/// Mutations of `Activity` (user scope, append_only, a lowercase UUID id): rows a device may push.
+enum EngineMutations {
+    static func activity(seq: Int64, id: String = "9b2f3c1e-0000-4000-8000-000000000001", subject: String = "card-1") -> Mutation {
+        Mutation(
+            seq: seq, clientMutationId: String(format: "01J00000000000000000000%03d", seq), entity: "Activity", op: .create, id: id,
+            payload: .object([
+                "id": .string(id), "verb": .string("viewed"), "subject_id": .string(subject), "duration_ms": .int(1200),
+                "happened_at": .string("2026-01-31T08:00:00.000Z"), "happened_on": .string("2026-01-31"),
+            ])
+        )
+    }
+
+    static func push(_ mutations: [Mutation], client: String = "client-1", schema: [String: Int] = ["Activity": 1]) -> PushRequest {
+        PushRequest(clientId: client, schema: schema, mutations: mutations)
+    }
+}
