@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -9,7 +9,8 @@ import Testing
 @testable import SyncServer
 
 /// Every whole-request error of docs/openapi.yaml, through the router: the status, the JSON body with
-/// its stable code, the headers it needs, and that nothing was written.
+/// its stable code, the headers it needs, and that nothing was written. On the engines' own contracts
+/// (`Activity` pushes, the catalog's `Label`); the learning app's routes are in RouteLearningContentTests.
 @Suite("Routes: errors")
 struct RouteErrorTests {
     /// Whether anything was written: the audit log and the client's sequence.
@@ -23,7 +24,7 @@ struct RouteErrorTests {
 
     @Test("malformed JSON is 400 malformed_request and writes nothing")
     func malformedJSON() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
             for body in ["{not json", "[]", #"{"client_id": "c", "schema": {}, "mutations": [{"seq": "one"}]}"#] {
                 let response = try await client.execute(
@@ -42,7 +43,7 @@ struct RouteErrorTests {
             let badLimit = try await client.execute(uri: "/sync/v1/pull?scope=user&limit=ten", method: .get, headers: harness.headers())
             #expect(try badLimit.errorBody().code == .malformedRequest)
             let badSchema = try await client.execute(
-                uri: "/sync/v1/pull?scope=user", method: .get, headers: harness.headers(nil, [.outpostSchema: "Unit"])
+                uri: "/sync/v1/pull?scope=user", method: .get, headers: harness.headers(nil, [.outpostSchema: "Label"])
             )
             #expect(badSchema.status == .badRequest)
         }
@@ -51,7 +52,7 @@ struct RouteErrorTests {
 
     @Test("a missing, foreign, tampered or expired token is 401 with a message naming the problem")
     func unauthorized() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         let foreign = try TokenSigner(secret: Data(repeating: 9, count: 32)).sign(
             DeviceIdentity(tenant: "acme", userID: "u-1", deviceID: "d-1", expiresAt: Int64(Date().timeIntervalSince1970) + 60)
         )
@@ -71,7 +72,7 @@ struct RouteErrorTests {
             for (headers, message, code) in cases {
                 let response = try await client.execute(
                     uri: "/sync/v1/push", method: .post, headers: headers,
-                    body: try ByteBuffer(json: SampleMutations.push([SampleMutations.answer(seq: 1)]))
+                    body: try ByteBuffer(json: EngineMutations.push([EngineMutations.activity(seq: 1)]))
                 )
                 #expect(response.status == .unauthorized, "\(headers)")
                 #expect(response.headers[.wwwAuthenticate] == "Bearer")
@@ -85,31 +86,29 @@ struct RouteErrorTests {
 
     @Test("a scope the token does not grant, and a device token on an admin route, are 403")
     func forbidden() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
-            let foreignTeam = try await client.execute(uri: "/sync/v1/pull?scope=ops:team:team-2", method: .get, headers: harness.headers())
+            let foreignTeam = try await client.execute(uri: "/sync/v1/pull?scope=workspace:team:team-2", method: .get, headers: harness.headers())
             #expect(foreignTeam.status == .forbidden)
             #expect(try foreignTeam.errorBody().code == .forbidden)
 
             let publish = try await client.execute(
-                uri: "/admin/v1/content/Unit", method: .post, headers: harness.headers(),
-                body: ByteBuffer(string: #"{"id": "unit-x", "title": "X", "learner_level": "beginner"}"#)
+                uri: "/admin/v1/content/Label", method: .post, headers: harness.headers(),
+                body: ByteBuffer(string: #"{"id": "label-x", "name": "X"}"#)
             )
             #expect(publish.status == .forbidden)
             #expect(try publish.errorBody().message.contains("admin token"))
-            let delete = try await client.execute(uri: "/admin/v1/content/Unit/unit-x", method: .delete, headers: harness.headers())
+            let delete = try await client.execute(uri: "/admin/v1/content/Label/label-x", method: .delete, headers: harness.headers())
             #expect(delete.status == .forbidden)
-            let upload = try await client.execute(
-                uri: "/admin/v1/assets/a-1", method: .put, headers: harness.headers(), body: ByteBuffer(string: "file")
-            )
-            #expect(upload.status == .forbidden)
+            let member = try await client.execute(uri: "/admin/v1/teams/team-1/members/u-2", method: .put, headers: harness.headers())
+            #expect(member.status == .forbidden)
         }
         #expect(try await Self.nothingWritten(harness))
     }
 
-    @Test("an unknown route or asset is 404 JSON")
+    @Test("an unknown route or file is 404 JSON")
     func notFound() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
             for (uri, method) in [("/nowhere", HTTPRequest.Method.get), ("/sync/v1/push", .get), ("/sync/v2/pull", .get)] {
                 let response = try await client.execute(uri: uri, method: method, headers: harness.headers())
@@ -118,17 +117,17 @@ struct RouteErrorTests {
                 #expect(error.code == .notFound)
                 #expect(error.message == "no route for \(method.rawValue) \(uri)")
             }
-            let asset = try await client.execute(uri: "/assets/no-such-asset", method: .get, headers: harness.headers())
-            #expect(asset.status == .notFound)
-            #expect(try asset.errorBody().code == .notFound)
+            let file = try await client.execute(uri: "/sync/v1/files/\(String(repeating: "0", count: 64))", method: .get, headers: harness.headers())
+            #expect(file.status == .notFound)
+            #expect(try file.errorBody().code == .notFound)
         }
     }
 
     @Test("a body over the limit is 413, announced or not, plain or gzip, and writes nothing")
     func payloadTooLarge() async throws {
-        let harness = try RouteHarness(configuration: ServerConfiguration(maximumBodyBytes: 1024, maximumAssetBytes: 2048, rateLimit: nil))
-        let answers = (1...40).map { SampleMutations.answer(seq: $0, id: "9b2f3c1e-0000-4000-8000-\(String(format: "%012d", $0))") }
-        let big = try JSONEncoder().encode(SampleMutations.push(answers))
+        let harness = try RouteHarness.engine(configuration: ServerConfiguration(maximumBodyBytes: 1024, maximumAssetBytes: 2048, rateLimit: nil))
+        let activities = (1...40).map { EngineMutations.activity(seq: $0, id: "9b2f3c1e-0000-4000-8000-\(String(format: "%012d", $0))") }
+        let big = try JSONEncoder().encode(EngineMutations.push(activities))
         #expect(big.count > 1024)
         try await harness.test { client in
             let response = try await client.execute(uri: "/sync/v1/push", method: .post, headers: harness.headers(), body: ByteBuffer(bytes: big))
@@ -143,9 +142,10 @@ struct RouteErrorTests {
             )
             #expect(inflated.status == .contentTooLarge)
 
-            let admin = harness.token(user: "admin", device: "console", admin: true)
+            // A file's bytes are bounded by the file limit, before anything else of the upload is read.
             let upload = try await client.execute(
-                uri: "/admin/v1/assets/a-1", method: .put, headers: harness.headers(admin, [.contentType: "image/png"]),
+                uri: "/sync/v1/files/uploads/upload-1", method: .patch,
+                headers: harness.headers(nil, [.contentType: "application/offset+octet-stream", .uploadOffset: "0"]),
                 body: ByteBuffer(bytes: Data(count: 4096))
             )
             #expect(upload.status == .contentTooLarge)
@@ -156,15 +156,15 @@ struct RouteErrorTests {
 
     @Test("an unknown contract: its mutations are rejected one by one (unknown_entity), a publish is 422")
     func unprocessable() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
             // A device built with contracts this server does not know yet still pushes the others.
-            var spaceship = SampleMutations.answer(seq: 2)
+            var spaceship = EngineMutations.activity(seq: 2)
             spaceship.entity = "Spaceship"
             let push = try await client.execute(
                 uri: "/sync/v1/push", method: .post, headers: harness.headers(),
                 body: try ByteBuffer(
-                    json: SampleMutations.push([SampleMutations.answer(seq: 1), spaceship], schema: ["AssessmentResponse": 1, "Spaceship": 1])
+                    json: EngineMutations.push([EngineMutations.activity(seq: 1), spaceship], schema: ["Activity": 1, "Spaceship": 1])
                 )
             )
             #expect(push.status == .ok)
@@ -186,24 +186,23 @@ struct RouteErrorTests {
 
     @Test("a schema below the oldest supported version is 426 naming the entity and the versions")
     func schemaTooOld() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
             let push = try await client.execute(
                 uri: "/sync/v1/push", method: .post, headers: harness.headers(),
-                body: try ByteBuffer(json: SampleMutations.push([SampleMutations.answer(seq: 1)], schema: ["AssessmentResponse": 1, "Unit": 1]))
+                body: try ByteBuffer(json: EngineMutations.push([EngineMutations.activity(seq: 1)], schema: ["Activity": 1, "Label": 1]))
             )
             #expect(push.status == .upgradeRequired)
             let error = try push.errorBody()
             #expect(error.code == .schemaTooOld)
             #expect(
-                error.details == .object(["entity": .string("Unit"), "oldest_supported": .int(2), "current": .int(3), "last_seq": .int(0)])
+                error.details == .object(["entity": .string("Label"), "oldest_supported": .int(2), "current": .int(3), "last_seq": .int(0)])
             )
 
-            for uri in ["/sync/v1/pull?scope=content", "/api/v1/content/units/sync"] {
-                let response = try await client.execute(uri: uri, method: .get, headers: harness.headers(nil, [.outpostSchema: "Unit=1"]))
-                #expect(response.status == .upgradeRequired, "\(uri)")
-                #expect(try response.errorBody().code == .schemaTooOld)
-            }
+            let pull = try await client.execute(
+                uri: "/sync/v1/pull?scope=catalog", method: .get, headers: harness.headers(nil, [.outpostSchema: "Label=1"]))
+            #expect(pull.status == .upgradeRequired)
+            #expect(try pull.errorBody().code == .schemaTooOld)
         }
         #expect(try await Self.nothingWritten(harness))
     }
@@ -212,7 +211,7 @@ struct RouteErrorTests {
     func rateLimited() async throws {
         let clock = ManualSeconds()
         let limiter = RateLimiter(ServerConfiguration.RateLimit(requestsPerSecond: 0.5, burst: 2), now: { clock.value })
-        let harness = try RouteHarness(rateLimiter: limiter)
+        let harness = try RouteHarness.engine(rateLimiter: limiter)
         try await harness.test { client in
             for _ in 0..<2 {
                 let allowed = try await client.execute(uri: "/sync/v1/pull?scope=user", method: .get, headers: harness.headers())
@@ -255,7 +254,7 @@ struct RouteErrorTests {
         }
 
         // A storage that fails under the server: health says 503, a push 500, neither names the cause.
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
             try await harness.storage.write { transaction in
                 try (transaction as! SQLiteTransaction).db.execute(sql: "DROP TABLE clients")
@@ -267,7 +266,7 @@ struct RouteErrorTests {
 
             let push = try await client.execute(
                 uri: "/sync/v1/push", method: .post, headers: harness.headers(),
-                body: try ByteBuffer(json: SampleMutations.push([SampleMutations.answer(seq: 1)]))
+                body: try ByteBuffer(json: EngineMutations.push([EngineMutations.activity(seq: 1)]))
             )
             #expect(push.status == .internalServerError)
             #expect(try push.errorBody().code == .internalError)

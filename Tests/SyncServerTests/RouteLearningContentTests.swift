@@ -58,4 +58,15 @@ struct RouteLearningContentTests {
             #expect(try JSONDecoder().decode(UnitsSyncResponse.self, from: after.data).tombstones.map(\.id) == ["unit-new"])
         }
     }
+
+    @Test("the units route refuses a Unit schema below the oldest supported with 426")
+    func unitsSchemaTooOld() async throws {
+        let harness = try RouteHarness()
+        try await harness.test { client in
+            let response = try await client.execute(
+                uri: "/api/v1/content/units/sync", method: .get, headers: harness.headers(nil, [.outpostSchema: "Unit=1"]))
+            #expect(response.status == .upgradeRequired)
+            #expect(try response.errorBody().code == .schemaTooOld)
+        }
+    }
 }
