@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SyncProtocol
@@ -8,9 +8,10 @@ import Testing
 
 @testable import SyncClient
 
-/// The contracts' `retention` on a device, against the real server: `ServiceAsset` keeps synced
-/// rows 7 days, `Incident` 14 days, `Unit` forever. Rows with a write not yet on the server,
-/// and pinned rows, are never dropped; dropped rows come back when the app asks.
+/// The contracts' `retention` on a device, against the real server, on the engines' own contracts:
+/// `Note` keeps synced rows 14 days, `Label` 30 days, `Board` forever, `Card` has none. Rows with
+/// a write not yet on the server, and pinned rows, are never dropped; dropped rows come back when
+/// the app asks.
 @Suite(.blockingWork) struct RowRetentionTests {
     static let day: TimeInterval = 86_400
 
@@ -20,153 +21,125 @@ import Testing
         )
     }
 
-    func asset(_ id: String) -> ServiceAsset {
-        ServiceAsset(id: id, teamId: "team-1", assetTag: id.uppercased(), displayName: "Asset \(id)", category: .tool, updatedAt: Samples.t0)
+    func note(_ id: String) -> Note {
+        Note(id: id, teamId: "team-1", cardId: "card-1", authorId: "u-1", body: "Note \(id)", updatedAt: EngineSamples.t0)
     }
 
     @Test func syncedRowsPastTheirRetentionAreDroppedAfterASyncAndWhenTheStoreOpens() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let directory = try TemporaryDirectory()
             let clock = ManualClock(Date())
-            var store = try makeDeviceStore(directory, device: "d-1", clock: clock)
+            var store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock)
             let transport = server.transport("d-1")
-            for id in ["sa-old", "sa-pinned", "sa-edited"] { try store.create(asset(id)) }
-            try store.create(Samples.incident("inc-1", priority: .high, openedAt: 1_000))
-            guard case .succeeded = await engine(store, transport).syncNow() else { Issue.record("first sync"); return }
-            try store.pin(ServiceAsset.self, id: "sa-pinned")
+            for id in ["note-old", "note-pinned", "note-edited"] { try store.create(note(id)) }
+            try await server.publish("Label", ["id": .string("label-1"), "name": .string("Later")])
+            let scopes = ["team", "catalog"]
+            guard case .succeeded = await engine(store, transport, scopes: scopes).syncNow() else { Issue.record("first sync"); return }
+            #expect(try store.fetch(Label.self, id: "label-1") != nil)
+            try store.pin(Note.self, id: "note-pinned")
 
-            // Eight days on: a write waits for the server on sa-edited (no sync yet).
-            clock.advance(by: 8 * Self.day)
-            try store.patch(ServiceAsset.self, id: "sa-edited", [.displayName("Edited offline")])
+            // Fifteen days on: a write waits for the server on note-edited (no sync yet).
+            clock.advance(by: 15 * Self.day)
+            try store.patch(Note.self, id: "note-edited", [.body("Edited offline")])
 
             // Reopening (as after an app launch) drops what outlived its retention.
             try store.close()
-            store = try makeDeviceStore(directory, device: "d-1", clock: clock)
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-old") == nil)
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-pinned") != nil)
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-edited")?.displayName == "Edited offline")
-            #expect(try store.fetch(Incident.self, id: "inc-1") != nil, "14 days of retention: kept after 8")
-            #expect(Set(try store.droppedRows(ServiceAsset.self).keys) == ["sa-old"])
+            store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock)
+            #expect(try store.fetch(Note.self, id: "note-old") == nil)
+            #expect(try store.fetch(Note.self, id: "note-pinned") != nil)
+            #expect(try store.fetch(Note.self, id: "note-edited")?.body == "Edited offline")
+            #expect(try store.fetch(Label.self, id: "label-1") != nil, "30 days of retention: kept after 15")
+            #expect(Set(try store.droppedRows(Note.self).keys) == ["note-old"])
 
-            // The edit reaches the server; the next sync does not bring sa-old back (unchanged).
-            guard case .succeeded = await engine(store, transport).syncNow() else { Issue.record("second sync"); return }
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-old") == nil)
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-edited") != nil, "just acknowledged: its age starts again")
+            // The edit reaches the server; the next sync does not bring note-old back (unchanged).
+            guard case .succeeded = await engine(store, transport, scopes: scopes).syncNow() else { Issue.record("second sync"); return }
+            #expect(try store.fetch(Note.self, id: "note-old") == nil)
+            #expect(try store.fetch(Note.self, id: "note-edited") != nil, "just acknowledged: its age starts again")
 
-            // Fifteen days after the first sync, a sync drops the incident too.
-            clock.advance(by: 7 * Self.day)
-            guard case .succeeded = await engine(store, transport).syncNow() else { Issue.record("third sync"); return }
-            #expect(try store.fetch(Incident.self, id: "inc-1") == nil)
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-pinned") != nil, "pinned rows stay")
+            // Thirty-one days after the first sync, a sync drops the label too.
+            clock.advance(by: 16 * Self.day)
+            guard case .succeeded = await engine(store, transport, scopes: scopes).syncNow() else { Issue.record("third sync"); return }
+            #expect(try store.fetch(Label.self, id: "label-1") == nil)
+            #expect(try store.fetch(Note.self, id: "note-pinned") != nil, "pinned rows stay")
 
             // Unpinned, it goes at the next housekeeping.
-            try store.unpin(ServiceAsset.self, id: "sa-pinned")
+            try store.unpin(Note.self, id: "note-pinned")
             let report = try store.runHousekeeping()
-            #expect(report.expiredRows["ServiceAsset"] == 1)
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-pinned") == nil)
+            #expect(report.expiredRows["Note"] == 1)
+            #expect(try store.fetch(Note.self, id: "note-pinned") == nil)
         }
     }
 
     @Test func aDroppedRowComesBackWhenTheServerChangesItOrTheAppAsks() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let clock = ManualClock(Date())
             let device = try TemporaryDirectory(), other = try TemporaryDirectory()
-            let store = try makeDeviceStore(device, device: "d-1", clock: clock)
-            let otherStore = try makeDeviceStore(other, device: "d-2")
-            try store.create(asset("sa-1"))
-            try store.create(asset("sa-2"))
+            let store = try makeEngineDeviceStore(device, device: "d-1", clock: clock)
+            let otherStore = try makeEngineDeviceStore(other, device: "d-2")
+            try store.create(note("note-1"))
+            try store.create(note("note-2"))
             guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("sync"); return }
-            clock.advance(by: 8 * Self.day)
-            #expect(try store.runHousekeeping().expiredRows["ServiceAsset"] == 2)
+            clock.advance(by: 15 * Self.day)
+            #expect(try store.runHousekeeping().expiredRows["Note"] == 2)
 
-            // Another device changes sa-1 on the server: the next pull brings it back.
+            // Another device changes note-1 on the server: the next pull brings it back.
             guard case .succeeded = await engine(otherStore, server.transport("d-2")).syncNow() else { Issue.record("d-2"); return }
-            try otherStore.patch(ServiceAsset.self, id: "sa-1", [.displayName("Renamed")])
+            try otherStore.patch(Note.self, id: "note-1", [.body("Renamed")])
             guard case .succeeded = await engine(otherStore, server.transport("d-2")).syncNow() else { Issue.record("d-2"); return }
             guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("d-1"); return }
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-1")?.displayName == "Renamed")
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-2") == nil)
-            #expect(Set(try store.droppedRows(ServiceAsset.self).keys) == ["sa-2"])
+            #expect(try store.fetch(Note.self, id: "note-1")?.body == "Renamed")
+            #expect(try store.fetch(Note.self, id: "note-2") == nil)
+            #expect(Set(try store.droppedRows(Note.self).keys) == ["note-2"])
 
-            // The app asks for sa-2: a read-through fetches it from the server again.
+            // The app asks for note-2: a read-through fetches it from the server again.
             let fetcher = ScopeFetcher(store: store, transport: server.transport("d-1"), scope: "team")
-            guard case .fetched(let again) = try await store.fetch(ServiceAsset.self, id: "sa-2", from: fetcher) else {
+            guard case .fetched(let again) = try await store.fetch(Note.self, id: "note-2", from: fetcher) else {
                 Issue.record("read-through of a dropped row")
                 return
             }
-            #expect(again.id == "sa-2")
-            #expect(try store.droppedRows(ServiceAsset.self).isEmpty)
-        }
-    }
-
-    @Test func aRowAnEventWaitsToApplyToIsKeptPastItsRetention() async throws {
-        let clock = ManualClock(Date())
-        // The days pass for the server too: it takes no event dated after its receipt.
-        try await LiveServer.run(clock: DeviceFollowingClock(device: clock)) { server in
-            // Held until the end: the folder is deleted when it is released, under the open store.
-            let storeFolder = try TemporaryDirectory()
-            defer { withExtendedLifetime(storeFolder) {} }
-            let store = try makeDeviceStore(storeFolder, device: "d-1", clock: clock)
-            try store.create(asset("sa-1"))
-            try store.create(asset("sa-2"))
-            guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("sync"); return }
-            clock.advance(by: 8 * Self.day)
-            // BatterySwapCompleted applies_to ServiceAsset: while one waits for the server, the
-            // asset it names stays.
-            _ = try store.record(
-                BatterySwapCompleted(
-                    teamId: "team-1", serviceAssetId: "sa-1", removedBatterySerial: "B-1", installedBatterySerial: "B-2",
-                    chargeBefore: 0.1, chargeAfter: 0.9, durationSeconds: 120
-                )
-            )
-            #expect(try store.runHousekeeping().expiredRows == ["ServiceAsset": 1])
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-1") != nil)
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-2") == nil)
-            // Once the server has it, the asset ages again from its last arrival.
-            guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("sync"); return }
-            clock.advance(by: 8 * Self.day)
-            #expect(try store.runHousekeeping().expiredRows == ["ServiceAsset": 1])
-            #expect(try store.fetch(ServiceAsset.self, id: "sa-1") == nil)
+            #expect(again.id == "note-2")
+            #expect(try store.droppedRows(Note.self).isEmpty)
         }
     }
 
     @Test func aContractWithoutTombstonesRefusesADeleteOnTheDevice() throws {
-        var entity = ServiceAsset.descriptor
+        var entity = Note.descriptor
         entity.tombstones = false
         #expect(
             throws: OfflineStoreError.notWritable(
-                contract: "ServiceAsset", reason: "its rows are never deleted (tombstones: false): no deletion could reach other devices"
+                contract: "Note", reason: "its rows are never deleted (tombstones: false): no deletion could reach other devices"
             )
         ) {
             try OfflineStore.requireWritable(entity, .delete)
         }
         try OfflineStore.requireWritable(entity, .update)
-        try OfflineStore.requireWritable(ServiceAsset.descriptor, .delete)
+        try OfflineStore.requireWritable(Note.descriptor, .delete)
     }
 
     @Test func rowsWithoutRetentionOrNeverAcknowledgedStay() throws {
-        let test = try TestStore()
-        try test.store.applyServerChanges(Samples.everything)
-        try test.store.create(asset("sa-local"))
+        let test = try TestStore.engine()
+        try test.store.applyServerChanges(EngineSamples.everything)
+        try test.store.create(note("note-local"))
         test.clock.advance(by: 400 * Self.day)
         let report = try test.store.runHousekeeping()
-        // Units (retention forever), attempts (none) stay; the unpushed asset stays; the synced
-        // asset and the incidents (7 and 14 days) go.
-        #expect(try test.store.all(Unit.self).count == Samples.units.count)
-        #expect(try test.store.all(Attempt.self).count == Samples.attempts.count)
-        #expect(try test.store.fetch(ServiceAsset.self, id: "sa-local") != nil)
-        #expect(try test.store.fetch(ServiceAsset.self, id: Samples.serviceAsset.id) == nil)
-        #expect(report.expiredRows == ["ServiceAsset": 1, "Incident": Samples.incidents.count])
+        // Boards (retention forever), cards and the profile (none) stay; the unpushed note stays;
+        // the synced notes and the labels (14 and 30 days) go.
+        #expect(try test.store.all(Board.self).count == EngineSamples.boards.count)
+        #expect(try test.store.all(Card.self).count == EngineSamples.cards.count)
+        #expect(try test.store.fetch(Profile.self, id: EngineSamples.profile.id) != nil)
+        #expect(try test.store.fetch(Note.self, id: "note-local") != nil)
+        #expect(try test.store.fetch(Note.self, id: EngineSamples.notes[0].id) == nil)
+        #expect(report.expiredRows == ["Note": EngineSamples.notes.count, "Label": EngineSamples.labels.count])
     }
 
     @Test func acknowledgedOutboxEntriesArePrunedAfterTheirRetentionWhileOthersStay() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let directory = try TemporaryDirectory()
             let clock = ManualClock(Date())
-            let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
-            try store.create(asset("sa-1"))
+            let store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock)
+            try store.create(note("note-1"))
             guard case .succeeded = await engine(store, server.transport("d-1")).syncNow() else { Issue.record("sync"); return }
-            try store.patch(ServiceAsset.self, id: "sa-1", [.displayName("Not sent yet")])
+            try store.patch(Note.self, id: "note-1", [.body("Not sent yet")])
             #expect(try store.outboxCounts()[.done] == 1)
 
             clock.advance(by: 6 * Self.day)
@@ -183,7 +156,7 @@ import Testing
                     try AuditedChange.changes(of: entry, readableDetail: text ?? "{}")
                 }
             }
-            #expect(changes.contains { $0.rowID == "sa-1" })
+            #expect(changes.contains { $0.rowID == "note-1" })
         }
     }
 }
