@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SyncClient
@@ -23,7 +23,7 @@ import Testing
         let directory = try directory ?? TemporaryDirectory()
         let clock = clock ?? ManualClock(Date())
         let sleeper = ManualSleeper(clock: clock)
-        let store = try makeDeviceStore(directory, device: name, clock: clock)
+        let store = try makeEngineDeviceStore(directory, device: name, clock: clock)
         let transport = RecordingTransport(server.transport(name))
         let engine = SyncEngine(
             store: store, transport: transport,
@@ -36,12 +36,12 @@ import Testing
         return Device(directory: directory, clock: clock, sleeper: sleeper, store: store, transport: transport, engine: engine)
     }
 
-    func task(_ id: String) -> FieldTask {
-        FieldTask(id: id, teamId: "team-1", title: "Task \(id)", taskKind: .inspection, revision: 0)
+    func card(_ id: String) -> Card {
+        Card(id: id, teamId: "team-1", boardId: "board-1", title: "Card \(id)", revision: 0)
     }
 
     @Test func aLocalWriteWhileOnlineIsPushedAfterTheDebounceWithTheWritesMadeMeanwhile() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let d = try device(server)
             let monitor = ManualConnectivityMonitor(online: true)
             await d.engine.start(connectivity: monitor)
@@ -49,7 +49,7 @@ import Testing
             await eventually("the sync on going online") { await d.engine.currentStatus.lastSuccess != nil && d.sleeper.sleeping == 1 }
             #expect(d.transport.pushRequests.isEmpty)
 
-            for id in ["t-1", "t-2", "t-3"] { try d.store.create(task(id)) }
+            for id in ["c-1", "c-2", "c-3"] { try d.store.create(card(id)) }
             await eventually("the push after the writes is scheduled") { d.sleeper.sleeping == 2 }
             #expect(d.transport.pushRequests.isEmpty, "nothing is sent before the debounce")
             d.sleeper.advance(by: 2)
@@ -60,7 +60,7 @@ import Testing
             // Offline, a write waits for the connectivity.
             monitor.setOnline(false)
             await eventually("offline") { await d.engine.currentStatus.connectivity == .offline }
-            try d.store.create(task("t-4"))
+            try d.store.create(card("c-4"))
             await eventually("the push is scheduled") { d.sleeper.sleeping == 2 }
             d.sleeper.advance(by: 2)
             try await Task.sleep(nanoseconds: 50_000_000)
@@ -72,7 +72,7 @@ import Testing
     }
 
     @Test func theStatusCountsFollowEveryLocalWrite() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let d = try device(server)
             let seen = LockedValues<Int>()
             let statuses = await d.engine.status
@@ -81,9 +81,9 @@ import Testing
             }
             defer { reader.cancel() }
             await eventually("the first status") { seen.values == [0] }
-            try d.store.create(task("t-1"))
+            try d.store.create(card("c-1"))
             await eventually("pending 1") { seen.values.last == 1 }
-            try d.store.create(task("t-2"))
+            try d.store.create(card("c-2"))
             await eventually("pending 2") { seen.values.last == 2 }
             guard case .succeeded = await d.engine.syncNow() else { Issue.record("sync"); return }
             await eventually("pending 0 after the sync") { seen.values.last == 0 }
@@ -93,13 +93,13 @@ import Testing
     }
 
     @Test func wifiOnlyHoldsAutomaticSyncsOnAnExpensivePathButNotSyncNow() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let d = try device(server)
             try await d.engine.setPreferences(SyncPreferences(allowsExpensiveNetwork: false))
             let monitor = ManualConnectivityMonitor(online: true, expensive: true)
             await d.engine.start(connectivity: monitor)
             await eventually("paused on the expensive path") { await d.engine.currentStatus.automaticSyncsPaused == .expensiveNetwork }
-            try d.store.create(task("t-1"))
+            try d.store.create(card("c-1"))
             await eventually("the push is scheduled") { d.sleeper.sleeping == 2 }
             d.sleeper.advance(by: 2)
             await d.engine.appDidBecomeActive()
@@ -111,7 +111,7 @@ import Testing
             guard case .succeeded(pushed: 1, _) = await d.engine.syncNow() else { Issue.record("sync now"); return }
 
             // On Wi-Fi, automatic syncs come back at once.
-            try d.store.create(task("t-2"))
+            try d.store.create(card("c-2"))
             let pullsBefore = d.transport.pulls
             monitor.setExpensive(false)
             await eventually("a sync when the path is no longer expensive") { d.transport.pulls > pullsBefore }
@@ -122,9 +122,9 @@ import Testing
     }
 
     @Test func theDailyDataBudgetStopsAutomaticSyncsUntilTheNextDay() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let d = try device(server)
-            try d.store.create(task("t-1"))
+            try d.store.create(card("c-1"))
             try await d.engine.setPreferences(SyncPreferences(dailyAutomaticDataBudget: 100))
             await d.engine.appDidBecomeActive()
             let used = try d.store.automaticDataUsage().bytes
@@ -132,7 +132,7 @@ import Testing
             let pullsOfOneSync = d.transport.pulls
             #expect(pullsOfOneSync > 0)
 
-            try d.store.create(task("t-2"))
+            try d.store.create(card("c-2"))
             await d.engine.appDidBecomeActive()
             #expect(d.transport.pulls == pullsOfOneSync, "over budget: no automatic sync")
             guard case .dataBudgetUsed(let reported, 100) = await d.engine.currentStatus.automaticSyncsPaused else {
@@ -154,7 +154,7 @@ import Testing
     }
 
     @Test func theIntervalIsTheUsersAndOutlivesTheEngine() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let d = try device(server)
             try await d.engine.setPreferences(SyncPreferences(syncInterval: 3_600))
             let monitor = ManualConnectivityMonitor(online: true)
