@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SyncClient
@@ -9,8 +9,8 @@ import Testing
 /// What makes the engine sync (a trigger while syncing, connectivity, the foreground, the
 /// 15-minute timer, a retry) and what it tells observers, against the real server on loopback.
 @Suite struct EngineTriggerTests {
-    static func task(_ id: String) -> FieldTask {
-        FieldTask(id: id, teamId: "team-1", title: "Task \(id)", taskKind: .inspection, revision: 0)
+    static func card(_ id: String) -> Card {
+        Card(id: id, teamId: "team-1", boardId: "board-1", title: "Card \(id)", revision: 0)
     }
 
     /// The triggers without the live channel (LiveChannelTests covers it): each sync these
@@ -28,24 +28,24 @@ import Testing
 
         init(_ server: LiveServer, clock: ManualClock? = nil, sleeper: any Sleeper = TaskSleeper()) throws {
             directory = try TemporaryDirectory()
-            store = try makeDeviceStore(directory, device: "d-1", clock: clock ?? SystemClock())
+            store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock ?? SystemClock())
             transport = RecordingTransport(server.transport("d-1"))
             engine = SyncEngine(store: store, transport: transport, configuration: EngineTriggerTests.configuration(sleeper: sleeper))
         }
     }
 
     @Test func triggersDuringASyncCoalesceIntoOneMore() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let device = try Device(server)
             let (store, transport, engine) = (device.store, device.transport, device.engine)
 
-            try store.create(Self.task("t-1"))
+            try store.create(Self.card("c-1"))
             transport.hold()
             let first = Task { await engine.syncNow() }
             await eventually("the first sync's push is in flight") { transport.heldPushes == 1 }
 
             // Written while the first sync is on the wire: the push loop takes it in the same sync.
-            try store.create(Self.task("t-2"))
+            try store.create(Self.card("c-2"))
             let triggers = (0..<5).map { _ in Task { await engine.syncNow() } }
             await eventually("the five triggers wait for one queued sync") { await engine.coalescedTriggers == 5 }
             transport.release()
@@ -56,17 +56,17 @@ import Testing
             for trigger in triggers { results.append(await trigger.value) }
             #expect(results.allSatisfy { $0 == results[0] }, "every coalesced trigger shares one sync's result")
             guard case .succeeded(0, _) = results[0] else { Issue.record("queued sync: \(results[0])"); return }
-            #expect(transport.pushRequests.map { $0.mutations.map(\.id) } == [["t-1"], ["t-2"]])
+            #expect(transport.pushRequests.map { $0.mutations.map(\.id) } == [["c-1"], ["c-2"]])
             #expect(transport.pulls == 2, "one sync, then exactly one more")
             #expect(await engine.currentStatus.pending == 0)
         }
     }
 
     @Test func statusStreamFollowsASync() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let device = try Device(server)
             let (store, engine) = (device.store, device.engine)
-            for index in 0..<3 { try store.create(Self.task("s-\(index)")) }
+            for index in 0..<3 { try store.create(Self.card("s-\(index)")) }
 
             let stream = await engine.status
             let collector = Task {
@@ -83,7 +83,7 @@ import Testing
 
             #expect(seen.first?.pending == 3)
             #expect(seen.first?.lastSuccess == nil)
-            #expect(seen.contains { $0.phase == .pushing && $0.progress.total == 3 && $0.progress.currentEntity == "Task" })
+            #expect(seen.contains { $0.phase == .pushing && $0.progress.total == 3 && $0.progress.currentEntity == "Card" })
             #expect(seen.contains { $0.phase == .pulling(scope: "team") })
             let last = try #require(seen.last)
             #expect(last.phase == .idle)
@@ -97,7 +97,7 @@ import Testing
     }
 
     @Test func reconnectingSyncsAndOfflineDoesNot() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let device = try Device(server)
             let (store, transport, engine) = (device.store, device.transport, device.engine)
             let monitor = ManualConnectivityMonitor(online: false)
@@ -105,7 +105,7 @@ import Testing
             defer { Task { await engine.stop() } }
 
             await eventually("the engine knows it is offline") { await engine.currentStatus.connectivity == .offline }
-            try store.create(Self.task("r-1"))
+            try store.create(Self.card("r-1"))
             #expect(transport.pushRequests.isEmpty)
 
             monitor.setOnline(true)
@@ -120,10 +120,10 @@ import Testing
     }
 
     @Test func foregroundSyncs() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let device = try Device(server)
             let (store, transport, engine) = (device.store, device.transport, device.engine)
-            try store.create(Self.task("f-1"))
+            try store.create(Self.card("f-1"))
             await engine.appDidBecomeActive()
             #expect(transport.pushRequests.count == 1)
             #expect(await engine.currentStatus.pending == 0)
@@ -131,7 +131,7 @@ import Testing
     }
 
     @Test func periodicTimerSyncsEveryFifteenMinutesWhileOnline() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let sleeper = ManualSleeper(clock: ManualClock())
             let device = try Device(server, clock: sleeper.clock, sleeper: sleeper)
             let (transport, engine) = (device.transport, device.engine)
@@ -162,18 +162,18 @@ import Testing
     }
 
     @Test func retriesFollowTheScheduleThroughTheInjectedSleeper() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let directory = try TemporaryDirectory()
             let clock = ManualClock()
             let sleeper = ManualSleeper(clock: clock)
-            let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
+            let store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock)
             let switchable = SwitchableTransport(server.transport("d-1"))
             let recording = RecordingTransport(switchable)
             let configuration = SyncEngineConfiguration(
                 scopes: ["team"], retry: RetryPolicy(jitter: 0), retriesAutomatically: true, sleeper: sleeper, usesLiveChannel: false
             )
             let engine = SyncEngine(store: store, transport: recording, configuration: configuration)
-            try store.create(Self.task("x-1"))
+            try store.create(Self.card("x-1"))
             switchable.offline = true
 
             // Failure 1 retries at once (delay 0), failure 2 waits 5 s, then 30 s.
@@ -202,7 +202,7 @@ import Testing
     }
 
     @Test func healthProbeReportsTheServerAndItsLoss() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let sleeper = ManualSleeper()
             let switchable = SwitchableTransport(server.transport("d-1"))
             let probe = HealthProbeMonitor(transport: switchable, interval: 30, sleeper: sleeper)
