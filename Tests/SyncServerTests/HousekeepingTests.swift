@@ -1,14 +1,15 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import HummingbirdTesting
 import OutpostTestSupport
-import SampleServerApps
 import SyncProtocol
 import Testing
 
 @testable import SyncServer
 
+/// Housekeeping on the engines' own contracts (`Card`, version_check in a team's scope; the catalog's
+/// `Label`). The sample `sync-server housekeeping` command is in HousekeepingCommandTests.
 @Suite("Data horizons: push results pruned, tombstones compacted, 410 cursor_expired", .blockingWork)
 struct HousekeepingTests {
     /// The push clock's time (PushFixedClock), as a date: rows are written then.
@@ -33,10 +34,10 @@ struct HousekeepingTests {
         "acknowledged results are pruned after the retention; a resend of a pruned seq is a duplicate that writes nothing",
         arguments: StorageKind.allCases)
     func pushResults(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         // Three pushes of one: three records (a push's results are stored, and pruned, together).
-        let first = (1...3).map { h.mutation(Int64($0), "Task", .create, "task-\($0)", h.taskPayload("task-\($0)")) }
+        let first = (1...3).map { h.mutation(Int64($0), "Card", .create, "card-\($0)", h.cardPayload("card-\($0)")) }
         try await h.push([first[0]])
         // Nothing acknowledged yet (the client never sent a push starting after it): kept however old.
         let housekeeping = ServerHousekeeping(storage: h.storage, horizons: Self.resultsOnly, batchSize: 2)
@@ -46,7 +47,7 @@ struct HousekeepingTests {
         try await h.push([first[2]])
 
         // A push starting at 4 acknowledges 1...3.
-        let fourth = h.mutation(4, "Task", .create, "task-4", h.taskPayload("task-4"))
+        let fourth = h.mutation(4, "Card", .create, "card-4", h.cardPayload("card-4"))
         let answered = try await h.push([fourth])
         #expect(try await housekeeping.run(now: Self.pushedAt).pushResults == 0, "recorded just now: within the retention")
         let counts = try await housekeeping.run(now: Self.pushedAt.addingTimeInterval(8 * 86_400))
@@ -55,17 +56,17 @@ struct HousekeepingTests {
         #expect(try await results(h, 1...4).map { $0 != nil } == [false, false, false, true])
 
         // The resend of every seq: the pruned ones are duplicates, nothing is written again.
-        let rowBefore = try await h.row(FieldTask.descriptor, "task-1")
+        let rowBefore = try await h.row(Card.descriptor, "card-1")
         let auditBefore = try await h.audit()
-        let sequenceBefore = try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
+        let sequenceBefore = try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "workspace:team:red") }
         let resent = try await h.push(first + [fourth])
         #expect(resent.results.map(\.status) == [.duplicate, .duplicate, .duplicate, answered.results[0].status])
         #expect(resent.results.map(\.clientMutationId) == (first + [fourth]).map(\.clientMutationId))
         #expect(resent.results[3] == answered.results[0], "a result still kept is answered as it was")
         #expect(resent.lastSeq == 4)
-        #expect(try await h.row(FieldTask.descriptor, "task-1") == rowBefore)
+        #expect(try await h.row(Card.descriptor, "card-1") == rowBefore)
         #expect(try await h.audit().count == auditBefore.count, "a resend of a done seq is not audited again")
-        #expect(try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") } == sequenceBefore)
+        #expect(try await h.storage.read { try await $0.scopeSequence(tenant: PushHarness.tenant, scopeKey: "workspace:team:red") } == sequenceBefore)
 
         // seq 4 is not acknowledged (the resend started at 1): never pruned, however old.
         #expect(try await housekeeping.run(now: Self.pushedAt.addingTimeInterval(1000 * 86_400)).pushResults == 0)
@@ -76,20 +77,20 @@ struct HousekeepingTests {
 
     @Test("tombstones past the horizon are deleted in batches; an older cursor gets 410, a pull from scratch works", arguments: StorageKind.allCases)
     func tombstones(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         let pull = PullService(storage: h.storage)
         let alice = PushHarness.alice
-        try await h.push((1...4).map { h.mutation(Int64($0), "Task", .create, "task-\($0)", h.taskPayload("task-\($0)")) })
+        try await h.push((1...4).map { h.mutation(Int64($0), "Card", .create, "card-\($0)", h.cardPayload("card-\($0)")) })
         let before = try await pull.pull(scope: "team", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: alice)
-        #expect(before.upserts["Task"]?.count == 4)
+        #expect(before.upserts["Card"]?.count == 4)
         // Pulled part-way: a cursor in the middle of the rows.
         let partial = try await pull.pull(scope: "team", cursor: nil, limit: 1, schema: [:], clientID: nil, identity: alice)
         try await h.push([
-            h.mutation(5, "Task", .delete, "task-2", baseVersion: 1), h.mutation(6, "Task", .delete, "task-3", baseVersion: 1),
+            h.mutation(5, "Card", .delete, "card-2", baseVersion: 1), h.mutation(6, "Card", .delete, "card-3", baseVersion: 1),
         ])
         let afterDeletes = try await pull.pull(scope: "team", cursor: before.cursor, limit: nil, schema: [:], clientID: nil, identity: alice)
-        #expect(afterDeletes.deletes["Task"]?.sorted() == ["task-2", "task-3"])
+        #expect(afterDeletes.deletes["Card"]?.sorted() == ["card-2", "card-3"])
 
         let housekeeping = ServerHousekeeping(storage: h.storage, horizons: Self.tombstonesOnly, batchSize: 1)
         #expect(try await housekeeping.run(now: Self.days(89)).tombstones == 0, "within the horizon")
@@ -97,9 +98,9 @@ struct HousekeepingTests {
         #expect(counts.tombstones == 2)
         #expect(counts.scopes == 1)
         #expect(counts.transactions >= 3, "one tombstone per transaction")
-        #expect(try await h.row(FieldTask.descriptor, "task-2") == nil)
-        #expect(try await h.row(FieldTask.descriptor, "task-1") != nil, "live rows stay, however old")
-        let compacted = try await h.storage.read { try await $0.compactedSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
+        #expect(try await h.row(Card.descriptor, "card-2") == nil)
+        #expect(try await h.row(Card.descriptor, "card-1") != nil, "live rows stay, however old")
+        let compacted = try await h.storage.read { try await $0.compactedSequence(tenant: PushHarness.tenant, scopeKey: "workspace:team:red") }
         #expect(compacted == 6)
         #expect(try await housekeeping.run(now: Self.days(91)).tombstones == 0, "idempotent")
 
@@ -117,57 +118,55 @@ struct HousekeepingTests {
         #expect(
             try await pull.pull(scope: "team", cursor: afterDeletes.cursor, limit: nil, schema: [:], clientID: nil, identity: alice).upserts.isEmpty)
         let fresh = try await pull.pull(scope: "team", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: alice)
-        #expect(fresh.upserts["Task"]?.count == 2)
+        #expect(fresh.upserts["Card"]?.count == 2)
         #expect(fresh.deletes.isEmpty)
         let again = try await pull.pull(scope: "team", cursor: fresh.cursor, limit: nil, schema: [:], clientID: nil, identity: alice)
         #expect(again.upserts.isEmpty && again.deletes.isEmpty)
         // A filtered (priority tier) pull without a cursor works too.
-        _ = try await pull.pull(scope: "team", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: alice, contracts: ["Task"])
+        _ = try await pull.pull(scope: "team", cursor: nil, limit: nil, schema: [:], clientID: nil, identity: alice, contracts: ["Card"])
         // Another scope is untouched.
-        #expect(try await h.storage.read { try await $0.compactedSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:blue") } == 0)
+        #expect(try await h.storage.read { try await $0.compactedSequence(tenant: PushHarness.tenant, scopeKey: "workspace:team:blue") } == 0)
     }
 
     @Test("a tombstone written again after it was found is not compacted", arguments: StorageKind.allCases)
     func rewrittenTombstoneStays(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         try await h.push([
-            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")), h.mutation(2, "Task", .delete, "task-1", baseVersion: 1),
+            h.mutation(1, "Card", .create, "card-1", h.cardPayload("card-1")), h.mutation(2, "Card", .delete, "card-1", baseVersion: 1),
         ])
-        let table = ContractTable(FieldTask.descriptor)
+        let table = ContractTable(Card.descriptor)
         let cutoff = Int64(Self.days(1).timeIntervalSince1970 * 1000)
         let deleted = try await h.storage.write { transaction in
             let found = try await transaction.tombstones(in: table, updatedBefore: cutoff, limit: 10)
             #expect(found.count == 1)
             // Written again (another _seq) before the delete: kept.
-            var row = try #require(try await transaction.row(in: table, tenant: PushHarness.tenant, id: "task-1"))
-            row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red"))
+            var row = try #require(try await transaction.row(in: table, tenant: PushHarness.tenant, id: "card-1"))
+            row["_seq"] = .integer(try await transaction.nextScopeSequence(tenant: PushHarness.tenant, scopeKey: "workspace:team:red"))
             try await transaction.upsert(row, in: table)
             return try await transaction.deleteTombstones(found, in: table, updatedBefore: cutoff)
         }
         #expect(deleted.isEmpty)
-        #expect(try await h.row(FieldTask.descriptor, "task-1") != nil)
+        #expect(try await h.row(Card.descriptor, "card-1") != nil)
     }
 
     @Test("GET /sync/v1/pull answers 410 cursor_expired for a cursor below the compacted sequence, 200 without a cursor")
     func route() async throws {
-        let harness = try RouteHarness()
-        try await harness.seed()
-        try await harness.storage.write { try await $0.raiseCompactedSequence(tenant: "acme", scopeKey: "content:global", to: 5) }
-        let old = SyncCursor(scopeKey: "content:global", sequence: 4).encoded
-        let current = SyncCursor(scopeKey: "content:global", sequence: 5).encoded
+        let harness = try RouteHarness.engine()
+        try await harness.seedWorkspace()
+        try await harness.storage.write { try await $0.raiseCompactedSequence(tenant: "acme", scopeKey: "catalog:global", to: 2) }
+        let old = SyncCursor(scopeKey: "catalog:global", sequence: 1).encoded
+        let current = SyncCursor(scopeKey: "catalog:global", sequence: 2).encoded
         try await harness.test { client in
-            let expired = try await client.execute(uri: "/sync/v1/pull?scope=content&cursor=\(old)", method: .get, headers: harness.headers())
+            let expired = try await client.execute(uri: "/sync/v1/pull?scope=catalog&cursor=\(old)", method: .get, headers: harness.headers())
             #expect(expired.status.code == 410)
             let body = try expired.errorBody()
             #expect(body.code == .cursorExpired)
             #expect(body.message.contains("pull the scope again from scratch"))
-            let fine = try await client.execute(uri: "/sync/v1/pull?scope=content&cursor=\(current)", method: .get, headers: harness.headers())
+            let fine = try await client.execute(uri: "/sync/v1/pull?scope=catalog&cursor=\(current)", method: .get, headers: harness.headers())
             #expect(fine.status == .ok)
-            let fresh = try await client.execute(uri: "/sync/v1/pull?scope=content", method: .get, headers: harness.headers())
+            let fresh = try await client.execute(uri: "/sync/v1/pull?scope=catalog", method: .get, headers: harness.headers())
             #expect(fresh.status == .ok)
-            let units = try await client.execute(uri: "/api/v1/content/units/sync?since=\(old)", method: .get, headers: harness.headers())
-            #expect(units.status.code == 410)
         }
     }
 
@@ -184,44 +183,6 @@ struct HousekeepingTests {
     }
 }
 
-extension HousekeepingTests {
-    @Test("sync-server housekeeping applies the horizons once and prints the counts; bad durations exit 64")
-    func command() async throws {
-        let folder = CLITests.temporaryFolder()
-        defer { try? FileManager.default.removeItem(at: folder) }
-        do {
-            // Written at the push clock's time (2026-01-01), long past the default 90 days.
-            let storage = try SQLiteStorage(directory: folder, contracts: ContractRegistry.self)
-            let service = PushService(storage: storage, clock: PushFixedClock(), reducers: SampleServerApps.reducers)
-            let alice = PushHarness.alice
-            let task: [String: JSONValue] = [
-                "id": .string("task-1"), "team_id": .string("red"), "title": .string("Swap"), "task_kind": .string("battery_swap"),
-                "status": .string("assigned"),
-            ]
-            _ = try await service.push(
-                PushRequest(
-                    clientId: "c-1", schema: [:],
-                    mutations: [
-                        Mutation(seq: 1, clientMutationId: "m-1", entity: "Task", op: .create, id: "task-1", payload: .object(task)),
-                        Mutation(seq: 2, clientMutationId: "m-2", entity: "Task", op: .delete, id: "task-1", baseVersion: 1),
-                    ]),
-                identity: alice
-            )
-        }
-        let run = try SyncServerCommand.run(["housekeeping", "--data", folder.path])
-        #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stdout == "push results pruned: 0\ntombstones compacted: 1\nscopes compacted: 1\nurgent marks forgotten: 0\n")
-        let again = try SyncServerCommand.run(["housekeeping", "--data", folder.path, "--tombstone-horizon", "off", "--push-result-retention", "12h"])
-        #expect(again.status == 0, "\(again.stderr)")
-        #expect(again.stdout.contains("tombstones compacted: 0"))
-        let bad = try SyncServerCommand.run(["housekeeping", "--data", folder.path, "--tombstone-horizon", "soon"])
-        #expect(bad.status == 64)
-        #expect(bad.stderr.contains("--tombstone-horizon"))
-        let badInterval = try SyncServerCommand.run(["serve", "--data", folder.path, "--housekeeping-interval", "often"])
-        #expect(badInterval.status == 64)
-    }
-}
-
 extension MutationResult {
     /// The result as the server stores it.
     var storedText: String { PushSession.storedText(self) }
@@ -234,21 +195,20 @@ extension HousekeepingTests {
     func severalProcesses(_ kind: StorageKind) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("housekeeping-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let storages = try await kind.makeSharedStorages(3, in: folder)
-        let push = PushService(storage: storages[0], clock: PushFixedClock(), reducers: SampleServerApps.reducers)
+        let storages = try await kind.makeSharedStorages(3, in: folder, contracts: ContractRegistry.self)
+        let push = PushService(storage: storages[0], clock: PushFixedClock(), reducers: [])
         let alice = PushHarness.alice
-        @Sendable func task(_ id: String) -> JSONValue {
+        @Sendable func card(_ id: String) -> JSONValue {
             .object([
-                "id": .string(id), "team_id": .string("red"), "title": .string("Swap"), "task_kind": .string("battery_swap"),
-                "status": .string("assigned"),
+                "id": .string(id), "team_id": .string("red"), "board_id": .string("board-1"), "title": .string("Draft"), "lane": .string("todo"),
             ])
         }
         let creates = (1...40).map {
-            Mutation(seq: Int64($0), clientMutationId: "c-\($0)", entity: "Task", op: .create, id: "task-\($0)", payload: task("task-\($0)"))
+            Mutation(seq: Int64($0), clientMutationId: "c-\($0)", entity: "Card", op: .create, id: "card-\($0)", payload: card("card-\($0)"))
         }
         _ = try await push.push(PushRequest(clientId: "c", schema: [:], mutations: creates), identity: alice)
         let deletes = (1...30).map {
-            Mutation(seq: Int64(40 + $0), clientMutationId: "d-\($0)", entity: "Task", op: .delete, id: "task-\($0)", baseVersion: 1)
+            Mutation(seq: Int64(40 + $0), clientMutationId: "d-\($0)", entity: "Card", op: .delete, id: "card-\($0)", baseVersion: 1)
         }
         _ = try await push.push(PushRequest(clientId: "c", schema: [:], mutations: deletes), identity: alice)
 
@@ -256,13 +216,13 @@ extension HousekeepingTests {
         let now = Self.days(91)
         @Sendable func latePushes() async throws {
             let later = PushService(
-                storage: storages[1], clock: PushFixedClock(time: Timestamp(now.addingTimeInterval(-1))), reducers: SampleServerApps.reducers)
+                storage: storages[1], clock: PushFixedClock(time: Timestamp(now.addingTimeInterval(-1))), reducers: [])
             for seq in 1...10 {
                 let id = "late-\(seq)"
                 _ = try await later.push(
                     PushRequest(
                         clientId: "late", schema: [:],
-                        mutations: [Mutation(seq: Int64(seq), clientMutationId: id, entity: "Task", op: .create, id: id, payload: task(id))]),
+                        mutations: [Mutation(seq: Int64(seq), clientMutationId: id, entity: "Card", op: .create, id: id, payload: card(id))]),
                     identity: alice
                 )
             }
@@ -276,7 +236,7 @@ extension HousekeepingTests {
         }
         try await pushes
         #expect(counts.map(\.tombstones).reduce(0, +) == 30, "each tombstone deleted by one process: \(counts)")
-        let compacted = try await storages[2].read { try await $0.compactedSequence(tenant: PushHarness.tenant, scopeKey: "ops:team:red") }
+        let compacted = try await storages[2].read { try await $0.compactedSequence(tenant: PushHarness.tenant, scopeKey: "workspace:team:red") }
         #expect(compacted == 70)
 
         // A pull from scratch pages through what is left, below the compacted sequence, one row at a time.
@@ -285,12 +245,12 @@ extension HousekeepingTests {
         var ids: [String] = []
         while true {
             let page = try await pull.pull(scope: "team", cursor: cursor, limit: 3, schema: [:], clientID: nil, identity: alice)
-            ids += (page.upserts["Task"] ?? []).compactMap { if case .object(let row) = $0, case .string(let id)? = row["id"] { id } else { nil } }
+            ids += (page.upserts["Card"] ?? []).compactMap { if case .object(let row) = $0, case .string(let id)? = row["id"] { id } else { nil } }
             #expect(page.deletes.isEmpty)
             cursor = page.cursor
             if !page.hasMore { break }
         }
-        #expect(Set(ids) == Set((31...40).map { "task-\($0)" } + (1...10).map { "late-\($0)" }))
+        #expect(Set(ids) == Set((31...40).map { "card-\($0)" } + (1...10).map { "late-\($0)" }))
         for storage in storages {
             if let postgres = storage as? PostgresStorage { await postgres.close() }
         }
@@ -300,12 +260,12 @@ extension HousekeepingTests {
 extension HousekeepingTests {
     @Test("/metrics counts what housekeeping deleted, by kind")
     func metrics() async throws {
-        let h = try await PushHarness(.sqlite)
+        let h = try await PushHarness.engine(.sqlite)
         defer { h.remove() }
         try await h.push([
-            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")), h.mutation(2, "Task", .delete, "task-1", baseVersion: 1),
+            h.mutation(1, "Card", .create, "card-1", h.cardPayload("card-1")), h.mutation(2, "Card", .delete, "card-1", baseVersion: 1),
         ])
-        try await h.push([h.mutation(3, "Task", .create, "task-2", h.taskPayload("task-2"))])
+        try await h.push([h.mutation(3, "Card", .create, "card-2", h.cardPayload("card-2"))])
         let metrics = ServerMetrics()
         let counts = try await ServerHousekeeping(storage: h.storage, metrics: metrics).run(now: Date().addingTimeInterval(100 * 86_400))
         // The first push's record (seqs 1 and 2, acknowledged by the push starting at 3); not the second's.

@@ -69,4 +69,16 @@ struct RouteLearningContentTests {
             #expect(try response.errorBody().code == .schemaTooOld)
         }
     }
+
+    @Test("the units route answers 410 for a since below the compacted sequence")
+    func unitsCursorExpired() async throws {
+        let harness = try RouteHarness()
+        try await harness.seed()
+        try await harness.storage.write { try await $0.raiseCompactedSequence(tenant: "acme", scopeKey: "content:global", to: 5) }
+        let old = SyncCursor(scopeKey: "content:global", sequence: 4).encoded
+        try await harness.test { client in
+            let units = try await client.execute(uri: "/api/v1/content/units/sync?since=\(old)", method: .get, headers: harness.headers())
+            #expect(units.status.code == 410)
+        }
+    }
 }
