@@ -1,6 +1,6 @@
 import ContractRuntime
-import Contracts
 import Crypto
+import EngineTestContracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -13,7 +13,8 @@ import Testing
 
 /// Files on the server, on both storages and both blob stores: declared by hash and size,
 /// received in as many pieces as the connection allows, checked against the hash before they are
-/// stored, deduplicated, readable only by who may name them, within the quotas.
+/// stored, deduplicated, readable only by who may name them, within the quotas. On a storage of
+/// the engines' own contracts.
 @Suite("File uploads and downloads")
 struct FileServiceTests {
     static let tenant = "acme"
@@ -27,7 +28,7 @@ struct FileServiceTests {
         let service: FileService
 
         init(_ kind: StorageKind, limits: FileLimits = FileLimits()) async throws {
-            rows = try await PullHarness(kind, contracts: ContractRegistry.self)
+            rows = try await PullHarness.engine(kind)
             blobs =
                 kind == .postgres
                 ? DatabaseBlobStore(storage: rows.storage, chunkSize: 4096) as any BlobStore
@@ -339,7 +340,7 @@ struct FileServiceTests {
             try await transaction.serverTableQuery(
                 """
                 INSERT INTO "file_references" ("tenant", "table_name", "row_id", "field_name", "sha256", "scope_key")
-                VALUES (?, 'incidents', 'i-1', 'photo', ?, 'ops:team:t-1') RETURNING "sha256"
+                VALUES (?, 'notes', 'note-1', 'sketch', ?, 'workspace:team:t-1') RETURNING "sha256"
                 """, [.text(Self.tenant), .text(named.sha256)])
         }
         let later = h.rows.clock.now().millisecondsSince1970 + 1
