@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import Testing
