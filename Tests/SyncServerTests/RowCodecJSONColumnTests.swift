@@ -1,19 +1,20 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import OutpostTestSupport
 import Testing
 
 @testable import SyncServer
 
-/// `json` and `list` columns reach the wire through the shared `JSONParser` parser.
+/// `json` and `list` columns reach the wire through the shared `JSONParser` parser (the engines'
+/// own `Board`: `lane_names`, `settings`).
 @Suite(.blockingWork) struct RowCodecJSONColumnTests {
     @Test("list and json columns go through it to the wire")
     func columns() throws {
-        let tags = try #require(ContractRegistry.unit.field(named: "tags"))
-        #expect(RowCodec.wireValue(.text(#"["a","b"]"#), for: tags) == .array([.string("a"), .string("b")]))
-        let body = try #require(ContractRegistry.lesson.field(named: "body"))
-        #expect(RowCodec.wireValue(.text(#"{"k":[1,{"x":null}]}"#), for: body) == .object(["k": .array([.int(1), .object(["x": .null])])]))
-        #expect(RowCodec.wireValue(.text("not json"), for: body) == .null)
+        let laneNames = try #require(ContractRegistry.board.field(named: "lane_names"))
+        #expect(RowCodec.wireValue(.text(#"["a","b"]"#), for: laneNames) == .array([.string("a"), .string("b")]))
+        let settings = try #require(ContractRegistry.board.field(named: "settings"))
+        #expect(RowCodec.wireValue(.text(#"{"k":[1,{"x":null}]}"#), for: settings) == .object(["k": .array([.int(1), .object(["x": .null])])]))
+        #expect(RowCodec.wireValue(.text("not json"), for: settings) == .null)
     }
 
     /// What a pull page writes for a column without building its value is the same bytes as
