@@ -1,9 +1,8 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
 import OutpostTestSupport
-import SampleServerApps
 import SyncProtocol
 import Testing
 
@@ -11,7 +10,7 @@ import Testing
 
 /// A SQLite data folder locked by another process (a second `sync-server`, a backup) past the
 /// busy timeout: the push is answered 503 `storage_unavailable` with `Retry-After`, nothing of it
-/// is written, and sent again once the lock is gone it is applied once.
+/// is written, and sent again once the lock is gone it is applied once. On the engines' own contracts.
 @Suite("SQLite locked by another process", .blockingWork)
 struct SQLiteBusyTests {
     @Test(
@@ -22,14 +21,13 @@ struct SQLiteBusyTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let storage = try SQLiteStorage(
             directory: folder, contracts: ContractCatalog(ContractRegistry.self), auditKey: nil, busyTimeout: 0.2)
-        let service = PushService(storage: storage, clock: PushFixedClock(), reducers: SampleServerApps.reducers)
-        let task: [String: JSONValue] = [
-            "id": .string("task-1"), "team_id": .string("red"), "title": .string("Swap"), "task_kind": .string("battery_swap"),
-            "status": .string("assigned"),
+        let service = PushService(storage: storage, clock: PushFixedClock(), reducers: [])
+        let card: [String: JSONValue] = [
+            "id": .string("card-1"), "team_id": .string("red"), "board_id": .string("board-1"), "title": .string("Draft"), "lane": .string("todo"),
         ]
         let request = PushRequest(
             clientId: "c-1", schema: [:],
-            mutations: [Mutation(seq: 1, clientMutationId: "m-1", entity: "Task", op: .create, id: "task-1", payload: .object(task))])
+            mutations: [Mutation(seq: 1, clientMutationId: "m-1", entity: "Card", op: .create, id: "card-1", payload: .object(card))])
 
         // Another process's write transaction: a connection of its own holding the write lock.
         var holding = Configuration()
