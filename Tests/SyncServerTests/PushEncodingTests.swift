@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -10,12 +10,13 @@ import Testing
 
 /// The `Content-Encoding`s of request bodies: gzip (and `x-gzip`) and `identity` are read, any
 /// other is refused with 415 `unsupported_encoding` before the body is read, and writes nothing.
+/// On the engines' own contracts (`Activity` pushes).
 @Suite("Routes: request body encodings")
 struct PushEncodingTests {
     @Test("a push in an encoding the server does not read is 415 unsupported_encoding, naming those it reads, and writes nothing")
     func unknownEncodingIs415() async throws {
-        let harness = try RouteHarness()
-        let body = try JSONEncoder().encode(SampleMutations.push([SampleMutations.answer(seq: 1)]))
+        let harness = try RouteHarness.engine()
+        let body = try JSONEncoder().encode(EngineMutations.push([EngineMutations.activity(seq: 1)]))
         try await harness.test { client in
             for encoding in ["br", "deflate", "compress", "zstd", "gzip, br", "identity, gzip"] {
                 // Whatever the bytes: the encoding is refused before they are read.
@@ -46,7 +47,7 @@ struct PushEncodingTests {
 
     @Test("gzip, x-gzip in any case, identity and no encoding are the same push")
     func readableEncodings() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         try await harness.test { client in
             var seq: Int64 = 0
             for (encoding, compress) in [
@@ -54,8 +55,8 @@ struct PushEncodingTests {
             ] as [(String?, Bool)] {
                 seq += 1
                 let body = try JSONEncoder().encode(
-                    SampleMutations.push([
-                        SampleMutations.answer(seq: seq, id: "9b2f3c1e-0000-4000-8000-\(String(format: "%012d", seq))", questionID: "q-\(seq)")
+                    EngineMutations.push([
+                        EngineMutations.activity(seq: seq, id: "9b2f3c1e-0000-4000-8000-\(String(format: "%012d", seq))", subject: "card-\(seq)")
                     ]))
                 var extra: HTTPFields = [:]
                 if let encoding { extra[.contentEncoding] = encoding }
