@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
 import OutpostTestSupport
@@ -10,7 +10,8 @@ import Testing
 
 /// The compiler refuses a contract that takes a name of ``EngineNames``; these tests make sure
 /// the list holds every table a server database really has, so a new server table cannot be
-/// taken by a contract (and collide with it) because nobody reserved it.
+/// taken by a contract (and collide with it) because nobody reserved it. On a database of the
+/// engines' own contracts.
 @Suite("Reserved names: the server's database")
 struct ServerEngineNamesTests {
     /// The tables and the columns of each table of a freshly opened, migrated database.
@@ -29,7 +30,7 @@ struct ServerEngineNamesTests {
             }
         case .postgres:
             let schema = StorageKind.uniqueSchema()
-            _ = try await kind.makeSharedStorages(1, in: folder, schema: schema)
+            _ = try await kind.makeSharedStorages(1, in: folder, schema: schema, contracts: ContractRegistry.self)
             let probe = try PostgresProbe(schema: schema)
             var tables: [String: Set<String>] = [:]
             let rows = try await probe.client.query(
