@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
 import OutpostTestSupport
@@ -15,7 +15,7 @@ import Testing
 /// and the answer the table states.
 @Suite("Contract types: device, server and PostgreSQL agree", .blockingWork)
 struct CodecAgreementTests {
-    /// The device's codec of the sample contracts.
+    /// The device's codec of the engines' own contracts.
     static let columns = ColumnCodec(codec: ContractCatalog(ContractRegistry.self).codec)
 
     /// What a value becomes: stored and read back as `wire`, or refused with a reason.
@@ -189,7 +189,7 @@ struct CodecAgreementTests {
     /// column of the type the server's migrations give the contract's field.
     static func throughServer(_ cases: [Case], kind: StorageKind, folder: URL) async throws -> [Outcome] {
         let schema = StorageKind.uniqueSchema()
-        _ = try await kind.makeSharedStorages(1, in: folder, schema: schema)
+        _ = try await kind.makeSharedStorages(1, in: folder, schema: schema, contracts: ContractRegistry.self)
         // The probe tables: the field's own column type, keyed like a contract table.
         for (index, testCase) in cases.enumerated() {
             let table = testCase.probe.table, column = testCase.probe.field.name
@@ -212,7 +212,7 @@ struct CodecAgreementTests {
             }
         }
         // Opened again, the storage knows the probe tables' column types as it knows the contracts'.
-        let storage = try await kind.makeSharedStorages(1, in: folder, schema: schema)[0]
+        let storage = try await kind.makeSharedStorages(1, in: folder, schema: schema, contracts: ContractRegistry.self)[0]
         var outcomes: [Outcome] = []
         for (index, testCase) in cases.enumerated() {
             let stored: ColumnValue
