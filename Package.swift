@@ -146,6 +146,9 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                // HTTPClientExchange: pooled connections that wait on the event loop (Linux's
+                // URLSession spins while it waits for an answer).
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "client/SyncClientNIO",
             swiftSettings: strictSwift
@@ -282,7 +285,7 @@ let package = Package(
         .executableTarget(
             name: "outpost-bench",
             dependencies: [
-                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "CZlib",
+                "ContractCompiler", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI", "SyncClient", "SyncClientNIO", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "ContractRuntimeGRDB", "Contracts", "CZlib",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -339,7 +342,7 @@ let package = Package(
             name: "SyncClientTests",
             dependencies: [
                 "OutpostTestSupport", "EngineTestContracts",
-                "SyncClient", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
+                "SyncClient", "SyncClientNIO", "LearningClient", "FieldOpsClient", "SyncProtocol", "ContractRuntime", "Contracts", "SyncServer", "SampleServerApps", "LearningServer", "LearningAPI",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // A front that refuses compressed pushes (CompressedPushTests).
                 .product(name: "Hummingbird", package: "hummingbird"),

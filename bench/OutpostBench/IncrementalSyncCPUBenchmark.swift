@@ -103,6 +103,7 @@ enum IncrementalSyncCPUBenchmark {
         // changes are pushed by the learner's other device (answers only), instead of written
         // into the stopped server's folder.
         let pushing = ProcessInfo.processInfo.environment["OUTPOST_BENCH_INCREMENTAL_CHANGES"] == "push"
+        let http = Self.deviceHTTP
         let cold = try workspace.folder("device-cold")
         let warmFolder = try workspace.folder("device-warm")
         let warm: ChildProcess
@@ -120,7 +121,7 @@ enum IncrementalSyncCPUBenchmark {
                 executables.bench,
                 [
                     IncrementalSyncDevice.command, "--server", url.absoluteString, "--token", token, "--folder", warmFolder.path, "--page-size",
-                    "\(InitialSyncBenchmark.pageSize)",
+                    "\(InitialSyncBenchmark.pageSize)", "--http", http.rawValue,
                 ],
                 logs: workspace.url, name: "device-warm", input: true
             )
@@ -248,7 +249,7 @@ enum IncrementalSyncCPUBenchmark {
         )
         result.fact(
             "warm device (the bar)",
-            "outpost-bench \(IncrementalSyncDevice.command): one process whose store, SyncEngine and URLSessionTransport (pages of \(Format.grouped(InitialSyncBenchmark.pageSize))) stay alive across the rounds, as in a running app; it did the initial sync; the server restarts on the same port each round; CPU = getrusage user + system of the process during syncNow()"
+            "outpost-bench \(IncrementalSyncDevice.command): one process whose store, SyncEngine and URLSessionTransport (pages of \(Format.grouped(InitialSyncBenchmark.pageSize))) stay alive across the rounds, as in a running app; \(Self.deviceHTTP.description); it did the initial sync; the server restarts on the same port each round; CPU = getrusage user + system of the process during syncNow()"
         )
         result.fact(
             "cold device (information)",
@@ -418,5 +419,13 @@ enum IncrementalSyncCPUBenchmark {
             }
         }
         return (Timing.processCPUSeconds() - cpu, timed.seconds, tables.reduce(0) { $0 + $1.values.count })
+    }
+}
+
+extension IncrementalSyncCPUBenchmark {
+    /// How the warm device sends its requests: `OUTPOST_BENCH_DEVICE_HTTP=urlsession` for
+    /// URLSession itself; otherwise the exchange a Linux device is told to use.
+    static var deviceHTTP: IncrementalSyncDevice.HTTP {
+        IncrementalSyncDevice.HTTP(rawValue: ProcessInfo.processInfo.environment["OUTPOST_BENCH_DEVICE_HTTP"] ?? "") ?? .defaultForPlatform
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import SyncClient
+import SyncClientNIO
 import SyncProtocol
 
 #if canImport(FoundationNetworking)
@@ -49,10 +50,16 @@ enum IncrementalSyncDevice {
         guard index == arguments.count, let server = options["server"].flatMap(URL.init(string:)), let token = options["token"],
             let folder = options["folder"], let pageSize = options["page-size"].flatMap(Int.init)
         else {
-            Console.error("usage: outpost-bench \(command) --server URL --token TOKEN --folder DIR --page-size N")
+            Console.error("usage: outpost-bench \(command) --server URL --token TOKEN --folder DIR --page-size N [--http urlsession|nio]")
             return 2
         }
-        let transport = URLSessionTransport(baseURL: server, timeout: 120) { token }
+        guard let http = HTTP(rawValue: options["http"] ?? HTTP.urlSession.rawValue) else {
+            Console.error("--http must be \(HTTP.allCases.map(\.rawValue).joined(separator: " or "))")
+            return 2
+        }
+        let transport = URLSessionTransport(
+            baseURL: server, timeout: 120, tokenProvider: ClosureTokenProvider { token }, exchange: http.exchange(timeout: .seconds(120))
+        )
         do {
             let store = try ClientStoreBenchmarks.openStore(URL(fileURLWithPath: folder, isDirectory: true), tenantId: InitialSyncSeed.tenant)
             let engine = SyncEngine(
@@ -88,5 +95,40 @@ enum IncrementalSyncDevice {
         try await Task.sleep(for: .seconds(settleSeconds))
         return Report(
             round: round, syncSeconds: seconds, syncCPUSeconds: syncCPU, pulled: pulled, settledCPUSeconds: Timing.processCPUSeconds() - cpu)
+    }
+}
+
+extension IncrementalSyncDevice {
+    /// What the device's transport sends its requests through.
+    enum HTTP: String, CaseIterable {
+        /// URLSession itself (on Linux, libcurl under swift-corelibs-foundation).
+        case urlSession = "urlsession"
+        /// SyncClientNIO's HTTPClientExchange (AsyncHTTPClient).
+        case nio
+
+        /// What an app on this platform is told to use (docs/client.md): URLSession on Apple
+        /// platforms, the NIO exchange on Linux.
+        static var defaultForPlatform: HTTP {
+            #if canImport(FoundationNetworking)
+                .nio
+            #else
+                .urlSession
+            #endif
+        }
+
+        func exchange(timeout: Duration) -> (any HTTPExchange)? {
+            switch self {
+            case .urlSession: nil
+            case .nio: HTTPClientExchange(timeout: timeout)
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .urlSession: "its requests through URLSession (OUTPOST_BENCH_DEVICE_HTTP=urlsession)"
+            case .nio:
+                "its requests through SyncClientNIO's HTTPClientExchange, what docs/client.md tells a Linux app to use (OUTPOST_BENCH_DEVICE_HTTP=urlsession for URLSession)"
+            }
+        }
     }
 }
