@@ -1,138 +1,97 @@
 import ContractRuntime
-import Contracts
-import FieldOpsClient
+import EngineTestContracts
 import Foundation
-import LearningClient
 import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import Testing
 
+/// The engine's generic reads, on the engines' own contracts. The sample apps' own reads are
+/// `SampleAppReadTests`.
 @Suite("Reads, SQLite first", .blockingWork)
 struct ReadTests {
     let test: TestStore
     var store: OfflineStore { test.store }
 
     init() throws {
-        test = try TestStore()
-        try test.store.applyServerChanges(Samples.everything)
+        test = try TestStore.engine()
+        try test.store.applyServerChanges(EngineSamples.everything)
     }
 
     @Test("generic reads: all with a filter and an order, fetch by id, count")
     func generic() throws {
-        #expect(try store.fetch(Unit.self, id: "unit-1") == Samples.units[1])
-        #expect(try store.fetch(Unit.self, id: "missing") == nil)
-        #expect(try store.all(Unit.self).map(\.id) == ["unit-1", "unit-2"])
-        #expect(
-            try store.all(FieldTask.self, where: .equals(.teamId("team-1")), orderBy: [.descending("revision")]).map(\.id) == ["task-1", "task-2"])
-        #expect(try store.all(FieldTask.self, where: .field("revision", .greaterThan, .int(2))).map(\.id) == ["task-1", "task-2"])
-        #expect(try store.all(FieldTask.self, where: .isNull("assignee_id")).map(\.id) == ["task-3"])
-        #expect(try store.all(FieldTask.self, where: !.equals(.teamId("team-1"))).map(\.id) == ["task-3"])
-        #expect(try store.all(FieldTask.self, orderBy: [.ascending("sort_index")], limit: 2).map(\.id) == ["task-3", "task-1"])
-        #expect(try store.count(Incident.self) == 4)
-        #expect(try store.count(Incident.self, where: .oneOf([.priority(.high), .priority(.low)])) == 3)
+        #expect(try store.fetch(Label.self, id: "label-1") == EngineSamples.labels[1])
+        #expect(try store.fetch(Label.self, id: "missing") == nil)
+        #expect(try store.all(Label.self).map(\.id) == ["label-1", "label-2"])
+        #expect(try store.all(Card.self, where: .equals(.teamId("team-1")), orderBy: [.descending("revision")]).map(\.id) == ["card-1", "card-2"])
+        #expect(try store.all(Card.self, where: .field("revision", .greaterThan, .int(2))).map(\.id) == ["card-1", "card-2"])
+        #expect(try store.all(Card.self, where: .isNull("assignee_id")).map(\.id) == ["card-3"])
+        #expect(try store.all(Card.self, where: !.equals(.teamId("team-1"))).map(\.id) == ["card-3"])
+        #expect(try store.all(Card.self, orderBy: [.ascending("sort_index")], limit: 2).map(\.id) == ["card-3", "card-1"])
+        #expect(try store.count(Board.self) == 4)
+        #expect(try store.count(Board.self, where: .oneOf([.status(.active), .status(.paused)])) == 3)
         // A timestamp filter takes the wire form and compares stored milliseconds.
-        #expect(try store.count(Incident.self, where: .field(.openedAt(Timestamp(millisecondsSince1970: 3_000)), .greaterThanOrEqual)) == 2)
+        #expect(try store.count(Board.self, where: .field(.createdAt(Timestamp(millisecondsSince1970: 3_000)), .greaterThanOrEqual)) == 2)
     }
 
     @Test("filters are checked against the contract")
     func checkedFilters() throws {
-        #expect(throws: OfflineStoreError.unknownField(contract: "Task", field: "colour")) {
-            try store.all(FieldTask.self, where: .equals("colour", .string("red")))
+        #expect(throws: OfflineStoreError.unknownField(contract: "Card", field: "colour")) {
+            try store.all(Card.self, where: .equals("colour", .string("red")))
         }
-        #expect(throws: OfflineStoreError.fieldNotQueryable(contract: "Incident", field: "reporter_notes", reason: "it is encrypted on the device")) {
-            try store.all(Incident.self, where: .equals(.reporterNotes("x")))
+        #expect(throws: OfflineStoreError.fieldNotQueryable(contract: "Note", field: "private_remark", reason: "it is encrypted on the device")) {
+            try store.all(Note.self, where: .equals(.privateRemark("x")))
         }
-        #expect(throws: OfflineStoreError.invalidValue(contract: "Task", field: "revision", reason: "must be a whole number")) {
-            try store.all(FieldTask.self, where: .equals("revision", .string("seven")))
+        #expect(throws: OfflineStoreError.invalidValue(contract: "Card", field: "revision", reason: "must be a whole number")) {
+            try store.all(Card.self, where: .equals("revision", .string("seven")))
         }
-    }
-
-    @Test("the list of units, in catalogue order, with local state and lesson counts")
-    func units() throws {
-        #expect(try store.units().map(\.id) == ["unit-1", "unit-2"])
-        let summaries = try store.unitSummaries()
-        #expect(summaries.map(\.lessonCount) == [2, 1])
-        #expect(summaries.map(\.local.downloadStatus) == [.none, .none])
-    }
-
-    @Test("a unit's detail: lessons in order with their assets; no local file for a file not downloaded")
-    func unitDetail() throws {
-        let detail = try #require(try store.unitDetail(id: "unit-1"))
-        #expect(detail.unit == Samples.units[1])
-        #expect(detail.lessons.map(\.lesson.id) == ["lesson-a", "lesson-b"])
-        #expect(detail.lessons[0].assets.map(\.id) == ["asset-1", "asset-2"])
-        #expect(detail.lessons[0].localFiles.isEmpty)
-        #expect(detail.totalBytes == 1200)
-        #expect(detail.downloadedBytes == 0)
-        #expect(try store.unitDetail(id: "missing") == nil)
-    }
-
-    @Test("a learner's attempts, newest first")
-    func attempts() throws {
-        #expect(try store.attempts().map(\.id) == ["att-2", "att-3", "att-1"])
-        #expect(try store.attempts(assessmentId: "quiz-1").map(\.id) == ["att-2", "att-1"])
-    }
-
-    @Test("a team's tasks in route order, by assignee and status")
-    func tasks() throws {
-        #expect(try store.tasks(teamId: "team-1").map(\.id) == ["task-1", "task-2"])
-        #expect(try store.tasks(teamId: "team-1", assigneeId: "u-1").map(\.id) == ["task-2"])
-        #expect(try store.tasks(teamId: "team-2", statuses: [.assigned]).isEmpty)
-        #expect(try store.tasks(teamId: "team-2", statuses: [.completed, .cancelled]).map(\.id) == ["task-3"])
-    }
-
-    @Test("incidents by the contract's priority order, then newest first")
-    func incidents() throws {
-        #expect(try store.incidents(teamId: "team-1").map(\.id) == ["inc-crit", "inc-high-new", "inc-high-old", "inc-low"])
-        #expect(try store.incidents(teamId: "team-1", states: [.resolved]).isEmpty)
-        // Encrypted fields read back in clear.
-        #expect(try store.fetch(Incident.self, id: "inc-low")?.reporterNotes == "secret notes of inc-low")
     }
 
     @Test("local state: read and written, never queued")
     func localState() throws {
-        #expect(try store.localState(Unit.self, id: "unit-1") == Unit.LocalState())
-        let state = Unit.LocalState(downloadStatus: .downloaded, downloadedAt: Samples.t0)
-        try store.setLocalState(Unit.self, id: "unit-1", state)
-        #expect(try store.localState(Unit.self, id: "unit-1") == state)
-        try store.setLocalState(Incident.self, id: "inc-low", Incident.LocalState(draftNote: "call back"))
-        #expect(try store.localState(Incident.self, id: "inc-low")?.draftNote == "call back")
+        #expect(try store.localState(Label.self, id: "label-1") == Label.LocalState())
+        let state = Label.LocalState(lastAccessedAt: EngineSamples.t0)
+        try store.setLocalState(Label.self, id: "label-1", state)
+        #expect(try store.localState(Label.self, id: "label-1") == state)
+        try store.setLocalState(Note.self, id: "note-1", Note.LocalState(draftBody: "call back", readingState: .reading))
+        #expect(try store.localState(Note.self, id: "note-1")?.draftBody == "call back")
         #expect(try store.outboxEntries().isEmpty)
-        #expect(throws: OfflineStoreError.rowNotFound(contract: "Unit", id: "nope")) {
-            try store.setLocalState(Unit.self, id: "nope", state)
+        #expect(throws: OfflineStoreError.rowNotFound(contract: "Label", id: "nope")) {
+            try store.setLocalState(Label.self, id: "nope", state)
         }
     }
 
     @Test("several reads in one snapshot")
     func snapshot() throws {
-        let (units, tasks) = try store.read { reader throws(OfflineStoreError) in
-            (try reader.units(), try reader.tasks(teamId: "team-1"))
+        let (labels, cards) = try store.read { reader throws(OfflineStoreError) in
+            (try reader.all(Label.self), try reader.all(Card.self, where: .equals(.teamId("team-1"))))
         }
-        #expect(units.count == 2)
-        #expect(tasks.count == 2)
+        #expect(labels.count == 2)
+        #expect(cards.count == 2)
     }
 
     @Test("an observer gets the current value, then a new one after a change")
     func observation() async throws {
-        let observation = store.observe { reader in try reader.tasks(teamId: "team-1").map(\.status) }
+        let observation = store.observe { reader in
+            try reader.all(Card.self, where: .equals(.teamId("team-1")), orderBy: [.ascending("sort_index")]).map(\.lane)
+        }
         var iterator = observation.makeAsyncIterator()
-        #expect(try await iterator.next() == [.assigned, .assigned])
-        try store.patch(FieldTask.self, id: "task-2", [.status(.enRoute)])
-        #expect(try await iterator.next() == [.assigned, .enRoute])
-        try store.applyServerChanges(ServerChanges(deletes: ["Task": ["task-1"]]))
-        #expect(try await iterator.next() == [.enRoute])
+        #expect(try await iterator.next() == [.todo, .todo])
+        try store.patch(Card.self, id: "card-2", [.lane(.doing)])
+        #expect(try await iterator.next() == [.todo, .doing])
+        try store.applyServerChanges(ServerChanges(deletes: ["Card": ["card-1"]]))
+        #expect(try await iterator.next() == [.doing])
     }
 
     @Test("observing all rows of an entity")
     func observeAll() async throws {
-        var iterator = store.observeAll(Unit.self, orderBy: [.ascending("sort_index")]).makeAsyncIterator()
-        #expect(try await iterator.next()?.map(\.id) == ["unit-1", "unit-2"])
+        var iterator = store.observeAll(Label.self, orderBy: [.ascending("sort_index")]).makeAsyncIterator()
+        #expect(try await iterator.next()?.map(\.id) == ["label-1", "label-2"])
         try store.applyServerChanges(
             ServerChanges(upserts: [
-                "Unit": [Samples.wire(Unit(id: "unit-0", title: "Shapes", learnerLevel: .beginner, sortIndex: 0, updatedAt: Samples.t0))]
+                "Label": [EngineSamples.wire(Label(id: "label-0", name: "First", sortIndex: 0, updatedAt: EngineSamples.t0))]
             ]))
-        #expect(try await iterator.next()?.map(\.id) == ["unit-0", "unit-1", "unit-2"])
+        #expect(try await iterator.next()?.map(\.id) == ["label-0", "label-1", "label-2"])
     }
 }
 
@@ -182,51 +141,69 @@ final class LockedBox<Value: Sendable>: @unchecked Sendable {
 
 @Suite("Read-through: one fetch when nothing is cached", .blockingWork)
 struct ReadThroughTests {
+    /// A board's cards, or nil when the board is not on the device.
+    static func boardCards(_ id: String) -> (StoreReader) throws(OfflineStoreError) -> [Card]? {
+        { reader throws(OfflineStoreError) in
+            guard try reader.fetch(Board.self, id: id) != nil else { return nil }
+            return try reader.all(Card.self, where: .equals(.boardId(id)), orderBy: [.ascending("id")])
+        }
+    }
+
     @Test("cached rows are returned without the network")
     func cached() async throws {
-        let test = try TestStore()
-        try test.store.applyServerChanges(Samples.everything)
+        let test = try TestStore.engine()
+        try test.store.applyServerChanges(EngineSamples.everything)
         let fetcher = FakeFetcher(.fail(.offline))
-        let result = try await test.store.unitDetail(id: "unit-1", from: fetcher)
-        #expect(result.value?.lessons.count == 2)
+        let result = try await test.store.fetch(
+            Board.self, id: "board-launch", withChildrenDepth: 2, from: fetcher, read: Self.boardCards("board-launch"))
+        #expect(result.value?.count == 2)
         guard case .cached = result else { Issue.record("expected .cached, got \(result)"); return }
         #expect(fetcher.calls.isEmpty)
     }
 
     @Test("nothing cached and online: fetched once, stored, returned")
     func fetched() async throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let page = ServerChanges(upserts: [
-            "Unit": [Samples.wire(Samples.units[1])], "Lesson": Samples.lessons.prefix(2).map(Samples.wire),
-            "Asset": Samples.assets.map(Samples.wire),
+            "Board": [EngineSamples.wire(EngineSamples.boards[1])], "Card": EngineSamples.cards.prefix(2).map(EngineSamples.wire),
+            "Note": EngineSamples.notes.map(EngineSamples.wire),
         ])
         let fetcher = FakeFetcher(.answer(page))
-        let result = try await test.store.unitDetail(id: "unit-1", from: fetcher)
-        guard case .fetched(let detail) = result else { Issue.record("expected .fetched, got \(result)"); return }
-        #expect(detail.lessons.map(\.lesson.id) == ["lesson-a", "lesson-b"])
-        #expect(fetcher.calls == [RemoteFetchRequest(contract: "Unit", id: "unit-1", including: ["lessons", "lessons.assets"])])
+        let result = try await test.store.fetch(
+            Board.self, id: "board-launch", withChildrenDepth: 2, from: fetcher, read: Self.boardCards("board-launch"))
+        guard case .fetched(let cards) = result else { Issue.record("expected .fetched, got \(result)"); return }
+        #expect(cards.map(\.id) == ["card-1", "card-2"])
+        #expect(
+            fetcher.calls == [RemoteFetchRequest(contract: "Board", id: "board-launch", including: ["cards", "cards.notes", "cards.attachments"])])
         // Stored: the next read is from the cache.
-        let again = try await test.store.unitDetail(id: "unit-1", from: fetcher)
+        let again = try await test.store.fetch(
+            Board.self, id: "board-launch", withChildrenDepth: 2, from: fetcher, read: Self.boardCards("board-launch"))
         guard case .cached = again else { Issue.record("expected .cached, got \(again)"); return }
         #expect(fetcher.calls.count == 1)
     }
 
+    /// All the catalog's labels, from SQLite or else fetched once.
+    static func labels(_ store: OfflineStore, from fetcher: any RemoteFetcher) async throws -> ReadResult<[Label]> {
+        try await store.readThrough(
+            .all(Label.self), from: fetcher, read: { reader throws(OfflineStoreError) in try reader.all(Label.self) }, isCached: { !$0.isEmpty })
+    }
+
     @Test("nothing cached and offline: a typed offline result")
     func offline() async throws {
-        let test = try TestStore()
-        #expect(try await test.store.fetch(Incident.self, id: "inc-1", from: FakeFetcher(.fail(.offline))) == .offline)
-        #expect(try await test.store.units(from: FakeFetcher(.fail(.offline))) == .offline)
+        let test = try TestStore.engine()
+        #expect(try await test.store.fetch(Note.self, id: "note-1", from: FakeFetcher(.fail(.offline))) == .offline)
+        #expect(try await Self.labels(test.store, from: FakeFetcher(.fail(.offline))) == .offline)
     }
 
     @Test("nothing cached and the server does not have it: unavailable")
     func unavailable() async throws {
-        let test = try TestStore()
-        #expect(try await test.store.fetch(Incident.self, id: "inc-1", from: FakeFetcher(.answer(ServerChanges()))) == .unavailable(.notFound))
+        let test = try TestStore.engine()
+        #expect(try await test.store.fetch(Note.self, id: "note-1", from: FakeFetcher(.answer(ServerChanges()))) == .unavailable(.notFound))
         let refused = ErrorDetail(code: .forbidden, message: "no")
-        #expect(try await test.store.units(from: FakeFetcher(.fail(.server(refused)))) == .unavailable(.server(refused)))
-        let broken = ServerChanges(upserts: ["Unit": [.object(["id": .string("u")])]])
-        let result = try await test.store.units(from: FakeFetcher(.answer(broken)))
+        #expect(try await Self.labels(test.store, from: FakeFetcher(.fail(.server(refused)))) == .unavailable(.server(refused)))
+        let broken = ServerChanges(upserts: ["Label": [.object(["id": .string("l")])]])
+        let result = try await Self.labels(test.store, from: FakeFetcher(.answer(broken)))
         guard case .unavailable(.invalidResponse) = result else { Issue.record("expected invalidResponse, got \(result)"); return }
-        #expect(try test.store.units().isEmpty)
+        #expect(try test.store.all(Label.self).isEmpty)
     }
 }
