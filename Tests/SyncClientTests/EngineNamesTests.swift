@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import GRDB
 import OutpostTestSupport
 import SyncClient
@@ -10,10 +10,10 @@ import Testing
 /// taken by a contract (and collide with it on the device) because nobody reserved it.
 @Suite("Reserved names: the device's store", .blockingWork)
 struct ClientEngineNamesTests {
-    /// The tables and the columns of each table of a freshly opened store (the sample app's,
-    /// with the learning app's tables: an extension's, which the store checks when it opens).
+    /// The tables and the columns of each table of a freshly opened store on the engines' own
+    /// contracts (with the tables of its extensions, if any: the store checks them when it opens).
     private func storeSchema() throws -> (tables: [String: Set<String>], extensionTables: Set<String>) {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let extensionTables = Set(test.store.extensions.flatMap(\.tables))
         return (
             try test.raw { db in
