@@ -1,8 +1,7 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
-import LearningClient
 import OutpostTestSupport
 import SyncClient
 import SyncProtocol
@@ -21,8 +20,8 @@ struct PageFaultPauseTests {
             directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)
         )
         configuration.faultPauses = FaultPauses(pauses: [.pullApply: FaultPauses.Pause(milliseconds: 4000)])
-        let store = try OfflineStore(configuration, contracts: ContractRegistry.self, extensions: [LearningStore()])
-        let page = ServerChanges(upserts: ["Unit": [Samples.wire(Samples.units[0])]], scopeKey: "content", cursor: "cursor-1")
+        let store = try OfflineStore(configuration, contracts: ContractRegistry.self)
+        let page = ServerChanges(upserts: ["Label": [EngineSamples.wire(EngineSamples.labels[0])]], scopeKey: "catalog", cursor: "cursor-1")
         let applied = DispatchSemaphore(value: 0)
         Thread {
             _ = try? store.applyServerChanges(page)
@@ -33,11 +32,11 @@ struct PageFaultPauseTests {
         observer.busyMode = .immediateError
         let queue = try DatabaseQueue(path: directory.databaseURL.path, configuration: observer)
         defer { try? queue.close() }
-        func visible() throws -> (units: Int, cursor: String?) {
+        func visible() throws -> (labels: Int, cursor: String?) {
             try queue.read { db in
                 (
-                    try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "units""#) ?? 0,
-                    try String.fetchOne(db, sql: #"SELECT "cursor" FROM "sync_state" WHERE "scope_key" = 'content'"#)
+                    try Int.fetchOne(db, sql: #"SELECT COUNT(*) FROM "labels""#) ?? 0,
+                    try String.fetchOne(db, sql: #"SELECT "cursor" FROM "sync_state" WHERE "scope_key" = 'catalog'"#)
                 )
             }
         }
@@ -55,12 +54,12 @@ struct PageFaultPauseTests {
         }
         try #require(open, "the page's transaction was never seen open")
         let during = try visible()
-        #expect(during.units == 0)
+        #expect(during.labels == 0)
         #expect(during.cursor == nil)
 
         applied.wait()
         let after = try visible()
-        #expect(after.units == 1)
+        #expect(after.labels == 1)
         #expect(after.cursor == "cursor-1")
     }
 }
