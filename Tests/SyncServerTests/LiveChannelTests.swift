@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SyncProtocol
@@ -9,7 +9,8 @@ import Testing
 
 /// Who hears of which commit on the live channel, coalescing, the per-device and per-process
 /// limits, and revalidation, on both storages (``LiveChannels`` over a real storage; the HTTP
-/// route and the engine are covered in SyncClientTests.LiveSyncTests and MultiProcessTests).
+/// route and the engine are covered in SyncClientTests.LiveSyncTests and MultiProcessTests). On the
+/// scopes of the engines' own contracts.
 @Suite(.blockingWork) struct LiveChannelTests {
     static func identity(_ user: String, device: String, teams: [String] = ["red"], tenant: String = "acme", issuedAt: Int64? = nil) -> DeviceIdentity
     {
@@ -42,7 +43,7 @@ import Testing
         LiveChannels, any SyncStorage
     ) {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString)")
-        let storage = try await kind.makeStorage(in: folder)
+        let storage = try await kind.makeStorage(in: folder, contracts: ContractRegistry.self)
         let channels = LiveChannels(configuration: configuration, storage: storage, clock: SystemClock(), metrics: ServerMetrics())
         try await Self.waitUntilListening(channels, storage)
         return (channels, storage)
@@ -72,17 +73,17 @@ import Testing
         let blue = try channels.open(Self.identity("cat", device: "c-1", teams: ["blue"]))
         let otherTenant = try channels.open(Self.identity("ana", device: "a-1", tenant: "globex"))
 
-        try await Self.commit(storage, "ops:team:red", "progress:user:ana")
+        try await Self.commit(storage, "workspace:team:red", "workspace:user:ana")
         #expect(
             Set(try await Self.events(ana, expecting: 2)) == [
-                .change(scope: "ops:team:red", sequence: 1), .change(scope: "progress:user:ana", sequence: 1),
+                .change(scope: "workspace:team:red", sequence: 1), .change(scope: "workspace:user:ana", sequence: 1),
             ])
-        #expect(try await Self.events(ben) == [.change(scope: "ops:team:red", sequence: 1)])
+        #expect(try await Self.events(ben) == [.change(scope: "workspace:team:red", sequence: 1)])
         // A commit after, which they do hear, shows the earlier one did not reach them.
-        try await Self.commit(storage, "ops:team:blue")
-        #expect(try await Self.events(blue) == [.change(scope: "ops:team:blue", sequence: 1)])
-        try await Self.commit(storage, tenant: "globex", "ops:team:red")
-        #expect(try await Self.events(otherTenant) == [.change(scope: "ops:team:red", sequence: 1)])
+        try await Self.commit(storage, "workspace:team:blue")
+        #expect(try await Self.events(blue) == [.change(scope: "workspace:team:blue", sequence: 1)])
+        try await Self.commit(storage, tenant: "globex", "workspace:team:red")
+        #expect(try await Self.events(otherTenant) == [.change(scope: "workspace:team:red", sequence: 1)])
         #expect(ana.take().events.isEmpty && ben.take().events.isEmpty)
     }
 
@@ -90,10 +91,10 @@ import Testing
     func coalesces() async throws {
         let (channels, storage) = try await channels(.sqlite)
         let ana = try channels.open(Self.identity("ana", device: "a-1"))
-        for _ in 0..<5 { try await Self.commit(storage, "ops:team:red") }
-        try await Self.commit(storage, "content:global")
-        try await Self.commit(storage, "ops:team:red")
-        #expect(ana.take().events == [.change(scope: "ops:team:red", sequence: 6), .change(scope: "content:global", sequence: 1)])
+        for _ in 0..<5 { try await Self.commit(storage, "workspace:team:red") }
+        try await Self.commit(storage, "catalog:global")
+        try await Self.commit(storage, "workspace:team:red")
+        #expect(ana.take().events == [.change(scope: "workspace:team:red", sequence: 6), .change(scope: "catalog:global", sequence: 1)])
         #expect(ana.take().events.isEmpty)
     }
 
@@ -101,11 +102,11 @@ import Testing
     func postgresOrder() async throws {
         let (channels, storage) = try await channels(.postgres)
         let ana = try channels.open(Self.identity("ana", device: "a-1"))
-        for _ in 0..<5 { try await Self.commit(storage, "ops:team:red") }
+        for _ in 0..<5 { try await Self.commit(storage, "workspace:team:red") }
         var sequences: [Int64] = []
         let deadline = Date().addingTimeInterval(30)
         while sequences.last != 5, Date() < deadline {
-            for case .change("ops:team:red", let sequence) in ana.take().events { sequences.append(sequence) }
+            for case .change("workspace:team:red", let sequence) in ana.take().events { sequences.append(sequence) }
             try await Task.sleep(nanoseconds: 5_000_000)
         }
         #expect(sequences.last == 5)
@@ -127,12 +128,12 @@ import Testing
         struct Abort: Error {}
         await #expect(throws: Abort.self) {
             try await storage.write { transaction in
-                _ = try await transaction.nextScopeSequence(tenant: "acme", scopeKey: "ops:team:red")
+                _ = try await transaction.nextScopeSequence(tenant: "acme", scopeKey: "workspace:team:red")
                 throw Abort()
             }
         }
-        try await Self.commit(storage, "content:global")
-        #expect(try await Self.events(ana) == [.change(scope: "content:global", sequence: 1)])
+        try await Self.commit(storage, "catalog:global")
+        #expect(try await Self.events(ana) == [.change(scope: "catalog:global", sequence: 1)])
     }
 
     @Test("a device's third channel closes its oldest; a process holds its maximum and refuses more with 503")
@@ -170,9 +171,9 @@ import Testing
         }
         await channels.revalidate(ana)
         _ = ana.take()
-        try await Self.commit(storage, "ops:team:red")
-        try await Self.commit(storage, "ops:team:blue")
-        #expect(try await Self.events(ana) == [.change(scope: "ops:team:blue", sequence: 1)])
+        try await Self.commit(storage, "workspace:team:red")
+        try await Self.commit(storage, "workspace:team:blue")
+        #expect(try await Self.events(ana) == [.change(scope: "workspace:team:blue", sequence: 1)])
 
         // Ben's device is revoked: its channel closes at the check.
         let now = Int64(Date().timeIntervalSince1970)
@@ -193,7 +194,7 @@ import Testing
 
     @Test("the wire form of commit notifications: several payloads under PostgreSQL's limit, read back whole")
     func notificationPayloads() {
-        let changes = (0..<500).map { ScopeChange(tenant: "acme", scopeKey: "progress:user:learner-\($0)", sequence: Int64($0) * 7) }
+        let changes = (0..<500).map { ScopeChange(tenant: "acme", scopeKey: "workspace:user:member-\($0)", sequence: Int64($0) * 7) }
         let payloads = CommitNotification.payloads(changes)
         #expect(payloads.count > 1)
         #expect(payloads.allSatisfy { $0.utf8.count <= CommitNotification.maximumPayloadBytes })
@@ -205,11 +206,11 @@ import Testing
     @Test("PostgreSQL: a commit through one storage reaches the channels of another on the same database")
     func acrossProcesses() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString)")
-        let storages = try await StorageKind.postgres.makeSharedStorages(2, in: folder)
+        let storages = try await StorageKind.postgres.makeSharedStorages(2, in: folder, contracts: ContractRegistry.self)
         let listening = LiveChannels(configuration: LiveChannelConfiguration(), storage: storages[1], clock: SystemClock(), metrics: ServerMetrics())
         try await Self.waitUntilListening(listening, storages[1])
         let ana = try listening.open(Self.identity("ana", device: "a-1"))
-        try await Self.commit(storages[0], "ops:team:red")
-        #expect(try await Self.events(ana) == [.change(scope: "ops:team:red", sequence: 1)])
+        try await Self.commit(storages[0], "workspace:team:red")
+        #expect(try await Self.events(ana) == [.change(scope: "workspace:team:red", sequence: 1)])
     }
 }
