@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
 import OutpostTestSupport
@@ -9,16 +9,16 @@ import Testing
 @testable import SyncClient
 
 /// Someone with the device's database file edits the outbox: no entry is lost without the
-/// store noticing, and nothing tampered with is sent.
+/// store noticing, and nothing tampered with is sent. On the engines' own contracts.
 @Suite("Outbox seal: status and order", .blockingWork)
 struct OutboxSealTests {
     /// A store with three queued writes (seq 1, 2, 3).
     static func queued() throws -> TestStore {
-        let test = try TestStore()
-        try test.store.applyServerChanges(Samples.everything)
-        try test.store.patch(FieldTask.self, id: "task-1", [.notes("one")])
-        try test.store.patch(FieldTask.self, id: "task-2", [.notes("two")])
-        try test.store.patch(Incident.self, id: "inc-low", [.state(.onHold)])
+        let test = try TestStore.engine()
+        try test.store.applyServerChanges(EngineSamples.everything)
+        try test.store.patch(Card.self, id: "card-1", [.description("one")])
+        try test.store.patch(Card.self, id: "card-2", [.description("two")])
+        try test.store.patch(Board.self, id: "board-paused", [.status(.archived)])
         return test
     }
 
@@ -27,7 +27,7 @@ struct OutboxSealTests {
         let test = try Self.queued()
         try test.raw { db in try db.execute(sql: "UPDATE outbox SET status = 'done' WHERE seq = 2") }
         let mutations = try test.store.pendingMutations()
-        #expect(mutations.map(\.id) == ["task-1", "inc-low"])
+        #expect(mutations.map(\.id) == ["card-1", "board-paused"])
         let quarantined = try test.store.quarantinedEntries()
         #expect(quarantined.map(\.seq) == [2])
         #expect(quarantined.first?.lastError?.code == ErrorCode("outbox_tampered"))
@@ -42,7 +42,7 @@ struct OutboxSealTests {
             try db.execute(sql: "UPDATE outbox SET seq = 1 WHERE seq = 2")
             try db.execute(sql: "UPDATE outbox SET seq = 2 WHERE seq = -1")
         }
-        #expect(try test.store.pendingMutations().map(\.id) == ["inc-low"])
+        #expect(try test.store.pendingMutations().map(\.id) == ["board-paused"])
         #expect(try test.store.quarantinedEntries().map(\.seq) == [1, 2])
     }
 
@@ -82,9 +82,9 @@ struct OutboxSealTests {
                 lastSeq: 2
             )
         )
-        try test.store.patch(FieldTask.self, id: "task-1", [.notes("again")])
+        try test.store.patch(Card.self, id: "card-1", [.description("again")])
         #expect(try test.store.pendingMutations().count == 2)
-        let reopened = try TestStore(directory: test.directory)
+        let reopened = try TestStore.engine(directory: test.directory)
         #expect(try reopened.store.quarantinedEntries().isEmpty)
         #expect(try reopened.store.outboxIntegrityProblem() == nil)
         #expect(try reopened.store.verifyOutbox().isEmpty)
