@@ -230,10 +230,10 @@ struct ChangeFeedTests {
 
 extension ChangeFeedTests {
     @Test(
-        "two processes on one database: a push held open while another commits is delivered in commit order, by either process's feed",
+        "two processes on one database (the engines' own contracts): a push held open while another commits is delivered in commit order, by either process's feed",
         arguments: StorageKind.allCases)
     func commitOrderAcrossProcesses(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         let processes = try await ConcurrencyTests.TwoProcesses(kind, folder: h.folder)
         let slow = processes.heldPush, fast = processes.otherPush
@@ -241,14 +241,14 @@ extension ChangeFeedTests {
         let tablet = DeviceIdentity(tenant: PushHarness.tenant, userID: "bob", deviceID: "bob-tablet", teams: ["red"], expiresAt: .max)
         let held = Task {
             try await slow.push(
-                PushRequest(clientId: "alice-phone", schema: [:], mutations: [h.mutation(1, "Task", .create, "slow-1", h.taskPayload("slow-1"))]),
+                PushRequest(clientId: "alice-phone", schema: [:], mutations: [h.mutation(1, "Card", .create, "slow-1", h.cardPayload("slow-1"))]),
                 identity: device)
         }
         await processes.reached.wait()
         // The second push reaches the audit head while the first holds it, and commits after it.
         let other = Task {
             try await fast.push(
-                PushRequest(clientId: "bob-tablet", schema: [:], mutations: [h.mutation(1, "Task", .create, "fast-1", h.taskPayload("fast-1"))]),
+                PushRequest(clientId: "bob-tablet", schema: [:], mutations: [h.mutation(1, "Card", .create, "fast-1", h.cardPayload("fast-1"))]),
                 identity: tablet)
         }
         try await processes.waitUntilBlocked("the second push waits for the first")
