@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
 import OutpostTestSupport
@@ -10,27 +10,28 @@ import Testing
 
 /// ``PullPageDecoder`` reads a page's bytes straight into column values; what it stores must be
 /// exactly what the parsed page (``PullResponse/init(json:)`` then ``OfflineStore/prepare(_:)``)
-/// stores, and it must refuse what that refuses.
+/// stores, and it must refuse what that refuses. On the engines' own contracts (`Profile` and
+/// `Activity`, both of the user scope).
 @Suite(.blockingWork) struct PullPageDecoderTests {
     /// Rows in every way a server (or a newer one) may write them: keys in another order, an
     /// escaped key, a key given twice, unknown keys, missing fields (defaults), explicit nulls,
     /// an upper-case UUID, a JSON answer, with and without `_server_version`; a contract this
     /// build does not know; deletes.
     static let page = #"""
-        {"cursor":"c-7","deletes":{"Attempt":["at-gone"],"Unknown":["x"]},"has_more":true,"last_seq":12,
+        {"cursor":"c-7","deletes":{"Profile":["p-gone"],"Unknown":["x"]},"has_more":true,"last_seq":12,
          "upserts":{
-          "Attempt":[
-            {"_server_version":3,"answered_count":4,"assessment_id":"a-1","id":"at-1","score":2.5,"started_at":"2026-01-30T08:00:00.000Z","state":"submitted","updated_at":"2026-01-31T08:00:00.000Z"},
-            {"updated_at":"2026-01-31T09:00:00.000Z","id":"at-2","sta\u0074e":"open","assessment_id":"a-2","started_at":"2026-01-30T09:00:00.000Z","max_score":null,"future_field":{"a":[1,2]}},
-            {"id":"at-3","assessment_id":"a-1","state":"closed","state":"open","started_at":"2026-01-30T10:00:00.000Z","updated_at":"2026-01-31T10:00:00.000Z","outcome":"passed","ended_at":"2026-01-30T11:00:00.000Z"}
+          "Profile":[
+            {"_server_version":3,"average_view_seconds":2.5,"display_name":"Ada","id":"p-1","member_since":"2026-01-30","notes_viewed":4,"preferences":{"choices":[1,2],"text":"a \"quoted\" answer"},"theme":"dark","updated_at":"2026-01-31T08:00:00.000Z"},
+            {"updated_at":"2026-01-31T09:00:00.000Z","id":"p-2","th\u0065me":"light","display_name":"Bo","last_active_on":null,"future_field":{"a":[1,2]}},
+            {"id":"p-3","display_name":"Cy","theme":"dark","theme":"system","updated_at":"2026-01-31T10:00:00.000Z","time_zone":"Europe/Berlin","last_active_on":"2026-01-30"}
           ],
           "FutureThing":[{"id":"f-1"}],
-          "AssessmentResponse":[
-            {"_server_version":1,"answer":{"choices":[1,2],"text":"a \"quoted\" answer"},"answered_at":"2026-01-31T08:00:00.125Z","assessment_id":"a-1","attempt_id":"at-1","flagged_for_review":true,"id":"6F1C7E0A-2B3C-4D5E-8F90-A1B2C3D4E5F6","question_id":"q1","time_spent_ms":1234,"updated_at":"2026-01-31T08:00:01.000Z"}
+          "Activity":[
+            {"_server_version":1,"board_id":"b-1","digest":"AQID","duration_ms":1234,"happened_at":"2026-01-31T08:00:00.125Z","happened_on":"2026-01-31","id":"6F1C7E0A-2B3C-4D5E-8F90-A1B2C3D4E5F6","subject_id":"c-1","succeeded":true,"verb":"viewed"}
           ]}}
         """#
 
-    static let tables = ["attempts", "assessment_responses"]
+    static let tables = ["profiles", "activities"]
 
     /// Every row of the tables, as text, in id order.
     static func contents(_ test: TestStore) throws -> [String] {
@@ -43,15 +44,14 @@ import Testing
 
     @Test func aPageReadFromItsBytesIsStoredAsTheParsedPageIs() async throws {
         let body = Data(Self.page.utf8)
-        let (decodedStore, parsedStore) = (try TestStore(), try TestStore())
+        let (decodedStore, parsedStore) = (try TestStore.engine(), try TestStore.engine())
         for test in [decodedStore, parsedStore] {
             // A row the page deletes.
             _ = try test.store.applyServerChanges(
                 ServerChanges(upserts: [
-                    "Attempt": [
+                    "Profile": [
                         .object([
-                            "id": .string("at-gone"), "assessment_id": .string("a-1"), "state": .string("open"),
-                            "started_at": .string("2026-01-30T08:00:00.000Z"), "updated_at": .string("2026-01-30T08:00:00.000Z"),
+                            "id": .string("p-gone"), "display_name": .string("Gone"), "updated_at": .string("2026-01-30T08:00:00.000Z"),
                         ])
                     ]
                 ]))
@@ -67,8 +67,8 @@ import Testing
         let parsedReport = try parsedStore.store.applyServerChanges(ServerChanges(pull: parsed, scopeKey: "user"))
 
         #expect(decodedReport == [parsedReport])
-        #expect(parsedReport.upserted == ["Attempt": 3, "AssessmentResponse": 1])
-        #expect(parsedReport.deleted == ["Attempt": 1])
+        #expect(parsedReport.upserted == ["Profile": 3, "Activity": 1])
+        #expect(parsedReport.deleted == ["Profile": 1])
         #expect(parsedReport.unknownContracts.sorted() == ["FutureThing", "Unknown"])
         let stored = try Self.contents(decodedStore)
         #expect(stored == (try Self.contents(parsedStore)))
@@ -78,10 +78,10 @@ import Testing
 
     @Test func aRowThatDoesNotFitRefusesThePageAsTheParsedPageDoes() async throws {
         let body = Data(
-            #"{"cursor":"c-1","deletes":{},"has_more":false,"last_seq":1,"upserts":{"Attempt":[{"id":"at-1","assessment_id":"a-1","state":"open","started_at":"yesterday","updated_at":"2026-01-31T08:00:00.000Z"},7]}}"#
+            #"{"cursor":"c-1","deletes":{},"has_more":false,"last_seq":1,"upserts":{"Profile":[{"id":"p-1","display_name":"Ada","last_active_on":"yesterday","updated_at":"2026-01-31T08:00:00.000Z"},7]}}"#
                 .utf8
         )
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let decoded = try PullPageDecoder.decode(body, scopeKey: "user", store: test.store)
         var decodedError: OfflineStoreError?
         do { _ = try test.store.applyServerChanges(pages: [decoded.changes]) } catch { decodedError = error }
@@ -95,10 +95,10 @@ import Testing
     }
 
     @Test func aBodyThatIsNotAPullPageIsRefused() throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         for text in [
-            "", "[]", #"{"cursor":"c"}"#, #"{"cursor":"c","deletes":{},"has_more":true,"last_seq":1,"upserts":{"Attempt":{}}}"#,
-            #"{"cursor":"c","deletes":{},"has_more":true,"last_seq":1,"upserts":{"Attempt":[{"id":"a"]}}"#,
+            "", "[]", #"{"cursor":"c"}"#, #"{"cursor":"c","deletes":{},"has_more":true,"last_seq":1,"upserts":{"Profile":{}}}"#,
+            #"{"cursor":"c","deletes":{},"has_more":true,"last_seq":1,"upserts":{"Profile":[{"id":"a"]}}"#,
             #"{"cursor":"c","deletes":{},"has_more":true,"last_seq":1,"upserts":{}} trailing"#,
         ] {
             #expect(throws: PullPageDecoder.FormatError.self, "\(text)") {
