@@ -1,31 +1,31 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
 import OutpostTestSupport
 import PostgresNIO
-import SampleServerApps
 import SyncProtocol
 import Testing
 
 @testable import SyncServer
 
 /// A push's results are stored as one record; a resend is answered from the records, whichever
-/// seqs it names, and a database whose results were stored a row per mutation keeps answering.
+/// seqs it names, and a database whose results were stored a row per mutation keeps answering. On
+/// the engines' own contracts (`Card`).
 @Suite("Push result records")
 struct PushResultRecordTests {
     @Test("a resend across two pushes is answered from each push's record, as first answered, writing nothing", arguments: StorageKind.allCases)
     func resendAcrossRecords(_ kind: StorageKind) async throws {
-        let h = try await PushHarness(kind)
+        let h = try await PushHarness.engine(kind)
         defer { h.remove() }
         let first = [
-            h.mutation(1, "Task", .create, "task-1", h.taskPayload("task-1")),
-            h.mutation(2, "Task", .update, "task-missing", ["title": .string("nobody has it")], baseVersion: 1),
-            h.mutation(3, "Task", .create, "task-3", h.taskPayload("task-3")),
+            h.mutation(1, "Card", .create, "card-1", h.cardPayload("card-1")),
+            h.mutation(2, "Card", .update, "card-missing", ["title": .string("nobody has it")], baseVersion: 1),
+            h.mutation(3, "Card", .create, "card-3", h.cardPayload("card-3")),
         ]
         let second = [
-            h.mutation(4, "Task", .create, "task-4", h.taskPayload("task-4")),
-            h.mutation(5, "Task", .update, "task-1", ["title": .string("renamed")], baseVersion: 1),
+            h.mutation(4, "Card", .create, "card-4", h.cardPayload("card-4")),
+            h.mutation(5, "Card", .update, "card-1", ["title": .string("renamed")], baseVersion: 1),
         ]
         let answeredFirst = try await h.push(first)
         let answeredSecond = try await h.push(second)
@@ -40,13 +40,13 @@ struct PushResultRecordTests {
         #expect(records[0]?.results == answeredFirst.results.map(\.storedText))
 
         let auditBefore = try await h.audit().count
-        let taskBefore = try await h.row(FieldTask.descriptor, "task-1")
+        let cardBefore = try await h.row(Card.descriptor, "card-1")
         // From inside the first record to the end of the second.
         let resent = try await h.push(Array(first[1...]) + second)
         #expect(resent.results == Array(answeredFirst.results[1...]) + answeredSecond.results)
         #expect(resent.lastSeq == 5)
         #expect(try await h.audit().count == auditBefore)
-        #expect(try await h.row(FieldTask.descriptor, "task-1") == taskBefore)
+        #expect(try await h.row(Card.descriptor, "card-1") == cardBefore)
     }
 
     /// The results as the release before stored them: a row per (client, seq).
@@ -81,7 +81,7 @@ struct PushResultRecordTests {
         case .postgres:
             // A schema migrated before, then put back as the release before left it.
             let schema = StorageKind.uniqueSchema()
-            _ = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema)
+            _ = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema, contracts: ContractRegistry.self)
             let probe = try PostgresProbe(schema: schema)
             for sql in [
                 "DROP TABLE push_results",
@@ -94,18 +94,18 @@ struct PushResultRecordTests {
             ] {
                 _ = try await probe.client.query(PostgresQuery(unsafeSQL: sql)).collect()
             }
-            storage = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema)[0]
+            storage = try await StorageKind.postgres.makeSharedStorages(1, in: folder, schema: schema, contracts: ContractRegistry.self)[0]
         }
         let first = try await storage.read { try await $0.pushResults(tenant: "t1", clientID: "alice-phone", covering: 1) }
         #expect(first == PushResultRecord(firstSeq: 1, results: [Self.storedBefore[0].text]))
 
-        let service = PushService(storage: storage, clock: PushFixedClock(), reducers: SampleServerApps.reducers)
+        let service = PushService(storage: storage, clock: PushFixedClock(), reducers: [])
         let mutations = (1...3).map { seq in
             Mutation(
-                seq: Int64(seq), clientMutationId: "m-\(seq)", entity: "Task", op: .create, id: "task-\(seq)",
+                seq: Int64(seq), clientMutationId: "m-\(seq)", entity: "Card", op: .create, id: "card-\(seq)",
                 payload: .object([
-                    "id": .string("task-\(seq)"), "team_id": .string("red"), "title": .string("Swap battery"),
-                    "task_kind": .string("battery_swap"), "status": .string("assigned"),
+                    "id": .string("card-\(seq)"), "team_id": .string("red"), "board_id": .string("board-1"), "title": .string("Draft the plan"),
+                    "lane": .string("todo"),
                 ])
             )
         }
