@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -9,6 +9,7 @@ import Testing
 
 @testable import SyncServer
 
+/// On the engines' own contracts: the pages read ahead are a team's `Note`s (last writer wins).
 @Suite("Pull read-ahead: the next pages written while a device receives this one")
 struct PullReadAheadTests {
     // MARK: The read-ahead itself
@@ -20,7 +21,7 @@ struct PullReadAheadTests {
 
     static func request(_ cursor: String?, identity: DeviceIdentity = device, clientID: String? = "client-1") -> PullReadAhead.Request {
         PullReadAhead.Request(
-            identity: identity, scope: "user", cursor: cursor, limit: 1, schema: ["AssessmentResponse": 1], clientID: clientID,
+            identity: identity, scope: "user", cursor: cursor, limit: 1, schema: ["Note": 1], clientID: clientID,
             contracts: nil, gzip: false
         )
     }
@@ -94,7 +95,7 @@ struct PullReadAheadTests {
         var otherTeams = Self.device
         otherTeams.teams = ["team-9"]
         var otherSchema = Self.request("c1")
-        otherSchema.schema = ["AssessmentResponse": 2]
+        otherSchema.schema = ["Note": 2]
         for stranger in [
             Self.request("c1", identity: otherDevice), Self.request("c1", identity: newerToken), Self.request("c1", identity: otherTeams),
             Self.request("c1", clientID: "client-2"),
@@ -173,43 +174,42 @@ struct PullReadAheadTests {
 
     // MARK: Through the route
 
-    /// Pushes `count` answers of user u-1 as `client`, seqs from `firstSeq`.
-    static func pushAnswers(
+    /// Pushes `count` notes of team-1 (`Note`, last writer wins) as `client`, seqs from `firstSeq`.
+    static func pushNotes(
         _ client: any TestClientProtocol, harness: RouteHarness, token: String, count: Int, firstSeq: Int64 = 1, clientID: String = "client-1",
-        answer: String = "B", minutesLater: Int64 = 0, firstIndex: Int = 0
+        body: String = "B", minutesLater: Int64 = 0, firstIndex: Int = 0
     ) async throws {
         let mutations = (0..<count).map { index -> Mutation in
-            var mutation = SampleMutations.answer(
-                seq: firstSeq + Int64(index), id: String(format: "9b2f3c1e-0000-4000-8000-%012d", firstIndex + index),
-                questionID: "q-\(firstIndex + index)"
+            let id = String(format: "note-%03d", firstIndex + index)
+            return Mutation(
+                seq: firstSeq + Int64(index),
+                clientMutationId: String(
+                    format: "01J%@%03d", clientID == "client-1" ? "0000000000000000000A" : "0000000000000000000B", firstSeq + Int64(index)),
+                entity: "Note", op: .create, id: id,
+                payload: .object([
+                    "id": .string(id), "team_id": .string("team-1"), "card_id": .string("card-1"), "author_id": .string("u-1"), "body": .string(body),
+                    "updated_at": .string("2026-01-31T08:00:00.000Z"),
+                ]),
+                // Last writer wins by hybrid clock: a later write must carry a later one.
+                hlc: HybridLogicalClock(milliseconds: 1_769_846_400_000 + minutesLater * 60_000, counter: Int(firstSeq) + index, node: clientID)
+                    .description
             )
-            if case .object(var payload) = mutation.payload {
-                payload["answer"] = .string(answer)
-                mutation.payload = .object(payload)
-            }
-            // Last writer wins by hybrid clock: a later write must carry a later one.
-            mutation.hlc =
-                HybridLogicalClock(milliseconds: 1_769_846_400_000 + minutesLater * 60_000, counter: Int(firstSeq) + index, node: clientID)
-                .description
-            mutation.clientMutationId = String(
-                format: "01J%@%03d", clientID == "client-1" ? "0000000000000000000A" : "0000000000000000000B", firstSeq + Int64(index))
-            return mutation
         }
         let push = try await client.execute(
             uri: "/sync/v1/push", method: .post, headers: harness.headers(token, [.outpostClient: clientID]),
-            body: ByteBuffer(json: SampleMutations.push(mutations, client: clientID))
+            body: ByteBuffer(json: PushRequest(clientId: clientID, schema: ["Note": 1], mutations: mutations))
         )
         #expect(push.status == .ok, "\(push.text)")
     }
 
-    /// Every page of the user scope by `limit`, as the device asks for them.
+    /// Every page of team-1's scope by `limit`, as the device asks for them.
     static func pages(
         _ client: any TestClientProtocol, harness: RouteHarness, token: String, limit: Int = 2, between: (Int) async throws -> Void = { _ in }
     ) async throws -> [PullResponse] {
         var cursor: String?
         var pages: [PullResponse] = []
         repeat {
-            var uri = "/sync/v1/pull?scope=user&limit=\(limit)"
+            var uri = "/sync/v1/pull?scope=team&limit=\(limit)"
             if let cursor { uri += "&cursor=\(cursor)" }
             let response = try await client.execute(uri: uri, method: .get, headers: harness.headers(token, [.outpostClient: "client-1"]))
             #expect(response.status == .ok, "\(response.text)")
@@ -239,11 +239,11 @@ struct PullReadAheadTests {
         off.pullReadAheadPages = 0
         var answers: [[PullResponse]] = []
         for configuration in [off, RouteHarness.defaultConfiguration] {
-            let harness = try RouteHarness(configuration: configuration)
+            let harness = try RouteHarness.engine(configuration: configuration)
             let token = harness.token()
             answers.append(
                 try await harness.test { client in
-                    try await Self.pushAnswers(client, harness: harness, token: token, count: 9)
+                    try await Self.pushNotes(client, harness: harness, token: token, count: 9)
                     let pages = try await Self.pages(client, harness: harness, token: token)
                     let served = try await Self.readAheadCount(client, harness: harness)
                     #expect(
@@ -274,60 +274,60 @@ struct PullReadAheadTests {
 
     @Test("a row changed while pages are read ahead still arrives, in its latest state")
     func changeDuringReadAhead() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         let token = harness.token()
         let other = harness.token(device: "d-2")
         try await harness.test { client in
-            try await Self.pushAnswers(client, harness: harness, token: token, count: 9)
+            try await Self.pushNotes(client, harness: harness, token: token, count: 9)
             let pages = try await Self.pages(client, harness: harness, token: token) { page in
                 // After the first page (the next ones being written ahead), another device of
-                // the user changes the first answer, already delivered.
+                // the team changes the first note, already delivered.
                 if page == 1 {
-                    try await Self.pushAnswers(client, harness: harness, token: other, count: 1, clientID: "client-2", answer: "D", minutesLater: 1)
+                    try await Self.pushNotes(client, harness: harness, token: other, count: 1, clientID: "client-2", body: "D", minutesLater: 1)
                 }
             }
-            let answers = pages.flatMap { $0.upserts["AssessmentResponse"] ?? [] }
-            let first = answers.filter { Self.field($0, "id") == .string("9b2f3c1e-0000-4000-8000-000000000000") }
+            let notes = pages.flatMap { $0.upserts["Note"] ?? [] }
+            let first = notes.filter { Self.field($0, "id") == .string("note-000") }
             #expect(first.count == 2, "delivered before the change and again after it")
-            #expect(first.last.flatMap { Self.field($0, "answer") } == .string("D"))
-            #expect(Set(answers.compactMap { Self.field($0, "id") }).count == 9, "no row skipped")
+            #expect(first.last.flatMap { Self.field($0, "body") } == .string("D"))
+            #expect(Set(notes.compactMap { Self.field($0, "id") }).count == 9, "no row skipped")
         }
     }
 
     @Test("a change committed after the last page was read ahead is in the pages the device gets")
     func changeAfterLastPageReadAhead() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         let token = harness.token()
         let other = harness.token(device: "d-2")
         try await harness.test { client in
-            try await Self.pushAnswers(client, harness: harness, token: token, count: 4)
+            try await Self.pushNotes(client, harness: harness, token: token, count: 4)
             let pages = try await Self.pages(client, harness: harness, token: token) { page in
                 // The second (last) page is read ahead after the first; then another device adds a row.
                 if page == 1 {
                     try await Task.sleep(for: .milliseconds(200))
-                    try await Self.pushAnswers(
-                        client, harness: harness, token: other, count: 1, clientID: "client-2", answer: "D", minutesLater: 1, firstIndex: 4
+                    try await Self.pushNotes(
+                        client, harness: harness, token: other, count: 1, clientID: "client-2", body: "D", minutesLater: 1, firstIndex: 4
                     )
                 }
             }
-            let ids = Set(pages.flatMap { $0.upserts["AssessmentResponse"] ?? [] }.compactMap { Self.field($0, "id") })
+            let ids = Set(pages.flatMap { $0.upserts["Note"] ?? [] }.compactMap { Self.field($0, "id") })
             #expect(ids.count == 5, "the row added before the last page was asked for is delivered")
         }
     }
 
     @Test("a token revoked between pages gets 401, not the pages read ahead for it")
     func revokedBetweenPages() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         let token = harness.token()
         try await harness.test { client in
-            try await Self.pushAnswers(client, harness: harness, token: token, count: 9)
-            let first = try await client.execute(uri: "/sync/v1/pull?scope=user&limit=2", method: .get, headers: harness.headers(token))
+            try await Self.pushNotes(client, harness: harness, token: token, count: 9)
+            let first = try await client.execute(uri: "/sync/v1/pull?scope=team&limit=2", method: .get, headers: harness.headers(token))
             let cursor = try PullResponse(json: first.data).cursor
             try await harness.storage.write {
                 try await $0.revoke(tenant: "acme", kind: .device, subject: "d-1", at: Int64(Date().timeIntervalSince1970) + 1)
             }
             let next = try await client.execute(
-                uri: "/sync/v1/pull?scope=user&limit=2&cursor=\(cursor)", method: .get, headers: harness.headers(token))
+                uri: "/sync/v1/pull?scope=team&limit=2&cursor=\(cursor)", method: .get, headers: harness.headers(token))
             #expect(next.status == .unauthorized)
             #expect(try next.errorBody().code == .tokenRevoked)
             #expect(try await Self.readAheadCount(client, harness: harness) == 0)
@@ -336,12 +336,12 @@ struct PullReadAheadTests {
 
     @Test("a push by the client between pages: the next page's last_seq counts it")
     func pushBetweenPages() async throws {
-        let harness = try RouteHarness()
+        let harness = try RouteHarness.engine()
         let token = harness.token()
         try await harness.test { client in
-            try await Self.pushAnswers(client, harness: harness, token: token, count: 9)
+            try await Self.pushNotes(client, harness: harness, token: token, count: 9)
             let pages = try await Self.pages(client, harness: harness, token: token) { page in
-                if page == 1 { try await Self.pushAnswers(client, harness: harness, token: token, count: 1, firstSeq: 10) }
+                if page == 1 { try await Self.pushNotes(client, harness: harness, token: token, count: 1, firstSeq: 10) }
             }
             #expect(pages.first?.lastSeq == 9)
             #expect(pages.dropFirst().allSatisfy { $0.lastSeq == 10 }, "\(pages.map(\.lastSeq))")
