@@ -187,3 +187,11 @@ enum EngineMutations {
         PushRequest(clientId: client, schema: schema, mutations: mutations)
     }
 }
+
+/// The hostile suites' loopback server on the engines' own contracts.
+extension HostileHarness {
+    /// A fresh storage of the engines' own contracts; serve it with `live(apps: [])`.
+    static func engine(_ kind: StorageKind, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws -> HostileHarness {
+        try await make(kind, contracts: ContractRegistry.self, configure: configure)
+    }
+}
