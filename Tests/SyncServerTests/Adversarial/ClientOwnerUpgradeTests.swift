@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
 import SyncProtocol
@@ -8,7 +8,8 @@ import Testing
 @testable import SyncServer
 
 /// A database from before push streams had owners: the upgrade gives each stream the identity
-/// of its first audited push, so a hostile device cannot claim an existing stream afterwards.
+/// of its first audited push, so a hostile device cannot claim an existing stream afterwards. On a
+/// database of the engines' own contracts.
 @Suite("Push stream owners on an upgraded database")
 struct ClientOwnerUpgradeTests {
     @Test("streams get the identity of their first audited push; one without any is claimed by its next push")
@@ -29,7 +30,7 @@ struct ClientOwnerUpgradeTests {
                 try db.execute(
                     sql: """
                         INSERT INTO audit_log (id, tenant, recorded_at, user_id, device_id, entity, row_id, operation, outcome, detail, previous_hash, hash)
-                        VALUES (?, 'acme', 0, ?, ?, 'AssessmentResponse', 'r', 'create', 'applied', ?, '', '')
+                        VALUES (?, 'acme', 0, ?, ?, 'Activity', 'r', 'create', 'applied', ?, '', '')
                         """,
                     arguments: [id, user, device, #"{"client_id":"alice-client","seq":\#(id)}"#]
                 )
