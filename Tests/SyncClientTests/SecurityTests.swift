@@ -1,6 +1,6 @@
 import ContractRuntime
-import Contracts
 import Crypto
+import EngineTestContracts
 import Foundation
 import GRDB
 import OutpostTestSupport
@@ -8,6 +8,7 @@ import SyncClient
 import SyncProtocol
 import Testing
 
+/// On the engines' own contracts: a note's private remark and draft body, an activity's detail.
 @Suite("Security: sealed fields, sealed and signed outbox, quarantine", .blockingWork)
 struct SecurityTests {
     /// Every byte of the database files.
@@ -22,59 +23,63 @@ struct SecurityTests {
 
     @Test("an encrypted field is stored sealed: the plaintext is nowhere in the SQLite files, outbox included")
     func sealedAtRest() throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let secret = "PLAINTEXT-SECRET-7f3a9c"
-        var incident = Samples.incident("inc-s", priority: .high, openedAt: 1)
-        incident.reporterNotes = secret
-        try test.store.create(incident)
-        try test.store.setLocalState(Incident.self, id: "inc-s", Incident.LocalState(draftNote: secret + "-draft"))
-        try test.store.create(Statement(id: "st-1", verb: .answered, objectId: "q-1", result: .string(secret + "-result"), statedAt: Samples.t0))
+        var note = EngineSamples.note("note-s")
+        note.privateRemark = secret
+        try test.store.create(note)
+        try test.store.setLocalState(Note.self, id: "note-s", Note.LocalState(draftBody: secret + "-draft"))
+        let activity = UUID(uuidString: "6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b")!
+        try test.store.create(
+            ActivityRecord(
+                id: activity, verb: .edited, subjectId: "card-1", detail: .string(secret + "-result"), happenedAt: EngineSamples.t0,
+                happenedOn: CalendarDate(year: 2026, month: 1, day: 31)))
 
-        #expect(try test.store.fetch(Incident.self, id: "inc-s")?.reporterNotes == secret)
-        #expect(try test.store.localState(Incident.self, id: "inc-s")?.draftNote == secret + "-draft")
-        #expect(try test.store.fetch(Statement.self, id: "st-1")?.result == .string(secret + "-result"))
+        #expect(try test.store.fetch(Note.self, id: "note-s")?.privateRemark == secret)
+        #expect(try test.store.localState(Note.self, id: "note-s")?.draftBody == secret + "-draft")
+        #expect(try test.store.fetch(ActivityRecord.self, id: activity.uuidString.lowercased())?.detail == .string(secret + "-result"))
 
         let stored = try test.raw { db in
-            try Row.fetchOne(db, sql: "SELECT reporter_notes, draft_note, typeof(reporter_notes) AS kind FROM incidents WHERE id = 'inc-s'")
+            try Row.fetchOne(db, sql: "SELECT private_remark, draft_body, typeof(private_remark) AS kind FROM notes WHERE id = 'note-s'")
         }
         #expect(stored?["kind"] == "blob")
-        let sealed: Data = try #require(stored?["reporter_notes"])
+        let sealed: Data = try #require(stored?["private_remark"])
         #expect(sealed.first == 1)  // format version
         #expect(sealed.count >= 1 + 12 + secret.utf8.count + 16)
         let bytes = try fileBytes(test)
         #expect(bytes.range(of: Data(secret.utf8)) == nil)
-        // The whole payload of every outbox entry is sealed too: not even the unencrypted short
-        // description shows in it.
+        // The whole payload of every outbox entry is sealed too: not even the unencrypted body
+        // shows in it.
         let payloads = try test.raw { db in try Data.fetchAll(db, sql: "SELECT payload FROM outbox") }
         #expect(payloads.count == 2)
-        #expect(payloads.allSatisfy { $0.range(of: Data("Pump inc-s".utf8)) == nil && $0.range(of: Data("inc-s".utf8)) == nil })
+        #expect(payloads.allSatisfy { $0.range(of: Data("Body of note-s".utf8)) == nil && $0.range(of: Data("note-s".utf8)) == nil })
         // … and the sender still gets the plaintext.
         let mutations = try test.store.pendingMutations()
         guard case .object(let payload)? = mutations.first?.payload else { Issue.record("no payload"); return }
-        #expect(payload["reporter_notes"] == .string(secret))
+        #expect(payload["private_remark"] == .string(secret))
     }
 
     @Test("a sealed value moved to another row does not open")
     func boundToItsRow() throws {
-        let test = try TestStore()
-        try test.store.applyServerChanges(Samples.everything)
+        let test = try TestStore.engine()
+        try test.store.applyServerChanges(EngineSamples.everything)
         try test.raw { db in
             try db.execute(
-                sql: "UPDATE incidents SET reporter_notes = (SELECT reporter_notes FROM incidents WHERE id = 'inc-crit') WHERE id = 'inc-low'")
+                sql: "UPDATE notes SET private_remark = (SELECT private_remark FROM notes WHERE id = 'note-2') WHERE id = 'note-1'")
         }
-        #expect(throws: OfflineStoreError.unsealFailed(table: "incidents", column: "reporter_notes", id: "inc-low")) {
-            try test.store.fetch(Incident.self, id: "inc-low")
+        #expect(throws: OfflineStoreError.unsealFailed(table: "notes", column: "private_remark", id: "note-1")) {
+            try test.store.fetch(Note.self, id: "note-1")
         }
-        #expect(try test.store.fetch(Incident.self, id: "inc-crit")?.reporterNotes == "secret notes of inc-crit")
+        #expect(try test.store.fetch(Note.self, id: "note-2")?.privateRemark == "private remark of note-2")
     }
 
     @Test("a tampered outbox entry is quarantined, reported, never sent, and leaves no gap in the wire seq")
     func tampered() throws {
-        let test = try TestStore()
-        try test.store.applyServerChanges(Samples.everything)
-        try test.store.patch(FieldTask.self, id: "task-1", [.notes("one")])
-        try test.store.patch(FieldTask.self, id: "task-2", [.notes("two")])
-        try test.store.patch(Incident.self, id: "inc-low", [.state(.onHold)])
+        let test = try TestStore.engine()
+        try test.store.applyServerChanges(EngineSamples.everything)
+        try test.store.patch(Card.self, id: "card-1", [.description("one")])
+        try test.store.patch(Card.self, id: "card-2", [.description("two")])
+        try test.store.patch(Board.self, id: "board-paused", [.status(.archived)])
         // Someone with the file rewrites entry 1 to be based on another version, and flips a
         // byte of entry 3's sealed payload.
         try test.raw { db in
@@ -85,13 +90,13 @@ struct SecurityTests {
             try db.execute(sql: "UPDATE outbox SET payload = ? WHERE seq = 3", arguments: [payload])
         }
         let mutations = try test.store.pendingMutations()
-        #expect(mutations.map(\.id) == ["task-2"])
+        #expect(mutations.map(\.id) == ["card-2"])
         #expect(mutations.map(\.seq) == [1])  // the wire seq continues without a gap
         let quarantined = try test.store.quarantinedEntries()
         #expect(quarantined.map(\.seq) == [1, 3])
         #expect(quarantined.allSatisfy { $0.lastError?.code == ErrorCode("outbox_tampered") })
         #expect(try test.store.outboxCounts()[.quarantined] == 2)
-        #expect(try test.store.pendingMutations().map(\.id) == ["task-2"])  // still never sent
+        #expect(try test.store.pendingMutations().map(\.id) == ["card-2"])  // still never sent
 
         // The app can discard it (it is not trusted, so nothing is undone).
         try test.store.discardQuarantined(seq: 1)
@@ -103,10 +108,10 @@ struct SecurityTests {
 
     @Test("verifyOutbox finds a swapped HMAC")
     func swappedMAC() throws {
-        let test = try TestStore()
-        try test.store.applyServerChanges(Samples.everything)
-        try test.store.patch(FieldTask.self, id: "task-1", [.notes("one")])
-        try test.store.patch(FieldTask.self, id: "task-2", [.notes("two")])
+        let test = try TestStore.engine()
+        try test.store.applyServerChanges(EngineSamples.everything)
+        try test.store.patch(Card.self, id: "card-1", [.description("one")])
+        try test.store.patch(Card.self, id: "card-2", [.description("two")])
         try test.raw { db in try db.execute(sql: "UPDATE outbox SET hmac = (SELECT hmac FROM outbox WHERE seq = 1) WHERE seq = 2") }
         #expect(try test.store.verifyOutbox() == [2])
         #expect(try test.store.verifyOutbox().isEmpty)
