@@ -1,20 +1,19 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
-import LearningClient
 import OutpostTestSupport
 import SyncClient
 import SyncProtocol
 import SyncServer
 import Testing
 
-/// The sample contracts with `Statement` signed, as `signed: true` generates them.
-private enum SignedStatementContracts: ContractSchema {
+/// The engines' own contracts with `Activity` signed, as `signed: true` generates them.
+private enum SignedActivityContracts: ContractSchema {
     static var scopes: [ScopeDescriptor] { ContractRegistry.scopes }
     static var entities: [EntityDescriptor] {
         ContractRegistry.entities.map { entity in
             var entity = entity
-            entity.isSigned = entity.name == "Statement"
+            entity.isSigned = entity.name == "Activity"
             return entity
         }
     }
@@ -36,22 +35,32 @@ struct DeviceSigningTests {
             databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: "phone-1",
             keyProvider: FileKeyProvider(directory: directory.keysURL))
         configuration.deviceSigningKey = key
-        return try OfflineStore(configuration, contracts: SignedStatementContracts.self, extensions: [LearningStore()])
+        return try OfflineStore(configuration, contracts: SignedActivityContracts.self)
     }
 
-    private static func statement(_ id: String) -> Statement {
-        Statement(id: id, verb: .experienced, objectId: "lesson-1", statedAt: Timestamp(millisecondsSince1970: 1_767_225_000_000))
+    /// The activities the tests write, by name: `act-1`, `act-2`.
+    private static let ids = [
+        "act-1": UUID(uuidString: "6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b")!, "act-2": UUID(uuidString: "0a9b8c7d-6e5f-4a3b-8c1d-2e3f4a5b6c7d")!,
+    ]
+
+    /// The row id of an activity: its UUID in lower case.
+    private static func rowID(_ name: String) -> String { ids[name]!.uuidString.lowercased() }
+
+    private static func activity(_ name: String) -> ActivityRecord {
+        ActivityRecord(
+            id: ids[name]!, verb: .viewed, subjectId: "card-1", happenedAt: Timestamp(millisecondsSince1970: 1_767_225_000_000),
+            happenedOn: CalendarDate(year: 2025, month: 12, day: 31))
     }
 
     @Test("a signed write queued, the app restarted, then synced: the key is registered, the write applied and its signature audited")
     func signedWriteSurvivesRestartAndApplies() async throws {
-        try await LiveServer.run(contracts: SignedStatementContracts.self) { server in
+        try await LiveServer.run(contracts: SignedActivityContracts.self, apps: []) { server in
             let directory = try TemporaryDirectory()
             let keyFile = directory.url.appendingPathComponent("device-signing.key")
             let key = try SoftwareDeviceSigningKey(loadingOrCreatingAt: keyFile)
             do {
                 let store = try openStore(directory, key: key)
-                try store.create(Self.statement("st-1"))
+                try store.create(Self.activity("act-1"))
                 try store.close()
             }
             // The key file gives the same key back after the restart.
@@ -66,7 +75,7 @@ struct DeviceSigningTests {
             }
             #expect(try store.outboxCounts().unsent == 0)
             let row = try await server.storage.read { reader in
-                try await reader.row(in: ContractTable(Statement.descriptor), tenant: "acme", id: "st-1")
+                try await reader.row(in: ContractTable(ActivityRecord.descriptor), tenant: "acme", id: Self.rowID("act-1"))
             }
             #expect(row != nil)
             let keys = try await server.storage.read { reader in
@@ -87,11 +96,11 @@ struct DeviceSigningTests {
 
     @Test("in a background window the key's registration is one of the window's requests: not started when it does not fit, counted when it does")
     func registrationKeepsTheWindowsDeadline() async throws {
-        try await LiveServer.run(contracts: SignedStatementContracts.self) { server in
+        try await LiveServer.run(contracts: SignedActivityContracts.self, apps: []) { server in
             let directory = try TemporaryDirectory()
             let key = try SoftwareDeviceSigningKey(loadingOrCreatingAt: directory.url.appendingPathComponent("device-signing.key"))
             let store = try openStore(directory, key: key)
-            try store.create(Self.statement("st-1"))
+            try store.create(Self.activity("act-1"))
             let engine = SyncEngine(
                 store: store, transport: server.transport("phone-1"),
                 configuration: .init(scopes: [], retriesAutomatically: false, usesLiveChannel: false))
@@ -121,20 +130,20 @@ struct DeviceSigningTests {
     func signedWriteNeedsAKey() throws {
         let directory = try TemporaryDirectory()
         let store = try openStore(directory, key: nil)
-        #expect(throws: OfflineStoreError.self) { try store.create(Self.statement("st-1")) }
+        #expect(throws: OfflineStoreError.self) { try store.create(Self.activity("act-1")) }
         #expect(try store.outboxCounts().unsent == 0)
         // Unsigned contracts are written as before.
-        try store.create(FieldTask(id: "task-1", teamId: "team-1", title: "Inspect pump 7", taskKind: .inspection, revision: 0))
+        try store.create(Card(id: "card-1", teamId: "team-1", boardId: "board-1", title: "Plan the launch", revision: 0))
         #expect(try store.outboxCounts().unsent == 1)
     }
 
     @Test("a server that no longer holds the key answers signature_invalid: the engine registers it again and the push goes through")
     func engineRegistersAgainAfterSignatureInvalid() async throws {
-        try await LiveServer.run(contracts: SignedStatementContracts.self) { server in
+        try await LiveServer.run(contracts: SignedActivityContracts.self, apps: []) { server in
             let directory = try TemporaryDirectory()
             let store = try openStore(directory, key: SoftwareDeviceSigningKey())
             let engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["user"]))
-            try store.create(Self.statement("st-1"))
+            try store.create(Self.activity("act-1"))
             guard case .succeeded = await engine.syncNow() else {
                 Issue.record("first sync")
                 return
@@ -143,7 +152,7 @@ struct DeviceSigningTests {
             _ = try await server.storage.write { transaction in
                 try await transaction.serverTableQuery("DELETE FROM device_keys RETURNING device_id", [])
             }
-            try store.create(Self.statement("st-2"))
+            try store.create(Self.activity("act-2"))
             let result = await engine.syncNow()
             guard case .succeeded = result else {
                 Issue.record("second sync: \(result)")
@@ -151,7 +160,7 @@ struct DeviceSigningTests {
             }
             #expect(try store.outboxCounts().unsent == 0)
             let rows = try await server.storage.read { reader in
-                try await reader.row(in: ContractTable(Statement.descriptor), tenant: "acme", id: "st-2")
+                try await reader.row(in: ContractTable(ActivityRecord.descriptor), tenant: "acme", id: Self.rowID("act-2"))
             }
             #expect(rows != nil)
             let registrations = try await server.storage.read { reader in
