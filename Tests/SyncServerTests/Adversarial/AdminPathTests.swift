@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -11,15 +11,16 @@ import Testing
 @testable import SyncServer
 
 /// Admin routes name users, teams and rows in their paths: each is percent-decoded once, and an
-/// operation that matched nothing says so (404), never that it was done.
+/// operation that matched nothing says so (404), never that it was done. On the engines' own
+/// contracts (a member's `Activity`, the catalog's `Label`).
 @Suite("Admin path parameters")
 struct AdminPathTests {
     @Test("DELETE /admin/v1/users/jos%C3%A9 erases josé: her rows and tokens go; an unknown user is 404", arguments: StorageKind.allCases)
     func erasureOfAnEncodedUser(_ kind: StorageKind) async throws {
-        let h = try await HostileHarness.make(kind)
-        try await h.live { client in
+        let h = try await HostileHarness.engine(kind)
+        try await h.live(apps: []) { client in
             let her = h.token(user: "jos\u{E9}", device: "her-phone")
-            let created = try await client.push(SampleMutations.push([SampleMutations.answer(seq: 1)], client: "her-client"), token: her)
+            let created = try await client.push(EngineMutations.push([EngineMutations.activity(seq: 1)], client: "her-client"), token: her)
             #expect(try created.pushResults.map(\.status) == [.applied])
 
             let erased = try await client.execute(uri: "/admin/v1/users/jos%C3%A9", method: .delete, headers: HostileHarness.headers(h.adminToken))
@@ -52,14 +53,14 @@ struct AdminPathTests {
         "DELETE /admin/v1/teams/field%20ops/members/u-fo removes u-fo from `field ops`; removing a non-member is 404", arguments: StorageKind.allCases
     )
     func teamWithASpace(_ kind: StorageKind) async throws {
-        let h = try await HostileHarness.make(kind)
-        try await h.live { client in
+        let h = try await HostileHarness.engine(kind)
+        try await h.live(apps: []) { client in
             let member = h.token(user: "u-fo", device: "fo-phone")
             let add = try await client.execute(
                 uri: "/admin/v1/teams/field%20ops/members/u-fo", method: .put, headers: HostileHarness.headers(h.adminToken))
             #expect(add.status == .noContent)
             let pull = {
-                try await client.execute(uri: "/sync/v1/pull?scope=ops:team:field%20ops", method: .get, headers: HostileHarness.headers(member))
+                try await client.execute(uri: "/sync/v1/pull?scope=workspace:team:field%20ops", method: .get, headers: HostileHarness.headers(member))
             }
             #expect(try await pull().status == .ok)
             #expect(try await h.storage.read { try await $0.teamMemberships(tenant: HostileHarness.tenant) }.map(\.team) == ["field ops"])
@@ -74,21 +75,21 @@ struct AdminPathTests {
         }
     }
 
-    @Test("a unit published with id `unit withdrawn x` is deleted by DELETE …/Unit/unit%20withdrawn%20x", arguments: StorageKind.allCases)
+    @Test("a label published with id `label withdrawn x` is deleted by DELETE …/Label/label%20withdrawn%20x", arguments: StorageKind.allCases)
     func contentIDWithSpaces(_ kind: StorageKind) async throws {
-        let h = try await HostileHarness.make(kind)
-        try await h.live { client in
-            let unit = #"{"id": "unit withdrawn x", "title": "Old", "learner_level": "beginner", "is_global": true}"#
+        let h = try await HostileHarness.engine(kind)
+        try await h.live(apps: []) { client in
+            let label = #"{"id": "label withdrawn x", "name": "Old", "color": "gray"}"#
             let published = try await client.execute(
-                uri: "/admin/v1/content/Unit", method: .post, headers: HostileHarness.headers(h.adminToken), body: ByteBuffer(string: unit)
+                uri: "/admin/v1/content/Label", method: .post, headers: HostileHarness.headers(h.adminToken), body: ByteBuffer(string: label)
             )
             #expect(published.status == .ok, "\(published.bodyText)")
             let deleted = try await client.execute(
-                uri: "/admin/v1/content/Unit/unit%20withdrawn%20x", method: .delete, headers: HostileHarness.headers(h.adminToken)
+                uri: "/admin/v1/content/Label/label%20withdrawn%20x", method: .delete, headers: HostileHarness.headers(h.adminToken)
             )
             #expect(deleted.status == .noContent, "\(deleted.bodyText)")
             let row = try await h.storage.read {
-                try await $0.row(in: ContractTable(Unit.descriptor), tenant: HostileHarness.tenant, id: "unit withdrawn x")
+                try await $0.row(in: ContractTable(Label.descriptor), tenant: HostileHarness.tenant, id: "label withdrawn x")
             }
             #expect(row?.integer("_deleted") == 1)
         }
@@ -97,10 +98,10 @@ struct AdminPathTests {
         "U+0000 in an admin path never reaches another identifier: u-nul%00x erases nobody, team-1%00x grants nothing, the audit verifies",
         arguments: StorageKind.allCases)
     func nulInAdminPaths(_ kind: StorageKind) async throws {
-        let h = try await HostileHarness.make(kind)
-        try await h.live { client in
+        let h = try await HostileHarness.engine(kind)
+        try await h.live(apps: []) { client in
             let victim = h.token(user: "u-nul", device: "d-nul")
-            let created = try await client.push(SampleMutations.push([SampleMutations.answer(seq: 1)], client: "nul-client"), token: victim)
+            let created = try await client.push(EngineMutations.push([EngineMutations.activity(seq: 1)], client: "nul-client"), token: victim)
             #expect(try created.pushResults.map(\.status) == [.applied])
             let memberships = { try await h.storage.read { try await $0.teamMemberships(tenant: HostileHarness.tenant) }.map(\.team) }
             let teamsBefore = try await memberships()
@@ -109,7 +110,7 @@ struct AdminPathTests {
                 (HTTPRequest.Method.delete, "/admin/v1/users/u-nul%00x"), (.get, "/admin/v1/users/u-nul%00x/export"),
                 (.put, "/admin/v1/teams/team-1%00x/members/u-nul"), (.delete, "/admin/v1/teams/team-1%00x/members/u-nul"),
                 (.put, "/admin/v1/teams/team-1/members/u-nul%00x"), (.get, "/admin/v1/fleet/devices/u-nul%00x/d-nul"),
-                (.delete, "/admin/v1/content/Unit/unit-1%00x"),
+                (.delete, "/admin/v1/content/Label/label-1%00x"),
             ] {
                 let response = try await client.execute(uri: path, method: method, headers: HostileHarness.headers(h.adminToken))
                 #expect(response.status == .badRequest, "\(method) \(path): \(response.status) \(response.bodyText)")
