@@ -1,6 +1,6 @@
 import ContractRuntime
-import Contracts
 import Crypto
+import EngineTestContracts
 import Foundation
 import GRDB
 import OutpostTestSupport
@@ -13,39 +13,44 @@ struct KeyRotationTests {
     /// Everything sealed a store can hold: sealed fields (a contract field and a local one),
     /// queued writes, and a conflict's recorded rows.
     private static func fill(_ store: OfflineStore) throws {
-        try store.applyServerChanges(Samples.everything)
-        var incident = Samples.incident("inc-mine", priority: .high, openedAt: 5_000)
-        incident.reporterNotes = "notes written on the device"
-        try store.create(incident)
-        try store.setLocalState(Incident.self, id: "inc-low", Incident.LocalState(draftNote: "a draft"))
-        try store.create(Contracts.Statement(id: "st-1", verb: .answered, objectId: "q-1", result: .string("the answer"), statedAt: Samples.t0))
-        try store.patch(FieldTask.self, id: "task-1", [.status(.enRoute)])
+        try store.applyServerChanges(EngineSamples.everything)
+        var note = EngineSamples.note("note-mine")
+        note.privateRemark = "remark written on the device"
+        try store.create(note)
+        try store.setLocalState(Note.self, id: "note-1", Note.LocalState(draftBody: "a draft"))
+        try store.create(
+            ActivityRecord(
+                id: activityID, verb: .edited, subjectId: "card-1", detail: .string("the answer"), happenedAt: EngineSamples.t0,
+                happenedOn: CalendarDate(year: 2026, month: 1, day: 31)))
+        try store.patch(Card.self, id: "card-1", [.lane(.doing)])
         let batch = try store.pendingMutations(limit: 100)
-        let patch = try #require(batch.first { $0.entity == "Task" })
-        var theirs = Samples.tasks[1]
+        let patch = try #require(batch.first { $0.entity == "Card" })
+        var theirs = EngineSamples.cards[1]
         theirs.revision = 9
         try store.markResults([
             MutationResult(
                 seq: patch.seq, clientMutationId: patch.clientMutationId, status: .conflicted, serverVersion: 9,
-                serverRow: Samples.wire(theirs), resolution: nil, error: nil)
+                serverRow: EngineSamples.wire(theirs), resolution: nil, error: nil)
         ])
-        try store.patch(Incident.self, id: "inc-crit", [.reporterNotes("changed on the device")])
+        try store.patch(Note.self, id: "note-2", [.privateRemark("changed on the device")])
     }
+
+    private static let activityID = UUID(uuidString: "6f1c2a8e-4b5d-4e7f-9a0b-1c2d3e4f5a6b")!
 
     /// What the app reads back of everything sealed.
     private struct Readings: Equatable {
-        var incidents: [Incident?]
+        var notes: [Note?]
         var draft: String?
-        var statement: Contracts.Statement?
+        var activity: ActivityRecord?
         var mutations: [Mutation]
         var conflicts: [ConflictRecord]
     }
 
     private static func read(_ store: OfflineStore) throws -> Readings {
         Readings(
-            incidents: try (Samples.incidents.map(\.id) + ["inc-mine"]).map { try store.fetch(Incident.self, id: $0) },
-            draft: try store.localState(Incident.self, id: "inc-low")?.draftNote,
-            statement: try store.fetch(Contracts.Statement.self, id: "st-1"),
+            notes: try (EngineSamples.notes.map(\.id) + ["note-mine"]).map { try store.fetch(Note.self, id: $0) },
+            draft: try store.localState(Note.self, id: "note-1")?.draftBody,
+            activity: try store.fetch(ActivityRecord.self, id: activityID.uuidString.lowercased()),
             mutations: try store.pendingMutations(limit: 100),
             conflicts: try store.conflicts(includeResolved: true)
         )
@@ -57,9 +62,9 @@ struct KeyRotationTests {
             try String.fetchAll(
                 db,
                 sql: """
-                    SELECT hex(substr(reporter_notes, 1, 5)) FROM incidents WHERE reporter_notes IS NOT NULL
-                    UNION ALL SELECT hex(substr(draft_note, 1, 5)) FROM incidents WHERE draft_note IS NOT NULL
-                    UNION ALL SELECT hex(substr(result, 1, 5)) FROM statements WHERE result IS NOT NULL
+                    SELECT hex(substr(private_remark, 1, 5)) FROM notes WHERE private_remark IS NOT NULL
+                    UNION ALL SELECT hex(substr(draft_body, 1, 5)) FROM notes WHERE draft_body IS NOT NULL
+                    UNION ALL SELECT hex(substr(detail, 1, 5)) FROM activities WHERE detail IS NOT NULL
                     UNION ALL SELECT hex(substr(payload, 1, 5)) FROM outbox
                     UNION ALL SELECT hex(substr(local_row, 1, 5)) FROM conflicts WHERE local_row IS NOT NULL
                     UNION ALL SELECT hex(substr(server_row, 1, 5)) FROM conflicts WHERE server_row IS NOT NULL
@@ -72,10 +77,10 @@ struct KeyRotationTests {
     @Test("a rotation seals every value again under the new version; everything reads back, before and after a reopen without the old key")
     func rotationResealsEverything() throws {
         let keys = InMemoryKeyProvider()
-        var test = try TestStore(keys: keys)
+        var test = try TestStore.engine(keys: keys)
         try Self.fill(test.store)
         let before = try Self.read(test.store)
-        #expect(before.conflicts.count == 1 && before.mutations.count >= 3 && before.statement?.result == .string("the answer"))
+        #expect(before.conflicts.count == 1 && before.mutations.count >= 3 && before.activity?.detail == .string("the answer"))
         #expect(try Self.sealedHeaders(test).allSatisfy { $0.hasPrefix("01") })
 
         let report = try test.store.rotateDataKey(batchSize: 3)
@@ -99,16 +104,16 @@ struct KeyRotationTests {
         #expect(try test.store.quarantinedEntries().isEmpty)
         #expect(try test.store.outboxIntegrityProblem() == nil)
         // Writes go on under the new version, and a second rotation goes to version 3.
-        try test.store.patch(Incident.self, id: "inc-high-old", [.reporterNotes("after")])
+        try test.store.patch(Note.self, id: "note-1", [.privateRemark("after")])
         #expect(try test.store.rotateDataKey().toVersion == 3)
-        #expect(try test.store.fetch(Incident.self, id: "inc-high-old")?.reporterNotes == "after")
+        #expect(try test.store.fetch(Note.self, id: "note-1")?.privateRemark == "after")
         #expect(try Self.sealedHeaders(test).allSatisfy { $0 == "0200000003" })
     }
 
     @Test("a rotation stopped after any batch reads everything meanwhile, and the next open finishes it", arguments: [0, 1, 2, 4])
     func interruptedRotationFinishesAtOpen(batches: Int) throws {
         let keys = InMemoryKeyProvider()
-        var test = try TestStore(keys: keys)
+        var test = try TestStore.engine(keys: keys)
         try Self.fill(test.store)
         let before = try Self.read(test.store)
 
@@ -119,47 +124,47 @@ struct KeyRotationTests {
         let headers = try Self.sealedHeaders(test)
         #expect(headers.contains { $0.hasPrefix("01") })
         // A write in the middle is sealed under the new version at once.
-        try test.store.patch(Incident.self, id: "inc-high-new", [.reporterNotes("mid-rotation")])
-        #expect(try test.store.fetch(Incident.self, id: "inc-high-new")?.reporterNotes == "mid-rotation")
+        try test.store.patch(Note.self, id: "note-2", [.privateRemark("mid-rotation")])
+        #expect(try test.store.fetch(Note.self, id: "note-2")?.privateRemark == "mid-rotation")
 
         test = try test.reopen()
         #expect(test.store.dataKeyStatus().version == 2 && test.store.dataKeyStatus().rotatingFrom == nil)
         #expect(try Self.sealedHeaders(test).allSatisfy { $0 == Self.version2 })
         var after = try Self.read(test.store)
-        #expect(after.incidents.first { $0?.id == "inc-high-new" }??.reporterNotes == "mid-rotation")
-        after.incidents = before.incidents
+        #expect(after.notes.first { $0?.id == "note-2" }??.privateRemark == "mid-rotation")
+        after.notes = before.notes
         after.mutations = Array(after.mutations.prefix(before.mutations.count))
         #expect(after == before)
         #expect(try test.store.quarantinedEntries().isEmpty)
         #expect(try test.store.outboxIntegrityProblem() == nil)
         try keys.deleteKey(forTenant: "acme", version: 1)
         test = try test.reopen()
-        #expect(try test.store.fetch(Incident.self, id: "inc-high-new")?.reporterNotes == "mid-rotation")
+        #expect(try test.store.fetch(Note.self, id: "note-2")?.privateRemark == "mid-rotation")
     }
 
     @Test("reads and writes from other threads while a rotation runs")
     func readsAndWritesDuringARotation() async throws {
-        let test = try TestStore(keys: InMemoryKeyProvider())
+        let test = try TestStore.engine(keys: InMemoryKeyProvider())
         try Self.fill(test.store)
         let store = test.store
         let rotation = Task.detached { try store.rotateDataKey(batchSize: 1) }
         for round in 0..<30 {
-            try store.patch(Incident.self, id: "inc-mine", [.reporterNotes("round \(round)")])
-            #expect(try store.fetch(Incident.self, id: "inc-mine")?.reporterNotes == "round \(round)")
-            #expect(try store.fetch(Incident.self, id: "inc-low")?.reporterNotes == "secret notes of inc-low")
-            #expect(try store.localState(Incident.self, id: "inc-low")?.draftNote == "a draft")
+            try store.patch(Note.self, id: "note-mine", [.privateRemark("round \(round)")])
+            #expect(try store.fetch(Note.self, id: "note-mine")?.privateRemark == "round \(round)")
+            #expect(try store.fetch(Note.self, id: "note-1")?.privateRemark == "private remark of note-1")
+            #expect(try store.localState(Note.self, id: "note-1")?.draftBody == "a draft")
         }
         let report = try await rotation.value
         #expect(report.unreadableValues == 0)
         #expect(try Self.sealedHeaders(test).allSatisfy { $0 == Self.version2 })
-        #expect(try store.fetch(Incident.self, id: "inc-mine")?.reporterNotes == "round 29")
+        #expect(try store.fetch(Note.self, id: "note-mine")?.privateRemark == "round 29")
         #expect(try store.quarantinedEntries().isEmpty)
         #expect(try store.outboxIntegrityProblem() == nil)
     }
 
     @Test("a store that never rotated keeps the format from before key versions: same key check, 0x01 seals, no key version")
     func unrotatedFormatUnchanged() throws {
-        var test = try TestStore()
+        var test = try TestStore.engine()
         try Self.fill(test.store)
         // The key check as the store computed it before key versions existed.
         let tenantKey = try test.keys.key(forTenant: "acme")
@@ -179,7 +184,7 @@ struct KeyRotationTests {
         #expect(try Self.sealedHeaders(test).allSatisfy { $0.hasPrefix("01") })
         test = try test.reopen()
         #expect(test.store.dataKeyStatus().version == 1 && test.store.dataKeyStatus().rotatingFrom == nil)
-        #expect(try test.store.fetch(Incident.self, id: "inc-mine")?.reporterNotes == "notes written on the device")
+        #expect(try test.store.fetch(Note.self, id: "note-mine")?.privateRemark == "remark written on the device")
     }
 
     /// A provider written before key versions: only version 1.
@@ -191,7 +196,7 @@ struct KeyRotationTests {
 
     @Test("a provider without versions keeps working and refuses a rotation with a typed error, changing nothing")
     func providerWithoutVersions() throws {
-        let test = try TestStore(keys: SingleKeyProvider())
+        let test = try TestStore.engine(keys: SingleKeyProvider())
         try Self.fill(test.store)
         let before = try Self.read(test.store)
         #expect {
@@ -209,7 +214,7 @@ struct KeyRotationTests {
     func signOutForgetsEveryVersion() throws {
         let directory = try TemporaryDirectory()
         let keys = FileKeyProvider(directory: directory.keysURL)
-        let test = try TestStore(directory: directory, keys: keys)
+        let test = try TestStore.engine(directory: directory, keys: keys)
         try test.store.rotateDataKey()
         try test.store.rotateDataKey()
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.keysURL.path).filter { $0.hasSuffix(".key") }.count == 3)
@@ -249,14 +254,14 @@ struct KeyRotationTests {
         func provider(_ passphrase: String) -> PassphraseKeyProvider {
             PassphraseKeyProvider(passphrase: passphrase, saltFile: saltFile, rounds: 1_000)
         }
-        var test = try TestStore(directory: directory, keys: provider("open sesame"))
+        var test = try TestStore.engine(directory: directory, keys: provider("open sesame"))
         try Self.fill(test.store)
         let before = try Self.read(test.store)
         try test.store.close()
         #expect(throws: OfflineStoreError.keyMismatch(tenantId: "acme")) {
-            try TestStore(directory: directory, keys: provider("open sesame!"))
+            try TestStore.engine(directory: directory, keys: provider("open sesame!"))
         }
-        test = try TestStore(directory: directory, keys: provider("open sesame"))
+        test = try TestStore.engine(directory: directory, keys: provider("open sesame"))
         #expect(try Self.read(test.store) == before)
         #expect(try test.store.rotateDataKey().toVersion == 2)
         try provider("open sesame").deleteKey(forTenant: "acme", version: 1)
