@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -39,7 +39,7 @@ struct CompressedPushTests {
         }
 
         static func run(_ kind: StorageKind, refusing: Bool = false, _ body: @Sendable (Server) async throws -> Void) async throws {
-            try await LiveServer.run(kind) { live in
+            try await LiveServer.engine(kind) { live in
                 let refusals = Counter()
                 guard refusing else {
                     try await body(Server(url: live.url, signer: live.signer, clock: live.clock, refusals: refusals))
@@ -56,11 +56,11 @@ struct CompressedPushTests {
         }
     }
 
-    /// A task with a realistic title and notes (a field operative's write).
-    static func task(_ index: Int) -> FieldTask {
-        FieldTask(
-            id: "task-\(index)", teamId: "team-1", title: "Replace the battery of pump station \(index) and log the readings",
-            taskKind: .inspection, notes: "Check the seals and the inlet filter; photograph the meter before and after.", revision: 0)
+    /// A card with a realistic title and description (a member's write).
+    static func card(_ index: Int) -> Card {
+        Card(
+            id: "card-\(index)", teamId: "team-1", boardId: "board-1", title: "Prepare the slides of review \(index) and share them with the team",
+            description: "Check the figures and the charts; ask finance to read them before and after.", revision: 0)
     }
 
     static func engine(_ store: OfflineStore, _ transport: URLSessionTransport) -> SyncEngine {
@@ -73,11 +73,11 @@ struct CompressedPushTests {
     func compressedPushesApply(_ kind: StorageKind) async throws {
         try await Server.run(kind) { server in
             let phoneFolder = try TemporaryDirectory()
-            let phone = try makeDeviceStore(phoneFolder, device: "phone-1")
+            let phone = try makeEngineDeviceStore(phoneFolder, device: "phone-1")
             let recorder = RecordingExchange()
             let transport = server.transport("phone-1", recorder: recorder)
             #expect(transport.compressesPushes)
-            for index in 0..<40 { try phone.create(Self.task(index)) }
+            for index in 0..<40 { try phone.create(Self.card(index)) }
             guard case .succeeded(pushed: 40, _) = await Self.engine(phone, transport).syncNow() else {
                 Issue.record("the phone's sync")
                 return
@@ -96,7 +96,7 @@ struct CompressedPushTests {
             #expect(transport.compressesPushes)
 
             // One small write is under the threshold: sent as is.
-            try phone.patch(FieldTask.self, id: "task-0", [.status(.inProgress)])
+            try phone.patch(Card.self, id: "card-0", [.lane(.review)])
             guard case .succeeded(pushed: 1, _) = await Self.engine(phone, transport).syncNow() else {
                 Issue.record("the phone's second sync")
                 return
@@ -105,17 +105,17 @@ struct CompressedPushTests {
             #expect(small.contentEncoding == nil)
             #expect(small.body.count < 1024)
 
-            // Another device of the team pulls every task as the phone wrote it.
+            // Another device of the team pulls every card as the phone wrote it.
             let tabletFolder = try TemporaryDirectory()
-            let tablet = try makeDeviceStore(tabletFolder, device: "tablet-1")
+            let tablet = try makeEngineDeviceStore(tabletFolder, device: "tablet-1")
             guard case .succeeded = await Self.engine(tablet, server.transport("tablet-1", recorder: RecordingExchange())).syncNow() else {
                 Issue.record("the tablet's sync")
                 return
             }
-            let tasks = try tablet.all(FieldTask.self)
-            #expect(tasks.count == 40)
-            #expect(tasks.first { $0.id == "task-7" }?.title == Self.task(7).title)
-            #expect(tasks.first { $0.id == "task-0" }?.status == .inProgress)
+            let cards = try tablet.all(Card.self)
+            #expect(cards.count == 40)
+            #expect(cards.first { $0.id == "card-7" }?.title == Self.card(7).title)
+            #expect(cards.first { $0.id == "card-0" }?.lane == .review)
             try phone.close()
             try tablet.close()
         }
@@ -125,11 +125,11 @@ struct CompressedPushTests {
     func dataBudgetCountsCompressedBytes(_ kind: StorageKind) async throws {
         try await Server.run(kind) { server in
             let folder = try TemporaryDirectory()
-            let phone = try makeDeviceStore(folder, device: "phone-1")
+            let phone = try makeEngineDeviceStore(folder, device: "phone-1")
             let recorder = RecordingExchange()
             let engine = Self.engine(phone, server.transport("phone-1", recorder: recorder))
             try await engine.setPreferences(SyncPreferences(dailyAutomaticDataBudget: 10 << 20))
-            for index in 0..<40 { try phone.create(Self.task(index)) }
+            for index in 0..<40 { try phone.create(Self.card(index)) }
             await engine.appDidBecomeActive()
             #expect(try phone.outboxCounts().unsent == 0)
             let push = try #require(recorder.exchanges.first { $0.path == "/sync/v1/push" })
@@ -149,10 +149,10 @@ struct CompressedPushTests {
     func refusalIsRemembered(_ kind: StorageKind) async throws {
         try await Server.run(kind, refusing: true) { server in
             let folder = try TemporaryDirectory()
-            let phone = try makeDeviceStore(folder, device: "phone-1")
+            let phone = try makeEngineDeviceStore(folder, device: "phone-1")
             let recorder = RecordingExchange()
             let transport = server.transport("phone-1", recorder: recorder)
-            for index in 0..<40 { try phone.create(Self.task(index)) }
+            for index in 0..<40 { try phone.create(Self.card(index)) }
 
             // Through the transport itself, to see the bytes it says it sent.
             let request = try #require(try phone.nextPushRequest(limit: 100))
@@ -171,7 +171,7 @@ struct CompressedPushTests {
             _ = try phone.applyPushResponse(response)
 
             // The next pushes, through the engine, go as is at once.
-            for index in 40..<80 { try phone.create(Self.task(index)) }
+            for index in 40..<80 { try phone.create(Self.card(index)) }
             guard case .succeeded(pushed: 40, _) = await Self.engine(phone, transport).syncNow() else {
                 Issue.record("the phone's sync")
                 return
@@ -186,13 +186,13 @@ struct CompressedPushTests {
 
             // The app restarts: the store reopened from its file, a new transport and engine. The
             // store remembers the refusal, so the new transport sends its pushes as they are at once.
-            let reopened = try makeDeviceStore(folder, device: "phone-1")
+            let reopened = try makeEngineDeviceStore(folder, device: "phone-1")
             let fresh = server.transport("phone-1", recorder: recorder)
             #expect(fresh.compressesPushes, "a new transport alone does not know")
             let engine = Self.engine(reopened, fresh)
             #expect(!fresh.compressesPushes && fresh.pushCompressionRefused)
-            try reopened.patch(FieldTask.self, id: "task-1", [.notes(String(repeating: "Seal replaced; readings logged. ", count: 40))])
-            for index in 80..<120 { try reopened.create(Self.task(index)) }
+            try reopened.patch(Card.self, id: "card-1", [.description(String(repeating: "Slides shared; figures checked. ", count: 40))])
+            for index in 80..<120 { try reopened.create(Self.card(index)) }
             guard case .succeeded(pushed: 41, _) = await engine.syncNow() else {
                 Issue.record("the phone's sync after a restart")
                 return
@@ -201,16 +201,16 @@ struct CompressedPushTests {
             let afterRestart = recorder.exchanges.filter { $0.path == "/sync/v1/push" }.dropFirst(3)
             #expect(!afterRestart.isEmpty)
             #expect(afterRestart.allSatisfy { $0.contentEncoding == nil && $0.status == 200 })
-            #expect(try reopened.all(FieldTask.self).count == 120)
+            #expect(try reopened.all(Card.self).count == 120)
             #expect(try reopened.outboxCounts().unsent == 0)
             await engine.stop()
             try reopened.close()
 
             // Another device's store knows nothing of it: its transport tries gzip, and is refused.
             let otherFolder = try TemporaryDirectory()
-            let tablet = try makeDeviceStore(otherFolder, device: "tablet-1")
+            let tablet = try makeEngineDeviceStore(otherFolder, device: "tablet-1")
             let tabletTransport = server.transport("tablet-1", recorder: recorder)
-            for index in 0..<40 { try tablet.create(Self.task(1_000 + index)) }
+            for index in 0..<40 { try tablet.create(Self.card(1_000 + index)) }
             guard case .succeeded(pushed: 40, _) = await Self.engine(tablet, tabletTransport).syncNow() else {
                 Issue.record("the tablet's sync")
                 return
