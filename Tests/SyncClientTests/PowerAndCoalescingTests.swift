@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SyncProtocol
@@ -25,7 +25,7 @@ final class PokeableTransport: SyncTransport, @unchecked Sendable {
     var channelOpen: Bool { lock.withLock { continuation != nil } }
 
     /// The server says `scope` changed.
-    func poke(_ scope: String = "ops:team:team-1") {
+    func poke(_ scope: String = "workspace:team:team-1") {
         _ = lock.withLock { continuation }?.yield(.change(scope: scope, sequence: 1))
     }
 
@@ -86,7 +86,7 @@ struct PowerAndCoalescingTests {
         let directory = try TemporaryDirectory()
         let clock = ManualClock(Date())
         let sleeper = ManualSleeper(clock: clock)
-        let store = try makeDeviceStore(directory, device: "d-1", clock: clock)
+        let store = try makeEngineDeviceStore(directory, device: "d-1", clock: clock)
         let transport = PokeableTransport(server.transport("d-1"))
         let engine = SyncEngine(
             store: store, transport: transport,
@@ -98,8 +98,8 @@ struct PowerAndCoalescingTests {
         return Device(directory: directory, clock: clock, sleeper: sleeper, store: store, transport: transport, engine: engine)
     }
 
-    static func task(_ id: String) -> FieldTask {
-        FieldTask(id: id, teamId: "team-1", title: "Task \(id)", taskKind: .inspection, revision: 0)
+    static func card(_ id: String) -> Card {
+        Card(id: id, teamId: "team-1", boardId: "board-1", title: "Card \(id)", revision: 0)
     }
 
     /// Waits until the engine's timer (and nothing else) sleeps, after the sync on going online.
@@ -109,13 +109,13 @@ struct PowerAndCoalescingTests {
 
     @Test("writes made within the debounce go in one push; with coalescing off each write is a push", arguments: StorageKind.allCases)
     func writesCoalesce(_ kind: StorageKind) async throws {
-        try await LiveServer.run(kind) { server in
+        try await LiveServer.engine(kind) { server in
             let d = try device(server, pushDebounce: 3)
             await d.engine.start(connectivity: ManualConnectivityMonitor(online: true))
             await started(d)
             // Three writes a second apart, all within 3 s of the first.
             for index in 0..<3 {
-                try d.store.create(Self.task("t-\(index)"))
+                try d.store.create(Self.card("t-\(index)"))
                 if index == 0 {
                     await eventually("the push is scheduled") { d.sleeper.sleeping == 2 }
                     guard case .coalescingWrites(let until)? = await d.engine.currentStatus.deferred else {
@@ -143,7 +143,7 @@ struct PowerAndCoalescingTests {
             await off.engine.start(connectivity: ManualConnectivityMonitor(online: true))
             await started(off)
             for index in 0..<4 {
-                try off.store.create(Self.task("u-\(index)"))
+                try off.store.create(Self.card("u-\(index)"))
                 await eventually("write \(index) pushed") { off.transport.pushRequests.count == index + 1 }
                 await eventually("the outbox empty") { (try? off.store.outboxCounts().unsent) == 0 }
             }
@@ -154,7 +154,7 @@ struct PowerAndCoalescingTests {
 
     @Test("pokes that arrive together start one pull", arguments: StorageKind.allCases)
     func pokesCoalesce(_ kind: StorageKind) async throws {
-        try await LiveServer.run(kind) { server in
+        try await LiveServer.engine(kind) { server in
             let d = try device(server, livePokeDebounce: 1, live: true)
             guard case .succeeded = await d.engine.syncNow() else { Issue.record("first sync"); return }
             await d.engine.start(connectivity: ManualConnectivityMonitor(online: true))
@@ -186,7 +186,7 @@ struct PowerAndCoalescingTests {
 
     @Test("low-power mode holds automatic syncs for its slower timer; urgent changes still come", arguments: StorageKind.allCases)
     func lowPowerBacksOff(_ kind: StorageKind) async throws {
-        try await LiveServer.run(kind) { server in
+        try await LiveServer.engine(kind) { server in
             let d = try device(server, livePokeDebounce: 0.05, live: true)
             guard case .succeeded = await d.engine.syncNow() else { Issue.record("first sync"); return }
             try await d.engine.setPreferences(
@@ -213,7 +213,7 @@ struct PowerAndCoalescingTests {
             }
 
             // A write is held.
-            try d.store.create(Self.task("t-1"))
+            try d.store.create(Self.card("t-1"))
             await eventually("the push debounce sleeps") { d.sleeper.sleeping == 2 }
             d.sleeper.advance(by: 3)
             await eventually("held") { d.sleeper.sleeping == 1 }
@@ -249,7 +249,7 @@ struct PowerAndCoalescingTests {
             try await d.engine.setPreferences(SyncPreferences(syncInterval: SyncInterval.quarterHourly))
             await d.engine.setSystemLowPowerMode(true)
             #expect(await d.engine.isLowPowerMode)
-            try d.store.create(Self.task("t-2"))
+            try d.store.create(Self.card("t-2"))
             await eventually("the debounce sleeps") { d.sleeper.sleeping >= 2 }
             d.sleeper.advance(by: 3)
             await eventually("held") {
@@ -263,7 +263,7 @@ struct PowerAndCoalescingTests {
 
             // syncNow() is the user asking: never held.
             await d.engine.setSystemLowPowerMode(true)
-            try d.store.create(Self.task("t-3"))
+            try d.store.create(Self.card("t-3"))
             guard case .succeeded(pushed: 1, _) = await d.engine.syncNow() else { Issue.record("sync now"); return }
             await d.engine.stop()
         }
@@ -271,7 +271,7 @@ struct PowerAndCoalescingTests {
 
     @Test("the interval covers hourly and daily, and preferences saved by an older build keep their values")
     func intervalPresets() async throws {
-        try await LiveServer.run(.sqlite) { server in
+        try await LiveServer.engine(.sqlite) { server in
             let d = try device(server)
             try await d.engine.setPreferences(SyncPreferences(syncInterval: SyncInterval.daily))
             await d.engine.start(connectivity: ManualConnectivityMonitor(online: true))
