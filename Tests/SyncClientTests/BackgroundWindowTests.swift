@@ -1,5 +1,5 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SampleServerApps
@@ -137,8 +137,8 @@ struct BackgroundWindowTests {
         return configuration
     }
 
-    static func task(_ id: String) -> FieldTask {
-        FieldTask(id: id, teamId: "team-1", title: "Task \(id)", taskKind: .inspection, revision: 0)
+    static func card(_ id: String) -> Card {
+        Card(id: id, teamId: "team-1", boardId: "board-1", title: "Card \(id)", revision: 0)
     }
 
     /// A device's store, reopened on the same file after a kill.
@@ -157,7 +157,7 @@ struct BackgroundWindowTests {
             sleeper = ManualSleeper(clock: clock)
             transport = SimulatedCostTransport(server.transport(name), sleeper: sleeper, cost: 1)
             self.scopes = scopes
-            store = try makeDeviceStore(directory, device: name, clock: clock)
+            store = try makeEngineDeviceStore(directory, device: name, clock: clock)
             engine = SyncEngine(store: store, transport: transport, configuration: BackgroundWindowTests.configuration(sleeper, scopes: scopes))
         }
 
@@ -165,7 +165,7 @@ struct BackgroundWindowTests {
         func killAndRelaunch(_ name: String) async throws {
             await engine.stop()
             try store.close()
-            store = try makeDeviceStore(directory, device: name, clock: clock)
+            store = try makeEngineDeviceStore(directory, device: name, clock: clock)
             engine = SyncEngine(store: store, transport: transport, configuration: BackgroundWindowTests.configuration(sleeper, scopes: scopes))
         }
 
@@ -177,8 +177,8 @@ struct BackgroundWindowTests {
     /// Another device of the team puts `count` tasks on the server.
     static func seed(_ server: LiveServer, tasks count: Int) async throws {
         let directory = try TemporaryDirectory()
-        let store = try makeDeviceStore(directory, device: "seeder")
-        for index in 0..<count { try store.create(task("seed-\(index)")) }
+        let store = try makeEngineDeviceStore(directory, device: "seeder")
+        for index in 0..<count { try store.create(card("seed-\(index)")) }
         let engine = SyncEngine(
             store: store, transport: server.transport("seeder"),
             configuration: SyncEngineConfiguration(scopes: ["team"], retriesAutomatically: false, usesLiveChannel: false)
@@ -191,7 +191,7 @@ struct BackgroundWindowTests {
 
     @Test("pending work that needs ten windows finishes in ten, killed after each, nothing redone", arguments: StorageKind.allCases)
     func tenWindows(_ kind: StorageKind) async throws {
-        try await LiveServer.run(kind) { server in
+        try await LiveServer.engine(kind) { server in
             let device = try Device(server: server, name: "d-1")
             // A first sync (nothing on the server yet) gives the scope its cursor.
             guard case .succeeded = await device.engine.syncNow() else { Issue.record("first sync"); return }
@@ -200,7 +200,7 @@ struct BackgroundWindowTests {
 
             // Queued work: 36 writes, 18 pushes of 2: two windows of 9 requests.
             let writes = 36
-            for index in 0..<writes { try device.store.create(Self.task("mine-\(index)")) }
+            for index in 0..<writes { try device.store.create(Self.card("mine-\(index)")) }
             // Then 282 tasks from another device and the 36 back: 318 rows, 64 pages of 5. A pulling
             // window asks for the urgent changes first, then 8 pages: 8 windows.
             let seeded = 282
@@ -249,7 +249,7 @@ struct BackgroundWindowTests {
             let cursors = device.transport.cursors.dropFirst(cursorsBefore).compactMap { $0 }
             #expect(cursors.count == pages)
             #expect(Set(cursors).count == cursors.count, "no page asked for twice")
-            #expect(try device.store.count(FieldTask.self) == seeded + writes)
+            #expect(try device.store.count(Card.self) == seeded + writes)
             #expect(try device.store.outboxCounts().unsent == 0)
             #expect(await device.engine.currentStatus.deferred == nil)
         }
@@ -257,7 +257,7 @@ struct BackgroundWindowTests {
 
     @Test("the OS ending a window mid-request cancels it; the pages stored stay and the next window goes on", arguments: StorageKind.allCases)
     func expiredMidRequest(_ kind: StorageKind) async throws {
-        try await LiveServer.run(kind) { server in
+        try await LiveServer.engine(kind) { server in
             let device = try Device(server: server, name: "d-1")
             guard case .succeeded = await device.engine.syncNow() else { Issue.record("first sync"); return }
             let cursorsBefore = device.transport.cursors.count
@@ -268,20 +268,20 @@ struct BackgroundWindowTests {
             device.transport.hang(atPull: 4)
             let window = Task { await engine.syncInBackgroundWindow(until: deadline) }
             await eventually("the 4th page hangs, 3 are stored") {
-                device.transport.isHanging && (try? device.store.count(FieldTask.self)) == 15
+                device.transport.isHanging && (try? device.store.count(Card.self)) == 15
             }
             window.cancel()
             let report = await window.value
             #expect(report.stoppedForDeadline)
             #expect(report.scopesLeftToPull == ["team"])
             #expect(report.pulled >= 15)
-            #expect(try device.store.count(FieldTask.self) == report.pulled)
+            #expect(try device.store.count(Card.self) == report.pulled)
 
             try await device.killAndRelaunch("d-1")
             let next = await device.window()
             #expect(next.finished)
             #expect(report.pulled + next.pulled == 23, "the next window starts after the last committed page")
-            #expect(try device.store.count(FieldTask.self) == 23)
+            #expect(try device.store.count(Card.self) == 23)
             let cursors = device.transport.cursors.dropFirst(cursorsBefore).compactMap { $0 }
             #expect(Set(cursors).count == cursors.count)
         }
@@ -345,13 +345,20 @@ struct BackgroundWindowTests {
         "a subscription's pull stops between pages before the deadline, is reported as left, and the next window goes on from its cursor",
         arguments: StorageKind.allCases)
     func subscriptionAcrossWindows(_ kind: StorageKind) async throws {
-        try await LiveServer.run(kind) { server in
-            // A device that syncs only the user scope: the team's incidents come by its subscription.
+        try await LiveServer.engine(kind) { server in
+            // A device that syncs only the user scope: the team's cards come by its subscription.
             let device = try Device(server: server, name: "d-1", scopes: ["user"])
             guard case .succeeded = await device.engine.syncNow() else { Issue.record("first sync"); return }
             let assigned = 60
-            for index in 0..<assigned { try await server.storeIncident("i-\(index)", assignee: "u-1") }
-            let mine = try await device.engine.subscribe(Subscriptions.assignedIncidents())
+            for index in 0..<assigned {
+                try await server.storeRow(
+                    Card.descriptor,
+                    [
+                        "id": .string("c-\(index)"), "team_id": .string("team-1"), "board_id": .string("board-1"),
+                        "title": .string("Card \(index)"), "assignee_id": .string("u-1"), "revision": .int(1),
+                    ], scopeKey: "workspace:team:team-1")
+            }
+            let mine = try await device.engine.subscribe(Subscriptions.assignedCards())
 
             // The urgent changes of the user scope, then 8 subscription pages of 5: the deadline.
             let first = await device.window()
@@ -362,7 +369,7 @@ struct BackgroundWindowTests {
             #expect(first.subscriptionsLeftToPull == [mine.id])
             #expect(first.scopesLeftToPull == ["user"])
             #expect(first.pulled == 40)
-            #expect(try device.store.count(Contracts.Incident.self) == 40)
+            #expect(try device.store.count(Card.self) == 40)
 
             // Killed at the window's end; the next launch's window pulls the rest from the cursor stored.
             try await device.killAndRelaunch("d-1")
@@ -371,7 +378,7 @@ struct BackgroundWindowTests {
             #expect(second.finished, "\(second)")
             #expect(second.subscriptionsLeftToPull.isEmpty && second.scopesLeftToPull.isEmpty)
             #expect(first.pulled + second.pulled == assigned, "no page stored twice")
-            #expect(try device.store.count(Contracts.Incident.self) == assigned)
+            #expect(try device.store.count(Card.self) == assigned)
             let cursors = device.transport.subscriptionPageCursors.compactMap { $0 }
             #expect(Set(cursors).count == cursors.count, "no subscription page asked for twice")
             #expect(try device.engine.subscription(id: mine.id)?.status?.hasSynced == true)
@@ -380,10 +387,10 @@ struct BackgroundWindowTests {
 
     @Test("a window is skipped while the preferences hold automatic syncs, and says why")
     func skippedByPreferences() async throws {
-        try await LiveServer.run(.sqlite) { server in
+        try await LiveServer.engine(.sqlite) { server in
             let device = try Device(server: server, name: "d-1")
             try await device.engine.setPreferences(SyncPreferences(dailyAutomaticDataBudget: 0))
-            try device.store.create(Self.task("t-1"))
+            try device.store.create(Self.card("t-1"))
             let report = await device.window()
             #expect(report.skipped == .dataBudgetUsed(used: 0, budget: 0))
             #expect(!report.finished)
