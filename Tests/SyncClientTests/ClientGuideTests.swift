@@ -387,7 +387,7 @@ import Testing
 
     @Test
     func aReceiptWithItsFiles() async throws {
-        try await LiveServer.run(contracts: FileContracts.self) { server in
+        try await LiveServer.run(contracts: FileContracts.self, apps: []) { server in
             let phone = try FileTestStore(clock: ManualClock(Date()))
             let store = phone.store
             let engine = SyncEngine(store: store, transport: server.transport("phone-1"), configuration: .init(scopes: ["user"]))

@@ -1,15 +1,14 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
-import SampleServerApps
 import SyncProtocol
 import SyncServer
 import Testing
 
 @testable import SyncClient
 
-/// The sample contracts with receipts (``Receipt``), for a server: its table as the contract
+/// The engines' own contracts with receipts (``Receipt``), for a server: its table as the contract
 /// compiler writes a user-scoped entity's.
 enum FileContracts: ContractSchema {
     static let scopes = ContractRegistry.scopes
@@ -164,8 +163,7 @@ enum PostgresFileServer {
         let signer = try TokenSigner(secret: LiveServer.secret)
         let clock = SyncServer.SystemClock()
         let environment = ServerEnvironment(
-            storage: storage, signer: signer, clock: clock,
-            apps: SampleServerApps.all)
+            storage: storage, signer: signer, clock: clock, apps: [])
         try await LoopbackServer.run(configuration: ServerConfiguration(port: 0, rateLimit: nil), environment: environment) { server in
             let url = server.url
             try await body { device in
@@ -196,7 +194,7 @@ struct FileEndToEndTests {
     @Test(
         "a receipt's files go up in chunks before the receipt, resuming after a lost connection; another device downloads and checks them")
     func uploadThenDownload() async throws {
-        try await LiveServer.run(contracts: FileContracts.self) { server in
+        try await LiveServer.run(contracts: FileContracts.self, apps: []) { server in
             try await receiptRoundTrip { server.transport($0) }
         }
     }
@@ -278,7 +276,7 @@ struct FileEndToEndTests {
         "the file routes over URLSession: an upload cut short resumes at the server's offset, the same bytes again are stored, the uploader reads them back by ranges"
     )
     func routesOverURLSession() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let phone = try FileTestStore(clock: ManualClock(Date()))
             let bytes = typed(sampleBytes(2_500_000, seed: 5), as: "application/pdf")
             let document = try phone.store.importFile(bytes, contentType: "application/pdf")
@@ -325,7 +323,7 @@ struct FileEndToEndTests {
 
     @Test("a file the server lacks cannot be read: 404 as a typed error")
     func missingFile() async throws {
-        try await LiveServer.run { server in
+        try await LiveServer.engine { server in
             let phone = try FileTestStore(clock: ManualClock(Date()))
             let reference = try FileReference(sha256: String(repeating: "b", count: 64), byteCount: 10, contentType: "image/png")
             let error = await #expect(throws: FileDownloadError.self) {

@@ -1,14 +1,14 @@
 import ContractRuntime
-import Contracts
 import Crypto
+import EngineTestContracts
 import Foundation
 import OutpostTestSupport
 import SyncProtocol
 
 @testable import SyncClient
 
-/// A contract with `file` fields, built by hand until the sample contracts have one: a
-/// receipt (user scope, last writer wins) with a `photo` (at most 1 000 bytes, `image/*`) and a
+/// A contract with `file` fields, built by hand beside the engines' own contracts: a receipt
+/// (user scope, last writer wins) with a `photo` (at most 1 000 bytes, `image/*`) and a
 /// `document` (no limit, any type).
 struct Receipt: ContractEntity, PatchableEntity {
     var id: String
@@ -90,7 +90,7 @@ struct Receipt: ContractEntity, PatchableEntity {
         checksum: "test"
     )
 
-    /// The sample contracts with receipts.
+    /// The engines' own contracts with receipts.
     static let catalog = ContractCatalog(
         scopes: ContractRegistry.scopes, entities: ContractRegistry.entities + [entity], events: ContractRegistry.events,
         entityTypes: ContractRegistry.entityTypes + [Receipt.self], eventTypes: ContractRegistry.eventTypes,
