@@ -10,8 +10,10 @@ import Testing
 @testable import SyncClient
 
 /// What the server's data obligations look like from a device, against the real server: an
-/// urgent change (a withdrawn unit) is stored before any page of the next pull, and a device
-/// whose user was erased wipes its store.
+/// urgent change (a withdrawn unit) is stored before any page of the next pull. It stays on the
+/// sample's contracts: the withdrawal takes the unit's lessons with it, and the engines' own
+/// catalog has no rows under another. A device whose user was erased: `ErasedUserSyncTests`, on
+/// the engines' own contracts.
 @Suite struct UserDataSyncTests {
     static let scopes = ["user", "team", "content"]
 
@@ -133,33 +135,6 @@ import Testing
             #expect(withdrawn < firstPage, "the withdrawn unit was stored with or after a page: \(units.commits)")
             let firstPull = try #require(log.requests.firstIndex { $0.hasPrefix("pull") })
             #expect(log.requests[..<firstPull].contains("urgent content"))
-        }
-    }
-
-    @Test func aDeviceOfAnErasedUserWipesItsStoreAndStops() async throws {
-        try await LiveServer.run { server in
-            let directory = try TemporaryDirectory()
-            let store = try makeDeviceStore(directory, device: "d-1")
-            try store.create(Statement(id: "st-1", verb: .experienced, objectId: "lesson-1", statedAt: Samples.t0))
-            let engine = engine(store, server.transport("d-1"))
-            guard case .succeeded = await engine.syncNow() else { Issue.record("first sync"); return }
-
-            let report = try await UserErasure(storage: server.storage).erase(tenant: "acme", userID: "u-1", requestedBy: .commandLine)
-            #expect(report.rowsErased >= 1)
-            try store.create(Statement(id: "st-2", verb: .experienced, objectId: "lesson-2", statedAt: Samples.t0))
-
-            guard case .failed(let error, let retryAt) = await engine.syncNow() else { Issue.record("the sync after the erasure succeeded"); return }
-            #expect(error.isUserErased)
-            #expect(retryAt == nil)
-            let status = await engine.currentStatus
-            #expect(status.accountErased)
-            #expect(status.lastError?.code == .userErased)
-            #expect(!FileManager.default.fileExists(atPath: directory.databaseURL.path))
-            #expect(throws: OfflineStoreError.self) { _ = try store.fetch(Statement.self, id: "st-2") }
-
-            // Later syncs answer the same, without a request.
-            guard case .failed(let again, nil) = await engine.syncNow() else { Issue.record("a later sync ran"); return }
-            #expect(again.isUserErased)
         }
     }
 }
