@@ -1,17 +1,16 @@
 import ContractRuntime
-import Contracts
+import EngineTestContracts
 import Foundation
 import GRDB
-import LearningClient
 import OutpostTestSupport
 import SyncProtocol
 import Testing
 
 @testable import SyncClient
 
-/// The storage guard: per-contract limits (most rows, largest row) on assessments pulled from
-/// the real server, the free-space check before a download, and the emergency clean-up when
-/// the volume runs short, which never touches unsynced writes.
+/// The storage guard's database budget, on the engines' own contracts: over it the lowest
+/// priority rows go first, and unsynced writes never. The per-contract limits on rows pulled from
+/// the real server are `StorageGuardAssessmentTests`, on the sample's contracts.
 @Suite(.blockingWork) struct StorageGuardTests {
     /// A volume of `capacity` bytes holding the files of a folder (and nothing else): evicting a
     /// unit frees space on it, as on a device.
@@ -49,78 +48,12 @@ import Testing
             OfflineStoreConfiguration(
                 databaseURL: directory.databaseURL, tenantId: "acme", userId: "u-1", deviceId: "d-1",
                 keyProvider: FileKeyProvider(directory: directory.keysURL), clock: clock, storageLimits: limits, freeSpace: free
-            ), contracts: ContractRegistry.self, extensions: [LearningStore()]
+            ), contracts: ContractRegistry.self
         )
-    }
-
-    func publishAssessment(_ server: LiveServer, _ id: String, questions: Int = 1) async throws {
-        _ = try await server.content.publish(
-            entity: "Assessment",
-            row: .object([
-                "id": .string(id), "title": .string("Assessment \(id)"),
-                "questions": .array(
-                    (0..<questions).map { .object(["id": .string("q\($0)"), "prompt": .string(String(repeating: "x", count: 100))]) }),
-                "question_count": .int(Int64(questions)),
-            ]),
-            identity: LiveServer.admin
-        )
-    }
-
-    @Test func assessmentsOverTheirLimitsAreDroppedCompletedAndLeastUsedFirstPinnedNever() async throws {
-        try await LiveServer.run { server in
-            for i in 1...5 { try await publishAssessment(server, "quiz-\(i)") }
-            try await publishAssessment(server, "quiz-huge", questions: 60)
-            let directory = try TemporaryDirectory()
-            let clock = ManualClock(Date())
-            let limits = StorageLimits(contracts: ["Assessment": ContractStorageLimit(maxRows: 3, maxRowBytes: 4_000)])
-            let store = try store(directory, clock: clock, limits: limits, free: FakeFreeSpace(capacity: 10_000_000_000))
-            let engine = SyncEngine(store: store, transport: server.transport("d-1"), configuration: .init(scopes: ["content"]))
-
-            // The first sync brings six; housekeeping keeps three, never the huge one.
-            try store.pin(Assessment.self, id: "quiz-1")
-            guard case .succeeded = await engine.syncNow() else { Issue.record("sync"); return }
-            let kept = Set(try store.all(Assessment.self).map(\.id))
-            #expect(kept.count == 3)
-            #expect(kept.contains("quiz-1"), "pinned")
-            #expect(!kept.contains("quiz-huge"))
-            let dropped = try store.droppedRows(Assessment.self)
-            #expect(dropped["quiz-huge"]?.reason == .tooLarge)
-            #expect(dropped.values.filter { $0.reason == .evicted }.count == 2)
-            // The local bookkeeping is written: size and first download.
-            let local = try #require(try store.localState(Assessment.self, id: "quiz-1"))
-            #expect(local.sizeBytes > 0)
-            #expect(local.downloadedAt != nil)
-
-            // The learner opens one and completes another: over the limit, the completed one
-            // goes first, then the least recently opened.
-            let others = kept.subtracting(["quiz-1"]).sorted()
-            clock.advance(by: 60)
-            try store.markAccessed(Assessment.self, id: others[0])
-            try store.markCompleted(Assessment.self, id: others[1])
-            try store.unpin(Assessment.self, id: "quiz-1")
-            let report = try store.runHousekeeping()
-            #expect(report.evictedRows.isEmpty, "three rows: within the limit")
-
-            // A read-through brings a dropped one back; the next housekeeping makes room again.
-            let fetcher = ScopeFetcher(store: store, transport: server.transport("d-1"), scope: "content")
-            let back = dropped.keys.first { dropped[$0]?.reason == .evicted }!
-            guard case .fetched = try await store.fetch(Assessment.self, id: back, from: fetcher) else {
-                Issue.record("read-through")
-                return
-            }
-            let after = try store.runHousekeeping()
-            #expect(after.evictedRows == ["Assessment": 1])
-            #expect(try store.fetch(Assessment.self, id: others[1]) == nil, "the completed one went first")
-            #expect(try store.fetch(Assessment.self, id: others[0]) != nil)
-            #expect(try store.fetch(Assessment.self, id: back) != nil)
-
-            // A contract without the field has no completion to mark.
-            #expect(throws: OfflineStoreError.self) { try store.markCompleted(Unit.self, id: "unit-1") }
-        }
     }
 
     @Test func overTheDatabaseBudgetTheLowestPriorityRowsGoFirstAndUnsyncedOnesNever() throws {
-        let test = try TestStore()
+        let test = try TestStore.engine()
         let directory = try TemporaryDirectory()
         let free = FakeFreeSpace(capacity: 10_000_000_000)
         func open(budget: Int64?) throws -> OfflineStore {
@@ -128,41 +61,36 @@ import Testing
         }
         var store = try open(budget: nil)
         let day = CalendarDate(daysSince1970: 20_000)
-        var upserts: [String: [JSONValue]] = ["CompletionRecord": [], "Incident": [], "ServiceAsset": []]
+        var upserts: [String: [JSONValue]] = ["Profile": [], "Card": [], "Note": []]
         for i in 0..<300 {
-            upserts["CompletionRecord"]!.append(
-                Samples.wire(
-                    CompletionRecord(
-                        id: "done-\(i)", unitId: "unit-1", passed: true, completedAt: Samples.t0, completedOn: day, updatedAt: Samples.t0
-                    )))
-            upserts["Incident"]!.append(Samples.wire(Samples.incident("inc-\(i)", priority: .low, openedAt: Int64(i))))
-            upserts["ServiceAsset"]!.append(
-                Samples.wire(
-                    ServiceAsset(
-                        id: "sa-\(i)", teamId: "team-1", assetTag: "S-\(i)", displayName: "Asset \(i)", category: .tool, updatedAt: Samples.t0
-                    )))
+            upserts["Profile"]!.append(
+                EngineSamples.wire(Profile(id: "member-\(i)", displayName: "Member \(i)", lastActiveOn: day, updatedAt: EngineSamples.t0)))
+            upserts["Card"]!.append(
+                EngineSamples.wire(Card(id: "card-\(i)", teamId: "team-1", boardId: "board-1", title: "Card \(i)", sortIndex: Double(i), revision: 1))
+            )
+            upserts["Note"]!.append(EngineSamples.wire(EngineSamples.note("note-\(i)")))
         }
         try store.applyServerChanges(ServerChanges(upserts: upserts))
-        try store.patch(ServiceAsset.self, id: "sa-7", [.displayName("Renamed, not sent")])
-        let completions = try store.all(CompletionRecord.self).count
-        #expect(completions == 300)
+        try store.patch(Note.self, id: "note-7", [.body("Renamed, not sent")])
+        let profiles = try store.all(Profile.self).count
+        #expect(profiles == 300)
 
-        // A budget a little under what the rows take: completion records (low) go first.
+        // A budget a little under what the rows take: profiles (low) go first.
         try store.close()
         let total = try DatabaseQueue(path: directory.databaseURL.path).read { try OfflineStore.rowBytes($0, contracts: store.contracts) }
         store = try open(budget: total - 1_000)
-        #expect(try store.all(CompletionRecord.self).count < 300)
-        #expect(try store.all(ServiceAsset.self).count == 300, "normal: after low")
-        #expect(try store.all(Incident.self).count == 300, "critical: last")
-        #expect(try store.droppedRows(CompletionRecord.self).values.allSatisfy { $0.reason == .evicted })
+        #expect(try store.all(Profile.self).count < 300)
+        #expect(try store.all(Note.self).count == 300, "normal: after low")
+        #expect(try store.all(Card.self).count == 300, "critical: last")
+        #expect(try store.droppedRows(Profile.self).values.allSatisfy { $0.reason == .evicted })
 
         // A budget of nothing: every synced row the server can send again goes, low to
-        // critical; the asset with a write waiting stays.
+        // critical; the note with a write waiting stays.
         try store.close()
         store = try open(budget: 0)
-        #expect(try store.all(CompletionRecord.self).isEmpty)
-        #expect(try store.all(Incident.self).isEmpty)
-        #expect(try store.all(ServiceAsset.self).map(\.id) == ["sa-7"])
+        #expect(try store.all(Profile.self).isEmpty)
+        #expect(try store.all(Card.self).isEmpty)
+        #expect(try store.all(Note.self).map(\.id) == ["note-7"])
         #expect(try store.outboxCounts().unsent == 1)
     }
 }
