@@ -13,7 +13,7 @@ import Testing
 /// the real server are `StorageGuardAssessmentTests`, on the sample's contracts.
 @Suite(.blockingWork) struct StorageGuardTests {
     /// A volume of `capacity` bytes holding the files of a folder (and nothing else): evicting a
-    /// unit frees space on it, as on a device.
+    /// the rows whose files it holds frees space on it, as on a device.
     final class FakeFreeSpace: FreeSpaceProvider, @unchecked Sendable {
         private let lock = NSLock()
         private var bytes: Int64
