@@ -12,7 +12,7 @@ import Testing
 /// priority rows go first, and unsynced writes never. The per-contract limits on rows pulled from
 /// the real server are `StorageGuardAssessmentTests`, on the sample's contracts.
 @Suite(.blockingWork) struct StorageGuardTests {
-    /// A volume of `capacity` bytes holding the files of a folder (and nothing else): evicting a
+    /// A volume of `capacity` bytes holding the files of a folder (and nothing else): evicting
     /// the rows whose files it holds frees space on it, as on a device.
     final class FakeFreeSpace: FreeSpaceProvider, @unchecked Sendable {
         private let lock = NSLock()
