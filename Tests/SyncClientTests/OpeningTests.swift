@@ -11,6 +11,39 @@ import Testing
 /// On the engines' own contracts (opening with a store extension: `OpeningWithExtensionTests`).
 @Suite("Opening the offline store", .blockingWork)
 struct OpeningTests {
+    @Test("a new database gets the client tables, then its extensions', then every generated migration, in WAL mode")
+    func freshDatabase() throws {
+        let directory = try TemporaryDirectory()
+        let store = try OfflineStore(
+            TestStore.configuration(directory: directory, clock: ManualClock(TestStore.start), keys: FileKeyProvider(directory: directory.keysURL)),
+            contracts: ContractRegistry.self, extensions: [StoreExtensionTests.Bookmarks()]
+        )
+        #expect(try store.appliedMigrations() == store.migrationIdentifiers)
+        #expect(store.migrationIdentifiers.first == "client.v1.sync_tables")
+        #expect(
+            store.migrationIdentifiers
+                == ClientSchema.migrations.map(\.identifier) + ["bookmarks.v1"] + ContractRegistry.clientMigrations.map(\.identifier)
+        )
+        let queue = try DatabaseQueue(path: directory.databaseURL.path)
+        let (tables, mode) = try queue.read { db in
+            (
+                try String.fetchSet(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"),
+                try String.fetchOne(db, sql: "PRAGMA journal_mode")
+            )
+        }
+        try queue.close()
+        for table in ["outbox", "conflicts", "sync_state", "bookmarks", "metadata"] + ContractRegistry.entities.map(\.table)
+            + ContractRegistry.events.map(\.table)
+        {
+            #expect(tables.contains(table), "missing table \(table)")
+        }
+        #expect(mode == "wal")
+        #expect(store.identity.tenantId == "acme")
+        #expect(store.identity.deviceId == "device-1")
+        #expect(ULID(store.identity.clientId) != nil)
+        try store.close()
+    }
+
     @Test("reopening keeps the rows, the identity and the sequence")
     func reopen() throws {
         let first = try TestStore.engine()

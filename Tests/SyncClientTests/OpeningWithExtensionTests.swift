@@ -8,9 +8,9 @@ import Testing
 
 @testable import SyncClient
 
-/// Opening a store with a store extension (the learning app's `LearningStore`): its migrations
-/// run between the client's tables and the contracts'. It stays on the sample's contracts, the
-/// only ones with an extension; the rest of opening is `OpeningTests`, on the engines' own.
+/// Opening a store with the learning app's extension (`LearningStore`): its migrations run
+/// between the client's tables and the sample's contracts', and its tables are there. Opening in
+/// general, with a test's extension, is `OpeningTests`, on the engines' own contracts.
 @Suite("Opening the offline store with an extension", .blockingWork)
 struct OpeningWithExtensionTests {
     @Test("a new database gets the client tables, then its extensions', then every generated migration, in WAL mode")
