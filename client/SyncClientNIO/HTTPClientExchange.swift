@@ -24,13 +24,15 @@ public import SyncClient
 ///     baseURL: server, tokenProvider: tokens, exchange: HTTPClientExchange(timeout: .seconds(30)))
 /// ```
 public struct HTTPClientExchange: HTTPExchange {
-    /// How long a request may take to answer, and how long its body may take once it has.
+    /// How long ``send(_:)`` may take in all, its whole body included, and how long
+    /// ``stream(_:)`` may wait for its answer's head.
     public let timeout: Duration
     /// The largest body ``send(_:)`` answers, after inflating; a larger one is a network error.
     public let maximumBodyBytes: Int
 
     /// - Parameters:
-    ///   - timeout: how long a request may wait for its answer's head, and then for its body.
+    ///   - timeout: how long ``send(_:)`` may take in all, and ``stream(_:)`` may wait for the
+    ///     answer's head.
     ///   - maximumBodyBytes: the largest body ``send(_:)`` holds (default 256 MiB: a file's
     ///     largest range is 64 MiB and a pull page a few MiB).
     public init(timeout: Duration = .seconds(30), maximumBodyBytes: Int = 256 << 20) {
@@ -53,7 +55,7 @@ public struct HTTPClientExchange: HTTPExchange {
         let limit = maximumBodyBytes
         let result: Result<(Data, HTTPURLResponse), any Error> = await Self.within(timeout) {
             let response = try await Self.client.execute(outbound, timeout: TimeAmount(timeout))
-            let head = try Self.response(response, url: url)
+            let head = try HTTPURLResponse.answering(url, status: response.status, headers: response.headers)
             let body = try await response.body.collect(upTo: limit)
             return (Data(body.readableBytesView), head)
         }
@@ -75,7 +77,7 @@ public struct HTTPClientExchange: HTTPExchange {
         } catch {
             throw .network("\(Self.describe(url)): \(error)")
         }
-        let head = try Self.response(response, url: url)
+        let head = try HTTPURLResponse.answering(url, status: response.status, headers: response.headers)
         // Unbounded: the live channel's events are small and few, and the request is cancelled
         // when the consumer goes away, so nothing accumulates for nobody.
         let (body, continuation) = AsyncThrowingStream.makeStream(of: Data.self, bufferingPolicy: .unbounded)
@@ -101,17 +103,6 @@ public struct HTTPClientExchange: HTTPExchange {
         for (name, value) in request.allHTTPHeaderFields ?? [:] { outbound.headers.add(name: name, value: value) }
         if let body = request.httpBody { outbound.body = .bytes(ByteBuffer(bytes: body)) }
         return (outbound, url)
-    }
-
-    /// `response`'s head as Foundation's response for `url` (repeated fields joined with commas).
-    private static func response(_ response: HTTPClientResponse, url: URL) throws(TransportError) -> HTTPURLResponse {
-        var fields: [String: String] = [:]
-        for (name, value) in response.headers {
-            fields[name] = fields[name].map { "\($0), \(value)" } ?? value
-        }
-        guard let http = HTTPURLResponse(url: url, statusCode: Int(response.status.code), httpVersion: "HTTP/1.1", headerFields: fields)
-        else { throw .network("not an HTTP response") }
-        return http
     }
 
     /// `body`'s result, or a network error once `timeout` has passed (`body` is then cancelled,

@@ -91,7 +91,7 @@ public struct PinnedHTTPSExchange: HTTPExchange {
             if let refused = refusal.withLockedValue({ $0 }) { throw refused }
             throw .network("\(host):\(port): \(error)")
         }
-        return (Data(responseBody.readableBytesView), try Self.response(responseHead, url: url))
+        return (Data(responseBody.readableBytesView), try HTTPURLResponse.answering(url, status: responseHead.status, headers: responseHead.headers))
     }
 
     /// The answer streamed on a connection of its own, checked as ``send(_:)`` checks (the
@@ -134,7 +134,7 @@ public struct PinnedHTTPSExchange: HTTPExchange {
             if let refused = refusal.withLockedValue({ $0 }) { throw refused }
             throw .network("\(host):\(port): \(error)")
         }
-        return (try Self.response(responseHead, url: url), body)
+        return (try HTTPURLResponse.answering(url, status: responseHead.status, headers: responseHead.headers), body)
     }
 
     /// The URL, host and port of `request`, which must be `https`.
@@ -176,17 +176,6 @@ public struct PinnedHTTPSExchange: HTTPExchange {
                     try channel.pipeline.syncOperations.addHandler(exchange(channel))
                 }
             }
-    }
-
-    /// `head` as Foundation's response for `url` (repeated fields joined with commas).
-    private static func response(_ head: HTTPResponseHead, url: URL) throws(TransportError) -> HTTPURLResponse {
-        var fields: [String: String] = [:]
-        for (name, value) in head.headers {
-            fields[name] = fields[name].map { "\($0), \(value)" } ?? value
-        }
-        guard let response = HTTPURLResponse(url: url, statusCode: Int(head.status.code), httpVersion: "HTTP/1.1", headerFields: fields)
-        else { throw .network("not an HTTP response") }
-        return response
     }
 
     /// The request's head and body as NIO writes them: its headers, but `identity` as the only
